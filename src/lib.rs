@@ -1,0 +1,3 @@
+//! # kafkaiq
+//!
+//! A Kafka wire-protocol compatible broker built around partition leadership.
