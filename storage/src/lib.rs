@@ -5,3 +5,4 @@
 //! Kafka's on-disk layout so that Kafka's own tools can read what it writes.
 pub mod checkpoint;
 pub mod epoch;
+pub mod producer_state;
