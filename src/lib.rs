@@ -1,3 +1,5 @@
 //! # kafkaiq
 //!
 //! A Kafka wire-protocol compatible broker built around partition leadership.
+
+pub mod protocol;

@@ -9,17 +9,22 @@
 //! * [`index`]: `.index` and `.timeindex`, memory-mapped (all `unsafe` is in `mmap`).
 //! * [`segment`]: one `.log` file with its two indexes.
 //! * [`log`]: a partition's log — append, read, roll, retention, truncation, recovery.
-//! * [`manager`]: every log of the broker, the per-dir checkpoint files, the clean-shutdown marker.
+//! * [`epoch`]: the leader epoch cache (`leader-epoch-checkpoint`).
+//! * [`producer_state`]: idempotent producers' sequence state and its snapshots.
+//! * [`checkpoint`]: Kafka's offset checkpoint files.
 //! * [`error`]: the typed errors.
 //!
 //! See `storage/DESIGN.md` for file formats, the recovery algorithm and the threading rules.
 
 pub mod batch;
+pub mod checkpoint;
 pub mod config;
+pub mod epoch;
 pub mod error;
 pub mod index;
 pub mod log;
 mod mmap;
+pub mod producer_state;
 pub mod segment;
 
 pub use config::{LogConfig, TimestampType, TopicPartition};
