@@ -29,4 +29,4 @@ pub mod segment;
 
 pub use config::{LogConfig, TimestampType, TopicPartition};
 pub use error::{Result, StorageError};
-pub use log::{FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset};
+pub use log::{EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset};
