@@ -675,7 +675,6 @@ impl Log {
     }
 
     /// Moves the log start offset up (checkpointed value at startup); deletes what lies below.
-    #[allow(dead_code)] // LogManager applies the checkpointed value at startup
     pub(crate) fn maybe_increment_log_start_offset(&self, offset: i64) -> Result<()> {
         let w = self.lock_writer()?;
         if offset > self.log_end_offset() {
