@@ -72,3 +72,47 @@ impl<T> IoContext<T> for std::io::Result<T> {
         self.map_err(|e| StorageError::io(path, e))
     }
 }
+
+fn invalid_data(path: PathBuf, message: String) -> StorageError {
+    StorageError::Io {
+        path,
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, message),
+    }
+}
+
+impl From<crate::checkpoint::CheckpointError> for StorageError {
+    /// A checkpoint that cannot be read or written is an environment failure: the log (or log
+    /// dir) goes offline, as Kafka does with a KafkaStorageException.
+    fn from(e: crate::checkpoint::CheckpointError) -> StorageError {
+        use crate::checkpoint::CheckpointError as C;
+        match e {
+            C::Io { path, source } => StorageError::Io { path, source },
+            C::Malformed { ref path, .. }
+            | C::UnsupportedVersion { ref path, .. }
+            | C::CountMismatch { ref path, .. } => invalid_data(path.clone(), e.to_string()),
+        }
+    }
+}
+
+impl From<crate::epoch::EpochError> for StorageError {
+    fn from(e: crate::epoch::EpochError) -> StorageError {
+        match e {
+            crate::epoch::EpochError::Checkpoint(c) => c.into(),
+            crate::epoch::EpochError::InvalidEntry { .. } => {
+                StorageError::InvalidRecord(e.to_string())
+            }
+        }
+    }
+}
+
+impl From<crate::producer_state::ProducerStateError> for StorageError {
+    fn from(e: crate::producer_state::ProducerStateError) -> StorageError {
+        use crate::producer_state::ProducerStateError as P;
+        match e {
+            P::OutOfOrderSequence(m) => StorageError::OutOfOrderSequence(m),
+            P::InvalidProducerEpoch(m) => StorageError::InvalidProducerEpoch(m),
+            P::Io { path, source } => StorageError::Io { path, source },
+            P::CorruptSnapshot { ref path, .. } => invalid_data(path.clone(), e.to_string()),
+        }
+    }
+}

@@ -9,6 +9,7 @@
 //! * [`index`]: `.index` and `.timeindex`, memory-mapped (all `unsafe` is in `mmap`).
 //! * [`segment`]: one `.log` file with its two indexes.
 //! * [`log`]: a partition's log — append, read, roll, retention, truncation, recovery.
+//! * [`manager`]: every log of the broker, the per-dir checkpoint files, the clean-shutdown marker.
 //! * [`epoch`]: the leader epoch cache (`leader-epoch-checkpoint`).
 //! * [`producer_state`]: idempotent producers' sequence state and its snapshots.
 //! * [`checkpoint`]: Kafka's offset checkpoint files.
@@ -23,10 +24,12 @@ pub mod epoch;
 pub mod error;
 pub mod index;
 pub mod log;
+pub mod manager;
 mod mmap;
 pub mod producer_state;
 pub mod segment;
 
 pub use config::{LogConfig, TimestampType, TopicPartition};
 pub use error::{Result, StorageError};
-pub use log::{FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset};
+pub use log::{EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset};
+pub use manager::LogManager;

@@ -25,7 +25,12 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::batch::{self, BatchHeader, Validation};
 use crate::config::{LogConfig, TimestampType};
+use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, Result, StorageError};
+use crate::producer_state::{
+    increment_sequence, LeaderAppendCheck, ProducerBatch, ProducerStateManager,
+    PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+};
 use crate::segment::{LogSegment, RecoveryOutcome};
 
 /// What an append did.
@@ -62,12 +67,21 @@ pub struct TimestampAndOffset {
     pub leader_epoch: Option<i32>,
 }
 
+/// Answer to OffsetForLeaderEpoch; (-1, -1) when undefined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochEndOffset {
+    pub epoch: i32,
+    pub end_offset: i64,
+}
+
 type SegmentList = Arc<Vec<Arc<LogSegment>>>;
 
 /// State only the writer touches.
 struct Writer {
     last_flush_ms: i64,
-    closed: bool,
+    /// The latest `now_ms` a caller passed in; the clock for calls that take none (producer
+    /// expiry while reloading after a truncation).
+    last_now_ms: i64,
 }
 
 pub struct Log {
@@ -75,6 +89,10 @@ pub struct Log {
     config: RwLock<LogConfig>,
     writer: Mutex<Writer>,
     segments: RwLock<SegmentList>,
+    /// Changed under the writer lock; read briefly by anyone.
+    epochs: Mutex<LeaderEpochCache>,
+    /// Changed under the writer lock; read briefly by anyone.
+    producers: Mutex<ProducerStateManager>,
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
     recovery_point: AtomicI64,
@@ -127,6 +145,8 @@ impl Log {
             }
         }
         bases.sort_unstable();
+        let mut epochs = LeaderEpochCache::open(dir)?;
+        let mut epoch_error = None;
         let index_bytes = config.segment_index_bytes as usize;
         let interval = config.index_interval_bytes as usize;
         let mut segments: Vec<Arc<LogSegment>> = Vec::new();
@@ -142,7 +162,17 @@ impl Log {
                 || !seg.load_clean(interval)?;
             let mut truncated = false;
             if must_recover {
-                let out: RecoveryOutcome = seg.recover(interval, index_bytes, &mut |_h| {})?;
+                let mut on_batch = |h: &BatchHeader| {
+                    if h.partition_leader_epoch >= 0 && epoch_error.is_none() {
+                        if let Err(e) = epochs.assign(h.partition_leader_epoch, h.base_offset) {
+                            epoch_error = Some(e);
+                        }
+                    }
+                };
+                let out: RecoveryOutcome = seg.recover(interval, index_bytes, &mut on_batch)?;
+                if let Some(e) = epoch_error.take() {
+                    return Err(e.into());
+                }
                 if out.truncated_bytes > 0 {
                     tracing::warn!(
                         dir = %dir.display(),
@@ -196,15 +226,22 @@ impl Log {
         } else {
             recovery_point.clamp(log_start_offset, log_end_offset)
         };
+        epochs.truncate_from_end(log_end_offset)?;
+        epochs.truncate_from_start(log_start_offset)?;
+        let mut producers = ProducerStateManager::new(dir, PRODUCER_ID_EXPIRATION_MS_DEFAULT)?;
+        producers.truncate_and_reload(log_start_offset, log_end_offset, now_ms)?;
+        replay_producer_state(&segments, &mut producers, log_end_offset)?;
         sync_dir(dir)?;
         Ok(Log {
             dir: dir.to_owned(),
             config: RwLock::new(config),
             writer: Mutex::new(Writer {
                 last_flush_ms: now_ms,
-                closed: false,
+                last_now_ms: now_ms,
             }),
             segments: RwLock::new(Arc::new(segments)),
+            epochs: Mutex::new(epochs),
+            producers: Mutex::new(producers),
             log_start_offset: AtomicI64::new(log_start_offset),
             log_end_offset: AtomicI64::new(log_end_offset),
             recovery_point: AtomicI64::new(recovery_point),
@@ -289,6 +326,17 @@ impl Log {
         result
     }
 
+    fn check_not_negative(&self, offset: i64) -> Result<()> {
+        if offset < 0 {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset(),
+                log_end_offset: self.log_end_offset(),
+            });
+        }
+        Ok(())
+    }
+
     fn lock_writer(&self) -> Result<MutexGuard<'_, Writer>> {
         self.check_online()?;
         let w = self.writer.lock();
@@ -321,7 +369,8 @@ impl Log {
             });
         }
         let mut bytes = records.to_vec();
-        let w = self.lock_writer()?;
+        let mut w = self.lock_writer()?;
+        w.last_now_ms = now_ms;
         let log_append_time = match config.message_timestamp_type {
             TimestampType::LogAppendTime => now_ms,
             TimestampType::CreateTime => -1,
@@ -329,7 +378,41 @@ impl Log {
         let mut next = self.log_end_offset();
         let mut position = 0usize;
         let mut stamped = Vec::with_capacity(headers.len());
+        let producers = self.producers.lock();
+        let mut pending = producers.prepare_append();
         for h in &headers {
+            if h.has_producer_id() && !h.is_control() {
+                let last_sequence = increment_sequence(h.base_sequence, h.last_offset_delta);
+                let check = pending.validate_leader_append(
+                    h.producer_id,
+                    h.producer_epoch,
+                    h.base_sequence,
+                    last_sequence,
+                )?;
+                if let LeaderAppendCheck::Duplicate {
+                    first_offset,
+                    last_offset,
+                } = check
+                {
+                    // Kafka answers the whole request with the original batch's offsets and
+                    // writes nothing.
+                    return Ok(LogAppendInfo {
+                        first_offset,
+                        last_offset,
+                        log_append_time,
+                        log_start_offset: self.log_start_offset(),
+                        max_timestamp: h.max_timestamp,
+                        duplicate: true,
+                        batch_count: 0,
+                        record_count: 0,
+                        size_bytes: 0,
+                    });
+                }
+                let mut staged = producer_batch(h);
+                staged.first_offset = next;
+                staged.last_offset = next + h.last_offset_delta as i64;
+                pending.stage(staged);
+            }
             let b = &mut bytes[position..position + h.size_in_bytes()];
             batch::set_base_offset(b, next);
             batch::set_partition_leader_epoch(b, leader_epoch);
@@ -341,6 +424,8 @@ impl Log {
             position += h.size_in_bytes();
             stamped.push(h);
         }
+        drop(pending);
+        drop(producers);
         let info = self.append_locked(w, &bytes, &stamped, log_append_time, now_ms)?;
         self.maybe_flush_by_messages()?;
         Ok(info)
@@ -394,6 +479,8 @@ impl Log {
         self.guard(result)?;
         self.log_end_offset
             .store(last.next_offset(), Ordering::Release);
+        let r = self.after_append(headers);
+        self.guard(r)?;
         drop(w);
         Ok(LogAppendInfo {
             first_offset: first.base_offset,
@@ -406,6 +493,26 @@ impl Log {
             record_count: headers.iter().map(|h| h.records_count as u64).sum(),
             size_bytes: bytes.len(),
         })
+    }
+
+    /// Registers the appended batches with the epoch cache and the producer state.
+    fn after_append(&self, headers: &[BatchHeader]) -> Result<()> {
+        {
+            let mut epochs = self.epochs.lock();
+            for h in headers {
+                if h.partition_leader_epoch >= 0 {
+                    epochs.assign(h.partition_leader_epoch, h.base_offset)?;
+                }
+            }
+        }
+        let mut producers = self.producers.lock();
+        for h in headers {
+            if h.has_producer_id() && !h.is_control() {
+                producers.update(&producer_batch(h));
+            }
+        }
+        producers.update_map_end_offset(self.log_end_offset());
+        Ok(())
     }
 
     /// Kafka's `maybeRoll`: a new segment when the active one would pass `segment.bytes`, has
@@ -454,13 +561,16 @@ impl Log {
         self.set_segments(list);
         // on_roll synced the old segment: everything below the new base is durable.
         self.recovery_point.fetch_max(new_base, Ordering::AcqRel);
+        // Kafka snapshots the producer state at every new segment so a restart replays little.
+        self.producers.lock().take_snapshot()?;
         tracing::debug!(dir = %self.dir.display(), base_offset = new_base, "rolled a new segment");
         Ok(segment)
     }
 
     /// Starts a new segment at the log end offset (unless the active one is empty).
     pub fn roll(&self, now_ms: i64) -> Result<()> {
-        let w = self.lock_writer()?;
+        let mut w = self.lock_writer()?;
+        w.last_now_ms = now_ms;
         let r = self.roll_locked(&w, now_ms).map(|_| ());
         self.guard(r)
     }
@@ -470,6 +580,7 @@ impl Log {
     /// log start offset this empties the log and restarts it at `offset`.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
         let w = self.lock_writer()?;
+        self.check_not_negative(offset)?;
         if offset >= self.log_end_offset() {
             return Ok(());
         }
@@ -498,6 +609,11 @@ impl Log {
             let leo = active.next_offset();
             self.log_end_offset.store(leo, Ordering::Release);
             self.recovery_point.fetch_min(leo, Ordering::AcqRel);
+            self.epochs.lock().truncate_from_end(leo)?;
+            let mut producers = self.producers.lock();
+            producers.delete_snapshots_after(leo)?;
+            producers.truncate_and_reload(self.log_start_offset(), leo, w.last_now_ms)?;
+            replay_producer_state(&self.segments(), &mut producers, leo)?;
             Ok(())
         })();
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
@@ -509,6 +625,7 @@ impl Log {
     /// no longer has the offsets it needs).
     pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
         let w = self.lock_writer()?;
+        self.check_not_negative(offset)?;
         let r = self.truncate_fully_locked(&w, offset);
         self.guard(r)
     }
@@ -528,6 +645,8 @@ impl Log {
             self.log_start_offset.store(offset, Ordering::Release);
             self.log_end_offset.store(offset, Ordering::Release);
             self.recovery_point.store(offset, Ordering::Release);
+            self.epochs.lock().clear()?;
+            self.producers.lock().truncate_fully_and_start_at(offset)?;
             Ok(())
         })();
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
@@ -556,7 +675,6 @@ impl Log {
     }
 
     /// Moves the log start offset up (checkpointed value at startup); deletes what lies below.
-    #[allow(dead_code)] // LogManager applies the checkpointed value at startup
     pub(crate) fn maybe_increment_log_start_offset(&self, offset: i64) -> Result<()> {
         let w = self.lock_writer()?;
         if offset > self.log_end_offset() {
@@ -570,16 +688,30 @@ impl Log {
 
     fn delete_log_start_offset_breached(&self, w: &MutexGuard<'_, Writer>) -> Result<usize> {
         let lso = self.log_start_offset();
-        self.delete_segments_while(w, 0, &mut |_, next| {
+        let deleted = self.delete_segments_while(w, 0, &mut |_, next| {
             next.is_some_and(|n| n.base_offset() <= lso)
-        })
+        })?;
+        self.after_log_start_offset_moved()?;
+        Ok(deleted)
+    }
+
+    /// The epoch cache and producer state follow the log start offset up.
+    fn after_log_start_offset_moved(&self) -> Result<()> {
+        let lso = self.log_start_offset();
+        self.epochs.lock().truncate_from_start(lso)?;
+        let first_base = self.segments()[0].base_offset();
+        let mut producers = self.producers.lock();
+        producers.on_log_start_offset_incremented(lso);
+        producers.delete_snapshots_before(first_base)?;
+        Ok(())
     }
 
     /// Retention: deletes whole segments, oldest first, whose newest record is older than
     /// `retention.ms`, then while the log exceeds `retention.bytes`, and those below the log
     /// start offset. Never deletes at or past the high watermark. Returns segments deleted.
     pub fn delete_old_segments(&self, now_ms: i64) -> Result<usize> {
-        let w = self.lock_writer()?;
+        let mut w = self.lock_writer()?;
+        w.last_now_ms = now_ms;
         let config = self.config();
         let r = (|| {
             let mut deleted = self.delete_log_start_offset_breached(&w)?;
@@ -646,6 +778,7 @@ impl Log {
             seg.delete_files()?;
             tracing::info!(dir = %self.dir.display(), segment = seg.base_offset(), "deleted segment");
         }
+        self.after_log_start_offset_moved()?;
         Ok(count)
     }
 
@@ -707,13 +840,51 @@ impl Log {
     /// Clean close: fsync, final time index entry, trimmed indexes. Further appends reopen the
     /// active segment's indexes as needed; normally the log is dropped after this.
     pub fn close(&self) -> Result<()> {
-        let mut w = self.lock_writer()?;
-        let r = self.active().on_roll();
+        let _w = self.lock_writer()?;
+        let r = self.active().on_roll().and_then(|_| {
+            self.producers.lock().take_snapshot()?;
+            Ok(())
+        });
         self.guard(r)?;
         self.recovery_point
             .store(self.log_end_offset(), Ordering::Release);
-        w.closed = true;
         Ok(())
+    }
+
+    // ---------------------------------------------------------------- leader epochs, producers
+
+    /// Registers that `epoch` starts at `start_offset` (a new leader registers (epoch, LEO)
+    /// before it writes anything). Kafka's `assign` rules, persisted in leader-epoch-checkpoint.
+    pub fn assign_epoch_start_offset(&self, epoch: i32, start_offset: i64) -> Result<()> {
+        self.check_online()?;
+        let r = self.epochs.lock().assign(epoch, start_offset);
+        self.guard(r.map(|_| ()).map_err(StorageError::from))
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.lock().latest_epoch()
+    }
+
+    /// Kafka's `endOffsetFor(epoch)` against the current log end offset.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> EpochEndOffset {
+        let epochs = self.epochs.lock();
+        let (epoch, end_offset) = epochs.end_offset_for(epoch, self.log_end_offset());
+        EpochEndOffset { epoch, end_offset }
+    }
+
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        self.epochs.lock().epoch_for_offset(offset)
+    }
+
+    /// The current epoch of an idempotent producer, if the log holds state for it.
+    pub fn last_producer_epoch(&self, producer_id: i64) -> Option<i16> {
+        self.producers.lock().last_producer_epoch(producer_id)
+    }
+
+    /// Forgets producers idle for `producer.id.expiration.ms`; returns how many.
+    pub fn remove_expired_producers(&self, now_ms: i64) -> usize {
+        let _w = self.writer.lock();
+        self.producers.lock().remove_expired_producers(now_ms)
     }
 
     /// DeleteTopics: removes the log's directory. The log is unusable afterwards.
@@ -867,6 +1038,45 @@ impl Log {
     pub fn verify_indexes(&self) -> std::result::Result<(), String> {
         self.segments().iter().try_for_each(|s| s.verify_indexes())
     }
+}
+
+fn producer_batch(h: &BatchHeader) -> ProducerBatch {
+    ProducerBatch {
+        producer_id: h.producer_id,
+        producer_epoch: h.producer_epoch,
+        first_sequence: h.base_sequence,
+        last_sequence: increment_sequence(h.base_sequence, h.last_offset_delta),
+        first_offset: h.base_offset,
+        last_offset: h.last_offset(),
+        max_timestamp: h.max_timestamp,
+    }
+}
+
+/// Rebuilds producer state from batch headers, from the state's map end offset (a snapshot or
+/// the log start) to the log end offset.
+fn replay_producer_state(
+    segments: &[Arc<LogSegment>],
+    producers: &mut ProducerStateManager,
+    log_end_offset: i64,
+) -> Result<()> {
+    let from = producers.map_end_offset();
+    if from < log_end_offset {
+        let first = segments
+            .partition_point(|s| s.base_offset() <= from)
+            .saturating_sub(1);
+        for seg in &segments[first..] {
+            let Some((start, _)) = seg.find_batch(from, seg.size())? else {
+                continue;
+            };
+            for (_, h) in seg.headers_from(start)? {
+                if h.base_offset >= from && h.has_producer_id() && !h.is_control() {
+                    producers.update(&producer_batch(&h));
+                }
+            }
+        }
+    }
+    producers.update_map_end_offset(log_end_offset);
+    Ok(())
 }
 
 /// fsync of a directory, so created/renamed/deleted names are durable.
@@ -1325,12 +1535,186 @@ mod tests {
             }
             if i % 97 == 0 {
                 let leo = log.log_end_offset();
-                log.truncate_to(leo - 3).unwrap();
+                log.truncate_to((leo - 3).max(0)).unwrap();
             }
         }
         stop.store(true, Ordering::Relaxed);
         for r in readers {
             assert!(r.join().unwrap() > 0);
         }
+    }
+
+    fn idempotent(pid: i64, epoch: i16, seq: i32, count: usize) -> Vec<u8> {
+        use crate::batch::test_batches::{batch, Spec};
+        let values: Vec<&[u8]> = (0..count).map(|_| b"v".as_slice()).collect();
+        batch(
+            &Spec {
+                producer_id: pid,
+                producer_epoch: epoch,
+                base_sequence: seq,
+                ..Spec::default()
+            },
+            &values,
+        )
+    }
+
+    #[test]
+    fn leader_epochs_follow_appends_truncation_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+        assert_eq!(log.latest_epoch(), None);
+        assert_eq!(
+            log.end_offset_for_epoch(0),
+            EpochEndOffset {
+                epoch: -1,
+                end_offset: -1
+            }
+        );
+        for epoch in [1, 1, 2, 2, 4] {
+            log.append_as_leader(&simple(2, 10, 0), epoch, 0).unwrap();
+        }
+        assert_eq!(log.latest_epoch(), Some(4));
+        assert_eq!(
+            log.end_offset_for_epoch(1),
+            EpochEndOffset {
+                epoch: 1,
+                end_offset: 4
+            }
+        );
+        assert_eq!(
+            log.end_offset_for_epoch(3),
+            EpochEndOffset {
+                epoch: 2,
+                end_offset: 8
+            }
+        );
+        assert_eq!(
+            log.end_offset_for_epoch(4),
+            EpochEndOffset {
+                epoch: 4,
+                end_offset: 10
+            }
+        );
+        assert_eq!(log.epoch_for_offset(5), Some(2));
+        let file = std::fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap();
+        assert_eq!(file, "0\n3\n1 0\n2 4\n4 8\n");
+        log.truncate_to(8).unwrap();
+        assert_eq!(log.latest_epoch(), Some(2));
+        log.assign_epoch_start_offset(5, log.log_end_offset())
+            .unwrap();
+        assert_eq!(
+            log.end_offset_for_epoch(2),
+            EpochEndOffset {
+                epoch: 2,
+                end_offset: 8
+            }
+        );
+        drop(log);
+        // reopen: like Kafka, entries starting at or past the log end offset are dropped (a new
+        // leader registers its epoch again when it takes over)
+        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+        assert_eq!(log.latest_epoch(), Some(2));
+        assert_eq!(
+            log.end_offset_for_epoch(1),
+            EpochEndOffset {
+                epoch: 1,
+                end_offset: 4
+            }
+        );
+        // the file lost: recovery rebuilds it from the batches' partition leader epochs
+        drop(log);
+        std::fs::remove_file(dir.path().join("leader-epoch-checkpoint")).unwrap();
+        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+        assert_eq!(log.latest_epoch(), Some(2));
+        assert_eq!(
+            log.end_offset_for_epoch(1),
+            EpochEndOffset {
+                epoch: 1,
+                end_offset: 4
+            }
+        );
+        // retention moves the first entry up
+        log.update_high_watermark(8);
+        log.delete_records_before(5).unwrap();
+        assert_eq!(
+            log.end_offset_for_epoch(0),
+            EpochEndOffset {
+                epoch: 0,
+                end_offset: 5
+            }
+        );
+    }
+
+    #[test]
+    fn idempotent_producers_duplicates_sequences_and_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+        let first = log.append_as_leader(&idempotent(7, 0, 0, 3), 0, 0).unwrap();
+        assert_eq!(
+            (first.first_offset, first.last_offset, first.duplicate),
+            (0, 2, false)
+        );
+        log.append_as_leader(&simple(1, 10, 0), 0, 0).unwrap();
+        log.append_as_leader(&idempotent(7, 0, 3, 2), 0, 0).unwrap();
+        let retry = log.append_as_leader(&idempotent(7, 0, 0, 3), 0, 0).unwrap();
+        assert_eq!(
+            (retry.first_offset, retry.last_offset, retry.duplicate),
+            (0, 2, true)
+        );
+        assert_eq!(log.log_end_offset(), 6);
+        assert!(matches!(
+            log.append_as_leader(&idempotent(7, 0, 9, 1), 0, 0),
+            Err(StorageError::OutOfOrderSequence(_))
+        ));
+        assert!(matches!(
+            log.append_as_leader(&idempotent(7, 1, 5, 1), 0, 0),
+            Err(StorageError::OutOfOrderSequence(_))
+        ));
+        log.append_as_leader(&idempotent(7, 1, 0, 1), 0, 0).unwrap();
+        assert_eq!(log.last_producer_epoch(7), Some(1));
+        assert!(matches!(
+            log.append_as_leader(&idempotent(7, 0, 5, 1), 0, 0),
+            Err(StorageError::InvalidProducerEpoch(_))
+        ));
+        // two batches of one producer in one request are checked in order
+        let mut two = idempotent(7, 1, 1, 1);
+        two.extend_from_slice(&idempotent(7, 1, 2, 2));
+        assert_eq!(log.append_as_leader(&two, 0, 0).unwrap().last_offset, 9);
+        let leo = log.log_end_offset();
+        drop(log);
+        // unclean reopen without a snapshot: state rebuilt from batch headers
+        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+        assert_eq!(log.log_end_offset(), leo);
+        assert_eq!(log.last_producer_epoch(7), Some(1));
+        assert!(
+            log.append_as_leader(&idempotent(7, 1, 2, 2), 0, 0)
+                .unwrap()
+                .duplicate
+        );
+        assert!(matches!(
+            log.append_as_leader(&idempotent(7, 1, 7, 1), 0, 0),
+            Err(StorageError::OutOfOrderSequence(_))
+        ));
+        // truncation forgets the producer's later batches
+        log.truncate_to(6).unwrap();
+        assert_eq!(log.last_producer_epoch(7), Some(0));
+        log.append_as_leader(&idempotent(7, 0, 5, 1), 0, 0).unwrap();
+        log.close().unwrap();
+        drop(log);
+        assert!(std::fs::read_dir(dir.path()).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".snapshot")));
+        let log = Log::open(dir.path(), small_config(), 7, true, 0).unwrap();
+        assert!(matches!(
+            log.append_as_leader(&idempotent(7, 0, 7, 1), 0, 0),
+            Err(StorageError::OutOfOrderSequence(_))
+        ));
+        assert!(
+            !log.append_as_leader(&idempotent(7, 0, 6, 1), 0, 0)
+                .unwrap()
+                .duplicate
+        );
     }
 }
