@@ -30,5 +30,4 @@ pub mod metadata;
 pub mod protocol;
 pub mod replica;
 pub mod server;
-pub mod storage_compat;
 pub mod topic_config;
