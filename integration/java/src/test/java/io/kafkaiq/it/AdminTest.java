@@ -1,0 +1,316 @@
+package io.kafkaiq.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** AdminClient operations against one broker: topics, configs, partitions, records, offsets. */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class AdminTest {
+    static final long WAIT_S = 30;
+
+    static BrokerUnderTest broker;
+    static Admin admin;
+    static Node node;
+
+    @BeforeAll
+    static void start() throws Exception {
+        broker = BrokerUnderTest.start();
+        admin = broker.admin();
+        Collection<Node> nodes = admin.describeCluster().nodes().get(WAIT_S, TimeUnit.SECONDS);
+        assertEquals(1, nodes.size(), "a single-node cluster");
+        node = nodes.iterator().next();
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (admin != null) {
+            admin.close();
+        }
+        if (broker != null) {
+            broker.close();
+        }
+    }
+
+    static void create(String topic, int partitions, Map<String, String> configs) throws Exception {
+        admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1).configs(configs)))
+                .all().get(WAIT_S, TimeUnit.SECONDS);
+    }
+
+    static TopicDescription describe(String topic) throws Exception {
+        return admin.describeTopics(List.of(topic)).allTopicNames().get(WAIT_S, TimeUnit.SECONDS)
+                .get(topic);
+    }
+
+    static KafkaProducer<byte[], byte[]> producer() {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        return new KafkaProducer<>(p);
+    }
+
+    /** Produces one record per timestamp to partition 0, returning each record's offset. */
+    static List<Long> produce(String topic, List<Long> timestamps) throws Exception {
+        List<Future<RecordMetadata>> fs = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> p = producer()) {
+            for (int i = 0; i < timestamps.size(); i++) {
+                fs.add(p.send(new ProducerRecord<>(topic, 0, timestamps.get(i),
+                        ("k" + i).getBytes(StandardCharsets.UTF_8),
+                        ("v" + i).getBytes(StandardCharsets.UTF_8))));
+            }
+            p.flush();
+        }
+        List<Long> offsets = new ArrayList<>();
+        for (Future<RecordMetadata> f : fs) {
+            offsets.add(f.get(WAIT_S, TimeUnit.SECONDS).offset());
+        }
+        return offsets;
+    }
+
+    static ListOffsetsResultInfo listOffset(TopicPartition tp, OffsetSpec spec) throws Exception {
+        return admin.listOffsets(Map.of(tp, spec)).partitionResult(tp).get(WAIT_S, TimeUnit.SECONDS);
+    }
+
+    static Config describeConfig(ConfigResource r) throws Exception {
+        return admin.describeConfigs(List.of(r)).all().get(WAIT_S, TimeUnit.SECONDS).get(r);
+    }
+
+    @Test
+    void describeCluster() throws Exception {
+        DescribeClusterResult r = admin.describeCluster();
+        String clusterId = r.clusterId().get(WAIT_S, TimeUnit.SECONDS);
+        assertNotNull(clusterId);
+        assertFalse(clusterId.isBlank());
+        Node controller = r.controller().get(WAIT_S, TimeUnit.SECONDS);
+        assertNotNull(controller);
+        assertFalse(controller.isEmpty(), "a controller is known");
+        assertEquals(List.of(node), List.copyOf(r.nodes().get(WAIT_S, TimeUnit.SECONDS)));
+        assertTrue(node.id() >= 0);
+        assertEquals("127.0.0.1", node.host());
+        assertEquals(broker.bootstrap(), node.host() + ":" + node.port());
+    }
+
+    @Test
+    void createTopicsThenDescribeTopics() throws Exception {
+        create("admin-create", 4, Map.of("retention.ms", "3600000"));
+        TopicDescription d = describe("admin-create");
+        assertEquals("admin-create", d.name());
+        assertFalse(d.isInternal());
+        assertNotEquals(Uuid.ZERO_UUID, d.topicId(), "topics have ids");
+        assertEquals(4, d.partitions().size());
+        for (int p = 0; p < 4; p++) {
+            TopicPartitionInfo info = d.partitions().get(p);
+            assertEquals(p, info.partition());
+            assertEquals(node, info.leader(), "partition " + p + " leader");
+            assertEquals(List.of(node), info.replicas(), "partition " + p + " replicas");
+            assertEquals(List.of(node), info.isr(), "partition " + p + " ISR");
+        }
+        // Leader epoch as clients see it: carried on ListOffsets answers from the leader.
+        ListOffsetsResultInfo latest = listOffset(new TopicPartition("admin-create", 0), OffsetSpec.latest());
+        assertEquals(0, latest.offset());
+        assertTrue(latest.leaderEpoch().isPresent(), "ListOffsets answer carries the leader epoch");
+        assertTrue(latest.leaderEpoch().get() >= 0);
+
+        ExecutionException again = assertThrows(ExecutionException.class,
+                () -> create("admin-create", 1, Map.of()));
+        assertInstanceOf(TopicExistsException.class, again.getCause());
+        ExecutionException missing = assertThrows(ExecutionException.class,
+                () -> describe("admin-no-such-topic"));
+        assertInstanceOf(UnknownTopicOrPartitionException.class, missing.getCause());
+    }
+
+    @Test
+    void describeConfigsOfTopicAndBroker() throws Exception {
+        create("admin-configs", 1, Map.of("retention.ms", "3600000", "cleanup.policy", "delete"));
+        Config topic = describeConfig(new ConfigResource(ConfigResource.Type.TOPIC, "admin-configs"));
+        ConfigEntry retention = topic.get("retention.ms");
+        assertNotNull(retention, "retention.ms is described");
+        assertEquals("3600000", retention.value());
+        assertEquals(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, retention.source());
+        ConfigEntry segment = topic.get("segment.bytes");
+        assertNotNull(segment, "defaults are described too");
+        assertEquals("1073741824", segment.value());
+        assertEquals(ConfigEntry.ConfigSource.DEFAULT_CONFIG, segment.source());
+        assertNotNull(topic.get("max.message.bytes"));
+        assertNotNull(topic.get("message.timestamp.type"));
+        assertEquals("CreateTime", topic.get("message.timestamp.type").value());
+
+        Config b = describeConfig(new ConfigResource(ConfigResource.Type.BROKER, Integer.toString(node.id())));
+        assertTrue(b.entries().size() > 10, "broker configs are described: " + b.entries().size());
+        ConfigEntry partitions = b.get("num.partitions");
+        assertNotNull(partitions, "num.partitions is described");
+        assertEquals("1", partitions.value());
+        ConfigEntry autoCreate = b.get("auto.create.topics.enable");
+        assertNotNull(autoCreate);
+        assertEquals("true", autoCreate.value());
+    }
+
+    @Test
+    void incrementalAlterConfigsThenDescribeConfigsShowsIt() throws Exception {
+        create("admin-alter", 1, Map.of());
+        ConfigResource r = new ConfigResource(ConfigResource.Type.TOPIC, "admin-alter");
+        assertEquals(ConfigEntry.ConfigSource.DEFAULT_CONFIG, describeConfig(r).get("retention.ms").source());
+
+        admin.incrementalAlterConfigs(Map.of(r, List.of(
+                new AlterConfigOp(new ConfigEntry("retention.ms", "12345"), AlterConfigOp.OpType.SET),
+                new AlterConfigOp(new ConfigEntry("max.message.bytes", "200000"), AlterConfigOp.OpType.SET))))
+                .all().get(WAIT_S, TimeUnit.SECONDS);
+        Config after = describeConfig(r);
+        assertEquals("12345", after.get("retention.ms").value());
+        assertEquals(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, after.get("retention.ms").source());
+        assertEquals("200000", after.get("max.message.bytes").value());
+
+        admin.incrementalAlterConfigs(Map.of(r, List.of(
+                new AlterConfigOp(new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE))))
+                .all().get(WAIT_S, TimeUnit.SECONDS);
+        Config reverted = describeConfig(r);
+        assertEquals("604800000", reverted.get("retention.ms").value(), "back to the default");
+        assertEquals(ConfigEntry.ConfigSource.DEFAULT_CONFIG, reverted.get("retention.ms").source());
+        assertEquals("200000", reverted.get("max.message.bytes").value(), "other overrides stay");
+    }
+
+    @Test
+    void createPartitionsGrowsTheTopic() throws Exception {
+        create("admin-grow", 1, Map.of());
+        admin.createPartitions(Map.of("admin-grow", NewPartitions.increaseTo(3)))
+                .all().get(WAIT_S, TimeUnit.SECONDS);
+        // Metadata may take a moment to show new partitions; Kafka's own tests wait for it too.
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+        TopicDescription d = describe("admin-grow");
+        while (d.partitions().size() != 3 && System.nanoTime() < deadline) {
+            Thread.sleep(200);
+            d = describe("admin-grow");
+        }
+        assertEquals(3, d.partitions().size());
+        for (TopicPartitionInfo info : d.partitions()) {
+            assertEquals(node, info.leader());
+            assertEquals(List.of(node), info.isr());
+        }
+        // The new partition takes writes.
+        try (KafkaProducer<byte[], byte[]> p = producer()) {
+            RecordMetadata md = p.send(new ProducerRecord<>("admin-grow", 2, null, "x".getBytes()))
+                    .get(WAIT_S, TimeUnit.SECONDS);
+            assertEquals(2, md.partition());
+            assertEquals(0, md.offset());
+        }
+    }
+
+    @Test
+    void deleteRecordsMovesTheLowWatermark() throws Exception {
+        create("admin-delete-records", 1, Map.of());
+        long now = System.currentTimeMillis();
+        List<Long> ts = new ArrayList<>();
+        for (int i = 0; i < 100; i++) {
+            ts.add(now + i);
+        }
+        assertEquals(99L, produce("admin-delete-records", ts).get(99));
+        TopicPartition tp = new TopicPartition("admin-delete-records", 0);
+        long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(40)))
+                .lowWatermarks().get(tp).get(WAIT_S, TimeUnit.SECONDS).lowWatermark();
+        assertEquals(40, low);
+        assertEquals(40, listOffset(tp, OffsetSpec.earliest()).offset());
+        assertEquals(100, listOffset(tp, OffsetSpec.latest()).offset());
+        // -1 means "up to the high watermark".
+        low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(-1)))
+                .lowWatermarks().get(tp).get(WAIT_S, TimeUnit.SECONDS).lowWatermark();
+        assertEquals(100, low);
+        assertEquals(100, listOffset(tp, OffsetSpec.earliest()).offset());
+    }
+
+    @Test
+    void listOffsetsEarliestLatestByTimestampAndMaxTimestamp() throws Exception {
+        create("admin-list-offsets", 1, Map.of());
+        long t = System.currentTimeMillis() - 3_600_000;
+        // Timestamps rise by a second per record, except offset 5 which is the newest.
+        List<Long> ts = new ArrayList<>();
+        for (int i = 0; i < 10; i++) {
+            ts.add(i == 5 ? t + 100_000 : t + i * 1000L);
+        }
+        assertEquals(List.of(0L, 1L, 2L, 3L, 4L, 5L, 6L, 7L, 8L, 9L), produce("admin-list-offsets", ts));
+        TopicPartition tp = new TopicPartition("admin-list-offsets", 0);
+
+        assertEquals(0, listOffset(tp, OffsetSpec.earliest()).offset());
+        assertEquals(10, listOffset(tp, OffsetSpec.latest()).offset());
+
+        ListOffsetsResultInfo exact = listOffset(tp, OffsetSpec.forTimestamp(t + 3000));
+        assertEquals(3, exact.offset(), "first record with timestamp >= target");
+        assertEquals(t + 3000, exact.timestamp());
+        ListOffsetsResultInfo between = listOffset(tp, OffsetSpec.forTimestamp(t + 3500));
+        assertEquals(4, between.offset());
+        assertEquals(t + 4000, between.timestamp());
+        ListOffsetsResultInfo early = listOffset(tp, OffsetSpec.forTimestamp(t - 5000));
+        assertEquals(0, early.offset());
+        assertEquals(t, early.timestamp());
+        ListOffsetsResultInfo past = listOffset(tp, OffsetSpec.forTimestamp(t + 50_000));
+        assertEquals(5, past.offset(), "offset 5 is the first at or after t+50s");
+        ListOffsetsResultInfo none = listOffset(tp, OffsetSpec.forTimestamp(t + 200_000));
+        assertEquals(-1, none.offset(), "no record at or after the target");
+
+        ListOffsetsResultInfo max = listOffset(tp, OffsetSpec.maxTimestamp());
+        assertEquals(5, max.offset(), "offset of the record with the largest timestamp");
+        assertEquals(t + 100_000, max.timestamp());
+        assertTrue(max.leaderEpoch().isPresent());
+    }
+
+    @Test
+    void deleteTopicsRemovesTheTopic() throws Exception {
+        create("admin-delete-me", 2, Map.of());
+        assertTrue(admin.listTopics().names().get(WAIT_S, TimeUnit.SECONDS).contains("admin-delete-me"));
+        admin.deleteTopics(List.of("admin-delete-me")).all().get(WAIT_S, TimeUnit.SECONDS);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+        while (admin.listTopics().names().get(WAIT_S, TimeUnit.SECONDS).contains("admin-delete-me")) {
+            assertTrue(System.nanoTime() < deadline, "deleted topic still listed");
+            Thread.sleep(200);
+        }
+        ExecutionException gone = assertThrows(ExecutionException.class, () -> describe("admin-delete-me"));
+        assertInstanceOf(UnknownTopicOrPartitionException.class, gone.getCause());
+        ExecutionException twice = assertThrows(ExecutionException.class,
+                () -> admin.deleteTopics(List.of("admin-delete-me")).all().get(WAIT_S, TimeUnit.SECONDS));
+        assertInstanceOf(UnknownTopicOrPartitionException.class, twice.getCause());
+        // The name can be used again, starting from offset 0.
+        create("admin-delete-me", 1, Map.of());
+        assertEquals(0, listOffset(new TopicPartition("admin-delete-me", 0), OffsetSpec.latest()).offset());
+    }
+}

@@ -1,0 +1,248 @@
+package io.kafkaiq.it;
+
+import java.io.File;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+
+/**
+ * The broker a test class runs against, chosen by the environment:
+ *
+ * <ul>
+ *   <li>{@code KAFKA_BOOTSTRAP=host:port}: an already running broker (docker-compose); nothing is
+ *       started or stopped.
+ *   <li>{@code BROKER_UNDER_TEST=apache-kafka}: Apache Kafka 4.1.1 started with
+ *       {@code integration/apache-kafka.sh} on free loopback ports, to prove the tests right.
+ *   <li>otherwise the KafkaIQ binary at {@code KAFKAIQ_BIN} on a free loopback port with a temp
+ *       data dir. A missing {@code KAFKAIQ_BIN} fails the tests; it never skips them.
+ * </ul>
+ *
+ * <p>Every started broker gets its own temp directory, removed at {@link #close()}; its output
+ * goes to {@code broker.log} there and is echoed to stderr if it dies early.
+ */
+public final class BrokerUnderTest implements AutoCloseable {
+    /** How long a started broker gets to accept connections and answer DescribeCluster. */
+    static final Duration STARTUP_TIMEOUT = Duration.ofSeconds(90);
+    /** How long a stopped broker gets to shut down cleanly before it is killed. */
+    static final Duration SHUTDOWN_TIMEOUT = Duration.ofSeconds(30);
+
+    private final String kind;
+    private final String bootstrap;
+    private final Process process;
+    private final Path dir;
+
+    private BrokerUnderTest(String kind, String bootstrap, Process process, Path dir) {
+        this.kind = kind;
+        this.bootstrap = bootstrap;
+        this.process = process;
+        this.dir = dir;
+    }
+
+    /** Starts (or connects to) the broker the environment selects and waits until it serves. */
+    public static BrokerUnderTest start() throws Exception {
+        String external = System.getenv("KAFKA_BOOTSTRAP");
+        if (external != null && !external.isBlank()) {
+            BrokerUnderTest b = new BrokerUnderTest("external", external, null, null);
+            b.awaitReady();
+            return b;
+        }
+        Path dir = Files.createTempDirectory("kafka-under-test-");
+        File log = dir.resolve("broker.log").toFile();
+        int port = freePort();
+        String selected = System.getenv().getOrDefault("BROKER_UNDER_TEST", "kafkaiq");
+        List<String> cmd = new ArrayList<>();
+        switch (selected) {
+            case "apache-kafka" -> {
+                int controllerPort = freePort();
+                cmd.add("bash");
+                cmd.add(integrationDir().resolve("apache-kafka.sh").toString());
+                cmd.add(dir.resolve("kafka").toString());
+                cmd.add(Integer.toString(port));
+                cmd.add(Integer.toString(controllerPort));
+            }
+            case "kafkaiq" -> {
+                String bin = System.getenv("KAFKAIQ_BIN");
+                if (bin == null || bin.isBlank()) {
+                    throw new IllegalStateException(
+                            "KAFKAIQ_BIN is not set: point it at the kafkaiq binary, or set "
+                                    + "BROKER_UNDER_TEST=apache-kafka or KAFKA_BOOTSTRAP");
+                }
+                String listener = "PLAINTEXT://127.0.0.1:" + port;
+                cmd.addAll(List.of(
+                        bin,
+                        "--override", "listeners=" + listener,
+                        "--override", "advertised.listeners=" + listener,
+                        "--override", "log.dirs=" + dir.resolve("data")));
+            }
+            default -> throw new IllegalStateException("unknown BROKER_UNDER_TEST=" + selected);
+        }
+        ProcessBuilder pb = new ProcessBuilder(cmd)
+                .redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(log));
+        pb.environment().putIfAbsent("RUST_LOG", "info");
+        Process p = pb.start();
+        BrokerUnderTest b = new BrokerUnderTest(selected, "127.0.0.1:" + port, p, dir);
+        try {
+            b.awaitReady();
+        } catch (Exception e) {
+            b.dumpLog();
+            b.close();
+            throw e;
+        }
+        System.err.printf("[broker] %s serving %s (log %s)%n", selected, b.bootstrap, log);
+        return b;
+    }
+
+    public String kind() {
+        return kind;
+    }
+
+    public String bootstrap() {
+        return bootstrap;
+    }
+
+    public Admin admin() {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30_000);
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 15_000);
+        return Admin.create(p);
+    }
+
+    private void awaitReady() throws Exception {
+        long deadline = System.nanoTime() + STARTUP_TIMEOUT.toNanos();
+        String[] hp = bootstrap.split(":");
+        InetSocketAddress addr = new InetSocketAddress(hp[0], Integer.parseInt(hp[1]));
+        while (true) {
+            if (process != null && !process.isAlive()) {
+                throw new IllegalStateException(kind + " exited with " + process.exitValue()
+                        + " before serving " + bootstrap);
+            }
+            try (Socket s = new Socket()) {
+                s.connect(addr, 1000);
+                break;
+            } catch (IOException e) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException(kind + " did not listen on " + bootstrap, e);
+                }
+                Thread.sleep(200);
+            }
+        }
+        // Listening is not serving: Apache Kafka accepts before its metadata is loaded.
+        try (Admin admin = admin()) {
+            while (true) {
+                try {
+                    admin.describeCluster().nodes().get(10, TimeUnit.SECONDS);
+                    return;
+                } catch (Exception e) {
+                    if (System.nanoTime() > deadline) {
+                        throw new IllegalStateException(kind + " did not answer DescribeCluster", e);
+                    }
+                    Thread.sleep(500);
+                }
+            }
+        }
+    }
+
+    private void dumpLog() {
+        if (dir == null) {
+            return;
+        }
+        try {
+            List<String> lines = Files.readAllLines(dir.resolve("broker.log"), StandardCharsets.UTF_8);
+            System.err.println("[broker] last lines of " + kind + " output:");
+            lines.subList(Math.max(0, lines.size() - 60), lines.size()).forEach(System.err::println);
+        } catch (IOException ignored) {
+            // The log is best-effort diagnostics; the failure itself is already being thrown.
+        }
+    }
+
+    @Override
+    public void close() throws Exception {
+        if (process == null) {
+            return;
+        }
+        // Children first (apache-kafka.sh execs java, but be safe), then the process itself.
+        List<ProcessHandle> all = new ArrayList<>();
+        process.toHandle().descendants().forEach(all::add);
+        all.add(process.toHandle());
+        all.forEach(ProcessHandle::destroy);
+        for (ProcessHandle h : all) {
+            try {
+                h.onExit().get(SHUTDOWN_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+            } catch (Exception e) {
+                System.err.println("[broker] " + kind + " did not stop cleanly; killing it");
+                h.destroyForcibly();
+                h.onExit().get(10, TimeUnit.SECONDS);
+            }
+        }
+        if (process.exitValue() != 0 && process.exitValue() != 143) {
+            System.err.println("[broker] " + kind + " exited with " + process.exitValue());
+            dumpLog();
+        }
+        if (System.getenv("KEEP_BROKER_DIR") == null) {
+            try (Stream<Path> walk = Files.walk(dir)) {
+                walk.sorted(Comparator.reverseOrder()).map(Path::toFile).forEach(File::delete);
+            }
+        }
+    }
+
+    static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket()) {
+            s.setReuseAddress(false);
+            s.bind(new InetSocketAddress("127.0.0.1", 0));
+            return s.getLocalPort();
+        }
+    }
+
+    /** integration/: from KAFKAIQ_ROOT when set, else relative to this Maven project. */
+    static Path integrationDir() {
+        String root = System.getenv("KAFKAIQ_ROOT");
+        if (root != null && !root.isBlank()) {
+            return Paths.get(root, "integration");
+        }
+        return Paths.get(System.getProperty("basedir", ".")).toAbsolutePath().getParent();
+    }
+
+    /** Runs a Kafka tool's main class in a child JVM on this suite's classpath. */
+    static ToolResult runTool(Duration timeout, String mainClass, String... args) throws Exception {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.add("-Xmx512m");
+        cmd.add("-cp");
+        cmd.add(System.getProperty("java.class.path"));
+        cmd.add(mainClass);
+        cmd.addAll(List.of(args));
+        Path out = Files.createTempFile("kafka-tool-", ".out");
+        try {
+            Process p = new ProcessBuilder(cmd)
+                    .redirectErrorStream(true)
+                    .redirectOutput(out.toFile())
+                    .start();
+            if (!p.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
+                p.destroyForcibly().waitFor();
+                throw new AssertionError(mainClass + " did not finish within " + timeout + ":\n"
+                        + Files.readString(out));
+            }
+            return new ToolResult(p.exitValue(), Files.readString(out));
+        } finally {
+            Files.deleteIfExists(out);
+        }
+    }
+
+    record ToolResult(int exitCode, String output) {}
+}

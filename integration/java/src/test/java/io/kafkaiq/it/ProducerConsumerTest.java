@@ -1,0 +1,233 @@
+package io.kafkaiq.it;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The default KafkaProducer (acks=all, idempotence on) writes records with keys, headers and null
+ * values; a KafkaConsumer using assign/seek/poll reads every one of them back unchanged.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class ProducerConsumerTest {
+    static final String TOPIC = "producer-consumer";
+    static final int PARTITIONS = 3;
+    static final int RECORDS = 3000;
+    static final Duration POLL_DEADLINE = Duration.ofSeconds(60);
+
+    static BrokerUnderTest broker;
+    /** What was sent, per partition, in offset order; filled by the producer test. */
+    static final Map<Integer, List<Sent>> sent = new HashMap<>();
+
+    record Sent(long offset, long timestamp, byte[] key, byte[] value, List<Header> headers) {}
+
+    @BeforeAll
+    static void start() throws Exception {
+        broker = BrokerUnderTest.start();
+        try (Admin admin = broker.admin()) {
+            admin.createTopics(List.of(new NewTopic(TOPIC, PARTITIONS, (short) 1)))
+                    .all().get(30, TimeUnit.SECONDS);
+        }
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (broker != null) {
+            broker.close();
+        }
+    }
+
+    static ProducerRecord<byte[], byte[]> record(int i) {
+        // Every 7th key is null (partitioned by the sticky partitioner, so pin it), every 10th
+        // value is null, every 3rd record carries headers including one with a null value.
+        byte[] key = i % 7 == 0 ? null : ("key-" + i).getBytes(StandardCharsets.UTF_8);
+        byte[] value = i % 10 == 0 ? null : ("value-" + i + "-" + "x".repeat(i % 50))
+                .getBytes(StandardCharsets.UTF_8);
+        List<Header> headers = new ArrayList<>();
+        if (i % 3 == 0) {
+            headers.add(new RecordHeader("h-index", Integer.toString(i).getBytes(StandardCharsets.UTF_8)));
+            headers.add(new RecordHeader("h-null", null));
+            headers.add(new RecordHeader("h-index", new byte[] {1, 2, (byte) (i & 0xff)}));
+        }
+        return new ProducerRecord<>(TOPIC, i % PARTITIONS, null, key, value, headers);
+    }
+
+    @Test
+    @Order(1)
+    void defaultProducerSendsAllRecordsWithIncreasingOffsets() throws Exception {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        List<ProducerRecord<byte[], byte[]>> records = new ArrayList<>();
+        List<Future<RecordMetadata>> futures = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < RECORDS; i++) {
+                ProducerRecord<byte[], byte[]> r = record(i);
+                records.add(r);
+                futures.add(producer.send(r));
+            }
+            producer.flush();
+        }
+        Map<Integer, Long> next = new HashMap<>();
+        for (int i = 0; i < RECORDS; i++) {
+            RecordMetadata md = futures.get(i).get(30, TimeUnit.SECONDS);
+            ProducerRecord<byte[], byte[]> r = records.get(i);
+            assertEquals(TOPIC, md.topic());
+            assertEquals(r.partition(), md.partition());
+            // One producer, idempotent, one topic created empty: offsets per partition are
+            // exactly 0, 1, 2, ... in send order.
+            long expected = next.getOrDefault(md.partition(), 0L);
+            assertEquals(expected, md.offset(), "offset of record " + i);
+            next.put(md.partition(), expected + 1);
+            assertTrue(md.timestamp() > 0, "record " + i + " has a timestamp");
+            sent.computeIfAbsent(md.partition(), k -> new ArrayList<>()).add(new Sent(
+                    md.offset(), md.timestamp(), r.key(), r.value(), List.of(r.headers().toArray())));
+        }
+        assertEquals(PARTITIONS, next.size());
+        assertEquals(RECORDS, next.values().stream().mapToLong(Long::longValue).sum());
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer() {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
+        // Small fetches so reading back takes several Fetch round trips per partition.
+        p.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, 16 * 1024);
+        return new KafkaConsumer<>(p);
+    }
+
+    /** Polls until {@code count} records of each listed partition have arrived from the seeks. */
+    static Map<Integer, List<ConsumerRecord<byte[], byte[]>>> pollUntil(
+            KafkaConsumer<byte[], byte[]> c, Map<Integer, Integer> count) {
+        Map<Integer, List<ConsumerRecord<byte[], byte[]>>> got = new HashMap<>();
+        long deadline = System.nanoTime() + POLL_DEADLINE.toNanos();
+        while (count.entrySet().stream().anyMatch(e ->
+                got.getOrDefault(e.getKey(), List.of()).size() < e.getValue())) {
+            assertTrue(System.nanoTime() < deadline, () -> "timed out polling; got " + sizes(got)
+                    + " of " + count);
+            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                got.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(r);
+            }
+        }
+        return got;
+    }
+
+    static Map<Integer, Integer> sizes(Map<Integer, List<ConsumerRecord<byte[], byte[]>>> got) {
+        Map<Integer, Integer> m = new HashMap<>();
+        got.forEach((k, v) -> m.put(k, v.size()));
+        return m;
+    }
+
+    static void assertSame(Sent s, ConsumerRecord<byte[], byte[]> r) {
+        String at = "partition " + r.partition() + " offset " + s.offset();
+        assertEquals(s.offset(), r.offset(), at);
+        assertEquals(s.timestamp(), r.timestamp(), at + " timestamp");
+        assertArrayEquals(s.key(), r.key(), at + " key");
+        if (s.value() == null) {
+            assertNull(r.value(), at + " value should be null");
+        } else {
+            assertArrayEquals(s.value(), r.value(), at + " value");
+        }
+        Header[] got = r.headers().toArray();
+        assertEquals(s.headers().size(), got.length, at + " header count");
+        for (int h = 0; h < got.length; h++) {
+            assertEquals(s.headers().get(h).key(), got[h].key(), at + " header " + h + " key");
+            assertArrayEquals(s.headers().get(h).value(), got[h].value(), at + " header " + h + " value");
+        }
+        assertTrue(r.leaderEpoch().isPresent() && r.leaderEpoch().get() >= 0,
+                at + " carries the leader epoch it was written in");
+    }
+
+    @Test
+    @Order(2)
+    void consumerAssignSeekToBeginningReadsEverythingBackIdentical() {
+        assertEquals(PARTITIONS, sent.size(), "the producer test ran first");
+        try (KafkaConsumer<byte[], byte[]> c = consumer()) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int p = 0; p < PARTITIONS; p++) {
+                tps.add(new TopicPartition(TOPIC, p));
+            }
+            c.assign(tps);
+            assertEquals(Set.copyOf(tps), c.assignment());
+            c.seekToBeginning(tps);
+            Map<Integer, Integer> want = new HashMap<>();
+            sent.forEach((p, l) -> want.put(p, l.size()));
+            Map<Integer, List<ConsumerRecord<byte[], byte[]>>> got = pollUntil(c, want);
+            for (int p = 0; p < PARTITIONS; p++) {
+                List<Sent> s = sent.get(p);
+                List<ConsumerRecord<byte[], byte[]>> r = got.get(p);
+                assertEquals(s.size(), r.size(), "partition " + p + " record count");
+                for (int i = 0; i < s.size(); i++) {
+                    assertSame(s.get(i), r.get(i));
+                }
+                assertEquals(s.size(), c.position(new TopicPartition(TOPIC, p)));
+            }
+            Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofSeconds(30));
+            Map<TopicPartition, Long> begin = c.beginningOffsets(tps, Duration.ofSeconds(30));
+            for (TopicPartition tp : tps) {
+                assertEquals(sent.get(tp.partition()).size(), end.get(tp), tp + " end offset");
+                assertEquals(0L, begin.get(tp), tp + " beginning offset");
+            }
+        }
+    }
+
+    @Test
+    @Order(3)
+    void consumerSeekToMiddleReadsFromThatOffset() {
+        try (KafkaConsumer<byte[], byte[]> c = consumer()) {
+            TopicPartition tp = new TopicPartition(TOPIC, 1);
+            List<Sent> s = sent.get(1);
+            int from = s.size() / 2 + 3;
+            c.assign(List.of(tp));
+            c.seek(tp, from);
+            Map<Integer, List<ConsumerRecord<byte[], byte[]>>> got =
+                    pollUntil(c, Map.of(1, s.size() - from));
+            List<ConsumerRecord<byte[], byte[]>> r = got.get(1);
+            assertEquals(s.size() - from, r.size());
+            for (int i = 0; i < r.size(); i++) {
+                assertSame(s.get(from + i), r.get(i));
+            }
+            // Nothing beyond the end: a further poll returns nothing for this partition.
+            assertTrue(c.poll(Duration.ofMillis(1500)).isEmpty(), "no records past the log end");
+            assertEquals(s.size(), c.position(tp));
+        }
+    }
+}

@@ -1,0 +1,108 @@
+# Starting and stopping the broker under test from a suite script (source this file).
+#
+#   broker_start [key=value ...]   starts the broker, waits until its port accepts connections and
+#                                  sets BROKER_BOOTSTRAP, BROKER_KIND, BROKER_DIR, BROKER_PID
+#   broker_stop                    stops it (SIGTERM, SIGKILL after a grace period), prints the
+#                                  tail of its output if it exited badly, removes its temp dir
+#   broker_log_tail                prints the last lines of the broker's output
+#   free_port                      prints a free 127.0.0.1 TCP port
+#
+# Which broker, like the Java suite: KAFKA_BOOTSTRAP=host:port uses a running one (nothing is
+# started); BROKER_UNDER_TEST=apache-kafka runs Apache Kafka 4.1.1 (integration/apache-kafka.sh)
+# to check the suite itself; otherwise $KAFKAIQ_BIN on a free port with a temp data dir. The
+# key=value arguments become `--override key=value` for KafkaIQ and server.properties lines for
+# Apache Kafka, so both brokers run with the same settings.
+
+BROKER_STARTUP_TIMEOUT_S=${BROKER_STARTUP_TIMEOUT_S:-90}
+BROKER_SHUTDOWN_TIMEOUT_S=${BROKER_SHUTDOWN_TIMEOUT_S:-30}
+_broker_lib_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+broker_start() {
+    BROKER_PID=""
+    BROKER_DIR=""
+    if [[ -n "${KAFKA_BOOTSTRAP:-}" ]]; then
+        BROKER_KIND=external
+        BROKER_BOOTSTRAP="$KAFKA_BOOTSTRAP"
+        return 0
+    fi
+    BROKER_KIND="${BROKER_UNDER_TEST:-kafkaiq}"
+    BROKER_DIR="$(mktemp -d "${TMPDIR:-/tmp}/broker-under-test.XXXXXX")"
+    local port
+    port="$(free_port)"
+    BROKER_BOOTSTRAP="127.0.0.1:$port"
+    case "$BROKER_KIND" in
+        apache-kafka)
+            "$_broker_lib_dir/../apache-kafka.sh" "$BROKER_DIR/kafka" "$port" "$(free_port)" "$@" \
+                >"$BROKER_DIR/broker.log" 2>&1 &
+            ;;
+        kafkaiq)
+            if [[ -z "${KAFKAIQ_BIN:-}" || ! -x "$KAFKAIQ_BIN" ]]; then
+                echo "broker_start: KAFKAIQ_BIN='${KAFKAIQ_BIN:-}' is not an executable" >&2
+                return 1
+            fi
+            local args=(--override "listeners=PLAINTEXT://$BROKER_BOOTSTRAP"
+                --override "advertised.listeners=PLAINTEXT://$BROKER_BOOTSTRAP"
+                --override "log.dirs=$BROKER_DIR/data")
+            local kv
+            for kv in "$@"; do args+=(--override "$kv"); done
+            RUST_LOG="${RUST_LOG:-info}" "$KAFKAIQ_BIN" "${args[@]}" >"$BROKER_DIR/broker.log" 2>&1 &
+            ;;
+        *)
+            echo "broker_start: unknown BROKER_UNDER_TEST=$BROKER_KIND" >&2
+            return 1
+            ;;
+    esac
+    BROKER_PID=$!
+    local deadline=$((SECONDS + BROKER_STARTUP_TIMEOUT_S))
+    until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+        if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+            echo "broker_start: $BROKER_KIND exited before listening on $BROKER_BOOTSTRAP" >&2
+            broker_log_tail
+            return 1
+        fi
+        if ((SECONDS > deadline)); then
+            echo "broker_start: $BROKER_KIND did not listen on $BROKER_BOOTSTRAP in time" >&2
+            broker_log_tail
+            return 1
+        fi
+        sleep 0.2
+    done
+    echo "broker: $BROKER_KIND serving $BROKER_BOOTSTRAP (pid $BROKER_PID, dir $BROKER_DIR)" >&2
+}
+
+broker_log_tail() {
+    if [[ -n "${BROKER_DIR:-}" && -f "$BROKER_DIR/broker.log" ]]; then
+        echo "---- last lines of $BROKER_KIND output ----" >&2
+        tail -n "${1:-40}" "$BROKER_DIR/broker.log" >&2
+        echo "----" >&2
+    fi
+}
+
+broker_stop() {
+    if [[ -n "${BROKER_PID:-}" ]] && kill -0 "$BROKER_PID" 2>/dev/null; then
+        kill -TERM "$BROKER_PID" 2>/dev/null
+        local deadline=$((SECONDS + BROKER_SHUTDOWN_TIMEOUT_S))
+        while kill -0 "$BROKER_PID" 2>/dev/null && ((SECONDS < deadline)); do
+            sleep 0.2
+        done
+        if kill -0 "$BROKER_PID" 2>/dev/null; then
+            echo "broker_stop: $BROKER_KIND did not stop within ${BROKER_SHUTDOWN_TIMEOUT_S}s; killing it" >&2
+            kill -KILL "$BROKER_PID" 2>/dev/null
+        fi
+        local rc=0
+        wait "$BROKER_PID" 2>/dev/null || rc=$?
+        if [[ $rc -ne 0 && $rc -ne 143 ]]; then
+            echo "broker_stop: $BROKER_KIND exited with status $rc" >&2
+            broker_log_tail
+        fi
+    fi
+    BROKER_PID=""
+    if [[ -n "${BROKER_DIR:-}" && -z "${KEEP_BROKER_DIR:-}" ]]; then
+        rm -rf "$BROKER_DIR"
+    fi
+    BROKER_DIR=""
+}
