@@ -3,8 +3,8 @@
 //! (`integration/suites/20-dump-log-segments.sh`).
 //!
 //! Usage: `write_sample_log <log dir>` — creates the partition `sample-0` under `<log dir>`,
-//! appends batches of varied shapes as leader over three leader epochs, checkpoints a high
-//! watermark and shuts the log manager down. It prints one `key=value` summary line on stdout
+//! appends batches of varied shapes as leader over three leader epochs, deletes the records below
+//! offset 50 (DeleteRecords), checkpoints a high watermark and shuts the log manager down. It prints one `key=value` summary line on stdout
 //! (what was written) for the suite to compare with what DumpLogSegments reads back.
 //!
 //! The batches cover what the segment and index code must get right: sizes from one small
@@ -29,6 +29,8 @@ const PRODUCER_EPOCH: i16 = 0;
 /// Leader epochs and the batch index at which each leadership begins.
 const EPOCHS: [(usize, i32); 3] = [(0, 0), (40, 2), (80, 5)];
 const BASE_TIMESTAMP_MS: i64 = 1_700_000_000_000;
+/// A DeleteRecords offset inside the first segment (and inside a batch).
+const DELETE_RECORDS_BEFORE: i64 = 50;
 
 fn main() -> Result<(), Box<dyn Error>> {
     let log_dir = PathBuf::from(
@@ -68,10 +70,18 @@ fn main() -> Result<(), Box<dyn Error>> {
         } else {
             (-1, -1, -1)
         };
-        let batch = encode_batch(next_offset, &shape, producer_id, producer_epoch, base_sequence);
+        let batch = encode_batch(
+            next_offset,
+            &shape,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+        );
         now_ms += 10;
         let info = log.append_as_leader(&batch, leader_epoch, now_ms)?;
-        if info.first_offset != next_offset || info.last_offset != next_offset + shape.records as i64 - 1 {
+        if info.first_offset != next_offset
+            || info.last_offset != next_offset + shape.records as i64 - 1
+        {
             return Err(format!(
                 "batch {i}: appended at {}..={}, expected {}..={}",
                 info.first_offset,
@@ -89,6 +99,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         records_total += shape.records as u64;
     }
 
+    // DeleteRecords inside the first segment: the log start offset moves above the first
+    // segment's base offset (so Kafka's rule puts it in log-start-offset-checkpoint) and the
+    // first leader epoch entry moves up with it.
+    let log_start_offset = log.delete_records_before(DELETE_RECORDS_BEFORE)?;
+
     let log_end_offset = log.log_end_offset();
     let size_bytes = log.size_bytes();
     let latest_epoch = log.latest_epoch();
@@ -99,7 +114,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     manager.shutdown()?;
 
     println!(
-        "partition_dir={} batches={BATCH_COUNT} records={records_total} log_end_offset={log_end_offset} \
+        "partition_dir={} batches={BATCH_COUNT} records={records_total} log_start_offset={log_start_offset} \
+         log_end_offset={log_end_offset} \
          size_bytes={size_bytes} latest_epoch={} producer_id={PRODUCER_ID} producer_epoch={PRODUCER_EPOCH} \
          idempotent_batches={idempotent_batches} last_sequence={}",
         log_dir.join("sample-0").display(),
@@ -175,7 +191,9 @@ fn encode_batch(
         let offset = expected_base_offset + r as i64;
         let mut value = format!("value-{offset}-").into_bytes();
         value.resize(shape.value_len.max(value.len()), b'x');
-        let key = shape.with_key.then(|| format!("key-{}", offset % 13).into_bytes());
+        let key = shape
+            .with_key
+            .then(|| format!("key-{}", offset % 13).into_bytes());
         let mut body = Vec::new();
         body.push(0u8); // record attributes
         put_varlong(&mut body, shape.timestamp_deltas[r]);
@@ -191,7 +209,10 @@ fn encode_batch(
         body.extend_from_slice(&value);
         if shape.with_headers {
             put_varint(&mut body, 2);
-            for (k, v) in [("trace", format!("t{offset}")), ("origin", "sample".to_string())] {
+            for (k, v) in [
+                ("trace", format!("t{offset}")),
+                ("origin", "sample".to_string()),
+            ] {
                 put_varint(&mut body, k.len() as i32);
                 body.extend_from_slice(k.as_bytes());
                 put_varint(&mut body, v.len() as i32);
