@@ -625,7 +625,7 @@ def values(sessions: list[dict], row: Row):
     vals, notes = [], []
     for s in sessions:
         if s.get("startup_ms") is None:
-            notes.append(s["error"] or "did not start")
+            notes.append("did not start, see the per-run table")
             continue
         if row.run is None:
             if row.field == "peak_rss_mib":
