@@ -13,6 +13,8 @@
 //! - [`controller`]: the only writer of metadata; appends records to the metadata log and
 //!   publishes [`metadata`] images.
 //! - [`fetch_session`]: incremental fetch sessions (KIP-227).
+//! - [`group`]: the classic consumer-group coordinator, a pure state machine over records in
+//!   `__consumer_offsets`.
 //! - [`config`] / [`topic_config`]: Kafka's property names, validated into typed config.
 //! - [`errors`]: the one mapping from outcomes to Kafka error codes. [`limits`]: every bound.
 //! - [`clock`]: the only reader of wall-clock time. [`broker`]: startup, periodic tasks, shutdown.
@@ -24,11 +26,11 @@ pub mod config;
 pub mod controller;
 pub mod errors;
 pub mod fetch_session;
+pub mod group;
 pub mod handlers;
 pub mod limits;
 pub mod metadata;
 pub mod protocol;
 pub mod replica;
 pub mod server;
-pub mod storage_compat;
 pub mod topic_config;

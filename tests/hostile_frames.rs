@@ -13,8 +13,8 @@
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::cell::Cell;
 
-mod common;
-use common::{all_versions, populated_frame, request_header};
+mod frames;
+use frames::{all_versions, populated_frame, request_header};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::{Encodable, Message};
@@ -452,9 +452,9 @@ mod random {
 fn every_huge_length_prefix_is_refused_by_the_guard() {
     let mut refused = 0;
     for (layout, version) in all_versions() {
-        let (frame, _, prefixes) = common::populated_frame_with_prefixes(layout, version);
+        let (frame, _, prefixes) = frames::populated_frame_with_prefixes(layout, version);
         for prefix in prefixes {
-            let hostile = common::with_huge_prefix(&frame, prefix);
+            let hostile = frames::with_huge_prefix(&frame, prefix);
             let result = decode_request(hostile);
             assert!(
                 matches!(result, Err(DecodeError::Hostile { .. })),

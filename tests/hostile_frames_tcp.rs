@@ -10,7 +10,7 @@
 //! Set `KAFKA_BOOTSTRAP=host:port` to run the same checks against an already running broker
 //! (for instance Apache Kafka, to check the test itself).
 
-mod common;
+mod frames;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use common::{all_versions, populated_frame_with_prefixes, request_header, with_huge_prefix};
+use frames::{all_versions, populated_frame_with_prefixes, request_header, with_huge_prefix};
 use kafkaiq::protocol::ApiKey;
 
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);

@@ -23,7 +23,6 @@ use crate::errors::ApiError;
 use crate::fetch_session::{FetchPartitionSpec, SessionPlan};
 use crate::limits::FETCH_WAIT_MS_MAX;
 use crate::replica::{Offsets, Partition};
-use crate::storage_compat::LogEpochs;
 
 /// Kafka's `READ_COMMITTED` isolation level.
 const READ_COMMITTED: i8 = 1;

@@ -13,7 +13,6 @@ use kafkaiq_storage::{TimestampAndOffset, TopicPartition};
 
 use crate::broker::Broker;
 use crate::errors::ApiError;
-use crate::storage_compat::LogEpochs;
 
 pub const LATEST_TIMESTAMP: i64 = -1;
 pub const EARLIEST_TIMESTAMP: i64 = -2;

@@ -13,7 +13,6 @@ use kafka_protocol::messages::{
 use kafkaiq_storage::TopicPartition;
 
 use crate::broker::Broker;
-use crate::storage_compat::LogEpochs;
 
 pub fn handle(
     broker: &Arc<Broker>,

@@ -13,7 +13,7 @@ pub mod purgatory;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
-use crate::storage_compat::LogManager;
+use kafkaiq_storage::LogManager;
 use kafkaiq_storage::TopicPartition;
 
 use crate::clock::SharedClock;
@@ -132,7 +132,10 @@ impl ReplicaManager {
         let log_config = topic_config::log_config(&topic.configs, &self.config);
         let log = self
             .log_manager
-            .get_or_create(&tp, log_config, self.clock.now_ms())?;
+            .get_or_create(&tp, log_config.clone(), self.clock.now_ms())?;
+        // A log recovered at startup was opened with the broker defaults; the topic's own
+        // configuration applies from here on.
+        log.update_config(log_config);
         let hw = self
             .checkpointed_high_watermarks
             .get(&tp)

@@ -10,7 +10,6 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use crate::storage_compat::LogEpochs;
 use kafkaiq_storage::{FetchDataInfo, Log, LogAppendInfo, TopicPartition};
 use tokio::sync::Notify;
 use uuid::Uuid;

@@ -1,195 +1,189 @@
-//! Populated request frames built from the layout DSL, shared by the hostile-frame tests.
-#![allow(dead_code)] // each test binary uses a different subset
+//! Shared helpers for broker tests: an in-process broker on 127.0.0.1:0 and a raw-frame client
+//! that speaks the Kafka wire protocol with `kafka-protocol` types, so tests assert on exact
+//! response fields.
 
-use bytes::{BufMut, Bytes, BytesMut};
-use kafkaiq::protocol::layouts::{Layout, Ty, LAYOUTS};
-use kafkaiq::protocol::ApiKey;
+#![allow(dead_code)]
 
-/// What a length prefix written into a populated frame counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prefix {
-    String,
-    Bytes,
-    Array,
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use kafkaiq::broker::RunningBroker;
+use kafkaiq::config::{BrokerConfig, RawConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Starts a broker on an ephemeral port with data in `dir`, plus extra `key=value` overrides.
+pub async fn start_broker(dir: &Path, extra: &[&str]) -> RunningBroker {
+    let mut raw = RawConfig::default();
+    raw.set("listeners", "PLAINTEXT://127.0.0.1:0");
+    raw.set("log.dirs", dir.to_str().unwrap());
+    for kv in extra {
+        raw.apply_override(kv).unwrap();
+    }
+    let config = BrokerConfig::from_raw(raw).unwrap().config;
+    RunningBroker::start(config).await.unwrap()
 }
 
-/// A length prefix in a populated frame: where it is, what it counts, whether it is compact.
-#[derive(Debug, Clone, Copy)]
-pub struct PrefixAt {
-    pub at: usize,
-    pub kind: Prefix,
-    pub compact: bool,
+pub struct RawClient {
+    pub stream: TcpStream,
+    correlation: AtomicI32,
 }
 
-/// Writes a populated value of each layout type. Values are distinct so that a layout that
-/// disagrees with the crate shows up as a failed decode or a different re-encoding.
-pub struct Populate {
-    version: i16,
-    flexible: bool,
-    counter: u32,
-    /// Length prefixes written directly into the frame (not those inside tagged fields).
-    prefixes: Vec<PrefixAt>,
-    /// Offset of the buffer being written within the frame; `None` inside a tagged value.
-    base: Option<usize>,
-}
-
-/// A tag no request schema defines; `kafka-protocol` must keep and re-encode it.
-pub const UNKNOWN_TAG: u32 = 1000;
-
-impl Populate {
-    fn note(&mut self, out: &BytesMut, kind: Prefix) {
-        if let Some(base) = self.base {
-            self.prefixes.push(PrefixAt {
-                at: base + out.len(),
-                kind,
-                compact: self.flexible,
-            });
+impl RawClient {
+    pub async fn connect(addr: std::net::SocketAddr) -> RawClient {
+        RawClient {
+            stream: TcpStream::connect(addr).await.unwrap(),
+            correlation: AtomicI32::new(1),
         }
     }
 
-    fn next(&mut self) -> u32 {
-        self.counter += 1;
-        self.counter
+    /// Encodes a request frame (size prefix included).
+    pub fn encode<R: Request>(&self, version: i16, request: &R) -> (i32, Bytes) {
+        let correlation_id = self.correlation.fetch_add(1, Ordering::SeqCst);
+        let api_key = ApiKey::try_from(R::KEY).unwrap();
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("raw-test")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, api_key.request_header_version(version))
+            .unwrap();
+        request.encode(&mut body, version).unwrap();
+        let mut frame = BytesMut::with_capacity(body.len() + 4);
+        frame.put_i32(body.len() as i32);
+        frame.put_slice(&body);
+        (correlation_id, frame.freeze())
     }
 
-    pub fn value(&mut self, out: &mut BytesMut, ty: &Ty) {
-        match *ty {
-            // 1-byte fields are int8 or bool; bool re-encodes as 1.
-            Ty::Fixed(1) => out.put_u8(1),
-            Ty::Fixed(len) => {
-                let n = self.next();
-                for i in 0..len {
-                    out.put_u8((n as usize * 31 + i * 7) as u8 | 1);
-                }
-            }
-            Ty::String => {
-                self.note(out, Prefix::String);
-                let s = format!("s{}", self.next());
-                if self.flexible {
-                    put_uvarint(out, s.len() as u32 + 1);
-                } else {
-                    out.put_i16(s.len() as i16);
-                }
-                out.put_slice(s.as_bytes());
-            }
-            Ty::Bytes => {
-                self.note(out, Prefix::Bytes);
-                let n = self.next();
-                let b: Vec<u8> = (0..(n % 5 + 3)).map(|i| (n + i) as u8).collect();
-                if self.flexible {
-                    put_uvarint(out, b.len() as u32 + 1);
-                } else {
-                    out.put_i32(b.len() as i32);
-                }
-                out.put_slice(&b);
-            }
-            Ty::Array(element) => {
-                self.note(out, Prefix::Array);
-                if self.flexible {
-                    put_uvarint(out, 3);
-                } else {
-                    out.put_i32(2);
-                }
-                self.value(out, element);
-                self.value(out, element);
-            }
-            Ty::Struct(fields) => {
-                for field in fields {
-                    if field.tag.is_none() && field.versions.contains(self.version) {
-                        self.value(out, &field.ty);
-                    }
-                }
-                if self.flexible {
-                    let mut tagged: Vec<_> = fields
-                        .iter()
-                        .filter(|f| f.tag.is_some() && f.versions.contains(self.version))
-                        .collect();
-                    tagged.sort_by_key(|f| f.tag);
-                    put_uvarint(out, tagged.len() as u32 + 1);
-                    for field in tagged {
-                        let mut value = BytesMut::new();
-                        let base = self.base.take();
-                        self.value(&mut value, &field.ty);
-                        self.base = base;
-                        put_uvarint(out, field.tag.unwrap());
-                        put_uvarint(out, value.len() as u32);
-                        out.put_slice(&value);
-                    }
-                    put_uvarint(out, UNKNOWN_TAG);
-                    put_uvarint(out, 3);
-                    out.put_slice(&[7, 8, 9]);
-                }
-            }
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap();
+    }
+
+    /// Reads one response frame body, or None if the broker closed the connection.
+    pub async fn read_frame(&mut self) -> Option<Bytes> {
+        let mut size = [0u8; 4];
+        if self.stream.read_exact(&mut size).await.is_err() {
+            return None;
         }
+        let size = i32::from_be_bytes(size) as usize;
+        let mut body = vec![0u8; size];
+        self.stream.read_exact(&mut body).await.ok()?;
+        Some(Bytes::from(body))
+    }
+
+    pub fn decode_response<R: Request>(
+        version: i16,
+        mut frame: Bytes,
+        expected_correlation_id: i32,
+    ) -> R::Response {
+        let api_key = ApiKey::try_from(R::KEY).unwrap();
+        let header_version = if api_key == ApiKey::ApiVersions {
+            0
+        } else {
+            <R::Response as HeaderVersion>::header_version(version)
+        };
+        let header = ResponseHeader::decode(&mut frame, header_version).unwrap();
+        assert_eq!(header.correlation_id, expected_correlation_id);
+        let response = R::Response::decode(&mut frame, version).unwrap();
+        assert!(
+            !frame.has_remaining(),
+            "{} trailing bytes after the response body",
+            frame.remaining()
+        );
+        response
+    }
+
+    /// Sends a request and decodes its response.
+    pub async fn call<R: Request>(&mut self, version: i16, request: &R) -> R::Response {
+        let (correlation_id, frame) = self.encode(version, request);
+        self.send_bytes(&frame).await;
+        let response = self
+            .read_frame()
+            .await
+            .expect("broker closed the connection");
+        Self::decode_response::<R>(version, response, correlation_id)
+    }
+
+    /// True if the broker closed the connection (reads end of stream).
+    pub async fn is_closed(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(
+            tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                self.stream.read(&mut byte)
+            )
+            .await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
     }
 }
 
-pub fn put_uvarint(out: &mut BytesMut, mut value: u32) {
-    while value >= 0x80 {
-        out.put_u8(value as u8 | 0x80);
-        value >>= 7;
+/// An uncompressed v2 batch of `values` (optionally idempotent).
+pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
+    let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // kafka-protocol groups records into one batch while `offset - sequence` stays
+            // constant; non-idempotent batches get their base sequence reset to -1 below.
+            sequence: base_sequence.max(0) + i as i32,
+            timestamp: now + i as i64,
+            key: None,
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    if base_sequence < 0 {
+        // Base sequence (bytes 53..57) is covered by the CRC (from the attributes at byte 21).
+        buf[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+        let crc = crc32c::crc32c(&buf[21..]);
+        buf[17..21].copy_from_slice(&crc.to_be_bytes());
     }
-    out.put_u8(value as u8);
+    buf.freeze()
 }
 
-pub fn request_header(api_key: ApiKey, version: i16, correlation_id: i32) -> BytesMut {
-    let mut out = BytesMut::new();
-    out.put_i16(api_key as i16);
-    out.put_i16(version);
-    out.put_i32(correlation_id);
-    out.put_i16(11);
-    out.put_slice(b"test-client");
-    if api_key.request_header_version(version) >= 2 {
-        out.put_u8(0);
+/// (offset, value) of every record in a fetched record set.
+pub fn decode_records(records: &Bytes) -> Vec<(i64, String)> {
+    let mut buf = records.clone();
+    let mut out = Vec::new();
+    for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
+        for r in set.records {
+            out.push((
+                r.offset,
+                String::from_utf8(r.value.map(|v| v.to_vec()).unwrap_or_default()).unwrap(),
+            ));
+        }
     }
     out
-}
-
-/// A populated request frame (header and body, no size prefix) and its body's offset.
-pub fn populated_frame(layout: &Layout, version: i16) -> (Bytes, usize) {
-    let (frame, body_at, _) = populated_frame_with_prefixes(layout, version);
-    (frame, body_at)
-}
-
-/// A populated request frame, its body's offset and its length prefixes (the header's client id
-/// and every one in the body outside tagged fields).
-pub fn populated_frame_with_prefixes(
-    layout: &Layout,
-    version: i16,
-) -> (Bytes, usize, Vec<PrefixAt>) {
-    let mut frame = request_header(layout.api_key, version, 0x0102_0304);
-    let body_at = frame.len();
-    let mut populate = Populate {
-        version,
-        flexible: layout.is_flexible(version),
-        counter: 0,
-        // The header's client id (after api key, version and correlation id).
-        prefixes: vec![PrefixAt {
-            at: 8,
-            kind: Prefix::String,
-            compact: false,
-        }],
-        base: Some(0),
-    };
-    populate.value(&mut frame, &layout.body);
-    (frame.freeze(), body_at, populate.prefixes)
-}
-
-pub fn all_versions() -> impl Iterator<Item = (&'static Layout, i16)> {
-    LAYOUTS
-        .iter()
-        .flat_map(|layout| (layout.versions.min..=layout.versions.max).map(move |v| (layout, v)))
-}
-
-/// `frame` with the length prefix at `prefix` replaced by the largest value its encoding holds.
-pub fn with_huge_prefix(frame: &[u8], prefix: PrefixAt) -> Bytes {
-    let (old_len, huge): (usize, &[u8]) = match (prefix.compact, prefix.kind) {
-        (true, _) => (1, &[0xff, 0xff, 0xff, 0xff, 0x0f]),
-        (false, Prefix::String) => (2, &[0x7f, 0xff]),
-        (false, Prefix::Bytes | Prefix::Array) => (4, &[0x7f, 0xff, 0xff, 0xff]),
-    };
-    let mut out = BytesMut::from(&frame[..prefix.at]);
-    out.put_slice(huge);
-    out.put_slice(&frame[prefix.at + old_len..]);
-    out.freeze()
 }
