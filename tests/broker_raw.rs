@@ -638,3 +638,39 @@ async fn incremental_fetch_session_sends_only_changed_partitions() {
     assert_eq!(r.error_code, 70, "FETCH_SESSION_ID_NOT_FOUND");
     broker.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_connections_and_idle_connections_are_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(
+        dir.path(),
+        &["max.connections=2", "connections.max.idle.ms=400"],
+    )
+    .await;
+    let mut a = RawClient::connect(broker.local_addr).await;
+    let mut b = RawClient::connect(broker.local_addr).await;
+    assert_eq!(
+        a.call(3, &ApiVersionsRequest::default()).await.error_code,
+        0
+    );
+    assert_eq!(
+        b.call(3, &ApiVersionsRequest::default()).await.error_code,
+        0
+    );
+    // A third connection is over max.connections: closed at once.
+    let mut c = RawClient::connect(broker.local_addr).await;
+    assert!(c.is_closed().await);
+    // Idle connections are closed after connections.max.idle.ms...
+    let start = Instant::now();
+    assert!(a.is_closed().await);
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    assert!(b.is_closed().await);
+    // ...which frees their slots.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut d = RawClient::connect(broker.local_addr).await;
+    assert_eq!(
+        d.call(3, &ApiVersionsRequest::default()).await.error_code,
+        0
+    );
+    broker.shutdown().await.unwrap();
+}
