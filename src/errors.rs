@@ -135,7 +135,25 @@ impl ApiError {
     /// The human-readable message some responses carry next to the code (CreateTopics,
     /// DescribeConfigs, ...): Kafka sends the exception message.
     pub fn message(&self) -> String {
-        self.to_string()
+        use ApiError::*;
+        match self {
+            CorruptMessage(m)
+            | MessageTooLarge(m)
+            | InvalidTopic(m)
+            | TopicAlreadyExists(m)
+            | InvalidPartitions(m)
+            | InvalidReplicationFactor(m)
+            | InvalidReplicaAssignment(m)
+            | InvalidConfig(m)
+            | InvalidRequest(m)
+            | OutOfOrderSequenceNumber(m)
+            | InvalidProducerEpoch(m)
+            | KafkaStorageError(m)
+            | InvalidRecord(m)
+            | PolicyViolation(m)
+            | UnknownServerError(m) => m.clone(),
+            other => other.to_string(),
+        }
     }
 }
 

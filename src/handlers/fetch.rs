@@ -259,9 +259,8 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
                 (true, None, -1, -1)
             }
         };
-        if read_committed {
-            data.aborted_transactions = Some(Vec::new());
-        }
+        // No transactions: read_committed gets an empty list, read_uncommitted null, as Kafka.
+        data.aborted_transactions = read_committed.then(Vec::new);
         if plan.incremental
             && !broker.fetch_sessions.should_send(
                 plan.session_id,
