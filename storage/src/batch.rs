@@ -375,9 +375,9 @@ pub fn first_record_timestamp_at_least(batch: &[u8], target: i64) -> Option<(i64
     Some((header.max_timestamp, header.base_offset))
 }
 
-#[cfg(test)]
-pub(crate) mod test_batches {
-    //! Builds real uncompressed v2 batches for tests (records with a key and a value).
+pub mod builder {
+    //! Builds real uncompressed v2 batches (records with a null key and a value, no headers),
+    //! for tests, benchmarks and tools. The broker never needs it: clients build batches.
 
     use super::*;
 
@@ -390,6 +390,8 @@ pub(crate) mod test_batches {
         out.push(z as u8);
     }
 
+    /// Header fields of a built batch.
+    #[derive(Clone, Debug)]
     pub struct Spec {
         pub base_offset: i64,
         pub base_timestamp: i64,
@@ -466,7 +468,7 @@ pub(crate) mod test_batches {
 
 #[cfg(test)]
 mod tests {
-    use super::test_batches::*;
+    use super::builder::*;
     use super::*;
 
     const LEADER: Validation = Validation::Leader {

@@ -588,6 +588,19 @@ impl Log {
             let r = self.truncate_fully_locked(&w, offset);
             return self.guard(r);
         }
+        // Batches are removed whole. If the batch holding `offset` also holds the log start
+        // offset, nothing visible would remain and the log end would fall below its start:
+        // restart the log, empty, at its start offset instead.
+        let lso = self.log_start_offset();
+        let segments = self.segments();
+        let holder = segments
+            .partition_point(|s| s.base_offset() <= offset)
+            .saturating_sub(1);
+        let cut = self.guard(segments[holder].find_batch(offset, segments[holder].size()))?;
+        if cut.is_some_and(|(_, h)| h.base_offset < lso) {
+            let r = self.truncate_fully_locked(&w, lso);
+            return self.guard(r);
+        }
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
         let r = (|| {
             let config = self.config();
@@ -1087,7 +1100,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::test_batches::simple;
+    use crate::batch::builder::simple;
     use crate::batch::BatchIter;
 
     fn small_config() -> LogConfig {
@@ -1545,7 +1558,7 @@ mod tests {
     }
 
     fn idempotent(pid: i64, epoch: i16, seq: i32, count: usize) -> Vec<u8> {
-        use crate::batch::test_batches::{batch, Spec};
+        use crate::batch::builder::{batch, Spec};
         let values: Vec<&[u8]> = (0..count).map(|_| b"v".as_slice()).collect();
         batch(
             &Spec {

@@ -650,7 +650,7 @@ fn read_up_to(file: &File, buf: &mut [u8], position: u64) -> std::io::Result<usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::test_batches::simple;
+    use crate::batch::builder::simple;
     use crate::batch::{set_base_offset, validate_batches, Validation};
 
     const INDEX_BYTES: usize = 1024;
