@@ -120,8 +120,8 @@ async fn api_versions_too_new_gets_unsupported_version_with_our_ranges() {
             .map(|k| (k.min_version, k.max_version))
     };
     assert_eq!(range(ApiKey::ApiVersions), Some((0, 4)));
-    assert_eq!(range(ApiKey::Produce), Some((0, 12)));
-    assert_eq!(range(ApiKey::Fetch), Some((4, 12)));
+    assert_eq!(range(ApiKey::Produce), Some((0, 13)));
+    assert_eq!(range(ApiKey::Fetch), Some((4, 17)));
     assert_eq!(range(ApiKey::ListOffsets).unwrap().0, 1);
     assert_eq!(range(ApiKey::InitProducerId).unwrap().0, 0);
 
@@ -671,6 +671,66 @@ async fn max_connections_and_idle_connections_are_enforced() {
     assert_eq!(
         d.call(3, &ApiVersionsRequest::default()).await.error_code,
         0
+    );
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_v13_and_fetch_v17_address_topics_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let created = create_topic(&mut client, "by-id", 1, &[]).await;
+    let id = created.topics[0].topic_id;
+    let unknown = uuid::Uuid::from_u128(0xdead_beef);
+
+    let produce_by_id = |topic_id: uuid::Uuid| {
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_topic_id(topic_id)
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch(&["x", "y"], None)))])])
+    };
+    let r = client.call(13, &produce_by_id(id)).await;
+    assert_eq!(r.responses[0].topic_id, id);
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (0, 0));
+    let r = client.call(13, &produce_by_id(unknown)).await;
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code, 100,
+        "UNKNOWN_TOPIC_ID"
+    );
+
+    let fetch_by_id = |topic_id: uuid::Uuid| {
+        FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_current_leader_epoch(0)
+                    .with_partition_max_bytes(1 << 20)])])
+    };
+    let r = client.call(17, &fetch_by_id(id)).await;
+    assert_eq!(r.responses[0].topic_id, id);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(
+        decode_records(p.records.as_ref().unwrap()),
+        vec![(0, "x".to_string()), (1, "y".to_string())]
+    );
+    let r = client.call(17, &fetch_by_id(unknown)).await;
+    assert_eq!(r.responses[0].topic_id, unknown);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 100,
+        "UNKNOWN_TOPIC_ID"
     );
     broker.shutdown().await.unwrap();
 }
