@@ -331,6 +331,11 @@ async fn produce_errors_use_kafka_codes() {
             .unwrap(),
     );
     assert_eq!(records.len(), 2);
+
+    // acks=0 that fails: the broker closes the connection, as Kafka does.
+    let (_, frame) = client.encode(9, &produce_request("missing", 0, 0, batch(&["lost"], None)));
+    client.send_bytes(&frame).await;
+    assert!(client.is_closed().await);
     broker.shutdown().await.unwrap();
 }
 

@@ -29,11 +29,18 @@ struct Outcome {
     wait_for: Option<(Arc<Partition>, i64)>,
 }
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    version: i16,
-    request: ProduceRequest,
-) -> Option<ResponseKind> {
+/// What the connection does with a produce request's outcome.
+#[derive(Debug)]
+pub enum ProduceReply {
+    Respond(ResponseKind),
+    /// acks=0 and everything was appended: nothing is sent.
+    Nothing,
+    /// acks=0 and some partition failed: Kafka closes the connection, the only way to tell a
+    /// client that expects no answer (it then refreshes metadata and reconnects).
+    CloseConnection,
+}
+
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> ProduceReply {
     let acks = request.acks;
     let image = broker.image();
     let now_ms = broker.clock.now_ms();
@@ -108,7 +115,14 @@ pub async fn handle(
     }
 
     if acks == 0 {
-        return None;
+        let failed = topics
+            .iter()
+            .any(|(_, _, outcomes)| outcomes.iter().any(|o| o.result.is_err()));
+        return if failed {
+            ProduceReply::CloseConnection
+        } else {
+            ProduceReply::Nothing
+        };
     }
 
     if acks == -1 {
@@ -163,7 +177,7 @@ pub async fn handle(
         }
         responses.push(t);
     }
-    Some(ResponseKind::Produce(
+    ProduceReply::Respond(ResponseKind::Produce(
         ProduceResponse::default().with_responses(responses),
     ))
 }
