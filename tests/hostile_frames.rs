@@ -13,10 +13,13 @@
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::cell::Cell;
 
+mod frames;
+use frames::{all_versions, populated_frame, request_header};
+
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::{Encodable, Message};
 use kafkaiq::protocol::guard::{check_body, check_request};
-use kafkaiq::protocol::layouts::{Layout, Ty, LAYOUTS};
+use kafkaiq::protocol::layouts::LAYOUTS;
 use kafkaiq::protocol::{decode_request, ApiKey, DecodeError, RequestKind, SUPPORTED_API_KEYS};
 
 // ---- counting allocator -----------------------------------------------------------------------
@@ -100,132 +103,6 @@ const PEAK_BYTES_OVERHEAD: usize = 16 * 1024;
 
 fn peak_bytes_max(frame_len: usize) -> usize {
     PEAK_BYTES_OVERHEAD + PEAK_BYTES_PER_FRAME_BYTE_MAX * frame_len
-}
-
-// ---- populated requests from the layouts ------------------------------------------------------
-
-/// Writes a populated value of each layout type. Values are distinct so that a layout that
-/// disagrees with the crate shows up as a failed decode or a different re-encoding.
-struct Populate {
-    version: i16,
-    flexible: bool,
-    counter: u32,
-}
-
-/// A tag no request schema defines; `kafka-protocol` must keep and re-encode it.
-const UNKNOWN_TAG: u32 = 1000;
-
-impl Populate {
-    fn next(&mut self) -> u32 {
-        self.counter += 1;
-        self.counter
-    }
-
-    fn value(&mut self, out: &mut BytesMut, ty: &Ty) {
-        match *ty {
-            // 1-byte fields are int8 or bool; bool re-encodes as 1.
-            Ty::Fixed(1) => out.put_u8(1),
-            Ty::Fixed(len) => {
-                let n = self.next();
-                for i in 0..len {
-                    out.put_u8((n as usize * 31 + i * 7) as u8 | 1);
-                }
-            }
-            Ty::String => {
-                let s = format!("s{}", self.next());
-                if self.flexible {
-                    put_uvarint(out, s.len() as u32 + 1);
-                } else {
-                    out.put_i16(s.len() as i16);
-                }
-                out.put_slice(s.as_bytes());
-            }
-            Ty::Bytes => {
-                let n = self.next();
-                let b: Vec<u8> = (0..(n % 5 + 3)).map(|i| (n + i) as u8).collect();
-                if self.flexible {
-                    put_uvarint(out, b.len() as u32 + 1);
-                } else {
-                    out.put_i32(b.len() as i32);
-                }
-                out.put_slice(&b);
-            }
-            Ty::Array(element) => {
-                if self.flexible {
-                    put_uvarint(out, 3);
-                } else {
-                    out.put_i32(2);
-                }
-                self.value(out, element);
-                self.value(out, element);
-            }
-            Ty::Struct(fields) => {
-                for field in fields {
-                    if field.tag.is_none() && field.versions.contains(self.version) {
-                        self.value(out, &field.ty);
-                    }
-                }
-                if self.flexible {
-                    let mut tagged: Vec<_> = fields
-                        .iter()
-                        .filter(|f| f.tag.is_some() && f.versions.contains(self.version))
-                        .collect();
-                    tagged.sort_by_key(|f| f.tag);
-                    put_uvarint(out, tagged.len() as u32 + 1);
-                    for field in tagged {
-                        let mut value = BytesMut::new();
-                        self.value(&mut value, &field.ty);
-                        put_uvarint(out, field.tag.unwrap());
-                        put_uvarint(out, value.len() as u32);
-                        out.put_slice(&value);
-                    }
-                    put_uvarint(out, UNKNOWN_TAG);
-                    put_uvarint(out, 3);
-                    out.put_slice(&[7, 8, 9]);
-                }
-            }
-        }
-    }
-}
-
-fn put_uvarint(out: &mut BytesMut, mut value: u32) {
-    while value >= 0x80 {
-        out.put_u8(value as u8 | 0x80);
-        value >>= 7;
-    }
-    out.put_u8(value as u8);
-}
-
-fn request_header(api_key: ApiKey, version: i16, correlation_id: i32) -> BytesMut {
-    let mut out = BytesMut::new();
-    out.put_i16(api_key as i16);
-    out.put_i16(version);
-    out.put_i32(correlation_id);
-    out.put_i16(11);
-    out.put_slice(b"test-client");
-    if api_key.request_header_version(version) >= 2 {
-        out.put_u8(0);
-    }
-    out
-}
-
-/// A populated request frame (header and body, no size prefix) and its body's offset.
-fn populated_frame(layout: &Layout, version: i16) -> (Bytes, usize) {
-    let mut frame = request_header(layout.api_key, version, 0x0102_0304);
-    let body_at = frame.len();
-    let mut populate = Populate {
-        version,
-        flexible: layout.is_flexible(version),
-        counter: 0,
-    };
-    populate.value(&mut frame, &layout.body);
-    (frame.freeze(), body_at)
-}
-
-fn all_versions() -> impl Iterator<Item = (&'static Layout, i16)> {
-    LAYOUTS
-        .iter()
-        .flat_map(|layout| (layout.versions.min..=layout.versions.max).map(move |v| (layout, v)))
 }
 
 // ---- 1. the layouts match kafka-protocol ------------------------------------------------------
@@ -567,4 +444,27 @@ mod random {
             decode_bounded(Bytes::from(mutated), &|| format!("{:?} v{version}", layout.api_key));
         }
     }
+}
+
+/// Every length prefix of every API version, set to the largest value its encoding holds, is
+/// refused by the guard before `kafka-protocol` sees it.
+#[test]
+fn every_huge_length_prefix_is_refused_by_the_guard() {
+    let mut refused = 0;
+    for (layout, version) in all_versions() {
+        let (frame, _, prefixes) = frames::populated_frame_with_prefixes(layout, version);
+        for prefix in prefixes {
+            let hostile = frames::with_huge_prefix(&frame, prefix);
+            let result = decode_request(hostile);
+            assert!(
+                matches!(result, Err(DecodeError::Hostile { .. })),
+                "{:?} v{version} {prefix:?}: {result:?}",
+                layout.api_key
+            );
+            refused += 1;
+        }
+    }
+    println!("{refused} huge length prefixes refused");
+    // Every API version has at least the header's client id; most have many more.
+    assert!(refused > 1000, "{refused}");
 }
