@@ -425,6 +425,14 @@ async fn long_poll_waits_for_max_wait_and_wakes_on_produce() {
         0
     );
 
+    // min_bytes = 0: answered at once even with nothing to read.
+    let start = Instant::now();
+    let r = client
+        .call(12, &fetch_request("lp", 0, -1, 5_000).with_min_bytes(0))
+        .await;
+    assert!(start.elapsed() < Duration::from_millis(1_000));
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+
     // Parked fetch is answered as soon as a produce arrives.
     let addr = broker.local_addr;
     let producer = tokio::spawn(async move {
@@ -446,6 +454,15 @@ async fn long_poll_waits_for_max_wait_and_wakes_on_produce() {
     );
     let records = decode_records(r.responses[0].partitions[0].records.as_ref().unwrap());
     assert_eq!(records, vec![(0, "wake".to_string())]);
+
+    // Fewer bytes than min_bytes: the fetch waits for max_wait_ms, then returns what there is.
+    let start = Instant::now();
+    let r = client
+        .call(12, &fetch_request("lp", 0, -1, 500).with_min_bytes(1 << 20))
+        .await;
+    assert!(start.elapsed() >= Duration::from_millis(480));
+    let records = decode_records(r.responses[0].partitions[0].records.as_ref().unwrap());
+    assert_eq!(records.len(), 1);
     broker.shutdown().await.unwrap();
 }
 
