@@ -204,7 +204,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
     let any_error = reads
         .iter()
         .any(|r| r.result.is_err() || r.diverging.is_some());
-    if total < min_bytes.max(1) && !any_error && max_wait_ms > 0 {
+    if total < min_bytes && !any_error && max_wait_ms > 0 {
         let watched: Vec<Arc<Partition>> = partitions.iter().flatten().cloned().collect();
         let waited = broker
             .replicas
@@ -221,7 +221,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
                 let error = reads
                     .iter()
                     .any(|r| r.result.is_err() || r.diverging.is_some());
-                let ready = (total >= min_bytes.max(1) || error).then_some(reads);
+                let ready = (total >= min_bytes || error).then_some(reads);
                 async move { ready }
             })
             .await;
