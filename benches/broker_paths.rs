@@ -48,6 +48,8 @@ struct Bench {
     runtime: Runtime,
     running: Option<RunningBroker>,
     broker: Arc<Broker>,
+    /// The client address handlers see (group members are keyed by it).
+    peer: std::net::SocketAddr,
     _dir: tempfile::TempDir,
 }
 
@@ -75,13 +77,14 @@ impl Bench {
             runtime,
             running: Some(running),
             broker,
+            peer: "127.0.0.1:50000".parse().expect("socket address"),
             _dir: dir,
         }
     }
 
     fn call(&self, frame: Bytes) -> Bytes {
         self.runtime
-            .block_on(handle_frame(&self.broker, frame))
+            .block_on(handle_frame(&self.broker, frame, self.peer))
             .expect("handled")
             .expect("answered")
     }
