@@ -1,5 +1,36 @@
 //! # kafkaiq
 //!
 //! A Kafka wire-protocol compatible broker built around partition leadership.
+//!
+//! ## Layout (the path of a request)
+//!
+//! - [`server`]: tokio listener and connections; frames in, responses out in request order;
+//!   [`server::dispatch`] routes a decoded request to its handler.
+//! - [`protocol`]: bytes ↔ typed Kafka messages, guarded against hostile lengths.
+//! - [`handlers`]: one file per API; typed request → calls on the core → typed response.
+//! - [`replica`]: the leadership core — `ReplicaManager`, `Partition` (role, leader epoch, ISR,
+//!   high watermark), the purgatory of delayed produce and fetch, pure decision functions.
+//! - [`controller`]: the only writer of metadata; appends records to the metadata log and
+//!   publishes [`metadata`] images.
+//! - [`fetch_session`]: incremental fetch sessions (KIP-227).
+//! - [`group`]: the classic consumer-group coordinator, a pure state machine over records in
+//!   `__consumer_offsets`.
+//! - [`config`] / [`topic_config`]: Kafka's property names, validated into typed config.
+//! - [`errors`]: the one mapping from outcomes to Kafka error codes. [`limits`]: every bound.
+//! - [`clock`]: the only reader of wall-clock time. [`broker`]: startup, periodic tasks, shutdown.
+//! - Storage (segment logs, indexes, epoch cache, checkpoints) is the `kafkaiq-storage` crate.
 
+pub mod broker;
+pub mod clock;
+pub mod config;
+pub mod controller;
+pub mod errors;
+pub mod fetch_session;
+pub mod group;
+pub mod handlers;
+pub mod limits;
+pub mod metadata;
 pub mod protocol;
+pub mod replica;
+pub mod server;
+pub mod topic_config;

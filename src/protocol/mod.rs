@@ -17,9 +17,16 @@
 //!   the server can answer a too-new ApiVersions with UNSUPPORTED_VERSION (KIP-511) or close the
 //!   connection.
 //! - [`SUPPORTED_API_KEYS`]: the APIs [`decode_request`] accepts; any other key is refused with
-//!   [`DecodeError::UnknownApiKey`].
+//!   [`DecodeError::UnknownApiKey`]. [`decodable_versions`]: the versions it accepts per API.
+//!
+//! ## Guarantees
+//! No frame makes [`decode_request`] panic, and none makes it allocate much more than the frame's
+//! own size: array capacities are bounded by one element per remaining byte, strings and record
+//! sets are zero-copy slices of the frame. `tests/hostile_frames.rs` measures this with a counting
+//! allocator and `fuzz/` fuzzes it.
 
 pub mod guard;
+pub mod layouts;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -136,6 +143,14 @@ pub enum EncodeError {
     TooLarge { len: usize },
 }
 
+/// The request versions of `api_key` that [`decode_request`] accepts: those `kafka-protocol`
+/// decodes. `None` for an API this broker does not decode. Note that `ApiKey::valid_versions`
+/// can be wider (it follows the response schema: OffsetCommit/OffsetFetch v10, InitProducerId
+/// v6), so advertise from this, not from that.
+pub fn decodable_versions(api_key: ApiKey) -> Option<std::ops::RangeInclusive<i16>> {
+    layouts::layout_of(api_key).map(|layout| layout.versions.min..=layout.versions.max)
+}
+
 /// Api key, api version and correlation id from the first 8 bytes of a frame (without its size
 /// prefix), or `None` if the frame is shorter than that.
 pub fn peek_header(frame: &[u8]) -> Option<(i16, i16, i32)> {
@@ -155,8 +170,7 @@ pub fn decode_request(frame: Bytes) -> Result<Request, DecodeError> {
         .ok()
         .filter(|key| SUPPORTED_API_KEYS.contains(key))
         .ok_or(DecodeError::UnknownApiKey(raw_key))?;
-    let valid = api_key.valid_versions();
-    if api_version < valid.min || api_version > valid.max {
+    if !decodable_versions(api_key).is_some_and(|versions| versions.contains(&api_version)) {
         return Err(DecodeError::UnsupportedVersion {
             api_key,
             version: api_version,

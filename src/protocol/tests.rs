@@ -103,3 +103,20 @@ fn encode_refuses_mismatched_body() {
         Err(EncodeError::WrongBody { .. })
     ));
 }
+
+#[test]
+fn versions_follow_the_request_schema_not_the_response_schema() {
+    // ApiKey::valid_versions says 2..=10 (the response schema); the request decodes 2..=9.
+    assert_eq!(decodable_versions(ApiKey::OffsetCommit), Some(2..=9));
+    assert_eq!(decodable_versions(ApiKey::Produce), Some(3..=13));
+    assert_eq!(decodable_versions(ApiKey::Envelope), None);
+    let frame = Bytes::from_static(&[0, 8, 0, 10, 0, 0, 0, 3, 0xff, 0xff, 0]);
+    assert!(matches!(
+        decode_request(frame),
+        Err(DecodeError::UnsupportedVersion {
+            api_key: ApiKey::OffsetCommit,
+            version: 10,
+            correlation_id: 3
+        })
+    ));
+}

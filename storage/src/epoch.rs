@@ -580,6 +580,67 @@ mod tests {
         assert!(malformed.to_string().contains(LEADER_EPOCH_CHECKPOINT_FILE));
     }
 
+    #[derive(Clone, Debug)]
+    enum Op {
+        Assign(i32, i64),
+        TruncateFromEnd(i64),
+        TruncateFromStart(i64),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0..12i32, 0..200i64).prop_map(|(e, o)| Op::Assign(e, o)),
+            1 => (-1..220i64).prop_map(Op::TruncateFromEnd),
+            1 => (0..220i64).prop_map(Op::TruncateFromStart),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+        /// Whatever the sequence of operations: epochs strictly increase, start offsets never
+        /// decrease, the latest assigned entry is present right after its assign, and the file
+        /// always reopens to the same cache.
+        #[test]
+        fn invariants_hold_under_random_operations(ops in proptest::collection::vec(op(), 1..40)) {
+            let dir = TestDir::new("epoch-prop");
+            let mut cache = LeaderEpochCache::open(dir.path()).unwrap();
+            for op in &ops {
+                match *op {
+                    Op::Assign(epoch, start) => {
+                        cache.assign(epoch, start).unwrap();
+                        let latest = cache.latest_entry().unwrap();
+                        // Either it was appended, or it re-registered the latest epoch at or
+                        // after its start.
+                        proptest::prop_assert!(
+                            latest == EpochEntry::new(epoch, start)
+                                || (latest.epoch == epoch && latest.start_offset <= start),
+                            "after {:?}: {:?}", op, cache.entries()
+                        );
+                    }
+                    Op::TruncateFromEnd(end) => {
+                        cache.truncate_from_end(end).unwrap();
+                        if end >= 0 {
+                            proptest::prop_assert!(cache.entries().iter().all(|e| e.start_offset < end));
+                        }
+                    }
+                    Op::TruncateFromStart(start) => {
+                        let epoch_before = cache.epoch_for_offset(start);
+                        cache.truncate_from_start(start).unwrap();
+                        proptest::prop_assert!(cache.entries().iter().all(|e| e.start_offset >= start));
+                        proptest::prop_assert_eq!(cache.epoch_for_offset(start), epoch_before);
+                    }
+                }
+                for pair in cache.entries().windows(2) {
+                    proptest::prop_assert!(pair[0].epoch < pair[1].epoch, "{:?}", cache.entries());
+                    proptest::prop_assert!(pair[0].start_offset <= pair[1].start_offset, "{:?}", cache.entries());
+                }
+                let reopened = LeaderEpochCache::open(dir.path()).unwrap();
+                proptest::prop_assert_eq!(reopened.entries(), cache.entries());
+            }
+        }
+    }
+
     #[test]
     fn clear_persists_an_empty_cache() {
         let dir = TestDir::new("epoch-clear");

@@ -3,6 +3,33 @@
 //! Kafka-format segment logs for one broker's partitions. This crate knows nothing of brokers,
 //! the wire protocol, ISR or consumer groups: it stores opaque v2 record batches in Apache
 //! Kafka's on-disk layout so that Kafka's own tools can read what it writes.
+//!
+//! # Layout
+//! * [`batch`]: the v2 batch header — parse, validate, rewrite offsets/epoch/LogAppendTime.
+//! * [`index`]: `.index` and `.timeindex`, memory-mapped (all `unsafe` is in `mmap`).
+//! * [`segment`]: one `.log` file with its two indexes.
+//! * [`log`]: a partition's log — append, read, roll, retention, truncation, recovery.
+//! * [`manager`]: every log of the broker, the per-dir checkpoint files, the clean-shutdown marker.
+//! * [`epoch`]: the leader epoch cache (`leader-epoch-checkpoint`).
+//! * [`producer_state`]: idempotent producers' sequence state and its snapshots.
+//! * [`checkpoint`]: Kafka's offset checkpoint files.
+//! * [`error`]: the typed errors.
+//!
+//! See `storage/DESIGN.md` for file formats, the recovery algorithm and the threading rules.
+
+pub mod batch;
 pub mod checkpoint;
+pub mod config;
 pub mod epoch;
+pub mod error;
+pub mod index;
+pub mod log;
+pub mod manager;
+mod mmap;
 pub mod producer_state;
+pub mod segment;
+
+pub use config::{LogConfig, TimestampType, TopicPartition};
+pub use error::{Result, StorageError};
+pub use log::{EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset};
+pub use manager::LogManager;

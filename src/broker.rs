@@ -1,0 +1,349 @@
+//! One broker process: startup, the shared state handlers use, periodic tasks and shutdown.
+//!
+//! Startup order: bind the listener (so the real port is known when configured as 0), read or
+//! create `meta.properties` in every log dir, open and recover the logs (`LogManager`), replay
+//! the metadata log (`Controller`), register this broker, elect this node leader of its
+//! partitions (bumping epochs as KRaft does when a broker returns), start the replica manager
+//! from the image, then serve. Shutdown reverses it: stop serving, checkpoint high watermarks,
+//! close every log (flush, checkpoints, clean-shutdown marker).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafkaiq_storage::LogManager;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::BrokerConfig;
+use crate::controller::{new_cluster_id, Controller};
+use crate::fetch_session::FetchSessionCache;
+use crate::group::service::GroupService;
+use crate::limits::{HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS, LOG_PERIODIC_INTERVAL_MS};
+use crate::metadata::{BrokerRegistration, MetadataCache, MetadataImage};
+use crate::replica::ReplicaManager;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    MetaProperties { path: PathBuf, reason: String },
+    #[error("storage: {0}")]
+    Storage(#[from] kafkaiq_storage::StorageError),
+    #[error("metadata log: {0}")]
+    MetadataLog(#[from] crate::controller::log::MetadataLogError),
+    #[error("metadata: {0}")]
+    Metadata(#[from] crate::errors::ApiError),
+}
+
+/// State shared by every connection and handler.
+pub struct Broker {
+    pub config: Arc<BrokerConfig>,
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub cache: Arc<MetadataCache>,
+    pub controller: Arc<Controller>,
+    pub replicas: Arc<ReplicaManager>,
+    pub fetch_sessions: FetchSessionCache,
+    pub clock: SharedClock,
+    pub groups: Arc<GroupService>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("node_id", &self.node_id)
+            .field("cluster_id", &self.cluster_id)
+            .finish()
+    }
+}
+
+impl Broker {
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.cache.image()
+    }
+}
+
+const META_PROPERTIES: &str = "meta.properties";
+
+/// Reads `meta.properties` from every log dir; all that exist must agree and carry our node id.
+/// Returns the cluster id (new if no dir has one) after writing the file where missing.
+fn ensure_meta_properties(dirs: &[PathBuf], node_id: i32) -> Result<String, StartupError> {
+    let mut cluster_id: Option<String> = None;
+    for dir in dirs {
+        std::fs::create_dir_all(dir).map_err(|source| StartupError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let path = dir.join(META_PROPERTIES);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(StartupError::Io { path, source }),
+        };
+        let mut found_node = None;
+        let mut found_cluster = None;
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            if let Some((k, v)) = line.split_once('=') {
+                match k.trim() {
+                    "node.id" => found_node = v.trim().parse::<i32>().ok(),
+                    "cluster.id" => found_cluster = Some(v.trim().to_owned()),
+                    _ => {}
+                }
+            }
+        }
+        if found_node != Some(node_id) {
+            return Err(StartupError::MetaProperties {
+                path,
+                reason: format!(
+                    "stored node.id {found_node:?} does not match configured node.id {node_id}"
+                ),
+            });
+        }
+        match (&cluster_id, found_cluster) {
+            (_, None) => {
+                return Err(StartupError::MetaProperties {
+                    path,
+                    reason: "no cluster.id".into(),
+                })
+            }
+            (Some(a), Some(b)) if *a != b => {
+                return Err(StartupError::MetaProperties {
+                    path,
+                    reason: format!("cluster.id {b} differs from {a} in another log dir"),
+                })
+            }
+            (_, Some(b)) => cluster_id = Some(b),
+        }
+    }
+    let cluster_id = cluster_id.unwrap_or_else(new_cluster_id);
+    for dir in dirs {
+        let path = dir.join(META_PROPERTIES);
+        if path.exists() {
+            continue;
+        }
+        let text = format!(
+            "#\n#Written by kafkaiq\nnode.id={node_id}\ndirectory.id={}\nversion=1\ncluster.id={cluster_id}\n",
+            new_cluster_id()
+        );
+        write_file_durably(&path, text.as_bytes())?;
+    }
+    Ok(cluster_id)
+}
+
+fn write_file_durably(path: &Path, bytes: &[u8]) -> Result<(), StartupError> {
+    let io = |source| StartupError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    Ok(())
+}
+
+/// A started broker: its address, and the handles needed to stop it.
+pub struct RunningBroker {
+    pub local_addr: SocketAddr,
+    pub broker: Arc<Broker>,
+    shutdown_tx: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningBroker {
+    /// Starts a broker with the system clock.
+    pub async fn start(config: BrokerConfig) -> Result<RunningBroker, StartupError> {
+        Self::start_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    pub async fn start_with_clock(
+        config: BrokerConfig,
+        clock: SharedClock,
+    ) -> Result<RunningBroker, StartupError> {
+        let bind_host = match config.listener.host.as_str() {
+            "" => "0.0.0.0".to_owned(),
+            h => h.to_owned(),
+        };
+        let bind = format!("{bind_host}:{}", config.listener.port);
+        let listener = TcpListener::bind(&bind)
+            .await
+            .map_err(|source| StartupError::Bind {
+                addr: bind.clone(),
+                source,
+            })?;
+        let local_addr = listener.local_addr().map_err(|source| StartupError::Bind {
+            addr: bind.clone(),
+            source,
+        })?;
+
+        let cluster_id = ensure_meta_properties(&config.log_dirs, config.node_id)?;
+        let config = Arc::new(config);
+        let log_manager = Arc::new(LogManager::open(
+            &config.log_dirs,
+            config.default_log_config(),
+            clock.now_ms(),
+        )?);
+        let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
+        let controller = Arc::new(Controller::open(
+            &config.log_dirs[0],
+            &cluster_id,
+            config.clone(),
+            cache.clone(),
+        )?);
+
+        // Advertise what clients can connect to: the configured advertised listener, else the
+        // listener with its real port (port 0 binds an ephemeral one) and a connectable host.
+        let advertised = config.advertised().clone();
+        let host = match advertised.host.as_str() {
+            "" | "0.0.0.0" | "::" => "127.0.0.1".to_owned(),
+            h => h.to_owned(),
+        };
+        let port = if config.advertised_listener.is_none() || advertised.port == 0 {
+            local_addr.port()
+        } else {
+            advertised.port
+        };
+        controller.register_broker(BrokerRegistration {
+            node_id: config.node_id,
+            host,
+            port,
+            rack: config.broker_rack.clone(),
+        })?;
+        let elected = controller.elect_local_leaders_at_startup()?;
+        let replicas = Arc::new(ReplicaManager::new(
+            config.clone(),
+            log_manager.clone(),
+            clock.clone(),
+        ));
+        controller.add_listener(replicas.clone());
+        // After the replica manager, so the partitions of __consumer_offsets exist when the
+        // group coordinator is told it leads them.
+        let groups = GroupService::new(
+            &config,
+            replicas.clone(),
+            controller.clone(),
+            cache.clone(),
+            clock.clone(),
+        );
+        controller.add_listener(groups.clone());
+        tracing::info!(
+            node_id = config.node_id,
+            %cluster_id,
+            partitions_led = elected,
+            "broker started"
+        );
+
+        let broker = Arc::new(Broker {
+            node_id: config.node_id,
+            cluster_id,
+            cache,
+            controller,
+            replicas: replicas.clone(),
+            fetch_sessions: FetchSessionCache::new(),
+            clock: clock.clone(),
+            groups: groups.clone(),
+            config,
+        });
+
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(crate::server::serve(
+            listener,
+            broker.clone(),
+            shutdown_rx.clone(),
+        )));
+        tasks.extend(groups.start(shutdown_rx.clone()));
+        tasks.push(tokio::spawn(periodic(broker.clone(), shutdown_rx)));
+        tracing::info!(%local_addr, "listening");
+        Ok(RunningBroker {
+            local_addr,
+            broker,
+            shutdown_tx,
+            tasks,
+        })
+    }
+
+    /// Clean shutdown: stop serving, checkpoint high watermarks, close every log.
+    pub async fn shutdown(self) -> Result<(), kafkaiq_storage::StorageError> {
+        let _ = self.shutdown_tx.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        let replicas = self.broker.replicas.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = replicas.checkpoint_high_watermarks() {
+                tracing::error!(error = %e, "high watermark checkpoint at shutdown failed");
+            }
+            replicas.log_manager.shutdown()
+        })
+        .await
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "shutdown task panicked");
+            Ok(())
+        })?;
+        tracing::info!("broker stopped cleanly");
+        Ok(())
+    }
+}
+
+/// High watermark checkpoints every 5 s; retention, rolls and time-based flushes every second.
+async fn periodic(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+    let mut hw_tick =
+        tokio::time::interval(Duration::from_millis(HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS));
+    let mut log_tick = tokio::time::interval(Duration::from_millis(LOG_PERIODIC_INTERVAL_MS));
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => {
+                if *shutdown.borrow() { return; }
+            }
+            _ = hw_tick.tick() => {
+                let replicas = broker.replicas.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Err(e) = replicas.checkpoint_high_watermarks() {
+                        tracing::error!(error = %e, "high watermark checkpoint failed");
+                    }
+                }).await;
+            }
+            _ = log_tick.tick() => {
+                let replicas = broker.replicas.clone();
+                let now = broker.clock.now_ms();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Err(e) = replicas.log_manager.run_periodic(now) {
+                        tracing::error!(error = %e, "periodic log maintenance failed");
+                    }
+                }).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_properties_is_created_then_checked() {
+        let dir = std::env::temp_dir().join(format!("kafkaiq-meta-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let id = ensure_meta_properties(&[dir.clone()], 1).unwrap();
+        assert_eq!(ensure_meta_properties(&[dir.clone()], 1).unwrap(), id);
+        let err = ensure_meta_properties(&[dir.clone()], 2).unwrap_err();
+        assert!(err.to_string().contains("node.id"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,798 @@
+//! Broker configuration, in two stages.
+//!
+//! 1. [`RawConfig`]: key/value strings as written in a Kafka `server.properties` file, with
+//!    `--override key=value` flags applied on top (flags win).
+//! 2. [`BrokerConfig`]: the validated, typed configuration the broker runs with. Building it
+//!    checks every value; an invalid value is an error naming the key, an unknown key is a
+//!    warning (returned, logged by the caller), never silently dropped.
+//!
+//! Kafka's property names and defaults throughout. Topic-level configs (and the broker keys they
+//! fall back to) live in [`crate::topic_config`]. This module does no I/O except reading the
+//! properties file it is pointed at.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kafkaiq_storage::TimestampType;
+use thiserror::Error;
+
+use crate::limits;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: expected `key=value`, got `{text}`")]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        text: String,
+    },
+    #[error("invalid value `{value}` for configuration `{key}`: {reason}")]
+    Invalid {
+        key: String,
+        value: String,
+        reason: String,
+    },
+}
+
+/// Stage one: raw properties, in the order they were given, later entries winning.
+#[derive(Debug, Clone, Default)]
+pub struct RawConfig {
+    entries: BTreeMap<String, String>,
+}
+
+impl RawConfig {
+    /// Parses Java `.properties` syntax as Kafka's files use it: `key=value` or `key: value`,
+    /// `#`/`!` comments, blank lines, backslash line continuations.
+    pub fn parse(text: &str, path: &Path) -> Result<RawConfig, ConfigError> {
+        let mut raw = RawConfig::default();
+        let mut pending = String::new();
+        let mut pending_line = 0;
+        for (index, line) in text.lines().enumerate() {
+            let trimmed = line.trim_start();
+            if pending.is_empty() && (trimmed.is_empty() || trimmed.starts_with(['#', '!'])) {
+                continue;
+            }
+            if pending.is_empty() {
+                pending_line = index + 1;
+            }
+            if let Some(stripped) = trimmed.strip_suffix('\\') {
+                pending.push_str(stripped);
+                continue;
+            }
+            pending.push_str(trimmed);
+            let entry = std::mem::take(&mut pending);
+            raw.set_line(&entry, path, pending_line)?;
+        }
+        if !pending.is_empty() {
+            raw.set_line(&pending, path, pending_line)?;
+        }
+        Ok(raw)
+    }
+
+    pub fn from_file(path: &Path) -> Result<RawConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    fn set_line(&mut self, entry: &str, path: &Path, line: usize) -> Result<(), ConfigError> {
+        let split = entry.find(['=', ':']).ok_or_else(|| ConfigError::Syntax {
+            path: path.to_owned(),
+            line,
+            text: entry.to_owned(),
+        })?;
+        let key = entry[..split].trim();
+        let value = entry[split + 1..].trim();
+        if key.is_empty() {
+            return Err(ConfigError::Syntax {
+                path: path.to_owned(),
+                line,
+                text: entry.to_owned(),
+            });
+        }
+        self.set(key, value);
+        Ok(())
+    }
+
+    /// Applies one `key=value` override (a CLI flag).
+    pub fn apply_override(&mut self, flag: &str) -> Result<(), ConfigError> {
+        let (key, value) = flag.split_once('=').ok_or_else(|| ConfigError::Invalid {
+            key: flag.to_owned(),
+            value: String::new(),
+            reason: "an override must be written key=value".to_owned(),
+        })?;
+        self.set(key.trim(), value.trim());
+        Ok(())
+    }
+
+    pub fn set(&mut self, key: &str, value: &str) {
+        self.entries.insert(key.to_owned(), value.to_owned());
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.entries.get(key).map(String::as_str)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// How a broker key's value is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigKind {
+    Int,
+    Long,
+    Bool,
+    Str,
+    List,
+    Double,
+}
+
+/// One broker key the broker knows: its Kafka default (None = null) and whether changing it
+/// needs a restart (all of ours do: there are no dynamic broker configs yet).
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerConfigDef {
+    pub name: &'static str,
+    pub default: Option<&'static str>,
+    pub kind: ConfigKind,
+    /// false for keys that are accepted because stock `server.properties` files contain them,
+    /// but which have no effect on a single KafkaIQ process (thread counts, socket buffers).
+    pub effective: bool,
+}
+
+const fn def(
+    name: &'static str,
+    default: Option<&'static str>,
+    kind: ConfigKind,
+    effective: bool,
+) -> BrokerConfigDef {
+    BrokerConfigDef {
+        name,
+        default,
+        kind,
+        effective,
+    }
+}
+
+use ConfigKind::*;
+
+/// Every broker key we accept, sorted by name. Defaults are Kafka's, except `listeners` and
+/// `log.dirs`, whose defaults are the embedded single-node setup (127.0.0.1:9092,
+/// ./kafkaiq-data).
+pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
+    def("advertised.listeners", None, List, true),
+    def("auto.create.topics.enable", Some("true"), Bool, true),
+    def("auto.leader.rebalance.enable", Some("true"), Bool, true),
+    def("broker.heartbeat.interval.ms", Some("2000"), Int, false),
+    def("broker.id", None, Int, true),
+    def("broker.rack", None, Str, true),
+    def("broker.session.timeout.ms", Some("9000"), Int, false),
+    def("compression.type", Some("producer"), Str, true),
+    def("connections.max.idle.ms", Some("600000"), Long, true),
+    def("controller.listener.names", None, List, false),
+    def("controller.quorum.bootstrap.servers", None, List, false),
+    def("controller.quorum.voters", None, List, false),
+    def("default.replication.factor", Some("1"), Int, true),
+    def("delete.topic.enable", Some("true"), Bool, true),
+    def("group.initial.rebalance.delay.ms", Some("3000"), Int, true),
+    def("group.max.session.timeout.ms", Some("1800000"), Int, true),
+    def("group.max.size", Some("2147483647"), Int, true),
+    def("group.min.session.timeout.ms", Some("6000"), Int, true),
+    def("inter.broker.listener.name", None, Str, false),
+    def("leader.imbalance.check.interval.ms", None, Long, true),
+    def(
+        "leader.imbalance.check.interval.seconds",
+        Some("300"),
+        Long,
+        true,
+    ),
+    def(
+        "leader.imbalance.per.broker.percentage",
+        Some("10"),
+        Int,
+        true,
+    ),
+    def("listener.security.protocol.map", None, List, false),
+    def("listeners", Some("PLAINTEXT://127.0.0.1:9092"), List, true),
+    def("log.cleanup.policy", Some("delete"), List, true),
+    def("log.dir", Some("/tmp/kafka-logs"), Str, true),
+    def("log.dirs", None, List, true),
+    def(
+        "log.flush.interval.messages",
+        Some("9223372036854775807"),
+        Long,
+        true,
+    ),
+    def("log.flush.interval.ms", None, Long, true),
+    def(
+        "log.flush.scheduler.interval.ms",
+        Some("9223372036854775807"),
+        Long,
+        false,
+    ),
+    def("log.index.interval.bytes", Some("4096"), Int, true),
+    def("log.index.size.max.bytes", Some("10485760"), Int, true),
+    def("log.message.timestamp.type", Some("CreateTime"), Str, true),
+    def("log.retention.bytes", Some("-1"), Long, true),
+    def(
+        "log.retention.check.interval.ms",
+        Some("300000"),
+        Long,
+        true,
+    ),
+    def("log.retention.hours", Some("168"), Int, true),
+    def("log.retention.minutes", None, Int, true),
+    def("log.retention.ms", None, Long, true),
+    def("log.roll.hours", Some("168"), Int, true),
+    def("log.roll.ms", None, Long, true),
+    def("log.segment.bytes", Some("1073741824"), Int, true),
+    def("max.connections", Some("2147483647"), Int, true),
+    def("message.max.bytes", Some("1048588"), Int, true),
+    def("min.insync.replicas", Some("1"), Int, true),
+    def("node.id", Some("1"), Int, true),
+    def("num.io.threads", Some("8"), Int, false),
+    def("num.network.threads", Some("3"), Int, false),
+    def("num.partitions", Some("1"), Int, true),
+    def("num.recovery.threads.per.data.dir", Some("2"), Int, false),
+    def("num.replica.fetchers", Some("1"), Int, false),
+    def("offset.metadata.max.bytes", Some("4096"), Int, true),
+    def(
+        "offsets.retention.check.interval.ms",
+        Some("600000"),
+        Long,
+        true,
+    ),
+    def("offsets.retention.minutes", Some("10080"), Int, true),
+    def("offsets.topic.num.partitions", Some("50"), Int, true),
+    def("offsets.topic.replication.factor", Some("3"), Int, true),
+    def("process.roles", None, List, false),
+    def("replica.fetch.max.bytes", Some("1048576"), Int, false),
+    def("replica.fetch.wait.max.ms", Some("500"), Int, false),
+    def(
+        "replica.high.watermark.checkpoint.interval.ms",
+        Some("5000"),
+        Long,
+        false,
+    ),
+    def("replica.lag.time.max.ms", Some("30000"), Long, true),
+    def("replica.selector.class", None, Str, false),
+    def(
+        "share.coordinator.state.topic.min.isr",
+        Some("2"),
+        Int,
+        false,
+    ),
+    def(
+        "share.coordinator.state.topic.replication.factor",
+        Some("3"),
+        Int,
+        false,
+    ),
+    def("socket.receive.buffer.bytes", Some("102400"), Int, false),
+    def("socket.request.max.bytes", Some("104857600"), Int, true),
+    def("socket.send.buffer.bytes", Some("102400"), Int, false),
+    def("transaction.state.log.min.isr", Some("2"), Int, false),
+    def(
+        "transaction.state.log.replication.factor",
+        Some("3"),
+        Int,
+        false,
+    ),
+    def("unclean.leader.election.enable", Some("false"), Bool, true),
+];
+
+pub fn broker_config_def(name: &str) -> Option<&'static BrokerConfigDef> {
+    BROKER_CONFIG_DEFS.iter().find(|d| d.name == name)
+}
+
+/// A listener: `NAME://host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listener {
+    fn parse(key: &str, text: &str) -> Result<Listener, ConfigError> {
+        let invalid = |reason: &str| ConfigError::Invalid {
+            key: key.to_owned(),
+            value: text.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let (name, rest) = text
+            .split_once("://")
+            .ok_or_else(|| invalid("expected NAME://host:port"))?;
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| invalid("expected NAME://host:port"))?;
+        let port: u16 = port.parse().map_err(|_| invalid("port is not a number"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        Ok(Listener {
+            name: name.to_owned(),
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+/// Stage two: the typed configuration the broker runs with.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub raw: RawConfig,
+    pub node_id: i32,
+    pub listener: Listener,
+    /// What Metadata tells clients to connect to; defaults to the listener.
+    pub advertised_listener: Option<Listener>,
+    pub log_dirs: Vec<PathBuf>,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics_enable: bool,
+    pub delete_topic_enable: bool,
+    pub min_insync_replicas: i32,
+    pub message_max_bytes: u32,
+    pub log_segment_bytes: u32,
+    pub log_roll_ms: i64,
+    pub log_retention_ms: i64,
+    pub log_retention_bytes: i64,
+    pub log_flush_interval_messages: i64,
+    pub log_flush_interval_ms: i64,
+    pub log_index_interval_bytes: u32,
+    pub log_index_size_max_bytes: u32,
+    pub log_message_timestamp_type: TimestampType,
+    pub socket_request_max_bytes: usize,
+    pub max_connections: usize,
+    pub connections_max_idle_ms: u64,
+    pub broker_rack: Option<String>,
+    pub offsets_topic_num_partitions: i32,
+    pub replica_lag_time_max_ms: i64,
+    pub auto_leader_rebalance_enable: bool,
+    pub leader_imbalance_per_broker_percentage: i32,
+    pub leader_imbalance_check_interval_ms: i64,
+    pub group_initial_rebalance_delay_ms: i64,
+}
+
+/// A validated configuration plus the warnings met on the way (unknown keys, keys without
+/// effect here).
+#[derive(Debug)]
+pub struct Validated {
+    pub config: BrokerConfig,
+    pub warnings: Vec<String>,
+}
+
+struct Reader<'a> {
+    raw: &'a RawConfig,
+}
+
+impl Reader<'_> {
+    fn value(&self, key: &str) -> Option<&str> {
+        self.raw
+            .get(key)
+            .or_else(|| broker_config_def(key).and_then(|d| d.default))
+    }
+
+    fn invalid(&self, key: &str, reason: &str) -> ConfigError {
+        ConfigError::Invalid {
+            key: key.to_owned(),
+            value: self.raw.get(key).unwrap_or_default().to_owned(),
+            reason: reason.to_owned(),
+        }
+    }
+
+    fn long(&self, key: &str) -> Result<Option<i64>, ConfigError> {
+        match self.value(key) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| self.invalid(key, "not a 64-bit integer")),
+        }
+    }
+
+    fn int(&self, key: &str) -> Result<Option<i32>, ConfigError> {
+        match self.value(key) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<i32>()
+                .map(Some)
+                .map_err(|_| self.invalid(key, "not a 32-bit integer")),
+        }
+    }
+
+    fn int_at_least(&self, key: &str, min: i32) -> Result<i32, ConfigError> {
+        let v = self.int(key)?.ok_or_else(|| self.invalid(key, "missing"))?;
+        if v < min {
+            return Err(self.invalid(key, &format!("must be at least {min}")));
+        }
+        Ok(v)
+    }
+
+    fn long_at_least(&self, key: &str, min: i64) -> Result<Option<i64>, ConfigError> {
+        match self.long(key)? {
+            Some(v) if v < min => Err(self.invalid(key, &format!("must be at least {min}"))),
+            other => Ok(other),
+        }
+    }
+
+    fn bool(&self, key: &str) -> Result<bool, ConfigError> {
+        match self.value(key).map(|v| v.to_ascii_lowercase()) {
+            Some(v) if v == "true" => Ok(true),
+            Some(v) if v == "false" => Ok(false),
+            _ => Err(self.invalid(key, "must be true or false")),
+        }
+    }
+}
+
+const HOUR_MS: i64 = 3_600_000;
+
+impl BrokerConfig {
+    /// Validates raw properties into a typed configuration.
+    pub fn from_raw(raw: RawConfig) -> Result<Validated, ConfigError> {
+        let mut warnings = Vec::new();
+        for (key, _) in raw.iter() {
+            match broker_config_def(key) {
+                None if crate::topic_config::topic_config_def(key).is_none() => warnings.push(
+                    format!("unknown configuration `{key}` is ignored"),
+                ),
+                None => warnings.push(format!(
+                    "`{key}` is a topic-level configuration; set the broker key it falls back to instead"
+                )),
+                Some(d) if !d.effective => {
+                    tracing::debug!(key, "configuration accepted; it has no effect on KafkaIQ")
+                }
+                Some(d) => {
+                    // Type-check every effective key even if we read it below, so that a bad
+                    // value never goes unnoticed.
+                    let r = Reader { raw: &raw };
+                    match d.kind {
+                        Int => {
+                            r.int(key)?;
+                        }
+                        Long => {
+                            r.long(key)?;
+                        }
+                        Bool => {
+                            r.bool(key)?;
+                        }
+                        Double => {
+                            let v = raw.get(key).unwrap_or_default();
+                            v.parse::<f64>()
+                                .map_err(|_| r.invalid(key, "not a number"))?;
+                        }
+                        Str | List => {}
+                    }
+                }
+            }
+        }
+        let r = Reader { raw: &raw };
+
+        let node_id = match (raw.get("node.id"), raw.get("broker.id")) {
+            (Some(_), _) | (None, None) => r.int_at_least("node.id", 0)?,
+            (None, Some(_)) => r.int_at_least("broker.id", 0)?,
+        };
+
+        let listeners_text = r.value("listeners").unwrap_or_default().to_owned();
+        let controller_names: Vec<String> = raw
+            .get("controller.listener.names")
+            .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
+            .unwrap_or_default();
+        let mut listeners = Vec::new();
+        for item in listeners_text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            listeners.push(Listener::parse("listeners", item)?);
+        }
+        let listener = listeners
+            .into_iter()
+            .find(|l| !controller_names.contains(&l.name))
+            .ok_or_else(|| r.invalid("listeners", "no client listener"))?;
+        let advertised_listener = match raw.get("advertised.listeners") {
+            None => None,
+            Some(text) => {
+                let mut found = None;
+                for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    let l = Listener::parse("advertised.listeners", item)?;
+                    if l.name == listener.name {
+                        found = Some(l);
+                    }
+                }
+                if found.is_none() {
+                    return Err(r.invalid(
+                        "advertised.listeners",
+                        &format!("no entry for listener {}", listener.name),
+                    ));
+                }
+                found
+            }
+        };
+
+        let log_dirs: Vec<PathBuf> = match (raw.get("log.dirs"), raw.get("log.dir")) {
+            (Some(dirs), _) => dirs
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+                .collect(),
+            (None, Some(dir)) => vec![PathBuf::from(dir)],
+            (None, None) => vec![PathBuf::from("./kafkaiq-data")],
+        };
+        if log_dirs.is_empty() {
+            return Err(r.invalid("log.dirs", "no directory given"));
+        }
+
+        let log_retention_ms = match r.long("log.retention.ms")? {
+            Some(ms) => ms,
+            None => match r.int("log.retention.minutes")? {
+                Some(m) => i64::from(m) * 60_000,
+                None => i64::from(r.int("log.retention.hours")?.unwrap_or(168)) * HOUR_MS,
+            },
+        };
+        if log_retention_ms < -1 {
+            return Err(r.invalid("log.retention.ms", "must be -1 or at least 0"));
+        }
+        let log_roll_ms = match r.long_at_least("log.roll.ms", 1)? {
+            Some(ms) => ms,
+            None => i64::from(r.int_at_least("log.roll.hours", 1)?) * HOUR_MS,
+        };
+
+        let message_max_bytes = r.int_at_least("message.max.bytes", 0)? as u32;
+        let log_segment_bytes = r.int_at_least("log.segment.bytes", 14)? as u32;
+
+        let timestamp_type = match r.value("log.message.timestamp.type") {
+            Some("CreateTime") => TimestampType::CreateTime,
+            Some("LogAppendTime") => TimestampType::LogAppendTime,
+            _ => {
+                return Err(r.invalid(
+                    "log.message.timestamp.type",
+                    "must be CreateTime or LogAppendTime",
+                ))
+            }
+        };
+
+        let socket_request_max_bytes = r.int_at_least("socket.request.max.bytes", 1)? as usize;
+        let max_connections_configured = r.int_at_least("max.connections", 0)? as usize;
+        let max_connections = if raw.get("max.connections").is_some() {
+            max_connections_configured
+        } else {
+            limits::CONNECTIONS_MAX_DEFAULT
+        };
+
+        let leader_imbalance_check_interval_ms = {
+            let seconds = raw
+                .get("leader.imbalance.check.interval.seconds")
+                .map(|_| r.long_at_least("leader.imbalance.check.interval.seconds", 1))
+                .transpose()?
+                .flatten();
+            let ms = r.long_at_least("leader.imbalance.check.interval.ms", 1)?;
+            match (seconds, ms) {
+                (Some(s), Some(m)) if s * 1000 != m => {
+                    return Err(r.invalid(
+                        "leader.imbalance.check.interval.ms",
+                        &format!(
+                            "conflicts with leader.imbalance.check.interval.seconds={s}; set one of them"
+                        ),
+                    ))
+                }
+                (_, Some(m)) => m,
+                (Some(s), None) => s * 1000,
+                (None, None) => 300_000,
+            }
+        };
+
+        let percentage = r.int_at_least("leader.imbalance.per.broker.percentage", 0)?;
+        if percentage > 100 {
+            return Err(r.invalid(
+                "leader.imbalance.per.broker.percentage",
+                "must be between 0 and 100",
+            ));
+        }
+        let default_replication_factor = r.int_at_least("default.replication.factor", 1)?;
+
+        let config = BrokerConfig {
+            node_id,
+            listener,
+            advertised_listener,
+            log_dirs,
+            num_partitions: r.int_at_least("num.partitions", 1)?,
+            default_replication_factor: i16::try_from(default_replication_factor)
+                .map_err(|_| r.invalid("default.replication.factor", "too large"))?,
+            auto_create_topics_enable: r.bool("auto.create.topics.enable")?,
+            delete_topic_enable: r.bool("delete.topic.enable")?,
+            min_insync_replicas: r.int_at_least("min.insync.replicas", 1)?,
+            message_max_bytes,
+            log_segment_bytes,
+            log_roll_ms,
+            log_retention_ms,
+            log_retention_bytes: r.long("log.retention.bytes")?.unwrap_or(-1),
+            log_flush_interval_messages: r
+                .long_at_least("log.flush.interval.messages", 1)?
+                .unwrap_or(i64::MAX),
+            log_flush_interval_ms: r
+                .long_at_least("log.flush.interval.ms", 0)?
+                .unwrap_or(i64::MAX),
+            log_index_interval_bytes: r.int_at_least("log.index.interval.bytes", 0)? as u32,
+            log_index_size_max_bytes: r.int_at_least("log.index.size.max.bytes", 4)? as u32,
+            log_message_timestamp_type: timestamp_type,
+            socket_request_max_bytes,
+            max_connections,
+            connections_max_idle_ms: r
+                .long_at_least("connections.max.idle.ms", 1)?
+                .unwrap_or(600_000) as u64,
+            broker_rack: raw.get("broker.rack").map(str::to_owned),
+            offsets_topic_num_partitions: r.int_at_least("offsets.topic.num.partitions", 1)?,
+            replica_lag_time_max_ms: r
+                .long_at_least("replica.lag.time.max.ms", 1)?
+                .unwrap_or(30_000),
+            auto_leader_rebalance_enable: r.bool("auto.leader.rebalance.enable")?,
+            leader_imbalance_per_broker_percentage: percentage,
+            leader_imbalance_check_interval_ms,
+            group_initial_rebalance_delay_ms: i64::from(
+                r.int_at_least("group.initial.rebalance.delay.ms", 0)?,
+            ),
+            raw,
+        };
+        Ok(Validated { config, warnings })
+    }
+
+    /// The embedded single-node default: 127.0.0.1:9092, data in ./kafkaiq-data.
+    pub fn default_single_node() -> BrokerConfig {
+        Self::from_raw(RawConfig::default())
+            .expect("built-in defaults are valid")
+            .config
+    }
+
+    /// The value of a broker key as the broker sees it (set value or default), for
+    /// DescribeConfigs and topic-config fallbacks.
+    pub fn value_of(&self, key: &str) -> Option<String> {
+        if let Some(v) = self.raw.get(key) {
+            return Some(v.to_owned());
+        }
+        match key {
+            "log.dirs" => Some(
+                self.log_dirs
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            "log.retention.ms" => Some(self.log_retention_ms.to_string()),
+            "log.roll.ms" => Some(self.log_roll_ms.to_string()),
+            "log.flush.interval.ms" => Some(self.log_flush_interval_ms.to_string()),
+            "node.id" | "broker.id" => Some(self.node_id.to_string()),
+            "leader.imbalance.check.interval.ms" => {
+                Some(self.leader_imbalance_check_interval_ms.to_string())
+            }
+            _ => broker_config_def(key).and_then(|d| d.default.map(str::to_owned)),
+        }
+    }
+
+    /// Whether a broker key was set explicitly (file or flag), as opposed to defaulted.
+    pub fn is_set(&self, key: &str) -> bool {
+        self.raw.get(key).is_some()
+    }
+
+    pub fn advertised(&self) -> &Listener {
+        self.advertised_listener.as_ref().unwrap_or(&self.listener)
+    }
+
+    /// The default log config for a topic without overrides, derived from broker keys.
+    pub fn default_log_config(&self) -> kafkaiq_storage::LogConfig {
+        kafkaiq_storage::LogConfig {
+            segment_bytes: self.log_segment_bytes,
+            segment_ms: self.log_roll_ms,
+            segment_index_bytes: self.log_index_size_max_bytes,
+            index_interval_bytes: self.log_index_interval_bytes,
+            retention_ms: self.log_retention_ms,
+            retention_bytes: self.log_retention_bytes,
+            max_message_bytes: self.message_max_bytes,
+            flush_messages: self.log_flush_interval_messages,
+            flush_ms: self.log_flush_interval_ms,
+            message_timestamp_type: self.log_message_timestamp_type,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn validated(lines: &str) -> Result<Validated, ConfigError> {
+        BrokerConfig::from_raw(RawConfig::parse(lines, Path::new("test.properties"))?)
+    }
+
+    #[test]
+    fn defaults_are_the_embedded_single_node() {
+        let c = BrokerConfig::default_single_node();
+        assert_eq!(c.listener.host, "127.0.0.1");
+        assert_eq!(c.listener.port, 9092);
+        assert_eq!(c.log_dirs, vec![PathBuf::from("./kafkaiq-data")]);
+        assert_eq!(c.node_id, 1);
+        assert_eq!(c.log_retention_ms, 168 * HOUR_MS);
+        assert_eq!(c.leader_imbalance_check_interval_ms, 300_000);
+    }
+
+    #[test]
+    fn stock_kraft_server_properties_is_accepted_without_unknown_warnings() {
+        let text = "process.roles=broker,controller\nnode.id=1\ncontroller.quorum.bootstrap.servers=localhost:9093\n\
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093\ninter.broker.listener.name=PLAINTEXT\n\
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093\ncontroller.listener.names=CONTROLLER\n\
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\nnum.network.threads=3\nnum.io.threads=8\n\
+socket.send.buffer.bytes=102400\nsocket.receive.buffer.bytes=102400\nsocket.request.max.bytes=104857600\n\
+log.dirs=/tmp/kraft-combined-logs\nnum.partitions=1\nnum.recovery.threads.per.data.dir=1\n\
+offsets.topic.replication.factor=1\nshare.coordinator.state.topic.replication.factor=1\n\
+share.coordinator.state.topic.min.isr=1\ntransaction.state.log.replication.factor=1\n\
+transaction.state.log.min.isr=1\nlog.retention.hours=168\nlog.segment.bytes=1073741824\n\
+log.retention.check.interval.ms=300000\n";
+        let v = validated(text).unwrap();
+        assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+        assert_eq!(v.config.listener.name, "PLAINTEXT");
+        assert_eq!(v.config.listener.port, 9092);
+        assert_eq!(v.config.advertised().host, "localhost");
+    }
+
+    #[test]
+    fn unknown_key_warns_and_invalid_value_names_the_key() {
+        let v = validated("no.such.key=1\n").unwrap();
+        assert_eq!(v.warnings.len(), 1);
+        assert!(v.warnings[0].contains("no.such.key"));
+        let err = validated("num.partitions=lots\n").unwrap_err();
+        assert!(err.to_string().contains("num.partitions"), "{err}");
+        let err = validated("auto.create.topics.enable=maybe\n").unwrap_err();
+        assert!(err.to_string().contains("auto.create.topics.enable"));
+    }
+
+    #[test]
+    fn retention_precedence_is_ms_then_minutes_then_hours() {
+        let v = validated("log.retention.hours=1\nlog.retention.minutes=2\n").unwrap();
+        assert_eq!(v.config.log_retention_ms, 120_000);
+        let v = validated("log.retention.hours=1\nlog.retention.ms=5\n").unwrap();
+        assert_eq!(v.config.log_retention_ms, 5);
+    }
+
+    #[test]
+    fn imbalance_interval_accepts_seconds_or_ms_but_not_conflicting_both() {
+        let v = validated("leader.imbalance.check.interval.seconds=10\n").unwrap();
+        assert_eq!(v.config.leader_imbalance_check_interval_ms, 10_000);
+        let v = validated("leader.imbalance.check.interval.ms=2500\n").unwrap();
+        assert_eq!(v.config.leader_imbalance_check_interval_ms, 2_500);
+        let v = validated(
+            "leader.imbalance.check.interval.ms=10000\nleader.imbalance.check.interval.seconds=10\n",
+        )
+        .unwrap();
+        assert_eq!(v.config.leader_imbalance_check_interval_ms, 10_000);
+        let err = validated(
+            "leader.imbalance.check.interval.ms=300000\nleader.imbalance.check.interval.seconds=10\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("leader.imbalance.check.interval"));
+    }
+
+    #[test]
+    fn overrides_win_over_the_file() {
+        let mut raw = RawConfig::parse("num.partitions=3\n", Path::new("x")).unwrap();
+        raw.apply_override("num.partitions=7").unwrap();
+        let v = BrokerConfig::from_raw(raw).unwrap();
+        assert_eq!(v.config.num_partitions, 7);
+    }
+
+    #[test]
+    fn properties_syntax_comments_colons_and_continuations() {
+        let raw = RawConfig::parse(
+            "# comment\n! also\nbroker.rack : r1\nlog.dirs=/a,\\\n  /b\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(raw.get("broker.rack"), Some("r1"));
+        assert_eq!(raw.get("log.dirs"), Some("/a,/b"));
+    }
+}

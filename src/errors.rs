@@ -1,0 +1,221 @@
+//! Kafka error codes: the one place where broker outcomes become wire error codes.
+//!
+//! Every layer below the handlers reports failures as [`ApiError`] (or a storage error converted
+//! here); handlers call [`ApiError::code`] and never write a numeric code themselves. Connection
+//! level failures (bad frames) are not API errors: they close the connection (see `server`).
+
+use kafka_protocol::ResponseError;
+use kafkaiq_storage::StorageError;
+
+/// An outcome a client is told about through an error code (DESIGN.md's "API errors" tier).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    #[error("offset out of range")]
+    OffsetOutOfRange,
+    #[error("corrupt message: {0}")]
+    CorruptMessage(String),
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("message too large: {0}")]
+    MessageTooLarge(String),
+    #[error("not leader or follower")]
+    NotLeaderOrFollower,
+    #[error("request timed out")]
+    RequestTimedOut,
+    #[error("invalid topic: {0}")]
+    InvalidTopic(String),
+    #[error("not enough replicas")]
+    NotEnoughReplicas,
+    #[error("not enough replicas after append")]
+    NotEnoughReplicasAfterAppend,
+    #[error("invalid required acks")]
+    InvalidRequiredAcks,
+    #[error("topic already exists: {0}")]
+    TopicAlreadyExists(String),
+    #[error("invalid partitions: {0}")]
+    InvalidPartitions(String),
+    #[error("invalid replication factor: {0}")]
+    InvalidReplicationFactor(String),
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("unsupported version")]
+    UnsupportedVersion,
+    #[error("out of order sequence number: {0}")]
+    OutOfOrderSequenceNumber(String),
+    #[error("invalid producer epoch: {0}")]
+    InvalidProducerEpoch(String),
+    #[error("kafka storage error: {0}")]
+    KafkaStorageError(String),
+    #[error("fenced leader epoch")]
+    FencedLeaderEpoch,
+    #[error("unknown leader epoch")]
+    UnknownLeaderEpoch,
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
+    #[error("unknown topic id")]
+    UnknownTopicId,
+    #[error("fetch session id not found")]
+    FetchSessionIdNotFound,
+    #[error("invalid fetch session epoch")]
+    InvalidFetchSessionEpoch,
+    #[error("topic deletion disabled")]
+    TopicDeletionDisabled,
+    #[error("policy violation: {0}")]
+    PolicyViolation(String),
+    #[error("offset not available")]
+    OffsetNotAvailable,
+    #[error("unknown server error: {0}")]
+    UnknownServerError(String),
+    #[error("not controller")]
+    NotController,
+    #[error("cluster authorization failed")]
+    ClusterAuthorizationFailed,
+    #[error("transactional id authorization failed")]
+    TransactionalIdAuthorizationFailed,
+    #[error("invalid transaction timeout")]
+    InvalidTransactionTimeout,
+    #[error("unsupported for message format")]
+    UnsupportedForMessageFormat,
+    #[error("unknown producer id")]
+    UnknownProducerId,
+}
+
+impl ApiError {
+    fn response_error(&self) -> ResponseError {
+        use ApiError::*;
+        match self {
+            OffsetOutOfRange => ResponseError::OffsetOutOfRange,
+            CorruptMessage(_) => ResponseError::CorruptMessage,
+            UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+            MessageTooLarge(_) => ResponseError::MessageTooLarge,
+            NotLeaderOrFollower => ResponseError::NotLeaderOrFollower,
+            RequestTimedOut => ResponseError::RequestTimedOut,
+            InvalidTopic(_) => ResponseError::InvalidTopicException,
+            NotEnoughReplicas => ResponseError::NotEnoughReplicas,
+            NotEnoughReplicasAfterAppend => ResponseError::NotEnoughReplicasAfterAppend,
+            InvalidRequiredAcks => ResponseError::InvalidRequiredAcks,
+            TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
+            InvalidPartitions(_) => ResponseError::InvalidPartitions,
+            InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+            InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+            InvalidConfig(_) => ResponseError::InvalidConfig,
+            InvalidRequest(_) => ResponseError::InvalidRequest,
+            UnsupportedVersion => ResponseError::UnsupportedVersion,
+            OutOfOrderSequenceNumber(_) => ResponseError::OutOfOrderSequenceNumber,
+            InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
+            KafkaStorageError(_) => ResponseError::KafkaStorageError,
+            FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
+            UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
+            InvalidRecord(_) => ResponseError::InvalidRecord,
+            UnknownTopicId => ResponseError::UnknownTopicId,
+            FetchSessionIdNotFound => ResponseError::FetchSessionIdNotFound,
+            InvalidFetchSessionEpoch => ResponseError::InvalidFetchSessionEpoch,
+            TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
+            PolicyViolation(_) => ResponseError::PolicyViolation,
+            OffsetNotAvailable => ResponseError::OffsetNotAvailable,
+            UnknownServerError(_) => ResponseError::UnknownServerError,
+            NotController => ResponseError::NotController,
+            ClusterAuthorizationFailed => ResponseError::ClusterAuthorizationFailed,
+            TransactionalIdAuthorizationFailed => ResponseError::TransactionalIdAuthorizationFailed,
+            InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+            UnsupportedForMessageFormat => ResponseError::UnsupportedForMessageFormat,
+            UnknownProducerId => ResponseError::UnknownProducerId,
+        }
+    }
+
+    /// The wire error code.
+    pub fn code(&self) -> i16 {
+        self.response_error().code()
+    }
+
+    /// The human-readable message some responses carry next to the code (CreateTopics,
+    /// DescribeConfigs, ...): Kafka sends the exception message.
+    pub fn message(&self) -> String {
+        use ApiError::*;
+        match self {
+            CorruptMessage(m)
+            | MessageTooLarge(m)
+            | InvalidTopic(m)
+            | TopicAlreadyExists(m)
+            | InvalidPartitions(m)
+            | InvalidReplicationFactor(m)
+            | InvalidReplicaAssignment(m)
+            | InvalidConfig(m)
+            | InvalidRequest(m)
+            | OutOfOrderSequenceNumber(m)
+            | InvalidProducerEpoch(m)
+            | KafkaStorageError(m)
+            | InvalidRecord(m)
+            | PolicyViolation(m)
+            | UnknownServerError(m) => m.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The code of a result: 0 on success.
+pub fn code_of<T>(result: &Result<T, ApiError>) -> i16 {
+    match result {
+        Ok(_) => NONE,
+        Err(e) => e.code(),
+    }
+}
+
+/// "No error".
+pub const NONE: i16 = 0;
+
+impl From<StorageError> for ApiError {
+    fn from(e: StorageError) -> Self {
+        match e {
+            StorageError::CorruptRecord(m) => ApiError::CorruptMessage(m),
+            StorageError::InvalidRecord(m) => ApiError::InvalidRecord(m),
+            StorageError::RecordTooLarge { size, max } => {
+                ApiError::MessageTooLarge(format!("batch of {size} bytes exceeds {max}"))
+            }
+            StorageError::OffsetOutOfRange { .. } => ApiError::OffsetOutOfRange,
+            StorageError::OutOfOrderSequence(m) => ApiError::OutOfOrderSequenceNumber(m),
+            StorageError::InvalidProducerEpoch(m) => ApiError::InvalidProducerEpoch(m),
+            // A leader never appends as a follower; a non-monotonic append here is a bug in
+            // the caller, reported as a server error rather than a client mistake.
+            StorageError::NonMonotonicAppend(m) => ApiError::UnknownServerError(m),
+            other => ApiError::KafkaStorageError(other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_kafka() {
+        let cases = [
+            (ApiError::OffsetOutOfRange, 1),
+            (ApiError::CorruptMessage(String::new()), 2),
+            (ApiError::UnknownTopicOrPartition, 3),
+            (ApiError::MessageTooLarge(String::new()), 10),
+            (ApiError::NotLeaderOrFollower, 6),
+            (ApiError::InvalidTopic(String::new()), 17),
+            (ApiError::InvalidRequiredAcks, 21),
+            (ApiError::TopicAlreadyExists(String::new()), 36),
+            (ApiError::InvalidPartitions(String::new()), 37),
+            (ApiError::InvalidReplicationFactor(String::new()), 38),
+            (ApiError::InvalidConfig(String::new()), 40),
+            (ApiError::UnsupportedVersion, 35),
+            (ApiError::OutOfOrderSequenceNumber(String::new()), 45),
+            (ApiError::InvalidProducerEpoch(String::new()), 47),
+            (ApiError::KafkaStorageError(String::new()), 56),
+            (ApiError::FencedLeaderEpoch, 74),
+            (ApiError::UnknownLeaderEpoch, 75),
+            (ApiError::InvalidRecord(String::new()), 87),
+            (ApiError::UnknownTopicId, 100),
+        ];
+        for (error, code) in cases {
+            assert_eq!(error.code(), code, "{error:?}");
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Incremental fetch sessions (KIP-227).
+//!
+//! A client opens a session with `session_id = 0, epoch = 0` (a full fetch); later requests
+//! name the session, carry the next epoch and list only partitions that changed (added, new
+//! fetch offset) or are forgotten. The broker answers an incremental request with only the
+//! partitions that have something new: records, a changed high watermark / log start offset,
+//! or an error. `epoch = -1` closes the session (with `session_id = 0`: a sessionless full
+//! fetch).
+//!
+//! The cache is bounded (`FETCH_SESSIONS_MAX`, least recently used evicted; partitions per
+//! session `FETCH_SESSION_PARTITIONS_MAX`). Pure bookkeeping: no I/O, no reading of logs.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::errors::ApiError;
+use crate::limits::{FETCH_SESSIONS_MAX, FETCH_SESSION_PARTITIONS_MAX};
+
+pub const INITIAL_EPOCH: i32 = 0;
+pub const FINAL_EPOCH: i32 = -1;
+
+/// What a fetch asks of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchPartitionSpec {
+    pub topic: String,
+    pub partition: i32,
+    pub fetch_offset: i64,
+    pub partition_max_bytes: i32,
+    pub current_leader_epoch: i32,
+    pub log_start_offset: i64,
+    pub last_fetched_epoch: i32,
+}
+
+/// What was last sent for one partition of a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct LastSent {
+    high_watermark: i64,
+    log_start_offset: i64,
+}
+
+#[derive(Debug)]
+struct Session {
+    next_epoch: i32,
+    /// Partitions in the order they were added (responses keep that order).
+    partitions: Vec<FetchPartitionSpec>,
+    last_sent: HashMap<(String, i32), LastSent>,
+    last_used: u64,
+}
+
+/// How a request relates to sessions, decided before reading any log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionPlan {
+    /// Session id to put in the response (0 = none).
+    pub session_id: i32,
+    /// Whether the response lists only changed partitions.
+    pub incremental: bool,
+    /// Every partition to read, in response order.
+    pub partitions: Vec<FetchPartitionSpec>,
+}
+
+#[derive(Debug, Default)]
+pub struct FetchSessionCache {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sessions: HashMap<i32, Session>,
+    next_id: i32,
+    tick: u64,
+}
+
+impl Inner {
+    fn new_session_id(&mut self) -> i32 {
+        loop {
+            self.next_id = self.next_id.wrapping_add(1);
+            if self.next_id > 0 && !self.sessions.contains_key(&self.next_id) {
+                return self.next_id;
+            }
+        }
+    }
+}
+
+impl FetchSessionCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .sessions
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Decides what to read for a fetch request.
+    pub fn plan(
+        &self,
+        session_id: i32,
+        epoch: i32,
+        requested: Vec<FetchPartitionSpec>,
+        forgotten: &[(String, i32)],
+    ) -> Result<SessionPlan, ApiError> {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.tick += 1;
+        let tick = inner.tick;
+        if epoch == FINAL_EPOCH {
+            if session_id != 0 {
+                inner.sessions.remove(&session_id);
+            }
+            return Ok(SessionPlan {
+                session_id: 0,
+                incremental: false,
+                partitions: requested,
+            });
+        }
+        if epoch == INITIAL_EPOCH {
+            if session_id != 0 {
+                inner.sessions.remove(&session_id);
+            }
+            if requested.len() > FETCH_SESSION_PARTITIONS_MAX {
+                // Too big to cache: serve it as a sessionless full fetch, as Kafka does when
+                // it declines to create a session.
+                return Ok(SessionPlan {
+                    session_id: 0,
+                    incremental: false,
+                    partitions: requested,
+                });
+            }
+            if inner.sessions.len() >= FETCH_SESSIONS_MAX {
+                let oldest = inner
+                    .sessions
+                    .iter()
+                    .min_by_key(|(_, s)| s.last_used)
+                    .map(|(id, _)| *id);
+                if let Some(id) = oldest {
+                    inner.sessions.remove(&id);
+                }
+            }
+            let id = inner.new_session_id();
+            inner.sessions.insert(
+                id,
+                Session {
+                    next_epoch: 1,
+                    partitions: requested.clone(),
+                    last_sent: HashMap::new(),
+                    last_used: tick,
+                },
+            );
+            return Ok(SessionPlan {
+                session_id: id,
+                incremental: false,
+                partitions: requested,
+            });
+        }
+        let session = inner
+            .sessions
+            .get_mut(&session_id)
+            .ok_or(ApiError::FetchSessionIdNotFound)?;
+        if session.next_epoch != epoch {
+            return Err(ApiError::InvalidFetchSessionEpoch);
+        }
+        for (topic, partition) in forgotten {
+            session
+                .partitions
+                .retain(|p| !(p.topic == *topic && p.partition == *partition));
+            session.last_sent.remove(&(topic.clone(), *partition));
+        }
+        for spec in requested {
+            match session
+                .partitions
+                .iter_mut()
+                .find(|p| p.topic == spec.topic && p.partition == spec.partition)
+            {
+                Some(existing) => *existing = spec,
+                None => {
+                    if session.partitions.len() >= FETCH_SESSION_PARTITIONS_MAX {
+                        return Err(ApiError::InvalidRequest(format!(
+                            "fetch session would exceed {FETCH_SESSION_PARTITIONS_MAX} partitions"
+                        )));
+                    }
+                    session.partitions.push(spec)
+                }
+            }
+        }
+        session.next_epoch = if epoch == i32::MAX { 1 } else { epoch + 1 };
+        session.last_used = tick;
+        Ok(SessionPlan {
+            session_id,
+            incremental: true,
+            partitions: session.partitions.clone(),
+        })
+    }
+
+    /// After reading: records what was sent and the next fetch offset of each partition, and
+    /// says whether an incremental response must include it (`has_records`, an error, or a
+    /// changed high watermark / log start offset).
+    pub fn should_send(
+        &self,
+        session_id: i32,
+        topic: &str,
+        partition: i32,
+        next_fetch_offset: Option<i64>,
+        high_watermark: i64,
+        log_start_offset: i64,
+        has_records_or_error: bool,
+    ) -> bool {
+        if session_id == 0 {
+            return true;
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(session) = inner.sessions.get_mut(&session_id) else {
+            return true;
+        };
+        if let Some(next) = next_fetch_offset {
+            // The client moves on by itself after records; keeping our copy current means a
+            // partition that it does not mention again is read from the right place.
+            if let Some(p) = session
+                .partitions
+                .iter_mut()
+                .find(|p| p.topic == topic && p.partition == partition)
+            {
+                p.fetch_offset = next;
+            }
+        }
+        let now = LastSent {
+            high_watermark,
+            log_start_offset,
+        };
+        let key = (topic.to_owned(), partition);
+        let changed = session.last_sent.get(&key) != Some(&now);
+        session.last_sent.insert(key, now);
+        changed || has_records_or_error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(topic: &str, partition: i32, offset: i64) -> FetchPartitionSpec {
+        FetchPartitionSpec {
+            topic: topic.into(),
+            partition,
+            fetch_offset: offset,
+            partition_max_bytes: 1 << 20,
+            current_leader_epoch: -1,
+            log_start_offset: -1,
+            last_fetched_epoch: -1,
+        }
+    }
+
+    #[test]
+    fn full_then_incremental_then_close() {
+        let cache = FetchSessionCache::new();
+        let sessionless = cache
+            .plan(0, FINAL_EPOCH, vec![spec("a", 0, 0)], &[])
+            .unwrap();
+        assert_eq!(sessionless.session_id, 0);
+        assert!(cache.is_empty());
+
+        let full = cache
+            .plan(
+                0,
+                INITIAL_EPOCH,
+                vec![spec("a", 0, 0), spec("b", 0, 5)],
+                &[],
+            )
+            .unwrap();
+        assert!(full.session_id > 0 && !full.incremental);
+        let id = full.session_id;
+        assert!(cache.should_send(id, "a", 0, None, 0, 0, false));
+        assert!(cache.should_send(id, "b", 0, None, 5, 0, false));
+
+        // Incremental: nothing mentioned, both partitions still read; unchanged ones not sent.
+        let inc = cache.plan(id, 1, vec![], &[]).unwrap();
+        assert!(inc.incremental);
+        assert_eq!(inc.partitions.len(), 2);
+        assert!(!cache.should_send(id, "a", 0, None, 0, 0, false));
+        assert!(cache.should_send(id, "b", 0, Some(7), 7, 0, true));
+
+        // Wrong epoch, unknown session.
+        assert_eq!(
+            cache.plan(id, 1, vec![], &[]).unwrap_err(),
+            ApiError::InvalidFetchSessionEpoch
+        );
+        assert_eq!(
+            cache.plan(id + 100, 1, vec![], &[]).unwrap_err(),
+            ApiError::FetchSessionIdNotFound
+        );
+
+        // Forget one partition, update the other's offset.
+        let inc = cache
+            .plan(id, 2, vec![spec("a", 0, 3)], &[("b".into(), 0)])
+            .unwrap();
+        assert_eq!(inc.partitions, vec![spec("a", 0, 3)]);
+
+        // Close.
+        let closed = cache
+            .plan(id, FINAL_EPOCH, vec![spec("a", 0, 3)], &[])
+            .unwrap();
+        assert_eq!(closed.session_id, 0);
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn cache_is_bounded() {
+        let cache = FetchSessionCache::new();
+        for _ in 0..FETCH_SESSIONS_MAX + 10 {
+            cache
+                .plan(0, INITIAL_EPOCH, vec![spec("a", 0, 0)], &[])
+                .unwrap();
+        }
+        assert_eq!(cache.len(), FETCH_SESSIONS_MAX);
+    }
+}

@@ -1,0 +1,102 @@
+//! # The classic consumer-group coordinator
+//!
+//! What it is: Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and
+//! committed offsets (OffsetCommit, OffsetFetch, OffsetDelete), plus the admin views
+//! (ListGroups, DescribeGroups, DeleteGroups), as a **pure state machine**:
+//!
+//! ```text
+//! (request, now) ─► Coordinator ─► Outcome { records, responses, timers }
+//! ```
+//!
+//! - `records` are key/value pairs for partitions of `__consumer_offsets`, in Kafka's formats
+//!   ([`records`]). The caller must append them (acks=all) **before** sending any response of the
+//!   same [`Outcome`]: a response promises that the state it describes is durable.
+//! - `responses` answer requests by [`Token`]. A request whose token is not among them is
+//!   *parked*: a JoinGroup waits for the rebalance to complete, a SyncGroup for the leader's
+//!   assignment. A later call (another member's request, a timer) returns its response.
+//! - `timers` are deadlines the caller must wake the machine at ([`Coordinator::tick`]); the
+//!   machine ignores early or stale wake-ups, so the caller may simply sleep until
+//!   [`Coordinator::next_deadline_ms`].
+//!
+//! State changes only through requests, timers and [`Coordinator::replay`] of records, so a
+//! restart is a replay of the `__consumer_offsets` partitions this node leads.
+//!
+//! What it is not: it does no I/O and reads no clock (time comes in as `now_ms`); it does not
+//! know which partitions this node leads (the caller says, through
+//! [`Coordinator::begin_load`] / [`Coordinator::complete_load`] / [`Coordinator::unload`]); it
+//! does not implement the KIP-848 consumer protocol or transactional offset commits.
+
+mod coordinator;
+pub mod records;
+pub mod service;
+#[cfg(test)]
+mod tests;
+
+pub use coordinator::{
+    Coordinator, CoordinatorRecord, GroupRequest, GroupResponse, GroupState, Outcome,
+    RequestContext, Timer, TimerKind, Token,
+};
+
+/// Name of the internal topic holding group metadata and committed offsets.
+pub const OFFSETS_TOPIC_NAME: &str = "__consumer_offsets";
+
+/// `group.max.size` default: Kafka's `Integer.MAX_VALUE`.
+pub const GROUP_MAX_SIZE_DEFAULT: usize = i32::MAX as usize;
+
+/// Group coordinator settings, with Kafka's property names and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `group.min.session.timeout.ms`
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`
+    pub max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group waits
+    /// for more members, so a fleet starting together does not rebalance once per member.
+    pub initial_rebalance_delay_ms: i64,
+    /// `group.max.size`
+    pub max_size: usize,
+    /// How long a brand-new member may wait in a rebalance before it is dropped (Kafka's
+    /// `GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`, 5 minutes).
+    pub new_member_join_timeout_ms: i64,
+    /// `offset.metadata.max.bytes`
+    pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes`, in milliseconds.
+    pub offsets_retention_ms: i64,
+    /// `offsets.topic.num.partitions`
+    pub offsets_topic_num_partitions: i32,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self {
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            initial_rebalance_delay_ms: 3_000,
+            max_size: GROUP_MAX_SIZE_DEFAULT,
+            new_member_join_timeout_ms: 300_000,
+            offset_metadata_max_bytes: 4_096,
+            offsets_retention_ms: 7 * 24 * 60 * 60 * 1_000,
+            offsets_topic_num_partitions: 50,
+        }
+    }
+}
+
+/// Java's `String.hashCode`: `s[0]*31^(n-1) + ... + s[n-1]` over UTF-16 code units, wrapping.
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
+}
+
+/// The `__consumer_offsets` partition that holds `group_id`, as Kafka computes it:
+/// `Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions`. Kafka's `Utils.abs` maps
+/// `Integer.MIN_VALUE` to 0 rather than overflowing.
+pub fn partition_for(group_id: &str, num_partitions: i32) -> i32 {
+    assert!(
+        num_partitions > 0,
+        "offsets.topic.num.partitions must be positive"
+    );
+    let hash = java_string_hash(group_id);
+    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
+    abs % num_partitions
+}

@@ -1,0 +1,109 @@
+//! ApiVersions (key 18): the table of APIs and versions this broker serves.
+//!
+//! [`SUPPORTED`] is the single source of truth: dispatch refuses anything outside it, and this
+//! handler advertises exactly it. Minimums follow Apache Kafka 4.x (Produce 0, Fetch 4,
+//! ListOffsets 1, InitProducerId 0) so that older librdkafka builds, which enable features only
+//! when specific versions are advertised, turn on MsgVer2, idempotence, zstd and offsets by time
+//! (reference/client-compat.md). Produce v0-2 are advertised like Kafka 4 does and refused at
+//! request time (the connection is closed). Maxima are capped at what is implemented: Fetch and
+//! Produce stop at 12 (no topic ids in fetch/produce yet).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
+
+use crate::broker::Broker;
+use crate::errors::ApiError;
+use crate::protocol;
+
+/// (api, min version, max version) this broker serves.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 0, 12),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
+];
+
+/// Whether a request version is served. Produce v0-2 are advertised but not served.
+pub fn is_supported(api_key: ApiKey, version: i16) -> bool {
+    if api_key == ApiKey::Produce && version < 3 {
+        return false;
+    }
+    SUPPORTED
+        .iter()
+        .any(|(k, min, max)| *k == api_key && (*min..=*max).contains(&version))
+}
+
+fn api_keys() -> Vec<ApiVersion> {
+    SUPPORTED
+        .iter()
+        .map(|(key, min, max)| {
+            ApiVersion::default()
+                .with_api_key(*key as i16)
+                .with_min_version(*min)
+                .with_max_version(*max)
+        })
+        .collect()
+}
+
+pub fn handle(_broker: &Arc<Broker>, _version: i16, _request: ApiVersionsRequest) -> ResponseKind {
+    ResponseKind::ApiVersions(ApiVersionsResponse::default().with_api_keys(api_keys()))
+}
+
+/// KIP-511: a too-new ApiVersions request is answered with a v0 body carrying
+/// UNSUPPORTED_VERSION and our ranges; the client retries with a version we know.
+pub fn unsupported_version_response(correlation_id: i32) -> Result<Bytes, protocol::EncodeError> {
+    let body = ApiVersionsResponse::default()
+        .with_error_code(ApiError::UnsupportedVersion.code())
+        .with_api_keys(api_keys());
+    protocol::encode_response(
+        ApiKey::ApiVersions,
+        0,
+        correlation_id,
+        &ResponseKind::ApiVersions(body),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advertised_ranges_are_decodable_and_produce_v0_to_2_are_refused() {
+        for (key, min, max) in SUPPORTED {
+            let valid = key.valid_versions();
+            // Produce 0-2 are advertised below what can be decoded, on purpose (Kafka 4.x).
+            if *key != ApiKey::Produce {
+                assert!(*min >= valid.min, "{key:?}");
+            }
+            assert!(*max <= valid.max, "{key:?}");
+        }
+        assert!(!is_supported(ApiKey::Produce, 2));
+        assert!(is_supported(ApiKey::Produce, 3));
+        assert!(!is_supported(ApiKey::Fetch, 13));
+        assert!(is_supported(ApiKey::Fetch, 4));
+    }
+}

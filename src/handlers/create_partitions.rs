@@ -1,0 +1,41 @@
+//! CreatePartitions (key 37), v0-3: grow a topic through the controller (validate_only
+//! supported, optional manual assignments).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind};
+
+use super::str_bytes;
+use crate::broker::Broker;
+
+pub fn handle(
+    broker: &Arc<Broker>,
+    _version: i16,
+    request: CreatePartitionsRequest,
+) -> ResponseKind {
+    let results = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let assignments = t.assignments.as_ref().map(|list| {
+                list.iter()
+                    .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                    .collect()
+            });
+            let result = broker.controller.create_partitions(
+                t.name.0.as_str(),
+                t.count,
+                assignments,
+                request.validate_only,
+            );
+            let mut r = CreatePartitionsTopicResult::default().with_name(t.name);
+            if let Err(e) = result {
+                r.error_code = e.code();
+                r.error_message = Some(str_bytes(&e.message()));
+            }
+            r
+        })
+        .collect();
+    ResponseKind::CreatePartitions(CreatePartitionsResponse::default().with_results(results))
+}

@@ -1,0 +1,67 @@
+//! DeleteTopics (key 20), v1-6: by name, or by topic id (v6), through the controller. The
+//! replica manager deletes the partitions' logs when the new image is published.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind};
+use uuid::Uuid;
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::errors::ApiError;
+
+pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) -> ResponseKind {
+    let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
+        request
+            .topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.0.as_str().to_owned()), t.topic_id))
+            .collect()
+    } else {
+        request
+            .topic_names
+            .iter()
+            .map(|n| (Some(n.0.as_str().to_owned()), Uuid::nil()))
+            .collect()
+    };
+    let responses = wanted
+        .into_iter()
+        .map(|(name, id)| {
+            let image = broker.image();
+            let resolved = match &name {
+                Some(n) => image
+                    .topic(n)
+                    .map(|t| (t.name.clone(), t.id))
+                    .ok_or(ApiError::UnknownTopicOrPartition),
+                None => image
+                    .topic_by_id(&id)
+                    .map(|t| (t.name.clone(), t.id))
+                    .ok_or(ApiError::UnknownTopicId),
+            };
+            let result =
+                resolved.and_then(|(n, id)| broker.controller.delete_topic(id).map(|_| (n, id)));
+            let mut r = DeletableTopicResult::default();
+            match result {
+                Ok((n, id)) => {
+                    r.name = Some(topic_name(&n));
+                    if version >= 6 {
+                        r.topic_id = id;
+                    }
+                }
+                Err(e) => {
+                    r.name = name.as_deref().map(topic_name);
+                    if version >= 6 {
+                        r.topic_id = id;
+                    }
+                    r.error_code = e.code();
+                    if version >= 5 {
+                        r.error_message = Some(str_bytes(&e.message()));
+                    }
+                }
+            }
+            r
+        })
+        .collect();
+    ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(responses))
+}

@@ -1,0 +1,77 @@
+//! IncrementalAlterConfigs (key 44), v0-1: topic configs with SET / DELETE / APPEND / SUBTRACT,
+//! validated and committed through the controller (validate_only supported). Broker configs
+//! cannot be changed dynamically yet and are refused with INVALID_REQUEST, naming the keys.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ResponseKind,
+};
+
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::controller::AlterConfigOp;
+use crate::errors::ApiError;
+
+pub fn handle(
+    broker: &Arc<Broker>,
+    _version: i16,
+    request: IncrementalAlterConfigsRequest,
+) -> ResponseKind {
+    let responses = request
+        .resources
+        .into_iter()
+        .map(|res| {
+            let name = res.resource_name.as_str().to_owned();
+            let result = match res.resource_type {
+                RESOURCE_TOPIC => {
+                    let ops: Result<Vec<_>, ApiError> = res
+                        .configs
+                        .iter()
+                        .map(|c| {
+                            let op =
+                                AlterConfigOp::from_code(c.config_operation).ok_or_else(|| {
+                                    ApiError::InvalidRequest(format!(
+                                        "Unknown config operation {}",
+                                        c.config_operation
+                                    ))
+                                })?;
+                            Ok((
+                                c.name.as_str().to_owned(),
+                                op,
+                                c.value.as_ref().map(|v| v.as_str().to_owned()),
+                            ))
+                        })
+                        .collect();
+                    ops.and_then(|ops| {
+                        broker
+                            .controller
+                            .alter_topic_configs(&name, &ops, request.validate_only)
+                    })
+                }
+                RESOURCE_BROKER => {
+                    let keys: Vec<&str> = res.configs.iter().map(|c| c.name.as_str()).collect();
+                    Err(ApiError::InvalidRequest(format!(
+                        "Cannot update these configs dynamically: {keys:?}"
+                    )))
+                }
+                other => Err(ApiError::InvalidRequest(format!(
+                    "Unsupported resource type {other}"
+                ))),
+            };
+            let mut r = AlterConfigsResourceResponse::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name);
+            if let Err(e) = result {
+                r.error_code = e.code();
+                r.error_message = Some(str_bytes(&e.message()));
+            }
+            r
+        })
+        .collect();
+    ResponseKind::IncrementalAlterConfigs(
+        IncrementalAlterConfigsResponse::default().with_responses(responses),
+    )
+}

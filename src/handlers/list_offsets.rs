@@ -1,0 +1,134 @@
+//! ListOffsets (key 2), v1-10: earliest (-2), latest (-1), max timestamp (-3), earliest local
+//! (-4, the same as earliest without tiered storage), latest tiered (-5, none without tiered
+//! storage) and by timestamp, with the leader epoch of the returned offset (v4+).
+//! Leader-only, with `current_leader_epoch` fencing.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
+use kafkaiq_storage::{TimestampAndOffset, TopicPartition};
+
+use crate::broker::Broker;
+use crate::errors::ApiError;
+
+pub const LATEST_TIMESTAMP: i64 = -1;
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+pub const MAX_TIMESTAMP: i64 = -3;
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+
+/// (timestamp, offset, leader epoch) for one partition, or `None` for "no such offset"
+/// (answered -1/-1 without error, as Kafka does).
+fn lookup(
+    broker: &Arc<Broker>,
+    tp: &TopicPartition,
+    timestamp: i64,
+    current_leader_epoch: i32,
+) -> Result<Option<(i64, i64, i32)>, ApiError> {
+    let image = broker.image();
+    let partition = broker.replicas.partition_or_error(&image, tp)?;
+    let offsets = partition.check_leader_and_epoch(current_leader_epoch, true)?;
+    let log = &partition.log;
+    let epoch_of = |offset: i64| log.epoch_for_offset(offset).unwrap_or(-1);
+    // No transactions: the last fetchable offset for both isolation levels is the HW.
+    let last_fetchable = offsets.high_watermark;
+    Ok(match timestamp {
+        EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => Some((
+            -1,
+            offsets.log_start_offset,
+            epoch_of(offsets.log_start_offset),
+        )),
+        LATEST_TIMESTAMP => Some((-1, last_fetchable, offsets.leader_epoch)),
+        LATEST_TIERED_TIMESTAMP => None,
+        MAX_TIMESTAMP => log
+            .max_timestamp_and_offset()?
+            .filter(|t| t.offset < last_fetchable)
+            .map(
+                |TimestampAndOffset {
+                     timestamp,
+                     offset,
+                     leader_epoch,
+                 }| {
+                    (
+                        timestamp,
+                        offset,
+                        leader_epoch.unwrap_or_else(|| epoch_of(offset)),
+                    )
+                },
+            ),
+        t if t >= 0 => log
+            .fetch_offset_by_timestamp(t)?
+            .filter(|t| t.offset < last_fetchable)
+            .map(
+                |TimestampAndOffset {
+                     timestamp,
+                     offset,
+                     leader_epoch,
+                 }| {
+                    (
+                        timestamp,
+                        offset,
+                        leader_epoch.unwrap_or_else(|| epoch_of(offset)),
+                    )
+                },
+            ),
+        _ => {
+            return Err(ApiError::InvalidRequest(format!(
+                "invalid timestamp {timestamp}"
+            )))
+        }
+    })
+}
+
+pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -> ResponseKind {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.as_str().to_owned();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let tp = TopicPartition {
+                        topic: name.clone(),
+                        partition: p.partition_index,
+                    };
+                    let epoch = if version >= 4 {
+                        p.current_leader_epoch
+                    } else {
+                        -1
+                    };
+                    let mut r = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index);
+                    match lookup(broker, &tp, p.timestamp, epoch) {
+                        Ok(Some((timestamp, offset, leader_epoch))) => {
+                            r.timestamp = timestamp;
+                            r.offset = offset;
+                            if version >= 4 {
+                                r.leader_epoch = leader_epoch;
+                            }
+                        }
+                        Ok(None) => {
+                            r.timestamp = -1;
+                            r.offset = -1;
+                        }
+                        Err(e) => {
+                            r.error_code = e.code();
+                            r.timestamp = -1;
+                            r.offset = -1;
+                        }
+                    }
+                    r
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(topics))
+}

@@ -1,0 +1,193 @@
+//! Metadata (key 3): brokers (with rack), cluster id, controller id, and per topic its id and
+//! per partition leader, leader epoch, replicas, ISR and offline replicas, from the metadata
+//! image. Unknown topics are auto-created through the controller when
+//! `auto.create.topics.enable` and the request allow it (answered LEADER_NOT_AVAILABLE, as Kafka
+//! does while a new topic's leaders are being elected); invalid names get
+//! INVALID_TOPIC_EXCEPTION and are never created.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, ResponseKind};
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::controller::{validate_topic_name, CreateTopicSpec};
+use crate::errors::ApiError;
+use crate::metadata::{MetadataImage, TopicImage};
+
+/// Kafka's internal topics (`Topic.isInternal`).
+pub fn is_internal_topic(name: &str) -> bool {
+    name == "__consumer_offsets" || name == "__transaction_state" || name == "__share_group_state"
+}
+
+pub fn topic_response(
+    image: &MetadataImage,
+    topic: &TopicImage,
+    version: i16,
+) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|(&index, reg)| {
+            let offline: Vec<BrokerId> = reg
+                .replicas
+                .iter()
+                .filter(|r| !image.brokers.contains_key(r))
+                .map(|r| BrokerId(*r))
+                .collect();
+            let mut p = MetadataResponsePartition::default()
+                .with_partition_index(index)
+                .with_leader_id(BrokerId(reg.leader))
+                .with_replica_nodes(reg.replicas.iter().map(|r| BrokerId(*r)).collect())
+                .with_isr_nodes(reg.isr.iter().map(|r| BrokerId(*r)).collect());
+            if reg.leader < 0 {
+                p.error_code = ResponseError::LeaderNotAvailable.code();
+            }
+            if version >= 7 {
+                p.leader_epoch = reg.leader_epoch;
+            }
+            if version >= 5 {
+                p.offline_replicas = offline;
+            }
+            p
+        })
+        .collect();
+    let mut t = MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&topic.name)))
+        .with_partitions(partitions);
+    if version >= 1 {
+        t.is_internal = is_internal_topic(&topic.name);
+    }
+    if version >= 10 {
+        t.topic_id = topic.id;
+    }
+    t
+}
+
+fn error_topic(
+    name: Option<&str>,
+    id: Uuid,
+    error: ResponseError,
+    version: i16,
+) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default()
+        .with_error_code(error.code())
+        .with_name(name.map(topic_name));
+    if version >= 10 {
+        t.topic_id = id;
+    }
+    t
+}
+
+pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> ResponseKind {
+    let mut image = broker.image();
+    // v0: an empty list means all topics; v1+: null means all, empty means none.
+    let requested: Option<Vec<_>> = match request.topics {
+        None => None,
+        Some(list) if list.is_empty() && version == 0 => None,
+        Some(list) => Some(list),
+    };
+    let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
+
+    let topics: Vec<MetadataResponseTopic> = match requested {
+        None => image
+            .topics
+            .values()
+            .map(|t| topic_response(&image, t, version))
+            .collect(),
+        Some(list) => {
+            let mut out = Vec::with_capacity(list.len());
+            for wanted in list {
+                let name = wanted.name.as_ref().map(|n| n.0.as_str().to_owned());
+                let Some(name) = name else {
+                    // By id (v10+).
+                    match image.topic_by_id(&wanted.topic_id) {
+                        Some(t) => out.push(topic_response(&image, t, version)),
+                        None => out.push(error_topic(
+                            None,
+                            wanted.topic_id,
+                            ResponseError::UnknownTopicId,
+                            version,
+                        )),
+                    }
+                    continue;
+                };
+                if let Some(t) = image.topic(&name) {
+                    out.push(topic_response(&image, t, version));
+                    continue;
+                }
+                if validate_topic_name(&name).is_err() {
+                    out.push(error_topic(
+                        Some(&name),
+                        Uuid::nil(),
+                        ResponseError::InvalidTopicException,
+                        version,
+                    ));
+                    continue;
+                }
+                if !(allow_auto_create && broker.config.auto_create_topics_enable)
+                    || is_internal_topic(&name)
+                {
+                    out.push(error_topic(
+                        Some(&name),
+                        Uuid::nil(),
+                        ResponseError::UnknownTopicOrPartition,
+                        version,
+                    ));
+                    continue;
+                }
+                let spec = CreateTopicSpec {
+                    name: name.clone(),
+                    num_partitions: -1,
+                    replication_factor: -1,
+                    ..Default::default()
+                };
+                let code = match broker.controller.create_topic(&spec, false) {
+                    // Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; the
+                    // client refreshes metadata and finds the leaders.
+                    Ok(_) | Err(ApiError::TopicAlreadyExists(_)) => {
+                        ResponseError::LeaderNotAvailable
+                    }
+                    Err(ApiError::InvalidTopic(_)) => ResponseError::InvalidTopicException,
+                    Err(e) => {
+                        tracing::warn!(topic = %name, error = %e, "auto-creating topic failed");
+                        ResponseError::UnknownTopicOrPartition
+                    }
+                };
+                image = broker.image();
+                out.push(error_topic(Some(&name), Uuid::nil(), code, version));
+            }
+            out
+        }
+    };
+
+    let brokers = image
+        .brokers
+        .values()
+        .map(|b| {
+            let mut rb = MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(str_bytes(&b.host))
+                .with_port(i32::from(b.port));
+            if version >= 1 {
+                rb.rack = b.rack.as_deref().map(str_bytes);
+            }
+            rb
+        })
+        .collect();
+    let mut response = MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_topics(topics);
+    if version >= 1 {
+        response.controller_id = BrokerId(image.controller_id);
+    }
+    if version >= 2 {
+        response.cluster_id = Some(str_bytes(&image.cluster_id));
+    }
+    ResponseKind::Metadata(response)
+}

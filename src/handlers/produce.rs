@@ -1,0 +1,198 @@
+//! Produce (key 0): append each partition's batches as leader, then answer by `acks`.
+//!
+//! acks=0 gets no response at all; acks=1 is answered after the local append; acks=-1 waits in
+//! the purgatory until the high watermark covers the last appended offset (or `timeout_ms`,
+//! answered REQUEST_TIMED_OUT). Batches are stored as produced, whatever their codec: the
+//! broker only reads and rewrites the v2 batch header (storage does that). A retried batch of
+//! an idempotent producer is answered with the offsets of the original, without error.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::produce_response::{
+    LeaderIdAndEpoch, PartitionProduceResponse, TopicProduceResponse,
+};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
+use kafkaiq_storage::TopicPartition;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::errors::ApiError;
+use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
+use crate::replica::Partition;
+
+struct Outcome {
+    index: i32,
+    result: Result<(i64, i64, i64), ApiError>, // (base offset, log append time, log start)
+    /// For acks=-1: the partition and the offset the high watermark must reach.
+    wait_for: Option<(Arc<Partition>, i64)>,
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: ProduceRequest,
+) -> Option<ResponseKind> {
+    let acks = request.acks;
+    let image = broker.image();
+    let now_ms = broker.clock.now_ms();
+    let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> = Vec::new();
+
+    for topic in request.topic_data {
+        let name = topic.name.0.as_str().to_owned();
+        let mut outcomes = Vec::with_capacity(topic.partition_data.len());
+        for pd in topic.partition_data {
+            let result = if !matches!(acks, -1 | 0 | 1) {
+                Err(ApiError::InvalidRequiredAcks)
+            } else if request.transactional_id.is_some() {
+                // Transactions are not implemented; refuse rather than store batches whose
+                // markers would never come.
+                Err(ApiError::TransactionalIdAuthorizationFailed)
+            } else {
+                let tp = TopicPartition {
+                    topic: name.clone(),
+                    partition: pd.index,
+                };
+                broker
+                    .replicas
+                    .partition_or_error(&image, &tp)
+                    .and_then(|p| {
+                        let records = pd.records.as_deref().unwrap_or_default();
+                        if records.is_empty() {
+                            return Err(ApiError::InvalidRecord(
+                                "produce request without record batches".into(),
+                            ));
+                        }
+                        let info = p.append_records_to_leader(records, acks, now_ms)?;
+                        Ok((p, info))
+                    })
+            };
+            match result {
+                Ok((p, info)) => {
+                    if info.duplicate {
+                        tracing::debug!(topic = %name, partition = pd.index, offset = info.first_offset, "duplicate batch answered with its original offset");
+                    }
+                    let wait_for = (acks == -1).then(|| (p, info.last_offset + 1));
+                    outcomes.push(Outcome {
+                        index: pd.index,
+                        result: Ok((
+                            info.first_offset,
+                            info.log_append_time,
+                            info.log_start_offset,
+                        )),
+                        wait_for,
+                    });
+                }
+                Err(e) => {
+                    tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce refused");
+                    outcomes.push(Outcome {
+                        index: pd.index,
+                        result: Err(e),
+                        wait_for: None,
+                    });
+                }
+            }
+        }
+        topics.push((topic.name, outcomes));
+    }
+
+    if acks == 0 {
+        return None;
+    }
+
+    if acks == -1 {
+        let timeout_ms = i64::from(request.timeout_ms).clamp(0, PRODUCE_TIMEOUT_MS_MAX);
+        let waiting: Vec<(Arc<Partition>, i64)> = topics
+            .iter()
+            .flat_map(|(_, outcomes)| outcomes.iter().filter_map(|o| o.wait_for.clone()))
+            .collect();
+        let partitions: Vec<Arc<Partition>> = waiting.iter().map(|(p, _)| p.clone()).collect();
+        let all_done = broker
+            .replicas
+            .purgatory
+            .wait_until(
+                &partitions,
+                Duration::from_millis(timeout_ms as u64),
+                || {
+                    let done = waiting
+                        .iter()
+                        .all(|(p, offset)| p.acks_all_outcome(*offset).is_some());
+                    async move { done.then_some(()) }
+                },
+            )
+            .await
+            .is_some();
+        for (_, outcomes) in topics.iter_mut() {
+            for o in outcomes.iter_mut() {
+                if let Some((p, offset)) = o.wait_for.take() {
+                    match p.acks_all_outcome(offset) {
+                        Some(Ok(())) => {}
+                        Some(Err(e)) => o.result = Err(e),
+                        None => {
+                            debug_assert!(!all_done);
+                            o.result = Err(ApiError::RequestTimedOut)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    let mut responses = Vec::with_capacity(topics.len());
+    for (name, outcomes) in topics {
+        let partition_responses = outcomes
+            .into_iter()
+            .map(|o| partition_response(broker, version, &name.0, o))
+            .collect();
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(name)
+                .with_partition_responses(partition_responses),
+        );
+    }
+    Some(ResponseKind::Produce(
+        ProduceResponse::default().with_responses(responses),
+    ))
+}
+
+fn partition_response(
+    broker: &Arc<Broker>,
+    version: i16,
+    topic: &str,
+    outcome: Outcome,
+) -> PartitionProduceResponse {
+    let mut r = PartitionProduceResponse::default().with_index(outcome.index);
+    match outcome.result {
+        Ok((base_offset, log_append_time, log_start_offset)) => {
+            r.base_offset = base_offset;
+            r.log_append_time_ms = log_append_time;
+            if version >= 5 {
+                r.log_start_offset = log_start_offset;
+            }
+        }
+        Err(e) => {
+            r.error_code = e.code();
+            r.base_offset = -1;
+            r.log_append_time_ms = -1;
+            if version >= 5 {
+                r.log_start_offset = -1;
+            }
+            if version >= 8 {
+                r.error_message = Some(str_bytes(&e.message()));
+            }
+            if version >= 10 && e == ApiError::NotLeaderOrFollower {
+                // KIP-951: tell the client who leads, saving a metadata round trip.
+                let image = broker.image();
+                if let Some(reg) = image
+                    .topic(topic)
+                    .and_then(|t| t.partitions.get(&outcome.index))
+                {
+                    r.current_leader = LeaderIdAndEpoch::default()
+                        .with_leader_id(BrokerId(reg.leader))
+                        .with_leader_epoch(reg.leader_epoch);
+                }
+            }
+        }
+    }
+    r
+}

@@ -1,0 +1,66 @@
+//! Every bound the broker enforces, in one place.
+//!
+//! A limit that is also a Kafka configuration key (`socket.request.max.bytes`,
+//! `max.connections`, ...) has its Kafka default here and its configured value in
+//! [`crate::config::BrokerConfig`]. The rest are fixed bounds that keep memory proportional to
+//! what a client is allowed to send; each says why it has the value it has.
+
+/// Default of `socket.request.max.bytes`: Kafka's 100 MiB. A frame's length prefix is checked
+/// against the configured value before a single byte of the body is allocated.
+pub const FRAME_BYTES_MAX_DEFAULT: usize = 104_857_600;
+
+/// Default of `max.connections`. Kafka's default is `Int.MaxValue`; we pick a bound that a
+/// single process can actually hold open with its per-connection buffers.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
+
+/// Requests read from one connection but not yet answered. Kafka's network layer stops reading a
+/// connection while one request is in flight; we pipeline up to this many so a client with
+/// `max.in.flight.requests.per.connection=5` is never throttled by us, and stop reading beyond it.
+pub const IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX: usize = 64;
+
+/// Longest a Fetch may be parked waiting for `min_bytes`. Clients send `fetch.max.wait.ms`
+/// (500 ms default); a hostile value must not park a request for days.
+pub const FETCH_WAIT_MS_MAX: i64 = 60_000;
+
+/// Longest an acks=all Produce may be parked waiting for the high watermark. Kafka uses the
+/// request's `timeout_ms` (30 s default); we honour it up to this bound.
+pub const PRODUCE_TIMEOUT_MS_MAX: i64 = 300_000;
+
+/// Delayed operations (parked fetches and produces) the purgatory holds across all partitions.
+/// Beyond this a request is answered immediately with what is available.
+pub const PURGATORY_OPERATIONS_MAX: usize = 100_000;
+
+/// Incremental fetch sessions (KIP-227) kept at once; Kafka's `max.incremental.fetch.session.cache.slots`.
+pub const FETCH_SESSIONS_MAX: usize = 1_000;
+
+/// Partitions one fetch session may track. Sessions are per client; a hostile client must not
+/// grow one session without bound.
+pub const FETCH_SESSION_PARTITIONS_MAX: usize = 10_000;
+
+/// Kafka's default for `message.max.bytes` / topic `max.message.bytes` (1 MiB + 12 bytes of
+/// log overhead).
+pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = 1_048_588;
+
+/// Largest partition count one CreateTopics / CreatePartitions request may ask for per topic.
+/// Kafka has no hard bound but every partition costs open files; this keeps a typo from creating
+/// a million directories.
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+/// Longest topic name Kafka accepts (`Topic.MAX_NAME_LENGTH`).
+pub const TOPIC_NAME_CHARS_MAX: usize = 249;
+
+/// One record of the metadata log. Records are tiny (a topic, a partition, a config); a frame
+/// claiming more than this is corruption, not data.
+pub const METADATA_RECORD_BYTES_MAX: usize = 1 << 20;
+
+/// How often high watermarks are written to `replication-offset-checkpoint`
+/// (Kafka's `replica.high.watermark.checkpoint.interval.ms`).
+pub const HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS: u64 = 5_000;
+
+/// How often retention, `segment.ms` rolls and `flush.ms` run
+/// (Kafka's `log.retention.check.interval.ms` is 5 min; rolls and flushes want finer steps).
+pub const LOG_PERIODIC_INTERVAL_MS: u64 = 1_000;
+
+/// Producer ids are handed out by the controller in blocks, like Kafka's
+/// `AllocateProducerIds`, so one metadata record covers many InitProducerId calls.
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1_000;

@@ -1,0 +1,256 @@
+//! The leadership core: [`ReplicaManager`] maps topic-partitions to [`Partition`]s, reacts to
+//! metadata images (create, lead, reconfigure, delete partitions), checkpoints high watermarks
+//! and owns the [`purgatory::Purgatory`] of delayed produce and fetch.
+//!
+//! It is called by handlers and by the controller (through [`ImageListener`]); it calls
+//! `kafkaiq-storage`. It does not know the wire protocol: inputs and outputs are offsets, bytes
+//! and [`ApiError`]s. Decisions live in [`decisions`] as pure functions.
+
+pub mod decisions;
+pub mod partition;
+pub mod purgatory;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use kafkaiq_storage::LogManager;
+use kafkaiq_storage::TopicPartition;
+
+use crate::clock::SharedClock;
+use crate::config::BrokerConfig;
+use crate::controller::ImageListener;
+use crate::errors::ApiError;
+use crate::metadata::{MetadataImage, TopicImage};
+use crate::topic_config;
+pub use partition::{Offsets, Partition, ReadResult, Role};
+use purgatory::Purgatory;
+
+pub struct ReplicaManager {
+    node_id: i32,
+    config: Arc<BrokerConfig>,
+    pub log_manager: Arc<LogManager>,
+    clock: SharedClock,
+    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    /// Partitions whose log could not be opened or created: KAFKA_STORAGE_ERROR.
+    offline: RwLock<HashSet<TopicPartition>>,
+    /// High watermarks read from `replication-offset-checkpoint` at startup.
+    checkpointed_high_watermarks: HashMap<TopicPartition, i64>,
+    pub purgatory: Purgatory,
+}
+
+impl std::fmt::Debug for ReplicaManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicaManager")
+            .field("node_id", &self.node_id)
+            .finish()
+    }
+}
+
+impl ReplicaManager {
+    pub fn new(
+        config: Arc<BrokerConfig>,
+        log_manager: Arc<LogManager>,
+        clock: SharedClock,
+    ) -> ReplicaManager {
+        let checkpointed_high_watermarks = log_manager.read_high_watermarks().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read replication-offset-checkpoint; high watermarks restart from log start");
+            HashMap::new()
+        });
+        ReplicaManager {
+            node_id: config.node_id,
+            config,
+            log_manager,
+            clock,
+            partitions: RwLock::new(HashMap::new()),
+            offline: RwLock::new(HashSet::new()),
+            checkpointed_high_watermarks,
+            purgatory: Purgatory::default(),
+        }
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// The partition if hosted here, or the routing error Kafka gives (leadership-semantics 5):
+    /// unknown topic → UNKNOWN_TOPIC_OR_PARTITION; known topic but not hosted here →
+    /// NOT_LEADER_OR_FOLLOWER; offline log → KAFKA_STORAGE_ERROR.
+    pub fn partition_or_error(
+        &self,
+        image: &MetadataImage,
+        tp: &TopicPartition,
+    ) -> Result<Arc<Partition>, ApiError> {
+        if let Some(p) = self
+            .partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tp)
+        {
+            return Ok(p.clone());
+        }
+        if self
+            .offline
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(tp)
+        {
+            return Err(ApiError::KafkaStorageError(format!(
+                "log of {}-{} is offline",
+                tp.topic, tp.partition
+            )));
+        }
+        match image.topic(&tp.topic) {
+            Some(t) if t.partitions.contains_key(&tp.partition) => {
+                Err(ApiError::NotLeaderOrFollower)
+            }
+            _ => Err(ApiError::UnknownTopicOrPartition),
+        }
+    }
+
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    fn ensure_partition(&self, topic: &TopicImage, index: i32) -> Result<Arc<Partition>, ApiError> {
+        let tp = TopicPartition {
+            topic: topic.name.clone(),
+            partition: index,
+        };
+        if let Some(p) = self
+            .partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tp)
+        {
+            return Ok(p.clone());
+        }
+        let log_config = topic_config::log_config(&topic.configs, &self.config);
+        let log = self
+            .log_manager
+            .get_or_create(&tp, log_config.clone(), self.clock.now_ms())?;
+        // A log recovered at startup was opened with the broker defaults; the topic's own
+        // configuration applies from here on.
+        log.update_config(log_config);
+        let hw = self
+            .checkpointed_high_watermarks
+            .get(&tp)
+            .copied()
+            .unwrap_or(0);
+        let partition = Arc::new(Partition::new(
+            tp.clone(),
+            topic.id,
+            log,
+            self.node_id,
+            hw,
+            topic_config::min_insync_replicas(&topic.configs, &self.config),
+        ));
+        self.partitions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tp, partition.clone());
+        Ok(partition)
+    }
+
+    fn remove_partition(&self, tp: &TopicPartition) {
+        let removed = self
+            .partitions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(tp);
+        if let Some(p) = removed {
+            p.wake_watchers();
+        }
+        self.offline
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(tp);
+        if let Err(e) = self.log_manager.delete(tp) {
+            tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "deleting log failed");
+        }
+    }
+
+    /// High watermarks of every hosted partition.
+    pub fn high_watermarks(&self) -> HashMap<TopicPartition, i64> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(tp, p)| (tp.clone(), p.high_watermark()))
+            .collect()
+    }
+
+    /// Writes `replication-offset-checkpoint` (every 5 s and at shutdown).
+    pub fn checkpoint_high_watermarks(&self) -> Result<(), ApiError> {
+        let hws = self.high_watermarks();
+        self.log_manager
+            .checkpoint_high_watermarks(&hws)
+            .map_err(ApiError::from)
+    }
+}
+
+impl ImageListener for ReplicaManager {
+    fn on_image(&self, previous: &MetadataImage, next: &MetadataImage) {
+        // Removed topics (by id: a deleted and re-created topic has a new id).
+        for (name, old) in &previous.topics {
+            let still_there = next.topics.get(name).map(|t| t.id) == Some(old.id);
+            for &index in old.partitions.keys() {
+                let gone = !still_there || !next.topics[name].partitions.contains_key(&index);
+                if gone {
+                    self.remove_partition(&TopicPartition {
+                        topic: name.clone(),
+                        partition: index,
+                    });
+                }
+            }
+        }
+        for (name, topic) in &next.topics {
+            let before = previous.topics.get(name).filter(|t| t.id == topic.id);
+            if let Some(before) = before {
+                if std::sync::Arc::ptr_eq(before, topic) {
+                    continue;
+                }
+            }
+            let configs_changed = before.map(|b| b.configs != topic.configs).unwrap_or(false);
+            for (&index, reg) in &topic.partitions {
+                if !reg.replicas.contains(&self.node_id) {
+                    continue;
+                }
+                let unchanged = before.and_then(|b| b.partitions.get(&index)) == Some(reg);
+                let tp = TopicPartition {
+                    topic: name.clone(),
+                    partition: index,
+                };
+                let partition = match self.ensure_partition(topic, index) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::error!(topic = %name, partition = index, error = %e, "cannot open partition log; partition offline");
+                        self.offline
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(tp);
+                        continue;
+                    }
+                };
+                if configs_changed {
+                    partition
+                        .log
+                        .update_config(topic_config::log_config(&topic.configs, &self.config));
+                    partition.set_min_insync_replicas(topic_config::min_insync_replicas(
+                        &topic.configs,
+                        &self.config,
+                    ));
+                }
+                if !unchanged || partition.state().leader_epoch != reg.leader_epoch {
+                    if let Err(e) = partition.apply_registration(reg) {
+                        tracing::error!(topic = %name, partition = index, error = %e, "applying partition registration failed");
+                    }
+                }
+            }
+        }
+    }
+}

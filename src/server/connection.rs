@@ -1,0 +1,159 @@
+//! One client connection: frames in, responses out, in request order.
+//!
+//! A reader task reads size-prefixed frames and queues up to
+//! `IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX` of them (pipelining); the processing loop handles them
+//! one at a time and writes each response before taking the next frame. Handling requests of one
+//! connection one by one is what Kafka does (a channel is muted while a request is in flight) and
+//! what idempotent producers rely on: batches of one producer arrive in sequence order and must
+//! be appended in that order.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use super::dispatch;
+use crate::broker::Broker;
+use crate::limits::IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame size {size} is outside 0..={max} (socket.request.max.bytes)")]
+    BadSize { size: i32, max: usize },
+    #[error("connection closed inside a frame")]
+    Truncated,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one frame body. `Ok(None)` on a clean end of stream between frames.
+///
+/// The size is checked against `max_bytes` before anything is allocated, and the body buffer
+/// grows only as bytes actually arrive, so a client claiming a large frame and sending little
+/// costs little.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max_bytes: usize,
+) -> Result<Option<Bytes>, FrameError> {
+    let mut size = [0u8; 4];
+    let mut filled = 0;
+    while filled < 4 {
+        let n = reader.read(&mut size[filled..]).await?;
+        if n == 0 {
+            return if filled == 0 {
+                Ok(None)
+            } else {
+                Err(FrameError::Truncated)
+            };
+        }
+        filled += n;
+    }
+    let size = i32::from_be_bytes(size);
+    if size < 0 || size as usize > max_bytes {
+        return Err(FrameError::BadSize {
+            size,
+            max: max_bytes,
+        });
+    }
+    let size = size as usize;
+    let mut body = Vec::with_capacity(size.min(64 * 1024));
+    let read = reader.take(size as u64).read_to_end(&mut body).await?;
+    if read < size {
+        return Err(FrameError::Truncated);
+    }
+    Ok(Some(Bytes::from(body)))
+}
+
+pub async fn run(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
+    tracing::debug!(%peer, "connection opened");
+    let (mut reader, mut writer) = stream.into_split();
+    let (tx, mut rx) = mpsc::channel::<Bytes>(IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX);
+    let max_bytes = broker.config.socket_request_max_bytes;
+    let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
+
+    let read_loop = async move {
+        loop {
+            match tokio::time::timeout(idle, read_frame(&mut reader, max_bytes)).await {
+                Err(_) => {
+                    tracing::debug!(%peer, "closing idle connection (connections.max.idle.ms)");
+                    break;
+                }
+                Ok(Ok(Some(frame))) => {
+                    if tx.send(frame).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(Ok(None)) => break,
+                Ok(Err(e)) => {
+                    tracing::info!(%peer, error = %e, "closing connection: bad frame");
+                    break;
+                }
+            }
+        }
+    };
+
+    let process_loop = async move {
+        while let Some(frame) = rx.recv().await {
+            match dispatch::handle_frame(&broker, frame, peer).await {
+                Ok(Some(response)) => {
+                    if let Err(e) = writer.write_all(&response).await {
+                        tracing::debug!(%peer, error = %e, "write failed");
+                        break;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::info!(%peer, error = %e, "closing connection");
+                    break;
+                }
+            }
+        }
+        let _ = writer.shutdown().await;
+    };
+
+    tokio::pin!(read_loop);
+    tokio::pin!(process_loop);
+    tokio::select! {
+        // Processing stopped (bad request or write error): stop reading too.
+        _ = &mut process_loop => {}
+        // Reading stopped (end of stream, idle, bad frame): answer what was already read.
+        _ = &mut read_loop => { process_loop.await; }
+    }
+    tracing::debug!(%peer, "connection closed");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn frame_size_is_checked_before_reading_the_body() {
+        let mut input: &[u8] = &[0x7f, 0xff, 0xff, 0xff, 1, 2, 3];
+        let err = read_frame(&mut input, 1024).await.unwrap_err();
+        assert!(matches!(err, FrameError::BadSize { .. }));
+        let mut input: &[u8] = &[0xff, 0xff, 0xff, 0xff];
+        assert!(matches!(
+            read_frame(&mut input, 1024).await.unwrap_err(),
+            FrameError::BadSize { .. }
+        ));
+        let mut input: &[u8] = &[0, 0, 0, 3, 1, 2];
+        assert!(matches!(
+            read_frame(&mut input, 1024).await.unwrap_err(),
+            FrameError::Truncated
+        ));
+        let mut input: &[u8] = &[0, 0, 0, 2, 7, 8, 0, 0, 0, 0];
+        assert_eq!(
+            read_frame(&mut input, 1024).await.unwrap().unwrap(),
+            Bytes::from_static(&[7, 8])
+        );
+        assert_eq!(
+            read_frame(&mut input, 1024).await.unwrap().unwrap(),
+            Bytes::new()
+        );
+        assert!(read_frame(&mut input, 1024).await.unwrap().is_none());
+    }
+}

@@ -1,0 +1,139 @@
+//! From one request frame to one (or no) response frame.
+//!
+//! Decodes through [`crate::protocol`], checks the version against what we advertise
+//! ([`crate::handlers::api_versions::SUPPORTED`]), routes to the API's handler and encodes the
+//! answer. An ApiVersions request with a version we do not know gets a v0 UNSUPPORTED_VERSION
+//! answer with our ranges (KIP-511); any other undecodable or unsupported request closes the
+//! connection, as Kafka does.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+
+use crate::broker::Broker;
+use crate::group::service::Caller;
+use crate::handlers;
+use crate::protocol::{self, DecodeError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("{api_key:?} v{version} is not supported by this broker")]
+    NotAdvertised { api_key: ApiKey, version: i16 },
+    #[error("cannot encode response: {0}")]
+    Encode(#[from] protocol::EncodeError),
+    #[error("request {0:?} has no handler")]
+    NoHandler(ApiKey),
+}
+
+/// Handles one frame. `Ok(None)` means "send nothing" (acks=0 produce).
+pub async fn handle_frame(
+    broker: &Arc<Broker>,
+    frame: Bytes,
+    peer: SocketAddr,
+) -> Result<Option<Bytes>, DispatchError> {
+    let request = match protocol::decode_request(frame.clone()) {
+        Ok(r) => r,
+        Err(DecodeError::UnsupportedVersion {
+            api_key: ApiKey::ApiVersions,
+            correlation_id,
+            ..
+        }) => {
+            return Ok(Some(handlers::api_versions::unsupported_version_response(
+                correlation_id,
+            )?));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let api_key = request.api_key;
+    let version = request.api_version;
+    if !handlers::api_versions::is_supported(api_key, version) {
+        if api_key == ApiKey::ApiVersions {
+            return Ok(Some(handlers::api_versions::unsupported_version_response(
+                request.correlation_id(),
+            )?));
+        }
+        return Err(DispatchError::NotAdvertised { api_key, version });
+    }
+    let correlation_id = request.correlation_id();
+    let header = request.header;
+    // Group members are described with their client id and host, as Kafka shows them.
+    let caller = || Caller {
+        api_version: version,
+        client_id: header
+            .client_id
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
+        client_host: format!("/{}", peer.ip()),
+    };
+    let body: Option<ResponseKind> = match request.body {
+        RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(broker, version, r)),
+        RequestKind::Metadata(r) => Some(handlers::metadata::handle(broker, version, r)),
+        RequestKind::Produce(r) => handlers::produce::handle(broker, version, r).await,
+        RequestKind::Fetch(r) => Some(handlers::fetch::handle(broker, version, r).await),
+        RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(broker, version, r)),
+        RequestKind::InitProducerId(r) => {
+            Some(handlers::init_producer_id::handle(broker, version, r))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => Some(handlers::offset_for_leader_epoch::handle(
+            broker, version, r,
+        )),
+        RequestKind::CreateTopics(r) => Some(handlers::create_topics::handle(broker, version, r)),
+        RequestKind::DeleteTopics(r) => Some(handlers::delete_topics::handle(broker, version, r)),
+        RequestKind::CreatePartitions(r) => {
+            Some(handlers::create_partitions::handle(broker, version, r))
+        }
+        RequestKind::DeleteRecords(r) => Some(handlers::delete_records::handle(broker, version, r)),
+        RequestKind::DescribeConfigs(r) => {
+            Some(handlers::describe_configs::handle(broker, version, r))
+        }
+        RequestKind::IncrementalAlterConfigs(r) => Some(
+            handlers::incremental_alter_configs::handle(broker, version, r),
+        ),
+        RequestKind::DescribeCluster(r) => {
+            Some(handlers::describe_cluster::handle(broker, version, r))
+        }
+        RequestKind::FindCoordinator(r) => {
+            Some(handlers::find_coordinator::handle(broker, version, r))
+        }
+        RequestKind::JoinGroup(r) => Some(handlers::join_group::handle(broker, caller(), r).await),
+        RequestKind::SyncGroup(r) => Some(handlers::sync_group::handle(broker, caller(), r).await),
+        RequestKind::Heartbeat(r) => Some(handlers::heartbeat::handle(broker, caller(), r).await),
+        RequestKind::LeaveGroup(r) => {
+            Some(handlers::leave_group::handle(broker, caller(), r).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            Some(handlers::offset_commit::handle(broker, caller(), r).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            Some(handlers::offset_fetch::handle(broker, caller(), r).await)
+        }
+        RequestKind::ListGroups(r) => {
+            Some(handlers::list_groups::handle(broker, caller(), r).await)
+        }
+        RequestKind::DescribeGroups(r) => {
+            Some(handlers::describe_groups::handle(broker, caller(), r).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            Some(handlers::delete_groups::handle(broker, caller(), r).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            Some(handlers::offset_delete::handle(broker, caller(), r).await)
+        }
+        _ => return Err(DispatchError::NoHandler(api_key)),
+    };
+    tracing::trace!(?api_key, version, correlation_id, client = ?header.client_id, "handled");
+    match body {
+        None => Ok(None),
+        Some(body) => Ok(Some(protocol::encode_response(
+            api_key,
+            version,
+            correlation_id,
+            &body,
+        )?)),
+    }
+}

@@ -1,0 +1,67 @@
+//! The network frontend: a tokio listener, one task per connection, and the dispatch from a
+//! decoded request to its handler.
+//!
+//! `server` owns sockets and nothing else: it reads length-prefixed frames (bounded by
+//! `socket.request.max.bytes`, checked before allocating), hands each to [`dispatch`], and writes
+//! responses strictly in request order. A frame that cannot be decoded closes only its own
+//! connection. `max.connections` bounds open connections; a connection with no request for
+//! `connections.max.idle.ms` is closed.
+
+pub mod connection;
+pub mod dispatch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::broker::Broker;
+
+/// Accepts connections until `shutdown` turns true, then stops every connection task.
+pub async fn serve(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(broker.config.max_connections));
+    let mut connections = JoinSet::new();
+    let mut backoff_ms = 5u64;
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => {
+                if *shutdown.borrow() { break; }
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => { backoff_ms = 5; a }
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+                        backoff_ms = (backoff_ms * 2).min(1_000);
+                        continue;
+                    }
+                };
+                let permit = match permits.clone().try_acquire_owned() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        tracing::warn!(%peer, max = broker.config.max_connections, "max.connections reached; closing new connection");
+                        drop(stream);
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let broker = broker.clone();
+                connections.spawn(async move {
+                    connection::run(stream, peer, broker).await;
+                    drop(permit);
+                });
+            }
+        }
+    }
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
+}

@@ -1,0 +1,404 @@
+//! Topic-level configuration: the keys a topic may override, the broker key each falls back to,
+//! value validation, and the effective [`LogConfig`] of a topic.
+//!
+//! Used by CreateTopics, IncrementalAlterConfigs and DescribeConfigs (validation, synonyms,
+//! sources) and by the replica layer (effective log config). Pure: no I/O, no state.
+
+use std::collections::BTreeMap;
+
+use kafkaiq_storage::{LogConfig, TimestampType};
+
+use crate::config::BrokerConfig;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicConfigKind {
+    Long { min: i64 },
+    Int { min: i64 },
+    Bool,
+    Ratio,
+    OneOf(&'static [&'static str]),
+    ListOf(&'static [&'static str]),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct TopicConfigDef {
+    pub name: &'static str,
+    /// Broker keys this topic key falls back to, in precedence order (Kafka's synonyms).
+    pub broker_synonyms: &'static [&'static str],
+    /// Kafka's default when no broker key is set either.
+    pub default: &'static str,
+    pub kind: TopicConfigKind,
+}
+
+use TopicConfigKind::*;
+
+const fn d(
+    name: &'static str,
+    broker_synonyms: &'static [&'static str],
+    default: &'static str,
+    kind: TopicConfigKind,
+) -> TopicConfigDef {
+    TopicConfigDef {
+        name,
+        broker_synonyms,
+        default,
+        kind,
+    }
+}
+
+const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+
+/// Kafka's topic configs (4.x), sorted by name.
+pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
+    d(
+        "cleanup.policy",
+        &["log.cleanup.policy"],
+        "delete",
+        ListOf(&["delete", "compact"]),
+    ),
+    d(
+        "compression.type",
+        &["compression.type"],
+        "producer",
+        OneOf(COMPRESSION_TYPES),
+    ),
+    d(
+        "delete.retention.ms",
+        &["log.cleaner.delete.retention.ms"],
+        "86400000",
+        Long { min: 0 },
+    ),
+    d(
+        "file.delete.delay.ms",
+        &["log.segment.delete.delay.ms"],
+        "60000",
+        Long { min: 0 },
+    ),
+    d(
+        "flush.messages",
+        &["log.flush.interval.messages"],
+        "9223372036854775807",
+        Long { min: 1 },
+    ),
+    d(
+        "flush.ms",
+        &["log.flush.interval.ms"],
+        "9223372036854775807",
+        Long { min: 0 },
+    ),
+    d(
+        "index.interval.bytes",
+        &["log.index.interval.bytes"],
+        "4096",
+        Int { min: 0 },
+    ),
+    d(
+        "max.compaction.lag.ms",
+        &["log.cleaner.max.compaction.lag.ms"],
+        "9223372036854775807",
+        Long { min: 1 },
+    ),
+    d(
+        "max.message.bytes",
+        &["message.max.bytes"],
+        "1048588",
+        Int { min: 0 },
+    ),
+    d(
+        "message.timestamp.after.max.ms",
+        &["log.message.timestamp.after.max.ms"],
+        "3600000",
+        Long { min: 0 },
+    ),
+    d(
+        "message.timestamp.before.max.ms",
+        &["log.message.timestamp.before.max.ms"],
+        "9223372036854775807",
+        Long { min: 0 },
+    ),
+    d(
+        "message.timestamp.type",
+        &["log.message.timestamp.type"],
+        "CreateTime",
+        OneOf(&["CreateTime", "LogAppendTime"]),
+    ),
+    d(
+        "min.cleanable.dirty.ratio",
+        &["log.cleaner.min.cleanable.ratio"],
+        "0.5",
+        Ratio,
+    ),
+    d(
+        "min.compaction.lag.ms",
+        &["log.cleaner.min.compaction.lag.ms"],
+        "0",
+        Long { min: 0 },
+    ),
+    d(
+        "min.insync.replicas",
+        &["min.insync.replicas"],
+        "1",
+        Int { min: 1 },
+    ),
+    d("preallocate", &["log.preallocate"], "false", Bool),
+    d(
+        "retention.bytes",
+        &["log.retention.bytes"],
+        "-1",
+        Long { min: -1 },
+    ),
+    d(
+        "retention.ms",
+        &[
+            "log.retention.ms",
+            "log.retention.minutes",
+            "log.retention.hours",
+        ],
+        "604800000",
+        Long { min: -1 },
+    ),
+    d(
+        "segment.bytes",
+        &["log.segment.bytes"],
+        "1073741824",
+        Int { min: 14 },
+    ),
+    d(
+        "segment.index.bytes",
+        &["log.index.size.max.bytes"],
+        "10485760",
+        Int { min: 4 },
+    ),
+    d(
+        "segment.jitter.ms",
+        &["log.roll.jitter.ms", "log.roll.jitter.hours"],
+        "0",
+        Long { min: 0 },
+    ),
+    d(
+        "segment.ms",
+        &["log.roll.ms", "log.roll.hours"],
+        "604800000",
+        Long { min: 1 },
+    ),
+    d(
+        "unclean.leader.election.enable",
+        &["unclean.leader.election.enable"],
+        "false",
+        Bool,
+    ),
+];
+
+pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIG_DEFS.iter().find(|d| d.name == name)
+}
+
+/// Why a topic config value was refused; the handler turns it into INVALID_CONFIG.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopicConfigError {
+    #[error("Unknown topic config name: {0}")]
+    Unknown(String),
+    #[error("Invalid value {value} for configuration {name}: {reason}")]
+    Invalid {
+        name: String,
+        value: String,
+        reason: String,
+    },
+}
+
+/// Checks one value against its key's kind.
+pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
+    let def = topic_config_def(name).ok_or_else(|| TopicConfigError::Unknown(name.to_owned()))?;
+    let invalid = |reason: String| TopicConfigError::Invalid {
+        name: name.to_owned(),
+        value: value.to_owned(),
+        reason,
+    };
+    match def.kind {
+        Long { min } | Int { min } => {
+            let v: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| invalid("Not a number".into()))?;
+            if matches!(def.kind, Int { .. }) && i32::try_from(v).is_err() {
+                return Err(invalid("Value out of range for an int".into()));
+            }
+            if v < min {
+                return Err(invalid(format!("Value must be at least {min}")));
+            }
+        }
+        Bool => {
+            if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
+                return Err(invalid("Expected value to be either true or false".into()));
+            }
+        }
+        Ratio => {
+            let v: f64 = value
+                .trim()
+                .parse()
+                .map_err(|_| invalid("Not a number".into()))?;
+            if !(0.0..=1.0).contains(&v) {
+                return Err(invalid("Value must be between 0 and 1".into()));
+            }
+        }
+        OneOf(options) => {
+            if !options.contains(&value) {
+                return Err(invalid(format!(
+                    "String must be one of: {}",
+                    options.join(", ")
+                )));
+            }
+        }
+        ListOf(options) => {
+            for item in value.split(',').map(str::trim) {
+                if !options.contains(&item) {
+                    return Err(invalid(format!(
+                        "Invalid value {item}; must be one of: {}",
+                        options.join(", ")
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where a topic's effective value came from (DescribeConfigs `config_source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    DynamicTopic = 1,
+    StaticBroker = 4,
+    Default = 5,
+}
+
+/// The effective value of one topic key: override, else the first broker synonym that is set,
+/// else the broker's derived default.
+pub fn effective_value(
+    def: &TopicConfigDef,
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfig,
+) -> (String, ConfigSource) {
+    if let Some(v) = overrides.get(def.name) {
+        return (v.clone(), ConfigSource::DynamicTopic);
+    }
+    for synonym in def.broker_synonyms {
+        if broker.is_set(synonym) {
+            let v = broker_synonym_in_topic_units(def.name, synonym, broker);
+            return (v, ConfigSource::StaticBroker);
+        }
+    }
+    (def.default.to_owned(), ConfigSource::Default)
+}
+
+/// Broker synonyms in hours/minutes are converted to the topic key's milliseconds.
+fn broker_synonym_in_topic_units(topic_key: &str, synonym: &str, broker: &BrokerConfig) -> String {
+    match (topic_key, synonym) {
+        ("retention.ms", _) => broker.log_retention_ms.to_string(),
+        ("segment.ms", _) => broker.log_roll_ms.to_string(),
+        _ => broker.value_of(synonym).unwrap_or_default(),
+    }
+}
+
+/// The [`LogConfig`] a topic's log runs with.
+pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> LogConfig {
+    let mut c = broker.default_log_config();
+    let long = |k: &str| overrides.get(k).and_then(|v| v.trim().parse::<i64>().ok());
+    if let Some(v) = long("segment.bytes") {
+        c.segment_bytes = v as u32;
+    }
+    if let Some(v) = long("segment.ms") {
+        c.segment_ms = v;
+    }
+    if let Some(v) = long("segment.index.bytes") {
+        c.segment_index_bytes = v as u32;
+    }
+    if let Some(v) = long("index.interval.bytes") {
+        c.index_interval_bytes = v as u32;
+    }
+    if let Some(v) = long("retention.ms") {
+        c.retention_ms = v;
+    }
+    if let Some(v) = long("retention.bytes") {
+        c.retention_bytes = v;
+    }
+    if let Some(v) = long("max.message.bytes") {
+        c.max_message_bytes = v as u32;
+    }
+    if let Some(v) = long("flush.messages") {
+        c.flush_messages = v;
+    }
+    if let Some(v) = long("flush.ms") {
+        c.flush_ms = v;
+    }
+    match overrides.get("message.timestamp.type").map(String::as_str) {
+        Some("LogAppendTime") => c.message_timestamp_type = TimestampType::LogAppendTime,
+        Some("CreateTime") => c.message_timestamp_type = TimestampType::CreateTime,
+        _ => {}
+    }
+    c
+}
+
+/// The topic's `min.insync.replicas`.
+pub fn min_insync_replicas(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> i32 {
+    overrides
+        .get("min.insync.replicas")
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(broker.min_insync_replicas)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_table() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("retention.ms", "-1", true),
+            ("retention.ms", "-2", false),
+            ("retention.ms", "abc", false),
+            ("segment.bytes", "13", false),
+            ("segment.bytes", "1048576", true),
+            ("segment.bytes", "99999999999", false),
+            ("cleanup.policy", "compact,delete", true),
+            ("cleanup.policy", "shred", false),
+            ("message.timestamp.type", "LogAppendTime", true),
+            ("message.timestamp.type", "Whenever", false),
+            ("min.cleanable.dirty.ratio", "0.3", true),
+            ("min.cleanable.dirty.ratio", "3", false),
+            ("preallocate", "TRUE", true),
+            ("preallocate", "yes", false),
+            ("no.such.config", "1", false),
+        ];
+        for (name, value, ok) in cases {
+            assert_eq!(validate(name, value).is_ok(), *ok, "{name}={value}");
+        }
+    }
+
+    #[test]
+    fn effective_value_prefers_override_then_broker_then_default() {
+        let broker = BrokerConfig::from_raw({
+            let mut r = crate::config::RawConfig::default();
+            r.set("log.retention.hours", "1");
+            r
+        })
+        .unwrap()
+        .config;
+        let def = topic_config_def("retention.ms").unwrap();
+        let mut overrides = BTreeMap::new();
+        assert_eq!(
+            effective_value(def, &overrides, &broker),
+            ("3600000".to_owned(), ConfigSource::StaticBroker)
+        );
+        overrides.insert("retention.ms".to_owned(), "5".to_owned());
+        assert_eq!(
+            effective_value(def, &overrides, &broker),
+            ("5".to_owned(), ConfigSource::DynamicTopic)
+        );
+        let def = topic_config_def("segment.bytes").unwrap();
+        assert_eq!(
+            effective_value(def, &BTreeMap::new(), &broker),
+            ("1073741824".to_owned(), ConfigSource::Default)
+        );
+        assert_eq!(log_config(&overrides, &broker).retention_ms, 5);
+    }
+}

@@ -1,0 +1,626 @@
+//! The v2 record batch header (magic 2), the only part of a batch this crate ever reads.
+//!
+//! Layout (big-endian), as in Kafka's `DefaultRecordBatch`:
+//!
+//! ```text
+//! 0  baseOffset int64            <- rewritten by the leader, outside the CRC
+//! 8  batchLength int32           (bytes after this field)
+//! 12 partitionLeaderEpoch int32  <- stamped by the leader, outside the CRC
+//! 16 magic int8 (= 2)
+//! 17 crc uint32                  CRC32C over attributes .. end of batch
+//! 21 attributes int16            bits 0-2 compression, 3 timestamp type, 4 transactional, 5 control
+//! 23 lastOffsetDelta int32
+//! 27 baseTimestamp int64
+//! 35 maxTimestamp int64
+//! 43 producerId int64
+//! 51 producerEpoch int16
+//! 53 baseSequence int32
+//! 57 recordsCount int32
+//! 61 records...
+//! ```
+//!
+//! This module parses and validates headers and rewrites the fields a broker may change. It
+//! never decodes records (they may be compressed); [`first_record_timestamp_at_least`] is the one
+//! exception, used for ListOffsets by timestamp on uncompressed batches only.
+
+use crate::config::TimestampType;
+use crate::error::{Result, StorageError};
+
+pub const BASE_OFFSET_OFFSET: usize = 0;
+pub const LENGTH_OFFSET: usize = 8;
+/// Bytes before the part counted by `batchLength`: base offset + length.
+pub const LOG_OVERHEAD: usize = 12;
+pub const PARTITION_LEADER_EPOCH_OFFSET: usize = 12;
+pub const MAGIC_OFFSET: usize = 16;
+pub const CRC_OFFSET: usize = 17;
+pub const ATTRIBUTES_OFFSET: usize = 21;
+pub const LAST_OFFSET_DELTA_OFFSET: usize = 23;
+pub const BASE_TIMESTAMP_OFFSET: usize = 27;
+pub const MAX_TIMESTAMP_OFFSET: usize = 35;
+pub const PRODUCER_ID_OFFSET: usize = 43;
+pub const PRODUCER_EPOCH_OFFSET: usize = 51;
+pub const BASE_SEQUENCE_OFFSET: usize = 53;
+pub const RECORDS_COUNT_OFFSET: usize = 57;
+/// Size of a v2 batch with no records.
+pub const RECORD_BATCH_OVERHEAD: usize = 61;
+
+pub const MAGIC_V2: i8 = 2;
+pub const COMPRESSION_CODEC_MASK: i16 = 0x07;
+pub const TIMESTAMP_TYPE_MASK: i16 = 0x08;
+pub const TRANSACTIONAL_FLAG_MASK: i16 = 0x10;
+pub const CONTROL_FLAG_MASK: i16 = 0x20;
+
+pub const NO_PRODUCER_ID: i64 = -1;
+pub const NO_PRODUCER_EPOCH: i16 = -1;
+pub const NO_SEQUENCE: i32 = -1;
+pub const NO_PARTITION_LEADER_EPOCH: i32 = -1;
+pub const NO_TIMESTAMP: i64 = -1;
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes(b[at..at + 2].try_into().expect("2 bytes"))
+}
+
+/// The 61-byte header of one v2 batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    pub batch_length: i32,
+    pub partition_leader_epoch: i32,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records_count: i32,
+}
+
+impl BatchHeader {
+    /// Parses the header at the start of `buf`. Checks that the header is complete, that the
+    /// magic is 2 and that `batchLength` covers at least a header; it does not need the whole
+    /// batch to be present and does not check the CRC (see [`crc_valid`]).
+    pub fn parse(buf: &[u8]) -> Result<BatchHeader> {
+        if buf.len() < RECORD_BATCH_OVERHEAD {
+            return Err(StorageError::CorruptRecord(format!(
+                "{} bytes is shorter than a batch header ({RECORD_BATCH_OVERHEAD})",
+                buf.len()
+            )));
+        }
+        let batch_length = be_i32(buf, LENGTH_OFFSET);
+        let magic = buf[MAGIC_OFFSET] as i8;
+        if magic != MAGIC_V2 {
+            return Err(StorageError::CorruptRecord(format!(
+                "unsupported magic {magic} (only v2 batches are stored)"
+            )));
+        }
+        if batch_length < (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD) as i32 {
+            return Err(StorageError::CorruptRecord(format!(
+                "batch length {batch_length} is smaller than the minimum {}",
+                RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+            )));
+        }
+        Ok(BatchHeader {
+            base_offset: be_i64(buf, BASE_OFFSET_OFFSET),
+            batch_length,
+            partition_leader_epoch: be_i32(buf, PARTITION_LEADER_EPOCH_OFFSET),
+            magic,
+            crc: be_i32(buf, CRC_OFFSET) as u32,
+            attributes: be_i16(buf, ATTRIBUTES_OFFSET),
+            last_offset_delta: be_i32(buf, LAST_OFFSET_DELTA_OFFSET),
+            base_timestamp: be_i64(buf, BASE_TIMESTAMP_OFFSET),
+            max_timestamp: be_i64(buf, MAX_TIMESTAMP_OFFSET),
+            producer_id: be_i64(buf, PRODUCER_ID_OFFSET),
+            producer_epoch: be_i16(buf, PRODUCER_EPOCH_OFFSET),
+            base_sequence: be_i32(buf, BASE_SEQUENCE_OFFSET),
+            records_count: be_i32(buf, RECORDS_COUNT_OFFSET),
+        })
+    }
+
+    /// Whole size of the batch on disk / on the wire.
+    pub fn size_in_bytes(&self) -> usize {
+        self.batch_length as usize + LOG_OVERHEAD
+    }
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + self.last_offset_delta as i64
+    }
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset() + 1
+    }
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.attributes & TIMESTAMP_TYPE_MASK != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+    pub fn compression_codec(&self) -> i16 {
+        self.attributes & COMPRESSION_CODEC_MASK
+    }
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & TRANSACTIONAL_FLAG_MASK != 0
+    }
+    pub fn is_control(&self) -> bool {
+        self.attributes & CONTROL_FLAG_MASK != 0
+    }
+    pub fn has_producer_id(&self) -> bool {
+        self.producer_id > NO_PRODUCER_ID
+    }
+}
+
+/// CRC32C of a whole batch as stored in its header: over attributes .. end.
+pub fn compute_crc(batch: &[u8]) -> u32 {
+    crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..])
+}
+
+/// True when `batch` (exactly one whole batch) carries a matching CRC32C.
+pub fn crc_valid(batch: &[u8]) -> bool {
+    batch.len() >= RECORD_BATCH_OVERHEAD && compute_crc(batch) == be_i32(batch, CRC_OFFSET) as u32
+}
+
+/// Rewrites the base offset (outside the CRC, so the CRC stays valid).
+pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
+    batch[BASE_OFFSET_OFFSET..BASE_OFFSET_OFFSET + 8].copy_from_slice(&base_offset.to_be_bytes());
+}
+
+/// Stamps the partition leader epoch (outside the CRC).
+pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
+    batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4]
+        .copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Marks the batch as LogAppendTime with `timestamp` as its max timestamp and recomputes the
+/// CRC, as Kafka's `DefaultRecordBatch.setMaxTimestamp` does. Record timestamps are left alone:
+/// readers take every record's timestamp from the batch's max timestamp for this type.
+pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) {
+    let attributes = be_i16(batch, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK;
+    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&timestamp.to_be_bytes());
+    let crc = compute_crc(batch);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// How strictly [`validate_batches`] checks the batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Validation {
+    /// A produce request: every batch complete, `recordsCount == lastOffsetDelta + 1 > 0`,
+    /// each batch at most `max.message.bytes`.
+    Leader { max_message_bytes: usize },
+    /// A leader's batches copied by a follower: whole batches with valid CRCs; a trailing
+    /// partial batch (a fetch response cut at its byte limit) is ignored, as Kafka does; size
+    /// and count rules are the leader's business (compaction may shrink counts).
+    Follower,
+}
+
+/// Validates every batch in `records` and returns their headers in order, with the number of
+/// bytes they cover (less than `records.len()` only for a follower's trailing partial batch).
+pub fn validate_batches(records: &[u8], mode: Validation) -> Result<(Vec<BatchHeader>, usize)> {
+    let mut headers = Vec::new();
+    let mut pos = 0usize;
+    while pos < records.len() {
+        let rest = &records[pos..];
+        if rest.len() < RECORD_BATCH_OVERHEAD {
+            if mode == Validation::Follower && !headers.is_empty() {
+                break;
+            }
+            return Err(StorageError::CorruptRecord(format!(
+                "{} trailing bytes at position {pos} do not hold a batch header",
+                rest.len()
+            )));
+        }
+        let header = BatchHeader::parse(rest)?;
+        let size = header.size_in_bytes();
+        if let Validation::Leader { max_message_bytes } = mode {
+            if size > max_message_bytes {
+                return Err(StorageError::RecordTooLarge {
+                    size,
+                    max: max_message_bytes,
+                });
+            }
+        }
+        if size > rest.len() {
+            if mode == Validation::Follower && !headers.is_empty() {
+                break;
+            }
+            return Err(StorageError::CorruptRecord(format!(
+                "batch at position {pos} declares {size} bytes but only {} are present",
+                rest.len()
+            )));
+        }
+        let batch = &rest[..size];
+        if !crc_valid(batch) {
+            return Err(StorageError::CorruptRecord(format!(
+                "batch at position {pos}: stored crc {:#010x} != computed crc {:#010x}",
+                header.crc,
+                compute_crc(batch)
+            )));
+        }
+        check_counts(&header, mode)?;
+        headers.push(header);
+        pos += size;
+    }
+    if headers.is_empty() {
+        return Err(StorageError::InvalidRecord(
+            "no record batch in the request".into(),
+        ));
+    }
+    Ok((headers, pos))
+}
+
+fn check_counts(header: &BatchHeader, mode: Validation) -> Result<()> {
+    if header.last_offset_delta < 0 {
+        return Err(StorageError::InvalidRecord(format!(
+            "negative last offset delta {}",
+            header.last_offset_delta
+        )));
+    }
+    if header.records_count < 0 {
+        return Err(StorageError::InvalidRecord(format!(
+            "negative record count {}",
+            header.records_count
+        )));
+    }
+    match mode {
+        Validation::Leader { .. } => {
+            if header.records_count == 0 {
+                return Err(StorageError::InvalidRecord(
+                    "invalid reported count for record batch: 0".into(),
+                ));
+            }
+            if header.records_count as i64 != header.last_offset_delta as i64 + 1 {
+                return Err(StorageError::InvalidRecord(format!(
+                    "inconsistent batch offset range and record count: last offset delta {} but {} records",
+                    header.last_offset_delta, header.records_count
+                )));
+            }
+        }
+        Validation::Follower => {
+            if header.records_count as i64 > header.last_offset_delta as i64 + 1 {
+                return Err(StorageError::InvalidRecord(format!(
+                    "{} records do not fit in last offset delta {}",
+                    header.records_count, header.last_offset_delta
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Headers of the whole batches at the start of `buf`, stopping at the first incomplete one.
+/// For bytes this crate already validated (reads); no CRC check.
+pub struct BatchIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> BatchIter<'a> {
+    pub fn new(buf: &'a [u8]) -> BatchIter<'a> {
+        BatchIter { buf, pos: 0 }
+    }
+}
+
+impl Iterator for BatchIter<'_> {
+    /// (position of the batch in the buffer, its header)
+    type Item = (usize, BatchHeader);
+    fn next(&mut self) -> Option<(usize, BatchHeader)> {
+        let rest = &self.buf[self.pos..];
+        let header = BatchHeader::parse(rest).ok()?;
+        if header.size_in_bytes() > rest.len() {
+            return None;
+        }
+        let at = self.pos;
+        self.pos += header.size_in_bytes();
+        Some((at, header))
+    }
+}
+
+fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
+    let mut value: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let byte = *buf.get(*pos)?;
+        *pos += 1;
+        value |= ((byte & 0x7f) as u64) << shift;
+        if byte & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+    // zig-zag
+    Some(((value >> 1) as i64) ^ -((value & 1) as i64))
+}
+
+/// For ListOffsets by timestamp: the offset and timestamp of the first record in `batch` whose
+/// timestamp is at least `target`. Reads only each record's length, attributes, timestamp delta
+/// and offset delta, and only for uncompressed CreateTime batches; for LogAppendTime every record
+/// has the batch's max timestamp, and for compressed batches (which this crate cannot
+/// decompress) the batch is answered as a whole: (base offset, max timestamp).
+pub fn first_record_timestamp_at_least(batch: &[u8], target: i64) -> Option<(i64, i64)> {
+    let header = BatchHeader::parse(batch).ok()?;
+    if header.max_timestamp < target {
+        return None;
+    }
+    if header.timestamp_type() == TimestampType::LogAppendTime || header.compression_codec() != 0 {
+        return Some((header.max_timestamp, header.base_offset));
+    }
+    let end = header.size_in_bytes().min(batch.len());
+    let mut pos = RECORD_BATCH_OVERHEAD;
+    for _ in 0..header.records_count {
+        let start = pos;
+        let length = read_varint(&batch[..end], &mut pos)?;
+        let body = pos;
+        pos += 1; // attributes
+        let ts_delta = read_varint(&batch[..end], &mut pos)?;
+        let offset_delta = read_varint(&batch[..end], &mut pos)?;
+        let ts = header.base_timestamp + ts_delta;
+        if ts >= target {
+            return Some((ts, header.base_offset + offset_delta));
+        }
+        pos = body.checked_add(usize::try_from(length).ok()?)?;
+        if pos > end || pos <= start {
+            return None;
+        }
+    }
+    Some((header.max_timestamp, header.base_offset))
+}
+
+#[cfg(test)]
+pub(crate) mod test_batches {
+    //! Builds real uncompressed v2 batches for tests (records with a key and a value).
+
+    use super::*;
+
+    fn put_varint(out: &mut Vec<u8>, v: i64) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        while z >= 0x80 {
+            out.push((z as u8) | 0x80);
+            z >>= 7;
+        }
+        out.push(z as u8);
+    }
+
+    pub struct Spec {
+        pub base_offset: i64,
+        pub base_timestamp: i64,
+        pub producer_id: i64,
+        pub producer_epoch: i16,
+        pub base_sequence: i32,
+        pub partition_leader_epoch: i32,
+    }
+
+    impl Default for Spec {
+        fn default() -> Spec {
+            Spec {
+                base_offset: 0,
+                base_timestamp: 1_000,
+                producer_id: NO_PRODUCER_ID,
+                producer_epoch: NO_PRODUCER_EPOCH,
+                base_sequence: NO_SEQUENCE,
+                partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
+            }
+        }
+    }
+
+    /// One batch of `values.len()` records; record i has timestamp base + i.
+    pub fn batch(spec: &Spec, values: &[&[u8]]) -> Vec<u8> {
+        let mut records = Vec::new();
+        for (i, value) in values.iter().enumerate() {
+            let mut body = Vec::new();
+            body.push(0u8); // attributes
+            put_varint(&mut body, i as i64); // timestamp delta
+            put_varint(&mut body, i as i64); // offset delta
+            put_varint(&mut body, -1); // null key
+            put_varint(&mut body, value.len() as i64);
+            body.extend_from_slice(value);
+            put_varint(&mut body, 0); // headers
+            put_varint(&mut records, body.len() as i64);
+            records.extend_from_slice(&body);
+        }
+        let n = values.len() as i32;
+        let mut b = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len());
+        b.extend_from_slice(&spec.base_offset.to_be_bytes());
+        b.extend_from_slice(
+            &((RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + records.len()) as i32).to_be_bytes(),
+        );
+        b.extend_from_slice(&spec.partition_leader_epoch.to_be_bytes());
+        b.push(MAGIC_V2 as u8);
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&0i16.to_be_bytes());
+        b.extend_from_slice(&(n - 1).to_be_bytes());
+        b.extend_from_slice(&spec.base_timestamp.to_be_bytes());
+        b.extend_from_slice(&(spec.base_timestamp + n as i64 - 1).to_be_bytes());
+        b.extend_from_slice(&spec.producer_id.to_be_bytes());
+        b.extend_from_slice(&spec.producer_epoch.to_be_bytes());
+        b.extend_from_slice(&spec.base_sequence.to_be_bytes());
+        b.extend_from_slice(&n.to_be_bytes());
+        b.extend_from_slice(&records);
+        let crc = compute_crc(&b);
+        b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    /// A batch with `count` records of `value_len` bytes each.
+    pub fn simple(count: usize, value_len: usize, base_timestamp: i64) -> Vec<u8> {
+        let value = vec![b'x'; value_len];
+        let values: Vec<&[u8]> = (0..count).map(|_| value.as_slice()).collect();
+        batch(
+            &Spec {
+                base_timestamp,
+                ..Spec::default()
+            },
+            &values,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_batches::*;
+    use super::*;
+
+    const LEADER: Validation = Validation::Leader {
+        max_message_bytes: 1_048_588,
+    };
+
+    #[test]
+    fn parses_a_built_batch() {
+        let b = simple(3, 10, 5_000);
+        let h = BatchHeader::parse(&b).unwrap();
+        assert_eq!(h.size_in_bytes(), b.len());
+        assert_eq!(h.records_count, 3);
+        assert_eq!(h.last_offset_delta, 2);
+        assert_eq!(h.max_timestamp, 5_002);
+        assert!(crc_valid(&b));
+        let (headers, used) = validate_batches(&b, LEADER).unwrap();
+        assert_eq!((headers.len(), used), (1, b.len()));
+    }
+
+    #[test]
+    fn offset_and_epoch_rewrite_keeps_crc() {
+        let mut b = simple(2, 4, 0);
+        set_base_offset(&mut b, 1234);
+        set_partition_leader_epoch(&mut b, 7);
+        assert!(crc_valid(&b));
+        let h = BatchHeader::parse(&b).unwrap();
+        assert_eq!(
+            (h.base_offset, h.partition_leader_epoch, h.last_offset()),
+            (1234, 7, 1235)
+        );
+    }
+
+    #[test]
+    fn log_append_time_sets_attribute_and_crc() {
+        let mut b = simple(2, 4, 0);
+        set_log_append_time(&mut b, 99_999);
+        assert!(crc_valid(&b));
+        let h = BatchHeader::parse(&b).unwrap();
+        assert_eq!(h.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(h.max_timestamp, 99_999);
+        assert_eq!(h.base_timestamp, 0);
+    }
+
+    #[test]
+    fn rejects_bad_crc() {
+        let mut b = simple(2, 4, 0);
+        let last = b.len() - 1;
+        b[last] ^= 1;
+        let e = validate_batches(&b, LEADER).unwrap_err();
+        assert!(
+            matches!(e, StorageError::CorruptRecord(ref m) if m.contains("crc")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn rejects_bad_magic() {
+        let mut b = simple(1, 4, 0);
+        b[MAGIC_OFFSET] = 1;
+        let e = validate_batches(&b, LEADER).unwrap_err();
+        assert!(
+            matches!(e, StorageError::CorruptRecord(ref m) if m.contains("magic")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn rejects_short_length_and_truncated_batch() {
+        let mut b = simple(1, 4, 0);
+        b[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&10i32.to_be_bytes());
+        assert!(matches!(
+            validate_batches(&b, LEADER),
+            Err(StorageError::CorruptRecord(_))
+        ));
+        let b = simple(1, 4, 0);
+        let cut = &b[..b.len() - 1];
+        assert!(matches!(
+            validate_batches(cut, LEADER),
+            Err(StorageError::CorruptRecord(_))
+        ));
+        assert!(matches!(
+            validate_batches(&b[..20], LEADER),
+            Err(StorageError::CorruptRecord(_))
+        ));
+    }
+
+    #[test]
+    fn rejects_count_mismatch() {
+        let mut b = simple(3, 4, 0);
+        b[RECORDS_COUNT_OFFSET..RECORDS_COUNT_OFFSET + 4].copy_from_slice(&2i32.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        let e = validate_batches(&b, LEADER).unwrap_err();
+        assert!(
+            matches!(e, StorageError::InvalidRecord(ref m) if m.contains("record count")),
+            "{e}"
+        );
+        // a follower accepts fewer records than the offset range (compaction)
+        assert!(validate_batches(&b, Validation::Follower).is_ok());
+    }
+
+    #[test]
+    fn rejects_too_large() {
+        let b = simple(1, 2000, 0);
+        let e = validate_batches(
+            &b,
+            Validation::Leader {
+                max_message_bytes: 1000,
+            },
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, StorageError::RecordTooLarge { max: 1000, .. }),
+            "{e}"
+        );
+        assert!(validate_batches(&b, Validation::Follower).is_ok());
+    }
+
+    #[test]
+    fn follower_ignores_trailing_partial_batch_leader_does_not() {
+        let mut two = simple(1, 4, 0);
+        let first = two.len();
+        two.extend_from_slice(&simple(1, 4, 0)[..30]);
+        let (h, used) = validate_batches(&two, Validation::Follower).unwrap();
+        assert_eq!((h.len(), used), (1, first));
+        assert!(validate_batches(&two, LEADER).is_err());
+    }
+
+    #[test]
+    fn empty_request_is_invalid() {
+        assert!(matches!(
+            validate_batches(&[], LEADER),
+            Err(StorageError::InvalidRecord(_))
+        ));
+    }
+
+    #[test]
+    fn iter_stops_at_partial_batch() {
+        let mut buf = simple(1, 4, 0);
+        let one = buf.len();
+        buf.extend_from_slice(&simple(2, 4, 0));
+        buf.extend_from_slice(&simple(2, 4, 0)[..40]);
+        let positions: Vec<usize> = BatchIter::new(&buf).map(|(p, _)| p).collect();
+        assert_eq!(positions, vec![0, one]);
+    }
+
+    #[test]
+    fn finds_first_record_at_timestamp() {
+        let mut b = simple(5, 3, 100); // timestamps 100..=104
+        set_base_offset(&mut b, 50);
+        assert_eq!(first_record_timestamp_at_least(&b, 102), Some((102, 52)));
+        assert_eq!(first_record_timestamp_at_least(&b, 0), Some((100, 50)));
+        assert_eq!(first_record_timestamp_at_least(&b, 105), None);
+        set_log_append_time(&mut b, 7_000);
+        assert_eq!(first_record_timestamp_at_least(&b, 102), Some((7_000, 50)));
+    }
+}

@@ -1,0 +1,499 @@
+//! Kafka's sparse segment indexes, memory-mapped.
+//!
+//! * [`OffsetIndex`] (`.index`): 8-byte entries `relative offset u32, position u32`, big-endian;
+//!   maps the last offset of a batch to the byte position of that batch in the `.log` file.
+//! * [`TimeIndex`] (`.timeindex`): 12-byte entries `timestamp i64, relative offset u32`; the
+//!   largest timestamp seen so far in the segment and the offset it was first seen at.
+//!
+//! Entries are added every `index.interval.bytes` of log data, so a lookup gives a position at
+//! or before the wanted batch and the caller scans forward. Files are preallocated to
+//! `segment.index.bytes` (rounded down to whole entries) while the segment is active and trimmed
+//! to the entries present when it rolls or the log closes, exactly like Kafka, so Kafka's
+//! `DumpLogSegments` reads them. An index is not thread-safe by itself: the segment wraps each in
+//! a mutex. It knows nothing about the `.log` file; rebuilding from the log is the segment's job.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use crate::error::{IoContext, Result};
+use crate::mmap::FileMap;
+
+pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
+pub const TIME_INDEX_ENTRY_BYTES: usize = 12;
+
+/// The file, map and entry count shared by both index kinds.
+struct IndexFile {
+    path: PathBuf,
+    file: File,
+    map: FileMap,
+    entry_bytes: usize,
+    entries: usize,
+    /// Current file length in bytes (a multiple of `entry_bytes`).
+    len: usize,
+}
+
+impl IndexFile {
+    /// Opens or creates the index at `path`. A new file is preallocated to `max_bytes`; an
+    /// existing one keeps its length and its entry count is derived from it (a trimmed file),
+    /// unless `fresh`, which empties it (for a rebuild).
+    fn open(path: &Path, entry_bytes: usize, max_bytes: usize, fresh: bool) -> Result<IndexFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .at(path)?;
+        let file_len = file.metadata().at(path)?.len() as usize;
+        let max_bytes = max_bytes / entry_bytes * entry_bytes;
+        let (entries, len) = if file_len == 0 || fresh {
+            file.set_len(max_bytes as u64).at(path)?;
+            (0, max_bytes)
+        } else {
+            let len = file_len / entry_bytes * entry_bytes;
+            if len != file_len {
+                file.set_len(len as u64).at(path)?;
+            }
+            (len / entry_bytes, len)
+        };
+        let map = FileMap::map(&file, len).at(path)?;
+        Ok(IndexFile {
+            path: path.to_owned(),
+            file,
+            map,
+            entry_bytes,
+            entries,
+            len,
+        })
+    }
+
+    fn max_entries(&self) -> usize {
+        self.len / self.entry_bytes
+    }
+
+    fn entry(&self, n: usize) -> &[u8] {
+        &self.map.as_slice()[n * self.entry_bytes..(n + 1) * self.entry_bytes]
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        debug_assert!(self.entries < self.max_entries());
+        let at = self.entries * self.entry_bytes;
+        self.map.as_mut()[at..at + self.entry_bytes].copy_from_slice(bytes);
+        self.entries += 1;
+    }
+
+    /// Changes the file length (whole entries), remapping it; keeps the entries that fit.
+    fn resize(&mut self, bytes: usize) -> Result<()> {
+        let bytes = bytes / self.entry_bytes * self.entry_bytes;
+        if bytes == self.len {
+            return Ok(());
+        }
+        self.map.flush().at(&self.path)?;
+        self.map = FileMap::map(&self.file, 0).at(&self.path)?;
+        self.file.set_len(bytes as u64).at(&self.path)?;
+        self.map = FileMap::map(&self.file, bytes).at(&self.path)?;
+        self.len = bytes;
+        self.entries = self.entries.min(bytes / self.entry_bytes);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.map.flush().at(&self.path)?;
+        self.file.sync_all().at(&self.path)
+    }
+
+    /// Index of the last entry whose key (from `key`) is <= `target`, by binary search.
+    fn floor_slot(&self, target: i64, key: impl Fn(&[u8]) -> i64) -> Option<usize> {
+        if self.entries == 0 || key(self.entry(0)) > target {
+            return None;
+        }
+        let (mut lo, mut hi) = (0usize, self.entries - 1);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if key(self.entry(mid)) <= target {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        Some(lo)
+    }
+}
+
+fn be_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// An (offset, byte position) pair from the offset index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffsetPosition {
+    pub offset: i64,
+    pub position: u32,
+}
+
+/// A (timestamp, offset) pair from the time index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+}
+
+/// `.index`: last offset of a batch -> position of that batch in the segment's log file.
+pub struct OffsetIndex {
+    base_offset: i64,
+    file: IndexFile,
+}
+
+impl OffsetIndex {
+    pub fn open(
+        path: &Path,
+        base_offset: i64,
+        max_bytes: usize,
+        fresh: bool,
+    ) -> Result<OffsetIndex> {
+        Ok(OffsetIndex {
+            base_offset,
+            file: IndexFile::open(path, OFFSET_INDEX_ENTRY_BYTES, max_bytes, fresh)?,
+        })
+    }
+
+    pub fn entries(&self) -> usize {
+        self.file.entries
+    }
+    pub fn is_full(&self) -> bool {
+        self.file.entries >= self.file.max_entries()
+    }
+    pub fn file_bytes(&self) -> usize {
+        self.file.len
+    }
+
+    pub fn entry(&self, n: usize) -> OffsetPosition {
+        let e = self.file.entry(n);
+        OffsetPosition {
+            offset: self.base_offset + be_u32(e, 0) as i64,
+            position: be_u32(e, 4),
+        }
+    }
+
+    pub fn last_entry(&self) -> Option<OffsetPosition> {
+        self.file.entries.checked_sub(1).map(|n| self.entry(n))
+    }
+
+    /// Adds an entry; `offset` must be above the last entry's and fit in a relative u32.
+    /// Returns false (and adds nothing) when the index is full.
+    pub fn append(&mut self, offset: i64, position: u32) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        assert!(
+            self.last_entry().is_none_or(|e| offset > e.offset),
+            "offset index entries must increase: {offset} after {:?}",
+            self.last_entry()
+        );
+        let relative = u32::try_from(offset - self.base_offset).expect("relative offset fits u32");
+        let mut bytes = [0u8; OFFSET_INDEX_ENTRY_BYTES];
+        bytes[..4].copy_from_slice(&relative.to_be_bytes());
+        bytes[4..].copy_from_slice(&position.to_be_bytes());
+        self.file.push(&bytes);
+        true
+    }
+
+    /// The last entry with offset <= `target`, or (base offset, 0).
+    pub fn lookup(&self, target: i64) -> OffsetPosition {
+        let base = self.base_offset;
+        match self.file.floor_slot(target, |e| base + be_u32(e, 0) as i64) {
+            Some(slot) => self.entry(slot),
+            None => OffsetPosition {
+                offset: base,
+                position: 0,
+            },
+        }
+    }
+
+    /// Removes every entry (before a rebuild).
+    pub fn reset(&mut self) {
+        self.file.entries = 0;
+    }
+
+    /// Removes every entry with offset >= `offset`.
+    pub fn truncate_to(&mut self, offset: i64) {
+        let base = self.base_offset;
+        self.file.entries = match self.file.floor_slot(offset, |e| base + be_u32(e, 0) as i64) {
+            None => 0,
+            Some(slot) if self.entry(slot).offset == offset => slot,
+            Some(slot) => slot + 1,
+        };
+    }
+
+    /// Entries present and plausible for a log of `log_bytes`: increasing offsets at or above
+    /// the base offset, increasing positions inside the log (Kafka's sanity check, and more).
+    pub fn sanity_check(&self, log_bytes: u64) -> bool {
+        let mut prev: Option<OffsetPosition> = None;
+        for n in 0..self.entries() {
+            let e = self.entry(n);
+            if e.offset < self.base_offset || e.position as u64 >= log_bytes.max(1) {
+                return false;
+            }
+            if prev.is_some_and(|p| e.offset <= p.offset || e.position <= p.position) {
+                return false;
+            }
+            prev = Some(e);
+        }
+        true
+    }
+
+    pub fn resize(&mut self, max_bytes: usize) -> Result<()> {
+        self.file.resize(max_bytes)
+    }
+    /// Cuts the file to the entries present (on roll and close).
+    pub fn trim(&mut self) -> Result<()> {
+        self.file
+            .resize(self.file.entries * OFFSET_INDEX_ENTRY_BYTES)
+    }
+    pub fn flush(&self) -> Result<()> {
+        self.file.flush()
+    }
+}
+
+/// `.timeindex`: max timestamp so far -> the offset where it was seen.
+pub struct TimeIndex {
+    base_offset: i64,
+    file: IndexFile,
+}
+
+impl TimeIndex {
+    pub fn open(path: &Path, base_offset: i64, max_bytes: usize, fresh: bool) -> Result<TimeIndex> {
+        Ok(TimeIndex {
+            base_offset,
+            file: IndexFile::open(path, TIME_INDEX_ENTRY_BYTES, max_bytes, fresh)?,
+        })
+    }
+
+    pub fn entries(&self) -> usize {
+        self.file.entries
+    }
+    /// Like Kafka, the last slot is kept for the entry written when the segment rolls.
+    pub fn is_full(&self) -> bool {
+        self.file.entries + 1 >= self.file.max_entries()
+    }
+    pub fn file_bytes(&self) -> usize {
+        self.file.len
+    }
+
+    pub fn entry(&self, n: usize) -> TimestampOffset {
+        let e = self.file.entry(n);
+        TimestampOffset {
+            timestamp: i64::from_be_bytes(e[..8].try_into().expect("8 bytes")),
+            offset: self.base_offset + be_u32(e, 8) as i64,
+        }
+    }
+
+    pub fn last_entry(&self) -> Option<TimestampOffset> {
+        self.file.entries.checked_sub(1).map(|n| self.entry(n))
+    }
+
+    /// Adds (timestamp, offset) if the timestamp is above the last entry's (Kafka's
+    /// `maybeAppend`). `on_roll` may use the reserved last slot.
+    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, on_roll: bool) {
+        let last = self.last_entry();
+        if last.is_some_and(|l| timestamp <= l.timestamp || offset < l.offset) {
+            return;
+        }
+        let has_room = if on_roll {
+            self.file.entries < self.file.max_entries()
+        } else {
+            !self.is_full()
+        };
+        if !has_room {
+            return;
+        }
+        let relative = u32::try_from(offset - self.base_offset).expect("relative offset fits u32");
+        let mut bytes = [0u8; TIME_INDEX_ENTRY_BYTES];
+        bytes[..8].copy_from_slice(&timestamp.to_be_bytes());
+        bytes[8..].copy_from_slice(&relative.to_be_bytes());
+        self.file.push(&bytes);
+    }
+
+    /// The last entry with timestamp <= `target`, or (-1, base offset).
+    pub fn lookup(&self, target: i64) -> TimestampOffset {
+        let slot = self.file.floor_slot(target, |e| {
+            i64::from_be_bytes(e[..8].try_into().expect("8 bytes"))
+        });
+        match slot {
+            Some(slot) => self.entry(slot),
+            None => TimestampOffset {
+                timestamp: -1,
+                offset: self.base_offset,
+            },
+        }
+    }
+
+    /// Removes every entry (before a rebuild).
+    pub fn reset(&mut self) {
+        self.file.entries = 0;
+    }
+
+    /// Removes every entry with offset >= `offset` (entries' offsets are non-decreasing).
+    pub fn truncate_to(&mut self, offset: i64) {
+        let base = self.base_offset;
+        let keep = self
+            .file
+            .floor_slot(offset - 1, |e| base + be_u32(e, 8) as i64);
+        self.file.entries = keep.map_or(0, |slot| slot + 1);
+    }
+
+    pub fn sanity_check(&self) -> bool {
+        let mut prev: Option<TimestampOffset> = None;
+        for n in 0..self.entries() {
+            let e = self.entry(n);
+            if e.offset < self.base_offset {
+                return false;
+            }
+            if prev.is_some_and(|p| e.timestamp <= p.timestamp || e.offset < p.offset) {
+                return false;
+            }
+            prev = Some(e);
+        }
+        true
+    }
+
+    pub fn resize(&mut self, max_bytes: usize) -> Result<()> {
+        self.file.resize(max_bytes)
+    }
+    pub fn trim(&mut self) -> Result<()> {
+        self.file.resize(self.file.entries * TIME_INDEX_ENTRY_BYTES)
+    }
+    pub fn flush(&self) -> Result<()> {
+        self.file.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_index_append_lookup_truncate_trim_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000100.index");
+        let mut idx = OffsetIndex::open(&path, 100, 80, false).unwrap();
+        assert_eq!(idx.file_bytes(), 80);
+        assert_eq!(
+            idx.lookup(150),
+            OffsetPosition {
+                offset: 100,
+                position: 0
+            }
+        );
+        for i in 0..5 {
+            assert!(idx.append(110 + i * 10, (i * 1000) as u32));
+        }
+        assert_eq!(
+            idx.lookup(109),
+            OffsetPosition {
+                offset: 100,
+                position: 0
+            }
+        );
+        assert_eq!(
+            idx.lookup(110),
+            OffsetPosition {
+                offset: 110,
+                position: 0
+            }
+        );
+        assert_eq!(
+            idx.lookup(135),
+            OffsetPosition {
+                offset: 130,
+                position: 2000
+            }
+        );
+        assert_eq!(
+            idx.lookup(10_000),
+            OffsetPosition {
+                offset: 150,
+                position: 4000
+            }
+        );
+        idx.truncate_to(130);
+        assert_eq!(idx.entries(), 2);
+        idx.truncate_to(125);
+        assert_eq!(idx.entries(), 2);
+        idx.trim().unwrap();
+        drop(idx);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..8], &[0, 0, 0, 10, 0, 0, 0, 0]);
+        assert_eq!(&bytes[8..], &[0, 0, 0, 20, 0, 0, 0x03, 0xe8]);
+        let mut idx = OffsetIndex::open(&path, 100, 80, false).unwrap();
+        assert_eq!(idx.entries(), 2);
+        assert!(idx.sanity_check(5000));
+        assert!(!idx.sanity_check(500));
+        idx.resize(80).unwrap();
+        assert_eq!(idx.entries(), 2);
+        assert!(idx.append(200, 5000));
+        assert_eq!(idx.lookup(300).offset, 200);
+    }
+
+    #[test]
+    fn offset_index_fills_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = OffsetIndex::open(&dir.path().join("0.index"), 0, 20, false).unwrap();
+        assert!(idx.append(1, 1));
+        assert!(idx.append(2, 2));
+        assert!(idx.is_full());
+        assert!(!idx.append(3, 3));
+    }
+
+    #[test]
+    fn time_index_keeps_increasing_timestamps_and_reserves_a_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.timeindex");
+        let mut idx = TimeIndex::open(&path, 0, 36, false).unwrap();
+        idx.maybe_append(1000, 5, false);
+        idx.maybe_append(1000, 6, false); // not above the last timestamp
+        assert_eq!(idx.entries(), 1);
+        idx.maybe_append(2000, 9, false);
+        assert!(idx.is_full());
+        idx.maybe_append(3000, 12, false);
+        assert_eq!(idx.entries(), 2);
+        idx.maybe_append(3000, 12, true);
+        assert_eq!(idx.entries(), 3);
+        assert_eq!(
+            idx.lookup(999),
+            TimestampOffset {
+                timestamp: -1,
+                offset: 0
+            }
+        );
+        assert_eq!(
+            idx.lookup(2500),
+            TimestampOffset {
+                timestamp: 2000,
+                offset: 9
+            }
+        );
+        idx.truncate_to(9);
+        assert_eq!(idx.entries(), 1);
+        idx.trim().unwrap();
+        drop(idx);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 12);
+        assert_eq!(&bytes[..8], &1000i64.to_be_bytes());
+        assert_eq!(&bytes[8..], &5u32.to_be_bytes());
+        assert!(TimeIndex::open(&path, 0, 36, false).unwrap().sanity_check());
+    }
+
+    #[test]
+    fn fresh_open_discards_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.index");
+        let mut idx = OffsetIndex::open(&path, 0, 80, false).unwrap();
+        idx.append(3, 3);
+        idx.trim().unwrap();
+        drop(idx);
+        let idx = OffsetIndex::open(&path, 0, 80, true).unwrap();
+        assert_eq!((idx.entries(), idx.file_bytes()), (0, 80));
+    }
+}

@@ -1,0 +1,676 @@
+//! In-process broker on 127.0.0.1:0, driven with raw Kafka frames, asserting exact response
+//! fields and error codes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use common::{batch, decode_records, start_broker, RawClient};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, StrBytes};
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+async fn create_topic(
+    client: &mut RawClient,
+    topic: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> CreateTopicsResponse {
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string(k.to_string()))
+                            .with_value(Some(StrBytes::from_string(v.to_string())))
+                    })
+                    .collect(),
+            )]);
+    client.call(7, &request).await
+}
+
+fn produce_request(topic: &str, partition: i32, acks: i16, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
+
+async fn produce(client: &mut RawClient, topic: &str, acks: i16, records: Bytes) -> (i16, i64) {
+    let response = client
+        .call(9, &produce_request(topic, 0, acks, records))
+        .await;
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn fetch_request(topic: &str, offset: i64, leader_epoch: i32, max_wait_ms: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_current_leader_epoch(leader_epoch)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+fn metadata_request(topic: &str) -> MetadataRequest {
+    MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name(topic)))
+        ]))
+        .with_allow_auto_topic_creation(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_versions_too_new_gets_unsupported_version_with_our_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+
+    // ApiVersions v99, header v2 (flexible): key, version, correlation id, client id, tags.
+    let mut body = BytesMut::new();
+    body.put_i16(18);
+    body.put_i16(99);
+    body.put_i32(4242);
+    body.put_i16(4);
+    body.put_slice(b"test");
+    body.put_u8(0);
+    let mut frame = BytesMut::new();
+    frame.put_i32(body.len() as i32);
+    frame.put_slice(&body);
+    client.send_bytes(&frame).await;
+    let mut response = client.read_frame().await.unwrap();
+    let header = ResponseHeader::decode(&mut response, 0).unwrap();
+    assert_eq!(header.correlation_id, 4242);
+    let body = ApiVersionsResponse::decode(&mut response, 0).unwrap();
+    assert_eq!(body.error_code, 35, "UNSUPPORTED_VERSION");
+    let range = |key: ApiKey| {
+        body.api_keys
+            .iter()
+            .find(|k| k.api_key == key as i16)
+            .map(|k| (k.min_version, k.max_version))
+    };
+    assert_eq!(range(ApiKey::ApiVersions), Some((0, 4)));
+    assert_eq!(range(ApiKey::Produce), Some((0, 12)));
+    assert_eq!(range(ApiKey::Fetch), Some((4, 12)));
+    assert_eq!(range(ApiKey::ListOffsets).unwrap().0, 1);
+    assert_eq!(range(ApiKey::InitProducerId).unwrap().0, 0);
+
+    // The same connection keeps working with a version we know.
+    let ok = client.call(3, &ApiVersionsRequest::default()).await;
+    assert_eq!(ok.error_code, 0);
+    assert_eq!(ok.api_keys.len(), body.api_keys.len());
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_reports_leader_epoch_topic_id_and_epochs_bump_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &["broker.rack=rack-a"]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let created = create_topic(&mut client, "orders", 3, &[]).await;
+    let created = &created.topics[0];
+    assert_eq!(created.error_code, 0);
+    assert_eq!(created.num_partitions, 3);
+    assert_eq!(created.replication_factor, 1);
+    let topic_id = created.topic_id;
+    assert!(!topic_id.is_nil());
+
+    let md = client.call(12, &metadata_request("orders")).await;
+    assert_eq!(md.controller_id, BrokerId(1));
+    assert_eq!(md.brokers.len(), 1);
+    assert_eq!(md.brokers[0].port, i32::from(broker.local_addr.port()));
+    assert_eq!(md.brokers[0].rack.as_deref(), Some("rack-a"));
+    let cluster_id = md.cluster_id.clone().unwrap();
+    assert_eq!(cluster_id.len(), 22);
+    let t = &md.topics[0];
+    assert_eq!(t.error_code, 0);
+    assert_eq!(t.topic_id, topic_id);
+    assert_eq!(t.partitions.len(), 3);
+    for p in &t.partitions {
+        assert_eq!(p.leader_id, BrokerId(1));
+        assert_eq!(p.leader_epoch, 0);
+        assert_eq!(p.replica_nodes, vec![BrokerId(1)]);
+        assert_eq!(p.isr_nodes, vec![BrokerId(1)]);
+        assert!(p.offline_replicas.is_empty());
+    }
+
+    // Unknown and invalid names.
+    let md = client.call(12, &metadata_request("nope")).await;
+    assert_eq!(md.topics[0].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    let md = client.call(12, &metadata_request("bad name!")).await;
+    assert_eq!(md.topics[0].error_code, 17, "INVALID_TOPIC_EXCEPTION");
+
+    drop(client);
+    broker.shutdown().await.unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let md = client.call(12, &metadata_request("orders")).await;
+    assert_eq!(
+        md.cluster_id,
+        Some(cluster_id),
+        "cluster id survives restart"
+    );
+    assert_eq!(md.topics[0].topic_id, topic_id);
+    for p in &md.topics[0].partitions {
+        assert_eq!(p.leader_epoch, 1, "a returning leader gets a new epoch");
+    }
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_create_answers_leader_not_available_then_serves_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &["num.partitions=2"]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let request = metadata_request("auto").with_allow_auto_topic_creation(true);
+    let md = client.call(9, &request).await;
+    assert_eq!(md.topics[0].error_code, 5, "LEADER_NOT_AVAILABLE");
+    let md = client.call(9, &request).await;
+    assert_eq!(md.topics[0].error_code, 0);
+    assert_eq!(md.topics[0].partitions.len(), 2);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_then_fetch_reads_back_the_same_records_at_consecutive_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "t", 1, &[]).await;
+    assert_eq!(
+        produce(&mut client, "t", -1, batch(&["a", "b", "c"], None)).await,
+        (0, 0)
+    );
+    assert_eq!(
+        produce(&mut client, "t", 1, batch(&["d", "e"], None)).await,
+        (0, 3)
+    );
+
+    let response = client.call(12, &fetch_request("t", 0, -1, 0)).await;
+    let p = &response.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(p.high_watermark, 5);
+    assert_eq!(p.last_stable_offset, 5);
+    assert_eq!(p.log_start_offset, 0);
+    let records = decode_records(p.records.as_ref().unwrap());
+    let expected: Vec<(i64, String)> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i as i64, v.to_string()))
+        .collect();
+    assert_eq!(records, expected);
+
+    // A fetch in the middle of a batch returns the whole batch containing the offset.
+    let response = client.call(12, &fetch_request("t", 1, -1, 0)).await;
+    let raw = response.responses[0].partitions[0].records.clone().unwrap();
+    assert_eq!(
+        i64::from_be_bytes(raw[..8].try_into().unwrap()),
+        0,
+        "base offset of the first batch"
+    );
+    let records = decode_records(&raw);
+    assert_eq!(records.first().unwrap().0, 0, "{records:?}");
+
+    // At the end of the log: empty records (never null), no error.
+    let response = client.call(12, &fetch_request("t", 5, -1, 0)).await;
+    let p = &response.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(p.records.as_ref().map(|r| r.len()), Some(0));
+
+    // Beyond the log end: OFFSET_OUT_OF_RANGE.
+    let response = client.call(12, &fetch_request("t", 6, -1, 0)).await;
+    assert_eq!(response.responses[0].partitions[0].error_code, 1);
+
+    // ListOffsets earliest / latest / by timestamp, with the leader epoch.
+    let list = |ts: i64| {
+        ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("t"))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(ts)])])
+    };
+    let r = client.call(7, &list(-2)).await;
+    let p = &r.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.offset, p.leader_epoch), (0, 0, 0));
+    let r = client.call(7, &list(-1)).await;
+    let p = &r.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.offset, p.leader_epoch), (0, 5, 0));
+    let r = client.call(7, &list(0)).await;
+    assert_eq!(r.topics[0].partitions[0].offset, 0);
+    let r = client.call(7, &list(i64::MAX / 2)).await;
+    assert_eq!(r.topics[0].partitions[0].offset, -1, "no record that late");
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_errors_use_kafka_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &["auto.create.topics.enable=false"]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "small", 1, &[("max.message.bytes", "200")]).await;
+
+    assert_eq!(
+        produce(&mut client, "small", 2, batch(&["x"], None))
+            .await
+            .0,
+        21,
+        "INVALID_REQUIRED_ACKS"
+    );
+    assert_eq!(
+        produce(&mut client, "missing", 1, batch(&["x"], None))
+            .await
+            .0,
+        3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
+    let big = "y".repeat(500);
+    assert_eq!(
+        produce(&mut client, "small", 1, batch(&[big.as_str()], None))
+            .await
+            .0,
+        10,
+        "MESSAGE_TOO_LARGE"
+    );
+    let mut corrupt = BytesMut::from(&batch(&["z"], None)[..]);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    assert_eq!(
+        produce(&mut client, "small", 1, corrupt.freeze()).await.0,
+        2,
+        "CORRUPT_MESSAGE"
+    );
+    // Nothing above was appended.
+    assert_eq!(
+        produce(&mut client, "small", 1, batch(&["ok"], None)).await,
+        (0, 0)
+    );
+
+    // acks=0: no response; the next request's response comes next on the connection.
+    let (_, frame) = client.encode(9, &produce_request("small", 0, 0, batch(&["silent"], None)));
+    client.send_bytes(&frame).await;
+    let r = client.call(3, &ApiVersionsRequest::default()).await;
+    assert_eq!(r.error_code, 0);
+    let response = client.call(12, &fetch_request("small", 0, -1, 0)).await;
+    let records = decode_records(
+        response.responses[0].partitions[0]
+            .records
+            .as_ref()
+            .unwrap(),
+    );
+    assert_eq!(records.len(), 2);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_epoch_fencing_on_fetch_list_offsets_and_offset_for_leader_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "e", 1, &[]).await;
+    produce(&mut client, "e", -1, batch(&["a", "b"], None)).await;
+    drop(client);
+    broker.shutdown().await.unwrap();
+
+    // After a restart the leader epoch is 1, starting at offset 2.
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    produce(&mut client, "e", -1, batch(&["c"], None)).await;
+
+    let r = client.call(12, &fetch_request("e", 0, 0, 0)).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 74,
+        "FENCED_LEADER_EPOCH"
+    );
+    let r = client.call(12, &fetch_request("e", 0, 2, 0)).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 75,
+        "UNKNOWN_LEADER_EPOCH"
+    );
+    let r = client.call(12, &fetch_request("e", 0, 1, 0)).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(decode_records(p.records.as_ref().unwrap()).len(), 3);
+
+    let list = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("e"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(0)
+                .with_timestamp(-1)])]);
+    let r = client.call(7, &list).await;
+    assert_eq!(r.topics[0].partitions[0].error_code, 74);
+
+    let ofle = |epoch: i32, current: i32| {
+        OffsetForLeaderEpochRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![OffsetForLeaderTopic::default()
+                .with_topic(name("e"))
+                .with_partitions(vec![OffsetForLeaderPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(current)
+                    .with_leader_epoch(epoch)])])
+    };
+    let r = client.call(4, &ofle(0, 1)).await;
+    let p = &r.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.leader_epoch, p.end_offset), (0, 0, 2));
+    let r = client.call(4, &ofle(1, -1)).await;
+    let p = &r.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.leader_epoch, p.end_offset), (0, 1, 3));
+    let r = client.call(4, &ofle(0, 0)).await;
+    assert_eq!(r.topics[0].partitions[0].error_code, 74);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_poll_waits_for_max_wait_and_wakes_on_produce() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "lp", 1, &[]).await;
+
+    // Nothing to read: answered at max_wait_ms, empty.
+    let start = Instant::now();
+    let r = client.call(12, &fetch_request("lp", 0, -1, 400)).await;
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(380),
+        "answered after {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(2_000),
+        "answered after {waited:?}"
+    );
+    assert_eq!(
+        r.responses[0].partitions[0].records.as_ref().unwrap().len(),
+        0
+    );
+
+    // Parked fetch is answered as soon as a produce arrives.
+    let addr = broker.local_addr;
+    let producer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut other = RawClient::connect(addr).await;
+        produce(&mut other, "lp", 1, batch(&["wake"], None)).await
+    });
+    let start = Instant::now();
+    let r = client.call(12, &fetch_request("lp", 0, -1, 10_000)).await;
+    let waited = start.elapsed();
+    assert_eq!(producer.await.unwrap(), (0, 0));
+    assert!(
+        waited >= Duration::from_millis(150),
+        "answered after {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(3_000),
+        "answered after {waited:?}"
+    );
+    let records = decode_records(r.responses[0].partitions[0].records.as_ref().unwrap());
+    assert_eq!(records, vec![(0, "wake".to_string())]);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_are_answered_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "p", 1, &[]).await;
+    let mut all = BytesMut::new();
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let (id, frame) = if i % 2 == 0 {
+            client.encode(9, &produce_request("p", 0, 1, batch(&["v"], None)))
+        } else {
+            client.encode(3, &ApiVersionsRequest::default())
+        };
+        ids.push(id);
+        all.put_slice(&frame);
+    }
+    client.send_bytes(&all).await;
+    let mut offsets = Vec::new();
+    for (i, id) in ids.into_iter().enumerate() {
+        let frame = client.read_frame().await.unwrap();
+        if i % 2 == 0 {
+            let r = RawClient::decode_response::<ProduceRequest>(9, frame, id);
+            offsets.push(r.responses[0].partition_responses[0].base_offset);
+        } else {
+            RawClient::decode_response::<ApiVersionsRequest>(3, frame, id);
+        }
+    }
+    assert_eq!(offsets, (0..10).collect::<Vec<i64>>());
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_frames_close_only_their_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+
+    // A size prefix far above socket.request.max.bytes.
+    let mut bad = RawClient::connect(broker.local_addr).await;
+    bad.send_bytes(&0x7fff_ffffi32.to_be_bytes()).await;
+    assert!(bad.is_closed().await);
+
+    // A negative size prefix.
+    let mut bad = RawClient::connect(broker.local_addr).await;
+    bad.send_bytes(&(-5i32).to_be_bytes()).await;
+    assert!(bad.is_closed().await);
+
+    // The 7-byte Metadata body claiming a huge topics array.
+    let mut bad = RawClient::connect(broker.local_addr).await;
+    let mut body = BytesMut::new();
+    body.put_i16(3); // Metadata
+    body.put_i16(4);
+    body.put_i32(1);
+    body.put_i16(-1); // null client id
+    body.put_slice(&[0x7f, 0xff, 0xff, 0xff, 0x01, 0x02, 0x03]);
+    let mut frame = BytesMut::new();
+    frame.put_i32(body.len() as i32);
+    frame.put_slice(&body);
+    bad.send_bytes(&frame).await;
+    assert!(bad.is_closed().await);
+
+    // An unknown API key.
+    let mut bad = RawClient::connect(broker.local_addr).await;
+    bad.send_bytes(&[0, 0, 0, 8, 0x7f, 0x00, 0, 0, 0, 0, 0, 1])
+        .await;
+    assert!(bad.is_closed().await);
+
+    // Everyone else is still served.
+    let mut good = RawClient::connect(broker.local_addr).await;
+    let r = good.call(3, &ApiVersionsRequest::default()).await;
+    assert_eq!(r.error_code, 0);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_producer_duplicates_and_sequence_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "idem", 1, &[]).await;
+    let init = client
+        .call(
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000),
+        )
+        .await;
+    assert_eq!(init.error_code, 0);
+    assert_eq!(init.producer_epoch, 0);
+    let pid = init.producer_id.0;
+    let init2 = client
+        .call(
+            4,
+            &InitProducerIdRequest::default().with_transactional_id(None),
+        )
+        .await;
+    assert_ne!(init2.producer_id.0, pid, "producer ids are never reused");
+
+    let b0 = batch(&["a", "b"], Some((pid, 0, 0)));
+    assert_eq!(produce(&mut client, "idem", -1, b0.clone()).await, (0, 0));
+    assert_eq!(
+        produce(&mut client, "idem", -1, batch(&["c"], Some((pid, 0, 2)))).await,
+        (0, 2)
+    );
+    // A retry of the first batch: the original offset, no error, nothing appended.
+    assert_eq!(produce(&mut client, "idem", -1, b0).await, (0, 0));
+    // A gap in the sequence.
+    assert_eq!(
+        produce(&mut client, "idem", -1, batch(&["x"], Some((pid, 0, 9))))
+            .await
+            .0,
+        45,
+        "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    );
+    let r = client.call(12, &fetch_request("idem", 0, -1, 0)).await;
+    assert_eq!(r.responses[0].partitions[0].high_watermark, 3);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_fetch_session_sends_only_changed_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "s1", 1, &[]).await;
+    create_topic(&mut client, "s2", 1, &[]).await;
+    produce(&mut client, "s1", 1, batch(&["one"], None)).await;
+
+    let part = |offset: i64| {
+        vec![FetchPartition::default()
+            .with_partition(0)
+            .with_fetch_offset(offset)
+            .with_current_leader_epoch(-1)
+            .with_partition_max_bytes(1 << 20)]
+    };
+    let full = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 20)
+        .with_session_id(0)
+        .with_session_epoch(0)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(name("s1"))
+                .with_partitions(part(0)),
+            FetchTopic::default()
+                .with_topic(name("s2"))
+                .with_partitions(part(0)),
+        ]);
+    let r = client.call(12, &full).await;
+    assert_eq!(r.error_code, 0);
+    assert!(r.session_id > 0);
+    assert_eq!(r.responses.len(), 2);
+    let session = r.session_id;
+
+    // Epoch 1, nothing new anywhere: the answer lists no partitions.
+    let incremental = |epoch: i32| {
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(1 << 20)
+            .with_session_id(session)
+            .with_session_epoch(epoch)
+    };
+    let r = client
+        .call(
+            12,
+            &incremental(1).with_topics(vec![FetchTopic::default()
+                .with_topic(name("s1"))
+                .with_partitions(part(1))]),
+        )
+        .await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.session_id, session);
+    assert!(r.responses.is_empty(), "{:?}", r.responses);
+
+    // New data in s2 only: only s2 is sent.
+    produce(&mut client, "s2", 1, batch(&["two"], None)).await;
+    let r = client.call(12, &incremental(2)).await;
+    assert_eq!(r.responses.len(), 1);
+    assert_eq!(r.responses[0].topic.0.as_str(), "s2");
+
+    // A wrong epoch and an unknown session are top-level errors.
+    let r = client.call(12, &incremental(7)).await;
+    assert_eq!(r.error_code, 71, "INVALID_FETCH_SESSION_EPOCH");
+    let r = client
+        .call(12, &incremental(1).with_session_id(session + 1000))
+        .await;
+    assert_eq!(r.error_code, 70, "FETCH_SESSION_ID_NOT_FOUND");
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_connections_and_idle_connections_are_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(
+        dir.path(),
+        &["max.connections=2", "connections.max.idle.ms=400"],
+    )
+    .await;
+    let mut a = RawClient::connect(broker.local_addr).await;
+    let mut b = RawClient::connect(broker.local_addr).await;
+    assert_eq!(
+        a.call(3, &ApiVersionsRequest::default()).await.error_code,
+        0
+    );
+    assert_eq!(
+        b.call(3, &ApiVersionsRequest::default()).await.error_code,
+        0
+    );
+    // A third connection is over max.connections: closed at once.
+    let mut c = RawClient::connect(broker.local_addr).await;
+    assert!(c.is_closed().await);
+    // Idle connections are closed after connections.max.idle.ms...
+    let start = Instant::now();
+    assert!(a.is_closed().await);
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    assert!(b.is_closed().await);
+    // ...which frees their slots.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut d = RawClient::connect(broker.local_addr).await;
+    assert_eq!(
+        d.call(3, &ApiVersionsRequest::default()).await.error_code,
+        0
+    );
+    broker.shutdown().await.unwrap();
+}

@@ -1,0 +1,189 @@
+//! Shared helpers for broker tests: an in-process broker on 127.0.0.1:0 and a raw-frame client
+//! that speaks the Kafka wire protocol with `kafka-protocol` types, so tests assert on exact
+//! response fields.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use kafkaiq::broker::RunningBroker;
+use kafkaiq::config::{BrokerConfig, RawConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Starts a broker on an ephemeral port with data in `dir`, plus extra `key=value` overrides.
+pub async fn start_broker(dir: &Path, extra: &[&str]) -> RunningBroker {
+    let mut raw = RawConfig::default();
+    raw.set("listeners", "PLAINTEXT://127.0.0.1:0");
+    raw.set("log.dirs", dir.to_str().unwrap());
+    for kv in extra {
+        raw.apply_override(kv).unwrap();
+    }
+    let config = BrokerConfig::from_raw(raw).unwrap().config;
+    RunningBroker::start(config).await.unwrap()
+}
+
+pub struct RawClient {
+    pub stream: TcpStream,
+    correlation: AtomicI32,
+}
+
+impl RawClient {
+    pub async fn connect(addr: std::net::SocketAddr) -> RawClient {
+        RawClient {
+            stream: TcpStream::connect(addr).await.unwrap(),
+            correlation: AtomicI32::new(1),
+        }
+    }
+
+    /// Encodes a request frame (size prefix included).
+    pub fn encode<R: Request>(&self, version: i16, request: &R) -> (i32, Bytes) {
+        let correlation_id = self.correlation.fetch_add(1, Ordering::SeqCst);
+        let api_key = ApiKey::try_from(R::KEY).unwrap();
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("raw-test")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, api_key.request_header_version(version))
+            .unwrap();
+        request.encode(&mut body, version).unwrap();
+        let mut frame = BytesMut::with_capacity(body.len() + 4);
+        frame.put_i32(body.len() as i32);
+        frame.put_slice(&body);
+        (correlation_id, frame.freeze())
+    }
+
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap();
+    }
+
+    /// Reads one response frame body, or None if the broker closed the connection.
+    pub async fn read_frame(&mut self) -> Option<Bytes> {
+        let mut size = [0u8; 4];
+        if self.stream.read_exact(&mut size).await.is_err() {
+            return None;
+        }
+        let size = i32::from_be_bytes(size) as usize;
+        let mut body = vec![0u8; size];
+        self.stream.read_exact(&mut body).await.ok()?;
+        Some(Bytes::from(body))
+    }
+
+    pub fn decode_response<R: Request>(
+        version: i16,
+        mut frame: Bytes,
+        expected_correlation_id: i32,
+    ) -> R::Response {
+        let api_key = ApiKey::try_from(R::KEY).unwrap();
+        let header_version = if api_key == ApiKey::ApiVersions {
+            0
+        } else {
+            <R::Response as HeaderVersion>::header_version(version)
+        };
+        let header = ResponseHeader::decode(&mut frame, header_version).unwrap();
+        assert_eq!(header.correlation_id, expected_correlation_id);
+        let response = R::Response::decode(&mut frame, version).unwrap();
+        assert!(
+            !frame.has_remaining(),
+            "{} trailing bytes after the response body",
+            frame.remaining()
+        );
+        response
+    }
+
+    /// Sends a request and decodes its response.
+    pub async fn call<R: Request>(&mut self, version: i16, request: &R) -> R::Response {
+        let (correlation_id, frame) = self.encode(version, request);
+        self.send_bytes(&frame).await;
+        let response = self
+            .read_frame()
+            .await
+            .expect("broker closed the connection");
+        Self::decode_response::<R>(version, response, correlation_id)
+    }
+
+    /// True if the broker closed the connection (reads end of stream).
+    pub async fn is_closed(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(
+            tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                self.stream.read(&mut byte)
+            )
+            .await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    }
+}
+
+/// An uncompressed v2 batch of `values` (optionally idempotent).
+pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
+    let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // kafka-protocol groups records into one batch while `offset - sequence` stays
+            // constant; non-idempotent batches get their base sequence reset to -1 below.
+            sequence: base_sequence.max(0) + i as i32,
+            timestamp: now + i as i64,
+            key: None,
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    if base_sequence < 0 {
+        // Base sequence (bytes 53..57) is covered by the CRC (from the attributes at byte 21).
+        buf[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+        let crc = crc32c::crc32c(&buf[21..]);
+        buf[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+    buf.freeze()
+}
+
+/// (offset, value) of every record in a fetched record set.
+pub fn decode_records(records: &Bytes) -> Vec<(i64, String)> {
+    let mut buf = records.clone();
+    let mut out = Vec::new();
+    for set in RecordBatchDecoder::decode_all(&mut buf).unwrap() {
+        for r in set.records {
+            out.push((
+                r.offset,
+                String::from_utf8(r.value.map(|v| v.to_vec()).unwrap_or_default()).unwrap(),
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,187 @@
+//! Kill -9 during an acks=all produce stream, then restart: every acknowledged record reads
+//! back at its acknowledged offset, offsets are contiguous (no gap), and the next append
+//! continues after the last record (no reuse).
+//!
+//! Runs the real `kafkaiq` binary as a child process.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{batch, decode_records, RawClient};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn_broker(dir: &Path, port: u16, log_name: &str) -> Child {
+    let log = std::fs::File::create(dir.join(log_name)).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_kafkaiq"))
+        .arg("--override")
+        .arg(format!("listeners=PLAINTEXT://127.0.0.1:{port}"))
+        .arg("--override")
+        .arg(format!("log.dirs={}", dir.join("data").display()))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start kafkaiq")
+}
+
+async fn connect(port: u16) -> RawClient {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    loop {
+        if let Ok(stream) = tokio::net::TcpStream::connect(addr).await {
+            drop(stream);
+            return RawClient::connect(addr).await;
+        }
+        assert!(Instant::now() < deadline, "broker did not start listening");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn topic() -> TopicName {
+    TopicName(StrBytes::from_static_str("durable"))
+}
+
+fn produce_request(values: &[String]) -> ProduceRequest {
+    let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic())
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch(&refs, None)))])])
+}
+
+/// Every record from offset 0 up to the high watermark.
+async fn read_all(client: &mut RawClient) -> (Vec<(i64, String)>, i64) {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(topic())
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(offset)
+                    .with_current_leader_epoch(-1)
+                    .with_partition_max_bytes(1 << 20)])]);
+        let r = client.call(12, &request).await;
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0);
+        let records = decode_records(p.records.as_ref().unwrap());
+        if records.is_empty() {
+            return (out, p.high_watermark);
+        }
+        offset = records.last().unwrap().0 + 1;
+        out.extend(records);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_acks_all_stream_loses_no_acknowledged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut child = spawn_broker(dir.path(), port, "broker-1.log");
+    let mut client = connect(port).await;
+    let created = client
+        .call(
+            7,
+            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                .with_name(topic())
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+        )
+        .await;
+    assert_eq!(created.topics[0].error_code, 0);
+
+    // Produce until killed; keep every acknowledgement.
+    let producer = tokio::spawn(async move {
+        let mut acked: BTreeMap<i64, String> = BTreeMap::new();
+        let mut n = 0u64;
+        loop {
+            let values: Vec<String> = (0..5).map(|i| format!("record-{}", n * 5 + i)).collect();
+            n += 1;
+            let (id, frame) = client.encode(9, &produce_request(&values));
+            use tokio::io::AsyncWriteExt;
+            if client.stream.write_all(&frame).await.is_err() {
+                break;
+            }
+            let Some(response) = client.read_frame().await else {
+                break;
+            };
+            let r = RawClient::decode_response::<ProduceRequest>(9, response, id);
+            let p = &r.responses[0].partition_responses[0];
+            assert_eq!(p.error_code, 0);
+            for (i, v) in values.into_iter().enumerate() {
+                acked.insert(p.base_offset + i as i64, v);
+            }
+        }
+        acked
+    });
+
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    child.kill().expect("SIGKILL the broker"); // Child::kill sends SIGKILL on Unix.
+    child.wait().unwrap();
+    let acked = producer.await.unwrap();
+    assert!(
+        acked.len() >= 50,
+        "only {} records acknowledged before the kill",
+        acked.len()
+    );
+
+    let mut child = spawn_broker(dir.path(), port, "broker-2.log");
+    let mut client = connect(port).await;
+    let (records, high_watermark) = read_all(&mut client).await;
+
+    // Offsets are contiguous from 0: no gap.
+    for (i, (offset, _)) in records.iter().enumerate() {
+        assert_eq!(*offset, i as i64, "gap in offsets after restart");
+    }
+    assert_eq!(high_watermark, records.len() as i64);
+    // Every acknowledged record is there, at its acknowledged offset.
+    for (offset, value) in &acked {
+        assert_eq!(
+            records.get(*offset as usize).map(|(_, v)| v),
+            Some(value),
+            "acknowledged record at offset {offset} lost"
+        );
+    }
+    // The next append continues after the last record: no offset reused.
+    let r = client
+        .call(9, &produce_request(&["after-restart".to_string()]))
+        .await;
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(p.base_offset, high_watermark);
+    assert!(p.base_offset > *acked.keys().last().unwrap());
+    eprintln!(
+        "acknowledged {} records before SIGKILL; {} records after restart",
+        acked.len(),
+        records.len()
+    );
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
