@@ -25,6 +25,8 @@ pub enum DispatchError {
     NotAdvertised { api_key: ApiKey, version: i16 },
     #[error("cannot encode response: {0}")]
     Encode(#[from] protocol::EncodeError),
+    #[error("an acks=0 produce request failed; closing so the client notices")]
+    AcksZeroProduceFailed,
     #[error("request {0:?} has no handler")]
     NoHandler(ApiKey),
 }
@@ -73,7 +75,13 @@ pub async fn handle_frame(
     let body: Option<ResponseKind> = match request.body {
         RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(broker, version, r)),
         RequestKind::Metadata(r) => Some(handlers::metadata::handle(broker, version, r)),
-        RequestKind::Produce(r) => handlers::produce::handle(broker, version, r).await,
+        RequestKind::Produce(r) => match handlers::produce::handle(broker, version, r).await {
+            handlers::produce::ProduceReply::Respond(body) => Some(body),
+            handlers::produce::ProduceReply::Nothing => None,
+            handlers::produce::ProduceReply::CloseConnection => {
+                return Err(DispatchError::AcksZeroProduceFailed)
+            }
+        },
         RequestKind::Fetch(r) => Some(handlers::fetch::handle(broker, version, r).await),
         RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(broker, version, r)),
         RequestKind::InitProducerId(r) => {
