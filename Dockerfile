@@ -1,17 +1,20 @@
-# The KafkaIQ broker. Build: docker build -t kafkaiq .
-# Run:   docker run -p 127.0.0.1:9092:9092 kafkaiq
+# KafkaIQ broker image: built with the Rust toolchain, run on Debian slim.
+#   docker build -t kafkaiq .
+#   docker run -p 127.0.0.1:9092:9092 kafkaiq
+# The default command listens on all container interfaces and advertises the compose service
+# name `kafkaiq`; override the command to advertise another address.
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --bin kafkaiq
+RUN cargo build --release --bin kafkaiq
 
 FROM debian:bookworm-slim
 COPY --from=build /src/target/release/kafkaiq /usr/local/bin/kafkaiq
+RUN mkdir -p /var/lib/kafkaiq
+WORKDIR /var/lib/kafkaiq
 VOLUME /var/lib/kafkaiq
 EXPOSE 9092
 ENTRYPOINT ["kafkaiq"]
-# Inside a container the listener must accept connections from outside it; override
-# advertised.listeners with the name clients use to reach the container.
 CMD ["--override", "listeners=PLAINTEXT://0.0.0.0:9092", \
-     "--override", "advertised.listeners=PLAINTEXT://localhost:9092", \
-     "--override", "log.dirs=/var/lib/kafkaiq"]
+     "--override", "advertised.listeners=PLAINTEXT://kafkaiq:9092", \
+     "--override", "log.dirs=/var/lib/kafkaiq/data"]
