@@ -1015,7 +1015,7 @@ impl Log {
                     }
                     let bytes = seg.read_batch(pos, &h)?;
                     if let Some((ts, offset)) =
-                        batch::first_record_timestamp_at_least(&bytes, timestamp)
+                        batch::first_record_timestamp_at_least(&bytes, timestamp, lso)
                     {
                         return Ok(Some(TimestampAndOffset {
                             timestamp: ts,
@@ -1048,7 +1048,7 @@ impl Log {
                 return Ok(None);
             };
             let bytes = seg.read_batch(pos, &h)?;
-            let offset = batch::first_record_timestamp_at_least(&bytes, m.timestamp)
+            let offset = batch::first_record_timestamp_at_least(&bytes, m.timestamp, 0)
                 .map_or(h.base_offset, |(_, o)| o);
             Ok(Some(TimestampAndOffset {
                 timestamp: m.timestamp,
@@ -1495,6 +1495,10 @@ mod tests {
         assert_eq!(log.fetch_offset_by_timestamp(5_000).unwrap(), None);
         let m = log.max_timestamp_and_offset().unwrap().unwrap();
         assert_eq!((m.timestamp, m.offset), (1_292, 89));
+        // below the log start offset nothing is answered, even inside its batch
+        log.delete_records_before(31).unwrap();
+        let t = log.fetch_offset_by_timestamp(1_100).unwrap().unwrap();
+        assert_eq!((t.timestamp, t.offset), (1_101, 31));
     }
 
     #[test]
