@@ -21,6 +21,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::config::BrokerConfig;
 use crate::controller::{new_cluster_id, Controller};
 use crate::fetch_session::FetchSessionCache;
+use crate::group::service::GroupService;
 use crate::limits::{HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS, LOG_PERIODIC_INTERVAL_MS};
 use crate::metadata::{BrokerRegistration, MetadataCache, MetadataImage};
 use crate::replica::ReplicaManager;
@@ -57,6 +58,7 @@ pub struct Broker {
     pub replicas: Arc<ReplicaManager>,
     pub fetch_sessions: FetchSessionCache,
     pub clock: SharedClock,
+    pub groups: Arc<GroupService>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -229,6 +231,16 @@ impl RunningBroker {
             clock.clone(),
         ));
         controller.add_listener(replicas.clone());
+        // After the replica manager, so the partitions of __consumer_offsets exist when the
+        // group coordinator is told it leads them.
+        let groups = GroupService::new(
+            &config,
+            replicas.clone(),
+            controller.clone(),
+            cache.clone(),
+            clock.clone(),
+        );
+        controller.add_listener(groups.clone());
         tracing::info!(
             node_id = config.node_id,
             %cluster_id,
@@ -244,6 +256,7 @@ impl RunningBroker {
             replicas: replicas.clone(),
             fetch_sessions: FetchSessionCache::new(),
             clock: clock.clone(),
+            groups: groups.clone(),
             config,
         });
 
@@ -254,6 +267,7 @@ impl RunningBroker {
             broker.clone(),
             shutdown_rx.clone(),
         )));
+        tasks.extend(groups.start(shutdown_rx.clone()));
         tasks.push(tokio::spawn(periodic(broker.clone(), shutdown_rx)));
         tracing::info!(%local_addr, "listening");
         Ok(RunningBroker {

@@ -22,7 +22,10 @@ pub const FINAL_EPOCH: i32 = -1;
 /// What a fetch asks of one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchPartitionSpec {
+    /// Empty when the request named a topic id (v13+) that no topic has.
     pub topic: String,
+    /// Nil before Fetch v13.
+    pub topic_id: uuid::Uuid,
     pub partition: i32,
     pub fetch_offset: i64,
     pub partition_max_bytes: i32,
@@ -43,7 +46,7 @@ struct Session {
     next_epoch: i32,
     /// Partitions in the order they were added (responses keep that order).
     partitions: Vec<FetchPartitionSpec>,
-    last_sent: HashMap<(String, i32), LastSent>,
+    last_sent: HashMap<(uuid::Uuid, String, i32), LastSent>,
     last_used: u64,
 }
 
@@ -104,7 +107,7 @@ impl FetchSessionCache {
         session_id: i32,
         epoch: i32,
         requested: Vec<FetchPartitionSpec>,
-        forgotten: &[(String, i32)],
+        forgotten: &[(uuid::Uuid, String, i32)],
     ) -> Result<SessionPlan, ApiError> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.tick += 1;
@@ -165,18 +168,20 @@ impl FetchSessionCache {
         if session.next_epoch != epoch {
             return Err(ApiError::InvalidFetchSessionEpoch);
         }
-        for (topic, partition) in forgotten {
+        for (topic_id, topic, partition) in forgotten {
+            session.partitions.retain(|p| {
+                !(p.topic_id == *topic_id && p.topic == *topic && p.partition == *partition)
+            });
             session
-                .partitions
-                .retain(|p| !(p.topic == *topic && p.partition == *partition));
-            session.last_sent.remove(&(topic.clone(), *partition));
+                .last_sent
+                .remove(&(*topic_id, topic.clone(), *partition));
         }
         for spec in requested {
-            match session
-                .partitions
-                .iter_mut()
-                .find(|p| p.topic == spec.topic && p.partition == spec.partition)
-            {
+            match session.partitions.iter_mut().find(|p| {
+                p.topic_id == spec.topic_id
+                    && p.topic == spec.topic
+                    && p.partition == spec.partition
+            }) {
                 Some(existing) => *existing = spec,
                 None => {
                     if session.partitions.len() >= FETCH_SESSION_PARTITIONS_MAX {
@@ -203,8 +208,7 @@ impl FetchSessionCache {
     pub fn should_send(
         &self,
         session_id: i32,
-        topic: &str,
-        partition: i32,
+        spec: &FetchPartitionSpec,
         next_fetch_offset: Option<i64>,
         high_watermark: i64,
         log_start_offset: i64,
@@ -220,11 +224,11 @@ impl FetchSessionCache {
         if let Some(next) = next_fetch_offset {
             // The client moves on by itself after records; keeping our copy current means a
             // partition that it does not mention again is read from the right place.
-            if let Some(p) = session
-                .partitions
-                .iter_mut()
-                .find(|p| p.topic == topic && p.partition == partition)
-            {
+            if let Some(p) = session.partitions.iter_mut().find(|p| {
+                p.topic_id == spec.topic_id
+                    && p.topic == spec.topic
+                    && p.partition == spec.partition
+            }) {
                 p.fetch_offset = next;
             }
         }
@@ -232,7 +236,7 @@ impl FetchSessionCache {
             high_watermark,
             log_start_offset,
         };
-        let key = (topic.to_owned(), partition);
+        let key = (spec.topic_id, spec.topic.clone(), spec.partition);
         let changed = session.last_sent.get(&key) != Some(&now);
         session.last_sent.insert(key, now);
         changed || has_records_or_error
@@ -246,6 +250,7 @@ mod tests {
     fn spec(topic: &str, partition: i32, offset: i64) -> FetchPartitionSpec {
         FetchPartitionSpec {
             topic: topic.into(),
+            topic_id: uuid::Uuid::nil(),
             partition,
             fetch_offset: offset,
             partition_max_bytes: 1 << 20,
@@ -274,15 +279,15 @@ mod tests {
             .unwrap();
         assert!(full.session_id > 0 && !full.incremental);
         let id = full.session_id;
-        assert!(cache.should_send(id, "a", 0, None, 0, 0, false));
-        assert!(cache.should_send(id, "b", 0, None, 5, 0, false));
+        assert!(cache.should_send(id, &spec("a", 0, 0), None, 0, 0, false));
+        assert!(cache.should_send(id, &spec("b", 0, 0), None, 5, 0, false));
 
         // Incremental: nothing mentioned, both partitions still read; unchanged ones not sent.
         let inc = cache.plan(id, 1, vec![], &[]).unwrap();
         assert!(inc.incremental);
         assert_eq!(inc.partitions.len(), 2);
-        assert!(!cache.should_send(id, "a", 0, None, 0, 0, false));
-        assert!(cache.should_send(id, "b", 0, Some(7), 7, 0, true));
+        assert!(!cache.should_send(id, &spec("a", 0, 0), None, 0, 0, false));
+        assert!(cache.should_send(id, &spec("b", 0, 0), Some(7), 7, 0, true));
 
         // Wrong epoch, unknown session.
         assert_eq!(
@@ -296,7 +301,12 @@ mod tests {
 
         // Forget one partition, update the other's offset.
         let inc = cache
-            .plan(id, 2, vec![spec("a", 0, 3)], &[("b".into(), 0)])
+            .plan(
+                id,
+                2,
+                vec![spec("a", 0, 3)],
+                &[(uuid::Uuid::nil(), "b".into(), 0)],
+            )
             .unwrap();
         assert_eq!(inc.partitions, vec![spec("a", 0, 3)]);
 

@@ -120,8 +120,8 @@ async fn api_versions_too_new_gets_unsupported_version_with_our_ranges() {
             .map(|k| (k.min_version, k.max_version))
     };
     assert_eq!(range(ApiKey::ApiVersions), Some((0, 4)));
-    assert_eq!(range(ApiKey::Produce), Some((0, 12)));
-    assert_eq!(range(ApiKey::Fetch), Some((4, 12)));
+    assert_eq!(range(ApiKey::Produce), Some((0, 13)));
+    assert_eq!(range(ApiKey::Fetch), Some((4, 17)));
     assert_eq!(range(ApiKey::ListOffsets).unwrap().0, 1);
     assert_eq!(range(ApiKey::InitProducerId).unwrap().0, 0);
 
@@ -331,6 +331,11 @@ async fn produce_errors_use_kafka_codes() {
             .unwrap(),
     );
     assert_eq!(records.len(), 2);
+
+    // acks=0 that fails: the broker closes the connection, as Kafka does.
+    let (_, frame) = client.encode(9, &produce_request("missing", 0, 0, batch(&["lost"], None)));
+    client.send_bytes(&frame).await;
+    assert!(client.is_closed().await);
     broker.shutdown().await.unwrap();
 }
 
@@ -420,6 +425,14 @@ async fn long_poll_waits_for_max_wait_and_wakes_on_produce() {
         0
     );
 
+    // min_bytes = 0: answered at once even with nothing to read.
+    let start = Instant::now();
+    let r = client
+        .call(12, &fetch_request("lp", 0, -1, 5_000).with_min_bytes(0))
+        .await;
+    assert!(start.elapsed() < Duration::from_millis(1_000));
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+
     // Parked fetch is answered as soon as a produce arrives.
     let addr = broker.local_addr;
     let producer = tokio::spawn(async move {
@@ -441,6 +454,15 @@ async fn long_poll_waits_for_max_wait_and_wakes_on_produce() {
     );
     let records = decode_records(r.responses[0].partitions[0].records.as_ref().unwrap());
     assert_eq!(records, vec![(0, "wake".to_string())]);
+
+    // Fewer bytes than min_bytes: the fetch waits for max_wait_ms, then returns what there is.
+    let start = Instant::now();
+    let r = client
+        .call(12, &fetch_request("lp", 0, -1, 500).with_min_bytes(1 << 20))
+        .await;
+    assert!(start.elapsed() >= Duration::from_millis(480));
+    let records = decode_records(r.responses[0].partitions[0].records.as_ref().unwrap());
+    assert_eq!(records.len(), 1);
     broker.shutdown().await.unwrap();
 }
 
@@ -636,5 +658,383 @@ async fn incremental_fetch_session_sends_only_changed_partitions() {
         .call(12, &incremental(1).with_session_id(session + 1000))
         .await;
     assert_eq!(r.error_code, 70, "FETCH_SESSION_ID_NOT_FOUND");
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_connections_and_idle_connections_are_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(
+        dir.path(),
+        &["max.connections=2", "connections.max.idle.ms=400"],
+    )
+    .await;
+    let mut a = RawClient::connect(broker.local_addr).await;
+    let mut b = RawClient::connect(broker.local_addr).await;
+    assert_eq!(
+        a.call(3, &ApiVersionsRequest::default()).await.error_code,
+        0
+    );
+    assert_eq!(
+        b.call(3, &ApiVersionsRequest::default()).await.error_code,
+        0
+    );
+    // A third connection is over max.connections: closed at once.
+    let mut c = RawClient::connect(broker.local_addr).await;
+    assert!(c.is_closed().await);
+    // Idle connections are closed after connections.max.idle.ms...
+    let start = Instant::now();
+    assert!(a.is_closed().await);
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    assert!(b.is_closed().await);
+    // ...which frees their slots.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut d = RawClient::connect(broker.local_addr).await;
+    assert_eq!(
+        d.call(3, &ApiVersionsRequest::default()).await.error_code,
+        0
+    );
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_v13_and_fetch_v17_address_topics_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let created = create_topic(&mut client, "by-id", 1, &[]).await;
+    let id = created.topics[0].topic_id;
+    let unknown = uuid::Uuid::from_u128(0xdead_beef);
+
+    let produce_by_id = |topic_id: uuid::Uuid| {
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_topic_id(topic_id)
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch(&["x", "y"], None)))])])
+    };
+    let r = client.call(13, &produce_by_id(id)).await;
+    assert_eq!(r.responses[0].topic_id, id);
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (0, 0));
+    let r = client.call(13, &produce_by_id(unknown)).await;
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code, 100,
+        "UNKNOWN_TOPIC_ID"
+    );
+
+    let fetch_by_id = |topic_id: uuid::Uuid| {
+        FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_current_leader_epoch(0)
+                    .with_partition_max_bytes(1 << 20)])])
+    };
+    let r = client.call(17, &fetch_by_id(id)).await;
+    assert_eq!(r.responses[0].topic_id, id);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(
+        decode_records(p.records.as_ref().unwrap()),
+        vec![(0, "x".to_string()), (1, "y".to_string())]
+    );
+    let r = client.call(17, &fetch_by_id(unknown)).await;
+    assert_eq!(r.responses[0].topic_id, unknown);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 100,
+        "UNKNOWN_TOPIC_ID"
+    );
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_state_survives_restart_and_old_epochs_are_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "idem2", 1, &[]).await;
+    let pid = client
+        .call(
+            4,
+            &InitProducerIdRequest::default().with_transactional_id(None),
+        )
+        .await
+        .producer_id
+        .0;
+    assert_eq!(
+        produce(&mut client, "idem2", -1, batch(&["a"], Some((pid, 1, 0)))).await,
+        (0, 0)
+    );
+    let last = batch(&["b"], Some((pid, 1, 1)));
+    assert_eq!(
+        produce(&mut client, "idem2", -1, last.clone()).await,
+        (0, 1)
+    );
+    drop(client);
+    broker.shutdown().await.unwrap();
+
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    // A retry of the producer's last batch after the restart is still recognised as a
+    // duplicate (like Kafka, the snapshot keeps the last batch of each producer).
+    assert_eq!(produce(&mut client, "idem2", -1, last).await, (0, 1));
+    // The next sequence continues.
+    assert_eq!(
+        produce(&mut client, "idem2", -1, batch(&["c"], Some((pid, 1, 2)))).await,
+        (0, 2)
+    );
+    // An older producer epoch is fenced.
+    assert_eq!(
+        produce(&mut client, "idem2", -1, batch(&["z"], Some((pid, 0, 0))))
+            .await
+            .0,
+        47,
+        "INVALID_PRODUCER_EPOCH"
+    );
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_apis_configs_partitions_records_and_deletion() {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &["log.retention.hours=1"]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+
+    // CreateTopics: validate_only creates nothing; replication factor beyond live brokers.
+    let r = client
+        .call(
+            7,
+            &CreateTopicsRequest::default()
+                .with_validate_only(true)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name("adm"))
+                    .with_num_partitions(2)
+                    .with_replication_factor(1)]),
+        )
+        .await;
+    assert_eq!(r.topics[0].error_code, 0);
+    assert_eq!(r.topics[0].num_partitions, 2);
+    let md = client.call(12, &metadata_request("adm")).await;
+    assert_eq!(md.topics[0].error_code, 3);
+    let r = client
+        .call(
+            7,
+            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                .with_name(name("adm"))
+                .with_num_partitions(1)
+                .with_replication_factor(3)]),
+        )
+        .await;
+    assert_eq!(r.topics[0].error_code, 38, "INVALID_REPLICATION_FACTOR");
+    let r = create_topic(&mut client, "adm", 1, &[("retention.ms", "5000")]).await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let r = create_topic(&mut client, "adm", 1, &[]).await;
+    assert_eq!(r.topics[0].error_code, 36, "TOPIC_ALREADY_EXISTS");
+
+    // DescribeConfigs: sources and synonyms.
+    let describe = |rtype: i8, rname: &str| {
+        DescribeConfigsRequest::default()
+            .with_include_synonyms(true)
+            .with_resources(vec![DescribeConfigsResource::default()
+                .with_resource_type(rtype)
+                .with_resource_name(s(rname))
+                .with_configuration_keys(Some(vec![
+                    s("retention.ms"),
+                    s("segment.bytes"),
+                    s("log.retention.hours"),
+                ]))])
+    };
+    let r = client.call(4, &describe(2, "adm")).await;
+    let result = &r.results[0];
+    assert_eq!(result.error_code, 0);
+    let retention = result
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "retention.ms")
+        .unwrap();
+    assert_eq!(retention.value.as_deref(), Some("5000"));
+    assert_eq!(retention.config_source, 1, "DYNAMIC_TOPIC_CONFIG");
+    let synonyms: Vec<(&str, i8)> = retention
+        .synonyms
+        .iter()
+        .map(|x| (x.name.as_str(), x.source))
+        .collect();
+    assert_eq!(synonyms[0], ("retention.ms", 1));
+    assert!(
+        synonyms.contains(&("log.retention.hours", 4)),
+        "{synonyms:?}"
+    );
+    let segment = result
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "segment.bytes")
+        .unwrap();
+    assert_eq!(segment.value.as_deref(), Some("1073741824"));
+    assert_eq!(segment.config_source, 5, "DEFAULT_CONFIG");
+    let r = client.call(4, &describe(4, "1")).await;
+    let hours = r.results[0]
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "log.retention.hours")
+        .unwrap();
+    assert_eq!(hours.value.as_deref(), Some("1"));
+    assert_eq!(hours.config_source, 4, "STATIC_BROKER_CONFIG");
+    assert!(hours.read_only);
+    let r = client.call(4, &describe(2, "nope")).await;
+    assert_eq!(r.results[0].error_code, 3);
+
+    // IncrementalAlterConfigs: SET, APPEND, invalid value, validate_only.
+    let alter = |ops: Vec<(&str, i8, &str)>, validate_only: bool| {
+        IncrementalAlterConfigsRequest::default()
+            .with_validate_only(validate_only)
+            .with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("adm"))
+                .with_configs(
+                    ops.into_iter()
+                        .map(|(k, op, v)| {
+                            AlterableConfig::default()
+                                .with_name(s(k))
+                                .with_config_operation(op)
+                                .with_value(Some(s(v)))
+                        })
+                        .collect(),
+                )])
+    };
+    let r = client
+        .call(1, &alter(vec![("retention.ms", 0, "abc")], false))
+        .await;
+    assert_eq!(r.responses[0].error_code, 40, "INVALID_CONFIG");
+    let r = client
+        .call(1, &alter(vec![("retention.ms", 0, "7000")], true))
+        .await;
+    assert_eq!(r.responses[0].error_code, 0);
+    let r = client
+        .call(
+            1,
+            &alter(
+                vec![
+                    ("cleanup.policy", 2, "compact"),
+                    ("max.message.bytes", 0, "2000"),
+                ],
+                false,
+            ),
+        )
+        .await;
+    assert_eq!(r.responses[0].error_code, 0);
+    let r = client
+        .call(4, &describe(2, "adm").with_include_synonyms(false))
+        .await;
+    let retention = r.results[0]
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "retention.ms")
+        .unwrap();
+    assert_eq!(
+        retention.value.as_deref(),
+        Some("5000"),
+        "validate_only changed nothing"
+    );
+    // max.message.bytes applies to produce at once.
+    let big = "q".repeat(3000);
+    assert_eq!(
+        produce(&mut client, "adm", 1, batch(&[big.as_str()], None))
+            .await
+            .0,
+        10
+    );
+
+    // CreatePartitions.
+    let grow = |count: i32| {
+        CreatePartitionsRequest::default().with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(name("adm"))
+            .with_count(count)
+            .with_assignments(None)])
+    };
+    assert_eq!(
+        client.call(3, &grow(1)).await.results[0].error_code,
+        37,
+        "INVALID_PARTITIONS"
+    );
+    assert_eq!(client.call(3, &grow(4)).await.results[0].error_code, 0);
+    let md = client.call(12, &metadata_request("adm")).await;
+    assert_eq!(md.topics[0].partitions.len(), 4);
+
+    // DeleteRecords: moves the log start offset; beyond the high watermark is out of range.
+    for i in 0..5 {
+        produce(&mut client, "adm", 1, batch(&[&format!("r{i}")], None)).await;
+    }
+    let delete_records = |offset: i64| {
+        DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name("adm"))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(offset)])])
+    };
+    let r = client.call(2, &delete_records(3)).await;
+    let p = &r.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.low_watermark), (0, 3));
+    let r = client.call(2, &delete_records(99)).await;
+    assert_eq!(r.topics[0].partitions[0].error_code, 1);
+    let r = client.call(12, &fetch_request("adm", 0, -1, 0)).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 1,
+        "below the log start offset"
+    );
+    let r = client.call(12, &fetch_request("adm", 3, -1, 0)).await;
+    assert_eq!(r.responses[0].partitions[0].log_start_offset, 3);
+
+    // DescribeCluster.
+    let r = client
+        .call(1, &DescribeClusterRequest::default().with_endpoint_type(1))
+        .await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.controller_id, BrokerId(1));
+    assert_eq!(r.brokers.len(), 1);
+    assert_eq!(r.brokers[0].port, i32::from(broker.local_addr.port()));
+
+    // DeleteTopics by id (v6) and by name; the data directory goes away.
+    let id = client.call(12, &metadata_request("adm")).await.topics[0].topic_id;
+    let r = client
+        .call(
+            6,
+            &DeleteTopicsRequest::default()
+                .with_topics(vec![DeleteTopicState::default().with_topic_id(id)]),
+        )
+        .await;
+    assert_eq!(r.responses[0].error_code, 0);
+    assert_eq!(
+        r.responses[0].name.as_ref().map(|n| n.0.as_str()),
+        Some("adm")
+    );
+    assert!(!dir.path().join("adm-0").exists());
+    let r = client
+        .call(
+            5,
+            &DeleteTopicsRequest::default().with_topic_names(vec![name("adm")]),
+        )
+        .await;
+    assert_eq!(r.responses[0].error_code, 3);
     broker.shutdown().await.unwrap();
 }

@@ -124,8 +124,9 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
 }
 
 fn random_uuid() -> Uuid {
-    // Random bits from the std hasher's per-process random keys mixed with time and a counter:
-    // enough for topic and cluster ids, without a dependency on an RNG crate.
+    // Random bits from the std hasher's randomly seeded keys (fresh per `RandomState`) mixed with
+    // a counter: enough for topic and cluster ids, without a dependency on an RNG crate and
+    // without reading the clock.
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -134,12 +135,6 @@ fn random_uuid() -> Uuid {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
         h.write_usize(i);
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
-        );
         *w = h.finish();
     }
     let mut bytes = [0u8; 16];

@@ -2343,6 +2343,78 @@ impl GroupResponse {
     }
 }
 
+impl GroupRequest {
+    /// The API of this request.
+    pub fn api_key(&self) -> kafka_protocol::messages::ApiKey {
+        use kafka_protocol::messages::ApiKey as A;
+        match self {
+            GroupRequest::JoinGroup(_) => A::JoinGroup,
+            GroupRequest::SyncGroup(_) => A::SyncGroup,
+            GroupRequest::Heartbeat(_) => A::Heartbeat,
+            GroupRequest::LeaveGroup(_) => A::LeaveGroup,
+            GroupRequest::OffsetCommit(_) => A::OffsetCommit,
+            GroupRequest::OffsetFetch(_) => A::OffsetFetch,
+            GroupRequest::ListGroups(_) => A::ListGroups,
+            GroupRequest::DescribeGroups(_) => A::DescribeGroups,
+            GroupRequest::DeleteGroups(_) => A::DeleteGroups,
+            GroupRequest::OffsetDelete(_) => A::OffsetDelete,
+        }
+    }
+}
+
+impl GroupResponse {
+    /// The records behind this response could not be made durable: turn its successes into
+    /// `error`, as Kafka does when a coordinator write fails.
+    pub fn fail_writes(&mut self, error: ResponseError) {
+        let c = code(error);
+        match self {
+            GroupResponse::JoinGroup(r) if r.error_code == 0 => r.error_code = c,
+            GroupResponse::SyncGroup(r) if r.error_code == 0 => r.error_code = c,
+            GroupResponse::LeaveGroup(r) if r.error_code == 0 => r.error_code = c,
+            GroupResponse::OffsetCommit(r) => {
+                for p in r.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                    if p.error_code == 0 {
+                        p.error_code = c;
+                    }
+                }
+            }
+            GroupResponse::DeleteGroups(r) => {
+                for g in r.results.iter_mut().filter(|g| g.error_code == 0) {
+                    g.error_code = c;
+                }
+            }
+            GroupResponse::OffsetDelete(r) if r.error_code == 0 => r.error_code = c,
+            _ => {}
+        }
+    }
+
+    /// A response to `api` carrying only a top-level `error` (used when no answer can be had).
+    pub fn error_only(api: kafka_protocol::messages::ApiKey, error: ResponseError) -> Self {
+        use kafka_protocol::messages::ApiKey as A;
+        let c = code(error);
+        match api {
+            A::JoinGroup => join_error(0, error, ""),
+            A::SyncGroup => sync_error(0, error),
+            A::LeaveGroup => {
+                GroupResponse::LeaveGroup(LeaveGroupResponse::default().with_error_code(c))
+            }
+            A::OffsetCommit => GroupResponse::OffsetCommit(OffsetCommitResponse::default()),
+            A::OffsetFetch => {
+                GroupResponse::OffsetFetch(OffsetFetchResponse::default().with_error_code(c))
+            }
+            A::ListGroups => {
+                GroupResponse::ListGroups(ListGroupsResponse::default().with_error_code(c))
+            }
+            A::DescribeGroups => GroupResponse::DescribeGroups(DescribeGroupsResponse::default()),
+            A::DeleteGroups => GroupResponse::DeleteGroups(DeleteGroupsResponse::default()),
+            A::OffsetDelete => {
+                GroupResponse::OffsetDelete(OffsetDeleteResponse::default().with_error_code(c))
+            }
+            _ => GroupResponse::Heartbeat(HeartbeatResponse::default().with_error_code(c)),
+        }
+    }
+}
+
 #[cfg(test)]
 pub(super) mod tests_support {
     pub fn parse_topics(bytes: &[u8]) -> Option<Vec<String>> {

@@ -28,6 +28,7 @@
 
 mod coordinator;
 pub mod records;
+pub mod service;
 #[cfg(test)]
 mod tests;
 

@@ -5,8 +5,8 @@
 //! ListOffsets 1, InitProducerId 0) so that older librdkafka builds, which enable features only
 //! when specific versions are advertised, turn on MsgVer2, idempotence, zstd and offsets by time
 //! (reference/client-compat.md). Produce v0-2 are advertised like Kafka 4 does and refused at
-//! request time (the connection is closed). Maxima are capped at what is implemented: Fetch and
-//! Produce stop at 12 (no topic ids in fetch/produce yet).
+//! request time (the connection is closed). Maxima are capped at what is implemented: Fetch
+//! stops at 17 (v18's follower high watermark is not used yet), Metadata at 12.
 
 use std::sync::Arc;
 
@@ -20,8 +20,8 @@ use crate::protocol;
 
 /// (api, min version, max version) this broker serves.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 0, 12),
-    (ApiKey::Fetch, 4, 12),
+    (ApiKey::Produce, 0, 13),
+    (ApiKey::Fetch, 4, 17),
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 4),
@@ -34,6 +34,17 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// Whether a request version is served. Produce v0-2 are advertised but not served.
@@ -92,7 +103,7 @@ mod tests {
         }
         assert!(!is_supported(ApiKey::Produce, 2));
         assert!(is_supported(ApiKey::Produce, 3));
-        assert!(!is_supported(ApiKey::Fetch, 13));
+        assert!(!is_supported(ApiKey::Fetch, 18));
         assert!(is_supported(ApiKey::Fetch, 4));
     }
 }

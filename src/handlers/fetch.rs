@@ -1,4 +1,4 @@
-//! Fetch (key 1), v4-12: whole batches up to the high watermark, long polling, fetch sessions.
+//! Fetch (key 1), v4-17: whole batches up to the high watermark, long polling, fetch sessions.
 //!
 //! The request is planned against the fetch session cache (KIP-227), read once, and if fewer
 //! than `min_bytes` are available it is parked in the purgatory until a watched partition moves
@@ -16,6 +16,7 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
 use kafkaiq_storage::TopicPartition;
+use uuid::Uuid;
 
 use super::topic_name;
 use crate::broker::Broker;
@@ -48,6 +49,7 @@ fn read_all(
     for (i, spec) in plan.partitions.iter().enumerate() {
         let partition = match &partitions[i] {
             Some(p) => Ok(p.clone()),
+            None if spec.topic.is_empty() => Err(ApiError::UnknownTopicId),
             None => broker.replicas.partition_or_error(
                 &image,
                 &TopicPartition {
@@ -93,14 +95,34 @@ fn read_all(
 }
 
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> ResponseKind {
-    let replica_id = request.replica_id.0;
+    // v15+ carries the replica id in replica_state.
+    let replica_id = if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
     let from_follower = replica_id >= 0;
+    let image = broker.image();
+    // v13+ names topics by id; an unknown id keeps an empty name (UNKNOWN_TOPIC_ID below).
+    let resolve = |name: &kafka_protocol::messages::TopicName, id: &Uuid| -> (String, Uuid) {
+        if version >= 13 {
+            let name = image
+                .topic_by_id(id)
+                .map(|t| t.name.clone())
+                .unwrap_or_default();
+            (name, *id)
+        } else {
+            (name.0.as_str().to_owned(), Uuid::nil())
+        }
+    };
     let requested: Vec<FetchPartitionSpec> = request
         .topics
         .iter()
         .flat_map(|t| {
+            let (topic, topic_id) = resolve(&t.topic, &t.topic_id);
             t.partitions.iter().map(move |p| FetchPartitionSpec {
-                topic: t.topic.0.as_str().to_owned(),
+                topic: topic.clone(),
+                topic_id,
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 partition_max_bytes: p.partition_max_bytes,
@@ -118,13 +140,14 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
             })
         })
         .collect();
-    let forgotten: Vec<(String, i32)> = request
+    let forgotten: Vec<(Uuid, String, i32)> = request
         .forgotten_topics_data
         .iter()
         .flat_map(|t| {
+            let (topic, topic_id) = resolve(&t.topic, &t.topic_id);
             t.partitions
                 .iter()
-                .map(move |p| (t.topic.0.as_str().to_owned(), *p))
+                .map(move |p| (topic_id, topic.clone(), *p))
         })
         .collect();
     let (session_id, epoch) = if version >= 7 {
@@ -146,7 +169,6 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
         }
     };
 
-    let image = broker.image();
     let partitions: Vec<Option<Arc<Partition>>> = plan
         .partitions
         .iter()
@@ -182,7 +204,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
     let any_error = reads
         .iter()
         .any(|r| r.result.is_err() || r.diverging.is_some());
-    if total < min_bytes.max(1) && !any_error && max_wait_ms > 0 {
+    if total < min_bytes && !any_error && max_wait_ms > 0 {
         let watched: Vec<Arc<Partition>> = partitions.iter().flatten().cloned().collect();
         let waited = broker
             .replicas
@@ -199,7 +221,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
                 let error = reads
                     .iter()
                     .any(|r| r.result.is_err() || r.diverging.is_some());
-                let ready = (total >= min_bytes.max(1) || error).then_some(reads);
+                let ready = (total >= min_bytes || error).then_some(reads);
                 async move { ready }
             })
             .await;
@@ -259,14 +281,12 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
                 (true, None, -1, -1)
             }
         };
-        if read_committed {
-            data.aborted_transactions = Some(Vec::new());
-        }
+        // No transactions: read_committed gets an empty list, read_uncommitted null, as Kafka.
+        data.aborted_transactions = read_committed.then(Vec::new);
         if plan.incremental
             && !broker.fetch_sessions.should_send(
                 plan.session_id,
-                &spec.topic,
-                spec.partition,
+                spec,
                 next_offset,
                 hw,
                 log_start,
@@ -278,8 +298,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
         if !plan.incremental && plan.session_id != 0 {
             broker.fetch_sessions.should_send(
                 plan.session_id,
-                &spec.topic,
-                spec.partition,
+                spec,
                 next_offset,
                 hw,
                 log_start,
@@ -287,12 +306,18 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
             );
         }
         match responses.last_mut() {
-            Some(t) if t.topic.0.as_str() == spec.topic => t.partitions.push(data),
-            _ => responses.push(
-                FetchableTopicResponse::default()
-                    .with_topic(topic_name(&spec.topic))
-                    .with_partitions(vec![data]),
-            ),
+            Some(t) if t.topic.0.as_str() == spec.topic && t.topic_id == spec.topic_id => {
+                t.partitions.push(data)
+            }
+            _ => {
+                let mut t = FetchableTopicResponse::default().with_partitions(vec![data]);
+                if version >= 13 {
+                    t.topic_id = spec.topic_id;
+                } else {
+                    t.topic = topic_name(&spec.topic);
+                }
+                responses.push(t)
+            }
         }
     }
     let mut response = FetchResponse::default().with_responses(responses);

@@ -15,11 +15,12 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
 use kafkaiq_storage::TopicPartition;
 
-use super::str_bytes;
+use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::errors::ApiError;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
 use crate::replica::Partition;
+use uuid::Uuid;
 
 struct Outcome {
     index: i32,
@@ -28,22 +29,39 @@ struct Outcome {
     wait_for: Option<(Arc<Partition>, i64)>,
 }
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    version: i16,
-    request: ProduceRequest,
-) -> Option<ResponseKind> {
+/// What the connection does with a produce request's outcome.
+#[derive(Debug)]
+pub enum ProduceReply {
+    Respond(ResponseKind),
+    /// acks=0 and everything was appended: nothing is sent.
+    Nothing,
+    /// acks=0 and some partition failed: Kafka closes the connection, the only way to tell a
+    /// client that expects no answer (it then refreshes metadata and reconnects).
+    CloseConnection,
+}
+
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> ProduceReply {
     let acks = request.acks;
     let image = broker.image();
     let now_ms = broker.clock.now_ms();
-    let mut topics: Vec<(kafka_protocol::messages::TopicName, Vec<Outcome>)> = Vec::new();
+    let mut topics: Vec<(String, Uuid, Vec<Outcome>)> = Vec::new();
 
     for topic in request.topic_data {
-        let name = topic.name.0.as_str().to_owned();
+        // v13+ names the topic by id.
+        let (name, known) = if version >= 13 {
+            match image.topic_by_id(&topic.topic_id) {
+                Some(t) => (t.name.clone(), true),
+                None => (String::new(), false),
+            }
+        } else {
+            (topic.name.0.as_str().to_owned(), true)
+        };
         let mut outcomes = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {
             let result = if !matches!(acks, -1 | 0 | 1) {
                 Err(ApiError::InvalidRequiredAcks)
+            } else if !known {
+                Err(ApiError::UnknownTopicId)
             } else if request.transactional_id.is_some() {
                 // Transactions are not implemented; refuse rather than store batches whose
                 // markers would never come.
@@ -93,18 +111,25 @@ pub async fn handle(
                 }
             }
         }
-        topics.push((topic.name, outcomes));
+        topics.push((name, topic.topic_id, outcomes));
     }
 
     if acks == 0 {
-        return None;
+        let failed = topics
+            .iter()
+            .any(|(_, _, outcomes)| outcomes.iter().any(|o| o.result.is_err()));
+        return if failed {
+            ProduceReply::CloseConnection
+        } else {
+            ProduceReply::Nothing
+        };
     }
 
     if acks == -1 {
         let timeout_ms = i64::from(request.timeout_ms).clamp(0, PRODUCE_TIMEOUT_MS_MAX);
         let waiting: Vec<(Arc<Partition>, i64)> = topics
             .iter()
-            .flat_map(|(_, outcomes)| outcomes.iter().filter_map(|o| o.wait_for.clone()))
+            .flat_map(|(_, _, outcomes)| outcomes.iter().filter_map(|o| o.wait_for.clone()))
             .collect();
         let partitions: Vec<Arc<Partition>> = waiting.iter().map(|(p, _)| p.clone()).collect();
         let all_done = broker
@@ -122,7 +147,7 @@ pub async fn handle(
             )
             .await
             .is_some();
-        for (_, outcomes) in topics.iter_mut() {
+        for (_, _, outcomes) in topics.iter_mut() {
             for o in outcomes.iter_mut() {
                 if let Some((p, offset)) = o.wait_for.take() {
                     match p.acks_all_outcome(offset) {
@@ -139,18 +164,20 @@ pub async fn handle(
     }
 
     let mut responses = Vec::with_capacity(topics.len());
-    for (name, outcomes) in topics {
+    for (name, topic_id, outcomes) in topics {
         let partition_responses = outcomes
             .into_iter()
-            .map(|o| partition_response(broker, version, &name.0, o))
+            .map(|o| partition_response(broker, version, &name, o))
             .collect();
-        responses.push(
-            TopicProduceResponse::default()
-                .with_name(name)
-                .with_partition_responses(partition_responses),
-        );
+        let mut t = TopicProduceResponse::default().with_partition_responses(partition_responses);
+        if version >= 13 {
+            t.topic_id = topic_id;
+        } else {
+            t.name = topic_name(&name);
+        }
+        responses.push(t);
     }
-    Some(ResponseKind::Produce(
+    ProduceReply::Respond(ResponseKind::Produce(
         ProduceResponse::default().with_responses(responses),
     ))
 }

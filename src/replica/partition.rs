@@ -316,6 +316,11 @@ impl Partition {
     /// Registers a delayed operation to be woken when this partition's offsets move.
     pub fn watch(&self, notify: &Arc<Notify>) {
         let mut watchers = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        // An operation watching several partitions re-registers with all of them after each
+        // wake-up; registering once is enough.
+        if watchers.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(notify))) {
+            return;
+        }
         if watchers.len() >= WATCHERS_PRUNE_AT {
             watchers.retain(|w| w.strong_count() > 0);
         }

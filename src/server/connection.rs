@@ -98,7 +98,7 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
 
     let process_loop = async move {
         while let Some(frame) = rx.recv().await {
-            match dispatch::handle_frame(&broker, frame).await {
+            match dispatch::handle_frame(&broker, frame, peer).await {
                 Ok(Some(response)) => {
                     if let Err(e) = writer.write_all(&response).await {
                         tracing::debug!(%peer, error = %e, "write failed");

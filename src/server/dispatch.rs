@@ -6,12 +6,14 @@
 //! answer with our ranges (KIP-511); any other undecodable or unsupported request closes the
 //! connection, as Kafka does.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::broker::Broker;
+use crate::group::service::Caller;
 use crate::handlers;
 use crate::protocol::{self, DecodeError};
 
@@ -23,6 +25,8 @@ pub enum DispatchError {
     NotAdvertised { api_key: ApiKey, version: i16 },
     #[error("cannot encode response: {0}")]
     Encode(#[from] protocol::EncodeError),
+    #[error("an acks=0 produce request failed; closing so the client notices")]
+    AcksZeroProduceFailed,
     #[error("request {0:?} has no handler")]
     NoHandler(ApiKey),
 }
@@ -31,6 +35,7 @@ pub enum DispatchError {
 pub async fn handle_frame(
     broker: &Arc<Broker>,
     frame: Bytes,
+    peer: SocketAddr,
 ) -> Result<Option<Bytes>, DispatchError> {
     let request = match protocol::decode_request(frame.clone()) {
         Ok(r) => r,
@@ -57,10 +62,26 @@ pub async fn handle_frame(
     }
     let correlation_id = request.correlation_id();
     let header = request.header;
+    // Group members are described with their client id and host, as Kafka shows them.
+    let caller = || Caller {
+        api_version: version,
+        client_id: header
+            .client_id
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
+        client_host: format!("/{}", peer.ip()),
+    };
     let body: Option<ResponseKind> = match request.body {
         RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(broker, version, r)),
         RequestKind::Metadata(r) => Some(handlers::metadata::handle(broker, version, r)),
-        RequestKind::Produce(r) => handlers::produce::handle(broker, version, r).await,
+        RequestKind::Produce(r) => match handlers::produce::handle(broker, version, r).await {
+            handlers::produce::ProduceReply::Respond(body) => Some(body),
+            handlers::produce::ProduceReply::Nothing => None,
+            handlers::produce::ProduceReply::CloseConnection => {
+                return Err(DispatchError::AcksZeroProduceFailed)
+            }
+        },
         RequestKind::Fetch(r) => Some(handlers::fetch::handle(broker, version, r).await),
         RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(broker, version, r)),
         RequestKind::InitProducerId(r) => {
@@ -83,6 +104,33 @@ pub async fn handle_frame(
         ),
         RequestKind::DescribeCluster(r) => {
             Some(handlers::describe_cluster::handle(broker, version, r))
+        }
+        RequestKind::FindCoordinator(r) => {
+            Some(handlers::find_coordinator::handle(broker, version, r))
+        }
+        RequestKind::JoinGroup(r) => Some(handlers::join_group::handle(broker, caller(), r).await),
+        RequestKind::SyncGroup(r) => Some(handlers::sync_group::handle(broker, caller(), r).await),
+        RequestKind::Heartbeat(r) => Some(handlers::heartbeat::handle(broker, caller(), r).await),
+        RequestKind::LeaveGroup(r) => {
+            Some(handlers::leave_group::handle(broker, caller(), r).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            Some(handlers::offset_commit::handle(broker, caller(), r).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            Some(handlers::offset_fetch::handle(broker, caller(), r).await)
+        }
+        RequestKind::ListGroups(r) => {
+            Some(handlers::list_groups::handle(broker, caller(), r).await)
+        }
+        RequestKind::DescribeGroups(r) => {
+            Some(handlers::describe_groups::handle(broker, caller(), r).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            Some(handlers::delete_groups::handle(broker, caller(), r).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            Some(handlers::offset_delete::handle(broker, caller(), r).await)
         }
         _ => return Err(DispatchError::NoHandler(api_key)),
     };

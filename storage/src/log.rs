@@ -23,7 +23,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
-use crate::batch::{self, BatchHeader, Validation};
+use crate::batch::{self, BatchHeader, Validation, RECORD_BATCH_OVERHEAD};
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, Result, StorageError};
@@ -356,7 +356,7 @@ impl Log {
     ) -> Result<LogAppendInfo> {
         self.check_online()?;
         let config = self.config();
-        let (headers, _) = batch::validate_batches(
+        let (valid, _) = batch::validate_batches(
             records,
             Validation::Leader {
                 max_message_bytes: config.max_message_bytes as usize,
@@ -368,7 +368,6 @@ impl Log {
                 max: config.segment_bytes as usize,
             });
         }
-        let mut bytes = records.to_vec();
         let mut w = self.lock_writer()?;
         w.last_now_ms = now_ms;
         let log_append_time = match config.message_timestamp_type {
@@ -377,10 +376,13 @@ impl Log {
         };
         let mut next = self.log_end_offset();
         let mut position = 0usize;
-        let mut stamped = Vec::with_capacity(headers.len());
+        let mut stamped = Vec::with_capacity(valid.len());
+        // Only headers change: each batch is written as its new header followed by the
+        // producer's record bytes, so the records are never copied in user space.
+        let mut new_headers = Vec::with_capacity(valid.len());
         let producers = self.producers.lock();
         let mut pending = producers.prepare_append();
-        for h in &headers {
+        for h in &valid {
             if h.has_producer_id() && !h.is_control() {
                 let last_sequence = increment_sequence(h.base_sequence, h.last_offset_delta);
                 let check = pending.validate_leader_append(
@@ -413,20 +415,29 @@ impl Log {
                 staged.last_offset = next + h.last_offset_delta as i64;
                 pending.stage(staged);
             }
-            let b = &mut bytes[position..position + h.size_in_bytes()];
-            batch::set_base_offset(b, next);
-            batch::set_partition_leader_epoch(b, leader_epoch);
-            if log_append_time >= 0 {
-                batch::set_log_append_time(b, log_append_time);
-            }
-            let h = BatchHeader::parse(b).expect("rewritten header parses");
+            let b = &records[position..position + h.size_in_bytes()];
+            let header = batch::leader_header(
+                b,
+                next,
+                leader_epoch,
+                (log_append_time >= 0).then_some(log_append_time),
+            );
+            let h = BatchHeader::parse(&header).expect("rewritten header parses");
             next = h.next_offset();
             position += h.size_in_bytes();
             stamped.push(h);
+            new_headers.push(header);
         }
         drop(pending);
         drop(producers);
-        let info = self.append_locked(w, &bytes, &stamped, log_append_time, now_ms)?;
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * valid.len());
+        let mut position = 0usize;
+        for (header, h) in new_headers.iter().zip(&stamped) {
+            parts.push(header);
+            parts.push(&records[position + RECORD_BATCH_OVERHEAD..position + h.size_in_bytes()]);
+            position += h.size_in_bytes();
+        }
+        let info = self.append_locked(w, &parts, &stamped, log_append_time, now_ms)?;
         self.maybe_flush_by_messages()?;
         Ok(info)
     }
@@ -448,7 +459,7 @@ impl Log {
             }
             expected = h.next_offset();
         }
-        let info = self.append_locked(w, &records[..used], &headers, -1, 0)?;
+        let info = self.append_locked(w, &[&records[..used]], &headers, -1, 0)?;
         self.maybe_flush_by_messages()?;
         Ok(info)
     }
@@ -456,11 +467,12 @@ impl Log {
     fn append_locked(
         &self,
         w: MutexGuard<'_, Writer>,
-        bytes: &[u8],
+        parts: &[&[u8]],
         headers: &[BatchHeader],
         log_append_time: i64,
         now_ms: i64,
     ) -> Result<LogAppendInfo> {
+        let size_bytes: usize = parts.iter().map(|p| p.len()).sum();
         let first = headers.first().expect("validated appends have a batch");
         let last = headers.last().expect("validated appends have a batch");
         let max_timestamp = headers.iter().map(|h| h.max_timestamp).max().unwrap_or(-1);
@@ -469,12 +481,12 @@ impl Log {
             let active = self.maybe_roll(
                 &w,
                 &config,
-                bytes.len(),
+                size_bytes,
                 max_timestamp,
                 last.last_offset(),
                 now_ms,
             )?;
-            active.append(bytes, headers, config.index_interval_bytes as usize)
+            active.append(parts, headers, config.index_interval_bytes as usize)
         })();
         self.guard(result)?;
         self.log_end_offset
@@ -491,7 +503,7 @@ impl Log {
             duplicate: false,
             batch_count: headers.len(),
             record_count: headers.iter().map(|h| h.records_count as u64).sum(),
-            size_bytes: bytes.len(),
+            size_bytes,
         })
     }
 
@@ -586,6 +598,19 @@ impl Log {
         }
         if offset < self.log_start_offset() {
             let r = self.truncate_fully_locked(&w, offset);
+            return self.guard(r);
+        }
+        // Batches are removed whole. If the batch holding `offset` also holds the log start
+        // offset, nothing visible would remain and the log end would fall below its start:
+        // restart the log, empty, at its start offset instead.
+        let lso = self.log_start_offset();
+        let segments = self.segments();
+        let holder = segments
+            .partition_point(|s| s.base_offset() <= offset)
+            .saturating_sub(1);
+        let cut = self.guard(segments[holder].find_batch(offset, segments[holder].size()))?;
+        if cut.is_some_and(|(_, h)| h.base_offset < lso) {
+            let r = self.truncate_fully_locked(&w, lso);
             return self.guard(r);
         }
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
@@ -1087,7 +1112,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::test_batches::simple;
+    use crate::batch::builder::simple;
     use crate::batch::BatchIter;
 
     fn small_config() -> LogConfig {
@@ -1545,7 +1570,7 @@ mod tests {
     }
 
     fn idempotent(pid: i64, epoch: i16, seq: i32, count: usize) -> Vec<u8> {
-        use crate::batch::test_batches::{batch, Spec};
+        use crate::batch::builder::{batch, Spec};
         let values: Vec<&[u8]> = (0..count).map(|_| b"v".as_slice()).collect();
         batch(
             &Spec {

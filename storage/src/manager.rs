@@ -353,7 +353,7 @@ fn entry(tp: &TopicPartition, offset: i64) -> OffsetCheckpointEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::test_batches::simple;
+    use crate::batch::builder::simple;
 
     fn config() -> LogConfig {
         LogConfig {

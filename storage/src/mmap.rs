@@ -23,6 +23,10 @@ impl FileMap {
         // process does not map it twice, so the bytes cannot change under a `&[u8]` we hand out
         // except through `as_mut`, which needs `&mut self`.
         let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(file)? };
+        // Index pages are touched one at a time (appends at the end, binary searches). Without
+        // this, a fault in the preallocated (sparse) file reads ahead and zero-fills a large
+        // window of pages, which made appends pay for page cache churn.
+        map.advise(memmap2::Advice::Random)?;
         Ok(FileMap { map: Some(map) })
     }
 

@@ -90,13 +90,14 @@ impl LogSegment {
         now_ms: i64,
     ) -> Result<LogSegment> {
         let log_path = dir.join(log_file_name(base_offset));
+        // O_APPEND: every write lands at the end of the file; `append` relies on it.
         let file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .append(true)
             .create(true)
-            .truncate(true)
             .open(&log_path)
             .at(&log_path)?;
+        file.set_len(0).at(&log_path)?;
         Self::with_file(dir, base_offset, file, index_bytes, true, now_ms)
     }
 
@@ -111,7 +112,7 @@ impl LogSegment {
         let log_path = dir.join(log_file_name(base_offset));
         let file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .append(true)
             .open(&log_path)
             .at(&log_path)?;
         Self::with_file(dir, base_offset, file, index_bytes, false, now_ms)
@@ -215,21 +216,26 @@ impl LogSegment {
     }
 
     /// Appends whole, validated batches (`headers` describe `bytes` in order) at the end.
+    /// Appends whole, validated batches whose bytes are the concatenation of `parts` (e.g. a
+    /// rewritten header followed by the producer's records, per batch), with one `writev`.
     pub fn append(
         &self,
-        bytes: &[u8],
+        parts: &[&[u8]],
         headers: &[BatchHeader],
         index_interval_bytes: usize,
     ) -> Result<()> {
         let start = self.size();
-        self.file.write_all_at(bytes, start).at(&self.log_path)?;
+        write_all_vectored(&self.file, parts).at(&self.log_path)?;
         let mut w = self.writer.lock();
         let mut position = start;
         for h in headers {
             self.index_batch(&mut w, h, position, index_interval_bytes);
             position += h.size_in_bytes() as u64;
         }
-        debug_assert_eq!(position, start + bytes.len() as u64);
+        debug_assert_eq!(
+            position,
+            start + parts.iter().map(|p| p.len() as u64).sum::<u64>()
+        );
         self.size.store(position, Ordering::Release);
         Ok(())
     }
@@ -633,6 +639,26 @@ impl LogSegment {
     }
 }
 
+/// Largest number of buffers one `writev` takes (Linux IOV_MAX).
+const IOV_MAX: usize = 1024;
+
+/// writev of all of `parts` at the end of an O_APPEND file.
+fn write_all_vectored(mut file: &File, parts: &[&[u8]]) -> std::io::Result<()> {
+    use std::io::{IoSlice, Write};
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    let mut bufs = &mut slices[..];
+    while !bufs.is_empty() {
+        let n = bufs.len().min(IOV_MAX);
+        match file.write_vectored(&bufs[..n]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(written) => IoSlice::advance_slices(&mut bufs, written),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// pread until `buf` is full or end of file; returns the bytes read.
 fn read_up_to(file: &File, buf: &mut [u8], position: u64) -> std::io::Result<usize> {
     let mut done = 0;
@@ -650,7 +676,7 @@ fn read_up_to(file: &File, buf: &mut [u8], position: u64) -> std::io::Result<usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::test_batches::simple;
+    use crate::batch::builder::simple;
     use crate::batch::{set_base_offset, validate_batches, Validation};
 
     const INDEX_BYTES: usize = 1024;
@@ -659,7 +685,7 @@ mod tests {
         let mut b = simple(count, value_len, ts);
         set_base_offset(&mut b, offset);
         let (headers, _) = validate_batches(&b, Validation::Follower).unwrap();
-        seg.append(&b, &headers, 100).unwrap();
+        seg.append(&[&b], &headers, 100).unwrap();
         offset + count as i64
     }
 

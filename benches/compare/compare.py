@@ -1,0 +1,954 @@
+#!/usr/bin/env python3
+"""KafkaIQ beside Apache Kafka: the same stock Kafka tools against each broker, one at a time.
+
+What it does
+  * Builds the release `kafkaiq` binary (or takes --kafkaiq-bin / $KAFKAIQ_BIN) and fetches Apache
+    Kafka 4.1.1's jars with integration/kafka-libs.sh.
+  * For each round, starts Apache Kafka (integration/apache-kafka.sh: KRaft single node, -Xmx1g)
+    and then KafkaIQ, each on fresh loopback ports with a fresh data dir, one at a time
+    (A B A B ...), and runs against each the same plan of stock tools from kafka-tools 4.1.1:
+    ProducerPerformance at full speed (100 B and 1 KiB records, acks=1 and acks=all),
+    ConsumerPerformance over the data written with acks=1, and ProducerPerformance at a fixed
+    rate for latency percentiles.
+  * Samples the broker process: CPU seconds (utime+stime of /proc/PID/stat) before and after every
+    tool run, peak RSS (VmHWM of /proc/PID/status) before it is stopped, and the time from process
+    start to the first answered ApiVersions request on a raw socket.
+  * Writes a Markdown report: medians per broker, KafkaIQ/Kafka ratios against the milestone
+    targets, every individual run, both brokers' configs and the machine's description.
+
+What it is not: a test of correctness (the suites in integration/ are), or a tuned benchmark. Both
+brokers get Kafka's defaults plus the few settings a single node needs; the tools get the same
+arguments against both.
+
+A tool run that fails is reported as failed in the table, never dropped. A ConsumerPerformance
+failure against a broker that does not advertise the consumer-group APIs (FindCoordinator,
+JoinGroup, SyncGroup, Heartbeat, OffsetCommit, OffsetFetch) in ApiVersions is reported as
+"unsupported" instead, and only that case is tolerated by --smoke (see --strict-consumer).
+
+Python 3 standard library only. Usage:
+  benches/compare/compare.py                # full run, >= 3 rounds, writes benches/results/<date>-<host>.md
+  benches/compare/compare.py --smoke        # tiny plan, 1 round; exits non-zero if a required run fails
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+KAFKA_HEAP = "-Xmx1g"
+# kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh default to this heap.
+TOOL_HEAP = "-Xmx512M"
+MIB = 1024 * 1024
+
+# Kafka's defaults made explicit, given to both brokers.
+COMMON_PROPS = [
+    "num.partitions=1",
+    "auto.create.topics.enable=true",
+]
+# What a single node needs (internal topics at replication factor 1, no initial rebalance delay):
+# integration/apache-kafka.sh writes these for Apache Kafka; KafkaIQ gets the same.
+SINGLE_NODE_PROPS = [
+    "offsets.topic.replication.factor=1",
+    "transaction.state.log.replication.factor=1",
+    "transaction.state.log.min.isr=1",
+    "group.initial.rebalance.delay.ms=0",
+]
+
+# APIs the Java consumer needs to consume as a member of a classic consumer group.
+GROUP_API_KEYS = {
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    14: "SyncGroup",
+}
+
+API_VERSIONS_KEY = 18
+METADATA_KEY = 3
+PROBE_TIMEOUT_S = 0.5
+STARTUP_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 60.0
+# How long after the first answered request the broker may take to list itself in Metadata.
+READY_TIMEOUT_S = 60.0
+
+
+# --------------------------------------------------------------------------------------------
+# The plan
+
+
+@dataclasses.dataclass(frozen=True)
+class ProduceRun:
+    name: str
+    topic: str
+    records: int
+    size: int
+    acks: str
+    throughput: int  # records/s, -1 = as fast as possible
+    measured: bool = True
+
+    @property
+    def mib(self) -> float:
+        return self.records * self.size / MIB
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsumeRun:
+    name: str
+    topic: str
+    records: int
+    size: int
+    measured: bool = True
+
+    @property
+    def mib(self) -> float:
+        return self.records * self.size / MIB
+
+
+def full_plan():
+    return [
+        # Not measured: lets each broker (and the JVM's JIT, for Kafka) reach steady state first.
+        ProduceRun("warmup", "bench-warmup", 100_000, 100, "1", -1, measured=False),
+        ProduceRun("produce-100B-acks1", "bench-100b-acks1", 1_000_000, 100, "1", -1),
+        ProduceRun("produce-100B-acksall", "bench-100b-acksall", 1_000_000, 100, "all", -1),
+        ProduceRun("produce-1KiB-acks1", "bench-1kib-acks1", 200_000, 1024, "1", -1),
+        ProduceRun("produce-1KiB-acksall", "bench-1kib-acksall", 200_000, 1024, "all", -1),
+        ConsumeRun("consume-100B", "bench-100b-acks1", 1_000_000, 100),
+        ConsumeRun("consume-1KiB", "bench-1kib-acks1", 200_000, 1024),
+        # 30 s at 20,000 records/s with the Java producer's default acks=all.
+        ProduceRun("fixed-rate-20k", "bench-fixed-rate", 600_000, 100, "all", 20_000),
+    ]
+
+
+def smoke_plan():
+    return [
+        ProduceRun("produce-100B-acks1", "smoke-100b-acks1", 2_000, 100, "1", -1),
+        ProduceRun("produce-1KiB-acksall", "smoke-1kib-acksall", 500, 1024, "all", -1),
+        ConsumeRun("consume-100B", "smoke-100b-acks1", 2_000, 100),
+        ProduceRun("fixed-rate-1k", "smoke-fixed-rate", 2_000, 100, "all", 1_000),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# /proc sampling
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """utime + stime of a process (all its threads), in seconds."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_status_kib(pid: int, key: str) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def system_busy_s() -> float:
+    """CPU seconds spent busy on all cores since boot (everything except idle and iowait)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / CLK_TCK
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+# --------------------------------------------------------------------------------------------
+# Raw Kafka requests for the startup probe
+
+
+def _frame(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    client_id = b"kafkaiq-bench"
+    # Request header v1: api key, api version, correlation id, nullable client id.
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return buf
+
+
+def _roundtrip(port: int, frame: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=PROBE_TIMEOUT_S) as sock:
+        sock.settimeout(PROBE_TIMEOUT_S)
+        sock.sendall(frame)
+        (size,) = struct.unpack(">i", _read_exact(sock, 4))
+        return _read_exact(sock, size)
+
+
+def api_versions(port: int) -> dict[int, tuple[int, int]]:
+    """ApiVersions v0 (the version every broker answers): {api_key: (min, max)}."""
+    resp = _roundtrip(port, _frame(API_VERSIONS_KEY, 0, 1, b""))
+    correlation_id, error_code, count = struct.unpack(">ihi", resp[:10])
+    if correlation_id != 1 or error_code != 0:
+        raise ValueError(f"ApiVersions answer: correlation {correlation_id}, error {error_code}")
+    apis = {}
+    for i in range(count):
+        key, lo, hi = struct.unpack(">hhh", resp[10 + 6 * i : 16 + 6 * i])
+        apis[key] = (lo, hi)
+    return apis
+
+
+def metadata_broker_count(port: int) -> int:
+    """Metadata v4 for no topics: how many brokers the node lists (0 until it is serving)."""
+    body = struct.pack(">ib", 0, 0)  # empty topic array, allow_auto_topic_creation=false
+    resp = _roundtrip(port, _frame(METADATA_KEY, 4, 2, body))
+    correlation_id, _throttle, brokers = struct.unpack(">iii", resp[:12])
+    if correlation_id != 2:
+        raise ValueError(f"Metadata answer: correlation {correlation_id}")
+    return brokers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------------------------
+# Brokers
+
+
+class BrokerFailed(Exception):
+    pass
+
+
+class Broker:
+    """One broker process for one session: start, sample, stop."""
+
+    label = ""
+    key = ""
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+        self.port = free_port()
+        self.log = workdir / "broker.log"
+        self.config_text = ""
+        self.apis: dict[int, tuple[int, int]] = {}
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        raise NotImplementedError
+
+    def is_broker_image(self, pid: int) -> bool:
+        """True once `pid` runs the broker itself (not a launcher script still preparing)."""
+        return True
+
+    def start(self) -> dict:
+        cmd, env = self.command()
+        with open(self.log, "wb") as log:
+            launched = time.monotonic()
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
+                start_new_session=True,
+            )
+        pid = self.proc.pid
+        started = None
+        answered = None
+        deadline = launched + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerFailed(f"exited with code {self.proc.returncode} before answering; "
+                                   f"log: {tail(self.log)}")
+            if started is None:
+                if self.is_broker_image(pid):
+                    started = time.monotonic()
+                else:
+                    time.sleep(0.001)
+                    continue
+            try:
+                self.apis = api_versions(self.port)
+                answered = time.monotonic()
+                break
+            except (OSError, ValueError, struct.error):
+                time.sleep(0.002)
+        if answered is None:
+            raise BrokerFailed(f"no ApiVersions answer within {STARTUP_TIMEOUT_S:.0f} s; "
+                               f"log: {tail(self.log)}")
+        ready = None
+        deadline = answered + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                if metadata_broker_count(self.port) >= 1:
+                    ready = time.monotonic()
+                    break
+            except (OSError, ValueError, struct.error):
+                pass
+            if self.proc.poll() is not None:
+                raise BrokerFailed(f"exited with code {self.proc.returncode}; log: {tail(self.log)}")
+            time.sleep(0.01)
+        if ready is None:
+            raise BrokerFailed(f"Metadata listed no broker within {READY_TIMEOUT_S:.0f} s")
+        return {
+            "startup_ms": (answered - started) * 1000,
+            "ready_ms": (ready - started) * 1000,
+        }
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def cpu_s(self) -> float | None:
+        return proc_cpu_s(self.proc.pid) if self.alive() else None
+
+    def peak_rss_kib(self) -> int | None:
+        return proc_status_kib(self.proc.pid, "VmHWM") if self.alive() else None
+
+    def group_apis_missing(self) -> list[str]:
+        return [name for key, name in sorted(GROUP_API_KEYS.items()) if key not in self.apis]
+
+    def stop(self) -> float | None:
+        """SIGTERM, then SIGKILL after STOP_TIMEOUT_S. Returns seconds to exit after SIGTERM."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        t = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(STOP_TIMEOUT_S)
+            return time.monotonic() - t
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            return None
+
+
+class ApacheKafka(Broker):
+    label = "Apache Kafka 4.1.1"
+    key = "kafka"
+
+    def __init__(self, workdir: Path):
+        super().__init__(workdir)
+        self.controller_port = free_port()
+        self.data = workdir / "kafka"
+
+    def command(self):
+        env = dict(os.environ, KAFKA_HEAP=KAFKA_HEAP)
+        cmd = [str(ROOT / "integration" / "apache-kafka.sh"), str(self.data), str(self.port),
+               str(self.controller_port), *COMMON_PROPS]
+        return cmd, env
+
+    def is_broker_image(self, pid: int) -> bool:
+        # apache-kafka.sh formats the data dir with a separate JVM, then execs kafka.Kafka in its
+        # own process: startup is counted from that exec, so formatting is not charged to it.
+        try:
+            return b"kafka.Kafka\0" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+
+    def start(self):
+        result = super().start()
+        self.config_text = (self.data / "server.properties").read_text()
+        return result
+
+
+class KafkaIQ(Broker):
+    label = "KafkaIQ"
+    key = "kafkaiq"
+
+    def __init__(self, workdir: Path, binary: Path):
+        super().__init__(workdir)
+        self.binary = binary
+
+    def command(self):
+        # Kafka's names for the same settings Apache Kafka gets, minus the KRaft controller
+        # listener: the KafkaIQ node is its own controller without a separate port.
+        listener = f"PLAINTEXT://127.0.0.1:{self.port}"
+        props = [
+            "node.id=1",
+            f"listeners={listener}",
+            f"advertised.listeners={listener}",
+            f"log.dirs={self.workdir / 'kafkaiq' / 'data'}",
+            *SINGLE_NODE_PROPS,
+            *COMMON_PROPS,
+        ]
+        self.config_text = "\n".join(props) + "\n"
+        config = self.workdir / "server.properties"
+        config.write_text(self.config_text)
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "warn")
+        return [str(self.binary), "--config", str(config)], env
+
+
+# --------------------------------------------------------------------------------------------
+# Tools
+
+PRODUCE_FINAL = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, ([\d.]+) ms 50th, ([\d.]+) ms 95th, ([\d.]+) ms 99th, "
+    r"([\d.]+) ms 99\.9th"
+)
+CONSUME_HEADER = "start.time, end.time, data.consumed.in.MB"
+
+
+def tail(path: Path, lines: int = 6) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no output)"
+    return " | ".join(line.strip() for line in text[-lines:]) or "(no output)"
+
+
+def error_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines()
+            if "Exception" in line or line.startswith("ERROR") or " ERROR " in line]
+
+
+def run_tool(libs: Path, main_class: str, args: list[str], log: Path, timeout_s: float):
+    cmd = ["java", TOOL_HEAP, "-cp", f"{libs}/*", main_class, *args]
+    with open(log, "wb") as out:
+        out.write((" ".join(cmd) + "\n").encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None, log.read_text(errors="replace")
+    return code, log.read_text(errors="replace")
+
+
+def produce(libs: Path, port: int, run: ProduceRun, log: Path, timeout_s: float) -> dict:
+    code, out = run_tool(
+        libs, "org.apache.kafka.tools.ProducerPerformance",
+        ["--topic", run.topic, "--num-records", str(run.records), "--record-size", str(run.size),
+         "--throughput", str(run.throughput), "--producer-props",
+         f"bootstrap.servers=127.0.0.1:{port}", f"acks={run.acks}"],
+        log, timeout_s)
+    if code is None:
+        return {"error": f"timed out after {timeout_s:.0f} s: {tail(log)}"}
+    finals = PRODUCE_FINAL.findall(out)
+    errors = error_lines(out)
+    if code != 0 or not finals or errors:
+        why = errors[0] if errors else tail(log)
+        return {"error": f"exit {code}: {why}"}
+    sent, rate, mbps, avg, mx, p50, p95, p99, p999 = finals[-1]
+    if int(sent) != run.records:
+        return {"error": f"sent {sent} of {run.records} records"}
+    return {
+        "records_per_s": float(rate), "mib_per_s": float(mbps), "avg_ms": float(avg),
+        "max_ms": float(mx), "p50_ms": float(p50), "p95_ms": float(p95), "p99_ms": float(p99),
+        "p999_ms": float(p999),
+    }
+
+
+def consume(libs: Path, port: int, run: ConsumeRun, log: Path, timeout_s: float,
+            group: str, idle_timeout_ms: int) -> dict:
+    code, out = run_tool(
+        libs, "org.apache.kafka.tools.ConsumerPerformance",
+        ["--bootstrap-server", f"127.0.0.1:{port}", "--topic", run.topic,
+         "--messages", str(run.records), "--group", group, "--timeout", str(idle_timeout_ms)],
+        log, timeout_s)
+    if code is None:
+        return {"error": f"timed out after {timeout_s:.0f} s: {tail(log)}"}
+    lines = out.splitlines()
+    row = None
+    for i, line in enumerate(lines):
+        if line.startswith(CONSUME_HEADER) and i + 1 < len(lines):
+            row = [f.strip() for f in lines[i + 1].split(",")]
+    errors = error_lines(out)
+    if code != 0 or row is None or len(row) < 10 or errors:
+        why = errors[0] if errors else tail(log)
+        return {"error": f"exit {code}: {why}"}
+    consumed = int(row[4])
+    if consumed < run.records:
+        return {"error": f"consumed {consumed} of {run.records} records: {tail(log, 3)}"}
+    return {
+        "mib_per_s": float(row[3]), "records_per_s": float(row[5]),
+        "rebalance_ms": float(row[6]), "fetch_ms": float(row[7]),
+        "fetch_mib_per_s": float(row[8]), "fetch_records_per_s": float(row[9]),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# A session: one broker, fresh data dir, the whole plan
+
+
+def run_session(broker: Broker, libs: Path, plan, args, round_no: int) -> dict:
+    session = {"broker": broker.key, "round": round_no, "runs": {}, "error": None}
+    session["load_before"] = os.getloadavg()
+    try:
+        session.update(broker.start())
+    except BrokerFailed as err:
+        broker.stop()
+        session["error"] = f"did not start: {err}"
+        log(f"  {broker.label}: {session['error']}")
+        return session
+    log(f"  {broker.label} answered ApiVersions after {session['startup_ms']:.0f} ms "
+        f"(listed in Metadata after {session['ready_ms']:.0f} ms)")
+    session["group_apis_missing"] = broker.group_apis_missing()
+    tool_timeout = args.tool_timeout
+    for run in plan:
+        if not broker.alive():
+            session["runs"][run.name] = {"error": f"broker exited ({broker.proc.returncode}) "
+                                                  f"before this run; log: {tail(broker.log)}"}
+            continue
+        tool_log = broker.workdir / f"{run.name}.log"
+        cpu0, busy0, kids0, t0 = broker.cpu_s(), system_busy_s(), children_cpu_s(), time.monotonic()
+        if isinstance(run, ProduceRun):
+            result = produce(libs, broker.port, run, tool_log, tool_timeout)
+        else:
+            result = consume(libs, broker.port, run, tool_log, tool_timeout,
+                             group=f"bench-{run.name}-{round_no}",
+                             idle_timeout_ms=args.consumer_idle_timeout_ms)
+        cpu1, busy1, kids1, t1 = broker.cpu_s(), system_busy_s(), children_cpu_s(), time.monotonic()
+        wall = t1 - t0
+        if cpu0 is not None and cpu1 is not None:
+            broker_cpu = cpu1 - cpu0
+            tool_cpu = kids1 - kids0
+            result["broker_cpu_s"] = broker_cpu
+            result["broker_cpu_s_per_mib"] = broker_cpu / run.mib
+            result["tool_cpu_s"] = tool_cpu
+            # CPU used by everything else on the machine (other users' work) during this run.
+            result["other_cores"] = max(0.0, busy1 - busy0 - broker_cpu - tool_cpu) / wall
+        result["wall_s"] = wall
+        if "error" in result and isinstance(run, ConsumeRun) and session["group_apis_missing"]:
+            result["unsupported"] = ("broker does not advertise "
+                                     + ", ".join(session["group_apis_missing"]))
+        session["runs"][run.name] = result
+        log(f"  {broker.label} {run.name}: {describe_result(run, result)}")
+    session["peak_rss_kib"] = broker.peak_rss_kib()
+    session["load_after"] = os.getloadavg()
+    if not broker.alive():
+        session["error"] = f"exited with code {broker.proc.returncode} during the runs"
+    session["stop_s"] = broker.stop()
+    session["config"] = broker.config_text
+    return session
+
+
+def describe_result(run, result: dict) -> str:
+    if "error" in result:
+        kind = "unsupported" if "unsupported" in result else "FAILED"
+        return f"{kind}: {result['error']}"
+    if isinstance(run, ConsumeRun):
+        return (f"{result['fetch_mib_per_s']:.1f} MiB/s fetching, "
+                f"{result['rebalance_ms']:.0f} ms joining the group")
+    return (f"{result['records_per_s']:.0f} rec/s, {result['mib_per_s']:.2f} MiB/s, "
+            f"p99 {result['p99_ms']:.0f} ms, broker {result.get('broker_cpu_s_per_mib', 0):.4f} "
+            f"CPU s/MiB")
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+
+
+@dataclasses.dataclass
+class Row:
+    label: str
+    run: str | None  # plan entry, None for session-level figures
+    field: str
+    unit: str
+    fmt: str
+    target: float | None = None
+    higher_is_better: bool = True
+
+
+def rows_for(plan) -> list[Row]:
+    rows = []
+    for run in plan:
+        if not run.measured:
+            continue
+        if isinstance(run, ProduceRun) and run.throughput < 0:
+            desc = f"{run.records:,} × {run.size} B, acks={run.acks}"
+            rows.append(Row(f"Producer throughput, {desc}", run.name, "records_per_s",
+                            "records/s", "{:,.0f}", 1.0))
+            rows.append(Row(f"Producer throughput, {desc}", run.name, "mib_per_s", "MiB/s",
+                            "{:.2f}", 1.0))
+            rows.append(Row(f"Broker CPU per MiB ingested, {desc}", run.name,
+                            "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", 0.5, False))
+        elif isinstance(run, ProduceRun):
+            desc = f"{run.throughput:,} records/s × {run.size} B, acks={run.acks}"
+            for field, name in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
+                rows.append(Row(f"Latency {name}, {desc}", run.name, field, "ms", "{:.0f}",
+                                0.5 if field == "p99_ms" else None, False))
+            rows.append(Row(f"Achieved rate, {desc}", run.name, "records_per_s", "records/s",
+                            "{:,.0f}"))
+            rows.append(Row(f"Broker CPU per MiB ingested, {desc}", run.name,
+                            "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", None, False))
+        else:
+            desc = f"{run.records:,} × {run.size} B"
+            rows.append(Row(f"Consumer fetch throughput, {desc}", run.name, "fetch_mib_per_s",
+                            "MiB/s", "{:.2f}"))
+            rows.append(Row(f"Consumer group join (rebalance), {desc}", run.name,
+                            "rebalance_ms", "ms", "{:.0f}", None, False))
+            rows.append(Row(f"Broker CPU per MiB consumed, {desc}", run.name,
+                            "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", None, False))
+    rows.append(Row("Peak RSS (VmHWM)", None, "peak_rss_mib", "MiB", "{:.1f}", 0.2, False))
+    rows.append(Row("Startup: process start → first ApiVersions answer", None, "startup_ms",
+                    "ms", "{:.0f}", 0.1, False))
+    rows.append(Row("Startup: process start → listed in Metadata", None, "ready_ms", "ms",
+                    "{:.0f}", None, False))
+    return rows
+
+
+def values(sessions: list[dict], row: Row):
+    """(values, failure notes) of one row across the sessions of one broker."""
+    vals, notes = [], []
+    for s in sessions:
+        if s.get("startup_ms") is None:
+            notes.append("did not start, see the per-run table")
+            continue
+        if row.run is None:
+            if row.field == "peak_rss_mib":
+                if s.get("peak_rss_kib") is not None:
+                    vals.append(s["peak_rss_kib"] / 1024)
+                else:
+                    notes.append(s.get("error") or "not sampled")
+            else:
+                vals.append(s[row.field])
+            continue
+        result = s["runs"].get(row.run, {})
+        if "error" in result:
+            notes.append(("unsupported: " + result["unsupported"]) if "unsupported" in result
+                         else "failed: " + result["error"])
+        elif row.field in result:
+            vals.append(result[row.field])
+        else:
+            notes.append("not measured")
+    return vals, notes
+
+
+def cell(vals, notes, fmt: str, total: int) -> str:
+    if not vals:
+        note = notes[0] if notes else "no data"
+        if len(note) > 90:
+            note = note[:87] + "…"
+        return f"— ({note})".replace("|", "\\|")
+    text = fmt.format(statistics.median(vals))
+    if len(vals) < total:
+        text += f" ({len(vals)}/{total} runs)"
+    return text
+
+
+def machine_description(args, binary: Path) -> list[tuple[str, str]]:
+    def sh(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                                  timeout=60).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return "?"
+    cpu_model = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu_model = line.split(":", 1)[1].strip()
+            break
+    mem_kib = proc_meminfo("MemTotal")
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    commit = sh(["git", "rev-parse", "HEAD"])
+    dirty = sh(["git", "status", "--porcelain", "--untracked-files=no"])
+    return [
+        ("Date (UTC)", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")),
+        ("Host", platform.node()),
+        ("CPUs (nproc)", str(os.cpu_count())),
+        ("CPU model", cpu_model),
+        ("Memory", f"{mem_kib / 1024 / 1024:.1f} GiB" if mem_kib else "?"),
+        ("Kernel", platform.release()),
+        ("JVM", " / ".join(l.strip() for l in java.strip().splitlines())),
+        ("Commit", commit + (" (with uncommitted changes)" if dirty else "")),
+        ("KafkaIQ binary", str(binary)),
+        ("Broker JVM heap", f"Apache Kafka: `{KAFKA_HEAP}`; tools: `{TOOL_HEAP}`"),
+    ]
+
+
+def proc_meminfo(key: str) -> int | None:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return None
+
+
+def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -> str:
+    by = {k: [s for s in sessions if s["broker"] == k] for k in brokers}
+    out = []
+    mode = "smoke run (tiny record counts, 1 round: the figures mean nothing)" if args.smoke \
+        else f"{args.rounds} rounds"
+    out.append(f"# KafkaIQ beside Apache Kafka 4.1.1 — {mode}\n")
+    out.append("Produced by `benches/compare/compare.py`"
+               + (" --smoke" if args.smoke else "") + ". Each round starts Apache Kafka, runs the "
+               "plan, stops it, then does the same with KafkaIQ (A B A B …), each on fresh "
+               "loopback ports with a fresh data dir. Cells are medians over the rounds; a cell "
+               "says why when a broker could not do a run. Ratios are KafkaIQ / Kafka.\n")
+    if args.note:
+        out.append(f"**Conditions:** {args.note}\n")
+    other = [r["other_cores"] for s in sessions for r in s["runs"].values() if "other_cores" in r]
+    if other:
+        out.append(f"Other processes on the machine used {statistics.median(other):.2f} cores "
+                   f"(median over tool runs; max {max(other):.2f}) of "
+                   f"{os.cpu_count()} while the tools ran; see the per-run table.\n")
+    out.append("## Machine\n")
+    out.append("| | |\n|---|---|")
+    for k, v in machine_description(args, binary):
+        out.append(f"| {k} | {v.replace('|', '/')} |")
+    out.append("")
+
+    out.append("## Results (medians)\n")
+    header = "| Metric | Unit |"
+    sep = "|---|---|"
+    for k in brokers:
+        header += f" {LABELS[k]} |"
+        sep += "---:|"
+    if len(brokers) == 2:
+        header += " KafkaIQ / Kafka | Target | Met |"
+        sep += "---:|---:|:---:|"
+    out.append(header)
+    out.append(sep)
+    for row in rows_for(plan):
+        line = f"| {row.label} | {row.unit} |"
+        medians = {}
+        for k in brokers:
+            vals, notes = values(by[k], row)
+            line += f" {cell(vals, notes, row.fmt, len(by[k]))} |"
+            medians[k] = statistics.median(vals) if vals else None
+        if len(brokers) == 2:
+            a, b = medians.get("kafka"), medians.get("kafkaiq")
+            ratio = b / a if a and b is not None else None
+            line += f" {ratio:.2f}× |" if ratio is not None else " — |"
+            if row.target is None:
+                line += " | |"
+            else:
+                sign = "≥" if row.higher_is_better else "≤"
+                met = "" if ratio is None else (
+                    "yes" if (ratio >= row.target if row.higher_is_better else ratio <= row.target)
+                    else "no")
+                line += f" {sign} {row.target}× | {met or '—'} |"
+        out.append(line)
+    out.append("")
+    out.append("Targets (KafkaIQ / Kafka, from the benchmark issue): producer throughput ≥ 1.0× "
+               "for both record sizes; broker CPU per MB ingested ≤ 0.5×; p99 at the fixed rate "
+               "≤ 0.5×; peak RSS ≤ 0.2×; startup ≤ 0.1×. MiB = 2^20 bytes of record values, as "
+               "ProducerPerformance counts them. Broker CPU = utime+stime of the broker process "
+               "during the tool run. Consumer throughput is ConsumerPerformance's fetch.MB.sec "
+               "(time after the group join); the join time is its own row.\n")
+
+    out.append("## Every run\n")
+    out.append("| Round | Broker | Run | Result | Broker CPU s | Tool CPU s | Other cores | "
+               "Wall s |")
+    out.append("|---:|---|---|---|---:|---:|---:|---:|")
+    for s in sessions:
+        if s.get("startup_ms") is None:
+            out.append(f"| {s['round']} | {LABELS[s['broker']]} | start | "
+                       f"{(s['error'] or '').replace('|', '/')[:300]} | | | | |")
+            continue
+        rss = s.get("peak_rss_kib")
+        out.append(f"| {s['round']} | {LABELS[s['broker']]} | session | startup "
+                   f"{s['startup_ms']:.0f} ms, in Metadata {s['ready_ms']:.0f} ms, peak RSS "
+                   + (f"{rss / 1024:.1f} MiB" if rss else "?")
+                   + (f", stopped in {s['stop_s']:.1f} s" if s.get("stop_s") is not None else
+                      ", did not stop on SIGTERM" if s.get("error") is None else "")
+                   + f", load avg {s['load_before'][0]:.1f} → {s['load_after'][0]:.1f}"
+                   + (f"; {s['error']}" if s.get("error") else "") + " | | | | |")
+        for run in plan:
+            r = s["runs"].get(run.name)
+            if r is None:
+                continue
+            text = describe_result(run, r).replace("|", "/")[:300]
+            num = lambda k, f="{:.2f}": f.format(r[k]) if k in r else ""
+            out.append(f"| {s['round']} | {LABELS[s['broker']]} | {run.name} | {text} | "
+                       f"{num('broker_cpu_s')} | {num('tool_cpu_s')} | {num('other_cores')} | "
+                       f"{num('wall_s', '{:.1f}')} |")
+    out.append("")
+
+    out.append("## Plan\n")
+    out.append("Stock tools from `org.apache.kafka:kafka-tools:4.1.1`, run with "
+               f"`java {TOOL_HEAP} -cp <kafka jars>/*`:\n")
+    for run in plan:
+        if isinstance(run, ProduceRun):
+            rate = "-1" if run.throughput < 0 else str(run.throughput)
+            out.append(f"- `{run.name}`{'' if run.measured else ' (not measured)'}: "
+                       f"`ProducerPerformance --topic {run.topic} --num-records {run.records} "
+                       f"--record-size {run.size} --throughput {rate} --producer-props "
+                       f"bootstrap.servers=… acks={run.acks}`")
+        else:
+            out.append(f"- `{run.name}`: `ConsumerPerformance --bootstrap-server … --topic "
+                       f"{run.topic} --messages {run.records} --group <fresh> --timeout "
+                       f"{args.consumer_idle_timeout_ms}`")
+    out.append("")
+    out.append("Topics are auto-created (1 partition) by the first producer. A run fails on a "
+               "non-zero exit, a missing final line, fewer records than asked, or any exception "
+               "or ERROR line in the tool's output.\n")
+    out.append("## Broker configs\n")
+    for k in brokers:
+        cfg = next((s.get("config") for s in by[k] if s.get("config")), None)
+        if k == "kafka":
+            out.append(f"Apache Kafka (`integration/apache-kafka.sh`, `KAFKA_HEAP={KAFKA_HEAP}`, "
+                       "data dir formatted before the process whose startup is timed):\n")
+        else:
+            out.append("KafkaIQ (`kafkaiq --config server.properties`, `RUST_LOG="
+                       f"{os.environ.get('RUST_LOG', 'warn')}`):\n")
+        out.append("```properties\n" + (cfg or "(not started)\n").rstrip() + "\n```\n")
+    return "\n".join(out)
+
+
+LABELS = {"kafka": "Apache Kafka", "kafkaiq": "KafkaIQ"}
+
+
+def log(msg: str):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def build_kafkaiq(args) -> Path:
+    if args.kafkaiq_bin:
+        return Path(args.kafkaiq_bin).resolve()
+    if os.environ.get("KAFKAIQ_BIN"):
+        return Path(os.environ["KAFKAIQ_BIN"]).resolve()
+    log("==> cargo build --release --bin kafkaiq")
+    jobs = os.environ.get("CARGO_BUILD_JOBS", "2")
+    subprocess.run(["cargo", "build", "--release", "--bin", "kafkaiq", "-j", jobs], cwd=ROOT,
+                   check=True)
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    return (target / "release" / "kafkaiq").resolve()
+
+
+def strict_failures(sessions: list[dict], args) -> list[str]:
+    """The failures --smoke exits non-zero for: everything except ConsumerPerformance against a
+    broker that says (in ApiVersions) it has no consumer groups, unless --strict-consumer."""
+    failures = []
+    for s in sessions:
+        who = f"{LABELS[s['broker']]} round {s['round']}"
+        if s.get("startup_ms") is None or s.get("error"):
+            failures.append(f"{who}: {s['error']}")
+        for name, r in s["runs"].items():
+            if "error" not in r:
+                continue
+            if "unsupported" in r and not args.strict_consumer:
+                continue
+            failures.append(f"{who} {name}: {r['error']}")
+    return failures
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny plan, 1 round, exit non-zero when a required run fails")
+    p.add_argument("--rounds", type=int, default=None, help="rounds (default 3; smoke 1)")
+    p.add_argument("--brokers", default="kafka,kafkaiq",
+                   help="comma-separated subset of kafka,kafkaiq (default both)")
+    p.add_argument("--kafkaiq-bin", help="use this binary instead of building (also $KAFKAIQ_BIN)")
+    p.add_argument("--out", help="report path (default benches/results/<date>-<host>.md; "
+                                 "smoke: inside the work dir)")
+    p.add_argument("--workdir", help="where data dirs and logs go (default a fresh temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the work dir (logs, not data)")
+    p.add_argument("--note", default="", help="conditions to state in the report, e.g. other "
+                                              "work running on the machine")
+    p.add_argument("--strict-consumer", action="store_true",
+                   help="treat ConsumerPerformance against a broker without consumer-group APIs "
+                        "as a failure too")
+    p.add_argument("--tool-timeout", type=float, default=None,
+                   help="seconds one tool run may take (default 600; smoke 120)")
+    p.add_argument("--consumer-idle-timeout-ms", type=int, default=None,
+                   help="ConsumerPerformance --timeout (default 30000; smoke 10000)")
+    args = p.parse_args()
+    args.rounds = args.rounds or (1 if args.smoke else 3)
+    args.tool_timeout = args.tool_timeout or (120.0 if args.smoke else 600.0)
+    args.consumer_idle_timeout_ms = args.consumer_idle_timeout_ms or (
+        10_000 if args.smoke else 30_000)
+    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    if not brokers or any(b not in LABELS for b in brokers):
+        p.error("--brokers takes kafka, kafkaiq or both")
+    if not args.smoke and args.rounds < 3 and len(brokers) == 2:
+        log(f"note: {args.rounds} rounds; the issue asks for at least 3")
+
+    plan = smoke_plan() if args.smoke else full_plan()
+    binary = build_kafkaiq(args) if "kafkaiq" in brokers else Path("-")
+    if "kafkaiq" in brokers and not os.access(binary, os.X_OK):
+        log(f"no kafkaiq binary at {binary}")
+        return 1
+    libs = Path(subprocess.run([str(ROOT / "integration" / "kafka-libs.sh")], check=True,
+                               capture_output=True, text=True).stdout.strip())
+
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="kafkaiq-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    log(f"==> work dir {workdir}")
+    sessions = []
+    try:
+        for round_no in range(1, args.rounds + 1):
+            log(f"==> round {round_no}/{args.rounds}")
+            for key in brokers:
+                sdir = workdir / f"round{round_no}-{key}"
+                sdir.mkdir()
+                broker = ApacheKafka(sdir) if key == "kafka" else KafkaIQ(sdir, binary)
+                try:
+                    sessions.append(run_session(broker, libs, plan, args, round_no))
+                finally:
+                    broker.stop()
+                    # Fresh data dirs every session; keep only the logs.
+                    for data in (sdir / "kafka" / "data", sdir / "kafkaiq"):
+                        shutil.rmtree(data, ignore_errors=True)
+                time.sleep(1)
+    finally:
+        text = report(sessions, plan, args, binary, brokers)
+        if args.out:
+            out = Path(args.out)
+        elif args.smoke:
+            out = workdir / "report.md"
+        else:
+            date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+            out = ROOT / "benches" / "results" / f"{date}-{platform.node()}.md"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        log(f"==> report written to {out}")
+        if args.smoke:
+            print(text)
+
+    failures = strict_failures(sessions, args)
+    # Keep the logs when something failed (the report names the runs); else only on request.
+    if not args.keep and not args.workdir and not failures:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        log(f"==> logs kept in {workdir}")
+    if args.smoke:
+        unsupported = [f"{LABELS[s['broker']]} {n}: {r['unsupported']}" for s in sessions
+                       for n, r in s["runs"].items() if "unsupported" in r]
+        for u in unsupported:
+            log(f"NOT CHECKED (unsupported by the broker): {u}"
+                + (" — counted as a failure (--strict-consumer)" if args.strict_consumer else ""))
+        for f in failures:
+            log(f"FAILED: {f}")
+        return 1 if failures else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

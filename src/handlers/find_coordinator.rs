@@ -1,0 +1,122 @@
+//! FindCoordinator (key 10), v0-6: which broker coordinates a group (one key before v4, a batch
+//! of keys from v4).
+//!
+//! The coordinator of a group is the leader of its `__consumer_offsets` partition
+//! (`Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`). The topic is created on first
+//! use through the controller, as Kafka does. Transaction coordinators do not exist here, so
+//! transaction keys get COORDINATOR_NOT_AVAILABLE.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, ResponseKind,
+};
+use kafka_protocol::ResponseError;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::group::OFFSETS_TOPIC_NAME;
+
+/// `key_type` of a consumer group.
+const KEY_TYPE_GROUP: i8 = 0;
+/// `key_type` of a transactional id.
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+struct Found {
+    node_id: i32,
+    host: String,
+    port: i32,
+}
+
+fn find(broker: &Arc<Broker>, key_type: i8, key: &str) -> Result<Found, (i16, String)> {
+    let fail = |e: ResponseError, msg: &str| Err((e.code(), msg.to_owned()));
+    match key_type {
+        KEY_TYPE_GROUP => {}
+        KEY_TYPE_TRANSACTION => {
+            return fail(
+                ResponseError::CoordinatorNotAvailable,
+                "transactions are not supported",
+            )
+        }
+        _ => {
+            return fail(
+                ResponseError::InvalidRequest,
+                "unknown coordinator key type",
+            )
+        }
+    }
+    let image = match broker.groups.ensure_offsets_topic() {
+        Ok(image) => image,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC_NAME}");
+            return fail(ResponseError::CoordinatorNotAvailable, &e.to_string());
+        }
+    };
+    let partition = broker.groups.partition_for(key);
+    let leader = image
+        .topic(OFFSETS_TOPIC_NAME)
+        .and_then(|t| t.partitions.get(&partition))
+        .map(|reg| reg.leader)
+        .unwrap_or(-1);
+    match image.brokers.get(&leader) {
+        Some(b) => Ok(Found {
+            node_id: b.node_id,
+            host: b.host.clone(),
+            port: i32::from(b.port),
+        }),
+        None => fail(
+            ResponseError::CoordinatorNotAvailable,
+            "the coordinator partition has no leader",
+        ),
+    }
+}
+
+pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> ResponseKind {
+    let key_type = if version >= 1 {
+        request.key_type
+    } else {
+        KEY_TYPE_GROUP
+    };
+    if version >= 4 {
+        let coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let c = Coordinator::default().with_key(key.clone());
+                match find(broker, key_type, key) {
+                    Ok(f) => c
+                        .with_node_id(BrokerId(f.node_id))
+                        .with_host(str_bytes(&f.host))
+                        .with_port(f.port),
+                    Err((code, msg)) => c
+                        .with_node_id(BrokerId(-1))
+                        .with_port(-1)
+                        .with_error_code(code)
+                        .with_error_message(Some(str_bytes(&msg))),
+                }
+            })
+            .collect();
+        return ResponseKind::FindCoordinator(
+            FindCoordinatorResponse::default().with_coordinators(coordinators),
+        );
+    }
+    let response = match find(broker, key_type, &request.key) {
+        Ok(f) => FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(f.node_id))
+            .with_host(str_bytes(&f.host))
+            .with_port(f.port),
+        Err((code, msg)) => {
+            let r = FindCoordinatorResponse::default()
+                .with_error_code(code)
+                .with_node_id(BrokerId(-1))
+                .with_port(-1);
+            if version >= 1 {
+                r.with_error_message(Some(str_bytes(&msg)))
+            } else {
+                r
+            }
+        }
+    };
+    ResponseKind::FindCoordinator(response)
+}

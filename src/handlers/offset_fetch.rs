@@ -1,0 +1,23 @@
+//! OffsetFetch (key 9), v1-9: committed offsets of one group, or of several from v8.
+//!
+//! The group coordinator ([`crate::group`]) decides; this handler only passes the request on.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{OffsetFetchRequest, ResponseKind};
+
+use crate::broker::Broker;
+use crate::group::service::Caller;
+use crate::group::GroupRequest;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    caller: Caller,
+    request: OffsetFetchRequest,
+) -> ResponseKind {
+    broker
+        .groups
+        .call(caller, GroupRequest::OffsetFetch(request))
+        .await
+        .into_response_kind()
+}

@@ -1,0 +1,682 @@
+//! librdkafka (the `rdkafka` crate, bundling librdkafka 2.12) against the broker binary.
+//!
+//! Each test starts its own broker: the `kafkaiq` binary of this build on a free 127.0.0.1 port
+//! with a temporary data directory and `num.partitions=3`. The same tests run against Apache
+//! Kafka 4.1.1 with `BROKER_UNDER_TEST=apache-kafka` (it needs Java and Maven; run them with
+//! `--test-threads=1` to keep to one JVM at a time), which is how the expectations here are
+//! checked to be Kafka's. `KAFKA_BOOTSTRAP=host:port` points them at a running broker instead.
+//!
+//! Covered: every compression codec round trip; keys, headers and null values; the idempotent
+//! producer's exactly-once in-order delivery; ListOffsets by time (`offsets_for_times`);
+//! Metadata fields. Not covered here: consumer groups (the Java suite and others own those).
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders, Timestamp};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+
+/// Partitions of auto-created topics (`num.partitions` given to the broker).
+const PARTITIONS: usize = 3;
+/// How long a started broker gets to serve Metadata.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(90);
+/// Timeout for every single client call (metadata, offsets, flush).
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a test polls for records it expects before failing.
+const POLL_DEADLINE: Duration = Duration::from_secs(60);
+/// How long dropping a client may take before the test moves on and leaves it behind.
+const DROP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Client context printing librdkafka's log lines to stderr (shown for failing tests); set
+/// `RDKAFKA_DEBUG` (e.g. `broker,metadata,protocol`) for its debug contexts.
+struct Ctx;
+
+impl ClientContext for Ctx {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        eprintln!("librdkafka {level:?} {fac}: {log_message}");
+    }
+}
+
+impl ConsumerContext for Ctx {}
+
+type TestConsumer = BaseConsumer<Ctx>;
+type TestProducer = FutureProducer<Ctx>;
+
+/// A running broker under test, stopped (and its data removed) when dropped.
+struct Broker {
+    bootstrap: String,
+    kind: String,
+    child: Option<Child>,
+    dir: Option<PathBuf>,
+}
+
+impl Broker {
+    fn start() -> Broker {
+        if let Ok(b) = std::env::var("KAFKA_BOOTSTRAP") {
+            if !b.is_empty() {
+                let broker = Broker {
+                    bootstrap: b,
+                    kind: "external".into(),
+                    child: None,
+                    dir: None,
+                };
+                broker.await_metadata();
+                return broker;
+            }
+        }
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "rdkafka-clients-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create broker temp dir");
+        let port = free_port();
+        let bootstrap = format!("127.0.0.1:{port}");
+        let log = File::create(dir.join("broker.log")).expect("create broker log");
+        let kind = std::env::var("BROKER_UNDER_TEST").unwrap_or_else(|_| "kafkaiq".into());
+        let partitions = format!("num.partitions={PARTITIONS}");
+        let mut cmd = match kind.as_str() {
+            "apache-kafka" => {
+                let mut c = Command::new("bash");
+                c.arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/integration/apache-kafka.sh"
+                ))
+                .arg(dir.join("kafka"))
+                .arg(port.to_string())
+                .arg(free_port().to_string())
+                .arg(&partitions);
+                c
+            }
+            "kafkaiq" => {
+                let listener = format!("listeners=PLAINTEXT://{bootstrap}");
+                let advertised = format!("advertised.listeners=PLAINTEXT://{bootstrap}");
+                let log_dirs = format!("log.dirs={}", dir.join("data").display());
+                let mut c = Command::new(env!("CARGO_BIN_EXE_kafkaiq"));
+                for kv in [&listener, &advertised, &log_dirs, &partitions] {
+                    c.arg("--override").arg(kv);
+                }
+                if std::env::var_os("RUST_LOG").is_none() {
+                    c.env("RUST_LOG", "info");
+                }
+                c
+            }
+            other => panic!("unknown BROKER_UNDER_TEST={other}"),
+        };
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {kind}: {e}"));
+        let mut broker = Broker {
+            bootstrap,
+            kind,
+            child: Some(child),
+            dir: Some(dir),
+        };
+        broker.await_listening(port);
+        broker.await_metadata();
+        broker
+    }
+
+    fn await_listening(&mut self, port: u16) {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("{} exited with {status} before listening", self.kind);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} never listened on {}",
+                self.kind,
+                self.bootstrap
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Listening is not serving (Apache Kafka binds before its metadata is loaded).
+    fn await_metadata(&self) {
+        let consumer = self.consumer();
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            match consumer.fetch_metadata(None, Duration::from_secs(5)) {
+                Ok(md) if !md.brokers().is_empty() => break,
+                other => assert!(
+                    Instant::now() < deadline,
+                    "{} at {} never answered Metadata: {:?}",
+                    self.kind,
+                    self.bootstrap,
+                    other.map(|m| m.brokers().len())
+                ),
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+        drop_off_thread(consumer);
+    }
+
+    fn config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.bootstrap)
+            .set("socket.timeout.ms", "30000")
+            .set("log_level", "4");
+        if let Ok(d) = std::env::var("RDKAFKA_DEBUG") {
+            c.set("debug", d).set("log_level", "7");
+        }
+        c
+    }
+
+    /// A consumer for assign/poll use only. librdkafka refuses assign() without a group.id,
+    /// but nothing is subscribed or committed, so the group is never joined.
+    fn consumer(&self) -> TestConsumer {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let group = format!("rdkafka-clients-{}", SEQ.fetch_add(1, Ordering::Relaxed));
+        self.config()
+            .set("group.id", &group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false")
+            .set("allow.auto.create.topics", "false")
+            .set("auto.offset.reset", "error")
+            .create_with_context(Ctx)
+            .expect("create consumer")
+    }
+
+    fn producer(&self, extra: &[(&str, &str)]) -> TestProducer {
+        let mut c = self.config();
+        c.set("message.timeout.ms", "60000").set("linger.ms", "5");
+        for (k, v) in extra {
+            c.set(*k, *v);
+        }
+        c.create_with_context(Ctx).expect("create producer")
+    }
+
+    fn log_tail(&self) -> String {
+        let Some(dir) = &self.dir else {
+            return String::new();
+        };
+        let Ok(f) = File::open(dir.join("broker.log")) else {
+            return String::new();
+        };
+        let lines: Vec<String> = BufReader::new(f).lines().map_while(Result::ok).collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            eprintln!(
+                "---- last lines of {} output ({}) ----\n{}",
+                self.kind,
+                self.bootstrap,
+                self.log_tail()
+            );
+        }
+        if let Some(mut child) = self.child.take() {
+            // SIGTERM for a clean shutdown; SIGKILL if it does not come.
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(dir) = self.dir.take() {
+            if std::env::var_os("KEEP_BROKER_DIR").is_none() {
+                let _ = fs::remove_dir_all(dir);
+            }
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+/// Drops a librdkafka client on its own thread, waiting at most DROP_TIMEOUT: a consumer's
+/// destructor can block on broker round trips, and a hang there must not hang the test.
+fn drop_off_thread<T: Send + 'static>(client: T) {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        drop(client);
+        let _ = tx.send(());
+    });
+    if rx.recv_timeout(DROP_TIMEOUT).is_err() {
+        eprintln!("a client did not close within {DROP_TIMEOUT:?}; leaving it behind");
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+/// A record as produced and as read back: everything a consumer can observe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rec {
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
+    timestamp: i64,
+}
+
+impl Rec {
+    fn owned_headers(&self) -> Option<OwnedHeaders> {
+        if self.headers.is_empty() {
+            return None;
+        }
+        let mut h = OwnedHeaders::new_with_capacity(self.headers.len());
+        for (k, v) in &self.headers {
+            h = h.insert(Header {
+                key: k,
+                value: v.as_ref(),
+            });
+        }
+        Some(h)
+    }
+
+    fn of<M: Message>(m: &M) -> Rec {
+        let headers = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let timestamp = match m.timestamp() {
+            Timestamp::CreateTime(t) => t,
+            other => panic!("expected a CreateTime timestamp, got {other:?}"),
+        };
+        Rec {
+            key: m.key().map(<[u8]>::to_vec),
+            value: m.payload().map(<[u8]>::to_vec),
+            headers,
+            timestamp,
+        }
+    }
+}
+
+/// Produces `recs` to `topic` (to `partition`, or by key when None) with all sends in flight at
+/// once; returns (partition, offset) of each, in send order. Panics on any delivery error.
+fn produce(
+    producer: &TestProducer,
+    topic: &str,
+    partition: Option<i32>,
+    recs: &[Rec],
+) -> Vec<(i32, i64)> {
+    let rt = runtime();
+    let out = rt.block_on(async {
+        let mut futures = Vec::with_capacity(recs.len());
+        for r in recs {
+            let mut fr: FutureRecord<'_, [u8], [u8]> =
+                FutureRecord::to(topic).timestamp(r.timestamp);
+            if let Some(k) = &r.key {
+                fr = fr.key(k.as_slice());
+            }
+            if let Some(v) = &r.value {
+                fr = fr.payload(v.as_slice());
+            }
+            if let Some(p) = partition {
+                fr = fr.partition(p);
+            }
+            if let Some(h) = r.owned_headers() {
+                fr = fr.headers(h);
+            }
+            // send_result enqueues now (send() would only enqueue when awaited, one at a
+            // time); the test's records fit librdkafka's queue (100,000 messages by default).
+            match producer.send_result(fr) {
+                Ok(f) => futures.push(f),
+                Err((e, _)) => panic!("enqueue to {topic}: {e}"),
+            }
+        }
+        let mut out = Vec::with_capacity(futures.len());
+        for (i, f) in futures.into_iter().enumerate() {
+            match f.await.expect("delivery report") {
+                Ok(d) => out.push((d.partition, d.offset)),
+                Err((e, _)) => panic!("record {i} to {topic} not delivered: {e}"),
+            }
+        }
+        out
+    });
+    producer.flush(CALL_TIMEOUT).expect("flush");
+    out
+}
+
+/// Reads partitions of `topic` from offset 0 until `want[p]` records of each arrived; returns
+/// them by partition and offset.
+fn consume(broker: &Broker, topic: &str, want: &BTreeMap<i32, usize>) -> BTreeMap<(i32, i64), Rec> {
+    let consumer = broker.consumer();
+    let mut tpl = TopicPartitionList::new();
+    for p in want.keys() {
+        tpl.add_partition_offset(topic, *p, Offset::Offset(0))
+            .expect("add partition");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let mut got: BTreeMap<(i32, i64), Rec> = BTreeMap::new();
+    let mut counts: BTreeMap<i32, usize> = BTreeMap::new();
+    let deadline = Instant::now() + POLL_DEADLINE;
+    while want
+        .iter()
+        .any(|(p, n)| counts.get(p).copied().unwrap_or(0) < *n)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "timed out consuming {topic}: got {counts:?}, want {want:?}"
+        );
+        match consumer.poll(Duration::from_millis(500)) {
+            None => {}
+            Some(Ok(m)) => {
+                let prev = got.insert((m.partition(), m.offset()), Rec::of(&m));
+                assert!(
+                    prev.is_none(),
+                    "offset {} of partition {} read twice",
+                    m.offset(),
+                    m.partition()
+                );
+                *counts.entry(m.partition()).or_default() += 1;
+            }
+            Some(Err(e)) => panic!("consuming {topic}: {e}"),
+        }
+    }
+    drop_off_thread(consumer);
+    got
+}
+
+/// Sends and reads back `recs`, checking offsets are 0.. per partition and every record
+/// (key, value, headers, timestamp) reads back unchanged at the offset it was acknowledged at.
+fn round_trip(broker: &Broker, producer: &TestProducer, topic: &str, recs: &[Rec]) {
+    let acked = produce(producer, topic, None, recs);
+    let mut want: BTreeMap<i32, usize> = BTreeMap::new();
+    for (p, _) in &acked {
+        *want.entry(*p).or_default() += 1;
+    }
+    for (p, n) in &want {
+        let mut offsets: Vec<i64> = acked
+            .iter()
+            .filter(|(q, _)| q == p)
+            .map(|(_, o)| *o)
+            .collect();
+        offsets.sort_unstable();
+        assert_eq!(
+            offsets,
+            (0..*n as i64).collect::<Vec<_>>(),
+            "{topic} partition {p} offsets"
+        );
+    }
+    let got = consume(broker, topic, &want);
+    assert_eq!(got.len(), recs.len(), "{topic}: records read back");
+    for (i, (at, rec)) in acked.iter().zip(recs).enumerate() {
+        assert_eq!(got.get(at), Some(rec), "{topic}: record {i} at {at:?}");
+    }
+}
+
+#[test]
+fn every_compression_codec_round_trips() {
+    let broker = Broker::start();
+    let t0 = now_ms() - 60_000;
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let producer =
+            broker.producer(&[("compression.codec", codec), ("batch.num.messages", "500")]);
+        let topic = format!("rdkafka-codec-{codec}");
+        let recs: Vec<Rec> = (0..5000)
+            .map(|i| Rec {
+                key: Some(format!("key-{i}").into_bytes()),
+                value: Some(
+                    format!("{codec} value {i} {}", "abcdefgh".repeat(i % 40)).into_bytes(),
+                ),
+                headers: vec![],
+                timestamp: t0 + i as i64,
+            })
+            .collect();
+        round_trip(&broker, &producer, &topic, &recs);
+        drop_off_thread(producer);
+    }
+}
+
+#[test]
+fn keys_headers_and_null_values_round_trip() {
+    let broker = Broker::start();
+    let producer = broker.producer(&[]);
+    let t0 = now_ms() - 60_000;
+    let recs: Vec<Rec> = (0..600)
+        .map(|i| {
+            let key = match i % 5 {
+                0 => None,
+                1 => Some(vec![]),
+                _ => Some(format!("k{i}").into_bytes()),
+            };
+            let value = match i % 4 {
+                0 => None,
+                1 => Some(vec![]),
+                _ => Some(vec![(i % 256) as u8; i % 300]),
+            };
+            let headers = match i % 3 {
+                0 => vec![],
+                1 => vec![("only".to_string(), Some(b"one".to_vec()))],
+                _ => vec![
+                    ("dup".to_string(), Some(format!("first {i}").into_bytes())),
+                    ("null-value".to_string(), None),
+                    ("empty".to_string(), Some(vec![])),
+                    ("dup".to_string(), Some(vec![0, 255, i as u8])),
+                ],
+            };
+            Rec {
+                key,
+                value,
+                headers,
+                timestamp: t0 + i as i64,
+            }
+        })
+        .collect();
+    round_trip(&broker, &producer, "rdkafka-keys-headers-nulls", &recs);
+    drop_off_thread(producer);
+}
+
+#[test]
+fn idempotent_producer_delivers_exactly_once_in_order() {
+    const N: usize = 20_000;
+    let broker = Broker::start();
+    let producer = broker.producer(&[
+        ("enable.idempotence", "true"),
+        ("acks", "all"),
+        ("max.in.flight.requests.per.connection", "5"),
+        // Small batches keep several produce requests in flight at once.
+        ("batch.num.messages", "200"),
+        ("linger.ms", "1"),
+    ]);
+    let topic = "rdkafka-idempotent";
+    let t0 = now_ms() - 60_000;
+    let recs: Vec<Rec> = (0..N)
+        .map(|i| Rec {
+            key: Some(format!("seq-{i}").into_bytes()),
+            value: Some(format!("{i:08}").into_bytes()),
+            headers: vec![],
+            timestamp: t0 + i as i64,
+        })
+        .collect();
+    let acked = produce(&producer, topic, Some(1), &recs);
+    assert!(
+        producer.client().fatal_error().is_none(),
+        "idempotent producer hit a fatal error: {:?}",
+        producer.client().fatal_error()
+    );
+    // In send order, the acknowledged offsets are exactly 0, 1, 2, ... on the one partition.
+    let expected: Vec<(i32, i64)> = (0..N as i64).map(|o| (1, o)).collect();
+    assert_eq!(acked, expected, "acknowledged offsets in send order");
+    drop_off_thread(producer);
+
+    let got = consume(&broker, topic, &BTreeMap::from([(1, N)]));
+    let values: Vec<Vec<u8>> = got
+        .values()
+        .map(|r| r.value.clone().unwrap_or_default())
+        .collect();
+    let sent: Vec<Vec<u8>> = recs.iter().map(|r| r.value.clone().unwrap()).collect();
+    assert_eq!(values.len(), N, "no record lost or duplicated");
+    assert!(
+        values == sent,
+        "records read back in exactly the order they were sent"
+    );
+}
+
+#[test]
+fn offsets_for_times_finds_first_offset_at_or_after_a_timestamp() {
+    let broker = Broker::start();
+    let producer = broker.producer(&[]);
+    let topic = "rdkafka-offsets-for-times";
+    let t = now_ms() - 3_600_000;
+    // Timestamps one second apart: offset i has t + 1000 i.
+    let recs: Vec<Rec> = (0..10)
+        .map(|i| Rec {
+            key: None,
+            value: Some(format!("v{i}").into_bytes()),
+            headers: vec![],
+            timestamp: t + 1000 * i,
+        })
+        .collect();
+    let acked = produce(&producer, topic, Some(0), &recs);
+    assert_eq!(acked, (0..10).map(|o| (0, o)).collect::<Vec<_>>());
+    drop_off_thread(producer);
+
+    let consumer = broker.consumer();
+    let query = |ts: i64| -> Offset {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Offset(ts))
+            .expect("add partition");
+        let res = consumer
+            .offsets_for_times(tpl, CALL_TIMEOUT)
+            .unwrap_or_else(|e| panic!("offsets_for_times({ts}): {e}"));
+        let elem = res
+            .find_partition(topic, 0)
+            .expect("partition 0 in the answer");
+        assert!(
+            elem.error().is_ok(),
+            "offsets_for_times({ts}): {:?}",
+            elem.error()
+        );
+        elem.offset()
+    };
+    assert_eq!(
+        query(t),
+        Offset::Offset(0),
+        "exact timestamp of the first record"
+    );
+    assert_eq!(query(t - 100_000), Offset::Offset(0), "before everything");
+    assert_eq!(
+        query(t + 3000),
+        Offset::Offset(3),
+        "exact timestamp of offset 3"
+    );
+    assert_eq!(
+        query(t + 3001),
+        Offset::Offset(4),
+        "between offsets 3 and 4"
+    );
+    assert_eq!(query(t + 9000), Offset::Offset(9), "the last record");
+    assert_eq!(
+        query(t + 9001),
+        Offset::End,
+        "after every record: no offset (-1)"
+    );
+
+    let (low, high) = consumer
+        .fetch_watermarks(topic, 0, CALL_TIMEOUT)
+        .expect("fetch_watermarks");
+    assert_eq!((low, high), (0, 10), "log start offset and high watermark");
+    drop_off_thread(consumer);
+}
+
+#[test]
+fn metadata_fields() {
+    let broker = Broker::start();
+    // Create a topic the way a producer does: by writing to it (auto.create.topics.enable).
+    let producer = broker.producer(&[]);
+    let recs = [Rec {
+        key: None,
+        value: Some(b"hello".to_vec()),
+        headers: vec![],
+        timestamp: now_ms(),
+    }];
+    produce(&producer, "rdkafka-metadata", None, &recs);
+    drop_off_thread(producer);
+
+    let consumer = broker.consumer();
+    let md = consumer
+        .fetch_metadata(None, CALL_TIMEOUT)
+        .expect("fetch_metadata");
+    assert_eq!(md.brokers().len(), 1, "one broker");
+    let b = &md.brokers()[0];
+    assert!(b.id() >= 0, "broker id {}", b.id());
+    if broker.kind != "external" {
+        assert_eq!(
+            format!("{}:{}", b.host(), b.port()),
+            broker.bootstrap,
+            "advertised listener"
+        );
+    }
+
+    let topic = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == "rdkafka-metadata")
+        .expect("the auto-created topic is listed");
+    assert_eq!(topic.error(), None, "topic error");
+    assert_eq!(topic.partitions().len(), PARTITIONS, "num.partitions");
+    for (i, p) in topic.partitions().iter().enumerate() {
+        assert_eq!(p.id(), i as i32, "partition ids are 0..n in order");
+        assert_eq!(p.error(), None, "partition {i} error");
+        assert_eq!(p.leader(), b.id(), "partition {i} leader");
+        assert_eq!(p.replicas(), &[b.id()], "partition {i} replicas");
+        assert_eq!(p.isr(), &[b.id()], "partition {i} ISR");
+    }
+
+    // A topic that does not exist, asked for without auto-creation, comes back with an error.
+    let missing = consumer
+        .fetch_metadata(Some("rdkafka-no-such-topic"), CALL_TIMEOUT)
+        .expect("fetch_metadata for one topic");
+    assert_eq!(missing.topics().len(), 1);
+    assert_eq!(
+        missing.topics()[0].error().map(RDKafkaErrorCode::from),
+        Some(RDKafkaErrorCode::UnknownTopicOrPartition),
+        "unknown topic without auto-creation"
+    );
+    drop_off_thread(consumer);
+}
