@@ -8,7 +8,12 @@
 //!
 //! Run: `cargo bench --bench protocol` (add `-- --quick` for a short run).
 
-use bytes::{Bytes, BytesMut};
+mod common;
+
+use bytes::Bytes;
+use common::{
+    record_batch, record_batches, request_frame, FETCH_PARTITION_BYTES, PRODUCER_BATCH_BYTES,
+};
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use kafka_protocol::messages::{
     api_versions_response::ApiVersion,
@@ -21,20 +26,10 @@ use kafka_protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse,
     MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
 };
-use kafka_protocol::protocol::Encodable;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use kafkaiq::protocol::{
-    decode_request, encode_response, ApiKey, RequestHeader, RequestKind, ResponseKind, StrBytes,
+    decode_request, encode_response, ApiKey, RequestKind, ResponseKind, StrBytes,
     SUPPORTED_API_KEYS,
 };
-
-/// Producer `batch.size` default: the largest batch the Java producer builds by default.
-const PRODUCER_BATCH_BYTES: usize = 16 * 1024;
-/// Consumer `max.partition.fetch.bytes` default: what one partition of a Fetch answer carries.
-const FETCH_PARTITION_BYTES: usize = 1024 * 1024;
-const RECORD_VALUE_BYTES: usize = 100;
 
 // Versions a Kafka 4.1 Java client negotiates that still name topics (newer Produce and Fetch
 // versions switch to topic ids, which the codec handles the same way).
@@ -47,68 +42,6 @@ fn topic() -> TopicName {
     TopicName(StrBytes::from_static_str("bench-topic"))
 }
 
-/// One v2 record batch of 100-byte values, as close to `target_bytes` as whole records allow.
-fn record_batch(target_bytes: usize, base_offset: i64) -> Bytes {
-    // ~8 bytes of per-record framing (length, attributes, deltas, key/value lengths, headers).
-    let count = target_bytes.saturating_sub(61) / (RECORD_VALUE_BYTES + 8);
-    let value = Bytes::from(vec![b'x'; RECORD_VALUE_BYTES]);
-    let records: Vec<Record> = (0..count as i64)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: 1000,
-            producer_epoch: 0,
-            timestamp_type: TimestampType::Creation,
-            offset: base_offset + i,
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000 + i,
-            key: None,
-            value: Some(value.clone()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode record batch");
-    buf.freeze()
-}
-
-/// Record batches filling `target_bytes`, each the producer's batch size.
-fn record_batches(target_bytes: usize) -> Bytes {
-    let mut out = BytesMut::with_capacity(target_bytes);
-    let mut offset = 0;
-    while out.len() + PRODUCER_BATCH_BYTES <= target_bytes {
-        let batch = record_batch(PRODUCER_BATCH_BYTES, offset);
-        offset += (PRODUCER_BATCH_BYTES / (RECORD_VALUE_BYTES + 8)) as i64;
-        out.extend_from_slice(&batch);
-    }
-    out.freeze()
-}
-
-/// A request frame without its size prefix, as the connection layer hands it to the codec.
-fn request_frame(api_key: ApiKey, version: i16, body: &RequestKind) -> Bytes {
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(42)
-        .with_client_id(Some(StrBytes::from_static_str("producer-1")));
-    let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, api_key.request_header_version(version))
-        .expect("encode header");
-    body.encode(&mut buf, version).expect("encode body");
-    buf.freeze()
-}
-
 fn produce_request() -> RequestKind {
     RequestKind::Produce(
         ProduceRequest::default()
@@ -118,7 +51,11 @@ fn produce_request() -> RequestKind {
                 .with_name(topic())
                 .with_partition_data(vec![PartitionProduceData::default()
                     .with_index(0)
-                    .with_records(Some(record_batch(PRODUCER_BATCH_BYTES, 0)))])]),
+                    .with_records(Some(record_batch(
+                        PRODUCER_BATCH_BYTES,
+                        0,
+                        Some((1000, 0, 0)),
+                    )))])]),
     )
 }
 
@@ -234,7 +171,7 @@ fn bench_decode(c: &mut Criterion) {
         ),
     ];
     for (name, api_key, version, body) in cases {
-        let frame = request_frame(api_key, version, &body);
+        let frame = request_frame(api_key, version, 42, &body);
         // The decoded body must round-trip, or the benchmark measures an error path.
         assert_eq!(decode_request(frame.clone()).expect("decodes").body, body);
         group.throughput(Throughput::Bytes(frame.len() as u64));

@@ -318,7 +318,10 @@ impl Partition {
         let mut watchers = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
         // An operation watching several partitions re-registers with all of them after each
         // wake-up; registering once is enough.
-        if watchers.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(notify))) {
+        if watchers
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(notify)))
+        {
             return;
         }
         if watchers.len() >= WATCHERS_PRUNE_AT {

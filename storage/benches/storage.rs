@@ -1,7 +1,8 @@
 //! Criterion benchmarks of the storage engine:
 //! * `append/16KiB`: `Log::append_as_leader` of 16 KiB batches, next to `plain_write/16KiB`, a
 //!   plain sequential `write()` of the same bytes to a file in the same directory (the ceiling);
-//! * `read`: `Log::read` of 1 MiB fetches, sequentially through a 64 MiB log;
+//! * `read`: `Log::read` of 1 MiB fetches, sequentially through a 64 MiB log, and of single
+//!   batches at random offsets (16 KiB batches, and one-record batches);
 //! * `index_lookup`: `OffsetIndex::lookup` in a full 10 MiB index.
 //!
 //! Nothing is fsynced in either append case (Kafka's default flush policy); every 64 MiB both
@@ -138,6 +139,41 @@ fn read(c: &mut Criterion) {
                     .wrapping_add(1442695040888963407);
                 let offset = (i >> 33) as i64 % leo;
                 log.read(offset, b.len(), i64::MAX, true).unwrap()
+            })
+        },
+    );
+
+    // Small batches (one 100-byte record): the scan from the index entry to the batch matters.
+    let small_log = Log::open(
+        &dir.path().join("small-0"),
+        LogConfig::default(),
+        0,
+        true,
+        0,
+    )
+    .unwrap();
+    let value = [9u8; 100];
+    let small = batch(
+        &Spec {
+            base_timestamp: 1_700_000_000_000,
+            ..Spec::default()
+        },
+        &[&value],
+    );
+    for _ in 0..((16 << 20) / small.len()) {
+        small_log.append_as_leader(&small, 1, 0).unwrap();
+    }
+    let small_leo = small_log.log_end_offset();
+    group.throughput(Throughput::Bytes(small.len() as u64));
+    group.bench_function(
+        BenchmarkId::new("log_read_one_batch_random", "161B"),
+        |bench| {
+            bench.iter(|| {
+                i = i
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let offset = (i >> 33) as i64 % small_leo;
+                small_log.read(offset, small.len(), i64::MAX, true).unwrap()
             })
         },
     );

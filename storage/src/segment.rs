@@ -23,6 +23,10 @@ use crate::batch::{self, BatchHeader, BatchIter, RECORD_BATCH_OVERHEAD};
 use crate::error::{IoContext, Result, StorageError};
 use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
 
+/// Bytes read at a time while looking for the batch that holds an offset: a little more than
+/// `index.interval.bytes`' default, so one read usually covers the scan from an index entry.
+const SCAN_CHUNK_BYTES: usize = 8 * 1024;
+
 /// Bytes read at a time while recovering a segment.
 const RECOVERY_CHUNK_BYTES: usize = 1 << 20;
 
@@ -293,14 +297,60 @@ impl LogSegment {
 
     /// Position and header of the first batch below `limit` whose last offset is >= `offset`.
     pub fn find_batch(&self, offset: i64, limit: u64) -> Result<Option<(u64, BatchHeader)>> {
-        let mut position = self.offset_index.lock().lookup(offset).position as u64;
-        while let Some(h) = self.header_at(position, limit)? {
+        let position = self.offset_index.lock().lookup(offset).position as u64;
+        let mut found = None;
+        self.scan_headers(position, limit, &mut |p, h| {
             if h.last_offset() >= offset {
-                return Ok(Some((position, h)));
+                found = Some((p, *h));
+                false
+            } else {
+                true
             }
-            position += h.size_in_bytes() as u64;
+        })?;
+        Ok(found)
+    }
+
+    /// Calls `visit(position, header)` for each whole batch from `position` up to `limit`, in
+    /// order, until it returns false or a header does not parse. Headers are read in chunks of
+    /// [`SCAN_CHUNK_BYTES`], so small batches cost one `pread` per chunk rather than one per
+    /// batch (Kafka reads each header separately).
+    fn scan_headers(
+        &self,
+        mut position: u64,
+        limit: u64,
+        visit: &mut dyn FnMut(u64, &BatchHeader) -> bool,
+    ) -> Result<()> {
+        let mut chunk = Vec::new();
+        loop {
+            if position + RECORD_BATCH_OVERHEAD as u64 > limit {
+                return Ok(());
+            }
+            let len = ((limit - position) as usize).min(SCAN_CHUNK_BYTES);
+            chunk.clear();
+            chunk.resize(len, 0);
+            let n = read_up_to(&self.file, &mut chunk, position).at(&self.log_path)?;
+            chunk.truncate(n);
+            let mut at = 0usize;
+            // Headers wholly inside the chunk; the batch bodies may run past it.
+            while at + RECORD_BATCH_OVERHEAD <= chunk.len() {
+                let Ok(h) = BatchHeader::parse(&chunk[at..]) else {
+                    return Ok(());
+                };
+                if position + (at + h.size_in_bytes()) as u64 > limit {
+                    return Ok(());
+                }
+                if !visit(position + at as u64, &h) {
+                    return Ok(());
+                }
+                at += h.size_in_bytes();
+            }
+            if at == 0 {
+                // A short read: the writer truncated under us; the caller's generation check
+                // makes it retry.
+                return Ok(());
+            }
+            position += at as u64;
         }
-        Ok(None)
     }
 
     /// Whole batches from the one containing `start_offset`: each with last offset below
@@ -349,13 +399,12 @@ impl LogSegment {
     }
 
     /// Reads the batch headers from `position` to the end, in order (for scans and checks).
-    pub fn headers_from(&self, mut position: u64) -> Result<Vec<(u64, BatchHeader)>> {
-        let limit = self.size();
+    pub fn headers_from(&self, position: u64) -> Result<Vec<(u64, BatchHeader)>> {
         let mut out = Vec::new();
-        while let Some(h) = self.header_at(position, limit)? {
-            out.push((position, h));
-            position += h.size_in_bytes() as u64;
-        }
+        self.scan_headers(position, self.size(), &mut |p, h| {
+            out.push((p, *h));
+            true
+        })?;
         Ok(out)
     }
 

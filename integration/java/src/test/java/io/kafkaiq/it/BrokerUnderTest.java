@@ -42,21 +42,23 @@ public final class BrokerUnderTest implements AutoCloseable {
 
     private final String kind;
     private final String bootstrap;
-    private final Process process;
+    private Process process;
     private final Path dir;
+    private final List<String> cmd;
 
-    private BrokerUnderTest(String kind, String bootstrap, Process process, Path dir) {
+    private BrokerUnderTest(String kind, String bootstrap, Process process, Path dir, List<String> cmd) {
         this.kind = kind;
         this.bootstrap = bootstrap;
         this.process = process;
         this.dir = dir;
+        this.cmd = cmd;
     }
 
     /** Starts (or connects to) the broker the environment selects and waits until it serves. */
     public static BrokerUnderTest start() throws Exception {
         String external = System.getenv("KAFKA_BOOTSTRAP");
         if (external != null && !external.isBlank()) {
-            BrokerUnderTest b = new BrokerUnderTest("external", external, null, null);
+            BrokerUnderTest b = new BrokerUnderTest("external", external, null, null, List.of());
             b.awaitReady();
             return b;
         }
@@ -90,12 +92,7 @@ public final class BrokerUnderTest implements AutoCloseable {
             }
             default -> throw new IllegalStateException("unknown BROKER_UNDER_TEST=" + selected);
         }
-        ProcessBuilder pb = new ProcessBuilder(cmd)
-                .redirectErrorStream(true)
-                .redirectOutput(ProcessBuilder.Redirect.appendTo(log));
-        pb.environment().putIfAbsent("RUST_LOG", "info");
-        Process p = pb.start();
-        BrokerUnderTest b = new BrokerUnderTest(selected, "127.0.0.1:" + port, p, dir);
+        BrokerUnderTest b = new BrokerUnderTest(selected, "127.0.0.1:" + port, launch(cmd, log), dir, cmd);
         try {
             b.awaitReady();
         } catch (Exception e) {
@@ -105,6 +102,45 @@ public final class BrokerUnderTest implements AutoCloseable {
         }
         System.err.printf("[broker] %s serving %s (log %s)%n", selected, b.bootstrap, log);
         return b;
+    }
+
+    private static Process launch(List<String> cmd, File log) throws IOException {
+        ProcessBuilder pb = new ProcessBuilder(cmd)
+                .redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(log));
+        pb.environment().putIfAbsent("RUST_LOG", "info");
+        return pb.start();
+    }
+
+    /**
+     * Stops the broker cleanly (SIGTERM) and starts it again on the same port and data, waiting
+     * until it serves. Not possible for an external broker.
+     */
+    public void restart() throws Exception {
+        if (process == null) {
+            throw new IllegalStateException("cannot restart an external broker");
+        }
+        stopProcess();
+        process = launch(cmd, dir.resolve("broker.log").toFile());
+        awaitReady();
+        System.err.printf("[broker] %s restarted on %s%n", kind, bootstrap);
+    }
+
+    private void stopProcess() throws Exception {
+        // Children first (apache-kafka.sh execs java, but be safe), then the process itself.
+        List<ProcessHandle> all = new ArrayList<>();
+        process.toHandle().descendants().forEach(all::add);
+        all.add(process.toHandle());
+        all.forEach(ProcessHandle::destroy);
+        for (ProcessHandle h : all) {
+            try {
+                h.onExit().get(SHUTDOWN_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+            } catch (Exception e) {
+                System.err.println("[broker] " + kind + " did not stop cleanly; killing it");
+                h.destroyForcibly();
+                h.onExit().get(10, TimeUnit.SECONDS);
+            }
+        }
     }
 
     public String kind() {
@@ -176,20 +212,7 @@ public final class BrokerUnderTest implements AutoCloseable {
         if (process == null) {
             return;
         }
-        // Children first (apache-kafka.sh execs java, but be safe), then the process itself.
-        List<ProcessHandle> all = new ArrayList<>();
-        process.toHandle().descendants().forEach(all::add);
-        all.add(process.toHandle());
-        all.forEach(ProcessHandle::destroy);
-        for (ProcessHandle h : all) {
-            try {
-                h.onExit().get(SHUTDOWN_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
-            } catch (Exception e) {
-                System.err.println("[broker] " + kind + " did not stop cleanly; killing it");
-                h.destroyForcibly();
-                h.onExit().get(10, TimeUnit.SECONDS);
-            }
-        }
+        stopProcess();
         if (process.exitValue() != 0 && process.exitValue() != 143) {
             System.err.println("[broker] " + kind + " exited with " + process.exitValue());
             dumpLog();
