@@ -1038,3 +1038,67 @@ async fn admin_apis_configs_partitions_records_and_deletion() {
     assert_eq!(r.responses[0].error_code, 3);
     broker.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_limits_return_whole_batches_and_at_least_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "lim", 2, &[]).await;
+    let value = "v".repeat(1_000);
+    for partition in 0..2 {
+        for _ in 0..3 {
+            let r = client
+                .call(
+                    9,
+                    &produce_request("lim", partition, 1, batch(&[value.as_str()], None)),
+                )
+                .await;
+            assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        }
+    }
+    let fetch = |max_bytes: i32, partition_max_bytes: i32| {
+        let part = |p: i32| {
+            FetchPartition::default()
+                .with_partition(p)
+                .with_fetch_offset(0)
+                .with_current_leader_epoch(-1)
+                .with_partition_max_bytes(partition_max_bytes)
+        };
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(max_bytes)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name("lim"))
+                .with_partitions(vec![part(0), part(1)])])
+    };
+    let counts = |r: &FetchResponse| -> Vec<usize> {
+        r.responses[0]
+            .partitions
+            .iter()
+            .map(|p| decode_records(p.records.as_ref().unwrap()).len())
+            .collect()
+    };
+    // Generous limits: everything.
+    assert_eq!(
+        counts(&client.call(12, &fetch(1 << 20, 1 << 20)).await),
+        vec![3, 3]
+    );
+    // Partition limit of 1.5 batches: one whole batch per partition.
+    assert_eq!(
+        counts(&client.call(12, &fetch(1 << 20, 1_500)).await),
+        vec![1, 1]
+    );
+    // Tiny limits: the first batch of the first partition still comes back whole (KIP-74),
+    // nothing else does.
+    assert_eq!(counts(&client.call(12, &fetch(10, 10)).await), vec![1, 0]);
+    // The response limit is shared across partitions.
+    assert_eq!(
+        counts(&client.call(12, &fetch(2_500, 1 << 20)).await),
+        vec![2, 0]
+    );
+    broker.shutdown().await.unwrap();
+}

@@ -3,12 +3,10 @@
 # round of a tiny plan against Apache Kafka 4.1.1 and then against $KAFKAIQ_BIN, with the same
 # stock tools (ProducerPerformance at full speed and at a fixed rate, ConsumerPerformance).
 #
-# Fails when either broker does not start, or when any tool run fails against either broker,
-# with one exception: ConsumerPerformance against a broker whose ApiVersions answer lacks the
-# consumer-group APIs (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit,
-# OffsetFetch) is reported as "NOT CHECKED (unsupported by the broker)" and tolerated. That
-# exception ends by itself: as soon as KafkaIQ advertises those APIs its consumer run must pass.
-# BENCH_STRICT_CONSUMER=1 removes the exception now.
+# Fails when either broker does not start or when any tool run fails against either broker,
+# ConsumerPerformance included (--strict-consumer). The runner itself reports a consumer run
+# against a broker that does not advertise the consumer-group APIs as "unsupported"; this suite
+# tolerated that only until KafkaIQ's consumer groups landed, and no longer does.
 #
 # The figures of a smoke run mean nothing (a few thousand records); the full run is
 # `benches/compare/compare.py`. Needs Java 17, Maven (Kafka's jars) and Python 3.
@@ -24,8 +22,4 @@ for tool in java mvn python3; do
     command -v "$tool" >/dev/null || { echo "50-bench-smoke: $tool is required" >&2; exit 1; }
 done
 
-strict=()
-if [[ "${BENCH_STRICT_CONSUMER:-0}" == 1 ]]; then
-    strict=(--strict-consumer)
-fi
-exec python3 "$root/benches/compare/compare.py" --smoke "${strict[@]}"
+exec python3 "$root/benches/compare/compare.py" --smoke --strict-consumer

@@ -371,18 +371,24 @@ fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
     Some(((value >> 1) as i64) ^ -((value & 1) as i64))
 }
 
-/// For ListOffsets by timestamp: the offset and timestamp of the first record in `batch` whose
-/// timestamp is at least `target`. Reads only each record's length, attributes, timestamp delta
-/// and offset delta, and only for uncompressed CreateTime batches; for LogAppendTime every record
-/// has the batch's max timestamp, and for compressed batches (which this crate cannot
-/// decompress) the batch is answered as a whole: (base offset, max timestamp).
-pub fn first_record_timestamp_at_least(batch: &[u8], target: i64) -> Option<(i64, i64)> {
+/// For ListOffsets by timestamp: the timestamp and offset of the first record in `batch` at or
+/// after `min_offset` (the log start offset) whose timestamp is at least `target`. Reads only
+/// each record's length, attributes, timestamp delta and offset delta, and only for uncompressed
+/// CreateTime batches; for LogAppendTime every record has the batch's max timestamp, and for
+/// compressed batches (which this crate cannot decompress) the batch is answered as a whole:
+/// (max timestamp, base offset or `min_offset` if later).
+pub fn first_record_timestamp_at_least(
+    batch: &[u8],
+    target: i64,
+    min_offset: i64,
+) -> Option<(i64, i64)> {
     let header = BatchHeader::parse(batch).ok()?;
-    if header.max_timestamp < target {
+    if header.max_timestamp < target || header.last_offset() < min_offset {
         return None;
     }
+    let whole_batch = Some((header.max_timestamp, header.base_offset.max(min_offset)));
     if header.timestamp_type() == TimestampType::LogAppendTime || header.compression_codec() != 0 {
-        return Some((header.max_timestamp, header.base_offset));
+        return whole_batch;
     }
     let end = header.size_in_bytes().min(batch.len());
     let mut pos = RECORD_BATCH_OVERHEAD;
@@ -394,15 +400,16 @@ pub fn first_record_timestamp_at_least(batch: &[u8], target: i64) -> Option<(i64
         let ts_delta = read_varint(&batch[..end], &mut pos)?;
         let offset_delta = read_varint(&batch[..end], &mut pos)?;
         let ts = header.base_timestamp + ts_delta;
-        if ts >= target {
-            return Some((ts, header.base_offset + offset_delta));
+        let offset = header.base_offset + offset_delta;
+        if ts >= target && offset >= min_offset {
+            return Some((ts, offset));
         }
         pos = body.checked_add(usize::try_from(length).ok()?)?;
         if pos > end || pos <= start {
             return None;
         }
     }
-    Some((header.max_timestamp, header.base_offset))
+    whole_batch
 }
 
 pub mod builder {
@@ -667,10 +674,18 @@ mod tests {
     fn finds_first_record_at_timestamp() {
         let mut b = simple(5, 3, 100); // timestamps 100..=104
         set_base_offset(&mut b, 50);
-        assert_eq!(first_record_timestamp_at_least(&b, 102), Some((102, 52)));
-        assert_eq!(first_record_timestamp_at_least(&b, 0), Some((100, 50)));
-        assert_eq!(first_record_timestamp_at_least(&b, 105), None);
+        assert_eq!(first_record_timestamp_at_least(&b, 102, 0), Some((102, 52)));
+        assert_eq!(first_record_timestamp_at_least(&b, 0, 0), Some((100, 50)));
+        assert_eq!(first_record_timestamp_at_least(&b, 0, 53), Some((103, 53)));
+        assert_eq!(first_record_timestamp_at_least(&b, 105, 0), None);
         set_log_append_time(&mut b, 7_000);
-        assert_eq!(first_record_timestamp_at_least(&b, 102), Some((7_000, 50)));
+        assert_eq!(
+            first_record_timestamp_at_least(&b, 102, 0),
+            Some((7_000, 50))
+        );
+        assert_eq!(
+            first_record_timestamp_at_least(&b, 102, 52),
+            Some((7_000, 52))
+        );
     }
 }

@@ -1015,7 +1015,7 @@ impl Log {
                     }
                     let bytes = seg.read_batch(pos, &h)?;
                     if let Some((ts, offset)) =
-                        batch::first_record_timestamp_at_least(&bytes, timestamp)
+                        batch::first_record_timestamp_at_least(&bytes, timestamp, lso)
                     {
                         return Ok(Some(TimestampAndOffset {
                             timestamp: ts,
@@ -1048,7 +1048,7 @@ impl Log {
                 return Ok(None);
             };
             let bytes = seg.read_batch(pos, &h)?;
-            let offset = batch::first_record_timestamp_at_least(&bytes, m.timestamp)
+            let offset = batch::first_record_timestamp_at_least(&bytes, m.timestamp, 0)
                 .map_or(h.base_offset, |(_, o)| o);
             Ok(Some(TimestampAndOffset {
                 timestamp: m.timestamp,
@@ -1495,6 +1495,10 @@ mod tests {
         assert_eq!(log.fetch_offset_by_timestamp(5_000).unwrap(), None);
         let m = log.max_timestamp_and_offset().unwrap().unwrap();
         assert_eq!((m.timestamp, m.offset), (1_292, 89));
+        // below the log start offset nothing is answered, even inside its batch
+        log.delete_records_before(31).unwrap();
+        let t = log.fetch_offset_by_timestamp(1_100).unwrap().unwrap();
+        assert_eq!((t.timestamp, t.offset), (1_101, 31));
     }
 
     #[test]
@@ -1741,5 +1745,40 @@ mod tests {
                 .unwrap()
                 .duplicate
         );
+    }
+
+    #[test]
+    fn flush_messages_moves_the_recovery_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            flush_messages: 10,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
+        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
+        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
+        assert_eq!(log.recovery_point(), 0);
+        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap(); // 12 unflushed >= 10
+        assert_eq!(log.recovery_point(), 12);
+    }
+
+    #[test]
+    fn rolls_when_an_index_is_full() {
+        let dir = tempfile::tempdir().unwrap();
+        // 3 offset-index entries (24 bytes) and 2 time-index entries; an entry every batch
+        let config = LogConfig {
+            segment_index_bytes: 24,
+            index_interval_bytes: 1,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
+        for i in 0..10 {
+            log.append_as_leader(&simple(1, 10, i), 0, 0).unwrap();
+        }
+        assert!(log.segment_count() >= 3, "{:?}", log.segment_base_offsets());
+        log.verify_indexes().unwrap();
+        for seg in log.segments().iter() {
+            assert!(seg.size() > 0);
+        }
     }
 }

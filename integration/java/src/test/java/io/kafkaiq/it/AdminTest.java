@@ -21,6 +21,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.NewPartitions;
@@ -37,6 +38,9 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.InvalidConfigurationException;
+import org.apache.kafka.common.errors.InvalidReplicationFactorException;
+import org.apache.kafka.common.errors.InvalidTopicException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -73,9 +77,18 @@ class AdminTest {
         }
     }
 
+    /**
+     * Creates a topic and waits until the broker lists it: Apache Kafka acknowledges creation
+     * when the controller commits it, and the broker's metadata follows shortly after.
+     */
     static void create(String topic, int partitions, Map<String, String> configs) throws Exception {
         admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1).configs(configs)))
                 .all().get(WAIT_S, TimeUnit.SECONDS);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+        while (!admin.listTopics().names().get(WAIT_S, TimeUnit.SECONDS).contains(topic)) {
+            assertTrue(System.nanoTime() < deadline, "created topic " + topic + " never listed");
+            Thread.sleep(100);
+        }
     }
 
     static TopicDescription describe(String topic) throws Exception {
@@ -181,9 +194,38 @@ class AdminTest {
         ConfigEntry partitions = b.get("num.partitions");
         assertNotNull(partitions, "num.partitions is described");
         assertEquals("1", partitions.value());
+        assertEquals(ConfigEntry.ConfigSource.DEFAULT_CONFIG, partitions.source());
         ConfigEntry autoCreate = b.get("auto.create.topics.enable");
         assertNotNull(autoCreate);
         assertEquals("true", autoCreate.value());
+        // Both brokers under test are started with log.dirs set: a static broker config.
+        ConfigEntry logDirs = b.get("log.dirs");
+        assertNotNull(logDirs, "log.dirs is described");
+        if (!broker.kind().equals("external")) {
+            assertTrue(logDirs.value() != null && !logDirs.value().isBlank(), "log.dirs value");
+            assertEquals(ConfigEntry.ConfigSource.STATIC_BROKER_CONFIG, logDirs.source(), "log.dirs source");
+        }
+    }
+
+    @Test
+    void createTopicsValidation() throws Exception {
+        ExecutionException rf = assertThrows(ExecutionException.class, () -> admin.createTopics(
+                List.of(new NewTopic("admin-rf-too-high", 1, (short) 2))).all().get(WAIT_S, TimeUnit.SECONDS));
+        assertInstanceOf(InvalidReplicationFactorException.class, rf.getCause(),
+                "replication factor beyond the live brokers");
+        ExecutionException name = assertThrows(ExecutionException.class,
+                () -> create("admin/bad name", 1, Map.of()));
+        assertInstanceOf(InvalidTopicException.class, name.getCause());
+        ExecutionException config = assertThrows(ExecutionException.class,
+                () -> create("admin-bad-config", 1, Map.of("retention.ms", "not-a-number")));
+        assertInstanceOf(InvalidConfigurationException.class, config.getCause());
+
+        admin.createTopics(List.of(new NewTopic("admin-validate-only", 2, (short) 1)),
+                new CreateTopicsOptions().validateOnly(true)).all().get(WAIT_S, TimeUnit.SECONDS);
+        var names = admin.listTopics().names().get(WAIT_S, TimeUnit.SECONDS);
+        assertFalse(names.contains("admin-validate-only"), "validateOnly creates nothing");
+        assertFalse(names.contains("admin-rf-too-high"));
+        assertFalse(names.contains("admin-bad-config"));
     }
 
     @Test
@@ -200,6 +242,16 @@ class AdminTest {
         assertEquals("12345", after.get("retention.ms").value());
         assertEquals(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, after.get("retention.ms").source());
         assertEquals("200000", after.get("max.message.bytes").value());
+
+        ExecutionException bad = assertThrows(ExecutionException.class, () -> admin.incrementalAlterConfigs(
+                Map.of(r, List.of(new AlterConfigOp(new ConfigEntry("retention.ms", "soon"), AlterConfigOp.OpType.SET))))
+                .all().get(WAIT_S, TimeUnit.SECONDS));
+        assertInstanceOf(InvalidConfigurationException.class, bad.getCause(), "invalid value rejected");
+        ExecutionException unknown = assertThrows(ExecutionException.class, () -> admin.incrementalAlterConfigs(
+                Map.of(r, List.of(new AlterConfigOp(new ConfigEntry("no.such.config", "1"), AlterConfigOp.OpType.SET))))
+                .all().get(WAIT_S, TimeUnit.SECONDS));
+        assertInstanceOf(InvalidConfigurationException.class, unknown.getCause(), "unknown name rejected");
+        assertEquals("12345", describeConfig(r).get("retention.ms").value(), "a rejected change changes nothing");
 
         admin.incrementalAlterConfigs(Map.of(r, List.of(
                 new AlterConfigOp(new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE))))
@@ -296,7 +348,6 @@ class AdminTest {
     @Test
     void deleteTopicsRemovesTheTopic() throws Exception {
         create("admin-delete-me", 2, Map.of());
-        assertTrue(admin.listTopics().names().get(WAIT_S, TimeUnit.SECONDS).contains("admin-delete-me"));
         admin.deleteTopics(List.of("admin-delete-me")).all().get(WAIT_S, TimeUnit.SECONDS);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
         while (admin.listTopics().names().get(WAIT_S, TimeUnit.SECONDS).contains("admin-delete-me")) {
