@@ -1746,4 +1746,39 @@ mod tests {
                 .duplicate
         );
     }
+
+    #[test]
+    fn flush_messages_moves_the_recovery_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            flush_messages: 10,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
+        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
+        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
+        assert_eq!(log.recovery_point(), 0);
+        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap(); // 12 unflushed >= 10
+        assert_eq!(log.recovery_point(), 12);
+    }
+
+    #[test]
+    fn rolls_when_an_index_is_full() {
+        let dir = tempfile::tempdir().unwrap();
+        // 3 offset-index entries (24 bytes) and 2 time-index entries; an entry every batch
+        let config = LogConfig {
+            segment_index_bytes: 24,
+            index_interval_bytes: 1,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
+        for i in 0..10 {
+            log.append_as_leader(&simple(1, 10, i), 0, 0).unwrap();
+        }
+        assert!(log.segment_count() >= 3, "{:?}", log.segment_base_offsets());
+        log.verify_indexes().unwrap();
+        for seg in log.segments().iter() {
+            assert!(seg.size() > 0);
+        }
+    }
 }
