@@ -145,7 +145,8 @@ async fn metadata_reports_leader_epoch_topic_id_and_epochs_bump_on_restart() {
     let topic_id = created.topic_id;
     assert!(!topic_id.is_nil());
 
-    let md = client.call(12, &metadata_request("orders")).await;
+    let md = client.call(13, &metadata_request("orders")).await;
+    assert_eq!(md.error_code, 0);
     assert_eq!(md.controller_id, BrokerId(1));
     assert_eq!(md.brokers.len(), 1);
     assert_eq!(md.brokers[0].port, i32::from(broker.local_addr.port()));
@@ -1007,9 +1008,15 @@ async fn admin_apis_configs_partitions_records_and_deletion() {
 
     // DescribeCluster.
     let r = client
-        .call(1, &DescribeClusterRequest::default().with_endpoint_type(1))
+        .call(
+            2,
+            &DescribeClusterRequest::default()
+                .with_endpoint_type(1)
+                .with_include_fenced_brokers(true),
+        )
         .await;
     assert_eq!(r.error_code, 0);
+    assert!(!r.brokers[0].is_fenced);
     assert_eq!(r.controller_id, BrokerId(1));
     assert_eq!(r.brokers.len(), 1);
     assert_eq!(r.brokers[0].port, i32::from(broker.local_addr.port()));
