@@ -370,6 +370,25 @@ async fn leader_epoch_fencing_on_fetch_list_offsets_and_offset_for_leader_epoch(
     assert_eq!(p.error_code, 0);
     assert_eq!(decode_records(p.records.as_ref().unwrap()).len(), 3);
 
+    // Fetch v12: a last fetched epoch the log diverged from gets DivergingEpoch and no records
+    // (epoch 0 ended at offset 2, the client claims to have fetched epoch 0 up to offset 3).
+    let mut diverged = fetch_request("e", 3, 1, 0);
+    diverged.topics[0].partitions[0].last_fetched_epoch = 0;
+    let r = client.call(12, &diverged).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(
+        (p.diverging_epoch.epoch, p.diverging_epoch.end_offset),
+        (0, 2)
+    );
+    assert_eq!(p.records.as_ref().map(|r| r.len()), Some(0));
+    let mut consistent = fetch_request("e", 2, 1, 0);
+    consistent.topics[0].partitions[0].last_fetched_epoch = 0;
+    let r = client.call(12, &consistent).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.diverging_epoch.epoch, -1);
+    assert_eq!(decode_records(p.records.as_ref().unwrap()).len(), 1);
+
     let list = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_topics(vec![ListOffsetsTopic::default()
