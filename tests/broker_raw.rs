@@ -1128,3 +1128,43 @@ async fn fetch_limits_return_whole_batches_and_at_least_one() {
     );
     broker.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_old_segments_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let r = create_topic(
+        &mut client,
+        "ret",
+        1,
+        &[("segment.bytes", "300"), ("retention.ms", "1")],
+    )
+    .await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let value = "w".repeat(200);
+    for _ in 0..5 {
+        produce(&mut client, "ret", 1, batch(&[value.as_str()], None)).await;
+    }
+    let earliest = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("ret"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-2)])]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = client.call(7, &earliest).await;
+        let start = r.topics[0].partitions[0].offset;
+        if start > 0 {
+            // Only whole segments go, never the active one.
+            assert!(start <= 4, "log start offset {start}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "retention never ran");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    broker.shutdown().await.unwrap();
+}
