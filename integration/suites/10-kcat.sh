@@ -105,9 +105,18 @@ for codec in "${CODECS[@]}"; do
     grep -Eq "^  topic \"kcat-$codec\" with $PARTITIONS partitions:$" "$work/L1" ||
         { cat "$work/L1" >&2; fail "kcat -L does not show topic kcat-$codec with $PARTITIONS partitions"; }
 done
+broker_id="$(sed -nE "s/^  broker ([0-9]+) at ${B}( \(controller\))?$/\1/p" "$work/L0")"
+[[ -n "$broker_id" ]] || fail "no broker id in kcat -L"
+grep -E '^  topic "kcat-' -A"$PARTITIONS" "$work/L1" | grep -E '^    partition ' >"$work/partitions" || true
+total=$(wc -l <"$work/partitions")
+led=$(grep -cE "^    partition [0-9]+, leader $broker_id, replicas: $broker_id, isrs: $broker_id$" "$work/partitions" || true)
+if [[ $total -ne $((PARTITIONS * ${#CODECS[@]})) || $led -ne $total ]]; then
+    cat "$work/L1" >&2
+    fail "kcat -L: $led of $total partitions led by broker $broker_id with replicas and ISR [$broker_id]"
+fi
 if grep -Eq 'err: ' "$work/L1"; then
     cat "$work/L1" >&2
     fail "kcat -L shows partition errors"
 fi
-echo "10-kcat: kcat -L shows all ${#CODECS[@]} topics with $PARTITIONS partitions each" >&2
+echo "10-kcat: kcat -L shows all ${#CODECS[@]} topics with $PARTITIONS partitions, each led by broker $broker_id" >&2
 echo "10-kcat: ok ($BROKER_KIND)" >&2
