@@ -370,6 +370,25 @@ async fn leader_epoch_fencing_on_fetch_list_offsets_and_offset_for_leader_epoch(
     assert_eq!(p.error_code, 0);
     assert_eq!(decode_records(p.records.as_ref().unwrap()).len(), 3);
 
+    // Fetch v12: a last fetched epoch the log diverged from gets DivergingEpoch and no records
+    // (epoch 0 ended at offset 2, the client claims to have fetched epoch 0 up to offset 3).
+    let mut diverged = fetch_request("e", 3, 1, 0);
+    diverged.topics[0].partitions[0].last_fetched_epoch = 0;
+    let r = client.call(12, &diverged).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(
+        (p.diverging_epoch.epoch, p.diverging_epoch.end_offset),
+        (0, 2)
+    );
+    assert_eq!(p.records.as_ref().map(|r| r.len()), Some(0));
+    let mut consistent = fetch_request("e", 2, 1, 0);
+    consistent.topics[0].partitions[0].last_fetched_epoch = 0;
+    let r = client.call(12, &consistent).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.diverging_epoch.epoch, -1);
+    assert_eq!(decode_records(p.records.as_ref().unwrap()).len(), 1);
+
     let list = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_topics(vec![ListOffsetsTopic::default()
@@ -1107,5 +1126,45 @@ async fn fetch_limits_return_whole_batches_and_at_least_one() {
         counts(&client.call(12, &fetch(2_500, 1 << 20)).await),
         vec![2, 0]
     );
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_old_segments_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let r = create_topic(
+        &mut client,
+        "ret",
+        1,
+        &[("segment.bytes", "300"), ("retention.ms", "1")],
+    )
+    .await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let value = "w".repeat(200);
+    for _ in 0..5 {
+        produce(&mut client, "ret", 1, batch(&[value.as_str()], None)).await;
+    }
+    let earliest = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("ret"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-2)])]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = client.call(7, &earliest).await;
+        let start = r.topics[0].partitions[0].offset;
+        if start > 0 {
+            // Only whole segments go, never the active one.
+            assert!(start <= 4, "log start offset {start}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "retention never ran");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     broker.shutdown().await.unwrap();
 }
