@@ -145,7 +145,8 @@ async fn metadata_reports_leader_epoch_topic_id_and_epochs_bump_on_restart() {
     let topic_id = created.topic_id;
     assert!(!topic_id.is_nil());
 
-    let md = client.call(12, &metadata_request("orders")).await;
+    let md = client.call(13, &metadata_request("orders")).await;
+    assert_eq!(md.error_code, 0);
     assert_eq!(md.controller_id, BrokerId(1));
     assert_eq!(md.brokers.len(), 1);
     assert_eq!(md.brokers[0].port, i32::from(broker.local_addr.port()));
@@ -368,6 +369,25 @@ async fn leader_epoch_fencing_on_fetch_list_offsets_and_offset_for_leader_epoch(
     let p = &r.responses[0].partitions[0];
     assert_eq!(p.error_code, 0);
     assert_eq!(decode_records(p.records.as_ref().unwrap()).len(), 3);
+
+    // Fetch v12: a last fetched epoch the log diverged from gets DivergingEpoch and no records
+    // (epoch 0 ended at offset 2, the client claims to have fetched epoch 0 up to offset 3).
+    let mut diverged = fetch_request("e", 3, 1, 0);
+    diverged.topics[0].partitions[0].last_fetched_epoch = 0;
+    let r = client.call(12, &diverged).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(
+        (p.diverging_epoch.epoch, p.diverging_epoch.end_offset),
+        (0, 2)
+    );
+    assert_eq!(p.records.as_ref().map(|r| r.len()), Some(0));
+    let mut consistent = fetch_request("e", 2, 1, 0);
+    consistent.topics[0].partitions[0].last_fetched_epoch = 0;
+    let r = client.call(12, &consistent).await;
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.diverging_epoch.epoch, -1);
+    assert_eq!(decode_records(p.records.as_ref().unwrap()).len(), 1);
 
     let list = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
@@ -1007,9 +1027,15 @@ async fn admin_apis_configs_partitions_records_and_deletion() {
 
     // DescribeCluster.
     let r = client
-        .call(1, &DescribeClusterRequest::default().with_endpoint_type(1))
+        .call(
+            2,
+            &DescribeClusterRequest::default()
+                .with_endpoint_type(1)
+                .with_include_fenced_brokers(true),
+        )
         .await;
     assert_eq!(r.error_code, 0);
+    assert!(!r.brokers[0].is_fenced);
     assert_eq!(r.controller_id, BrokerId(1));
     assert_eq!(r.brokers.len(), 1);
     assert_eq!(r.brokers[0].port, i32::from(broker.local_addr.port()));
@@ -1036,5 +1062,110 @@ async fn admin_apis_configs_partitions_records_and_deletion() {
         )
         .await;
     assert_eq!(r.responses[0].error_code, 3);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_limits_return_whole_batches_and_at_least_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "lim", 2, &[]).await;
+    let value = "v".repeat(1_000);
+    for partition in 0..2 {
+        for _ in 0..3 {
+            let r = client
+                .call(
+                    9,
+                    &produce_request("lim", partition, 1, batch(&[value.as_str()], None)),
+                )
+                .await;
+            assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        }
+    }
+    let fetch = |max_bytes: i32, partition_max_bytes: i32| {
+        let part = |p: i32| {
+            FetchPartition::default()
+                .with_partition(p)
+                .with_fetch_offset(0)
+                .with_current_leader_epoch(-1)
+                .with_partition_max_bytes(partition_max_bytes)
+        };
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(max_bytes)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name("lim"))
+                .with_partitions(vec![part(0), part(1)])])
+    };
+    let counts = |r: &FetchResponse| -> Vec<usize> {
+        r.responses[0]
+            .partitions
+            .iter()
+            .map(|p| decode_records(p.records.as_ref().unwrap()).len())
+            .collect()
+    };
+    // Generous limits: everything.
+    assert_eq!(
+        counts(&client.call(12, &fetch(1 << 20, 1 << 20)).await),
+        vec![3, 3]
+    );
+    // Partition limit of 1.5 batches: one whole batch per partition.
+    assert_eq!(
+        counts(&client.call(12, &fetch(1 << 20, 1_500)).await),
+        vec![1, 1]
+    );
+    // Tiny limits: the first batch of the first partition still comes back whole (KIP-74),
+    // nothing else does.
+    assert_eq!(counts(&client.call(12, &fetch(10, 10)).await), vec![1, 0]);
+    // The response limit is shared across partitions.
+    assert_eq!(
+        counts(&client.call(12, &fetch(2_500, 1 << 20)).await),
+        vec![2, 0]
+    );
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_old_segments_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let r = create_topic(
+        &mut client,
+        "ret",
+        1,
+        &[("segment.bytes", "300"), ("retention.ms", "1")],
+    )
+    .await;
+    assert_eq!(r.topics[0].error_code, 0);
+    let value = "w".repeat(200);
+    for _ in 0..5 {
+        produce(&mut client, "ret", 1, batch(&[value.as_str()], None)).await;
+    }
+    let earliest = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("ret"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-2)])]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = client.call(7, &earliest).await;
+        let start = r.topics[0].partitions[0].offset;
+        if start > 0 {
+            // Whole expired segments go (the active one too, after a roll, as in Kafka), but
+            // never past the high watermark.
+            assert!(start <= 5, "log start offset {start}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "retention never ran");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     broker.shutdown().await.unwrap();
 }

@@ -8,7 +8,7 @@
 //!
 //! Covered: every compression codec round trip; keys, headers and null values; the idempotent
 //! producer's exactly-once in-order delivery; ListOffsets by time (`offsets_for_times`);
-//! Metadata fields. Not covered here: consumer groups (the Java suite and others own those).
+//! Metadata fields; LogAppendTime topics; max.message.bytes. Not covered here: consumer groups (the Java suite and others own those).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -21,6 +21,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
@@ -209,6 +210,46 @@ impl Broker {
             c.set(*k, *v);
         }
         c.create_with_context(Ctx).expect("create producer")
+    }
+
+    /// Creates one single-replica topic with the given configs (CreateTopics), failing the test
+    /// on any error.
+    fn create_topic(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
+        let admin: AdminClient<Ctx> = self
+            .config()
+            .create_with_context(Ctx)
+            .expect("create admin client");
+        let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        for (k, v) in configs {
+            topic = topic.set(k, v);
+        }
+        let opts = AdminOptions::new().operation_timeout(Some(CALL_TIMEOUT));
+        let res = runtime()
+            .block_on(admin.create_topics([&topic], &opts))
+            .expect("CreateTopics");
+        assert_eq!(res, vec![Ok(name.to_string())], "CreateTopics {name}");
+        drop_off_thread(admin);
+        // Apache Kafka's broker learns of the topic a moment after the controller commits it.
+        let consumer = self.consumer();
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        loop {
+            let md = consumer
+                .fetch_metadata(Some(name), CALL_TIMEOUT)
+                .expect("metadata");
+            if md
+                .topics()
+                .first()
+                .is_some_and(|t| t.error().is_none() && t.partitions().len() == partitions as usize)
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} never appeared in metadata"
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+        drop_off_thread(consumer);
     }
 
     fn log_tail(&self) -> String {
@@ -679,4 +720,109 @@ fn metadata_fields() {
         "unknown topic without auto-creation"
     );
     drop_off_thread(consumer);
+}
+
+#[test]
+fn log_append_time_topic_stamps_records_with_the_broker_clock() {
+    let broker = Broker::start();
+    let topic = "rdkafka-log-append-time";
+    broker.create_topic(topic, 1, &[("message.timestamp.type", "LogAppendTime")]);
+    let producer = broker.producer(&[]);
+    let created = now_ms() - 3_600_000;
+    let recs: Vec<Rec> = (0..20)
+        .map(|i| Rec {
+            key: None,
+            value: Some(format!("v{i}").into_bytes()),
+            headers: vec![],
+            timestamp: created,
+        })
+        .collect();
+    let before = now_ms();
+    let acked = produce(&producer, topic, Some(0), &recs);
+    let after = now_ms();
+    assert_eq!(acked, (0..20).map(|o| (0, o)).collect::<Vec<_>>());
+    drop_off_thread(producer);
+
+    let consumer = broker.consumer();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Offset(0))
+        .expect("add partition");
+    consumer.assign(&tpl).expect("assign");
+    let deadline = Instant::now() + POLL_DEADLINE;
+    let mut seen = 0;
+    while seen < recs.len() {
+        assert!(Instant::now() < deadline, "timed out; read {seen} records");
+        match consumer.poll(Duration::from_millis(500)) {
+            None => {}
+            Some(Ok(m)) => {
+                match m.timestamp() {
+                    // The broker's clock at append, not the producer's hour-old CreateTime.
+                    Timestamp::LogAppendTime(t) => assert!(
+                        (before - 1000..=after + 1000).contains(&t),
+                        "offset {}: log append time {t} outside [{before}, {after}]",
+                        m.offset()
+                    ),
+                    other => panic!(
+                        "offset {}: expected LogAppendTime, got {other:?}",
+                        m.offset()
+                    ),
+                }
+                seen += 1;
+            }
+            Some(Err(e)) => panic!("consuming {topic}: {e}"),
+        }
+    }
+    drop_off_thread(consumer);
+}
+
+#[test]
+fn max_message_bytes_rejects_larger_batches_with_message_too_large() {
+    let broker = Broker::start();
+    let topic = "rdkafka-max-message-bytes";
+    broker.create_topic(topic, 1, &[("max.message.bytes", "1024")]);
+    let producer = broker.producer(&[("compression.codec", "none"), ("linger.ms", "0")]);
+    let rt = runtime();
+    let big = vec![b'x'; 4000];
+    let res = rt.block_on(async {
+        producer
+            .send_result(
+                FutureRecord::<[u8], [u8]>::to(topic)
+                    .partition(0)
+                    .payload(&big[..]),
+            )
+            .map_err(|(e, _)| e)
+            .expect("enqueue")
+            .await
+            .expect("delivery report")
+    });
+    match res {
+        Err((e, _)) => assert_eq!(
+            e.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::MessageSizeTooLarge),
+            "a batch over max.message.bytes: {e}"
+        ),
+        Ok(d) => panic!(
+            "a 4000-byte record was accepted at offset {} despite max.message.bytes=1024",
+            d.offset
+        ),
+    }
+    // A record that fits is still accepted, at offset 0: nothing of the rejected one was kept.
+    let small = vec![b'y'; 100];
+    let res = rt.block_on(async {
+        producer
+            .send_result(
+                FutureRecord::<[u8], [u8]>::to(topic)
+                    .partition(0)
+                    .payload(&small[..]),
+            )
+            .map_err(|(e, _)| e)
+            .expect("enqueue")
+            .await
+            .expect("delivery report")
+    });
+    match res {
+        Ok(d) => assert_eq!((d.partition, d.offset), (0, 0)),
+        Err((e, _)) => panic!("a 100-byte record was rejected: {e}"),
+    }
+    drop_off_thread(producer);
 }

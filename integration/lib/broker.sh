@@ -18,7 +18,16 @@ BROKER_SHUTDOWN_TIMEOUT_S=${BROKER_SHUTDOWN_TIMEOUT_S:-30}
 _broker_lib_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+    if command -v python3 >/dev/null; then
+        python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+        return
+    fi
+    # Without python: a random high port nothing answers on.
+    local port
+    while :; do
+        port=$((20000 + RANDOM % 40000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
+    done
 }
 
 broker_start() {

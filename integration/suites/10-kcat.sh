@@ -77,7 +77,7 @@ for codec in "${CODECS[@]}"; do
         cat "$work/$codec.produce.err" >&2
         fail "-z $codec: kcat producer exited with an error"
     fi
-    if grep -Eq 'ERROR|Failed' "$work/$codec.produce.err"; then
+    if grep -Eq 'ERROR|FATAL|[Dd]elivery failed' "$work/$codec.produce.err"; then
         cat "$work/$codec.produce.err" >&2
         fail "-z $codec: kcat producer reported delivery errors"
     fi
@@ -100,14 +100,49 @@ for codec in "${CODECS[@]}"; do
     rm -f "$work/$codec".*
 done
 
+# Idempotent producing and consuming from a timestamp, the two features old librdkafka enables
+# only when the broker advertises InitProducerId 0 and ListOffsets 1 exactly.
+topic=idempotent-by-time
+seq 1 5000 | sed 's/^/early-/' >"$work/early.in"
+seq 1 5000 | sed 's/^/late-/' >"$work/late.in"
+kcat -b "$B" -P -t "$topic" -X enable.idempotence=true -l "$work/early.in" 2>"$work/idem.err" ||
+    { cat "$work/idem.err" >&2; fail "idempotent kcat producer"; }
+sleep 1.2
+split_ms=$(($(date +%s%N) / 1000000))
+sleep 0.2
+kcat -b "$B" -P -t "$topic" -X enable.idempotence=true -l "$work/late.in" 2>>"$work/idem.err" ||
+    { cat "$work/idem.err" >&2; fail "idempotent kcat producer"; }
+if grep -Eq 'ERROR|FATAL|[Dd]elivery failed' "$work/idem.err"; then
+    cat "$work/idem.err" >&2
+    fail "idempotent kcat producer reported errors"
+fi
+timeout 120 kcat -b "$B" -C -t "$topic" -e -o beginning -q >"$work/all.out" 2>"$work/c.err" ||
+    { cat "$work/c.err" >&2; fail "consuming $topic"; }
+cmp -s <(sort "$work/early.in" "$work/late.in") <(sort "$work/all.out") ||
+    fail "idempotent producer: consumed $(wc -l <"$work/all.out") messages, not the 10000 produced exactly once"
+timeout 120 kcat -b "$B" -C -t "$topic" -e -o "s@$split_ms" -q >"$work/late.out" 2>"$work/c.err" ||
+    { cat "$work/c.err" >&2; fail "consuming $topic from timestamp $split_ms"; }
+cmp -s <(sort "$work/late.in") <(sort "$work/late.out") ||
+    fail "-o s@$split_ms: consumed $(wc -l <"$work/late.out") messages, not exactly the 5000 produced after it"
+echo "10-kcat: idempotent producer exactly once; -o s@TIMESTAMP starts at the first later message" >&2
+
 kcat -b "$B" -L -m 10 >"$work/L1" 2>&1 || { cat "$work/L1" >&2; fail "kcat -L after producing"; }
 for codec in "${CODECS[@]}"; do
     grep -Eq "^  topic \"kcat-$codec\" with $PARTITIONS partitions:$" "$work/L1" ||
         { cat "$work/L1" >&2; fail "kcat -L does not show topic kcat-$codec with $PARTITIONS partitions"; }
 done
+broker_id="$(sed -nE "s/^  broker ([0-9]+) at ${B}( \(controller\))?$/\1/p" "$work/L0")"
+[[ -n "$broker_id" ]] || fail "no broker id in kcat -L"
+grep -E '^  topic "kcat-' -A"$PARTITIONS" "$work/L1" | grep -E '^    partition ' >"$work/partitions" || true
+total=$(wc -l <"$work/partitions")
+led=$(grep -cE "^    partition [0-9]+, leader $broker_id, replicas: $broker_id, isrs: $broker_id$" "$work/partitions" || true)
+if [[ $total -ne $((PARTITIONS * ${#CODECS[@]})) || $led -ne $total ]]; then
+    cat "$work/L1" >&2
+    fail "kcat -L: $led of $total partitions led by broker $broker_id with replicas and ISR [$broker_id]"
+fi
 if grep -Eq 'err: ' "$work/L1"; then
     cat "$work/L1" >&2
     fail "kcat -L shows partition errors"
 fi
-echo "10-kcat: kcat -L shows all ${#CODECS[@]} topics with $PARTITIONS partitions each" >&2
+echo "10-kcat: kcat -L shows all ${#CODECS[@]} topics with $PARTITIONS partitions, each led by broker $broker_id" >&2
 echo "10-kcat: ok ($BROKER_KIND)" >&2

@@ -1231,6 +1231,27 @@ impl Coordinator {
             self.remove_member(group_id, member_id, ResponseError::UnknownMemberId);
         }
         let group = self.groups.get_mut(group_id).expect("group exists");
+        if !group.members.is_empty() && group.num_awaiting_join() == 0 {
+            // Only absent static members are left: nobody could lead. Kafka waits another
+            // round for their session timeouts to remove them.
+            let wait = group.rebalance_timeout_ms();
+            self.schedule(group_id, TimerKind::Join, now_ms + wait);
+            return;
+        }
+        // The leader must be a member that rejoined (Kafka's maybeElectNewJoinedLeader): an
+        // absent static leader would leave the group without an assignment.
+        let leader_joined = group
+            .leader_id
+            .as_ref()
+            .and_then(|l| group.members.get(l))
+            .is_some_and(|m| m.awaiting_join.is_some());
+        if !leader_joined {
+            group.leader_id = group
+                .members_in_join_order()
+                .into_iter()
+                .find(|m| m.awaiting_join.is_some())
+                .map(|m| m.member_id.clone());
+        }
         group.generation_id += 1;
         if group.members.is_empty() {
             group.protocol_name = None;

@@ -620,13 +620,62 @@ fn static_member_not_rejoining_keeps_its_place_through_a_rebalance() {
     }
     let r = join_of(&last, t);
     assert_eq!(r.error_code, 0);
-    if r.leader.as_str() == m2 {
-        assert_eq!(
-            r.members.len(),
-            2,
-            "the absent static member stays in the group"
-        );
-    }
+    assert_eq!(
+        r.leader.as_str(),
+        m2,
+        "only a member that rejoined can lead"
+    );
+    assert_eq!(
+        r.members.len(),
+        2,
+        "the absent static member stays in the group"
+    );
+}
+
+#[test]
+fn only_absent_static_members_postpone_the_join() {
+    let mut h = H::new();
+    // A static member whose session (60 s) outlasts its rebalance timeout (20 s).
+    let req = JoinGroupRequest::default()
+        .with_group_id(GroupId(s(G)))
+        .with_session_timeout_ms(60_000)
+        .with_rebalance_timeout_ms(20_000)
+        .with_member_id(s(""))
+        .with_group_instance_id(Some(s("i1")))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(subscription(&["t"]))]);
+    let (t1, _) = h.call(9, GroupRequest::JoinGroup(req));
+    let r = join_of(&h.advance(0), t1);
+    let m1 = r.member_id.to_string();
+    h.sync(5, &m1, 1, &[(&m1, b"1")]);
+    // A dynamic member arrives and leaves again; the static one never rejoins.
+    let (b, _, _) = h.join_new();
+    let req = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s(G)))
+        .with_member_id(s(&b));
+    h.call(2, GroupRequest::LeaveGroup(req));
+    // The rebalance timeout passes with nobody rejoined: no generation without a leader.
+    let out = h.advance(21_000);
+    assert!(out.responses.is_empty());
+    assert_eq!(h.c.generation(G), Some(1));
+    assert_eq!(h.c.group_state(G), Some(GroupState::PreparingRebalance));
+    // The static member comes back in time and the rebalance completes with it leading.
+    let req = JoinGroupRequest::default()
+        .with_group_id(GroupId(s(G)))
+        .with_session_timeout_ms(60_000)
+        .with_rebalance_timeout_ms(20_000)
+        .with_member_id(s(&m1))
+        .with_group_instance_id(Some(s("i1")))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(subscription(&["t"]))]);
+    let (t, out) = h.call(9, GroupRequest::JoinGroup(req));
+    let r = join_of(&out, t);
+    assert_eq!((r.error_code, r.generation_id), (0, 2));
+    assert_eq!(r.leader.as_str(), m1);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! when specific versions are advertised, turn on MsgVer2, idempotence, zstd and offsets by time
 //! (reference/client-compat.md). Produce v0-2 are advertised like Kafka 4 does and refused at
 //! request time (the connection is closed). Maxima are capped at what is implemented: Fetch
-//! stops at 17 (v18's follower high watermark is not used yet), Metadata at 12.
+//! stops at 17 (v18's follower high watermark is not used yet).
 
 use std::sync::Arc;
 
@@ -23,7 +23,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 0, 13),
     (ApiKey::Fetch, 4, 17),
     (ApiKey::ListOffsets, 1, 10),
-    (ApiKey::Metadata, 0, 12),
+    (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
@@ -33,7 +33,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),

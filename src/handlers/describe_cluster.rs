@@ -1,4 +1,5 @@
-//! DescribeCluster (key 60), v0-1: cluster id, controller id and brokers (with rack).
+//! DescribeCluster (key 60), v0-2: cluster id, controller id and brokers (with rack). A single
+//! node has no fenced brokers, so v2's `include_fenced_brokers` changes nothing.
 
 use std::sync::Arc;
 

@@ -1,18 +1,22 @@
 //! Wire layouts of every request body this broker decodes, in a small DSL that [`super::guard`]
 //! walks.
 //!
-//! One `const` per message struct, written after the protocol's message definitions (Kafka
-//! 4.1.0, the schemas `kafka-protocol` 0.18 is generated from). Each [`Field`] says in which
-//! versions it is present and its wire type; the walker picks the classic or the compact
-//! (flexible) encoding from the API's first flexible version, as the protocol does. Nullability is
-//! not recorded: a null (length -1, or 0 in compact form) never allocates, so the walker accepts
-//! it everywhere and leaves "null not allowed here" to `kafka-protocol`.
+//! One `const` per message struct, named after `kafka-protocol`'s struct, transcribed from the
+//! request message definitions of Kafka 4.1.0 (the schemas `kafka-protocol` 0.18 is generated
+//! from) in the field order the crate reads them. Each [`Field`] says in which versions it is
+//! present and its wire type; the walker picks the classic or the compact (flexible) encoding
+//! from the API's first flexible version, as the protocol does. Nullability is not recorded: a
+//! null (length -1, or 0 in compact form) never allocates, so the walker accepts it everywhere
+//! and leaves "null not allowed here" to `kafka-protocol`.
+//!
+//! Upgrading `kafka-protocol` means revisiting this file: the round-trip test fails for any API
+//! version whose layout changed, and the version-range test for any new version.
 //!
 //! Tagged fields sit in the tag section at the end of a struct in flexible versions; they are
 //! listed with their tag number and the first version that knows them.
 //!
-//! The round-trip tests in `guard_tests.rs` check every layout and version against
-//! `kafka-protocol`'s own encoder.
+//! `tests/hostile_frames.rs` checks every layout at every version against `kafka-protocol`'s own
+//! decoder and encoder.
 
 use super::ApiKey;
 

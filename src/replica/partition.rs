@@ -87,6 +87,7 @@ impl Partition {
             log.log_start_offset(),
             log.log_end_offset().max(log.log_start_offset()),
         );
+        log.update_high_watermark(hw);
         Partition {
             tp,
             topic_id,
@@ -183,6 +184,8 @@ impl Partition {
         );
         let moved = new_hw != state.high_watermark;
         state.high_watermark = new_hw;
+        // Retention and DeleteRecords never remove data above the high watermark.
+        self.log.update_high_watermark(new_hw);
         moved
     }
 
@@ -318,7 +321,10 @@ impl Partition {
         let mut watchers = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
         // An operation watching several partitions re-registers with all of them after each
         // wake-up; registering once is enough.
-        if watchers.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(notify))) {
+        if watchers
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(notify)))
+        {
             return;
         }
         if watchers.len() >= WATCHERS_PRUNE_AT {

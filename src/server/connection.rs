@@ -1,7 +1,8 @@
 //! One client connection: frames in, responses out, in request order.
 //!
 //! A reader task reads size-prefixed frames and queues up to
-//! `IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX` of them (pipelining); the processing loop handles them
+//! `IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX` of them, holding at most `socket.request.max.bytes`
+//! of queued frames (pipelining with bounded memory); the processing loop handles them
 //! one at a time and writes each response before taking the next frame. Handling requests of one
 //! connection one by one is what Kafka does (a channel is muted while a request is in flight) and
 //! what idempotent producers rely on: batches of one producer arrive in sequence order and must
@@ -14,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::dispatch;
 use crate::broker::Broker;
@@ -71,9 +72,13 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
 pub async fn run(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     tracing::debug!(%peer, "connection opened");
     let (mut reader, mut writer) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Bytes>(IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX);
+    let (tx, mut rx) =
+        mpsc::channel::<(Bytes, OwnedSemaphorePermit)>(IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX);
     let max_bytes = broker.config.socket_request_max_bytes;
     let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
+    // Bytes of frames read but not yet handled are bounded by one maximal frame, so pipelining
+    // never holds more than about twice `socket.request.max.bytes` per connection.
+    let queued_bytes = Arc::new(Semaphore::new(max_bytes.min(u32::MAX as usize)));
 
     let read_loop = async move {
         loop {
@@ -83,7 +88,14 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
                     break;
                 }
                 Ok(Ok(Some(frame))) => {
-                    if tx.send(frame).await.is_err() {
+                    let Ok(permit) = queued_bytes
+                        .clone()
+                        .acquire_many_owned(frame.len() as u32)
+                        .await
+                    else {
+                        break;
+                    };
+                    if tx.send((frame, permit)).await.is_err() {
                         break;
                     }
                 }
@@ -97,8 +109,10 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
     };
 
     let process_loop = async move {
-        while let Some(frame) = rx.recv().await {
-            match dispatch::handle_frame(&broker, frame, peer).await {
+        while let Some((frame, permit)) = rx.recv().await {
+            let outcome = dispatch::handle_frame(&broker, frame, peer).await;
+            drop(permit);
+            match outcome {
                 Ok(Some(response)) => {
                     if let Err(e) = writer.write_all(&response).await {
                         tracing::debug!(%peer, error = %e, "write failed");

@@ -1526,26 +1526,51 @@ mod tests {
 
     #[test]
     fn readers_stay_valid_while_the_writer_rolls_and_deletes() {
-        let dir = tempfile::tempdir().unwrap();
+        // In memory when possible: this checks concurrency, and thousands of rolls fsync.
+        let dir = match tempfile::tempdir_in("/dev/shm") {
+            Ok(dir) => dir,
+            Err(_) => tempfile::tempdir().unwrap(),
+        };
         let config = LogConfig {
             retention_bytes: 4096,
             ..small_config()
         };
         let log = Arc::new(Log::open(dir.path(), config, 0, false, 0).unwrap());
         let stop = Arc::new(AtomicBool::new(false));
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
+        // Readers read at the start (segments being deleted) and at the tail (being truncated
+        // and rewritten with batches of other sizes, so old and new batch boundaries differ):
+        // every batch they get must be whole, valid and hold the offset asked for.
+        let readers: Vec<_> = (0..3)
+            .map(|n| {
                 let (log, stop) = (log.clone(), stop.clone());
                 std::thread::spawn(move || {
                     let mut reads = 0;
                     while !stop.load(Ordering::Relaxed) {
-                        let start = log.log_start_offset();
+                        let start = if n == 0 {
+                            log.log_start_offset()
+                        } else {
+                            (log.log_end_offset() - 1 - n as i64).max(log.log_start_offset())
+                        };
                         match log.read(start, 2048, i64::MAX, true) {
                             Ok(r) => {
-                                for (at, h) in BatchIter::new(&r.records) {
+                                let batches: Vec<_> = BatchIter::new(&r.records).collect();
+                                let covered: usize =
+                                    batches.iter().map(|(_, h)| h.size_in_bytes()).sum();
+                                assert_eq!(covered, r.records.len(), "whole batches only");
+                                for (at, h) in &batches {
                                     assert!(batch::crc_valid(
-                                        &r.records[at..at + h.size_in_bytes()]
+                                        &r.records[*at..*at + h.size_in_bytes()]
                                     ));
+                                }
+                                if let Some((_, first)) = batches.first() {
+                                    assert!(
+                                        first.base_offset <= start
+                                            || first.base_offset == r.first_batch_offset.unwrap()
+                                    );
+                                    assert!(
+                                        first.last_offset() >= start,
+                                        "batch {first:?} for {start}"
+                                    );
                                 }
                                 reads += 1;
                             }
@@ -1557,14 +1582,17 @@ mod tests {
                 })
             })
             .collect();
-        for i in 0..2_000 {
-            log.append_as_leader(&simple(2, 60, i), 0, 0).unwrap();
+        for i in 0..10_000i64 {
+            let records = 1 + (i % 3) as usize;
+            let value_bytes = 20 + ((i * 37) % 150) as usize;
+            log.append_as_leader(&simple(records, value_bytes, i), 0, 0)
+                .unwrap();
             if i % 50 == 0 {
                 log.delete_old_segments(0).unwrap();
             }
-            if i % 97 == 0 {
+            if i % 7 == 0 {
                 let leo = log.log_end_offset();
-                log.truncate_to((leo - 3).max(0)).unwrap();
+                log.truncate_to((leo - 1 - i % 4).max(0)).unwrap();
             }
         }
         stop.store(true, Ordering::Relaxed);
@@ -1745,5 +1773,65 @@ mod tests {
                 .unwrap()
                 .duplicate
         );
+    }
+
+    #[test]
+    fn flush_messages_moves_the_recovery_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            flush_messages: 10,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
+        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
+        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
+        assert_eq!(log.recovery_point(), 0);
+        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap(); // 12 unflushed >= 10
+        assert_eq!(log.recovery_point(), 12);
+    }
+
+    #[test]
+    fn rolls_when_an_index_is_full() {
+        let dir = tempfile::tempdir().unwrap();
+        // 3 offset-index entries (24 bytes) and 2 time-index entries; an entry every batch
+        let config = LogConfig {
+            segment_index_bytes: 24,
+            index_interval_bytes: 1,
+            ..LogConfig::default()
+        };
+        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
+        for i in 0..10 {
+            log.append_as_leader(&simple(1, 10, i), 0, 0).unwrap();
+        }
+        assert!(log.segment_count() >= 3, "{:?}", log.segment_base_offsets());
+        log.verify_indexes().unwrap();
+        for seg in log.segments().iter() {
+            assert!(seg.size() > 0);
+        }
+    }
+
+    #[test]
+    fn a_read_waits_while_a_truncation_rewrites_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(Log::open(dir.path(), LogConfig::default(), 0, false, 0).unwrap());
+        for i in 0..10 {
+            log.append_as_leader(&simple(1, 10, i), 0, 0).unwrap();
+        }
+        // What truncate_to does first: take the writer lock, make the generation odd.
+        let w = log.writer.lock();
+        log.truncation_generation.fetch_add(1, Ordering::SeqCst);
+        let reader = {
+            let log = log.clone();
+            std::thread::spawn(move || log.read(0, 1 << 20, i64::MAX, true).unwrap())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            !reader.is_finished(),
+            "a read must not run during a truncation"
+        );
+        log.truncation_generation.fetch_add(1, Ordering::SeqCst);
+        drop(w);
+        let r = reader.join().unwrap();
+        assert_eq!(BatchIter::new(&r.records).count(), 10);
     }
 }

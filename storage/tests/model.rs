@@ -383,7 +383,12 @@ fn run(ops: Vec<Op>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    // PROPTEST_CASES runs more (or fewer) cases than the default 256.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn log_matches_model(ops in proptest::collection::vec(op(), 1..80)) {
         run(ops);

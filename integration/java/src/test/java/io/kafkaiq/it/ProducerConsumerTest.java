@@ -3,6 +3,7 @@ package io.kafkaiq.it;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
@@ -24,6 +25,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -123,6 +126,10 @@ class ProducerConsumerTest {
     }
 
     static KafkaConsumer<byte[], byte[]> consumer() {
+        return consumer(new Properties());
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer(Properties extra) {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -131,6 +138,7 @@ class ProducerConsumerTest {
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
         // Small fetches so reading back takes several Fetch round trips per partition.
         p.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, 16 * 1024);
+        p.putAll(extra);
         return new KafkaConsumer<>(p);
     }
 
@@ -228,6 +236,88 @@ class ProducerConsumerTest {
             // Nothing beyond the end: a further poll returns nothing for this partition.
             assertTrue(c.poll(Duration.ofMillis(1500)).isEmpty(), "no records past the log end");
             assertEquals(s.size(), c.position(tp));
+        }
+    }
+
+    @Test
+    @Order(4)
+    void readCommittedConsumerReadsNonTransactionalRecords() {
+        Properties extra = new Properties();
+        extra.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, IsolationLevel.READ_COMMITTED.toString());
+        try (KafkaConsumer<byte[], byte[]> c = consumer(extra)) {
+            TopicPartition tp = new TopicPartition(TOPIC, 2);
+            List<Sent> s = sent.get(2);
+            c.assign(List.of(tp));
+            c.seek(tp, 0);
+            List<ConsumerRecord<byte[], byte[]>> r = pollUntil(c, Map.of(2, s.size())).get(2);
+            assertEquals(s.size(), r.size());
+            for (int i = 0; i < r.size(); i++) {
+                assertSame(s.get(i), r.get(i));
+            }
+            // With no transactions the last stable offset is the high watermark.
+            assertEquals((long) s.size(), c.endOffsets(List.of(tp), Duration.ofSeconds(30)).get(tp));
+        }
+    }
+
+    @Test
+    @Order(5)
+    void seekPastTheLogEndIsOffsetOutOfRange() {
+        try (KafkaConsumer<byte[], byte[]> c = consumer()) {
+            TopicPartition tp = new TopicPartition(TOPIC, 0);
+            long end = sent.get(0).size();
+            c.assign(List.of(tp));
+            c.seek(tp, end + 100);
+            long deadline = System.nanoTime() + POLL_DEADLINE.toNanos();
+            OffsetOutOfRangeException e = assertThrows(OffsetOutOfRangeException.class, () -> {
+                while (System.nanoTime() < deadline) {
+                    c.poll(Duration.ofMillis(500));
+                }
+            }, "auto.offset.reset=none surfaces the broker's OFFSET_OUT_OF_RANGE");
+            assertEquals(Map.of(tp, end + 100), e.offsetOutOfRangePartitions());
+        }
+    }
+
+    @Test
+    @Order(6)
+    void everyCompressionTypeRoundTrips() throws Exception {
+        for (String codec : List.of("gzip", "snappy", "lz4", "zstd")) {
+            String topic = "java-codec-" + codec;
+            try (Admin admin = broker.admin()) {
+                admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            }
+            Properties p = new Properties();
+            p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+            p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+            p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+            p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
+            List<Future<RecordMetadata>> futures = new ArrayList<>();
+            List<ProducerRecord<byte[], byte[]>> records = new ArrayList<>();
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+                for (int i = 0; i < 2000; i++) {
+                    ProducerRecord<byte[], byte[]> r = record(i);
+                    r = new ProducerRecord<>(topic, 0, null, r.key(), r.value(), r.headers());
+                    records.add(r);
+                    futures.add(producer.send(r));
+                }
+                producer.flush();
+            }
+            List<Sent> s = new ArrayList<>();
+            for (int i = 0; i < records.size(); i++) {
+                RecordMetadata md = futures.get(i).get(30, TimeUnit.SECONDS);
+                assertEquals(i, md.offset(), codec + " record " + i + " offset");
+                ProducerRecord<byte[], byte[]> r = records.get(i);
+                s.add(new Sent(md.offset(), md.timestamp(), r.key(), r.value(), List.of(r.headers().toArray())));
+            }
+            try (KafkaConsumer<byte[], byte[]> c = consumer()) {
+                TopicPartition tp = new TopicPartition(topic, 0);
+                c.assign(List.of(tp));
+                c.seek(tp, 0);
+                List<ConsumerRecord<byte[], byte[]>> got = pollUntil(c, Map.of(0, s.size())).get(0);
+                assertEquals(s.size(), got.size(), codec);
+                for (int i = 0; i < s.size(); i++) {
+                    assertSame(s.get(i), got.get(i));
+                }
+            }
         }
     }
 }
