@@ -34,6 +34,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.Uuid;
@@ -164,6 +165,12 @@ class AdminTest {
         assertEquals(0, latest.offset());
         assertTrue(latest.leaderEpoch().isPresent(), "ListOffsets answer carries the leader epoch");
         assertTrue(latest.leaderEpoch().get() >= 0);
+
+        // Described by topic id (Metadata v12+ / DescribeTopicPartitions), the same topic.
+        TopicDescription byId = admin.describeTopics(TopicCollection.ofTopicIds(List.of(d.topicId())))
+                .allTopicIds().get(WAIT_S, TimeUnit.SECONDS).get(d.topicId());
+        assertEquals("admin-create", byId.name());
+        assertEquals(4, byId.partitions().size());
 
         ExecutionException again = assertThrows(ExecutionException.class,
                 () -> create("admin-create", 1, Map.of()));

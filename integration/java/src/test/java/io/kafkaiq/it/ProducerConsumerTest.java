@@ -320,4 +320,39 @@ class ProducerConsumerTest {
             }
         }
     }
+
+    @Test
+    @Order(7)
+    void aBatchLargerThanTheFetchLimitsIsStillReturned() throws Exception {
+        // KIP-74: the first batch is returned whole even when it exceeds max.partition.fetch.bytes
+        // and fetch.max.bytes, so consumers always make progress.
+        String topic = "java-large-record";
+        try (Admin admin = broker.admin()) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        }
+        byte[] big = new byte[600 * 1024];
+        new java.util.Random(42).nextBytes(big);
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            assertEquals(0, producer.send(new ProducerRecord<>(topic, 0, null, "small-0".getBytes())).get(30, TimeUnit.SECONDS).offset());
+            assertEquals(1, producer.send(new ProducerRecord<>(topic, 0, null, big)).get(30, TimeUnit.SECONDS).offset());
+            assertEquals(2, producer.send(new ProducerRecord<>(topic, 0, null, "small-2".getBytes())).get(30, TimeUnit.SECONDS).offset());
+        }
+        Properties extra = new Properties();
+        extra.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, 16 * 1024);
+        extra.put(ConsumerConfig.FETCH_MAX_BYTES_CONFIG, 16 * 1024);
+        try (KafkaConsumer<byte[], byte[]> c = consumer(extra)) {
+            TopicPartition tp = new TopicPartition(topic, 0);
+            c.assign(List.of(tp));
+            c.seek(tp, 0);
+            List<ConsumerRecord<byte[], byte[]>> r = pollUntil(c, Map.of(0, 3)).get(0);
+            assertEquals(3, r.size());
+            assertArrayEquals("small-0".getBytes(), r.get(0).value());
+            assertArrayEquals(big, r.get(1).value(), "the 600 KiB record");
+            assertArrayEquals("small-2".getBytes(), r.get(2).value());
+        }
+    }
 }
