@@ -25,6 +25,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.clients.consumer.LogTruncationException;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
@@ -398,6 +400,35 @@ class ProducerConsumerTest {
                     assertArrayEquals(("acks" + acks + "-" + i).getBytes(), got.get(i).value(), "acks=" + acks);
                 }
             }
+        }
+    }
+
+    @Test
+    @Order(9)
+    void seekWithALeaderEpochIsValidatedWithOffsetsForLeaderEpoch() {
+        TopicPartition tp = new TopicPartition(TOPIC, 0);
+        List<Sent> s = sent.get(0);
+        try (KafkaConsumer<byte[], byte[]> c = consumer()) {
+            c.assign(List.of(tp));
+            // A position from epoch 0 inside the log validates and reads on from there.
+            c.seek(tp, new OffsetAndMetadata(10, java.util.Optional.of(0), ""));
+            List<ConsumerRecord<byte[], byte[]>> r = pollUntil(c, Map.of(0, s.size() - 10)).get(0);
+            assertEquals(s.size() - 10, r.size());
+            assertSame(s.get(10), r.get(0));
+        }
+        try (KafkaConsumer<byte[], byte[]> c = consumer()) {
+            c.assign(List.of(tp));
+            // A position from epoch 0 past where epoch 0 ends: the leader's answer shows the log
+            // diverged, and with auto.offset.reset=none the consumer reports truncation.
+            long end = s.size();
+            c.seek(tp, new OffsetAndMetadata(end + 50, java.util.Optional.of(0), ""));
+            long deadline = System.nanoTime() + POLL_DEADLINE.toNanos();
+            LogTruncationException e = assertThrows(LogTruncationException.class, () -> {
+                while (System.nanoTime() < deadline) {
+                    c.poll(Duration.ofMillis(500));
+                }
+            });
+            assertEquals(end, e.divergentOffsets().get(tp).offset(), "epoch 0 ends at the log end");
         }
     }
 }
