@@ -1218,3 +1218,24 @@ async fn elect_leaders_answers_election_not_needed_on_one_node() {
     assert!(r.replica_election_results.is_empty());
     broker.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_log_dirs_lists_partitions_with_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "ld", 2, &[]).await;
+    produce(&mut client, "ld", 1, batch(&["payload"], None)).await;
+    let r = client
+        .call(4, &DescribeLogDirsRequest::default().with_topics(None))
+        .await;
+    assert_eq!(r.results.len(), 1);
+    let d = &r.results[0];
+    assert_eq!(d.error_code, 0);
+    assert_eq!(d.log_dir.as_str(), dir.path().display().to_string());
+    let t = d.topics.iter().find(|t| t.name.0.as_str() == "ld").unwrap();
+    assert_eq!(t.partitions.len(), 2);
+    assert!(t.partitions[0].partition_size > 0);
+    assert_eq!(t.partitions[1].partition_size, 0);
+    broker.shutdown().await.unwrap();
+}

@@ -102,6 +102,9 @@ pub async fn handle_frame(
         RequestKind::IncrementalAlterConfigs(r) => Some(
             handlers::incremental_alter_configs::handle(broker, version, r),
         ),
+        RequestKind::DescribeLogDirs(r) => {
+            Some(handlers::describe_log_dirs::handle(broker, version, r))
+        }
         RequestKind::ElectLeaders(r) => Some(handlers::elect_leaders::handle(broker, version, r)),
         RequestKind::DescribeCluster(r) => {
             Some(handlers::describe_cluster::handle(broker, version, r))
