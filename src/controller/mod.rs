@@ -21,7 +21,10 @@ use uuid::Uuid;
 
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
-use crate::limits::{PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE, TOPIC_NAME_CHARS_MAX};
+use crate::limits::{
+    METADATA_RECORDS_PER_FRAME_MAX, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
+    TOPIC_NAME_CHARS_MAX,
+};
 use crate::metadata::{
     BrokerRegistration, MetadataCache, MetadataImage, PartitionRegistration, TopicImage,
 };
@@ -173,10 +176,6 @@ pub fn new_cluster_id() -> String {
     out
 }
 
-/// Records of a batch are committed in frames of at most this many records, so one frame never
-/// exceeds the metadata log's frame bound.
-const RECORDS_PER_FRAME_MAX: usize = 5_000;
-
 impl Controller {
     /// Opens the metadata log in `dir`, replays it, and returns the controller with the image
     /// published in `cache`.
@@ -239,7 +238,7 @@ impl Controller {
         if records.is_empty() {
             return Ok(());
         }
-        for chunk in records.chunks(RECORDS_PER_FRAME_MAX) {
+        for chunk in records.chunks(METADATA_RECORDS_PER_FRAME_MAX) {
             state.log.append(chunk).map_err(|e| {
                 tracing::error!(error = %e, "metadata log append failed");
                 ApiError::KafkaStorageError(e.to_string())
