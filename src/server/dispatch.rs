@@ -102,6 +102,7 @@ pub async fn handle_frame(
         RequestKind::IncrementalAlterConfigs(r) => Some(
             handlers::incremental_alter_configs::handle(broker, version, r),
         ),
+        RequestKind::ElectLeaders(r) => Some(handlers::elect_leaders::handle(broker, version, r)),
         RequestKind::DescribeCluster(r) => {
             Some(handlers::describe_cluster::handle(broker, version, r))
         }
