@@ -55,6 +55,8 @@ struct Bench {
 
 impl Bench {
     fn start() -> Bench {
+        // As the `kafkaiq` binary does at startup.
+        kafkaiq::allocator::retain_freed_memory();
         // One worker for the broker's own tasks (retention, checkpoints); handle_frame runs on
         // the benchmark's thread through block_on.
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -20,6 +20,7 @@
 //! - [`clock`]: the only reader of wall-clock time. [`broker`]: startup, periodic tasks, shutdown.
 //! - Storage (segment logs, indexes, epoch cache, checkpoints) is the `kafkaiq-storage` crate.
 
+pub mod allocator;
 pub mod broker;
 pub mod clock;
 pub mod config;

@@ -53,6 +53,20 @@ pub const TOPIC_NAME_CHARS_MAX: usize = 249;
 /// claiming more than this is corruption, not data.
 pub const METADATA_RECORD_BYTES_MAX: usize = 1 << 20;
 
+/// Metadata records committed together are written in frames of at most this many records, so
+/// one frame stays below `METADATA_RECORD_BYTES_MAX` (a partition record is ~45 bytes plus 4 per
+/// replica). It exceeds `PARTITIONS_PER_TOPIC_MAX` plus every topic config, so creating or
+/// growing one topic is always a single frame: replayed whole or not at all after a crash. Only
+/// the startup election of every local partition may span frames, and each of its records
+/// stands alone.
+pub const METADATA_RECORDS_PER_FRAME_MAX: usize = 12_000;
+const _: () = assert!(METADATA_RECORDS_PER_FRAME_MAX > PARTITIONS_PER_TOPIC_MAX as usize + 100);
+
+/// Delayed operations one partition keeps in its watch list before pruning those that are gone
+/// (answered or timed out); the global bound on parked operations is
+/// `PURGATORY_OPERATIONS_MAX`.
+pub const PARTITION_WATCHERS_PRUNE_AT: usize = 1_024;
+
 /// How often high watermarks are written to `replication-offset-checkpoint`
 /// (Kafka's `replica.high.watermark.checkpoint.interval.ms`).
 pub const HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS: u64 = 5_000;

@@ -28,6 +28,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    kafkaiq::allocator::retain_freed_memory();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

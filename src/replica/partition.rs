@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::decisions;
 use crate::errors::ApiError;
+use crate::limits::PARTITION_WATCHERS_PRUNE_AT;
 use crate::metadata::PartitionRegistration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,10 +52,6 @@ pub struct ReadResult {
     pub records: bytes::Bytes,
     pub offsets: Offsets,
 }
-
-/// Watchers (delayed operations) one partition keeps before pruning dead ones; the global bound
-/// on parked operations is `limits::PURGATORY_OPERATIONS_MAX`.
-const WATCHERS_PRUNE_AT: usize = 1_024;
 
 pub struct Partition {
     pub tp: TopicPartition,
@@ -327,7 +324,7 @@ impl Partition {
         {
             return;
         }
-        if watchers.len() >= WATCHERS_PRUNE_AT {
+        if watchers.len() >= PARTITION_WATCHERS_PRUNE_AT {
             watchers.retain(|w| w.strong_count() > 0);
         }
         watchers.push(Arc::downgrade(notify));

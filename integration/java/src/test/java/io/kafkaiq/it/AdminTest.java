@@ -34,11 +34,16 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.errors.InvalidConfigurationException;
+import org.apache.kafka.common.errors.InvalidPartitionsException;
+import org.apache.kafka.common.errors.OffsetOutOfRangeException;
 import org.apache.kafka.common.errors.InvalidReplicationFactorException;
 import org.apache.kafka.common.errors.InvalidTopicException;
 import org.apache.kafka.common.errors.TopicExistsException;
@@ -164,6 +169,12 @@ class AdminTest {
         assertEquals(0, latest.offset());
         assertTrue(latest.leaderEpoch().isPresent(), "ListOffsets answer carries the leader epoch");
         assertTrue(latest.leaderEpoch().get() >= 0);
+
+        // Described by topic id (Metadata v12+ / DescribeTopicPartitions), the same topic.
+        TopicDescription byId = admin.describeTopics(TopicCollection.ofTopicIds(List.of(d.topicId())))
+                .allTopicIds().get(WAIT_S, TimeUnit.SECONDS).get(d.topicId());
+        assertEquals("admin-create", byId.name());
+        assertEquals(4, byId.partitions().size());
 
         ExecutionException again = assertThrows(ExecutionException.class,
                 () -> create("admin-create", 1, Map.of()));
@@ -362,5 +373,39 @@ class AdminTest {
         // The name can be used again, starting from offset 0.
         create("admin-delete-me", 1, Map.of());
         assertEquals(0, listOffset(new TopicPartition("admin-delete-me", 0), OffsetSpec.latest()).offset());
+    }
+
+    @Test
+    void adminErrorsFollowKafka() throws Exception {
+        create("admin-errors", 2, Map.of());
+        ExecutionException fewer = assertThrows(ExecutionException.class, () -> admin.createPartitions(
+                Map.of("admin-errors", NewPartitions.increaseTo(1))).all().get(WAIT_S, TimeUnit.SECONDS));
+        assertInstanceOf(InvalidPartitionsException.class, fewer.getCause(), "shrinking a topic");
+        ExecutionException same = assertThrows(ExecutionException.class, () -> admin.createPartitions(
+                Map.of("admin-errors", NewPartitions.increaseTo(2))).all().get(WAIT_S, TimeUnit.SECONDS));
+        assertInstanceOf(InvalidPartitionsException.class, same.getCause(), "the same partition count");
+        ExecutionException missingTopic = assertThrows(ExecutionException.class, () -> admin.createPartitions(
+                Map.of("admin-no-such-topic", NewPartitions.increaseTo(3))).all().get(WAIT_S, TimeUnit.SECONDS));
+        assertInstanceOf(UnknownTopicOrPartitionException.class, missingTopic.getCause());
+
+        ExecutionException noConfigs = assertThrows(ExecutionException.class,
+                () -> describeConfig(new ConfigResource(ConfigResource.Type.TOPIC, "admin-no-such-topic")));
+        assertInstanceOf(UnknownTopicOrPartitionException.class, noConfigs.getCause());
+
+        TopicPartition tp = new TopicPartition("admin-errors", 0);
+        produce("admin-errors", List.of(1L, 2L, 3L));
+        ExecutionException beyond = assertThrows(ExecutionException.class, () -> admin.deleteRecords(
+                Map.of(tp, RecordsToDelete.beforeOffset(10))).all().get(WAIT_S, TimeUnit.SECONDS));
+        assertInstanceOf(OffsetOutOfRangeException.class, beyond.getCause(), "deleting past the high watermark");
+        assertEquals(0, listOffset(tp, OffsetSpec.earliest()).offset(), "nothing deleted");
+
+        // read_committed ListOffsets: with no transactions the last stable offset is the HW.
+        ListOffsetsResultInfo committed = admin.listOffsets(Map.of(tp, OffsetSpec.latest()),
+                new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).partitionResult(tp).get(WAIT_S, TimeUnit.SECONDS);
+        assertEquals(3, committed.offset());
+        // An empty partition has no offset for any timestamp.
+        TopicPartition empty = new TopicPartition("admin-errors", 1);
+        assertEquals(-1, listOffset(empty, OffsetSpec.forTimestamp(0)).offset());
+        assertEquals(0, listOffset(empty, OffsetSpec.latest()).offset());
     }
 }

@@ -25,6 +25,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.clients.consumer.LogTruncationException;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
@@ -318,6 +320,115 @@ class ProducerConsumerTest {
                     assertSame(s.get(i), got.get(i));
                 }
             }
+        }
+    }
+
+    @Test
+    @Order(7)
+    void aBatchLargerThanTheFetchLimitsIsStillReturned() throws Exception {
+        // KIP-74: the first batch is returned whole even when it exceeds max.partition.fetch.bytes
+        // and fetch.max.bytes, so consumers always make progress.
+        String topic = "java-large-record";
+        try (Admin admin = broker.admin()) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        }
+        byte[] big = new byte[600 * 1024];
+        new java.util.Random(42).nextBytes(big);
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            assertEquals(0, producer.send(new ProducerRecord<>(topic, 0, null, "small-0".getBytes())).get(30, TimeUnit.SECONDS).offset());
+            assertEquals(1, producer.send(new ProducerRecord<>(topic, 0, null, big)).get(30, TimeUnit.SECONDS).offset());
+            assertEquals(2, producer.send(new ProducerRecord<>(topic, 0, null, "small-2".getBytes())).get(30, TimeUnit.SECONDS).offset());
+        }
+        Properties extra = new Properties();
+        extra.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, 16 * 1024);
+        extra.put(ConsumerConfig.FETCH_MAX_BYTES_CONFIG, 16 * 1024);
+        try (KafkaConsumer<byte[], byte[]> c = consumer(extra)) {
+            TopicPartition tp = new TopicPartition(topic, 0);
+            c.assign(List.of(tp));
+            c.seek(tp, 0);
+            List<ConsumerRecord<byte[], byte[]>> r = pollUntil(c, Map.of(0, 3)).get(0);
+            assertEquals(3, r.size());
+            assertArrayEquals("small-0".getBytes(), r.get(0).value());
+            assertArrayEquals(big, r.get(1).value(), "the 600 KiB record");
+            assertArrayEquals("small-2".getBytes(), r.get(2).value());
+        }
+    }
+
+    @Test
+    @Order(8)
+    void acksZeroAndOneProducersWriteEverything() throws Exception {
+        for (String acks : List.of("0", "1")) {
+            String topic = "java-acks-" + acks;
+            try (Admin admin = broker.admin()) {
+                admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            }
+            Properties p = new Properties();
+            p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+            p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+            p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+            p.put(ProducerConfig.ACKS_CONFIG, acks);
+            p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, false);
+            List<Future<RecordMetadata>> futures = new ArrayList<>();
+            try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+                // Wait for the topic's metadata first so acks=0 sends are not lost to a
+                // not-yet-known leader (the client, not the broker, would drop them).
+                producer.partitionsFor(topic);
+                for (int i = 0; i < 1000; i++) {
+                    futures.add(producer.send(new ProducerRecord<>(topic, 0, null, ("acks" + acks + "-" + i).getBytes())));
+                }
+                producer.flush();
+            }
+            for (int i = 0; i < futures.size(); i++) {
+                RecordMetadata md = futures.get(i).get(30, TimeUnit.SECONDS);
+                if (acks.equals("1")) {
+                    assertEquals(i, md.offset(), "acks=1 record " + i);
+                } else {
+                    assertEquals(-1, md.offset(), "acks=0 has no offset to report");
+                }
+            }
+            try (KafkaConsumer<byte[], byte[]> c = consumer()) {
+                TopicPartition tp = new TopicPartition(topic, 0);
+                c.assign(List.of(tp));
+                c.seek(tp, 0);
+                List<ConsumerRecord<byte[], byte[]>> got = pollUntil(c, Map.of(0, 1000)).get(0);
+                for (int i = 0; i < 1000; i++) {
+                    assertEquals(i, got.get(i).offset());
+                    assertArrayEquals(("acks" + acks + "-" + i).getBytes(), got.get(i).value(), "acks=" + acks);
+                }
+            }
+        }
+    }
+
+    @Test
+    @Order(9)
+    void seekWithALeaderEpochIsValidatedWithOffsetsForLeaderEpoch() {
+        TopicPartition tp = new TopicPartition(TOPIC, 0);
+        List<Sent> s = sent.get(0);
+        try (KafkaConsumer<byte[], byte[]> c = consumer()) {
+            c.assign(List.of(tp));
+            // A position from epoch 0 inside the log validates and reads on from there.
+            c.seek(tp, new OffsetAndMetadata(10, java.util.Optional.of(0), ""));
+            List<ConsumerRecord<byte[], byte[]>> r = pollUntil(c, Map.of(0, s.size() - 10)).get(0);
+            assertEquals(s.size() - 10, r.size());
+            assertSame(s.get(10), r.get(0));
+        }
+        try (KafkaConsumer<byte[], byte[]> c = consumer()) {
+            c.assign(List.of(tp));
+            // A position from epoch 0 past where epoch 0 ends: the leader's answer shows the log
+            // diverged, and with auto.offset.reset=none the consumer reports truncation.
+            long end = s.size();
+            c.seek(tp, new OffsetAndMetadata(end + 50, java.util.Optional.of(0), ""));
+            long deadline = System.nanoTime() + POLL_DEADLINE.toNanos();
+            LogTruncationException e = assertThrows(LogTruncationException.class, () -> {
+                while (System.nanoTime() < deadline) {
+                    c.poll(Duration.ofMillis(500));
+                }
+            });
+            assertEquals(end, e.divergentOffsets().get(tp).offset(), "epoch 0 ends at the log end");
         }
     }
 }
