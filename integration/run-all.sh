@@ -31,7 +31,7 @@ run_suite() {
   fi
 }
 
-run_suite cargo-test cargo test --workspace --release -j "$jobs"
+run_suite cargo-test cargo test --workspace --release --no-fail-fast -j "$jobs"
 
 export KAFKAIQ_BIN="$root/target/release/kafkaiq"
 export KAFKAIQ_ROOT="$root"

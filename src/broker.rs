@@ -340,9 +340,12 @@ mod tests {
     fn meta_properties_is_created_then_checked() {
         let dir = std::env::temp_dir().join(format!("kafkaiq-meta-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let id = ensure_meta_properties(&[dir.clone()], 1).unwrap();
-        assert_eq!(ensure_meta_properties(&[dir.clone()], 1).unwrap(), id);
-        let err = ensure_meta_properties(&[dir.clone()], 2).unwrap_err();
+        let id = ensure_meta_properties(std::slice::from_ref(&dir), 1).unwrap();
+        assert_eq!(
+            ensure_meta_properties(std::slice::from_ref(&dir), 1).unwrap(),
+            id
+        );
+        let err = ensure_meta_properties(std::slice::from_ref(&dir), 2).unwrap_err();
         assert!(err.to_string().contains("node.id"));
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -82,6 +82,12 @@ pub enum ApiError {
     UnsupportedForMessageFormat,
     #[error("unknown producer id")]
     UnknownProducerId,
+    #[error("leader election not needed")]
+    ElectionNotNeeded,
+    #[error("preferred leader not available")]
+    PreferredLeaderNotAvailable,
+    #[error("eligible leaders not available")]
+    EligibleLeadersNotAvailable,
 }
 
 impl ApiError {
@@ -124,6 +130,9 @@ impl ApiError {
             InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
             UnsupportedForMessageFormat => ResponseError::UnsupportedForMessageFormat,
             UnknownProducerId => ResponseError::UnknownProducerId,
+            ElectionNotNeeded => ResponseError::ElectionNotNeeded,
+            PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
+            EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
         }
     }
 
@@ -213,6 +222,9 @@ mod tests {
             (ApiError::UnknownLeaderEpoch, 75),
             (ApiError::InvalidRecord(String::new()), 87),
             (ApiError::UnknownTopicId, 100),
+            (ApiError::PreferredLeaderNotAvailable, 80),
+            (ApiError::EligibleLeadersNotAvailable, 83),
+            (ApiError::ElectionNotNeeded, 84),
         ];
         for (error, code) in cases {
             assert_eq!(error.code(), code, "{error:?}");

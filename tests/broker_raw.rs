@@ -1169,3 +1169,73 @@ async fn retention_deletes_old_segments_in_the_background() {
     }
     broker.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elect_leaders_answers_election_not_needed_on_one_node() {
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "el", 2, &[]).await;
+    let request = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_timeout_ms(5_000)
+        .with_topic_partitions(Some(vec![
+            TopicPartitions::default()
+                .with_topic(name("el"))
+                .with_partitions(vec![0, 1, 7]),
+            TopicPartitions::default()
+                .with_topic(name("missing"))
+                .with_partitions(vec![0]),
+        ]));
+    let r = client.call(2, &request).await;
+    assert_eq!(r.error_code, 0);
+    let codes: Vec<(String, i32, i16)> = r
+        .replica_election_results
+        .iter()
+        .flat_map(|t| {
+            t.partition_result
+                .iter()
+                .map(move |p| (t.topic.0.to_string(), p.partition_id, p.error_code))
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            ("el".to_string(), 0, 84),
+            ("el".to_string(), 1, 84),
+            ("el".to_string(), 7, 3),
+            ("missing".to_string(), 0, 3),
+        ]
+    );
+    // All partitions: nothing to do, nothing listed.
+    let r = client
+        .call(
+            2,
+            &ElectLeadersRequest::default().with_topic_partitions(None),
+        )
+        .await;
+    assert!(r.replica_election_results.is_empty());
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_log_dirs_lists_partitions_with_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "ld", 2, &[]).await;
+    produce(&mut client, "ld", 1, batch(&["payload"], None)).await;
+    let r = client
+        .call(4, &DescribeLogDirsRequest::default().with_topics(None))
+        .await;
+    assert_eq!(r.results.len(), 1);
+    let d = &r.results[0];
+    assert_eq!(d.error_code, 0);
+    assert_eq!(d.log_dir.as_str(), dir.path().display().to_string());
+    let t = d.topics.iter().find(|t| t.name.0.as_str() == "ld").unwrap();
+    assert_eq!(t.partitions.len(), 2);
+    assert!(t.partitions[0].partition_size > 0);
+    assert_eq!(t.partitions[1].partition_size, 0);
+    broker.shutdown().await.unwrap();
+}

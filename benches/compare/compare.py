@@ -713,7 +713,9 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
     if other:
         out.append(f"Other processes on the machine used {statistics.median(other):.2f} cores "
                    f"(median over tool runs; max {max(other):.2f}) of "
-                   f"{os.cpu_count()} while the tools ran; see the per-run table.\n")
+                   f"{os.cpu_count()} while the tools ran (machine busy time minus the broker's "
+                   f"and the tool's CPU, so it includes kernel writeback of the broker's data); "
+                   f"see the per-run table.\n")
     out.append("## Machine\n")
     out.append("| | |\n|---|---|")
     for k, v in machine_description(args, binary):

@@ -28,6 +28,7 @@ use crate::limits::{
 use crate::metadata::{
     BrokerRegistration, MetadataCache, MetadataImage, PartitionRegistration, TopicImage,
 };
+use crate::replica::decisions::{elect_leader, ElectionType};
 use crate::topic_config;
 use log::{MetadataLog, MetadataLogError};
 use records::MetadataRecord;
@@ -668,6 +669,68 @@ impl Controller {
         self.commit(&mut state, records)
     }
 
+    /// ElectLeaders: elects a leader for each partition (all partitions when `partitions` is
+    /// None, answering only those where something was done or failed, as Kafka does), bumping
+    /// leader and partition epochs of every partition whose leader changes.
+    pub fn elect_leaders(
+        &self,
+        election: ElectionType,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Vec<(String, i32, Result<(), ApiError>)> {
+        let mut state = self.lock();
+        let image = state.image.clone();
+        let all = partitions.is_none();
+        let targets = partitions.unwrap_or_else(|| {
+            image
+                .topics
+                .values()
+                .flat_map(|t| t.partitions.keys().map(|p| (t.name.clone(), *p)))
+                .collect()
+        });
+        let mut results = Vec::with_capacity(targets.len());
+        let mut records = Vec::new();
+        for (topic, partition) in targets {
+            let found = image
+                .topic(&topic)
+                .and_then(|t| t.partitions.get(&partition).map(|reg| (t.id, reg)));
+            let result = match found {
+                None => Err(ApiError::UnknownTopicOrPartition),
+                Some((topic_id, reg)) => {
+                    elect_leader(election, &reg.replicas, &reg.isr, reg.leader, |broker| {
+                        image.brokers.contains_key(&broker)
+                    })
+                    .map(|leader| {
+                        let mut next = reg.clone();
+                        if !next.isr.contains(&leader) {
+                            // An unclean election: the new leader is the only in-sync replica.
+                            next.isr = vec![leader];
+                        }
+                        next.leader = leader;
+                        next.leader_epoch += 1;
+                        next.partition_epoch += 1;
+                        records.push(MetadataRecord::Partition {
+                            topic_id,
+                            partition,
+                            registration: next,
+                        });
+                    })
+                }
+            };
+            if all && result == Err(ApiError::ElectionNotNeeded) {
+                continue;
+            }
+            results.push((topic, partition, result));
+        }
+        if let Err(e) = self.commit(&mut state, records) {
+            for (_, _, r) in results.iter_mut() {
+                if r.is_ok() {
+                    *r = Err(e.clone());
+                }
+            }
+        }
+        results
+    }
+
     /// Hands out one producer id, committing a new block of ids when the current one runs out,
     /// so ids are never reused across restarts.
     pub fn allocate_producer_id(&self) -> Result<i64, ApiError> {
@@ -778,6 +841,23 @@ mod tests {
         assert_eq!(t.partitions[&1].partition_epoch, 1);
         // Producer ids are never handed out twice, even across restarts.
         assert!(c.allocate_producer_id().unwrap() > pid);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn elect_leaders_on_one_node_needs_no_election() {
+        let (c, dir) = controller("elect");
+        c.create_topic(&spec("t", 2, 1), false).unwrap();
+        let r = c.elect_leaders(
+            ElectionType::Preferred,
+            Some(vec![("t".into(), 0), ("t".into(), 9), ("u".into(), 0)]),
+        );
+        assert_eq!(r[0].2, Err(ApiError::ElectionNotNeeded));
+        assert_eq!(r[1].2, Err(ApiError::UnknownTopicOrPartition));
+        assert_eq!(r[2].2, Err(ApiError::UnknownTopicOrPartition));
+        // All partitions: those needing nothing are left out.
+        assert!(c.elect_leaders(ElectionType::Preferred, None).is_empty());
+        assert_eq!(c.image().topic("t").unwrap().partitions[&0].leader_epoch, 0);
         let _ = std::fs::remove_dir_all(dir);
     }
 

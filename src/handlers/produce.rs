@@ -32,7 +32,7 @@ struct Outcome {
 /// What the connection does with a produce request's outcome.
 #[derive(Debug)]
 pub enum ProduceReply {
-    Respond(ResponseKind),
+    Respond(Box<ResponseKind>),
     /// acks=0 and everything was appended: nothing is sent.
     Nothing,
     /// acks=0 and some partition failed: Kafka closes the connection, the only way to tell a
@@ -58,7 +58,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         };
         let mut outcomes = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {
-            let result = if !matches!(acks, -1 | 0 | 1) {
+            let result = if !(-1..=1).contains(&acks) {
                 Err(ApiError::InvalidRequiredAcks)
             } else if !known {
                 Err(ApiError::UnknownTopicId)
@@ -177,9 +177,9 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         }
         responses.push(t);
     }
-    ProduceReply::Respond(ResponseKind::Produce(
+    ProduceReply::Respond(Box::new(ResponseKind::Produce(
         ProduceResponse::default().with_responses(responses),
-    ))
+    )))
 }
 
 fn partition_response(

@@ -76,7 +76,7 @@ pub async fn handle_frame(
         RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(broker, version, r)),
         RequestKind::Metadata(r) => Some(handlers::metadata::handle(broker, version, r)),
         RequestKind::Produce(r) => match handlers::produce::handle(broker, version, r).await {
-            handlers::produce::ProduceReply::Respond(body) => Some(body),
+            handlers::produce::ProduceReply::Respond(body) => Some(*body),
             handlers::produce::ProduceReply::Nothing => None,
             handlers::produce::ProduceReply::CloseConnection => {
                 return Err(DispatchError::AcksZeroProduceFailed)
@@ -102,6 +102,10 @@ pub async fn handle_frame(
         RequestKind::IncrementalAlterConfigs(r) => Some(
             handlers::incremental_alter_configs::handle(broker, version, r),
         ),
+        RequestKind::DescribeLogDirs(r) => {
+            Some(handlers::describe_log_dirs::handle(broker, version, r))
+        }
+        RequestKind::ElectLeaders(r) => Some(handlers::elect_leaders::handle(broker, version, r)),
         RequestKind::DescribeCluster(r) => {
             Some(handlers::describe_cluster::handle(broker, version, r))
         }

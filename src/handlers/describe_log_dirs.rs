@@ -1,0 +1,74 @@
+//! DescribeLogDirs (key 35), v1-4: each log dir with the partitions it holds and their sizes
+//! (`kafka-log-dirs.sh`, `Admin.describeLogDirs`). A single node has no replica lag (offset_lag
+//! 0) and no future replicas; disk totals (v4) are reported as unknown (-1).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, ResponseKind};
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+
+pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeLogDirsRequest) -> ResponseKind {
+    let wanted = |topic: &str, partition: i32| match &request.topics {
+        None => true,
+        Some(list) => list
+            .iter()
+            .any(|t| t.topic.0.as_str() == topic && t.partitions.contains(&partition)),
+    };
+    let log_manager = &broker.replicas.log_manager;
+    // log dir -> topic -> partitions
+    let mut dirs: BTreeMap<std::path::PathBuf, BTreeMap<String, Vec<DescribeLogDirsPartition>>> =
+        log_manager
+            .log_dirs()
+            .iter()
+            .map(|d| (d.clone(), BTreeMap::new()))
+            .collect();
+    for (tp, log) in log_manager.logs() {
+        if !wanted(&tp.topic, tp.partition) {
+            continue;
+        }
+        let Some(dir) = log.dir().parent().map(|p| p.to_path_buf()) else {
+            continue;
+        };
+        dirs.entry(dir)
+            .or_default()
+            .entry(tp.topic.clone())
+            .or_default()
+            .push(
+                DescribeLogDirsPartition::default()
+                    .with_partition_index(tp.partition)
+                    .with_partition_size(log.size_bytes() as i64)
+                    .with_offset_lag(0)
+                    .with_is_future_key(false),
+            );
+    }
+    let results = dirs
+        .into_iter()
+        .map(|(dir, topics)| {
+            let mut r = DescribeLogDirsResult::default()
+                .with_log_dir(str_bytes(&dir.display().to_string()))
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(name, mut partitions)| {
+                            partitions.sort_by_key(|p| p.partition_index);
+                            DescribeLogDirsTopic::default()
+                                .with_name(topic_name(&name))
+                                .with_partitions(partitions)
+                        })
+                        .collect(),
+                );
+            if version >= 4 {
+                r.total_bytes = -1;
+                r.usable_bytes = -1;
+            }
+            r
+        })
+        .collect();
+    ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_results(results))
+}

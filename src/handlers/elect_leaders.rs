@@ -1,0 +1,64 @@
+//! ElectLeaders (key 43), v0-2: preferred (0) or unclean (1) leader elections through the
+//! controller; `topic_partitions` null means every partition. On one node the only replica
+//! already leads, so the answer is ELECTION_NOT_NEEDED; the decision
+//! (`replica::decisions::elect_leader`) is the one a cluster uses.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, ResponseKind};
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::errors::ApiError;
+use crate::replica::decisions::ElectionType;
+
+pub fn handle(broker: &Arc<Broker>, version: i16, request: ElectLeadersRequest) -> ResponseKind {
+    // v0 has no election type: it is always a preferred election.
+    let election = match (version, request.election_type) {
+        (0, _) | (_, 0) => Ok(ElectionType::Preferred),
+        (_, 1) => Ok(ElectionType::Unclean),
+        (_, other) => Err(ApiError::InvalidRequest(format!(
+            "unknown election type {other}"
+        ))),
+    };
+    let mut response = ElectLeadersResponse::default();
+    let election = match election {
+        Ok(e) => e,
+        Err(e) => {
+            if version >= 1 {
+                response.error_code = e.code();
+            }
+            return ResponseKind::ElectLeaders(response);
+        }
+    };
+    let partitions = request.topic_partitions.map(|topics| {
+        topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.topic.0.as_str().to_owned(), *p))
+            })
+            .collect()
+    });
+    let results = broker.controller.elect_leaders(election, partitions);
+    let mut by_topic: Vec<ReplicaElectionResult> = Vec::new();
+    for (topic, partition, result) in results {
+        let mut p = PartitionResult::default().with_partition_id(partition);
+        if let Err(e) = result {
+            p.error_code = e.code();
+            p.error_message = Some(str_bytes(&e.message()));
+        }
+        match by_topic.last_mut() {
+            Some(t) if t.topic.0.as_str() == topic => t.partition_result.push(p),
+            _ => by_topic.push(
+                ReplicaElectionResult::default()
+                    .with_topic(topic_name(&topic))
+                    .with_partition_result(vec![p]),
+            ),
+        }
+    }
+    response.replica_election_results = by_topic;
+    ResponseKind::ElectLeaders(response)
+}
