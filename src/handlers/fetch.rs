@@ -47,10 +47,11 @@ fn read_all(
     let mut total = 0usize;
     let mut reads = Vec::with_capacity(plan.partitions.len());
     for (i, spec) in plan.partitions.iter().enumerate() {
+        // Looked up on every read, not only when the request arrived: a partition deleted
+        // while the fetch was parked answers with the routing error, not a storage error.
         let partition = match &partitions[i] {
-            Some(p) => Ok(p.clone()),
             None if spec.topic.is_empty() => Err(ApiError::UnknownTopicId),
-            None => broker.replicas.partition_or_error(
+            _ => broker.replicas.partition_or_error(
                 &image,
                 &TopicPartition {
                     topic: spec.topic.clone(),

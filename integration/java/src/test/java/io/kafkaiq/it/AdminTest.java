@@ -370,9 +370,18 @@ class AdminTest {
         ExecutionException twice = assertThrows(ExecutionException.class,
                 () -> admin.deleteTopics(List.of("admin-delete-me")).all().get(WAIT_S, TimeUnit.SECONDS));
         assertInstanceOf(UnknownTopicOrPartitionException.class, twice.getCause());
-        // The name can be used again, starting from offset 0.
+        // The name can be used again, starting from offset 0, under a new topic id.
         create("admin-delete-me", 1, Map.of());
         assertEquals(0, listOffset(new TopicPartition("admin-delete-me", 0), OffsetSpec.latest()).offset());
+
+        // DeleteTopics by topic id (v6+).
+        Uuid id = describe("admin-delete-me").topicId();
+        admin.deleteTopics(TopicCollection.ofTopicIds(List.of(id))).all().get(WAIT_S, TimeUnit.SECONDS);
+        deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+        while (admin.listTopics().names().get(WAIT_S, TimeUnit.SECONDS).contains("admin-delete-me")) {
+            assertTrue(System.nanoTime() < deadline, "topic deleted by id still listed");
+            Thread.sleep(200);
+        }
     }
 
     @Test
