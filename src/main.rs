@@ -56,22 +56,38 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        // Watch the signals before binding: a SIGTERM that arrives while the broker is still
+        // starting (the port already accepts) must shut it down cleanly, not kill it.
+        let signals = ShutdownSignals::install()?;
         let running = RunningBroker::start(validated.config)
             .await
             .context("broker startup failed")?;
-        wait_for_signal().await?;
+        signals.wait().await;
         tracing::info!("shutting down");
         running.shutdown().await.context("shutdown failed")?;
         Ok(())
     })
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("cannot watch SIGINT")?,
-        _ = term.recv() => {}
+/// SIGINT and SIGTERM, registered up front so none is missed.
+struct ShutdownSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("cannot watch SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot watch SIGINT")?,
+        })
     }
-    Ok(())
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }

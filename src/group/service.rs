@@ -282,13 +282,27 @@ impl GroupService {
         Ok(appended)
     }
 
-    /// Runs an outcome produced outside a request (timers, loading, retention).
+    /// Runs an outcome produced outside a request (unloading).
     async fn run_outcome(&self, outcome: Outcome) {
-        let (appended, responses) = {
+        self.run(|_| outcome).await;
+    }
+
+    /// Asks the machine for an outcome and writes its records under one lock, so no other
+    /// decision's records can land in between (log order is decision order); then answers.
+    /// Returns how many records were written.
+    async fn run(&self, decide: impl FnOnce(&mut Coordinator) -> Outcome) -> usize {
+        let (written, appended, responses) = {
             let mut inner = self.lock();
-            self.write_locked(&mut inner, outcome)
+            let outcome = decide(&mut inner.machine);
+            let written = outcome.records.len();
+            if outcome.records.is_empty() && outcome.responses.is_empty() {
+                return 0;
+            }
+            let (appended, responses) = self.write_locked(&mut inner, outcome);
+            (written, appended, responses)
         };
         self.finish(appended, responses).await;
+        written
     }
 
     /// Starts the timer and retention tasks; they stop when `shutdown` turns true.
@@ -317,10 +331,7 @@ impl GroupService {
                 _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
             }
             let now = self.clock.now_ms();
-            let outcome = self.lock().machine.tick(now);
-            if !outcome.records.is_empty() || !outcome.responses.is_empty() {
-                self.run_outcome(outcome).await;
-            }
+            self.run(|machine| machine.tick(now)).await;
         }
     }
 
@@ -335,10 +346,9 @@ impl GroupService {
                 }
                 _ = tick.tick() => {
                     let now = self.clock.now_ms();
-                    let outcome = self.lock().machine.expire_offsets(now);
-                    if !outcome.records.is_empty() {
-                        tracing::info!(tombstones = outcome.records.len(), "expired committed offsets");
-                        self.run_outcome(outcome).await;
+                    let tombstones = self.run(|machine| machine.expire_offsets(now)).await;
+                    if tombstones > 0 {
+                        tracing::info!(tombstones, "expired committed offsets");
                     }
                 }
             }
