@@ -30,6 +30,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -429,6 +430,31 @@ class ProducerConsumerTest {
                 }
             });
             assertEquals(end, e.divergentOffsets().get(tp).offset(), "epoch 0 ends at the log end");
+        }
+    }
+
+    @Test
+    @Order(10)
+    void aRecordOverTheBrokersMessageMaxBytesIsRejected() throws Exception {
+        // The broker default message.max.bytes is 1048588; the producer is allowed to send more.
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, 4 * 1024 * 1024);
+        p.put(ProducerConfig.BUFFER_MEMORY_CONFIG, 16 * 1024 * 1024);
+        byte[] huge = new byte[1536 * 1024];
+        new java.util.Random(7).nextBytes(huge);
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            Future<RecordMetadata> f = producer.send(new ProducerRecord<>(TOPIC, 0, null, huge));
+            java.util.concurrent.ExecutionException e = assertThrows(
+                    java.util.concurrent.ExecutionException.class, () -> f.get(60, TimeUnit.SECONDS));
+            assertTrue(e.getCause() instanceof RecordTooLargeException,
+                    "MESSAGE_TOO_LARGE from the broker, got " + e.getCause());
+            // The producer and partition carry on.
+            long next = sent.get(0).size();
+            assertEquals(next, producer.send(new ProducerRecord<>(TOPIC, 0, null, "after".getBytes()))
+                    .get(30, TimeUnit.SECONDS).offset(), "nothing of the rejected record was appended");
         }
     }
 }
