@@ -29,6 +29,10 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
+import java.time.Duration;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -48,6 +52,7 @@ import org.apache.kafka.common.errors.InvalidReplicationFactorException;
 import org.apache.kafka.common.errors.InvalidTopicException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -314,6 +319,32 @@ class AdminTest {
         assertEquals(40, low);
         assertEquals(40, listOffset(tp, OffsetSpec.earliest()).offset());
         assertEquals(100, listOffset(tp, OffsetSpec.latest()).offset());
+        // Consumers see the new log start: the beginning is 40, and offsets below it are out of
+        // range.
+        Properties cp = new Properties();
+        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cp)) {
+            c.assign(List.of(tp));
+            c.seekToBeginning(List.of(tp));
+            assertEquals(40, c.position(tp, Duration.ofSeconds(WAIT_S)));
+            ConsumerRecords<byte[], byte[]> first = ConsumerRecords.empty();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+            while (first.isEmpty()) {
+                assertTrue(System.nanoTime() < deadline, "no records after the new log start");
+                first = c.poll(Duration.ofMillis(500));
+            }
+            assertEquals(40, first.iterator().next().offset(), "the first record read is at the log start");
+            c.seek(tp, 10);
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+            assertThrows(org.apache.kafka.clients.consumer.OffsetOutOfRangeException.class, () -> {
+                while (System.nanoTime() < until) {
+                    c.poll(Duration.ofMillis(500));
+                }
+            }, "an offset below the log start is out of range");
+        }
         // -1 means "up to the high watermark".
         low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(-1)))
                 .lowWatermarks().get(tp).get(WAIT_S, TimeUnit.SECONDS).lowWatermark();
