@@ -1064,8 +1064,9 @@ async fn admin_apis_configs_partitions_records_and_deletion() {
     let r = client
         .call(
             6,
-            &DeleteTopicsRequest::default()
-                .with_topics(vec![DeleteTopicState::default().with_topic_id(id)]),
+            &DeleteTopicsRequest::default().with_topics(vec![DeleteTopicState::default()
+                .with_topic_id(id)
+                .with_name(Some(name("")))]),
         )
         .await;
     assert_eq!(r.responses[0].error_code, 0);
