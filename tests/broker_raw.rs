@@ -165,6 +165,25 @@ async fn metadata_reports_leader_epoch_topic_id_and_epochs_bump_on_restart() {
         assert!(p.offline_replicas.is_empty());
     }
 
+    // By topic id; the Java client sends an empty name next to the id.
+    let by_id = MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+        .with_topic_id(topic_id)
+        .with_name(Some(name("")))]));
+    let md = client.call(12, &by_id).await;
+    assert_eq!(md.topics[0].error_code, 0);
+    assert_eq!(
+        md.topics[0].name.as_ref().map(|n| n.0.as_str()),
+        Some("orders")
+    );
+    assert_eq!(md.topics[0].topic_id, topic_id);
+    let unknown =
+        MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_topic_id(uuid::Uuid::from_u128(42))
+            .with_name(None)]));
+    let md = client.call(12, &unknown).await;
+    assert_eq!(md.topics[0].error_code, 100, "UNKNOWN_TOPIC_ID");
+    assert_eq!(md.topics[0].topic_id, uuid::Uuid::from_u128(42));
+
     // Unknown and invalid names.
     let md = client.call(12, &metadata_request("nope")).await;
     assert_eq!(md.topics[0].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
@@ -1045,8 +1064,9 @@ async fn admin_apis_configs_partitions_records_and_deletion() {
     let r = client
         .call(
             6,
-            &DeleteTopicsRequest::default()
-                .with_topics(vec![DeleteTopicState::default().with_topic_id(id)]),
+            &DeleteTopicsRequest::default().with_topics(vec![DeleteTopicState::default()
+                .with_topic_id(id)
+                .with_name(Some(name("")))]),
         )
         .await;
     assert_eq!(r.responses[0].error_code, 0);

@@ -8,7 +8,8 @@
 //!
 //! Covered: every compression codec round trip; keys, headers and null values; the idempotent
 //! producer's exactly-once in-order delivery; ListOffsets by time (`offsets_for_times`);
-//! Metadata fields; LogAppendTime topics; max.message.bytes. Not covered here: consumer groups (the Java suite and others own those).
+//! Metadata fields; LogAppendTime topics; max.message.bytes. Not covered here: consumer groups
+//! (the Java suite and the groups suite own those).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};

@@ -16,7 +16,15 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) 
         request
             .topics
             .iter()
-            .map(|t| (t.name.as_ref().map(|n| n.0.as_str().to_owned()), t.topic_id))
+            .map(|t| {
+                // A non-zero id wins over the name, as in Kafka.
+                let name = t
+                    .name
+                    .as_ref()
+                    .map(|n| n.0.as_str().to_owned())
+                    .filter(|_| t.topic_id.is_nil());
+                (name, t.topic_id)
+            })
             .collect()
     } else {
         request

@@ -103,7 +103,12 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> R
         Some(list) => {
             let mut out = Vec::with_capacity(list.len());
             for wanted in list {
-                let name = wanted.name.as_ref().map(|n| n.0.as_str().to_owned());
+                // A non-zero topic id wins over the name (the Java client sends "" with an id).
+                let name = wanted
+                    .name
+                    .as_ref()
+                    .map(|n| n.0.as_str().to_owned())
+                    .filter(|_| wanted.topic_id.is_nil());
                 let Some(name) = name else {
                     // By id (v10+).
                     match image.topic_by_id(&wanted.topic_id) {

@@ -29,6 +29,10 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
+import java.time.Duration;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -48,6 +52,7 @@ import org.apache.kafka.common.errors.InvalidReplicationFactorException;
 import org.apache.kafka.common.errors.InvalidTopicException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -314,6 +319,32 @@ class AdminTest {
         assertEquals(40, low);
         assertEquals(40, listOffset(tp, OffsetSpec.earliest()).offset());
         assertEquals(100, listOffset(tp, OffsetSpec.latest()).offset());
+        // Consumers see the new log start: the beginning is 40, and offsets below it are out of
+        // range.
+        Properties cp = new Properties();
+        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cp)) {
+            c.assign(List.of(tp));
+            c.seekToBeginning(List.of(tp));
+            assertEquals(40, c.position(tp, Duration.ofSeconds(WAIT_S)));
+            ConsumerRecords<byte[], byte[]> first = ConsumerRecords.empty();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+            while (first.isEmpty()) {
+                assertTrue(System.nanoTime() < deadline, "no records after the new log start");
+                first = c.poll(Duration.ofMillis(500));
+            }
+            assertEquals(40, first.iterator().next().offset(), "the first record read is at the log start");
+            c.seek(tp, 10);
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+            assertThrows(org.apache.kafka.clients.consumer.OffsetOutOfRangeException.class, () -> {
+                while (System.nanoTime() < until) {
+                    c.poll(Duration.ofMillis(500));
+                }
+            }, "an offset below the log start is out of range");
+        }
         // -1 means "up to the high watermark".
         low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(-1)))
                 .lowWatermarks().get(tp).get(WAIT_S, TimeUnit.SECONDS).lowWatermark();
@@ -416,5 +447,61 @@ class AdminTest {
         TopicPartition empty = new TopicPartition("admin-errors", 1);
         assertEquals(-1, listOffset(empty, OffsetSpec.forTimestamp(0)).offset());
         assertEquals(0, listOffset(empty, OffsetSpec.latest()).offset());
+    }
+
+    /** Every topic config Apache Kafka 4.1.1 describes for a new topic, with its default. */
+    static final Map<String, String> KAFKA_TOPIC_CONFIG_DEFAULTS = Map.ofEntries(
+            Map.entry("cleanup.policy", "delete"),
+            Map.entry("compression.gzip.level", "-1"),
+            Map.entry("compression.lz4.level", "9"),
+            Map.entry("compression.type", "producer"),
+            Map.entry("compression.zstd.level", "3"),
+            Map.entry("delete.retention.ms", "86400000"),
+            Map.entry("file.delete.delay.ms", "60000"),
+            Map.entry("flush.messages", "9223372036854775807"),
+            Map.entry("flush.ms", "9223372036854775807"),
+            Map.entry("follower.replication.throttled.replicas", ""),
+            Map.entry("index.interval.bytes", "4096"),
+            Map.entry("leader.replication.throttled.replicas", ""),
+            Map.entry("local.retention.bytes", "-2"),
+            Map.entry("local.retention.ms", "-2"),
+            Map.entry("max.compaction.lag.ms", "9223372036854775807"),
+            Map.entry("max.message.bytes", "1048588"),
+            Map.entry("message.timestamp.after.max.ms", "3600000"),
+            Map.entry("message.timestamp.before.max.ms", "9223372036854775807"),
+            Map.entry("message.timestamp.type", "CreateTime"),
+            Map.entry("min.cleanable.dirty.ratio", "0.5"),
+            Map.entry("min.compaction.lag.ms", "0"),
+            Map.entry("min.insync.replicas", "1"),
+            Map.entry("preallocate", "false"),
+            Map.entry("remote.log.copy.disable", "false"),
+            Map.entry("remote.log.delete.on.disable", "false"),
+            Map.entry("remote.storage.enable", "false"),
+            Map.entry("retention.bytes", "-1"),
+            Map.entry("retention.ms", "604800000"),
+            Map.entry("segment.bytes", "1073741824"),
+            Map.entry("segment.index.bytes", "10485760"),
+            Map.entry("segment.jitter.ms", "0"),
+            Map.entry("segment.ms", "604800000"),
+            Map.entry("unclean.leader.election.enable", "false"));
+
+    @Test
+    void describeConfigsListsEveryTopicConfigWithKafkasDefaults() throws Exception {
+        create("admin-all-configs", 1, Map.of());
+        Config c = describeConfig(new ConfigResource(ConfigResource.Type.TOPIC, "admin-all-configs"));
+        List<String> problems = new ArrayList<>();
+        for (Map.Entry<String, String> e : new java.util.TreeMap<>(KAFKA_TOPIC_CONFIG_DEFAULTS).entrySet()) {
+            ConfigEntry got = c.get(e.getKey());
+            if (got == null) {
+                problems.add(e.getKey() + " missing");
+            } else if (!e.getValue().equals(got.value() == null ? "" : got.value())) {
+                problems.add(e.getKey() + "=" + got.value() + " (Kafka: " + e.getValue() + ")");
+            } else if (got.source() != ConfigEntry.ConfigSource.DEFAULT_CONFIG
+                    // Kafka 4.x writes a cluster-wide min.insync.replicas when it formats storage.
+                    && got.source() != ConfigEntry.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG) {
+                problems.add(e.getKey() + " source " + got.source());
+            }
+        }
+        assertEquals(List.of(), problems, "topic configs as Kafka 4.1.1 describes them");
     }
 }
