@@ -132,6 +132,45 @@ async fn api_versions_too_new_gets_unsupported_version_with_our_ranges() {
     broker.shutdown().await.unwrap();
 }
 
+/// `kafka-features describe` and `Admin.describeFeatures` read the features of ApiVersions v3+:
+/// Kafka 4.1 reports `metadata.version` finalized at 27 (4.1-IV1) and leaves level-0 features out
+/// of the finalized list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_versions_v3_reports_supported_and_finalized_features() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let r = client.call(3, &ApiVersionsRequest::default()).await;
+    assert_eq!(r.error_code, 0);
+    let supported = |name: &str| {
+        r.supported_features
+            .iter()
+            .find(|f| f.name.as_str() == name)
+            .map(|f| (f.min_version, f.max_version))
+    };
+    assert_eq!(supported("metadata.version"), Some((27, 27)));
+    assert_eq!(supported("group.version"), Some((0, 0)));
+    assert_eq!(supported("transaction.version"), Some((0, 0)));
+    let finalized: Vec<_> = r
+        .finalized_features
+        .iter()
+        .map(|f| {
+            (
+                f.name.as_str().to_owned(),
+                f.min_version_level,
+                f.max_version_level,
+            )
+        })
+        .collect();
+    assert_eq!(finalized, vec![("metadata.version".to_owned(), 27, 27)]);
+    assert!(r.finalized_features_epoch >= 0);
+    // v0-2 have no feature fields.
+    let old = client.call(2, &ApiVersionsRequest::default()).await;
+    assert_eq!(old.error_code, 0);
+    assert!(old.supported_features.is_empty());
+    broker.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_reports_leader_epoch_topic_id_and_epochs_bump_on_restart() {
     let dir = tempfile::tempdir().unwrap();
