@@ -12,12 +12,24 @@ use crate::config::BrokerConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TopicConfigKind {
-    Long { min: i64 },
-    Int { min: i64 },
+    Long {
+        min: i64,
+    },
+    Int {
+        min: i64,
+    },
     Bool,
     Ratio,
     OneOf(&'static [&'static str]),
     ListOf(&'static [&'static str]),
+    /// A compression level: `default` (the codec's own) or a value in `min..=max`.
+    Level {
+        min: i64,
+        max: i64,
+        default: i64,
+    },
+    /// Throttled replicas: empty, `*`, or `partition:broker` pairs separated by commas.
+    ThrottledReplicas,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -57,10 +69,40 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         ListOf(&["delete", "compact"]),
     ),
     d(
+        "compression.gzip.level",
+        &["compression.gzip.level"],
+        "-1",
+        Level {
+            min: 1,
+            max: 9,
+            default: -1,
+        },
+    ),
+    d(
+        "compression.lz4.level",
+        &["compression.lz4.level"],
+        "9",
+        Level {
+            min: 1,
+            max: 17,
+            default: 9,
+        },
+    ),
+    d(
         "compression.type",
         &["compression.type"],
         "producer",
         OneOf(COMPRESSION_TYPES),
+    ),
+    d(
+        "compression.zstd.level",
+        &["compression.zstd.level"],
+        "3",
+        Level {
+            min: -131072,
+            max: 22,
+            default: 3,
+        },
     ),
     d(
         "delete.retention.ms",
@@ -87,10 +129,34 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         Long { min: 0 },
     ),
     d(
+        "follower.replication.throttled.replicas",
+        &[],
+        "",
+        ThrottledReplicas,
+    ),
+    d(
         "index.interval.bytes",
         &["log.index.interval.bytes"],
         "4096",
         Int { min: 0 },
+    ),
+    d(
+        "leader.replication.throttled.replicas",
+        &[],
+        "",
+        ThrottledReplicas,
+    ),
+    d(
+        "local.retention.bytes",
+        &["log.local.retention.bytes"],
+        "-2",
+        Long { min: -2 },
+    ),
+    d(
+        "local.retention.ms",
+        &["log.local.retention.ms"],
+        "-2",
+        Long { min: -2 },
     ),
     d(
         "max.compaction.lag.ms",
@@ -141,6 +207,9 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         Int { min: 1 },
     ),
     d("preallocate", &["log.preallocate"], "false", Bool),
+    d("remote.log.copy.disable", &[], "false", Bool),
+    d("remote.log.delete.on.disable", &[], "false", Bool),
+    d("remote.storage.enable", &[], "false", Bool),
     d(
         "retention.bytes",
         &["log.retention.bytes"],
@@ -214,6 +283,14 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
         value: value.to_owned(),
         reason,
     };
+    if name == "remote.storage.enable" && value.trim().eq_ignore_ascii_case("true") {
+        // Kafka refuses this unless tiered storage is enabled; this broker has none.
+        return Err(invalid(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured \
+             with remote log storage."
+                .into(),
+        ));
+    }
     match def.kind {
         Long { min } | Int { min } => {
             let v: i64 = value
@@ -247,6 +324,28 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
                     "String must be one of: {}",
                     options.join(", ")
                 )));
+            }
+        }
+        Level { min, max, default } => {
+            let v: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| invalid("Not a number".into()))?;
+            if v != default && !(min..=max).contains(&v) {
+                return Err(invalid(format!("Value must be between {min} and {max}")));
+            }
+        }
+        ThrottledReplicas => {
+            let value = value.trim();
+            let pair = |item: &str| {
+                item.split_once(':').is_some_and(|(p, b)| {
+                    p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok()
+                })
+            };
+            if !(value.is_empty() || value == "*" || value.split(',').all(pair)) {
+                return Err(invalid(
+                    "Must be the wildcard (*) or a list of partition:broker pairs".into(),
+                ));
             }
         }
         ListOf(options) => {
@@ -379,6 +478,21 @@ mod tests {
             ("segment.bytes", "99999999999", false),
             ("cleanup.policy", "compact,delete", true),
             ("cleanup.policy", "shred", false),
+            ("compression.gzip.level", "-1", true),
+            ("compression.gzip.level", "9", true),
+            ("compression.gzip.level", "0", false),
+            ("compression.lz4.level", "17", true),
+            ("compression.lz4.level", "18", false),
+            ("compression.zstd.level", "-131072", true),
+            ("compression.zstd.level", "23", false),
+            ("leader.replication.throttled.replicas", "", true),
+            ("leader.replication.throttled.replicas", "*", true),
+            ("leader.replication.throttled.replicas", "0:1,1:1", true),
+            ("follower.replication.throttled.replicas", "0:x", false),
+            ("local.retention.ms", "-2", true),
+            ("local.retention.bytes", "-3", false),
+            ("remote.storage.enable", "false", true),
+            ("remote.storage.enable", "true", false),
             ("message.timestamp.type", "LogAppendTime", true),
             ("message.timestamp.type", "Whenever", false),
             ("min.cleanable.dirty.ratio", "0.3", true),

@@ -23,10 +23,10 @@ fn topic_config_type(kind: TopicConfigKind) -> i8 {
     match kind {
         TopicConfigKind::Bool => 1,
         TopicConfigKind::OneOf(_) => 2,
-        TopicConfigKind::Int { .. } => 3,
+        TopicConfigKind::Int { .. } | TopicConfigKind::Level { .. } => 3,
         TopicConfigKind::Long { .. } => 5,
         TopicConfigKind::Ratio => 6,
-        TopicConfigKind::ListOf(_) => 7,
+        TopicConfigKind::ListOf(_) | TopicConfigKind::ThrottledReplicas => 7,
     }
 }
 
@@ -86,14 +86,15 @@ fn describe_topic(
                     );
                 }
             }
-            synonyms.push(
-                DescribeConfigsSynonym::default()
-                    .with_name(str_bytes(
-                        def.broker_synonyms.first().copied().unwrap_or(def.name),
-                    ))
-                    .with_value(Some(str_bytes(def.default)))
-                    .with_source(ConfigSource::Default as i8),
-            );
+            // Kafka lists a default synonym only for keys with a broker-level counterpart.
+            if let Some(first) = def.broker_synonyms.first() {
+                synonyms.push(
+                    DescribeConfigsSynonym::default()
+                        .with_name(str_bytes(first))
+                        .with_value(Some(str_bytes(def.default)))
+                        .with_source(ConfigSource::Default as i8),
+                );
+            }
             entry.synonyms = synonyms;
         }
         if version >= 3 {
