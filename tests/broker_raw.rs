@@ -1363,3 +1363,59 @@ async fn compact_only_topics_skip_retention_and_refuse_delete_records() {
     assert_eq!(r.topics[0].partitions[0].error_code, 0);
     broker.shutdown().await.unwrap();
 }
+
+/// `kafka-reassign-partitions --list` and `--verify`: no reassignment is ever in progress, and
+/// clearing broker-level throttles (IncrementalAlterConfigs DELETE of keys never set) succeeds
+/// as in Kafka, while setting a broker config is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reassignments_list_empty_and_broker_throttle_deletes_succeed() {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    assert_eq!(
+        create_topic(&mut client, "ra", 2, &[]).await.topics[0].error_code,
+        0
+    );
+    for topics in [
+        None,
+        Some(vec![ListPartitionReassignmentsTopics::default()
+            .with_name(name("ra"))
+            .with_partition_indexes(vec![0, 1])]),
+    ] {
+        let r = client
+            .call(
+                0,
+                &ListPartitionReassignmentsRequest::default()
+                    .with_timeout_ms(5_000)
+                    .with_topics(topics),
+            )
+            .await;
+        assert_eq!(r.error_code, 0);
+        assert!(r.topics.is_empty());
+    }
+    let alter = |op: i8| {
+        IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_static_str("1"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str(
+                        "leader.replication.throttled.rate",
+                    ))
+                    .with_config_operation(op)
+                    .with_value(Some(StrBytes::from_static_str("100")))]),
+        ])
+    };
+    let r = client.call(1, &alter(1)).await;
+    assert_eq!(
+        r.responses[0].error_code, 0,
+        "DELETE of an unset broker config"
+    );
+    let r = client.call(1, &alter(0)).await;
+    assert_eq!(r.responses[0].error_code, 42, "SET is INVALID_REQUEST");
+    broker.shutdown().await.unwrap();
+}

@@ -12,6 +12,7 @@
 # - DeleteRecordsCommand: the new low watermark, then GetOffsetShell sees it; on a compact-only
 #   topic the deletion is refused with POLICY_VIOLATION.
 # - LeaderElectionCommand --election-type PREFERRED: the only replica is already the leader.
+# - ReassignPartitionsCommand --list (none in progress) and --verify (which clears throttles).
 # - LogDirsCommand (DescribeLogDirs), FeatureCommand describe (ApiVersions features), ClusterTool
 #   cluster-id, EndToEndLatency.
 #
@@ -100,6 +101,9 @@ expect_text "InvalidConfigurationException: Invalid value abc for configuration 
 ok $C --describe --entity-type topics --entity-name cli --all
 expect_text "retention.ms=604800000 sensitive=false"
 expect_text "cleanup.policy=delete sensitive=false"
+expect_text "compression.zstd.level=3 sensitive=false"
+expect_text "leader.replication.throttled.replicas= sensitive=false synonyms={}"
+expect_text "local.retention.ms=-2 sensitive=false"
 ok $C --describe --entity-type brokers --entity-name 1 --all
 expect_text "log.retention.hours=168 sensitive=false"
 expect_text "num.partitions=1 sensitive=false"
@@ -150,6 +154,17 @@ ok $T.LeaderElectionCommand --bootstrap-server "$B" --election-type PREFERRED \
 ok $T.LeaderElectionCommand --bootstrap-server "$B" --election-type PREFERRED --topic cli \
     --partition 0
 expect_line "Valid replica already elected for partitions cli-0"
+
+step "ReassignPartitionsCommand"
+ok $T.reassign.ReassignPartitionsCommand --bootstrap-server "$B" --list
+expect_line "No partition reassignments found."
+echo '{"version":1,"partitions":[{"topic":"cli","partition":0,"replicas":[1]}]}' \
+    >"$work/reassign.json"
+# --verify also clears replication throttles: broker and topic config deletes.
+ok $T.reassign.ReassignPartitionsCommand --bootstrap-server "$B" --verify \
+    --reassignment-json-file "$work/reassign.json"
+expect_line "Reassignment of partition cli-0 is completed."
+expect_line "Clearing topic-level throttles on topic cli"
 
 step "LogDirsCommand, FeatureCommand, ClusterTool"
 ok $T.LogDirsCommand --bootstrap-server "$B" --describe --topic-list cli

@@ -1,6 +1,7 @@
 //! IncrementalAlterConfigs (key 44), v0-1: topic configs with SET / DELETE / APPEND / SUBTRACT,
 //! validated and committed through the controller (validate_only supported). Broker configs
-//! cannot be changed dynamically yet and are refused with INVALID_REQUEST, naming the keys.
+//! cannot be changed dynamically yet: setting one is refused with INVALID_REQUEST, naming the
+//! keys; deleting one (never set) succeeds without change.
 
 use std::sync::Arc;
 
@@ -52,10 +53,21 @@ pub fn handle(
                     })
                 }
                 RESOURCE_BROKER => {
-                    let keys: Vec<&str> = res.configs.iter().map(|c| c.name.as_str()).collect();
-                    Err(ApiError::InvalidRequest(format!(
-                        "Cannot update these configs dynamically: {keys:?}"
-                    )))
+                    let ours = name.is_empty() || name == broker.node_id.to_string();
+                    let deletes_only = res.configs.iter().all(|c| {
+                        AlterConfigOp::from_code(c.config_operation) == Some(AlterConfigOp::Delete)
+                    });
+                    if ours && deletes_only {
+                        // No broker config is ever set dynamically here, so deleting one
+                        // changes nothing and succeeds, as in Kafka (tools such as
+                        // kafka-reassign-partitions clear throttles this way).
+                        Ok(())
+                    } else {
+                        let keys: Vec<&str> = res.configs.iter().map(|c| c.name.as_str()).collect();
+                        Err(ApiError::InvalidRequest(format!(
+                            "Cannot update these configs dynamically: {keys:?}"
+                        )))
+                    }
                 }
                 other => Err(ApiError::InvalidRequest(format!(
                     "Unsupported resource type {other}"

@@ -106,6 +106,9 @@ pub async fn handle_frame(
             Some(handlers::describe_log_dirs::handle(broker, version, r))
         }
         RequestKind::ElectLeaders(r) => Some(handlers::elect_leaders::handle(broker, version, r)),
+        RequestKind::ListPartitionReassignments(r) => Some(
+            handlers::list_partition_reassignments::handle(broker, version, r),
+        ),
         RequestKind::DescribeCluster(r) => {
             Some(handlers::describe_cluster::handle(broker, version, r))
         }
