@@ -335,7 +335,25 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -
         Some("CreateTime") => c.message_timestamp_type = TimestampType::CreateTime,
         _ => {}
     }
+    if !cleanup_policy_deletes(overrides, broker) {
+        // Kafka applies time and size retention only to logs whose policy includes `delete`;
+        // a compact-only log (such as `__consumer_offsets`) keeps its segments.
+        c.retention_ms = -1;
+        c.retention_bytes = -1;
+    }
     c
+}
+
+/// Whether the topic's effective `cleanup.policy` includes `delete`: Kafka's `LogConfig.delete`,
+/// which gates retention and DeleteRecords (POLICY_VIOLATION otherwise).
+pub fn cleanup_policy_deletes(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> bool {
+    let Some(def) = topic_config_def("cleanup.policy") else {
+        return true;
+    };
+    let (policy, _) = effective_value(def, overrides, broker);
+    policy
+        .split(',')
+        .any(|p| p.trim().eq_ignore_ascii_case("delete"))
 }
 
 /// The topic's `min.insync.replicas`.
@@ -399,6 +417,13 @@ mod tests {
             effective_value(def, &BTreeMap::new(), &broker),
             ("1073741824".to_owned(), ConfigSource::Default)
         );
+        assert_eq!(log_config(&overrides, &broker).retention_ms, 5);
+        overrides.insert("cleanup.policy".to_owned(), "compact".to_owned());
+        assert!(!cleanup_policy_deletes(&overrides, &broker));
+        assert_eq!(log_config(&overrides, &broker).retention_ms, -1);
+        assert_eq!(log_config(&overrides, &broker).retention_bytes, -1);
+        overrides.insert("cleanup.policy".to_owned(), "compact, delete".to_owned());
+        assert!(cleanup_policy_deletes(&overrides, &broker));
         assert_eq!(log_config(&overrides, &broker).retention_ms, 5);
     }
 }

@@ -132,6 +132,45 @@ async fn api_versions_too_new_gets_unsupported_version_with_our_ranges() {
     broker.shutdown().await.unwrap();
 }
 
+/// `kafka-features describe` and `Admin.describeFeatures` read the features of ApiVersions v3+:
+/// Kafka 4.1 reports `metadata.version` finalized at 27 (4.1-IV1) and leaves level-0 features out
+/// of the finalized list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_versions_v3_reports_supported_and_finalized_features() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let r = client.call(3, &ApiVersionsRequest::default()).await;
+    assert_eq!(r.error_code, 0);
+    let supported = |name: &str| {
+        r.supported_features
+            .iter()
+            .find(|f| f.name.as_str() == name)
+            .map(|f| (f.min_version, f.max_version))
+    };
+    assert_eq!(supported("metadata.version"), Some((27, 27)));
+    assert_eq!(supported("group.version"), Some((0, 0)));
+    assert_eq!(supported("transaction.version"), Some((0, 0)));
+    let finalized: Vec<_> = r
+        .finalized_features
+        .iter()
+        .map(|f| {
+            (
+                f.name.as_str().to_owned(),
+                f.min_version_level,
+                f.max_version_level,
+            )
+        })
+        .collect();
+    assert_eq!(finalized, vec![("metadata.version".to_owned(), 27, 27)]);
+    assert!(r.finalized_features_epoch >= 0);
+    // v0-2 have no feature fields.
+    let old = client.call(2, &ApiVersionsRequest::default()).await;
+    assert_eq!(old.error_code, 0);
+    assert!(old.supported_features.is_empty());
+    broker.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_reports_leader_epoch_topic_id_and_epochs_bump_on_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -1257,5 +1296,70 @@ async fn describe_log_dirs_lists_partitions_with_sizes() {
     assert_eq!(t.partitions.len(), 2);
     assert!(t.partitions[0].partition_size > 0);
     assert_eq!(t.partitions[1].partition_size, 0);
+    broker.shutdown().await.unwrap();
+}
+
+/// Kafka's `LogConfig.delete`: a log whose `cleanup.policy` lacks `delete` is never trimmed by
+/// time or size retention, and DeleteRecords on it answers POLICY_VIOLATION.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_only_topics_skip_retention_and_refuse_delete_records() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let value = "w".repeat(200);
+    for (topic, policy) in [("del", "delete"), ("cmp", "compact")] {
+        let configs = [
+            ("segment.bytes", "300"),
+            ("retention.ms", "1"),
+            ("cleanup.policy", policy),
+        ];
+        let r = create_topic(&mut client, topic, 1, &configs).await;
+        assert_eq!(r.topics[0].error_code, 0);
+        for _ in 0..5 {
+            // Keyless records: unlike Kafka, the broker does not open batches to check that a
+            // compacted topic's records have keys.
+            let (code, _) = produce(&mut client, topic, 1, batch(&[value.as_str()], None)).await;
+            assert_eq!(code, 0);
+        }
+    }
+    let earliest = |topic: &str| {
+        ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name(topic))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(-2)])])
+    };
+    // Wait for retention to trim the delete topic: it has run over both logs by then.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.call(7, &earliest("del")).await.topics[0].partitions[0].offset == 0 {
+        assert!(Instant::now() < deadline, "retention never ran");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let r = client.call(7, &earliest("cmp")).await;
+    assert_eq!(r.topics[0].partitions[0].offset, 0, "compact log trimmed");
+
+    let delete_records = |topic: &str| {
+        DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(2)])])
+    };
+    let r = client.call(2, &delete_records("cmp")).await;
+    let p = &r.topics[0].partitions[0];
+    assert_eq!(
+        (p.error_code, p.low_watermark),
+        (44, -1),
+        "POLICY_VIOLATION"
+    );
+    let r = client.call(2, &delete_records("del")).await;
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
     broker.shutdown().await.unwrap();
 }

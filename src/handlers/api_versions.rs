@@ -11,8 +11,11 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
 use crate::errors::ApiError;
@@ -71,8 +74,54 @@ fn api_keys() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub fn handle(_broker: &Arc<Broker>, _version: i16, _request: ApiVersionsRequest) -> ResponseKind {
-    ResponseKind::ApiVersions(ApiVersionsResponse::default().with_api_keys(api_keys()))
+/// Feature levels (KIP-584) this node implements, as `(name, min, max)`. `metadata.version` 27
+/// is Kafka's `4.1-IV1`, the protocol level of the API table above; only that level is
+/// implemented, so it is both the minimum and the maximum. Features whose higher levels need
+/// APIs we do not serve (KIP-848 `group.version`, KIP-890 `transaction.version`) stay at 0.
+const SUPPORTED_FEATURES: &[(&str, i16, i16)] = &[
+    (
+        "metadata.version",
+        METADATA_VERSION_LEVEL,
+        METADATA_VERSION_LEVEL,
+    ),
+    ("kraft.version", 0, 0),
+    ("group.version", 0, 0),
+    ("transaction.version", 0, 0),
+];
+
+/// Kafka's `MetadataVersion.IBP_4_1_IV1.featureLevel()`.
+pub const METADATA_VERSION_LEVEL: i16 = 27;
+
+/// The epoch of the finalized features: they are fixed when the cluster is created and never
+/// updated (no UpdateFeatures), so the epoch is that of the first metadata record.
+const FINALIZED_FEATURES_EPOCH: i64 = 0;
+
+pub fn handle(_broker: &Arc<Broker>, version: i16, _request: ApiVersionsRequest) -> ResponseKind {
+    let mut response = ApiVersionsResponse::default().with_api_keys(api_keys());
+    if version >= 3 {
+        response.supported_features = SUPPORTED_FEATURES
+            .iter()
+            .map(|(name, min, max)| {
+                SupportedFeatureKey::default()
+                    .with_name(StrBytes::from_static_str(name))
+                    .with_min_version(*min)
+                    .with_max_version(*max)
+            })
+            .collect();
+        response.finalized_features_epoch = FINALIZED_FEATURES_EPOCH;
+        // Kafka lists only features finalized above level 0.
+        response.finalized_features = SUPPORTED_FEATURES
+            .iter()
+            .filter(|(_, _, max)| *max > 0)
+            .map(|(name, _, max)| {
+                FinalizedFeatureKey::default()
+                    .with_name(StrBytes::from_static_str(name))
+                    .with_min_version_level(*max)
+                    .with_max_version_level(*max)
+            })
+            .collect();
+    }
+    ResponseKind::ApiVersions(response)
 }
 
 /// KIP-511: a too-new ApiVersions request is answered with a v0 body carrying

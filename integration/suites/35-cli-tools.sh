@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Kafka 4.1.1's command-line tools against the broker, checking what they print:
+#
+# - TopicCommand: --create (with --config), --describe, --alter --partitions, --list,
+#   --describe --under-replicated-partitions / --unavailable-partitions (nothing to report on one
+#   node), a second --create of the same topic fails, --delete.
+# - ConfigCommand (kafka-configs): topic --describe, --alter --add-config / --delete-config, an
+#   invalid value refused, broker --describe --all.
+# - ConsoleProducer with keys and headers, ConsoleConsumer printing partition, offset, headers and
+#   key.
+# - GetOffsetShell: latest (-1), earliest (-2) and max timestamp (-3).
+# - DeleteRecordsCommand: the new low watermark, then GetOffsetShell sees it; on a compact-only
+#   topic the deletion is refused with POLICY_VIOLATION.
+# - LeaderElectionCommand --election-type PREFERRED: the only replica is already the leader.
+# - LogDirsCommand (DescribeLogDirs), FeatureCommand describe (ApiVersions features), ClusterTool
+#   cluster-id, EndToEndLatency.
+#
+# Broker selection as in integration/lib/broker.sh (BROKER_UNDER_TEST=apache-kafka checks the
+# suite itself against Apache Kafka).
+set -euo pipefail
+
+root="${KAFKAIQ_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+KAFKAIQ_BIN="${KAFKAIQ_BIN:-$root/target/release/kafkaiq}"
+# shellcheck source=../lib/broker.sh
+source "$root/integration/lib/broker.sh"
+
+libs="$("$root/integration/kafka-libs.sh")"
+work="$(mktemp -d "${TMPDIR:-/tmp}/cli-suite.XXXXXX")"
+cleanup() {
+    broker_stop
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+    echo "35-cli-tools: FAIL: $*" >&2
+    broker_log_tail 60
+    exit 1
+}
+step() { echo "35-cli-tools: $*" >&2; }
+
+# Runs a Kafka tool's main class; its stdout and stderr (minus SLF4J noise) go to $work/out and
+# its exit status to $rc. C1 JIT only: these are short-lived JVMs.
+run() {
+    rc=0
+    java -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" "$@" >"$work/out" 2>&1 || rc=$?
+    grep -v '^SLF4J' "$work/out" >"$work/out.clean" || true
+    mv "$work/out.clean" "$work/out"
+}
+ok() {
+    run "$@"
+    [[ $rc -eq 0 ]] || { cat "$work/out" >&2; fail "exit $rc: ${*:1:4}"; }
+}
+expect_line() { grep -qxF -- "$1" "$work/out" || { cat "$work/out" >&2; fail "missing line: $1"; }; }
+expect_text() { grep -qF -- "$1" "$work/out" || { cat "$work/out" >&2; fail "missing text: $1"; }; }
+expect_no_text() { ! grep -qF -- "$1" "$work/out" || { cat "$work/out" >&2; fail "unexpected text: $1"; }; }
+
+T=org.apache.kafka.tools
+broker_start "auto.create.topics.enable=true"
+B="$BROKER_BOOTSTRAP"
+
+step "TopicCommand"
+ok $T.TopicCommand --bootstrap-server "$B" --create --topic cli --partitions 2 \
+    --replication-factor 1 --config retention.ms=3600000
+expect_line "Created topic cli."
+run $T.TopicCommand --bootstrap-server "$B" --create --topic cli --partitions 2
+[[ $rc -ne 0 ]] || fail "creating an existing topic succeeded"
+expect_text "already exists"
+ok $T.TopicCommand --bootstrap-server "$B" --alter --topic cli --partitions 3
+ok $T.TopicCommand --bootstrap-server "$B" --describe --topic cli
+expect_text "PartitionCount: 3"
+expect_text "ReplicationFactor: 1"
+expect_text "retention.ms=3600000"
+for p in 0 1 2; do
+    grep -qP "^\tTopic: cli\tPartition: $p\tLeader: 1\tReplicas: 1\tIsr: 1" "$work/out" ||
+        { cat "$work/out" >&2; fail "partition $p not led by 1 with ISR [1]"; }
+done
+ok $T.TopicCommand --bootstrap-server "$B" --create --topic cmp --partitions 1 \
+    --config cleanup.policy=compact
+ok $T.TopicCommand --bootstrap-server "$B" --list
+expect_line cli
+expect_line cmp
+for flag in --under-replicated-partitions --unavailable-partitions; do
+    ok $T.TopicCommand --bootstrap-server "$B" --describe "$flag"
+    [[ ! -s "$work/out" ]] || { cat "$work/out" >&2; fail "$flag reported partitions"; }
+done
+
+step "ConfigCommand"
+C="kafka.admin.ConfigCommand --bootstrap-server $B"
+ok $C --alter --entity-type topics --entity-name cli --add-config max.message.bytes=2000000
+ok $C --alter --entity-type topics --entity-name cli --delete-config retention.ms
+ok $C --describe --entity-type topics --entity-name cli
+expect_text "Dynamic configs for topic cli are:"
+expect_text "max.message.bytes=2000000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:max.message.bytes=2000000"
+expect_no_text "retention.ms"
+run $C --alter --entity-type topics --entity-name cli --add-config retention.ms=abc
+[[ $rc -ne 0 ]] || fail "retention.ms=abc accepted"
+expect_text "InvalidConfigurationException: Invalid value abc for configuration retention.ms"
+ok $C --describe --entity-type topics --entity-name cli --all
+expect_text "retention.ms=604800000 sensitive=false"
+expect_text "cleanup.policy=delete sensitive=false"
+ok $C --describe --entity-type brokers --entity-name 1 --all
+expect_text "log.retention.hours=168 sensitive=false"
+expect_text "num.partitions=1 sensitive=false"
+
+step "ConsoleProducer / ConsoleConsumer with keys and headers"
+printf 'k1\tv1\nk1\tv2\nk1\tv3\n' >"$work/plain"
+ok $T.ConsoleProducer --bootstrap-server "$B" --topic cli --property parse.key=true \
+    <"$work/plain"
+printf 'h1:x,h2:y\tk1\tv4\n' >"$work/headers"
+ok $T.ConsoleProducer --bootstrap-server "$B" --topic cli --property parse.key=true \
+    --property parse.headers=true <"$work/headers"
+ok $T.consumer.ConsoleConsumer --bootstrap-server "$B" --topic cli --from-beginning \
+    --max-messages 4 --timeout-ms 20000 --property print.key=true --property print.headers=true \
+    --property print.partition=true --property print.offset=true
+expect_text "Processed a total of 4 messages"
+# One key: one partition, in produce order.
+p="$(grep -oP '^Partition:\K[0-9]+(?=\tOffset:0\t)' "$work/out")" || fail "no record at offset 0"
+expect_line "Partition:$p	Offset:0	NO_HEADERS	k1	v1"
+expect_line "Partition:$p	Offset:1	NO_HEADERS	k1	v2"
+expect_line "Partition:$p	Offset:2	NO_HEADERS	k1	v3"
+expect_line "Partition:$p	Offset:3	h1:x,h2:y	k1	v4"
+
+step "GetOffsetShell"
+ok $T.GetOffsetShell --bootstrap-server "$B" --topic cli
+for q in 0 1 2; do
+    if [[ $q -eq $p ]]; then expect_line "cli:$q:4"; else expect_line "cli:$q:0"; fi
+done
+ok $T.GetOffsetShell --bootstrap-server "$B" --topic cli --time -2
+expect_line "cli:$p:0"
+ok $T.GetOffsetShell --bootstrap-server "$B" --topic cli --time -3
+expect_line "cli:$p:3"
+
+step "DeleteRecordsCommand"
+printf '{"partitions":[{"topic":"cli","partition":%d,"offset":2}],"version":1}\n' "$p" \
+    >"$work/delete.json"
+ok $T.DeleteRecordsCommand --bootstrap-server "$B" --offset-json-file "$work/delete.json"
+expect_line "partition: cli-$p	low_watermark: 2"
+ok $T.GetOffsetShell --bootstrap-server "$B" --topic cli --time -2
+expect_line "cli:$p:2"
+ok $T.ConsoleProducer --bootstrap-server "$B" --topic cmp --property parse.key=true <"$work/plain"
+echo '{"partitions":[{"topic":"cmp","partition":0,"offset":1}],"version":1}' >"$work/delete.json"
+run $T.DeleteRecordsCommand --bootstrap-server "$B" --offset-json-file "$work/delete.json"
+expect_text "partition: cmp-0	error: org.apache.kafka.common.errors.PolicyViolationException"
+
+step "LeaderElectionCommand"
+ok $T.LeaderElectionCommand --bootstrap-server "$B" --election-type PREFERRED \
+    --all-topic-partitions
+ok $T.LeaderElectionCommand --bootstrap-server "$B" --election-type PREFERRED --topic cli \
+    --partition 0
+expect_line "Valid replica already elected for partitions cli-0"
+
+step "LogDirsCommand, FeatureCommand, ClusterTool"
+ok $T.LogDirsCommand --bootstrap-server "$B" --describe --topic-list cli
+grep -qP "\{\"partition\":\"cli-$p\",\"size\":[1-9][0-9]*,\"offsetLag\":0,\"isFuture\":false\}" \
+    "$work/out" || { cat "$work/out" >&2; fail "LogDirsCommand: no size for cli-$p"; }
+expect_text '"partition":"cli-0"'
+ok $T.FeatureCommand --bootstrap-server "$B" describe
+grep -qP '^Feature: metadata.version\tSupportedMinVersion: [^\t]+\tSupportedMaxVersion: 4\.1-IV1\tFinalizedVersionLevel: 4\.1-IV1\t' \
+    "$work/out" || { cat "$work/out" >&2; fail "FeatureCommand: metadata.version not 4.1-IV1"; }
+ok $T.ClusterTool cluster-id --bootstrap-server "$B"
+grep -qP '^Cluster ID: [A-Za-z0-9_-]{22}$' "$work/out" || { cat "$work/out" >&2; fail "cluster id"; }
+
+step "EndToEndLatency"
+ok $T.EndToEndLatency "$B" latency 500 1 100
+grep -qP '^Avg latency: [0-9.]+ ms$' "$work/out" || { cat "$work/out" >&2; fail "no average"; }
+expect_text "Percentiles: 50th = "
+
+step "TopicCommand --delete"
+ok $T.TopicCommand --bootstrap-server "$B" --delete --topic cli
+deadline=$((SECONDS + 30))
+while :; do
+    ok $T.TopicCommand --bootstrap-server "$B" --list
+    grep -qxF cli "$work/out" || break
+    ((SECONDS < deadline)) || fail "cli still listed after --delete"
+    sleep 1
+done
+expect_line cmp
+
+step "ok"
