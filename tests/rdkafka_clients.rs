@@ -7,7 +7,8 @@
 //! checked to be Kafka's. `KAFKA_BOOTSTRAP=host:port` points them at a running broker instead.
 //!
 //! Covered: every compression codec round trip; keys, headers and null values; the idempotent
-//! producer's exactly-once in-order delivery; ListOffsets by time (`offsets_for_times`);
+//! producer's exactly-once in-order delivery; ListOffsets by time and MAX_TIMESTAMP
+//! (`offsets_for_times`), inside compressed batches too;
 //! Metadata fields; LogAppendTime topics; max.message.bytes. Not covered here: consumer groups
 //! (the Java suite and the groups suite own those).
 
@@ -663,6 +664,140 @@ fn offsets_for_times_finds_first_offset_at_or_after_a_timestamp() {
         .fetch_watermarks(topic, 0, CALL_TIMEOUT)
         .expect("fetch_watermarks");
     assert_eq!((low, high), (0, 10), "log start offset and high watermark");
+    drop_off_thread(consumer);
+}
+
+/// ListOffsets of `topic` partition 0 at `ts` (a timestamp, or -3 for MAX_TIMESTAMP) through
+/// `offsets_for_times`.
+fn offset_for_time(consumer: &TestConsumer, topic: &str, ts: i64) -> Offset {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(topic, 0);
+    // The rdkafka crate's `Offset` has no spelling for a negative timestamp such as -3, which
+    // librdkafka passes on as is: set the raw value.
+    let c_topic = std::ffi::CString::new(topic).expect("topic name without NUL");
+    // SAFETY: `tpl` owns a valid list holding (topic, 0); the C string outlives the call.
+    let err = unsafe {
+        rdkafka::bindings::rd_kafka_topic_partition_list_set_offset(
+            tpl.ptr(),
+            c_topic.as_ptr(),
+            0,
+            ts,
+        )
+    };
+    assert_eq!(
+        err,
+        rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+    );
+    let res = consumer
+        .offsets_for_times(tpl, CALL_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{topic}: offsets_for_times({ts}): {e}"));
+    let elem = res
+        .find_partition(topic, 0)
+        .expect("partition 0 in the answer");
+    assert!(
+        elem.error().is_ok(),
+        "{topic}: offsets_for_times({ts}): {:?}",
+        elem.error()
+    );
+    elem.offset()
+}
+
+/// MAX_TIMESTAMP as ListOffsets spells it (KIP-734).
+const MAX_TIMESTAMP: i64 = -3;
+
+#[test]
+fn offsets_for_times_finds_the_exact_record_inside_compressed_batches() {
+    let broker = Broker::start();
+    let t = now_ms() - 3_600_000;
+    // Out of order on purpose: offset 6 holds the largest timestamp, so the first record at or
+    // after t + 6500 is offset 6, and MAX_TIMESTAMP is offset 6, not the batch's last offset.
+    let seconds = [0, 1, 2, 3, 4, 5, 20, 7, 8, 9];
+    for codec in ["gzip", "snappy", "lz4", "zstd"] {
+        let topic = format!("rdkafka-offsets-for-times-{codec}");
+        broker.create_topic(&topic, 1, &[]);
+        // One batch: every record is enqueued well within linger.ms.
+        let producer = broker.producer(&[("compression.codec", codec), ("linger.ms", "500")]);
+        let recs: Vec<Rec> = seconds
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Rec {
+                key: None,
+                value: Some(format!("{codec} value {i} {}", "z".repeat(100)).into_bytes()),
+                headers: vec![],
+                timestamp: t + 1000 * s,
+            })
+            .collect();
+        let acked = produce(&producer, &topic, Some(0), &recs);
+        assert_eq!(acked, (0..10).map(|o| (0, o)).collect::<Vec<_>>());
+        drop_off_thread(producer);
+
+        let consumer = broker.consumer();
+        let at = |ts: i64| offset_for_time(&consumer, &topic, ts);
+        assert_eq!(
+            at(t - 100_000),
+            Offset::Offset(0),
+            "{codec}: before everything"
+        );
+        assert_eq!(
+            at(t + 3000),
+            Offset::Offset(3),
+            "{codec}: exact timestamp of offset 3"
+        );
+        assert_eq!(
+            at(t + 3001),
+            Offset::Offset(4),
+            "{codec}: between offsets 3 and 4"
+        );
+        assert_eq!(
+            at(t + 6500),
+            Offset::Offset(6),
+            "{codec}: the outlier comes first"
+        );
+        assert_eq!(
+            at(t + 20_000),
+            Offset::Offset(6),
+            "{codec}: the max timestamp"
+        );
+        assert_eq!(at(t + 20_001), Offset::End, "{codec}: after every record");
+        assert_eq!(
+            at(MAX_TIMESTAMP),
+            Offset::Offset(6),
+            "{codec}: MAX_TIMESTAMP"
+        );
+        drop_off_thread(consumer);
+    }
+
+    // LogAppendTime: every record of the batch has the broker's append time, so the first
+    // record of the batch answers both by-time and MAX_TIMESTAMP lookups.
+    let topic = "rdkafka-offsets-for-times-gzip-log-append-time";
+    broker.create_topic(topic, 1, &[("message.timestamp.type", "LogAppendTime")]);
+    let producer = broker.producer(&[("compression.codec", "gzip"), ("linger.ms", "500")]);
+    let recs: Vec<Rec> = seconds
+        .iter()
+        .map(|s| Rec {
+            key: None,
+            value: Some(format!("value {s}").into_bytes()),
+            headers: vec![],
+            timestamp: t + 1000 * s,
+        })
+        .collect();
+    let before = now_ms();
+    let acked = produce(&producer, topic, Some(0), &recs);
+    assert_eq!(acked, (0..10).map(|o| (0, o)).collect::<Vec<_>>());
+    drop_off_thread(producer);
+    let consumer = broker.consumer();
+    assert_eq!(
+        offset_for_time(&consumer, topic, t + 6500),
+        Offset::Offset(0)
+    );
+    assert_eq!(
+        offset_for_time(&consumer, topic, before - 1000),
+        Offset::Offset(0)
+    );
+    assert_eq!(
+        offset_for_time(&consumer, topic, MAX_TIMESTAMP),
+        Offset::Offset(0)
+    );
     drop_off_thread(consumer);
 }
 

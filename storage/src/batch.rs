@@ -20,9 +20,11 @@
 //! ```
 //!
 //! This module parses and validates headers and rewrites the fields a broker may change. It
-//! never decodes records (they may be compressed); [`first_record_timestamp_at_least`] is the one
-//! exception, used for ListOffsets by timestamp on uncompressed batches only.
+//! never decodes records on the append or read path. ListOffsets is the one exception:
+//! [`first_record_timestamp_at_least`] and [`offset_of_max_timestamp`] read record timestamps
+//! and offsets, decompressing a compressed batch first ([`crate::compression`]).
 
+use crate::compression;
 use crate::config::TimestampType;
 use crate::error::{Result, StorageError};
 
@@ -371,12 +373,89 @@ fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
     Some(((value >> 1) as i64) ^ -((value & 1) as i64))
 }
 
+/// What a scan of a batch's records found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecordScan {
+    /// (timestamp, offset) of the first record that matched.
+    Found(i64, i64),
+    /// Every record was read and none matched.
+    NotFound,
+    /// The records could not be read (corrupt, or decompressing beyond
+    /// [`compression::DECOMPRESSED_RECORDS_BYTES_MAX`]): the caller answers at batch level.
+    Unreadable,
+}
+
+/// Walks the records of a CreateTime `batch`, decompressing them first when the batch is
+/// compressed, and returns the first whose (timestamp, offset) satisfies `matches`. Reads only
+/// each record's length, attributes, timestamp delta and offset delta: one parser for
+/// compressed and uncompressed batches.
+fn scan_records(
+    batch: &[u8],
+    header: &BatchHeader,
+    mut matches: impl FnMut(i64, i64) -> bool,
+) -> RecordScan {
+    let end = header.size_in_bytes().min(batch.len());
+    let Some(section) = batch.get(RECORD_BATCH_OVERHEAD..end) else {
+        return RecordScan::Unreadable;
+    };
+    let codec = header.compression_codec() as u8;
+    let decompressed;
+    let records: &[u8] = if codec == compression::CODEC_NONE {
+        section
+    } else {
+        match compression::decompress(codec, section, compression::DECOMPRESSED_RECORDS_BYTES_MAX) {
+            Ok(d) => {
+                decompressed = d;
+                &decompressed
+            }
+            Err(e) => {
+                tracing::warn!(
+                    base_offset = header.base_offset,
+                    codec = compression::codec_name(codec),
+                    "ListOffsets answers this batch as a whole, its records are unreadable: {e}"
+                );
+                return RecordScan::Unreadable;
+            }
+        }
+    };
+    let mut pos = 0usize;
+    for _ in 0..header.records_count {
+        let start = pos;
+        let Some(length) = read_varint(records, &mut pos) else {
+            return RecordScan::Unreadable;
+        };
+        let body = pos;
+        pos += 1; // attributes
+        let (Some(ts_delta), Some(offset_delta)) = (
+            read_varint(records, &mut pos),
+            read_varint(records, &mut pos),
+        ) else {
+            return RecordScan::Unreadable;
+        };
+        let ts = header.base_timestamp.wrapping_add(ts_delta);
+        let offset = header.base_offset.wrapping_add(offset_delta);
+        if matches(ts, offset) {
+            return RecordScan::Found(ts, offset);
+        }
+        match usize::try_from(length)
+            .ok()
+            .and_then(|l| body.checked_add(l))
+        {
+            Some(next) if next <= records.len() && next > start => pos = next,
+            _ => return RecordScan::Unreadable,
+        }
+    }
+    RecordScan::NotFound
+}
+
 /// For ListOffsets by timestamp: the timestamp and offset of the first record in `batch` at or
-/// after `min_offset` (the log start offset) whose timestamp is at least `target`. Reads only
-/// each record's length, attributes, timestamp delta and offset delta, and only for uncompressed
-/// CreateTime batches; for LogAppendTime every record has the batch's max timestamp, and for
-/// compressed batches (which this crate cannot decompress) the batch is answered as a whole:
-/// (max timestamp, base offset or `min_offset` if later).
+/// after `min_offset` (the log start offset) whose timestamp is at least `target`, as Kafka's
+/// `FileRecords.searchForTimestamp` finds it; `None` when no record of the batch qualifies (the
+/// search goes on with the next batch). Compressed batches are decompressed (bounded by
+/// [`compression::DECOMPRESSED_RECORDS_BYTES_MAX`]). For LogAppendTime every record has the
+/// batch's max timestamp, so the first record at or after `min_offset` is the answer without
+/// reading any. A batch whose records cannot be read is answered as a whole: (max timestamp,
+/// base offset or `min_offset` if later).
 pub fn first_record_timestamp_at_least(
     batch: &[u8],
     target: i64,
@@ -387,29 +466,34 @@ pub fn first_record_timestamp_at_least(
         return None;
     }
     let whole_batch = Some((header.max_timestamp, header.base_offset.max(min_offset)));
-    if header.timestamp_type() == TimestampType::LogAppendTime || header.compression_codec() != 0 {
+    if header.timestamp_type() == TimestampType::LogAppendTime {
         return whole_batch;
     }
-    let end = header.size_in_bytes().min(batch.len());
-    let mut pos = RECORD_BATCH_OVERHEAD;
-    for _ in 0..header.records_count {
-        let start = pos;
-        let length = read_varint(&batch[..end], &mut pos)?;
-        let body = pos;
-        pos += 1; // attributes
-        let ts_delta = read_varint(&batch[..end], &mut pos)?;
-        let offset_delta = read_varint(&batch[..end], &mut pos)?;
-        let ts = header.base_timestamp + ts_delta;
-        let offset = header.base_offset + offset_delta;
-        if ts >= target && offset >= min_offset {
-            return Some((ts, offset));
-        }
-        pos = body.checked_add(usize::try_from(length).ok()?)?;
-        if pos > end || pos <= start {
-            return None;
-        }
+    match scan_records(batch, &header, |ts, offset| {
+        ts >= target && offset >= min_offset
+    }) {
+        RecordScan::Found(ts, offset) => Some((ts, offset)),
+        RecordScan::NotFound => None,
+        RecordScan::Unreadable => whole_batch,
     }
-    whole_batch
+}
+
+/// For ListOffsets MAX_TIMESTAMP: the offset of the first record of `batch` whose timestamp is
+/// the batch's max timestamp, as Kafka's `RecordBatch.offsetOfMaxTimestamp` finds it
+/// (decompressing compressed batches). LogAppendTime gives every record the max timestamp, so
+/// the answer is the base offset; so it is, too, for a batch whose records cannot be read.
+/// `None` when no record carries the max timestamp the header claims (Kafka then answers
+/// with no offset).
+pub fn offset_of_max_timestamp(batch: &[u8]) -> Option<i64> {
+    let header = BatchHeader::parse(batch).ok()?;
+    if header.timestamp_type() == TimestampType::LogAppendTime {
+        return Some(header.base_offset);
+    }
+    match scan_records(batch, &header, |ts, _| ts == header.max_timestamp) {
+        RecordScan::Found(_, offset) => Some(offset),
+        RecordScan::NotFound => None,
+        RecordScan::Unreadable => Some(header.base_offset),
+    }
 }
 
 pub mod builder {
@@ -453,11 +537,18 @@ pub mod builder {
 
     /// One batch of `values.len()` records; record i has timestamp base + i.
     pub fn batch(spec: &Spec, values: &[&[u8]]) -> Vec<u8> {
+        let deltas: Vec<i64> = (0..values.len() as i64).collect();
+        batch_with_timestamp_deltas(spec, values, &deltas)
+    }
+
+    /// One batch of `values.len()` records; record i has timestamp base + `deltas[i]`.
+    pub fn batch_with_timestamp_deltas(spec: &Spec, values: &[&[u8]], deltas: &[i64]) -> Vec<u8> {
+        assert_eq!(values.len(), deltas.len(), "one timestamp delta per value");
         let mut records = Vec::new();
         for (i, value) in values.iter().enumerate() {
             let mut body = Vec::new();
             body.push(0u8); // attributes
-            put_varint(&mut body, i as i64); // timestamp delta
+            put_varint(&mut body, deltas[i]); // timestamp delta
             put_varint(&mut body, i as i64); // offset delta
             put_varint(&mut body, -1); // null key
             put_varint(&mut body, value.len() as i64);
@@ -478,12 +569,29 @@ pub mod builder {
         b.extend_from_slice(&0i16.to_be_bytes());
         b.extend_from_slice(&(n - 1).to_be_bytes());
         b.extend_from_slice(&spec.base_timestamp.to_be_bytes());
-        b.extend_from_slice(&(spec.base_timestamp + n as i64 - 1).to_be_bytes());
+        let max_delta = deltas.iter().copied().max().unwrap_or(0);
+        b.extend_from_slice(&(spec.base_timestamp + max_delta).to_be_bytes());
         b.extend_from_slice(&spec.producer_id.to_be_bytes());
         b.extend_from_slice(&spec.producer_epoch.to_be_bytes());
         b.extend_from_slice(&spec.base_sequence.to_be_bytes());
         b.extend_from_slice(&n.to_be_bytes());
         b.extend_from_slice(&records);
+        let crc = compute_crc(&b);
+        b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    /// `batch` with its records section compressed with `codec` (snappy xerial-framed when
+    /// `xerial`), the attributes, length and CRC updated: what a compressing producer sends.
+    #[cfg(test)]
+    pub(crate) fn compressed(batch: &[u8], codec: u8, xerial: bool) -> Vec<u8> {
+        let records = crate::compression::compress(codec, &batch[RECORD_BATCH_OVERHEAD..], xerial);
+        let mut b = batch[..RECORD_BATCH_OVERHEAD].to_vec();
+        b.extend_from_slice(&records);
+        let length = (b.len() - LOG_OVERHEAD) as i32;
+        b[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&length.to_be_bytes());
+        let attributes = (be_i16(&b, ATTRIBUTES_OFFSET) & !COMPRESSION_CODEC_MASK) | codec as i16;
+        b[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
         let crc = compute_crc(&b);
         b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         b
@@ -668,6 +776,139 @@ mod tests {
         buf.extend_from_slice(&simple(2, 4, 0)[..40]);
         let positions: Vec<usize> = BatchIter::new(&buf).map(|(p, _)| p).collect();
         assert_eq!(positions, vec![0, one]);
+    }
+
+    /// Every codec Kafka has, snappy with and without xerial framing.
+    const CODECS: [(u8, bool); 6] = [
+        (compression::CODEC_NONE, false),
+        (compression::CODEC_GZIP, false),
+        (compression::CODEC_SNAPPY, false),
+        (compression::CODEC_SNAPPY, true),
+        (compression::CODEC_LZ4, false),
+        (compression::CODEC_ZSTD, false),
+    ];
+
+    /// Offsets 50..=59, timestamps 1000 + [0, 10, 20, 30, 40, 50, 200, 70, 200, 90]: the max
+    /// (1200) first at offset 56 and again at 58, out of order after it.
+    fn distinct_timestamps(codec: u8, xerial: bool) -> Vec<u8> {
+        let values: Vec<Vec<u8>> = (0..10).map(|i| format!("value-{i}").into_bytes()).collect();
+        let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+        let deltas = [0, 10, 20, 30, 40, 50, 200, 70, 200, 90];
+        let spec = Spec {
+            base_offset: 50,
+            ..Spec::default()
+        };
+        compressed(
+            &batch_with_timestamp_deltas(&spec, &values, &deltas),
+            codec,
+            xerial,
+        )
+    }
+
+    #[test]
+    fn finds_the_exact_record_inside_every_codec() {
+        for (codec, xerial) in CODECS {
+            let b = distinct_timestamps(codec, xerial);
+            let h = BatchHeader::parse(&b).unwrap();
+            assert_eq!(h.compression_codec(), codec as i16);
+            let what = format!("{} (xerial {xerial})", compression::codec_name(codec));
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 0, 0),
+                Some((1000, 50)),
+                "{what}"
+            );
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 1030, 0),
+                Some((1030, 53)),
+                "{what}"
+            );
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 1031, 0),
+                Some((1040, 54)),
+                "{what}"
+            );
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 1060, 0),
+                Some((1200, 56)),
+                "{what}"
+            );
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 1000, 57),
+                Some((1070, 57)),
+                "{what}"
+            );
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 1100, 57),
+                Some((1200, 58)),
+                "{what}"
+            );
+            assert_eq!(first_record_timestamp_at_least(&b, 1201, 0), None, "{what}");
+            // Records at or after the log start offset are all older than the target: Kafka
+            // moves on to the next batch rather than answering with this one.
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 1100, 59),
+                None,
+                "{what}"
+            );
+            assert_eq!(offset_of_max_timestamp(&b), Some(56), "{what}");
+        }
+    }
+
+    #[test]
+    fn log_append_time_answers_with_the_batch_for_every_codec() {
+        for (codec, xerial) in CODECS {
+            let mut b = distinct_timestamps(codec, xerial);
+            set_log_append_time(&mut b, 9_000);
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 1060, 0),
+                Some((9_000, 50))
+            );
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 1060, 55),
+                Some((9_000, 55))
+            );
+            assert_eq!(offset_of_max_timestamp(&b), Some(50));
+        }
+    }
+
+    #[test]
+    fn unreadable_compressed_records_are_answered_at_batch_level() {
+        for (codec, xerial) in CODECS.into_iter().skip(1) {
+            let mut b = distinct_timestamps(codec, xerial);
+            // Garble the compressed records (the CRC is not checked on this path).
+            let n = b.len();
+            for byte in &mut b[RECORD_BATCH_OVERHEAD + 4..n] {
+                *byte = 0xa5;
+            }
+            let what = format!("{} (xerial {xerial})", compression::codec_name(codec));
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 1060, 0),
+                Some((1200, 50)),
+                "{what}"
+            );
+            assert_eq!(offset_of_max_timestamp(&b), Some(50), "{what}");
+        }
+    }
+
+    #[test]
+    fn a_batch_expanding_beyond_the_bound_is_answered_at_batch_level() {
+        // Two records whose values (zeros) decompress past the bound from a small batch.
+        let big = vec![0u8; compression::DECOMPRESSED_RECORDS_BYTES_MAX / 2 + 1];
+        let spec = Spec {
+            base_offset: 10,
+            ..Spec::default()
+        };
+        // Read in full, the answers would be offset 11 (timestamp 1005) for both lookups.
+        let plain = batch_with_timestamp_deltas(&spec, &[&big, &big], &[0, 5]);
+        for codec in [compression::CODEC_GZIP, compression::CODEC_ZSTD] {
+            let b = compressed(&plain, codec, false);
+            assert!(b.len() < plain.len() / 100, "compresses well");
+            assert_eq!(
+                first_record_timestamp_at_least(&b, 1003, 0),
+                Some((1005, 10))
+            );
+            assert_eq!(offset_of_max_timestamp(&b), Some(10));
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //!
 //! # Layout
 //! * [`batch`]: the v2 batch header — parse, validate, rewrite offsets/epoch/LogAppendTime.
+//! * [`compression`]: decompresses a batch's records for ListOffsets only (never on append/read).
 //! * [`index`]: `.index` and `.timeindex`, memory-mapped (all `unsafe` is in `mmap`).
 //! * [`segment`]: one `.log` file with its two indexes.
 //! * [`log`]: a partition's log — append, read, roll, retention, truncation, recovery.
@@ -19,6 +20,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod compression;
 pub mod config;
 pub mod epoch;
 pub mod error;

@@ -998,8 +998,8 @@ impl Log {
     }
 
     /// ListOffsets by timestamp: the first offset at or after the log start offset whose record
-    /// timestamp is >= `timestamp` (see `batch::first_record_timestamp_at_least` for compressed
-    /// batches), or `None` if every record is older.
+    /// timestamp is >= `timestamp`, looking inside compressed batches as Kafka does (see
+    /// `batch::first_record_timestamp_at_least`), or `None` if every record is older.
     pub fn fetch_offset_by_timestamp(&self, timestamp: i64) -> Result<Option<TimestampAndOffset>> {
         self.check_online()?;
         let r = (|| {
@@ -1031,7 +1031,9 @@ impl Log {
         self.guard(r)
     }
 
-    /// ListOffsets MAX_TIMESTAMP (-3): the record with the largest timestamp.
+    /// ListOffsets MAX_TIMESTAMP (-3): the largest timestamp and the offset of the first record
+    /// carrying it (inside a compressed batch too; the batch's base offset under LogAppendTime),
+    /// as Kafka's `UnifiedLog.fetchOffsetByTimestamp` answers it.
     pub fn max_timestamp_and_offset(&self) -> Result<Option<TimestampAndOffset>> {
         self.check_online()?;
         let r = (|| {
@@ -1048,8 +1050,10 @@ impl Log {
                 return Ok(None);
             };
             let bytes = seg.read_batch(pos, &h)?;
-            let offset = batch::first_record_timestamp_at_least(&bytes, m.timestamp, 0)
-                .map_or(h.base_offset, |(_, o)| o);
+            // As Kafka: no record carrying the header's max timestamp means no answer.
+            let Some(offset) = batch::offset_of_max_timestamp(&bytes) else {
+                return Ok(None);
+            };
             Ok(Some(TimestampAndOffset {
                 timestamp: m.timestamp,
                 offset,
@@ -1499,6 +1503,67 @@ mod tests {
         log.delete_records_before(31).unwrap();
         let t = log.fetch_offset_by_timestamp(1_100).unwrap().unwrap();
         assert_eq!((t.timestamp, t.offset), (1_101, 31));
+    }
+
+    #[test]
+    fn offset_by_timestamp_inside_compressed_batches() {
+        use crate::batch::builder::{batch_with_timestamp_deltas, compressed, Spec};
+        use crate::compression::*;
+        for (codec, xerial) in [
+            (CODEC_GZIP, false),
+            (CODEC_SNAPPY, false),
+            (CODEC_SNAPPY, true),
+            (CODEC_LZ4, false),
+            (CODEC_ZSTD, false),
+        ] {
+            let what = format!("{} (xerial {xerial})", codec_name(codec));
+            let dir = tempfile::tempdir().unwrap();
+            let config = LogConfig {
+                segment_bytes: 300,
+                ..small_config()
+            };
+            let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
+            let values: Vec<Vec<u8>> = (0..5).map(|j| vec![b'a' + j; 40]).collect();
+            let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+            // Batch i holds offsets 5i..5i+4 at 10_000 + 100 i + [0, 40, 10, 20, 30]; record
+            // 2 of batch 5 (offset 27) jumps to 50_000, the log's max.
+            for i in 0..12i64 {
+                let mut deltas = [0, 40, 10, 20, 30];
+                if i == 5 {
+                    deltas[2] = 50_000 - 10_000 - 500;
+                }
+                let spec = Spec {
+                    base_timestamp: 10_000 + 100 * i,
+                    ..Spec::default()
+                };
+                let b = compressed(
+                    &batch_with_timestamp_deltas(&spec, &values, &deltas),
+                    codec,
+                    xerial,
+                );
+                log.append_as_leader(&b, 3, 0).unwrap();
+            }
+            assert!(log.segment_count() > 2, "{what}: spans segments");
+            let at = |ts| {
+                log.fetch_offset_by_timestamp(ts)
+                    .unwrap()
+                    .map(|t| (t.timestamp, t.offset, t.leader_epoch))
+            };
+            assert_eq!(at(0), Some((10_000, 0, Some(3))), "{what}");
+            assert_eq!(at(10_325), Some((10_340, 16, Some(3))), "{what}");
+            assert_eq!(at(10_310), Some((10_340, 16, Some(3))), "{what}");
+            assert_eq!(at(10_341), Some((10_400, 20, Some(3))), "{what}");
+            assert_eq!(at(10_402), Some((10_440, 21, Some(3))), "{what}");
+            // Batch 5's outlier is the first record at or after 11_141.
+            assert_eq!(at(11_141), Some((50_000, 27, Some(3))), "{what}");
+            assert_eq!(at(50_001), None, "{what}");
+            let m = log.max_timestamp_and_offset().unwrap().unwrap();
+            assert_eq!((m.timestamp, m.offset), (50_000, 27), "{what}");
+            // Below the log start offset nothing is answered, even inside its batch.
+            log.delete_records_before(17).unwrap();
+            assert_eq!(at(10_305), Some((10_310, 17, Some(3))), "{what}");
+            assert_eq!(at(10_325), Some((10_330, 19, Some(3))), "{what}");
+        }
     }
 
     #[test]

@@ -107,17 +107,28 @@ class AdminTest {
     }
 
     static KafkaProducer<byte[], byte[]> producer() {
+        return producer(Map.of());
+    }
+
+    static KafkaProducer<byte[], byte[]> producer(Map<String, String> extra) {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.putAll(extra);
         return new KafkaProducer<>(p);
     }
 
     /** Produces one record per timestamp to partition 0, returning each record's offset. */
     static List<Long> produce(String topic, List<Long> timestamps) throws Exception {
+        return produce(topic, timestamps, Map.of());
+    }
+
+    /** As {@link #produce(String, List)}, with extra producer configs. */
+    static List<Long> produce(String topic, List<Long> timestamps, Map<String, String> producerConfigs)
+            throws Exception {
         List<Future<RecordMetadata>> fs = new ArrayList<>();
-        try (KafkaProducer<byte[], byte[]> p = producer()) {
+        try (KafkaProducer<byte[], byte[]> p = producer(producerConfigs)) {
             for (int i = 0; i < timestamps.size(); i++) {
                 fs.add(p.send(new ProducerRecord<>(topic, 0, timestamps.get(i),
                         ("k" + i).getBytes(StandardCharsets.UTF_8),
@@ -385,6 +396,35 @@ class AdminTest {
         assertEquals(5, max.offset(), "offset of the record with the largest timestamp");
         assertEquals(t + 100_000, max.timestamp());
         assertTrue(max.leaderEpoch().isPresent());
+    }
+
+    @Test
+    void listOffsetsFindsTheExactRecordInsideCompressedBatches() throws Exception {
+        long t = System.currentTimeMillis() - 3_600_000;
+        // As above: offset 5 is the newest, now inside one compressed batch (snappy is xerial-
+        // framed by this client, lz4 is Kafka's LZ4 frame writer).
+        List<Long> ts = new ArrayList<>();
+        for (int i = 0; i < 10; i++) {
+            ts.add(i == 5 ? t + 100_000 : t + i * 1000L);
+        }
+        for (String codec : List.of("gzip", "snappy", "lz4", "zstd")) {
+            String topic = "admin-list-offsets-" + codec;
+            create(topic, 1, Map.of());
+            assertEquals(List.of(0L, 1L, 2L, 3L, 4L, 5L, 6L, 7L, 8L, 9L), produce(topic, ts,
+                    Map.of(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec, ProducerConfig.LINGER_MS_CONFIG, "500")));
+            TopicPartition tp = new TopicPartition(topic, 0);
+            ListOffsetsResultInfo exact = listOffset(tp, OffsetSpec.forTimestamp(t + 3000));
+            assertEquals(3, exact.offset(), codec);
+            assertEquals(t + 3000, exact.timestamp(), codec);
+            ListOffsetsResultInfo between = listOffset(tp, OffsetSpec.forTimestamp(t + 3500));
+            assertEquals(4, between.offset(), codec);
+            assertEquals(t + 4000, between.timestamp(), codec);
+            assertEquals(5, listOffset(tp, OffsetSpec.forTimestamp(t + 50_000)).offset(), codec);
+            assertEquals(-1, listOffset(tp, OffsetSpec.forTimestamp(t + 200_000)).offset(), codec);
+            ListOffsetsResultInfo max = listOffset(tp, OffsetSpec.maxTimestamp());
+            assertEquals(5, max.offset(), codec + ": record with the largest timestamp");
+            assertEquals(t + 100_000, max.timestamp(), codec);
+        }
     }
 
     @Test
