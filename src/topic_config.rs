@@ -12,12 +12,24 @@ use crate::config::BrokerConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TopicConfigKind {
-    Long { min: i64 },
-    Int { min: i64 },
+    Long {
+        min: i64,
+    },
+    Int {
+        min: i64,
+    },
+    /// An int in `min..=max`, or exactly `or` (e.g. gzip's -1 for "the codec's default").
+    IntRange {
+        min: i64,
+        max: i64,
+        or: Option<i64>,
+    },
     Bool,
     Ratio,
     OneOf(&'static [&'static str]),
     ListOf(&'static [&'static str]),
+    /// `leader/follower.replication.throttled.replicas`: empty, `*`, or `partition:broker,...`.
+    ThrottledReplicas,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -57,10 +69,40 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         ListOf(&["delete", "compact"]),
     ),
     d(
+        "compression.gzip.level",
+        &["compression.gzip.level"],
+        "-1",
+        IntRange {
+            min: 1,
+            max: 9,
+            or: Some(-1),
+        },
+    ),
+    d(
+        "compression.lz4.level",
+        &["compression.lz4.level"],
+        "9",
+        IntRange {
+            min: 1,
+            max: 17,
+            or: None,
+        },
+    ),
+    d(
         "compression.type",
         &["compression.type"],
         "producer",
         OneOf(COMPRESSION_TYPES),
+    ),
+    d(
+        "compression.zstd.level",
+        &["compression.zstd.level"],
+        "3",
+        IntRange {
+            min: -131072,
+            max: 22,
+            or: None,
+        },
     ),
     d(
         "delete.retention.ms",
@@ -87,10 +129,34 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         Long { min: 0 },
     ),
     d(
+        "follower.replication.throttled.replicas",
+        &[],
+        "",
+        ThrottledReplicas,
+    ),
+    d(
         "index.interval.bytes",
         &["log.index.interval.bytes"],
         "4096",
         Int { min: 0 },
+    ),
+    d(
+        "leader.replication.throttled.replicas",
+        &[],
+        "",
+        ThrottledReplicas,
+    ),
+    d(
+        "local.retention.bytes",
+        &["log.local.retention.bytes"],
+        "-2",
+        Long { min: -2 },
+    ),
+    d(
+        "local.retention.ms",
+        &["log.local.retention.ms"],
+        "-2",
+        Long { min: -2 },
     ),
     d(
         "max.compaction.lag.ms",
@@ -147,6 +213,9 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         "-1",
         Long { min: -1 },
     ),
+    d("remote.log.copy.disable", &[], "false", Bool),
+    d("remote.log.delete.on.disable", &[], "false", Bool),
+    d("remote.storage.enable", &[], "false", Bool),
     d(
         "retention.ms",
         &[
@@ -225,6 +294,31 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
             }
             if v < min {
                 return Err(invalid(format!("Value must be at least {min}")));
+            }
+        }
+        IntRange { min, max, or } => {
+            let v: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| invalid("Not a number".into()))?;
+            if !(min..=max).contains(&v) && Some(v) != or {
+                let also = or.map(|o| format!(" or {o}")).unwrap_or_default();
+                return Err(invalid(format!("Value must be in [{min}, {max}]{also}")));
+            }
+        }
+        ThrottledReplicas => {
+            let value = value.trim();
+            let well_formed = value.is_empty()
+                || value == "*"
+                || value.split(',').map(str::trim).all(|pair| {
+                    pair.split_once(':').is_some_and(|(p, b)| {
+                        p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok()
+                    })
+                });
+            if !well_formed {
+                return Err(invalid(
+                    "must be empty, * or a list of partitionId:brokerId".into(),
+                ));
             }
         }
         Bool => {
@@ -386,6 +480,19 @@ mod tests {
             ("preallocate", "TRUE", true),
             ("preallocate", "yes", false),
             ("no.such.config", "1", false),
+            ("compression.gzip.level", "-1", true),
+            ("compression.gzip.level", "0", false),
+            ("compression.gzip.level", "9", true),
+            ("compression.gzip.level", "10", false),
+            ("compression.zstd.level", "-5", true),
+            ("compression.lz4.level", "18", false),
+            ("local.retention.ms", "-2", true),
+            ("local.retention.ms", "-3", false),
+            ("leader.replication.throttled.replicas", "", true),
+            ("leader.replication.throttled.replicas", "*", true),
+            ("follower.replication.throttled.replicas", "0:1, 1:2", true),
+            ("follower.replication.throttled.replicas", "0-1", false),
+            ("remote.storage.enable", "false", true),
         ];
         for (name, value, ok) in cases {
             assert_eq!(validate(name, value).is_ok(), *ok, "{name}={value}");

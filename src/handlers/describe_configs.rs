@@ -23,10 +23,10 @@ fn topic_config_type(kind: TopicConfigKind) -> i8 {
     match kind {
         TopicConfigKind::Bool => 1,
         TopicConfigKind::OneOf(_) => 2,
-        TopicConfigKind::Int { .. } => 3,
+        TopicConfigKind::Int { .. } | TopicConfigKind::IntRange { .. } => 3,
         TopicConfigKind::Long { .. } => 5,
         TopicConfigKind::Ratio => 6,
-        TopicConfigKind::ListOf(_) => 7,
+        TopicConfigKind::ListOf(_) | TopicConfigKind::ThrottledReplicas => 7,
     }
 }
 
