@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import os
 import platform
 import re
@@ -743,7 +744,7 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
         if len(brokers) == 2:
             a, b = medians.get("kafka"), medians.get("kafkaiq")
             ratio = b / a if a and b is not None else None
-            line += f" {ratio:.2f}× |" if ratio is not None else " — |"
+            line += f" {format_ratio(ratio)}× |" if ratio is not None else " — |"
             if row.target is None:
                 line += " | |"
             else:
@@ -821,6 +822,11 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
 
 
 LABELS = {"kafka": "Apache Kafka", "kafkaiq": "KafkaIQ"}
+
+
+def format_ratio(ratio: float) -> str:
+    # Two decimals, except for ratios so small that two decimals would print 0.00.
+    return f"{ratio:.2f}" if ratio >= 0.1 or ratio == 0 else f"{ratio:.2g}"
 
 
 def log(msg: str):
@@ -930,6 +936,8 @@ def main() -> int:
             out = ROOT / "benches" / "results" / f"{date}-{platform.node()}.md"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
+        # Every measured value, for anyone re-reading or re-rendering the run.
+        out.with_suffix(".json").write_text(json.dumps(sessions, indent=1, default=str) + "\n")
         log(f"==> report written to {out}")
         if args.smoke:
             print(text)
