@@ -18,17 +18,17 @@ pub enum TopicConfigKind {
     Int {
         min: i64,
     },
+    /// An int in `min..=max`, or exactly `or` (e.g. gzip's -1 for "the codec's default").
+    IntRange {
+        min: i64,
+        max: i64,
+        or: Option<i64>,
+    },
     Bool,
     Ratio,
     OneOf(&'static [&'static str]),
     ListOf(&'static [&'static str]),
-    /// A compression level: `default` (the codec's own) or a value in `min..=max`.
-    Level {
-        min: i64,
-        max: i64,
-        default: i64,
-    },
-    /// Throttled replicas: empty, `*`, or `partition:broker` pairs separated by commas.
+    /// `leader/follower.replication.throttled.replicas`: empty, `*`, or `partition:broker,...`.
     ThrottledReplicas,
 }
 
@@ -72,20 +72,20 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         "compression.gzip.level",
         &["compression.gzip.level"],
         "-1",
-        Level {
+        IntRange {
             min: 1,
             max: 9,
-            default: -1,
+            or: Some(-1),
         },
     ),
     d(
         "compression.lz4.level",
         &["compression.lz4.level"],
         "9",
-        Level {
+        IntRange {
             min: 1,
             max: 17,
-            default: 9,
+            or: None,
         },
     ),
     d(
@@ -98,10 +98,10 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         "compression.zstd.level",
         &["compression.zstd.level"],
         "3",
-        Level {
+        IntRange {
             min: -131072,
             max: 22,
-            default: 3,
+            or: None,
         },
     ),
     d(
@@ -207,15 +207,15 @@ pub const TOPIC_CONFIG_DEFS: &[TopicConfigDef] = &[
         Int { min: 1 },
     ),
     d("preallocate", &["log.preallocate"], "false", Bool),
-    d("remote.log.copy.disable", &[], "false", Bool),
-    d("remote.log.delete.on.disable", &[], "false", Bool),
-    d("remote.storage.enable", &[], "false", Bool),
     d(
         "retention.bytes",
         &["log.retention.bytes"],
         "-1",
         Long { min: -1 },
     ),
+    d("remote.log.copy.disable", &[], "false", Bool),
+    d("remote.log.delete.on.disable", &[], "false", Bool),
+    d("remote.storage.enable", &[], "false", Bool),
     d(
         "retention.ms",
         &[
@@ -304,6 +304,31 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
                 return Err(invalid(format!("Value must be at least {min}")));
             }
         }
+        IntRange { min, max, or } => {
+            let v: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| invalid("Not a number".into()))?;
+            if !(min..=max).contains(&v) && Some(v) != or {
+                let also = or.map(|o| format!(" or {o}")).unwrap_or_default();
+                return Err(invalid(format!("Value must be in [{min}, {max}]{also}")));
+            }
+        }
+        ThrottledReplicas => {
+            let value = value.trim();
+            let well_formed = value.is_empty()
+                || value == "*"
+                || value.split(',').map(str::trim).all(|pair| {
+                    pair.split_once(':').is_some_and(|(p, b)| {
+                        p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok()
+                    })
+                });
+            if !well_formed {
+                return Err(invalid(
+                    "must be empty, * or a list of partitionId:brokerId".into(),
+                ));
+            }
+        }
         Bool => {
             if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
                 return Err(invalid("Expected value to be either true or false".into()));
@@ -324,28 +349,6 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
                     "String must be one of: {}",
                     options.join(", ")
                 )));
-            }
-        }
-        Level { min, max, default } => {
-            let v: i64 = value
-                .trim()
-                .parse()
-                .map_err(|_| invalid("Not a number".into()))?;
-            if v != default && !(min..=max).contains(&v) {
-                return Err(invalid(format!("Value must be between {min} and {max}")));
-            }
-        }
-        ThrottledReplicas => {
-            let value = value.trim();
-            let pair = |item: &str| {
-                item.split_once(':').is_some_and(|(p, b)| {
-                    p.trim().parse::<u32>().is_ok() && b.trim().parse::<u32>().is_ok()
-                })
-            };
-            if !(value.is_empty() || value == "*" || value.split(',').all(pair)) {
-                return Err(invalid(
-                    "Must be the wildcard (*) or a list of partition:broker pairs".into(),
-                ));
             }
         }
         ListOf(options) => {
@@ -478,21 +481,6 @@ mod tests {
             ("segment.bytes", "99999999999", false),
             ("cleanup.policy", "compact,delete", true),
             ("cleanup.policy", "shred", false),
-            ("compression.gzip.level", "-1", true),
-            ("compression.gzip.level", "9", true),
-            ("compression.gzip.level", "0", false),
-            ("compression.lz4.level", "17", true),
-            ("compression.lz4.level", "18", false),
-            ("compression.zstd.level", "-131072", true),
-            ("compression.zstd.level", "23", false),
-            ("leader.replication.throttled.replicas", "", true),
-            ("leader.replication.throttled.replicas", "*", true),
-            ("leader.replication.throttled.replicas", "0:1,1:1", true),
-            ("follower.replication.throttled.replicas", "0:x", false),
-            ("local.retention.ms", "-2", true),
-            ("local.retention.bytes", "-3", false),
-            ("remote.storage.enable", "false", true),
-            ("remote.storage.enable", "true", false),
             ("message.timestamp.type", "LogAppendTime", true),
             ("message.timestamp.type", "Whenever", false),
             ("min.cleanable.dirty.ratio", "0.3", true),
@@ -500,6 +488,20 @@ mod tests {
             ("preallocate", "TRUE", true),
             ("preallocate", "yes", false),
             ("no.such.config", "1", false),
+            ("compression.gzip.level", "-1", true),
+            ("compression.gzip.level", "0", false),
+            ("compression.gzip.level", "9", true),
+            ("compression.gzip.level", "10", false),
+            ("compression.zstd.level", "-5", true),
+            ("compression.lz4.level", "18", false),
+            ("local.retention.ms", "-2", true),
+            ("local.retention.ms", "-3", false),
+            ("leader.replication.throttled.replicas", "", true),
+            ("leader.replication.throttled.replicas", "*", true),
+            ("follower.replication.throttled.replicas", "0:1, 1:2", true),
+            ("follower.replication.throttled.replicas", "0-1", false),
+            ("remote.storage.enable", "false", true),
+            ("remote.storage.enable", "true", false),
         ];
         for (name, value, ok) in cases {
             assert_eq!(validate(name, value).is_ok(), *ok, "{name}={value}");

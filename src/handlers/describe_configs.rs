@@ -23,7 +23,7 @@ fn topic_config_type(kind: TopicConfigKind) -> i8 {
     match kind {
         TopicConfigKind::Bool => 1,
         TopicConfigKind::OneOf(_) => 2,
-        TopicConfigKind::Int { .. } | TopicConfigKind::Level { .. } => 3,
+        TopicConfigKind::Int { .. } | TopicConfigKind::IntRange { .. } => 3,
         TopicConfigKind::Long { .. } => 5,
         TopicConfigKind::Ratio => 6,
         TopicConfigKind::ListOf(_) | TopicConfigKind::ThrottledReplicas => 7,
