@@ -61,9 +61,10 @@ wait(admin.create_partitions([NewPartitions(topic, 4)]))
 check(len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4,
       "create_partitions: 3 -> 4")
 
-# Uncompressed: the broker answers a timestamp lookup that lands inside a compressed batch with
-# the batch's base offset (it does not decompress), where Kafka finds the record.
-producer = Producer({"bootstrap.servers": B, "enable.idempotence": True, "linger.ms": 5})
+# zstd batches of many records: the timestamp lookups below land inside compressed batches, where
+# Kafka answers the exact record, not the batch.
+producer = Producer({"bootstrap.servers": B, "enable.idempotence": True, "linger.ms": 20,
+                     "compression.type": "zstd"})
 ts0 = int(time.time() * 1000) - 1_000_000
 reports = []
 for i in range(N):

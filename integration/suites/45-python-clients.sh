@@ -3,7 +3,7 @@
 # configs, group state), not only that calls return:
 #
 # - confluent-kafka (librdkafka in a wheel): integration/python/check_confluent_kafka.py
-#   (AdminClient topics/configs/partitions/groups/records/cluster, idempotent producer with keys,
+#   (AdminClient topics/configs/partitions/groups/records/cluster, idempotent zstd producer with keys,
 #   headers and timestamps, a subscribed consumer committing, offsets_for_times, list_offsets
 #   earliest/latest/max-timestamp/by-time).
 # - kafka-python (pure Python): integration/python/check_kafka_python.py (admin, gzip producer,
