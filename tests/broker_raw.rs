@@ -1419,3 +1419,40 @@ async fn reassignments_list_empty_and_broker_throttle_deletes_succeed() {
     assert_eq!(r.responses[0].error_code, 42, "SET is INVALID_REQUEST");
     broker.shutdown().await.unwrap();
 }
+
+/// DescribeConfigs v3+ carries a nullable documentation per entry; Kafka leaves it null unless
+/// documentation is asked for (kafka-python shows it as None).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_configs_documentation_is_null() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    assert_eq!(
+        create_topic(&mut client, "docs", 1, &[]).await.topics[0].error_code,
+        0
+    );
+    for (resource_type, resource_name) in [(2, "docs"), (4, "1")] {
+        let r = client
+            .call(
+                4,
+                &DescribeConfigsRequest::default().with_resources(vec![
+                    DescribeConfigsResource::default()
+                        .with_resource_type(resource_type)
+                        .with_resource_name(StrBytes::from_static_str(resource_name))
+                        .with_configuration_keys(None),
+                ]),
+            )
+            .await;
+        assert_eq!(r.results[0].error_code, 0);
+        assert!(!r.results[0].configs.is_empty());
+        assert!(
+            r.results[0]
+                .configs
+                .iter()
+                .all(|c| c.documentation.is_none()),
+            "resource type {resource_type}"
+        );
+    }
+    broker.shutdown().await.unwrap();
+}

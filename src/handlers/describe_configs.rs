@@ -99,6 +99,8 @@ fn describe_topic(
         }
         if version >= 3 {
             entry.config_type = topic_config_type(def.kind);
+            // No documentation strings here: null, as Kafka answers when none is included.
+            entry.documentation = None;
         }
         out.push(entry);
     }
@@ -140,6 +142,8 @@ fn describe_broker(
         }
         if version >= 3 {
             entry.config_type = broker_config_type(def.kind);
+            // No documentation strings here: null, as Kafka answers when none is included.
+            entry.documentation = None;
         }
         out.push(entry);
     }
