@@ -70,6 +70,8 @@ impl Bench {
         raw.set("log.dirs", dir.path().to_str().expect("utf-8 temp dir"));
         raw.set("log.segment.bytes", "67108864");
         raw.set("log.retention.bytes", PRODUCE_RETENTION_BYTES);
+        // Retention must keep up with the appends, not wait Kafka's default 5 minutes.
+        raw.set("log.retention.check.interval.ms", "1000");
         let config = BrokerConfig::from_raw(raw).expect("valid config").config;
         let running = runtime
             .block_on(RunningBroker::start(config))

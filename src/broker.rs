@@ -22,7 +22,10 @@ use crate::config::BrokerConfig;
 use crate::controller::{new_cluster_id, Controller};
 use crate::fetch_session::FetchSessionCache;
 use crate::group::service::GroupService;
-use crate::limits::{HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS, LOG_PERIODIC_INTERVAL_MS};
+use crate::limits::{
+    HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS, LOG_PERIODIC_INTERVAL_MS,
+    LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT, LOG_RETENTION_INITIAL_DELAY_MS,
+};
 use crate::metadata::{BrokerRegistration, MetadataCache, MetadataImage};
 use crate::replica::ReplicaManager;
 
@@ -301,11 +304,21 @@ impl RunningBroker {
     }
 }
 
-/// High watermark checkpoints every 5 s; retention, rolls and time-based flushes every second.
+/// High watermark checkpoints every 5 s; time-based flushes every second; retention every
+/// `log.retention.check.interval.ms` (first after at most [`LOG_RETENTION_INITIAL_DELAY_MS`]), as
+/// Kafka schedules it: records past `retention.ms` stay readable until the next check.
 async fn periodic(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let mut hw_tick =
         tokio::time::interval(Duration::from_millis(HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS));
     let mut log_tick = tokio::time::interval(Duration::from_millis(LOG_PERIODIC_INTERVAL_MS));
+    let retention_interval_ms = broker
+        .config
+        .value_of("log.retention.check.interval.ms")
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT);
+    let mut next_retention_ms =
+        broker.clock.now_ms() + retention_interval_ms.min(LOG_RETENTION_INITIAL_DELAY_MS);
     loop {
         tokio::select! {
             _ = shutdown.changed() => {
@@ -322,8 +335,12 @@ async fn periodic(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             _ = log_tick.tick() => {
                 let replicas = broker.replicas.clone();
                 let now = broker.clock.now_ms();
+                let retention_due = now >= next_retention_ms;
+                if retention_due {
+                    next_retention_ms = now + retention_interval_ms;
+                }
                 let _ = tokio::task::spawn_blocking(move || {
-                    if let Err(e) = replicas.log_manager.run_periodic(now) {
+                    if let Err(e) = replicas.log_manager.run_periodic(now, retention_due) {
                         tracing::error!(error = %e, "periodic log maintenance failed");
                     }
                 }).await;

@@ -71,9 +71,16 @@ pub const PARTITION_WATCHERS_PRUNE_AT: usize = 1_024;
 /// (Kafka's `replica.high.watermark.checkpoint.interval.ms`).
 pub const HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS: u64 = 5_000;
 
-/// How often retention, `segment.ms` rolls and `flush.ms` run
-/// (Kafka's `log.retention.check.interval.ms` is 5 min; rolls and flushes want finer steps).
+/// How often `flush.ms` and producer expiry run (retention follows
+/// `log.retention.check.interval.ms`).
 pub const LOG_PERIODIC_INTERVAL_MS: u64 = 1_000;
+
+/// Kafka's default `log.retention.check.interval.ms`, used if the configured value is unusable.
+pub const LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT: i64 = 300_000;
+
+/// Kafka's `log.initial.task.delay.ms`: the first retention check waits this long after start
+/// (or one interval, if shorter).
+pub const LOG_RETENTION_INITIAL_DELAY_MS: i64 = 30_000;
 
 /// Producer ids are handed out by the controller in blocks, like Kafka's
 /// `AllocateProducerIds`, so one metadata record covers many InitProducerId calls.

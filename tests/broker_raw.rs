@@ -1191,7 +1191,7 @@ async fn fetch_limits_return_whole_batches_and_at_least_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retention_deletes_old_segments_in_the_background() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = start_broker(dir.path(), &[]).await;
+    let broker = start_broker(dir.path(), &["log.retention.check.interval.ms=200"]).await;
     let mut client = RawClient::connect(broker.local_addr).await;
     let r = create_topic(
         &mut client,
@@ -1307,7 +1307,7 @@ async fn compact_only_topics_skip_retention_and_refuse_delete_records() {
         DeleteRecordsPartition, DeleteRecordsTopic,
     };
     let dir = tempfile::tempdir().unwrap();
-    let broker = start_broker(dir.path(), &[]).await;
+    let broker = start_broker(dir.path(), &["log.retention.check.interval.ms=200"]).await;
     let mut client = RawClient::connect(broker.local_addr).await;
     let value = "w".repeat(200);
     for (topic, policy) in [("del", "delete"), ("cmp", "compact")] {
@@ -1454,5 +1454,38 @@ async fn describe_configs_documentation_is_null() {
             "resource type {resource_type}"
         );
     }
+    broker.shutdown().await.unwrap();
+}
+
+/// Retention runs every `log.retention.check.interval.ms` (Kafka's default 5 minutes, first check
+/// 30 s after start), not continuously: records past `retention.ms` stay readable until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_records_stay_until_the_retention_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let configs = [("segment.bytes", "300"), ("retention.ms", "1")];
+    assert_eq!(
+        create_topic(&mut client, "keep", 1, &configs).await.topics[0].error_code,
+        0
+    );
+    let value = "w".repeat(200);
+    for _ in 0..5 {
+        produce(&mut client, "keep", 1, batch(&[value.as_str()], None)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let earliest = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("keep"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-2)])]);
+    let r = client.call(7, &earliest).await;
+    assert_eq!(
+        r.topics[0].partitions[0].offset, 0,
+        "retention ran before its interval"
+    );
     broker.shutdown().await.unwrap();
 }

@@ -279,19 +279,23 @@ impl LogManager {
         Ok(())
     }
 
-    /// The background pass: retention (`retention.ms`, `retention.bytes`, log start offset),
-    /// `flush.ms`, producer id expiry, and the offset checkpoints every
-    /// [`OFFSET_CHECKPOINT_INTERVAL_MS`]. Rolls by `segment.ms` happen on append, as in Kafka.
-    /// Every log is visited even if one fails; the first error is returned.
-    pub fn run_periodic(&self, now_ms: i64) -> Result<()> {
+    /// The background pass: retention (`retention.ms`, `retention.bytes`, log start offset) when
+    /// `retention_due` (the caller keeps Kafka's `log.retention.check.interval.ms`), `flush.ms`,
+    /// producer id expiry, and the offset checkpoints every [`OFFSET_CHECKPOINT_INTERVAL_MS`].
+    /// Rolls by `segment.ms` happen on append, as in Kafka. Every log is visited even if one
+    /// fails; the first error is returned.
+    pub fn run_periodic(&self, now_ms: i64, retention_due: bool) -> Result<()> {
         let mut first_error = None;
         for (tp, log) in self.logs() {
             if log.is_offline() {
                 continue;
             }
-            let r = log
-                .delete_old_segments(now_ms)
-                .and_then(|_| log.flush_if_due(now_ms));
+            let r = if retention_due {
+                log.delete_old_segments(now_ms).map(drop)
+            } else {
+                Ok(())
+            }
+            .and_then(|_| log.flush_if_due(now_ms));
             log.remove_expired_producers(now_ms);
             if let Err(e) = r {
                 tracing::error!(partition = %tp, error = %e, "periodic log maintenance failed");
@@ -433,11 +437,13 @@ mod tests {
         let leo = log.log_end_offset();
         let active = *log.segment_base_offsets().last().unwrap();
         assert_eq!(log.recovery_point(), active);
-        manager.run_periodic(50).unwrap();
+        manager.run_periodic(50, true).unwrap();
         assert_eq!(log.recovery_point(), active);
-        manager.run_periodic(150).unwrap(); // flush.ms elapsed
+        manager.run_periodic(150, false).unwrap(); // flush.ms elapsed
         assert_eq!(log.recovery_point(), leo);
-        manager.run_periodic(60_150).unwrap(); // retention: everything is older than 1 s
+        manager.run_periodic(60_150, false).unwrap(); // retention not due: nothing deleted
+        assert_eq!(log.log_start_offset(), 0);
+        manager.run_periodic(60_150, true).unwrap(); // retention: everything is older than 1 s
         assert_eq!(log.log_start_offset(), leo);
         assert_eq!(
             std::fs::read_to_string(dirs[0].join(LOG_START_OFFSET_CHECKPOINT_FILE)).unwrap(),
