@@ -790,6 +790,21 @@ impl Coordinator {
         self.out.responses.push((token, response));
     }
 
+    /// Forgets a committed offset: a tombstone for its key in `__consumer_offsets`, and the
+    /// entry in the group (OffsetDelete and offset expiry).
+    fn delete_offset(&mut self, partition: i32, group_id: &str, topic: String, tp: i32) {
+        self.append(
+            partition,
+            records::encode_offset_commit_key(group_id, &topic, tp),
+            None,
+        );
+        self.groups
+            .get_mut(group_id)
+            .expect("group exists")
+            .offsets
+            .remove(&(topic, tp));
+    }
+
     fn append(&mut self, partition: i32, key: Bytes, value: Option<Bytes>) {
         self.out.records.push(CoordinatorRecord {
             partition,
@@ -1980,16 +1995,7 @@ impl Coordinator {
             );
         }
         for (topic, tp) in deletes {
-            self.append(
-                partition,
-                records::encode_offset_commit_key(&group_id, &topic, tp),
-                None,
-            );
-            self.groups
-                .get_mut(&group_id)
-                .expect("group exists")
-                .offsets
-                .remove(&(topic, tp));
+            self.delete_offset(partition, &group_id, topic, tp);
         }
         self.respond(
             ctx.token,
@@ -2039,16 +2045,7 @@ impl Coordinator {
                 .collect();
             let partition = group.partition;
             for (topic, tp) in expired {
-                self.append(
-                    partition,
-                    records::encode_offset_commit_key(&group_id, &topic, tp),
-                    None,
-                );
-                self.groups
-                    .get_mut(&group_id)
-                    .expect("group exists")
-                    .offsets
-                    .remove(&(topic, tp));
+                self.delete_offset(partition, &group_id, topic, tp);
             }
             let group = &self.groups[&group_id];
             if group.state == GroupState::Empty

@@ -245,6 +245,33 @@ impl LogSegment {
     }
 
     /// Kafka's per-batch index bookkeeping, shared by append and recovery.
+    /// Rebuilds the writer state from the batches at and after the last index entry (at byte
+    /// `start`), as on a clean load or after truncation. The batch that entry points at is
+    /// already indexed, so it is only accounted for; the ones after it are indexed again.
+    fn replay_after_last_index_entry(
+        &self,
+        w: &mut WriterState,
+        headers: &[(u64, BatchHeader)],
+        start: u64,
+        index_interval_bytes: usize,
+    ) {
+        for (i, (position, h)) in headers.iter().enumerate() {
+            if i == 0 && start > 0 {
+                w.next_offset = h.next_offset();
+                if h.max_timestamp > w.max_timestamp_so_far.timestamp {
+                    w.max_timestamp_so_far = TimestampOffset {
+                        timestamp: h.max_timestamp,
+                        offset: h.last_offset(),
+                    };
+                    self.max_timestamp.store(h.max_timestamp, Ordering::Release);
+                }
+                w.bytes_since_last_index_entry = h.size_in_bytes();
+                continue;
+            }
+            self.index_batch(w, h, *position, index_interval_bytes);
+        }
+    }
+
     fn index_batch(&self, w: &mut WriterState, h: &BatchHeader, position: u64, interval: usize) {
         if w.rolling_based_timestamp.is_none() {
             w.rolling_based_timestamp = Some(h.max_timestamp);
@@ -522,22 +549,7 @@ impl LogSegment {
             self.max_timestamp.store(t.timestamp, Ordering::Release);
         }
         w.bytes_since_last_index_entry = 0;
-        for (i, (position, h)) in headers.iter().enumerate() {
-            // The batch at the last index entry is already indexed.
-            if i == 0 && start > 0 {
-                w.next_offset = h.next_offset();
-                if h.max_timestamp > w.max_timestamp_so_far.timestamp {
-                    w.max_timestamp_so_far = TimestampOffset {
-                        timestamp: h.max_timestamp,
-                        offset: h.last_offset(),
-                    };
-                    self.max_timestamp.store(h.max_timestamp, Ordering::Release);
-                }
-                w.bytes_since_last_index_entry = h.size_in_bytes();
-                continue;
-            }
-            self.index_batch(&mut w, h, *position, index_interval_bytes);
-        }
+        self.replay_after_last_index_entry(&mut w, &headers, start, index_interval_bytes);
         if headers.is_empty() {
             w.next_offset = self.base_offset;
         }
@@ -585,21 +597,7 @@ impl LogSegment {
         if position == 0 {
             w.rolling_based_timestamp = None;
         }
-        for (i, (p, h)) in headers.iter().enumerate() {
-            if i == 0 && start > 0 {
-                w.next_offset = h.next_offset();
-                if h.max_timestamp > w.max_timestamp_so_far.timestamp {
-                    w.max_timestamp_so_far = TimestampOffset {
-                        timestamp: h.max_timestamp,
-                        offset: h.last_offset(),
-                    };
-                    self.max_timestamp.store(h.max_timestamp, Ordering::Release);
-                }
-                w.bytes_since_last_index_entry = h.size_in_bytes();
-                continue;
-            }
-            self.index_batch(&mut w, h, *p, index_interval_bytes);
-        }
+        self.replay_after_last_index_entry(&mut w, &headers, start, index_interval_bytes);
         Ok(size - position)
     }
 
