@@ -29,8 +29,9 @@ use kafka_protocol::messages::{
     produce_request::{PartitionProduceData, TopicProduceData},
     BrokerId, CreateTopicsRequest, FetchRequest, ProduceRequest, TopicName,
 };
-use kafkaiq::broker::{Broker, RunningBroker};
 use kafkaiq::config::{BrokerConfig, RawConfig};
+use kafkaiq::context::Context;
+use kafkaiq::node::Node;
 use kafkaiq::protocol::{ApiKey, RequestKind, StrBytes};
 use kafkaiq::server::dispatch::handle_frame;
 use tokio::runtime::Runtime;
@@ -46,8 +47,8 @@ const PRODUCE_RETENTION_BYTES: &str = "268435456";
 
 struct Bench {
     runtime: Runtime,
-    running: Option<RunningBroker>,
-    broker: Arc<Broker>,
+    running: Option<Node>,
+    broker: Arc<Context>,
     /// The client address handlers see (group members are keyed by it).
     peer: std::net::SocketAddr,
     _dir: tempfile::TempDir,
@@ -74,9 +75,9 @@ impl Bench {
         raw.set("log.retention.check.interval.ms", "1000");
         let config = BrokerConfig::from_raw(raw).expect("valid config").config;
         let running = runtime
-            .block_on(RunningBroker::start(config))
+            .block_on(Node::start(config))
             .expect("broker starts");
-        let broker = running.broker.clone();
+        let broker = running.context.clone();
         Bench {
             runtime,
             running: Some(running),

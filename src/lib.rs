@@ -21,9 +21,9 @@
 //! - Storage (segment logs, indexes, epoch cache, checkpoints) is the `kafkaiq-storage` crate.
 
 pub mod allocator;
-pub mod broker;
 pub mod clock;
 pub mod config;
+pub mod context;
 pub mod controller;
 pub mod errors;
 pub mod fetch_session;
@@ -31,7 +31,7 @@ pub mod group;
 pub mod handlers;
 pub mod limits;
 pub mod metadata;
+pub mod node;
 pub mod protocol;
 pub mod replica;
 pub mod server;
-pub mod topic_config;

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use kafkaiq::broker::RunningBroker;
 use kafkaiq::config::{BrokerConfig, RawConfig};
+use kafkaiq::node::Node;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -59,7 +59,7 @@ fn main() -> anyhow::Result<()> {
         // Watch the signals before binding: a SIGTERM that arrives while the broker is still
         // starting (the port already accepts) must shut it down cleanly, not kill it.
         let signals = ShutdownSignals::install()?;
-        let running = RunningBroker::start(validated.config)
+        let running = Node::start(validated.config)
             .await
             .context("broker startup failed")?;
         signals.wait().await;

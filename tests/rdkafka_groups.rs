@@ -212,7 +212,7 @@ async fn find_coordinator_single_and_batched() {
         )
         .await;
     assert_eq!(v0.error_code, 0);
-    assert_eq!(v0.node_id.0, broker.broker.node_id);
+    assert_eq!(v0.node_id.0, broker.context.node_id);
     assert_eq!(v0.port, i32::from(broker.local_addr.port()));
     let keys = ["a", "b", "c"].map(StrBytes::from_static_str).to_vec();
     let v4: FindCoordinatorResponse = client
@@ -228,7 +228,7 @@ async fn find_coordinator_single_and_batched() {
         .collect();
     assert_eq!(found.len(), 3);
     for (_, (err, node)) in found {
-        assert_eq!((err, node), (0, broker.broker.node_id));
+        assert_eq!((err, node), (0, broker.context.node_id));
     }
     // Transactions are not coordinated here.
     let txn: FindCoordinatorResponse = client
@@ -244,7 +244,7 @@ async fn find_coordinator_single_and_batched() {
         kafka_protocol::ResponseError::CoordinatorNotAvailable.code()
     );
     // The internal topic was created with offsets.topic.num.partitions partitions.
-    let image = broker.broker.image();
+    let image = broker.context.image();
     let offsets = image.topic("__consumer_offsets").expect("created");
     assert_eq!(offsets.partitions.len(), 5);
     broker.shutdown().await.unwrap();

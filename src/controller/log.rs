@@ -18,8 +18,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::records::MetadataRecord;
 use crate::limits::METADATA_RECORD_BYTES_MAX;
+use crate::metadata::MetadataRecord;
 
 pub const METADATA_LOG_FILE: &str = "kafkaiq-metadata.log";
 const FRAME_HEADER_BYTES: usize = 8;

@@ -11,7 +11,6 @@
 //! The controller never touches partition data; the replica layer reacts to images.
 
 pub mod log;
-pub mod records;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -19,19 +18,19 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use uuid::Uuid;
 
+use crate::config::topic as topic_config;
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
     METADATA_RECORDS_PER_FRAME_MAX, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
     TOPIC_NAME_CHARS_MAX,
 };
+use crate::metadata::MetadataRecord;
 use crate::metadata::{
     BrokerRegistration, MetadataCache, MetadataImage, PartitionRegistration, TopicImage,
 };
 use crate::replica::decisions::{elect_leader, ElectionType};
-use crate::topic_config;
 use log::{MetadataLog, MetadataLogError};
-use records::MetadataRecord;
 
 /// Reacts to every newly published image (the replica manager creates, leads and deletes
 /// partitions from here). Called with the controller lock held, in commit order.

@@ -17,7 +17,7 @@ use kafka_protocol::messages::api_versions_response::{
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::errors::ApiError;
 use crate::protocol;
 
@@ -97,7 +97,7 @@ pub const METADATA_VERSION_LEVEL: i16 = 27;
 /// updated (no UpdateFeatures), so the epoch is that of the first metadata record.
 const FINALIZED_FEATURES_EPOCH: i64 = 0;
 
-pub fn handle(_broker: &Arc<Broker>, version: i16, _request: ApiVersionsRequest) -> ResponseKind {
+pub fn handle(_broker: &Arc<Context>, version: i16, _request: ApiVersionsRequest) -> ResponseKind {
     let mut response = ApiVersionsResponse::default().with_api_keys(api_keys());
     if version >= 3 {
         response.supported_features = SUPPORTED_FEATURES

@@ -7,13 +7,9 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind};
 
 use super::str_bytes;
-use crate::broker::Broker;
+use crate::context::Context;
 
-pub fn handle(
-    broker: &Arc<Broker>,
-    _version: i16,
-    request: CreatePartitionsRequest,
-) -> ResponseKind {
+pub fn handle(ctx: &Arc<Context>, _version: i16, request: CreatePartitionsRequest) -> ResponseKind {
     let results = request
         .topics
         .into_iter()
@@ -23,7 +19,7 @@ pub fn handle(
                     .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
                     .collect()
             });
-            let result = broker.controller.create_partitions(
+            let result = ctx.controller.create_partitions(
                 t.name.0.as_str(),
                 t.count,
                 assignments,

@@ -10,12 +10,12 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
 
 use super::str_bytes;
-use crate::broker::Broker;
+use crate::config::topic::{effective_value, TOPIC_CONFIG_DEFS};
+use crate::context::Context;
 use crate::controller::CreateTopicSpec;
 use crate::errors::ApiError;
-use crate::topic_config::{effective_value, TOPIC_CONFIG_DEFS};
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) -> ResponseKind {
+pub fn handle(ctx: &Arc<Context>, version: i16, request: CreateTopicsRequest) -> ResponseKind {
     let mut seen: HashMap<String, usize> = HashMap::new();
     for t in &request.topics {
         *seen.entry(t.name.0.as_str().to_owned()).or_default() += 1;
@@ -55,7 +55,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                     "Create topics request from client contains duplicate topic name {name}"
                 )))
             } else {
-                broker.controller.create_topic(&spec, request.validate_only)
+                ctx.controller.create_topic(&spec, request.validate_only)
             };
             let mut r = CreatableTopicResult::default().with_name(t.name);
             match result {
@@ -76,7 +76,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) 
                                 .iter()
                                 .map(|def| {
                                     let (value, source) =
-                                        effective_value(def, &topic.configs, &broker.config);
+                                        effective_value(def, &topic.configs, &ctx.config);
                                     CreatableTopicConfigs::default()
                                         .with_name(str_bytes(def.name))
                                         .with_value(Some(str_bytes(&value)))

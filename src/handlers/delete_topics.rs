@@ -8,10 +8,10 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, Respon
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::errors::ApiError;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) -> ResponseKind {
+pub fn handle(ctx: &Arc<Context>, version: i16, request: DeleteTopicsRequest) -> ResponseKind {
     let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
         request
             .topics
@@ -36,7 +36,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) 
     let responses = wanted
         .into_iter()
         .map(|(name, id)| {
-            let image = broker.image();
+            let image = ctx.image();
             let resolved = match &name {
                 Some(n) => image
                     .topic(n)
@@ -48,7 +48,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) 
                     .ok_or(ApiError::UnknownTopicId),
             };
             let result =
-                resolved.and_then(|(n, id)| broker.controller.delete_topic(id).map(|_| (n, id)));
+                resolved.and_then(|(n, id)| ctx.controller.delete_topic(id).map(|_| (n, id)));
             let mut r = DeletableTopicResult::default();
             match result {
                 Ok((n, id)) => {

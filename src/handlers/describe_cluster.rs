@@ -9,14 +9,14 @@ use kafka_protocol::messages::{
 };
 
 use super::str_bytes;
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::errors::ApiError;
 
 /// `endpoint_type` 1 = brokers (2 = controllers, which we do not expose separately).
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeClusterRequest) -> ResponseKind {
-    let image = broker.image();
+pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeClusterRequest) -> ResponseKind {
+    let image = ctx.image();
     let mut response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&image.cluster_id))
         .with_controller_id(BrokerId(image.controller_id))

@@ -10,10 +10,10 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, ResponseKind};
 
 use super::str_bytes;
-use crate::broker::Broker;
+use crate::config::topic::{ConfigSource, TopicConfigKind, TOPIC_CONFIG_DEFS};
 use crate::config::{ConfigKind, BROKER_CONFIG_DEFS};
+use crate::context::Context;
 use crate::errors::ApiError;
-use crate::topic_config::{ConfigSource, TopicConfigKind, TOPIC_CONFIG_DEFS};
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
@@ -49,18 +49,18 @@ fn wanted(keys: &Option<Vec<kafka_protocol::protocol::StrBytes>>, name: &str) ->
 }
 
 fn describe_topic(
-    broker: &Arc<Broker>,
+    ctx: &Arc<Context>,
     version: i16,
     name: &str,
     keys: &Option<Vec<kafka_protocol::protocol::StrBytes>>,
     include_synonyms: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
-    let image = broker.image();
+    let image = ctx.image();
     let topic = image.topic(name).ok_or(ApiError::UnknownTopicOrPartition)?;
     let mut out = Vec::new();
     for def in TOPIC_CONFIG_DEFS.iter().filter(|d| wanted(keys, d.name)) {
         let (value, source) =
-            crate::topic_config::effective_value(def, &topic.configs, &broker.config);
+            crate::config::topic::effective_value(def, &topic.configs, &ctx.config);
         let mut entry = DescribeConfigsResourceResult::default()
             .with_name(str_bytes(def.name))
             .with_value(Some(str_bytes(&value)))
@@ -77,11 +77,11 @@ fn describe_topic(
                 );
             }
             for s in def.broker_synonyms {
-                if broker.config.is_set(s) {
+                if ctx.config.is_set(s) {
                     synonyms.push(
                         DescribeConfigsSynonym::default()
                             .with_name(str_bytes(s))
-                            .with_value(broker.config.value_of(s).as_deref().map(str_bytes))
+                            .with_value(ctx.config.value_of(s).as_deref().map(str_bytes))
                             .with_source(ConfigSource::StaticBroker as i8),
                     );
                 }
@@ -108,23 +108,23 @@ fn describe_topic(
 }
 
 fn describe_broker(
-    broker: &Arc<Broker>,
+    ctx: &Arc<Context>,
     version: i16,
     resource_name: &str,
     keys: &Option<Vec<kafka_protocol::protocol::StrBytes>>,
     include_synonyms: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
     // "" is the cluster-wide default resource.
-    if !resource_name.is_empty() && resource_name != broker.node_id.to_string() {
+    if !resource_name.is_empty() && resource_name != ctx.node_id.to_string() {
         return Err(ApiError::InvalidRequest(format!(
             "Unexpected broker id, expected {} or empty string, but received {resource_name}",
-            broker.node_id
+            ctx.node_id
         )));
     }
     let mut out = Vec::new();
     for def in BROKER_CONFIG_DEFS.iter().filter(|d| wanted(keys, d.name)) {
-        let value = broker.config.value_of(def.name);
-        let source = if broker.config.is_set(def.name) {
+        let value = ctx.config.value_of(def.name);
+        let source = if ctx.config.is_set(def.name) {
             ConfigSource::StaticBroker
         } else {
             ConfigSource::Default
@@ -150,7 +150,7 @@ fn describe_broker(
     Ok(out)
 }
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeConfigsRequest) -> ResponseKind {
+pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeConfigsRequest) -> ResponseKind {
     let include_synonyms = request.include_synonyms;
     let results = request
         .resources
@@ -159,14 +159,14 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeConfigsReques
             let name = res.resource_name.as_str().to_owned();
             let result = match res.resource_type {
                 RESOURCE_TOPIC => describe_topic(
-                    broker,
+                    ctx,
                     version,
                     &name,
                     &res.configuration_keys,
                     include_synonyms,
                 ),
                 RESOURCE_BROKER => describe_broker(
-                    broker,
+                    ctx,
                     version,
                     &name,
                     &res.configuration_keys,

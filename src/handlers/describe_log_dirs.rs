@@ -11,16 +11,16 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, ResponseKind};
 
 use super::{str_bytes, topic_name};
-use crate::broker::Broker;
+use crate::context::Context;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeLogDirsRequest) -> ResponseKind {
+pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeLogDirsRequest) -> ResponseKind {
     let wanted = |topic: &str, partition: i32| match &request.topics {
         None => true,
         Some(list) => list
             .iter()
             .any(|t| t.topic.0.as_str() == topic && t.partitions.contains(&partition)),
     };
-    let log_manager = &broker.replicas.log_manager;
+    let log_manager = &ctx.replicas.log_manager;
     // log dir -> topic -> partitions
     let mut dirs: BTreeMap<std::path::PathBuf, BTreeMap<String, Vec<DescribeLogDirsPartition>>> =
         log_manager

@@ -9,11 +9,11 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, ResponseKind};
 
 use super::{str_bytes, topic_name};
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::errors::ApiError;
 use crate::replica::decisions::ElectionType;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: ElectLeadersRequest) -> ResponseKind {
+pub fn handle(ctx: &Arc<Context>, version: i16, request: ElectLeadersRequest) -> ResponseKind {
     // v0 has no election type: it is always a preferred election.
     let election = match (version, request.election_type) {
         (0, _) | (_, 0) => Ok(ElectionType::Preferred),
@@ -42,7 +42,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ElectLeadersRequest) 
             })
             .collect()
     });
-    let results = broker.controller.elect_leaders(election, partitions);
+    let results = ctx.controller.elect_leaders(election, partitions);
     let mut by_topic: Vec<ReplicaElectionResult> = Vec::new();
     for (topic, partition, result) in results {
         let mut p = PartitionResult::default().with_partition_id(partition);

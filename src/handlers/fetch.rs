@@ -19,7 +19,7 @@ use kafkaiq_storage::TopicPartition;
 use uuid::Uuid;
 
 use super::topic_name;
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::errors::ApiError;
 use crate::fetch_session::{FetchPartitionSpec, SessionPlan};
 use crate::limits::FETCH_WAIT_MS_MAX;
@@ -35,14 +35,14 @@ struct PartitionRead {
 }
 
 fn read_all(
-    broker: &Arc<Broker>,
+    ctx: &Arc<Context>,
     plan: &SessionPlan,
     partitions: &[Option<Arc<Partition>>],
     max_bytes: usize,
     from_follower: bool,
     version: i16,
 ) -> (Vec<PartitionRead>, usize) {
-    let image = broker.image();
+    let image = ctx.image();
     let mut remaining = max_bytes;
     let mut total = 0usize;
     let mut reads = Vec::with_capacity(plan.partitions.len());
@@ -51,7 +51,7 @@ fn read_all(
         // while the fetch was parked answers with the routing error, not a storage error.
         let partition = match &partitions[i] {
             None if spec.topic.is_empty() => Err(ApiError::UnknownTopicId),
-            _ => broker.replicas.partition_or_error(
+            _ => ctx.replicas.partition_or_error(
                 &image,
                 &TopicPartition {
                     topic: spec.topic.clone(),
@@ -95,7 +95,7 @@ fn read_all(
     (reads, total)
 }
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> ResponseKind {
+pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> ResponseKind {
     // v15+ carries the replica id in replica_state.
     let replica_id = if version >= 15 {
         request.replica_state.replica_id.0
@@ -103,7 +103,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
         request.replica_id.0
     };
     let from_follower = replica_id >= 0;
-    let image = broker.image();
+    let image = ctx.image();
     // v13+ names topics by id; an unknown id keeps an empty name (UNKNOWN_TOPIC_ID below).
     let resolve = |name: &kafka_protocol::messages::TopicName, id: &Uuid| -> (String, Uuid) {
         if version >= 13 {
@@ -156,7 +156,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
     } else {
         (0, -1)
     };
-    let plan = match broker
+    let plan = match ctx
         .fetch_sessions
         .plan(session_id, epoch, requested, &forgotten)
     {
@@ -174,8 +174,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
         .partitions
         .iter()
         .map(|s| {
-            broker
-                .replicas
+            ctx.replicas
                 .partition_or_error(
                     &image,
                     &TopicPartition {
@@ -194,31 +193,18 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_wait_ms = i64::from(request.max_wait_ms).clamp(0, FETCH_WAIT_MS_MAX) as u64;
 
-    let (mut reads, total) = read_all(
-        broker,
-        &plan,
-        &partitions,
-        max_bytes,
-        from_follower,
-        version,
-    );
+    let (mut reads, total) = read_all(ctx, &plan, &partitions, max_bytes, from_follower, version);
     let any_error = reads
         .iter()
         .any(|r| r.result.is_err() || r.diverging.is_some());
     if total < min_bytes && !any_error && max_wait_ms > 0 {
         let watched: Vec<Arc<Partition>> = partitions.iter().flatten().cloned().collect();
-        let waited = broker
+        let waited = ctx
             .replicas
             .purgatory
             .wait_until(&watched, Duration::from_millis(max_wait_ms), || {
-                let (reads, total) = read_all(
-                    broker,
-                    &plan,
-                    &partitions,
-                    max_bytes,
-                    from_follower,
-                    version,
-                );
+                let (reads, total) =
+                    read_all(ctx, &plan, &partitions, max_bytes, from_follower, version);
                 let error = reads
                     .iter()
                     .any(|r| r.result.is_err() || r.diverging.is_some());
@@ -228,17 +214,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
             .await;
         reads = match waited {
             Some(r) => r,
-            None => {
-                read_all(
-                    broker,
-                    &plan,
-                    &partitions,
-                    max_bytes,
-                    from_follower,
-                    version,
-                )
-                .0
-            }
+            None => read_all(ctx, &plan, &partitions, max_bytes, from_follower, version).0,
         };
     }
 
@@ -285,7 +261,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
         // No transactions: read_committed gets an empty list, read_uncommitted null, as Kafka.
         data.aborted_transactions = read_committed.then(Vec::new);
         if plan.incremental
-            && !broker.fetch_sessions.should_send(
+            && !ctx.fetch_sessions.should_send(
                 plan.session_id,
                 spec,
                 next_offset,
@@ -297,7 +273,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
             continue;
         }
         if !plan.incremental && plan.session_id != 0 {
-            broker.fetch_sessions.should_send(
+            ctx.fetch_sessions.should_send(
                 plan.session_id,
                 spec,
                 next_offset,

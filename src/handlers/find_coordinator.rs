@@ -15,7 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::str_bytes;
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::group::OFFSETS_TOPIC_NAME;
 
 /// `key_type` of a consumer group.
@@ -29,7 +29,7 @@ struct Found {
     port: i32,
 }
 
-fn find(broker: &Arc<Broker>, key_type: i8, key: &str) -> Result<Found, (i16, String)> {
+fn find(ctx: &Arc<Context>, key_type: i8, key: &str) -> Result<Found, (i16, String)> {
     let fail = |e: ResponseError, msg: &str| Err((e.code(), msg.to_owned()));
     match key_type {
         KEY_TYPE_GROUP => {}
@@ -46,14 +46,14 @@ fn find(broker: &Arc<Broker>, key_type: i8, key: &str) -> Result<Found, (i16, St
             )
         }
     }
-    let image = match broker.groups.ensure_offsets_topic() {
+    let image = match ctx.groups.ensure_offsets_topic() {
         Ok(image) => image,
         Err(e) => {
             tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC_NAME}");
             return fail(ResponseError::CoordinatorNotAvailable, &e.to_string());
         }
     };
-    let partition = broker.groups.partition_for(key);
+    let partition = ctx.groups.partition_for(key);
     let leader = image
         .topic(OFFSETS_TOPIC_NAME)
         .and_then(|t| t.partitions.get(&partition))
@@ -72,7 +72,7 @@ fn find(broker: &Arc<Broker>, key_type: i8, key: &str) -> Result<Found, (i16, St
     }
 }
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> ResponseKind {
+pub fn handle(ctx: &Arc<Context>, version: i16, request: FindCoordinatorRequest) -> ResponseKind {
     let key_type = if version >= 1 {
         request.key_type
     } else {
@@ -84,7 +84,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
             .iter()
             .map(|key| {
                 let c = Coordinator::default().with_key(key.clone());
-                match find(broker, key_type, key) {
+                match find(ctx, key_type, key) {
                     Ok(f) => c
                         .with_node_id(BrokerId(f.node_id))
                         .with_host(str_bytes(&f.host))
@@ -101,7 +101,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
             FindCoordinatorResponse::default().with_coordinators(coordinators),
         );
     }
-    let response = match find(broker, key_type, &request.key) {
+    let response = match find(ctx, key_type, &request.key) {
         Ok(f) => FindCoordinatorResponse::default()
             .with_node_id(BrokerId(f.node_id))
             .with_host(str_bytes(&f.host))

@@ -12,12 +12,12 @@ use kafka_protocol::messages::{
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::controller::AlterConfigOp;
 use crate::errors::ApiError;
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    ctx: &Arc<Context>,
     _version: i16,
     request: IncrementalAlterConfigsRequest,
 ) -> ResponseKind {
@@ -47,13 +47,12 @@ pub fn handle(
                         })
                         .collect();
                     ops.and_then(|ops| {
-                        broker
-                            .controller
+                        ctx.controller
                             .alter_topic_configs(&name, &ops, request.validate_only)
                     })
                 }
                 RESOURCE_BROKER => {
-                    let ours = name.is_empty() || name == broker.node_id.to_string();
+                    let ours = name.is_empty() || name == ctx.node_id.to_string();
                     let deletes_only = res.configs.iter().all(|c| {
                         AlterConfigOp::from_code(c.config_operation) == Some(AlterConfigOp::Delete)
                     });

@@ -8,17 +8,17 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
 };
 
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::errors::ApiError;
 
-pub fn handle(broker: &Arc<Broker>, _version: i16, request: InitProducerIdRequest) -> ResponseKind {
+pub fn handle(ctx: &Arc<Context>, _version: i16, request: InitProducerIdRequest) -> ResponseKind {
     let mut response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
     let result = if request.transactional_id.is_some() {
         Err(ApiError::TransactionalIdAuthorizationFailed)
     } else {
-        broker.controller.allocate_producer_id()
+        ctx.controller.allocate_producer_id()
     };
     match result {
         Ok(id) => {

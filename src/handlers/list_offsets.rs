@@ -11,7 +11,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 use kafkaiq_storage::{TimestampAndOffset, TopicPartition};
 
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::errors::ApiError;
 
 pub const LATEST_TIMESTAMP: i64 = -1;
@@ -23,13 +23,13 @@ pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
 /// (timestamp, offset, leader epoch) for one partition, or `None` for "no such offset"
 /// (answered -1/-1 without error, as Kafka does).
 fn lookup(
-    broker: &Arc<Broker>,
+    ctx: &Arc<Context>,
     tp: &TopicPartition,
     timestamp: i64,
     current_leader_epoch: i32,
 ) -> Result<Option<(i64, i64, i32)>, ApiError> {
-    let image = broker.image();
-    let partition = broker.replicas.partition_or_error(&image, tp)?;
+    let image = ctx.image();
+    let partition = ctx.replicas.partition_or_error(&image, tp)?;
     let offsets = partition.check_leader_and_epoch(current_leader_epoch, true)?;
     let log = &partition.log;
     let epoch_of = |offset: i64| log.epoch_for_offset(offset).unwrap_or(-1);
@@ -83,7 +83,7 @@ fn lookup(
     })
 }
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -> ResponseKind {
+pub fn handle(ctx: &Arc<Context>, version: i16, request: ListOffsetsRequest) -> ResponseKind {
     let topics = request
         .topics
         .into_iter()
@@ -104,7 +104,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
                     };
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
-                    match lookup(broker, &tp, p.timestamp, epoch) {
+                    match lookup(ctx, &tp, p.timestamp, epoch) {
                         Ok(Some((timestamp, offset, leader_epoch))) => {
                             r.timestamp = timestamp;
                             r.offset = offset;

@@ -11,10 +11,10 @@ use kafka_protocol::messages::{
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, ResponseKind,
 };
 
-use crate::broker::Broker;
+use crate::context::Context;
 
 pub fn handle(
-    _broker: &Arc<Broker>,
+    _broker: &Arc<Context>,
     _version: i16,
     _request: ListPartitionReassignmentsRequest,
 ) -> ResponseKind {

@@ -15,7 +15,7 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::controller::{validate_topic_name, CreateTopicSpec};
 use crate::errors::ApiError;
 use crate::metadata::{MetadataImage, TopicImage};
@@ -84,8 +84,8 @@ fn error_topic(
     t
 }
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> ResponseKind {
-    let mut image = broker.image();
+pub fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) -> ResponseKind {
+    let mut image = ctx.image();
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let requested: Option<Vec<_>> = match request.topics {
         None => None,
@@ -135,7 +135,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> R
                     ));
                     continue;
                 }
-                if !(allow_auto_create && broker.config.auto_create_topics_enable)
+                if !(allow_auto_create && ctx.config.auto_create_topics_enable)
                     || is_internal_topic(&name)
                 {
                     out.push(error_topic(
@@ -152,7 +152,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> R
                     replication_factor: -1,
                     ..Default::default()
                 };
-                let code = match broker.controller.create_topic(&spec, false) {
+                let code = match ctx.controller.create_topic(&spec, false) {
                     // Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; the
                     // client refreshes metadata and finds the leaders.
                     Ok(_) | Err(ApiError::TopicAlreadyExists(_)) => {
@@ -164,7 +164,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> R
                         ResponseError::UnknownTopicOrPartition
                     }
                 };
-                image = broker.image();
+                image = ctx.image();
                 out.push(error_topic(Some(&name), Uuid::nil(), code, version));
             }
             out

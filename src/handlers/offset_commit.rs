@@ -6,17 +6,16 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{OffsetCommitRequest, ResponseKind};
 
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::group::service::Caller;
 use crate::group::GroupRequest;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    ctx: &Arc<Context>,
     caller: Caller,
     request: OffsetCommitRequest,
 ) -> ResponseKind {
-    broker
-        .groups
+    ctx.groups
         .call(caller, GroupRequest::OffsetCommit(request))
         .await
         .into_response_kind()

@@ -12,14 +12,14 @@ use kafka_protocol::messages::{
 };
 use kafkaiq_storage::TopicPartition;
 
-use crate::broker::Broker;
+use crate::context::Context;
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    ctx: &Arc<Context>,
     _version: i16,
     request: OffsetForLeaderEpochRequest,
 ) -> ResponseKind {
-    let image = broker.image();
+    let image = ctx.image();
     let topics = request
         .topics
         .into_iter()
@@ -38,8 +38,7 @@ pub fn handle(
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
                     let result =
-                        broker
-                            .replicas
+                        ctx.replicas
                             .partition_or_error(&image, &tp)
                             .and_then(|partition| {
                                 partition.check_leader_and_epoch(p.current_leader_epoch, true)?;

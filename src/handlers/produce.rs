@@ -16,7 +16,7 @@ use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, Respon
 use kafkaiq_storage::TopicPartition;
 
 use super::{str_bytes, topic_name};
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::errors::ApiError;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
 use crate::replica::Partition;
@@ -40,10 +40,10 @@ pub enum ProduceReply {
     CloseConnection,
 }
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> ProduceReply {
+pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -> ProduceReply {
     let acks = request.acks;
-    let image = broker.image();
-    let now_ms = broker.clock.now_ms();
+    let image = ctx.image();
+    let now_ms = ctx.clock.now_ms();
     let mut topics: Vec<(String, Uuid, Vec<Outcome>)> = Vec::new();
 
     for topic in request.topic_data {
@@ -71,19 +71,16 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                     topic: name.clone(),
                     partition: pd.index,
                 };
-                broker
-                    .replicas
-                    .partition_or_error(&image, &tp)
-                    .and_then(|p| {
-                        let records = pd.records.as_deref().unwrap_or_default();
-                        if records.is_empty() {
-                            return Err(ApiError::InvalidRecord(
-                                "produce request without record batches".into(),
-                            ));
-                        }
-                        let info = p.append_records_to_leader(records, acks, now_ms)?;
-                        Ok((p, info))
-                    })
+                ctx.replicas.partition_or_error(&image, &tp).and_then(|p| {
+                    let records = pd.records.as_deref().unwrap_or_default();
+                    if records.is_empty() {
+                        return Err(ApiError::InvalidRecord(
+                            "produce request without record batches".into(),
+                        ));
+                    }
+                    let info = p.append_records_to_leader(records, acks, now_ms)?;
+                    Ok((p, info))
+                })
             };
             match result {
                 Ok((p, info)) => {
@@ -132,7 +129,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
             .flat_map(|(_, _, outcomes)| outcomes.iter().filter_map(|o| o.wait_for.clone()))
             .collect();
         let partitions: Vec<Arc<Partition>> = waiting.iter().map(|(p, _)| p.clone()).collect();
-        let all_done = broker
+        let all_done = ctx
             .replicas
             .purgatory
             .wait_until(
@@ -167,7 +164,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     for (name, topic_id, outcomes) in topics {
         let partition_responses = outcomes
             .into_iter()
-            .map(|o| partition_response(broker, version, &name, o))
+            .map(|o| partition_response(ctx, version, &name, o))
             .collect();
         let mut t = TopicProduceResponse::default().with_partition_responses(partition_responses);
         if version >= 13 {
@@ -183,7 +180,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
 }
 
 fn partition_response(
-    broker: &Arc<Broker>,
+    ctx: &Arc<Context>,
     version: i16,
     topic: &str,
     outcome: Outcome,
@@ -209,7 +206,7 @@ fn partition_response(
             }
             if version >= 10 && e == ApiError::NotLeaderOrFollower {
                 // KIP-951: tell the client who leads, saving a metadata round trip.
-                let image = broker.image();
+                let image = ctx.image();
                 if let Some(reg) = image
                     .topic(topic)
                     .and_then(|t| t.partitions.get(&outcome.index))

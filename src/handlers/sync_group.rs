@@ -6,17 +6,12 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{ResponseKind, SyncGroupRequest};
 
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::group::service::Caller;
 use crate::group::GroupRequest;
 
-pub async fn handle(
-    broker: &Arc<Broker>,
-    caller: Caller,
-    request: SyncGroupRequest,
-) -> ResponseKind {
-    broker
-        .groups
+pub async fn handle(ctx: &Arc<Context>, caller: Caller, request: SyncGroupRequest) -> ResponseKind {
+    ctx.groups
         .call(caller, GroupRequest::SyncGroup(request))
         .await
         .into_response_kind()

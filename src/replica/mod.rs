@@ -17,11 +17,11 @@ use kafkaiq_storage::LogManager;
 use kafkaiq_storage::TopicPartition;
 
 use crate::clock::SharedClock;
+use crate::config::topic as topic_config;
 use crate::config::BrokerConfig;
 use crate::controller::ImageListener;
 use crate::errors::ApiError;
 use crate::metadata::{MetadataImage, TopicImage};
-use crate::topic_config;
 pub use partition::{Offsets, Partition, ReadResult, Role};
 use purgatory::Purgatory;
 

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::dispatch;
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::limits::IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX;
 
 #[derive(Debug, thiserror::Error)]
@@ -69,13 +69,13 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     Ok(Some(Bytes::from(body)))
 }
 
-pub async fn run(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
+pub async fn run(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
     tracing::debug!(%peer, "connection opened");
     let (mut reader, mut writer) = stream.into_split();
     let (tx, mut rx) =
         mpsc::channel::<(Bytes, OwnedSemaphorePermit)>(IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX);
-    let max_bytes = broker.config.socket_request_max_bytes;
-    let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
+    let max_bytes = ctx.config.socket_request_max_bytes;
+    let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
     // Bytes of frames read but not yet handled are bounded by one maximal frame, so pipelining
     // never holds more than about twice `socket.request.max.bytes` per connection.
     let queued_bytes = Arc::new(Semaphore::new(max_bytes.min(u32::MAX as usize)));
@@ -110,7 +110,7 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, broker: Arc<Broker>) {
 
     let process_loop = async move {
         while let Some((frame, permit)) = rx.recv().await {
-            let outcome = dispatch::handle_frame(&broker, frame, peer).await;
+            let outcome = dispatch::handle_frame(&ctx, frame, peer).await;
             drop(permit);
             match outcome {
                 Ok(Some(response)) => {

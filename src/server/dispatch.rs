@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
-use crate::broker::Broker;
+use crate::context::Context;
 use crate::group::service::Caller;
 use crate::handlers;
 use crate::protocol::{self, DecodeError};
@@ -33,7 +33,7 @@ pub enum DispatchError {
 
 /// Handles one frame. `Ok(None)` means "send nothing" (acks=0 produce).
 pub async fn handle_frame(
-    broker: &Arc<Broker>,
+    ctx: &Arc<Context>,
     frame: Bytes,
     peer: SocketAddr,
 ) -> Result<Option<Bytes>, DispatchError> {
@@ -73,71 +73,63 @@ pub async fn handle_frame(
         client_host: format!("/{}", peer.ip()),
     };
     let body: Option<ResponseKind> = match request.body {
-        RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(broker, version, r)),
-        RequestKind::Metadata(r) => Some(handlers::metadata::handle(broker, version, r)),
-        RequestKind::Produce(r) => match handlers::produce::handle(broker, version, r).await {
+        RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(ctx, version, r)),
+        RequestKind::Metadata(r) => Some(handlers::metadata::handle(ctx, version, r)),
+        RequestKind::Produce(r) => match handlers::produce::handle(ctx, version, r).await {
             handlers::produce::ProduceReply::Respond(body) => Some(*body),
             handlers::produce::ProduceReply::Nothing => None,
             handlers::produce::ProduceReply::CloseConnection => {
                 return Err(DispatchError::AcksZeroProduceFailed)
             }
         },
-        RequestKind::Fetch(r) => Some(handlers::fetch::handle(broker, version, r).await),
-        RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(broker, version, r)),
-        RequestKind::InitProducerId(r) => {
-            Some(handlers::init_producer_id::handle(broker, version, r))
+        RequestKind::Fetch(r) => Some(handlers::fetch::handle(ctx, version, r).await),
+        RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(ctx, version, r)),
+        RequestKind::InitProducerId(r) => Some(handlers::init_producer_id::handle(ctx, version, r)),
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            Some(handlers::offset_for_leader_epoch::handle(ctx, version, r))
         }
-        RequestKind::OffsetForLeaderEpoch(r) => Some(handlers::offset_for_leader_epoch::handle(
-            broker, version, r,
-        )),
-        RequestKind::CreateTopics(r) => Some(handlers::create_topics::handle(broker, version, r)),
-        RequestKind::DeleteTopics(r) => Some(handlers::delete_topics::handle(broker, version, r)),
+        RequestKind::CreateTopics(r) => Some(handlers::create_topics::handle(ctx, version, r)),
+        RequestKind::DeleteTopics(r) => Some(handlers::delete_topics::handle(ctx, version, r)),
         RequestKind::CreatePartitions(r) => {
-            Some(handlers::create_partitions::handle(broker, version, r))
+            Some(handlers::create_partitions::handle(ctx, version, r))
         }
-        RequestKind::DeleteRecords(r) => Some(handlers::delete_records::handle(broker, version, r)),
+        RequestKind::DeleteRecords(r) => Some(handlers::delete_records::handle(ctx, version, r)),
         RequestKind::DescribeConfigs(r) => {
-            Some(handlers::describe_configs::handle(broker, version, r))
+            Some(handlers::describe_configs::handle(ctx, version, r))
         }
-        RequestKind::IncrementalAlterConfigs(r) => Some(
-            handlers::incremental_alter_configs::handle(broker, version, r),
-        ),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            Some(handlers::incremental_alter_configs::handle(ctx, version, r))
+        }
         RequestKind::DescribeLogDirs(r) => {
-            Some(handlers::describe_log_dirs::handle(broker, version, r))
+            Some(handlers::describe_log_dirs::handle(ctx, version, r))
         }
-        RequestKind::ElectLeaders(r) => Some(handlers::elect_leaders::handle(broker, version, r)),
+        RequestKind::ElectLeaders(r) => Some(handlers::elect_leaders::handle(ctx, version, r)),
         RequestKind::ListPartitionReassignments(r) => Some(
-            handlers::list_partition_reassignments::handle(broker, version, r),
+            handlers::list_partition_reassignments::handle(ctx, version, r),
         ),
         RequestKind::DescribeCluster(r) => {
-            Some(handlers::describe_cluster::handle(broker, version, r))
+            Some(handlers::describe_cluster::handle(ctx, version, r))
         }
         RequestKind::FindCoordinator(r) => {
-            Some(handlers::find_coordinator::handle(broker, version, r))
+            Some(handlers::find_coordinator::handle(ctx, version, r))
         }
-        RequestKind::JoinGroup(r) => Some(handlers::join_group::handle(broker, caller(), r).await),
-        RequestKind::SyncGroup(r) => Some(handlers::sync_group::handle(broker, caller(), r).await),
-        RequestKind::Heartbeat(r) => Some(handlers::heartbeat::handle(broker, caller(), r).await),
-        RequestKind::LeaveGroup(r) => {
-            Some(handlers::leave_group::handle(broker, caller(), r).await)
-        }
+        RequestKind::JoinGroup(r) => Some(handlers::join_group::handle(ctx, caller(), r).await),
+        RequestKind::SyncGroup(r) => Some(handlers::sync_group::handle(ctx, caller(), r).await),
+        RequestKind::Heartbeat(r) => Some(handlers::heartbeat::handle(ctx, caller(), r).await),
+        RequestKind::LeaveGroup(r) => Some(handlers::leave_group::handle(ctx, caller(), r).await),
         RequestKind::OffsetCommit(r) => {
-            Some(handlers::offset_commit::handle(broker, caller(), r).await)
+            Some(handlers::offset_commit::handle(ctx, caller(), r).await)
         }
-        RequestKind::OffsetFetch(r) => {
-            Some(handlers::offset_fetch::handle(broker, caller(), r).await)
-        }
-        RequestKind::ListGroups(r) => {
-            Some(handlers::list_groups::handle(broker, caller(), r).await)
-        }
+        RequestKind::OffsetFetch(r) => Some(handlers::offset_fetch::handle(ctx, caller(), r).await),
+        RequestKind::ListGroups(r) => Some(handlers::list_groups::handle(ctx, caller(), r).await),
         RequestKind::DescribeGroups(r) => {
-            Some(handlers::describe_groups::handle(broker, caller(), r).await)
+            Some(handlers::describe_groups::handle(ctx, caller(), r).await)
         }
         RequestKind::DeleteGroups(r) => {
-            Some(handlers::delete_groups::handle(broker, caller(), r).await)
+            Some(handlers::delete_groups::handle(ctx, caller(), r).await)
         }
         RequestKind::OffsetDelete(r) => {
-            Some(handlers::offset_delete::handle(broker, caller(), r).await)
+            Some(handlers::offset_delete::handle(ctx, caller(), r).await)
         }
         _ => return Err(DispatchError::NoHandler(api_key)),
     };

@@ -17,15 +17,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::broker::Broker;
+use crate::context::Context;
 
 /// Accepts connections until `shutdown` turns true, then stops every connection task.
-pub async fn serve(
-    listener: TcpListener,
-    broker: Arc<Broker>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let permits = Arc::new(Semaphore::new(broker.config.max_connections));
+pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
+    let permits = Arc::new(Semaphore::new(ctx.config.max_connections));
     let mut connections = JoinSet::new();
     let mut backoff_ms = 5u64;
     loop {
@@ -48,15 +44,15 @@ pub async fn serve(
                 let permit = match permits.clone().try_acquire_owned() {
                     Ok(p) => p,
                     Err(_) => {
-                        tracing::warn!(%peer, max = broker.config.max_connections, "max.connections reached; closing new connection");
+                        tracing::warn!(%peer, max = ctx.config.max_connections, "max.connections reached; closing new connection");
                         drop(stream);
                         continue;
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let broker = broker.clone();
+                let ctx = ctx.clone();
                 connections.spawn(async move {
-                    connection::run(stream, peer, broker).await;
+                    connection::run(stream, peer, ctx).await;
                     drop(permit);
                 });
             }

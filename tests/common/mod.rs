@@ -13,13 +13,13 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, Str
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-use kafkaiq::broker::RunningBroker;
 use kafkaiq::config::{BrokerConfig, RawConfig};
+use kafkaiq::node::Node;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Starts a broker on an ephemeral port with data in `dir`, plus extra `key=value` overrides.
-pub async fn start_broker(dir: &Path, extra: &[&str]) -> RunningBroker {
+pub async fn start_broker(dir: &Path, extra: &[&str]) -> Node {
     let mut raw = RawConfig::default();
     raw.set("listeners", "PLAINTEXT://127.0.0.1:0");
     raw.set("log.dirs", dir.to_str().unwrap());
@@ -27,7 +27,7 @@ pub async fn start_broker(dir: &Path, extra: &[&str]) -> RunningBroker {
         raw.apply_override(kv).unwrap();
     }
     let config = BrokerConfig::from_raw(raw).unwrap().config;
-    RunningBroker::start(config).await.unwrap()
+    Node::start(config).await.unwrap()
 }
 
 pub struct RawClient {

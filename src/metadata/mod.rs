@@ -11,7 +11,9 @@ use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
 
-use crate::controller::records::MetadataRecord;
+pub mod records;
+
+pub use records::MetadataRecord;
 
 /// A broker as registered with the controller.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use kafkaiq_storage::{LogConfig, TimestampType};
 
-use crate::config::BrokerConfig;
+use super::BrokerConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TopicConfigKind {

@@ -1,4 +1,5 @@
-//! One broker process: startup, the shared state handlers use, periodic tasks and shutdown.
+//! One KafkaIQ process: startup, periodic tasks and shutdown. The services handlers use are
+//! [`Context`]; this module only builds them, starts the server over them and stops them.
 //!
 //! Startup order: bind the listener (so the real port is known when configured as 0), read or
 //! create `meta.properties` in every log dir, open and recover the logs (`LogManager`), replay
@@ -19,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::BrokerConfig;
+use crate::context::Context;
 use crate::controller::{new_cluster_id, Controller};
 use crate::fetch_session::FetchSessionCache;
 use crate::group::service::GroupService;
@@ -49,34 +51,6 @@ pub enum StartupError {
     MetadataLog(#[from] crate::controller::log::MetadataLogError),
     #[error("metadata: {0}")]
     Metadata(#[from] crate::errors::ApiError),
-}
-
-/// State shared by every connection and handler.
-pub struct Broker {
-    pub config: Arc<BrokerConfig>,
-    pub node_id: i32,
-    pub cluster_id: String,
-    pub cache: Arc<MetadataCache>,
-    pub controller: Arc<Controller>,
-    pub replicas: Arc<ReplicaManager>,
-    pub fetch_sessions: FetchSessionCache,
-    pub clock: SharedClock,
-    pub groups: Arc<GroupService>,
-}
-
-impl std::fmt::Debug for Broker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Broker")
-            .field("node_id", &self.node_id)
-            .field("cluster_id", &self.cluster_id)
-            .finish()
-    }
-}
-
-impl Broker {
-    pub fn image(&self) -> Arc<MetadataImage> {
-        self.cache.image()
-    }
 }
 
 const META_PROPERTIES: &str = "meta.properties";
@@ -161,23 +135,23 @@ fn write_file_durably(path: &Path, bytes: &[u8]) -> Result<(), StartupError> {
 }
 
 /// A started broker: its address, and the handles needed to stop it.
-pub struct RunningBroker {
+pub struct Node {
     pub local_addr: SocketAddr,
-    pub broker: Arc<Broker>,
+    pub context: Arc<Context>,
     shutdown_tx: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
 
-impl RunningBroker {
+impl Node {
     /// Starts a broker with the system clock.
-    pub async fn start(config: BrokerConfig) -> Result<RunningBroker, StartupError> {
+    pub async fn start(config: BrokerConfig) -> Result<Node, StartupError> {
         Self::start_with_clock(config, Arc::new(SystemClock)).await
     }
 
     pub async fn start_with_clock(
         config: BrokerConfig,
         clock: SharedClock,
-    ) -> Result<RunningBroker, StartupError> {
+    ) -> Result<Node, StartupError> {
         let bind_host = match config.listener.host.as_str() {
             "" => "0.0.0.0".to_owned(),
             h => h.to_owned(),
@@ -251,7 +225,7 @@ impl RunningBroker {
             "broker started"
         );
 
-        let broker = Arc::new(Broker {
+        let context = Arc::new(Context {
             node_id: config.node_id,
             cluster_id,
             cache,
@@ -267,15 +241,15 @@ impl RunningBroker {
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(crate::server::serve(
             listener,
-            broker.clone(),
+            context.clone(),
             shutdown_rx.clone(),
         )));
         tasks.extend(groups.start(shutdown_rx.clone()));
-        tasks.push(tokio::spawn(periodic(broker.clone(), shutdown_rx)));
+        tasks.push(tokio::spawn(periodic(context.clone(), shutdown_rx)));
         tracing::info!(%local_addr, "listening");
-        Ok(RunningBroker {
+        Ok(Node {
             local_addr,
-            broker,
+            context,
             shutdown_tx,
             tasks,
         })
@@ -287,7 +261,7 @@ impl RunningBroker {
         for t in self.tasks {
             let _ = t.await;
         }
-        let replicas = self.broker.replicas.clone();
+        let replicas = self.context.replicas.clone();
         tokio::task::spawn_blocking(move || {
             if let Err(e) = replicas.checkpoint_high_watermarks() {
                 tracing::error!(error = %e, "high watermark checkpoint at shutdown failed");
@@ -307,25 +281,25 @@ impl RunningBroker {
 /// High watermark checkpoints every 5 s; time-based flushes every second; retention every
 /// `log.retention.check.interval.ms` (first after at most [`LOG_RETENTION_INITIAL_DELAY_MS`]), as
 /// Kafka schedules it: records past `retention.ms` stay readable until the next check.
-async fn periodic(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+async fn periodic(ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
     let mut hw_tick =
         tokio::time::interval(Duration::from_millis(HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS));
     let mut log_tick = tokio::time::interval(Duration::from_millis(LOG_PERIODIC_INTERVAL_MS));
-    let retention_interval_ms = broker
+    let retention_interval_ms = ctx
         .config
         .value_of("log.retention.check.interval.ms")
         .and_then(|v| v.trim().parse::<i64>().ok())
         .filter(|v| *v > 0)
         .unwrap_or(LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT);
     let mut next_retention_ms =
-        broker.clock.now_ms() + retention_interval_ms.min(LOG_RETENTION_INITIAL_DELAY_MS);
+        ctx.clock.now_ms() + retention_interval_ms.min(LOG_RETENTION_INITIAL_DELAY_MS);
     loop {
         tokio::select! {
             _ = shutdown.changed() => {
                 if *shutdown.borrow() { return; }
             }
             _ = hw_tick.tick() => {
-                let replicas = broker.replicas.clone();
+                let replicas = ctx.replicas.clone();
                 let _ = tokio::task::spawn_blocking(move || {
                     if let Err(e) = replicas.checkpoint_high_watermarks() {
                         tracing::error!(error = %e, "high watermark checkpoint failed");
@@ -333,8 +307,8 @@ async fn periodic(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 }).await;
             }
             _ = log_tick.tick() => {
-                let replicas = broker.replicas.clone();
-                let now = broker.clock.now_ms();
+                let replicas = ctx.replicas.clone();
+                let now = ctx.clock.now_ms();
                 let retention_due = now >= next_retention_ms;
                 if retention_due {
                     next_retention_ms = now + retention_interval_ms;

@@ -7,7 +7,7 @@
 //!    warning (returned, logged by the caller), never silently dropped.
 //!
 //! Kafka's property names and defaults throughout. Topic-level configs (and the broker keys they
-//! fall back to) live in [`crate::topic_config`]. This module does no I/O except reading the
+//! fall back to) live in [`topic`]. This module does no I/O except reading the
 //! properties file it is pointed at.
 
 use std::collections::BTreeMap;
@@ -17,6 +17,8 @@ use kafkaiq_storage::TimestampType;
 use thiserror::Error;
 
 use crate::limits;
+
+pub mod topic;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -439,7 +441,7 @@ impl BrokerConfig {
         let mut warnings = Vec::new();
         for (key, _) in raw.iter() {
             match broker_config_def(key) {
-                None if crate::topic_config::topic_config_def(key).is_none() => warnings.push(
+                None if crate::config::topic::topic_config_def(key).is_none() => warnings.push(
                     format!("unknown configuration `{key}` is ignored"),
                 ),
                 None => warnings.push(format!(

@@ -1,0 +1,43 @@
+//! The services a request handler uses, and nothing else: no sockets, no startup.
+//!
+//! [`crate::node`] builds one `Context` per process and hands it to the server; handlers reach
+//! the metadata image, the replica manager, the controller, the group coordinator and the fetch
+//! session cache through it. A handler can be tested against a hand-built context.
+
+use std::sync::Arc;
+
+use crate::clock::SharedClock;
+use crate::config::BrokerConfig;
+use crate::controller::Controller;
+use crate::fetch_session::FetchSessionCache;
+use crate::group::service::GroupService;
+use crate::metadata::{MetadataCache, MetadataImage};
+use crate::replica::ReplicaManager;
+
+/// State shared by every connection and handler.
+pub struct Context {
+    pub config: Arc<BrokerConfig>,
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub cache: Arc<MetadataCache>,
+    pub controller: Arc<Controller>,
+    pub replicas: Arc<ReplicaManager>,
+    pub fetch_sessions: FetchSessionCache,
+    pub clock: SharedClock,
+    pub groups: Arc<GroupService>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("node_id", &self.node_id)
+            .field("cluster_id", &self.cluster_id)
+            .finish()
+    }
+}
+
+impl Context {
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.cache.image()
+    }
+}
