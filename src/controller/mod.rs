@@ -10,6 +10,7 @@
 //! not depend on that, so a Raft quorum can later sit under the log without changing callers.
 //! The controller never touches partition data; the replica layer reacts to images.
 
+pub mod decisions;
 pub mod log;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,16 +28,11 @@ use crate::limits::{
 };
 use crate::metadata::MetadataRecord;
 use crate::metadata::{
-    BrokerRegistration, MetadataCache, MetadataImage, PartitionRegistration, TopicImage,
+    BrokerRegistration, ImageListener, MetadataCache, MetadataImage, PartitionRegistration,
+    TopicImage,
 };
-use crate::replica::decisions::{elect_leader, ElectionType};
+use decisions::{elect_leader, ElectionType};
 use log::{MetadataLog, MetadataLogError};
-
-/// Reacts to every newly published image (the replica manager creates, leads and deletes
-/// partitions from here). Called with the controller lock held, in commit order.
-pub trait ImageListener: Send + Sync {
-    fn on_image(&self, previous: &MetadataImage, next: &MetadataImage);
-}
 
 /// What CreateTopics asks for one topic.
 #[derive(Debug, Clone, Default)]

@@ -36,9 +36,9 @@ use super::{
 };
 use crate::clock::SharedClock;
 use crate::config::BrokerConfig;
-use crate::controller::{Controller, CreateTopicSpec, ImageListener};
+use crate::controller::{Controller, CreateTopicSpec};
 use crate::errors::ApiError;
-use crate::metadata::{MetadataCache, MetadataImage};
+use crate::metadata::{ImageListener, MetadataCache, MetadataImage};
 use crate::replica::{Partition, ReplicaManager};
 
 /// How long a coordinator write may wait for the high watermark (Kafka's

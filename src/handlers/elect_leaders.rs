@@ -1,7 +1,7 @@
 //! ElectLeaders (key 43), v0-2: preferred (0) or unclean (1) leader elections through the
 //! controller; `topic_partitions` null means every partition. On one node the only replica
 //! already leads, so the answer is ELECTION_NOT_NEEDED; the decision
-//! (`replica::decisions::elect_leader`) is the one a cluster uses.
+//! (`controller::decisions::elect_leader`) is the one a cluster uses.
 
 use std::sync::Arc;
 
@@ -10,8 +10,8 @@ use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, Respon
 
 use super::{str_bytes, topic_name};
 use crate::context::Context;
+use crate::controller::decisions::ElectionType;
 use crate::errors::ApiError;
-use crate::replica::decisions::ElectionType;
 
 pub fn handle(ctx: &Arc<Context>, version: i16, request: ElectLeadersRequest) -> ResponseKind {
     // v0 has no election type: it is always a preferred election.

@@ -167,6 +167,13 @@ impl MetadataImage {
     }
 }
 
+/// Reacts to every newly published image: the replica manager creates, leads, follows and
+/// deletes partitions from here; the group coordinator loads and unloads its partitions. Called
+/// once per published image, in commit order, never concurrently with itself.
+pub trait ImageListener: Send + Sync {
+    fn on_image(&self, previous: &MetadataImage, next: &MetadataImage);
+}
+
 /// The current image, swapped atomically by the controller, read by everyone else.
 ///
 /// A `std::sync::RwLock` around an `Arc`: readers hold the lock only long enough to clone the

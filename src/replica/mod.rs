@@ -19,9 +19,8 @@ use kafkaiq_storage::TopicPartition;
 use crate::clock::SharedClock;
 use crate::config::topic as topic_config;
 use crate::config::BrokerConfig;
-use crate::controller::ImageListener;
 use crate::errors::ApiError;
-use crate::metadata::{MetadataImage, TopicImage};
+use crate::metadata::{ImageListener, MetadataImage, TopicImage};
 pub use partition::{Offsets, Partition, ReadResult, Role};
 use purgatory::Purgatory;
 
