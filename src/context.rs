@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use crate::clock::SharedClock;
 use crate::config::BrokerConfig;
-use crate::controller::Controller;
+use crate::controller::ControllerChannel;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::service::GroupService;
 use crate::metadata::{MetadataCache, MetadataImage};
+use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 
 /// State shared by every connection and handler.
@@ -20,7 +21,8 @@ pub struct Context {
     pub node_id: i32,
     pub cluster_id: String,
     pub cache: Arc<MetadataCache>,
-    pub controller: Arc<Controller>,
+    pub controller: ControllerChannel,
+    pub producer_ids: ProducerIdManager,
     pub replicas: Arc<ReplicaManager>,
     pub fetch_sessions: FetchSessionCache,
     pub clock: SharedClock,

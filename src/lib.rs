@@ -32,6 +32,7 @@ pub mod handlers;
 pub mod limits;
 pub mod metadata;
 pub mod node;
+pub mod producer_ids;
 pub mod protocol;
 pub mod replica;
 pub mod server;

@@ -53,6 +53,11 @@ pub const TOPIC_NAME_CHARS_MAX: usize = 249;
 /// claiming more than this is corruption, not data.
 pub const METADATA_RECORD_BYTES_MAX: usize = 1 << 20;
 
+/// Longest string (host, topic name, config name or value) a metadata record can hold: its
+/// length is a u16 on disk, with 0xFFFF meaning "absent". The controller refuses longer values
+/// (INVALID_CONFIG for a config value) instead of storing a cut one.
+pub const METADATA_STRING_BYTES_MAX: usize = u16::MAX as usize - 1;
+
 /// Metadata records committed together are written in frames of at most this many records, so
 /// one frame stays below `METADATA_RECORD_BYTES_MAX` (a partition record is ~45 bytes plus 4 per
 /// replica). It exceeds `PARTITIONS_PER_TOPIC_MAX` plus every topic config, so creating or
@@ -81,6 +86,13 @@ pub const LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT: i64 = 300_000;
 /// Kafka's `log.initial.task.delay.ms`: the first retention check waits this long after start
 /// (or one interval, if shorter).
 pub const LOG_RETENTION_INITIAL_DELAY_MS: i64 = 30_000;
+
+/// Requests waiting for the controller task; a sender beyond it waits (backpressure instead of
+/// an unbounded queue).
+pub const CONTROLLER_QUEUE_REQUESTS_MAX: usize = 1_024;
+
+/// Requests the controller decides and commits in one pass (one write, one fsync).
+pub const CONTROLLER_BATCH_REQUESTS_MAX: usize = 256;
 
 /// Producer ids are handed out by the controller in blocks, like Kafka's
 /// `AllocateProducerIds`, so one metadata record covers many InitProducerId calls.

@@ -3,10 +3,11 @@
 //!
 //! Startup order: bind the listener (so the real port is known when configured as 0), read or
 //! create `meta.properties` in every log dir, open and recover the logs (`LogManager`), replay
-//! the metadata log (`Controller`), register this broker, elect this node leader of its
-//! partitions (bumping epochs as KRaft does when a broker returns), start the replica manager
-//! from the image, then serve. Shutdown reverses it: stop serving, checkpoint high watermarks,
-//! close every log (flush, checkpoints, clean-shutdown marker).
+//! the metadata log and start the controller task, register this broker (which makes it leader
+//! of its partitions again, bumping epochs as KRaft does when a broker returns), add the replica
+//! manager and the group coordinator as listeners of published images, then serve. Shutdown
+//! reverses it: stop serving and every task, checkpoint high watermarks, close every log (flush,
+//! checkpoints, clean-shutdown marker).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use tokio::task::JoinHandle;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::BrokerConfig;
 use crate::context::Context;
-use crate::controller::{new_cluster_id, Controller};
+use crate::controller::new_cluster_id;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::service::GroupService;
 use crate::limits::{
@@ -29,6 +30,7 @@ use crate::limits::{
     LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT, LOG_RETENTION_INITIAL_DELAY_MS,
 };
 use crate::metadata::{BrokerRegistration, MetadataCache, MetadataImage};
+use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 
 #[derive(Debug, thiserror::Error)]
@@ -134,16 +136,26 @@ fn write_file_durably(path: &Path, bytes: &[u8]) -> Result<(), StartupError> {
     Ok(())
 }
 
-/// A started broker: its address, and the handles needed to stop it.
+/// A started node: its address, and the handles needed to stop it.
 pub struct Node {
+    /// The bound client listener; for a node started without one, the advertised address.
     pub local_addr: SocketAddr,
     pub context: Arc<Context>,
     shutdown_tx: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Vec<(&'static str, JoinHandle<()>)>,
+}
+
+/// Why a shutdown was not clean.
+#[derive(Debug, thiserror::Error)]
+pub enum ShutdownError {
+    #[error("storage: {0}")]
+    Storage(#[from] kafkaiq_storage::StorageError),
+    #[error("task {0} panicked: {1}")]
+    TaskPanicked(&'static str, String),
 }
 
 impl Node {
-    /// Starts a broker with the system clock.
+    /// Starts a node with the system clock.
     pub async fn start(config: BrokerConfig) -> Result<Node, StartupError> {
         Self::start_with_clock(config, Arc::new(SystemClock)).await
     }
@@ -157,17 +169,39 @@ impl Node {
             h => h.to_owned(),
         };
         let bind = format!("{bind_host}:{}", config.listener.port);
-        let listener = TcpListener::bind(&bind)
-            .await
-            .map_err(|source| StartupError::Bind {
-                addr: bind.clone(),
-                source,
-            })?;
-        let local_addr = listener.local_addr().map_err(|source| StartupError::Bind {
+        let bind_error = |source| StartupError::Bind {
             addr: bind.clone(),
             source,
-        })?;
+        };
+        let listener = TcpListener::bind(&bind).await.map_err(bind_error)?;
+        let local_addr = listener.local_addr().map_err(bind_error)?;
+        let mut node = Self::start_services(config, clock, local_addr.port()).await?;
+        node.local_addr = local_addr;
+        let serve =
+            crate::server::serve(listener, node.context.clone(), node.shutdown_tx.subscribe());
+        node.tasks.push(("server", tokio::spawn(serve)));
+        tracing::info!(%local_addr, "listening");
+        Ok(node)
+    }
 
+    /// Starts every service of a node but no listener, for callers that hand frames to
+    /// [`crate::server::dispatch::handle_frame`] themselves (benchmarks). The advertised
+    /// endpoint is the configured one.
+    pub async fn start_without_listener(
+        config: BrokerConfig,
+        clock: SharedClock,
+    ) -> Result<Node, StartupError> {
+        let port = config.advertised().port;
+        Self::start_services(config, clock, port).await
+    }
+
+    /// `meta.properties`, the logs, the metadata log and the controller, this broker's
+    /// registration, the replica manager, the group coordinator, the periodic tasks.
+    async fn start_services(
+        config: BrokerConfig,
+        clock: SharedClock,
+        bound_port: u16,
+    ) -> Result<Node, StartupError> {
         let cluster_id = ensure_meta_properties(&config.log_dirs, config.node_id)?;
         let config = Arc::new(config);
         let log_manager = Arc::new(LogManager::open(
@@ -175,13 +209,17 @@ impl Node {
             config.default_log_config(),
             clock.now_ms(),
         )?);
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
         let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
-        let controller = Arc::new(Controller::open(
+        let (controller, publisher, controller_task) = crate::controller::start(
             &config.log_dirs[0],
             &cluster_id,
             config.clone(),
             cache.clone(),
-        )?);
+            shutdown_rx.clone(),
+        )?;
+        tasks.push(("controller", controller_task));
 
         // Advertise what clients can connect to: the configured advertised listener, else the
         // listener with its real port (port 0 binds an ephemeral one) and a connectable host.
@@ -191,23 +229,24 @@ impl Node {
             h => h.to_owned(),
         };
         let port = if config.advertised_listener.is_none() || advertised.port == 0 {
-            local_addr.port()
+            bound_port
         } else {
             advertised.port
         };
-        controller.register_broker(BrokerRegistration {
-            node_id: config.node_id,
-            host,
-            port,
-            rack: config.broker_rack.clone(),
-        })?;
-        let elected = controller.elect_local_leaders_at_startup()?;
+        let led = controller
+            .register_broker(BrokerRegistration {
+                node_id: config.node_id,
+                host,
+                port,
+                rack: config.broker_rack.clone(),
+            })
+            .await?;
         let replicas = Arc::new(ReplicaManager::new(
             config.clone(),
             log_manager.clone(),
             clock.clone(),
         ));
-        controller.add_listener(replicas.clone());
+        publisher.add_listener(replicas.clone());
         // After the replica manager, so the partitions of __consumer_offsets exist when the
         // group coordinator is told it leads them.
         let groups = GroupService::new(
@@ -217,11 +256,11 @@ impl Node {
             cache.clone(),
             clock.clone(),
         );
-        controller.add_listener(groups.clone());
+        publisher.add_listener(groups.clone());
         tracing::info!(
             node_id = config.node_id,
             %cluster_id,
-            partitions_led = elected,
+            partitions_led = led,
             "broker started"
         );
 
@@ -230,52 +269,69 @@ impl Node {
             cluster_id,
             cache,
             controller,
+            producer_ids: ProducerIdManager::new(config.node_id),
             replicas: replicas.clone(),
             fetch_sessions: FetchSessionCache::new(),
             clock: clock.clone(),
             groups: groups.clone(),
             config,
         });
-
-        let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(crate::server::serve(
-            listener,
-            context.clone(),
-            shutdown_rx.clone(),
-        )));
-        tasks.extend(groups.start(shutdown_rx.clone()));
-        tasks.push(tokio::spawn(periodic(context.clone(), shutdown_rx)));
-        tracing::info!(%local_addr, "listening");
+        for task in groups.start(shutdown_rx.clone()) {
+            tasks.push(("group coordinator", task));
+        }
+        tasks.push((
+            "periodic",
+            tokio::spawn(periodic(context.clone(), shutdown_rx)),
+        ));
         Ok(Node {
-            local_addr,
+            local_addr: SocketAddr::from(([127, 0, 0, 1], port)),
             context,
             shutdown_tx,
             tasks,
         })
     }
 
-    /// Clean shutdown: stop serving, checkpoint high watermarks, close every log.
-    pub async fn shutdown(self) -> Result<(), kafkaiq_storage::StorageError> {
+    /// Clean shutdown: stop serving and every task, checkpoint high watermarks, close every
+    /// log. A task that panicked makes the shutdown an error (after the logs are closed).
+    pub async fn shutdown(self) -> Result<(), ShutdownError> {
         let _ = self.shutdown_tx.send(true);
-        for t in self.tasks {
-            let _ = t.await;
+        let mut panicked = None;
+        for (name, task) in self.tasks {
+            if let Err(e) = task.await {
+                if e.is_panic() {
+                    tracing::error!(task = name, "task panicked");
+                    panicked.get_or_insert((name, panic_message(e.into_panic())));
+                }
+            }
         }
         let replicas = self.context.replicas.clone();
-        tokio::task::spawn_blocking(move || {
+        let closed = tokio::task::spawn_blocking(move || {
             if let Err(e) = replicas.checkpoint_high_watermarks() {
                 tracing::error!(error = %e, "high watermark checkpoint at shutdown failed");
             }
             replicas.log_manager.shutdown()
         })
-        .await
-        .unwrap_or_else(|e| {
-            tracing::error!(error = %e, "shutdown task panicked");
-            Ok(())
-        })?;
+        .await;
+        match closed {
+            Ok(result) => result?,
+            Err(e) => {
+                panicked.get_or_insert(("log shutdown", panic_message(e.into_panic())));
+            }
+        }
+        if let Some((name, message)) = panicked {
+            return Err(ShutdownError::TaskPanicked(name, message));
+        }
         tracing::info!("broker stopped cleanly");
         Ok(())
     }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
 }
 
 /// High watermark checkpoints every 5 s; time-based flushes every second; retention every

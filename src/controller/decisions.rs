@@ -1,8 +1,585 @@
-//! The controller's decisions, as pure functions of the metadata image, the request and the
-//! time: what records a change needs, or the Kafka error that refuses it. No I/O, no state of
-//! their own; [`super::ControllerTask`] runs them against its image and commits what they return.
+//! The controller's decisions, as pure functions of the metadata image, the broker's settings
+//! and the request: the records a change needs, or the Kafka error that refuses it. No I/O, no
+//! clock, no randomness (ids come in as arguments), no state of their own: the controller task
+//! (`super::task`) runs them against its image and commits what they return.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use uuid::Uuid;
+
+use crate::config::topic as topic_config;
+use crate::config::BrokerConfig;
 use crate::errors::ApiError;
+use crate::limits::{
+    METADATA_STRING_BYTES_MAX, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
+    TOPIC_NAME_CHARS_MAX,
+};
+use crate::metadata::{BrokerRegistration, MetadataImage, MetadataRecord, PartitionRegistration};
+
+/// What CreateTopics asks for one topic.
+#[derive(Debug, Clone, Default)]
+pub struct CreateTopicSpec {
+    pub name: String,
+    /// -1 = `num.partitions`.
+    pub num_partitions: i32,
+    /// -1 = `default.replication.factor`.
+    pub replication_factor: i16,
+    /// Manual assignment: partition index → replicas.
+    pub assignments: Vec<(i32, Vec<i32>)>,
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+/// One IncrementalAlterConfigs operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlterConfigOp {
+    Set,
+    Delete,
+    Append,
+    Subtract,
+}
+
+impl AlterConfigOp {
+    pub fn from_code(code: i8) -> Option<Self> {
+        match code {
+            0 => Some(Self::Set),
+            1 => Some(Self::Delete),
+            2 => Some(Self::Append),
+            3 => Some(Self::Subtract),
+            _ => None,
+        }
+    }
+}
+
+/// Kafka's topic name rule: 1-249 chars of `[a-zA-Z0-9._-]`, not "." or "..".
+pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::InvalidTopic(
+            "Topic name is illegal, it can't be empty".into(),
+        ));
+    }
+    if name == "." || name == ".." {
+        return Err(ApiError::InvalidTopic(
+            "Topic name cannot be \".\" or \"..\"".into(),
+        ));
+    }
+    if name.len() > TOPIC_NAME_CHARS_MAX {
+        return Err(ApiError::InvalidTopic(format!(
+            "Topic name is illegal, it can't be longer than {TOPIC_NAME_CHARS_MAX} characters, topic name: {name}"
+        )));
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+    {
+        return Err(ApiError::InvalidTopic(format!(
+            "Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        )));
+    }
+    Ok(())
+}
+
+/// Brokers that may hold replicas and lead: every registered broker.
+fn live_brokers(image: &MetadataImage) -> Vec<i32> {
+    image.brokers.keys().copied().collect()
+}
+
+/// Round-robin placement: partition `p` gets `rf` consecutive brokers starting at `start + p`.
+/// `start` is the number of partitions the cluster already has, so successive topics start on
+/// different brokers without the controller keeping a cursor.
+fn place_replicas(
+    brokers: &[i32],
+    start: usize,
+    partitions: std::ops::Range<i32>,
+    replication_factor: usize,
+) -> Vec<(i32, Vec<i32>)> {
+    let n = brokers.len();
+    partitions
+        .enumerate()
+        .map(|(i, p)| {
+            let first = start.wrapping_add(i);
+            let replicas = (0..replication_factor)
+                .map(|r| brokers[(first + r) % n])
+                .collect();
+            (p, replicas)
+        })
+        .collect()
+}
+
+fn partition_count(image: &MetadataImage) -> usize {
+    image.topics.values().map(|t| t.partitions.len()).sum()
+}
+
+fn check_config_value(name: &str, value: &str) -> Result<(), ApiError> {
+    if value.len() > METADATA_STRING_BYTES_MAX {
+        return Err(ApiError::InvalidConfig(format!(
+            "Value of config {name} is {} bytes long; at most {METADATA_STRING_BYTES_MAX} are allowed",
+            value.len()
+        )));
+    }
+    topic_config::validate(name, value).map_err(|e| ApiError::InvalidConfig(e.to_string()))
+}
+
+fn check_configs(configs: &[(String, Option<String>)]) -> Result<(), ApiError> {
+    for (name, value) in configs {
+        match value {
+            Some(v) => check_config_value(name, v)?,
+            None => {
+                return Err(ApiError::InvalidConfig(format!(
+                    "Null value not supported for topic configs: {name}"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_assignment(
+    brokers: &[i32],
+    replicas: &[i32],
+    expected_rf: Option<usize>,
+) -> Result<(), ApiError> {
+    if replicas.is_empty() {
+        return Err(ApiError::InvalidReplicaAssignment(
+            "empty replica assignment".into(),
+        ));
+    }
+    let unique: BTreeSet<_> = replicas.iter().collect();
+    if unique.len() != replicas.len() {
+        return Err(ApiError::InvalidReplicaAssignment(
+            "duplicate brokers in replica assignment".into(),
+        ));
+    }
+    if let Some(missing) = replicas.iter().find(|r| !brokers.contains(r)) {
+        return Err(ApiError::InvalidReplicaAssignment(format!(
+            "broker {missing} is not registered"
+        )));
+    }
+    if let Some(rf) = expected_rf {
+        if replicas.len() != rf {
+            return Err(ApiError::InvalidReplicaAssignment(
+                "all partitions must have the same replication factor".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn new_partition(topic_id: Uuid, partition: i32, replicas: Vec<i32>) -> MetadataRecord {
+    MetadataRecord::Partition {
+        topic_id,
+        partition,
+        registration: PartitionRegistration {
+            leader: replicas[0],
+            isr: replicas.clone(),
+            replicas,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        },
+    }
+}
+
+/// The replicas of each partition of a new topic: the manual assignment, checked, or a
+/// placement of `num.partitions` × `default.replication.factor` where the spec says -1.
+fn topic_assignments(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    spec: &CreateTopicSpec,
+) -> Result<Vec<(i32, Vec<i32>)>, ApiError> {
+    let brokers = live_brokers(image);
+    if !spec.assignments.is_empty() {
+        if spec.num_partitions != -1 || spec.replication_factor != -1 {
+            return Err(ApiError::InvalidRequest(
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
+            ));
+        }
+        let rf = spec.assignments[0].1.len();
+        let mut sorted = spec.assignments.clone();
+        sorted.sort_by_key(|(p, _)| *p);
+        for (i, (p, replicas)) in sorted.iter().enumerate() {
+            if *p != i as i32 {
+                return Err(ApiError::InvalidReplicaAssignment(
+                    "partitions should be a consecutive 0-based integer sequence".into(),
+                ));
+            }
+            check_assignment(&brokers, replicas, Some(rf))?;
+        }
+        return Ok(sorted);
+    }
+    let num_partitions = match spec.num_partitions {
+        -1 => config.num_partitions,
+        n => n,
+    };
+    if num_partitions <= 0 {
+        return Err(ApiError::InvalidPartitions(
+            "Number of partitions was set to an invalid non-positive value.".into(),
+        ));
+    }
+    if num_partitions > PARTITIONS_PER_TOPIC_MAX {
+        return Err(ApiError::InvalidPartitions(format!(
+            "Number of partitions {num_partitions} exceeds the limit of {PARTITIONS_PER_TOPIC_MAX}."
+        )));
+    }
+    let rf = match spec.replication_factor {
+        -1 => config.default_replication_factor,
+        n => n,
+    };
+    if rf <= 0 {
+        return Err(ApiError::InvalidReplicationFactor(
+            "Replication factor must be larger than 0, or -1 to use the default value.".into(),
+        ));
+    }
+    if rf as usize > brokers.len() {
+        return Err(ApiError::InvalidReplicationFactor(format!(
+            "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+            brokers.len()
+        )));
+    }
+    Ok(place_replicas(
+        &brokers,
+        partition_count(image),
+        0..num_partitions,
+        rf as usize,
+    ))
+}
+
+/// CreateTopics for one topic: the topic, its configs and its partitions, with `topic_id`.
+pub fn create_topic(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    spec: &CreateTopicSpec,
+    topic_id: Uuid,
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    validate_topic_name(&spec.name)?;
+    if image.topics.contains_key(&spec.name) {
+        return Err(ApiError::TopicAlreadyExists(format!(
+            "Topic '{}' already exists.",
+            spec.name
+        )));
+    }
+    // Kafka refuses names that differ only by '.' vs '_' (they collide in metric names).
+    let normalized = spec.name.replace('.', "_");
+    if let Some(other) = image
+        .topics
+        .keys()
+        .find(|t| t.replace('.', "_") == normalized)
+    {
+        return Err(ApiError::InvalidTopic(format!(
+            "Topic '{}' collides with existing topic: {other}",
+            spec.name
+        )));
+    }
+    let assignments = topic_assignments(image, config, spec)?;
+    check_configs(&spec.configs)?;
+    let mut records = vec![MetadataRecord::Topic {
+        name: spec.name.clone(),
+        topic_id,
+    }];
+    records.extend(
+        spec.configs
+            .iter()
+            .map(|(name, value)| MetadataRecord::TopicConfig {
+                topic_id,
+                name: name.clone(),
+                value: value.clone(),
+            }),
+    );
+    records.extend(
+        assignments
+            .into_iter()
+            .map(|(partition, replicas)| new_partition(topic_id, partition, replicas)),
+    );
+    Ok(records)
+}
+
+/// DeleteTopics for one topic id.
+pub fn delete_topic(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    topic_id: Uuid,
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    if !config.delete_topic_enable {
+        return Err(ApiError::TopicDeletionDisabled);
+    }
+    if image.topic_by_id(&topic_id).is_none() {
+        return Err(ApiError::UnknownTopicId);
+    }
+    Ok(vec![MetadataRecord::RemoveTopic { topic_id }])
+}
+
+/// CreatePartitions: grows `topic` to `count` partitions, placed like the existing ones unless
+/// `assignments` gives the new partitions' replicas.
+pub fn create_partitions(
+    image: &MetadataImage,
+    topic: &str,
+    count: i32,
+    assignments: Option<Vec<Vec<i32>>>,
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    let t = image
+        .topic(topic)
+        .ok_or(ApiError::UnknownTopicOrPartition)?;
+    let current = t.partitions.len() as i32;
+    if count < current {
+        return Err(ApiError::InvalidPartitions(format!(
+            "The topic {topic} currently has {current} partition(s); {count} would not be an increase."
+        )));
+    }
+    if count == current {
+        return Err(ApiError::InvalidPartitions(format!(
+            "Topic already has {current} partition(s)."
+        )));
+    }
+    if count > PARTITIONS_PER_TOPIC_MAX {
+        return Err(ApiError::InvalidPartitions(format!(
+            "Number of partitions {count} exceeds the limit of {PARTITIONS_PER_TOPIC_MAX}."
+        )));
+    }
+    let rf = t
+        .partitions
+        .values()
+        .next()
+        .map(|p| p.replicas.len())
+        .unwrap_or(1);
+    let brokers = live_brokers(image);
+    let placed = match assignments {
+        Some(list) => {
+            if list.len() as i32 != count - current {
+                return Err(ApiError::InvalidReplicaAssignment(format!(
+                    "Attempted to add {} additional partition(s), but only {} assignment(s) were specified.",
+                    count - current,
+                    list.len()
+                )));
+            }
+            let mut placed = Vec::with_capacity(list.len());
+            for (i, replicas) in list.into_iter().enumerate() {
+                check_assignment(&brokers, &replicas, Some(rf))?;
+                placed.push((current + i as i32, replicas));
+            }
+            placed
+        }
+        None => {
+            if rf > brokers.len() {
+                return Err(ApiError::InvalidReplicationFactor(format!(
+                    "Unable to replicate the partition {rf} time(s): only {} broker(s) are registered.",
+                    brokers.len()
+                )));
+            }
+            place_replicas(&brokers, partition_count(image), current..count, rf)
+        }
+    };
+    Ok(placed
+        .into_iter()
+        .map(|(partition, replicas)| new_partition(t.id, partition, replicas))
+        .collect())
+}
+
+/// The items of a list-valued config (`cleanup.policy`): comma-separated, trimmed, non-empty.
+fn list_items(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// APPEND adds the given items not already present; SUBTRACT removes them.
+fn apply_list_op(current: &str, given: &str, op: AlterConfigOp) -> String {
+    let mut items = list_items(current);
+    let given = list_items(given);
+    if op == AlterConfigOp::Append {
+        for g in given {
+            if !items.contains(&g) {
+                items.push(g);
+            }
+        }
+    } else {
+        items.retain(|i| !given.contains(i));
+    }
+    items.join(",")
+}
+
+/// The value one operation leaves for `name` (`None` = no override).
+fn altered_value(
+    configs: &BTreeMap<String, String>,
+    name: &str,
+    op: AlterConfigOp,
+    value: &Option<String>,
+) -> Result<Option<String>, ApiError> {
+    let def = topic_config::topic_config_def(name)
+        .ok_or_else(|| ApiError::InvalidConfig(format!("Unknown topic config name: {name}")))?;
+    match op {
+        AlterConfigOp::Set => value.clone().map(Some).ok_or_else(|| {
+            ApiError::InvalidRequest(format!("Null value not supported for : {name}"))
+        }),
+        AlterConfigOp::Delete => Ok(None),
+        AlterConfigOp::Append | AlterConfigOp::Subtract => {
+            if !matches!(def.kind, topic_config::TopicConfigKind::ListOf(_)) {
+                return Err(ApiError::InvalidConfig(format!(
+                    "Config value append is not allowed for config key: {name}"
+                )));
+            }
+            let current = configs.get(name).map_or(def.default, String::as_str);
+            Ok(Some(apply_list_op(
+                current,
+                value.as_deref().unwrap_or_default(),
+                op,
+            )))
+        }
+    }
+}
+
+/// IncrementalAlterConfigs on one topic: one record per key whose override changes.
+pub fn alter_topic_configs(
+    image: &MetadataImage,
+    topic: &str,
+    ops: &[(String, AlterConfigOp, Option<String>)],
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    let t = image
+        .topic(topic)
+        .ok_or(ApiError::UnknownTopicOrPartition)?;
+    let mut configs = t.configs.clone();
+    let mut seen = BTreeSet::new();
+    for (name, op, value) in ops {
+        if !seen.insert(name.clone()) {
+            return Err(ApiError::InvalidRequest(format!(
+                "Error due to duplicate config keys: {name}"
+            )));
+        }
+        match altered_value(&configs, name, *op, value)? {
+            Some(v) => {
+                check_config_value(name, &v)?;
+                configs.insert(name.clone(), v);
+            }
+            None => {
+                configs.remove(name);
+            }
+        }
+    }
+    Ok(seen
+        .into_iter()
+        .filter(|name| t.configs.get(name) != configs.get(name))
+        .map(|name| MetadataRecord::TopicConfig {
+            topic_id: t.id,
+            value: configs.get(&name).cloned(),
+            name,
+        })
+        .collect())
+}
+
+/// The outcome of ElectLeaders for one partition.
+pub type ElectionResult = (String, i32, Result<(), ApiError>);
+
+/// ElectLeaders: a leader for each partition (every partition when `partitions` is None,
+/// answering only those where something was done or failed, as Kafka does), bumping leader and
+/// partition epochs of every partition whose leader changes.
+pub fn elect_leaders(
+    image: &MetadataImage,
+    election: ElectionType,
+    partitions: Option<Vec<(String, i32)>>,
+) -> (Vec<MetadataRecord>, Vec<ElectionResult>) {
+    let all = partitions.is_none();
+    let targets = partitions.unwrap_or_else(|| {
+        image
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.keys().map(|p| (t.name.clone(), *p)))
+            .collect()
+    });
+    let mut results = Vec::with_capacity(targets.len());
+    let mut records = Vec::new();
+    for (topic, partition) in targets {
+        let found = image
+            .topic(&topic)
+            .and_then(|t| t.partitions.get(&partition).map(|reg| (t.id, reg)));
+        let result = match found {
+            None => Err(ApiError::UnknownTopicOrPartition),
+            Some((topic_id, reg)) => {
+                elect_leader(election, &reg.replicas, &reg.isr, reg.leader, |broker| {
+                    image.brokers.contains_key(&broker)
+                })
+                .map(|leader| {
+                    let mut next = reg.clone();
+                    if !next.isr.contains(&leader) {
+                        // An unclean election: the new leader is the only in-sync replica.
+                        next.isr = vec![leader];
+                    }
+                    next.leader = leader;
+                    next.leader_epoch += 1;
+                    next.partition_epoch += 1;
+                    records.push(MetadataRecord::Partition {
+                        topic_id,
+                        partition,
+                        registration: next,
+                    });
+                })
+            }
+        };
+        if all && result == Err(ApiError::ElectionNotNeeded) {
+            continue;
+        }
+        results.push((topic, partition, result));
+    }
+    (records, results)
+}
+
+/// A broker (re-)registers: its endpoint, and leadership of every partition it is an in-sync
+/// replica of that it led before or that has no leader, with leader and partition epochs
+/// bumped. A registration is a new incarnation of the broker, so leadership it held before is
+/// taken up again under a new epoch, as a KRaft controller does when a restarted broker is
+/// unfenced; the new epoch fences anything the previous incarnation still had in flight.
+pub fn register_broker(
+    image: &MetadataImage,
+    registration: &BrokerRegistration,
+) -> Vec<MetadataRecord> {
+    let node_id = registration.node_id;
+    let mut records = Vec::new();
+    if image.brokers.get(&node_id) != Some(registration) {
+        records.push(MetadataRecord::RegisterBroker(registration.clone()));
+    }
+    for topic in image.topics.values() {
+        for (&partition, reg) in &topic.partitions {
+            let leads_or_leaderless = reg.leader == node_id || reg.leader == -1;
+            if reg.replicas.contains(&node_id) && reg.isr.contains(&node_id) && leads_or_leaderless
+            {
+                let mut next = reg.clone();
+                next.leader = node_id;
+                next.leader_epoch += 1;
+                next.partition_epoch += 1;
+                records.push(MetadataRecord::Partition {
+                    topic_id: topic.id,
+                    partition,
+                    registration: next,
+                });
+            }
+        }
+    }
+    records
+}
+
+/// A block of producer ids handed to one broker (Kafka's `AllocateProducerIds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerIdBlock {
+    pub first: i64,
+    pub size: i64,
+}
+
+/// The next block of producer ids for `broker_id`; ids below the block's end are never handed out
+/// again, across restarts.
+pub fn allocate_producer_ids(
+    image: &MetadataImage,
+    broker_id: i32,
+) -> (Vec<MetadataRecord>, ProducerIdBlock) {
+    let first = image.next_producer_id_block_start;
+    let block = ProducerIdBlock {
+        first,
+        size: PRODUCER_ID_BLOCK_SIZE,
+    };
+    let record = MetadataRecord::ProducerIds {
+        broker_id,
+        next_block_start: first + PRODUCER_ID_BLOCK_SIZE,
+    };
+    (vec![record], block)
+}
 
 /// ElectLeaders' election types (the request's `election_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,8 +628,325 @@ pub fn elect_leader(
 }
 
 #[cfg(test)]
+// Table tests: each case is a tuple.
+#[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
+    use crate::config::RawConfig;
+
+    fn config() -> BrokerConfig {
+        BrokerConfig::from_raw(RawConfig::default()).unwrap().config
+    }
+
+    fn broker(node_id: i32) -> BrokerRegistration {
+        BrokerRegistration {
+            node_id,
+            host: "127.0.0.1".into(),
+            port: 9090 + node_id as u16,
+            rack: None,
+        }
+    }
+
+    /// An image with brokers `1..=n` registered.
+    fn cluster(n: i32) -> MetadataImage {
+        let records: Vec<_> = (1..=n)
+            .map(|b| MetadataRecord::RegisterBroker(broker(b)))
+            .collect();
+        MetadataImage::empty("c".into(), 1).apply(&records)
+    }
+
+    fn spec(name: &str, partitions: i32, rf: i16) -> CreateTopicSpec {
+        CreateTopicSpec {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: rf,
+            ..Default::default()
+        }
+    }
+
+    fn with_topic(image: &MetadataImage, spec: &CreateTopicSpec, id: u128) -> MetadataImage {
+        image.apply(&create_topic(image, &config(), spec, Uuid::from_u128(id)).unwrap())
+    }
+
+    #[test]
+    fn create_topic_errors_follow_kafka() {
+        let image = with_topic(&cluster(1), &spec("t", 3, 1), 1);
+        let t = image.topic("t").unwrap();
+        assert_eq!(t.partitions.len(), 3);
+        assert_eq!(t.partitions[&0].leader, 1);
+        assert_eq!(t.partitions[&0].isr, vec![1]);
+        let long_value = "x".repeat(METADATA_STRING_BYTES_MAX + 1);
+        let cases: Vec<(CreateTopicSpec, i16)> = vec![
+            (spec("t", 1, 1), 36),
+            (spec("bad name", 1, 1), 17),
+            (spec("", 1, 1), 17),
+            (spec("t_", 1, 1), 0),
+            (spec("x", 0, 1), 37),
+            (spec("x", PARTITIONS_PER_TOPIC_MAX + 1, 1), 37),
+            (spec("x", 1, 3), 38),
+            (spec("x", 1, 0), 38),
+            (
+                CreateTopicSpec {
+                    configs: vec![("retention.ms".into(), Some("soon".into()))],
+                    ..spec("x", 1, 1)
+                },
+                40,
+            ),
+            (
+                CreateTopicSpec {
+                    configs: vec![("retention.ms".into(), None)],
+                    ..spec("x", 1, 1)
+                },
+                40,
+            ),
+            (
+                CreateTopicSpec {
+                    configs: vec![("cleanup.policy".into(), Some(long_value))],
+                    ..spec("x", 1, 1)
+                },
+                40,
+            ),
+            (
+                CreateTopicSpec {
+                    assignments: vec![(0, vec![1])],
+                    ..spec("x", 1, 1)
+                },
+                42,
+            ),
+            (
+                CreateTopicSpec {
+                    assignments: vec![(1, vec![1])],
+                    ..spec("x", -1, -1)
+                },
+                39,
+            ),
+            (
+                CreateTopicSpec {
+                    assignments: vec![(0, vec![1, 1])],
+                    ..spec("x", -1, -1)
+                },
+                39,
+            ),
+            (
+                CreateTopicSpec {
+                    assignments: vec![(0, vec![7])],
+                    ..spec("x", -1, -1)
+                },
+                39,
+            ),
+        ];
+        for (s, code) in cases {
+            let got = create_topic(&image, &config(), &s, Uuid::from_u128(2));
+            match got {
+                Ok(_) => assert_eq!(code, 0, "{s:?} was accepted"),
+                Err(e) => assert_eq!(e.code(), code, "{s:?}: {e}"),
+            }
+        }
+        // "t.x" and "t_x" collide.
+        let image = with_topic(&image, &spec("t.x", 1, 1), 3);
+        let err = create_topic(&image, &config(), &spec("t_x", 1, 1), Uuid::from_u128(4));
+        assert_eq!(err.unwrap_err().code(), 17);
+    }
+
+    #[test]
+    fn placement_rotates_leaders_across_brokers_and_topics() {
+        let image = with_topic(&cluster(3), &spec("a", 3, 2), 1);
+        let a = image.topic("a").unwrap();
+        let replicas: Vec<_> = a.partitions.values().map(|p| p.replicas.clone()).collect();
+        assert_eq!(replicas, vec![vec![1, 2], vec![2, 3], vec![3, 1]]);
+        // The next topic starts where the cluster's partition count points.
+        let image = with_topic(&image, &spec("b", 1, 3), 2);
+        assert_eq!(
+            image.topic("b").unwrap().partitions[&0].replicas,
+            vec![1, 2, 3]
+        );
+        let image = with_topic(&image, &spec("c", 1, 1), 3);
+        assert_eq!(image.topic("c").unwrap().partitions[&0].replicas, vec![2]);
+    }
+
+    #[test]
+    fn create_partitions_table() {
+        let image = with_topic(&cluster(2), &spec("t", 1, 2), 1);
+        let cases: Vec<(&str, i32, Option<Vec<Vec<i32>>>, Result<usize, i16>)> = vec![
+            ("t", 1, None, Err(37)),
+            ("t", 0, None, Err(37)),
+            ("t", PARTITIONS_PER_TOPIC_MAX + 1, None, Err(37)),
+            ("u", 2, None, Err(3)),
+            ("t", 3, None, Ok(2)),
+            ("t", 3, Some(vec![vec![2, 1]]), Err(39)),
+            ("t", 2, Some(vec![vec![2]]), Err(39)),
+            ("t", 2, Some(vec![vec![2, 1]]), Ok(1)),
+        ];
+        for (topic, count, assignments, expected) in cases {
+            let got = create_partitions(&image, topic, count, assignments.clone())
+                .map(|r| r.len())
+                .map_err(|e| e.code());
+            assert_eq!(got, expected, "{topic} → {count} {assignments:?}");
+        }
+        let grown = image.apply(&create_partitions(&image, "t", 4, None).unwrap());
+        let t = grown.topic("t").unwrap();
+        assert_eq!(t.partitions.len(), 4);
+        assert!(t
+            .partitions
+            .values()
+            .all(|p| p.replicas.len() == 2 && p.leader_epoch == 0));
+    }
+
+    #[test]
+    fn alter_topic_configs_table() {
+        use AlterConfigOp::*;
+        let image = with_topic(&cluster(1), &spec("t", 1, 1), 1);
+        let op =
+            |name: &str, op, value: Option<&str>| (name.to_owned(), op, value.map(str::to_owned));
+        let apply = |image: &MetadataImage, ops: Vec<(String, AlterConfigOp, Option<String>)>| {
+            alter_topic_configs(image, "t", &ops).map(|r| image.apply(&r))
+        };
+        let image = apply(&image, vec![op("cleanup.policy", Append, Some("compact"))]).unwrap();
+        assert_eq!(
+            image.topic("t").unwrap().configs["cleanup.policy"],
+            "delete,compact"
+        );
+        // Appending what is there, and subtracting, are list arithmetic on the items.
+        let image = apply(
+            &image,
+            vec![op("cleanup.policy", Append, Some("compact, delete"))],
+        )
+        .unwrap();
+        assert_eq!(
+            image.topic("t").unwrap().configs["cleanup.policy"],
+            "delete,compact"
+        );
+        let image = apply(&image, vec![op("cleanup.policy", Subtract, Some("delete"))]).unwrap();
+        assert_eq!(
+            image.topic("t").unwrap().configs["cleanup.policy"],
+            "compact"
+        );
+        let image = apply(&image, vec![op("retention.ms", Set, Some("10"))]).unwrap();
+        assert_eq!(image.topic("t").unwrap().configs["retention.ms"], "10");
+        // Setting the same value again changes nothing: no record.
+        let same = alter_topic_configs(&image, "t", &[op("retention.ms", Set, Some("10"))]);
+        assert!(same.unwrap().is_empty());
+        let image = apply(&image, vec![op("retention.ms", Delete, None)]).unwrap();
+        assert!(!image
+            .topic("t")
+            .unwrap()
+            .configs
+            .contains_key("retention.ms"));
+        let errors: Vec<(Vec<(String, AlterConfigOp, Option<String>)>, i16)> = vec![
+            (vec![op("retention.ms", Append, Some("1"))], 40),
+            (vec![op("no.such.key", Set, Some("1"))], 40),
+            (vec![op("retention.ms", Set, Some("soon"))], 40),
+            (vec![op("retention.ms", Set, None)], 42),
+            (
+                vec![
+                    op("retention.ms", Set, Some("1")),
+                    op("retention.ms", Delete, None),
+                ],
+                42,
+            ),
+        ];
+        for (ops, code) in errors {
+            let err = alter_topic_configs(&image, "t", &ops).unwrap_err();
+            assert_eq!(err.code(), code, "{ops:?}: {err}");
+        }
+        assert_eq!(alter_topic_configs(&image, "u", &[]).unwrap_err().code(), 3);
+    }
+
+    #[test]
+    fn elect_leaders_on_one_node_needs_no_election() {
+        let image = with_topic(&cluster(1), &spec("t", 2, 1), 1);
+        let (records, results) = elect_leaders(
+            &image,
+            ElectionType::Preferred,
+            Some(vec![("t".into(), 0), ("t".into(), 9), ("u".into(), 0)]),
+        );
+        assert!(records.is_empty());
+        assert_eq!(results[0].2, Err(ApiError::ElectionNotNeeded));
+        assert_eq!(results[1].2, Err(ApiError::UnknownTopicOrPartition));
+        assert_eq!(results[2].2, Err(ApiError::UnknownTopicOrPartition));
+        // All partitions: those needing nothing are left out.
+        let (records, results) = elect_leaders(&image, ElectionType::Preferred, None);
+        assert!(records.is_empty() && results.is_empty());
+    }
+
+    #[test]
+    fn preferred_election_moves_leadership_back_with_new_epochs() {
+        let image = with_topic(&cluster(2), &spec("t", 1, 2), 1);
+        let mut reg = image.topic("t").unwrap().partitions[&0].clone();
+        assert_eq!(reg.leader, 1);
+        reg.leader = 2;
+        reg.leader_epoch = 3;
+        let topic_id = image.topic("t").unwrap().id;
+        let image = image.apply(&[MetadataRecord::Partition {
+            topic_id,
+            partition: 0,
+            registration: reg,
+        }]);
+        let (records, results) = elect_leaders(&image, ElectionType::Preferred, None);
+        assert_eq!(results, vec![("t".to_owned(), 0, Ok(()))]);
+        let after = image.apply(&records);
+        let p = &after.topic("t").unwrap().partitions[&0];
+        assert_eq!((p.leader, p.leader_epoch), (1, 4));
+    }
+
+    #[test]
+    fn registration_takes_back_own_and_leaderless_partitions_only() {
+        let image = cluster(2);
+        let image = with_topic(&image, &spec("t", 2, 2), 1);
+        let topic_id = image.topic("t").unwrap().id;
+        // Partition 0 is led by 1; partition 1 by 2. Make a third, leaderless, with 1 in ISR.
+        let image = image.apply(&[MetadataRecord::Partition {
+            topic_id,
+            partition: 2,
+            registration: PartitionRegistration {
+                replicas: vec![2, 1],
+                isr: vec![1],
+                leader: -1,
+                leader_epoch: 5,
+                partition_epoch: 7,
+            },
+        }]);
+        // Re-registering an unchanged endpoint writes no broker record.
+        let records = register_broker(&image, &broker(1));
+        assert!(!records
+            .iter()
+            .any(|r| matches!(r, MetadataRecord::RegisterBroker(_))));
+        let after = image.apply(&records);
+        let parts = &after.topic("t").unwrap().partitions;
+        assert_eq!((parts[&0].leader, parts[&0].leader_epoch), (1, 1));
+        assert_eq!(
+            (parts[&1].leader, parts[&1].leader_epoch),
+            (2, 0),
+            "led by a live broker"
+        );
+        assert_eq!(
+            (
+                parts[&2].leader,
+                parts[&2].leader_epoch,
+                parts[&2].partition_epoch
+            ),
+            (1, 6, 8)
+        );
+        // A new endpoint is a new registration record.
+        let moved = BrokerRegistration {
+            port: 1,
+            ..broker(1)
+        };
+        assert!(matches!(
+            register_broker(&image, &moved)[0],
+            MetadataRecord::RegisterBroker(_)
+        ));
+    }
+
+    #[test]
+    fn producer_id_blocks_follow_each_other() {
+        let image = cluster(1);
+        let (records, first) = allocate_producer_ids(&image, 1);
+        let image = image.apply(&records);
+        let (_, second) = allocate_producer_ids(&image, 1);
+        assert_eq!(first.first, 0);
+        assert_eq!(second.first, first.first + first.size);
+    }
 
     #[test]
     fn election_table() {

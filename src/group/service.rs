@@ -36,7 +36,7 @@ use super::{
 };
 use crate::clock::SharedClock;
 use crate::config::BrokerConfig;
-use crate::controller::{Controller, CreateTopicSpec};
+use crate::controller::{ControllerChannel, CreateTopicSpec};
 use crate::errors::ApiError;
 use crate::metadata::{ImageListener, MetadataCache, MetadataImage};
 use crate::replica::{Partition, ReplicaManager};
@@ -73,7 +73,7 @@ struct Inner {
 pub struct GroupService {
     inner: Mutex<Inner>,
     replicas: Arc<ReplicaManager>,
-    controller: Arc<Controller>,
+    controller: ControllerChannel,
     cache: Arc<MetadataCache>,
     clock: SharedClock,
     node_id: i32,
@@ -121,7 +121,7 @@ impl GroupService {
     pub fn new(
         config: &BrokerConfig,
         replicas: Arc<ReplicaManager>,
-        controller: Arc<Controller>,
+        controller: ControllerChannel,
         cache: Arc<MetadataCache>,
         clock: SharedClock,
     ) -> Arc<GroupService> {
@@ -357,7 +357,7 @@ impl GroupService {
 
     /// Makes sure `__consumer_offsets` exists (created on first use, through the controller,
     /// like Kafka) and returns the image that has it.
-    pub fn ensure_offsets_topic(&self) -> Result<Arc<MetadataImage>, ApiError> {
+    pub async fn ensure_offsets_topic(&self) -> Result<Arc<MetadataImage>, ApiError> {
         let image = self.cache.image();
         if image.topic(OFFSETS_TOPIC_NAME).is_some() {
             return Ok(image);
@@ -377,7 +377,7 @@ impl GroupService {
                 ("segment.bytes".into(), Some("104857600".into())),
             ],
         };
-        match self.controller.create_topic(&spec, false) {
+        match self.controller.create_topic(spec, false).await {
             Ok(_) | Err(ApiError::TopicAlreadyExists(_)) => {}
             Err(e) => return Err(e),
         }

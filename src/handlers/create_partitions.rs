@@ -9,29 +9,35 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use super::str_bytes;
 use crate::context::Context;
 
-pub fn handle(ctx: &Arc<Context>, _version: i16, request: CreatePartitionsRequest) -> ResponseKind {
-    let results = request
-        .topics
-        .into_iter()
-        .map(|t| {
+pub async fn handle(
+    ctx: &Arc<Context>,
+    _version: i16,
+    request: CreatePartitionsRequest,
+) -> ResponseKind {
+    let mut results = Vec::with_capacity(request.topics.len());
+    for t in request.topics {
+        {
             let assignments = t.assignments.as_ref().map(|list| {
                 list.iter()
                     .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
                     .collect()
             });
-            let result = ctx.controller.create_partitions(
-                t.name.0.as_str(),
-                t.count,
-                assignments,
-                request.validate_only,
-            );
+            let result = ctx
+                .controller
+                .create_partitions(
+                    t.name.0.as_str().to_owned(),
+                    t.count,
+                    assignments,
+                    request.validate_only,
+                )
+                .await;
             let mut r = CreatePartitionsTopicResult::default().with_name(t.name);
             if let Err(e) = result {
                 r.error_code = e.code();
                 r.error_message = Some(str_bytes(&e.message()));
             }
-            r
-        })
-        .collect();
+            results.push(r);
+        }
+    }
     ResponseKind::CreatePartitions(CreatePartitionsResponse::default().with_results(results))
 }

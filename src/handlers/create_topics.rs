@@ -15,15 +15,18 @@ use crate::context::Context;
 use crate::controller::CreateTopicSpec;
 use crate::errors::ApiError;
 
-pub fn handle(ctx: &Arc<Context>, version: i16, request: CreateTopicsRequest) -> ResponseKind {
+pub async fn handle(
+    ctx: &Arc<Context>,
+    version: i16,
+    request: CreateTopicsRequest,
+) -> ResponseKind {
     let mut seen: HashMap<String, usize> = HashMap::new();
     for t in &request.topics {
         *seen.entry(t.name.0.as_str().to_owned()).or_default() += 1;
     }
-    let results = request
-        .topics
-        .into_iter()
-        .map(|t| {
+    let mut results = Vec::with_capacity(request.topics.len());
+    for t in request.topics {
+        {
             let name = t.name.0.as_str().to_owned();
             let spec = CreateTopicSpec {
                 name: name.clone(),
@@ -55,7 +58,9 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: CreateTopicsRequest) ->
                     "Create topics request from client contains duplicate topic name {name}"
                 )))
             } else {
-                ctx.controller.create_topic(&spec, request.validate_only)
+                ctx.controller
+                    .create_topic(spec, request.validate_only)
+                    .await
             };
             let mut r = CreatableTopicResult::default().with_name(t.name);
             match result {
@@ -95,8 +100,8 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: CreateTopicsRequest) ->
                     }
                 }
             }
-            r
-        })
-        .collect();
+            results.push(r);
+        }
+    }
     ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(results))
 }

@@ -11,7 +11,11 @@ use super::{str_bytes, topic_name};
 use crate::context::Context;
 use crate::errors::ApiError;
 
-pub fn handle(ctx: &Arc<Context>, version: i16, request: DeleteTopicsRequest) -> ResponseKind {
+pub async fn handle(
+    ctx: &Arc<Context>,
+    version: i16,
+    request: DeleteTopicsRequest,
+) -> ResponseKind {
     let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
         request
             .topics
@@ -33,9 +37,9 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DeleteTopicsRequest) ->
             .map(|n| (Some(n.0.as_str().to_owned()), Uuid::nil()))
             .collect()
     };
-    let responses = wanted
-        .into_iter()
-        .map(|(name, id)| {
+    let mut responses = Vec::with_capacity(wanted.len());
+    for (name, id) in wanted {
+        {
             let image = ctx.image();
             let resolved = match &name {
                 Some(n) => image
@@ -47,8 +51,10 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DeleteTopicsRequest) ->
                     .map(|t| (t.name.clone(), t.id))
                     .ok_or(ApiError::UnknownTopicId),
             };
-            let result =
-                resolved.and_then(|(n, id)| ctx.controller.delete_topic(id).map(|_| (n, id)));
+            let result = match resolved {
+                Ok((n, id)) => ctx.controller.delete_topic(id).await.map(|_| (n, id)),
+                Err(e) => Err(e),
+            };
             let mut r = DeletableTopicResult::default();
             match result {
                 Ok((n, id)) => {
@@ -68,8 +74,8 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DeleteTopicsRequest) ->
                     }
                 }
             }
-            r
-        })
-        .collect();
+            responses.push(r);
+        }
+    }
     ResponseKind::DeleteTopics(DeleteTopicsResponse::default().with_responses(responses))
 }

@@ -13,7 +13,11 @@ use crate::context::Context;
 use crate::controller::decisions::ElectionType;
 use crate::errors::ApiError;
 
-pub fn handle(ctx: &Arc<Context>, version: i16, request: ElectLeadersRequest) -> ResponseKind {
+pub async fn handle(
+    ctx: &Arc<Context>,
+    version: i16,
+    request: ElectLeadersRequest,
+) -> ResponseKind {
     // v0 has no election type: it is always a preferred election.
     let election = match (version, request.election_type) {
         (0, _) | (_, 0) => Ok(ElectionType::Preferred),
@@ -42,7 +46,15 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: ElectLeadersRequest) ->
             })
             .collect()
     });
-    let results = ctx.controller.elect_leaders(election, partitions);
+    let results = match ctx.controller.elect_leaders(election, partitions).await {
+        Ok(results) => results,
+        Err(e) => {
+            if version >= 1 {
+                response.error_code = e.code();
+            }
+            return ResponseKind::ElectLeaders(response);
+        }
+    };
     let mut by_topic: Vec<ReplicaElectionResult> = Vec::new();
     for (topic, partition, result) in results {
         let mut p = PartitionResult::default().with_partition_id(partition);

@@ -29,7 +29,7 @@ struct Found {
     port: i32,
 }
 
-fn find(ctx: &Arc<Context>, key_type: i8, key: &str) -> Result<Found, (i16, String)> {
+async fn find(ctx: &Arc<Context>, key_type: i8, key: &str) -> Result<Found, (i16, String)> {
     let fail = |e: ResponseError, msg: &str| Err((e.code(), msg.to_owned()));
     match key_type {
         KEY_TYPE_GROUP => {}
@@ -46,7 +46,7 @@ fn find(ctx: &Arc<Context>, key_type: i8, key: &str) -> Result<Found, (i16, Stri
             )
         }
     }
-    let image = match ctx.groups.ensure_offsets_topic() {
+    let image = match ctx.groups.ensure_offsets_topic().await {
         Ok(image) => image,
         Err(e) => {
             tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC_NAME}");
@@ -72,36 +72,37 @@ fn find(ctx: &Arc<Context>, key_type: i8, key: &str) -> Result<Found, (i16, Stri
     }
 }
 
-pub fn handle(ctx: &Arc<Context>, version: i16, request: FindCoordinatorRequest) -> ResponseKind {
+pub async fn handle(
+    ctx: &Arc<Context>,
+    version: i16,
+    request: FindCoordinatorRequest,
+) -> ResponseKind {
     let key_type = if version >= 1 {
         request.key_type
     } else {
         KEY_TYPE_GROUP
     };
     if version >= 4 {
-        let coordinators = request
-            .coordinator_keys
-            .iter()
-            .map(|key| {
-                let c = Coordinator::default().with_key(key.clone());
-                match find(ctx, key_type, key) {
-                    Ok(f) => c
-                        .with_node_id(BrokerId(f.node_id))
-                        .with_host(str_bytes(&f.host))
-                        .with_port(f.port),
-                    Err((code, msg)) => c
-                        .with_node_id(BrokerId(-1))
-                        .with_port(-1)
-                        .with_error_code(code)
-                        .with_error_message(Some(str_bytes(&msg))),
-                }
-            })
-            .collect();
+        let mut coordinators = Vec::with_capacity(request.coordinator_keys.len());
+        for key in &request.coordinator_keys {
+            let c = Coordinator::default().with_key(key.clone());
+            coordinators.push(match find(ctx, key_type, key).await {
+                Ok(f) => c
+                    .with_node_id(BrokerId(f.node_id))
+                    .with_host(str_bytes(&f.host))
+                    .with_port(f.port),
+                Err((code, msg)) => c
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(code)
+                    .with_error_message(Some(str_bytes(&msg))),
+            });
+        }
         return ResponseKind::FindCoordinator(
             FindCoordinatorResponse::default().with_coordinators(coordinators),
         );
     }
-    let response = match find(ctx, key_type, &request.key) {
+    let response = match find(ctx, key_type, &request.key).await {
         Ok(f) => FindCoordinatorResponse::default()
             .with_node_id(BrokerId(f.node_id))
             .with_host(str_bytes(&f.host))

@@ -16,15 +16,14 @@ use crate::context::Context;
 use crate::controller::AlterConfigOp;
 use crate::errors::ApiError;
 
-pub fn handle(
+pub async fn handle(
     ctx: &Arc<Context>,
     _version: i16,
     request: IncrementalAlterConfigsRequest,
 ) -> ResponseKind {
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|res| {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for res in request.resources {
+        {
             let name = res.resource_name.as_str().to_owned();
             let result = match res.resource_type {
                 RESOURCE_TOPIC => {
@@ -46,10 +45,14 @@ pub fn handle(
                             ))
                         })
                         .collect();
-                    ops.and_then(|ops| {
-                        ctx.controller
-                            .alter_topic_configs(&name, &ops, request.validate_only)
-                    })
+                    match ops {
+                        Ok(ops) => {
+                            ctx.controller
+                                .alter_topic_configs(name, ops, request.validate_only)
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
                 RESOURCE_BROKER => {
                     let ours = name.is_empty() || name == ctx.node_id.to_string();
@@ -79,9 +82,9 @@ pub fn handle(
                 r.error_code = e.code();
                 r.error_message = Some(str_bytes(&e.message()));
             }
-            r
-        })
-        .collect();
+            responses.push(r);
+        }
+    }
     ResponseKind::IncrementalAlterConfigs(
         IncrementalAlterConfigsResponse::default().with_responses(responses),
     )

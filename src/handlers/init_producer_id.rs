@@ -11,14 +11,18 @@ use kafka_protocol::messages::{
 use crate::context::Context;
 use crate::errors::ApiError;
 
-pub fn handle(ctx: &Arc<Context>, _version: i16, request: InitProducerIdRequest) -> ResponseKind {
+pub async fn handle(
+    ctx: &Arc<Context>,
+    _version: i16,
+    request: InitProducerIdRequest,
+) -> ResponseKind {
     let mut response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
     let result = if request.transactional_id.is_some() {
         Err(ApiError::TransactionalIdAuthorizationFailed)
     } else {
-        ctx.controller.allocate_producer_id()
+        ctx.producer_ids.next_id(&ctx.controller).await
     };
     match result {
         Ok(id) => {

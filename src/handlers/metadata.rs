@@ -16,7 +16,8 @@ use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
 use crate::context::Context;
-use crate::controller::{validate_topic_name, CreateTopicSpec};
+use crate::controller::decisions::validate_topic_name;
+use crate::controller::CreateTopicSpec;
 use crate::errors::ApiError;
 use crate::metadata::{MetadataImage, TopicImage};
 
@@ -84,7 +85,7 @@ fn error_topic(
     t
 }
 
-pub fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) -> ResponseKind {
+pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) -> ResponseKind {
     let mut image = ctx.image();
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let requested: Option<Vec<_>> = match request.topics {
@@ -152,7 +153,7 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) -> Res
                     replication_factor: -1,
                     ..Default::default()
                 };
-                let code = match ctx.controller.create_topic(&spec, false) {
+                let code = match ctx.controller.create_topic(spec, false).await {
                     // Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; the
                     // client refreshes metadata and finds the leaders.
                     Ok(_) | Err(ApiError::TopicAlreadyExists(_)) => {

@@ -1,18 +1,22 @@
 //! The cluster metadata image: an immutable snapshot of brokers, topics, partitions (leader,
 //! leader epoch, partition epoch, replicas, ISR) and topic configs.
 //!
-//! The controller is the only writer: it appends [`MetadataRecord`]s to the metadata log and
-//! replays them into a new image with [`MetadataImage::apply`]; readers (handlers, the replica
-//! layer) hold an `Arc<MetadataImage>` from the [`MetadataCache`] and never see a half-applied
-//! change. This module does no I/O.
+//! The controller is the only writer: it appends [`MetadataRecord`]s to the metadata log; the
+//! [`MetadataPublisher`] replays committed ones into a new image with [`MetadataImage::apply`],
+//! publishes it in the [`MetadataCache`] and hands it to the [`ImageListener`]s. Readers
+//! (handlers, the replica layer) hold an `Arc<MetadataImage>` from the cache and never see a
+//! half-applied change. This module is a leaf: it depends on nothing else of the broker, and it
+//! does no I/O.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
 
+pub mod publisher;
 pub mod records;
 
+pub use publisher::MetadataPublisher;
 pub use records::MetadataRecord;
 
 /// A broker as registered with the controller.
@@ -83,11 +87,16 @@ impl MetadataImage {
     /// replay must never panic on it.
     pub fn apply(&self, records: &[MetadataRecord]) -> MetadataImage {
         let mut next = self.clone();
-        for record in records {
-            next.apply_one(record);
-            next.records_applied += 1;
-        }
+        next.apply_in_place(records);
         next
+    }
+
+    /// [`MetadataImage::apply`] onto this image itself.
+    pub fn apply_in_place(&mut self, records: &[MetadataRecord]) {
+        for record in records {
+            self.apply_one(record);
+            self.records_applied += 1;
+        }
     }
 
     fn apply_one(&mut self, record: &MetadataRecord) {

@@ -8,6 +8,7 @@
 
 use uuid::Uuid;
 
+use crate::limits::METADATA_STRING_BYTES_MAX;
 use crate::metadata::{BrokerRegistration, PartitionRegistration};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,41 +51,70 @@ pub enum MetadataRecord {
 #[error("malformed metadata record: {0}")]
 pub struct RecordDecodeError(pub &'static str);
 
+/// A record that cannot be encoded: a string or list longer than the format holds. Nothing is
+/// written; the decisions refuse such values before they get here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("metadata record cannot hold a {what} of {len} (at most {max})")]
+pub struct RecordEncodeError {
+    pub what: &'static str,
+    pub len: usize,
+    pub max: usize,
+}
+
 const ABSENT: u16 = u16::MAX;
 
-struct Writer(Vec<u8>);
+struct Writer {
+    out: Vec<u8>,
+    /// The first field that did not fit; the record is refused as a whole.
+    error: Option<RecordEncodeError>,
+}
 
 impl Writer {
     fn u8(&mut self, v: u8) {
-        self.0.push(v);
+        self.out.push(v);
     }
     fn i32(&mut self, v: i32) {
-        self.0.extend_from_slice(&v.to_be_bytes());
+        self.out.extend_from_slice(&v.to_be_bytes());
     }
     fn i64(&mut self, v: i64) {
-        self.0.extend_from_slice(&v.to_be_bytes());
+        self.out.extend_from_slice(&v.to_be_bytes());
     }
     fn uuid(&mut self, v: &Uuid) {
-        self.0.extend_from_slice(v.as_bytes());
+        self.out.extend_from_slice(v.as_bytes());
+    }
+    /// A u16 length, unless `len` does not fit (then the record is refused).
+    fn len(&mut self, what: &'static str, len: usize) -> bool {
+        match u16::try_from(len) {
+            Ok(n) if n != ABSENT => {
+                self.out.extend_from_slice(&n.to_be_bytes());
+                true
+            }
+            _ => {
+                self.error.get_or_insert(RecordEncodeError {
+                    what,
+                    len,
+                    max: METADATA_STRING_BYTES_MAX,
+                });
+                false
+            }
+        }
     }
     fn string(&mut self, s: &str) {
-        // Names are bounded far below 64 KiB (topic names ≤ 249 chars, config values are small);
-        // a longer string is truncated to keep the encoding total rather than panicking.
-        let bytes = &s.as_bytes()[..s.len().min(ABSENT as usize - 1)];
-        self.0
-            .extend_from_slice(&(bytes.len() as u16).to_be_bytes());
-        self.0.extend_from_slice(bytes);
+        if self.len("string", s.len()) {
+            self.out.extend_from_slice(s.as_bytes());
+        }
     }
     fn opt_string(&mut self, s: &Option<String>) {
         match s {
             Some(s) => self.string(s),
-            None => self.0.extend_from_slice(&ABSENT.to_be_bytes()),
+            None => self.out.extend_from_slice(&ABSENT.to_be_bytes()),
         }
     }
     fn ids(&mut self, ids: &[i32]) {
-        self.0.extend_from_slice(&(ids.len() as u16).to_be_bytes());
-        for id in ids {
-            self.i32(*id);
+        if self.len("node id list", ids.len()) {
+            for id in ids {
+                self.i32(*id);
+            }
         }
     }
 }
@@ -144,8 +174,13 @@ impl Reader<'_> {
 }
 
 impl MetadataRecord {
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut w = Writer(std::mem::take(out));
+    /// Appends the encoded record to `out`; on error `out` is left as it was.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), RecordEncodeError> {
+        let start = out.len();
+        let mut w = Writer {
+            out: std::mem::take(out),
+            error: None,
+        };
         match self {
             MetadataRecord::RegisterBroker(b) => {
                 w.u8(1);
@@ -206,7 +241,14 @@ impl MetadataRecord {
                 w.i64(*next_block_start);
             }
         }
-        *out = w.0;
+        *out = w.out;
+        match w.error {
+            None => Ok(()),
+            Some(e) => {
+                out.truncate(start);
+                Err(e)
+            }
+        }
     }
 
     /// Decodes every record in `bytes` (one frame of the metadata log).
@@ -311,13 +353,34 @@ mod tests {
         ];
         let mut bytes = Vec::new();
         for r in &records {
-            r.encode(&mut bytes);
+            r.encode(&mut bytes).unwrap();
         }
         assert_eq!(MetadataRecord::decode_all(&bytes).unwrap(), records);
         for cut in 0..bytes.len() {
             // Any truncation either decodes fewer records or fails; it never panics.
             let _ = MetadataRecord::decode_all(&bytes[..cut]);
         }
+    }
+
+    #[test]
+    fn a_string_too_long_for_the_format_is_refused_not_cut() {
+        let record = MetadataRecord::TopicConfig {
+            topic_id: Uuid::from_u128(1),
+            name: "x".into(),
+            value: Some("v".repeat(METADATA_STRING_BYTES_MAX + 1)),
+        };
+        let mut bytes = vec![9u8];
+        let err = record.encode(&mut bytes).unwrap_err();
+        assert_eq!(err.len, METADATA_STRING_BYTES_MAX + 1);
+        assert_eq!(bytes, vec![9u8], "nothing of a refused record is written");
+        let fits = MetadataRecord::TopicConfig {
+            topic_id: Uuid::from_u128(1),
+            name: "x".into(),
+            value: Some("v".repeat(METADATA_STRING_BYTES_MAX)),
+        };
+        let mut bytes = Vec::new();
+        fits.encode(&mut bytes).unwrap();
+        assert_eq!(MetadataRecord::decode_all(&bytes).unwrap(), vec![fits]);
     }
 
     #[test]

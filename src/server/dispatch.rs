@@ -74,7 +74,7 @@ pub async fn handle_frame(
     };
     let body: Option<ResponseKind> = match request.body {
         RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(ctx, version, r)),
-        RequestKind::Metadata(r) => Some(handlers::metadata::handle(ctx, version, r)),
+        RequestKind::Metadata(r) => Some(handlers::metadata::handle(ctx, version, r).await),
         RequestKind::Produce(r) => match handlers::produce::handle(ctx, version, r).await {
             handlers::produce::ProduceReply::Respond(body) => Some(*body),
             handlers::produce::ProduceReply::Nothing => None,
@@ -84,26 +84,34 @@ pub async fn handle_frame(
         },
         RequestKind::Fetch(r) => Some(handlers::fetch::handle(ctx, version, r).await),
         RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(ctx, version, r)),
-        RequestKind::InitProducerId(r) => Some(handlers::init_producer_id::handle(ctx, version, r)),
+        RequestKind::InitProducerId(r) => {
+            Some(handlers::init_producer_id::handle(ctx, version, r).await)
+        }
         RequestKind::OffsetForLeaderEpoch(r) => {
             Some(handlers::offset_for_leader_epoch::handle(ctx, version, r))
         }
-        RequestKind::CreateTopics(r) => Some(handlers::create_topics::handle(ctx, version, r)),
-        RequestKind::DeleteTopics(r) => Some(handlers::delete_topics::handle(ctx, version, r)),
+        RequestKind::CreateTopics(r) => {
+            Some(handlers::create_topics::handle(ctx, version, r).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            Some(handlers::delete_topics::handle(ctx, version, r).await)
+        }
         RequestKind::CreatePartitions(r) => {
-            Some(handlers::create_partitions::handle(ctx, version, r))
+            Some(handlers::create_partitions::handle(ctx, version, r).await)
         }
         RequestKind::DeleteRecords(r) => Some(handlers::delete_records::handle(ctx, version, r)),
         RequestKind::DescribeConfigs(r) => {
             Some(handlers::describe_configs::handle(ctx, version, r))
         }
         RequestKind::IncrementalAlterConfigs(r) => {
-            Some(handlers::incremental_alter_configs::handle(ctx, version, r))
+            Some(handlers::incremental_alter_configs::handle(ctx, version, r).await)
         }
         RequestKind::DescribeLogDirs(r) => {
             Some(handlers::describe_log_dirs::handle(ctx, version, r))
         }
-        RequestKind::ElectLeaders(r) => Some(handlers::elect_leaders::handle(ctx, version, r)),
+        RequestKind::ElectLeaders(r) => {
+            Some(handlers::elect_leaders::handle(ctx, version, r).await)
+        }
         RequestKind::ListPartitionReassignments(r) => Some(
             handlers::list_partition_reassignments::handle(ctx, version, r),
         ),
@@ -111,7 +119,7 @@ pub async fn handle_frame(
             Some(handlers::describe_cluster::handle(ctx, version, r))
         }
         RequestKind::FindCoordinator(r) => {
-            Some(handlers::find_coordinator::handle(ctx, version, r))
+            Some(handlers::find_coordinator::handle(ctx, version, r).await)
         }
         RequestKind::JoinGroup(r) => Some(handlers::join_group::handle(ctx, caller(), r).await),
         RequestKind::SyncGroup(r) => Some(handlers::sync_group::handle(ctx, caller(), r).await),

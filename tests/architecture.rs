@@ -1,0 +1,119 @@
+//! The layering of the broker crate, checked on its source: a module may use only modules of
+//! lower layers (`ARCHITECTURE.md`, "Architecture invariants"). The flow it keeps is
+//! `main → node → server → handlers → context → {replica, controller, group, metadata} → storage`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Lowest layer first. Modules of one layer do not use each other.
+const LAYERS: &[&[&str]] = &[
+    &["limits", "clock", "errors", "allocator", "protocol"],
+    &["config", "metadata", "fetch_session"],
+    &["replica", "controller"],
+    &["group", "producer_ids"],
+    &["context"],
+    &["handlers"],
+    &["server"],
+    &["node"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file of `src/` belongs to (`src/replica/partition.rs` → `replica`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_str()
+        .unwrap();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// Every `crate::<module>` a file names outside comments.
+fn uses(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = match line.find("//") {
+            Some(i) => &line[..i],
+            None => line,
+        };
+        let mut rest = code;
+        while let Some(i) = rest.find("crate::") {
+            rest = &rest[i + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                found.push((n + 1, name));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn modules_use_only_lower_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut violations = Vec::new();
+    let mut unknown = BTreeMap::new();
+    for file in &files {
+        let module = module_of(&src, file);
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let Some(own) = layer_of(&module) else {
+            unknown.insert(module, file.clone());
+            continue;
+        };
+        let text = std::fs::read_to_string(file).unwrap();
+        for (line, used) in uses(&text) {
+            if used == module {
+                continue;
+            }
+            match layer_of(&used) {
+                Some(l) if l < own => {}
+                _ => violations.push(format!(
+                    "{}:{line}: {module} uses crate::{used}",
+                    file.strip_prefix(&src).unwrap().display()
+                )),
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "modules missing from LAYERS (add them where they belong): {unknown:?}"
+    );
+    assert!(
+        violations.is_empty(),
+        "imports against the layering:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_uses_and_skips_comments() {
+    let text = "use crate::replica::Partition;\n// crate::node is only mentioned\nlet x = crate::errors::ApiError::X; // crate::server";
+    assert_eq!(
+        uses(text),
+        vec![(1, "replica".to_owned()), (3, "errors".to_owned())]
+    );
+}
