@@ -1,6 +1,6 @@
 //! Micro-benchmarks of the broker's two hot paths, from request frame to response frame, without
-//! the socket: `server::dispatch::handle_frame` on an in-process broker with its data in a temp
-//! dir.
+//! the socket: `server::dispatch::handle_frame` on an in-process node started without a listener
+//! (it binds no port), with its data in a temp dir.
 //!
 //! - produce: one 16 KiB batch of 100-byte records (the Java producer's default `batch.size`) →
 //!   decode → partition lookup → v2 batch validation and offset assignment → append to the active
@@ -67,15 +67,18 @@ impl Bench {
             .expect("tokio runtime");
         let dir = tempfile::tempdir().expect("temp dir");
         let mut raw = RawConfig::default();
-        raw.set("listeners", "PLAINTEXT://127.0.0.1:0");
         raw.set("log.dirs", dir.path().to_str().expect("utf-8 temp dir"));
         raw.set("log.segment.bytes", "67108864");
         raw.set("log.retention.bytes", PRODUCE_RETENTION_BYTES);
         // Retention must keep up with the appends, not wait Kafka's default 5 minutes.
         raw.set("log.retention.check.interval.ms", "1000");
         let config = BrokerConfig::from_raw(raw).expect("valid config").config;
+        // No listener: frames go straight to dispatch, so the benchmark binds no port.
         let running = runtime
-            .block_on(Node::start(config))
+            .block_on(Node::start_without_listener(
+                config,
+                Arc::new(kafkaiq::clock::SystemClock),
+            ))
             .expect("broker starts");
         let broker = running.context.clone();
         Bench {
