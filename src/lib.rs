@@ -34,5 +34,6 @@ pub mod metadata;
 pub mod node;
 pub mod producer_ids;
 pub mod protocol;
+pub mod quorum;
 pub mod replica;
 pub mod server;

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["limits", "clock", "errors", "allocator", "protocol"],
     &["config", "metadata", "fetch_session"],
-    &["replica", "controller"],
+    &["replica", "quorum"],
+    &["controller"],
     &["group", "producer_ids"],
     &["context"],
     &["handlers"],

@@ -1,0 +1,378 @@
+//! One voter of the metadata quorum, as a synchronous engine over the `raft` crate (TiKV's
+//! raft-rs): inputs are ticks, messages from peers and proposals; [`QuorumEngine::poll`]
+//! persists what the library asks (through [`Durable`]) and returns what the caller must do —
+//! messages to send, committed entries and snapshots to apply, in order.
+//!
+//! No I/O but the durable writes, no clock (a tick is a unit of time the caller chooses), no
+//! threads: the controller runs it on its own thread, and the simulation runs many of them in
+//! one loop from a seed.
+
+use raft::eraftpb::{ConfState, Entry, EntryType, Message, MessageType, Snapshot};
+use raft::{RawNode, StateRole};
+
+use super::durable::{Durable, DurableError};
+use super::storage::RaftStore;
+
+/// Timing and identity of one voter, in ticks.
+#[derive(Debug, Clone)]
+pub struct QuorumConfig {
+    pub node_id: u64,
+    /// Every voter, this one included, the same list on every node.
+    pub voters: Vec<u64>,
+    /// A follower that hears nothing from a leader for a random time in
+    /// `[election_ticks, 2 × election_ticks)` campaigns.
+    pub election_ticks: usize,
+    pub heartbeat_ticks: usize,
+}
+
+/// A committed entry, to be applied in index order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub index: u64,
+    pub term: u64,
+    /// An encoded batch of metadata records; empty for a new leader's first entry.
+    pub data: Vec<u8>,
+}
+
+/// What the caller applies, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Apply {
+    Entry(Committed),
+    /// Replace the state with the snapshot's (sent by the leader to a voter far behind).
+    Snapshot {
+        index: u64,
+        term: u64,
+        data: Vec<u8>,
+    },
+}
+
+/// What one [`QuorumEngine::poll`] produced.
+#[derive(Debug, Default)]
+pub struct Output {
+    pub messages: Vec<Message>,
+    pub apply: Vec<Apply>,
+}
+
+/// Where a proposal landed in the log; it is committed if the entry applied at `index` has
+/// `term`, and lost if another term's entry is applied there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proposal {
+    pub term: u64,
+    pub index: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProposeError {
+    #[error("not the quorum leader")]
+    NotLeader,
+    #[error("proposal of {0} bytes refused by the log")]
+    Refused(usize),
+}
+
+/// Why a message from the network was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    #[error("message for node {to}, this is node {me}")]
+    WrongNode { to: u64, me: u64 },
+    #[error("message from {0}, which is not a voter")]
+    NotAVoter(u64),
+    #[error("message type {0:?} never travels between voters")]
+    LocalType(MessageType),
+    #[error("rejected by the raft library: {0}")]
+    Library(String),
+}
+
+/// What the quorum looks like from this voter (DescribeQuorum).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VoterStatus {
+    pub node_id: u64,
+    /// The highest index known to be in this voter's log (on the leader: its match index).
+    pub log_end: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumStatus {
+    pub node_id: u64,
+    pub leader_id: u64,
+    pub term: u64,
+    pub commit: u64,
+    pub applied: u64,
+    pub is_leader: bool,
+    pub voters: Vec<VoterStatus>,
+}
+
+pub struct QuorumEngine<D: Durable> {
+    node: RawNode<RaftStore>,
+    store: RaftStore,
+    durable: D,
+    node_id: u64,
+    voters: Vec<u64>,
+    /// The snapshot recovery found, handed to the caller by the first poll.
+    recovered: Option<Apply>,
+}
+
+/// The raft library logs through slog; this forwards its records to `tracing` at debug level.
+struct TracingDrain;
+
+impl slog::Drain for TracingDrain {
+    type Ok = ();
+    type Err = slog::Never;
+
+    fn log(&self, record: &slog::Record<'_>, _: &slog::OwnedKVList) -> Result<(), slog::Never> {
+        match record.level() {
+            slog::Level::Critical | slog::Level::Error => {
+                tracing::error!(target: "kafkaiq::quorum::raft", "{}", record.msg())
+            }
+            slog::Level::Warning => {
+                tracing::warn!(target: "kafkaiq::quorum::raft", "{}", record.msg())
+            }
+            _ => tracing::trace!(target: "kafkaiq::quorum::raft", "{}", record.msg()),
+        }
+        Ok(())
+    }
+}
+
+impl<D: Durable> QuorumEngine<D> {
+    /// Recovers the voter's durable state and starts it as a follower. The first poll hands out
+    /// the recovered snapshot (if any), then the entries committed after it, to be applied
+    /// again: the caller's state is rebuilt by the same path that built it.
+    pub fn open(config: &QuorumConfig, mut durable: D) -> Result<QuorumEngine<D>, DurableError> {
+        let recovered = durable.recover()?;
+        let applied = recovered.snapshot.get_metadata().index;
+        let snapshot_apply = (applied > 0).then(|| Apply::Snapshot {
+            index: applied,
+            term: recovered.snapshot.get_metadata().term,
+            data: recovered.snapshot.data.to_vec(),
+        });
+        let store = RaftStore::new(
+            recovered.hard_state,
+            recovered.snapshot,
+            recovered.entries,
+            config.voters.clone(),
+        );
+        let raft_config = raft::Config {
+            id: config.node_id,
+            election_tick: config.election_ticks,
+            heartbeat_tick: config.heartbeat_ticks,
+            applied,
+            // A leader steps down when it stops hearing from a majority, and a voter cut off
+            // from the quorum cannot disturb it by campaigning on return (pre-vote).
+            check_quorum: true,
+            pre_vote: true,
+            max_size_per_msg: 1024 * 1024,
+            max_inflight_msgs: 256,
+            ..Default::default()
+        };
+        raft_config
+            .validate()
+            .unwrap_or_else(|e| panic!("invalid quorum timing {config:?}: {e}"));
+        let logger = slog::Logger::root(TracingDrain, slog::o!());
+        let node = RawNode::new(&raft_config, store.clone(), &logger)
+            .unwrap_or_else(|e| panic!("cannot start the raft node: {e}"));
+        let mut engine = QuorumEngine {
+            node,
+            store,
+            durable,
+            node_id: config.node_id,
+            voters: config.voters.clone(),
+            recovered: snapshot_apply,
+        };
+        // A quorum of one needs no election timeout to know it leads.
+        if engine.voters == [engine.node_id] {
+            let _ = engine.node.campaign();
+        }
+        Ok(engine)
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
+    pub fn voters(&self) -> &[u64] {
+        &self.voters
+    }
+
+    pub fn tick(&mut self) {
+        self.node.tick();
+    }
+
+    /// Starts an election now (the leader's connection closed, say) rather than after the
+    /// election timeout. Pre-vote keeps this from disturbing a leader the others still hear.
+    pub fn campaign(&mut self) {
+        let _ = self.node.campaign();
+    }
+
+    /// Takes one message from a peer. Anything not addressed to this voter, not from a voter,
+    /// or of a type that is only ever generated locally is refused before the library sees it.
+    pub fn step(&mut self, message: Message) -> Result<(), StepError> {
+        if message.to != self.node_id {
+            return Err(StepError::WrongNode {
+                to: message.to,
+                me: self.node_id,
+            });
+        }
+        if !self.voters.contains(&message.from) {
+            return Err(StepError::NotAVoter(message.from));
+        }
+        let kind = message.get_msg_type();
+        if raft::raw_node::is_local_msg(kind) || kind == MessageType::MsgPropose {
+            return Err(StepError::LocalType(kind));
+        }
+        self.node
+            .step(message)
+            .map_err(|e| StepError::Library(e.to_string()))
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.node.raft.state == StateRole::Leader
+    }
+
+    pub fn leader_id(&self) -> u64 {
+        self.node.raft.leader_id
+    }
+
+    pub fn term(&self) -> u64 {
+        self.node.raft.term
+    }
+
+    /// Appends `data` (an encoded batch of records) to the log, if this voter leads.
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<Proposal, ProposeError> {
+        if !self.is_leader() {
+            return Err(ProposeError::NotLeader);
+        }
+        let size = data.len();
+        let before = self.node.raft.raft_log.last_index();
+        self.node
+            .propose(Vec::new(), data)
+            .map_err(|_| ProposeError::Refused(size))?;
+        let index = self.node.raft.raft_log.last_index();
+        debug_assert_eq!(index, before + 1);
+        Ok(Proposal {
+            term: self.node.raft.term,
+            index,
+        })
+    }
+
+    /// Handles everything the library has ready: persists entries, hard state and received
+    /// snapshots (each durable before anything depending on it is sent), and returns messages
+    /// and what to apply. Call after every input. An error means the voter's state can no
+    /// longer be kept durable: the caller must stop this voter.
+    pub fn poll(&mut self) -> Result<Output, DurableError> {
+        let mut out = Output::default();
+        out.apply.extend(self.recovered.take());
+        while self.node.has_ready() {
+            let mut ready = self.node.ready();
+            out.messages.extend(ready.take_messages());
+            if !ready.snapshot().is_empty() {
+                let snapshot = ready.snapshot().clone();
+                self.durable.save_snapshot(&snapshot, false)?;
+                let meta = snapshot.get_metadata();
+                out.apply.push(Apply::Snapshot {
+                    index: meta.index,
+                    term: meta.term,
+                    data: snapshot.data.to_vec(),
+                });
+                self.store.apply_snapshot(snapshot);
+            }
+            Self::collect(&mut out, ready.take_committed_entries());
+            if !ready.entries().is_empty() {
+                self.durable.append(ready.entries())?;
+                self.store.append(ready.entries());
+            }
+            if let Some(hs) = ready.hs() {
+                self.durable.set_hard_state(hs)?;
+                self.store.set_hard_state(hs.clone());
+            }
+            out.messages.extend(ready.take_persisted_messages());
+            let mut light = self.node.advance(ready);
+            if let Some(commit) = light.commit_index() {
+                self.store.set_commit(commit);
+            }
+            out.messages.extend(light.take_messages());
+            Self::collect(&mut out, light.take_committed_entries());
+            self.node.advance_apply();
+        }
+        Ok(out)
+    }
+
+    fn collect(out: &mut Output, entries: Vec<Entry>) {
+        for e in entries {
+            // Membership changes are not used (the voters are configured); a conf-change entry
+            // would be applied by the library, not by the metadata image.
+            if e.get_entry_type() != EntryType::EntryNormal {
+                continue;
+            }
+            out.apply.push(Apply::Entry(Committed {
+                index: e.index,
+                term: e.term,
+                data: e.data.to_vec(),
+            }));
+        }
+    }
+
+    /// Takes a snapshot of the caller's state as of `applied` (an index it has applied) and
+    /// drops the log entries it covers, so the log and replay stay bounded.
+    pub fn compact(&mut self, applied: u64, data: Vec<u8>) -> Result<(), DurableError> {
+        let Some(term) = self.store.term_of(applied) else {
+            return Ok(()); // Already covered by a snapshot.
+        };
+        let mut snapshot = Snapshot::default();
+        snapshot.data = data.into();
+        let meta = snapshot.mut_metadata();
+        meta.index = applied;
+        meta.term = term;
+        let mut cs = ConfState::default();
+        cs.voters = self.store.voters();
+        meta.set_conf_state(cs);
+        self.durable.save_snapshot(&snapshot, true)?;
+        self.store.compact_to(snapshot);
+        Ok(())
+    }
+
+    /// Entries in the log after the latest snapshot.
+    pub fn log_entries(&self) -> usize {
+        self.store.entry_count()
+    }
+
+    /// The latest snapshot's (index, term).
+    pub fn snapshot_metadata(&self) -> (u64, u64) {
+        self.store.snapshot_metadata()
+    }
+
+    /// Tells the library a peer could not be reached, so it stops pipelining to it.
+    pub fn report_unreachable(&mut self, peer: u64) {
+        self.node.report_unreachable(peer);
+    }
+
+    pub fn status(&self) -> QuorumStatus {
+        let raft = &self.node.raft;
+        let is_leader = raft.state == StateRole::Leader;
+        let last = raft.raft_log.last_index();
+        let voters = self
+            .voters
+            .iter()
+            .map(|&id| {
+                let log_end = if id == self.node_id {
+                    last
+                } else if is_leader {
+                    raft.prs().get(id).map_or(0, |p| p.matched)
+                } else {
+                    0
+                };
+                VoterStatus {
+                    node_id: id,
+                    log_end,
+                }
+            })
+            .collect();
+        QuorumStatus {
+            node_id: self.node_id,
+            leader_id: raft.leader_id,
+            term: raft.term,
+            commit: raft.raft_log.committed,
+            applied: raft.raft_log.applied,
+            is_leader,
+            voters,
+        }
+    }
+}

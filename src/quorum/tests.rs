@@ -1,0 +1,383 @@
+//! The quorum engine with the library underneath: elections, replication, crashes, snapshots,
+//! and the files of a voter.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use raft::eraftpb::{Entry, HardState, Message};
+
+use super::durable::{DiskState, Durable, DurableError, MemState};
+use super::engine::{Apply, QuorumConfig, QuorumEngine};
+
+fn config(node_id: u64, voters: &[u64]) -> QuorumConfig {
+    QuorumConfig {
+        node_id,
+        voters: voters.to_vec(),
+        election_ticks: 10,
+        heartbeat_ticks: 2,
+    }
+}
+
+/// The application of the tests: the list of applied proposals. A snapshot's data is the list,
+/// one length-prefixed item after another.
+#[derive(Default, Clone, Debug, PartialEq)]
+struct App {
+    applied_index: u64,
+    items: Vec<Vec<u8>>,
+}
+
+impl App {
+    fn apply(&mut self, apply: Vec<Apply>) {
+        for a in apply {
+            match a {
+                Apply::Entry(c) => {
+                    assert!(c.index > self.applied_index, "applied out of order");
+                    self.applied_index = c.index;
+                    if !c.data.is_empty() {
+                        self.items.push(c.data);
+                    }
+                }
+                Apply::Snapshot { index, data, .. } => {
+                    self.applied_index = index;
+                    self.items = decode_items(&data);
+                }
+            }
+        }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for item in &self.items {
+            out.extend_from_slice(&(item.len() as u32).to_be_bytes());
+            out.extend_from_slice(item);
+        }
+        out
+    }
+}
+
+fn decode_items(mut data: &[u8]) -> Vec<Vec<u8>> {
+    let mut items = Vec::new();
+    while data.len() >= 4 {
+        let n = u32::from_be_bytes(data[..4].try_into().unwrap()) as usize;
+        items.push(data[4..4 + n].to_vec());
+        data = &data[4 + n..];
+    }
+    items
+}
+
+/// Voters in one process with a lossless network that delivers in order when asked.
+struct Cluster {
+    voters: Vec<u64>,
+    nodes: BTreeMap<u64, (QuorumEngine<MemState>, App)>,
+    disks: BTreeMap<u64, MemState>,
+    in_flight: VecDeque<Message>,
+}
+
+impl Cluster {
+    fn new(voters: &[u64]) -> Cluster {
+        let mut c = Cluster {
+            voters: voters.to_vec(),
+            nodes: BTreeMap::new(),
+            disks: voters.iter().map(|&v| (v, MemState::new())).collect(),
+            in_flight: VecDeque::new(),
+        };
+        for &v in voters {
+            c.start(v);
+        }
+        c
+    }
+
+    fn start(&mut self, id: u64) {
+        let engine =
+            QuorumEngine::open(&config(id, &self.voters), self.disks[&id].clone()).unwrap();
+        self.nodes.insert(id, (engine, App::default()));
+    }
+
+    fn crash(&mut self, id: u64) {
+        self.nodes.remove(&id);
+        self.in_flight.retain(|m| m.to != id && m.from != id);
+    }
+
+    fn poll_all(&mut self) {
+        for (engine, app) in self.nodes.values_mut() {
+            let out = engine.poll().unwrap();
+            self.in_flight.extend(out.messages);
+            app.apply(out.apply);
+        }
+    }
+
+    /// Delivers messages (and the replies they cause) until the network is quiet.
+    fn settle(&mut self) {
+        self.poll_all();
+        let mut steps = 0;
+        while let Some(m) = self.in_flight.pop_front() {
+            steps += 1;
+            assert!(steps < 100_000, "the network never went quiet");
+            let to = m.to;
+            if let Some((engine, app)) = self.nodes.get_mut(&to) {
+                let _ = engine.step(m);
+                let out = engine.poll().unwrap();
+                self.in_flight.extend(out.messages);
+                app.apply(out.apply);
+            }
+        }
+    }
+
+    fn tick_all(&mut self, ticks: usize) {
+        for _ in 0..ticks {
+            for (engine, _) in self.nodes.values_mut() {
+                engine.tick();
+            }
+            self.settle();
+        }
+    }
+
+    fn leader(&self) -> Option<u64> {
+        let leaders: Vec<u64> = self
+            .nodes
+            .iter()
+            .filter(|(_, (e, _))| e.is_leader())
+            .map(|(id, _)| *id)
+            .collect();
+        assert!(
+            leaders.len() <= 1 || {
+                // Two leaders can only be in different terms, the older one not yet told.
+                let terms: Vec<u64> = leaders.iter().map(|l| self.nodes[l].0.term()).collect();
+                terms.windows(2).all(|w| w[0] != w[1])
+            }
+        );
+        leaders.into_iter().max_by_key(|l| self.nodes[l].0.term())
+    }
+
+    fn elect(&mut self) -> u64 {
+        for _ in 0..100 {
+            if let Some(l) = self.leader() {
+                return l;
+            }
+            self.tick_all(1);
+        }
+        panic!("no leader elected");
+    }
+
+    fn propose(&mut self, data: &[u8]) {
+        let leader = self.elect();
+        self.nodes
+            .get_mut(&leader)
+            .unwrap()
+            .0
+            .propose(data.to_vec())
+            .unwrap();
+        self.settle();
+    }
+
+    fn items(&self, id: u64) -> Vec<Vec<u8>> {
+        self.nodes[&id].1.items.clone()
+    }
+}
+
+#[test]
+fn a_single_voter_leads_at_once_and_commits_its_proposals() {
+    let disk = MemState::new();
+    let mut engine = QuorumEngine::open(&config(1, &[1]), disk.clone()).unwrap();
+    let mut app = App::default();
+    app.apply(engine.poll().unwrap().apply);
+    assert!(engine.is_leader());
+    let p = engine.propose(b"a".to_vec()).unwrap();
+    let out = engine.poll().unwrap();
+    assert!(out.messages.is_empty());
+    app.apply(out.apply);
+    assert_eq!(app.items, vec![b"a".to_vec()]);
+    assert_eq!(app.applied_index, p.index);
+    // Restart: the entry is replayed from durable state, and the voter leads again.
+    drop(engine);
+    let mut engine = QuorumEngine::open(&config(1, &[1]), disk).unwrap();
+    let mut app = App::default();
+    app.apply(engine.poll().unwrap().apply);
+    assert!(engine.is_leader());
+    assert_eq!(app.items, vec![b"a".to_vec()]);
+    assert!(engine.term() > p.term);
+}
+
+#[test]
+fn three_voters_elect_one_leader_and_apply_the_same_entries() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let leader = c.elect();
+    for i in 0..10u8 {
+        c.propose(&[i]);
+    }
+    c.tick_all(3);
+    let expected: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i]).collect();
+    for id in [1, 2, 3] {
+        assert_eq!(c.items(id), expected, "voter {id}");
+    }
+    // A follower refuses to propose.
+    let follower = [1, 2, 3].into_iter().find(|&v| v != leader).unwrap();
+    assert!(c
+        .nodes
+        .get_mut(&follower)
+        .unwrap()
+        .0
+        .propose(vec![9])
+        .is_err());
+}
+
+#[test]
+fn the_quorum_survives_a_leader_crash_and_keeps_committed_entries() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    c.propose(b"before");
+    let old = c.elect();
+    c.crash(old);
+    // The others elect a new leader after the election timeout and keep committing.
+    c.tick_all(40);
+    let new = c.elect();
+    assert_ne!(new, old);
+    c.propose(b"after");
+    // The old leader returns, catches up and applies both, in order.
+    c.start(old);
+    c.tick_all(20);
+    for id in [1, 2, 3] {
+        assert_eq!(
+            c.items(id),
+            vec![b"before".to_vec(), b"after".to_vec()],
+            "voter {id}"
+        );
+    }
+}
+
+#[test]
+fn a_minority_cannot_commit() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let leader = c.elect();
+    for other in [1, 2, 3].into_iter().filter(|&v| v != leader) {
+        c.crash(other);
+    }
+    let engine = &mut c.nodes.get_mut(&leader).unwrap().0;
+    engine.propose(b"lonely".to_vec()).unwrap();
+    c.tick_all(5);
+    assert!(c.items(leader).is_empty());
+    // And with check-quorum the lonely leader steps down.
+    c.tick_all(30);
+    assert!(!c.nodes[&leader].0.is_leader());
+}
+
+#[test]
+fn a_voter_far_behind_catches_up_from_a_snapshot() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    let leader = c.elect();
+    let lagging = [1, 2, 3].into_iter().find(|&v| v != leader).unwrap();
+    c.crash(lagging);
+    for i in 0..50u8 {
+        c.propose(&[i]);
+    }
+    // Every live voter compacts its log at what it has applied.
+    for (engine, app) in c.nodes.values_mut() {
+        engine.compact(app.applied_index, app.encode()).unwrap();
+        assert_eq!(engine.log_entries(), 0);
+    }
+    c.start(lagging);
+    c.tick_all(20);
+    let expected: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i]).collect();
+    assert_eq!(c.items(lagging), expected);
+    // And after a restart it recovers from its own snapshot.
+    c.crash(lagging);
+    c.start(lagging);
+    c.tick_all(10);
+    assert_eq!(c.items(lagging), expected);
+}
+
+#[test]
+fn messages_from_strangers_and_local_types_are_refused() {
+    let mut engine = QuorumEngine::open(&config(1, &[1, 2, 3]), MemState::new()).unwrap();
+    let mut m = Message::default();
+    m.from = 2;
+    m.to = 9;
+    assert!(engine.step(m.clone()).is_err(), "wrong destination");
+    m.to = 1;
+    m.from = 7;
+    assert!(engine.step(m.clone()).is_err(), "not a voter");
+    m.from = 2;
+    m.set_msg_type(raft::eraftpb::MessageType::MsgHup);
+    assert!(engine.step(m.clone()).is_err(), "local type");
+    m.set_msg_type(raft::eraftpb::MessageType::MsgPropose);
+    assert!(engine.step(m).is_err(), "proposals are not forwarded");
+}
+
+fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
+    let mut e = Entry::default();
+    e.index = index;
+    e.term = term;
+    e.data = data.to_vec().into();
+    e
+}
+
+#[test]
+fn disk_state_survives_reopen_and_overwrites_a_conflicting_suffix() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = DiskState::open(dir.path()).unwrap();
+    assert_eq!(d.recover().unwrap().entries, vec![]);
+    d.append(&[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")])
+        .unwrap();
+    // A new leader replaces entries from index 2.
+    d.append(&[entry(2, 2, b"B")]).unwrap();
+    let mut hs = HardState::default();
+    hs.term = 2;
+    hs.vote = 3;
+    hs.commit = 2;
+    d.set_hard_state(&hs).unwrap();
+    drop(d);
+    let mut d = DiskState::open(dir.path()).unwrap();
+    let r = d.recover().unwrap();
+    assert_eq!(r.entries, vec![entry(1, 1, b"a"), entry(2, 2, b"B")]);
+    assert_eq!(r.hard_state, hs);
+    // Snapshot at 1: entry 1 goes, entry 2 stays, across a reopen.
+    let mut s = raft::eraftpb::Snapshot::default();
+    s.mut_metadata().index = 1;
+    s.mut_metadata().term = 1;
+    s.mut_metadata().mut_conf_state().voters = vec![1, 2, 3];
+    s.data = b"image".to_vec().into();
+    d.save_snapshot(&s, true).unwrap();
+    d.append(&[entry(3, 2, b"c")]).unwrap();
+    drop(d);
+    let r = DiskState::open(dir.path()).unwrap().recover().unwrap();
+    assert_eq!(r.snapshot, s);
+    assert_eq!(r.entries, vec![entry(2, 2, b"B"), entry(3, 2, b"c")]);
+}
+
+#[test]
+fn disk_state_cuts_only_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = DiskState::open(dir.path()).unwrap();
+    d.append(&[entry(1, 1, b"a"), entry(2, 1, b"b")]).unwrap();
+    drop(d);
+    let log = dir.path().join("raft.log");
+    let len = std::fs::metadata(&log).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+    f.set_len(len - 2).unwrap();
+    drop(f);
+    let mut d = DiskState::open(dir.path()).unwrap();
+    assert_eq!(d.recover().unwrap().entries, vec![entry(1, 1, b"a")]);
+    d.append(&[entry(2, 1, b"b"), entry(3, 1, b"c")]).unwrap();
+    drop(d);
+    // A flipped byte in the middle entry, with a valid one after it: refuse to start.
+    let mut bytes = std::fs::read(&log).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&log, &bytes).unwrap();
+    let err = DiskState::open(dir.path()).unwrap().recover().unwrap_err();
+    assert!(matches!(err, DurableError::Scan { .. }), "{err}");
+    assert!(err.to_string().contains("refusing to start"), "{err}");
+    assert_eq!(std::fs::read(&log).unwrap(), bytes, "nothing was cut");
+}
+
+#[test]
+fn raft_messages_round_trip_through_their_encoding() {
+    use protobuf::Message as _;
+    let mut m = Message::default();
+    m.from = 1;
+    m.to = 2;
+    m.term = 7;
+    m.set_msg_type(raft::eraftpb::MessageType::MsgAppend);
+    m.entries = vec![entry(5, 7, b"records")].into();
+    let bytes = m.write_to_bytes().unwrap();
+    assert_eq!(Message::parse_from_bytes(&bytes).unwrap(), m);
+    assert!(Message::parse_from_bytes(&[0xff, 0xff, 0xff]).is_err());
+}
