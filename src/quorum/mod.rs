@@ -17,6 +17,9 @@
 //! offset. A snapshot's data is the image as records. This module knows nothing of what the
 //! records mean; the controller does.
 
+// The library's protobuf messages are built field by field, as its own code does.
+#![allow(clippy::field_reassign_with_default)]
+
 pub mod durable;
 pub mod engine;
 pub mod frames;
