@@ -87,9 +87,22 @@ pub const LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT: i64 = 300_000;
 /// (or one interval, if shorter).
 pub const LOG_RETENTION_INITIAL_DELAY_MS: i64 = 30_000;
 
+/// Largest metadata snapshot (the whole image as records): about 4,000 × the 10,000-partition
+/// topic limit. A snapshot file or snapshot message claiming more is corruption.
+pub const METADATA_SNAPSHOT_BYTES_MAX: usize = 256 * 1024 * 1024;
+
+/// The metadata log is compacted into a snapshot once this many entries follow the last one,
+/// which bounds both its length and the replay at startup.
+pub const METADATA_SNAPSHOT_ENTRIES: usize = 4_096;
+
 /// Requests waiting for the controller task; a sender beyond it waits (backpressure instead of
 /// an unbounded queue).
 pub const CONTROLLER_QUEUE_REQUESTS_MAX: usize = 1_024;
+
+/// How long the controller waits for the quorum to commit a pass before it answers
+/// REQUEST_TIMED_OUT (the outcome is then unknown: the entries may still commit). Kafka's
+/// controller write timeout is 30 s as well.
+pub const CONTROLLER_WRITE_TIMEOUT_MS: u64 = 30_000;
 
 /// Requests the controller decides and commits in one pass (one write, one fsync).
 pub const CONTROLLER_BATCH_REQUESTS_MAX: usize = 256;

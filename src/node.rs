@@ -49,8 +49,8 @@ pub enum StartupError {
     MetaProperties { path: PathBuf, reason: String },
     #[error("storage: {0}")]
     Storage(#[from] kafkaiq_storage::StorageError),
-    #[error("metadata log: {0}")]
-    MetadataLog(#[from] crate::controller::log::MetadataLogError),
+    #[error("metadata quorum: {0}")]
+    Quorum(#[from] crate::quorum::durable::DurableError),
     #[error("metadata: {0}")]
     Metadata(#[from] crate::errors::ApiError),
 }
@@ -218,7 +218,8 @@ impl Node {
             config.clone(),
             cache.clone(),
             shutdown_rx.clone(),
-        )?;
+        )
+        .await?;
         tasks.push(("controller", controller_task));
 
         // Advertise what clients can connect to: the configured advertised listener, else the

@@ -1,38 +1,47 @@
 //! The controller: the only writer of cluster metadata.
 //!
 //! Every change (topics, partitions, topic configs, leader elections, producer id blocks,
-//! broker registration) is a request to one task, the [`task::ControllerTask`], which owns the
-//! metadata log and the controller's image. For each request it runs a pure decision from
-//! [`decisions`] — `(image, settings, request) -> records | ApiError` — against its image, then
-//! commits the records: append to the [`log::MetadataLog`] and wait until they are durable (in a
-//! cluster: until the quorum has committed them), replay them through the node's
-//! [`MetadataPublisher`] (new image in the cache, listeners told), and only then answer. Requests
-//! waiting together are decided one after another against the image the earlier ones make and
-//! committed with one write and one fsync. Restart is replay.
+//! broker registration) is a request to the controller thread (`driver.rs`), which drives this
+//! node's voter of the metadata quorum ([`crate::quorum`]). While the voter leads the quorum
+//! the thread is the *active controller*: it runs a pure decision from [`decisions`] —
+//! `(image, settings, request) -> records | ApiError` — against its image, proposes the records
+//! as log entries, and once the quorum has committed them (durable on a majority) replays them
+//! through the node's [`MetadataPublisher`] (new image in the cache, listeners told) and only
+//! then answers. Requests waiting together are decided one after another against the image the
+//! earlier ones make and proposed together. Restart is replay: of the latest snapshot, then of
+//! the entries after it.
 //!
-//! Callers hold a [`ControllerChannel`], never the task: today it reaches the local task; in a
-//! cluster it will forward to the active controller. The controller never touches partition
-//! data; the replica layer reacts to published images.
+//! Callers hold a [`ControllerChannel`], never the thread. The controller never touches
+//! partition data; the replica layer reacts to published images.
 
 pub mod decisions;
-pub mod log;
-mod task;
+mod driver;
+mod request;
 
+use std::path::Path;
+use std::sync::mpsc;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch, Semaphore};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::CONTROLLER_QUEUE_REQUESTS_MAX;
-use crate::metadata::{BrokerRegistration, MetadataPublisher, TopicImage};
+use crate::metadata::{
+    BrokerRegistration, MetadataCache, MetadataImage, MetadataPublisher, MetadataRecord, TopicImage,
+};
+use crate::quorum::durable::{DiskState, Durable, DurableError};
+use crate::quorum::{QuorumConfig, QuorumEngine};
 pub use decisions::{
     AlterConfigOp, CreateTopicSpec, ElectionResult, ElectionType, ProducerIdBlock,
 };
-use log::{MetadataLog, MetadataLogError};
-use task::{ControllerTask, Request};
+use driver::{Driver, Event};
+use request::Request;
+
+/// The quorum's directory inside the metadata log dir (the first of `log.dirs`).
+pub const QUORUM_DIR: &str = "kafkaiq-metadata";
 
 pub(crate) fn random_uuid() -> Uuid {
     // Random bits from the std hasher's randomly seeded keys (fresh per `RandomState`) mixed with
@@ -86,23 +95,29 @@ pub fn new_cluster_id() -> String {
 
 /// How the rest of the node asks the controller for a change. Cheap to clone. Every method
 /// resolves once the change is committed and published on this node (or refused); if the
-/// controller is gone the answer is NOT_CONTROLLER, which clients retry.
+/// controller is gone or not active the answer is NOT_CONTROLLER, which clients retry.
 #[derive(Debug, Clone)]
 pub struct ControllerChannel {
-    tx: mpsc::Sender<Request>,
+    events: mpsc::Sender<Event>,
+    /// Bounds the requests queued for the controller thread; a caller beyond it waits.
+    permits: Arc<Semaphore>,
 }
 
 impl ControllerChannel {
     async fn call<T>(
         &self,
-        request: impl FnOnce(oneshot::Sender<T>) -> Request,
+        request: impl FnOnce(oneshot::Sender<Result<T, ApiError>>) -> Request,
     ) -> Result<T, ApiError> {
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(request(reply))
+        self.permits
+            .acquire()
             .await
+            .map_err(|_| ApiError::NotController)?
+            .forget();
+        self.events
+            .send(Event::Request(request(reply)))
             .map_err(|_| ApiError::NotController)?;
-        rx.await.map_err(|_| ApiError::NotController)
+        rx.await.map_err(|_| ApiError::NotController)?
     }
 
     /// Creates one topic (or only validates it). Returns the topic as it is (or would be).
@@ -116,12 +131,12 @@ impl ControllerChannel {
             validate_only,
             reply,
         })
-        .await?
+        .await
     }
 
     pub async fn delete_topic(&self, topic_id: Uuid) -> Result<(), ApiError> {
         self.call(|reply| Request::DeleteTopic { topic_id, reply })
-            .await?
+            .await
     }
 
     /// Grows a topic to `count` partitions.
@@ -139,7 +154,7 @@ impl ControllerChannel {
             validate_only,
             reply,
         })
-        .await?
+        .await
     }
 
     /// Applies IncrementalAlterConfigs operations to one topic.
@@ -155,7 +170,7 @@ impl ControllerChannel {
             validate_only,
             reply,
         })
-        .await?
+        .await
     }
 
     /// ElectLeaders; see [`decisions::elect_leaders`].
@@ -182,40 +197,98 @@ impl ControllerChannel {
             registration,
             reply,
         })
-        .await?
+        .await
     }
 
     /// A new block of producer ids for `broker_id`.
     pub async fn allocate_producer_ids(&self, broker_id: i32) -> Result<ProducerIdBlock, ApiError> {
         self.call(|reply| Request::AllocateProducerIds { broker_id, reply })
-            .await?
+            .await
     }
 }
 
-/// Opens the metadata log in `dir`, replays it into `publisher`'s image (`cluster_id`, this node
-/// as controller) and starts the controller task; it stops when `shutdown` turns true.
-pub fn start(
-    dir: &std::path::Path,
+/// Recovery refuses a committed entry whose records do not decode.
+fn check_entry(data: &[u8]) -> Result<(), String> {
+    MetadataRecord::decode_all(data)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Opens this node's voter of the metadata quorum in `metadata_dir` (its files under
+/// [`QUORUM_DIR`]) and starts the controller thread, which replays the log into the
+/// publisher's image (`cluster_id`, this node as controller) before it answers anything. It
+/// stops when `shutdown` turns true; the returned task ends with it (and fails if it panicked).
+pub async fn start(
+    metadata_dir: &Path,
     cluster_id: &str,
     config: Arc<BrokerConfig>,
-    cache: Arc<crate::metadata::MetadataCache>,
+    cache: Arc<MetadataCache>,
     shutdown: watch::Receiver<bool>,
-) -> Result<(ControllerChannel, Arc<MetadataPublisher>, JoinHandle<()>), MetadataLogError> {
-    let (log, batches) = MetadataLog::open(dir)?;
-    let mut image = crate::metadata::MetadataImage::empty(cluster_id.to_owned(), config.node_id);
-    for batch in &batches {
-        image.apply_in_place(batch);
-    }
-    tracing::info!(
-        records = image.records_applied,
-        topics = image.topics.len(),
-        "metadata log replayed"
+) -> Result<(ControllerChannel, Arc<MetadataPublisher>, JoinHandle<()>), DurableError> {
+    let durable = DiskState::open(&metadata_dir.join(QUORUM_DIR), check_entry)?;
+    let publisher = Arc::new(MetadataPublisher::new(
+        cache,
+        MetadataImage::empty(cluster_id.to_owned(), config.node_id),
+    ));
+    let (channel, task) = spawn(config, durable, publisher.clone(), cluster_id, shutdown).await?;
+    Ok((channel, publisher, task))
+}
+
+/// Starts the controller thread over a voter with `durable` state.
+async fn spawn<D: Durable + 'static>(
+    config: Arc<BrokerConfig>,
+    durable: D,
+    publisher: Arc<MetadataPublisher>,
+    cluster_id: &str,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(ControllerChannel, JoinHandle<()>), DurableError> {
+    let node_id = u64::try_from(config.node_id).expect("node.id is validated non-negative");
+    let quorum = QuorumConfig {
+        node_id,
+        voters: vec![node_id],
+        election_ticks: 10,
+        heartbeat_ticks: 2,
+    };
+    let engine = QuorumEngine::open(&quorum, durable)?;
+    let driver = Driver::new(
+        config,
+        engine,
+        publisher,
+        cluster_id.to_owned(),
+        Box::new(|_| {}),
     );
-    let publisher = Arc::new(MetadataPublisher::new(cache, image));
-    let (tx, rx) = mpsc::channel(CONTROLLER_QUEUE_REQUESTS_MAX);
-    let task = ControllerTask::new(config, log, publisher.clone(), rx);
-    let handle = tokio::spawn(task.run(shutdown));
-    Ok((ControllerChannel { tx }, publisher, handle))
+    let (events, rx) = mpsc::channel();
+    let permits = Arc::new(Semaphore::new(CONTROLLER_QUEUE_REQUESTS_MAX));
+    let runtime = tokio::runtime::Handle::current();
+    let driver_permits = permits.clone();
+    let (replayed_tx, replayed) = oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("controller".into())
+        .spawn(move || {
+            let _runtime = runtime.enter();
+            driver.run(rx, driver_permits, replayed_tx);
+        })
+        .map_err(|source| DurableError::Io {
+            path: "controller thread".into(),
+            source,
+        })?;
+    // The image is the log's before anything reads it (a voter that cannot even replay stops
+    // at once; its channel then answers NOT_CONTROLLER).
+    let _ = replayed.await;
+    let stop = events.clone();
+    let task = tokio::spawn(async move {
+        while !*shutdown.borrow() {
+            if shutdown.changed().await.is_err() {
+                break;
+            }
+        }
+        let _ = stop.send(Event::Shutdown);
+        let joined = tokio::task::spawn_blocking(move || thread.join()).await;
+        if let Ok(Err(panic)) = joined {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    Ok((ControllerChannel { events, permits }, task))
 }
 
 #[cfg(test)]
@@ -238,11 +311,13 @@ mod tests {
         }
     }
 
-    fn start_in(dir: &std::path::Path) -> Started {
+    async fn start_in(dir: &std::path::Path) -> Started {
         let config = Arc::new(BrokerConfig::from_raw(RawConfig::default()).unwrap().config);
         let cache = Arc::new(MetadataCache::new(Default::default()));
         let (shutdown, rx) = watch::channel(false);
-        let (channel, _, task) = start(dir, "cluster", config, cache.clone(), rx).unwrap();
+        let (channel, _, task) = start(dir, "cluster", config, cache.clone(), rx)
+            .await
+            .unwrap();
         Started {
             channel,
             cache,
@@ -272,7 +347,7 @@ mod tests {
     #[tokio::test]
     async fn restart_replays_and_registration_bumps_epochs() {
         let dir = tempfile::tempdir().unwrap();
-        let c = start_in(dir.path());
+        let c = start_in(dir.path()).await;
         assert_eq!(c.channel.register_broker(registration()).await.unwrap(), 0);
         let t = c.channel.create_topic(spec("t", 2), false).await.unwrap();
         assert_eq!(
@@ -291,7 +366,7 @@ mod tests {
         let block = c.channel.allocate_producer_ids(1).await.unwrap();
         c.stop().await;
 
-        let c = start_in(dir.path());
+        let c = start_in(dir.path()).await;
         let t = c.cache.image().topic("t").unwrap().clone();
         assert_eq!(t.configs["retention.ms"], "10");
         assert_eq!(t.partitions[&1].leader_epoch, 0);
@@ -312,7 +387,7 @@ mod tests {
     #[tokio::test]
     async fn requests_decided_together_see_each_other() {
         let dir = tempfile::tempdir().unwrap();
-        let c = start_in(dir.path());
+        let c = start_in(dir.path()).await;
         c.channel.register_broker(registration()).await.unwrap();
         // Many concurrent creations of one name: the controller decides them in order, so
         // exactly one wins, whether or not they share a pass.
@@ -336,13 +411,119 @@ mod tests {
     #[tokio::test]
     async fn a_stopped_controller_answers_not_controller() {
         let dir = tempfile::tempdir().unwrap();
-        let c = start_in(dir.path());
+        let c = start_in(dir.path()).await;
         let channel = c.channel.clone();
         c.stop().await;
         assert_eq!(
             channel.create_topic(spec("t", 1), false).await.unwrap_err(),
             ApiError::NotController
         );
+    }
+
+    /// Durable state that fails every write once `fail` is set.
+    struct Failing {
+        inner: crate::quorum::durable::MemState,
+        fail: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Failing {
+        fn check(&self) -> Result<(), DurableError> {
+            if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+                Err(DurableError::Io {
+                    path: "test".into(),
+                    source: std::io::Error::other("injected write failure"),
+                })
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl Durable for Failing {
+        fn recover(&mut self) -> Result<crate::quorum::durable::Recovered, DurableError> {
+            self.inner.recover()
+        }
+        fn append(&mut self, entries: &[raft::eraftpb::Entry]) -> Result<(), DurableError> {
+            self.check()?;
+            self.inner.append(entries)
+        }
+        fn set_hard_state(&mut self, hs: &raft::eraftpb::HardState) -> Result<(), DurableError> {
+            self.check()?;
+            self.inner.set_hard_state(hs)
+        }
+        fn save_snapshot(
+            &mut self,
+            snapshot: &raft::eraftpb::Snapshot,
+            keep_later: bool,
+        ) -> Result<(), DurableError> {
+            self.check()?;
+            self.inner.save_snapshot(snapshot, keep_later)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_stops_the_controller_and_publishes_nothing() {
+        let config = Arc::new(BrokerConfig::from_raw(RawConfig::default()).unwrap().config);
+        let cache = Arc::new(MetadataCache::new(Default::default()));
+        let publisher = Arc::new(MetadataPublisher::new(
+            cache.clone(),
+            MetadataImage::empty("c".into(), 1),
+        ));
+        let fail = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let durable = Failing {
+            inner: crate::quorum::durable::MemState::new(),
+            fail: fail.clone(),
+        };
+        let (_shutdown, rx) = watch::channel(false);
+        let (channel, task) = spawn(config, durable, publisher, "c", rx).await.unwrap();
+        channel.register_broker(registration()).await.unwrap();
+        fail.store(true, std::sync::atomic::Ordering::SeqCst);
+        let err = channel.create_topic(spec("t", 1), false).await.unwrap_err();
+        // The entry may have reached peers before the local write failed: its outcome is
+        // unknown, so the client is told it timed out, never that it succeeded.
+        assert_eq!(err, ApiError::RequestTimedOut);
+        assert!(
+            cache.image().topic("t").is_none(),
+            "nothing uncommitted is published"
+        );
+        // The controller stopped: later requests are refused too, even with storage back.
+        fail.store(false, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            channel.allocate_producer_ids(1).await.unwrap_err(),
+            ApiError::NotController
+        );
+        drop(channel);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn snapshots_bound_the_log_and_restore_the_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = start_in(dir.path()).await;
+        c.channel.register_broker(registration()).await.unwrap();
+        let n = crate::limits::METADATA_SNAPSHOT_ENTRIES + 10;
+        for i in 0..n {
+            c.channel
+                .create_topic(spec(&format!("t{i}"), 1), false)
+                .await
+                .unwrap();
+        }
+        let before = c.cache.image();
+        c.stop().await;
+        let quorum = dir.path().join(QUORUM_DIR);
+        assert!(quorum.join("snapshot").exists(), "a snapshot was taken");
+        // The log holds only what came after the snapshot.
+        let log_bytes = std::fs::metadata(quorum.join("raft.log")).unwrap().len();
+        assert!(log_bytes < 64 * 1024, "raft.log is {log_bytes} bytes");
+        let c = start_in(dir.path()).await;
+        let after = c.cache.image();
+        assert_eq!(after.topics.len(), n);
+        assert_eq!(after.brokers, before.brokers);
+        for (name, t) in &before.topics {
+            assert_eq!(after.topics[name].partitions, t.partitions, "{name}");
+            assert_eq!(after.topics[name].id, t.id, "{name}");
+        }
+        c.stop().await;
     }
 
     #[test]

@@ -59,8 +59,11 @@ pub struct MetadataImage {
     pub next_producer_id_block_start: i64,
     /// Dynamic broker configs (resource name "" = cluster default, else a node id).
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
-    /// How many records have been applied: the image's version.
+    /// How many records have been applied since the last snapshot (informational).
     pub records_applied: u64,
+    /// The metadata log offset (Raft index) of the last batch applied: the image's version. A
+    /// broker is caught up with the metadata log when its image has reached the controller's.
+    pub metadata_offset: u64,
 }
 
 impl MetadataImage {
@@ -168,6 +171,55 @@ impl MetadataImage {
                     self.next_producer_id_block_start.max(*next_block_start);
             }
         }
+    }
+
+    /// Records that rebuild this image from an empty one: a snapshot's content.
+    pub fn to_records(&self) -> Vec<MetadataRecord> {
+        let mut records: Vec<MetadataRecord> = self
+            .brokers
+            .values()
+            .map(|b| MetadataRecord::RegisterBroker(b.clone()))
+            .collect();
+        for t in self.topics.values() {
+            records.push(MetadataRecord::Topic {
+                name: t.name.clone(),
+                topic_id: t.id,
+            });
+            records.extend(
+                t.configs
+                    .iter()
+                    .map(|(name, value)| MetadataRecord::TopicConfig {
+                        topic_id: t.id,
+                        name: name.clone(),
+                        value: Some(value.clone()),
+                    }),
+            );
+            records.extend(t.partitions.iter().map(|(&partition, reg)| {
+                MetadataRecord::Partition {
+                    topic_id: t.id,
+                    partition,
+                    registration: reg.clone(),
+                }
+            }));
+        }
+        for (resource, configs) in &self.broker_configs {
+            records.extend(
+                configs
+                    .iter()
+                    .map(|(name, value)| MetadataRecord::BrokerConfig {
+                        resource: resource.clone(),
+                        name: name.clone(),
+                        value: Some(value.clone()),
+                    }),
+            );
+        }
+        if self.next_producer_id_block_start > 0 {
+            records.push(MetadataRecord::ProducerIds {
+                broker_id: -1,
+                next_block_start: self.next_producer_id_block_start,
+            });
+        }
+        records
     }
 
     fn topic_mut(&mut self, topic_id: &Uuid) -> Option<&mut TopicImage> {

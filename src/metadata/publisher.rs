@@ -62,19 +62,20 @@ impl MetadataPublisher {
         state.listeners.push(listener);
     }
 
-    /// Replays committed batches and publishes the result. Returns the new image.
-    pub fn publish(&self, batches: &[Vec<MetadataRecord>]) -> Arc<MetadataImage> {
+    /// Replays one committed batch, the one at metadata offset `offset`, and publishes the
+    /// result. Returns the new image.
+    pub fn publish(&self, offset: u64, batch: &[MetadataRecord]) -> Arc<MetadataImage> {
+        let mut next = (*self.image()).clone();
+        next.apply_in_place(batch);
+        next.metadata_offset = offset;
+        self.publish_image(next)
+    }
+
+    /// Publishes a whole new image (a snapshot loaded in place of the current state).
+    pub fn publish_image(&self, next: MetadataImage) -> Arc<MetadataImage> {
         let mut state = self.lock();
-        if batches.iter().all(Vec::is_empty) {
-            return state.image.clone();
-        }
-        let previous = state.image.clone();
-        let mut next = (*previous).clone();
-        for batch in batches {
-            next.apply_in_place(batch);
-        }
-        let next = Arc::new(next);
-        state.image = next.clone();
+        let previous = std::mem::replace(&mut state.image, Arc::new(next));
+        let next = state.image.clone();
         self.cache.publish(next.clone());
         for listener in &state.listeners {
             listener.on_image(&previous, &next);

@@ -160,6 +160,7 @@ fn write_single_frame(dir: &Path, name: &str, payload: &[u8]) -> std::io::Result
 
 /// Reads a file written by [`write_single_frame`]; `None` if it does not exist.
 fn read_single_frame(path: &Path) -> Result<Option<Vec<u8>>, DurableError> {
+    const SINGLE_FRAME_BYTES_MAX: usize = crate::limits::METADATA_SNAPSHOT_BYTES_MAX;
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -171,7 +172,7 @@ fn read_single_frame(path: &Path) -> Result<Option<Vec<u8>>, DurableError> {
         }
     };
     // Renamed into place whole after an fsync: a bad frame here is corruption, not a torn write.
-    match frames::frame_at(&bytes, 0) {
+    match frames::frame_at_most(&bytes, 0, SINGLE_FRAME_BYTES_MAX) {
         frames::Frame::Valid { payload, end } if end == bytes.len() => Ok(Some(payload.to_vec())),
         frames::Frame::Valid { .. } => Err(DurableError::Invalid {
             path: path.to_owned(),
@@ -184,28 +185,37 @@ fn read_single_frame(path: &Path) -> Result<Option<Vec<u8>>, DurableError> {
     }
 }
 
+/// Checks an entry's data at recovery: an entry whose data the caller cannot decode is
+/// corruption, reported with its byte offset instead of being replayed.
+pub type EntryCheck = fn(&[u8]) -> Result<(), String>;
+
 /// The files of one voter.
 pub struct DiskState {
     dir: PathBuf,
+    check: EntryCheck,
     log: Option<File>,
     /// Byte offset in `raft.log` where each entry after the snapshot starts, by position.
     positions: Vec<(u64, u64)>,
     log_len: u64,
     offline: Option<String>,
+    /// The (term, vote) `quorum-state` holds.
+    durable_term_vote: Option<(u64, u64)>,
 }
 
 impl DiskState {
-    pub fn open(dir: &Path) -> Result<DiskState, DurableError> {
+    pub fn open(dir: &Path, check: EntryCheck) -> Result<DiskState, DurableError> {
         std::fs::create_dir_all(dir).map_err(|source| DurableError::Io {
             path: dir.to_owned(),
             source,
         })?;
         Ok(DiskState {
             dir: dir.to_owned(),
+            check,
             log: None,
             positions: Vec::new(),
             log_len: 0,
             offline: None,
+            durable_term_vote: None,
         })
     }
 
@@ -254,6 +264,40 @@ impl DiskState {
     }
 }
 
+impl DiskState {
+    fn append_inner(&mut self, entries: &[Entry]) -> Result<(), DurableError> {
+        let Some(first) = entries.first() else {
+            return Ok(());
+        };
+        if let Some(&(_, pos)) = self.positions.iter().find(|(i, _)| *i >= first.index) {
+            self.cut_log(pos)?;
+        }
+        let mut bytes = Vec::new();
+        let mut payload = Vec::new();
+        let mut new_positions = Vec::with_capacity(entries.len());
+        for e in entries {
+            payload.clear();
+            encode_entry(e, &mut payload);
+            new_positions.push((e.index, self.log_len + bytes.len() as u64));
+            frames::write_frame(&payload, &mut bytes);
+        }
+        let path = self.log_path();
+        self.log_file().and_then(|f| {
+            use std::io::{Seek, SeekFrom};
+            f.seek(SeekFrom::End(0))
+                .and_then(|_| f.write_all(&bytes))
+                .and_then(|()| f.sync_data())
+                .map_err(|source| DurableError::Io {
+                    path: path.clone(),
+                    source,
+                })
+        })?;
+        self.log_len += bytes.len() as u64;
+        self.positions.extend(new_positions);
+        Ok(())
+    }
+}
+
 impl Durable for DiskState {
     fn recover(&mut self) -> Result<Recovered, DurableError> {
         let hard_state = match read_single_frame(&self.dir.join(QUORUM_STATE_FILE))? {
@@ -263,6 +307,7 @@ impl Durable for DiskState {
             })?,
             None => HardState::default(),
         };
+        self.durable_term_vote = Some((hard_state.term, hard_state.vote));
         let snapshot = match read_single_frame(&self.dir.join(SNAPSHOT_FILE))? {
             Some(p) => decode_snapshot(&p).map_err(|reason| DurableError::Invalid {
                 path: self.dir.join(SNAPSHOT_FILE),
@@ -277,12 +322,16 @@ impl Durable for DiskState {
             Err(source) => return Err(DurableError::Io { path, source }),
         };
         let snapshot_index = snapshot.get_metadata().index;
+        let check = self.check;
         let mut entries: Vec<Entry> = Vec::new();
         let mut positions = Vec::new();
         let valid_len = frames::scan(
             &bytes,
             |offset, payload| {
                 let e = decode_entry(payload)?;
+                if !e.data.is_empty() {
+                    check(&e.data).map_err(|reason| format!("entry {}: {reason}", e.index))?;
+                }
                 if e.index <= snapshot_index {
                     // Left over from before a snapshot whose log rewrite did not happen.
                     return Ok(());
@@ -300,7 +349,9 @@ impl Durable for DiskState {
                 entries.push(e);
                 Ok(())
             },
-            |payload| decode_entry(payload).is_ok(),
+            |payload| {
+                decode_entry(payload).is_ok_and(|e| e.data.is_empty() || check(&e.data).is_ok())
+            },
         )
         .map_err(|source| DurableError::Scan {
             path: path.clone(),
@@ -326,46 +377,27 @@ impl Durable for DiskState {
 
     fn append(&mut self, entries: &[Entry]) -> Result<(), DurableError> {
         self.check_online()?;
-        let Some(first) = entries.first() else {
-            return Ok(());
-        };
-        if let Some(&(_, pos)) = self.positions.iter().find(|(i, _)| *i >= first.index) {
-            self.cut_log(pos)?;
+        let result = self.append_inner(entries);
+        if let Err(e) = &result {
+            self.offline.get_or_insert_with(|| e.to_string());
         }
-        let mut bytes = Vec::new();
-        let mut payload = Vec::new();
-        let mut new_positions = Vec::with_capacity(entries.len());
-        for e in entries {
-            payload.clear();
-            encode_entry(e, &mut payload);
-            new_positions.push((e.index, self.log_len + bytes.len() as u64));
-            frames::write_frame(&payload, &mut bytes);
-        }
-        let path = self.log_path();
-        let result = self.log_file().and_then(|f| {
-            use std::io::{Seek, SeekFrom};
-            f.seek(SeekFrom::End(0))
-                .and_then(|_| f.write_all(&bytes))
-                .and_then(|()| f.sync_data())
-                .map_err(|source| DurableError::Io {
-                    path: path.clone(),
-                    source,
-                })
-        });
-        if let Err(e) = result {
-            self.offline = Some(e.to_string());
-            return Err(e);
-        }
-        self.log_len += bytes.len() as u64;
-        self.positions.extend(new_positions);
-        Ok(())
+        result
     }
 
     fn set_hard_state(&mut self, hard_state: &HardState) -> Result<(), DurableError> {
         self.check_online()?;
+        // Raft needs the term and the vote durable before it acts on them; the commit index it
+        // can always learn again (a single voter re-commits its log when it leads again), so a
+        // change of the commit index alone costs no write.
+        let durable = (hard_state.term, hard_state.vote);
+        if self.durable_term_vote == Some(durable) {
+            return Ok(());
+        }
         let dir = self.dir.clone();
         write_single_frame(&dir, QUORUM_STATE_FILE, &encode_hard_state(hard_state))
-            .map_err(|e| self.io(dir.join(QUORUM_STATE_FILE), e))
+            .map_err(|e| self.io(dir.join(QUORUM_STATE_FILE), e))?;
+        self.durable_term_vote = Some(durable);
+        Ok(())
     }
 
     fn save_snapshot(&mut self, snapshot: &Snapshot, keep_later: bool) -> Result<(), DurableError> {

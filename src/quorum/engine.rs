@@ -137,8 +137,11 @@ impl<D: Durable> QuorumEngine<D> {
     /// the recovered snapshot (if any), then the entries committed after it, to be applied
     /// again: the caller's state is rebuilt by the same path that built it.
     pub fn open(config: &QuorumConfig, mut durable: D) -> Result<QuorumEngine<D>, DurableError> {
-        let recovered = durable.recover()?;
+        let mut recovered = durable.recover()?;
         let applied = recovered.snapshot.get_metadata().index;
+        // The commit index is not written on every change (it can be learnt again), but a
+        // snapshot is only ever taken of committed entries.
+        recovered.hard_state.commit = recovered.hard_state.commit.max(applied);
         let snapshot_apply = (applied > 0).then(|| Apply::Snapshot {
             index: applied,
             term: recovered.snapshot.get_metadata().term,

@@ -16,7 +16,8 @@ use crate::limits::METADATA_RECORD_BYTES_MAX;
 
 pub const FRAME_HEADER_BYTES: usize = 8;
 
-/// Largest payload of one frame: one Raft entry or one snapshot chunk of metadata records.
+/// Largest payload of one frame of the Raft log: one entry (a batch of metadata records of at
+/// most [`METADATA_RECORD_BYTES_MAX`]) and its header.
 pub const FRAME_PAYLOAD_BYTES_MAX: usize = METADATA_RECORD_BYTES_MAX + 64;
 
 /// What sits at a byte offset of a framed file.
@@ -28,6 +29,11 @@ pub enum Frame<'a> {
 }
 
 pub fn frame_at(bytes: &[u8], pos: usize) -> Frame<'_> {
+    frame_at_most(bytes, pos, FRAME_PAYLOAD_BYTES_MAX)
+}
+
+/// [`frame_at`] with another bound on the payload (a snapshot file holds the whole image).
+pub fn frame_at_most(bytes: &[u8], pos: usize, max_payload: usize) -> Frame<'_> {
     let rest = &bytes[pos..];
     if rest.len() < FRAME_HEADER_BYTES {
         return Frame::Bad("short frame header");
@@ -36,7 +42,7 @@ pub fn frame_at(bytes: &[u8], pos: usize) -> Frame<'_> {
     let crc = u32::from_be_bytes(rest[4..8].try_into().expect("4 bytes"));
     // Frames are never empty; refusing length 0 also keeps eight zero bytes inside a torn tail
     // (a zero length with the CRC of nothing, 0) from passing for a frame.
-    if len == 0 || len > FRAME_PAYLOAD_BYTES_MAX {
+    if len == 0 || len > max_payload {
         return Frame::Bad("frame length outside 1..=the frame bound");
     }
     if rest.len() - FRAME_HEADER_BYTES < len {
@@ -54,7 +60,7 @@ pub fn frame_at(bytes: &[u8], pos: usize) -> Frame<'_> {
 
 /// Appends one frame around `payload` to `out`.
 pub fn write_frame(payload: &[u8], out: &mut Vec<u8>) {
-    debug_assert!(!payload.is_empty() && payload.len() <= FRAME_PAYLOAD_BYTES_MAX);
+    debug_assert!(!payload.is_empty() && payload.len() <= u32::MAX as usize);
     out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
     out.extend_from_slice(&crc32c::crc32c(payload).to_be_bytes());
     out.extend_from_slice(payload);

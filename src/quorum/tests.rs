@@ -301,6 +301,10 @@ fn messages_from_strangers_and_local_types_are_refused() {
     assert!(engine.step(m).is_err(), "proposals are not forwarded");
 }
 
+fn accept_any(_: &[u8]) -> Result<(), String> {
+    Ok(())
+}
+
 fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
     let mut e = Entry::default();
     e.index = index;
@@ -312,7 +316,7 @@ fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
 #[test]
 fn disk_state_survives_reopen_and_overwrites_a_conflicting_suffix() {
     let dir = tempfile::tempdir().unwrap();
-    let mut d = DiskState::open(dir.path()).unwrap();
+    let mut d = DiskState::open(dir.path(), accept_any).unwrap();
     assert_eq!(d.recover().unwrap().entries, vec![]);
     d.append(&[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")])
         .unwrap();
@@ -324,7 +328,7 @@ fn disk_state_survives_reopen_and_overwrites_a_conflicting_suffix() {
     hs.commit = 2;
     d.set_hard_state(&hs).unwrap();
     drop(d);
-    let mut d = DiskState::open(dir.path()).unwrap();
+    let mut d = DiskState::open(dir.path(), accept_any).unwrap();
     let r = d.recover().unwrap();
     assert_eq!(r.entries, vec![entry(1, 1, b"a"), entry(2, 2, b"B")]);
     assert_eq!(r.hard_state, hs);
@@ -337,7 +341,10 @@ fn disk_state_survives_reopen_and_overwrites_a_conflicting_suffix() {
     d.save_snapshot(&s, true).unwrap();
     d.append(&[entry(3, 2, b"c")]).unwrap();
     drop(d);
-    let r = DiskState::open(dir.path()).unwrap().recover().unwrap();
+    let r = DiskState::open(dir.path(), accept_any)
+        .unwrap()
+        .recover()
+        .unwrap();
     assert_eq!(r.snapshot, s);
     assert_eq!(r.entries, vec![entry(2, 2, b"B"), entry(3, 2, b"c")]);
 }
@@ -345,7 +352,7 @@ fn disk_state_survives_reopen_and_overwrites_a_conflicting_suffix() {
 #[test]
 fn disk_state_cuts_only_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let mut d = DiskState::open(dir.path()).unwrap();
+    let mut d = DiskState::open(dir.path(), accept_any).unwrap();
     d.append(&[entry(1, 1, b"a"), entry(2, 1, b"b")]).unwrap();
     drop(d);
     let log = dir.path().join("raft.log");
@@ -353,7 +360,7 @@ fn disk_state_cuts_only_a_torn_tail() {
     let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
     f.set_len(len - 2).unwrap();
     drop(f);
-    let mut d = DiskState::open(dir.path()).unwrap();
+    let mut d = DiskState::open(dir.path(), accept_any).unwrap();
     assert_eq!(d.recover().unwrap().entries, vec![entry(1, 1, b"a")]);
     d.append(&[entry(2, 1, b"b"), entry(3, 1, b"c")]).unwrap();
     drop(d);
@@ -362,10 +369,56 @@ fn disk_state_cuts_only_a_torn_tail() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     std::fs::write(&log, &bytes).unwrap();
-    let err = DiskState::open(dir.path()).unwrap().recover().unwrap_err();
+    let err = DiskState::open(dir.path(), accept_any)
+        .unwrap()
+        .recover()
+        .unwrap_err();
     assert!(matches!(err, DurableError::Scan { .. }), "{err}");
     assert!(err.to_string().contains("refusing to start"), "{err}");
     assert_eq!(std::fs::read(&log).unwrap(), bytes, "nothing was cut");
+}
+
+#[test]
+fn disk_state_refuses_an_entry_that_does_not_decode_and_goes_offline_after_a_failed_write() {
+    fn no_x(data: &[u8]) -> Result<(), String> {
+        if data.starts_with(b"x") {
+            Err("unknown record".into())
+        } else {
+            Ok(())
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = DiskState::open(dir.path(), no_x).unwrap();
+    d.append(&[entry(1, 1, b"a"), entry(2, 1, b"x"), entry(3, 1, b"c")])
+        .unwrap();
+    drop(d);
+    let log = dir.path().join("raft.log");
+    let before = std::fs::read(&log).unwrap();
+    let err = DiskState::open(dir.path(), no_x)
+        .unwrap()
+        .recover()
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("valid CRC but does not decode"), "{text}");
+    assert!(text.contains("entry 2"), "{text}");
+    assert_eq!(std::fs::read(&log).unwrap(), before, "nothing was cut");
+
+    // A write that fails takes the voter's files offline: nothing more is written.
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = DiskState::open(dir.path(), accept_any).unwrap();
+    d.recover().unwrap();
+    d.append(&[entry(1, 1, b"a")]).unwrap();
+    let log = dir.path().join("raft.log");
+    // Replace the log with a directory: the next append cannot write.
+    d.save_snapshot(&raft::eraftpb::Snapshot::default(), true)
+        .unwrap();
+    std::fs::remove_file(&log).unwrap();
+    std::fs::create_dir(&log).unwrap();
+    assert!(d.append(&[entry(1, 1, b"a")]).is_err());
+    std::fs::remove_dir(&log).unwrap();
+    let err = d.append(&[entry(1, 1, b"a")]).unwrap_err();
+    assert!(matches!(err, DurableError::Offline(_)), "{err}");
+    assert!(!log.exists(), "nothing written after the failure");
 }
 
 #[test]

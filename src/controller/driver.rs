@@ -1,0 +1,423 @@
+//! The controller thread: one OS thread per controller node that drives this node's voter of
+//! the metadata quorum and, while it leads the quorum, decides every metadata change (Kafka's
+//! `QuorumController`, one event queue run by one thread).
+//!
+//! The loop takes events (requests from [`super::ControllerChannel`]s, Raft messages from peers,
+//! ticks), and after each:
+//! 1. if this voter leads and has applied an entry of its own term (it is *active*) and no pass
+//!    is in flight, it starts a pass: it takes the requests waiting (up to
+//!    [`CONTROLLER_BATCH_REQUESTS_MAX`]), decides each against the image the earlier ones leave,
+//!    and proposes their records as log entries;
+//! 2. it polls the quorum engine, which persists (fsync) what must be durable, and sends what
+//!    it returns to the peers;
+//! 3. it applies committed entries in order through the [`MetadataPublisher`] (new image,
+//!    listeners told), and answers the requests of a pass once its last entry is applied —
+//!    only then, so no client sees a change the quorum has not committed.
+//!
+//! A request that reaches a voter that does not lead gets NOT_CONTROLLER (the channel forwards
+//! it to the active controller instead, once there is one elsewhere). A pass whose entries are
+//! replaced by another leader's gets NOT_CONTROLLER; one still unresolved after
+//! [`CONTROLLER_WRITE_TIMEOUT_MS`] gets REQUEST_TIMED_OUT (its outcome is unknown).
+//!
+//! The thread does blocking file I/O itself (the log's fsync, the listeners' partition
+//! directories); that is why it is a thread and not a tokio task. It enters the node's tokio
+//! runtime, so listeners may spawn tasks.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raft::eraftpb::Message;
+use tokio::sync::Semaphore;
+
+use super::request::{decide, Finish, Request};
+use crate::config::BrokerConfig;
+use crate::errors::ApiError;
+use crate::limits::{
+    CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, METADATA_RECORD_BYTES_MAX,
+    METADATA_SNAPSHOT_ENTRIES,
+};
+use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
+use crate::quorum::durable::Durable;
+use crate::quorum::{Apply, Proposal, QuorumEngine};
+
+/// What the controller thread reacts to.
+pub(crate) enum Event {
+    Request(Request),
+    /// A Raft message from a peer voter.
+    Peer(Message),
+    /// A peer could not be reached: stop pipelining to it.
+    PeerUnreachable(u64),
+    Shutdown,
+}
+
+/// Where the engine's outgoing messages go (the peer transport; nowhere for a single voter).
+pub(crate) type Outbox = Box<dyn FnMut(Vec<Message>) + Send>;
+
+/// One tick of the quorum's clock.
+pub(crate) const TICK: Duration = Duration::from_millis(100);
+
+/// A pass whose entries are proposed but not yet applied.
+struct InFlight {
+    /// The pass's last entry; the pass is committed when the entry applied at its index has its
+    /// term.
+    last: Proposal,
+    finishes: Vec<Finish>,
+    deadline: Instant,
+}
+
+pub(crate) struct Driver<D: Durable> {
+    config: Arc<BrokerConfig>,
+    engine: QuorumEngine<D>,
+    publisher: Arc<MetadataPublisher>,
+    image: Arc<MetadataImage>,
+    /// The cluster id and controller id an image loaded from a snapshot keeps.
+    cluster_id: String,
+    applied_index: u64,
+    /// The leader term in which this voter applied an entry of its own: it is active then.
+    active_term: Option<u64>,
+    queued: VecDeque<Request>,
+    in_flight: Option<InFlight>,
+    outbox: Outbox,
+    /// Entries applied since the last snapshot; a snapshot is taken at
+    /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
+    since_snapshot: usize,
+    snapshot_entries: usize,
+}
+
+impl<D: Durable> Driver<D> {
+    pub(crate) fn new(
+        config: Arc<BrokerConfig>,
+        engine: QuorumEngine<D>,
+        publisher: Arc<MetadataPublisher>,
+        cluster_id: String,
+        outbox: Outbox,
+    ) -> Driver<D> {
+        Driver {
+            config,
+            engine,
+            image: publisher.image(),
+            publisher,
+            cluster_id,
+            applied_index: 0,
+            active_term: None,
+            queued: VecDeque::new(),
+            in_flight: None,
+            outbox,
+            since_snapshot: 0,
+            snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_snapshot_entries(&mut self, entries: usize) {
+        self.snapshot_entries = entries;
+    }
+
+    /// Whether this voter is the active controller.
+    pub(crate) fn is_active(&self) -> bool {
+        self.engine.is_leader() && self.active_term == Some(self.engine.term())
+    }
+
+    /// Runs until shutdown. `permits` bounds the requests queued by channels; each request
+    /// taken off the queue returns its permit.
+    /// `replayed` is told once the log is replayed as far as this voter knows it committed.
+    pub(crate) fn run(
+        mut self,
+        events: Receiver<Event>,
+        permits: Arc<Semaphore>,
+        replayed: tokio::sync::oneshot::Sender<()>,
+    ) {
+        let mut next_tick = Instant::now() + TICK;
+        if let Err(e) = self.advance() {
+            tracing::error!(error = %e, "metadata quorum cannot persist its state; controller stopped");
+            return self.stop(&events);
+        }
+        let _ = replayed.send(());
+        loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            let first = match events.recv_timeout(wait) {
+                Ok(event) => Some(event),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            // Take what else is waiting, so one poll (one fsync) serves many events.
+            let mut batch: Vec<Event> = first.into_iter().collect();
+            while batch.len() < CONTROLLER_BATCH_REQUESTS_MAX {
+                match events.try_recv() {
+                    Ok(event) => batch.push(event),
+                    Err(_) => break,
+                }
+            }
+            let mut shutdown = false;
+            for event in batch {
+                match event {
+                    Event::Request(r) => {
+                        permits.add_permits(1);
+                        self.queued.push_back(r);
+                    }
+                    Event::Peer(m) => {
+                        if let Err(e) = self.engine.step(m) {
+                            tracing::debug!(error = %e, "raft message refused");
+                        }
+                    }
+                    Event::PeerUnreachable(peer) => self.engine.report_unreachable(peer),
+                    Event::Shutdown => shutdown = true,
+                }
+            }
+            if shutdown {
+                break;
+            }
+            let now = Instant::now();
+            if now >= next_tick {
+                self.engine.tick();
+                next_tick = now + TICK;
+                self.expire_in_flight(now);
+            }
+            if let Err(e) = self.advance() {
+                tracing::error!(error = %e, "metadata quorum cannot persist its state; controller stopped");
+                break;
+            }
+        }
+        self.stop(&events);
+    }
+
+    /// Refuses everything still waiting; the channels' callers get NOT_CONTROLLER.
+    fn stop(&mut self, events: &Receiver<Event>) {
+        for r in self.queued.drain(..) {
+            r.refuse(ApiError::NotController);
+        }
+        while let Ok(event) = events.try_recv() {
+            if let Event::Request(r) = event {
+                r.refuse(ApiError::NotController);
+            }
+        }
+        if let Some(pass) = self.in_flight.take() {
+            let e = ApiError::RequestTimedOut;
+            for f in pass.finishes {
+                f(Err(&e));
+            }
+        }
+    }
+
+    /// Starts a pass if it can, then polls and applies until nothing more happens.
+    pub(crate) fn advance(&mut self) -> Result<(), crate::quorum::durable::DurableError> {
+        loop {
+            self.maybe_start_pass();
+            let out = self.engine.poll()?;
+            let progressed = !out.apply.is_empty();
+            if !out.messages.is_empty() {
+                (self.outbox)(out.messages);
+            }
+            for apply in out.apply {
+                self.apply(apply);
+            }
+            if progressed {
+                self.maybe_snapshot()?;
+            }
+            if !progressed || self.queued.is_empty() || self.in_flight.is_some() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn maybe_start_pass(&mut self) {
+        if self.in_flight.is_some() || self.queued.is_empty() {
+            return;
+        }
+        if !self.engine.is_leader() {
+            for r in self.queued.drain(..) {
+                r.refuse(ApiError::NotController);
+            }
+            return;
+        }
+        if !self.is_active() {
+            // A new leader first applies an entry of its own term; requests wait for that.
+            return;
+        }
+        let take = self.queued.len().min(CONTROLLER_BATCH_REQUESTS_MAX);
+        let mut working: Option<MetadataImage> = None;
+        let mut records: Vec<MetadataRecord> = Vec::new();
+        let mut finishes = Vec::with_capacity(take);
+        for request in self.queued.drain(..take) {
+            let decided = decide(
+                &self.config,
+                working.as_ref().unwrap_or(&self.image),
+                request,
+            );
+            if !decided.records.is_empty() {
+                working
+                    .get_or_insert_with(|| (*self.image).clone())
+                    .apply_in_place(&decided.records);
+                records.extend(decided.records);
+            }
+            finishes.push(decided.finish);
+        }
+        if records.is_empty() {
+            for f in finishes {
+                f(Ok(&self.image));
+            }
+            return;
+        }
+        match self.propose(&records) {
+            Ok(last) => {
+                self.in_flight = Some(InFlight {
+                    last,
+                    finishes,
+                    deadline: Instant::now() + Duration::from_millis(CONTROLLER_WRITE_TIMEOUT_MS),
+                });
+            }
+            Err(e) => {
+                for f in finishes {
+                    f(Err(&e));
+                }
+            }
+        }
+    }
+
+    /// Proposes records as entries of at most [`METADATA_RECORD_BYTES_MAX`] each (one entry
+    /// unless the pass is very large). Returns the last entry's place.
+    fn propose(&mut self, records: &[MetadataRecord]) -> Result<Proposal, ApiError> {
+        let mut entries: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut one = Vec::new();
+        for r in records {
+            one.clear();
+            r.encode(&mut one)
+                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+            if one.len() > METADATA_RECORD_BYTES_MAX {
+                return Err(ApiError::InvalidRequest(format!(
+                    "a metadata record of {} bytes exceeds {METADATA_RECORD_BYTES_MAX}",
+                    one.len()
+                )));
+            }
+            let current = entries.last_mut().expect("at least one");
+            if current.len() + one.len() > METADATA_RECORD_BYTES_MAX {
+                entries.push(one.clone());
+            } else {
+                current.extend_from_slice(&one);
+            }
+        }
+        let mut last = None;
+        for data in entries {
+            last = Some(
+                self.engine
+                    .propose(data)
+                    .map_err(|_| ApiError::NotController)?,
+            );
+        }
+        Ok(last.expect("at least one entry"))
+    }
+
+    fn apply(&mut self, apply: Apply) {
+        match apply {
+            Apply::Entry(committed) => {
+                assert!(
+                    committed.index > self.applied_index,
+                    "metadata entry {} applied after {}",
+                    committed.index,
+                    self.applied_index
+                );
+                self.applied_index = committed.index;
+                self.since_snapshot += 1;
+                if !committed.data.is_empty() {
+                    let records = MetadataRecord::decode_all(&committed.data).unwrap_or_else(|e| {
+                        // The log refuses undecodable entries at recovery, and every entry was
+                        // encoded by a controller: this is a bug or a peer's corruption.
+                        panic!(
+                            "committed metadata entry {} does not decode: {e}",
+                            committed.index
+                        )
+                    });
+                    self.image = self.publisher.publish(committed.index, &records);
+                }
+                if self.engine.is_leader() && committed.term == self.engine.term() {
+                    if self.active_term != Some(committed.term) {
+                        tracing::info!(
+                            term = committed.term,
+                            offset = committed.index,
+                            "active controller"
+                        );
+                    }
+                    self.active_term = Some(committed.term);
+                }
+                self.resolve_in_flight(committed.index, committed.term);
+            }
+            Apply::Snapshot { index, term, data } => {
+                let records = MetadataRecord::decode_all(&data).unwrap_or_else(|e| {
+                    panic!("metadata snapshot at offset {index} does not decode: {e}")
+                });
+                let mut image = MetadataImage::empty(self.cluster_id.clone(), self.config.node_id);
+                image.apply_in_place(&records);
+                image.metadata_offset = index;
+                self.image = self.publisher.publish_image(image);
+                self.applied_index = index;
+                self.since_snapshot = 0;
+                // A snapshot from the leader covers whatever this voter had proposed; whether
+                // its own entries made it is unknown.
+                if let Some(pass) = &self.in_flight {
+                    if pass.last.index <= index {
+                        let pass = self.in_flight.take().expect("checked");
+                        let e = ApiError::RequestTimedOut;
+                        for f in pass.finishes {
+                            f(Err(&e));
+                        }
+                    }
+                }
+                let _ = term;
+            }
+        }
+    }
+
+    /// Answers the in-flight pass once the entry at its last index is applied.
+    fn resolve_in_flight(&mut self, index: u64, term: u64) {
+        let Some(pass) = &self.in_flight else {
+            return;
+        };
+        if index < pass.last.index {
+            return;
+        }
+        let pass = self.in_flight.take().expect("checked");
+        if index == pass.last.index && term == pass.last.term {
+            for f in pass.finishes {
+                f(Ok(&self.image));
+            }
+        } else {
+            // Another leader's entry took the place of ours: nothing of the pass was committed
+            // (entries of a term are committed in order, so its earlier ones went too).
+            let e = ApiError::NotController;
+            for f in pass.finishes {
+                f(Err(&e));
+            }
+        }
+    }
+
+    fn expire_in_flight(&mut self, now: Instant) {
+        if self.in_flight.as_ref().is_some_and(|p| now >= p.deadline) {
+            let pass = self.in_flight.take().expect("checked");
+            tracing::warn!(
+                offset = pass.last.index,
+                "metadata write not committed in time; its outcome is unknown"
+            );
+            let e = ApiError::RequestTimedOut;
+            for f in pass.finishes {
+                f(Err(&e));
+            }
+        }
+    }
+
+    fn maybe_snapshot(&mut self) -> Result<(), crate::quorum::durable::DurableError> {
+        if self.since_snapshot < self.snapshot_entries {
+            return Ok(());
+        }
+        let mut data = Vec::new();
+        for r in self.image.to_records() {
+            // Every record of the image was encoded once already.
+            r.encode(&mut data).expect("a record of the image encodes");
+        }
+        self.engine.compact(self.applied_index, data)?;
+        self.since_snapshot = 0;
+        tracing::info!(offset = self.applied_index, "metadata snapshot taken");
+        Ok(())
+    }
+}

@@ -1,0 +1,197 @@
+//! A request to the controller, and what deciding it yields: the records to commit and how to
+//! answer once they are committed (or the commit failed). Deciding is the pure decisions of
+//! [`super::decisions`] run against an image; nothing here does I/O.
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use super::decisions::{self, CreateTopicSpec, ElectionResult, ElectionType, ProducerIdBlock};
+use super::{random_uuid, AlterConfigOp};
+use crate::config::BrokerConfig;
+use crate::errors::ApiError;
+use crate::metadata::{BrokerRegistration, MetadataImage, MetadataRecord, TopicImage};
+
+type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+
+/// One request to the controller, with where its answer goes.
+pub(crate) enum Request {
+    CreateTopic {
+        spec: CreateTopicSpec,
+        validate_only: bool,
+        reply: Reply<Arc<TopicImage>>,
+    },
+    DeleteTopic {
+        topic_id: Uuid,
+        reply: Reply<()>,
+    },
+    CreatePartitions {
+        topic: String,
+        count: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+        reply: Reply<()>,
+    },
+    AlterTopicConfigs {
+        topic: String,
+        ops: Vec<(String, AlterConfigOp, Option<String>)>,
+        validate_only: bool,
+        reply: Reply<()>,
+    },
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Option<Vec<(String, i32)>>,
+        reply: Reply<Vec<ElectionResult>>,
+    },
+    RegisterBroker {
+        registration: BrokerRegistration,
+        reply: Reply<usize>,
+    },
+    AllocateProducerIds {
+        broker_id: i32,
+        reply: Reply<ProducerIdBlock>,
+    },
+}
+
+/// Answers a request once its pass is committed: with the committed image, or the commit error.
+pub(crate) type Finish = Box<dyn FnOnce(Result<&MetadataImage, &ApiError>) + Send>;
+
+/// A decided request: the records it needs committed, and how to answer it afterwards.
+pub(crate) struct Decided {
+    pub(crate) records: Vec<MetadataRecord>,
+    pub(crate) finish: Finish,
+}
+
+impl Decided {
+    /// Nothing to commit; the answer is already known.
+    pub(crate) fn answer<T: Send + 'static>(
+        reply: Reply<T>,
+        result: Result<T, ApiError>,
+    ) -> Decided {
+        Decided {
+            records: Vec::new(),
+            finish: Box::new(move |_| {
+                let _ = reply.send(result);
+            }),
+        }
+    }
+
+    /// `records` on success (which may be none), then `ok` computed from the committed image.
+    fn commit<T: Send + 'static>(
+        reply: Reply<T>,
+        decided: Result<Vec<MetadataRecord>, ApiError>,
+        ok: impl FnOnce(&MetadataImage) -> T + Send + 'static,
+    ) -> Decided {
+        match decided {
+            Err(e) => Decided::answer(reply, Err(e)),
+            Ok(records) => Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    let _ = reply.send(committed.map(ok).map_err(Clone::clone));
+                }),
+            },
+        }
+    }
+}
+
+pub(crate) fn decide(config: &BrokerConfig, image: &MetadataImage, request: Request) -> Decided {
+    match request {
+        Request::CreateTopic {
+            spec,
+            validate_only,
+            reply,
+        } => {
+            let records = decisions::create_topic(image, config, &spec, random_uuid());
+            if validate_only {
+                let topic = records.map(|r| image.apply(&r).topics[&spec.name].clone());
+                return Decided::answer(reply, topic);
+            }
+            let name = spec.name;
+            Decided::commit(reply, records, move |image| image.topics[&name].clone())
+        }
+        Request::DeleteTopic { topic_id, reply } => {
+            let records = decisions::delete_topic(image, config, topic_id);
+            Decided::commit(reply, records, |_| ())
+        }
+        Request::CreatePartitions {
+            topic,
+            count,
+            assignments,
+            validate_only,
+            reply,
+        } => {
+            let records = decisions::create_partitions(image, &topic, count, assignments);
+            unless_validating(validate_only, reply, records)
+        }
+        Request::AlterTopicConfigs {
+            topic,
+            ops,
+            validate_only,
+            reply,
+        } => {
+            let records = decisions::alter_topic_configs(image, &topic, &ops);
+            unless_validating(validate_only, reply, records)
+        }
+        Request::ElectLeaders {
+            election,
+            partitions,
+            reply,
+        } => {
+            let (records, mut results) = decisions::elect_leaders(image, election, partitions);
+            Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    if let Err(e) = committed {
+                        for (_, _, r) in results.iter_mut().filter(|(_, _, r)| r.is_ok()) {
+                            *r = Err(e.clone());
+                        }
+                    }
+                    let _ = reply.send(Ok(results));
+                }),
+            }
+        }
+        Request::RegisterBroker {
+            registration,
+            reply,
+        } => {
+            let records = decisions::register_broker(image, &registration);
+            let led = records
+                .iter()
+                .filter(|r| matches!(r, MetadataRecord::Partition { .. }))
+                .count();
+            Decided::commit(reply, Ok(records), move |_| led)
+        }
+        Request::AllocateProducerIds { broker_id, reply } => {
+            let (records, block) = decisions::allocate_producer_ids(image, broker_id);
+            Decided::commit(reply, Ok(records), move |_| block)
+        }
+    }
+}
+
+fn unless_validating(
+    validate_only: bool,
+    reply: Reply<()>,
+    records: Result<Vec<MetadataRecord>, ApiError>,
+) -> Decided {
+    if validate_only {
+        Decided::answer(reply, records.map(|_| ()))
+    } else {
+        Decided::commit(reply, records, |_| ())
+    }
+}
+
+impl Request {
+    /// Answers the request without deciding it (the controller is not active, or stopping).
+    pub(crate) fn refuse(self, error: ApiError) {
+        match self {
+            Request::CreateTopic { reply, .. } => drop(reply.send(Err(error))),
+            Request::DeleteTopic { reply, .. }
+            | Request::CreatePartitions { reply, .. }
+            | Request::AlterTopicConfigs { reply, .. } => drop(reply.send(Err(error))),
+            Request::ElectLeaders { reply, .. } => drop(reply.send(Err(error))),
+            Request::RegisterBroker { reply, .. } => drop(reply.send(Err(error))),
+            Request::AllocateProducerIds { reply, .. } => drop(reply.send(Err(error))),
+        }
+    }
+}
