@@ -59,6 +59,19 @@ pub struct FetchDataInfo {
     pub first_batch_offset: Option<i64>,
 }
 
+/// Where the batch holding an offset starts (Kafka's `LogOffsetMetadata`): its segment and
+/// byte position. Valid until the log is truncated; [`Log::bytes_between`] says when it no
+/// longer is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogPosition {
+    pub offset: i64,
+    pub segment_base_offset: i64,
+    /// Bytes from the start of the segment to the first batch whose last offset is >= `offset`
+    /// (the segment's size when `offset` is the segment's next offset).
+    pub position: u64,
+    truncation_generation: u64,
+}
+
 /// Answer to ListOffsets by timestamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimestampAndOffset {
@@ -995,6 +1008,94 @@ impl Log {
             }
         }
         Ok(FetchDataInfo::default())
+    }
+
+    /// The position of the batch holding `offset`, found through the offset index and batch
+    /// headers only. `Err(OffsetOutOfRange)` outside `[log start offset, log end offset]`.
+    pub fn position_of(&self, offset: i64) -> Result<LogPosition> {
+        loop {
+            self.check_online()?;
+            let generation = self.truncation_generation.load(Ordering::SeqCst);
+            if generation % 2 == 1 {
+                drop(self.writer.lock());
+                continue;
+            }
+            let (log_start_offset, log_end_offset) =
+                (self.log_start_offset(), self.log_end_offset());
+            if offset < log_start_offset || offset > log_end_offset {
+                return Err(StorageError::OffsetOutOfRange {
+                    offset,
+                    log_start_offset,
+                    log_end_offset,
+                });
+            }
+            let segments = self.segments();
+            let result = Self::locate(&segments, offset);
+            if self.truncation_generation.load(Ordering::SeqCst) != generation {
+                continue;
+            }
+            let (segment_base_offset, position) = self.guard(result)?;
+            return Ok(LogPosition {
+                offset,
+                segment_base_offset,
+                position,
+                truncation_generation: generation,
+            });
+        }
+    }
+
+    /// (segment base offset, byte position) of the batch holding `offset`.
+    fn locate(segments: &[Arc<LogSegment>], offset: i64) -> Result<(i64, u64)> {
+        let holder = &segments[segments
+            .partition_point(|s| s.base_offset() <= offset)
+            .saturating_sub(1)];
+        let size = holder.size();
+        let position = holder
+            .find_batch(offset, size)?
+            .map_or(size, |(position, _)| position);
+        Ok((holder.base_offset(), position))
+    }
+
+    /// Bytes of the whole batches from `start` up to the batch holding `end_offset` (the log end
+    /// offset when beyond it), without reading them: what a parked fetch checks against its
+    /// `min_bytes` on every wake-up (Kafka's `DelayedFetch#tryComplete`). Counting up to the log
+    /// end offset costs no I/O; up to another offset, one index lookup and one read of batch
+    /// headers. `None` when `start` is no longer valid — the log was truncated or its segment
+    /// deleted since — so the caller reads to find out what happened.
+    pub fn bytes_between(&self, start: &LogPosition, end_offset: i64) -> Result<Option<u64>> {
+        self.check_online()?;
+        let generation = self.truncation_generation.load(Ordering::SeqCst);
+        if generation != start.truncation_generation {
+            return Ok(None);
+        }
+        let segments = self.segments();
+        let Ok(first) =
+            segments.binary_search_by_key(&start.segment_base_offset, |s| s.base_offset())
+        else {
+            return Ok(None);
+        };
+        let end = if end_offset >= self.log_end_offset() {
+            let active = segments.last().expect("a log always has a segment");
+            Ok((active.base_offset(), active.size()))
+        } else if end_offset <= start.offset {
+            return Ok(Some(0));
+        } else {
+            Self::locate(&segments, end_offset)
+        };
+        if self.truncation_generation.load(Ordering::SeqCst) != generation {
+            return Ok(None);
+        }
+        let (end_segment, end_position) = self.guard(end)?;
+        let mut bytes = 0u64;
+        let mut from = start.position;
+        for seg in &segments[first..] {
+            if seg.base_offset() == end_segment {
+                return Ok(Some(bytes + end_position.saturating_sub(from)));
+            }
+            bytes += seg.size().saturating_sub(from);
+            from = 0;
+        }
+        Ok(Some(bytes))
     }
 
     /// ListOffsets by timestamp: the first offset at or after the log start offset whose record

@@ -778,3 +778,61 @@ fn a_read_waits_while_a_truncation_rewrites_bytes() {
     let r = reader.join().unwrap();
     assert_eq!(BatchIter::new(&r.records).count(), 10);
 }
+
+#[test]
+fn bytes_between_counts_whole_batches_across_segments_without_reading_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    for i in 0..20 {
+        log.append_as_leader(&simple(2, 60, i), 0, 0).unwrap(); // offsets 2i, 2i+1
+    }
+    assert!(log.segment_count() > 2);
+    let batch_bytes = simple(2, 60, 0).len() as u64;
+    let leo = log.log_end_offset();
+    let from_start = log.position_of(0).unwrap();
+    assert_eq!(
+        (from_start.segment_base_offset, from_start.position),
+        (0, 0)
+    );
+    assert_eq!(
+        log.bytes_between(&from_start, leo).unwrap(),
+        Some(log.size_bytes())
+    );
+    assert_eq!(
+        log.bytes_between(&from_start, i64::MAX).unwrap(),
+        Some(log.size_bytes())
+    );
+    // An offset inside a batch counts from that batch, as a read returns it whole.
+    let mid = log.position_of(11).unwrap();
+    assert_eq!(
+        mid,
+        LogPosition {
+            offset: 11,
+            ..log.position_of(10).unwrap()
+        }
+    );
+    assert_eq!(log.bytes_between(&mid, 16).unwrap(), Some(3 * batch_bytes));
+    assert_eq!(log.bytes_between(&mid, 11).unwrap(), Some(0));
+    assert_eq!(log.bytes_between(&mid, 5).unwrap(), Some(0));
+    // The tail: nothing until an append, then that batch.
+    let tail = log.position_of(leo).unwrap();
+    assert_eq!(log.bytes_between(&tail, leo).unwrap(), Some(0));
+    log.append_as_leader(&simple(2, 60, 0), 0, 0).unwrap();
+    assert_eq!(
+        log.bytes_between(&tail, log.log_end_offset()).unwrap(),
+        Some(batch_bytes)
+    );
+    assert!(matches!(
+        log.position_of(log.log_end_offset() + 1),
+        Err(StorageError::OffsetOutOfRange { .. })
+    ));
+    // A truncation invalidates positions taken before it.
+    log.truncate_to(30).unwrap();
+    assert_eq!(log.bytes_between(&mid, 20).unwrap(), None);
+    let mid = log.position_of(11).unwrap();
+    assert_eq!(log.bytes_between(&mid, 16).unwrap(), Some(3 * batch_bytes));
+    // So does deleting the segment a position is in.
+    log.update_high_watermark(30);
+    log.delete_records_before(28).unwrap();
+    assert_eq!(log.bytes_between(&from_start, 20).unwrap(), None);
+}
