@@ -10,7 +10,7 @@
 //! The cache is bounded (`FETCH_SESSIONS_MAX`, least recently used evicted; partitions per
 //! session `FETCH_SESSION_PARTITIONS_MAX`). Pure bookkeeping: no I/O, no reading of logs.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use crate::errors::ApiError;
@@ -41,12 +41,90 @@ struct LastSent {
     log_start_offset: i64,
 }
 
+/// How a session names a partition: by topic id from Fetch v13, by name before (the id is nil).
+type PartitionKey = (uuid::Uuid, String, i32);
+
+fn key_of(spec: &FetchPartitionSpec) -> PartitionKey {
+    (spec.topic_id, spec.topic.clone(), spec.partition)
+}
+
+#[derive(Debug)]
+struct SessionPartition {
+    spec: FetchPartitionSpec,
+    last_sent: Option<LastSent>,
+}
+
+/// The partitions of one session, in the order they were added (responses keep that order),
+/// found by key in constant time. Kafka keeps them in an `ImplicitLinkedHashCollection` for the
+/// same reason: a session of n partitions is looked up n times per request, so a linear search
+/// makes every request O(n²).
+#[derive(Debug, Default)]
+struct SessionPartitions {
+    /// Insertion sequence number → partition; iterating gives the session's order.
+    by_order: BTreeMap<u64, SessionPartition>,
+    /// Key → insertion sequence number.
+    by_key: HashMap<PartitionKey, u64>,
+    next_order: u64,
+}
+
+impl SessionPartitions {
+    fn new(specs: Vec<FetchPartitionSpec>) -> Self {
+        let mut partitions = SessionPartitions::default();
+        for spec in specs {
+            partitions.upsert(spec);
+        }
+        partitions
+    }
+
+    fn len(&self) -> usize {
+        self.by_order.len()
+    }
+
+    fn get_mut(&mut self, key: &PartitionKey) -> Option<&mut SessionPartition> {
+        let order = self.by_key.get(key)?;
+        self.by_order.get_mut(order)
+    }
+
+    /// Replaces the spec of a partition already in the session (keeping its place and what was
+    /// last sent) or appends it. Returns false if it was new.
+    fn upsert(&mut self, spec: FetchPartitionSpec) -> bool {
+        let key = key_of(&spec);
+        if let Some(existing) = self.get_mut(&key) {
+            existing.spec = spec;
+            return true;
+        }
+        let order = self.next_order;
+        self.next_order += 1;
+        self.by_key.insert(key, order);
+        self.by_order.insert(
+            order,
+            SessionPartition {
+                spec,
+                last_sent: None,
+            },
+        );
+        false
+    }
+
+    fn contains(&self, key: &PartitionKey) -> bool {
+        self.by_key.contains_key(key)
+    }
+
+    fn remove(&mut self, key: &PartitionKey) {
+        if let Some(order) = self.by_key.remove(key) {
+            self.by_order.remove(&order);
+        }
+    }
+
+    fn specs(&self) -> Vec<FetchPartitionSpec> {
+        self.by_order.values().map(|p| p.spec.clone()).collect()
+    }
+}
+
 #[derive(Debug)]
 struct Session {
     next_epoch: i32,
-    /// Partitions in the order they were added (responses keep that order).
-    partitions: Vec<FetchPartitionSpec>,
-    last_sent: HashMap<(uuid::Uuid, String, i32), LastSent>,
+    partitions: SessionPartitions,
     last_used: u64,
 }
 
@@ -150,8 +228,7 @@ impl FetchSessionCache {
                 id,
                 Session {
                     next_epoch: 1,
-                    partitions: requested.clone(),
-                    last_sent: HashMap::new(),
+                    partitions: SessionPartitions::new(requested.clone()),
                     last_used: tick,
                 },
             );
@@ -168,37 +245,25 @@ impl FetchSessionCache {
         if session.next_epoch != epoch {
             return Err(ApiError::InvalidFetchSessionEpoch);
         }
-        for (topic_id, topic, partition) in forgotten {
-            session.partitions.retain(|p| {
-                !(p.topic_id == *topic_id && p.topic == *topic && p.partition == *partition)
-            });
-            session
-                .last_sent
-                .remove(&(*topic_id, topic.clone(), *partition));
+        for forgotten in forgotten {
+            session.partitions.remove(forgotten);
         }
         for spec in requested {
-            match session.partitions.iter_mut().find(|p| {
-                p.topic_id == spec.topic_id
-                    && p.topic == spec.topic
-                    && p.partition == spec.partition
-            }) {
-                Some(existing) => *existing = spec,
-                None => {
-                    if session.partitions.len() >= FETCH_SESSION_PARTITIONS_MAX {
-                        return Err(ApiError::InvalidRequest(format!(
-                            "fetch session would exceed {FETCH_SESSION_PARTITIONS_MAX} partitions"
-                        )));
-                    }
-                    session.partitions.push(spec)
-                }
+            if session.partitions.len() >= FETCH_SESSION_PARTITIONS_MAX
+                && !session.partitions.contains(&key_of(&spec))
+            {
+                return Err(ApiError::InvalidRequest(format!(
+                    "fetch session would exceed {FETCH_SESSION_PARTITIONS_MAX} partitions"
+                )));
             }
+            session.partitions.upsert(spec);
         }
         session.next_epoch = if epoch == i32::MAX { 1 } else { epoch + 1 };
         session.last_used = tick;
         Ok(SessionPlan {
             session_id,
             incremental: true,
-            partitions: session.partitions.clone(),
+            partitions: session.partitions.specs(),
         })
     }
 
@@ -221,24 +286,21 @@ impl FetchSessionCache {
         let Some(session) = inner.sessions.get_mut(&session_id) else {
             return true;
         };
+        let Some(partition) = session.partitions.get_mut(&key_of(spec)) else {
+            // Forgotten meanwhile by a later request of the same client: nothing to remember.
+            return true;
+        };
         if let Some(next) = next_fetch_offset {
             // The client moves on by itself after records; keeping our copy current means a
             // partition that it does not mention again is read from the right place.
-            if let Some(p) = session.partitions.iter_mut().find(|p| {
-                p.topic_id == spec.topic_id
-                    && p.topic == spec.topic
-                    && p.partition == spec.partition
-            }) {
-                p.fetch_offset = next;
-            }
+            partition.spec.fetch_offset = next;
         }
         let now = LastSent {
             high_watermark,
             log_start_offset,
         };
-        let key = (spec.topic_id, spec.topic.clone(), spec.partition);
-        let changed = session.last_sent.get(&key) != Some(&now);
-        session.last_sent.insert(key, now);
+        let changed = partition.last_sent.as_ref() != Some(&now);
+        partition.last_sent = Some(now);
         changed || has_records_or_error
     }
 }
@@ -316,6 +378,79 @@ mod tests {
             .unwrap();
         assert_eq!(closed.session_id, 0);
         assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn partitions_keep_their_order_and_their_last_sent_state() {
+        let cache = FetchSessionCache::new();
+        let id = cache
+            .plan(
+                0,
+                INITIAL_EPOCH,
+                vec![spec("a", 0, 0), spec("b", 0, 0), spec("c", 0, 0)],
+                &[],
+            )
+            .unwrap()
+            .session_id;
+        for p in ["a", "b", "c"] {
+            assert!(cache.should_send(id, &spec(p, 0, 0), None, 1, 0, false));
+        }
+        // An update keeps the partition's place; a forgotten and re-added one goes last and
+        // has nothing recorded as sent.
+        let inc = cache
+            .plan(
+                id,
+                1,
+                vec![spec("b", 0, 9), spec("a", 0, 0)],
+                &[(uuid::Uuid::nil(), "a".into(), 0)],
+            )
+            .unwrap();
+        let order: Vec<(&str, i64)> = inc
+            .partitions
+            .iter()
+            .map(|p| (p.topic.as_str(), p.fetch_offset))
+            .collect();
+        assert_eq!(order, vec![("b", 9), ("c", 0), ("a", 0)]);
+        assert!(cache.should_send(id, &spec("a", 0, 0), None, 1, 0, false));
+        assert!(!cache.should_send(id, &spec("b", 0, 9), None, 1, 0, false));
+        // The next fetch offset after records is remembered for the next incremental read.
+        assert!(cache.should_send(id, &spec("c", 0, 0), Some(4), 1, 0, true));
+        let inc = cache.plan(id, 2, vec![], &[]).unwrap();
+        assert_eq!(inc.partitions[1].fetch_offset, 4);
+    }
+
+    #[test]
+    fn a_session_at_the_partition_bound_is_planned_and_tracked_per_partition() {
+        let cache = FetchSessionCache::new();
+        let all: Vec<_> = (0..FETCH_SESSION_PARTITIONS_MAX as i32)
+            .map(|p| spec("big", p, 0))
+            .collect();
+        let id = cache
+            .plan(0, INITIAL_EPOCH, all.clone(), &[])
+            .unwrap()
+            .session_id;
+        assert!(id > 0);
+        for s in &all {
+            assert!(cache.should_send(id, s, Some(1), 0, 0, true));
+        }
+        // Every partition mentioned again, each found by key rather than by a scan.
+        let moved: Vec<_> = all.iter().map(|s| spec("big", s.partition, 1)).collect();
+        let inc = cache.plan(id, 1, moved, &[]).unwrap();
+        assert_eq!(inc.partitions.len(), FETCH_SESSION_PARTITIONS_MAX);
+        assert!(inc
+            .partitions
+            .iter()
+            .enumerate()
+            .all(|(i, p)| p.partition == i as i32 && p.fetch_offset == 1));
+        assert!(inc
+            .partitions
+            .iter()
+            .all(|p| !cache.should_send(id, p, None, 0, 0, false)));
+        // One more would pass the bound.
+        assert!(matches!(
+            cache.plan(id, 2, vec![spec("other", 0, 0)], &[]),
+            Err(ApiError::InvalidRequest(_))
+        ));
     }
 
     #[test]

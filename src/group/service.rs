@@ -407,7 +407,10 @@ impl GroupService {
         let mut offset = p.offsets().log_start_offset;
         let mut replayed = 0u64;
         loop {
-            let read = match p.read(offset, -1, LOAD_READ_BYTES, true, false) {
+            let read = match p.read(
+                offset,
+                &crate::replica::FetchParams::leader_committed(LOAD_READ_BYTES),
+            ) {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::error!(partition, offset, error = %e, "reading __consumer_offsets failed");

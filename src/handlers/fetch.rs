@@ -1,11 +1,18 @@
 //! Fetch (key 1), v4-17: whole batches up to the high watermark, long polling, fetch sessions.
 //!
-//! The request is planned against the fetch session cache (KIP-227), read once, and if fewer
-//! than `min_bytes` are available it is parked in the purgatory until a watched partition moves
-//! or `max_wait_ms` passes, then read again. `max_bytes` bounds the response and
-//! `partition_max_bytes` each partition, except that the first batch of the first partition
-//! with data is always returned whole (KIP-74), so a batch larger than the limits still makes
-//! progress. Records are never `None` on the wire (librdkafka rejects a -1 record set size).
+//! The request is planned against the fetch session cache (KIP-227) and read once. If fewer
+//! than `min_bytes` came back it is parked in the purgatory: each time a watched partition
+//! moves, the bytes now readable are counted from the log's positions (no records are read),
+//! and once they reach `min_bytes` — or something changed that must be answered (an error,
+//! a leadership change, a diverging epoch) — or `max_wait_ms` passes, it is read once more and
+//! answered (Kafka's `DelayedFetch`). `max_bytes` bounds the response and `partition_max_bytes`
+//! each partition, except that the first batch of the first partition with data is always
+//! returned whole (KIP-74), so a batch larger than the limits still makes progress. Records are
+//! never `None` on the wire (librdkafka rejects a -1 record set size).
+//!
+//! A fetch from a follower (`replica_id >= 0`) reads to the log end offset, so it is served
+//! only to an assigned replica of a partition this node leads; anyone else claiming a broker id
+//! is refused as Kafka refuses it (`Partition::read`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +22,7 @@ use kafka_protocol::messages::fetch_response::{
     EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
-use kafkaiq_storage::TopicPartition;
+use kafkaiq_storage::{LogPosition, TopicPartition};
 use uuid::Uuid;
 
 use super::topic_name;
@@ -23,10 +30,9 @@ use crate::context::Context;
 use crate::errors::ApiError;
 use crate::fetch_session::{FetchPartitionSpec, SessionPlan};
 use crate::limits::FETCH_WAIT_MS_MAX;
-use crate::replica::{Offsets, Partition};
-
-/// Kafka's `READ_COMMITTED` isolation level.
-const READ_COMMITTED: i8 = 1;
+use crate::metadata::MetadataImage;
+use crate::replica::decisions::FollowerFetch;
+use crate::replica::{FetchIsolation, FetchParams, Offsets, Partition};
 
 struct PartitionRead {
     spec_index: usize,
@@ -34,52 +40,98 @@ struct PartitionRead {
     diverging: Option<(i32, i64)>,
 }
 
+/// The request-level part of every partition's [`FetchParams`].
+fn request_params(version: i16, request: &FetchRequest) -> FetchParams {
+    // v15+ carries the replica id and broker epoch in replica_state.
+    let (replica_id, replica_epoch) = if version >= 15 {
+        (
+            request.replica_state.replica_id.0,
+            request.replica_state.replica_epoch,
+        )
+    } else {
+        (request.replica_id.0, -1)
+    };
+    let isolation_level = if version >= 4 {
+        request.isolation_level
+    } else {
+        0
+    };
+    FetchParams {
+        replica_id,
+        replica_epoch,
+        isolation: FetchIsolation::of(replica_id, isolation_level),
+        // Client metadata (the rack id, KIP-392) is in every v11+ request.
+        fetch_only_leader: FetchParams::fetch_only_leader(replica_id, version >= 11),
+        current_leader_epoch: None,
+        last_fetched_epoch: None,
+        max_bytes: 0,
+        min_one_message: false,
+    }
+}
+
+fn partition_params(base: &FetchParams, spec: &FetchPartitionSpec) -> FetchParams {
+    FetchParams {
+        current_leader_epoch: FetchParams::epoch_from_wire(spec.current_leader_epoch),
+        last_fetched_epoch: FetchParams::epoch_from_wire(spec.last_fetched_epoch),
+        max_bytes: spec.partition_max_bytes.max(0) as usize,
+        ..*base
+    }
+}
+
+/// The partition a spec names, looked up now: a partition deleted while the fetch was parked
+/// answers with the routing error, not a storage error.
+fn lookup(
+    ctx: &Arc<Context>,
+    image: &MetadataImage,
+    spec: &FetchPartitionSpec,
+) -> Result<Arc<Partition>, ApiError> {
+    if spec.topic.is_empty() {
+        return Err(ApiError::UnknownTopicId);
+    }
+    ctx.replicas.partition_or_error(
+        image,
+        &TopicPartition {
+            topic: spec.topic.clone(),
+            partition: spec.partition,
+        },
+    )
+}
+
+/// Reads every planned partition, `max_bytes` in all. The first read of a request also records
+/// a follower's fetch position with the leader (`first_read`); the read that answers a parked
+/// fetch does not, as in Kafka, where only the initial read updates follower state.
 fn read_all(
     ctx: &Arc<Context>,
     plan: &SessionPlan,
-    partitions: &[Option<Arc<Partition>>],
+    base: &FetchParams,
     max_bytes: usize,
-    from_follower: bool,
-    version: i16,
+    first_read: bool,
 ) -> (Vec<PartitionRead>, usize) {
     let image = ctx.image();
     let mut remaining = max_bytes;
     let mut total = 0usize;
     let mut reads = Vec::with_capacity(plan.partitions.len());
     for (i, spec) in plan.partitions.iter().enumerate() {
-        // Looked up on every read, not only when the request arrived: a partition deleted
-        // while the fetch was parked answers with the routing error, not a storage error.
-        let partition = match &partitions[i] {
-            None if spec.topic.is_empty() => Err(ApiError::UnknownTopicId),
-            _ => ctx.replicas.partition_or_error(
-                &image,
-                &TopicPartition {
-                    topic: spec.topic.clone(),
-                    partition: spec.partition,
-                },
-            ),
-        };
         let mut diverging = None;
-        let result = partition.and_then(|p| {
-            if version >= 12 && spec.last_fetched_epoch >= 0 {
-                let offsets = p.check_leader_and_epoch(spec.current_leader_epoch, true)?;
-                if spec.fetch_offset < offsets.log_start_offset {
-                    return Err(ApiError::OffsetOutOfRange);
-                }
-                let end = p.log.end_offset_for_epoch(spec.last_fetched_epoch);
-                if end.epoch < spec.last_fetched_epoch || end.end_offset < spec.fetch_offset {
-                    diverging = Some((end.epoch, end.end_offset));
-                    return Ok((Bytes::new(), offsets));
-                }
+        let result = lookup(ctx, &image, spec).and_then(|p| {
+            let mut params = partition_params(base, spec);
+            params.max_bytes = params.max_bytes.min(remaining);
+            params.min_one_message = total == 0;
+            let read = p.read(spec.fetch_offset, &params)?;
+            if let Some(end) = read.diverging_epoch {
+                diverging = Some((end.epoch, end.end_offset));
+            } else if first_read && params.is_from_follower() {
+                p.update_follower_fetch_state(
+                    params.replica_id,
+                    &FollowerFetch {
+                        fetch_offset: spec.fetch_offset,
+                        log_start_offset: spec.log_start_offset,
+                        fetch_time_ms: ctx.replicas.now_ms(),
+                        leader_log_end_offset: read.offsets.log_end_offset,
+                        broker_epoch: params.replica_epoch,
+                    },
+                )?;
             }
-            let limit = (spec.partition_max_bytes.max(0) as usize).min(remaining);
-            let read = p.read(
-                spec.fetch_offset,
-                spec.current_leader_epoch,
-                limit,
-                total == 0,
-                from_follower,
-            )?;
             Ok((read.records, read.offsets))
         });
         if let Ok((records, _)) = &result {
@@ -95,14 +147,51 @@ fn read_all(
     (reads, total)
 }
 
+/// A partition of a parked fetch: where its fetch offset is in the log, taken when it parked.
+struct Parked {
+    spec_index: usize,
+    partition: Arc<Partition>,
+    start: LogPosition,
+}
+
+/// The condition a parked fetch waits for (Kafka's `DelayedFetch#tryComplete`), checked on every
+/// wake-up without reading records: true once the bytes readable from the parked positions,
+/// each partition counted up to its `partition_max_bytes`, reach `min_bytes`, or once any
+/// partition must be answered now (`Partition::bytes_available` says which).
+fn parked_fetch_ready(
+    ctx: &Arc<Context>,
+    plan: &SessionPlan,
+    base: &FetchParams,
+    parked: &[Parked],
+    min_bytes: usize,
+) -> bool {
+    let image = ctx.image();
+    let mut available = 0usize;
+    for p in parked {
+        let spec = &plan.partitions[p.spec_index];
+        // Deleted or moved meanwhile: the read answers with the routing error.
+        if !lookup(ctx, &image, spec).is_ok_and(|now| Arc::ptr_eq(&now, &p.partition)) {
+            return true;
+        }
+        let params = partition_params(base, spec);
+        match p
+            .partition
+            .bytes_available(spec.fetch_offset, &p.start, &params)
+        {
+            Some(bytes) => {
+                available += (bytes as usize).min(params.max_bytes);
+                if available >= min_bytes {
+                    return true;
+                }
+            }
+            None => return true,
+        }
+    }
+    false
+}
+
 pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> ResponseKind {
-    // v15+ carries the replica id in replica_state.
-    let replica_id = if version >= 15 {
-        request.replica_state.replica_id.0
-    } else {
-        request.replica_id.0
-    };
-    let from_follower = replica_id >= 0;
+    let base = request_params(version, &request);
     let image = ctx.image();
     // v13+ names topics by id; an unknown id keeps an empty name (UNKNOWN_TOPIC_ID below).
     let resolve = |name: &kafka_protocol::messages::TopicName, id: &Uuid| -> (String, Uuid) {
@@ -170,21 +259,6 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
         }
     };
 
-    let partitions: Vec<Option<Arc<Partition>>> = plan
-        .partitions
-        .iter()
-        .map(|s| {
-            ctx.replicas
-                .partition_or_error(
-                    &image,
-                    &TopicPartition {
-                        topic: s.topic.clone(),
-                        partition: s.partition,
-                    },
-                )
-                .ok()
-        })
-        .collect();
     let max_bytes = if version >= 3 {
         request.max_bytes.max(0) as usize
     } else {
@@ -193,32 +267,42 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_wait_ms = i64::from(request.max_wait_ms).clamp(0, FETCH_WAIT_MS_MAX) as u64;
 
-    let (mut reads, total) = read_all(ctx, &plan, &partitions, max_bytes, from_follower, version);
+    let (mut reads, total) = read_all(ctx, &plan, &base, max_bytes, true);
     let any_error = reads
         .iter()
         .any(|r| r.result.is_err() || r.diverging.is_some());
     if total < min_bytes && !any_error && max_wait_ms > 0 {
-        let watched: Vec<Arc<Partition>> = partitions.iter().flatten().cloned().collect();
-        let waited = ctx
-            .replicas
-            .purgatory
-            .wait_until(&watched, Duration::from_millis(max_wait_ms), || {
-                let (reads, total) =
-                    read_all(ctx, &plan, &partitions, max_bytes, from_follower, version);
-                let error = reads
-                    .iter()
-                    .any(|r| r.result.is_err() || r.diverging.is_some());
-                let ready = (total >= min_bytes || error).then_some(reads);
-                async move { ready }
+        // Every partition was read without error above. If one cannot be positioned now (it
+        // changed meanwhile), the fetch is answered at once and the read reports why.
+        let image = ctx.image();
+        let parked: Vec<Parked> = plan
+            .partitions
+            .iter()
+            .enumerate()
+            .filter_map(|(spec_index, spec)| {
+                let partition = lookup(ctx, &image, spec).ok()?;
+                let start = partition.log.position_of(spec.fetch_offset).ok()?;
+                Some(Parked {
+                    spec_index,
+                    partition,
+                    start,
+                })
             })
-            .await;
-        reads = match waited {
-            Some(r) => r,
-            None => read_all(ctx, &plan, &partitions, max_bytes, from_follower, version).0,
-        };
+            .collect();
+        if parked.len() == plan.partitions.len() {
+            let watched: Vec<Arc<Partition>> = parked.iter().map(|p| p.partition.clone()).collect();
+            ctx.replicas
+                .purgatory
+                .wait_until(&watched, Duration::from_millis(max_wait_ms), || {
+                    let ready = parked_fetch_ready(ctx, &plan, &base, &parked, min_bytes);
+                    async move { ready.then_some(()) }
+                })
+                .await;
+        }
+        reads = read_all(ctx, &plan, &base, max_bytes, false).0;
     }
 
-    let read_committed = version >= 4 && request.isolation_level == READ_COMMITTED;
+    let read_committed = base.isolation == FetchIsolation::TxnCommitted;
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
     for read in reads {
         let spec = &plan.partitions[read.spec_index];

@@ -1,8 +1,9 @@
-//! Pure leadership decisions: high watermark, ISR membership, leader-epoch fencing.
+//! Pure leadership decisions: high watermark, what a leader knows of its followers
+//! ([`ReplicaState`]), ISR membership, leader-epoch fencing and the checks of a follower fetch.
 //!
 //! Each function is a function of state and `now` only, with no I/O and no locks, so the rules
 //! can be checked against tables of cases taken from Kafka's behaviour
-//! (`reference/leadership-semantics.md`, sections 2-5). Callers (`Partition`) gather the state,
+//! (`reference/leadership-semantics.md`, sections 2-6). Callers (`Partition`) gather the state,
 //! call these, and apply the result.
 
 use crate::errors::ApiError;
@@ -28,7 +29,7 @@ pub struct RemoteReplica {
 pub fn leader_high_watermark(
     current_high_watermark: i64,
     leader_log_end_offset: i64,
-    remotes: &[RemoteReplica],
+    remotes: impl IntoIterator<Item = RemoteReplica>,
     isr_size: usize,
     effective_min_isr: usize,
 ) -> i64 {
@@ -36,11 +37,164 @@ pub fn leader_high_watermark(
         return current_high_watermark;
     }
     let candidate = remotes
-        .iter()
+        .into_iter()
         .filter(|r| r.counts_for_high_watermark)
         .map(|r| r.log_end_offset)
         .fold(leader_log_end_offset, i64::min);
     candidate.max(current_high_watermark)
+}
+
+/// Whether the leader's high watermark waits for a remote replica (the filter inside Kafka's
+/// `maybeIncrementLeaderHW`): it is in the maximal ISR, or it is caught up and eligible to
+/// join the ISR, so the high watermark does not run ahead of a follower about to join.
+pub fn counts_for_high_watermark(
+    in_maximal_isr: bool,
+    isr_eligible: bool,
+    replica: &ReplicaState,
+    leader_log_end_offset: i64,
+    now_ms: i64,
+    replica_lag_time_max_ms: i64,
+) -> bool {
+    in_maximal_isr
+        || (isr_eligible
+            && is_caught_up(
+                leader_log_end_offset,
+                replica.log_end_offset,
+                replica.last_caught_up_time_ms,
+                now_ms,
+                replica_lag_time_max_ms,
+            ))
+}
+
+/// What a leader knows of one remote replica (Kafka's `ReplicaState`), learned from that
+/// replica's fetches. Only the leader keeps these; a follower keeps none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaState {
+    /// -1 until the replica's first fetch under this leader.
+    pub log_start_offset: i64,
+    /// The fetch offset of the replica's last fetch; -1 until its first fetch under this leader.
+    pub log_end_offset: i64,
+    /// The leader's log end offset when the last fetch arrived (for `last_caught_up_time_ms`).
+    pub last_fetch_leader_log_end_offset: i64,
+    pub last_fetch_time_ms: i64,
+    /// The latest time at which the replica had everything the leader had (Kafka's
+    /// `lastCaughtUpTimeMs`); the ISR shrinks by it.
+    pub last_caught_up_time_ms: i64,
+    /// The broker epoch its fetches carry (KIP-841); `None` until the first fetch.
+    pub broker_epoch: Option<i64>,
+}
+
+impl ReplicaState {
+    /// A replica the leader has heard nothing from (Kafka's `ReplicaState.Empty`).
+    pub const UNKNOWN: ReplicaState = ReplicaState {
+        log_start_offset: -1,
+        log_end_offset: -1,
+        last_fetch_leader_log_end_offset: 0,
+        last_fetch_time_ms: 0,
+        last_caught_up_time_ms: 0,
+        broker_epoch: None,
+    };
+}
+
+/// One follower fetch as the leader records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerFetch {
+    /// Where the follower reads from: its log end offset.
+    pub fetch_offset: i64,
+    pub log_start_offset: i64,
+    pub fetch_time_ms: i64,
+    /// The leader's log end offset before the read (Kafka uses the value from before the read
+    /// so that appends racing with the fetch do not keep a follower out of sync).
+    pub leader_log_end_offset: i64,
+    /// The follower's broker epoch from the request (Fetch v15+), -1 when absent.
+    pub broker_epoch: i64,
+}
+
+/// Kafka's `Replica#updateFetchStateOrThrow`: the state after a fetch, or NOT_LEADER_OR_FOLLOWER
+/// for a fetch carrying a broker epoch older than the one the metadata registers for that
+/// broker (a fetch from before the follower restarted, KIP-841).
+pub fn update_fetch_state(
+    current: &ReplicaState,
+    fetch: &FollowerFetch,
+    registered_broker_epoch: Option<i64>,
+) -> Result<ReplicaState, ApiError> {
+    if fetch.broker_epoch != -1 && registered_broker_epoch.is_some_and(|e| e > fetch.broker_epoch) {
+        return Err(ApiError::NotLeaderOrFollower);
+    }
+    Ok(ReplicaState {
+        log_start_offset: fetch.log_start_offset,
+        log_end_offset: fetch.fetch_offset,
+        last_fetch_leader_log_end_offset: fetch
+            .leader_log_end_offset
+            .max(current.last_fetch_leader_log_end_offset),
+        last_fetch_time_ms: fetch.fetch_time_ms,
+        last_caught_up_time_ms: next_last_caught_up_ms(
+            current.last_caught_up_time_ms,
+            fetch.fetch_offset,
+            fetch.leader_log_end_offset,
+            fetch.fetch_time_ms,
+            current.last_fetch_leader_log_end_offset,
+            current.last_fetch_time_ms,
+        ),
+        broker_epoch: Some(fetch.broker_epoch),
+    })
+}
+
+/// Kafka's `Replica#resetReplicaState`, applied to every remote replica when this node starts a
+/// new leader epoch. An ISR member counts as caught up now, anyone else as never, so the high
+/// watermark neither waits for a replica outside the ISR nor lets one back in before it fetches.
+/// A new leader forgets what it knew; a re-elected one keeps the replica's offsets.
+pub fn reset_replica_state(
+    current: &ReplicaState,
+    now_ms: i64,
+    leader_log_end_offset: i64,
+    is_new_leader: bool,
+    in_isr: bool,
+) -> ReplicaState {
+    let last_caught_up_time_ms = if in_isr { now_ms } else { 0 };
+    if is_new_leader {
+        ReplicaState {
+            last_fetch_leader_log_end_offset: -1,
+            last_caught_up_time_ms,
+            ..ReplicaState::UNKNOWN
+        }
+    } else {
+        ReplicaState {
+            last_fetch_leader_log_end_offset: leader_log_end_offset,
+            last_fetch_time_ms: if in_isr { now_ms } else { 0 },
+            last_caught_up_time_ms,
+            ..*current
+        }
+    }
+}
+
+/// Kafka's `Partition#followerReplicaOrThrow`: a fetch claiming to come from a replica the
+/// leader does not recognise as assigned is refused. With a current leader epoch in the request
+/// the epoch matched, so the pair (replica, epoch) is simply not known yet (a reassignment in
+/// progress): UNKNOWN_LEADER_EPOCH, which the follower retries. Without one nobody can tell whose
+/// state is stale: NOT_LEADER_OR_FOLLOWER.
+pub fn check_follower_replica(
+    assigned: bool,
+    request_has_leader_epoch: bool,
+) -> Result<(), ApiError> {
+    match (assigned, request_has_leader_epoch) {
+        (true, _) => Ok(()),
+        (false, true) => Err(ApiError::UnknownLeaderEpoch),
+        (false, false) => Err(ApiError::NotLeaderOrFollower),
+    }
+}
+
+/// Whether a fetch's last fetched epoch disagrees with this log (Kafka's `readRecords`, Fetch
+/// v12+): the leader's end of that epoch (`end_epoch`, `end_offset` from the epoch cache) is in
+/// an older epoch or before the fetch offset, so the follower must truncate to `end_offset`
+/// and is answered with a `DivergingEpoch` instead of records.
+pub fn is_diverging(
+    last_fetched_epoch: i32,
+    fetch_offset: i64,
+    end_epoch: i32,
+    end_offset: i64,
+) -> bool {
+    end_epoch < last_fetched_epoch || end_offset < fetch_offset
 }
 
 /// A follower's high watermark: the leader's, clamped to what the follower holds.
@@ -142,7 +296,7 @@ mod tests {
         ];
         for (hw, leo, remotes, isr, min_isr, expected) in cases {
             assert_eq!(
-                leader_high_watermark(hw, leo, &remotes, isr, min_isr),
+                leader_high_watermark(hw, leo, remotes.iter().copied(), isr, min_isr),
                 expected,
                 "hw={hw} leo={leo} remotes={remotes:?} isr={isr} min={min_isr}"
             );
@@ -201,6 +355,161 @@ mod tests {
             check_current_leader_epoch(3, 4),
             Err(ApiError::UnknownLeaderEpoch)
         );
+    }
+
+    fn state(leo: i64, last_caught_up: i64) -> ReplicaState {
+        ReplicaState {
+            log_end_offset: leo,
+            last_caught_up_time_ms: last_caught_up,
+            ..ReplicaState::UNKNOWN
+        }
+    }
+
+    #[test]
+    fn counts_for_high_watermark_table() {
+        // (in maximal isr, eligible, follower leo, last caught up) with leader leo 10, now
+        // 100_000, lag 30_000 -> counts
+        let cases = [
+            // ISR members always count, even far behind or never heard from.
+            (true, true, 3, 0, true),
+            (true, false, -1, 0, true),
+            // Outside the ISR: only if caught up and eligible to join.
+            (false, true, 10, 0, true),
+            (false, true, 9, 80_000, true),
+            (false, true, 9, 60_000, false),
+            (false, false, 10, 100_000, false),
+        ];
+        for (in_isr, eligible, leo, last, expected) in cases {
+            assert_eq!(
+                counts_for_high_watermark(in_isr, eligible, &state(leo, last), 10, 100_000, 30_000),
+                expected,
+                "in_isr={in_isr} eligible={eligible} leo={leo} last={last}"
+            );
+        }
+    }
+
+    fn fetch(offset: i64, time: i64, leader_leo: i64, broker_epoch: i64) -> FollowerFetch {
+        FollowerFetch {
+            fetch_offset: offset,
+            log_start_offset: 0,
+            fetch_time_ms: time,
+            leader_log_end_offset: leader_leo,
+            broker_epoch,
+        }
+    }
+
+    #[test]
+    fn fetch_state_follows_kafka_update_fetch_state() {
+        let s0 = ReplicaState::UNKNOWN;
+        // At the leader's LEO: caught up at the fetch time.
+        let s1 = update_fetch_state(&s0, &fetch(10, 1_000, 10, 7), None).unwrap();
+        assert_eq!(
+            s1,
+            ReplicaState {
+                log_start_offset: 0,
+                log_end_offset: 10,
+                last_fetch_leader_log_end_offset: 10,
+                last_fetch_time_ms: 1_000,
+                last_caught_up_time_ms: 1_000,
+                broker_epoch: Some(7),
+            }
+        );
+        // Behind the LEO now (15), but at the LEO of the previous fetch (10): caught up as of
+        // the previous fetch.
+        let s2 = update_fetch_state(&s1, &fetch(10, 2_000, 15, 7), None).unwrap();
+        assert_eq!(
+            (
+                s2.last_caught_up_time_ms,
+                s2.last_fetch_leader_log_end_offset
+            ),
+            (1_000, 15)
+        );
+        // Behind both: unchanged.
+        let s3 = update_fetch_state(&s2, &fetch(12, 3_000, 20, 7), None).unwrap();
+        assert_eq!((s3.log_end_offset, s3.last_caught_up_time_ms), (12, 1_000));
+        // The previous fetch's LEO reached: caught up as of the previous fetch time.
+        let s4 = update_fetch_state(&s3, &fetch(20, 4_000, 25, 7), None).unwrap();
+        assert_eq!(s4.last_caught_up_time_ms, 3_000);
+        // KIP-841: a fetch older than the registered broker epoch is fenced; -1 is never.
+        assert_eq!(
+            update_fetch_state(&s4, &fetch(25, 5_000, 25, 6), Some(7)),
+            Err(ApiError::NotLeaderOrFollower)
+        );
+        assert!(update_fetch_state(&s4, &fetch(25, 5_000, 25, -1), Some(7)).is_ok());
+        assert!(update_fetch_state(&s4, &fetch(25, 5_000, 25, 8), Some(7)).is_ok());
+    }
+
+    #[test]
+    fn reset_replica_state_on_a_new_leader_epoch() {
+        let known = ReplicaState {
+            log_start_offset: 2,
+            log_end_offset: 40,
+            last_fetch_leader_log_end_offset: 41,
+            last_fetch_time_ms: 900,
+            last_caught_up_time_ms: 800,
+            broker_epoch: Some(3),
+        };
+        // A new leader knows nothing of the replica; an ISR member is caught up as of now.
+        let fresh = reset_replica_state(&known, 5_000, 50, true, true);
+        assert_eq!(
+            fresh,
+            ReplicaState {
+                last_fetch_leader_log_end_offset: -1,
+                last_caught_up_time_ms: 5_000,
+                ..ReplicaState::UNKNOWN
+            }
+        );
+        assert_eq!(
+            reset_replica_state(&known, 5_000, 50, true, false).last_caught_up_time_ms,
+            0
+        );
+        // Re-elected: offsets kept, the fetch baseline moves to the new epoch's start.
+        assert_eq!(
+            reset_replica_state(&known, 5_000, 50, false, true),
+            ReplicaState {
+                last_fetch_leader_log_end_offset: 50,
+                last_fetch_time_ms: 5_000,
+                last_caught_up_time_ms: 5_000,
+                ..known
+            }
+        );
+        let outside = reset_replica_state(&known, 5_000, 50, false, false);
+        assert_eq!(
+            (outside.last_fetch_time_ms, outside.last_caught_up_time_ms),
+            (0, 0)
+        );
+    }
+
+    #[test]
+    fn follower_replica_check_table() {
+        assert_eq!(check_follower_replica(true, true), Ok(()));
+        assert_eq!(check_follower_replica(true, false), Ok(()));
+        assert_eq!(
+            check_follower_replica(false, true),
+            Err(ApiError::UnknownLeaderEpoch)
+        );
+        assert_eq!(
+            check_follower_replica(false, false),
+            Err(ApiError::NotLeaderOrFollower)
+        );
+    }
+
+    #[test]
+    fn diverging_epoch_table() {
+        // (last fetched epoch, fetch offset, leader's end epoch, end offset) -> diverging
+        let cases = [
+            (3, 10, 3, 12, false),
+            (3, 12, 3, 12, false),
+            // The follower has offsets past the end of its epoch on the leader.
+            (3, 13, 3, 12, true),
+            // The leader never had the follower's epoch: its floor epoch is older.
+            (4, 10, 3, 12, true),
+            // Undefined on the leader (-1, -1).
+            (3, 0, -1, -1, true),
+        ];
+        for (last, offset, epoch, end, expected) in cases {
+            assert_eq!(is_diverging(last, offset, epoch, end), expected);
+        }
     }
 
     #[test]

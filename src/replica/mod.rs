@@ -1,12 +1,22 @@
 //! The leadership core: [`ReplicaManager`] maps topic-partitions to [`Partition`]s, reacts to
-//! metadata images (create, lead, reconfigure, delete partitions), checkpoints high watermarks
-//! and owns the [`purgatory::Purgatory`] of delayed produce and fetch.
+//! metadata images, checkpoints high watermarks and owns the [`purgatory::Purgatory`] of
+//! delayed produce and fetch.
+//!
+//! Each image becomes [`local_changes::LocalChanges`] (a pure diff: partitions to lead, to
+//! follow, to delete, to reconfigure), which the manager applies in that order after deleting
+//! (Kafka's `ReplicaManager#applyDelta`). Nothing here assumes this node leads everything: a
+//! partition led elsewhere is a follower that refuses produce and leader-only reads, one whose
+//! replica moved away is stopped and its log deleted.
 //!
 //! It is called by handlers and by the controller (through [`ImageListener`]); it calls
 //! `kafkaiq-storage`. It does not know the wire protocol: inputs and outputs are offsets, bytes
-//! and [`ApiError`]s. Decisions live in [`decisions`] as pure functions.
+//! and [`ApiError`]s. Decisions live in [`decisions`] and [`local_changes`] as pure functions.
+//! Lock order: the partition map, then a partition's state, then its log; none is held across
+//! an await.
 
 pub mod decisions;
+pub mod fetch_params;
+pub mod local_changes;
 pub mod partition;
 pub mod purgatory;
 
@@ -21,6 +31,8 @@ use crate::config::topic as topic_config;
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::metadata::{ImageListener, MetadataImage, TopicImage};
+pub use fetch_params::{FetchIsolation, FetchParams};
+use local_changes::{local_changes, LocalChanges};
 pub use partition::{Offsets, Partition, ReadResult, Role};
 use purgatory::Purgatory;
 
@@ -147,6 +159,7 @@ impl ReplicaManager {
             self.node_id,
             hw,
             topic_config::min_insync_replicas(&topic.configs, &self.config),
+            self.config.replica_lag_time_max_ms,
         ));
         self.partitions
             .write()
@@ -155,6 +168,8 @@ impl ReplicaManager {
         Ok(partition)
     }
 
+    /// Stops a partition this node no longer hosts and deletes its log (Kafka's
+    /// `stopPartitions` with `deleteLocalLog`).
     fn remove_partition(&self, tp: &TopicPartition) {
         let removed = self
             .partitions
@@ -162,7 +177,7 @@ impl ReplicaManager {
             .unwrap_or_else(|e| e.into_inner())
             .remove(tp);
         if let Some(p) = removed {
-            p.wake_watchers();
+            p.stop();
         }
         self.offline
             .write()
@@ -192,64 +207,76 @@ impl ReplicaManager {
     }
 }
 
-impl ImageListener for ReplicaManager {
-    fn on_image(&self, previous: &MetadataImage, next: &MetadataImage) {
-        // Removed topics (by id: a deleted and re-created topic has a new id).
-        for (name, old) in &previous.topics {
-            let still_there = next.topics.get(name).map(|t| t.id) == Some(old.id);
-            for &index in old.partitions.keys() {
-                let gone = !still_there || !next.topics[name].partitions.contains_key(&index);
-                if gone {
-                    self.remove_partition(&TopicPartition {
-                        topic: name.clone(),
-                        partition: index,
-                    });
+impl ReplicaManager {
+    /// Applies the local changes of one image: deletes first (a re-created topic's partitions
+    /// then start from empty logs), then leaders, then followers, then config changes.
+    pub fn apply_local_changes(&self, image: &MetadataImage, changes: &LocalChanges) {
+        for tp in &changes.delete {
+            tracing::info!(topic = %tp.topic, partition = tp.partition, "partition no longer hosted here; deleting it");
+            self.remove_partition(tp);
+        }
+        let now_ms = self.clock.now_ms();
+        for (tp, local) in &changes.become_leader {
+            if let Some(p) = self.open_partition(image, tp) {
+                if let Err(e) = p.make_leader(&local.registration, now_ms) {
+                    tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "becoming leader failed");
                 }
             }
         }
-        for (name, topic) in &next.topics {
-            let before = previous.topics.get(name).filter(|t| t.id == topic.id);
-            if let Some(before) = before {
-                if std::sync::Arc::ptr_eq(before, topic) {
-                    continue;
+        for (tp, local) in &changes.become_follower {
+            if let Some(p) = self.open_partition(image, tp) {
+                if let Err(e) = p.make_follower(&local.registration) {
+                    tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "becoming follower failed");
                 }
             }
-            let configs_changed = before.map(|b| b.configs != topic.configs).unwrap_or(false);
-            for (&index, reg) in &topic.partitions {
-                if !reg.replicas.contains(&self.node_id) {
-                    continue;
-                }
-                let unchanged = before.and_then(|b| b.partitions.get(&index)) == Some(reg);
-                let tp = TopicPartition {
-                    topic: name.clone(),
-                    partition: index,
-                };
-                let partition = match self.ensure_partition(topic, index) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        tracing::error!(topic = %name, partition = index, error = %e, "cannot open partition log; partition offline");
-                        self.offline
-                            .write()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(tp);
-                        continue;
-                    }
-                };
-                if configs_changed {
-                    partition
-                        .log
-                        .update_config(topic_config::log_config(&topic.configs, &self.config));
-                    partition.set_min_insync_replicas(topic_config::min_insync_replicas(
-                        &topic.configs,
-                        &self.config,
-                    ));
-                }
-                if !unchanged || partition.state().leader_epoch != reg.leader_epoch {
-                    if let Err(e) = partition.apply_registration(reg) {
-                        tracing::error!(topic = %name, partition = index, error = %e, "applying partition registration failed");
-                    }
-                }
+        }
+        for tp in &changes.reconfigure {
+            let (Some(topic), Some(p)) = (image.topic(&tp.topic), self.hosted(tp)) else {
+                continue;
+            };
+            p.log
+                .update_config(topic_config::log_config(&topic.configs, &self.config));
+            p.set_min_insync_replicas(topic_config::min_insync_replicas(
+                &topic.configs,
+                &self.config,
+            ));
+        }
+    }
+
+    fn hosted(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tp)
+            .cloned()
+    }
+
+    /// The partition, created with its log if new; `None` (and the partition offline) if its
+    /// log cannot be opened.
+    fn open_partition(&self, image: &MetadataImage, tp: &TopicPartition) -> Option<Arc<Partition>> {
+        let topic = image.topic(&tp.topic)?;
+        match self.ensure_partition(topic, tp.partition) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "cannot open partition log; partition offline");
+                self.offline
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(tp.clone());
+                None
             }
         }
     }
 }
+
+impl ImageListener for ReplicaManager {
+    fn on_image(&self, previous: &MetadataImage, next: &MetadataImage) {
+        let changes = local_changes(previous, next, self.node_id);
+        if !changes.is_empty() {
+            self.apply_local_changes(next, &changes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,20 +1,34 @@
 //! One partition hosted by this broker: its log, its role and leadership state, and its high
 //! watermark.
 //!
-//! A `Partition` is created and updated by the [`super::ReplicaManager`] from metadata images;
-//! handlers reach it through the manager. State changes happen under one `std::sync::Mutex`
-//! (held for short, non-async sections only: an append holds it so that the leader epoch stamped
-//! into a batch is the epoch the partition has while appending). Decisions are delegated to
-//! [`super::decisions`]. Delayed operations (long-polling fetches, acks=all produces) register
-//! a `Notify` here and are woken when the high watermark or log end offset moves.
+//! A `Partition` is created and updated by the [`super::ReplicaManager`] from metadata images
+//! ([`Partition::make_leader`], [`Partition::make_follower`], [`Partition::stop`]); handlers
+//! reach it through the manager. As leader it appends produce requests, keeps what each remote
+//! replica's fetches told it ([`decisions::ReplicaState`]) and moves the high watermark over the
+//! maximal ISR. As follower it refuses produce and leader-only reads, and takes the leader's
+//! batches as they are ([`Partition::append_as_follower`], [`Partition::truncate_to`],
+//! [`Partition::update_follower_high_watermark`]); nothing fetches for it yet.
+//!
+//! State changes happen under one `std::sync::Mutex` (held for short, non-async sections only:
+//! an append holds it so that the leader epoch stamped into a batch is the epoch the partition
+//! has while appending; reads hold it only to check leadership and take the offsets). Lock
+//! order: partition state, then the log's locks; the watcher list is taken alone. Decisions are
+//! delegated to [`super::decisions`]. Delayed operations (long-polling fetches, acks=all
+//! produces) register a `Notify` here and are woken when the high watermark, the log end offset
+//! or the role changes.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use kafkaiq_storage::{FetchDataInfo, Log, LogAppendInfo, TopicPartition};
+use kafkaiq_storage::batch::BatchHeader;
+use kafkaiq_storage::{
+    EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, LogPosition, TopicPartition,
+};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use super::decisions;
+use super::decisions::{self, FollowerFetch, RemoteReplica, ReplicaState};
+use super::fetch_params::FetchParams;
 use crate::errors::ApiError;
 use crate::limits::PARTITION_WATCHERS_PRUNE_AT;
 use crate::metadata::PartitionRegistration;
@@ -28,13 +42,29 @@ pub enum Role {
 #[derive(Debug, Clone)]
 pub struct PartitionState {
     pub role: Role,
+    /// The leader's node id; -1 when the partition has no leader.
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub replicas: Vec<i32>,
+    /// The committed ISR. Only a leader keeps it; a follower's is empty, as in Kafka.
     pub isr: Vec<i32>,
     pub high_watermark: i64,
     pub min_insync_replicas: i32,
+    /// Where the current leader epoch starts in the log; `None` unless leading.
+    pub leader_epoch_start_offset: Option<i64>,
+    /// Leader only: every other assigned replica and what its fetches told us (Kafka's
+    /// `remoteReplicasMap`). Empty on a follower.
+    pub remote_replicas: BTreeMap<i32, ReplicaState>,
+}
+
+impl PartitionState {
+    /// Kafka's `maximalIsr`: the committed ISR plus any replica an in-flight expansion adds, so
+    /// the high watermark already waits for a joining replica. No ISR change is ever in flight
+    /// yet (AlterPartition comes with the fetcher), so it is the committed ISR.
+    pub fn maximal_isr(&self) -> &[i32] {
+        &self.isr
+    }
 }
 
 /// A snapshot of the offsets a fetch or list-offsets answer reports.
@@ -50,7 +80,11 @@ pub struct Offsets {
 #[derive(Debug, Clone)]
 pub struct ReadResult {
     pub records: bytes::Bytes,
+    /// The partition's offsets as they were before the read.
     pub offsets: Offsets,
+    /// Set when the reader's last fetched epoch diverges from this log (Fetch v12+): no records,
+    /// and the reader truncates to `end_offset`.
+    pub diverging_epoch: Option<EpochEndOffset>,
 }
 
 pub struct Partition {
@@ -58,6 +92,8 @@ pub struct Partition {
     pub topic_id: Uuid,
     pub log: Arc<Log>,
     node_id: i32,
+    /// `replica.lag.time.max.ms`: how long a replica outside the ISR counts as caught up.
+    replica_lag_time_max_ms: i64,
     state: Mutex<PartitionState>,
     watchers: Mutex<Vec<Weak<Notify>>>,
 }
@@ -79,6 +115,7 @@ impl Partition {
         node_id: i32,
         checkpointed_high_watermark: i64,
         min_insync_replicas: i32,
+        replica_lag_time_max_ms: i64,
     ) -> Partition {
         let hw = checkpointed_high_watermark.clamp(
             log.log_start_offset(),
@@ -90,6 +127,7 @@ impl Partition {
             topic_id,
             log,
             node_id,
+            replica_lag_time_max_ms,
             state: Mutex::new(PartitionState {
                 role: Role::Follower,
                 leader: -1,
@@ -99,6 +137,8 @@ impl Partition {
                 isr: Vec::new(),
                 high_watermark: hw,
                 min_insync_replicas,
+                leader_epoch_start_offset: None,
+                remote_replicas: BTreeMap::new(),
             }),
             watchers: Mutex::new(Vec::new()),
         }
@@ -116,60 +156,180 @@ impl Partition {
         self.lock().min_insync_replicas = value;
     }
 
-    /// Applies a registration from a new metadata image. Becoming leader (or a new leader
-    /// epoch) registers `(epoch, LEO)` in the epoch cache before any write, as Kafka's
-    /// `makeLeader` does, so followers can always find where the epoch starts.
-    pub fn apply_registration(&self, reg: &PartitionRegistration) -> Result<(), ApiError> {
+    /// What this leader knows of a remote replica, if it is one.
+    pub fn remote_replica(&self, replica_id: i32) -> Option<ReplicaState> {
+        self.lock().remote_replicas.get(&replica_id).copied()
+    }
+
+    /// Kafka's `Partition#makeLeader`: this node leads the partition under `reg`. A new leader
+    /// epoch registers `(epoch, LEO)` in the epoch cache before any write, so followers can
+    /// always find where the epoch starts, and resets what is known of every remote replica.
+    /// A registration older than the one applied (lower partition epoch) is skipped. Returns
+    /// whether this node was not leading before.
+    pub fn make_leader(&self, reg: &PartitionRegistration, now_ms: i64) -> Result<bool, ApiError> {
         let mut state = self.lock();
-        let becomes_leader = reg.leader == self.node_id;
-        let epoch_changed = reg.leader_epoch != state.leader_epoch;
-        if becomes_leader && (epoch_changed || state.role != Role::Leader) {
-            assert!(
-                reg.leader_epoch >= state.leader_epoch,
-                "leader epoch of {} went backwards: {} -> {}",
-                self.tp.topic,
-                state.leader_epoch,
-                reg.leader_epoch
-            );
+        if reg.partition_epoch < state.partition_epoch {
+            tracing::info!(topic = %self.tp.topic, partition = self.tp.partition, partition_epoch = reg.partition_epoch, current = state.partition_epoch, "skipped a stale become-leader");
+            return Ok(false);
+        }
+        self.assert_leader_epoch_not_backwards(&state, reg);
+        let is_new_leader = state.role != Role::Leader;
+        let is_new_leader_epoch = reg.leader_epoch > state.leader_epoch;
+        let start_offset = self.log.log_end_offset();
+        if is_new_leader_epoch {
+            // First, so that a failure leaves the partition as it was.
             self.log
-                .assign_epoch_start_offset(reg.leader_epoch, self.log.log_end_offset())?;
+                .assign_epoch_start_offset(reg.leader_epoch, start_offset)?;
+        }
+        Self::update_assignment(&mut state, reg, self.node_id, true);
+        if is_new_leader_epoch {
+            for (id, replica) in state.remote_replicas.iter_mut() {
+                *replica = decisions::reset_replica_state(
+                    replica,
+                    now_ms,
+                    start_offset,
+                    is_new_leader,
+                    reg.isr.contains(id),
+                );
+            }
+            state.leader_epoch_start_offset = Some(start_offset);
             tracing::info!(
                 topic = %self.tp.topic,
                 partition = self.tp.partition,
                 leader_epoch = reg.leader_epoch,
-                log_end_offset = self.log.log_end_offset(),
+                log_end_offset = start_offset,
                 "became leader"
             );
         }
-        state.role = if becomes_leader {
-            Role::Leader
-        } else {
-            Role::Follower
-        };
+        state.role = Role::Leader;
+        state.leader = self.node_id;
+        state.leader_epoch = reg.leader_epoch;
+        state.partition_epoch = reg.partition_epoch;
+        self.maybe_increment_high_watermark(&mut state, now_ms);
+        drop(state);
+        self.wake_watchers();
+        Ok(is_new_leader)
+    }
+
+    /// Kafka's `Partition#makeFollower`: another node (or none, leader -1) leads under `reg`.
+    /// Produce and leader-only reads are refused from here on and parked operations are woken
+    /// to find that out. A stale registration is skipped. Returns whether the leader epoch
+    /// changed, which is when a fetcher must (re)start from this log.
+    pub fn make_follower(&self, reg: &PartitionRegistration) -> Result<bool, ApiError> {
+        let mut state = self.lock();
+        if reg.partition_epoch < state.partition_epoch {
+            tracing::info!(topic = %self.tp.topic, partition = self.tp.partition, partition_epoch = reg.partition_epoch, current = state.partition_epoch, "skipped a stale become-follower");
+            return Ok(false);
+        }
+        self.assert_leader_epoch_not_backwards(&state, reg);
+        let is_new_leader_epoch = reg.leader_epoch > state.leader_epoch;
+        if state.role == Role::Leader || is_new_leader_epoch {
+            tracing::info!(
+                topic = %self.tp.topic,
+                partition = self.tp.partition,
+                leader = reg.leader,
+                leader_epoch = reg.leader_epoch,
+                log_end_offset = self.log.log_end_offset(),
+                high_watermark = state.high_watermark,
+                "became follower"
+            );
+        }
+        Self::update_assignment(&mut state, reg, self.node_id, false);
+        state.role = Role::Follower;
         state.leader = reg.leader;
         state.leader_epoch = reg.leader_epoch;
         state.partition_epoch = reg.partition_epoch;
-        state.replicas = reg.replicas.clone();
-        state.isr = reg.isr.clone();
-        if becomes_leader {
-            self.maybe_increment_high_watermark(&mut state);
-        }
+        state.leader_epoch_start_offset = None;
         drop(state);
         self.wake_watchers();
-        Ok(())
+        Ok(is_new_leader_epoch)
+    }
+
+    /// The partition is no longer hosted here (deleted, or its replica moved away): it stops
+    /// leading, so whoever still holds it (a parked produce or fetch) is told
+    /// NOT_LEADER_OR_FOLLOWER rather than waiting on a log about to be deleted.
+    pub fn stop(&self) {
+        let mut state = self.lock();
+        state.role = Role::Follower;
+        state.leader = -1;
+        state.isr.clear();
+        state.remote_replicas.clear();
+        state.leader_epoch_start_offset = None;
+        drop(state);
+        self.wake_watchers();
+    }
+
+    fn assert_leader_epoch_not_backwards(
+        &self,
+        state: &PartitionState,
+        reg: &PartitionRegistration,
+    ) {
+        assert!(
+            reg.leader_epoch >= state.leader_epoch,
+            "leader epoch of {}-{} went backwards: {} -> {}",
+            self.tp.topic,
+            self.tp.partition,
+            state.leader_epoch,
+            reg.leader_epoch
+        );
+    }
+
+    /// Kafka's `updateAssignmentAndIsr`: a leader tracks every other assigned replica (keeping
+    /// what it knows of those it tracked already) and the ISR; a follower tracks neither.
+    fn update_assignment(
+        state: &mut PartitionState,
+        reg: &PartitionRegistration,
+        node_id: i32,
+        is_leader: bool,
+    ) {
+        state.replicas = reg.replicas.clone();
+        if is_leader {
+            state
+                .remote_replicas
+                .retain(|id, _| reg.replicas.contains(id));
+            for &id in reg.replicas.iter().filter(|&&id| id != node_id) {
+                state
+                    .remote_replicas
+                    .entry(id)
+                    .or_insert(ReplicaState::UNKNOWN);
+            }
+            state.isr = reg.isr.clone();
+        } else {
+            state.remote_replicas.clear();
+            state.isr.clear();
+        }
     }
 
     fn effective_min_isr(state: &PartitionState) -> usize {
         decisions::effective_min_isr(state.min_insync_replicas, state.replicas.len())
     }
 
-    /// Recomputes the leader's high watermark. On one node the only ISR member is the leader;
-    /// remote replicas join here when followers exist.
-    fn maybe_increment_high_watermark(&self, state: &mut PartitionState) -> bool {
+    /// Recomputes the leader's high watermark over its own log end offset and every remote
+    /// replica that counts: those in the maximal ISR, and those caught up enough to join it.
+    /// Returns whether it moved.
+    fn maybe_increment_high_watermark(&self, state: &mut PartitionState, now_ms: i64) -> bool {
+        let leader_log_end_offset = self.log.log_end_offset();
+        let maximal_isr = state.maximal_isr();
+        let remotes = state
+            .remote_replicas
+            .iter()
+            .map(|(id, replica)| RemoteReplica {
+                log_end_offset: replica.log_end_offset,
+                counts_for_high_watermark: decisions::counts_for_high_watermark(
+                    maximal_isr.contains(id),
+                    // Fencing and controlled shutdown are not tracked yet: every registered
+                    // replica is eligible to join the ISR.
+                    true,
+                    replica,
+                    leader_log_end_offset,
+                    now_ms,
+                    self.replica_lag_time_max_ms,
+                ),
+            });
         let new_hw = decisions::leader_high_watermark(
             state.high_watermark,
-            self.log.log_end_offset(),
-            &[],
+            leader_log_end_offset,
+            remotes,
             state.isr.len(),
             Self::effective_min_isr(state),
         );
@@ -209,10 +369,132 @@ impl Partition {
         let info = self
             .log
             .append_as_leader(records, state.leader_epoch, now_ms)?;
-        self.maybe_increment_high_watermark(&mut state);
+        self.maybe_increment_high_watermark(&mut state, now_ms);
         drop(state);
         self.wake_watchers();
         Ok(info)
+    }
+
+    fn require_follower(state: &PartitionState) -> Result<(), ApiError> {
+        if state.role == Role::Follower {
+            Ok(())
+        } else {
+            // A leader's log is written by produce requests only; a fetcher racing with a
+            // leadership change must not write into it.
+            Err(ApiError::NotLeaderOrFollower)
+        }
+    }
+
+    /// Appends the leader's batches as they are, offsets and leader epochs kept (Kafka's
+    /// `appendRecordsToFollowerOrFutureReplica`). If this log is empty and the leader's first
+    /// batch straddles our start offset (the leader's log start moved inside a batch through
+    /// DeleteRecords), the log restarts at that batch's base offset first, as in Kafka.
+    pub fn append_as_follower(&self, records: &[u8]) -> Result<LogAppendInfo, ApiError> {
+        let state = self.lock();
+        Self::require_follower(&state)?;
+        let log_end_offset = self.log.log_end_offset();
+        if let Ok(first) = BatchHeader::parse(records) {
+            if log_end_offset == self.log.log_start_offset()
+                && first.base_offset < log_end_offset
+                && first.last_offset() >= log_end_offset
+            {
+                tracing::info!(topic = %self.tp.topic, partition = self.tp.partition, base_offset = first.base_offset, log_start_offset = log_end_offset, "first batch from the leader starts below the log start offset; restarting the log there");
+                self.log.truncate_fully_and_start_at(first.base_offset)?;
+            }
+        }
+        let info = self.log.append_as_follower(records)?;
+        drop(state);
+        self.wake_watchers();
+        Ok(info)
+    }
+
+    /// Kafka's `Partition#truncateTo` for a follower whose log diverged from the leader's:
+    /// removes every batch at or past `offset`. The high watermark follows the log end offset
+    /// down if it was above it.
+    pub fn truncate_to(&self, offset: i64) -> Result<(), ApiError> {
+        let mut state = self.lock();
+        Self::require_follower(&state)?;
+        self.log.truncate_to(offset)?;
+        self.clamp_follower_high_watermark(&mut state);
+        drop(state);
+        self.wake_watchers();
+        Ok(())
+    }
+
+    /// Kafka's `Partition#truncateFullyAndStartAt`: a follower whose fetch offset the leader no
+    /// longer has starts again, empty, at `offset`.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), ApiError> {
+        let mut state = self.lock();
+        Self::require_follower(&state)?;
+        self.log.truncate_fully_and_start_at(offset)?;
+        self.clamp_follower_high_watermark(&mut state);
+        drop(state);
+        self.wake_watchers();
+        Ok(())
+    }
+
+    fn clamp_follower_high_watermark(&self, state: &mut PartitionState) {
+        let hw = decisions::follower_high_watermark(
+            state.high_watermark,
+            self.log.log_start_offset(),
+            self.log.log_end_offset(),
+        );
+        state.high_watermark = hw;
+        self.log.update_high_watermark(hw);
+    }
+
+    /// A follower takes the high watermark a fetch response carries, clamped to what its own
+    /// log holds (Kafka's `UnifiedLog#maybeUpdateHighWatermark` in the fetcher). Only the
+    /// leader's high watermark is monotonic: a follower's follows its leader's, and a new leader
+    /// may not yet have reached its predecessor's (Kafka logs the step back and takes it, and
+    /// so do we). Returns whether it changed.
+    pub fn update_follower_high_watermark(
+        &self,
+        leader_high_watermark: i64,
+    ) -> Result<bool, ApiError> {
+        let mut state = self.lock();
+        Self::require_follower(&state)?;
+        let hw = decisions::follower_high_watermark(
+            leader_high_watermark,
+            self.log.log_start_offset(),
+            self.log.log_end_offset(),
+        );
+        if hw < state.high_watermark {
+            tracing::warn!(topic = %self.tp.topic, partition = self.tp.partition, from = state.high_watermark, to = hw, "follower high watermark moves back with the leader's");
+        }
+        let changed = hw != state.high_watermark;
+        state.high_watermark = hw;
+        self.log.update_high_watermark(hw);
+        drop(state);
+        if changed {
+            self.wake_watchers();
+        }
+        Ok(changed)
+    }
+
+    /// The leader records a follower's fetch (Kafka's `Partition#updateFollowerFetchState`)
+    /// and moves the high watermark if that follower's log end offset moved. Returns whether
+    /// the high watermark moved. ISR expansion (AlterPartition) comes with the fetcher.
+    pub fn update_follower_fetch_state(
+        &self,
+        replica_id: i32,
+        fetch: &FollowerFetch,
+    ) -> Result<bool, ApiError> {
+        let mut state = self.lock();
+        Self::require_leader(&state)?;
+        let Some(current) = state.remote_replicas.get(&replica_id).copied() else {
+            return Err(ApiError::NotLeaderOrFollower);
+        };
+        // The metadata image carries no broker epochs yet, so no fetch is fenced by one.
+        let next = decisions::update_fetch_state(&current, fetch, None)?;
+        state.remote_replicas.insert(replica_id, next);
+        let moved = next.log_end_offset != current.log_end_offset
+            && self.maybe_increment_high_watermark(&mut state, fetch.fetch_time_ms);
+        drop(state);
+        if moved {
+            self.wake_watchers();
+        }
+        Ok(moved)
     }
 
     /// For a parked acks=all produce: `Some(outcome)` once the high watermark covers
@@ -259,36 +541,109 @@ impl Partition {
         })
     }
 
-    /// Reads whole batches from `fetch_offset`, up to the high watermark for consumers or the
-    /// LEO for followers. `OFFSET_OUT_OF_RANGE` only outside `[log start, LEO]`; between the
-    /// high watermark and the LEO the answer is empty.
-    pub fn read(
+    /// The checks every read makes before touching the log (Kafka's `localLogWithEpochOrThrow`
+    /// and `followerReplicaOrThrow`): the reader's leader epoch, leadership when the read is
+    /// leader-only, and for a follower's fetch that the follower is an assigned replica — else
+    /// any client could claim a broker id and read past the high watermark. Returns the offsets
+    /// as they are now.
+    fn check_read(
         &self,
-        fetch_offset: i64,
-        current_leader_epoch: i32,
-        max_bytes: usize,
-        min_one_batch: bool,
-        up_to_log_end: bool,
-    ) -> Result<ReadResult, ApiError> {
-        let offsets = self.check_leader_and_epoch(current_leader_epoch, true)?;
+        state: &PartitionState,
+        params: &FetchParams,
+    ) -> Result<Offsets, ApiError> {
+        decisions::check_current_leader_epoch(
+            state.leader_epoch,
+            params.current_leader_epoch.unwrap_or(-1),
+        )?;
+        if params.fetch_only_leader {
+            Self::require_leader(state)?;
+        }
+        if params.is_from_follower() {
+            decisions::check_follower_replica(
+                state.remote_replicas.contains_key(&params.replica_id),
+                params.current_leader_epoch.is_some(),
+            )?;
+        }
+        Ok(Offsets {
+            log_start_offset: self.log.log_start_offset(),
+            high_watermark: state.high_watermark,
+            log_end_offset: self.log.log_end_offset(),
+            leader_epoch: state.leader_epoch,
+        })
+    }
+
+    /// The end of the reader's last fetched epoch in this log, if it diverges (Fetch v12+).
+    fn diverging_epoch(&self, fetch_offset: i64, params: &FetchParams) -> Option<EpochEndOffset> {
+        let epoch = params.last_fetched_epoch?;
+        let end = self.log.end_offset_for_epoch(epoch);
+        decisions::is_diverging(epoch, fetch_offset, end.epoch, end.end_offset).then_some(end)
+    }
+
+    /// Reads whole batches from `fetch_offset` below the bound `params.isolation` sets (the
+    /// high watermark for consumers, the log end offset for followers), at most
+    /// `params.max_bytes` unless `params.min_one_message` lets a first larger batch through.
+    /// `OFFSET_OUT_OF_RANGE` only outside `[log start, LEO]`; between the bound and the LEO the
+    /// answer is empty. A diverging last fetched epoch answers with no records and the epoch's
+    /// end instead. The partition lock is held for the checks only, not for the read.
+    pub fn read(&self, fetch_offset: i64, params: &FetchParams) -> Result<ReadResult, ApiError> {
+        let offsets = self.check_read(&self.lock(), params)?;
+        let empty = |diverging_epoch| ReadResult {
+            records: bytes::Bytes::new(),
+            offsets,
+            diverging_epoch,
+        };
+        if params.last_fetched_epoch.is_some() {
+            // Below the log start offset is out of range even when diverging (KAFKA-12996).
+            if fetch_offset < offsets.log_start_offset {
+                return Err(ApiError::OffsetOutOfRange);
+            }
+            if let Some(end) = self.diverging_epoch(fetch_offset, params) {
+                return Ok(empty(Some(end)));
+            }
+        }
         if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.log_end_offset {
             return Err(ApiError::OffsetOutOfRange);
         }
-        let max_offset = if up_to_log_end {
-            offsets.log_end_offset
-        } else {
-            offsets.high_watermark
-        };
+        let max_offset = params.isolation.max_offset(&offsets);
         if fetch_offset >= max_offset {
-            return Ok(ReadResult {
-                records: bytes::Bytes::new(),
-                offsets,
-            });
+            return Ok(empty(None));
         }
-        let FetchDataInfo { records, .. } =
-            self.log
-                .read(fetch_offset, max_bytes, max_offset, min_one_batch)?;
-        Ok(ReadResult { records, offsets })
+        let FetchDataInfo { records, .. } = self.log.read(
+            fetch_offset,
+            params.max_bytes,
+            max_offset,
+            params.min_one_message,
+        )?;
+        Ok(ReadResult {
+            records,
+            offsets,
+            diverging_epoch: None,
+        })
+    }
+
+    /// What a parked fetch checks on each wake-up (Kafka's `DelayedFetch#tryComplete`): the
+    /// bytes readable now from `start` (the position of the fetch offset, taken when the fetch
+    /// was parked) up to the read's bound, counted from the log's positions without reading
+    /// records. `None` when the fetch must be answered now without waiting for more bytes:
+    /// leadership or the leader epoch changed, the fetch offset left the log, the log was
+    /// truncated under the position, or the reader's epoch now diverges.
+    pub fn bytes_available(
+        &self,
+        fetch_offset: i64,
+        start: &LogPosition,
+        params: &FetchParams,
+    ) -> Option<u64> {
+        let offsets = self.check_read(&self.lock(), params).ok()?;
+        if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.log_end_offset {
+            return None;
+        }
+        if self.diverging_epoch(fetch_offset, params).is_some() {
+            return None;
+        }
+        self.log
+            .bytes_between(start, params.isolation.max_offset(&offsets))
+            .ok()
+            .flatten()
     }
 
     /// DeleteRecords: moves the log start offset, which may not pass the high watermark.
@@ -341,3 +696,6 @@ impl Partition {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -33,5 +33,5 @@ pub mod segment;
 
 pub use config::{LogConfig, TimestampType, TopicPartition};
 pub use error::{Result, StorageError};
-pub use log::{EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset};
+pub use log::{EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, LogPosition, TimestampAndOffset};
 pub use manager::LogManager;

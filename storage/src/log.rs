@@ -59,6 +59,19 @@ pub struct FetchDataInfo {
     pub first_batch_offset: Option<i64>,
 }
 
+/// Where the batch holding an offset starts (Kafka's `LogOffsetMetadata`): its segment and
+/// byte position. Valid until the log is truncated; [`Log::bytes_between`] says when it no
+/// longer is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogPosition {
+    pub offset: i64,
+    pub segment_base_offset: i64,
+    /// Bytes from the start of the segment to the first batch whose last offset is >= `offset`
+    /// (the segment's size when `offset` is the segment's next offset).
+    pub position: u64,
+    truncation_generation: u64,
+}
+
 /// Answer to ListOffsets by timestamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimestampAndOffset {
@@ -997,6 +1010,94 @@ impl Log {
         Ok(FetchDataInfo::default())
     }
 
+    /// The position of the batch holding `offset`, found through the offset index and batch
+    /// headers only. `Err(OffsetOutOfRange)` outside `[log start offset, log end offset]`.
+    pub fn position_of(&self, offset: i64) -> Result<LogPosition> {
+        loop {
+            self.check_online()?;
+            let generation = self.truncation_generation.load(Ordering::SeqCst);
+            if generation % 2 == 1 {
+                drop(self.writer.lock());
+                continue;
+            }
+            let (log_start_offset, log_end_offset) =
+                (self.log_start_offset(), self.log_end_offset());
+            if offset < log_start_offset || offset > log_end_offset {
+                return Err(StorageError::OffsetOutOfRange {
+                    offset,
+                    log_start_offset,
+                    log_end_offset,
+                });
+            }
+            let segments = self.segments();
+            let result = Self::locate(&segments, offset);
+            if self.truncation_generation.load(Ordering::SeqCst) != generation {
+                continue;
+            }
+            let (segment_base_offset, position) = self.guard(result)?;
+            return Ok(LogPosition {
+                offset,
+                segment_base_offset,
+                position,
+                truncation_generation: generation,
+            });
+        }
+    }
+
+    /// (segment base offset, byte position) of the batch holding `offset`.
+    fn locate(segments: &[Arc<LogSegment>], offset: i64) -> Result<(i64, u64)> {
+        let holder = &segments[segments
+            .partition_point(|s| s.base_offset() <= offset)
+            .saturating_sub(1)];
+        let size = holder.size();
+        let position = holder
+            .find_batch(offset, size)?
+            .map_or(size, |(position, _)| position);
+        Ok((holder.base_offset(), position))
+    }
+
+    /// Bytes of the whole batches from `start` up to the batch holding `end_offset` (the log end
+    /// offset when beyond it), without reading them: what a parked fetch checks against its
+    /// `min_bytes` on every wake-up (Kafka's `DelayedFetch#tryComplete`). Counting up to the log
+    /// end offset costs no I/O; up to another offset, one index lookup and one read of batch
+    /// headers. `None` when `start` is no longer valid — the log was truncated or its segment
+    /// deleted since — so the caller reads to find out what happened.
+    pub fn bytes_between(&self, start: &LogPosition, end_offset: i64) -> Result<Option<u64>> {
+        self.check_online()?;
+        let generation = self.truncation_generation.load(Ordering::SeqCst);
+        if generation != start.truncation_generation {
+            return Ok(None);
+        }
+        let segments = self.segments();
+        let Ok(first) =
+            segments.binary_search_by_key(&start.segment_base_offset, |s| s.base_offset())
+        else {
+            return Ok(None);
+        };
+        let end = if end_offset >= self.log_end_offset() {
+            let active = segments.last().expect("a log always has a segment");
+            Ok((active.base_offset(), active.size()))
+        } else if end_offset <= start.offset {
+            return Ok(Some(0));
+        } else {
+            Self::locate(&segments, end_offset)
+        };
+        if self.truncation_generation.load(Ordering::SeqCst) != generation {
+            return Ok(None);
+        }
+        let (end_segment, end_position) = self.guard(end)?;
+        let mut bytes = 0u64;
+        let mut from = start.position;
+        for seg in &segments[first..] {
+            if seg.base_offset() == end_segment {
+                return Ok(Some(bytes + end_position.saturating_sub(from)));
+            }
+            bytes += seg.size().saturating_sub(from);
+            from = 0;
+        }
+        Ok(Some(bytes))
+    }
+
     /// ListOffsets by timestamp: the first offset at or after the log start offset whose record
     /// timestamp is >= `timestamp`, looking inside compressed batches as Kafka does (see
     /// `batch::first_record_timestamp_at_least`), or `None` if every record is older.
@@ -1114,789 +1215,4 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::batch::builder::simple;
-    use crate::batch::BatchIter;
-
-    fn small_config() -> LogConfig {
-        LogConfig {
-            segment_bytes: 1024,
-            segment_index_bytes: 4096,
-            index_interval_bytes: 128,
-            ..LogConfig::default()
-        }
-    }
-
-    fn offsets(info: &FetchDataInfo) -> Vec<(i64, i64)> {
-        BatchIter::new(&info.records)
-            .map(|(_, h)| (h.base_offset, h.last_offset()))
-            .collect()
-    }
-
-    #[test]
-    fn leader_append_assigns_offsets_and_epoch() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), LogConfig::default(), 0, false, 0).unwrap();
-        let mut two = simple(3, 10, 100);
-        two.extend_from_slice(&simple(2, 10, 200));
-        let info = log.append_as_leader(&two, 5, 1_000).unwrap();
-        assert_eq!(
-            (
-                info.first_offset,
-                info.last_offset,
-                info.batch_count,
-                info.record_count
-            ),
-            (0, 4, 2, 5)
-        );
-        assert_eq!((info.log_append_time, info.max_timestamp), (-1, 201));
-        assert_eq!(log.log_end_offset(), 5);
-        let info = log.append_as_leader(&simple(1, 10, 300), 6, 1_000).unwrap();
-        assert_eq!(info.first_offset, 5);
-        let read = log.read(1, 1 << 20, i64::MAX, false).unwrap();
-        assert_eq!(read.first_batch_offset, Some(0));
-        assert_eq!(offsets(&read), vec![(0, 2), (3, 4), (5, 5)]);
-        let epochs: Vec<i32> = BatchIter::new(&read.records)
-            .map(|(_, h)| h.partition_leader_epoch)
-            .collect();
-        assert_eq!(epochs, vec![5, 5, 6]);
-        for (at, h) in BatchIter::new(&read.records) {
-            assert!(batch::crc_valid(&read.records[at..at + h.size_in_bytes()]));
-        }
-        // the high watermark bounds the read
-        assert_eq!(
-            offsets(&log.read(0, 1 << 20, 5, false).unwrap()),
-            vec![(0, 2), (3, 4)]
-        );
-        assert_eq!(
-            log.read(6, 100, i64::MAX, true).unwrap(),
-            FetchDataInfo::default()
-        );
-        assert!(matches!(
-            log.read(7, 100, i64::MAX, true),
-            Err(StorageError::OffsetOutOfRange { offset: 7, .. })
-        ));
-    }
-
-    #[test]
-    fn log_append_time_is_stamped() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = LogConfig {
-            message_timestamp_type: TimestampType::LogAppendTime,
-            ..LogConfig::default()
-        };
-        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
-        let info = log
-            .append_as_leader(&simple(2, 10, 100), 0, 77_000)
-            .unwrap();
-        assert_eq!((info.log_append_time, info.max_timestamp), (77_000, 77_000));
-        let read = log.read(0, 1 << 20, i64::MAX, false).unwrap();
-        let (_, h) = BatchIter::new(&read.records).next().unwrap();
-        assert_eq!(
-            (h.timestamp_type(), h.max_timestamp),
-            (TimestampType::LogAppendTime, 77_000)
-        );
-    }
-
-    #[test]
-    fn rejects_bad_batches_with_typed_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = LogConfig {
-            max_message_bytes: 200,
-            ..LogConfig::default()
-        };
-        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
-        let mut b = simple(1, 10, 0);
-        let n = b.len();
-        b[n - 1] ^= 1;
-        assert!(matches!(
-            log.append_as_leader(&b, 0, 0),
-            Err(StorageError::CorruptRecord(_))
-        ));
-        assert!(matches!(
-            log.append_as_leader(&simple(1, 300, 0), 0, 0),
-            Err(StorageError::RecordTooLarge { .. })
-        ));
-        assert_eq!(log.log_end_offset(), 0);
-    }
-
-    #[test]
-    fn follower_append_keeps_offsets_and_rejects_gaps_and_overlaps() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), LogConfig::default(), 0, false, 0).unwrap();
-        let mut b = simple(3, 10, 0);
-        batch::set_partition_leader_epoch(&mut b, 4);
-        let info = log.append_as_follower(&b).unwrap();
-        assert_eq!((info.first_offset, info.last_offset), (0, 2));
-        assert!(matches!(
-            log.append_as_follower(&b),
-            Err(StorageError::NonMonotonicAppend(_))
-        ));
-        batch::set_base_offset(&mut b, 5);
-        assert!(matches!(
-            log.append_as_follower(&b),
-            Err(StorageError::NonMonotonicAppend(_))
-        ));
-        batch::set_base_offset(&mut b, 3);
-        log.append_as_follower(&b).unwrap();
-        assert_eq!(log.log_end_offset(), 6);
-        let read = log.read(3, 1 << 20, i64::MAX, false).unwrap();
-        let (_, h) = BatchIter::new(&read.records).next().unwrap();
-        assert_eq!((h.base_offset, h.partition_leader_epoch), (3, 4));
-    }
-
-    #[test]
-    fn rolls_by_size_and_reads_across_segments() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        for i in 0..40 {
-            log.append_as_leader(&simple(2, 60, i), 0, i).unwrap();
-        }
-        assert!(log.segment_count() > 5, "{}", log.segment_count());
-        for seg in log.segments().iter() {
-            assert!(seg.size() <= 1024);
-        }
-        assert_eq!(
-            log.recovery_point(),
-            *log.segment_base_offsets().last().unwrap()
-        );
-        let mut next = 0;
-        let mut seen = 0;
-        while next < log.log_end_offset() {
-            let r = log.read(next, 300, i64::MAX, true).unwrap();
-            let o = offsets(&r);
-            assert!(!o.is_empty());
-            assert_eq!(o[0].0, next);
-            next = o.last().unwrap().1 + 1;
-            seen += o.len();
-        }
-        assert_eq!(seen, 40);
-        log.verify_indexes().unwrap();
-        // rolled segments have trimmed indexes on disk
-        let first = log.segments()[0].clone();
-        let idx = std::fs::metadata(
-            dir.path()
-                .join(crate::segment::index_file_name(first.base_offset())),
-        )
-        .unwrap();
-        assert!(idx.len() < 4096);
-    }
-
-    #[test]
-    fn rolls_by_segment_ms() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = LogConfig {
-            segment_ms: 1000,
-            ..LogConfig::default()
-        };
-        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
-        log.append_as_leader(&simple(1, 10, 10_000), 0, 10_000)
-            .unwrap();
-        log.append_as_leader(&simple(1, 10, 10_500), 0, 10_500)
-            .unwrap();
-        assert_eq!(log.segment_count(), 1);
-        log.append_as_leader(&simple(1, 10, 11_001), 0, 11_001)
-            .unwrap();
-        assert_eq!(log.segment_base_offsets(), vec![0, 2]);
-    }
-
-    #[test]
-    fn retention_by_time_and_bytes_and_delete_records() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        for i in 0..40 {
-            log.append_as_leader(&simple(2, 60, 1_000 + i * 100), 0, 0)
-                .unwrap();
-        }
-        let bases = log.segment_base_offsets();
-        // nothing is old enough
-        assert_eq!(log.delete_old_segments(1_000).unwrap(), 0);
-        // retention.ms: segments whose newest record is older than now - retention.ms
-        log.update_config(LogConfig {
-            retention_ms: 1_000,
-            ..small_config()
-        });
-        let now = 1_000 + 10 * 100 + 1_000 + 1; // records up to ts 2_000 have expired
-        let deleted = log.delete_old_segments(now).unwrap();
-        assert!(deleted > 0);
-        assert_eq!(log.log_start_offset(), bases[deleted]);
-        for seg in log.segments().iter() {
-            assert!(
-                now - seg.max_timestamp() <= 1_000 || seg.base_offset() == log.log_start_offset()
-            );
-        }
-        assert!(matches!(
-            log.read(0, 100, i64::MAX, true),
-            Err(StorageError::OffsetOutOfRange { .. })
-        ));
-        // retention.bytes
-        log.update_config(LogConfig {
-            retention_bytes: 2048,
-            retention_ms: -1,
-            ..small_config()
-        });
-        log.delete_old_segments(now).unwrap();
-        // Kafka keeps at least retention.bytes: a segment goes only if the rest still has them
-        let first = log.segments()[0].size();
-        assert!(
-            log.size_bytes() >= 2048 && log.size_bytes() - first < 2048,
-            "{}",
-            log.size_bytes()
-        );
-        // DeleteRecords inside a segment moves the start offset but keeps the segment
-        let lso = log.log_start_offset();
-        assert_eq!(log.delete_records_before(lso + 1).unwrap(), lso + 1);
-        let r = log.read(lso + 1, 1 << 20, i64::MAX, false).unwrap();
-        assert!(!r.records.is_empty());
-        assert!(matches!(
-            log.read(lso, 100, i64::MAX, true),
-            Err(StorageError::OffsetOutOfRange { .. })
-        ));
-        // not past the high watermark
-        log.update_high_watermark(70);
-        assert!(matches!(
-            log.delete_records_before(71),
-            Err(StorageError::OffsetOutOfRange { .. })
-        ));
-        assert_eq!(log.delete_records_before(70).unwrap(), 70);
-        assert!(log.segment_base_offsets()[0] <= 70);
-        assert!(log.segment_base_offsets().get(1).is_none_or(|&b| b > 70));
-    }
-
-    #[test]
-    fn retention_of_everything_leaves_an_empty_active_segment() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = LogConfig {
-            retention_ms: 10,
-            ..small_config()
-        };
-        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
-        for i in 0..10 {
-            log.append_as_leader(&simple(2, 60, i), 0, 0).unwrap();
-        }
-        log.delete_old_segments(1_000_000).unwrap();
-        assert_eq!(log.segment_base_offsets(), vec![20]);
-        assert_eq!(
-            (
-                log.log_start_offset(),
-                log.log_end_offset(),
-                log.size_bytes()
-            ),
-            (20, 20, 0)
-        );
-        let info = log.append_as_leader(&simple(1, 1, 0), 0, 0).unwrap();
-        assert_eq!(info.first_offset, 20);
-    }
-
-    #[test]
-    fn truncate_to_cuts_and_deletes_later_segments() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        for i in 0..40 {
-            log.append_as_leader(&simple(2, 60, i), 0, 0).unwrap();
-        }
-        log.flush().unwrap();
-        log.truncate_to(31).unwrap(); // batch 30..=31 goes
-        assert_eq!(log.log_end_offset(), 30);
-        assert_eq!(log.recovery_point(), 30);
-        assert!(log.segment_base_offsets().iter().all(|&b| b <= 30));
-        log.verify_indexes().unwrap();
-        let info = log.append_as_leader(&simple(1, 60, 0), 1, 0).unwrap();
-        assert_eq!(info.first_offset, 30);
-        let r = log.read(28, 1 << 20, i64::MAX, false).unwrap();
-        assert_eq!(offsets(&r)[0], (28, 29));
-        let r = log.read(30, 1 << 20, i64::MAX, false).unwrap();
-        assert_eq!(offsets(&r), vec![(30, 30)]);
-        log.truncate_fully_and_start_at(100).unwrap();
-        assert_eq!(
-            (
-                log.log_start_offset(),
-                log.log_end_offset(),
-                log.segment_base_offsets()
-            ),
-            (100, 100, vec![100])
-        );
-        assert_eq!(
-            log.append_as_leader(&simple(1, 1, 0), 0, 0)
-                .unwrap()
-                .first_offset,
-            100
-        );
-    }
-
-    #[test]
-    fn clean_reopen_and_unclean_recovery() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        for i in 0..25 {
-            log.append_as_leader(&simple(2, 60, 100 + i), 0, 0).unwrap();
-        }
-        let before = log.read(0, 1 << 20, i64::MAX, false).unwrap();
-        log.close().unwrap();
-        drop(log);
-        let log = Log::open(dir.path(), small_config(), 50, true, 0).unwrap();
-        assert_eq!(log.log_end_offset(), 50);
-        assert_eq!(log.read(0, 1 << 20, i64::MAX, false).unwrap(), before);
-        log.verify_indexes().unwrap();
-        assert_eq!(
-            log.max_timestamp_and_offset().unwrap().unwrap().timestamp,
-            125
-        );
-        log.append_as_leader(&simple(2, 60, 200), 0, 0).unwrap();
-        let active = log.active();
-        drop(log); // no close: unclean
-                   // tear the active segment's last batch
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(active.log_path())
-            .unwrap();
-        f.set_len(active.size() - 5).unwrap();
-        drop(active);
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        assert_eq!(log.log_end_offset(), 50);
-        assert_eq!(log.read(0, 1 << 20, i64::MAX, false).unwrap(), before);
-        log.verify_indexes().unwrap();
-    }
-
-    #[test]
-    fn corruption_in_an_old_segment_deletes_later_ones_on_recovery() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        for i in 0..30 {
-            log.append_as_leader(&simple(2, 60, i), 0, 0).unwrap();
-        }
-        let bases = log.segment_base_offsets();
-        drop(log);
-        let second = dir.path().join(crate::segment::log_file_name(bases[1]));
-        let mut bytes = std::fs::read(&second).unwrap();
-        bytes[80] ^= 0xff;
-        std::fs::write(&second, bytes).unwrap();
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        assert_eq!(log.segment_base_offsets(), vec![bases[0], bases[1]]);
-        assert_eq!(log.log_end_offset(), bases[1]);
-        for b in &bases[2..] {
-            assert!(!dir.path().join(crate::segment::log_file_name(*b)).exists());
-        }
-    }
-
-    #[test]
-    fn offset_by_timestamp() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        for i in 0..30 {
-            log.append_as_leader(&simple(3, 60, 1_000 + i * 10), 2, 0)
-                .unwrap(); // ts 1000+10i ..+2
-        }
-        let t = log.fetch_offset_by_timestamp(1_101).unwrap().unwrap();
-        assert_eq!(
-            (t.timestamp, t.offset, t.leader_epoch),
-            (1_101, 31, Some(2))
-        );
-        let t = log.fetch_offset_by_timestamp(1_103).unwrap().unwrap();
-        assert_eq!((t.timestamp, t.offset), (1_110, 33));
-        assert_eq!(log.fetch_offset_by_timestamp(0).unwrap().unwrap().offset, 0);
-        assert_eq!(log.fetch_offset_by_timestamp(5_000).unwrap(), None);
-        let m = log.max_timestamp_and_offset().unwrap().unwrap();
-        assert_eq!((m.timestamp, m.offset), (1_292, 89));
-        // below the log start offset nothing is answered, even inside its batch
-        log.delete_records_before(31).unwrap();
-        let t = log.fetch_offset_by_timestamp(1_100).unwrap().unwrap();
-        assert_eq!((t.timestamp, t.offset), (1_101, 31));
-    }
-
-    #[test]
-    fn offset_by_timestamp_inside_compressed_batches() {
-        use crate::batch::builder::{batch_with_timestamp_deltas, compressed, Spec};
-        use crate::compression::*;
-        for (codec, xerial) in [
-            (CODEC_GZIP, false),
-            (CODEC_SNAPPY, false),
-            (CODEC_SNAPPY, true),
-            (CODEC_LZ4, false),
-            (CODEC_ZSTD, false),
-        ] {
-            let what = format!("{} (xerial {xerial})", codec_name(codec));
-            let dir = tempfile::tempdir().unwrap();
-            let config = LogConfig {
-                segment_bytes: 300,
-                ..small_config()
-            };
-            let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
-            let values: Vec<Vec<u8>> = (0..5).map(|j| vec![b'a' + j; 40]).collect();
-            let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
-            // Batch i holds offsets 5i..5i+4 at 10_000 + 100 i + [0, 40, 10, 20, 30]; record
-            // 2 of batch 5 (offset 27) jumps to 50_000, the log's max.
-            for i in 0..12i64 {
-                let mut deltas = [0, 40, 10, 20, 30];
-                if i == 5 {
-                    deltas[2] = 50_000 - 10_000 - 500;
-                }
-                let spec = Spec {
-                    base_timestamp: 10_000 + 100 * i,
-                    ..Spec::default()
-                };
-                let b = compressed(
-                    &batch_with_timestamp_deltas(&spec, &values, &deltas),
-                    codec,
-                    xerial,
-                );
-                log.append_as_leader(&b, 3, 0).unwrap();
-            }
-            assert!(log.segment_count() > 2, "{what}: spans segments");
-            let at = |ts| {
-                log.fetch_offset_by_timestamp(ts)
-                    .unwrap()
-                    .map(|t| (t.timestamp, t.offset, t.leader_epoch))
-            };
-            assert_eq!(at(0), Some((10_000, 0, Some(3))), "{what}");
-            assert_eq!(at(10_325), Some((10_340, 16, Some(3))), "{what}");
-            assert_eq!(at(10_310), Some((10_340, 16, Some(3))), "{what}");
-            assert_eq!(at(10_341), Some((10_400, 20, Some(3))), "{what}");
-            assert_eq!(at(10_402), Some((10_440, 21, Some(3))), "{what}");
-            // Batch 5's outlier is the first record at or after 11_141.
-            assert_eq!(at(11_141), Some((50_000, 27, Some(3))), "{what}");
-            assert_eq!(at(50_001), None, "{what}");
-            let m = log.max_timestamp_and_offset().unwrap().unwrap();
-            assert_eq!((m.timestamp, m.offset), (50_000, 27), "{what}");
-            // Below the log start offset nothing is answered, even inside its batch.
-            log.delete_records_before(17).unwrap();
-            assert_eq!(at(10_305), Some((10_310, 17, Some(3))), "{what}");
-            assert_eq!(at(10_325), Some((10_330, 19, Some(3))), "{what}");
-        }
-    }
-
-    #[test]
-    fn io_error_takes_the_log_offline() {
-        let dir = tempfile::tempdir().unwrap();
-        let log_dir = dir.path().join("t-0");
-        let log = Log::open(&log_dir, LogConfig::default(), 0, false, 0).unwrap();
-        log.append_as_leader(&simple(1, 10, 0), 0, 0).unwrap();
-        std::fs::remove_dir_all(&log_dir).unwrap();
-        std::fs::write(&log_dir, b"not a directory").unwrap();
-        let e = log.roll(0).unwrap_err();
-        assert!(matches!(e, StorageError::Io { .. }), "{e}");
-        assert!(log.is_offline());
-        for e in [
-            log.append_as_leader(&simple(1, 10, 0), 0, 0).unwrap_err(),
-            log.read(0, 100, i64::MAX, true).unwrap_err(),
-            log.flush().unwrap_err(),
-        ] {
-            assert!(
-                matches!(e, StorageError::Offline(ref m) if m.contains("I/O error")),
-                "{e}"
-            );
-        }
-    }
-
-    #[test]
-    fn readers_stay_valid_while_the_writer_rolls_and_deletes() {
-        // In memory when possible: this checks concurrency, and thousands of rolls fsync.
-        let dir = match tempfile::tempdir_in("/dev/shm") {
-            Ok(dir) => dir,
-            Err(_) => tempfile::tempdir().unwrap(),
-        };
-        let config = LogConfig {
-            retention_bytes: 4096,
-            ..small_config()
-        };
-        let log = Arc::new(Log::open(dir.path(), config, 0, false, 0).unwrap());
-        let stop = Arc::new(AtomicBool::new(false));
-        // Readers read at the start (segments being deleted) and at the tail (being truncated
-        // and rewritten with batches of other sizes, so old and new batch boundaries differ):
-        // every batch they get must be whole, valid and hold the offset asked for.
-        let readers: Vec<_> = (0..3)
-            .map(|n| {
-                let (log, stop) = (log.clone(), stop.clone());
-                std::thread::spawn(move || {
-                    let mut reads = 0;
-                    while !stop.load(Ordering::Relaxed) {
-                        let start = if n == 0 {
-                            log.log_start_offset()
-                        } else {
-                            (log.log_end_offset() - 1 - n as i64).max(log.log_start_offset())
-                        };
-                        match log.read(start, 2048, i64::MAX, true) {
-                            Ok(r) => {
-                                let batches: Vec<_> = BatchIter::new(&r.records).collect();
-                                let covered: usize =
-                                    batches.iter().map(|(_, h)| h.size_in_bytes()).sum();
-                                assert_eq!(covered, r.records.len(), "whole batches only");
-                                for (at, h) in &batches {
-                                    assert!(batch::crc_valid(
-                                        &r.records[*at..*at + h.size_in_bytes()]
-                                    ));
-                                }
-                                if let Some((_, first)) = batches.first() {
-                                    assert!(
-                                        first.base_offset <= start
-                                            || first.base_offset == r.first_batch_offset.unwrap()
-                                    );
-                                    assert!(
-                                        first.last_offset() >= start,
-                                        "batch {first:?} for {start}"
-                                    );
-                                }
-                                reads += 1;
-                            }
-                            Err(StorageError::OffsetOutOfRange { .. }) => {}
-                            Err(e) => panic!("{e}"),
-                        }
-                    }
-                    reads
-                })
-            })
-            .collect();
-        for i in 0..10_000i64 {
-            let records = 1 + (i % 3) as usize;
-            let value_bytes = 20 + ((i * 37) % 150) as usize;
-            log.append_as_leader(&simple(records, value_bytes, i), 0, 0)
-                .unwrap();
-            if i % 50 == 0 {
-                log.delete_old_segments(0).unwrap();
-            }
-            if i % 7 == 0 {
-                let leo = log.log_end_offset();
-                log.truncate_to((leo - 1 - i % 4).max(0)).unwrap();
-            }
-        }
-        stop.store(true, Ordering::Relaxed);
-        for r in readers {
-            assert!(r.join().unwrap() > 0);
-        }
-    }
-
-    fn idempotent(pid: i64, epoch: i16, seq: i32, count: usize) -> Vec<u8> {
-        use crate::batch::builder::{batch, Spec};
-        let values: Vec<&[u8]> = (0..count).map(|_| b"v".as_slice()).collect();
-        batch(
-            &Spec {
-                producer_id: pid,
-                producer_epoch: epoch,
-                base_sequence: seq,
-                ..Spec::default()
-            },
-            &values,
-        )
-    }
-
-    #[test]
-    fn leader_epochs_follow_appends_truncation_and_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        assert_eq!(log.latest_epoch(), None);
-        assert_eq!(
-            log.end_offset_for_epoch(0),
-            EpochEndOffset {
-                epoch: -1,
-                end_offset: -1
-            }
-        );
-        for epoch in [1, 1, 2, 2, 4] {
-            log.append_as_leader(&simple(2, 10, 0), epoch, 0).unwrap();
-        }
-        assert_eq!(log.latest_epoch(), Some(4));
-        assert_eq!(
-            log.end_offset_for_epoch(1),
-            EpochEndOffset {
-                epoch: 1,
-                end_offset: 4
-            }
-        );
-        assert_eq!(
-            log.end_offset_for_epoch(3),
-            EpochEndOffset {
-                epoch: 2,
-                end_offset: 8
-            }
-        );
-        assert_eq!(
-            log.end_offset_for_epoch(4),
-            EpochEndOffset {
-                epoch: 4,
-                end_offset: 10
-            }
-        );
-        assert_eq!(log.epoch_for_offset(5), Some(2));
-        let file = std::fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap();
-        assert_eq!(file, "0\n3\n1 0\n2 4\n4 8\n");
-        log.truncate_to(8).unwrap();
-        assert_eq!(log.latest_epoch(), Some(2));
-        log.assign_epoch_start_offset(5, log.log_end_offset())
-            .unwrap();
-        assert_eq!(
-            log.end_offset_for_epoch(2),
-            EpochEndOffset {
-                epoch: 2,
-                end_offset: 8
-            }
-        );
-        drop(log);
-        // reopen: like Kafka, entries starting at or past the log end offset are dropped (a new
-        // leader registers its epoch again when it takes over)
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        assert_eq!(log.latest_epoch(), Some(2));
-        assert_eq!(
-            log.end_offset_for_epoch(1),
-            EpochEndOffset {
-                epoch: 1,
-                end_offset: 4
-            }
-        );
-        // the file lost: recovery rebuilds it from the batches' partition leader epochs
-        drop(log);
-        std::fs::remove_file(dir.path().join("leader-epoch-checkpoint")).unwrap();
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        assert_eq!(log.latest_epoch(), Some(2));
-        assert_eq!(
-            log.end_offset_for_epoch(1),
-            EpochEndOffset {
-                epoch: 1,
-                end_offset: 4
-            }
-        );
-        // retention moves the first entry up
-        log.update_high_watermark(8);
-        log.delete_records_before(5).unwrap();
-        assert_eq!(
-            log.end_offset_for_epoch(0),
-            EpochEndOffset {
-                epoch: 0,
-                end_offset: 5
-            }
-        );
-    }
-
-    #[test]
-    fn idempotent_producers_duplicates_sequences_and_epochs() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        let first = log.append_as_leader(&idempotent(7, 0, 0, 3), 0, 0).unwrap();
-        assert_eq!(
-            (first.first_offset, first.last_offset, first.duplicate),
-            (0, 2, false)
-        );
-        log.append_as_leader(&simple(1, 10, 0), 0, 0).unwrap();
-        log.append_as_leader(&idempotent(7, 0, 3, 2), 0, 0).unwrap();
-        let retry = log.append_as_leader(&idempotent(7, 0, 0, 3), 0, 0).unwrap();
-        assert_eq!(
-            (retry.first_offset, retry.last_offset, retry.duplicate),
-            (0, 2, true)
-        );
-        assert_eq!(log.log_end_offset(), 6);
-        assert!(matches!(
-            log.append_as_leader(&idempotent(7, 0, 9, 1), 0, 0),
-            Err(StorageError::OutOfOrderSequence(_))
-        ));
-        assert!(matches!(
-            log.append_as_leader(&idempotent(7, 1, 5, 1), 0, 0),
-            Err(StorageError::OutOfOrderSequence(_))
-        ));
-        log.append_as_leader(&idempotent(7, 1, 0, 1), 0, 0).unwrap();
-        assert_eq!(log.last_producer_epoch(7), Some(1));
-        assert!(matches!(
-            log.append_as_leader(&idempotent(7, 0, 5, 1), 0, 0),
-            Err(StorageError::InvalidProducerEpoch(_))
-        ));
-        // two batches of one producer in one request are checked in order
-        let mut two = idempotent(7, 1, 1, 1);
-        two.extend_from_slice(&idempotent(7, 1, 2, 2));
-        assert_eq!(log.append_as_leader(&two, 0, 0).unwrap().last_offset, 9);
-        let leo = log.log_end_offset();
-        drop(log);
-        // unclean reopen without a snapshot: state rebuilt from batch headers
-        let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
-        assert_eq!(log.log_end_offset(), leo);
-        assert_eq!(log.last_producer_epoch(7), Some(1));
-        assert!(
-            log.append_as_leader(&idempotent(7, 1, 2, 2), 0, 0)
-                .unwrap()
-                .duplicate
-        );
-        assert!(matches!(
-            log.append_as_leader(&idempotent(7, 1, 7, 1), 0, 0),
-            Err(StorageError::OutOfOrderSequence(_))
-        ));
-        // truncation forgets the producer's later batches
-        log.truncate_to(6).unwrap();
-        assert_eq!(log.last_producer_epoch(7), Some(0));
-        log.append_as_leader(&idempotent(7, 0, 5, 1), 0, 0).unwrap();
-        log.close().unwrap();
-        drop(log);
-        assert!(std::fs::read_dir(dir.path()).unwrap().any(|e| e
-            .unwrap()
-            .file_name()
-            .to_string_lossy()
-            .ends_with(".snapshot")));
-        let log = Log::open(dir.path(), small_config(), 7, true, 0).unwrap();
-        assert!(matches!(
-            log.append_as_leader(&idempotent(7, 0, 7, 1), 0, 0),
-            Err(StorageError::OutOfOrderSequence(_))
-        ));
-        assert!(
-            !log.append_as_leader(&idempotent(7, 0, 6, 1), 0, 0)
-                .unwrap()
-                .duplicate
-        );
-    }
-
-    #[test]
-    fn flush_messages_moves_the_recovery_point() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = LogConfig {
-            flush_messages: 10,
-            ..LogConfig::default()
-        };
-        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
-        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
-        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
-        assert_eq!(log.recovery_point(), 0);
-        log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap(); // 12 unflushed >= 10
-        assert_eq!(log.recovery_point(), 12);
-    }
-
-    #[test]
-    fn rolls_when_an_index_is_full() {
-        let dir = tempfile::tempdir().unwrap();
-        // 3 offset-index entries (24 bytes) and 2 time-index entries; an entry every batch
-        let config = LogConfig {
-            segment_index_bytes: 24,
-            index_interval_bytes: 1,
-            ..LogConfig::default()
-        };
-        let log = Log::open(dir.path(), config, 0, false, 0).unwrap();
-        for i in 0..10 {
-            log.append_as_leader(&simple(1, 10, i), 0, 0).unwrap();
-        }
-        assert!(log.segment_count() >= 3, "{:?}", log.segment_base_offsets());
-        log.verify_indexes().unwrap();
-        for seg in log.segments().iter() {
-            assert!(seg.size() > 0);
-        }
-    }
-
-    #[test]
-    fn a_read_waits_while_a_truncation_rewrites_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = Arc::new(Log::open(dir.path(), LogConfig::default(), 0, false, 0).unwrap());
-        for i in 0..10 {
-            log.append_as_leader(&simple(1, 10, i), 0, 0).unwrap();
-        }
-        // What truncate_to does first: take the writer lock, make the generation odd.
-        let w = log.writer.lock();
-        log.truncation_generation.fetch_add(1, Ordering::SeqCst);
-        let reader = {
-            let log = log.clone();
-            std::thread::spawn(move || log.read(0, 1 << 20, i64::MAX, true).unwrap())
-        };
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        assert!(
-            !reader.is_finished(),
-            "a read must not run during a truncation"
-        );
-        log.truncation_generation.fetch_add(1, Ordering::SeqCst);
-        drop(w);
-        let r = reader.join().unwrap();
-        assert_eq!(BatchIter::new(&r.records).count(), 10);
-    }
-}
+mod tests;

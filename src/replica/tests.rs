@@ -1,0 +1,227 @@
+//! The manager applying images: hand-built images in, partitions led, followed, deleted and
+//! re-created out, on real logs in a temporary directory.
+
+use std::sync::Arc;
+
+use kafkaiq_storage::batch::builder::simple;
+use kafkaiq_storage::{LogManager, TopicPartition};
+use uuid::Uuid;
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::metadata::{MetadataRecord, PartitionRegistration};
+
+fn reg(replicas: &[i32], leader: i32, epochs: (i32, i32)) -> PartitionRegistration {
+    PartitionRegistration {
+        replicas: replicas.to_vec(),
+        isr: replicas.to_vec(),
+        leader,
+        leader_epoch: epochs.0,
+        partition_epoch: epochs.1,
+    }
+}
+
+fn partition_record(topic: u128, partition: i32, r: PartitionRegistration) -> MetadataRecord {
+    MetadataRecord::Partition {
+        topic_id: Uuid::from_u128(topic),
+        partition,
+        registration: r,
+    }
+}
+
+fn topic_records(
+    name: &str,
+    id: u128,
+    partitions: &[PartitionRegistration],
+) -> Vec<MetadataRecord> {
+    let mut records = vec![MetadataRecord::Topic {
+        name: name.into(),
+        topic_id: Uuid::from_u128(id),
+    }];
+    for (i, r) in partitions.iter().enumerate() {
+        records.push(partition_record(id, i as i32, r.clone()));
+    }
+    records
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    manager: ReplicaManager,
+    image: MetadataImage,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Arc::new(BrokerConfig::default_single_node());
+        assert_eq!(config.node_id, 1);
+        let logs = Arc::new(
+            LogManager::open(&[dir.path().to_path_buf()], config.default_log_config(), 0).unwrap(),
+        );
+        let manager = ReplicaManager::new(config, logs, Arc::new(ManualClock::new(1_000_000)));
+        Fixture {
+            _dir: dir,
+            manager,
+            image: MetadataImage::empty("c".into(), 1),
+        }
+    }
+
+    /// Publishes `records` on top of the current image, as the controller does.
+    fn publish(&mut self, records: Vec<MetadataRecord>) {
+        let next = self.image.apply(&records);
+        self.manager.on_image(&self.image, &next);
+        self.image = next;
+    }
+
+    fn get(&self, topic: &str, partition: i32) -> Result<Arc<Partition>, ApiError> {
+        self.manager
+            .partition_or_error(&self.image, &TopicPartition::new(topic, partition))
+    }
+}
+
+#[test]
+fn images_make_this_node_lead_follow_or_host_nothing() {
+    let mut f = Fixture::new();
+    f.publish(topic_records(
+        "t",
+        1,
+        &[
+            reg(&[1, 2], 1, (0, 0)),
+            reg(&[1, 2], 2, (0, 0)),
+            reg(&[2, 3], 2, (0, 0)),
+        ],
+    ));
+    let led = f.get("t", 0).unwrap();
+    let followed = f.get("t", 1).unwrap();
+    assert_eq!(led.state().role, Role::Leader);
+    assert!(led.remote_replica(2).is_some() && led.remote_replica(3).is_none());
+    assert_eq!(
+        (followed.state().role, followed.state().leader),
+        (Role::Follower, 2)
+    );
+    // A known topic whose partition lives elsewhere, and an unknown topic (§5).
+    assert_eq!(f.get("t", 2).unwrap_err(), ApiError::NotLeaderOrFollower);
+    assert_eq!(
+        f.get("u", 0).unwrap_err(),
+        ApiError::UnknownTopicOrPartition
+    );
+
+    // The follower refuses produce and leader-only reads.
+    assert_eq!(
+        followed.append_records_to_leader(&simple(1, 10, 0), 1, 0),
+        Err(ApiError::NotLeaderOrFollower)
+    );
+    assert_eq!(
+        followed
+            .read(0, &FetchParams::leader_committed(1 << 20))
+            .unwrap_err(),
+        ApiError::NotLeaderOrFollower
+    );
+    led.append_records_to_leader(&simple(2, 10, 0), 1, 0)
+        .unwrap();
+
+    // Leadership swaps: the same partition objects change role.
+    f.publish(vec![
+        partition_record(1, 0, reg(&[1, 2], 2, (1, 1))),
+        partition_record(1, 1, reg(&[1, 2], 1, (1, 1))),
+    ]);
+    assert!(Arc::ptr_eq(&led, &f.get("t", 0).unwrap()));
+    assert_eq!(led.state().role, Role::Follower);
+    assert_eq!(
+        led.acks_all_outcome(2),
+        Some(Err(ApiError::NotLeaderOrFollower))
+    );
+    assert_eq!(followed.state().role, Role::Leader);
+    assert_eq!(followed.state().leader_epoch_start_offset, Some(0));
+}
+
+#[test]
+fn a_replica_moved_away_is_stopped_and_its_log_deleted() {
+    let mut f = Fixture::new();
+    f.publish(topic_records("t", 1, &[reg(&[1, 2], 1, (0, 0))]));
+    let p = f.get("t", 0).unwrap();
+    p.append_records_to_leader(&simple(2, 10, 0), 1, 0).unwrap();
+    let dir = p.log.dir().to_path_buf();
+    assert!(dir.exists());
+
+    f.publish(vec![partition_record(1, 0, reg(&[2, 3], 2, (1, 1)))]);
+    assert_eq!(f.get("t", 0).unwrap_err(), ApiError::NotLeaderOrFollower);
+    assert!(!dir.exists());
+    assert!(f
+        .manager
+        .log_manager
+        .get(&TopicPartition::new("t", 0))
+        .is_none());
+    // Whoever still holds it is told it no longer leads.
+    assert_eq!(p.state().role, Role::Follower);
+    assert_eq!(
+        p.acks_all_outcome(2),
+        Some(Err(ApiError::NotLeaderOrFollower))
+    );
+    assert!(f.manager.high_watermarks().is_empty());
+
+    // Moving back creates it afresh.
+    f.publish(vec![partition_record(1, 0, reg(&[2, 1], 1, (2, 2)))]);
+    let back = f.get("t", 0).unwrap();
+    assert!(!Arc::ptr_eq(&p, &back));
+    assert_eq!(back.log.log_end_offset(), 0);
+}
+
+#[test]
+fn a_deleted_and_recreated_topic_starts_from_empty_logs() {
+    let mut f = Fixture::new();
+    f.publish(topic_records(
+        "t",
+        1,
+        &[reg(&[1], 1, (0, 0)), reg(&[1, 2], 2, (0, 0))],
+    ));
+    let old = f.get("t", 0).unwrap();
+    old.append_records_to_leader(&simple(3, 10, 0), 1, 0)
+        .unwrap();
+
+    let mut records = vec![MetadataRecord::RemoveTopic {
+        topic_id: Uuid::from_u128(1),
+    }];
+    records.extend(topic_records(
+        "t",
+        2,
+        &[reg(&[1], 1, (0, 0)), reg(&[1, 2], 1, (0, 0))],
+    ));
+    f.publish(records);
+    let new = f.get("t", 0).unwrap();
+    assert!(!Arc::ptr_eq(&old, &new));
+    assert_eq!(new.topic_id, Uuid::from_u128(2));
+    assert_eq!(
+        (new.log.log_end_offset(), new.state().role),
+        (0, Role::Leader)
+    );
+    assert_eq!(old.state().role, Role::Follower);
+    assert_eq!(f.get("t", 1).unwrap().state().role, Role::Leader);
+}
+
+#[test]
+fn topic_config_changes_reach_hosted_partitions() {
+    let mut f = Fixture::new();
+    f.publish(topic_records(
+        "t",
+        1,
+        &[reg(&[1, 2], 1, (0, 0)), reg(&[1, 2], 2, (0, 0))],
+    ));
+    f.publish(vec![
+        MetadataRecord::TopicConfig {
+            topic_id: Uuid::from_u128(1),
+            name: "retention.ms".into(),
+            value: Some("12345".into()),
+        },
+        MetadataRecord::TopicConfig {
+            topic_id: Uuid::from_u128(1),
+            name: "min.insync.replicas".into(),
+            value: Some("2".into()),
+        },
+    ]);
+    for partition in [0, 1] {
+        let p = f.get("t", partition).unwrap();
+        assert_eq!(p.log.config().retention_ms, 12345);
+        assert_eq!(p.state().min_insync_replicas, 2);
+    }
+}
