@@ -17,6 +17,8 @@
 pub mod decisions;
 mod driver;
 mod request;
+#[cfg(test)]
+mod sim;
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -37,7 +39,7 @@ use crate::quorum::{QuorumConfig, QuorumEngine};
 pub use decisions::{
     AlterConfigOp, CreateTopicSpec, ElectionResult, ElectionType, ProducerIdBlock,
 };
-use driver::{Driver, Event};
+use driver::{ControllerCore, Event};
 use request::Request;
 
 /// The quorum's directory inside the metadata log dir (the first of `log.dirs`).
@@ -248,15 +250,10 @@ async fn spawn<D: Durable + 'static>(
         voters: vec![node_id],
         election_ticks: 10,
         heartbeat_ticks: 2,
+        fixed_election_ticks: None,
     };
     let engine = QuorumEngine::open(&quorum, durable)?;
-    let driver = Driver::new(
-        config,
-        engine,
-        publisher,
-        cluster_id.to_owned(),
-        Box::new(|_| {}),
-    );
+    let core = ControllerCore::new(config, engine, publisher, cluster_id.to_owned());
     let (events, rx) = mpsc::channel();
     let permits = Arc::new(Semaphore::new(CONTROLLER_QUEUE_REQUESTS_MAX));
     let runtime = tokio::runtime::Handle::current();
@@ -266,7 +263,7 @@ async fn spawn<D: Durable + 'static>(
         .name("controller".into())
         .spawn(move || {
             let _runtime = runtime.enter();
-            driver.run(rx, driver_permits, replayed_tx);
+            driver::run(core, rx, driver_permits, replayed_tx, Box::new(|_| {}));
         })
         .map_err(|source| DurableError::Io {
             path: "controller thread".into(),
