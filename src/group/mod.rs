@@ -66,6 +66,22 @@ pub struct GroupConfig {
     pub offsets_topic_num_partitions: i32,
 }
 
+impl GroupConfig {
+    /// The coordinator's settings from the broker's validated configuration.
+    pub fn from_broker(config: &crate::config::BrokerConfig) -> Self {
+        Self {
+            min_session_timeout_ms: config.group_min_session_timeout_ms,
+            max_session_timeout_ms: config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+            max_size: config.group_max_size,
+            new_member_join_timeout_ms: GroupConfig::default().new_member_join_timeout_ms,
+            offset_metadata_max_bytes: config.offset_metadata_max_bytes,
+            offsets_retention_ms: config.offsets_retention_ms,
+            offsets_topic_num_partitions: config.offsets_topic_num_partitions,
+        }
+    }
+}
+
 impl Default for GroupConfig {
     fn default() -> Self {
         Self {

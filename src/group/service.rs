@@ -41,9 +41,6 @@ use crate::errors::ApiError;
 use crate::metadata::{ImageListener, MetadataCache, MetadataImage};
 use crate::replica::{Partition, ReplicaManager};
 
-/// How long a coordinator write may wait for the high watermark (Kafka's
-/// `offsets.commit.timeout.ms` default).
-const OFFSETS_COMMIT_TIMEOUT_MS: u64 = 5_000;
 /// Bytes read per step while replaying a `__consumer_offsets` partition.
 const LOAD_READ_BYTES: usize = 1024 * 1024;
 /// Upper bound on one sleep of the timer task, so a missed wake-up costs at most this.
@@ -80,6 +77,8 @@ pub struct GroupService {
     config: GroupConfig,
     offsets_topic_replication_factor: i16,
     retention_check_interval_ms: u64,
+    /// `offsets.commit.timeout.ms`: how long a write waits for the high watermark.
+    commit_timeout_ms: u64,
     timer_wake: Notify,
     me: Weak<GroupService>,
 }
@@ -92,31 +91,6 @@ impl std::fmt::Debug for GroupService {
     }
 }
 
-/// Group coordinator settings from the broker's properties (Kafka's names and defaults).
-pub fn group_config(config: &BrokerConfig) -> GroupConfig {
-    let d = GroupConfig::default();
-    let int = |key: &str| {
-        config
-            .raw
-            .get(key)
-            .and_then(|v| v.trim().parse::<i64>().ok())
-    };
-    GroupConfig {
-        min_session_timeout_ms: int("group.min.session.timeout.ms")
-            .map_or(d.min_session_timeout_ms, |v| v as i32),
-        max_session_timeout_ms: int("group.max.session.timeout.ms")
-            .map_or(d.max_session_timeout_ms, |v| v as i32),
-        initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
-        max_size: int("group.max.size").map_or(d.max_size, |v| v.max(1) as usize),
-        new_member_join_timeout_ms: d.new_member_join_timeout_ms,
-        offset_metadata_max_bytes: int("offset.metadata.max.bytes")
-            .map_or(d.offset_metadata_max_bytes, |v| v.max(0) as usize),
-        offsets_retention_ms: int("offsets.retention.minutes")
-            .map_or(d.offsets_retention_ms, |v| v * 60_000),
-        offsets_topic_num_partitions: config.offsets_topic_num_partitions,
-    }
-}
-
 impl GroupService {
     pub fn new(
         config: &BrokerConfig,
@@ -125,20 +99,9 @@ impl GroupService {
         cache: Arc<MetadataCache>,
         clock: SharedClock,
     ) -> Arc<GroupService> {
-        let group_config = group_config(config);
+        let group_config = GroupConfig::from_broker(config);
         // Member ids must not repeat across restarts: seed them from the start time.
         let seed = (clock.now_ms() as u64) ^ (u64::from(std::process::id()) << 40);
-        let replication_factor = config
-            .raw
-            .get("offsets.topic.replication.factor")
-            .and_then(|v| v.trim().parse::<i16>().ok())
-            .unwrap_or(3);
-        let retention_check_interval_ms = config
-            .raw
-            .get("offsets.retention.check.interval.ms")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(600_000)
-            .max(1);
         Arc::new_cyclic(|me| GroupService {
             inner: Mutex::new(Inner {
                 machine: Coordinator::new(group_config.clone(), seed),
@@ -152,8 +115,9 @@ impl GroupService {
             clock,
             node_id: config.node_id,
             config: group_config,
-            offsets_topic_replication_factor: replication_factor,
-            retention_check_interval_ms,
+            offsets_topic_replication_factor: config.offsets_topic_replication_factor,
+            retention_check_interval_ms: config.offsets_retention_check_interval_ms,
+            commit_timeout_ms: config.offsets_commit_timeout_ms,
             timer_wake: Notify::new(),
             me: me.clone(),
         })
@@ -237,7 +201,7 @@ impl GroupService {
                 .purgatory
                 .wait_until(
                     &partitions,
-                    Duration::from_millis(OFFSETS_COMMIT_TIMEOUT_MS),
+                    Duration::from_millis(self.commit_timeout_ms),
                     || {
                         let all = appended
                             .iter()
