@@ -1,0 +1,190 @@
+//! Partition ownership and replay: loading a `__consumer_offsets` partition this node now leads
+//! (its records rebuild groups and offsets), and unloading one it no longer leads.
+
+use std::collections::HashSet;
+
+use kafka_protocol::error::ResponseError;
+
+use crate::group::records::{self, GroupMetadataValue, RecordKey};
+
+use super::responses::{join_error, sync_error};
+use super::state::{Group, GroupState, Member};
+use super::{Coordinator, Outcome, PartitionStatus, TimerKind};
+
+impl Coordinator {
+    /// This node became leader of `partition`: its groups are unavailable
+    /// (COORDINATOR_LOAD_IN_PROGRESS) until [`Coordinator::complete_load`].
+    pub fn begin_load(&mut self, partition: i32) {
+        self.drop_partition_groups(partition);
+        self.partitions.insert(partition, PartitionStatus::Loading);
+    }
+
+    /// Every record of `partition` has been replayed: serve its groups and arm member session
+    /// timers, as Kafka does when it finishes loading a partition.
+    pub fn complete_load(&mut self, partition: i32, now_ms: i64) -> Outcome {
+        self.partitions.insert(partition, PartitionStatus::Active);
+        let mut arm = Vec::new();
+        for group in self.groups.values() {
+            if group.partition != partition {
+                continue;
+            }
+            for member in group.members.values() {
+                arm.push((
+                    group.group_id.clone(),
+                    member.member_id.clone(),
+                    now_ms + i64::from(member.session_timeout_ms),
+                ));
+            }
+        }
+        for (group_id, member_id, deadline) in arm {
+            self.schedule(&group_id, TimerKind::Heartbeat { member_id }, deadline);
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// This node no longer leads `partition`: forget its groups and answer parked requests with
+    /// NOT_COORDINATOR so clients look the coordinator up again.
+    pub fn unload(&mut self, partition: i32) -> Outcome {
+        self.partitions.remove(&partition);
+        self.drop_partition_groups(partition);
+        std::mem::take(&mut self.out)
+    }
+
+    pub(super) fn drop_partition_groups(&mut self, partition: i32) {
+        let ids: Vec<String> = self
+            .groups
+            .values()
+            .filter(|g| g.partition == partition)
+            .map(|g| g.group_id.clone())
+            .collect();
+        for id in ids {
+            if let Some(group) = self.groups.remove(&id) {
+                for member in group.members.values() {
+                    if let Some(p) = member.awaiting_join {
+                        self.respond(
+                            p.token,
+                            join_error(p.api_version, ResponseError::NotCoordinator, ""),
+                        );
+                    }
+                    if let Some(p) = member.awaiting_sync {
+                        self.respond(
+                            p.token,
+                            sync_error(p.api_version, ResponseError::NotCoordinator),
+                        );
+                    }
+                }
+                self.cancel_group_timers(&id);
+            }
+        }
+    }
+
+    /// Applies one record of `partition` (replay at load time). Later records win; a null value
+    /// deletes. Errors mean the record is not one of ours and is skipped by the caller.
+    pub fn replay(
+        &mut self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), records::RecordError> {
+        match records::decode_key(key)? {
+            RecordKey::OffsetCommit {
+                group,
+                topic,
+                partition: tp,
+            } => match value {
+                Some(v) => {
+                    let value = records::decode_offset_commit_value(v)?;
+                    self.groups
+                        .entry(group.clone())
+                        .or_insert_with(|| Group::new(group, partition, value.commit_timestamp_ms))
+                        .offsets
+                        .insert((topic, tp), value);
+                }
+                None => {
+                    if let Some(g) = self.groups.get_mut(&group) {
+                        g.offsets.remove(&(topic, tp));
+                    }
+                }
+            },
+            RecordKey::GroupMetadata { group } => match value {
+                Some(v) => {
+                    let value = records::decode_group_metadata_value(v)?;
+                    let entry = self
+                        .groups
+                        .entry(group.clone())
+                        .or_insert_with(|| Group::new(group.clone(), partition, 0));
+                    load_group_metadata(entry, value);
+                }
+                None => {
+                    if let Some(g) = self.groups.get_mut(&group) {
+                        let offsets = std::mem::take(&mut g.offsets);
+                        if offsets.is_empty() {
+                            self.groups.remove(&group);
+                        } else {
+                            let mut fresh = Group::new(group.clone(), partition, 0);
+                            fresh.offsets = offsets;
+                            self.groups.insert(group, fresh);
+                        }
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn load_group_metadata(group: &mut Group, value: GroupMetadataValue) {
+    group.protocol_type = if value.protocol_type.is_empty() {
+        None
+    } else {
+        Some(value.protocol_type)
+    };
+    group.generation_id = value.generation;
+    group.protocol_name = value.protocol;
+    group.leader_id = value.leader;
+    group.state_timestamp_ms = value.current_state_timestamp_ms;
+    group.members.clear();
+    group.static_members.clear();
+    group.pending_members.clear();
+    group.pending_sync.clear();
+    group.initial_join = None;
+    for (seq, m) in value.members.into_iter().enumerate() {
+        if let Some(instance_id) = &m.group_instance_id {
+            group
+                .static_members
+                .insert(instance_id.clone(), m.member_id.clone());
+        }
+        let protocols = match &group.protocol_name {
+            Some(p) => vec![(p.clone(), m.subscription)],
+            None => Vec::new(),
+        };
+        group.members.insert(
+            m.member_id.clone(),
+            Member {
+                member_id: m.member_id,
+                group_instance_id: m.group_instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                session_timeout_ms: m.session_timeout_ms,
+                protocols,
+                assignment: m.assignment,
+                awaiting_join: None,
+                awaiting_sync: None,
+                is_new: false,
+                join_seq: seq as u64,
+            },
+        );
+    }
+    group.next_join_seq = group.members.len() as u64;
+    group.state = if group.members.is_empty() {
+        GroupState::Empty
+    } else {
+        GroupState::Stable
+    };
+    group.subscribed_topics = if group.members.is_empty() {
+        Some(HashSet::new())
+    } else {
+        group.compute_subscribed_topics()
+    };
+}
