@@ -19,13 +19,11 @@ impl Coordinator {
         let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
         let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
         let loading = self
-            .partitions
+            .shards
             .values()
-            .any(|s| *s == PartitionStatus::Loading);
+            .any(|s| s.status == PartitionStatus::Loading);
         let mut listed: Vec<&Group> = self
-            .groups
-            .values()
-            .filter(|g| self.partitions.get(&g.partition) == Some(&PartitionStatus::Active))
+            .durable_groups()
             .filter(|g| g.state != GroupState::Dead)
             .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
             .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
@@ -63,7 +61,7 @@ impl Coordinator {
                 if let Err(e) = self.check_coordinator(gid) {
                     return base.with_error_code(code(e));
                 }
-                let Some(group) = self.groups.get(gid.as_str()) else {
+                let Some(group) = self.durable_group(gid.as_str()) else {
                     let dead = base.with_group_state(s(GroupState::Dead.name()));
                     return if v >= 6 {
                         dead.with_error_code(code(ResponseError::GroupIdNotFound))
@@ -87,6 +85,10 @@ impl Coordinator {
     pub(super) fn delete_groups(&mut self, ctx: &RequestContext, req: DeleteGroupsRequest) {
         let mut results = Vec::new();
         for gid in &req.groups_names {
+            // Kafka deletes groups with one write per partition; each answer describes its
+            // partition's latest state and waits for it to be durable.
+            let partition = self.shard_of(gid.as_str());
+            self.touch(partition);
             let error = self.delete_group(gid.as_str());
             results.push(
                 DeletableGroupResult::default()
@@ -104,7 +106,7 @@ impl Coordinator {
         if let Err(e) = self.check_coordinator(group_id) {
             return Some(e);
         }
-        let Some(group) = self.groups.get(group_id) else {
+        let Some(group) = self.group(group_id) else {
             return Some(ResponseError::GroupIdNotFound);
         };
         match group.state {
@@ -112,7 +114,7 @@ impl Coordinator {
             GroupState::Empty => {}
             _ => return Some(ResponseError::NonEmptyGroup),
         }
-        let group = self.groups.remove(group_id).expect("group exists");
+        let group = self.remove_group(group_id).expect("group exists");
         for (topic, tp) in group.offsets.keys() {
             self.append(
                 group.partition,

@@ -1,33 +1,43 @@
 //! Partition ownership and replay: loading a `__consumer_offsets` partition this node now leads
 //! (its records rebuild groups and offsets), and unloading one it no longer leads.
 
-use std::collections::HashSet;
+use std::sync::Arc;
+
+use imbl::HashSet;
 
 use kafka_protocol::error::ResponseError;
 
 use crate::group::records::{self, GroupMetadataValue, RecordKey};
 
 use super::responses::{join_error, sync_error};
+use super::shard::Shard;
 use super::state::{Group, GroupState, Member};
 use super::{Coordinator, Outcome, PartitionStatus, TimerKind};
 
 impl Coordinator {
-    /// This node became leader of `partition`: its groups are unavailable
-    /// (COORDINATOR_LOAD_IN_PROGRESS) until [`Coordinator::complete_load`].
-    pub fn begin_load(&mut self, partition: i32) {
-        self.drop_partition_groups(partition);
-        self.partitions.insert(partition, PartitionStatus::Loading);
+    /// This node became leader of `partition` (or leads it at a new epoch): its groups are
+    /// unavailable (COORDINATOR_LOAD_IN_PROGRESS) until [`Coordinator::complete_load`]. State of
+    /// an earlier epoch, pending writes included, is dropped: the replay rebuilds it from the
+    /// log. The outcome answers requests parked under the old state with NOT_COORDINATOR.
+    pub fn begin_load(&mut self, partition: i32) -> Outcome {
+        let out = self.unload(partition);
+        self.shards
+            .insert(partition, Shard::new(PartitionStatus::Loading));
+        out
     }
 
     /// Every record of `partition` has been replayed: serve its groups and arm member session
-    /// timers, as Kafka does when it finishes loading a partition.
+    /// timers, as Kafka does when it finishes loading a partition. Replayed records are durable
+    /// (the load reads up to the high watermark), so the durable view is the replayed state.
     pub fn complete_load(&mut self, partition: i32, now_ms: i64) -> Outcome {
-        self.partitions.insert(partition, PartitionStatus::Active);
+        self.start_operation();
+        let shard = self
+            .shards
+            .entry(partition)
+            .or_insert_with(|| Shard::new(PartitionStatus::Loading));
+        shard.status = PartitionStatus::Active;
         let mut arm = Vec::new();
-        for group in self.groups.values() {
-            if group.partition != partition {
-                continue;
-            }
+        for group in self.groups_of(partition) {
             for member in group.members.values() {
                 arm.push((
                     group.group_id.clone(),
@@ -39,43 +49,34 @@ impl Coordinator {
         for (group_id, member_id, deadline) in arm {
             self.schedule(&group_id, TimerKind::Heartbeat { member_id }, deadline);
         }
-        std::mem::take(&mut self.out)
+        self.touch(partition);
+        self.finish_operation()
     }
 
-    /// This node no longer leads `partition`: forget its groups and answer parked requests with
-    /// NOT_COORDINATOR so clients look the coordinator up again.
+    /// This node no longer leads `partition`: forget its groups, durable or not, and answer
+    /// parked requests with NOT_COORDINATOR so clients look the coordinator up again.
     pub fn unload(&mut self, partition: i32) -> Outcome {
-        self.partitions.remove(&partition);
-        self.drop_partition_groups(partition);
-        std::mem::take(&mut self.out)
-    }
-
-    pub(super) fn drop_partition_groups(&mut self, partition: i32) {
-        let ids: Vec<String> = self
-            .groups
-            .values()
-            .filter(|g| g.partition == partition)
-            .map(|g| g.group_id.clone())
-            .collect();
-        for id in ids {
-            if let Some(group) = self.groups.remove(&id) {
-                for member in group.members.values() {
-                    if let Some(p) = member.awaiting_join {
-                        self.respond(
-                            p.token,
-                            join_error(p.api_version, ResponseError::NotCoordinator, ""),
-                        );
-                    }
-                    if let Some(p) = member.awaiting_sync {
-                        self.respond(
-                            p.token,
-                            sync_error(p.api_version, ResponseError::NotCoordinator),
-                        );
-                    }
+        let Some(shard) = self.shards.remove(&partition) else {
+            return Outcome::default();
+        };
+        let mut out = Outcome::default();
+        for group in shard.latest.groups.values() {
+            for member in group.members.values() {
+                if let Some(p) = member.awaiting_join {
+                    out.responses.push((
+                        p.token,
+                        join_error(p.api_version, ResponseError::NotCoordinator, ""),
+                    ));
                 }
-                self.cancel_group_timers(&id);
+                if let Some(p) = member.awaiting_sync {
+                    out.responses.push((
+                        p.token,
+                        sync_error(p.api_version, ResponseError::NotCoordinator),
+                    ));
+                }
             }
         }
+        out
     }
 
     /// Applies one record of `partition` (replay at load time). Later records win; a null value
@@ -86,6 +87,12 @@ impl Coordinator {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<(), records::RecordError> {
+        let groups = &mut self
+            .shards
+            .entry(partition)
+            .or_insert_with(|| Shard::new(PartitionStatus::Loading))
+            .latest
+            .groups;
         match records::decode_key(key)? {
             RecordKey::OffsetCommit {
                 group,
@@ -94,36 +101,34 @@ impl Coordinator {
             } => match value {
                 Some(v) => {
                     let value = records::decode_offset_commit_value(v)?;
-                    self.groups
-                        .entry(group.clone())
-                        .or_insert_with(|| Group::new(group, partition, value.commit_timestamp_ms))
-                        .offsets
-                        .insert((topic, tp), value);
+                    let entry = groups.entry(group.clone()).or_insert_with(|| {
+                        Arc::new(Group::new(group, partition, value.commit_timestamp_ms))
+                    });
+                    Arc::make_mut(entry).offsets.insert((topic, tp), value);
                 }
                 None => {
-                    if let Some(g) = self.groups.get_mut(&group) {
-                        g.offsets.remove(&(topic, tp));
+                    if let Some(g) = groups.get_mut(&group) {
+                        Arc::make_mut(g).offsets.remove(&(topic, tp));
                     }
                 }
             },
             RecordKey::GroupMetadata { group } => match value {
                 Some(v) => {
                     let value = records::decode_group_metadata_value(v)?;
-                    let entry = self
-                        .groups
+                    let entry = groups
                         .entry(group.clone())
-                        .or_insert_with(|| Group::new(group.clone(), partition, 0));
-                    load_group_metadata(entry, value);
+                        .or_insert_with(|| Arc::new(Group::new(group.clone(), partition, 0)));
+                    load_group_metadata(Arc::make_mut(entry), value);
                 }
                 None => {
-                    if let Some(g) = self.groups.get_mut(&group) {
-                        let offsets = std::mem::take(&mut g.offsets);
+                    if let Some(g) = groups.get_mut(&group) {
+                        let offsets = std::mem::take(&mut Arc::make_mut(g).offsets);
                         if offsets.is_empty() {
-                            self.groups.remove(&group);
+                            groups.remove(&group);
                         } else {
                             let mut fresh = Group::new(group.clone(), partition, 0);
                             fresh.offsets = offsets;
-                            self.groups.insert(group, fresh);
+                            groups.insert(group, Arc::new(fresh));
                         }
                     }
                 }

@@ -1,7 +1,7 @@
 //! Membership: JoinGroup (with the rebalance it starts and completes), SyncGroup, Heartbeat and
 //! LeaveGroup, as Kafka's classic group protocol defines them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -35,17 +35,14 @@ impl Coordinator {
         {
             return fail(self, ResponseError::InvalidSessionTimeout);
         }
-        if !self.groups.contains_key(&group_id) {
+        if self.group(&group_id).is_none() {
             if !member_id.is_empty() {
                 return fail(self, ResponseError::UnknownMemberId);
             }
             let partition = self.partition_for(&group_id);
-            self.groups.insert(
-                group_id.clone(),
-                Group::new(group_id.clone(), partition, now_ms),
-            );
+            self.insert_group(Group::new(group_id.clone(), partition, now_ms));
         }
-        let group = &self.groups[&group_id];
+        let group = self.group(&group_id).expect("group exists");
         if !self.accept_joining_member(group, &member_id) {
             fail(self, ResponseError::GroupMaxSizeReached);
             return self.maybe_dispose(&group_id);
@@ -105,7 +102,9 @@ impl Coordinator {
     pub(super) fn join_unknown_member(&mut self, group_id: &str, join: Join, now_ms: i64) {
         let v = join.parked.api_version;
         if let Some(instance_id) = join.instance_id.clone() {
-            let existing = self.groups[group_id]
+            let existing = self
+                .group(group_id)
+                .expect("group exists")
                 .static_members
                 .get(&instance_id)
                 .cloned();
@@ -118,7 +117,7 @@ impl Coordinator {
             // KIP-394: hand out an id first so a client that times out on its first join does
             // not leave a ghost member behind.
             let new_id = self.new_member_id(&join.client_id);
-            let group = self.groups.get_mut(group_id).expect("group exists");
+            let group = self.group_mut(group_id).expect("group exists");
             group.pending_members.insert(new_id.clone());
             self.schedule(
                 group_id,
@@ -145,9 +144,9 @@ impl Coordinator {
         now_ms: i64,
     ) {
         let v = join.parked.api_version;
-        let group = &self.groups[group_id];
+        let group = self.group(group_id).expect("group exists");
         if group.pending_members.contains(member_id) {
-            let group = self.groups.get_mut(group_id).expect("group exists");
+            let group = self.group_mut(group_id).expect("group exists");
             group.pending_members.remove(member_id);
             self.cancel(
                 group_id,
@@ -198,7 +197,7 @@ impl Coordinator {
         now_ms: i64,
     ) {
         let v = join.parked.api_version;
-        let group = self.groups.get_mut(group_id).expect("group exists");
+        let group = self.group_mut(group_id).expect("group exists");
         let Some(mut member) = group.members.remove(old_id) else {
             return self.add_member_and_rebalance(group_id, new_id, join, now_ms);
         };
@@ -230,7 +229,7 @@ impl Coordinator {
         if group.leader_id.as_deref() == Some(old_id) {
             group.leader_id = Some(new_id.clone());
         }
-        if group.pending_sync.remove(old_id) {
+        if group.pending_sync.remove(old_id).is_some() {
             group.pending_sync.insert(new_id.clone());
         }
         for (token, response) in fenced {
@@ -242,7 +241,7 @@ impl Coordinator {
                 member_id: old_id.to_owned(),
             },
         );
-        let group = &self.groups[group_id];
+        let group = self.group(group_id).expect("group exists");
         let keeps_protocol = group.select_protocol() == group.protocol_name;
         if group.state == GroupState::Stable && keeps_protocol {
             // No rebalance: persist the new member id and answer from the current generation.
@@ -266,7 +265,7 @@ impl Coordinator {
         join: Join,
         now_ms: i64,
     ) {
-        let group = self.groups.get_mut(group_id).expect("group exists");
+        let group = self.group_mut(group_id).expect("group exists");
         let join_seq = group.next_join_seq;
         group.next_join_seq += 1;
         if group.members.is_empty() {
@@ -316,7 +315,7 @@ impl Coordinator {
         join: Join,
         now_ms: i64,
     ) {
-        let group = self.groups.get_mut(group_id).expect("group exists");
+        let group = self.group_mut(group_id).expect("group exists");
         let member = group.members.get_mut(member_id).expect("member exists");
         member.protocols = join.protocols;
         member.session_timeout_ms = join.session_timeout_ms;
@@ -343,10 +342,10 @@ impl Coordinator {
 
     pub(super) fn prepare_rebalance(&mut self, group_id: &str, now_ms: i64) {
         let initial_delay = self.config.initial_rebalance_delay_ms;
-        let group = self.groups.get_mut(group_id).expect("group exists");
+        let group = self.group_mut(group_id).expect("group exists");
         let mut cancelled_syncs = Vec::new();
         if group.state == GroupState::CompletingRebalance {
-            for member in group.members.values_mut() {
+            for member in group.members.iter_mut().map(|(_, m)| m) {
                 member.assignment = Bytes::new();
                 if let Some(p) = member.awaiting_sync.take() {
                     cancelled_syncs.push(p);
@@ -380,7 +379,7 @@ impl Coordinator {
     }
 
     pub(super) fn maybe_complete_join(&mut self, group_id: &str, now_ms: i64) {
-        let Some(group) = self.groups.get(group_id) else {
+        let Some(group) = self.group(group_id) else {
             return;
         };
         if group.state == GroupState::PreparingRebalance
@@ -393,7 +392,7 @@ impl Coordinator {
 
     pub(super) fn complete_join(&mut self, group_id: &str, now_ms: i64) {
         self.cancel(group_id, TimerKind::Join);
-        let group = self.groups.get_mut(group_id).expect("group exists");
+        let group = self.group_mut(group_id).expect("group exists");
         if group.state != GroupState::PreparingRebalance {
             return;
         }
@@ -409,7 +408,7 @@ impl Coordinator {
         for member_id in &laggards {
             self.remove_member(group_id, member_id, ResponseError::UnknownMemberId);
         }
-        let group = self.groups.get_mut(group_id).expect("group exists");
+        let group = self.group_mut(group_id).expect("group exists");
         if !group.members.is_empty() && group.num_awaiting_join() == 0 {
             // Only absent static members are left: nobody could lead. Kafka waits another
             // round for their session timeouts to remove them.
@@ -435,7 +434,7 @@ impl Coordinator {
         if group.members.is_empty() {
             group.protocol_name = None;
             group.leader_id = None;
-            group.subscribed_topics = Some(HashSet::new());
+            group.subscribed_topics = Some(imbl::HashSet::new());
             group.transition(GroupState::Empty, now_ms);
             self.write_group_metadata(group_id);
             return;
@@ -463,7 +462,7 @@ impl Coordinator {
             }
         }
         let member_ids: Vec<String> = group.members.keys().cloned().collect();
-        for member in group.members.values_mut() {
+        for member in group.members.iter_mut().map(|(_, m)| m) {
             member.awaiting_join = None;
             member.is_new = false;
         }
@@ -478,7 +477,7 @@ impl Coordinator {
 
     /// Removes a member outright, answering any parked request of it with `error`.
     pub(super) fn remove_member(&mut self, group_id: &str, member_id: &str, error: ResponseError) {
-        let Some(group) = self.groups.get_mut(group_id) else {
+        let Some(group) = self.group_mut(group_id) else {
             return;
         };
         let Some(member) = group.members.remove(member_id) else {
@@ -514,7 +513,7 @@ impl Coordinator {
         now_ms: i64,
     ) {
         self.remove_member(group_id, member_id, ResponseError::UnknownMemberId);
-        let Some(group) = self.groups.get(group_id) else {
+        let Some(group) = self.group(group_id) else {
             return;
         };
         match group.state {
@@ -535,7 +534,7 @@ impl Coordinator {
         if let Err(e) = self.check_coordinator(&group_id) {
             return self.respond(ctx.token, sync_error(v, e));
         }
-        let Some(group) = self.groups.get(&group_id) else {
+        let Some(group) = self.group(&group_id) else {
             return self.respond(ctx.token, sync_error(v, ResponseError::UnknownMemberId));
         };
         let instance_id = req.group_instance_id.as_ref().map(|s| s.to_string());
@@ -568,7 +567,7 @@ impl Coordinator {
             }
             GroupState::Stable => {
                 let response = sync_success(group, v, &group.members[&member_id].assignment);
-                let group = self.groups.get_mut(&group_id).expect("group exists");
+                let group = self.group_mut(&group_id).expect("group exists");
                 group.pending_sync.remove(&member_id);
                 if group.pending_sync.is_empty() {
                     self.cancel(&group_id, TimerKind::Sync);
@@ -578,7 +577,7 @@ impl Coordinator {
             }
             GroupState::CompletingRebalance => {
                 let is_leader = group.is_leader(&member_id);
-                let group = self.groups.get_mut(&group_id).expect("group exists");
+                let group = self.group_mut(&group_id).expect("group exists");
                 let member = group.members.get_mut(&member_id).expect("member exists");
                 if let Some(old) = member.awaiting_sync.replace(Parked {
                     token: ctx.token,
@@ -589,7 +588,7 @@ impl Coordinator {
                         sync_error(old.api_version, ResponseError::RebalanceInProgress),
                     );
                 }
-                let group = self.groups.get_mut(&group_id).expect("group exists");
+                let group = self.group_mut(&group_id).expect("group exists");
                 group.pending_sync.remove(&member_id);
                 if group.pending_sync.is_empty() {
                     self.cancel(&group_id, TimerKind::Sync);
@@ -604,12 +603,12 @@ impl Coordinator {
     /// The leader's SyncGroup: store every member's assignment (members the leader left out get
     /// an empty one), persist the group, move to Stable and answer every waiting member.
     pub(super) fn complete_sync(&mut self, group_id: &str, req: &SyncGroupRequest, now_ms: i64) {
-        let group = self.groups.get_mut(group_id).expect("group exists");
+        let group = self.group_mut(group_id).expect("group exists");
         let mut given: HashMap<&str, &Bytes> = HashMap::new();
         for a in &req.assignments {
             given.insert(a.member_id.as_str(), &a.assignment);
         }
-        for member in group.members.values_mut() {
+        for member in group.members.iter_mut().map(|(_, m)| m) {
             member.assignment = given
                 .get(member.member_id.as_str())
                 .map(|b| (*b).clone())
@@ -617,13 +616,13 @@ impl Coordinator {
         }
         group.transition(GroupState::Stable, now_ms);
         let mut answers = Vec::new();
-        for member in group.members.values_mut() {
+        for member in group.members.iter_mut().map(|(_, m)| m) {
             if let Some(p) = member.awaiting_sync.take() {
                 answers.push((p, member.member_id.clone(), member.assignment.clone()));
             }
         }
         self.write_group_metadata(group_id);
-        let group = &self.groups[group_id];
+        let group = self.group(group_id).expect("group exists");
         let mut responses = Vec::new();
         for (p, member_id, assignment) in answers {
             responses.push((
@@ -649,7 +648,7 @@ impl Coordinator {
         if let Err(e) = self.check_coordinator(&group_id) {
             return self.respond(ctx.token, reply(e));
         }
-        let Some(group) = self.groups.get(&group_id) else {
+        let Some(group) = self.group(&group_id) else {
             return self.respond(ctx.token, reply(ResponseError::UnknownMemberId));
         };
         let instance_id = req.group_instance_id.as_ref().map(|s| s.to_string());
@@ -726,7 +725,7 @@ impl Coordinator {
         identity: &MemberIdentity,
         now_ms: i64,
     ) -> Option<ResponseError> {
-        let Some(group) = self.groups.get_mut(group_id) else {
+        let Some(group) = self.group_mut(group_id) else {
             return Some(ResponseError::UnknownMemberId);
         };
         let member_id = identity.member_id.to_string();
@@ -739,7 +738,7 @@ impl Coordinator {
                 Some(existing) => existing.clone(),
             },
             None => {
-                if group.pending_members.remove(&member_id) {
+                if group.pending_members.remove(&member_id).is_some() {
                     self.cancel(
                         group_id,
                         TimerKind::PendingMember {

@@ -22,6 +22,7 @@ mod load;
 mod membership;
 mod offsets;
 mod responses;
+mod shard;
 mod state;
 mod timers;
 
@@ -29,6 +30,8 @@ use state::Group;
 pub use state::GroupState;
 
 use std::collections::{BTreeSet, HashMap};
+
+use shard::Shard;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -123,6 +126,11 @@ pub struct Outcome {
     pub records: Vec<CoordinatorRecord>,
     pub responses: Vec<(Token, GroupResponse)>,
     pub timers: Vec<Timer>,
+    /// The partitions whose latest (maybe not yet durable) state this call decided on. Its
+    /// responses may go out only once [`Coordinator::durable_at`] of each is covered by the
+    /// high watermark. Responses of a call that spans partitions name their groups
+    /// (DeleteGroups), so a failure in one partition fails only that partition's groups.
+    pub partitions: BTreeSet<i32>,
 }
 
 impl Outcome {
@@ -136,7 +144,7 @@ impl Outcome {
 
 /// Whether this node coordinates a `__consumer_offsets` partition yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PartitionStatus {
+pub(super) enum PartitionStatus {
     Loading,
     Active,
 }
@@ -146,10 +154,8 @@ enum PartitionStatus {
 #[derive(Debug)]
 pub struct Coordinator {
     config: GroupConfig,
-    partitions: HashMap<i32, PartitionStatus>,
-    groups: HashMap<String, Group>,
-    timers: BTreeSet<(i64, TimerKey)>,
-    timer_deadlines: HashMap<TimerKey, i64>,
+    /// One shard per `__consumer_offsets` partition this node leads (or is loading).
+    shards: HashMap<i32, Shard>,
     member_id_seed: u64,
     member_id_counter: u64,
     out: Outcome,
@@ -177,10 +183,7 @@ impl Coordinator {
     pub fn new(config: GroupConfig, member_id_seed: u64) -> Self {
         Self {
             config,
-            partitions: HashMap::new(),
-            groups: HashMap::new(),
-            timers: BTreeSet::new(),
-            timer_deadlines: HashMap::new(),
+            shards: HashMap::new(),
             member_id_seed,
             member_id_counter: 0,
             out: Outcome::default(),
@@ -199,6 +202,23 @@ impl Coordinator {
 
     /// Handles one request. See the module docs for what the caller does with the outcome.
     pub fn handle(&mut self, ctx: &RequestContext, request: GroupRequest, now_ms: i64) -> Outcome {
+        self.start_operation();
+        // Requests that decide something depend on their group's latest state even when they
+        // change nothing (a heartbeat); reads (OffsetFetch, ListGroups, DescribeGroups) use the
+        // durable state and depend on nothing.
+        let decides_on = match &request {
+            GroupRequest::JoinGroup(r) => Some(r.group_id.as_str()),
+            GroupRequest::SyncGroup(r) => Some(r.group_id.as_str()),
+            GroupRequest::Heartbeat(r) => Some(r.group_id.as_str()),
+            GroupRequest::LeaveGroup(r) => Some(r.group_id.as_str()),
+            GroupRequest::OffsetCommit(r) => Some(r.group_id.as_str()),
+            GroupRequest::OffsetDelete(r) => Some(r.group_id.as_str()),
+            _ => None,
+        };
+        if let Some(group_id) = decides_on {
+            let partition = self.shard_of(group_id);
+            self.touch(partition);
+        }
         match request {
             GroupRequest::JoinGroup(r) => self.join_group(ctx, r, now_ms),
             GroupRequest::SyncGroup(r) => self.sync_group(ctx, r, now_ms),
@@ -211,7 +231,7 @@ impl Coordinator {
             GroupRequest::DeleteGroups(r) => self.delete_groups(ctx, r),
             GroupRequest::OffsetDelete(r) => self.offset_delete(ctx, r),
         }
-        std::mem::take(&mut self.out)
+        self.finish_operation()
     }
 
     pub(super) fn respond(&mut self, token: Token, response: GroupResponse) {
@@ -219,6 +239,7 @@ impl Coordinator {
     }
 
     pub(super) fn append(&mut self, partition: i32, key: Bytes, value: Option<Bytes>) {
+        self.touch(partition);
         self.out.records.push(CoordinatorRecord {
             partition,
             key,
@@ -227,7 +248,7 @@ impl Coordinator {
     }
 
     pub(super) fn write_group_metadata(&mut self, group_id: &str) {
-        let Some(group) = self.groups.get(group_id) else {
+        let Some(group) = self.group(group_id) else {
             return;
         };
         let partition = group.partition;
@@ -242,7 +263,7 @@ impl Coordinator {
     /// NOT_COORDINATOR unless this node leads the group's partition; LOAD_IN_PROGRESS while it
     /// is still replaying it.
     pub(super) fn check_coordinator(&self, group_id: &str) -> Result<(), ResponseError> {
-        match self.partitions.get(&self.partition_for(group_id)) {
+        match self.shards.get(&self.shard_of(group_id)).map(|s| s.status) {
             None => Err(ResponseError::NotCoordinator),
             Some(PartitionStatus::Loading) => Err(ResponseError::CoordinatorLoadInProgress),
             Some(PartitionStatus::Active) => Ok(()),
@@ -264,20 +285,20 @@ impl Coordinator {
     }
 
     pub(super) fn maybe_dispose(&mut self, group_id: &str) {
-        if self.groups.get(group_id).is_some_and(Group::is_disposable) {
-            self.groups.remove(group_id);
+        if self.group(group_id).is_some_and(Group::is_disposable) {
+            self.remove_group(group_id);
             self.cancel_group_timers(group_id);
         }
     }
 
-    /// The state name of a group, for tests and logs.
+    /// The durable state of a group (what DescribeGroups reports), for tests and logs.
     pub fn group_state(&self, group_id: &str) -> Option<GroupState> {
-        self.groups.get(group_id).map(|g| g.state)
+        self.durable_group(group_id).map(|g| g.state)
     }
 
-    /// Generation id of a group, for tests and logs.
+    /// The durable generation id of a group, for tests and logs.
     pub fn generation(&self, group_id: &str) -> Option<i32> {
-        self.groups.get(group_id).map(|g| g.generation_id)
+        self.durable_group(group_id).map(|g| g.generation_id)
     }
 }
 

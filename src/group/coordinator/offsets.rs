@@ -29,8 +29,7 @@ impl Coordinator {
             records::encode_offset_commit_key(group_id, &topic, tp),
             None,
         );
-        self.groups
-            .get_mut(group_id)
+        self.group_mut(group_id)
             .expect("group exists")
             .offsets
             .remove(&(topic, tp));
@@ -55,7 +54,7 @@ impl Coordinator {
         if let Err(e) = self.check_coordinator(&group_id) {
             return all(self, e);
         }
-        if !self.groups.contains_key(&group_id) {
+        if self.group(&group_id).is_none() {
             if generation >= 0 {
                 let e = if v >= 9 {
                     ResponseError::GroupIdNotFound
@@ -67,12 +66,9 @@ impl Coordinator {
             // A consumer without a group generation (assign() with a group id, admin tools)
             // commits to an empty "simple" group that the commit creates.
             let partition = self.partition_for(&group_id);
-            self.groups.insert(
-                group_id.clone(),
-                Group::new(group_id.clone(), partition, now_ms),
-            );
+            self.insert_group(Group::new(group_id.clone(), partition, now_ms));
         }
-        let group = &self.groups[&group_id];
+        let group = self.group(&group_id).expect("group exists");
         let simple = generation < 0 && group.state == GroupState::Empty;
         if !simple {
             if let Err(e) = validate_member(group, &member_id, instance_id.as_deref()) {
@@ -136,8 +132,7 @@ impl Coordinator {
             let key = records::encode_offset_commit_key(&group_id, &topic, tp);
             let encoded = records::encode_offset_commit_value(&value);
             self.append(partition, key, Some(encoded));
-            self.groups
-                .get_mut(&group_id)
+            self.group_mut(&group_id)
                 .expect("group exists")
                 .offsets
                 .insert((topic, tp), value);
@@ -153,8 +148,11 @@ impl Coordinator {
 
     pub(super) fn offset_fetch(&mut self, ctx: &RequestContext, req: OffsetFetchRequest) {
         let v = ctx.api_version;
-        // No transactional offsets exist here, so nothing is ever pending and require_stable
-        // never has to answer UNSTABLE_OFFSET_COMMIT.
+        // Offsets come from the durable state: a commit whose write has not reached the high
+        // watermark is not shown. No transactional offsets exist here, so require_stable never
+        // has to answer UNSTABLE_OFFSET_COMMIT. (Kafka's new coordinator answers require_stable
+        // from the latest state once the pending writes are durable; the durable state is what
+        // the classic coordinator serves.)
         if v >= 8 {
             let groups = req
                 .groups
@@ -244,7 +242,7 @@ impl Coordinator {
         self.respond(ctx.token, GroupResponse::OffsetFetch(response));
     }
 
-    /// Committed offsets of a group: for the requested partitions (missing ones as `None`), or
+    /// Durable committed offsets of a group: for the requested partitions (missing ones as `None`), or
     /// every committed partition when `topics` is `None`. Grouped by topic in request order.
     #[allow(clippy::type_complexity)]
     pub(super) fn fetch_offsets(
@@ -253,7 +251,7 @@ impl Coordinator {
         topics: Option<&[(String, Vec<i32>)]>,
     ) -> Result<Vec<(String, Vec<(i32, Option<OffsetCommitValue>)>)>, ResponseError> {
         self.check_coordinator(group_id)?;
-        let group = self.groups.get(group_id);
+        let group = self.durable_group(group_id);
         match topics {
             Some(topics) => Ok(topics
                 .iter()
@@ -291,7 +289,7 @@ impl Coordinator {
         if let Err(e) = self.check_coordinator(&group_id) {
             return self.respond(ctx.token, top(e));
         }
-        let Some(group) = self.groups.get(&group_id) else {
+        let Some(group) = self.group(&group_id) else {
             return self.respond(ctx.token, top(ResponseError::GroupIdNotFound));
         };
         let consumer = group.protocol_type.as_deref() == Some("consumer");
@@ -351,15 +349,16 @@ impl Coordinator {
     /// expires offsets of topics it does not subscribe to; an explicit per-commit expiry (v1
     /// records) wins.
     pub fn expire_offsets(&mut self, now_ms: i64) -> Outcome {
+        self.start_operation();
         let retention = self.config.offsets_retention_ms;
         let ids: Vec<String> = self
-            .groups
-            .values()
-            .filter(|g| self.partitions.get(&g.partition) == Some(&PartitionStatus::Active))
-            .map(|g| g.group_id.clone())
+            .shards
+            .iter()
+            .filter(|(_, s)| s.status == PartitionStatus::Active)
+            .flat_map(|(_, s)| s.latest.groups.keys().cloned())
             .collect();
         for group_id in ids {
-            let group = &self.groups[&group_id];
+            let group = self.group(&group_id).expect("group exists");
             let consumer_stable = group.protocol_type.as_deref() == Some("consumer")
                 && group.state == GroupState::Stable
                 && group.subscribed_topics.is_some();
@@ -386,7 +385,7 @@ impl Coordinator {
             for (topic, tp) in expired {
                 self.delete_offset(partition, &group_id, topic, tp);
             }
-            let group = &self.groups[&group_id];
+            let group = self.group(&group_id).expect("group exists");
             if group.state == GroupState::Empty
                 && group.members.is_empty()
                 && group.pending_members.is_empty()
@@ -397,10 +396,10 @@ impl Coordinator {
                     records::encode_group_metadata_key(&group_id),
                     None,
                 );
-                self.groups.remove(&group_id);
+                self.remove_group(&group_id);
                 self.cancel_group_timers(&group_id);
             }
         }
-        std::mem::take(&mut self.out)
+        self.finish_operation()
     }
 }

@@ -266,6 +266,19 @@ impl GroupResponse {
         }
     }
 
+    /// [`GroupResponse::fail_writes`] for a response that answers for several groups, whose
+    /// records may live in different partitions (DeleteGroups): each group's success becomes
+    /// `error_of(group_id)` if that is `Some`. Other responses are left alone.
+    pub fn fail_writes_per_group(&mut self, error_of: impl Fn(&str) -> Option<ResponseError>) {
+        if let GroupResponse::DeleteGroups(r) = self {
+            for g in r.results.iter_mut().filter(|g| g.error_code == 0) {
+                if let Some(e) = error_of(g.group_id.as_str()) {
+                    g.error_code = code(e);
+                }
+            }
+        }
+    }
+
     /// A response to `api` carrying only a top-level `error` (used when no answer can be had).
     pub fn error_only(api: kafka_protocol::messages::ApiKey, error: ResponseError) -> Self {
         use kafka_protocol::messages::ApiKey as A;

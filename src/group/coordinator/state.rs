@@ -1,7 +1,9 @@
 //! Group state: Kafka's classic group states, members and their protocols, and what the
 //! coordinator keeps per group (generation, leader, assignments, committed offsets).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+// Persistent collections: cloning a group (for a snapshot, see `shard`) shares them; a change
+// copies only the path to what it touches.
+use imbl::{HashMap, HashSet, OrdMap};
 
 use bytes::Bytes;
 
@@ -99,7 +101,7 @@ pub(super) struct Group {
     /// Topics the members subscribe to, when the protocol is "consumer" and every
     /// subscription parsed; `None` means unknown (treated as subscribed to everything).
     pub(super) subscribed_topics: Option<HashSet<String>>,
-    pub(super) offsets: BTreeMap<(String, i32), OffsetCommitValue>,
+    pub(super) offsets: OrdMap<(String, i32), OffsetCommitValue>,
     pub(super) next_join_seq: u64,
 }
 
@@ -121,7 +123,7 @@ impl Group {
             initial_join: None,
             new_member_added: false,
             subscribed_topics: Some(HashSet::new()),
-            offsets: BTreeMap::new(),
+            offsets: OrdMap::new(),
             next_join_seq: 0,
         }
     }

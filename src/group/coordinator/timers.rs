@@ -6,20 +6,48 @@ use kafka_protocol::error::ResponseError;
 use super::state::{GroupState, InitialJoin};
 use super::{Coordinator, Outcome, Timer, TimerKey, TimerKind};
 
+/// How long a timer whose write failed waits before it runs again (Kafka's coordinator timer
+/// retry backoff): the partition is likely still unwritable, and running it at once would spin.
+pub(super) const TIMER_RETRY_BACKOFF_MS: i64 = 500;
+
 impl Coordinator {
     /// The earliest armed deadline, if any.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        self.timers.iter().next().map(|(d, _)| *d)
+        self.shards
+            .values()
+            .filter_map(|s| s.latest.timers.get_min().map(|(d, _)| *d))
+            .min()
     }
 
-    /// Runs every timer whose deadline is at or before `now_ms`.
-    pub fn tick(&mut self, now_ms: i64) -> Outcome {
-        while let Some((deadline, key)) = self.timers.iter().next().cloned() {
+    /// Partitions with a timer due at `now_ms`, each to be ticked on its own so that one
+    /// partition's failed write does not undo another's.
+    pub fn due_partitions(&self, now_ms: i64) -> Vec<i32> {
+        let mut due: Vec<i32> = self
+            .shards
+            .iter()
+            .filter(|(_, s)| s.latest.timers.get_min().is_some_and(|(d, _)| *d <= now_ms))
+            .map(|(p, _)| *p)
+            .collect();
+        due.sort_unstable();
+        due
+    }
+
+    /// Runs every timer of `partition` whose deadline is at or before `now_ms`.
+    pub fn tick(&mut self, partition: i32, now_ms: i64) -> Outcome {
+        self.start_operation();
+        self.touch(partition);
+        loop {
+            let Some(shard) = self.shards.get_mut(&partition) else {
+                break;
+            };
+            let Some((deadline, key)) = shard.latest.timers.get_min().cloned() else {
+                break;
+            };
             if deadline > now_ms {
                 break;
             }
-            self.timers.remove(&(deadline, key.clone()));
-            self.timer_deadlines.remove(&key);
+            shard.latest.timers.remove(&(deadline, key.clone()));
+            shard.latest.timer_deadlines.remove(&key);
             let (group_id, kind) = key;
             match kind {
                 TimerKind::Heartbeat { member_id } => {
@@ -32,15 +60,24 @@ impl Coordinator {
                 TimerKind::Sync => self.on_sync_timer(&group_id, now_ms),
             }
         }
-        std::mem::take(&mut self.out)
+        self.finish_operation()
     }
 
     pub(super) fn schedule(&mut self, group_id: &str, kind: TimerKind, deadline_ms: i64) {
+        let partition = self.shard_of(group_id);
+        self.touch(partition);
+        let Some(shard) = self.shards.get_mut(&partition) else {
+            return;
+        };
         let key = (group_id.to_owned(), kind.clone());
-        if let Some(old) = self.timer_deadlines.insert(key.clone(), deadline_ms) {
-            self.timers.remove(&(old, key.clone()));
+        if let Some(old) = shard
+            .latest
+            .timer_deadlines
+            .insert(key.clone(), deadline_ms)
+        {
+            shard.latest.timers.remove(&(old, key.clone()));
         }
-        self.timers.insert((deadline_ms, key));
+        shard.latest.timers.insert((deadline_ms, key));
         self.out.timers.push(Timer {
             group_id: group_id.to_owned(),
             kind,
@@ -49,14 +86,23 @@ impl Coordinator {
     }
 
     pub(super) fn cancel(&mut self, group_id: &str, kind: TimerKind) {
+        let partition = self.shard_of(group_id);
+        self.touch(partition);
+        let Some(shard) = self.shards.get_mut(&partition) else {
+            return;
+        };
         let key = (group_id.to_owned(), kind);
-        if let Some(old) = self.timer_deadlines.remove(&key) {
-            self.timers.remove(&(old, key));
+        if let Some(old) = shard.latest.timer_deadlines.remove(&key) {
+            shard.latest.timers.remove(&(old, key));
         }
     }
 
     pub(super) fn cancel_group_timers(&mut self, group_id: &str) {
-        let keys: Vec<TimerKey> = self
+        let Some(shard) = self.shards.get(&self.shard_of(group_id)) else {
+            return;
+        };
+        let keys: Vec<TimerKey> = shard
+            .latest
             .timer_deadlines
             .keys()
             .filter(|(g, _)| g == group_id)
@@ -67,12 +113,25 @@ impl Coordinator {
         }
     }
 
+    /// Moves the timers of `partition` due at `now_ms` to [`TIMER_RETRY_BACKOFF_MS`] later.
+    pub(super) fn postpone_due_timers(&mut self, partition: i32, now_ms: i64) {
+        let Some(shard) = self.shards.get(&partition) else {
+            return;
+        };
+        let due: Vec<TimerKey> = shard
+            .latest
+            .timers
+            .iter()
+            .take_while(|(d, _)| *d <= now_ms)
+            .map(|(_, k)| k.clone())
+            .collect();
+        for (group_id, kind) in due {
+            self.schedule(&group_id, kind, now_ms + TIMER_RETRY_BACKOFF_MS);
+        }
+    }
+
     pub(super) fn schedule_heartbeat(&mut self, group_id: &str, member_id: &str, now_ms: i64) {
-        let Some(member) = self
-            .groups
-            .get(group_id)
-            .and_then(|g| g.members.get(member_id))
-        else {
+        let Some(member) = self.group(group_id).and_then(|g| g.members.get(member_id)) else {
             return;
         };
         let timeout = if member.is_new {
@@ -90,11 +149,7 @@ impl Coordinator {
     }
 
     pub(super) fn on_heartbeat_expired(&mut self, group_id: &str, member_id: &str, now_ms: i64) {
-        let Some(member) = self
-            .groups
-            .get(group_id)
-            .and_then(|g| g.members.get(member_id))
-        else {
+        let Some(member) = self.group(group_id).and_then(|g| g.members.get(member_id)) else {
             return;
         };
         // A member waiting on the group is alive; the rebalance and sync timeouts bound the wait.
@@ -112,17 +167,17 @@ impl Coordinator {
         member_id: &str,
         now_ms: i64,
     ) {
-        let Some(group) = self.groups.get_mut(group_id) else {
+        let Some(group) = self.group_mut(group_id) else {
             return;
         };
-        if group.pending_members.remove(member_id) {
+        if group.pending_members.remove(member_id).is_some() {
             self.maybe_complete_join(group_id, now_ms);
             self.maybe_dispose(group_id);
         }
     }
 
     pub(super) fn on_join_timer(&mut self, group_id: &str, now_ms: i64) {
-        let Some(group) = self.groups.get_mut(group_id) else {
+        let Some(group) = self.group_mut(group_id) else {
             return;
         };
         if group.state != GroupState::PreparingRebalance {
@@ -146,7 +201,7 @@ impl Coordinator {
     }
 
     pub(super) fn on_sync_timer(&mut self, group_id: &str, now_ms: i64) {
-        let Some(group) = self.groups.get(group_id) else {
+        let Some(group) = self.group(group_id) else {
             return;
         };
         if !matches!(
@@ -160,7 +215,7 @@ impl Coordinator {
         for member_id in laggards {
             self.remove_member(group_id, &member_id, ResponseError::UnknownMemberId);
         }
-        let state = self.groups.get(group_id).map(|g| g.state);
+        let state = self.group(group_id).map(|g| g.state);
         if matches!(
             state,
             Some(GroupState::CompletingRebalance | GroupState::Stable)
