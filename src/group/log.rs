@@ -68,14 +68,10 @@ pub trait CoordinatorLog: Send + Sync {
     fn log_start_offset(&self, partition: i32) -> Result<i64, ApiError>;
 
     /// Whole record batches of `partition` from `offset`, at most about `max_bytes` (at least
-    /// one batch), below the high watermark: a load replays only durable records. Empty at the
-    /// high watermark.
-    fn read_durable(
-        &self,
-        partition: i32,
-        offset: i64,
-        max_bytes: usize,
-    ) -> Result<Bytes, ApiError>;
+    /// one batch), up to the log end offset: a load replays everything the log holds, and what
+    /// is above the high watermark becomes pending (Kafka's loader reads to the log end too).
+    /// Empty at the log end.
+    fn read(&self, partition: i32, offset: i64, max_bytes: usize) -> Result<Bytes, ApiError>;
 }
 
 /// [`CoordinatorLog`] over the replica layer.
@@ -152,14 +148,9 @@ impl CoordinatorLog for ReplicaLog {
         Ok(self.partition(partition)?.offsets().log_start_offset)
     }
 
-    fn read_durable(
-        &self,
-        partition: i32,
-        offset: i64,
-        max_bytes: usize,
-    ) -> Result<Bytes, ApiError> {
+    fn read(&self, partition: i32, offset: i64, max_bytes: usize) -> Result<Bytes, ApiError> {
         let p = self.partition(partition)?;
-        Ok(p.read(offset, -1, max_bytes, true, false)?.records)
+        Ok(p.read(offset, -1, max_bytes, true, true)?.records)
     }
 }
 

@@ -19,9 +19,9 @@
 //! - **Timers**: one tokio task sleeps until the machine's next deadline and ticks each
 //!   partition with a due timer; every call that arms a timer wakes it to re-plan.
 //! - **Loading**: an [`ImageListener`] watches the metadata image. When this node becomes leader
-//!   of a `__consumer_offsets` partition, the partition's durable records are replayed into the
-//!   machine (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile); when it stops leading
-//!   one, its groups are unloaded, pending state included.
+//!   of a `__consumer_offsets` partition, the partition is replayed into the machine, records
+//!   above the high watermark as pending writes (its groups answer COORDINATOR_LOAD_IN_PROGRESS
+//!   meanwhile); when it stops leading one, its groups are unloaded, pending state included.
 //! - **Retention**: every `offsets.retention.check.interval.ms`, expired offsets are tombstoned.
 //!
 //! It does not decide anything about groups; that is the machine's job. Lock order: the group
@@ -433,12 +433,16 @@ impl GroupService {
         super::partition_for(group_id, self.config.offsets_topic_num_partitions)
     }
 
-    /// Replays the durable records of one partition into the machine. Runs on a blocking
-    /// thread.
+    /// Replays one partition into the machine: records below the high watermark as durable,
+    /// the batches above it as pending writes. Runs on a blocking thread.
     fn load_partition(&self, partition: i32, leader_epoch: i32) {
         let started = std::time::Instant::now();
-        let mut offset = match self.log.log_start_offset(partition) {
-            Ok(o) => o,
+        let start = self
+            .log
+            .log_start_offset(partition)
+            .and_then(|o| Ok((o, self.log.high_watermark(partition)?)));
+        let (mut offset, high_watermark) = match start {
+            Ok(s) => s,
             Err(e) => {
                 tracing::error!(partition, error = %e, "cannot load group coordinator partition");
                 return;
@@ -446,7 +450,7 @@ impl GroupService {
         };
         let mut replayed = 0u64;
         loop {
-            let records = match self.log.read_durable(partition, offset, LOAD_READ_BYTES) {
+            let records = match self.log.read(partition, offset, LOAD_READ_BYTES) {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::error!(partition, offset, error = %e, "reading __consumer_offsets failed");
@@ -488,6 +492,9 @@ impl GroupService {
                         }
                     }
                 }
+                inner
+                    .machine
+                    .replayed_up_to(partition, last + 1, high_watermark);
             }
             drop(inner);
             if last < offset {

@@ -79,6 +79,17 @@ impl Coordinator {
         out
     }
 
+    /// The records of `partition` before `end_offset` (a batch boundary) have been replayed.
+    /// If the high watermark at the start of the load covers them they are durable; otherwise
+    /// they are a pending write, as if this node had just appended them, and become durable
+    /// when the high watermark reaches `end_offset`. Without this call, everything replayed is
+    /// durable at [`Coordinator::complete_load`].
+    pub fn replayed_up_to(&mut self, partition: i32, end_offset: i64, high_watermark: i64) {
+        if let Some(shard) = self.shards.get_mut(&partition) {
+            shard.replayed_up_to(end_offset, high_watermark);
+        }
+    }
+
     /// Applies one record of `partition` (replay at load time). Later records win; a null value
     /// deletes. Errors mean the record is not one of ours and is skipped by the caller.
     pub fn replay(

@@ -82,6 +82,33 @@ impl Shard {
         }
     }
 
+    /// See [`Coordinator::replayed_up_to`].
+    pub(super) fn replayed_up_to(&mut self, end_offset: i64, high_watermark: i64) {
+        if end_offset <= high_watermark && self.pending.is_empty() {
+            self.durable = self.latest.clone();
+        } else {
+            self.push_pending(end_offset);
+        }
+    }
+
+    fn push_pending(&mut self, end_offset: i64) {
+        debug_assert!(
+            self.pending
+                .back()
+                .is_none_or(|w| w.end_offset < end_offset),
+            "log offsets only grow while a partition is led"
+        );
+        if self.pending.len() == GROUP_PENDING_WRITES_PER_PARTITION_MAX {
+            // Dropping the oldest snapshot only delays visibility: its state becomes durable
+            // with the next pending write instead.
+            self.pending.pop_front();
+        }
+        self.pending.push_back(PendingWrite {
+            end_offset,
+            state: self.latest.clone(),
+        });
+    }
+
     /// The state the shard goes back to if the operation in flight fails.
     fn last_written(&self) -> &ShardState {
         self.pending.back().map_or(&self.durable, |w| &w.state)
@@ -97,23 +124,8 @@ impl Coordinator {
             .get_mut(&partition)
             .expect("partition has a shard");
         assert!(shard.awaiting_append, "no write is awaiting its append");
-        debug_assert!(
-            shard
-                .pending
-                .back()
-                .is_none_or(|w| w.end_offset < end_offset),
-            "log offsets only grow while a partition is led"
-        );
         shard.awaiting_append = false;
-        if shard.pending.len() == GROUP_PENDING_WRITES_PER_PARTITION_MAX {
-            // Dropping the oldest snapshot only delays visibility: its state becomes durable
-            // with the next pending write instead.
-            shard.pending.pop_front();
-        }
-        shard.pending.push_back(PendingWrite {
-            end_offset,
-            state: shard.latest.clone(),
-        });
+        shard.push_pending(end_offset);
     }
 
     /// Appending the last operation's records to `partition` failed: its changes are discarded
