@@ -36,10 +36,7 @@ impl Coordinator {
     pub fn tick(&mut self, partition: i32, now_ms: i64) -> Outcome {
         self.start_operation();
         self.touch(partition);
-        loop {
-            let Some(shard) = self.shards.get_mut(&partition) else {
-                break;
-            };
+        while let Some(shard) = self.shards.get_mut(&partition) {
             let Some((deadline, key)) = shard.latest.timers.get_min().cloned() else {
                 break;
             };
