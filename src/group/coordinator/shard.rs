@@ -217,9 +217,14 @@ impl Coordinator {
         debug_assert!(self.out == Default::default());
     }
 
-    /// Notes that the current operation decided on `partition`'s latest state.
+    /// Notes that the current operation decided on `partition`'s latest state. A partition
+    /// still loading decides nothing (its groups answer COORDINATOR_LOAD_IN_PROGRESS at once).
     pub(super) fn touch(&mut self, partition: i32) {
-        if self.shards.contains_key(&partition) {
+        let active = self
+            .shards
+            .get(&partition)
+            .is_some_and(|s| s.status == PartitionStatus::Active);
+        if active {
             self.out.partitions.insert(partition);
         }
     }
