@@ -16,6 +16,8 @@
 //!   pass.
 //! - `load`: taking over and giving up a `__consumer_offsets` partition; replay of its records.
 //! - `responses`: how every response is shaped for the version of its request.
+//! - `shard`: one partition's state in two views, latest (decisions) and durable (reads), and
+//!   the pending writes in between, with the accessors the other files reach groups through.
 
 mod admin;
 mod load;
