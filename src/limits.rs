@@ -110,3 +110,9 @@ pub const CONTROLLER_BATCH_REQUESTS_MAX: usize = 256;
 /// Producer ids are handed out by the controller in blocks, like Kafka's
 /// `AllocateProducerIds`, so one metadata record covers many InitProducerId calls.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1_000;
+
+/// Writes of one `__consumer_offsets` partition appended but not yet covered by the high
+/// watermark, each holding a snapshot of the partition's coordinator state. While the high
+/// watermark is stuck every operation adds one; past this bound the oldest snapshot is dropped,
+/// which only delays when its state becomes visible.
+pub const GROUP_PENDING_WRITES_PER_PARTITION_MAX: usize = 1_024;
