@@ -95,6 +95,16 @@ pub const METADATA_SNAPSHOT_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// which bounds both its length and the replay at startup.
 pub const METADATA_SNAPSHOT_ENTRIES: usize = 4_096;
 
+/// What a Raft snapshot message adds around the snapshot itself (header, protobuf framing).
+pub const CONTROLLER_FRAME_OVERHEAD_BYTES: usize = 64 * 1024;
+
+/// Raft messages queued for one peer voter; beyond it a message is dropped and the peer
+/// reported unreachable (the library resends what matters).
+pub const RAFT_PEER_QUEUE_MESSAGES_MAX: usize = 1_024;
+
+/// Longest wait before the Raft transport tries a failed peer again.
+pub const RAFT_RECONNECT_BACKOFF_MS_MAX: u64 = 1_000;
+
 /// Requests waiting for the controller task; a sender beyond it waits (backpressure instead of
 /// an unbounded queue).
 pub const CONTROLLER_QUEUE_REQUESTS_MAX: usize = 1_024;

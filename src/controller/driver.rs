@@ -47,8 +47,13 @@ use crate::quorum::{Apply, Proposal, QuorumEngine};
 /// What the controller thread reacts to.
 pub(crate) enum Event {
     Request(Request),
-    /// A Raft message from a peer voter.
-    Peer(Message),
+    /// A Raft message from a peer voter, and the controller-listener connection it came on.
+    Peer {
+        message: Message,
+        connection: u64,
+    },
+    /// A controller-listener connection closed.
+    ConnectionClosed(u64),
     /// A peer could not be reached: stop pipelining to it.
     PeerUnreachable(u64),
     /// Whether a snapshot message reached a peer.
@@ -88,6 +93,8 @@ pub(crate) struct ControllerCore<D: Durable> {
     active_term: Option<u64>,
     queued: VecDeque<Request>,
     in_flight: Option<InFlight>,
+    /// Controller-listener connections carrying a peer voter's messages, by connection id.
+    peer_connections: std::collections::HashMap<u64, u64>,
     /// Entries applied since the last snapshot; a snapshot is taken at
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
@@ -111,6 +118,7 @@ impl<D: Durable> ControllerCore<D> {
             active_term: None,
             queued: VecDeque::new(),
             in_flight: None,
+            peer_connections: std::collections::HashMap::new(),
             since_snapshot: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
         }
@@ -129,6 +137,29 @@ impl<D: Durable> ControllerCore<D> {
     /// Queues a request; it is decided at the next [`ControllerCore::advance`] that can.
     pub(crate) fn request(&mut self, request: Request) {
         self.queued.push_back(request);
+    }
+
+    /// Takes a Raft message from a peer, noting which connection carries that peer's messages:
+    /// when it closes, the peer's process is gone (or cut off).
+    pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64) {
+        self.peer_connections.insert(connection, message.from);
+        self.peer_message(message);
+    }
+
+    /// A controller-listener connection closed. If it carried the quorum leader's messages,
+    /// the leader's process is most likely gone: campaign now instead of waiting out the
+    /// election timeout (pre-vote keeps this from disturbing a leader the majority still
+    /// hears), so the controller fails over in about a round trip.
+    pub(crate) fn connection_closed(&mut self, connection: u64) {
+        if let Some(peer) = self.peer_connections.remove(&connection) {
+            if peer == self.engine.leader_id() && !self.engine.is_leader() {
+                tracing::info!(
+                    leader = peer,
+                    "connection from the quorum leader closed; campaigning"
+                );
+                self.engine.campaign();
+            }
+        }
     }
 
     /// Takes a Raft message from a peer.
@@ -453,7 +484,11 @@ pub(crate) fn run<D: Durable>(
                     permits.add_permits(1);
                     core.request(r);
                 }
-                Event::Peer(m) => core.peer_message(m),
+                Event::Peer {
+                    message,
+                    connection,
+                } => core.peer_message_on(message, connection),
+                Event::ConnectionClosed(connection) => core.connection_closed(connection),
                 Event::PeerUnreachable(peer) => core.peer_unreachable(peer),
                 Event::SnapshotSent { peer, delivered } => core.snapshot_sent(peer, delivered),
                 Event::Shutdown => shutdown = true,

@@ -213,6 +213,7 @@ impl Broker {
             "cluster",
             config.clone(),
             cache.clone(),
+            &crate::controller::QuorumPeers::single(1),
             shutdown_rx.clone(),
         )
         .await
