@@ -7,78 +7,44 @@
 //! request it cannot parse), stay up, keep serving a client that was connected all along, and
 //! serve a new one.
 //!
-//! Set `KAFKA_BOOTSTRAP=host:port` to run the same checks against an already running broker
-//! (for instance Apache Kafka, to check the test itself).
+//! `BROKER_UNDER_TEST=apache-kafka` runs the same checks against Apache Kafka 4.1.1 (to check
+//! the test itself), `KAFKA_BOOTSTRAP=host:port` against an already running broker. A started
+//! broker that panicked on any of the frames, exits uncleanly or ignores SIGTERM fails the test.
 
+mod common;
 mod frames;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use common::broker_process::{start_selected_logging, SelectedBroker};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use frames::{all_versions, populated_frame_with_prefixes, request_header, with_huge_prefix};
 use kafkaiq::protocol::ApiKey;
 
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the broker may take to close a connection after a hostile frame.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 struct BrokerUnderTest {
     addr: SocketAddr,
-    child: Option<Child>,
-    data_dir: Option<PathBuf>,
+    selected: SelectedBroker,
 }
 
 impl BrokerUnderTest {
     fn start() -> Self {
-        if let Ok(bootstrap) = std::env::var("KAFKA_BOOTSTRAP") {
-            let addr = bootstrap.parse().expect("KAFKA_BOOTSTRAP is host:port");
-            return BrokerUnderTest {
-                addr,
-                child: None,
-                data_dir: None,
-            };
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let data_dir =
-            std::env::temp_dir().join(format!("kafkaiq-hostile-{}-{port}", std::process::id()));
-        let child = Command::new(env!("CARGO_BIN_EXE_kafkaiq"))
-            .args(["--override", &format!("listeners=PLAINTEXT://{addr}")])
-            .args([
-                "--override",
-                &format!("advertised.listeners=PLAINTEXT://{addr}"),
-            ])
-            .args(["--override", &format!("log.dirs={}", data_dir.display())])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start kafkaiq");
-        let mut broker = BrokerUnderTest {
-            addr,
-            child: Some(child),
-            data_dir: Some(data_dir),
-        };
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        while TcpStream::connect(addr).is_err() {
-            broker.assert_running();
-            assert!(Instant::now() < deadline, "broker did not listen on {addr}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        broker
+        let selected = start_selected_logging("kafkaiq-hostile", &[], "warn");
+        let addr = selected
+            .bootstrap
+            .parse()
+            .expect("KAFKA_BOOTSTRAP is host:port");
+        BrokerUnderTest { addr, selected }
     }
 
     fn assert_running(&mut self) {
-        if let Some(child) = &mut self.child {
-            let status = child.try_wait().expect("poll broker");
-            assert!(status.is_none(), "broker exited: {status:?}");
+        if let Some(p) = self.selected.process.as_mut() {
+            p.assert_running();
         }
     }
 
@@ -88,17 +54,10 @@ impl BrokerUnderTest {
         stream.set_nodelay(true).unwrap();
         stream
     }
-}
 
-impl Drop for BrokerUnderTest {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if let Some(dir) = &self.data_dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+    /// SIGTERM: the broker must exit cleanly and in time, with no panic in its output.
+    fn stop(mut self) {
+        self.selected.stop().unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -216,4 +175,5 @@ fn hostile_frames_close_the_connection_and_the_broker_keeps_serving() {
         .unwrap();
     expect_api_versions_response(&mut fresh, 5, "new client after");
     broker.assert_running();
+    broker.stop();
 }
