@@ -32,8 +32,10 @@ echo "10-kcat: $(kcat -V 2>&1 | grep -i 'librdkafka' | head -1)" >&2
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/kcat-suite.XXXXXX")"
 cleanup() {
-    broker_stop
+    local status=$?
+    broker_stop || status=1
     rm -rf "$work"
+    exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -38,12 +38,14 @@ libs="$("$root/integration/kafka-libs.sh")"
 work="$(mktemp -d "${TMPDIR:-/tmp}/groups-suite.XXXXXX")"
 members=()
 cleanup() {
+    local status=$?
     local pid
     for pid in "${members[@]}"; do
         kill "$pid" 2>/dev/null || true
     done
-    broker_stop
+    broker_stop || status=1
     rm -rf "$work"
+    exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -196,8 +198,8 @@ step "ConsumerGroupCommand --delete removed $GROUP"
 checks=7
 if [[ "$BROKER_KIND" == kafkaiq ]]; then
     kept="$BROKER_DIR"
-    KEEP_BROKER_DIR=1 broker_stop
-    trap 'rm -rf "$kept"; cleanup' EXIT
+    KEEP_BROKER_DIR=1 broker_stop || fail "the broker misbehaved (above)"
+    trap 'status=$?; rm -rf "$kept"; (exit "$status"); cleanup' EXIT
     : >"$work/dump"
     for seg in "$kept"/data/__consumer_offsets-*/*.log; do
         [[ -s "$seg" ]] || continue

@@ -22,8 +22,10 @@ command -v go >/dev/null || { echo "60-franz-go: go is required" >&2; exit 1; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/franz-go-suite.XXXXXX")"
 cleanup() {
-    broker_stop
+    local status=$?
+    broker_stop || status=1
     rm -rf "$work"
+    exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
