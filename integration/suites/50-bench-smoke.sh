@@ -10,6 +10,7 @@
 #
 # The figures of a smoke run mean nothing (a few thousand records); the full run is
 # `benches/compare/compare.py`. Needs Java 17, Maven (Kafka's jars) and Python 3.
+# run-all: kafkaiq only: it runs Apache Kafka and KafkaIQ side by side itself
 set -euo pipefail
 
 root="${KAFKAIQ_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
