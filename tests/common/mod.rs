@@ -193,6 +193,56 @@ impl RawClient {
     }
 }
 
+/// Waits until the broker has read everything the client on local port `client_port` sent to
+/// the broker on `broker_port`: the kernel's queues of both ends of the connection, both in
+/// this process's network namespace (`/proc/net/tcp`), are empty. With an in-process broker,
+/// "read off its socket" is as close as a test can get to "received" without a hook in the
+/// broker; a request still in the kernel's buffers may not have been seen at all.
+pub async fn wait_until_read_by_broker(client_port: u16, broker_port: u16) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut client_end = None;
+        let mut broker_end = None;
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let Ok(text) = std::fs::read_to_string(table) else {
+                continue;
+            };
+            for line in text.lines().skip(1) {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.len() < 5 {
+                    continue;
+                }
+                let port = |a: &str| {
+                    a.rsplit(':')
+                        .next()
+                        .and_then(|p| u16::from_str_radix(p, 16).ok())
+                };
+                let (local, remote) = (port(f[1]), port(f[2]));
+                let (tx, rx) = f[4].split_once(':').unwrap_or(("", ""));
+                let queued = |q: &str| u64::from_str_radix(q, 16).unwrap_or(u64::MAX);
+                if local == Some(client_port) && remote == Some(broker_port) {
+                    client_end = Some(queued(tx));
+                }
+                if local == Some(broker_port) && remote == Some(client_port) {
+                    broker_end = Some(queued(rx));
+                }
+            }
+        }
+        assert!(
+            client_end.is_some() && broker_end.is_some(),
+            "no connection 127.0.0.1:{client_port} <-> :{broker_port} in /proc/net/tcp"
+        );
+        if client_end == Some(0) && broker_end == Some(0) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the broker did not read the request (client send queue {client_end:?}, broker receive queue {broker_end:?})"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
 /// An uncompressed v2 batch of `values` (optionally idempotent).
 pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
     let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
