@@ -115,7 +115,7 @@ if [[ "$mode" == kafkaiq ]]; then
     run_suite cargo-test cargo test --workspace --release --no-fail-fast -j "$jobs"
     # Criterion benches run without --bench are in test mode: each benchmark once, checked to
     # run, no measurement. Builds them as `cargo bench` would.
-    run_suite benches cargo test --workspace --release --benches -j "$jobs"
+    run_suite benches cargo test --workspace --release --bench '*' -j "$jobs"
     run_suite fuzz-smoke bash fuzz/smoke.sh
 else
     args=()
