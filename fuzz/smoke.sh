@@ -29,6 +29,18 @@ if ! cargo metadata --locked --format-version 1 --manifest-path Cargo.toml >/dev
     exit 1
 fi
 
+# libfuzzer-sys compiles libFuzzer (C++) from source.
+if ! command -v c++ >/dev/null && ! command -v g++ >/dev/null && ! command -v clang++ >/dev/null; then
+    echo "fuzz-smoke: installing g++ (libfuzzer-sys builds libFuzzer)" >&2
+    if [[ $(id -u) -eq 0 ]]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >&2
+    else
+        sudo -n env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+        sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >&2
+    fi
+fi
+
 work="$(mktemp -d "${TMPDIR:-/tmp}/fuzz-smoke.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus" "$work/seeds" artifacts/decode_request
