@@ -4,6 +4,11 @@
 #   integration/apache-kafka.sh DATA_DIR PORT CONTROLLER_PORT [key=value ...]
 # Listens on 127.0.0.1:PORT (PLAINTEXT) and 127.0.0.1:CONTROLLER_PORT (controller). Formats
 # DATA_DIR on first use. Extra key=value arguments are appended to server.properties.
+#
+# Only what a single KRaft node needs is set here (internal topics at replication factor 1);
+# everything else is Kafka's default, as it is for KafkaIQ, so a suite that gives both brokers
+# the same key=value settings compares like with like. (group.initial.rebalance.delay.ms, for
+# one, is 3000 on both unless the suite passes another value to both.)
 # Heap is fixed with KAFKA_HEAP (default -Xmx1g) so runs are comparable.
 set -euo pipefail
 
@@ -33,7 +38,6 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
 PROPS
 for kv in "$@"; do echo "$kv" >>"$props"; done
 

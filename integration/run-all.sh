@@ -1,48 +1,153 @@
 #!/usr/bin/env bash
-# Runs every test suite of KafkaIQ: the cargo tests of the workspace, then each stock-client
-# suite in integration/suites/ (in name order) against the release broker binary.
+# Runs every test suite of KafkaIQ: the cargo tests of the workspace, the criterion benches once
+# each, a short run of the fuzz target, then each stock-client suite in integration/suites/ (in
+# name order) against the release broker binary.
+#
+#   ./integration/run-all.sh                      KafkaIQ (the test command; CI runs this)
+#   ./integration/run-all.sh --against kafka      the same suites against Apache Kafka 4.1.1,
+#                                                 which they start themselves: checks the tests
+#   ./integration/run-all.sh --bootstrap H:P      the same suites against a running broker
+#
+# Which broker a suite tests is decided here and nowhere else: KAFKA_BOOTSTRAP,
+# BROKER_UNDER_TEST and the other variables the suites read (see `scrubbed` below) are cleared
+# from the environment unless a flag asks for them, so a variable left in a shell cannot make
+# a run quietly test another broker or test less. Suites that only make sense against KafkaIQ
+# (in-process broker tests, the benches, the fuzz target, ...) are skipped in the other modes,
+# each with a line saying so.
 #
 # Prerequisites: a Rust toolchain, Java 17 with Maven (the suites fetch Kafka's jars from Maven
-# Central), and root or sudo-free apt for kcat (installed when missing). Everything binds
-# 127.0.0.1 and stops by itself.
+# Central), Go, Python 3, and root or sudo-free apt for kcat (installed when missing). Everything
+# binds 127.0.0.1 and stops by itself.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-jobs="${CARGO_BUILD_JOBS:-2}"
-echo "==> cargo build --release (workspace, binaries and examples)"
-cargo build --release --workspace --bins --examples -j "$jobs" || exit 1
-
-passed=0
-failed=0
-failed_names=()
-run_suite() {
-  local name="$1"; shift
-  echo "==> suite: $name"
-  local start=$SECONDS
-  if "$@"; then
-    passed=$((passed + 1))
-    echo "==> suite $name: ok ($((SECONDS - start)) s)"
-  else
-    failed=$((failed + 1))
-    failed_names+=("$name")
-    echo "==> suite $name: FAILED ($((SECONDS - start)) s)"
-  fi
+usage() {
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}" >&2
+    exit 2
 }
 
-run_suite cargo-test cargo test --workspace --release --no-fail-fast -j "$jobs"
+mode=kafkaiq
+bootstrap=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --against)
+            [[ "${2:-}" == kafka ]] || { echo "run-all: --against takes 'kafka'" >&2; usage; }
+            mode=apache-kafka
+            shift 2
+            ;;
+        --bootstrap)
+            [[ "${2:-}" =~ ^[^:]+:[0-9]+$ ]] || { echo "run-all: --bootstrap takes HOST:PORT" >&2; usage; }
+            mode=external
+            bootstrap="$2"
+            shift 2
+            ;;
+        -h | --help) usage ;;
+        *)
+            echo "run-all: unknown argument $1" >&2
+            usage
+            ;;
+    esac
+done
 
-export KAFKAIQ_BIN="$root/target/release/kafkaiq"
+# Variables that select the broker, or change what the suites check or how long they wait.
+# RUST_LOG, RDKAFKA_DEBUG and KEEP_BROKER_DIR only change what is printed or kept, and stay.
+for var in $(compgen -e); do
+    case "$var" in
+        KAFKA_BOOTSTRAP | BROKER_UNDER_TEST | KAFKAIQ_* | KGO_* | FRANZ_GO_* | PROPTEST_* | \
+            BROKER_STARTUP_TIMEOUT_S | BROKER_SHUTDOWN_TIMEOUT_S | KAFKA_HEAP | FUZZ_SMOKE_RUNS)
+            echo "run-all: ignoring $var=${!var} from the environment" >&2
+            unset "$var"
+            ;;
+    esac
+done
+case "$mode" in
+    apache-kafka) export BROKER_UNDER_TEST=apache-kafka ;;
+    external) export KAFKA_BOOTSTRAP="$bootstrap" ;;
+esac
+
+jobs="${CARGO_BUILD_JOBS:-2}"
+run_start=$SECONDS
+results=()
+passed=0
+failed=0
+skipped=0
+run_suite() {
+    local name="$1"
+    shift
+    echo "==> suite: $name"
+    local start=$SECONDS
+    if "$@"; then
+        passed=$((passed + 1))
+        results+=("ok       $name ($((SECONDS - start)) s)")
+        echo "==> suite $name: ok ($((SECONDS - start)) s)"
+    else
+        failed=$((failed + 1))
+        results+=("FAILED   $name ($((SECONDS - start)) s)")
+        echo "==> suite $name: FAILED ($((SECONDS - start)) s)"
+    fi
+}
+skip_suite() {
+    local name="$1" why="$2"
+    skipped=$((skipped + 1))
+    results+=("skipped  $name: $why")
+    echo "==> suite $name: skipped against $mode: $why"
+}
+
+case "$mode" in
+    kafkaiq) echo "==> broker under test: KafkaIQ (this build's release binary)" ;;
+    apache-kafka) echo "==> broker under test: Apache Kafka 4.1.1, started by each suite (integration/apache-kafka.sh)" ;;
+    external) echo "==> broker under test: the running broker at $bootstrap" ;;
+esac
+
+# The cargo tests that talk to a broker over the network and can be pointed at another one
+# (BROKER_UNDER_TEST / KAFKA_BOOTSTRAP); every other cargo test needs KafkaIQ itself.
+portable_tests=(rdkafka_clients hostile_frames_tcp)
+
+if [[ "$mode" == kafkaiq ]]; then
+    echo "==> cargo build --release (workspace, binaries and examples)"
+    cargo build --release --workspace --bins --examples -j "$jobs" || exit 1
+    target_dir="$(cargo metadata --format-version 1 --no-deps |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+    export KAFKAIQ_BIN="$target_dir/release/kafkaiq"
+
+    run_suite cargo-test cargo test --workspace --release --no-fail-fast -j "$jobs"
+    # Criterion benches run without --bench are in test mode: each benchmark once, checked to
+    # run, no measurement. Builds them as `cargo bench` would.
+    run_suite benches cargo test --workspace --release --bench '*' -j "$jobs"
+    run_suite fuzz-smoke bash fuzz/smoke.sh
+else
+    args=()
+    for t in "${portable_tests[@]}"; do args+=(--test "$t"); done
+    # One broker at a time: an Apache Kafka JVM per test.
+    run_suite cargo-test cargo test --release --no-fail-fast -j "$jobs" "${args[@]}" -- --test-threads=1
+    echo "==> cargo tests skipped against $mode: every test but ${portable_tests[*]} runs KafkaIQ" \
+        "itself (in-process brokers: broker_raw, group_raw, rdkafka_groups," \
+        "broker_failure_detection; the kafkaiq binary's own behaviour: cli, kill9_restart;" \
+        "the decoder, storage and unit tests: no broker at all)"
+    results+=("skipped  cargo tests other than ${portable_tests[*]}: they need KafkaIQ itself")
+    skipped=$((skipped + 1))
+    skip_suite benches "KafkaIQ's own code paths, no broker to compare"
+    skip_suite fuzz-smoke "KafkaIQ's own decoder, no broker to compare"
+fi
+
 export KAFKAIQ_ROOT="$root"
 for suite in integration/suites/*.sh; do
-  [ -e "$suite" ] || continue
-  run_suite "$(basename "$suite" .sh)" bash "$suite"
+    [ -e "$suite" ] || continue
+    name="$(basename "$suite" .sh)"
+    # A suite that only means something against KafkaIQ says why in a line
+    # "# run-all: kafkaiq only: REASON".
+    only="$(sed -n 's/^# run-all: kafkaiq only: //p' "$suite" | head -1)"
+    if [[ "$mode" != kafkaiq && -n "$only" ]]; then
+        skip_suite "$name" "$only"
+        continue
+    fi
+    run_suite "$name" bash "$suite"
 done
 
 echo
-if [ "$failed" -gt 0 ]; then
-  echo "failed suites: ${failed_names[*]}"
-fi
-echo "suites: $passed passed, $failed failed"
+echo "==> summary ($mode, $((SECONDS - run_start)) s):"
+printf '    %s\n' "${results[@]}"
+echo "suites: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

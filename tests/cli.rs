@@ -1,12 +1,19 @@
-//! The `kafkaiq` binary's command line: config errors stop startup naming the key, unknown keys
-//! warn, SIGTERM shuts down cleanly.
+//! The `kafkaiq` binary's command line: config errors stop startup naming the key (without a
+//! panic), unknown keys warn, SIGTERM shuts down cleanly and in time.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::process::Command;
+
+use common::broker_process::{free_port, kafkaiq_command, BrokerProcess, PANIC_MARKER};
 
 fn kafkaiq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kafkaiq"))
+}
+
+/// A refused configuration is an error message, not a crash.
+fn assert_no_panic(stderr: &str) {
+    assert!(!stderr.contains(PANIC_MARKER), "{stderr}");
 }
 
 #[test]
@@ -21,6 +28,7 @@ fn invalid_value_stops_startup_naming_the_key() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("num.partitions"), "{stderr}");
+    assert_no_panic(&stderr);
 }
 
 #[test]
@@ -30,7 +38,9 @@ fn config_file_is_read_and_flags_win() {
     std::fs::write(&props, "num.partitions=3\nlog.segment.bytes=tiny\n").unwrap();
     let out = kafkaiq().arg("--config").arg(&props).output().unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("log.segment.bytes"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("log.segment.bytes"), "{stderr}");
+    assert_no_panic(&stderr);
     // The flag overrides the file's bad value, so the file's other keys are what fails next.
     std::fs::write(&props, "num.partitions=oops\n").unwrap();
     let out = kafkaiq()
@@ -48,48 +58,24 @@ fn config_file_is_read_and_flags_win() {
     assert!(!out.status.success());
     assert!(stderr.contains("socket.request.max.bytes"), "{stderr}");
     assert!(!stderr.contains("num.partitions"), "{stderr}");
+    assert_no_panic(&stderr);
 }
 
 #[test]
 fn unknown_key_warns_and_sigterm_shuts_down_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = kafkaiq()
-        .args([
-            "--override",
-            &format!("listeners=PLAINTEXT://127.0.0.1:{port}"),
-        ])
-        .args(["--override", &format!("log.dirs={}", dir.path().display())])
-        .args(["--override", "no.such.setting=1"])
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "broker did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exit = child.wait().unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert!(exit.success(), "{stderr}");
-    assert!(stderr.contains("no.such.setting"), "{stderr}");
-    assert!(stderr.contains("stopped cleanly"), "{stderr}");
-    assert!(dir.path().join(".kafka_cleanshutdown").exists());
-    assert!(dir.path().join("meta.properties").exists());
+    let port = free_port();
+    let data = dir.path().join("data");
+    let mut cmd = kafkaiq_command(port, &data, &["no.such.setting=1"]);
+    cmd.env("RUST_LOG", "info");
+    let log = dir.path().join("broker.log");
+    let mut broker = BrokerProcess::spawn("kafkaiq", cmd, &log);
+    broker.await_listening(port);
+    // SIGTERM: exit status 0 within the bound, no panic (BrokerProcess::stop checks all three).
+    broker.stop().unwrap_or_else(|e| panic!("{e}"));
+    let output = std::fs::read_to_string(&log).unwrap();
+    assert!(output.contains("no.such.setting"), "{output}");
+    assert!(output.contains("stopped cleanly"), "{output}");
+    assert!(data.join(".kafka_cleanshutdown").exists());
+    assert!(data.join("meta.properties").exists());
 }

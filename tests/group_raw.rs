@@ -51,13 +51,47 @@ async fn join(client: &mut common::RawClient, member_id: &str) -> JoinGroupRespo
     client.call(9, &join_request(member_id)).await
 }
 
+/// Polls DescribeGroups until the group is in `state` (within a minute).
+async fn wait_for_state(client: &mut common::RawClient, state: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let described: DescribeGroupsResponse = client
+            .call(
+                5,
+                &DescribeGroupsRequest::default().with_groups(vec![GroupId(s(GROUP))]),
+            )
+            .await;
+        let g = &described.groups[0];
+        if g.error_code == 0 && g.group_state.as_str() == state {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the group never became {state}: {} (error {})",
+            g.group_state.as_str(),
+            g.error_code
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn sync(
     client: &mut common::RawClient,
     member_id: &str,
     generation: i32,
     assignments: &[(&str, &'static [u8])],
 ) -> SyncGroupResponse {
-    let req = SyncGroupRequest::default()
+    client
+        .call(5, &sync_request(member_id, generation, assignments))
+        .await
+}
+
+fn sync_request(
+    member_id: &str,
+    generation: i32,
+    assignments: &[(&str, &'static [u8])],
+) -> SyncGroupRequest {
+    SyncGroupRequest::default()
         .with_group_id(GroupId(s(GROUP)))
         .with_generation_id(generation)
         .with_member_id(s(member_id))
@@ -72,8 +106,7 @@ async fn sync(
                         .with_assignment(bytes::Bytes::from_static(a))
                 })
                 .collect(),
-        );
-    client.call(5, &req).await
+        )
 }
 
 async fn heartbeat(client: &mut common::RawClient, member_id: &str, generation: i32) -> i16 {
@@ -119,13 +152,15 @@ async fn parked_joins_and_syncs_session_expiry_and_restart() {
     let r = sync(&mut a, &a_id, 1, &[(&a_id, b"A1")]).await;
     assert_eq!((r.error_code, &r.assignment[..]), (0, &b"A1"[..]));
 
-    // B joins on its own connection: its JoinGroup parks until A rejoins.
+    // B joins on its own connection: its JoinGroup parks until A rejoins. The group turning
+    // PreparingRebalance shows the broker has B's join; it must not have answered it.
     let b_join = tokio::spawn(async move {
         let mut b = common::RawClient::connect(addr).await;
         let r = join(&mut b, "").await;
         (b, r)
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut observer = common::RawClient::connect(addr).await;
+    wait_for_state(&mut observer, "PreparingRebalance").await;
     assert!(
         !b_join.is_finished(),
         "B's JoinGroup must wait for the rebalance"
@@ -138,19 +173,30 @@ async fn parked_joins_and_syncs_session_expiry_and_restart() {
     let (mut b, b_joined) = b_join.await.unwrap();
     assert_eq!((a_join.error_code, b_joined.error_code), (0, 0));
     assert_eq!(a_join.generation_id, 2);
+    // Answered with the generation A's rejoin completed: held until then.
+    assert_eq!(b_joined.generation_id, 2);
     assert_eq!(a_join.members.len(), 2, "the leader learns both members");
     assert!(b_joined.members.is_empty());
     let b_id = b_joined.member_id.to_string();
 
-    // B's SyncGroup parks until the leader's.
+    // B's SyncGroup parks until the leader's. Once the broker has read B's request off its
+    // socket (the in-process broker's end of the connection has nothing left to read), it must
+    // not have answered it; the answer it gets carries what only the leader's SyncGroup says.
+    let b_port = b.stream.local_addr().unwrap().port();
+    let (written_tx, written_rx) = tokio::sync::oneshot::channel();
     let b_sync = tokio::spawn({
         let b_id = b_id.clone();
         async move {
-            let r = sync(&mut b, &b_id, 2, &[]).await;
+            let (id, frame) = b.encode(5, &sync_request(&b_id, 2, &[]));
+            b.send_bytes(&frame).await;
+            written_tx.send(()).unwrap();
+            let response = b.read_frame().await.expect("broker closed B's connection");
+            let r = common::RawClient::decode_response::<SyncGroupRequest>(5, response, id);
             (b, r)
         }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    written_rx.await.unwrap();
+    common::wait_until_read_by_broker(b_port, addr.port()).await;
     assert!(
         !b_sync.is_finished(),
         "B's SyncGroup must wait for the leader"
@@ -235,13 +281,6 @@ async fn parked_joins_and_syncs_session_expiry_and_restart() {
     let p = &r.topics[0].partitions[0];
     assert_eq!((p.committed_offset, p.metadata.as_deref()), (42, Some("m")));
     // The member never came back: its session expires after the load, too.
-    tokio::time::sleep(Duration::from_millis(SESSION_MS as u64 + 1_500)).await;
-    let described: DescribeGroupsResponse = c
-        .call(
-            5,
-            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s(GROUP))]),
-        )
-        .await;
-    assert_eq!(described.groups[0].group_state.as_str(), "Empty");
+    wait_for_state(&mut c, "Empty").await;
     broker.shutdown().await.unwrap();
 }

@@ -4,81 +4,51 @@
 //! header's client id, every string, bytes, records and array count) is set to the largest value
 //! its encoding holds and the frame is sent on its own connection; the 7-byte Metadata body and
 //! absurd size prefixes follow. The broker must close each such connection (as Kafka does on a
-//! request it cannot parse), stay up, keep serving a client that was connected all along, and
-//! serve a new one.
+//! request it cannot parse) or, where the huge value reads as a valid request, answer it with
+//! one whole response frame for its correlation id (Kafka reads an unsigned varint above
+//! i32::MAX as a negative int, so a nullable compact array of that "length" is null: it answers
+//! Metadata v9 with such a topics array). It must stay up, keep serving a client that was
+//! connected all along, and serve a new one; the 7-byte body and the absurd size prefixes must
+//! be met with a closed connection.
 //!
-//! Set `KAFKA_BOOTSTRAP=host:port` to run the same checks against an already running broker
-//! (for instance Apache Kafka, to check the test itself).
+//! `BROKER_UNDER_TEST=apache-kafka` runs the same checks against Apache Kafka 4.1.1 (to check
+//! the test itself), `KAFKA_BOOTSTRAP=host:port` against an already running broker. A started
+//! broker that panicked on any of the frames, exits uncleanly or ignores SIGTERM fails the test.
 
+mod common;
 mod frames;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use common::broker_process::{start_selected_logging, SelectedBroker};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use frames::{all_versions, populated_frame_with_prefixes, request_header, with_huge_prefix};
 use kafkaiq::protocol::ApiKey;
 
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the broker may take to close a connection after a hostile frame.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 struct BrokerUnderTest {
     addr: SocketAddr,
-    child: Option<Child>,
-    data_dir: Option<PathBuf>,
+    selected: SelectedBroker,
 }
 
 impl BrokerUnderTest {
     fn start() -> Self {
-        if let Ok(bootstrap) = std::env::var("KAFKA_BOOTSTRAP") {
-            let addr = bootstrap.parse().expect("KAFKA_BOOTSTRAP is host:port");
-            return BrokerUnderTest {
-                addr,
-                child: None,
-                data_dir: None,
-            };
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let data_dir =
-            std::env::temp_dir().join(format!("kafkaiq-hostile-{}-{port}", std::process::id()));
-        let child = Command::new(env!("CARGO_BIN_EXE_kafkaiq"))
-            .args(["--override", &format!("listeners=PLAINTEXT://{addr}")])
-            .args([
-                "--override",
-                &format!("advertised.listeners=PLAINTEXT://{addr}"),
-            ])
-            .args(["--override", &format!("log.dirs={}", data_dir.display())])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start kafkaiq");
-        let mut broker = BrokerUnderTest {
-            addr,
-            child: Some(child),
-            data_dir: Some(data_dir),
-        };
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        while TcpStream::connect(addr).is_err() {
-            broker.assert_running();
-            assert!(Instant::now() < deadline, "broker did not listen on {addr}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        broker
+        let selected = start_selected_logging("kafkaiq-hostile", &[], "warn");
+        let addr = selected
+            .bootstrap
+            .parse()
+            .expect("KAFKA_BOOTSTRAP is host:port");
+        BrokerUnderTest { addr, selected }
     }
 
     fn assert_running(&mut self) {
-        if let Some(child) = &mut self.child {
-            let status = child.try_wait().expect("poll broker");
-            assert!(status.is_none(), "broker exited: {status:?}");
+        if let Some(p) = self.selected.process.as_mut() {
+            p.assert_running();
         }
     }
 
@@ -88,17 +58,10 @@ impl BrokerUnderTest {
         stream.set_nodelay(true).unwrap();
         stream
     }
-}
 
-impl Drop for BrokerUnderTest {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if let Some(dir) = &self.data_dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+    /// SIGTERM: the broker must exit cleanly and in time, with no panic in its output.
+    fn stop(mut self) {
+        self.selected.stop().unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -132,27 +95,76 @@ fn expect_api_versions_response(stream: &mut TcpStream, correlation_id: i32, wha
     assert_eq!(&body[4..6], &[0, 0], "{what}: error code");
 }
 
-/// Waits for the broker to close `stream`; panics if it answers or keeps it open.
-fn expect_closed(stream: &mut TcpStream, what: &dyn Fn() -> String) {
-    let mut buf = [0u8; 64];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => panic!("{}: broker answered {n} bytes instead of closing", what()),
-            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
-                return
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => panic!("{}: connection not closed: {e}", what()),
-        }
-    }
+/// What the broker did with a hostile frame.
+#[derive(Debug, PartialEq)]
+enum Met {
+    /// Closed the connection without answering: what either broker does with a request it
+    /// cannot parse.
+    Closed,
+    /// Answered it with one whole response frame for its correlation id. Apache Kafka does this
+    /// where its reader takes the huge value as something valid: an unsigned varint above
+    /// i32::MAX wraps negative in Java, and a nullable compact array or string of negative
+    /// length is null (Metadata v9's topics, for one).
+    Answered,
 }
 
-fn send_hostile(broker: &mut BrokerUnderTest, bytes: &[u8], what: &dyn Fn() -> String) {
+/// Reads what the broker does after a hostile frame with `correlation_id`: it must close the
+/// connection, or answer with one whole response frame for that correlation id (then the test
+/// hangs up). Err if it answers anything else, or neither answers nor closes within
+/// CLOSE_TIMEOUT.
+fn expect_closed_or_answered(stream: &mut TcpStream, correlation_id: i32) -> Result<Met, String> {
+    let mut size = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match stream.read(&mut size[got..]) {
+            Ok(0) if got == 0 => return Ok(Met::Closed),
+            Ok(0) => return Err(format!("{got} bytes of a size prefix, then closed")),
+            Ok(n) => got += n,
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
+                return if got == 0 {
+                    Ok(Met::Closed)
+                } else {
+                    Err(format!("{got} bytes of a size prefix, then reset"))
+                };
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("neither answered nor closed: {e}")),
+        }
+    }
+    let size = i32::from_be_bytes(size);
+    if !(4..=1 << 20).contains(&size) {
+        return Err(format!("answered with a frame size of {size}"));
+    }
+    let mut body = vec![0u8; size as usize];
+    stream
+        .read_exact(&mut body)
+        .map_err(|e| format!("answered a {size}-byte frame, cut short: {e}"))?;
+    let answered_id = i32::from_be_bytes(body[..4].try_into().unwrap());
+    if answered_id != correlation_id {
+        return Err(format!(
+            "answered correlation id {answered_id}, not {correlation_id}"
+        ));
+    }
+    Ok(Met::Answered)
+}
+
+/// Sends `frame` (no size prefix; bytes 4..8 are its correlation id) on a new connection.
+fn send_hostile(broker: &mut BrokerUnderTest, frame: &[u8]) -> Result<Met, String> {
     let mut stream = broker.connect();
     // The broker may close before reading everything; a failed write is fine.
-    let _ = stream.write_all(bytes);
-    expect_closed(&mut stream, what);
+    let _ = stream.write_all(&size_prefixed(frame));
+    let correlation_id = i32::from_be_bytes(frame[4..8].try_into().unwrap());
+    expect_closed_or_answered(&mut stream, correlation_id)
+}
+
+/// Waits for the broker to close `stream` without answering anything.
+fn expect_closed(stream: &mut TcpStream) -> Result<(), String> {
+    // Matches no request sent here, so any answer is an error.
+    match expect_closed_or_answered(stream, i32::MIN) {
+        Ok(Met::Closed) => Ok(()),
+        Ok(Met::Answered) => Err("answered instead of closing".into()),
+        Err(e) => Err(e),
+    }
 }
 
 #[test]
@@ -167,33 +179,54 @@ fn hostile_frames_close_the_connection_and_the_broker_keeps_serving() {
     expect_api_versions_response(&mut bystander, 1, "bystander before");
 
     let mut sent = 0;
+    let mut failures = Vec::new();
+    let mut answered = Vec::new();
     for (layout, version) in all_versions() {
         let (frame, _, prefixes) = populated_frame_with_prefixes(layout, version);
         for prefix in prefixes {
             let hostile = with_huge_prefix(&frame, prefix);
-            send_hostile(&mut broker, &size_prefixed(&hostile), &|| {
-                format!("{:?} v{version} huge {prefix:?}", layout.api_key)
-            });
+            let what = format!("{:?} v{version} huge {prefix:?}", layout.api_key);
+            match send_hostile(&mut broker, &hostile) {
+                Ok(Met::Closed) => {}
+                Ok(Met::Answered) => answered.push(what),
+                Err(e) => failures.push(format!("{what}: {e}")),
+            }
             sent += 1;
         }
         broker.assert_running();
     }
     assert!(sent > 1000, "{sent} hostile frames");
+    eprintln!(
+        "{} of {sent} hostile frames answered as valid requests, the rest closed: {answered:?}",
+        answered.len()
+    );
 
     // Metadata v8 claiming 2^31 - 1 topics in a 7-byte body.
     let mut frame = request_header(ApiKey::Metadata, 8, 7);
     frame.put_slice(&[0x7f, 0xff, 0xff, 0xff, 0x01, 0x00, 0x00]);
-    send_hostile(&mut broker, &size_prefixed(&frame), &|| {
-        "7-byte Metadata body".into()
-    });
+    let mut stream = broker.connect();
+    let _ = stream.write_all(&size_prefixed(&frame));
+    if let Err(e) = expect_closed(&mut stream) {
+        failures.push(format!("7-byte Metadata body: {e}"));
+    }
 
     // Absurd size prefixes: the largest and a negative one.
     for size in [i32::MAX, -1, i32::MIN] {
         let mut bytes = BytesMut::new();
         bytes.put_i32(size);
         bytes.put_slice(&[0, 3, 0, 8, 0, 0, 0, 1]);
-        send_hostile(&mut broker, &bytes, &|| format!("size prefix {size}"));
+        let mut stream = broker.connect();
+        let _ = stream.write_all(&bytes);
+        if let Err(e) = expect_closed(&mut stream) {
+            failures.push(format!("size prefix {size}: {e}"));
+        }
     }
+    assert!(
+        failures.is_empty(),
+        "{} hostile frames were met with neither a closed connection nor one whole answer:\n  {}",
+        failures.len(),
+        failures.join("\n  ")
+    );
 
     // A good request pipelined before a hostile one is still answered, then the connection closes.
     let mut stream = broker.connect();
@@ -203,7 +236,9 @@ fn hostile_frames_close_the_connection_and_the_broker_keeps_serving() {
     bytes.extend_from_slice(&size_prefixed(&hostile));
     stream.write_all(&bytes).unwrap();
     expect_api_versions_response(&mut stream, 2, "pipelined before hostile");
-    expect_closed(&mut stream, &|| "pipelined hostile frame".into());
+    if let Err(e) = expect_closed(&mut stream) {
+        panic!("pipelined hostile frame: {e}");
+    }
 
     broker.assert_running();
     bystander
@@ -216,4 +251,5 @@ fn hostile_frames_close_the_connection_and_the_broker_keeps_serving() {
         .unwrap();
     expect_api_versions_response(&mut fresh, 5, "new client after");
     broker.assert_running();
+    broker.stop();
 }

@@ -2,15 +2,18 @@
 //! back at its acknowledged offset, offsets are contiguous (no gap), and the next append
 //! continues after the last record (no reuse).
 //!
-//! Runs the real `kafkaiq` binary as a child process.
+//! Runs the real `kafkaiq` binary as a child process. The first run must not have panicked
+//! before the kill; the second must stop cleanly on SIGTERM.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::broker_process::{free_port, kafkaiq_command, BrokerProcess};
 use common::{batch, decode_records, RawClient};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -18,26 +21,12 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// Records acknowledged before the broker is killed (each produce request carries five).
+const ACKED_BEFORE_KILL: usize = 50;
 
-fn spawn_broker(dir: &Path, port: u16, log_name: &str) -> Child {
-    let log = std::fs::File::create(dir.join(log_name)).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_kafkaiq"))
-        .arg("--override")
-        .arg(format!("listeners=PLAINTEXT://127.0.0.1:{port}"))
-        .arg("--override")
-        .arg(format!("log.dirs={}", dir.join("data").display()))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start kafkaiq")
+fn spawn_broker(dir: &Path, port: u16, log_name: &str) -> BrokerProcess {
+    let cmd = kafkaiq_command(port, &dir.join("data"), &[]);
+    BrokerProcess::spawn("kafkaiq", cmd, &dir.join(log_name))
 }
 
 async fn connect(port: u16) -> RawClient {
@@ -117,6 +106,8 @@ async fn kill_9_during_acks_all_stream_loses_no_acknowledged_record() {
     assert_eq!(created.topics[0].error_code, 0);
 
     // Produce until killed; keep every acknowledgement.
+    let acked_so_far = Arc::new(AtomicUsize::new(0));
+    let counter = acked_so_far.clone();
     let producer = tokio::spawn(async move {
         let mut acked: BTreeMap<i64, String> = BTreeMap::new();
         let mut n = 0u64;
@@ -137,19 +128,28 @@ async fn kill_9_during_acks_all_stream_loses_no_acknowledged_record() {
             for (i, v) in values.into_iter().enumerate() {
                 acked.insert(p.base_offset + i as i64, v);
             }
+            counter.store(acked.len(), Ordering::SeqCst);
         }
         acked
     });
 
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    child.kill().expect("SIGKILL the broker"); // Child::kill sends SIGKILL on Unix.
-    child.wait().unwrap();
+    // Kill mid-stream, once enough has been acknowledged (the stream keeps going meanwhile).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked_so_far.load(Ordering::SeqCst) < ACKED_BEFORE_KILL {
+        assert!(
+            !producer.is_finished(),
+            "the producer stopped before the kill"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "only {} records acknowledged in 60 s",
+            acked_so_far.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    child.kill().unwrap_or_else(|e| panic!("{e}")); // SIGKILL; fails if it had panicked
     let acked = producer.await.unwrap();
-    assert!(
-        acked.len() >= 50,
-        "only {} records acknowledged before the kill",
-        acked.len()
-    );
+    assert!(acked.len() >= ACKED_BEFORE_KILL);
 
     let mut child = spawn_broker(dir.path(), port, "broker-2.log");
     let mut client = connect(port).await;
@@ -182,6 +182,5 @@ async fn kill_9_during_acks_all_stream_loses_no_acknowledged_record() {
         records.len()
     );
 
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.stop().unwrap_or_else(|e| panic!("{e}"));
 }

@@ -5,6 +5,8 @@
 //! Kafka 4.1.1 with `BROKER_UNDER_TEST=apache-kafka` (it needs Java and Maven; run them with
 //! `--test-threads=1` to keep to one JVM at a time), which is how the expectations here are
 //! checked to be Kafka's. `KAFKA_BOOTSTRAP=host:port` points them at a running broker instead.
+//! A started broker that panics, exits uncleanly or does not obey SIGTERM in time fails the test
+//! that ran it (`common::broker_process`).
 //!
 //! Covered: every compression codec round trip; keys, headers and null values; the idempotent
 //! producer's exactly-once in-order delivery; ListOffsets by time and MAX_TIMESTAMP
@@ -12,12 +14,9 @@
 //! Metadata fields; LogAppendTime topics; max.message.bytes. Not covered here: consumer groups
 //! (the Java suite and the groups suite own those).
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::thread;
@@ -32,9 +31,11 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
+use common::broker_process::{start_selected, SelectedBroker};
+
 /// Partitions of auto-created topics (`num.partitions` given to the broker).
 const PARTITIONS: usize = 3;
-/// How long a started broker gets to serve Metadata.
+/// How long a started broker gets to serve Metadata once it listens.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(90);
 /// Timeout for every single client call (metadata, offsets, flush).
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,104 +59,25 @@ impl ConsumerContext for Ctx {}
 type TestConsumer = BaseConsumer<Ctx>;
 type TestProducer = FutureProducer<Ctx>;
 
-/// A running broker under test, stopped (and its data removed) when dropped.
+/// A running broker under test, stopped (checked, and its data removed) when dropped: a panic
+/// in its output, an unclean exit or a SIGTERM not obeyed in time fails the test.
 struct Broker {
     bootstrap: String,
     kind: String,
-    child: Option<Child>,
-    dir: Option<PathBuf>,
+    selected: SelectedBroker,
 }
 
 impl Broker {
     fn start() -> Broker {
-        if let Ok(b) = std::env::var("KAFKA_BOOTSTRAP") {
-            if !b.is_empty() {
-                let broker = Broker {
-                    bootstrap: b,
-                    kind: "external".into(),
-                    child: None,
-                    dir: None,
-                };
-                broker.await_metadata();
-                return broker;
-            }
-        }
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "rdkafka-clients-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create broker temp dir");
-        let port = free_port();
-        let bootstrap = format!("127.0.0.1:{port}");
-        let log = File::create(dir.join("broker.log")).expect("create broker log");
-        let kind = std::env::var("BROKER_UNDER_TEST").unwrap_or_else(|_| "kafkaiq".into());
         let partitions = format!("num.partitions={PARTITIONS}");
-        let mut cmd = match kind.as_str() {
-            "apache-kafka" => {
-                let mut c = Command::new("bash");
-                c.arg(concat!(
-                    env!("CARGO_MANIFEST_DIR"),
-                    "/integration/apache-kafka.sh"
-                ))
-                .arg(dir.join("kafka"))
-                .arg(port.to_string())
-                .arg(free_port().to_string())
-                .arg(&partitions);
-                c
-            }
-            "kafkaiq" => {
-                let listener = format!("listeners=PLAINTEXT://{bootstrap}");
-                let advertised = format!("advertised.listeners=PLAINTEXT://{bootstrap}");
-                let log_dirs = format!("log.dirs={}", dir.join("data").display());
-                let mut c = Command::new(env!("CARGO_BIN_EXE_kafkaiq"));
-                for kv in [&listener, &advertised, &log_dirs, &partitions] {
-                    c.arg("--override").arg(kv);
-                }
-                if std::env::var_os("RUST_LOG").is_none() {
-                    c.env("RUST_LOG", "info");
-                }
-                c
-            }
-            other => panic!("unknown BROKER_UNDER_TEST={other}"),
+        let selected = start_selected("rdkafka-clients", &[&partitions]);
+        let broker = Broker {
+            bootstrap: selected.bootstrap.clone(),
+            kind: selected.kind.clone(),
+            selected,
         };
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("clone log handle"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {kind}: {e}"));
-        let mut broker = Broker {
-            bootstrap,
-            kind,
-            child: Some(child),
-            dir: Some(dir),
-        };
-        broker.await_listening(port);
         broker.await_metadata();
         broker
-    }
-
-    fn await_listening(&mut self, port: u16) {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                panic!("{} exited with {status} before listening", self.kind);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} never listened on {}",
-                self.kind,
-                self.bootstrap
-            );
-            thread::sleep(Duration::from_millis(100));
-        }
     }
 
     /// Listening is not serving (Apache Kafka binds before its metadata is loaded).
@@ -255,14 +177,7 @@ impl Broker {
     }
 
     fn log_tail(&self) -> String {
-        let Some(dir) = &self.dir else {
-            return String::new();
-        };
-        let Ok(f) = File::open(dir.join("broker.log")) else {
-            return String::new();
-        };
-        let lines: Vec<String> = BufReader::new(f).lines().map_while(Result::ok).collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
+        self.selected.log_tail(40)
     }
 }
 
@@ -276,32 +191,8 @@ impl Drop for Broker {
                 self.log_tail()
             );
         }
-        if let Some(mut child) = self.child.take() {
-            // SIGTERM for a clean shutdown; SIGKILL if it does not come.
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(child.id().to_string())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(100));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if let Some(dir) = self.dir.take() {
-            if std::env::var_os("KEEP_BROKER_DIR").is_none() {
-                let _ = fs::remove_dir_all(dir);
-            }
-        }
+        // Then `selected` drops: SIGTERM, the exit and panic checks, the temp dir removed.
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind an ephemeral port")
-        .port()
 }
 
 /// Drops a librdkafka client on its own thread, waiting at most DROP_TIMEOUT: a consumer's

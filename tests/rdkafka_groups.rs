@@ -121,17 +121,72 @@ async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Reads with a fresh member of `group` until `expected` records came, then a little longer to
-/// catch extras; returns everything read.
-async fn read_all(bootstrap: &str, group: &str, topic: &str, expected: usize) -> Vec<String> {
+/// Produces one marker record to every partition, after everything produced so far.
+async fn produce_markers(bootstrap: &str, topic: &str, stage: &str) {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    for p in 0..PARTITIONS {
+        let v = marker(stage, p);
+        producer
+            .send(
+                FutureRecord::to(topic).partition(p).key(&v).payload(&v),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+fn marker(stage: &str, partition: i32) -> String {
+    format!("marker-{stage}-{partition}")
+}
+
+/// Waits until the members have read the marker of every partition of `stage`. A partition is
+/// read in offset order, so anything read twice or left to read before its marker has come by
+/// then: stopping earlier could miss a duplicate that was still on its way.
+async fn wait_for_markers(stage: &str, seen: &[Arc<Mutex<Vec<String>>>]) {
+    let want: HashSet<String> = (0..PARTITIONS).map(|p| marker(stage, p)).collect();
+    wait_until(
+        &format!("every partition's {stage} marker was read"),
+        || {
+            let got: HashSet<String> = seen
+                .iter()
+                .flat_map(|s| s.lock().unwrap().clone())
+                .filter(|v| want.contains(v))
+                .collect();
+            got.len() == want.len()
+        },
+    )
+    .await;
+}
+
+fn without_markers(values: Vec<String>) -> Vec<String> {
+    values
+        .into_iter()
+        .filter(|v| !v.starts_with("marker-"))
+        .collect()
+}
+
+/// Reads with a fresh member of `group` until `expected` records came and then every
+/// partition's marker (produced here, after them); returns everything read but the markers.
+async fn read_all(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    expected: usize,
+    stage: &str,
+) -> Vec<String> {
     let m = Member::start(bootstrap, group, topic);
     let seen = m.seen.clone();
     wait_until("the resuming member read what was new", || {
         seen.lock().unwrap().len() >= expected
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    m.stop()
+    produce_markers(bootstrap, topic, stage).await;
+    wait_for_markers(stage, &[seen]).await;
+    without_markers(m.stop())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,7 +211,9 @@ async fn two_librdkafka_members_split_a_topic_and_offsets_survive_a_restart() {
         sa.lock().unwrap().len() + sb.lock().unwrap().len() >= 400
     })
     .await;
-    let (ra, rb) = (a.stop(), b.stop());
+    produce_markers(&bootstrap, topic, "first").await;
+    wait_for_markers("first", &[sa, sb]).await;
+    let (ra, rb) = (without_markers(a.stop()), without_markers(b.stop()));
     assert!(!ra.is_empty() && !rb.is_empty(), "both members consumed");
     let all: Vec<&String> = ra.iter().chain(rb.iter()).collect();
     let distinct: HashSet<&&String> = all.iter().collect();
@@ -166,7 +223,7 @@ async fn two_librdkafka_members_split_a_topic_and_offsets_survive_a_restart() {
         "each record read once"
     );
 
-    // The committed offsets are the log end offsets.
+    // The committed offsets are the log end offsets (the 400 records and the markers).
     let c = consumer(&bootstrap, group);
     let mut tpl = TopicPartitionList::new();
     for p in 0..PARTITIONS {
@@ -178,12 +235,12 @@ async fn two_librdkafka_members_split_a_topic_and_offsets_survive_a_restart() {
         .iter()
         .map(|e| e.offset().to_raw().unwrap())
         .sum();
-    assert_eq!(sum, 400);
+    assert_eq!(sum, 400 + PARTITIONS as i64);
     drop(c);
 
     // A new member resumes where the group left off.
     produce(&bootstrap, topic, (0..50).map(|i| format!("second-{i}"))).await;
-    let second = read_all(&bootstrap, group, topic, 50).await;
+    let second = read_all(&bootstrap, group, topic, 50, "second").await;
     let expected: HashSet<String> = (0..50).map(|i| format!("second-{i}")).collect();
     assert_eq!(second.len(), 50, "{second:?}");
     assert_eq!(second.into_iter().collect::<HashSet<_>>(), expected);
@@ -193,7 +250,7 @@ async fn two_librdkafka_members_split_a_topic_and_offsets_survive_a_restart() {
     let broker = common::start_broker(dir.path(), &overrides).await;
     let bootstrap = broker.local_addr.to_string();
     produce(&bootstrap, topic, (0..30).map(|i| format!("third-{i}"))).await;
-    let third = read_all(&bootstrap, group, topic, 30).await;
+    let third = read_all(&bootstrap, group, topic, 30, "third").await;
     let expected: HashSet<String> = (0..30).map(|i| format!("third-{i}")).collect();
     assert_eq!(third.len(), 30, "{third:?}");
     assert_eq!(third.into_iter().collect::<HashSet<_>>(), expected);

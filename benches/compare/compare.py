@@ -24,6 +24,8 @@ A tool run that fails is reported as failed in the table, never dropped. A Consu
 failure against a broker that does not advertise the consumer-group APIs (FindCoordinator,
 JoinGroup, SyncGroup, Heartbeat, OffsetCommit, OffsetFetch) in ApiVersions is reported as
 "unsupported" instead, and only that case is tolerated by --smoke (see --strict-consumer).
+A broker that exits before it is stopped, does not obey SIGTERM within STOP_TIMEOUT_S, exits
+uncleanly after it (KafkaIQ: anything but 0), or prints a "panicked at" line fails --smoke too.
 
 Python 3 standard library only. Usage:
   benches/compare/compare.py                # full run, >= 3 rounds, writes benches/results/<date>-<host>.md
@@ -58,18 +60,19 @@ KAFKA_HEAP = "-Xmx1g"
 TOOL_HEAP = "-Xmx512M"
 MIB = 1024 * 1024
 
-# Kafka's defaults made explicit, given to both brokers.
+# Given to both brokers: Kafka's defaults made explicit, and no initial rebalance delay (each
+# ConsumerPerformance run is a fresh group of one; the default 3 s delay would be timed).
 COMMON_PROPS = [
     "num.partitions=1",
     "auto.create.topics.enable=true",
+    "group.initial.rebalance.delay.ms=0",
 ]
-# What a single node needs (internal topics at replication factor 1, no initial rebalance delay):
-# integration/apache-kafka.sh writes these for Apache Kafka; KafkaIQ gets the same.
+# What a single node needs (internal topics at replication factor 1): integration/apache-kafka.sh
+# writes these for Apache Kafka; KafkaIQ gets the same.
 SINGLE_NODE_PROPS = [
     "offsets.topic.replication.factor=1",
     "transaction.state.log.replication.factor=1",
     "transaction.state.log.min.isr=1",
-    "group.initial.rebalance.delay.ms=0",
 ]
 
 # APIs the Java consumer needs to consume as a member of a classic consumer group.
@@ -266,6 +269,8 @@ class Broker:
         self.log = workdir / "broker.log"
         self.config_text = ""
         self.apis: dict[int, tuple[int, int]] = {}
+        self.stopped = False
+        self.problems: list[str] = []
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         raise NotImplementedError
@@ -336,24 +341,46 @@ class Broker:
     def group_apis_missing(self) -> list[str]:
         return [name for key, name in sorted(GROUP_API_KEYS.items()) if key not in self.apis]
 
+    # Exit statuses that mean a clean stop after SIGTERM (Popen gives -N for death by signal N).
+    clean_exits = (0,)
+
     def stop(self) -> float | None:
-        """SIGTERM, then SIGKILL after STOP_TIMEOUT_S. Returns seconds to exit after SIGTERM."""
-        if self.proc is None or self.proc.poll() is not None:
+        """SIGTERM, then SIGKILL after STOP_TIMEOUT_S. Returns seconds to exit after SIGTERM.
+        Notes in self.problems what a clean stop would not show: an exit before the stop, a
+        SIGTERM not obeyed in time, an unclean exit status, a panic in the broker's output."""
+        if self.proc is None or self.stopped:
             return None
-        t = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
+        self.stopped = True
+        elapsed = None
+        if self.proc.poll() is not None:
+            self.problems.append(f"exited with code {self.proc.returncode} before it was stopped")
+        else:
+            t = time.monotonic()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT_S)
+                elapsed = time.monotonic() - t
+                if self.proc.returncode not in self.clean_exits:
+                    self.problems.append(f"exited with code {self.proc.returncode} after SIGTERM")
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+                self.problems.append(f"did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM")
         try:
-            self.proc.wait(STOP_TIMEOUT_S)
-            return time.monotonic() - t
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            return None
+            panics = [line for line in self.log.read_text(errors="replace").splitlines()
+                      if "panicked at" in line]
+        except OSError:
+            panics = []
+        if panics:
+            self.problems.append(f"panicked ({len(panics)} panic lines): {panics[0].strip()}")
+        return elapsed
 
 
 class ApacheKafka(Broker):
     label = "Apache Kafka 4.1.1"
     key = "kafka"
+    # The JVM exits 143 after running its shutdown hooks on SIGTERM.
+    clean_exits = (0, 143, -signal.SIGTERM)
 
     def __init__(self, workdir: Path):
         super().__init__(workdir)
@@ -552,6 +579,9 @@ def run_session(broker: Broker, libs: Path, plan, args, round_no: int) -> dict:
     if not broker.alive():
         session["error"] = f"exited with code {broker.proc.returncode} during the runs"
     session["stop_s"] = broker.stop()
+    session["stop_problems"] = broker.problems
+    for problem in broker.problems:
+        log(f"  {broker.label}: {problem}")
     session["config"] = broker.config_text
     return session
 
@@ -857,6 +887,8 @@ def strict_failures(sessions: list[dict], args) -> list[str]:
         who = f"{LABELS[s['broker']]} round {s['round']}"
         if s.get("startup_ms") is None or s.get("error"):
             failures.append(f"{who}: {s['error']}")
+        for problem in s.get("stop_problems", []):
+            failures.append(f"{who}: {problem}")
         for name, r in s["runs"].items():
             if "error" not in r:
                 continue

@@ -2,8 +2,9 @@
 #
 #   broker_start [key=value ...]   starts the broker, waits until its port accepts connections and
 #                                  sets BROKER_BOOTSTRAP, BROKER_KIND, BROKER_DIR, BROKER_PID
-#   broker_stop                    stops it (SIGTERM, SIGKILL after a grace period), prints the
-#                                  tail of its output if it exited badly, removes its temp dir
+#   broker_stop                    stops it (SIGTERM, SIGKILL after BROKER_SHUTDOWN_TIMEOUT_S) and
+#                                  removes its temp dir; returns 1 (printing why and the tail of
+#                                  its output) if the broker misbehaved: see below
 #   broker_log_tail                prints the last lines of the broker's output
 #   free_port                      prints a free 127.0.0.1 TCP port
 #
@@ -12,6 +13,18 @@
 # to check the suite itself; otherwise $KAFKAIQ_BIN on a free port with a temp data dir. The
 # key=value arguments become `--override key=value` for KafkaIQ and server.properties lines for
 # Apache Kafka, so both brokers run with the same settings.
+#
+# A broker that misbehaves fails the suite that ran it even if every client check passed:
+# broker_stop returns 1 when its output has a "panicked at" line (a panic in any thread or
+# task), when it exited before it was stopped, when it exits with anything but a clean status
+# after SIGTERM (0; Apache Kafka's JVM also 143), or when it does not exit within
+# BROKER_SHUTDOWN_TIMEOUT_S of SIGTERM (it is then killed). Suites call it from their EXIT trap
+# and exit non-zero when it fails:
+#
+#   cleanup() { local status=$?; broker_stop || status=1; ...; exit "$status"; }
+#   trap cleanup EXIT
+#
+# (not in a subshell: only the shell that started the broker can wait for its exit status).
 
 BROKER_STARTUP_TIMEOUT_S=${BROKER_STARTUP_TIMEOUT_S:-90}
 BROKER_SHUTDOWN_TIMEOUT_S=${BROKER_SHUTDOWN_TIMEOUT_S:-30}
@@ -92,26 +105,54 @@ broker_log_tail() {
 }
 
 broker_stop() {
-    if [[ -n "${BROKER_PID:-}" ]] && kill -0 "$BROKER_PID" 2>/dev/null; then
-        kill -TERM "$BROKER_PID" 2>/dev/null
-        local deadline=$((SECONDS + BROKER_SHUTDOWN_TIMEOUT_S))
-        while kill -0 "$BROKER_PID" 2>/dev/null && ((SECONDS < deadline)); do
-            sleep 0.2
-        done
-        if kill -0 "$BROKER_PID" 2>/dev/null; then
-            echo "broker_stop: $BROKER_KIND did not stop within ${BROKER_SHUTDOWN_TIMEOUT_S}s; killing it" >&2
-            kill -KILL "$BROKER_PID" 2>/dev/null
-        fi
+    local problems=()
+    if [[ -n "${BROKER_PID:-}" ]]; then
         local rc=0
-        wait "$BROKER_PID" 2>/dev/null || rc=$?
-        if [[ $rc -ne 0 && $rc -ne 143 ]]; then
-            echo "broker_stop: $BROKER_KIND exited with status $rc" >&2
-            broker_log_tail
+        if kill -0 "$BROKER_PID" 2>/dev/null; then
+            kill -TERM "$BROKER_PID" 2>/dev/null
+            local deadline=$((SECONDS + BROKER_SHUTDOWN_TIMEOUT_S))
+            while kill -0 "$BROKER_PID" 2>/dev/null && ((SECONDS < deadline)); do
+                sleep 0.1
+            done
+            if kill -0 "$BROKER_PID" 2>/dev/null; then
+                problems+=("did not stop within ${BROKER_SHUTDOWN_TIMEOUT_S}s of SIGTERM (killed)")
+                kill -KILL "$BROKER_PID" 2>/dev/null
+            fi
+            wait "$BROKER_PID" 2>/dev/null || rc=$?
+        else
+            wait "$BROKER_PID" 2>/dev/null || rc=$?
+            problems+=("exited (status $rc) before it was stopped")
+        fi
+        if [[ ${#problems[@]} -eq 0 ]] && ! _broker_clean_exit "$rc"; then
+            problems+=("exited with status $rc after SIGTERM")
+        fi
+        if [[ -f "$BROKER_DIR/broker.log" ]] && grep -q 'panicked at' "$BROKER_DIR/broker.log"; then
+            problems+=("panicked: $(grep -m1 'panicked at' "$BROKER_DIR/broker.log")")
         fi
     fi
     BROKER_PID=""
-    if [[ -n "${BROKER_DIR:-}" && -z "${KEEP_BROKER_DIR:-}" ]]; then
+    local keep="${KEEP_BROKER_DIR:-}"
+    if [[ ${#problems[@]} -gt 0 ]]; then
+        local why
+        for why in "${problems[@]}"; do
+            echo "broker_stop: FAIL: $BROKER_KIND $why" >&2
+        done
+        broker_log_tail 60
+        if [[ -n "${BROKER_DIR:-}" ]]; then
+            echo "broker_stop: its data and log are kept in $BROKER_DIR" >&2
+            keep=1
+        fi
+    fi
+    if [[ -n "${BROKER_DIR:-}" && -z "$keep" ]]; then
         rm -rf "$BROKER_DIR"
     fi
     BROKER_DIR=""
+    [[ ${#problems[@]} -eq 0 ]]
+}
+
+# A clean exit status after SIGTERM: 0, and for Apache Kafka also 143 (the JVM's status after it
+# ran its shutdown hooks on SIGTERM). KafkaIQ handles SIGTERM itself, so 143 means it did not.
+_broker_clean_exit() {
+    [[ "$1" -eq 0 ]] && return 0
+    [[ "$BROKER_KIND" == apache-kafka && "$1" -eq 143 ]]
 }

@@ -32,8 +32,10 @@ echo "10-kcat: $(kcat -V 2>&1 | grep -i 'librdkafka' | head -1)" >&2
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/kcat-suite.XXXXXX")"
 cleanup() {
-    broker_stop
+    local status=$?
+    broker_stop || status=1
     rm -rf "$work"
+    exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -107,9 +109,11 @@ seq 1 5000 | sed 's/^/early-/' >"$work/early.in"
 seq 1 5000 | sed 's/^/late-/' >"$work/late.in"
 kcat -b "$B" -P -t "$topic" -X enable.idempotence=true -l "$work/early.in" 2>"$work/idem.err" ||
     { cat "$work/idem.err" >&2; fail "idempotent kcat producer"; }
-sleep 1.2
-split_ms=$(($(date +%s%N) / 1000000))
-sleep 0.2
+# The producer stamped every early record (CreateTime) before it exited, so all of them are
+# before split_ms; the late ones are produced once the clock has passed it.
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+split_ms=$(($(now_ms) + 1))
+while (($(now_ms) <= split_ms)); do sleep 0.001; done
 kcat -b "$B" -P -t "$topic" -X enable.idempotence=true -l "$work/late.in" 2>>"$work/idem.err" ||
     { cat "$work/idem.err" >&2; fail "idempotent kcat producer"; }
 if grep -Eq 'ERROR|FATAL|[Dd]elivery failed' "$work/idem.err"; then

@@ -19,6 +19,7 @@
 #
 # Needs Java 17 and Maven (integration/kafka-libs.sh fetches the jars). Standalone:
 #   integration/suites/20-dump-log-segments.sh
+# run-all: kafkaiq only: no broker runs: it reads the storage crate's files with Kafka's DumpLogSegments, the same in every mode
 set -euo pipefail
 
 root="${KAFKAIQ_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"

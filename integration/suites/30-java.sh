@@ -25,4 +25,23 @@ if [[ "${BROKER_UNDER_TEST:-}" == apache-kafka ]]; then
 fi
 
 cd "$root/integration/java"
-exec mvn -q -B test
+rm -rf target/surefire-reports
+status=0
+mvn -q -B test || status=$?
+# What ran, from surefire's reports: a run in which no test ran is no pass.
+python3 - target/surefire-reports <<'PY' || status=1
+import glob, sys
+import xml.etree.ElementTree as ET
+totals = dict(tests=0, failures=0, errors=0, skipped=0)
+for path in sorted(glob.glob(f"{sys.argv[1]}/TEST-*.xml")):
+    suite = ET.parse(path).getroot()
+    counts = {k: int(suite.get(k, 0)) for k in totals}
+    for k in totals:
+        totals[k] += counts[k]
+    print(f"30-java: {suite.get('name')}: {counts['tests']} tests, {counts['failures']} failures, "
+          f"{counts['errors']} errors, {counts['skipped']} skipped", file=sys.stderr)
+print(f"30-java: {totals['tests']} tests, {totals['failures']} failures, {totals['errors']} errors, "
+      f"{totals['skipped']} skipped", file=sys.stderr)
+sys.exit(0 if totals["tests"] > 0 and totals["failures"] == 0 and totals["errors"] == 0 else 1)
+PY
+exit "$status"

@@ -28,8 +28,10 @@ source "$root/integration/lib/broker.sh"
 libs="$("$root/integration/kafka-libs.sh")"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cli-suite.XXXXXX")"
 cleanup() {
-    broker_stop
+    local status=$?
+    broker_stop || status=1
     rm -rf "$work"
+    exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -22,6 +22,8 @@ PARTITIONS=4
 FIRST=1000
 SECOND=100
 GROUP=kcat-group
+# Records on the topic once both rounds are in: FIRST, one marker per partition, SECOND.
+TOTAL=$((FIRST + PARTITIONS + SECOND))
 
 if ! command -v kcat >/dev/null; then
     echo "40-groups: installing kcat" >&2
@@ -38,12 +40,14 @@ libs="$("$root/integration/kafka-libs.sh")"
 work="$(mktemp -d "${TMPDIR:-/tmp}/groups-suite.XXXXXX")"
 members=()
 cleanup() {
+    local status=$?
     local pid
     for pid in "${members[@]}"; do
         kill "$pid" 2>/dev/null || true
     done
-    broker_stop
+    broker_stop || status=1
     rm -rf "$work"
+    exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -55,6 +59,7 @@ fail() {
 }
 step() { echo "40-groups: $*" >&2; }
 
+CGC=org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
 # A Kafka tool's main class on Apache Kafka's jars.
 tool() {
     java -Xmx512m -cp "$libs/*" "$@"
@@ -109,19 +114,35 @@ seq 1 "$FIRST" | awk '{ print $1 ":" $1 }' | kcat -b "$B" -P -K: -t "$TOPIC" ||
     fail "producing $FIRST records"
 wait_for 60 bash -c "[[ \$(cat '$work/member1.out' '$work/member2.out' | wc -l) -ge $FIRST ]]" ||
     fail "the members read $(cat "$work"/member*.out | wc -l) of $FIRST records"
-sleep 6 # let auto-commit (5 s) store the final offsets, and any duplicate show up
+# A marker after the records on every partition: partitions are read in offset order, so once
+# the members have read every marker, a record read twice would have shown up.
+for ((p = 0; p < PARTITIONS; p++)); do
+    echo "marker-$p" | kcat -b "$B" -P -t "$TOPIC" -p "$p" || fail "producing marker $p"
+done
+wait_for 60 bash -c "[[ \$(cat '$work/member1.out' '$work/member2.out' | grep '^marker-' | sort -u | wc -l) -eq $PARTITIONS ]]" ||
+    fail "the members did not read the $PARTITIONS markers"
+# Auto-commit (every 5 s) stores what they read: wait until the group's committed offsets are
+# the log end offsets on every partition (ConsumerGroupCommand's view), then stop them.
+committed_at_end() {
+    tool "$CGC" --bootstrap-server "$B" --describe --group "$GROUP" >"$work/committed" 2>/dev/null || return 1
+    # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+    [[ $(awk -v t="$TOPIC" '$2 == t && $4 == $5 && $6 == 0' "$work/committed" | wc -l) -eq $PARTITIONS ]]
+}
+wait_for 90 committed_at_end || { cat "$work/committed" >&2; fail "the members' offsets were never committed"; }
 for pid in "${members[@]}"; do
     kill -TERM "$pid"
     wait "$pid" 2>/dev/null || true
 done
 members=()
-total=$(cat "$work/member1.out" "$work/member2.out" | wc -l)
-distinct=$(cat "$work/member1.out" "$work/member2.out" | sort -u | wc -l)
+total=$(cat "$work/member1.out" "$work/member2.out" | grep -vc '^marker-' || true)
+distinct=$(cat "$work/member1.out" "$work/member2.out" | grep -v '^marker-' | sort -u | wc -l)
 [[ $total -eq $FIRST && $distinct -eq $FIRST ]] ||
     fail "expected $FIRST distinct records read once, got $total lines, $distinct distinct"
-[[ -s "$work/member1.out" && -s "$work/member2.out" ]] ||
+read1=$(grep -vc '^marker-' "$work/member1.out" || true)
+read2=$(grep -vc '^marker-' "$work/member2.out" || true)
+[[ $read1 -gt 0 && $read2 -gt 0 ]] ||
     { cat "$work"/member*.err >&2; fail "one member read nothing"; }
-step "kcat -G: $FIRST records read exactly once across two members ($(wc -l <"$work/member1.out") + $(wc -l <"$work/member2.out"))"
+step "kcat -G: $FIRST records read exactly once across two members ($read1 + $read2)"
 
 seq $((FIRST + 1)) $((FIRST + SECOND)) | awk '{ print $1 ":" $1 }' | kcat -b "$B" -P -K: -t "$TOPIC" ||
     fail "producing $SECOND more"
@@ -133,7 +154,6 @@ expected="$(seq $((FIRST + 1)) $((FIRST + SECOND)) | sort)"
 step "kcat -G: a new member resumed from the committed offsets ($SECOND new records only)"
 
 # ---- ConsumerGroupCommand ----------------------------------------------------------------
-CGC=org.apache.kafka.tools.consumer.group.ConsumerGroupCommand
 tool "$CGC" --bootstrap-server "$B" --list >"$work/list" 2>"$work/list.err" ||
     { cat "$work/list.err" >&2; fail "--list"; }
 grep -qx "$GROUP" "$work/list" || { cat "$work/list" >&2; fail "--list does not show $GROUP"; }
@@ -144,40 +164,40 @@ tool "$CGC" --bootstrap-server "$B" --describe --group "$GROUP" >"$work/describe
 rows=$(awk -v t="$TOPIC" '$2 == t' "$work/describe" | wc -l)
 lagging=$(awk -v t="$TOPIC" '$2 == t && ($4 != $5 || $6 != 0)' "$work/describe" | wc -l)
 committed=$(awk -v t="$TOPIC" '$2 == t { s += $4 } END { print s + 0 }' "$work/describe")
-[[ $rows -eq $PARTITIONS && $lagging -eq 0 && $committed -eq $((FIRST + SECOND)) ]] ||
-    { cat "$work/describe" >&2; fail "--describe: expected $PARTITIONS partitions at lag 0 summing to $((FIRST + SECOND))"; }
+[[ $rows -eq $PARTITIONS && $lagging -eq 0 && $committed -eq $TOTAL ]] ||
+    { cat "$work/describe" >&2; fail "--describe: expected $PARTITIONS partitions at lag 0 summing to $TOTAL"; }
 step "ConsumerGroupCommand --list and --describe: $PARTITIONS partitions, lag 0"
 
 tool "$CGC" --bootstrap-server "$B" --reset-offsets --to-earliest --execute --group "$GROUP" \
     --topic "$TOPIC" >"$work/reset" 2>"$work/reset.err" || { cat "$work/reset.err" "$work/reset" >&2; fail "--reset-offsets"; }
 timeout 60 kcat -b "$B" -G "$GROUP" -e -f '%s\n' "$TOPIC" >"$work/reread.out" 2>"$work/reread.err" ||
     { cat "$work/reread.err" >&2; fail "reading after reset"; }
-[[ $(sort -u "$work/reread.out" | wc -l) -eq $((FIRST + SECOND)) ]] ||
-    fail "after --reset-offsets --to-earliest the group read $(wc -l <"$work/reread.out") records, not $((FIRST + SECOND))"
+[[ $(sort -u "$work/reread.out" | wc -l) -eq $TOTAL ]] ||
+    fail "after --reset-offsets --to-earliest the group read $(wc -l <"$work/reread.out") records, not $TOTAL"
 step "ConsumerGroupCommand --reset-offsets --to-earliest --execute: the group reads everything again"
 
 # ---- ConsoleConsumer --group ---------------------------------------------------------------
 timeout 120 java -Xmx512m -cp "$libs/*" org.apache.kafka.tools.consumer.ConsoleConsumer \
     --bootstrap-server "$B" --topic "$TOPIC" --group console-group --from-beginning \
-    --max-messages $((FIRST + SECOND)) --timeout-ms 60000 >"$work/console.out" 2>"$work/console.err" ||
+    --max-messages $TOTAL --timeout-ms 60000 >"$work/console.out" 2>"$work/console.err" ||
     { tail -20 "$work/console.err" >&2; fail "ConsoleConsumer --group"; }
-[[ $(sort -u "$work/console.out" | wc -l) -eq $((FIRST + SECOND)) ]] ||
+[[ $(sort -u "$work/console.out" | wc -l) -eq $TOTAL ]] ||
     fail "ConsoleConsumer read $(wc -l <"$work/console.out") records"
 tool "$CGC" --bootstrap-server "$B" --describe --group console-group >"$work/describe2" 2>/dev/null ||
     fail "--describe console-group"
 committed=$(awk -v t="$TOPIC" '$2 == t { s += $4 } END { print s + 0 }' "$work/describe2")
-[[ $committed -eq $((FIRST + SECOND)) ]] ||
-    { cat "$work/describe2" >&2; fail "ConsoleConsumer committed $committed, not $((FIRST + SECOND))"; }
-step "ConsoleConsumer --group read $((FIRST + SECOND)) records and committed them"
+[[ $committed -eq $TOTAL ]] ||
+    { cat "$work/describe2" >&2; fail "ConsoleConsumer committed $committed, not $TOTAL"; }
+step "ConsoleConsumer --group read $TOTAL records and committed them"
 
 # ---- ConsumerPerformance -----------------------------------------------------------------
 timeout 180 java -Xmx512m -cp "$libs/*" org.apache.kafka.tools.ConsumerPerformance \
-    --bootstrap-server "$B" --topic "$TOPIC" --messages $((FIRST + SECOND)) --group perf-group \
+    --bootstrap-server "$B" --topic "$TOPIC" --messages $TOTAL --group perf-group \
     --timeout 60000 >"$work/perf.out" 2>"$work/perf.err" ||
     { tail -20 "$work/perf.err" "$work/perf.out" >&2; fail "ConsumerPerformance"; }
 # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, ...
 perf_msgs=$(awk -F', *' 'NR > 1 && NF >= 6 { print $5 }' "$work/perf.out" | tail -1)
-[[ "$perf_msgs" == $((FIRST + SECOND)) ]] || { cat "$work/perf.out" >&2; fail "ConsumerPerformance consumed '$perf_msgs'"; }
+[[ "$perf_msgs" == $TOTAL ]] || { cat "$work/perf.out" >&2; fail "ConsumerPerformance consumed '$perf_msgs'"; }
 step "ConsumerPerformance: $(tail -1 "$work/perf.out")"
 
 # ---- --delete ------------------------------------------------------------------------------
@@ -196,8 +216,8 @@ step "ConsumerGroupCommand --delete removed $GROUP"
 checks=7
 if [[ "$BROKER_KIND" == kafkaiq ]]; then
     kept="$BROKER_DIR"
-    KEEP_BROKER_DIR=1 broker_stop
-    trap 'rm -rf "$kept"; cleanup' EXIT
+    KEEP_BROKER_DIR=1 broker_stop || fail "the broker misbehaved (above)"
+    trap 'status=$?; rm -rf "$kept"; (exit "$status"); cleanup' EXIT
     : >"$work/dump"
     for seg in "$kept"/data/__consumer_offsets-*/*.log; do
         [[ -s "$seg" ]] || continue

@@ -49,7 +49,12 @@ sys.exit(confluent_kafka.__version__ != '$CONFLUENT_KAFKA_VERSION' or kafka.__ve
         "confluent-kafka==$CONFLUENT_KAFKA_VERSION" "kafka-python==$KAFKA_PYTHON_VERSION" >&2
 fi
 
-trap broker_stop EXIT
+cleanup() {
+    local status=$?
+    broker_stop || status=1
+    exit "$status"
+}
+trap cleanup EXIT
 trap 'exit 130' INT TERM
 broker_start "group.initial.rebalance.delay.ms=0" "offsets.topic.num.partitions=10"
 B="$BROKER_BOOTSTRAP"

@@ -3,13 +3,16 @@
 # round of a tiny plan against Apache Kafka 4.1.1 and then against $KAFKAIQ_BIN, with the same
 # stock tools (ProducerPerformance at full speed and at a fixed rate, ConsumerPerformance).
 #
-# Fails when either broker does not start or when any tool run fails against either broker,
-# ConsumerPerformance included (--strict-consumer). The runner itself reports a consumer run
+# Fails when either broker does not start, when any tool run fails against either broker,
+# ConsumerPerformance included (--strict-consumer), or when a broker misbehaves around it: an
+# exit before it is stopped, SIGTERM not obeyed in time, an unclean exit status, a "panicked at"
+# line in its output. The runner itself reports a consumer run
 # against a broker that does not advertise the consumer-group APIs as "unsupported"; this suite
 # tolerated that only until KafkaIQ's consumer groups landed, and no longer does.
 #
 # The figures of a smoke run mean nothing (a few thousand records); the full run is
 # `benches/compare/compare.py`. Needs Java 17, Maven (Kafka's jars) and Python 3.
+# run-all: kafkaiq only: it runs Apache Kafka and KafkaIQ side by side itself
 set -euo pipefail
 
 root="${KAFKAIQ_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"

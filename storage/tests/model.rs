@@ -383,10 +383,14 @@ fn run(ops: Vec<Op>) {
 }
 
 proptest! {
-    // PROPTEST_CASES runs more (or fewer) cases than the default 256.
+    // PROPTEST_CASES runs more (or fewer) cases than the default 256. Before them, every seed in
+    // model.proptest-regressions (committed, next to this file) is replayed, and a new failure
+    // adds its seed there.
     #![proptest_config(ProptestConfig {
         cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
-        failure_persistence: None,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+        )),
         ..ProptestConfig::default()
     })]
     #[test]

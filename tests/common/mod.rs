@@ -1,9 +1,14 @@
-//! Shared helpers for broker tests: an in-process broker on 127.0.0.1:0 and a raw-frame client
-//! that speaks the Kafka wire protocol with `kafka-protocol` types, so tests assert on exact
-//! response fields.
+//! Shared helpers for broker tests: an in-process broker on 127.0.0.1:0 whose task panics fail
+//! the test, a raw-frame client that speaks the Kafka wire protocol with `kafka-protocol` types,
+//! so tests assert on exact response fields, and ([`broker_process`]) broker child processes
+//! whose panics, failed exits and shutdown hangs fail the test.
 
 #![allow(dead_code)]
 
+pub mod broker_process;
+pub mod panics;
+
+use std::ops::Deref;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -19,7 +24,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Starts a broker on an ephemeral port with data in `dir`, plus extra `key=value` overrides.
-pub async fn start_broker(dir: &Path, extra: &[&str]) -> Node {
+pub async fn start_broker(dir: &Path, extra: &[&str]) -> TestBroker {
+    panics::install();
+    let mark = panics::mark();
     let mut raw = RawConfig::default();
     raw.set("listeners", "PLAINTEXT://127.0.0.1:0");
     raw.set("log.dirs", dir.to_str().unwrap());
@@ -27,7 +34,67 @@ pub async fn start_broker(dir: &Path, extra: &[&str]) -> Node {
         raw.apply_override(kv).unwrap();
     }
     let config = BrokerConfig::from_raw(raw).unwrap().config;
-    Node::start(config).await.unwrap()
+    TestBroker {
+        node: Some(Node::start(config).await.unwrap()),
+        mark,
+        owner: panics::current_thread_name(),
+    }
+}
+
+/// An in-process broker (a [`Node`], which it derefs to) whose shutdown fails the test if any
+/// task that could be the broker's panicked since it started (see [`panics`]).
+pub struct TestBroker {
+    node: Option<Node>,
+    mark: u64,
+    owner: Option<String>,
+}
+
+impl Deref for TestBroker {
+    type Target = Node;
+
+    fn deref(&self) -> &Node {
+        self.node.as_ref().expect("broker already shut down")
+    }
+}
+
+impl TestBroker {
+    /// `Node::shutdown`, then panics if a broker task panicked while it ran.
+    pub async fn shutdown(mut self) -> Result<(), kafkaiq::node::ShutdownError> {
+        let node = self.node.take().expect("broker already shut down");
+        let result = node.shutdown().await;
+        if let Err(e) = self.check_panics() {
+            panic!("{e}");
+        }
+        result
+    }
+
+    /// Err listing the panics since the broker started (or since the last call), if any.
+    pub fn check_panics(&mut self) -> Result<(), String> {
+        let found = panics::since(self.mark, self.owner.as_deref());
+        if let Some(last) = found.last() {
+            self.mark = last.seq;
+        }
+        if found.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = found.iter().map(|p| format!("  {p}")).collect();
+        Err(format!(
+            "{} panic(s) in the in-process broker's tasks while it ran:\n{}",
+            found.len(),
+            list.join("\n")
+        ))
+    }
+}
+
+impl Drop for TestBroker {
+    fn drop(&mut self) {
+        // A broker the test did not shut down (it failed, or it drops the node on purpose).
+        if self.node.is_some() && !std::thread::panicking() {
+            if let Err(e) = self.check_panics() {
+                panic!("{e}");
+            }
+        }
+    }
 }
 
 pub struct RawClient {
@@ -123,6 +190,56 @@ impl RawClient {
             .await,
             Ok(Ok(0)) | Ok(Err(_))
         )
+    }
+}
+
+/// Waits until the broker has read everything the client on local port `client_port` sent to
+/// the broker on `broker_port`: the kernel's queues of both ends of the connection, both in
+/// this process's network namespace (`/proc/net/tcp`), are empty. With an in-process broker,
+/// "read off its socket" is as close as a test can get to "received" without a hook in the
+/// broker; a request still in the kernel's buffers may not have been seen at all.
+pub async fn wait_until_read_by_broker(client_port: u16, broker_port: u16) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut client_end = None;
+        let mut broker_end = None;
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let Ok(text) = std::fs::read_to_string(table) else {
+                continue;
+            };
+            for line in text.lines().skip(1) {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.len() < 5 {
+                    continue;
+                }
+                let port = |a: &str| {
+                    a.rsplit(':')
+                        .next()
+                        .and_then(|p| u16::from_str_radix(p, 16).ok())
+                };
+                let (local, remote) = (port(f[1]), port(f[2]));
+                let (tx, rx) = f[4].split_once(':').unwrap_or(("", ""));
+                let queued = |q: &str| u64::from_str_radix(q, 16).unwrap_or(u64::MAX);
+                if local == Some(client_port) && remote == Some(broker_port) {
+                    client_end = Some(queued(tx));
+                }
+                if local == Some(broker_port) && remote == Some(client_port) {
+                    broker_end = Some(queued(rx));
+                }
+            }
+        }
+        assert!(
+            client_end.is_some() && broker_end.is_some(),
+            "no connection 127.0.0.1:{client_port} <-> :{broker_port} in /proc/net/tcp"
+        );
+        if client_end == Some(0) && broker_end == Some(0) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the broker did not read the request (client send queue {client_end:?}, broker receive queue {broker_end:?})"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
 }
 

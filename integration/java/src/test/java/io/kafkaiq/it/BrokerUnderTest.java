@@ -15,6 +15,7 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.stream.Stream;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -33,6 +34,12 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
  *
  * <p>Every started broker gets its own temp directory, removed at {@link #close()}; its output
  * goes to {@code broker.log} there and is echoed to stderr if it dies early.
+ *
+ * <p>A broker that misbehaves fails the test class even if every test passed: {@link #close()}
+ * and {@link #restart()} throw when its output has a {@code panicked at} line (a panic in any
+ * KafkaIQ thread or task), when it exited before it was stopped, when it exits with anything
+ * but a clean status after SIGTERM (0; Apache Kafka's JVM also 143), or when it does not exit
+ * within {@link #SHUTDOWN_TIMEOUT} (it is then killed). The directory is kept in that case.
  */
 public final class BrokerUnderTest implements AutoCloseable {
     /** How long a started broker gets to accept connections and answer DescribeCluster. */
@@ -97,7 +104,11 @@ public final class BrokerUnderTest implements AutoCloseable {
             b.awaitReady();
         } catch (Exception e) {
             b.dumpLog();
-            b.close();
+            try {
+                b.close();
+            } catch (Throwable t) {
+                e.addSuppressed(t);
+            }
             throw e;
         }
         System.err.printf("[broker] %s serving %s (log %s)%n", selected, b.bootstrap, log);
@@ -120,13 +131,21 @@ public final class BrokerUnderTest implements AutoCloseable {
         if (process == null) {
             throw new IllegalStateException("cannot restart an external broker");
         }
-        stopProcess();
+        failIfMisbehaved(stopProcess());
         process = launch(cmd, dir.resolve("broker.log").toFile());
         awaitReady();
         System.err.printf("[broker] %s restarted on %s%n", kind, bootstrap);
     }
 
-    private void stopProcess() throws Exception {
+    /**
+     * Stops the broker with SIGTERM (SIGKILL after {@link #SHUTDOWN_TIMEOUT}) and returns what
+     * was wrong with how it ran and stopped; empty if nothing was.
+     */
+    private List<String> stopProcess() throws Exception {
+        List<String> problems = new ArrayList<>();
+        if (!process.isAlive()) {
+            problems.add("exited (status " + process.exitValue() + ") before it was stopped");
+        }
         // Children first (apache-kafka.sh execs java, but be safe), then the process itself.
         List<ProcessHandle> all = new ArrayList<>();
         process.toHandle().descendants().forEach(all::add);
@@ -135,12 +154,35 @@ public final class BrokerUnderTest implements AutoCloseable {
         for (ProcessHandle h : all) {
             try {
                 h.onExit().get(SHUTDOWN_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
-            } catch (Exception e) {
-                System.err.println("[broker] " + kind + " did not stop cleanly; killing it");
+            } catch (TimeoutException e) {
+                problems.add("did not stop within " + SHUTDOWN_TIMEOUT.toSeconds() + " s of SIGTERM (killed)");
                 h.destroyForcibly();
                 h.onExit().get(10, TimeUnit.SECONDS);
             }
         }
+        process.waitFor(10, TimeUnit.SECONDS);
+        int status = process.exitValue();
+        boolean clean = status == 0 || (status == 143 && kind.equals("apache-kafka"));
+        if (problems.isEmpty() && !clean) {
+            problems.add("exited with status " + status + " after SIGTERM");
+        }
+        try (Stream<String> lines = Files.lines(dir.resolve("broker.log"), StandardCharsets.UTF_8)) {
+            lines.filter(l -> l.contains("panicked at")).findFirst()
+                    .ifPresent(l -> problems.add("panicked: " + l));
+        } catch (IOException | java.io.UncheckedIOException e) {
+            problems.add("its log is unreadable: " + e);
+        }
+        return problems;
+    }
+
+    /** Throws (after printing the log's tail) if the broker misbehaved. */
+    private void failIfMisbehaved(List<String> problems) {
+        if (problems.isEmpty()) {
+            return;
+        }
+        dumpLog();
+        throw new AssertionError("[broker] " + kind + " misbehaved: " + String.join("; ", problems)
+                + " (data and log kept in " + dir + ")");
     }
 
     public String kind() {
@@ -212,11 +254,9 @@ public final class BrokerUnderTest implements AutoCloseable {
         if (process == null) {
             return;
         }
-        stopProcess();
-        if (process.exitValue() != 0 && process.exitValue() != 143) {
-            System.err.println("[broker] " + kind + " exited with " + process.exitValue());
-            dumpLog();
-        }
+        List<String> problems = stopProcess();
+        process = null;
+        failIfMisbehaved(problems);
         if (System.getenv("KEEP_BROKER_DIR") == null) {
             try (Stream<Path> walk = Files.walk(dir)) {
                 walk.sorted(Comparator.reverseOrder()).map(Path::toFile).forEach(File::delete);

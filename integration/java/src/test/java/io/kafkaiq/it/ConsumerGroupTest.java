@@ -17,6 +17,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
 import org.apache.kafka.clients.admin.Admin;
@@ -30,6 +31,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -108,6 +110,8 @@ class ConsumerGroupTest {
         final String name;
         final AtomicReference<Set<TopicPartition>> assignment = new AtomicReference<>(Set.of());
         final AtomicInteger generation = new AtomicInteger(-1);
+        /** Heartbeat responses the member's coordinator has received (its heartbeat-total). */
+        final AtomicLong heartbeats = new AtomicLong(0);
         final List<Set<TopicPartition>> revoked = new CopyOnWriteArrayList<>();
         final List<Set<TopicPartition>> assigned = new CopyOnWriteArrayList<>();
         final Map<String, Integer> seen = new ConcurrentHashMap<>();
@@ -144,6 +148,7 @@ class ConsumerGroupTest {
                     }
                     assignment.set(new HashSet<>(c.assignment()));
                     generation.set(c.groupMetadata().generationId());
+                    heartbeats.set(heartbeatTotal(c));
                 }
             } catch (Throwable t) {
                 failure.set(t);
@@ -152,6 +157,26 @@ class ConsumerGroupTest {
 
         int size() {
             return assignment.get().size();
+        }
+
+        /**
+         * Waits until this member has had {@code n} more heartbeats answered. The consumer stops
+         * heartbeating while it rejoins, so if the broker had started a rebalance before the first
+         * of them, the member has rejoined by the last one, revoking its partitions first.
+         */
+        void awaitHeartbeats(String why, int n) throws InterruptedException {
+            long from = heartbeats.get();
+            await(n + " heartbeats of " + name + " " + why, () -> heartbeats.get() >= from + n);
+        }
+
+        private static long heartbeatTotal(KafkaConsumer<?, ?> c) {
+            for (Map.Entry<MetricName, ? extends org.apache.kafka.common.Metric> e : c.metrics().entrySet()) {
+                MetricName m = e.getKey();
+                if (m.name().equals("heartbeat-total") && m.group().equals("consumer-coordinator-metrics")) {
+                    return ((Number) e.getValue().metricValue()).longValue();
+                }
+            }
+            return 0;
         }
 
         @Override
@@ -272,9 +297,11 @@ class ConsumerGroupTest {
         Properties p1 = consumerProps("g-static");
         p1.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "static-1");
         p1.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "45000");
+        p1.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
         Properties p2 = consumerProps("g-static");
         p2.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "static-2");
         p2.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "45000");
+        p2.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
         try (Member two = new Member("static-2", p2, topic)) {
             Member one = new Member("static-1", p1, topic);
             await("two static members own 2 partitions each", () -> one.size() == 2 && two.size() == 2);
@@ -283,13 +310,15 @@ class ConsumerGroupTest {
             int generation = two.generation.get();
             Set<TopicPartition> oneHad = one.assignment.get();
             int twoAssignments = two.assigned.size();
-            // A static member's close does not leave the group: the broker keeps its place.
+            // A static member's close does not leave the group: the broker keeps its place, and
+            // the other member's heartbeats go on being answered without a rebalance.
             one.close();
-            Thread.sleep(2_000);
+            two.awaitHeartbeats("after static-1 closed", 3);
+            assertTrue(two.revoked.isEmpty(), "closing static-1 made the other member rejoin: " + two.revoked);
             try (Member again = new Member("static-1-again", p1, topic)) {
                 await("the restarted member gets its partitions back", () -> again.size() == 2);
                 assertEquals(oneHad, again.assignment.get(), "same partitions as before the restart");
-                Thread.sleep(3_000);
+                two.awaitHeartbeats("after static-1 came back", 3);
                 assertEquals(generation, two.generation.get(), "no new generation for the other member");
                 assertEquals(generation, again.generation.get(), "the restarted member is in the same generation");
                 assertEquals(twoAssignments, two.assigned.size(), "the other member saw no rebalance");

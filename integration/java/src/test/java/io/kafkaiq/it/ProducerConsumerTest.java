@@ -29,6 +29,8 @@ import org.apache.kafka.clients.consumer.LogTruncationException;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.header.Header;
@@ -220,6 +222,18 @@ class ProducerConsumerTest {
         }
     }
 
+    /** Fetch responses the consumer has received (its fetch-total). */
+    static long fetchTotal(KafkaConsumer<?, ?> c) {
+        for (Map.Entry<MetricName, ? extends Metric> e : c.metrics().entrySet()) {
+            MetricName m = e.getKey();
+            if (m.name().equals("fetch-total") && m.group().equals("consumer-fetch-manager-metrics")
+                    && m.tags().keySet().equals(Set.of("client-id"))) {
+                return ((Number) e.getValue().metricValue()).longValue();
+            }
+        }
+        throw new AssertionError("no fetch-total metric");
+    }
+
     @Test
     @Order(3)
     void consumerSeekToMiddleReadsFromThatOffset() {
@@ -236,8 +250,14 @@ class ProducerConsumerTest {
             for (int i = 0; i < r.size(); i++) {
                 assertSame(s.get(from + i), r.get(i));
             }
-            // Nothing beyond the end: a further poll returns nothing for this partition.
-            assertTrue(c.poll(Duration.ofMillis(1500)).isEmpty(), "no records past the log end");
+            // Nothing beyond the end: polls return nothing while the broker answers two more
+            // fetches (the consumer's fetch-total), the second sent from the log end.
+            long fetchedBefore = fetchTotal(c);
+            long deadline = System.nanoTime() + POLL_DEADLINE.toNanos();
+            while (fetchTotal(c) < fetchedBefore + 2) {
+                assertTrue(System.nanoTime() < deadline, "no fetch from the log end was answered");
+                assertTrue(c.poll(Duration.ofMillis(100)).isEmpty(), "no records past the log end");
+            }
             assertEquals(s.size(), c.position(tp));
         }
     }

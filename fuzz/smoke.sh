@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A short fuzzing run of decode_request, so the fuzz target cannot rot unnoticed: it is built
+# and run by ./integration/run-all.sh (suite "fuzz-smoke"), not only by hand.
+#
+# - fuzz/Cargo.lock must be current (the crate is outside the workspace, so nothing else
+#   notices when a dependency of kafkaiq is added): `cargo metadata --locked` fails otherwise.
+# - With `cargo +nightly fuzz` installed, the run is the one fuzz/README.md describes
+#   (AddressSanitizer, libFuzzer's -malloc_limit_mb). Otherwise the target is built with the
+#   stable toolchain as cargo-fuzz would build it minus the sanitizer: SanitizerCoverage
+#   instrumentation (so libFuzzer is coverage-guided), debug assertions, `--cfg fuzzing`; the
+#   target's own allocator enforces the 64 MiB allocation bound that -malloc_limit_mb enforces
+#   under a sanitizer, and -rss_limit_mb works in both.
+# - FUZZ_SMOKE_RUNS executions (default 500,000; a few seconds), seed 1, from 256 generated seed
+#   inputs (every API version's body, random bytes) in a fresh corpus. Any crash (a panic, an
+#   abort, an oversized allocation) fails with the input saved in fuzz/artifacts/decode_request/;
+#   so does a run that did not execute all its runs.
+#
+# The figures mean little; a real campaign is `cargo +nightly fuzz run` (fuzz/README.md).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here"
+runs="${FUZZ_SMOKE_RUNS:-500000}"
+jobs="${CARGO_BUILD_JOBS:-2}"
+
+if ! cargo metadata --locked --format-version 1 --manifest-path Cargo.toml >/dev/null; then
+    echo "fuzz-smoke: fuzz/Cargo.lock is out of date; refresh it with" >&2
+    echo "  cargo update --manifest-path fuzz/Cargo.toml --workspace" >&2
+    exit 1
+fi
+
+# libfuzzer-sys compiles libFuzzer (C++) from source.
+if ! command -v c++ >/dev/null && ! command -v g++ >/dev/null && ! command -v clang++ >/dev/null; then
+    echo "fuzz-smoke: installing g++ (libfuzzer-sys builds libFuzzer)" >&2
+    if [[ $(id -u) -eq 0 ]]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >&2
+    else
+        sudo -n env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+        sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >&2
+    fi
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/fuzz-smoke.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/corpus" "$work/seeds" artifacts/decode_request
+python3 - "$work/seeds" <<'PY'
+import random, sys
+r = random.Random(20260101)
+for i in range(256):
+    # An odd first byte: the next two pick an API version, the rest is its body.
+    body = bytes(r.getrandbits(8) for _ in range(r.randrange(0, 512)))
+    open(f"{sys.argv[1]}/seed-{i:03d}", "wb").write(bytes([1, i >> 8, i & 0xff]) + body)
+PY
+
+flags=(-runs="$runs" -seed=1 -max_len=4096 -malloc_limit_mb=64 -rss_limit_mb=1024
+    -artifact_prefix="$here/artifacts/decode_request/" -print_final_stats=1)
+status=0
+if cargo +nightly fuzz --version >/dev/null 2>&1; then
+    echo "fuzz-smoke: cargo +nightly fuzz (AddressSanitizer), as fuzz/README.md runs it" >&2
+    (cd "$here/.." && cargo +nightly fuzz run decode_request "$work/corpus" "$work/seeds" \
+        -- "${flags[@]}") >"$work/out" 2>&1 || status=$?
+else
+    echo "fuzz-smoke: stable toolchain, SanitizerCoverage without AddressSanitizer" \
+        "(no cargo +nightly fuzz here)" >&2
+    host="$(rustc -vV | sed -n 's/^host: //p')"
+    # --target keeps RUSTFLAGS off build scripts and proc macros, as cargo-fuzz does.
+    RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions" \
+        cargo build --release --locked -j "$jobs" --manifest-path Cargo.toml --target "$host" \
+        --target-dir target/stable-sancov --bin decode_request
+    "target/stable-sancov/$host/release/decode_request" "${flags[@]}" \
+        "$work/corpus" "$work/seeds" >"$work/out" 2>&1 || status=$?
+fi
+grep -E '^#[0-9]+\s+(INITED|DONE)|^stat::number_of_executed_units|^Done ' "$work/out" >&2 || true
+if [[ $status -ne 0 ]]; then
+    tail -40 "$work/out" >&2
+    echo "fuzz-smoke: FAIL: the fuzzer exited with $status (input saved under fuzz/artifacts/)" >&2
+    exit 1
+fi
+if ! grep -qE "^Done $runs runs" "$work/out"; then
+    tail -20 "$work/out" >&2
+    echo "fuzz-smoke: FAIL: the fuzzer did not report $runs runs" >&2
+    exit 1
+fi
+covered="$(grep -oE 'cov: [0-9]+' "$work/out" | tail -1)"
+echo "fuzz-smoke: ok ($runs runs, $covered, corpus $(ls "$work/corpus" | wc -l) inputs)" >&2
