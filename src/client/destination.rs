@@ -56,6 +56,16 @@ pub(super) struct Submit {
     pub reply: Option<oneshot::Sender<Result<Reply, ClientError>>>,
 }
 
+impl Submit {
+    /// Whether anyone still wants the request sent: not past its deadline, not withdrawn, its
+    /// caller (if any) still waiting.
+    fn is_live(&self) -> bool {
+        self.deadline > Instant::now()
+            && !self.ticket.as_ref().is_some_and(|ticket| ticket.is_withdrawn())
+            && !self.reply.as_ref().is_some_and(|reply| reply.is_closed())
+    }
+}
+
 /// A decoded response and the version it was sent at.
 pub(super) struct Reply {
     pub version: i16,
@@ -79,6 +89,10 @@ impl Ticket {
         self.0
             .compare_exchange(QUEUED, SENT, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
+    }
+
+    fn is_withdrawn(&self) -> bool {
+        self.0.load(Ordering::Acquire) == WITHDRAWN
     }
 
     /// Withdraws the request; `false` if it was sent already.
@@ -184,11 +198,20 @@ impl DestinationTask {
                 interrupt = next_interrupt(&mut self.control, &mut self.disconnects_seen, None) => {
                     match interrupt {
                         Interrupt::Stop => return self.stop(None),
-                        // Nothing is connected; the next connection uses the new endpoint.
-                        Interrupt::Disconnect | Interrupt::EndpointChanged => continue,
+                        Interrupt::Disconnect => continue,
+                        // Nothing is connected; the next connection uses the new endpoint, at
+                        // once: the backoff was for the old one.
+                        Interrupt::EndpointChanged => {
+                            self.retry_at = None;
+                            continue;
+                        }
                     }
                 }
             };
+            if !first.is_live() {
+                // Its caller gave up while it was queued; do not connect for it.
+                continue;
+            }
             if let Some(retry_at) = self.retry_at.filter(|at| *at > Instant::now()) {
                 tokio::select! {
                     _ = sleep_until(retry_at) => {}
@@ -210,7 +233,7 @@ impl DestinationTask {
             });
             let opened = tokio::select! {
                 opened = open(&endpoint, &self.config, &self.client_id) => opened,
-                interrupt = next_interrupt(&mut self.control, &mut self.disconnects_seen, None) => {
+                interrupt = next_interrupt(&mut self.control, &mut self.disconnects_seen, Some(&endpoint)) => {
                     match interrupt {
                         Interrupt::Stop => return self.stop(Some(first)),
                         _ => Err("interrupted by disconnect or a new endpoint".to_owned()),
@@ -410,8 +433,8 @@ impl DestinationTask {
             reply,
         } = submit;
         if deadline <= Instant::now() || reply.as_ref().is_some_and(|reply| reply.is_closed()) {
-            // The caller has given up (it finds the ticket still queued), or a fire-and-forget
-            // message went stale in the queue.
+            // The caller has given up (it finds the ticket still queued and withdraws it), or a
+            // fire-and-forget message went stale in the queue.
             tracing::debug!(node = self.node, ?api_key, "dropping a request past its deadline");
             return Ok(());
         }
@@ -547,12 +570,12 @@ fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(86_400 * 365)
 }
 
-/// Waits until the client asks for something: stop, disconnect, or (when `connected` is the
-/// endpoint in use) a different endpoint.
+/// Waits until the client asks for something: stop, disconnect, or an endpoint other than
+/// `current` (the one connected or being connected to; with `None`, any new endpoint).
 async fn next_interrupt(
     control: &mut watch::Receiver<Control>,
     disconnects_seen: &mut u64,
-    connected: Option<&Endpoint>,
+    current: Option<&Endpoint>,
 ) -> Interrupt {
     loop {
         if control.changed().await.is_err() {
@@ -566,8 +589,8 @@ async fn next_interrupt(
             *disconnects_seen = control.disconnects;
             return Interrupt::Disconnect;
         }
-        match (connected, &control.endpoint) {
-            (Some(connected), Some(endpoint)) if endpoint != connected => {
+        match (current, &control.endpoint) {
+            (Some(current), Some(endpoint)) if endpoint != current => {
                 return Interrupt::EndpointChanged
             }
             (None, _) => return Interrupt::EndpointChanged,
