@@ -379,9 +379,10 @@ fn huge_and_negative_values_at_every_offset_never_allocate_large() {
                         *slot = *byte;
                     }
                 }
-                let decoded = decode_bounded(layout.api_key, version, Bytes::from(hostile), &|| {
-                    format!("{:?} v{version} {pattern:02x?} at {at}", layout.api_key)
-                });
+                let decoded =
+                    decode_bounded(layout.api_key, version, Bytes::from(hostile), &|| {
+                        format!("{:?} v{version} {pattern:02x?} at {at}", layout.api_key)
+                    });
                 bodies += 1;
                 refused += usize::from(!decoded);
             }

@@ -87,16 +87,24 @@ impl FakeBroker {
     }
 
     async fn accept(&self) -> FakeConnection {
-        let (stream, _) = within("a connection", self.listener.accept()).await.unwrap();
+        let (stream, _) = within("a connection", self.listener.accept())
+            .await
+            .unwrap();
         FakeConnection { stream }
     }
 
     /// Accepts a connection and answers its ApiVersions request with `ranges`.
     async fn accept_advertising(&self, ranges: &[(ApiKey, i16, i16)]) -> FakeConnection {
         let mut connection = self.accept().await;
-        let request = connection.read_request().await.expect("ApiVersions request");
+        let request = connection
+            .read_request()
+            .await
+            .expect("ApiVersions request");
         assert_eq!(request.api_key, ApiKey::ApiVersions);
-        assert_eq!(request.api_version, 4, "the client asks at the newest version first");
+        assert_eq!(
+            request.api_version, 4,
+            "the client asks at the newest version first"
+        );
         connection
             .answer(&request, ResponseKind::ApiVersions(advertising(ranges)))
             .await;
@@ -261,7 +269,14 @@ async fn requests_go_out_at_the_lower_maximum_and_an_api_the_peer_lacks_is_refus
     // Fetch is not served at all; Metadata 9+ is not served.
     let err = client.send(1, FetchRequest::default()).await.unwrap_err();
     assert!(
-        matches!(err, ClientError::NoCommonVersion { api_key: ApiKey::Fetch, theirs: None, .. }),
+        matches!(
+            err,
+            ClientError::NoCommonVersion {
+                api_key: ApiKey::Fetch,
+                theirs: None,
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(!err.may_have_been_sent());
@@ -272,7 +287,14 @@ async fn requests_go_out_at_the_lower_maximum_and_an_api_the_peer_lacks_is_refus
         .await
         .unwrap_err();
     assert!(
-        matches!(err, ClientError::NoCommonVersion { ours: (9, 13), theirs: Some((0, 8)), .. }),
+        matches!(
+            err,
+            ClientError::NoCommonVersion {
+                ours: (9, 13),
+                theirs: Some((0, 8)),
+                ..
+            }
+        ),
         "{err}"
     );
     // Neither closed the connection.
@@ -287,7 +309,15 @@ async fn requests_go_out_at_the_lower_maximum_and_an_api_the_peer_lacks_is_refus
         .send(1, kafka_protocol::messages::JoinGroupRequest::default())
         .await
         .unwrap_err();
-    assert!(matches!(err, ClientError::UnsupportedApi { api_key: ApiKey::JoinGroup }), "{err}");
+    assert!(
+        matches!(
+            err,
+            ClientError::UnsupportedApi {
+                api_key: ApiKey::JoinGroup
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -327,9 +357,15 @@ async fn an_older_peer_gets_api_versions_again_at_its_own_maximum_or_v0() {
         let call = spawn_metadata(&client);
         let mut connection = broker.accept().await;
         let request = connection.read_request().await.unwrap();
-        assert_eq!((request.api_key, request.api_version), (ApiKey::ApiVersions, 4));
+        assert_eq!(
+            (request.api_key, request.api_version),
+            (ApiKey::ApiVersions, 4)
+        );
         // KIP-511: a v0 body with UNSUPPORTED_VERSION and our own ApiVersions range.
-        let ranges: Vec<_> = listed.map(|max| (ApiKey::ApiVersions, 0, max)).into_iter().collect();
+        let ranges: Vec<_> = listed
+            .map(|max| (ApiKey::ApiVersions, 0, max))
+            .into_iter()
+            .collect();
         let body = advertising(&ranges).with_error_code(unsupported);
         let frame = encode_response(
             ApiKey::ApiVersions,
@@ -342,7 +378,10 @@ async fn an_older_peer_gets_api_versions_again_at_its_own_maximum_or_v0() {
 
         // The client asks again on the same connection.
         let retry = connection.read_request().await.unwrap();
-        assert_eq!((retry.api_key, retry.api_version), (ApiKey::ApiVersions, retried_at));
+        assert_eq!(
+            (retry.api_key, retry.api_version),
+            (ApiKey::ApiVersions, retried_at)
+        );
         assert_eq!(retry.correlation_id(), request.correlation_id() + 1);
         let mut ranges = RANGES.to_vec();
         ranges[0] = (ApiKey::ApiVersions, 0, retried_at);
@@ -394,7 +433,11 @@ async fn pipelining_stops_at_the_in_flight_bound_and_each_caller_gets_its_respon
     answered.sort();
     assert_eq!(
         answered,
-        vec![first.correlation_id(), second.correlation_id(), third.correlation_id()]
+        vec![
+            first.correlation_id(),
+            second.correlation_id(),
+            third.correlation_id()
+        ]
     );
 }
 
@@ -453,7 +496,13 @@ async fn an_unsolicited_frame_closes_the_connection() {
     connection.answer_metadata(&request).await;
     let closed = next_event(&mut events, "the close event", is_closed).await;
     assert!(
-        matches!(closed, ConnectionEventKind::Closed { reason: CloseReason::Unsolicited, .. }),
+        matches!(
+            closed,
+            ConnectionEventKind::Closed {
+                reason: CloseReason::Unsolicited,
+                ..
+            }
+        ),
         "{closed:?}"
     );
     assert!(connection.closed_by_client().await);
@@ -483,21 +532,41 @@ async fn a_timed_out_request_fails_closes_its_connection_and_fails_the_rest() {
     let started = Instant::now();
     let err = within("the timeout", short).await.unwrap().unwrap_err();
     assert!(
-        matches!(err, ClientError::Timeout { api_key: ApiKey::Metadata, sent: true, .. }),
+        matches!(
+            err,
+            ClientError::Timeout {
+                api_key: ApiKey::Metadata,
+                sent: true,
+                ..
+            }
+        ),
         "{err}"
     );
-    let err = within("the other request", long).await.unwrap().unwrap_err();
+    let err = within("the other request", long)
+        .await
+        .unwrap()
+        .unwrap_err();
     assert!(
         matches!(
             err,
-            ClientError::Disconnected { sent: true, reason: CloseReason::Timeout { .. }, .. }
+            ClientError::Disconnected {
+                sent: true,
+                reason: CloseReason::Timeout { .. },
+                ..
+            }
         ),
         "{err}"
     );
     assert!(connection.closed_by_client().await);
     let closed = next_event(&mut events, "the close event", is_closed).await;
     assert!(
-        matches!(closed, ConnectionEventKind::Closed { reason: CloseReason::Timeout { .. }, .. }),
+        matches!(
+            closed,
+            ConnectionEventKind::Closed {
+                reason: CloseReason::Timeout { .. },
+                ..
+            }
+        ),
         "{closed:?}"
     );
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -551,7 +620,11 @@ async fn a_request_that_times_out_in_the_queue_is_never_sent() {
     within("the close", connection.stream.read_to_end(&mut rest))
         .await
         .unwrap();
-    assert!(rest.is_empty(), "{} bytes written after the first request", rest.len());
+    assert!(
+        rest.is_empty(),
+        "{} bytes written after the first request",
+        rest.len()
+    );
 }
 
 // ---- disconnects and reconnects ---------------------------------------------------------------
@@ -572,7 +645,11 @@ async fn a_disconnect_fails_every_request_in_flight() {
         assert!(
             matches!(
                 err,
-                ClientError::Disconnected { node: 1, sent: true, reason: CloseReason::PeerClosed }
+                ClientError::Disconnected {
+                    node: 1,
+                    sent: true,
+                    reason: CloseReason::PeerClosed
+                }
             ),
             "{err}"
         );
@@ -626,7 +703,10 @@ async fn after_the_server_closes_the_client_reconnects_once_the_backoff_has_pass
         (Duration::from_millis(240)..=Duration::from_millis(300)).contains(&retry_in),
         "{retry_in:?}"
     );
-    assert!(matches!(status.borrow().state, ConnectionState::BackingOff { failures: 1, .. }));
+    assert!(matches!(
+        status.borrow().state,
+        ConnectionState::BackingOff { failures: 1, .. }
+    ));
     assert_eq!(status.borrow().connections_closed, 1);
 
     // Closed while idle: the next request reconnects, but not before the backoff.
@@ -641,7 +721,10 @@ async fn after_the_server_closes_the_client_reconnects_once_the_backoff_has_pass
     connection.answer_metadata(&request).await;
     call.await.unwrap().unwrap();
     assert_eq!(status.borrow().connections_opened, 2);
-    assert!(matches!(status.borrow().state, ConnectionState::Ready { .. }));
+    assert!(matches!(
+        status.borrow().state,
+        ConnectionState::Ready { .. }
+    ));
 }
 
 #[tokio::test]
@@ -656,13 +739,21 @@ async fn a_failed_connect_fails_the_waiting_requests_and_backs_off_doubling() {
     let mut waits = Vec::new();
     for attempt in 1..=3 {
         let err = metadata(&client).await.unwrap_err();
-        assert!(matches!(err, ClientError::ConnectFailed { node: 1, .. }), "{err}");
+        assert!(
+            matches!(err, ClientError::ConnectFailed { node: 1, .. }),
+            "{err}"
+        );
         assert!(!err.may_have_been_sent());
         let failed = next_event(&mut events, "connect failed", |kind| {
             matches!(kind, ConnectionEventKind::ConnectFailed { .. })
         })
         .await;
-        let ConnectionEventKind::ConnectFailed { retry_in, requests_failed: 1, .. } = failed else {
+        let ConnectionEventKind::ConnectFailed {
+            retry_in,
+            requests_failed: 1,
+            ..
+        } = failed
+        else {
             panic!("{failed:?}")
         };
         waits.push(retry_in);
@@ -715,7 +806,11 @@ async fn the_resolver_supplies_endpoints_and_a_new_endpoint_moves_the_connection
     assert!(
         matches!(
             closed,
-            ConnectionEventKind::Closed { reason: CloseReason::EndpointChanged, retry_in: None, .. }
+            ConnectionEventKind::Closed {
+                reason: CloseReason::EndpointChanged,
+                retry_in: None,
+                ..
+            }
         ),
         "{closed:?}"
     );
@@ -745,7 +840,14 @@ async fn disconnect_and_idle_close_without_backoff() {
     call.await.unwrap().unwrap();
     let closed = next_event(&mut events, "the idle close", is_closed).await;
     assert!(
-        matches!(closed, ConnectionEventKind::Closed { reason: CloseReason::Idle, retry_in: None, .. }),
+        matches!(
+            closed,
+            ConnectionEventKind::Closed {
+                reason: CloseReason::Idle,
+                retry_in: None,
+                ..
+            }
+        ),
         "{closed:?}"
     );
     assert!(connection.closed_by_client().await);
@@ -756,11 +858,21 @@ async fn disconnect_and_idle_close_without_backoff() {
     client.disconnect(1);
     let err = within("the call", call).await.unwrap().unwrap_err();
     assert!(
-        matches!(err, ClientError::Disconnected { sent: true, reason: CloseReason::Requested, .. }),
+        matches!(
+            err,
+            ClientError::Disconnected {
+                sent: true,
+                reason: CloseReason::Requested,
+                ..
+            }
+        ),
         "{err}"
     );
     let closed = next_event(&mut events, "the requested close", is_closed).await;
-    assert!(matches!(closed, ConnectionEventKind::Closed { retry_in: None, .. }), "{closed:?}");
+    assert!(
+        matches!(closed, ConnectionEventKind::Closed { retry_in: None, .. }),
+        "{closed:?}"
+    );
 }
 
 // ---- hostile responses ------------------------------------------------------------------------
@@ -786,7 +898,14 @@ async fn an_oversized_response_frame_is_refused_without_allocating_it() {
     connection.write_raw(&frame).await;
     let err = within("the call", call).await.unwrap().unwrap_err();
     assert!(
-        matches!(err, ClientError::FrameTooLarge { size: 0x7fff_fff0, max: 1_048_576, .. }),
+        matches!(
+            err,
+            ClientError::FrameTooLarge {
+                size: 0x7fff_fff0,
+                max: 1_048_576,
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(connection.closed_by_client().await);
@@ -798,14 +917,19 @@ async fn an_oversized_response_frame_is_refused_without_allocating_it() {
         let client = client.clone();
         tokio::spawn(async move {
             let options = RequestOptions::default().response_bytes_max(16);
-            client.send_with(1, options, |_| MetadataRequest::default()).await
+            client
+                .send_with(1, options, |_| MetadataRequest::default())
+                .await
         })
     };
     let mut connection = broker.accept_advertising(RANGES).await;
     let request = connection.read_request().await.unwrap();
     connection.answer_metadata(&request).await;
     let err = within("the call", call).await.unwrap().unwrap_err();
-    assert!(matches!(err, ClientError::FrameTooLarge { max: 16, .. }), "{err}");
+    assert!(
+        matches!(err, ClientError::FrameTooLarge { max: 16, .. }),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -816,7 +940,9 @@ async fn a_response_with_a_hostile_count_is_refused_and_closes_the_connection() 
         let client = client.clone();
         tokio::spawn(async move {
             let options = RequestOptions::default().versions(8, 8);
-            client.send_with(1, options, |_| MetadataRequest::default()).await
+            client
+                .send_with(1, options, |_| MetadataRequest::default())
+                .await
         })
     };
     let mut connection = broker.accept_advertising(RANGES).await;
@@ -832,7 +958,14 @@ async fn a_response_with_a_hostile_count_is_refused_and_closes_the_connection() 
     connection.write_raw(&frame).await;
     let err = within("the call", call).await.unwrap().unwrap_err();
     assert!(
-        matches!(err, ClientError::Decode { api_key: ApiKey::Metadata, version: 8, .. }),
+        matches!(
+            err,
+            ClientError::Decode {
+                api_key: ApiKey::Metadata,
+                version: 8,
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(err.may_have_been_sent());
@@ -888,9 +1021,8 @@ async fn a_full_queue_refuses_try_send_and_forget() {
             ..config()
         },
     );
-    let forget = || {
-        client.try_send_and_forget(1, RequestOptions::default(), |_| MetadataRequest::default())
-    };
+    let forget =
+        || client.try_send_and_forget(1, RequestOptions::default(), |_| MetadataRequest::default());
     forget().unwrap();
     let mut connection = broker.accept_advertising(RANGES).await;
     connection.read_request().await.unwrap();
@@ -905,7 +1037,10 @@ async fn a_full_queue_refuses_try_send_and_forget() {
         }
     })
     .await;
-    assert!(matches!(refused, ClientError::QueueFull { node: 1 }), "{refused}");
+    assert!(
+        matches!(refused, ClientError::QueueFull { node: 1 }),
+        "{refused}"
+    );
 }
 
 #[tokio::test]
@@ -932,17 +1067,29 @@ async fn produce_with_acks_0_holds_no_slot_and_cannot_be_awaited() {
         let client = client.clone();
         tokio::spawn(async move {
             client
-                .send_with(1, RequestOptions::default().versions(3, 12), move |_| produce())
+                .send_with(1, RequestOptions::default().versions(3, 12), move |_| {
+                    produce()
+                })
                 .await
         })
     };
     let mut connection = broker.accept_advertising(RANGES).await;
     let err = within("the refusal", awaited).await.unwrap().unwrap_err();
-    assert!(matches!(err, ClientError::NoResponse { api_key: ApiKey::Produce }), "{err}");
+    assert!(
+        matches!(
+            err,
+            ClientError::NoResponse {
+                api_key: ApiKey::Produce
+            }
+        ),
+        "{err}"
+    );
     assert!(!err.may_have_been_sent());
     for _ in 0..2 {
         client
-            .send_and_forget(1, RequestOptions::default().versions(3, 12), move |_| produce())
+            .send_and_forget(1, RequestOptions::default().versions(3, 12), move |_| {
+                produce()
+            })
             .await
             .unwrap();
     }
@@ -970,11 +1117,20 @@ async fn shutdown_closes_connections_and_refuses_requests() {
     client.shutdown();
     let err = within("the call", call).await.unwrap().unwrap_err();
     assert!(
-        matches!(err, ClientError::Disconnected { reason: CloseReason::Shutdown, .. }),
+        matches!(
+            err,
+            ClientError::Disconnected {
+                reason: CloseReason::Shutdown,
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(connection.closed_by_client().await);
-    assert!(matches!(metadata(&client).await, Err(ClientError::Shutdown)));
+    assert!(matches!(
+        metadata(&client).await,
+        Err(ClientError::Shutdown)
+    ));
 }
 
 #[tokio::test]
@@ -990,9 +1146,15 @@ async fn a_removed_node_starts_afresh() {
     client.remove(1);
     assert!(connection.closed_by_client().await);
     let mut status = status;
-    within("the removal", status.wait_for(|s| matches!(s.state, ConnectionState::Removed)))
-        .await
-        .unwrap();
+    within(
+        "the removal",
+        status.wait_for(|s| matches!(s.state, ConnectionState::Removed)),
+    )
+    .await
+    .unwrap();
     // Its endpoint went with it.
-    assert!(matches!(metadata(&client).await, Err(ClientError::NoEndpoint { node: 1 })));
+    assert!(matches!(
+        metadata(&client).await,
+        Err(ClientError::NoEndpoint { node: 1 })
+    ));
 }

@@ -30,8 +30,8 @@ use super::versions::{
     VersionRange, API_VERSIONS_VERSION_MAX,
 };
 use super::wire::{
-    check_response_body, encode_request, read_body, read_size, split_response, AnyBody,
-    DecodeFn, EncodeFn, FrameError,
+    check_response_body, encode_request, read_body, read_size, split_response, AnyBody, DecodeFn,
+    EncodeFn, FrameError,
 };
 use super::{
     ClientConfig, ConnectionEvent, ConnectionEventKind, ConnectionState, ConnectionStatus,
@@ -61,7 +61,10 @@ impl Submit {
     /// caller (if any) still waiting.
     fn is_live(&self) -> bool {
         self.deadline > Instant::now()
-            && !self.ticket.as_ref().is_some_and(|ticket| ticket.is_withdrawn())
+            && !self
+                .ticket
+                .as_ref()
+                .is_some_and(|ticket| ticket.is_withdrawn())
             && !self.reply.as_ref().is_some_and(|reply| reply.is_closed())
     }
 }
@@ -256,7 +259,11 @@ impl DestinationTask {
 
     fn endpoint(&self) -> Option<Endpoint> {
         let explicit = self.control.borrow().endpoint.clone();
-        explicit.or_else(|| self.resolver.as_ref().and_then(|resolve| resolve(self.node)))
+        explicit.or_else(|| {
+            self.resolver
+                .as_ref()
+                .and_then(|resolve| resolve(self.node))
+        })
     }
 
     fn set_state(&self, state: ConnectionState) {
@@ -435,7 +442,11 @@ impl DestinationTask {
         if deadline <= Instant::now() || reply.as_ref().is_some_and(|reply| reply.is_closed()) {
             // The caller has given up (it finds the ticket still queued and withdraws it), or a
             // fire-and-forget message went stale in the queue.
-            tracing::debug!(node = self.node, ?api_key, "dropping a request past its deadline");
+            tracing::debug!(
+                node = self.node,
+                ?api_key,
+                "dropping a request past its deadline"
+            );
             return Ok(());
         }
         let theirs = connection.versions.get(api_key);
@@ -455,7 +466,14 @@ impl DestinationTask {
                 Ok(encoded) => encoded,
                 Err(err) => {
                     let reason = format!("{err:#}");
-                    respond(reply, Err(ClientError::Encode { api_key, version, reason }));
+                    respond(
+                        reply,
+                        Err(ClientError::Encode {
+                            api_key,
+                            version,
+                            reason,
+                        }),
+                    );
                     return Ok(());
                 }
             };
@@ -610,7 +628,12 @@ async fn open(
     let mut stream = match timeout(config.connect_timeout, connect).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(err)) => return Err(err.to_string()),
-        Err(_) => return Err(format!("connect timed out after {:?}", config.connect_timeout)),
+        Err(_) => {
+            return Err(format!(
+                "connect timed out after {:?}",
+                config.connect_timeout
+            ))
+        }
     };
     // Requests are written whole; do not let Nagle hold back a small one.
     stream.set_nodelay(true).map_err(|err| err.to_string())?;
@@ -643,9 +666,14 @@ async fn negotiate(
         let encode: EncodeFn = Box::new(move |version, buf| {
             ApiVersionsRequest::encode(&request, buf, version).map(|()| true)
         });
-        let (frame, _) =
-            encode_request(ApiKey::ApiVersions, version, *correlation_id, client_id, encode)
-                .map_err(|err| format!("{err:#}"))?;
+        let (frame, _) = encode_request(
+            ApiKey::ApiVersions,
+            version,
+            *correlation_id,
+            client_id,
+            encode,
+        )
+        .map_err(|err| format!("{err:#}"))?;
         stream
             .write_all(&frame)
             .await

@@ -134,7 +134,10 @@ impl FromStr for Endpoint {
         let (host, port) = s
             .rsplit_once(':')
             .ok_or_else(|| format!("endpoint {s:?} is not host:port"))?;
-        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
         let port = port
             .parse()
             .map_err(|_| format!("endpoint {s:?} has no valid port"))?;
@@ -199,7 +202,10 @@ impl Default for ClientConfig {
 /// The frame bound for fetch responses: `replica.fetch.response.max.bytes` is soft, since a
 /// response also carries the first batch of the first partition whole (at most
 /// `message.max.bytes`), plus per-partition fields.
-pub fn fetch_response_frame_bytes_max(response_bytes_max: usize, message_bytes_max: usize) -> usize {
+pub fn fetch_response_frame_bytes_max(
+    response_bytes_max: usize,
+    message_bytes_max: usize,
+) -> usize {
     response_bytes_max
         .saturating_add(message_bytes_max)
         .saturating_add(FETCH_RESPONSE_FRAME_OVERHEAD_BYTES)
@@ -279,6 +285,9 @@ pub struct ConnectionEvent {
     pub kind: ConnectionEventKind,
 }
 
+/// `requests_failed` counts the awaited requests that failed with the event (fire-and-forget
+/// messages have nobody to tell). A subscriber that falls `CLIENT_EVENTS_QUEUED_MAX` events
+/// behind gets `RecvError::Lagged` and should re-read [`Client::watch`].
 #[derive(Debug, Clone)]
 pub enum ConnectionEventKind {
     Connected {
@@ -380,7 +389,9 @@ impl Client {
     pub fn disconnect(&self, node: NodeId) {
         let destinations = self.inner.destinations.lock().expect("destinations lock");
         if let Some(destination) = destinations.by_node.get(&node) {
-            destination.control.send_modify(|control| control.disconnects += 1);
+            destination
+                .control
+                .send_modify(|control| control.disconnects += 1);
         }
     }
 
@@ -395,7 +406,9 @@ impl Client {
             .by_node
             .remove(&node);
         if let Some(destination) = removed {
-            destination.control.send_modify(|control| control.removed = true);
+            destination
+                .control
+                .send_modify(|control| control.removed = true);
         }
     }
 
@@ -404,7 +417,9 @@ impl Client {
         let mut destinations = self.inner.destinations.lock().expect("destinations lock");
         destinations.shut_down = true;
         for (_, destination) in destinations.by_node.drain() {
-            destination.control.send_modify(|control| control.removed = true);
+            destination
+                .control
+                .send_modify(|control| control.removed = true);
         }
     }
 
@@ -429,7 +444,11 @@ impl Client {
     }
 
     /// Sends `request` (the same body at whichever version is picked) and awaits its response.
-    pub async fn send<R>(&self, node: NodeId, request: R) -> Result<Response<R::Response>, ClientError>
+    pub async fn send<R>(
+        &self,
+        node: NodeId,
+        request: R,
+    ) -> Result<Response<R::Response>, ClientError>
     where
         R: Request + Send + 'static,
         R::Response: Send + 'static,
@@ -452,7 +471,13 @@ impl Client {
     {
         let api_key = api_key_of::<R>()?;
         let decode = decoder_of::<R::Response>(api_key);
-        let submit = self.submit(api_key, R::VERSIONS, &options, encoder_of(build), Some(decode))?;
+        let submit = self.submit(
+            api_key,
+            R::VERSIONS,
+            &options,
+            encoder_of(build),
+            Some(decode),
+        )?;
         let reply = self.call(node, submit).await?;
         let body = reply
             .body
@@ -489,9 +514,18 @@ impl Client {
                 .map(|body| Box::new(body) as wire::AnyBody)
                 .map_err(|err| format!("{err:#}"))
         });
-        let submit = self.submit(api_key, api_key.valid_versions(), &options, encode, Some(decode))?;
+        let submit = self.submit(
+            api_key,
+            api_key.valid_versions(),
+            &options,
+            encode,
+            Some(decode),
+        )?;
         let reply = self.call(node, submit).await?;
-        let body = reply.body.downcast::<ResponseKind>().expect("decoded as ResponseKind");
+        let body = reply
+            .body
+            .downcast::<ResponseKind>()
+            .expect("decoded as ResponseKind");
         Ok(Response {
             version: reply.version,
             body: *body,
@@ -541,10 +575,12 @@ impl Client {
     {
         let api_key = api_key_of::<R>()?;
         let submit = self.submit(api_key, R::VERSIONS, &options, encoder_of(build), None)?;
-        self.submits(node)?.try_send(submit).map_err(|err| match err {
-            mpsc::error::TrySendError::Full(_) => ClientError::QueueFull { node },
-            mpsc::error::TrySendError::Closed(_) => ClientError::Shutdown,
-        })
+        self.submits(node)?
+            .try_send(submit)
+            .map_err(|err| match err {
+                mpsc::error::TrySendError::Full(_) => ClientError::QueueFull { node },
+                mpsc::error::TrySendError::Closed(_) => ClientError::Shutdown,
+            })
     }
 
     fn submit(
@@ -568,7 +604,9 @@ impl Client {
             ours,
             encode,
             decode,
-            response_bytes_max: options.response_bytes_max.unwrap_or(config.response_bytes_max),
+            response_bytes_max: options
+                .response_bytes_max
+                .unwrap_or(config.response_bytes_max),
             deadline: Instant::now()
                 .checked_add(timeout)
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365)),

@@ -75,7 +75,9 @@ pub const RESPONSE_HEADER: Layout = layout(ApiKey::ApiVersions, 0, 1, 1, Ty::Str
 
 /// The layout of `api_key`'s responses, if the client decodes that API.
 pub fn response_layout_of(api_key: ApiKey) -> Option<&'static Layout> {
-    RESPONSE_LAYOUTS.iter().find(|layout| layout.api_key == api_key)
+    RESPONSE_LAYOUTS
+        .iter()
+        .find(|layout| layout.api_key == api_key)
 }
 
 /// Every API the client can send, with the response versions `kafka-protocol` decodes.
@@ -105,7 +107,7 @@ pub const RESPONSE_LAYOUTS: &[Layout] = &[
 // ---- Produce (key 0): v3-v13, flexible from v9 ----
 
 /// `BatchIndexAndErrorMessage`
-const PRODUCE_BATCH_INDEX_AND_ERROR_MESSAGE: Ty = Ty::Struct(&[
+const PRODUCE_BATCH_INDEX_ERROR: Ty = Ty::Struct(&[
     since(8, I32),    // batch_index
     since(8, STRING), // batch_index_error_message
 ]);
@@ -122,27 +124,27 @@ const PRODUCE_NODE_ENDPOINT: Ty = Ty::Struct(&[
     since(10, STRING), // rack
 ]);
 /// `PartitionProduceResponse`
-const PRODUCE_PARTITION_PRODUCE_RESPONSE: Ty = Ty::Struct(&[
-    all(I32),                                                // index
-    all(I16),                                                // error_code
-    all(I64),                                                // base_offset
-    all(I64),                                                // log_append_time_ms
-    since(5, I64),                                           // log_start_offset
-    since(8, array(&PRODUCE_BATCH_INDEX_AND_ERROR_MESSAGE)), // record_errors
-    since(8, STRING),                                        // error_message
-    tagged_since(0, 10, PRODUCE_LEADER_ID_AND_EPOCH),        // current_leader
+const PARTITION_PRODUCE_RESPONSE: Ty = Ty::Struct(&[
+    all(I32),                                         // index
+    all(I16),                                         // error_code
+    all(I64),                                         // base_offset
+    all(I64),                                         // log_append_time_ms
+    since(5, I64),                                    // log_start_offset
+    since(8, array(&PRODUCE_BATCH_INDEX_ERROR)),      // record_errors
+    since(8, STRING),                                 // error_message
+    tagged_since(0, 10, PRODUCE_LEADER_ID_AND_EPOCH), // current_leader
 ]);
 /// `ProduceResponse`
 const PRODUCE_RESPONSE: Ty = Ty::Struct(&[
-    all(array(&PRODUCE_TOPIC_PRODUCE_RESPONSE)),        // responses
+    all(array(&TOPIC_PRODUCE_RESPONSE)),                // responses
     all(I32),                                           // throttle_time_ms
     tagged_since(0, 10, array(&PRODUCE_NODE_ENDPOINT)), // node_endpoints
 ]);
 /// `TopicProduceResponse`
-const PRODUCE_TOPIC_PRODUCE_RESPONSE: Ty = Ty::Struct(&[
-    until(12, STRING),                               // name
-    since(13, UUID),                                 // topic_id
-    all(array(&PRODUCE_PARTITION_PRODUCE_RESPONSE)), // partition_responses
+const TOPIC_PRODUCE_RESPONSE: Ty = Ty::Struct(&[
+    until(12, STRING),                       // name
+    since(13, UUID),                         // topic_id
+    all(array(&PARTITION_PRODUCE_RESPONSE)), // partition_responses
 ]);
 
 // ---- Fetch (key 1): v4-v18, flexible from v12 ----
@@ -273,22 +275,22 @@ const API_VERSIONS_API_VERSION: Ty = Ty::Struct(&[
 ]);
 /// `ApiVersionsResponse`
 const API_VERSIONS_RESPONSE: Ty = Ty::Struct(&[
-    all(I16),                                              // error_code
-    all(array(&API_VERSIONS_API_VERSION)),                 // api_keys
-    since(1, I32),                                         // throttle_time_ms
-    tagged(0, array(&API_VERSIONS_SUPPORTED_FEATURE_KEY)), // supported_features
-    tagged(1, I64),                                        // finalized_features_epoch
-    tagged(2, array(&API_VERSIONS_FINALIZED_FEATURE_KEY)), // finalized_features
-    tagged(3, BOOL),                                       // zk_migration_ready
+    all(I16),                                 // error_code
+    all(array(&API_VERSIONS_API_VERSION)),    // api_keys
+    since(1, I32),                            // throttle_time_ms
+    tagged(0, array(&SUPPORTED_FEATURE_KEY)), // supported_features
+    tagged(1, I64),                           // finalized_features_epoch
+    tagged(2, array(&FINALIZED_FEATURE_KEY)), // finalized_features
+    tagged(3, BOOL),                          // zk_migration_ready
 ]);
 /// `FinalizedFeatureKey`
-const API_VERSIONS_FINALIZED_FEATURE_KEY: Ty = Ty::Struct(&[
+const FINALIZED_FEATURE_KEY: Ty = Ty::Struct(&[
     since(3, STRING), // name
     since(3, I16),    // max_version_level
     since(3, I16),    // min_version_level
 ]);
 /// `SupportedFeatureKey`
-const API_VERSIONS_SUPPORTED_FEATURE_KEY: Ty = Ty::Struct(&[
+const SUPPORTED_FEATURE_KEY: Ty = Ty::Struct(&[
     since(3, STRING), // name
     since(3, I16),    // min_version
     since(3, I16),    // max_version
@@ -297,7 +299,7 @@ const API_VERSIONS_SUPPORTED_FEATURE_KEY: Ty = Ty::Struct(&[
 // ---- CreateTopics (key 19): v2-v7, flexible from v5 ----
 
 /// `CreatableTopicConfigs`
-const CREATE_TOPICS_CREATABLE_TOPIC_CONFIGS: Ty = Ty::Struct(&[
+const CREATABLE_TOPIC_CONFIGS: Ty = Ty::Struct(&[
     since(5, STRING), // name
     since(5, STRING), // value
     since(5, BOOL),   // read_only
@@ -305,26 +307,26 @@ const CREATE_TOPICS_CREATABLE_TOPIC_CONFIGS: Ty = Ty::Struct(&[
     since(5, BOOL),   // is_sensitive
 ]);
 /// `CreatableTopicResult`
-const CREATE_TOPICS_CREATABLE_TOPIC_RESULT: Ty = Ty::Struct(&[
-    all(STRING),                                             // name
-    since(7, UUID),                                          // topic_id
-    all(I16),                                                // error_code
-    all(STRING),                                             // error_message
-    since(5, I32),                                           // num_partitions
-    since(5, I16),                                           // replication_factor
-    since(5, array(&CREATE_TOPICS_CREATABLE_TOPIC_CONFIGS)), // configs
-    tagged(0, I16),                                          // topic_config_error_code
+const CREATABLE_TOPIC_RESULT: Ty = Ty::Struct(&[
+    all(STRING),                               // name
+    since(7, UUID),                            // topic_id
+    all(I16),                                  // error_code
+    all(STRING),                               // error_message
+    since(5, I32),                             // num_partitions
+    since(5, I16),                             // replication_factor
+    since(5, array(&CREATABLE_TOPIC_CONFIGS)), // configs
+    tagged(0, I16),                            // topic_config_error_code
 ]);
 /// `CreateTopicsResponse`
 const CREATE_TOPICS_RESPONSE: Ty = Ty::Struct(&[
-    all(I32),                                          // throttle_time_ms
-    all(array(&CREATE_TOPICS_CREATABLE_TOPIC_RESULT)), // topics
+    all(I32),                            // throttle_time_ms
+    all(array(&CREATABLE_TOPIC_RESULT)), // topics
 ]);
 
 // ---- DeleteTopics (key 20): v1-v6, flexible from v4 ----
 
 /// `DeletableTopicResult`
-const DELETE_TOPICS_DELETABLE_TOPIC_RESULT: Ty = Ty::Struct(&[
+const DELETABLE_TOPIC_RESULT: Ty = Ty::Struct(&[
     all(STRING),      // name
     since(6, UUID),   // topic_id
     all(I16),         // error_code
@@ -332,14 +334,14 @@ const DELETE_TOPICS_DELETABLE_TOPIC_RESULT: Ty = Ty::Struct(&[
 ]);
 /// `DeleteTopicsResponse`
 const DELETE_TOPICS_RESPONSE: Ty = Ty::Struct(&[
-    all(I32),                                          // throttle_time_ms
-    all(array(&DELETE_TOPICS_DELETABLE_TOPIC_RESULT)), // responses
+    all(I32),                            // throttle_time_ms
+    all(array(&DELETABLE_TOPIC_RESULT)), // responses
 ]);
 
 // ---- OffsetForLeaderEpoch (key 23): v2-v4, flexible from v4 ----
 
 /// `EpochEndOffset`
-const OFFSET_FOR_LEADER_EPOCH_EPOCH_END_OFFSET: Ty = Ty::Struct(&[
+const OFFSET_FOR_LEADER_EPOCH_END_OFFSET: Ty = Ty::Struct(&[
     all(I16), // error_code
     all(I32), // partition
     all(I32), // leader_epoch
@@ -347,13 +349,13 @@ const OFFSET_FOR_LEADER_EPOCH_EPOCH_END_OFFSET: Ty = Ty::Struct(&[
 ]);
 /// `OffsetForLeaderEpochResponse`
 const OFFSET_FOR_LEADER_EPOCH_RESPONSE: Ty = Ty::Struct(&[
-    all(I32),                                                            // throttle_time_ms
-    all(array(&OFFSET_FOR_LEADER_EPOCH_OFFSET_FOR_LEADER_TOPIC_RESULT)), // topics
+    all(I32),                                    // throttle_time_ms
+    all(array(&OFFSET_FOR_LEADER_TOPIC_RESULT)), // topics
 ]);
 /// `OffsetForLeaderTopicResult`
-const OFFSET_FOR_LEADER_EPOCH_OFFSET_FOR_LEADER_TOPIC_RESULT: Ty = Ty::Struct(&[
-    all(STRING),                                           // topic
-    all(array(&OFFSET_FOR_LEADER_EPOCH_EPOCH_END_OFFSET)), // partitions
+const OFFSET_FOR_LEADER_TOPIC_RESULT: Ty = Ty::Struct(&[
+    all(STRING),                                     // topic
+    all(array(&OFFSET_FOR_LEADER_EPOCH_END_OFFSET)), // partitions
 ]);
 
 // ---- CreatePartitions (key 37): v0-v3, flexible from v2 ----
@@ -373,7 +375,7 @@ const CREATE_PARTITIONS_TOPIC_RESULT: Ty = Ty::Struct(&[
 // ---- IncrementalAlterConfigs (key 44): v0-v1, flexible from v1 ----
 
 /// `AlterConfigsResourceResponse`
-const INCREMENTAL_ALTER_CONFIGS_ALTER_CONFIGS_RESOURCE_RESPONSE: Ty = Ty::Struct(&[
+const ALTER_CONFIGS_RESOURCE_RESPONSE: Ty = Ty::Struct(&[
     all(I16),    // error_code
     all(STRING), // error_message
     all(I8),     // resource_type
@@ -381,17 +383,17 @@ const INCREMENTAL_ALTER_CONFIGS_ALTER_CONFIGS_RESOURCE_RESPONSE: Ty = Ty::Struct
 ]);
 /// `IncrementalAlterConfigsResponse`
 const INCREMENTAL_ALTER_CONFIGS_RESPONSE: Ty = Ty::Struct(&[
-    all(I32),                                                               // throttle_time_ms
-    all(array(&INCREMENTAL_ALTER_CONFIGS_ALTER_CONFIGS_RESOURCE_RESPONSE)), // responses
+    all(I32),                                     // throttle_time_ms
+    all(array(&ALTER_CONFIGS_RESOURCE_RESPONSE)), // responses
 ]);
 
 // ---- ElectLeaders (key 43): v0-v2, flexible from v2 ----
 
 /// `ElectLeadersResponse`
 const ELECT_LEADERS_RESPONSE: Ty = Ty::Struct(&[
-    all(I32),                                           // throttle_time_ms
-    since(1, I16),                                      // error_code
-    all(array(&ELECT_LEADERS_REPLICA_ELECTION_RESULT)), // replica_election_results
+    all(I32),                             // throttle_time_ms
+    since(1, I16),                        // error_code
+    all(array(&REPLICA_ELECTION_RESULT)), // replica_election_results
 ]);
 /// `PartitionResult`
 const ELECT_LEADERS_PARTITION_RESULT: Ty = Ty::Struct(&[
@@ -400,7 +402,7 @@ const ELECT_LEADERS_PARTITION_RESULT: Ty = Ty::Struct(&[
     all(STRING), // error_message
 ]);
 /// `ReplicaElectionResult`
-const ELECT_LEADERS_REPLICA_ELECTION_RESULT: Ty = Ty::Struct(&[
+const REPLICA_ELECTION_RESULT: Ty = Ty::Struct(&[
     all(STRING),                                 // topic
     all(array(&ELECT_LEADERS_PARTITION_RESULT)), // partition_result
 ]);
@@ -409,22 +411,22 @@ const ELECT_LEADERS_REPLICA_ELECTION_RESULT: Ty = Ty::Struct(&[
 
 /// `AlterPartitionReassignmentsResponse`
 const ALTER_PARTITION_REASSIGNMENTS_RESPONSE: Ty = Ty::Struct(&[
-    all(I32),                                                               // throttle_time_ms
-    since(1, BOOL),                                                         // allow_replication_factor_change
-    all(I16),                                                               // error_code
-    all(STRING),                                                            // error_message
-    all(array(&ALTER_PARTITION_REASSIGNMENTS_REASSIGNABLE_TOPIC_RESPONSE)), // responses
+    all(I32),                                 // throttle_time_ms
+    since(1, BOOL),                           // allow_replication_factor_change
+    all(I16),                                 // error_code
+    all(STRING),                              // error_message
+    all(array(&REASSIGNABLE_TOPIC_RESPONSE)), // responses
 ]);
 /// `ReassignablePartitionResponse`
-const ALTER_PARTITION_REASSIGNMENTS_REASSIGNABLE_PARTITION_RESPONSE: Ty = Ty::Struct(&[
+const REASSIGNABLE_PARTITION_RESPONSE: Ty = Ty::Struct(&[
     all(I32),    // partition_index
     all(I16),    // error_code
     all(STRING), // error_message
 ]);
 /// `ReassignableTopicResponse`
-const ALTER_PARTITION_REASSIGNMENTS_REASSIGNABLE_TOPIC_RESPONSE: Ty = Ty::Struct(&[
-    all(STRING),                                                                // name
-    all(array(&ALTER_PARTITION_REASSIGNMENTS_REASSIGNABLE_PARTITION_RESPONSE)), // partitions
+const REASSIGNABLE_TOPIC_RESPONSE: Ty = Ty::Struct(&[
+    all(STRING),                                  // name
+    all(array(&REASSIGNABLE_PARTITION_RESPONSE)), // partitions
 ]);
 
 // ---- DescribeCluster (key 60): v0-v2, flexible from v0 ----

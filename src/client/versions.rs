@@ -206,9 +206,15 @@ mod tests {
     fn unsupported_version_retries_at_the_peers_maximum_or_v0() {
         let unsupported = ResponseError::UnsupportedVersion.code();
         let older = advertising(&[(ApiKey::ApiVersions, 0, 2)]).with_error_code(unsupported);
-        assert_eq!(after_api_versions(4, body(&older, 0)), Negotiation::Retry(2));
+        assert_eq!(
+            after_api_versions(4, body(&older, 0)),
+            Negotiation::Retry(2)
+        );
         let silent = ApiVersionsResponse::default().with_error_code(unsupported);
-        assert_eq!(after_api_versions(4, body(&silent, 0)), Negotiation::Retry(0));
+        assert_eq!(
+            after_api_versions(4, body(&silent, 0)),
+            Negotiation::Retry(0)
+        );
         assert!(matches!(
             after_api_versions(0, body(&silent, 0)),
             Negotiation::Failed(_)

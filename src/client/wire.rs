@@ -113,11 +113,7 @@ pub async fn read_body<R: AsyncRead + Unpin>(
 
 /// Splits a response frame (no size prefix) into its correlation id and its body, after the
 /// guard has walked the header.
-pub fn split_response(
-    frame: Bytes,
-    api_key: ApiKey,
-    version: i16,
-) -> Result<(i32, Bytes), String> {
+pub fn split_response(frame: Bytes, api_key: ApiKey, version: i16) -> Result<(i32, Bytes), String> {
     let header_version = response_header_version(api_key, version);
     let header_bytes = check_body(&frame, &RESPONSE_HEADER, header_version)
         .map_err(|err| format!("response header: {err}"))?;
@@ -167,7 +163,11 @@ mod tests {
             12,
             77,
             &client_id,
-            Box::new(|version, buf| MetadataRequest::default().encode(buf, version).map(|_| true)),
+            Box::new(|version, buf| {
+                MetadataRequest::default()
+                    .encode(buf, version)
+                    .map(|_| true)
+            }),
         )
         .unwrap();
         assert!(answered);
@@ -180,7 +180,12 @@ mod tests {
         assert_eq!(request.header.client_id.as_deref(), Some("c"));
     }
 
-    fn response_frame(correlation_id: i32, header_version: i16, body: &MetadataResponse, version: i16) -> Bytes {
+    fn response_frame(
+        correlation_id: i32,
+        header_version: i16,
+        body: &MetadataResponse,
+        version: i16,
+    ) -> Bytes {
         let mut buf = BytesMut::new();
         ResponseHeader::default()
             .with_correlation_id(correlation_id)
@@ -219,10 +224,16 @@ mod tests {
         let mut input: &[u8] = &[0, 0, 0, 3, 1, 2, 3, 0, 0];
         assert_eq!(read_size(&mut input).await.unwrap(), Some(3));
         assert_eq!(&read_body(&mut input, 3).await.unwrap()[..], &[1, 2, 3]);
-        assert!(matches!(read_size(&mut input).await, Err(FrameError::Truncated)));
+        assert!(matches!(
+            read_size(&mut input).await,
+            Err(FrameError::Truncated)
+        ));
         let mut input: &[u8] = &[];
         assert_eq!(read_size(&mut input).await.unwrap(), None);
         let mut input: &[u8] = &[1, 2];
-        assert!(matches!(read_body(&mut input, 3).await, Err(FrameError::Truncated)));
+        assert!(matches!(
+            read_body(&mut input, 3).await,
+            Err(FrameError::Truncated)
+        ));
     }
 }
