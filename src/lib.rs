@@ -17,10 +17,13 @@
 //!   `__consumer_offsets`.
 //! - [`config`] / [`topic_config`]: Kafka's property names, validated into typed config.
 //! - [`errors`]: the one mapping from outcomes to Kafka error codes. [`limits`]: every bound.
+//! - [`client`]: the inter-broker client — outbound connections to other nodes, version
+//!   negotiation, bounded pipelining, deadlines, guarded responses.
 //! - [`clock`]: the only reader of wall-clock time. [`broker`]: startup, periodic tasks, shutdown.
 //! - Storage (segment logs, indexes, epoch cache, checkpoints) is the `kafkaiq-storage` crate.
 
 pub mod allocator;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod context;

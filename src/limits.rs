@@ -126,3 +126,71 @@ pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1_000;
 /// watermark is stuck every operation adds one; past this bound the oldest snapshot is dropped,
 /// which only delays when its state becomes visible.
 pub const GROUP_PENDING_WRITES_PER_PARTITION_MAX: usize = 1_024;
+// ---- The inter-broker client (`crate::client`) ----
+
+/// Kafka's `max.in.flight.requests.per.connection` default: requests a client connection has
+/// written but not yet seen answered. The request after these waits for a response.
+pub const CLIENT_IN_FLIGHT_REQUESTS_DEFAULT: usize = 5;
+
+/// Largest in-flight bound a client may be configured with. The Raft transport pipelines more
+/// than the fetcher; beyond this a peer that stops answering would hold too many requests.
+pub const CLIENT_IN_FLIGHT_REQUESTS_MAX: usize = 1_024;
+
+/// Requests one destination queues while its connection is busy, connecting or backing off.
+/// A sender beyond it waits (or, for `try_send_and_forget`, is refused): backpressure instead
+/// of an unbounded queue.
+pub const CLIENT_QUEUED_REQUESTS_PER_NODE_MAX: usize = 1_024;
+
+/// Destination nodes one client keeps state for. A node talks to the other brokers and
+/// controllers of its cluster; more than this is a bug in the caller, not a big cluster.
+pub const CLIENT_NODES_MAX: usize = 4_096;
+
+/// Kafka's `request.timeout.ms` default: how long a request may take from the call until its
+/// response, queueing and connecting included. A request that is still unanswered then fails
+/// and its connection is closed.
+pub const CLIENT_REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+
+/// Kafka's `replica.socket.timeout.ms` default, the replica fetcher's request timeout.
+pub const REPLICA_SOCKET_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+
+/// Kafka's `socket.connection.setup.timeout.ms` default: the longest a TCP connect may take.
+pub const CLIENT_CONNECT_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+/// Kafka's `reconnect.backoff.ms` default: the wait before reconnecting after the first failure.
+pub const CLIENT_RECONNECT_BACKOFF_MS_DEFAULT: u64 = 50;
+
+/// Kafka's `reconnect.backoff.max.ms` default: the backoff doubles per consecutive failure up to
+/// this (then ± the jitter).
+pub const CLIENT_RECONNECT_BACKOFF_MS_MAX_DEFAULT: u64 = 1_000;
+
+/// Kafka's reconnect jitter (`ClusterConnectionStates`: ±20 %), so nodes that lost the same peer
+/// do not reconnect in lockstep.
+pub const CLIENT_RECONNECT_BACKOFF_JITTER_PERCENT: u64 = 20;
+
+/// Kafka's client `connections.max.idle.ms` default (9 minutes): a client connection with
+/// nothing in flight for this long is closed by the client. It is below the server's 10-minute
+/// default so the client, not the server, closes idle connections; a request written just as
+/// the server closes would otherwise have an unknown outcome.
+pub const CLIENT_CONNECTION_IDLE_MS_MAX_DEFAULT: u64 = 540_000;
+
+/// Largest response frame a client accepts unless configured otherwise, checked against the
+/// size prefix before the body is allocated. Inter-broker responses other than fetches are
+/// small (a Metadata response for 10,000 partitions is about 1 MiB); the guarded decoder may
+/// allocate a small multiple of the frame, so the bound is kept well below
+/// `socket.request.max.bytes`.
+pub const CLIENT_RESPONSE_BYTES_MAX_DEFAULT: usize = 32 * 1024 * 1024;
+
+/// Kafka's `replica.fetch.response.max.bytes` default. It is a soft bound: a fetch response
+/// also carries the first batch of the first partition whole, however large.
+pub const REPLICA_FETCH_RESPONSE_BYTES_MAX_DEFAULT: usize = 10 * 1024 * 1024;
+
+/// Bytes a fetch response frame may hold beyond its records' bound: headers, per-partition
+/// fields, aborted transactions.
+pub const FETCH_RESPONSE_FRAME_OVERHEAD_BYTES: usize = 1024 * 1024;
+
+/// Largest ApiVersions response accepted while a connection is set up. Kafka 4.1 lists about
+/// 90 APIs in under 2 KiB.
+pub const CLIENT_API_VERSIONS_RESPONSE_BYTES_MAX: usize = 1024 * 1024;
+
+/// Connection events a subscriber may fall behind by before it sees `Lagged`.
+pub const CLIENT_EVENTS_QUEUED_MAX: usize = 256;

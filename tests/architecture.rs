@@ -1,6 +1,7 @@
 //! The layering of the broker crate, checked on its source: a module may use only modules of
 //! lower layers (`ARCHITECTURE.md`, "Architecture invariants"). The flow it keeps is
-//! `main → node → server → handlers → context → {replica, controller, group, metadata} → storage`.
+//! `main → node → server → handlers → context → {replica, controller, group, metadata} → storage`,
+//! with `client` (outbound connections) beside `config` and `metadata`, for the layers above.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Lowest layer first. Modules of one layer do not use each other.
 const LAYERS: &[&[&str]] = &[
     &["limits", "clock", "errors", "allocator", "protocol"],
-    &["config", "metadata", "fetch_session"],
+    &["config", "metadata", "fetch_session", "client"],
     &["replica", "quorum"],
     &["controller"],
     &["group", "producer_ids"],
