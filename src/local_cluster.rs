@@ -18,8 +18,44 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use anyhow::{bail, Context};
 use tokio::sync::mpsc;
+
+/// Why the local cluster could not start or did not stop cleanly: a message for the user.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct LocalClusterError(pub String);
+
+type Result<T> = std::result::Result<T, LocalClusterError>;
+
+macro_rules! bail {
+    ($($arg:tt)*) => { return Err(LocalClusterError(format!($($arg)*))) };
+}
+
+/// `.context(..)` / `.with_context(..)` for any displayable error.
+trait Context<T> {
+    fn context(self, what: &str) -> Result<T>;
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T, E: std::fmt::Display> Context<T> for std::result::Result<T, E> {
+    fn context(self, what: &str) -> Result<T> {
+        self.map_err(|e| LocalClusterError(format!("{what}: {e}")))
+    }
+
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| LocalClusterError(format!("{}: {e}", what())))
+    }
+}
+
+impl<T> Context<T> for Option<T> {
+    fn context(self, what: &str) -> Result<T> {
+        self.ok_or_else(|| LocalClusterError(what.to_owned()))
+    }
+
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.ok_or_else(|| LocalClusterError(what()))
+    }
+}
 
 pub const HOST: &str = "127.0.0.1";
 pub const MAX_BROKERS: u8 = 9;
@@ -64,12 +100,12 @@ impl LocalNode {
 
 impl LocalCluster {
     /// The ports must fit and the client and controller ranges must not overlap.
-    pub fn check(&self) -> anyhow::Result<()> {
+    pub fn check(&self) -> Result<()> {
         if !(1..=MAX_BROKERS).contains(&self.brokers) {
             bail!("--brokers must be between 1 and {MAX_BROKERS}");
         }
         let n = u32::from(self.brokers);
-        let range = |base: u16, flag: &str| -> anyhow::Result<(u32, u32)> {
+        let range = |base: u16, flag: &str| -> Result<(u32, u32)> {
             let first = u32::from(base);
             let last = first + n - 1;
             if first == 0 || last > u32::from(u16::MAX) {
@@ -151,7 +187,10 @@ impl LocalCluster {
         let _ = writeln!(out, "broker.rack={}", node.rack);
         let _ = writeln!(out, "log.dirs={}", node.data_dir().display());
         let _ = writeln!(out, "offsets.topic.replication.factor={replication}");
-        let _ = writeln!(out, "transaction.state.log.replication.factor={replication}");
+        let _ = writeln!(
+            out,
+            "transaction.state.log.replication.factor={replication}"
+        );
         let _ = writeln!(out, "transaction.state.log.min.isr={min_isr}");
         let _ = writeln!(
             out,
@@ -191,7 +230,7 @@ impl LocalCluster {
     /// Writes every node's files, starts the nodes, supervises them until a signal, stops them.
     /// `exe` is the kafkaiq binary to start (normally this one). Must run on a current-thread
     /// runtime: the parent-death signal is tied to the thread that starts the children.
-    pub async fn run(mut self, exe: &Path) -> anyhow::Result<()> {
+    pub async fn run(mut self, exe: &Path) -> Result<()> {
         self.check()?;
         std::fs::create_dir_all(&self.dir)
             .with_context(|| format!("cannot create {}", self.dir.display()))?;
@@ -208,13 +247,14 @@ impl LocalCluster {
             }
         }
         let mut signals = Signals::install()?;
-        let (exits_tx, mut exits_rx) = mpsc::unbounded_channel::<(i32, std::io::Result<ExitStatus>)>();
+        let (exits_tx, mut exits_rx) =
+            mpsc::unbounded_channel::<(i32, std::io::Result<ExitStatus>)>();
         let mut running: Vec<(LocalNode, u32)> = Vec::new();
         for node in self.nodes() {
             match self.start_node(exe, &node, exits_tx.clone()) {
                 Ok(pid) => running.push((node, pid)),
                 Err(e) => {
-                    eprintln!("node {} did not start: {e:#}", node.node_id);
+                    eprintln!("node {} did not start: {e}", node.node_id);
                     stop(&mut running, &mut exits_rx, &mut signals, self.stop_timeout).await;
                     return Err(e);
                 }
@@ -263,7 +303,7 @@ impl LocalCluster {
         exe: &Path,
         node: &LocalNode,
         exits: mpsc::UnboundedSender<(i32, std::io::Result<ExitStatus>)>,
-    ) -> anyhow::Result<u32> {
+    ) -> Result<u32> {
         std::fs::create_dir_all(node.data_dir())
             .with_context(|| format!("cannot create {}", node.data_dir().display()))?;
         let properties = node.properties_path();
@@ -398,7 +438,7 @@ struct Signals {
 }
 
 impl Signals {
-    fn install() -> anyhow::Result<Signals> {
+    fn install() -> Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
         Ok(Signals {
             term: signal(SignalKind::terminate()).context("cannot watch SIGTERM")?,

@@ -94,7 +94,8 @@ fn local_cluster(args: LocalClusterArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?
-        .block_on(cluster.run(&exe))
+        .block_on(cluster.run(&exe))?;
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {

@@ -35,19 +35,6 @@ pub enum MetaPropertiesError {
     Invalid { path: PathBuf, reason: String },
 }
 
-impl From<MetaPropertiesError> for crate::node::StartupError {
-    fn from(e: MetaPropertiesError) -> Self {
-        match e {
-            MetaPropertiesError::Io { path, source } => {
-                crate::node::StartupError::Io { path, source }
-            }
-            MetaPropertiesError::Invalid { path, reason } => {
-                crate::node::StartupError::MetaProperties { path, reason }
-            }
-        }
-    }
-}
-
 /// One `meta.properties` as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetaProperties {
@@ -184,7 +171,12 @@ pub fn ensure_meta_properties(
             reason,
         };
         match meta.node_id {
-            None => return Err(invalid(format!("Error: node ID not found in {}", dir.display()))),
+            None => {
+                return Err(invalid(format!(
+                    "Error: node ID not found in {}",
+                    dir.display()
+                )))
+            }
             Some(stored) if stored != node_id => {
                 return Err(invalid(format!(
                     "Stored node id {stored} doesn't match the configured node.id {node_id}. If \
@@ -409,12 +401,36 @@ directory.id=xksRT4OIl9cuCJoZ7R7wHQ\nversion=1\ncluster.id=axeASEgEQ8yAF8tjtw9qE
     #[test]
     fn what_kafka_refuses_is_refused() {
         let cases: &[(&str, &[&str], &str)] = &[
-            ("unknown version", &["version=2\nnode.id=1\ncluster.id=c\n"], "version 2"),
-            ("v1 without node.id", &["version=1\ncluster.id=c\n"], "node.id was not found"),
-            ("v1 without cluster.id", &["version=1\nnode.id=1\n"], "cluster.id was not specified"),
-            ("v0 without broker.id", &["version=0\ncluster.id=c\n"], "node ID not found"),
-            ("v0 without cluster.id", &["broker.id=1\n"], "cluster ID not found"),
-            ("another node", &["version=1\nnode.id=2\ncluster.id=c\n"], "Stored node id 2"),
+            (
+                "unknown version",
+                &["version=2\nnode.id=1\ncluster.id=c\n"],
+                "version 2",
+            ),
+            (
+                "v1 without node.id",
+                &["version=1\ncluster.id=c\n"],
+                "node.id was not found",
+            ),
+            (
+                "v1 without cluster.id",
+                &["version=1\nnode.id=1\n"],
+                "cluster.id was not specified",
+            ),
+            (
+                "v0 without broker.id",
+                &["version=0\ncluster.id=c\n"],
+                "node ID not found",
+            ),
+            (
+                "v0 without cluster.id",
+                &["broker.id=1\n"],
+                "cluster ID not found",
+            ),
+            (
+                "another node",
+                &["version=1\nnode.id=2\ncluster.id=c\n"],
+                "Stored node id 2",
+            ),
             (
                 "bad directory id",
                 &["version=1\nnode.id=1\ncluster.id=c\ndirectory.id=nope\n"],

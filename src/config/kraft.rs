@@ -364,7 +364,13 @@ fn parse_listener_list(
 ) -> Result<Vec<NamedListener>, ConfigError> {
     let mut out: Vec<NamedListener> = Vec::new();
     for entry in csv(text) {
-        let malformed = || invalid(raw, key, format!("Unable to parse {entry} to a broker endpoint"));
+        let malformed = || {
+            invalid(
+                raw,
+                key,
+                format!("Unable to parse {entry} to a broker endpoint"),
+            )
+        };
         let (name, rest) = entry.split_once("://").ok_or_else(malformed)?;
         let (host, port) = rest.rsplit_once(':').ok_or_else(malformed)?;
         let host = host
@@ -421,9 +427,8 @@ fn check_distinct_ports(
     }
     for (port, group) in by_port.into_iter().filter(|(_, g)| g.len() > 1) {
         let ips: Vec<IpAddr> = group.iter().filter_map(|l| l.host.parse().ok()).collect();
-        let one_of_each = group.len() == 2
-            && ips.len() == 2
-            && ips.iter().filter(|ip| ip.is_ipv4()).count() == 1;
+        let one_of_each =
+            group.len() == 2 && ips.len() == 2 && ips.iter().filter(|ip| ip.is_ipv4()).count() == 1;
         if !one_of_each {
             return Err(invalid(
                 raw,
@@ -809,7 +814,9 @@ pub(crate) fn parse(
             name
         }
         None => {
-            let text = raw.get(INTER_BROKER_SECURITY_PROTOCOL).unwrap_or("PLAINTEXT");
+            let text = raw
+                .get(INTER_BROKER_SECURITY_PROTOCOL)
+                .unwrap_or("PLAINTEXT");
             match SecurityProtocol::from_name(text.trim()) {
                 Some(SecurityProtocol::Plaintext) => "PLAINTEXT".to_owned(),
                 Some(other) => {
@@ -881,7 +888,11 @@ pub(crate) fn parse(
                 if let Some(name) = raw.get(INTER_BROKER_LISTENER_NAME) {
                     if is_controller_name(&name.trim().to_ascii_uppercase()) {
                         return Err(conflict(
-                            &[CONTROLLER_LISTENER_NAMES, INTER_BROKER_LISTENER_NAME, PROCESS_ROLES],
+                            &[
+                                CONTROLLER_LISTENER_NAMES,
+                                INTER_BROKER_LISTENER_NAME,
+                                PROCESS_ROLES,
+                            ],
                             "controller.listener.names must not contain an explicitly set \
                              inter.broker.listener.name configuration value when \
                              process.roles=controller'",

@@ -101,7 +101,10 @@ fn a_combined_node_of_three_is_typed() {
     assert_eq!(c.listener.port, 9093);
     assert_eq!(c.advertised().port, 9093);
     assert_eq!(c.broker_rack.as_deref(), Some("rack-2"));
-    assert_eq!(c.meta_properties_dirs(), vec![PathBuf::from("/tmp/kq/node-2")]);
+    assert_eq!(
+        c.meta_properties_dirs(),
+        vec![PathBuf::from("/tmp/kq/node-2")]
+    );
 }
 
 #[test]
@@ -285,7 +288,10 @@ fn timings_metadata_dir_and_unclean_election_are_read() {
     assert_eq!(k.metadata_log_dir, PathBuf::from("/tmp/kq/meta-2"));
     assert_eq!(
         c.meta_properties_dirs(),
-        vec![PathBuf::from("/tmp/kq/node-2"), PathBuf::from("/tmp/kq/meta-2")]
+        vec![
+            PathBuf::from("/tmp/kq/node-2"),
+            PathBuf::from("/tmp/kq/meta-2")
+        ]
     );
     let v = validated(&variant(
         NODE2,
