@@ -15,7 +15,9 @@
 //! per directory, never one of the 100 reserved ones). [`ensure_meta_properties`] checks them as
 //! Kafka's `MetaPropertiesEnsemble.verify` does, then writes what is missing: KafkaIQ needs no
 //! format step, so an empty directory gets a file, and a file without `directory.id` gets one
-//! (as Kafka's `KafkaRaftServer.initializeLogDirs` does).
+//! (as Kafka's `KafkaRaftServer.initializeLogDirs` does). A node that learns its cluster id from
+//! the metadata quorum reads and checks first ([`load_meta_properties`], no writes) and writes
+//! once it knows the id ([`LoadedMetaProperties::complete`]).
 
 use std::path::{Path, PathBuf};
 
@@ -140,15 +142,26 @@ pub struct MetaPropertiesEnsemble {
     pub directories: Vec<DirectoryMeta>,
 }
 
+/// Every directory's `meta.properties` as read and checked by [`load_meta_properties`], before
+/// anything is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedMetaProperties {
+    pub node_id: i32,
+    /// The cluster id the existing files agree on; None if no directory has a file yet.
+    pub cluster_id: Option<String>,
+    /// Each directory and its file, None where there is none yet.
+    pub directories: Vec<(PathBuf, Option<MetaProperties>)>,
+}
+
 /// Reads `meta.properties` from every directory (log dirs and the metadata log dir, e.g.
-/// `BrokerConfig::meta_properties_dirs`), creating the directories; every file must carry
-/// `node_id`, and all must agree on the cluster id and have distinct directory ids. Writes a
-/// file where one is missing (with the cluster id found, else a new one) and adds
-/// `directory.id` where a file has none.
-pub fn ensure_meta_properties(
+/// `BrokerConfig::meta_properties_dirs`), creating the directories, and checks them: every file
+/// must carry `node_id`, all must agree on the cluster id and have distinct directory ids.
+/// Writes nothing: a node that learns its cluster id elsewhere (the metadata log) calls
+/// [`LoadedMetaProperties::complete`] once it knows it.
+pub fn load_meta_properties(
     dirs: &[PathBuf],
     node_id: i32,
-) -> Result<MetaPropertiesEnsemble, MetaPropertiesError> {
+) -> Result<LoadedMetaProperties, MetaPropertiesError> {
     let mut found: Vec<(PathBuf, Option<MetaProperties>)> = Vec::new();
     let mut cluster_id: Option<String> = None;
     for dir in dirs {
@@ -216,42 +229,80 @@ pub fn ensure_meta_properties(
         }
         found.push((dir.clone(), Some(meta)));
     }
-
-    let cluster_id_found = cluster_id.is_some();
-    let cluster_id = cluster_id.unwrap_or_else(new_cluster_id);
-    let mut directories = Vec::with_capacity(found.len());
-    for (dir, meta) in found {
-        let (meta, written) = match meta {
-            Some(meta) if meta.directory_id.is_some() => (meta, false),
-            Some(mut meta) => {
-                meta.directory_id = Some(new_directory_id());
-                (meta, true)
-            }
-            None => (
-                MetaProperties {
-                    version: 1,
-                    cluster_id: Some(cluster_id.clone()),
-                    node_id: Some(node_id),
-                    directory_id: Some(new_directory_id()),
-                },
-                true,
-            ),
-        };
-        if written {
-            write_file_durably(&dir.join(META_PROPERTIES), meta.to_text().as_bytes())?;
-        }
-        directories.push(DirectoryMeta {
-            dir,
-            directory_id: meta.directory_id.expect("set above"),
-            written,
-        });
-    }
-    Ok(MetaPropertiesEnsemble {
-        cluster_id,
-        cluster_id_found,
+    Ok(LoadedMetaProperties {
         node_id,
-        directories,
+        cluster_id,
+        directories: found,
     })
+}
+
+impl LoadedMetaProperties {
+    /// Writes a file where a directory has none (with `cluster_id`) and adds `directory.id`
+    /// where a file lacks one. `cluster_id` must be the one the existing files carry, if any.
+    pub fn complete(self, cluster_id: &str) -> Result<MetaPropertiesEnsemble, MetaPropertiesError> {
+        let cluster_id_found = self.cluster_id.is_some();
+        if let Some(found) = &self.cluster_id {
+            if found != cluster_id {
+                let dir = self
+                    .directories
+                    .iter()
+                    .find(|(_, m)| m.is_some())
+                    .map(|(d, _)| d.clone())
+                    .unwrap_or_default();
+                return Err(MetaPropertiesError::Invalid {
+                    path: dir.join(META_PROPERTIES),
+                    reason: format!(
+                        "Invalid cluster.id: the directory belongs to cluster {found}, but this \
+                         node is joining cluster {cluster_id}"
+                    ),
+                });
+            }
+        }
+        let mut directories = Vec::with_capacity(self.directories.len());
+        for (dir, meta) in self.directories {
+            let (meta, written) = match meta {
+                Some(meta) if meta.directory_id.is_some() => (meta, false),
+                Some(mut meta) => {
+                    meta.directory_id = Some(new_directory_id());
+                    (meta, true)
+                }
+                None => (
+                    MetaProperties {
+                        version: 1,
+                        cluster_id: Some(cluster_id.to_owned()),
+                        node_id: Some(self.node_id),
+                        directory_id: Some(new_directory_id()),
+                    },
+                    true,
+                ),
+            };
+            if written {
+                write_file_durably(&dir.join(META_PROPERTIES), meta.to_text().as_bytes())?;
+            }
+            directories.push(DirectoryMeta {
+                dir,
+                directory_id: meta.directory_id.expect("set above"),
+                written,
+            });
+        }
+        Ok(MetaPropertiesEnsemble {
+            cluster_id: cluster_id.to_owned(),
+            cluster_id_found,
+            node_id: self.node_id,
+            directories,
+        })
+    }
+}
+
+/// [`load_meta_properties`], then [`LoadedMetaProperties::complete`] with the cluster id found,
+/// or a new one when no directory has a file yet (today's single node).
+pub fn ensure_meta_properties(
+    dirs: &[PathBuf],
+    node_id: i32,
+) -> Result<MetaPropertiesEnsemble, MetaPropertiesError> {
+    let loaded = load_meta_properties(dirs, node_id)?;
+    let cluster_id = loaded.cluster_id.clone().unwrap_or_else(new_cluster_id);
+    loaded.complete(&cluster_id)
 }
 
 /// A directory id as Kafka's `DirectoryId.random` makes them: not reserved, not starting with
@@ -376,6 +427,25 @@ directory.id=xksRT4OIl9cuCJoZ7R7wHQ\nversion=1\ncluster.id=axeASEgEQ8yAF8tjtw9qE
         );
         let written = std::fs::read_to_string(second.join(META_PROPERTIES)).unwrap();
         assert!(written.contains("cluster.id=axeASEgEQ8yAF8tjtw9qEw"));
+    }
+
+    #[test]
+    fn load_writes_nothing_and_complete_takes_the_cluster_id_learned_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = vec![dir.path().join("data")];
+        let loaded = load_meta_properties(&dirs, 2).unwrap();
+        assert_eq!(loaded.cluster_id, None);
+        assert!(!dirs[0].join(META_PROPERTIES).exists());
+        let done = loaded.complete("axeASEgEQ8yAF8tjtw9qEw").unwrap();
+        assert!(!done.cluster_id_found);
+        let again = load_meta_properties(&dirs, 2).unwrap();
+        assert_eq!(again.cluster_id.as_deref(), Some("axeASEgEQ8yAF8tjtw9qEw"));
+        let err = again.complete("OGuB95JqS42Imj248W-UwQ").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("belongs to cluster axeASEgEQ8yAF8tjtw9qEw"),
+            "{err}"
+        );
     }
 
     #[test]
