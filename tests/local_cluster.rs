@@ -242,7 +242,10 @@ fn local_cluster_starts_every_node_with_kafka_keys_and_sigint_stops_them_all() {
             format!("broker.rack=rack-{n}"),
             format!("log.dirs={}", dir.join("data").display()),
         ] {
-            assert!(text.lines().any(|l| l == line), "{path:?} lacks {line}:\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "{path:?} lacks {line}:\n{text}"
+            );
         }
         // Only Kafka's keys, and nothing KafkaIQ warns about.
         let raw = RawConfig::from_file(&path).unwrap();
@@ -266,7 +269,11 @@ fn local_cluster_starts_every_node_with_kafka_keys_and_sigint_stops_them_all() {
         sup.output
     );
     for (i, pid) in pids.iter().enumerate() {
-        assert!(!is_running(*pid), "node {} (pid {pid}) outlived SIGINT", i + 1);
+        assert!(
+            !is_running(*pid),
+            "node {} (pid {pid}) outlived SIGINT",
+            i + 1
+        );
         let log = std::fs::read_to_string(sup.node_dir(i as u16 + 1).join("kafkaiq.log")).unwrap();
         assert!(log.contains("stopped cleanly"), "node {}:\n{log}", i + 1);
     }
@@ -280,7 +287,10 @@ fn local_cluster_refuses_a_taken_port_and_a_bad_size() {
     let out = kafkaiq()
         .args(["local-cluster", "--brokers", "2", "--base-port"])
         .arg(port.to_string())
-        .args(["--controller-base-port", &free_ports(2, &[port, port + 1]).to_string()])
+        .args([
+            "--controller-base-port",
+            &free_ports(2, &[port, port + 1]).to_string(),
+        ])
         .arg("--dir")
         .arg(dir.path())
         .output()
