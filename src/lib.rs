@@ -33,6 +33,8 @@ pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod limits;
+pub mod local_cluster;
+pub mod meta_properties;
 pub mod metadata;
 pub mod node;
 pub mod producer_ids;

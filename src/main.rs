@@ -1,22 +1,28 @@
-//! The `kafkaiq` binary: a single-node broker.
+//! The `kafkaiq` binary: one node, or a local cluster of them.
 //!
 //! `kafkaiq` with no arguments serves 127.0.0.1:9092 with data in ./kafkaiq-data.
 //! `--config server.properties` reads Kafka property names; `--override key=value` (repeatable)
 //! wins over the file. Unknown keys warn; an invalid value stops startup naming the key.
 //! SIGINT / SIGTERM shut down cleanly (flush, checkpoints, clean-shutdown marker).
+//!
+//! `kafkaiq local-cluster --brokers 3` starts three combined nodes as child processes on
+//! 127.0.0.1 and stops them together (see `kafkaiq::local_cluster`).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use kafkaiq::config::{BrokerConfig, RawConfig};
+use kafkaiq::local_cluster::{LocalCluster, CONTROLLER_PORT_OFFSET, MAX_BROKERS};
 use kafkaiq::node::Node;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "kafkaiq",
     version,
-    about = "A Kafka wire-protocol compatible broker"
+    about = "A Kafka wire-protocol compatible broker",
+    args_conflicts_with_subcommands = true
 )]
 struct Args {
     /// A Kafka `server.properties` file.
@@ -25,6 +31,71 @@ struct Args {
     /// `key=value` with a Kafka property name; repeatable; wins over --config.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    /// Without a command: run one node.
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start N nodes (each broker and controller) on 127.0.0.1 as child processes, print how to
+    /// reach them, and stop them all on Ctrl-C.
+    LocalCluster(LocalClusterArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct LocalClusterArgs {
+    /// How many nodes, with node ids 1..=N.
+    #[arg(long, default_value_t = 3,
+          value_parser = clap::value_parser!(u8).range(1..=i64::from(MAX_BROKERS)))]
+    brokers: u8,
+    /// The client port of node 1; node N listens on BASE_PORT + N - 1.
+    #[arg(long, default_value_t = 9092)]
+    base_port: u16,
+    /// The controller port of node 1 [default: BASE_PORT + 10000].
+    #[arg(long)]
+    controller_base_port: Option<u16>,
+    /// Where the nodes live: DIR/node-N/{server.properties,kafkaiq.log,data}.
+    #[arg(long, default_value = "kafkaiq-cluster")]
+    dir: PathBuf,
+    /// `key=value` with a Kafka property name, given to every node; repeatable.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// How long each node may take to shut down cleanly before it is killed.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    stop_timeout: u64,
+}
+
+fn local_cluster(args: LocalClusterArgs) -> anyhow::Result<()> {
+    let controller_base_port = match args.controller_base_port {
+        Some(port) => port,
+        None => args
+            .base_port
+            .checked_add(CONTROLLER_PORT_OFFSET)
+            .with_context(|| {
+                format!(
+                    "--base-port {} leaves no room for controller ports {CONTROLLER_PORT_OFFSET} \
+                     above it; give --controller-base-port",
+                    args.base_port
+                )
+            })?,
+    };
+    let cluster = LocalCluster {
+        brokers: args.brokers,
+        base_port: args.base_port,
+        controller_base_port,
+        dir: args.dir,
+        overrides: args.overrides,
+        stop_timeout: Duration::from_secs(args.stop_timeout),
+    };
+    let exe = std::env::current_exe().context("cannot find the kafkaiq binary")?;
+    // One thread: the nodes' parent-death signal follows the thread that started them.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(cluster.run(&exe))?;
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,6 +108,9 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if let Some(Command::LocalCluster(cluster)) = args.command {
+        return local_cluster(cluster);
+    }
 
     let mut raw = match &args.config {
         Some(path) => RawConfig::from_file(path)?,

@@ -12,11 +12,11 @@ const LAYERS: &[&[&str]] = &[
     &["config", "metadata", "fetch_session", "client"],
     &["replica", "quorum"],
     &["controller"],
-    &["group", "producer_ids"],
+    &["group", "producer_ids", "meta_properties"],
     &["context"],
     &["handlers"],
     &["server"],
-    &["node"],
+    &["node", "local_cluster"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -79,3 +79,43 @@ fn unknown_key_warns_and_sigterm_shuts_down_cleanly() {
     assert!(data.join(".kafka_cleanshutdown").exists());
     assert!(data.join("meta.properties").exists());
 }
+
+#[test]
+fn kraft_settings_that_refuse_each_other_stop_startup_naming_the_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let props = dir.path().join("server.properties");
+    let base = format!(
+        "process.roles=broker,controller\nnode.id=4\n\
+controller.quorum.voters=1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094\n\
+listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19095\n\
+controller.listener.names=CONTROLLER\nlog.dirs={}\n",
+        dir.path().join("data").display()
+    );
+    std::fs::write(&props, &base).unwrap();
+    let out = kafkaiq().arg("--config").arg(&props).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("controller.quorum.voters"), "{stderr}");
+    assert!(stderr.contains("node id 4 must be included"), "{stderr}");
+    // A TLS listener is refused by name: there is no TLS.
+    let out = kafkaiq()
+        .arg("--config")
+        .arg(&props)
+        .args(["--override", "node.id=1"])
+        .args([
+            "--override",
+            "listeners=SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:19092",
+        ])
+        .args([
+            "--override",
+            "listener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT",
+        ])
+        .args(["--override", "inter.broker.listener.name=SSL"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("listeners"), "{stderr}");
+    assert!(stderr.contains("only PLAINTEXT"), "{stderr}");
+    assert!(!dir.path().join("data").exists(), "nothing is written");
+}

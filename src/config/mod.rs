@@ -18,6 +18,7 @@ use thiserror::Error;
 
 use crate::limits;
 
+pub mod kraft;
 pub mod topic;
 
 #[derive(Debug, Error)]
@@ -39,6 +40,10 @@ pub enum ConfigError {
         value: String,
         reason: String,
     },
+    /// Settings that are valid one by one but refuse each other (KRaft roles, listeners,
+    /// voters), as Kafka's `KafkaConfig` validation refuses them.
+    #[error("inconsistent configuration ({keys}): {reason}")]
+    Conflict { keys: String, reason: String },
 }
 
 /// Stage one: raw properties, in the order they were given, later entries winning.
@@ -173,22 +178,60 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("advertised.listeners", None, List, true),
     def("auto.create.topics.enable", Some("true"), Bool, true),
     def("auto.leader.rebalance.enable", Some("true"), Bool, true),
-    def("broker.heartbeat.interval.ms", Some("2000"), Int, false),
+    def("broker.heartbeat.interval.ms", Some("2000"), Int, true),
     def("broker.id", None, Int, true),
     def("broker.rack", None, Str, true),
-    def("broker.session.timeout.ms", Some("9000"), Int, false),
+    def("broker.session.timeout.ms", Some("9000"), Int, true),
     def("compression.type", Some("producer"), Str, true),
     def("connections.max.idle.ms", Some("600000"), Long, true),
-    def("controller.listener.names", None, List, false),
-    def("controller.quorum.bootstrap.servers", None, List, false),
-    def("controller.quorum.voters", None, List, false),
+    def("controller.listener.names", None, List, true),
+    def("controller.quorum.append.linger.ms", Some("25"), Int, false),
+    def("controller.quorum.bootstrap.servers", None, List, true),
+    def(
+        "controller.quorum.election.backoff.max.ms",
+        Some("1000"),
+        Int,
+        false,
+    ),
+    def(
+        "controller.quorum.election.timeout.ms",
+        Some("1000"),
+        Int,
+        true,
+    ),
+    def(
+        "controller.quorum.fetch.timeout.ms",
+        Some("2000"),
+        Int,
+        true,
+    ),
+    def(
+        "controller.quorum.request.timeout.ms",
+        Some("2000"),
+        Int,
+        false,
+    ),
+    def("controller.quorum.retry.backoff.ms", Some("20"), Int, false),
+    def("controller.quorum.voters", None, List, true),
     def("default.replication.factor", Some("1"), Int, true),
     def("delete.topic.enable", Some("true"), Bool, true),
     def("group.initial.rebalance.delay.ms", Some("3000"), Int, true),
     def("group.max.session.timeout.ms", Some("1800000"), Int, true),
     def("group.max.size", Some("2147483647"), Int, true),
     def("group.min.session.timeout.ms", Some("6000"), Int, true),
-    def("inter.broker.listener.name", None, Str, false),
+    def(
+        "initial.broker.registration.timeout.ms",
+        Some("60000"),
+        Int,
+        false,
+    ),
+    def("inter.broker.listener.name", None, Str, true),
+    def(
+        "inter.broker.security.protocol",
+        Some("PLAINTEXT"),
+        Str,
+        true,
+    ),
     def("leader.imbalance.check.interval.ms", None, Long, true),
     def(
         "leader.imbalance.check.interval.seconds",
@@ -202,7 +245,12 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         Int,
         true,
     ),
-    def("listener.security.protocol.map", None, List, false),
+    def(
+        "listener.security.protocol.map",
+        Some(kraft::DEFAULT_SECURITY_PROTOCOL_MAP),
+        List,
+        true,
+    ),
     def("listeners", Some("PLAINTEXT://127.0.0.1:9092"), List, true),
     def("log.cleanup.policy", Some("delete"), List, true),
     def("log.dir", Some("/tmp/kafka-logs"), Str, true),
@@ -238,6 +286,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("log.segment.bytes", Some("1073741824"), Int, true),
     def("max.connections", Some("2147483647"), Int, true),
     def("message.max.bytes", Some("1048588"), Int, true),
+    def("metadata.log.dir", None, Str, true),
     def("min.insync.replicas", Some("1"), Int, true),
     def("node.id", Some("1"), Int, true),
     def("num.io.threads", Some("8"), Int, false),
@@ -256,7 +305,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("offsets.retention.minutes", Some("10080"), Int, true),
     def("offsets.topic.num.partitions", Some("50"), Int, true),
     def("offsets.topic.replication.factor", Some("3"), Int, true),
-    def("process.roles", None, List, false),
+    def("process.roles", None, List, true),
     def("replica.fetch.max.bytes", Some("1048576"), Int, false),
     def("replica.fetch.wait.max.ms", Some("500"), Int, false),
     def(
@@ -304,29 +353,6 @@ pub struct Listener {
     pub port: u16,
 }
 
-impl Listener {
-    fn parse(key: &str, text: &str) -> Result<Listener, ConfigError> {
-        let invalid = |reason: &str| ConfigError::Invalid {
-            key: key.to_owned(),
-            value: text.to_owned(),
-            reason: reason.to_owned(),
-        };
-        let (name, rest) = text
-            .split_once("://")
-            .ok_or_else(|| invalid("expected NAME://host:port"))?;
-        let (host, port) = rest
-            .rsplit_once(':')
-            .ok_or_else(|| invalid("expected NAME://host:port"))?;
-        let port: u16 = port.parse().map_err(|_| invalid("port is not a number"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        Ok(Listener {
-            name: name.to_owned(),
-            host: host.to_owned(),
-            port,
-        })
-    }
-}
-
 /// Stage two: the typed configuration the broker runs with.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -335,6 +361,9 @@ pub struct BrokerConfig {
     pub listener: Listener,
     /// What Metadata tells clients to connect to; defaults to the listener.
     pub advertised_listener: Option<Listener>,
+    /// Process roles, the controller quorum, every named listener, liveness and quorum
+    /// timings, the metadata log dir (see [`kraft`]).
+    pub kraft: kraft::KraftConfig,
     pub log_dirs: Vec<PathBuf>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -496,43 +525,6 @@ impl BrokerConfig {
             (None, Some(_)) => r.int_at_least("broker.id", 0)?,
         };
 
-        let listeners_text = r.value("listeners").unwrap_or_default().to_owned();
-        let controller_names: Vec<String> = raw
-            .get("controller.listener.names")
-            .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
-            .unwrap_or_default();
-        let mut listeners = Vec::new();
-        for item in listeners_text
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            listeners.push(Listener::parse("listeners", item)?);
-        }
-        let listener = listeners
-            .into_iter()
-            .find(|l| !controller_names.contains(&l.name))
-            .ok_or_else(|| r.invalid("listeners", "no client listener"))?;
-        let advertised_listener = match raw.get("advertised.listeners") {
-            None => None,
-            Some(text) => {
-                let mut found = None;
-                for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    let l = Listener::parse("advertised.listeners", item)?;
-                    if l.name == listener.name {
-                        found = Some(l);
-                    }
-                }
-                if found.is_none() {
-                    return Err(r.invalid(
-                        "advertised.listeners",
-                        &format!("no entry for listener {}", listener.name),
-                    ));
-                }
-                found
-            }
-        };
-
         let log_dirs: Vec<PathBuf> = match (raw.get("log.dirs"), raw.get("log.dir")) {
             (Some(dirs), _) => dirs
                 .split(',')
@@ -546,6 +538,11 @@ impl BrokerConfig {
         if log_dirs.is_empty() {
             return Err(r.invalid("log.dirs", "no directory given"));
         }
+        let kraft::Parsed {
+            kraft,
+            listener,
+            advertised_listener,
+        } = kraft::parse(&raw, node_id, &log_dirs, &mut warnings)?;
 
         let log_retention_ms = match r.long("log.retention.ms")? {
             Some(ms) => ms,
@@ -624,6 +621,7 @@ impl BrokerConfig {
             node_id,
             listener,
             advertised_listener,
+            kraft,
             log_dirs,
             num_partitions: r.int_at_least("num.partitions", 1)?,
             default_replication_factor: i16::try_from(default_replication_factor)
@@ -715,6 +713,16 @@ impl BrokerConfig {
 
     pub fn advertised(&self) -> &Listener {
         self.advertised_listener.as_ref().unwrap_or(&self.listener)
+    }
+
+    /// The directories that hold a `meta.properties`: every log dir, then the metadata log dir
+    /// when it is not one of them (as `kafka-storage format` writes them).
+    pub fn meta_properties_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = self.log_dirs.clone();
+        if !dirs.contains(&self.kraft.metadata_log_dir) {
+            dirs.push(self.kraft.metadata_log_dir.clone());
+        }
+        dirs
     }
 
     /// The default log config for a topic without overrides, derived from broker keys.
