@@ -74,6 +74,7 @@ pub const SUPPORTED_API_KEYS: &[ApiKey] = &[
     ApiKey::DescribeProducers,
     ApiKey::AlterPartition,
     ApiKey::DescribeLogDirs,
+    ApiKey::DescribeTopicPartitions,
 ];
 
 /// Bytes of the fixed part of every request header: api key, api version, correlation id.
