@@ -277,6 +277,7 @@ fn response_api_key(body: &ResponseKind) -> Option<ApiKey> {
         ResponseKind::DescribeProducers(_) => ApiKey::DescribeProducers,
         ResponseKind::AlterPartition(_) => ApiKey::AlterPartition,
         ResponseKind::DescribeLogDirs(_) => ApiKey::DescribeLogDirs,
+        ResponseKind::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
         _ => return None,
     })
 }
