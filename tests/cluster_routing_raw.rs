@@ -319,6 +319,7 @@ fn describe(
 }
 
 /// (topic, error, partition indexes) of a response, and its next cursor.
+#[allow(clippy::type_complexity)]
 fn pages(
     r: &DescribeTopicPartitionsResponse,
 ) -> (Vec<(String, i16, Vec<i32>)>, Option<(String, i32)>) {

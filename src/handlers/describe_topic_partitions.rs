@@ -79,8 +79,7 @@ pub fn describe(
     }
     let limit = request
         .response_partition_limit
-        .min(DESCRIBE_TOPIC_PARTITIONS_PER_RESPONSE_MAX)
-        .max(1) as usize;
+        .clamp(1, DESCRIBE_TOPIC_PARTITIONS_PER_RESPONSE_MAX) as usize;
     let mut remaining = limit;
     let mut response = DescribeTopicPartitionsResponse::default();
     for name in names {

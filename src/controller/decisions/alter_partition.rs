@@ -460,7 +460,7 @@ mod tests {
                 );
             }
         }
-        let recovered = alter_partition(&recovering, 1, e(1), 3, &[base.clone()])
+        let recovered = alter_partition(&recovering, 1, e(1), 3, std::slice::from_ref(&base))
             .unwrap()
             .1;
         assert_eq!(
@@ -475,14 +475,15 @@ mod tests {
         let e = |id: i32| image.brokers[&id].broker_epoch;
         let base = item(&image, &[1, 2, 3]);
         assert_eq!(
-            alter_partition(&image, 1, e(1) - 1, 3, &[base.clone()]).unwrap_err(),
+            alter_partition(&image, 1, e(1) - 1, 3, std::slice::from_ref(&base)).unwrap_err(),
             ApiError::StaleBrokerEpoch
         );
         assert_eq!(
-            alter_partition(&image, 9, 1, 3, &[base.clone()]).unwrap_err(),
+            alter_partition(&image, 9, 1, 3, std::slice::from_ref(&base)).unwrap_err(),
             ApiError::StaleBrokerEpoch
         );
-        let (records, results) = alter_partition(&image, 2, e(2), 3, &[base.clone()]).unwrap();
+        let (records, results) =
+            alter_partition(&image, 2, e(2), 3, std::slice::from_ref(&base)).unwrap();
         assert!(records.is_empty());
         assert_eq!(
             results[0].result.as_ref().unwrap_err().code(),

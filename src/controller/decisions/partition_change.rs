@@ -82,7 +82,8 @@ pub(crate) fn change_partition(
             next.leader_recovery_state = LeaderRecoveryState::Recovering;
         }
     }
-    if !(leader_changed && unclean) && !target_isr.is_empty() && target_isr != reg.isr {
+    let isr_set_by_election = leader_changed && unclean;
+    if !isr_set_by_election && !target_isr.is_empty() && target_isr != reg.isr {
         next.isr = target_isr.to_vec();
     }
     if target_recovery != reg.leader_recovery_state {

@@ -133,6 +133,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::type_complexity)]
     fn racks_hold_one_replica_each_while_there_are_enough() {
         // (brokers, partitions, replication factor)
         let cases: Vec<(Vec<(i32, Option<&str>)>, usize, usize)> = vec![
