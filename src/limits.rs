@@ -100,6 +100,16 @@ pub const METADATA_SNAPSHOT_BYTES_MAX: usize = 256 * 1024 * 1024;
 /// which bounds both its length and the replay at startup.
 pub const METADATA_SNAPSHOT_ENTRIES: usize = 4_096;
 
+/// What a Raft snapshot message adds around the snapshot itself (header, protobuf framing).
+pub const CONTROLLER_FRAME_OVERHEAD_BYTES: usize = 64 * 1024;
+
+/// Raft messages queued for one peer voter; beyond it a message is dropped and the peer
+/// reported unreachable (the library resends what matters).
+pub const RAFT_PEER_QUEUE_MESSAGES_MAX: usize = 1_024;
+
+/// Longest wait before the Raft transport tries a failed peer again.
+pub const RAFT_RECONNECT_BACKOFF_MS_MAX: u64 = 1_000;
+
 /// Requests waiting for the controller task; a sender beyond it waits (backpressure instead of
 /// an unbounded queue).
 pub const CONTROLLER_QUEUE_REQUESTS_MAX: usize = 1_024;
@@ -115,3 +125,9 @@ pub const CONTROLLER_BATCH_REQUESTS_MAX: usize = 256;
 /// Producer ids are handed out by the controller in blocks, like Kafka's
 /// `AllocateProducerIds`, so one metadata record covers many InitProducerId calls.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1_000;
+
+/// Writes of one `__consumer_offsets` partition appended but not yet covered by the high
+/// watermark, each holding a snapshot of the partition's coordinator state. While the high
+/// watermark is stuck every operation adds one; past this bound the oldest snapshot is dropped,
+/// which only delays when its state becomes visible.
+pub const GROUP_PENDING_WRITES_PER_PARTITION_MAX: usize = 1_024;

@@ -217,6 +217,7 @@ impl Node {
             &cluster_id,
             config.clone(),
             cache.clone(),
+            &crate::controller::QuorumPeers::single(config.node_id),
             shutdown_rx.clone(),
         )
         .await?;

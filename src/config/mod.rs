@@ -246,6 +246,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("num.recovery.threads.per.data.dir", Some("2"), Int, false),
     def("num.replica.fetchers", Some("1"), Int, false),
     def("offset.metadata.max.bytes", Some("4096"), Int, true),
+    def("offsets.commit.timeout.ms", Some("5000"), Int, true),
     def(
         "offsets.retention.check.interval.ms",
         Some("600000"),
@@ -360,6 +361,15 @@ pub struct BrokerConfig {
     pub leader_imbalance_per_broker_percentage: i32,
     pub leader_imbalance_check_interval_ms: i64,
     pub group_initial_rebalance_delay_ms: i64,
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    pub group_max_size: usize,
+    pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes`, in milliseconds.
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: u64,
+    pub offsets_topic_replication_factor: i16,
+    pub offsets_commit_timeout_ms: u64,
 }
 
 /// A validated configuration plus the warnings met on the way (unknown keys, keys without
@@ -409,8 +419,13 @@ impl Reader<'_> {
         }
     }
 
+    /// An Int key with a default (so it always has a value), any value accepted.
+    fn int_with_default(&self, key: &str) -> Result<i32, ConfigError> {
+        self.int(key)?.ok_or_else(|| self.invalid(key, "missing"))
+    }
+
     fn int_at_least(&self, key: &str, min: i32) -> Result<i32, ConfigError> {
-        let v = self.int(key)?.ok_or_else(|| self.invalid(key, "missing"))?;
+        let v = self.int_with_default(key)?;
         if v < min {
             return Err(self.invalid(key, &format!("must be at least {min}")));
         }
@@ -599,6 +614,11 @@ impl BrokerConfig {
             ));
         }
         let default_replication_factor = r.int_at_least("default.replication.factor", 1)?;
+        let offsets_topic_replication_factor =
+            r.int_at_least("offsets.topic.replication.factor", 1)?;
+        let offsets_retention_check_interval_ms = r
+            .long_at_least("offsets.retention.check.interval.ms", 1)?
+            .unwrap_or(600_000) as u64;
 
         let config = BrokerConfig {
             node_id,
@@ -641,6 +661,16 @@ impl BrokerConfig {
             group_initial_rebalance_delay_ms: i64::from(
                 r.int_at_least("group.initial.rebalance.delay.ms", 0)?,
             ),
+            group_min_session_timeout_ms: r.int_with_default("group.min.session.timeout.ms")?,
+            group_max_session_timeout_ms: r.int_with_default("group.max.session.timeout.ms")?,
+            group_max_size: r.int_at_least("group.max.size", 1)? as usize,
+            offset_metadata_max_bytes: r.int_at_least("offset.metadata.max.bytes", 0)? as usize,
+            offsets_retention_ms: i64::from(r.int_at_least("offsets.retention.minutes", 1)?)
+                * 60_000,
+            offsets_retention_check_interval_ms,
+            offsets_topic_replication_factor: i16::try_from(offsets_topic_replication_factor)
+                .map_err(|_| r.invalid("offsets.topic.replication.factor", "too large"))?,
+            offsets_commit_timeout_ms: r.int_at_least("offsets.commit.timeout.ms", 1)? as u64,
             raw,
         };
         Ok(Validated { config, warnings })
@@ -751,6 +781,44 @@ log.retention.check.interval.ms=300000\n";
         assert!(err.to_string().contains("num.partitions"), "{err}");
         let err = validated("auto.create.topics.enable=maybe\n").unwrap_err();
         assert!(err.to_string().contains("auto.create.topics.enable"));
+    }
+
+    #[test]
+    fn group_coordinator_keys_have_kafka_defaults_and_bad_values_name_the_key() {
+        let c = BrokerConfig::default_single_node();
+        assert_eq!(c.group_min_session_timeout_ms, 6_000);
+        assert_eq!(c.group_max_session_timeout_ms, 1_800_000);
+        assert_eq!(c.group_max_size, i32::MAX as usize);
+        assert_eq!(c.offset_metadata_max_bytes, 4_096);
+        assert_eq!(c.offsets_retention_ms, 10_080 * 60_000);
+        assert_eq!(c.offsets_retention_check_interval_ms, 600_000);
+        assert_eq!(c.offsets_topic_replication_factor, 3);
+        assert_eq!(c.offsets_commit_timeout_ms, 5_000);
+        let v = validated(
+            "group.max.size=7\noffsets.retention.minutes=2\noffsets.topic.replication.factor=1\n\
+offsets.commit.timeout.ms=250\noffsets.retention.check.interval.ms=1000\n",
+        )
+        .unwrap();
+        assert_eq!(v.config.group_max_size, 7);
+        assert_eq!(v.config.offsets_retention_ms, 120_000);
+        assert_eq!(v.config.offsets_topic_replication_factor, 1);
+        assert_eq!(v.config.offsets_commit_timeout_ms, 250);
+        assert_eq!(v.config.offsets_retention_check_interval_ms, 1_000);
+        for line in [
+            "group.min.session.timeout.ms=soon",
+            "group.max.session.timeout.ms=99999999999",
+            "group.max.size=0",
+            "offset.metadata.max.bytes=-1",
+            "offsets.retention.minutes=0",
+            "offsets.retention.check.interval.ms=0",
+            "offsets.topic.replication.factor=0",
+            "offsets.topic.replication.factor=40000",
+            "offsets.commit.timeout.ms=0",
+        ] {
+            let key = line.split('=').next().unwrap();
+            let err = validated(&format!("{line}\n")).unwrap_err();
+            assert!(err.to_string().contains(key), "{line}: {err}");
+        }
     }
 
     #[test]

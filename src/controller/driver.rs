@@ -28,6 +28,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::quorum::durable::DurableError;
+
 use raft::eraftpb::Message;
 use tokio::sync::Semaphore;
 
@@ -45,10 +47,20 @@ use crate::quorum::{Apply, Proposal, QuorumEngine};
 /// What the controller thread reacts to.
 pub(crate) enum Event {
     Request(Request),
-    /// A Raft message from a peer voter.
-    Peer(Message),
+    /// A Raft message from a peer voter, and the controller-listener connection it came on.
+    Peer {
+        message: Message,
+        connection: u64,
+    },
+    /// A controller-listener connection closed.
+    ConnectionClosed(u64),
     /// A peer could not be reached: stop pipelining to it.
     PeerUnreachable(u64),
+    /// Whether a snapshot message reached a peer.
+    SnapshotSent {
+        peer: u64,
+        delivered: bool,
+    },
     Shutdown,
 }
 
@@ -64,10 +76,12 @@ struct InFlight {
     /// term.
     last: Proposal,
     finishes: Vec<Finish>,
-    deadline: Instant,
+    deadline_ms: u64,
 }
 
-pub(crate) struct Driver<D: Durable> {
+/// The controller without its thread: events in, messages out, time given by the caller (in
+/// milliseconds of a monotonic clock). The thread ([`run`]) and the simulation drive it.
+pub(crate) struct ControllerCore<D: Durable> {
     config: Arc<BrokerConfig>,
     engine: QuorumEngine<D>,
     publisher: Arc<MetadataPublisher>,
@@ -79,22 +93,22 @@ pub(crate) struct Driver<D: Durable> {
     active_term: Option<u64>,
     queued: VecDeque<Request>,
     in_flight: Option<InFlight>,
-    outbox: Outbox,
+    /// Controller-listener connections carrying a peer voter's messages, by connection id.
+    peer_connections: std::collections::HashMap<u64, u64>,
     /// Entries applied since the last snapshot; a snapshot is taken at
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
     snapshot_entries: usize,
 }
 
-impl<D: Durable> Driver<D> {
+impl<D: Durable> ControllerCore<D> {
     pub(crate) fn new(
         config: Arc<BrokerConfig>,
         engine: QuorumEngine<D>,
         publisher: Arc<MetadataPublisher>,
         cluster_id: String,
-        outbox: Outbox,
-    ) -> Driver<D> {
-        Driver {
+    ) -> ControllerCore<D> {
+        ControllerCore {
             config,
             engine,
             image: publisher.image(),
@@ -104,7 +118,7 @@ impl<D: Durable> Driver<D> {
             active_term: None,
             queued: VecDeque::new(),
             in_flight: None,
-            outbox,
+            peer_connections: std::collections::HashMap::new(),
             since_snapshot: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
         }
@@ -120,78 +134,76 @@ impl<D: Durable> Driver<D> {
         self.engine.is_leader() && self.active_term == Some(self.engine.term())
     }
 
-    /// Runs until shutdown. `permits` bounds the requests queued by channels; each request
-    /// taken off the queue returns its permit.
-    /// `replayed` is told once the log is replayed as far as this voter knows it committed.
-    pub(crate) fn run(
-        mut self,
-        events: Receiver<Event>,
-        permits: Arc<Semaphore>,
-        replayed: tokio::sync::oneshot::Sender<()>,
-    ) {
-        let mut next_tick = Instant::now() + TICK;
-        if let Err(e) = self.advance() {
-            tracing::error!(error = %e, "metadata quorum cannot persist its state; controller stopped");
-            return self.stop(&events);
-        }
-        let _ = replayed.send(());
-        loop {
-            let wait = next_tick.saturating_duration_since(Instant::now());
-            let first = match events.recv_timeout(wait) {
-                Ok(event) => Some(event),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => break,
-            };
-            // Take what else is waiting, so one poll (one fsync) serves many events.
-            let mut batch: Vec<Event> = first.into_iter().collect();
-            while batch.len() < CONTROLLER_BATCH_REQUESTS_MAX {
-                match events.try_recv() {
-                    Ok(event) => batch.push(event),
-                    Err(_) => break,
-                }
-            }
-            let mut shutdown = false;
-            for event in batch {
-                match event {
-                    Event::Request(r) => {
-                        permits.add_permits(1);
-                        self.queued.push_back(r);
-                    }
-                    Event::Peer(m) => {
-                        if let Err(e) = self.engine.step(m) {
-                            tracing::debug!(error = %e, "raft message refused");
-                        }
-                    }
-                    Event::PeerUnreachable(peer) => self.engine.report_unreachable(peer),
-                    Event::Shutdown => shutdown = true,
-                }
-            }
-            if shutdown {
-                break;
-            }
-            let now = Instant::now();
-            if now >= next_tick {
-                self.engine.tick();
-                next_tick = now + TICK;
-                self.expire_in_flight(now);
-            }
-            if let Err(e) = self.advance() {
-                tracing::error!(error = %e, "metadata quorum cannot persist its state; controller stopped");
-                break;
-            }
-        }
-        self.stop(&events);
+    /// Queues a request; it is decided at the next [`ControllerCore::advance`] that can.
+    pub(crate) fn request(&mut self, request: Request) {
+        self.queued.push_back(request);
     }
 
-    /// Refuses everything still waiting; the channels' callers get NOT_CONTROLLER.
-    fn stop(&mut self, events: &Receiver<Event>) {
+    /// Takes a Raft message from a peer, noting which connection carries that peer's messages:
+    /// when it closes, the peer's process is gone (or cut off).
+    pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64) {
+        self.peer_connections.insert(connection, message.from);
+        self.peer_message(message);
+    }
+
+    /// A controller-listener connection closed. If it carried the quorum leader's messages,
+    /// the leader's process is most likely gone: campaign now instead of waiting out the
+    /// election timeout (pre-vote keeps this from disturbing a leader the majority still
+    /// hears), so the controller fails over in about a round trip.
+    pub(crate) fn connection_closed(&mut self, connection: u64) {
+        if let Some(peer) = self.peer_connections.remove(&connection) {
+            if peer == self.engine.leader_id() && !self.engine.is_leader() {
+                tracing::info!(
+                    leader = peer,
+                    "connection from the quorum leader closed; campaigning"
+                );
+                self.engine.campaign();
+            }
+        }
+    }
+
+    /// Takes a Raft message from a peer.
+    pub(crate) fn peer_message(&mut self, message: Message) {
+        if let Err(e) = self.engine.step(message) {
+            tracing::debug!(error = %e, "raft message refused");
+        }
+    }
+
+    pub(crate) fn peer_unreachable(&mut self, peer: u64) {
+        self.engine.report_unreachable(peer);
+    }
+
+    pub(crate) fn snapshot_sent(&mut self, peer: u64, delivered: bool) {
+        self.engine.report_snapshot(peer, delivered);
+    }
+
+    /// One tick of the quorum clock, at `now_ms`.
+    pub(crate) fn tick(&mut self, now_ms: u64) {
+        self.engine.tick();
+        self.expire_in_flight(now_ms);
+    }
+
+    pub(crate) fn engine(&self) -> &QuorumEngine<D> {
+        &self.engine
+    }
+
+    pub(crate) fn image(&self) -> &Arc<MetadataImage> {
+        &self.image
+    }
+
+    /// Requests waiting, and the last index of the pass in flight (for traces).
+    pub(crate) fn backlog(&self) -> (usize, Option<u64>) {
+        (
+            self.queued.len(),
+            self.in_flight.as_ref().map(|p| p.last.index),
+        )
+    }
+
+    /// Refuses everything still waiting (NOT_CONTROLLER; a pass in flight, whose outcome is
+    /// unknown, REQUEST_TIMED_OUT).
+    pub(crate) fn stop(&mut self) {
         for r in self.queued.drain(..) {
             r.refuse(ApiError::NotController);
-        }
-        while let Ok(event) = events.try_recv() {
-            if let Event::Request(r) = event {
-                r.refuse(ApiError::NotController);
-            }
         }
         if let Some(pass) = self.in_flight.take() {
             let e = ApiError::RequestTimedOut;
@@ -201,15 +213,16 @@ impl<D: Durable> Driver<D> {
         }
     }
 
-    /// Starts a pass if it can, then polls and applies until nothing more happens.
-    pub(crate) fn advance(&mut self) -> Result<(), crate::quorum::durable::DurableError> {
+    /// Starts a pass if it can, then polls and applies until nothing more happens. Returns the
+    /// messages for peers. An error means this voter can no longer keep its state durable: the
+    /// caller stops it.
+    pub(crate) fn advance(&mut self, now_ms: u64) -> Result<Vec<Message>, DurableError> {
+        let mut messages = Vec::new();
         loop {
-            self.maybe_start_pass();
+            self.maybe_start_pass(now_ms);
             let out = self.engine.poll()?;
             let progressed = !out.apply.is_empty();
-            if !out.messages.is_empty() {
-                (self.outbox)(out.messages);
-            }
+            messages.extend(out.messages);
             for apply in out.apply {
                 self.apply(apply);
             }
@@ -217,12 +230,12 @@ impl<D: Durable> Driver<D> {
                 self.maybe_snapshot()?;
             }
             if !progressed || self.queued.is_empty() || self.in_flight.is_some() {
-                return Ok(());
+                return Ok(messages);
             }
         }
     }
 
-    fn maybe_start_pass(&mut self) {
+    fn maybe_start_pass(&mut self, now_ms: u64) {
         if self.in_flight.is_some() || self.queued.is_empty() {
             return;
         }
@@ -265,7 +278,7 @@ impl<D: Durable> Driver<D> {
                 self.in_flight = Some(InFlight {
                     last,
                     finishes,
-                    deadline: Instant::now() + Duration::from_millis(CONTROLLER_WRITE_TIMEOUT_MS),
+                    deadline_ms: now_ms + CONTROLLER_WRITE_TIMEOUT_MS,
                 });
             }
             Err(e) => {
@@ -320,17 +333,17 @@ impl<D: Durable> Driver<D> {
                 );
                 self.applied_index = committed.index;
                 self.since_snapshot += 1;
-                if !committed.data.is_empty() {
-                    let records = MetadataRecord::decode_all(&committed.data).unwrap_or_else(|e| {
-                        // The log refuses undecodable entries at recovery, and every entry was
-                        // encoded by a controller: this is a bug or a peer's corruption.
-                        panic!(
-                            "committed metadata entry {} does not decode: {e}",
-                            committed.index
-                        )
-                    });
-                    self.image = self.publisher.publish(committed.index, &records);
-                }
+                // Every entry moves the image's metadata offset, a new leader's empty one too,
+                // so the offset means the same on every node (a snapshot's is its index).
+                let records = MetadataRecord::decode_all(&committed.data).unwrap_or_else(|e| {
+                    // The log refuses undecodable entries at recovery, and every entry was
+                    // encoded by a controller: this is a bug or a peer's corruption.
+                    panic!(
+                        "committed metadata entry {} does not decode: {e}",
+                        committed.index
+                    )
+                });
+                self.image = self.publisher.publish(committed.index, &records);
                 if self.engine.is_leader() && committed.term == self.engine.term() {
                     if self.active_term != Some(committed.term) {
                         tracing::info!(
@@ -392,8 +405,12 @@ impl<D: Durable> Driver<D> {
         }
     }
 
-    fn expire_in_flight(&mut self, now: Instant) {
-        if self.in_flight.as_ref().is_some_and(|p| now >= p.deadline) {
+    fn expire_in_flight(&mut self, now_ms: u64) {
+        if self
+            .in_flight
+            .as_ref()
+            .is_some_and(|p| now_ms >= p.deadline_ms)
+        {
             let pass = self.in_flight.take().expect("checked");
             tracing::warn!(
                 offset = pass.last.index,
@@ -406,7 +423,7 @@ impl<D: Durable> Driver<D> {
         }
     }
 
-    fn maybe_snapshot(&mut self) -> Result<(), crate::quorum::durable::DurableError> {
+    fn maybe_snapshot(&mut self) -> Result<(), DurableError> {
         if self.since_snapshot < self.snapshot_entries {
             return Ok(());
         }
@@ -419,5 +436,88 @@ impl<D: Durable> Driver<D> {
         self.since_snapshot = 0;
         tracing::info!(offset = self.applied_index, "metadata snapshot taken");
         Ok(())
+    }
+}
+
+/// The controller thread's loop: events from `events` (requests, each returning its permit to
+/// `permits`), ticks every [`TICK`], and after each batch of events one
+/// [`ControllerCore::advance`], whose messages go to `outbox`. `replayed` is told once the log
+/// is replayed as far as this voter knows it committed. Runs until shutdown or until the voter
+/// cannot persist.
+pub(crate) fn run<D: Durable>(
+    mut core: ControllerCore<D>,
+    events: Receiver<Event>,
+    permits: Arc<Semaphore>,
+    replayed: tokio::sync::oneshot::Sender<()>,
+    mut outbox: Outbox,
+) {
+    let started = Instant::now();
+    let now_ms = || started.elapsed().as_millis() as u64;
+    let mut next_tick = Instant::now() + TICK;
+    match core.advance(now_ms()) {
+        Ok(messages) => outbox(messages),
+        Err(e) => {
+            tracing::error!(error = %e, "metadata quorum cannot persist its state; controller stopped");
+            return stop(core, &events);
+        }
+    }
+    let _ = replayed.send(());
+    loop {
+        let wait = next_tick.saturating_duration_since(Instant::now());
+        let first = match events.recv_timeout(wait) {
+            Ok(event) => Some(event),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        // Take what else is waiting, so one poll (one fsync) serves many events.
+        let mut batch: Vec<Event> = first.into_iter().collect();
+        while batch.len() < CONTROLLER_BATCH_REQUESTS_MAX {
+            match events.try_recv() {
+                Ok(event) => batch.push(event),
+                Err(_) => break,
+            }
+        }
+        let mut shutdown = false;
+        for event in batch {
+            match event {
+                Event::Request(r) => {
+                    permits.add_permits(1);
+                    core.request(r);
+                }
+                Event::Peer {
+                    message,
+                    connection,
+                } => core.peer_message_on(message, connection),
+                Event::ConnectionClosed(connection) => core.connection_closed(connection),
+                Event::PeerUnreachable(peer) => core.peer_unreachable(peer),
+                Event::SnapshotSent { peer, delivered } => core.snapshot_sent(peer, delivered),
+                Event::Shutdown => shutdown = true,
+            }
+        }
+        if shutdown {
+            break;
+        }
+        if Instant::now() >= next_tick {
+            core.tick(now_ms());
+            next_tick = Instant::now() + TICK;
+        }
+        match core.advance(now_ms()) {
+            Ok(messages) if !messages.is_empty() => outbox(messages),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "metadata quorum cannot persist its state; controller stopped");
+                break;
+            }
+        }
+    }
+    stop(core, &events);
+}
+
+fn stop<D: Durable>(mut core: ControllerCore<D>, events: &Receiver<Event>) {
+    core.stop();
+    while let Ok(event) = events.try_recv() {
+        if let Event::Request(r) = event {
+            r.refuse(ApiError::NotController);
+        }
     }
 }

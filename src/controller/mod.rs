@@ -17,6 +17,8 @@
 pub mod decisions;
 mod driver;
 mod request;
+#[cfg(test)]
+mod sim;
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -33,11 +35,12 @@ use crate::metadata::{
     BrokerRegistration, MetadataCache, MetadataImage, MetadataPublisher, MetadataRecord, TopicImage,
 };
 use crate::quorum::durable::{DiskState, Durable, DurableError};
+use crate::quorum::transport::{Transport, TransportEvent};
 use crate::quorum::{QuorumConfig, QuorumEngine};
 pub use decisions::{
     AlterConfigOp, CreateTopicSpec, ElectionResult, ElectionType, ProducerIdBlock,
 };
-use driver::{Driver, Event};
+use driver::{ControllerCore, Event};
 use request::Request;
 
 /// The quorum's directory inside the metadata log dir (the first of `log.dirs`).
@@ -118,6 +121,21 @@ impl ControllerChannel {
             .send(Event::Request(request(reply)))
             .map_err(|_| ApiError::NotController)?;
         rx.await.map_err(|_| ApiError::NotController)?
+    }
+
+    /// A Raft message from a peer voter, which came on controller-listener connection
+    /// `connection`. Never blocks; dropped if the controller is gone.
+    pub fn peer_message(&self, message: raft::eraftpb::Message, connection: u64) {
+        let _ = self.events.send(Event::Peer {
+            message,
+            connection,
+        });
+    }
+
+    /// A controller-listener connection closed (a peer voter's, or a broker's lifecycle
+    /// connection).
+    pub fn connection_closed(&self, connection: u64) {
+        let _ = self.events.send(Event::ConnectionClosed(connection));
     }
 
     /// Creates one topic (or only validates it). Returns the topic as it is (or would be).
@@ -223,6 +241,7 @@ pub async fn start(
     cluster_id: &str,
     config: Arc<BrokerConfig>,
     cache: Arc<MetadataCache>,
+    quorum: &QuorumPeers,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(ControllerChannel, Arc<MetadataPublisher>, JoinHandle<()>), DurableError> {
     let durable = DiskState::open(&metadata_dir.join(QUORUM_DIR), check_entry)?;
@@ -230,8 +249,37 @@ pub async fn start(
         cache,
         MetadataImage::empty(cluster_id.to_owned(), config.node_id),
     ));
-    let (channel, task) = spawn(config, durable, publisher.clone(), cluster_id, shutdown).await?;
+    let (channel, task) = spawn(
+        config,
+        durable,
+        publisher.clone(),
+        cluster_id,
+        quorum,
+        shutdown,
+    )
+    .await?;
     Ok((channel, publisher, task))
+}
+
+/// The voters of the metadata quorum, as this node sees them.
+#[derive(Debug, Clone)]
+pub struct QuorumPeers {
+    /// Every voter's id and controller listener (`host:port`), this node's included. A single
+    /// node is the only voter (its endpoint unused).
+    pub voters: std::collections::BTreeMap<u64, String>,
+    /// `controller.quorum.election.timeout.ms`: a follower that hears no leader for a random
+    /// time between this and twice this campaigns.
+    pub election_timeout_ms: u64,
+}
+
+impl QuorumPeers {
+    /// A quorum of this node alone.
+    pub fn single(node_id: i32) -> QuorumPeers {
+        QuorumPeers {
+            voters: [(node_id as u64, String::new())].into_iter().collect(),
+            election_timeout_ms: 1_000,
+        }
+    }
 }
 
 /// Starts the controller thread over a voter with `durable` state.
@@ -240,25 +288,44 @@ async fn spawn<D: Durable + 'static>(
     durable: D,
     publisher: Arc<MetadataPublisher>,
     cluster_id: &str,
+    peers: &QuorumPeers,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(ControllerChannel, JoinHandle<()>), DurableError> {
     let node_id = u64::try_from(config.node_id).expect("node.id is validated non-negative");
+    let tick_ms = driver::TICK.as_millis() as u64;
     let quorum = QuorumConfig {
         node_id,
-        voters: vec![node_id],
-        election_ticks: 10,
-        heartbeat_ticks: 2,
+        voters: peers.voters.keys().copied().collect(),
+        election_ticks: (peers.election_timeout_ms / tick_ms).max(2) as usize,
+        heartbeat_ticks: 1,
+        fixed_election_ticks: None,
     };
     let engine = QuorumEngine::open(&quorum, durable)?;
-    let driver = Driver::new(
-        config,
-        engine,
-        publisher,
-        cluster_id.to_owned(),
-        Box::new(|_| {}),
-    );
+    let core = ControllerCore::new(config, engine, publisher, cluster_id.to_owned());
     let (events, rx) = mpsc::channel();
     let permits = Arc::new(Semaphore::new(CONTROLLER_QUEUE_REQUESTS_MAX));
+    let remote: std::collections::BTreeMap<u64, String> = peers
+        .voters
+        .iter()
+        .filter(|(id, _)| **id != node_id)
+        .map(|(id, endpoint)| (*id, endpoint.clone()))
+        .collect();
+    let outbox: driver::Outbox = if remote.is_empty() {
+        Box::new(|_| {})
+    } else {
+        let reports = std::sync::Mutex::new(events.clone());
+        let report = Arc::new(move |event: TransportEvent| {
+            let events = reports.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = events.send(match event {
+                TransportEvent::Unreachable(peer) => Event::PeerUnreachable(peer),
+                TransportEvent::SnapshotSent { peer, delivered } => {
+                    Event::SnapshotSent { peer, delivered }
+                }
+            });
+        });
+        let transport = Transport::start(node_id, remote, report);
+        Box::new(move |messages| transport.send(messages))
+    };
     let runtime = tokio::runtime::Handle::current();
     let driver_permits = permits.clone();
     let (replayed_tx, replayed) = oneshot::channel();
@@ -266,7 +333,7 @@ async fn spawn<D: Durable + 'static>(
         .name("controller".into())
         .spawn(move || {
             let _runtime = runtime.enter();
-            driver.run(rx, driver_permits, replayed_tx);
+            driver::run(core, rx, driver_permits, replayed_tx, outbox);
         })
         .map_err(|source| DurableError::Io {
             path: "controller thread".into(),
@@ -315,9 +382,16 @@ mod tests {
         let config = Arc::new(BrokerConfig::from_raw(RawConfig::default()).unwrap().config);
         let cache = Arc::new(MetadataCache::new(Default::default()));
         let (shutdown, rx) = watch::channel(false);
-        let (channel, _, task) = start(dir, "cluster", config, cache.clone(), rx)
-            .await
-            .unwrap();
+        let (channel, _, task) = start(
+            dir,
+            "cluster",
+            config,
+            cache.clone(),
+            &QuorumPeers::single(1),
+            rx,
+        )
+        .await
+        .unwrap();
         Started {
             channel,
             cache,
@@ -475,7 +549,9 @@ mod tests {
             fail: fail.clone(),
         };
         let (_shutdown, rx) = watch::channel(false);
-        let (channel, task) = spawn(config, durable, publisher, "c", rx).await.unwrap();
+        let (channel, task) = spawn(config, durable, publisher, "c", &QuorumPeers::single(1), rx)
+            .await
+            .unwrap();
         channel.register_broker(registration()).await.unwrap();
         fail.store(true, std::sync::atomic::Ordering::SeqCst);
         let err = channel.create_topic(spec("t", 1), false).await.unwrap_err();

@@ -5,21 +5,28 @@
 //! (ListGroups, DescribeGroups, DeleteGroups), as a **pure state machine**:
 //!
 //! ```text
-//! (request, now) ─► Coordinator ─► Outcome { records, responses, timers }
+//! (request, now) ─► Coordinator ─► Outcome { records, responses, timers, partitions }
 //! ```
 //!
 //! - `records` are key/value pairs for partitions of `__consumer_offsets`, in Kafka's formats
-//!   ([`records`]). The caller must append them (acks=all) **before** sending any response of the
-//!   same [`Outcome`]: a response promises that the state it describes is durable.
-//! - `responses` answer requests by [`Token`]. A request whose token is not among them is
-//!   *parked*: a JoinGroup waits for the rebalance to complete, a SyncGroup for the leader's
-//!   assignment. A later call (another member's request, a timer) returns its response.
+//!   ([`records`]). The caller appends them and reports each partition's append before the
+//!   next call: [`Coordinator::write_appended`] with the offset the high watermark must reach,
+//!   or [`Coordinator::write_failed`], which rolls the change back.
+//! - `responses` answer requests by [`Token`]. They go out only once the high watermark covers
+//!   [`Coordinator::durable_at`] of every partition in `partitions` (reported with
+//!   [`Coordinator::observe_high_watermark`]): a response promises that the state it describes
+//!   is durable. A request whose token is not among them is *parked*: a JoinGroup waits for the
+//!   rebalance to complete, a SyncGroup for the leader's assignment. A later call (another
+//!   member's request, a timer) returns its response.
 //! - `timers` are deadlines the caller must wake the machine at ([`Coordinator::tick`]); the
 //!   machine ignores early or stale wake-ups, so the caller may simply sleep until
 //!   [`Coordinator::next_deadline_ms`].
 //!
+//! Decisions are made on the latest state, pending writes included; what clients read
+//! (OffsetFetch, DescribeGroups, ListGroups) is the durable state, as of the high watermark.
 //! State changes only through requests, timers and [`Coordinator::replay`] of records, so a
-//! restart is a replay of the `__consumer_offsets` partitions this node leads.
+//! restart is a replay of the `__consumer_offsets` partitions this node leads. [`service`] is
+//! the async shell that does all of the above against the log ([`log`]).
 //!
 //! What it is not: it does no I/O and reads no clock (time comes in as `now_ms`); it does not
 //! know which partitions this node leads (the caller says, through
@@ -27,6 +34,7 @@
 //! does not implement the KIP-848 consumer protocol or transactional offset commits.
 
 mod coordinator;
+pub mod log;
 pub mod records;
 pub mod service;
 #[cfg(test)]
@@ -64,6 +72,22 @@ pub struct GroupConfig {
     pub offsets_retention_ms: i64,
     /// `offsets.topic.num.partitions`
     pub offsets_topic_num_partitions: i32,
+}
+
+impl GroupConfig {
+    /// The coordinator's settings from the broker's validated configuration.
+    pub fn from_broker(config: &crate::config::BrokerConfig) -> Self {
+        Self {
+            min_session_timeout_ms: config.group_min_session_timeout_ms,
+            max_session_timeout_ms: config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+            max_size: config.group_max_size,
+            new_member_join_timeout_ms: GroupConfig::default().new_member_join_timeout_ms,
+            offset_metadata_max_bytes: config.offset_metadata_max_bytes,
+            offsets_retention_ms: config.offsets_retention_ms,
+            offsets_topic_num_partitions: config.offsets_topic_num_partitions,
+        }
+    }
 }
 
 impl Default for GroupConfig {

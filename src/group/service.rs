@@ -1,58 +1,59 @@
 //! The async shell around the pure [`Coordinator`]: it is the only part of `group` that touches
-//! the broker.
+//! the broker, and it touches the log only through a [`CoordinatorLog`].
 //!
-//! - **Requests**: a handler calls [`GroupService::call`]. The shell hands the request to the
-//!   machine under a lock, appends the records of the outcome to their `__consumer_offsets`
-//!   partitions through the replica layer (as a produce with acks=all would, still under the
-//!   lock so the log order is the order the machine decided in), waits for the high watermark
-//!   to cover them, and only then delivers the outcome's responses. A parked JoinGroup or
-//!   SyncGroup is a oneshot receiver the handler awaits; a later outcome (another member's
-//!   request, a timer) fills it.
-//! - **Timers**: one tokio task sleeps until the machine's next deadline and calls
-//!   [`Coordinator::tick`]; every call that arms a timer wakes it to re-plan.
+//! - **Requests**: a handler calls [`GroupService::call`]. Under the group lock the shell hands
+//!   the request to the machine, appends the records of the outcome to their
+//!   `__consumer_offsets` partitions (still under the lock, so log order is decision order) and
+//!   reports each append to the machine; a failed one is rolled back at once. Outside the lock it
+//!   waits (`offsets.commit.timeout.ms`) until the high watermark covers everything the
+//!   outcome's responses describe, reports that too (the state becomes durable: reads such as
+//!   OffsetFetch see it from now on) and only then answers. A parked JoinGroup or SyncGroup is
+//!   a oneshot receiver the handler awaits; a later outcome (another member's request, a timer)
+//!   fills it.
+//! - **Failed and unknown writes**: a failed append answers COORDINATOR_NOT_AVAILABLE
+//!   (NOT_COORDINATOR if this node no longer leads the partition) and its change is gone. A
+//!   wait that times out answers REQUEST_TIMED_OUT to an OffsetCommit (which clients retry) and
+//!   COORDINATOR_NOT_AVAILABLE to the other APIs, as Kafka does; the write stays pending. Before
+//!   every operation the shell reads the high watermark of partitions with pending writes, so a
+//!   write becomes durable as soon as the high watermark covers it, whoever was waiting.
+//! - **Timers**: one tokio task sleeps until the machine's next deadline and ticks each
+//!   partition with a due timer; every call that arms a timer wakes it to re-plan.
 //! - **Loading**: an [`ImageListener`] watches the metadata image. When this node becomes leader
-//!   of a `__consumer_offsets` partition, the partition is replayed into the machine (its groups
-//!   answer COORDINATOR_LOAD_IN_PROGRESS meanwhile); when it stops leading one, its groups are
-//!   unloaded.
+//!   of a `__consumer_offsets` partition, the partition is replayed into the machine, records
+//!   above the high watermark as pending writes (its groups answer COORDINATOR_LOAD_IN_PROGRESS
+//!   meanwhile); when it stops leading one, its groups are unloaded, pending state included.
 //! - **Retention**: every `offsets.retention.check.interval.ms`, expired offsets are tombstoned.
 //!
-//! It does not decide anything about groups; that is the machine's job.
+//! It does not decide anything about groups; that is the machine's job. Lock order: the group
+//! lock is taken after the controller's (metadata listeners) and before a partition's (appends,
+//! high watermarks); it is never held across an await.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-use kafkaiq_storage::TopicPartition;
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::records::RecordBatchDecoder;
 use tokio::sync::{oneshot, watch, Notify};
+use tokio::time::Instant;
 
+use super::log::{CoordinatorLog, Durability, ReplicaLog};
 use super::{
     Coordinator, CoordinatorRecord, GroupConfig, GroupRequest, GroupResponse, Outcome,
-    RequestContext, OFFSETS_TOPIC_NAME,
+    RequestContext, Token, OFFSETS_TOPIC_NAME,
 };
 use crate::clock::SharedClock;
 use crate::config::BrokerConfig;
 use crate::controller::{ControllerChannel, CreateTopicSpec};
 use crate::errors::ApiError;
 use crate::metadata::{ImageListener, MetadataCache, MetadataImage};
-use crate::replica::{Partition, ReplicaManager};
+use crate::replica::ReplicaManager;
 
-/// How long a coordinator write may wait for the high watermark (Kafka's
-/// `offsets.commit.timeout.ms` default).
-const OFFSETS_COMMIT_TIMEOUT_MS: u64 = 5_000;
 /// Bytes read per step while replaying a `__consumer_offsets` partition.
 const LOAD_READ_BYTES: usize = 1024 * 1024;
 /// Upper bound on one sleep of the timer task, so a missed wake-up costs at most this.
 const TIMER_SLEEP_MS_MAX: i64 = 1_000;
-
-/// Partitions written to, each with the offset its high watermark must reach.
-type Appended = Vec<(Arc<Partition>, i64)>;
-/// Responses ready to go once the writes are durable.
-type Answers = Vec<(oneshot::Sender<GroupResponse>, GroupResponse)>;
 
 /// Who a request is from; the shell assigns the token.
 #[derive(Debug, Clone)]
@@ -64,15 +65,53 @@ pub struct Caller {
 
 struct Inner {
     machine: Coordinator,
-    waiters: HashMap<u64, oneshot::Sender<GroupResponse>>,
-    next_token: u64,
+    waiters: HashMap<Token, oneshot::Sender<GroupResponse>>,
+    next_token: Token,
     /// Leader epoch each `__consumer_offsets` partition was loaded at.
     loaded: HashMap<i32, i32>,
 }
 
+/// Why the records behind a response are not known to be durable.
+#[derive(Debug, Clone)]
+enum WriteFailure {
+    /// The append itself failed; the change was rolled back.
+    Append(ApiError),
+    /// The high watermark did not reach the records in time; they may still get there.
+    TimedOut,
+    /// This node stopped leading the partition while waiting.
+    NotLeader,
+}
+
+impl WriteFailure {
+    /// The error a client gets, as Kafka's coordinator maps it (`handleOperationException`),
+    /// except that a timed-out OffsetCommit keeps REQUEST_TIMED_OUT: consumers retry it, and
+    /// the commit may yet land.
+    fn error(&self, api: ApiKey) -> ResponseError {
+        match self {
+            WriteFailure::Append(ApiError::NotLeaderOrFollower) | WriteFailure::NotLeader => {
+                ResponseError::NotCoordinator
+            }
+            WriteFailure::Append(_) => ResponseError::CoordinatorNotAvailable,
+            WriteFailure::TimedOut if api == ApiKey::OffsetCommit => ResponseError::RequestTimedOut,
+            WriteFailure::TimedOut => ResponseError::CoordinatorNotAvailable,
+        }
+    }
+}
+
+/// What is left to do after an outcome was decided and written, outside the lock.
+struct Delivery {
+    /// Responses and where they go.
+    answers: Vec<(oneshot::Sender<GroupResponse>, GroupResponse)>,
+    /// Partitions whose high watermark must reach an offset before the answers go out.
+    waits: Vec<(i32, i64)>,
+    failed: BTreeMap<i32, WriteFailure>,
+    /// Records written (for logs).
+    written: usize,
+}
+
 pub struct GroupService {
     inner: Mutex<Inner>,
-    replicas: Arc<ReplicaManager>,
+    log: Arc<dyn CoordinatorLog>,
     controller: ControllerChannel,
     cache: Arc<MetadataCache>,
     clock: SharedClock,
@@ -80,6 +119,8 @@ pub struct GroupService {
     config: GroupConfig,
     offsets_topic_replication_factor: i16,
     retention_check_interval_ms: u64,
+    /// `offsets.commit.timeout.ms`: how long a write waits for the high watermark.
+    commit_timeout_ms: u64,
     timer_wake: Notify,
     me: Weak<GroupService>,
 }
@@ -92,32 +133,8 @@ impl std::fmt::Debug for GroupService {
     }
 }
 
-/// Group coordinator settings from the broker's properties (Kafka's names and defaults).
-pub fn group_config(config: &BrokerConfig) -> GroupConfig {
-    let d = GroupConfig::default();
-    let int = |key: &str| {
-        config
-            .raw
-            .get(key)
-            .and_then(|v| v.trim().parse::<i64>().ok())
-    };
-    GroupConfig {
-        min_session_timeout_ms: int("group.min.session.timeout.ms")
-            .map_or(d.min_session_timeout_ms, |v| v as i32),
-        max_session_timeout_ms: int("group.max.session.timeout.ms")
-            .map_or(d.max_session_timeout_ms, |v| v as i32),
-        initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
-        max_size: int("group.max.size").map_or(d.max_size, |v| v.max(1) as usize),
-        new_member_join_timeout_ms: d.new_member_join_timeout_ms,
-        offset_metadata_max_bytes: int("offset.metadata.max.bytes")
-            .map_or(d.offset_metadata_max_bytes, |v| v.max(0) as usize),
-        offsets_retention_ms: int("offsets.retention.minutes")
-            .map_or(d.offsets_retention_ms, |v| v * 60_000),
-        offsets_topic_num_partitions: config.offsets_topic_num_partitions,
-    }
-}
-
 impl GroupService {
+    /// The group coordinator over the replica layer.
     pub fn new(
         config: &BrokerConfig,
         replicas: Arc<ReplicaManager>,
@@ -125,20 +142,21 @@ impl GroupService {
         cache: Arc<MetadataCache>,
         clock: SharedClock,
     ) -> Arc<GroupService> {
-        let group_config = group_config(config);
+        let log = Arc::new(ReplicaLog::new(replicas, cache.clone()));
+        Self::with_log(config, log, controller, cache, clock)
+    }
+
+    /// The group coordinator over any [`CoordinatorLog`] (tests pass one that fails).
+    pub fn with_log(
+        config: &BrokerConfig,
+        log: Arc<dyn CoordinatorLog>,
+        controller: ControllerChannel,
+        cache: Arc<MetadataCache>,
+        clock: SharedClock,
+    ) -> Arc<GroupService> {
+        let group_config = GroupConfig::from_broker(config);
         // Member ids must not repeat across restarts: seed them from the start time.
         let seed = (clock.now_ms() as u64) ^ (u64::from(std::process::id()) << 40);
-        let replication_factor = config
-            .raw
-            .get("offsets.topic.replication.factor")
-            .and_then(|v| v.trim().parse::<i16>().ok())
-            .unwrap_or(3);
-        let retention_check_interval_ms = config
-            .raw
-            .get("offsets.retention.check.interval.ms")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(600_000)
-            .max(1);
         Arc::new_cyclic(|me| GroupService {
             inner: Mutex::new(Inner {
                 machine: Coordinator::new(group_config.clone(), seed),
@@ -146,14 +164,15 @@ impl GroupService {
                 next_token: 0,
                 loaded: HashMap::new(),
             }),
-            replicas,
+            log,
             controller,
             cache,
             clock,
             node_id: config.node_id,
             config: group_config,
-            offsets_topic_replication_factor: replication_factor,
-            retention_check_interval_ms,
+            offsets_topic_replication_factor: config.offsets_topic_replication_factor,
+            retention_check_interval_ms: config.offsets_retention_check_interval_ms,
+            commit_timeout_ms: config.offsets_commit_timeout_ms,
             timer_wake: Notify::new(),
             me: me.clone(),
         })
@@ -168,14 +187,15 @@ impl GroupService {
     }
 
     /// Handles one group request; resolves when its response is ready (a JoinGroup waits for
-    /// the rebalance, a SyncGroup for the leader's assignment).
+    /// the rebalance, a SyncGroup for the leader's assignment, any write for the high
+    /// watermark).
     pub async fn call(&self, caller: Caller, request: GroupRequest) -> GroupResponse {
         let api = request.api_key();
         let (tx, rx) = oneshot::channel();
-        let (token, appended, responses) = {
-            let mut inner = self.lock();
+        let mut token = 0;
+        let delivery = self.decide(|inner, now| {
             inner.next_token += 1;
-            let token = inner.next_token;
+            token = inner.next_token;
             inner.waiters.insert(token, tx);
             let ctx = RequestContext {
                 token,
@@ -183,12 +203,9 @@ impl GroupService {
                 client_id: caller.client_id,
                 client_host: caller.client_host,
             };
-            let now = self.clock.now_ms();
-            let outcome = inner.machine.handle(&ctx, request, now);
-            let (appended, responses) = self.write_locked(&mut inner, outcome);
-            (token, appended, responses)
-        };
-        self.finish(appended, responses).await;
+            inner.machine.handle(&ctx, request, now)
+        });
+        self.deliver(delivery).await;
         match rx.await {
             Ok(response) => response,
             Err(_) => {
@@ -200,109 +217,133 @@ impl GroupService {
         }
     }
 
-    /// Appends the outcome's records (under the machine lock, so log order is decision order)
-    /// and notes the timers. Returns what must be awaited before responses go out.
-    fn write_locked(&self, inner: &mut Inner, outcome: Outcome) -> (Appended, Answers) {
+    /// Under the lock: brings the machine's view of high watermarks up to date, asks it for an
+    /// outcome, appends the outcome's records (so no other decision's records land in between)
+    /// and reports each append. Returns what must happen outside the lock.
+    fn decide(&self, decide: impl FnOnce(&mut Inner, i64) -> Outcome) -> Delivery {
+        let mut inner = self.lock();
+        self.observe_high_watermarks(&mut inner);
+        let now = self.clock.now_ms();
+        let outcome = decide(&mut inner, now);
+        self.write_locked(&mut inner, outcome, now)
+    }
+
+    /// A write whose wait timed out becomes durable once the high watermark covers it, even if
+    /// nobody waits for it any more.
+    fn observe_high_watermarks(&self, inner: &mut Inner) {
+        for partition in inner.machine.partitions_with_pending_writes() {
+            if let Ok(hw) = self.log.high_watermark(partition) {
+                inner.machine.observe_high_watermark(partition, hw);
+            }
+        }
+    }
+
+    fn write_locked(&self, inner: &mut Inner, outcome: Outcome, now_ms: i64) -> Delivery {
         if !outcome.timers.is_empty() {
             self.timer_wake.notify_one();
         }
-        let mut appended = Vec::new();
-        let mut failure: Option<ApiError> = None;
-        if !outcome.records.is_empty() {
-            match self.append(&outcome.records) {
-                Ok(a) => appended = a,
-                Err(e) => failure = Some(e),
-            }
-        }
-        let mut responses = Vec::new();
-        for (token, mut response) in outcome.responses {
-            if let Some(e) = &failure {
-                tracing::error!(error = %e, "appending group records failed");
-                response.fail_writes(ResponseError::CoordinatorNotAvailable);
-            }
-            if let Some(tx) = inner.waiters.remove(&token) {
-                responses.push((tx, response));
-            }
-        }
-        (appended, responses)
-    }
-
-    /// Waits (acks=all) for appended records, then answers.
-    async fn finish(&self, appended: Appended, responses: Answers) {
-        let mut ok = true;
-        if !appended.is_empty() {
-            let partitions: Vec<_> = appended.iter().map(|(p, _)| p.clone()).collect();
-            let done = self
-                .replicas
-                .purgatory
-                .wait_until(
-                    &partitions,
-                    Duration::from_millis(OFFSETS_COMMIT_TIMEOUT_MS),
-                    || {
-                        let all = appended
-                            .iter()
-                            .all(|(p, end)| p.acks_all_outcome(*end).is_some());
-                        async move { all.then_some(()) }
-                    },
-                )
-                .await;
-            ok = done.is_some()
-                && appended
+        debug_assert!(
+            outcome.partitions.len() <= 1
+                || outcome
+                    .responses
                     .iter()
-                    .all(|(p, end)| matches!(p.acks_all_outcome(*end), Some(Ok(()))));
-        }
-        for (tx, mut response) in responses {
-            if !ok {
-                response.fail_writes(ResponseError::RequestTimedOut);
-            }
-            let _ = tx.send(response);
-        }
-    }
-
-    /// Appends records, one uncompressed batch per partition. Returns each partition with the
-    /// offset the high watermark must reach.
-    fn append(&self, records: &[CoordinatorRecord]) -> Result<Appended, ApiError> {
-        let mut by_partition: BTreeMap<i32, Vec<&CoordinatorRecord>> = BTreeMap::new();
-        for r in records {
+                    .all(|(_, r)| matches!(r, GroupResponse::DeleteGroups(_))),
+            "only responses that name their groups may span partitions"
+        );
+        let answered: Vec<Token> = outcome.responses.iter().map(|(t, _)| *t).collect();
+        let written = outcome.records.len();
+        let mut by_partition: BTreeMap<i32, Vec<CoordinatorRecord>> = BTreeMap::new();
+        for r in outcome.records {
             by_partition.entry(r.partition).or_default().push(r);
         }
-        let image = self.cache.image();
-        let now = self.clock.now_ms();
-        let mut appended = Vec::new();
+        let mut failed = BTreeMap::new();
         for (partition, records) in by_partition {
-            let tp = TopicPartition {
-                topic: OFFSETS_TOPIC_NAME.to_owned(),
-                partition,
-            };
-            let p = self.replicas.partition_or_error(&image, &tp)?;
-            let batch = encode_batch(&records, now)?;
-            let info = p.append_records_to_leader(&batch, -1, now)?;
-            appended.push((p, info.last_offset + 1));
-        }
-        Ok(appended)
-    }
-
-    /// Runs an outcome produced outside a request (unloading).
-    async fn run_outcome(&self, outcome: Outcome) {
-        self.run(|_| outcome).await;
-    }
-
-    /// Asks the machine for an outcome and writes its records under one lock, so no other
-    /// decision's records can land in between (log order is decision order); then answers.
-    /// Returns how many records were written.
-    async fn run(&self, decide: impl FnOnce(&mut Coordinator) -> Outcome) -> usize {
-        let (written, appended, responses) = {
-            let mut inner = self.lock();
-            let outcome = decide(&mut inner.machine);
-            let written = outcome.records.len();
-            if outcome.records.is_empty() && outcome.responses.is_empty() {
-                return 0;
+            match self.log.append(partition, &records, now_ms) {
+                Ok(end_offset) => inner.machine.write_appended(partition, end_offset),
+                Err(e) => {
+                    tracing::error!(partition, error = %e, "appending group records failed; the change is rolled back");
+                    inner.machine.write_failed(partition, &answered, now_ms);
+                    failed.insert(partition, WriteFailure::Append(e));
+                }
             }
-            let (appended, responses) = self.write_locked(&mut inner, outcome);
-            (written, appended, responses)
-        };
-        self.finish(appended, responses).await;
-        written
+        }
+        let waits = outcome
+            .partitions
+            .iter()
+            .filter(|p| !failed.contains_key(p))
+            .filter_map(|p| inner.machine.durable_at(*p).map(|offset| (*p, offset)))
+            .collect();
+        let answers = outcome
+            .responses
+            .into_iter()
+            .filter_map(|(token, response)| inner.waiters.remove(&token).map(|tx| (tx, response)))
+            .collect();
+        Delivery {
+            answers,
+            waits,
+            failed,
+            written,
+        }
+    }
+
+    /// Waits (outside the lock) until the answers describe durable state, then answers.
+    async fn deliver(&self, mut delivery: Delivery) -> usize {
+        let deadline = Instant::now() + Duration::from_millis(self.commit_timeout_ms);
+        for (partition, offset) in std::mem::take(&mut delivery.waits) {
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            match self
+                .log
+                .wait_for_high_watermark(partition, offset, timeout)
+                .await
+            {
+                Durability::Durable => self
+                    .lock()
+                    .machine
+                    .observe_high_watermark(partition, offset),
+                Durability::Unknown => {
+                    tracing::warn!(
+                        partition,
+                        offset,
+                        "group write not durable in time; it stays pending"
+                    );
+                    delivery.failed.insert(partition, WriteFailure::TimedOut);
+                }
+                Durability::NotLeader => {
+                    delivery.failed.insert(partition, WriteFailure::NotLeader);
+                }
+            }
+        }
+        for (tx, mut response) in delivery.answers {
+            self.fail_response(&mut response, &delivery.failed);
+            let _ = tx.send(response);
+        }
+        delivery.written
+    }
+
+    fn fail_response(&self, response: &mut GroupResponse, failed: &BTreeMap<i32, WriteFailure>) {
+        let api = response.api_key();
+        if matches!(response, GroupResponse::DeleteGroups(_)) {
+            response.fail_writes_per_group(|group_id| {
+                failed
+                    .get(&self.partition_for(group_id))
+                    .map(|f| f.error(api))
+            });
+        } else if let Some(failure) = failed.values().next() {
+            // Every other response concerns one group, hence one partition.
+            response.fail_writes(failure.error(api));
+        }
+    }
+
+    /// Decides and writes now, delivers later: a timer task must not wait on the log.
+    fn run_detached(self: &Arc<Self>, decide: impl FnOnce(&mut Inner, i64) -> Outcome) {
+        let delivery = self.decide(decide);
+        if delivery.answers.is_empty() && delivery.waits.is_empty() {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            me.deliver(delivery).await;
+        });
     }
 
     /// Starts the timer and retention tasks; they stop when `shutdown` turns true.
@@ -331,7 +372,10 @@ impl GroupService {
                 _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
             }
             let now = self.clock.now_ms();
-            self.run(|machine| machine.tick(now)).await;
+            let due = self.lock().machine.due_partitions(now);
+            for partition in due {
+                self.run_detached(|inner, now| inner.machine.tick(partition, now));
+            }
         }
     }
 
@@ -345,8 +389,8 @@ impl GroupService {
                     if *shutdown.borrow() { return; }
                 }
                 _ = tick.tick() => {
-                    let now = self.clock.now_ms();
-                    let tombstones = self.run(|machine| machine.expire_offsets(now)).await;
+                    let delivery = self.decide(|inner, now| inner.machine.expire_offsets(now));
+                    let tombstones = self.deliver(delivery).await;
                     if tombstones > 0 {
                         tracing::info!(tombstones, "expired committed offsets");
                     }
@@ -389,38 +433,34 @@ impl GroupService {
         super::partition_for(group_id, self.config.offsets_topic_num_partitions)
     }
 
-    /// Replays one partition into the machine. Runs on a blocking thread.
+    /// Replays one partition into the machine: records below the high watermark as durable,
+    /// the batches above it as pending writes. Runs on a blocking thread.
     fn load_partition(&self, partition: i32, leader_epoch: i32) {
-        let tp = TopicPartition {
-            topic: OFFSETS_TOPIC_NAME.to_owned(),
-            partition,
-        };
         let started = std::time::Instant::now();
-        let image = self.cache.image();
-        let p = match self.replicas.partition_or_error(&image, &tp) {
-            Ok(p) => p,
+        let start = self
+            .log
+            .log_start_offset(partition)
+            .and_then(|o| Ok((o, self.log.high_watermark(partition)?)));
+        let (mut offset, high_watermark) = match start {
+            Ok(s) => s,
             Err(e) => {
                 tracing::error!(partition, error = %e, "cannot load group coordinator partition");
                 return;
             }
         };
-        let mut offset = p.offsets().log_start_offset;
         let mut replayed = 0u64;
         loop {
-            let read = match p.read(
-                offset,
-                &crate::replica::FetchParams::leader_committed(LOAD_READ_BYTES),
-            ) {
+            let records = match self.log.read(partition, offset, LOAD_READ_BYTES) {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::error!(partition, offset, error = %e, "reading __consumer_offsets failed");
                     return;
                 }
             };
-            if read.records.is_empty() {
+            if records.is_empty() {
                 break;
             }
-            let mut buf = read.records.clone();
+            let mut buf = records.clone();
             let sets = match RecordBatchDecoder::decode_all(&mut buf) {
                 Ok(s) => s,
                 Err(e) => {
@@ -452,6 +492,9 @@ impl GroupService {
                         }
                     }
                 }
+                inner
+                    .machine
+                    .replayed_up_to(partition, last + 1, high_watermark);
             }
             drop(inner);
             if last < offset {
@@ -501,83 +544,55 @@ impl ImageListener for GroupService {
             })
             .unwrap_or_default();
         let mut to_load = Vec::new();
-        let mut unloaded = Vec::new();
+        // Unloading writes nothing, so its answers (NOT_COORDINATOR to parked requests) go out
+        // right here, with or without a runtime.
+        let mut answers = Vec::new();
         {
             let mut inner = self.lock();
-            let current: Vec<(i32, i32)> = inner.loaded.iter().map(|(p, e)| (*p, *e)).collect();
-            for (p, _) in current {
+            let current: Vec<i32> = inner.loaded.keys().copied().collect();
+            let mut dropped = Vec::new();
+            for p in current {
                 if !led.contains_key(&p) {
                     inner.loaded.remove(&p);
-                    unloaded.push(inner.machine.unload(p));
+                    dropped.push(inner.machine.unload(p));
                 }
             }
             for (p, epoch) in &led {
                 if inner.loaded.get(p) != Some(epoch) {
                     inner.loaded.insert(*p, *epoch);
-                    inner.machine.begin_load(*p);
+                    dropped.push(inner.machine.begin_load(*p));
                     to_load.push((*p, *epoch));
                 }
             }
+            for outcome in dropped {
+                debug_assert!(outcome.records.is_empty() && outcome.partitions.is_empty());
+                for (token, response) in outcome.responses {
+                    if let Some(tx) = inner.waiters.remove(&token) {
+                        answers.push((tx, response));
+                    }
+                }
+            }
+        }
+        for (tx, response) in answers {
+            let _ = tx.send(response);
+        }
+        if to_load.is_empty() {
+            return;
         }
         let Some(me) = self.me.upgrade() else {
             return;
         };
-        for outcome in unloaded {
-            let me = me.clone();
-            spawn_or_run(async move { me.run_outcome(outcome).await });
-        }
-        if !to_load.is_empty() {
-            let me = me.clone();
-            let load = move || {
-                for (p, epoch) in to_load {
-                    me.load_partition(p, epoch);
-                }
-            };
-            match tokio::runtime::Handle::try_current() {
-                Ok(h) => {
-                    h.spawn_blocking(load);
-                }
-                Err(_) => load(),
+        let load = move || {
+            for (p, epoch) in to_load {
+                me.load_partition(p, epoch);
             }
+        };
+        // Replay reads the log: off the async threads when there are some, else right here.
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn_blocking(load);
+            }
+            Err(_) => load(),
         }
     }
-}
-
-fn spawn_or_run<F: std::future::Future<Output = ()> + Send + 'static>(f: F) {
-    if let Ok(h) = tokio::runtime::Handle::try_current() {
-        h.spawn(f);
-    }
-}
-
-fn encode_batch(records: &[&CoordinatorRecord], now_ms: i64) -> Result<Bytes, ApiError> {
-    let records: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: -1,
-            timestamp: now_ms,
-            key: Some(r.key.clone()),
-            value: r.value.clone(),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| ApiError::InvalidRecord(format!("cannot encode coordinator records: {e}")))?;
-    Ok(buf.freeze())
 }

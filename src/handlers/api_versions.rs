@@ -54,6 +54,17 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
 ];
 
+/// What the controller listener serves: the APIs of a KRaft controller that exist here.
+pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::DescribeCluster, 0, 2),
+];
+
 /// Whether a request version is served. Produce v0-2 are advertised but not served.
 pub fn is_supported(api_key: ApiKey, version: i16) -> bool {
     if api_key == ApiKey::Produce && version < 3 {
@@ -64,8 +75,8 @@ pub fn is_supported(api_key: ApiKey, version: i16) -> bool {
         .any(|(k, min, max)| *k == api_key && (*min..=*max).contains(&version))
 }
 
-fn api_keys() -> Vec<ApiVersion> {
-    SUPPORTED
+fn api_keys_of(table: &[(ApiKey, i16, i16)]) -> Vec<ApiVersion> {
+    table
         .iter()
         .map(|(key, min, max)| {
             ApiVersion::default()
@@ -98,8 +109,17 @@ pub const METADATA_VERSION_LEVEL: i16 = 27;
 /// updated (no UpdateFeatures), so the epoch is that of the first metadata record.
 const FINALIZED_FEATURES_EPOCH: i64 = 0;
 
-pub fn handle(_broker: &Arc<Context>, version: i16, _request: ApiVersionsRequest) -> ResponseKind {
-    let mut response = ApiVersionsResponse::default().with_api_keys(api_keys());
+pub fn handle(_broker: &Arc<Context>, version: i16, request: ApiVersionsRequest) -> ResponseKind {
+    handle_of(SUPPORTED, version, request)
+}
+
+/// ApiVersions advertising `table` (the client or the controller listener's).
+pub fn handle_of(
+    table: &[(ApiKey, i16, i16)],
+    version: i16,
+    _request: ApiVersionsRequest,
+) -> ResponseKind {
+    let mut response = ApiVersionsResponse::default().with_api_keys(api_keys_of(table));
     if version >= 3 {
         response.supported_features = SUPPORTED_FEATURES
             .iter()
@@ -129,9 +149,17 @@ pub fn handle(_broker: &Arc<Context>, version: i16, _request: ApiVersionsRequest
 /// KIP-511: a too-new ApiVersions request is answered with a v0 body carrying
 /// UNSUPPORTED_VERSION and our ranges; the client retries with a version we know.
 pub fn unsupported_version_response(correlation_id: i32) -> Result<Bytes, protocol::EncodeError> {
+    unsupported_version_response_of(SUPPORTED, correlation_id)
+}
+
+/// [`unsupported_version_response`] advertising `table`.
+pub fn unsupported_version_response_of(
+    table: &[(ApiKey, i16, i16)],
+    correlation_id: i32,
+) -> Result<Bytes, protocol::EncodeError> {
     let body = ApiVersionsResponse::default()
         .with_error_code(ApiError::UnsupportedVersion.code())
-        .with_api_keys(api_keys());
+        .with_api_keys(api_keys_of(table));
     protocol::encode_response(
         ApiKey::ApiVersions,
         0,

@@ -23,6 +23,10 @@ pub struct QuorumConfig {
     /// `[election_ticks, 2 × election_ticks)` campaigns.
     pub election_ticks: usize,
     pub heartbeat_ticks: usize,
+    /// When set, this voter's election timeout is exactly this many ticks instead of a random
+    /// one (the library draws from the thread's RNG): a simulation gives each voter a
+    /// different fixed timeout so that a seed replays exactly.
+    pub fixed_election_ticks: Option<usize>,
 }
 
 /// A committed entry, to be applied in index order.
@@ -164,6 +168,8 @@ impl<D: Durable> QuorumEngine<D> {
             pre_vote: true,
             max_size_per_msg: 1024 * 1024,
             max_inflight_msgs: 256,
+            min_election_tick: config.fixed_election_ticks.unwrap_or(0),
+            max_election_tick: config.fixed_election_ticks.map_or(0, |t| t + 1),
             ..Default::default()
         };
         raft_config
@@ -340,6 +346,18 @@ impl<D: Durable> QuorumEngine<D> {
     /// The latest snapshot's (index, term).
     pub fn snapshot_metadata(&self) -> (u64, u64) {
         self.store.snapshot_metadata()
+    }
+
+    /// Tells the library whether a snapshot message reached `peer`: until it is told, the leader
+    /// sends that peer nothing more. The transport reports a failure when the connection the
+    /// snapshot went on fails, and success once it is written.
+    pub fn report_snapshot(&mut self, peer: u64, delivered: bool) {
+        let status = if delivered {
+            raft::SnapshotStatus::Finish
+        } else {
+            raft::SnapshotStatus::Failure
+        };
+        self.node.report_snapshot(peer, status);
     }
 
     /// Tells the library a peer could not be reached, so it stops pipelining to it.

@@ -24,6 +24,8 @@ pub mod durable;
 pub mod engine;
 pub mod frames;
 pub mod storage;
+pub mod transport;
+pub mod wire;
 
 pub use engine::{Apply, Committed, Output, Proposal, QuorumConfig, QuorumEngine, QuorumStatus};
 

@@ -14,6 +14,7 @@ fn config(node_id: u64, voters: &[u64]) -> QuorumConfig {
         voters: voters.to_vec(),
         election_ticks: 10,
         heartbeat_ticks: 2,
+        fixed_election_ticks: None,
     }
 }
 

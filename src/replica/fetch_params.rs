@@ -88,6 +88,16 @@ impl FetchParams {
         }
     }
 
+    /// A local read of everything the leader has appended, committed or not (the group
+    /// coordinator loading its partition: records above the high watermark become its pending
+    /// writes).
+    pub fn leader_to_log_end(max_bytes: usize) -> FetchParams {
+        FetchParams {
+            isolation: FetchIsolation::LogEnd,
+            ..FetchParams::leader_committed(max_bytes)
+        }
+    }
+
     /// Kafka's `FetchParams#isFromFollower`.
     pub fn is_from_follower(&self) -> bool {
         self.replica_id >= 0

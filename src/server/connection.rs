@@ -8,7 +8,6 @@
 //! what idempotent producers rely on: batches of one producer arrive in sequence order and must
 //! be appended in that order.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,9 +16,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use super::dispatch;
+use super::{controller_dispatch, dispatch, ConnectionInfo, ListenerKind};
 use crate::context::Context;
-use crate::limits::IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX;
+use crate::limits::{
+    CONTROLLER_FRAME_OVERHEAD_BYTES, IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX,
+    METADATA_SNAPSHOT_BYTES_MAX,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -69,12 +71,20 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     Ok(Some(Bytes::from(body)))
 }
 
-pub async fn run(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
-    tracing::debug!(%peer, "connection opened");
+pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
+    let peer = info.peer;
+    tracing::debug!(%peer, listener = ?info.listener, "connection opened");
     let (mut reader, mut writer) = stream.into_split();
     let (tx, mut rx) =
         mpsc::channel::<(Bytes, OwnedSemaphorePermit)>(IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX);
-    let max_bytes = ctx.config.socket_request_max_bytes;
+    let max_bytes = match info.listener {
+        ListenerKind::Client => ctx.config.socket_request_max_bytes,
+        // A snapshot for a voter far behind is one message of up to the whole image.
+        ListenerKind::Controller => ctx
+            .config
+            .socket_request_max_bytes
+            .max(METADATA_SNAPSHOT_BYTES_MAX + CONTROLLER_FRAME_OVERHEAD_BYTES),
+    };
     let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
     // Bytes of frames read but not yet handled are bounded by one maximal frame, so pipelining
     // never holds more than about twice `socket.request.max.bytes` per connection.
@@ -108,9 +118,16 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
         }
     };
 
+    let closing_ctx = ctx.clone();
+    let closing_info = info.clone();
     let process_loop = async move {
         while let Some((frame, permit)) = rx.recv().await {
-            let outcome = dispatch::handle_frame(&ctx, frame, peer).await;
+            let outcome = match info.listener {
+                ListenerKind::Client => dispatch::handle_frame(&ctx, frame, peer).await,
+                ListenerKind::Controller => {
+                    controller_dispatch::handle_frame(&ctx, frame, &info).await
+                }
+            };
             drop(permit);
             match outcome {
                 Ok(Some(response)) => {
@@ -136,6 +153,9 @@ pub async fn run(stream: TcpStream, peer: SocketAddr, ctx: Arc<Context>) {
         _ = &mut process_loop => {}
         // Reading stopped (end of stream, idle, bad frame): answer what was already read.
         _ = &mut read_loop => { process_loop.await; }
+    }
+    if closing_info.listener == ListenerKind::Controller {
+        closing_ctx.controller.connection_closed(closing_info.id);
     }
     tracing::debug!(%peer, "connection closed");
 }

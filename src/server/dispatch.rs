@@ -29,6 +29,8 @@ pub enum DispatchError {
     AcksZeroProduceFailed,
     #[error("request {0:?} has no handler")]
     NoHandler(ApiKey),
+    #[error(transparent)]
+    Raft(#[from] crate::quorum::wire::WireError),
 }
 
 /// Handles one frame. `Ok(None)` means "send nothing" (acks=0 produce).

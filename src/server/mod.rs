@@ -8,8 +8,11 @@
 //! `connections.max.idle.ms` is closed.
 
 pub mod connection;
+pub mod controller_dispatch;
 pub mod dispatch;
 
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,8 +22,46 @@ use tokio::task::JoinSet;
 
 use crate::context::Context;
 
-/// Accepts connections until `shutdown` turns true, then stops every connection task.
-pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
+/// Which listener a connection came in on: the clients' (every API the broker serves) or the
+/// controllers' (`controller.listener.names`: Raft messages, the broker lifecycle and the
+/// requests brokers forward to the active controller — nothing else).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerKind {
+    Client,
+    Controller,
+}
+
+/// The connection a request came on.
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo {
+    /// Unique in this process.
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub listener: ListenerKind,
+}
+
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Accepts client connections until `shutdown` turns true, then stops every connection task.
+pub async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: watch::Receiver<bool>) {
+    serve_kind(listener, ctx, shutdown, ListenerKind::Client).await
+}
+
+/// Accepts connections on the controller listener.
+pub async fn serve_controller(
+    listener: TcpListener,
+    ctx: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) {
+    serve_kind(listener, ctx, shutdown, ListenerKind::Controller).await
+}
+
+async fn serve_kind(
+    listener: TcpListener,
+    ctx: Arc<Context>,
+    mut shutdown: watch::Receiver<bool>,
+    kind: ListenerKind,
+) {
     let permits = Arc::new(Semaphore::new(ctx.config.max_connections));
     let mut connections = JoinSet::new();
     let mut backoff_ms = 5u64;
@@ -51,8 +92,13 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut shutdown: watch
                 };
                 let _ = stream.set_nodelay(true);
                 let ctx = ctx.clone();
+                let info = ConnectionInfo {
+                    id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+                    peer,
+                    listener: kind,
+                };
                 connections.spawn(async move {
-                    connection::run(stream, peer, ctx).await;
+                    connection::run(stream, info, ctx).await;
                     drop(permit);
                 });
             }

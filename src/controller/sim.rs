@@ -1,0 +1,753 @@
+//! A deterministic simulation of the control plane: several controller nodes (each a
+//! [`ControllerCore`] over a voter whose durable state outlives its crashes) on a simulated
+//! network and clock, all driven by one seed. Clients send metadata requests to random nodes
+//! while a nemesis crashes and restarts nodes, cuts and heals links, delays, drops and
+//! duplicates messages. After every step the invariants are checked; at the end the network
+//! heals and every node must converge on the same image, holding every acknowledged change.
+//!
+//! A failing seed is printed; `KAFKAIQ_SIM_SEED=N cargo test --lib sim` replays it alone, and
+//! `KAFKAIQ_SIM_SEEDS=N` sets how many seeds a run tries.
+
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use raft::eraftpb::Message;
+use tokio::sync::oneshot;
+
+use super::driver::{ControllerCore, TICK};
+use super::request::Request;
+use super::{CreateTopicSpec, ElectionType, ProducerIdBlock};
+use crate::config::{BrokerConfig, RawConfig};
+use crate::errors::ApiError;
+use crate::metadata::{
+    BrokerRegistration, ImageListener, MetadataCache, MetadataImage, MetadataPublisher,
+};
+use crate::quorum::durable::MemState;
+use crate::quorum::{QuorumConfig, QuorumEngine};
+
+/// A small, fast, seedable generator (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.below(1000) < per_mille
+    }
+}
+
+/// Records every image a node publishes, for the invariants.
+#[derive(Default)]
+struct Recorder {
+    /// (metadata offset, (topic id, partition) → (leader epoch, leader)) of each image.
+    images: Mutex<Vec<(u64, BTreeMap<(uuid::Uuid, i32), (i32, i32)>)>>,
+}
+
+impl ImageListener for Recorder {
+    fn on_image(&self, _previous: &MetadataImage, next: &MetadataImage) {
+        let leaders = next
+            .topics
+            .values()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |(p, r)| ((t.id, *p), (r.leader_epoch, r.leader)))
+            })
+            .collect();
+        self.images
+            .lock()
+            .unwrap()
+            .push((next.metadata_offset, leaders));
+    }
+}
+
+struct Live {
+    core: ControllerCore<MemState>,
+    cache: Arc<MetadataCache>,
+    recorder: Arc<Recorder>,
+}
+
+struct Node {
+    id: u64,
+    durable: MemState,
+    live: Option<Live>,
+}
+
+/// An in-flight message, ordered by delivery time then by send order.
+struct InFlight {
+    at_ms: u64,
+    seq: u64,
+    message: Message,
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at_ms, self.seq) == (other.at_ms, other.seq)
+    }
+}
+
+impl Eq for InFlight {}
+
+impl Ord for InFlight {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.at_ms, other.seq).cmp(&(self.at_ms, self.seq))
+    }
+}
+
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// What a client is waiting for.
+enum Pending {
+    CreateTopic(
+        String,
+        oneshot::Receiver<Result<Arc<crate::metadata::TopicImage>, ApiError>>,
+    ),
+    ProducerIds(oneshot::Receiver<Result<ProducerIdBlock, ApiError>>),
+    Other(oneshot::Receiver<Result<(), ApiError>>),
+    Elect(oneshot::Receiver<Result<Vec<super::ElectionResult>, ApiError>>),
+    Register(oneshot::Receiver<Result<usize, ApiError>>),
+}
+
+struct Sim {
+    seed: u64,
+    rng: Rng,
+    now_ms: u64,
+    nodes: Vec<Node>,
+    network: BinaryHeap<InFlight>,
+    seq: u64,
+    /// Links that drop everything, as (from, to).
+    cut: BTreeSet<(u64, u64)>,
+    pending: Vec<Pending>,
+    /// Topics a client was told were created.
+    acknowledged_topics: BTreeSet<String>,
+    /// Producer id blocks handed out.
+    blocks: Vec<ProducerIdBlock>,
+    /// (term → the node that was active in it).
+    active_in_term: HashMap<u64, u64>,
+    /// The committed entries seen applied: index → (term, metadata offset image count).
+    topic_counter: u64,
+    voters: Vec<u64>,
+    /// Snapshot messages whose sending failed, (from, to), to be reported to the sender.
+    failed_snapshots: Vec<(u64, u64)>,
+}
+
+fn config_for(node_id: u64) -> Arc<BrokerConfig> {
+    let mut raw = RawConfig::default();
+    raw.set("node.id", &node_id.to_string());
+    Arc::new(BrokerConfig::from_raw(raw).unwrap().config)
+}
+
+impl Sim {
+    fn new(seed: u64, voters: usize) -> Sim {
+        let ids: Vec<u64> = (1..=voters as u64).collect();
+        let mut sim = Sim {
+            seed,
+            rng: Rng(seed),
+            now_ms: 0,
+            nodes: ids
+                .iter()
+                .map(|&id| Node {
+                    id,
+                    durable: MemState::new(),
+                    live: None,
+                })
+                .collect(),
+            network: BinaryHeap::new(),
+            seq: 0,
+            cut: BTreeSet::new(),
+            pending: Vec::new(),
+            acknowledged_topics: BTreeSet::new(),
+            blocks: Vec::new(),
+            active_in_term: HashMap::new(),
+            topic_counter: 0,
+            voters: ids.clone(),
+            failed_snapshots: Vec::new(),
+        };
+        for i in 0..voters {
+            sim.start(i);
+        }
+        sim
+    }
+
+    fn fail(&self, what: String) -> ! {
+        panic!(
+            "simulation seed {} failed at {} ms: {what}\nreplay: KAFKAIQ_SIM_SEED={} cargo test --release --lib controller::sim",
+            self.seed, self.now_ms, self.seed
+        );
+    }
+
+    fn start(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let quorum = QuorumConfig {
+            node_id: node.id,
+            voters: self.voters.clone(),
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+            // Different per voter and fixed, so the seed alone decides the run.
+            fixed_election_ticks: Some(10 + 3 * node.id as usize),
+        };
+        let engine = QuorumEngine::open(&quorum, node.durable.clone()).unwrap();
+        let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
+        let publisher = Arc::new(MetadataPublisher::new(
+            cache.clone(),
+            MetadataImage::empty("sim".into(), node.id as i32),
+        ));
+        let recorder = Arc::new(Recorder::default());
+        publisher.add_listener(recorder.clone());
+        let mut core = ControllerCore::new(config_for(node.id), engine, publisher, "sim".into());
+        // Small snapshots, so compaction and snapshot installs happen within a run.
+        core.set_snapshot_entries(16);
+        node.live = Some(Live {
+            core,
+            cache,
+            recorder,
+        });
+    }
+
+    fn crash(&mut self, i: usize) {
+        if let Some(mut live) = self.nodes[i].live.take() {
+            live.core.stop();
+        }
+    }
+
+    fn send(&mut self, messages: Vec<Message>) {
+        for m in messages {
+            if self.cut.contains(&(m.from, m.to)) || self.rng.chance(10) {
+                // A cut link or a lost message: to the sender's transport, a failed connection.
+                if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
+                    self.failed_snapshots.push((m.from, m.to));
+                }
+                continue;
+            }
+            let copies = if self.rng.chance(10) { 2 } else { 1 };
+            for _ in 0..copies {
+                let delay = 1 + self.rng.below(40);
+                self.seq += 1;
+                self.network.push(InFlight {
+                    at_ms: self.now_ms + delay,
+                    seq: self.seq,
+                    message: m.clone(),
+                });
+            }
+        }
+    }
+
+    fn advance(&mut self, i: usize) {
+        let now = self.now_ms;
+        let Some(live) = self.nodes[i].live.as_mut() else {
+            return;
+        };
+        let messages = live
+            .core
+            .advance(now)
+            .unwrap_or_else(|e| panic!("memory state cannot fail: {e}"));
+        self.send(messages);
+    }
+
+    fn report_failed_snapshots(&mut self) {
+        for (from, to) in std::mem::take(&mut self.failed_snapshots) {
+            if let Some(i) = self.nodes.iter().position(|n| n.id == from) {
+                if let Some(live) = self.nodes[i].live.as_mut() {
+                    live.core.snapshot_sent(to, false);
+                }
+            }
+        }
+    }
+
+    fn deliver_due(&mut self) {
+        self.report_failed_snapshots();
+        while self.network.peek().is_some_and(|m| m.at_ms <= self.now_ms) {
+            let m = self.network.pop().unwrap().message;
+            let to = m.to;
+            let Some(i) = self.nodes.iter().position(|n| n.id == to) else {
+                continue;
+            };
+            if let Some(live) = self.nodes[i].live.as_mut() {
+                let snapshot_from =
+                    (m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot).then_some(m.from);
+                live.core.peer_message(m);
+                self.advance(i);
+                // Written to a live connection: the sender's transport reports it sent.
+                if let Some(from) = snapshot_from {
+                    if let Some(j) = self.nodes.iter().position(|n| n.id == from) {
+                        if let Some(sender) = self.nodes[j].live.as_mut() {
+                            sender.core.snapshot_sent(to, true);
+                        }
+                    }
+                }
+            } else if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
+                // Sent to a crashed node: its connection failed under the snapshot.
+                self.failed_snapshots.push((m.from, m.to));
+            }
+        }
+    }
+
+    fn client_request(&mut self) {
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].live.is_some())
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        // Most requests find the active controller, as a forwarding broker would; the rest hit
+        // any node and must be refused there.
+        let active = live
+            .iter()
+            .copied()
+            .find(|&i| self.nodes[i].live.as_ref().unwrap().core.is_active());
+        let i = match active {
+            Some(a) if self.rng.chance(800) => a,
+            _ => live[self.rng.below(live.len() as u64) as usize],
+        };
+        let (request, pending) = match self.rng.below(6) {
+            0 | 1 => {
+                self.topic_counter += 1;
+                let name = format!("t{}", self.topic_counter);
+                let (tx, rx) = oneshot::channel();
+                let spec = CreateTopicSpec {
+                    name: name.clone(),
+                    num_partitions: 1 + self.rng.below(3) as i32,
+                    replication_factor: 1,
+                    ..Default::default()
+                };
+                (
+                    Request::CreateTopic {
+                        spec,
+                        validate_only: false,
+                        reply: tx,
+                    },
+                    Pending::CreateTopic(name, rx),
+                )
+            }
+            2 => {
+                let (tx, rx) = oneshot::channel();
+                let broker_id = 1 + self.rng.below(3) as i32;
+                (
+                    Request::AllocateProducerIds {
+                        broker_id,
+                        reply: tx,
+                    },
+                    Pending::ProducerIds(rx),
+                )
+            }
+            3 => {
+                let (tx, rx) = oneshot::channel();
+                let node_id = 1 + self.rng.below(self.voters.len() as u64) as i32;
+                let registration = BrokerRegistration {
+                    node_id,
+                    host: "127.0.0.1".into(),
+                    port: 9090 + node_id as u16 + (self.rng.below(2) as u16) * 100,
+                    rack: None,
+                };
+                (
+                    Request::RegisterBroker {
+                        registration,
+                        reply: tx,
+                    },
+                    Pending::Register(rx),
+                )
+            }
+            4 => {
+                let (tx, rx) = oneshot::channel();
+                (
+                    Request::ElectLeaders {
+                        election: ElectionType::Preferred,
+                        partitions: None,
+                        reply: tx,
+                    },
+                    Pending::Elect(rx),
+                )
+            }
+            _ => {
+                let (tx, rx) = oneshot::channel();
+                let topic = format!("t{}", 1 + self.rng.below(self.topic_counter.max(1)));
+                (
+                    Request::CreatePartitions {
+                        topic,
+                        count: 4,
+                        assignments: None,
+                        validate_only: false,
+                        reply: tx,
+                    },
+                    Pending::Other(rx),
+                )
+            }
+        };
+        self.nodes[i].live.as_mut().unwrap().core.request(request);
+        self.pending.push(pending);
+        self.advance(i);
+    }
+
+    /// Collects answers that arrived.
+    fn collect_answers(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        for p in pending {
+            match p {
+                Pending::CreateTopic(name, mut rx) => match rx.try_recv() {
+                    Ok(Ok(_)) => {
+                        self.acknowledged_topics.insert(name);
+                    }
+                    Ok(Err(_)) | Err(oneshot::error::TryRecvError::Closed) => {}
+                    Err(oneshot::error::TryRecvError::Empty) => {
+                        self.pending.push(Pending::CreateTopic(name, rx))
+                    }
+                },
+                Pending::ProducerIds(mut rx) => match rx.try_recv() {
+                    Ok(Ok(block)) => {
+                        if let Some(other) = self.blocks.iter().find(|b| {
+                            b.first < block.first + block.size && block.first < b.first + b.size
+                        }) {
+                            self.fail(format!(
+                                "producer id blocks {other:?} and {block:?} overlap"
+                            ));
+                        }
+                        self.blocks.push(block);
+                    }
+                    Ok(Err(_)) | Err(oneshot::error::TryRecvError::Closed) => {}
+                    Err(oneshot::error::TryRecvError::Empty) => {
+                        self.pending.push(Pending::ProducerIds(rx))
+                    }
+                },
+                Pending::Other(mut rx) => {
+                    if let Err(oneshot::error::TryRecvError::Empty) = rx.try_recv() {
+                        self.pending.push(Pending::Other(rx));
+                    }
+                }
+                Pending::Elect(mut rx) => {
+                    if let Err(oneshot::error::TryRecvError::Empty) = rx.try_recv() {
+                        self.pending.push(Pending::Elect(rx));
+                    }
+                }
+                Pending::Register(mut rx) => {
+                    if let Err(oneshot::error::TryRecvError::Empty) = rx.try_recv() {
+                        self.pending.push(Pending::Register(rx));
+                    }
+                }
+            }
+        }
+    }
+
+    fn nemesis(&mut self) {
+        let n = self.nodes.len();
+        match self.rng.below(8) {
+            0 => {
+                let i = self.rng.below(n as u64) as usize;
+                self.crash(i);
+            }
+            1 | 2 => {
+                for i in 0..n {
+                    if self.nodes[i].live.is_none() {
+                        self.start(i);
+                        self.advance(i);
+                        break;
+                    }
+                }
+            }
+            3 => {
+                // Isolate one node, both ways.
+                let id = 1 + self.rng.below(n as u64);
+                for other in 1..=n as u64 {
+                    if other != id {
+                        self.cut.insert((id, other));
+                        self.cut.insert((other, id));
+                    }
+                }
+            }
+            4 => {
+                // A one-way cut.
+                let a = 1 + self.rng.below(n as u64);
+                let b = 1 + self.rng.below(n as u64);
+                if a != b {
+                    self.cut.insert((a, b));
+                }
+            }
+            _ => self.cut.clear(),
+        }
+    }
+
+    fn check_invariants(&mut self) {
+        // At most one active controller per term.
+        for node in &self.nodes {
+            let Some(live) = &node.live else { continue };
+            if live.core.is_active() {
+                let term = live.core.engine().term();
+                if let Some(&other) = self.active_in_term.get(&term) {
+                    if other != node.id {
+                        self.fail(format!(
+                            "nodes {other} and {} both active in term {term}",
+                            node.id
+                        ));
+                    }
+                }
+                self.active_in_term.insert(term, node.id);
+            }
+        }
+        // Committed metadata agrees: the image at a metadata offset is the same on every node,
+        // each node's offsets only grow, and a partition's leader epoch never goes back.
+        let mut at_offset: BTreeMap<u64, (u64, BTreeMap<(uuid::Uuid, i32), (i32, i32)>)> =
+            BTreeMap::new();
+        let mut leader_of: BTreeMap<((uuid::Uuid, i32), i32), (u64, i32)> = BTreeMap::new();
+        for node in &self.nodes {
+            let Some(live) = &node.live else { continue };
+            let images = live.recorder.images.lock().unwrap();
+            let mut last_offset = 0;
+            let mut last_epoch: BTreeMap<(uuid::Uuid, i32), i32> = BTreeMap::new();
+            for (offset, leaders) in images.iter() {
+                if *offset < last_offset {
+                    self.fail(format!(
+                        "node {} went back from offset {last_offset} to {offset}",
+                        node.id
+                    ));
+                }
+                last_offset = *offset;
+                for (tp, &(epoch, leader)) in leaders {
+                    if last_epoch.get(tp).is_some_and(|&e| e > epoch) {
+                        self.fail(format!(
+                            "node {}: leader epoch of {tp:?} went back",
+                            node.id
+                        ));
+                    }
+                    last_epoch.insert(*tp, epoch);
+                    if let Some(&(other_node, other_leader)) = leader_of.get(&(*tp, epoch)) {
+                        if other_leader != leader {
+                            self.fail(format!(
+                                "{tp:?} epoch {epoch}: leader {other_leader} on node {other_node}, {leader} on node {}",
+                                node.id
+                            ));
+                        }
+                    }
+                    leader_of.insert((*tp, epoch), (node.id, leader));
+                }
+                if let Some((other, theirs)) = at_offset.get(offset) {
+                    if theirs != leaders {
+                        self.fail(format!(
+                            "nodes {other} and {} applied different metadata at offset {offset}",
+                            node.id
+                        ));
+                    }
+                } else {
+                    at_offset.insert(*offset, (node.id, leaders.clone()));
+                }
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        self.now_ms += TICK.as_millis() as u64;
+        for i in 0..self.nodes.len() {
+            if let Some(live) = self.nodes[i].live.as_mut() {
+                live.core.tick(self.now_ms);
+            }
+            self.advance(i);
+        }
+        // Deliver the messages of this tick in time order, 10 ms at a time.
+        let end = self.now_ms;
+        let mut t = end - TICK.as_millis() as u64;
+        while t < end {
+            t += 10;
+            let saved = self.now_ms;
+            self.now_ms = t;
+            self.deliver_due();
+            self.now_ms = saved;
+        }
+        if self.rng.chance(300) {
+            self.client_request();
+        }
+        if self.rng.chance(40) {
+            self.nemesis();
+        }
+        self.collect_answers();
+        self.check_invariants();
+        if std::env::var("KAFKAIQ_SIM_TRACE").is_ok() {
+            let states: Vec<String> = self
+                .nodes
+                .iter()
+                .map(|n| match &n.live {
+                    None => format!("{}:down", n.id),
+                    Some(l) => format!(
+                        "{}:{}{}t{}c{}{:?}",
+                        n.id,
+                        if l.core.engine().is_leader() {
+                            "L"
+                        } else {
+                            "f"
+                        },
+                        if l.core.is_active() { "A" } else { "" },
+                        l.core.engine().term(),
+                        l.core.engine().status().commit,
+                        l.core.backlog()
+                    ),
+                })
+                .collect();
+            eprintln!(
+                "{} ms {:?} cut={:?} acked={}",
+                self.now_ms,
+                states,
+                self.cut,
+                self.acknowledged_topics.len()
+            );
+        }
+    }
+
+    /// Heals everything, restarts every node, runs until quiet, and checks convergence.
+    fn heal_and_check(&mut self) {
+        self.cut.clear();
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].live.is_none() {
+                self.start(i);
+            }
+        }
+        for _ in 0..200 {
+            self.step_without_faults();
+        }
+        self.collect_answers();
+        let images: Vec<(u64, Arc<MetadataImage>)> = self
+            .nodes
+            .iter()
+            .map(|n| (n.id, n.live.as_ref().unwrap().cache.image()))
+            .collect();
+        let (first_id, first) = &images[0];
+        for (id, image) in &images[1..] {
+            if image.metadata_offset != first.metadata_offset
+                || image.topics != first.topics
+                || image.brokers != first.brokers
+                || image.next_producer_id_block_start != first.next_producer_id_block_start
+            {
+                self.fail(format!(
+                    "after healing, node {id} (offset {}) and node {first_id} (offset {}) differ",
+                    image.metadata_offset, first.metadata_offset
+                ));
+            }
+        }
+        for name in &self.acknowledged_topics {
+            if first.topic(name).is_none() {
+                self.fail(format!(
+                    "acknowledged topic {name} is missing after healing"
+                ));
+            }
+        }
+        for block in &self.blocks {
+            if block.first + block.size > first.next_producer_id_block_start {
+                self.fail(format!(
+                    "handed-out block {block:?} is beyond the committed next block start {}",
+                    first.next_producer_id_block_start
+                ));
+            }
+        }
+        // Liveness once healed: a new topic, sent to the active controller, commits everywhere.
+        let Some(active) =
+            (0..self.nodes.len()).find(|&i| self.nodes[i].live.as_ref().unwrap().core.is_active())
+        else {
+            self.fail("no active controller after healing".into());
+        };
+        let (tx, mut rx) = oneshot::channel();
+        let spec = CreateTopicSpec {
+            name: "after-heal".into(),
+            num_partitions: 1,
+            replication_factor: 1,
+            ..Default::default()
+        };
+        let registration = BrokerRegistration {
+            node_id: 1,
+            host: "127.0.0.1".into(),
+            port: 9091,
+            rack: None,
+        };
+        let (reg_tx, _reg_rx) = oneshot::channel();
+        let core = &mut self.nodes[active].live.as_mut().unwrap().core;
+        core.request(Request::RegisterBroker {
+            registration,
+            reply: reg_tx,
+        });
+        core.request(Request::CreateTopic {
+            spec,
+            validate_only: false,
+            reply: tx,
+        });
+        self.advance(active);
+        for _ in 0..50 {
+            self.step_without_faults();
+        }
+        match rx.try_recv() {
+            Ok(Ok(_)) => {}
+            other => self.fail(format!(
+                "a request after healing was not committed: {other:?}"
+            )),
+        }
+        for node in &self.nodes {
+            if node
+                .live
+                .as_ref()
+                .unwrap()
+                .cache
+                .image()
+                .topic("after-heal")
+                .is_none()
+            {
+                self.fail(format!(
+                    "node {} lacks the topic created after healing",
+                    node.id
+                ));
+            }
+        }
+    }
+
+    fn step_without_faults(&mut self) {
+        self.now_ms += TICK.as_millis() as u64;
+        for i in 0..self.nodes.len() {
+            if let Some(live) = self.nodes[i].live.as_mut() {
+                live.core.tick(self.now_ms);
+            }
+            self.advance(i);
+        }
+        let end = self.now_ms;
+        let mut t = end - TICK.as_millis() as u64;
+        while t < end {
+            t += 10;
+            let saved = self.now_ms;
+            self.now_ms = t;
+            self.deliver_due();
+            self.now_ms = saved;
+        }
+        self.collect_answers();
+        self.check_invariants();
+    }
+}
+
+fn run_seed(seed: u64) {
+    let voters = [1, 3, 3, 5][(seed % 4) as usize];
+    let mut sim = Sim::new(seed, voters);
+    for _ in 0..300 {
+        sim.step();
+    }
+    sim.heal_and_check();
+}
+
+#[test]
+fn control_plane_simulation() {
+    if let Ok(seed) = std::env::var("KAFKAIQ_SIM_SEED") {
+        run_seed(seed.parse().expect("KAFKAIQ_SIM_SEED is a number"));
+        return;
+    }
+    let seeds: u64 = std::env::var("KAFKAIQ_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    for seed in 0..seeds {
+        run_seed(seed);
+    }
+}

@@ -1,0 +1,206 @@
+//! Partition ownership and replay: loading a `__consumer_offsets` partition this node now leads
+//! (its records rebuild groups and offsets), and unloading one it no longer leads.
+
+use std::sync::Arc;
+
+use imbl::HashSet;
+
+use kafka_protocol::error::ResponseError;
+
+use crate::group::records::{self, GroupMetadataValue, RecordKey};
+
+use super::responses::{join_error, sync_error};
+use super::shard::Shard;
+use super::state::{Group, GroupState, Member};
+use super::{Coordinator, Outcome, PartitionStatus, TimerKind};
+
+impl Coordinator {
+    /// This node became leader of `partition` (or leads it at a new epoch): its groups are
+    /// unavailable (COORDINATOR_LOAD_IN_PROGRESS) until [`Coordinator::complete_load`]. State of
+    /// an earlier epoch, pending writes included, is dropped: the replay rebuilds it from the
+    /// log. The outcome answers requests parked under the old state with NOT_COORDINATOR.
+    pub fn begin_load(&mut self, partition: i32) -> Outcome {
+        let out = self.unload(partition);
+        self.shards
+            .insert(partition, Shard::new(PartitionStatus::Loading));
+        out
+    }
+
+    /// Every record of `partition` has been replayed: serve its groups and arm member session
+    /// timers, as Kafka does when it finishes loading a partition. Replayed records are durable
+    /// (the load reads up to the high watermark), so the durable view is the replayed state.
+    pub fn complete_load(&mut self, partition: i32, now_ms: i64) -> Outcome {
+        self.start_operation();
+        let shard = self
+            .shards
+            .entry(partition)
+            .or_insert_with(|| Shard::new(PartitionStatus::Loading));
+        shard.status = PartitionStatus::Active;
+        let mut arm = Vec::new();
+        for group in self.groups_of(partition) {
+            for member in group.members.values() {
+                arm.push((
+                    group.group_id.clone(),
+                    member.member_id.clone(),
+                    now_ms + i64::from(member.session_timeout_ms),
+                ));
+            }
+        }
+        for (group_id, member_id, deadline) in arm {
+            self.schedule(&group_id, TimerKind::Heartbeat { member_id }, deadline);
+        }
+        self.touch(partition);
+        self.finish_operation()
+    }
+
+    /// This node no longer leads `partition`: forget its groups, durable or not, and answer
+    /// parked requests with NOT_COORDINATOR so clients look the coordinator up again.
+    pub fn unload(&mut self, partition: i32) -> Outcome {
+        let Some(shard) = self.shards.remove(&partition) else {
+            return Outcome::default();
+        };
+        let mut out = Outcome::default();
+        for group in shard.latest.groups.values() {
+            for member in group.members.values() {
+                if let Some(p) = member.awaiting_join {
+                    out.responses.push((
+                        p.token,
+                        join_error(p.api_version, ResponseError::NotCoordinator, ""),
+                    ));
+                }
+                if let Some(p) = member.awaiting_sync {
+                    out.responses.push((
+                        p.token,
+                        sync_error(p.api_version, ResponseError::NotCoordinator),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// The records of `partition` before `end_offset` (a batch boundary) have been replayed.
+    /// If the high watermark at the start of the load covers them they are durable; otherwise
+    /// they are a pending write, as if this node had just appended them, and become durable
+    /// when the high watermark reaches `end_offset`. Without this call, everything replayed is
+    /// durable at [`Coordinator::complete_load`].
+    pub fn replayed_up_to(&mut self, partition: i32, end_offset: i64, high_watermark: i64) {
+        if let Some(shard) = self.shards.get_mut(&partition) {
+            shard.replayed_up_to(end_offset, high_watermark);
+        }
+    }
+
+    /// Applies one record of `partition` (replay at load time). Later records win; a null value
+    /// deletes. Errors mean the record is not one of ours and is skipped by the caller.
+    pub fn replay(
+        &mut self,
+        partition: i32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), records::RecordError> {
+        let groups = &mut self
+            .shards
+            .entry(partition)
+            .or_insert_with(|| Shard::new(PartitionStatus::Loading))
+            .latest
+            .groups;
+        match records::decode_key(key)? {
+            RecordKey::OffsetCommit {
+                group,
+                topic,
+                partition: tp,
+            } => match value {
+                Some(v) => {
+                    let value = records::decode_offset_commit_value(v)?;
+                    let entry = groups.entry(group.clone()).or_insert_with(|| {
+                        Arc::new(Group::new(group, partition, value.commit_timestamp_ms))
+                    });
+                    Arc::make_mut(entry).offsets.insert((topic, tp), value);
+                }
+                None => {
+                    if let Some(g) = groups.get_mut(&group) {
+                        Arc::make_mut(g).offsets.remove(&(topic, tp));
+                    }
+                }
+            },
+            RecordKey::GroupMetadata { group } => match value {
+                Some(v) => {
+                    let value = records::decode_group_metadata_value(v)?;
+                    let entry = groups
+                        .entry(group.clone())
+                        .or_insert_with(|| Arc::new(Group::new(group.clone(), partition, 0)));
+                    load_group_metadata(Arc::make_mut(entry), value);
+                }
+                None => {
+                    if let Some(g) = groups.get_mut(&group) {
+                        let offsets = std::mem::take(&mut Arc::make_mut(g).offsets);
+                        if offsets.is_empty() {
+                            groups.remove(&group);
+                        } else {
+                            let mut fresh = Group::new(group.clone(), partition, 0);
+                            fresh.offsets = offsets;
+                            groups.insert(group, Arc::new(fresh));
+                        }
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn load_group_metadata(group: &mut Group, value: GroupMetadataValue) {
+    group.protocol_type = if value.protocol_type.is_empty() {
+        None
+    } else {
+        Some(value.protocol_type)
+    };
+    group.generation_id = value.generation;
+    group.protocol_name = value.protocol;
+    group.leader_id = value.leader;
+    group.state_timestamp_ms = value.current_state_timestamp_ms;
+    group.members.clear();
+    group.static_members.clear();
+    group.pending_members.clear();
+    group.pending_sync.clear();
+    group.initial_join = None;
+    for (seq, m) in value.members.into_iter().enumerate() {
+        if let Some(instance_id) = &m.group_instance_id {
+            group
+                .static_members
+                .insert(instance_id.clone(), m.member_id.clone());
+        }
+        let protocols = match &group.protocol_name {
+            Some(p) => vec![(p.clone(), m.subscription)],
+            None => Vec::new(),
+        };
+        group.members.insert(
+            m.member_id.clone(),
+            Member {
+                member_id: m.member_id,
+                group_instance_id: m.group_instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                session_timeout_ms: m.session_timeout_ms,
+                protocols,
+                assignment: m.assignment,
+                awaiting_join: None,
+                awaiting_sync: None,
+                is_new: false,
+                join_seq: seq as u64,
+            },
+        );
+    }
+    group.next_join_seq = group.members.len() as u64;
+    group.state = if group.members.is_empty() {
+        GroupState::Empty
+    } else {
+        GroupState::Stable
+    };
+    group.subscribed_topics = if group.members.is_empty() {
+        Some(HashSet::new())
+    } else {
+        group.compute_subscribed_topics()
+    };
+}

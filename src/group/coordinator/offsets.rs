@@ -1,0 +1,405 @@
+//! Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and retention
+//! (`offsets.retention.minutes`).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic},
+    offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic},
+    offset_fetch_response::{
+        OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+        OffsetFetchResponseTopics,
+    },
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+
+use crate::group::records::{self, OffsetCommitValue};
+
+use super::membership::validate_member;
+use super::responses::{fetched_partition, fetched_partitions, offset_commit_all};
+use super::state::{Group, GroupState};
+use super::{code, s, Coordinator, GroupResponse, Outcome, PartitionStatus, RequestContext};
+
+impl Coordinator {
+    /// Forgets a committed offset: a tombstone for its key in `__consumer_offsets`, and the
+    /// entry in the group (OffsetDelete and offset expiry).
+    pub(super) fn delete_offset(&mut self, partition: i32, group_id: &str, topic: String, tp: i32) {
+        self.append(
+            partition,
+            records::encode_offset_commit_key(group_id, &topic, tp),
+            None,
+        );
+        self.group_mut(group_id)
+            .expect("group exists")
+            .offsets
+            .remove(&(topic, tp));
+    }
+
+    // ---------------------------------------------------------------- OffsetCommit
+
+    pub(super) fn offset_commit(
+        &mut self,
+        ctx: &RequestContext,
+        req: OffsetCommitRequest,
+        now_ms: i64,
+    ) {
+        let v = ctx.api_version;
+        let group_id = req.group_id.0.to_string();
+        let member_id = req.member_id.to_string();
+        let instance_id = req.group_instance_id.as_ref().map(|s| s.to_string());
+        let generation = req.generation_id_or_member_epoch;
+        let all = |this: &mut Self, e: ResponseError| {
+            this.respond(ctx.token, offset_commit_all(&req, Some(e)));
+        };
+        if let Err(e) = self.check_coordinator(&group_id) {
+            return all(self, e);
+        }
+        if self.group(&group_id).is_none() {
+            if generation >= 0 {
+                let e = if v >= 9 {
+                    ResponseError::GroupIdNotFound
+                } else {
+                    ResponseError::IllegalGeneration
+                };
+                return all(self, e);
+            }
+            // A consumer without a group generation (assign() with a group id, admin tools)
+            // commits to an empty "simple" group that the commit creates.
+            let partition = self.partition_for(&group_id);
+            self.insert_group(Group::new(group_id.clone(), partition, now_ms));
+        }
+        let group = self.group(&group_id).expect("group exists");
+        let simple = generation < 0 && group.state == GroupState::Empty;
+        if !simple {
+            if let Err(e) = validate_member(group, &member_id, instance_id.as_deref()) {
+                return all(self, e);
+            }
+            if generation != group.generation_id {
+                return all(self, ResponseError::IllegalGeneration);
+            }
+            if group.state == GroupState::CompletingRebalance {
+                // The member has not received its new assignment; its commit may be for
+                // partitions it no longer owns.
+                return all(self, ResponseError::RebalanceInProgress);
+            }
+        }
+        let expire_ms = if (2..=4).contains(&v) && req.retention_time_ms >= 0 {
+            now_ms + req.retention_time_ms
+        } else {
+            -1
+        };
+        let partition = group.partition;
+        let max_metadata = self.config.offset_metadata_max_bytes;
+        let mut topics = Vec::new();
+        let mut committed = Vec::new();
+        for topic in &req.topics {
+            let mut partitions = Vec::new();
+            for p in &topic.partitions {
+                let metadata = p
+                    .committed_metadata
+                    .as_ref()
+                    .map(|m| m.to_string())
+                    .unwrap_or_default();
+                let error = if metadata.len() > max_metadata {
+                    code(ResponseError::OffsetMetadataTooLarge)
+                } else {
+                    committed.push((
+                        topic.name.0.to_string(),
+                        p.partition_index,
+                        OffsetCommitValue {
+                            committed_offset: p.committed_offset,
+                            leader_epoch: p.committed_leader_epoch,
+                            metadata,
+                            commit_timestamp_ms: now_ms,
+                            expire_timestamp_ms: expire_ms,
+                        },
+                    ));
+                    0
+                };
+                partitions.push(
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error),
+                );
+            }
+            topics.push(
+                OffsetCommitResponseTopic::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(partitions),
+            );
+        }
+        for (topic, tp, value) in committed {
+            let key = records::encode_offset_commit_key(&group_id, &topic, tp);
+            let encoded = records::encode_offset_commit_value(&value);
+            self.append(partition, key, Some(encoded));
+            self.group_mut(&group_id)
+                .expect("group exists")
+                .offsets
+                .insert((topic, tp), value);
+        }
+        self.maybe_dispose(&group_id);
+        self.respond(
+            ctx.token,
+            GroupResponse::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)),
+        );
+    }
+
+    // ---------------------------------------------------------------- OffsetFetch
+
+    pub(super) fn offset_fetch(&mut self, ctx: &RequestContext, req: OffsetFetchRequest) {
+        let v = ctx.api_version;
+        // Offsets come from the durable state: a commit whose write has not reached the high
+        // watermark is not shown. No transactional offsets exist here, so require_stable never
+        // has to answer UNSTABLE_OFFSET_COMMIT. (Kafka's new coordinator answers require_stable
+        // from the latest state once the pending writes are durable; the durable state is what
+        // the classic coordinator serves.)
+        if v >= 8 {
+            let groups = req
+                .groups
+                .iter()
+                .map(|g| {
+                    let topics = g.topics.as_ref().map(|ts| {
+                        ts.iter()
+                            .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                            .collect::<Vec<_>>()
+                    });
+                    match self.fetch_offsets(&g.group_id.0, topics.as_deref()) {
+                        Ok(found) => OffsetFetchResponseGroup::default()
+                            .with_group_id(g.group_id.clone())
+                            .with_topics(
+                                found
+                                    .into_iter()
+                                    .map(|(topic, parts)| {
+                                        OffsetFetchResponseTopics::default()
+                                            .with_name(TopicName(s(&topic)))
+                                            .with_partitions(
+                                                parts
+                                                    .into_iter()
+                                                    .map(|(p, o)| fetched_partitions(p, o))
+                                                    .collect(),
+                                            )
+                                    })
+                                    .collect(),
+                            ),
+                        Err(e) => OffsetFetchResponseGroup::default()
+                            .with_group_id(g.group_id.clone())
+                            .with_error_code(code(e)),
+                    }
+                })
+                .collect();
+            return self.respond(
+                ctx.token,
+                GroupResponse::OffsetFetch(OffsetFetchResponse::default().with_groups(groups)),
+            );
+        }
+        let topics = req.topics.as_ref().map(|ts| {
+            ts.iter()
+                .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                .collect::<Vec<_>>()
+        });
+        let response = match self.fetch_offsets(&req.group_id.0, topics.as_deref()) {
+            Ok(found) => OffsetFetchResponse::default().with_topics(
+                found
+                    .into_iter()
+                    .map(|(topic, parts)| {
+                        OffsetFetchResponseTopic::default()
+                            .with_name(TopicName(s(&topic)))
+                            .with_partitions(
+                                parts
+                                    .into_iter()
+                                    .map(|(p, o)| fetched_partition(p, o, v))
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+            Err(e) if v >= 2 => OffsetFetchResponse::default().with_error_code(code(e)),
+            Err(e) => {
+                // v0-1 have no top-level error: every requested partition carries it.
+                OffsetFetchResponse::default().with_topics(
+                    topics
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(topic, parts)| {
+                            OffsetFetchResponseTopic::default()
+                                .with_name(TopicName(s(&topic)))
+                                .with_partitions(
+                                    parts
+                                        .into_iter()
+                                        .map(|p| {
+                                            OffsetFetchResponsePartition::default()
+                                                .with_partition_index(p)
+                                                .with_committed_offset(-1)
+                                                .with_error_code(code(e))
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                )
+            }
+        };
+        self.respond(ctx.token, GroupResponse::OffsetFetch(response));
+    }
+
+    /// Durable committed offsets of a group: for the requested partitions (missing ones as `None`), or
+    /// every committed partition when `topics` is `None`. Grouped by topic in request order.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn fetch_offsets(
+        &self,
+        group_id: &str,
+        topics: Option<&[(String, Vec<i32>)]>,
+    ) -> Result<Vec<(String, Vec<(i32, Option<OffsetCommitValue>)>)>, ResponseError> {
+        self.check_coordinator(group_id)?;
+        let group = self.durable_group(group_id);
+        match topics {
+            Some(topics) => Ok(topics
+                .iter()
+                .map(|(topic, parts)| {
+                    let found = parts
+                        .iter()
+                        .map(|p| {
+                            let value = group
+                                .and_then(|g| g.offsets.get(&(topic.clone(), *p)))
+                                .cloned();
+                            (*p, value)
+                        })
+                        .collect();
+                    (topic.clone(), found)
+                })
+                .collect()),
+            None => {
+                let mut by_topic: Vec<(String, Vec<(i32, Option<OffsetCommitValue>)>)> = Vec::new();
+                for ((topic, p), value) in group.map(|g| &g.offsets).into_iter().flatten() {
+                    match by_topic.last_mut() {
+                        Some((t, parts)) if t == topic => parts.push((*p, Some(value.clone()))),
+                        _ => by_topic.push((topic.clone(), vec![(*p, Some(value.clone()))])),
+                    }
+                }
+                Ok(by_topic)
+            }
+        }
+    }
+
+    pub(super) fn offset_delete(&mut self, ctx: &RequestContext, req: OffsetDeleteRequest) {
+        let group_id = req.group_id.0.to_string();
+        let top = |e: ResponseError| {
+            GroupResponse::OffsetDelete(OffsetDeleteResponse::default().with_error_code(code(e)))
+        };
+        if let Err(e) = self.check_coordinator(&group_id) {
+            return self.respond(ctx.token, top(e));
+        }
+        let Some(group) = self.group(&group_id) else {
+            return self.respond(ctx.token, top(ResponseError::GroupIdNotFound));
+        };
+        let consumer = group.protocol_type.as_deref() == Some("consumer");
+        if group.state == GroupState::Dead {
+            return self.respond(ctx.token, top(ResponseError::GroupIdNotFound));
+        }
+        if !consumer && group.state != GroupState::Empty {
+            return self.respond(ctx.token, top(ResponseError::NonEmptyGroup));
+        }
+        let partition = group.partition;
+        let mut topics = Vec::new();
+        let mut deletes = Vec::new();
+        for topic in &req.topics {
+            let name = topic.name.0.to_string();
+            let subscribed = consumer && group.is_subscribed_to_topic(&name);
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let error = if subscribed {
+                        code(ResponseError::GroupSubscribedToTopic)
+                    } else {
+                        if group
+                            .offsets
+                            .contains_key(&(name.clone(), p.partition_index))
+                        {
+                            deletes.push((name.clone(), p.partition_index));
+                        }
+                        0
+                    };
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error)
+                })
+                .collect();
+            topics.push(
+                OffsetDeleteResponseTopic::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(partitions),
+            );
+        }
+        for (topic, tp) in deletes {
+            self.delete_offset(partition, &group_id, topic, tp);
+        }
+        self.respond(
+            ctx.token,
+            GroupResponse::OffsetDelete(OffsetDeleteResponse::default().with_topics(topics)),
+        );
+    }
+
+    // ---------------------------------------------------------------- retention
+
+    /// Expires committed offsets past `offsets.retention.minutes` and removes groups left empty
+    /// with no offsets, producing tombstones. Kafka's rules: offsets of an Empty group expire
+    /// a retention period after the group became empty; offsets of a "simple" group (no
+    /// protocol type) a retention period after their commit; a Stable consumer group only
+    /// expires offsets of topics it does not subscribe to; an explicit per-commit expiry (v1
+    /// records) wins.
+    pub fn expire_offsets(&mut self, now_ms: i64) -> Outcome {
+        self.start_operation();
+        let retention = self.config.offsets_retention_ms;
+        let ids: Vec<String> = self
+            .shards
+            .iter()
+            .filter(|(_, s)| s.status == PartitionStatus::Active)
+            .flat_map(|(_, s)| s.latest.groups.keys().cloned())
+            .collect();
+        for group_id in ids {
+            let group = self.group(&group_id).expect("group exists");
+            let consumer_stable = group.protocol_type.as_deref() == Some("consumer")
+                && group.state == GroupState::Stable
+                && group.subscribed_topics.is_some();
+            let expired: Vec<(String, i32)> = group
+                .offsets
+                .iter()
+                .filter(|((topic, _), value)| {
+                    if value.expire_timestamp_ms >= 0 {
+                        return now_ms >= value.expire_timestamp_ms;
+                    }
+                    let base = match (&group.protocol_type, group.state) {
+                        (None, _) => Some(value.commit_timestamp_ms),
+                        (Some(_), GroupState::Empty) => Some(group.state_timestamp_ms),
+                        (Some(_), _) if consumer_stable && !group.is_subscribed_to_topic(topic) => {
+                            Some(value.commit_timestamp_ms)
+                        }
+                        _ => None,
+                    };
+                    base.is_some_and(|b| now_ms - b >= retention)
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            let partition = group.partition;
+            for (topic, tp) in expired {
+                self.delete_offset(partition, &group_id, topic, tp);
+            }
+            let group = self.group(&group_id).expect("group exists");
+            if group.state == GroupState::Empty
+                && group.members.is_empty()
+                && group.pending_members.is_empty()
+                && group.offsets.is_empty()
+            {
+                self.append(
+                    partition,
+                    records::encode_group_metadata_key(&group_id),
+                    None,
+                );
+                self.remove_group(&group_id);
+                self.cancel_group_timers(&group_id);
+            }
+        }
+        self.finish_operation()
+    }
+}

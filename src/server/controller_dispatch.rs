@@ -1,0 +1,90 @@
+//! The controller listener's dispatch: Raft messages between voters, and the Kafka APIs a KRaft
+//! controller serves — ApiVersions, the broker lifecycle, and the metadata-changing requests
+//! brokers forward to the active controller. Anything else is refused as Kafka's controller
+//! refuses it: the connection is closed.
+//!
+//! A Raft message is recognised by its private API key before the Kafka decoder sees the frame
+//! ([`crate::quorum::wire`]); it has no response. A malformed one closes its connection and
+//! never reaches the voter; a well-formed one the voter does not accept (not for this node, not
+//! from a voter, a local type) is dropped by the quorum engine.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+
+use super::dispatch::DispatchError;
+use super::ConnectionInfo;
+use crate::context::Context;
+use crate::handlers;
+use crate::handlers::api_versions::CONTROLLER_SUPPORTED;
+use crate::protocol::{self, DecodeError};
+use crate::quorum::wire;
+
+/// Handles one frame of the controller listener. `Ok(None)`: nothing to send (Raft messages).
+pub async fn handle_frame(
+    ctx: &Arc<Context>,
+    frame: Bytes,
+    conn: &ConnectionInfo,
+) -> Result<Option<Bytes>, DispatchError> {
+    if wire::is_raft_frame(&frame) {
+        let (_, message) = wire::decode_request(&frame).map_err(DispatchError::Raft)?;
+        ctx.controller.peer_message(message, conn.id);
+        return Ok(None);
+    }
+    let request = match protocol::decode_request(frame) {
+        Ok(r) => r,
+        Err(DecodeError::UnsupportedVersion {
+            api_key: ApiKey::ApiVersions,
+            correlation_id,
+            ..
+        }) => {
+            return Ok(Some(
+                handlers::api_versions::unsupported_version_response_of(
+                    CONTROLLER_SUPPORTED,
+                    correlation_id,
+                )?,
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let api_key = request.api_key;
+    let version = request.api_version;
+    let correlation_id = request.correlation_id();
+    let served = CONTROLLER_SUPPORTED
+        .iter()
+        .any(|(k, min, max)| *k == api_key && (*min..=*max).contains(&version));
+    if !served {
+        if api_key == ApiKey::ApiVersions {
+            return Ok(Some(
+                handlers::api_versions::unsupported_version_response_of(
+                    CONTROLLER_SUPPORTED,
+                    correlation_id,
+                )?,
+            ));
+        }
+        return Err(DispatchError::NotAdvertised { api_key, version });
+    }
+    let body: ResponseKind = match request.body {
+        RequestKind::ApiVersions(r) => {
+            handlers::api_versions::handle_of(CONTROLLER_SUPPORTED, version, r)
+        }
+        RequestKind::CreateTopics(r) => handlers::create_topics::handle(ctx, version, r).await,
+        RequestKind::DeleteTopics(r) => handlers::delete_topics::handle(ctx, version, r).await,
+        RequestKind::CreatePartitions(r) => {
+            handlers::create_partitions::handle(ctx, version, r).await
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            handlers::incremental_alter_configs::handle(ctx, version, r).await
+        }
+        RequestKind::ElectLeaders(r) => handlers::elect_leaders::handle(ctx, version, r).await,
+        RequestKind::DescribeCluster(r) => handlers::describe_cluster::handle(ctx, version, r),
+        _ => return Err(DispatchError::NoHandler(api_key)),
+    };
+    Ok(Some(protocol::encode_response(
+        api_key,
+        version,
+        correlation_id,
+        &body,
+    )?))
+}
