@@ -88,6 +88,26 @@ pub enum ApiError {
     PreferredLeaderNotAvailable,
     #[error("eligible leaders not available")]
     EligibleLeadersNotAvailable,
+    #[error("leader not available")]
+    LeaderNotAvailable,
+    #[error("replica not available")]
+    ReplicaNotAvailable,
+    #[error("listener not found")]
+    ListenerNotFound,
+    #[error("operation not attempted")]
+    OperationNotAttempted,
+    #[error("stale broker epoch")]
+    StaleBrokerEpoch,
+    #[error("invalid update version")]
+    InvalidUpdateVersion,
+    #[error("broker id not registered")]
+    BrokerIdNotRegistered,
+    #[error("inconsistent cluster id: {0}")]
+    InconsistentClusterId(String),
+    #[error("ineligible replica")]
+    IneligibleReplica,
+    #[error("new leader elected")]
+    NewLeaderElected,
 }
 
 impl ApiError {
@@ -133,6 +153,16 @@ impl ApiError {
             ElectionNotNeeded => ResponseError::ElectionNotNeeded,
             PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
             EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
+            LeaderNotAvailable => ResponseError::LeaderNotAvailable,
+            ReplicaNotAvailable => ResponseError::ReplicaNotAvailable,
+            ListenerNotFound => ResponseError::ListenerNotFound,
+            OperationNotAttempted => ResponseError::OperationNotAttempted,
+            StaleBrokerEpoch => ResponseError::StaleBrokerEpoch,
+            InvalidUpdateVersion => ResponseError::InvalidUpdateVersion,
+            BrokerIdNotRegistered => ResponseError::BrokerIdNotRegistered,
+            InconsistentClusterId(_) => ResponseError::InconsistentClusterId,
+            IneligibleReplica => ResponseError::IneligibleReplica,
+            NewLeaderElected => ResponseError::NewLeaderElected,
         }
     }
 
@@ -160,6 +190,7 @@ impl ApiError {
             | KafkaStorageError(m)
             | InvalidRecord(m)
             | PolicyViolation(m)
+            | InconsistentClusterId(m)
             | UnknownServerError(m) => m.clone(),
             other => other.to_string(),
         }
@@ -225,6 +256,16 @@ mod tests {
             (ApiError::PreferredLeaderNotAvailable, 80),
             (ApiError::EligibleLeadersNotAvailable, 83),
             (ApiError::ElectionNotNeeded, 84),
+            (ApiError::LeaderNotAvailable, 5),
+            (ApiError::ReplicaNotAvailable, 9),
+            (ApiError::ListenerNotFound, 72),
+            (ApiError::OperationNotAttempted, 55),
+            (ApiError::StaleBrokerEpoch, 77),
+            (ApiError::InvalidUpdateVersion, 95),
+            (ApiError::BrokerIdNotRegistered, 102),
+            (ApiError::InconsistentClusterId(String::new()), 104),
+            (ApiError::IneligibleReplica, 107),
+            (ApiError::NewLeaderElected, 108),
         ];
         for (error, code) in cases {
             assert_eq!(error.code(), code, "{error:?}");

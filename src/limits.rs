@@ -49,6 +49,11 @@ pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 /// Longest topic name Kafka accepts (`Topic.MAX_NAME_LENGTH`).
 pub const TOPIC_NAME_CHARS_MAX: usize = 249;
 
+/// Partitions one DescribeTopicPartitions response describes at most, whatever the request's
+/// `response_partition_limit`; the client pages through the rest with the cursor. Kafka's
+/// `max.request.partition.size.limit` default.
+pub const DESCRIBE_TOPIC_PARTITIONS_PER_RESPONSE_MAX: i32 = 2_000;
+
 /// One record of the metadata log. Records are tiny (a topic, a partition, a config); a frame
 /// claiming more than this is corruption, not data.
 pub const METADATA_RECORD_BYTES_MAX: usize = 1 << 20;

@@ -29,7 +29,7 @@ use crate::limits::{
     HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS, LOG_PERIODIC_INTERVAL_MS,
     LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT, LOG_RETENTION_INITIAL_DELAY_MS,
 };
-use crate::metadata::{BrokerRegistration, MetadataCache, MetadataImage};
+use crate::metadata::{security_protocol, BrokerRegistration, MetadataCache, MetadataImage};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 
@@ -236,12 +236,20 @@ impl Node {
             advertised.port
         };
         let led = controller
-            .register_broker(BrokerRegistration {
-                node_id: config.node_id,
-                host,
-                port,
-                rack: config.broker_rack.clone(),
-            })
+            .register_broker(
+                // A new incarnation per process start.
+                BrokerRegistration::new(
+                    config.node_id,
+                    crate::controller::random_uuid(),
+                    config.broker_rack.clone(),
+                )
+                .with_listener(
+                    config.listener.name.clone(),
+                    host,
+                    port,
+                    security_protocol::PLAINTEXT,
+                ),
+            )
             .await?;
         let replicas = Arc::new(ReplicaManager::new(
             config.clone(),

@@ -1,7 +1,17 @@
 //! The controller's decisions, as pure functions of the metadata image, the broker's settings
 //! and the request: the records a change needs, or the Kafka error that refuses it. No I/O, no
-//! clock, no randomness (ids come in as arguments), no state of their own: the controller task
-//! (`super::task`) runs them against its image and commits what they return.
+//! clock, no randomness (ids come in as arguments), no state of their own: the controller thread
+//! (`super::driver`) runs them against its image and commits what they return.
+//!
+//! Here: topics, partitions, configs, leader elections, producer ids. In submodules: replica
+//! placement (`placement`), how a partition's registration changes (`partition_change`), a
+//! broker's registration, heartbeats and fencing (`brokers`), and AlterPartition
+//! (`alter_partition`).
+
+mod alter_partition;
+mod brokers;
+mod partition_change;
+mod placement;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,7 +24,42 @@ use crate::limits::{
     METADATA_STRING_BYTES_MAX, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
     TOPIC_NAME_CHARS_MAX,
 };
-use crate::metadata::{BrokerRegistration, MetadataImage, MetadataRecord, PartitionRegistration};
+use crate::metadata::{LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRegistration};
+pub use alter_partition::{alter_partition, AlterPartitionItem, AlterPartitionResult};
+pub use brokers::{
+    broker_heartbeat, check_cluster_id, fence_broker, register_broker, register_local_broker,
+    unfence_broker, HeartbeatOutcome, Registered,
+};
+
+/// The broker settings the decisions read, passed in so they need no `BrokerConfig`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ControllerSettings {
+    /// `unclean.leader.election.enable`, the broker default (a topic's own config, or the
+    /// cluster-wide dynamic one, overrides it).
+    pub unclean_leader_election_enable: bool,
+}
+
+impl ControllerSettings {
+    pub fn from_config(config: &BrokerConfig) -> ControllerSettings {
+        ControllerSettings {
+            unclean_leader_election_enable: config
+                .value_of("unclean.leader.election.enable")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+        }
+    }
+}
+
+/// The first record an active controller writes into a log that has none: the cluster id. Empty
+/// once the image has one.
+pub fn bootstrap_cluster_id(image: &MetadataImage, cluster_id: &str) -> Vec<MetadataRecord> {
+    if image.cluster_id.is_empty() {
+        vec![MetadataRecord::ClusterId {
+            cluster_id: cluster_id.to_owned(),
+        }]
+    } else {
+        Vec::new()
+    }
+}
 
 /// What CreateTopics asks for one topic.
 #[derive(Debug, Clone, Default)]
@@ -78,31 +123,30 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Brokers that may hold replicas and lead: every registered broker.
-fn live_brokers(image: &MetadataImage) -> Vec<i32> {
-    image.brokers.keys().copied().collect()
+/// Brokers that may hold new replicas and lead: unfenced and not shutting down, with racks.
+fn usable_brokers(image: &MetadataImage) -> Vec<(i32, Option<&str>)> {
+    image
+        .brokers
+        .values()
+        .filter(|b| b.is_active())
+        .map(|b| (b.node_id, b.rack.as_deref()))
+        .collect()
 }
 
-/// Round-robin placement: partition `p` gets `rf` consecutive brokers starting at `start + p`.
-/// `start` is the number of partitions the cluster already has, so successive topics start on
-/// different brokers without the controller keeping a cursor.
+/// Placement of the partitions `partitions` of a topic, after the `start` partitions the cluster
+/// already has ([`placement::place_replicas`]).
 fn place_replicas(
-    brokers: &[i32],
-    start: usize,
+    image: &MetadataImage,
     partitions: std::ops::Range<i32>,
     replication_factor: usize,
-) -> Vec<(i32, Vec<i32>)> {
-    let n = brokers.len();
-    partitions
-        .enumerate()
-        .map(|(i, p)| {
-            let first = start.wrapping_add(i);
-            let replicas = (0..replication_factor)
-                .map(|r| brokers[(first + r) % n])
-                .collect();
-            (p, replicas)
-        })
-        .collect()
+) -> Result<Vec<(i32, Vec<i32>)>, ApiError> {
+    let placed = placement::place_replicas(
+        &usable_brokers(image),
+        partition_count(image),
+        partitions.len(),
+        replication_factor,
+    )?;
+    Ok(partitions.zip(placed).collect())
 }
 
 fn partition_count(image: &MetadataImage) -> usize {
@@ -164,18 +208,48 @@ fn check_assignment(
     Ok(())
 }
 
-fn new_partition(topic_id: Uuid, partition: i32, replicas: Vec<i32>) -> MetadataRecord {
-    MetadataRecord::Partition {
+/// A new partition: its ISR is its replicas that may lead (all of them when placed; a manual
+/// assignment may name fenced brokers), the first of them its leader, as Kafka's
+/// `buildPartitionRegistration`.
+fn new_partition(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    partition: i32,
+    replicas: Vec<i32>,
+) -> Result<MetadataRecord, ApiError> {
+    let isr: Vec<i32> = replicas
+        .iter()
+        .copied()
+        .filter(|&r| image.is_broker_active(r))
+        .collect();
+    let Some(&leader) = isr.first() else {
+        return Err(ApiError::InvalidReplicaAssignment(format!(
+            "All brokers specified in the manual partition assignment for partition {partition} are fenced or in controlled shutdown."
+        )));
+    };
+    Ok(MetadataRecord::Partition {
         topic_id,
         partition,
         registration: PartitionRegistration {
-            leader: replicas[0],
-            isr: replicas.clone(),
+            leader,
+            isr,
             replicas,
             leader_epoch: 0,
             partition_epoch: 0,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         },
-    }
+    })
+}
+
+fn new_partitions(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    assignments: Vec<(i32, Vec<i32>)>,
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    assignments
+        .into_iter()
+        .map(|(partition, replicas)| new_partition(image, topic_id, partition, replicas))
+        .collect()
 }
 
 /// The replicas of each partition of a new topic: the manual assignment, checked, or a
@@ -185,7 +259,9 @@ fn topic_assignments(
     config: &BrokerConfig,
     spec: &CreateTopicSpec,
 ) -> Result<Vec<(i32, Vec<i32>)>, ApiError> {
-    let brokers = live_brokers(image);
+    // A manual assignment may name any registered broker (Kafka's rule); placement only uses
+    // usable ones.
+    let brokers: Vec<i32> = image.brokers.keys().copied().collect();
     if !spec.assignments.is_empty() {
         if spec.num_partitions != -1 || spec.replication_factor != -1 {
             return Err(ApiError::InvalidRequest(
@@ -228,18 +304,7 @@ fn topic_assignments(
             "Replication factor must be larger than 0, or -1 to use the default value.".into(),
         ));
     }
-    if rf as usize > brokers.len() {
-        return Err(ApiError::InvalidReplicationFactor(format!(
-            "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
-            brokers.len()
-        )));
-    }
-    Ok(place_replicas(
-        &brokers,
-        partition_count(image),
-        0..num_partitions,
-        rf as usize,
-    ))
+    place_replicas(image, 0..num_partitions, rf as usize)
 }
 
 /// CreateTopics for one topic: the topic, its configs and its partitions, with `topic_id`.
@@ -283,11 +348,7 @@ pub fn create_topic(
                 value: value.clone(),
             }),
     );
-    records.extend(
-        assignments
-            .into_iter()
-            .map(|(partition, replicas)| new_partition(topic_id, partition, replicas)),
-    );
+    records.extend(new_partitions(image, topic_id, assignments)?);
     Ok(records)
 }
 
@@ -339,7 +400,7 @@ pub fn create_partitions(
         .next()
         .map(|p| p.replicas.len())
         .unwrap_or(1);
-    let brokers = live_brokers(image);
+    let brokers: Vec<i32> = image.brokers.keys().copied().collect();
     let placed = match assignments {
         Some(list) => {
             if list.len() as i32 != count - current {
@@ -356,20 +417,9 @@ pub fn create_partitions(
             }
             placed
         }
-        None => {
-            if rf > brokers.len() {
-                return Err(ApiError::InvalidReplicationFactor(format!(
-                    "Unable to replicate the partition {rf} time(s): only {} broker(s) are registered.",
-                    brokers.len()
-                )));
-            }
-            place_replicas(&brokers, partition_count(image), current..count, rf)
-        }
+        None => place_replicas(image, current..count, rf)?,
     };
-    Ok(placed
-        .into_iter()
-        .map(|(partition, replicas)| new_partition(t.id, partition, replicas))
-        .collect())
+    new_partitions(image, t.id, placed)
 }
 
 /// The items of a list-valued config (`cleanup.policy`): comma-separated, trimmed, non-empty.
@@ -495,13 +545,15 @@ pub fn elect_leaders(
             None => Err(ApiError::UnknownTopicOrPartition),
             Some((topic_id, reg)) => {
                 elect_leader(election, &reg.replicas, &reg.isr, reg.leader, |broker| {
-                    image.brokers.contains_key(&broker)
+                    image.is_broker_active(broker)
                 })
                 .map(|leader| {
                     let mut next = reg.clone();
                     if !next.isr.contains(&leader) {
-                        // An unclean election: the new leader is the only in-sync replica.
+                        // An unclean election: the new leader is the only in-sync replica, and
+                        // it recovers before it takes followers back.
                         next.isr = vec![leader];
+                        next.leader_recovery_state = LeaderRecoveryState::Recovering;
                     }
                     next.leader = leader;
                     next.leader_epoch += 1;
@@ -520,40 +572,6 @@ pub fn elect_leaders(
         results.push((topic, partition, result));
     }
     (records, results)
-}
-
-/// A broker (re-)registers: its endpoint, and leadership of every partition it is an in-sync
-/// replica of that it led before or that has no leader, with leader and partition epochs
-/// bumped. A registration is a new incarnation of the broker, so leadership it held before is
-/// taken up again under a new epoch, as a KRaft controller does when a restarted broker is
-/// unfenced; the new epoch fences anything the previous incarnation still had in flight.
-pub fn register_broker(
-    image: &MetadataImage,
-    registration: &BrokerRegistration,
-) -> Vec<MetadataRecord> {
-    let node_id = registration.node_id;
-    let mut records = Vec::new();
-    if image.brokers.get(&node_id) != Some(registration) {
-        records.push(MetadataRecord::RegisterBroker(registration.clone()));
-    }
-    for topic in image.topics.values() {
-        for (&partition, reg) in &topic.partitions {
-            let leads_or_leaderless = reg.leader == node_id || reg.leader == -1;
-            if reg.replicas.contains(&node_id) && reg.isr.contains(&node_id) && leads_or_leaderless
-            {
-                let mut next = reg.clone();
-                next.leader = node_id;
-                next.leader_epoch += 1;
-                next.partition_epoch += 1;
-                records.push(MetadataRecord::Partition {
-                    topic_id: topic.id,
-                    partition,
-                    registration: next,
-                });
-            }
-        }
-    }
-    records
 }
 
 /// A block of producer ids handed to one broker (Kafka's `AllocateProducerIds`).
@@ -588,7 +606,8 @@ pub enum ElectionType {
     Unclean,
 }
 
-/// The leader an ElectLeaders request makes (Kafka's `PartitionChangeBuilder`):
+/// The leader an ElectLeaders request makes (Kafka's `ReplicationControlManager#electLeader`);
+/// `eligible` is "registered, unfenced and not shutting down":
 /// - PREFERRED: `replicas[0]` if it is in the ISR and eligible; ELECTION_NOT_NEEDED if it already
 ///   leads; else PREFERRED_LEADER_NOT_AVAILABLE.
 /// - UNCLEAN: ELECTION_NOT_NEEDED while an eligible leader exists; else the first eligible ISR
@@ -630,32 +649,93 @@ pub fn elect_leader(
 #[cfg(test)]
 // Table tests: each case is a tuple.
 #[allow(clippy::type_complexity)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::config::RawConfig;
+    use crate::metadata::{security_protocol, BrokerRegistration};
 
-    fn config() -> BrokerConfig {
+    pub(super) fn config() -> BrokerConfig {
         BrokerConfig::from_raw(RawConfig::default()).unwrap().config
     }
 
-    fn broker(node_id: i32) -> BrokerRegistration {
-        BrokerRegistration {
-            node_id,
-            host: "127.0.0.1".into(),
-            port: 9090 + node_id as u16,
-            rack: None,
+    pub(super) fn settings() -> ControllerSettings {
+        ControllerSettings::default()
+    }
+
+    /// Broker `node_id`'s registration request, in its first incarnation.
+    pub(super) fn broker(node_id: i32) -> BrokerRegistration {
+        incarnation(node_id, 1)
+    }
+
+    pub(super) fn incarnation(node_id: i32, n: u128) -> BrokerRegistration {
+        BrokerRegistration::new(node_id, Uuid::from_u128(n << 32 | node_id as u128), None)
+            .with_listener(
+                "PLAINTEXT",
+                "127.0.0.1",
+                9090 + node_id as u16,
+                security_protocol::PLAINTEXT,
+            )
+    }
+
+    /// Registers and unfences `registration` as its heartbeat would, committing each step at
+    /// the next offset.
+    pub(super) fn join(image: &MetadataImage, registration: BrokerRegistration) -> MetadataImage {
+        let mut image = image.clone();
+        let registered = register_broker(&image, &settings(), &registration);
+        image.apply_batch(image.metadata_offset + 1, &registered.records);
+        let (records, outcome) = broker_heartbeat(
+            &image,
+            &settings(),
+            registration.node_id,
+            registered.broker_epoch,
+            image.metadata_offset as i64,
+            false,
+            false,
+        )
+        .unwrap();
+        assert!(!outcome.is_fenced);
+        image.apply_batch(image.metadata_offset + 1, &records);
+        image
+    }
+
+    /// An image with brokers `1..=n` registered and unfenced.
+    pub(super) fn cluster(n: i32) -> MetadataImage {
+        racked_cluster(&vec![None; n as usize])
+    }
+
+    /// Brokers `1..` in the given racks, registered and unfenced.
+    pub(super) fn racked_cluster(racks: &[Option<&str>]) -> MetadataImage {
+        let mut image = MetadataImage::empty("c".into(), 1);
+        for (i, rack) in racks.iter().enumerate() {
+            let b = BrokerRegistration {
+                rack: rack.map(str::to_owned),
+                ..broker(i as i32 + 1)
+            };
+            image = join(&image, b);
         }
+        image
     }
 
-    /// An image with brokers `1..=n` registered.
-    fn cluster(n: i32) -> MetadataImage {
-        let records: Vec<_> = (1..=n)
-            .map(|b| MetadataRecord::RegisterBroker(broker(b)))
-            .collect();
-        MetadataImage::empty("c".into(), 1).apply(&records)
+    pub(super) fn partition(image: &MetadataImage, topic: &str, p: i32) -> PartitionRegistration {
+        image.topic(topic).unwrap().partitions[&p].clone()
     }
 
-    fn spec(name: &str, partitions: i32, rf: i16) -> CreateTopicSpec {
+    /// Sets a partition's registration by hand.
+    pub(super) fn set_partition(
+        image: &MetadataImage,
+        topic: &str,
+        p: i32,
+        registration: PartitionRegistration,
+    ) -> MetadataImage {
+        let topic_id = image.topic(topic).unwrap().id;
+        image.apply(&[MetadataRecord::Partition {
+            topic_id,
+            partition: p,
+            registration,
+        }])
+    }
+
+    pub(super) fn spec(name: &str, partitions: i32, rf: i16) -> CreateTopicSpec {
         CreateTopicSpec {
             name: name.into(),
             num_partitions: partitions,
@@ -664,7 +744,11 @@ mod tests {
         }
     }
 
-    fn with_topic(image: &MetadataImage, spec: &CreateTopicSpec, id: u128) -> MetadataImage {
+    pub(super) fn with_topic(
+        image: &MetadataImage,
+        spec: &CreateTopicSpec,
+        id: u128,
+    ) -> MetadataImage {
         image.apply(&create_topic(image, &config(), spec, Uuid::from_u128(id)).unwrap())
     }
 
@@ -890,52 +974,137 @@ mod tests {
     }
 
     #[test]
-    fn registration_takes_back_own_and_leaderless_partitions_only() {
-        let image = cluster(2);
-        let image = with_topic(&image, &spec("t", 2, 2), 1);
-        let topic_id = image.topic("t").unwrap().id;
-        // Partition 0 is led by 1; partition 1 by 2. Make a third, leaderless, with 1 in ISR.
-        let image = image.apply(&[MetadataRecord::Partition {
-            topic_id,
-            partition: 2,
-            registration: PartitionRegistration {
-                replicas: vec![2, 1],
-                isr: vec![1],
-                leader: -1,
-                leader_epoch: 5,
-                partition_epoch: 7,
-            },
-        }]);
-        // Re-registering an unchanged endpoint writes no broker record.
-        let records = register_broker(&image, &broker(1));
-        assert!(!records
-            .iter()
-            .any(|r| matches!(r, MetadataRecord::RegisterBroker(_))));
-        let after = image.apply(&records);
-        let parts = &after.topic("t").unwrap().partitions;
-        assert_eq!((parts[&0].leader, parts[&0].leader_epoch), (1, 1));
-        assert_eq!(
-            (parts[&1].leader, parts[&1].leader_epoch),
-            (2, 0),
-            "led by a live broker"
-        );
-        assert_eq!(
-            (
-                parts[&2].leader,
-                parts[&2].leader_epoch,
-                parts[&2].partition_epoch
-            ),
-            (1, 6, 8)
-        );
-        // A new endpoint is a new registration record.
-        let moved = BrokerRegistration {
-            port: 1,
-            ..broker(1)
+    fn placement_uses_only_unfenced_brokers_and_spreads_preferred_leaders() {
+        let image = with_topic(&cluster(3), &spec("t", 6, 3), 1);
+        let mut led = BTreeMap::new();
+        for p in image.topic("t").unwrap().partitions.values() {
+            *led.entry(p.replicas[0]).or_insert(0) += 1;
+            assert_eq!(p.leader, p.replicas[0]);
+            assert_eq!(p.isr, p.replicas);
+        }
+        assert_eq!(led, BTreeMap::from([(1, 2), (2, 2), (3, 2)]));
+        // Broker 3 fenced: RF 3 no longer fits; RF 2 lands on 1 and 2 only.
+        let fenced = image.apply(&fence_broker(&image, &settings(), 3, None));
+        let err = create_topic(&fenced, &config(), &spec("u", 1, 3), Uuid::from_u128(2));
+        assert_eq!(err.unwrap_err().code(), 38, "INVALID_REPLICATION_FACTOR");
+        let placed = with_topic(&fenced, &spec("u", 4, 2), 2);
+        for p in placed.topic("u").unwrap().partitions.values() {
+            assert!(!p.replicas.contains(&3), "{p:?}");
+        }
+        // A manual assignment may name the fenced broker; it starts outside the ISR.
+        let manual = CreateTopicSpec {
+            assignments: vec![(0, vec![3, 1])],
+            ..spec("m", -1, -1)
         };
-        assert!(matches!(
-            register_broker(&image, &moved)[0],
-            MetadataRecord::RegisterBroker(_)
-        ));
+        let m =
+            fenced.apply(&create_topic(&fenced, &config(), &manual, Uuid::from_u128(3)).unwrap());
+        let p = partition(&m, "m", 0);
+        assert_eq!((p.replicas, p.isr, p.leader), (vec![3, 1], vec![1], 1));
+        let only_fenced = CreateTopicSpec {
+            assignments: vec![(0, vec![3])],
+            ..spec("n", -1, -1)
+        };
+        let err = create_topic(&fenced, &config(), &only_fenced, Uuid::from_u128(4));
+        assert_eq!(err.unwrap_err().code(), 39, "INVALID_REPLICA_ASSIGNMENT");
+    }
+
+    #[test]
+    fn placement_is_rack_aware() {
+        let image = racked_cluster(&[
+            Some("a"),
+            Some("a"),
+            Some("b"),
+            Some("b"),
+            Some("c"),
+            Some("c"),
+        ]);
+        let image = with_topic(&image, &spec("t", 6, 3), 1);
+        let rack = |id: i32| image.brokers[&id].rack.clone().unwrap();
+        let mut led = BTreeSet::new();
+        for p in image.topic("t").unwrap().partitions.values() {
+            let racks: BTreeSet<_> = p.replicas.iter().map(|&r| rack(r)).collect();
+            assert_eq!(racks.len(), 3, "{p:?}");
+            led.insert(p.leader);
+        }
+        assert_eq!(led.len(), 6, "every broker prefers one partition");
+    }
+
+    #[test]
+    fn elections_skip_fenced_brokers() {
+        let image = with_topic(&cluster(2), &spec("t", 1, 2), 1);
+        let moved = set_partition(
+            &image,
+            "t",
+            0,
+            PartitionRegistration {
+                leader: 2,
+                leader_epoch: 3,
+                ..partition(&image, "t", 0)
+            },
+        );
+        // Broker 1 fenced by hand (its ISR membership kept, to isolate the election's check).
+        let b1 = moved.brokers[&1].clone();
+        let fenced = moved.apply(&[MetadataRecord::BrokerRegistrationChange {
+            node_id: 1,
+            broker_epoch: b1.broker_epoch,
+            fenced: Some(true),
+            in_controlled_shutdown: None,
+        }]);
+        let (records, results) = elect_leaders(
+            &fenced,
+            ElectionType::Preferred,
+            Some(vec![("t".into(), 0)]),
+        );
+        assert!(records.is_empty());
+        assert_eq!(results[0].2, Err(ApiError::PreferredLeaderNotAvailable));
+        // Unclean election from outside the ISR marks the leader RECOVERING.
+        let leaderless = set_partition(
+            &image,
+            "t",
+            0,
+            PartitionRegistration {
+                leader: -1,
+                isr: vec![1],
+                ..partition(&image, "t", 0)
+            },
+        );
+        let leaderless = leaderless.apply(&[MetadataRecord::BrokerRegistrationChange {
+            node_id: 1,
+            broker_epoch: b1.broker_epoch,
+            fenced: Some(true),
+            in_controlled_shutdown: None,
+        }]);
+        let (records, results) = elect_leaders(&leaderless, ElectionType::Unclean, None);
+        assert_eq!(results, vec![("t".to_owned(), 0, Ok(()))]);
+        let p = partition(&leaderless.apply(&records), "t", 0);
+        assert_eq!(
+            (p.leader, p.isr, p.leader_recovery_state),
+            (2, vec![2], LeaderRecoveryState::Recovering)
+        );
+    }
+
+    #[test]
+    fn the_cluster_id_is_written_once() {
+        let image = MetadataImage::default();
+        let records = bootstrap_cluster_id(&image, "abc");
+        assert_eq!(records.len(), 1);
+        let image = image.apply(&records);
+        assert_eq!(image.cluster_id, "abc");
+        assert!(bootstrap_cluster_id(&image, "other").is_empty());
+        assert!(check_cluster_id(&image, "abc").is_ok());
+        assert_eq!(check_cluster_id(&image, "other").unwrap_err().code(), 104);
+    }
+
+    #[test]
+    fn settings_read_unclean_election_from_the_config() {
+        let mut raw = RawConfig::default();
+        raw.set("unclean.leader.election.enable", "true");
+        let config = BrokerConfig::from_raw(raw).unwrap().config;
+        assert!(ControllerSettings::from_config(&config).unclean_leader_election_enable);
+        assert!(
+            !ControllerSettings::from_config(&super::tests::config())
+                .unclean_leader_election_enable
+        );
     }
 
     #[test]

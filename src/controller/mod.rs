@@ -401,12 +401,12 @@ mod tests {
     }
 
     fn registration() -> BrokerRegistration {
-        BrokerRegistration {
-            node_id: 1,
-            host: "127.0.0.1".into(),
-            port: 9092,
-            rack: None,
-        }
+        BrokerRegistration::new(1, random_uuid(), None).with_listener(
+            "PLAINTEXT",
+            "127.0.0.1",
+            9092,
+            crate::metadata::security_protocol::PLAINTEXT,
+        )
     }
 
     fn spec(name: &str, partitions: i32) -> CreateTopicSpec {

@@ -155,10 +155,16 @@ pub(crate) fn decide(config: &BrokerConfig, image: &MetadataImage, request: Requ
             registration,
             reply,
         } => {
-            let records = decisions::register_broker(image, &registration);
+            // Until brokers heartbeat to the controller, the one registration is this node's own
+            // broker, which reads the controller's image: registered and unfenced at once.
+            let node_id = registration.node_id;
+            let settings = decisions::ControllerSettings::from_config(config);
+            let records = decisions::register_local_broker(image, &settings, &registration).records;
             let led = records
                 .iter()
-                .filter(|r| matches!(r, MetadataRecord::Partition { .. }))
+                .filter(|r| {
+                    matches!(r, MetadataRecord::Partition { registration, .. } if registration.leader == node_id)
+                })
                 .count();
             Decided::commit(reply, Ok(records), move |_| led)
         }

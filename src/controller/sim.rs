@@ -347,12 +347,19 @@ impl Sim {
             3 => {
                 let (tx, rx) = oneshot::channel();
                 let node_id = 1 + self.rng.below(self.voters.len() as u64) as i32;
-                let registration = BrokerRegistration {
+                // One of two incarnations: a repeat of the current one, or a restart.
+                let incarnation = self.rng.below(2);
+                let registration = BrokerRegistration::new(
                     node_id,
-                    host: "127.0.0.1".into(),
-                    port: 9090 + node_id as u16 + (self.rng.below(2) as u16) * 100,
-                    rack: None,
-                };
+                    uuid::Uuid::from_u128(u128::from(incarnation) + 1),
+                    None,
+                )
+                .with_listener(
+                    "PLAINTEXT",
+                    "127.0.0.1",
+                    9090 + node_id as u16 + incarnation as u16 * 100,
+                    crate::metadata::security_protocol::PLAINTEXT,
+                );
                 (
                     Request::RegisterBroker {
                         registration,
@@ -661,12 +668,13 @@ impl Sim {
             replication_factor: 1,
             ..Default::default()
         };
-        let registration = BrokerRegistration {
-            node_id: 1,
-            host: "127.0.0.1".into(),
-            port: 9091,
-            rack: None,
-        };
+        let registration = BrokerRegistration::new(1, uuid::Uuid::from_u128(3), None)
+            .with_listener(
+                "PLAINTEXT",
+                "127.0.0.1",
+                9091,
+                crate::metadata::security_protocol::PLAINTEXT,
+            );
         let (reg_tx, _reg_rx) = oneshot::channel();
         let core = &mut self.nodes[active].live.as_mut().unwrap().core;
         core.request(Request::RegisterBroker {

@@ -1,5 +1,6 @@
-//! DescribeCluster (key 60), v0-2: cluster id, controller id and brokers (with rack). A single
-//! node has no fenced brokers, so v2's `include_fenced_brokers` changes nothing.
+//! DescribeCluster (key 60), v0-2: cluster id, the active controller's id and the unfenced
+//! brokers (with rack) at their endpoint of the client's listener; v2's
+//! `include_fenced_brokers` adds the fenced ones, marked `is_fenced` (KIP-1073).
 
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use kafka_protocol::messages::{
     BrokerId, DescribeClusterRequest, DescribeClusterResponse, ResponseKind,
 };
 
-use super::str_bytes;
+use super::{client_listener, str_bytes};
 use crate::context::Context;
 use crate::errors::ApiError;
 
@@ -17,22 +18,29 @@ const ENDPOINT_TYPE_BROKERS: i8 = 1;
 
 pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeClusterRequest) -> ResponseKind {
     let image = ctx.image();
+    let listener = client_listener(ctx);
+    let include_fenced = version >= 2 && request.include_fenced_brokers;
+    let brokers = image
+        .brokers
+        .values()
+        .filter(|b| include_fenced || !b.fenced)
+        .filter_map(|b| {
+            let e = b.endpoint(listener)?;
+            let mut broker = DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.node_id))
+                .with_host(str_bytes(&e.host))
+                .with_port(i32::from(e.port))
+                .with_rack(b.rack.as_deref().map(str_bytes));
+            if version >= 2 {
+                broker.is_fenced = b.fenced;
+            }
+            Some(broker)
+        })
+        .collect();
     let mut response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&image.cluster_id))
         .with_controller_id(BrokerId(image.controller_id))
-        .with_brokers(
-            image
-                .brokers
-                .values()
-                .map(|b| {
-                    DescribeClusterBroker::default()
-                        .with_broker_id(BrokerId(b.node_id))
-                        .with_host(str_bytes(&b.host))
-                        .with_port(i32::from(b.port))
-                        .with_rack(b.rack.as_deref().map(str_bytes))
-                })
-                .collect(),
-        );
+        .with_brokers(brokers);
     if version >= 1 {
         response.endpoint_type = request.endpoint_type;
         if request.endpoint_type != ENDPOINT_TYPE_BROKERS {

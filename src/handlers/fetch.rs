@@ -13,19 +13,23 @@
 //! A fetch from a follower (`replica_id >= 0`) reads to the log end offset, so it is served
 //! only to an assigned replica of a partition this node leads; anyone else claiming a broker id
 //! is refused as Kafka refuses it (`Partition::read`).
+//!
+//! From v16 a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer names the partition's current
+//! leader and epoch, and the response lists the endpoints of the leaders it names (KIP-951).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, PartitionData,
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind};
 use kafkaiq_storage::{LogPosition, TopicPartition};
 use uuid::Uuid;
 
-use super::topic_name;
+use super::{alive_endpoint, client_listener, current_leader, str_bytes, topic_name};
 use crate::context::Context;
 use crate::errors::ApiError;
 use crate::fetch_session::{FetchPartitionSpec, SessionPlan};
@@ -304,6 +308,9 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
 
     let read_committed = base.isolation == FetchIsolation::TxnCommitted;
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+    let answered_image = ctx.image();
+    let listener = client_listener(ctx);
+    let mut leader_endpoints: BTreeMap<i32, NodeEndpoint> = BTreeMap::new();
     for read in reads {
         let spec = &plan.partitions[read.spec_index];
         let mut data = PartitionData::default()
@@ -334,6 +341,27 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
             }
             Err(e) => {
                 data.error_code = e.code();
+                if version >= 16
+                    && matches!(
+                        e,
+                        ApiError::NotLeaderOrFollower | ApiError::FencedLeaderEpoch
+                    )
+                {
+                    let (leader, epoch) =
+                        current_leader(&answered_image, &spec.topic, spec.partition);
+                    data.current_leader = LeaderIdAndEpoch::default()
+                        .with_leader_id(BrokerId(leader))
+                        .with_leader_epoch(epoch);
+                    if let Some((b, e)) = alive_endpoint(&answered_image, listener, leader) {
+                        leader_endpoints.entry(leader).or_insert_with(|| {
+                            NodeEndpoint::default()
+                                .with_node_id(BrokerId(leader))
+                                .with_host(str_bytes(&e.host))
+                                .with_port(i32::from(e.port))
+                                .with_rack(b.rack.as_deref().map(str_bytes))
+                        });
+                    }
+                }
                 data.high_watermark = -1;
                 data.last_stable_offset = -1;
                 if version >= 5 {
@@ -384,6 +412,9 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
     let mut response = FetchResponse::default().with_responses(responses);
     if version >= 7 {
         response.session_id = plan.session_id;
+    }
+    if version >= 16 {
+        response.node_endpoints = leader_endpoints.into_values().collect();
     }
     ResponseKind::Fetch(response)
 }

@@ -59,11 +59,11 @@ async fn find(ctx: &Arc<Context>, key_type: i8, key: &str) -> Result<Found, (i16
         .and_then(|t| t.partitions.get(&partition))
         .map(|reg| reg.leader)
         .unwrap_or(-1);
-    match image.brokers.get(&leader) {
-        Some(b) => Ok(Found {
+    match super::alive_endpoint(&image, super::client_listener(ctx), leader) {
+        Some((b, e)) => Ok(Found {
             node_id: b.node_id,
-            host: b.host.clone(),
-            port: i32::from(b.port),
+            host: e.host.clone(),
+            port: i32::from(e.port),
         }),
         None => fail(
             ResponseError::CoordinatorNotAvailable,

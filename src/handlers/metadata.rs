@@ -1,6 +1,11 @@
-//! Metadata (key 3): brokers (with rack), cluster id, controller id, and per topic its id and
-//! per partition leader, leader epoch, replicas, ISR and offline replicas, from the metadata
-//! image. Unknown topics are auto-created through the controller when
+//! Metadata (key 3): the unfenced brokers (with rack) at their endpoint of the client's
+//! listener, cluster id, controller id, and per topic its id and per partition leader, leader
+//! epoch, replicas, ISR and offline replicas, from the metadata image, as Kafka's
+//! `KRaftMetadataCache#getPartitionMetadata` answers: a partition whose leader is not alive
+//! answers LEADER_NOT_AVAILABLE with leader -1 (a leader alive without the client's listener,
+//! LISTENER_NOT_FOUND from v6); offline replicas are those on fenced or unregistered brokers or
+//! without the listener. Only v0 leaves replicas without an endpoint out of the replica and ISR
+//! lists, answering REPLICA_NOT_AVAILABLE next to the leader; later versions list them all. Unknown topics are auto-created through the controller when
 //! `auto.create.topics.enable` and the request allow it (answered LEADER_NOT_AVAILABLE, as Kafka
 //! does while a new topic's leaders are being elected); invalid names get
 //! INVALID_TOPIC_EXCEPTION and are never created.
@@ -14,7 +19,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Resp
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
-use super::{str_bytes, topic_name};
+use super::{alive_endpoint, client_listener, str_bytes, topic_name};
 use crate::context::Context;
 use crate::controller::decisions::validate_topic_name;
 use crate::controller::CreateTopicSpec;
@@ -30,7 +35,9 @@ pub fn topic_response(
     image: &MetadataImage,
     topic: &TopicImage,
     version: i16,
+    listener: &str,
 ) -> MetadataResponseTopic {
+    let reachable = |r: &i32| alive_endpoint(image, listener, *r).is_some();
     let partitions = topic
         .partitions
         .iter()
@@ -38,16 +45,38 @@ pub fn topic_response(
             let offline: Vec<BrokerId> = reg
                 .replicas
                 .iter()
-                .filter(|r| !image.brokers.contains_key(r))
+                .filter(|r| !reachable(r))
                 .map(|r| BrokerId(*r))
                 .collect();
+            // v0 lists only replicas with an endpoint (Kafka's errorUnavailableEndpoints).
+            let listed = |ids: &[i32]| -> Vec<BrokerId> {
+                ids.iter()
+                    .filter(|r| version > 0 || reachable(r))
+                    .map(|r| BrokerId(*r))
+                    .collect()
+            };
+            let replicas = listed(&reg.replicas);
+            let isr = listed(&reg.isr);
+            let error = if reachable(&reg.leader) {
+                let all_listed = replicas.len() == reg.replicas.len() && isr.len() == reg.isr.len();
+                (!all_listed).then_some(ApiError::ReplicaNotAvailable)
+            } else if version >= 6 && image.is_broker_alive(reg.leader) {
+                Some(ApiError::ListenerNotFound)
+            } else {
+                Some(ApiError::LeaderNotAvailable)
+            };
+            let leader = if reachable(&reg.leader) {
+                reg.leader
+            } else {
+                -1
+            };
             let mut p = MetadataResponsePartition::default()
                 .with_partition_index(index)
-                .with_leader_id(BrokerId(reg.leader))
-                .with_replica_nodes(reg.replicas.iter().map(|r| BrokerId(*r)).collect())
-                .with_isr_nodes(reg.isr.iter().map(|r| BrokerId(*r)).collect());
-            if reg.leader < 0 {
-                p.error_code = ResponseError::LeaderNotAvailable.code();
+                .with_leader_id(BrokerId(leader))
+                .with_replica_nodes(replicas)
+                .with_isr_nodes(isr);
+            if let Some(e) = error {
+                p.error_code = e.code();
             }
             if version >= 7 {
                 p.leader_epoch = reg.leader_epoch;
@@ -87,6 +116,7 @@ fn error_topic(
 
 pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) -> ResponseKind {
     let mut image = ctx.image();
+    let listener = client_listener(ctx);
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let requested: Option<Vec<_>> = match request.topics {
         None => None,
@@ -99,7 +129,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) 
         None => image
             .topics
             .values()
-            .map(|t| topic_response(&image, t, version))
+            .map(|t| topic_response(&image, t, version, listener))
             .collect(),
         Some(list) => {
             let mut out = Vec::with_capacity(list.len());
@@ -113,7 +143,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) 
                 let Some(name) = name else {
                     // By id (v10+).
                     match image.topic_by_id(&wanted.topic_id) {
-                        Some(t) => out.push(topic_response(&image, t, version)),
+                        Some(t) => out.push(topic_response(&image, t, version, listener)),
                         None => out.push(error_topic(
                             None,
                             wanted.topic_id,
@@ -124,7 +154,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) 
                     continue;
                 };
                 if let Some(t) = image.topic(&name) {
-                    out.push(topic_response(&image, t, version));
+                    out.push(topic_response(&image, t, version, listener));
                     continue;
                 }
                 if validate_topic_name(&name).is_err() {
@@ -173,17 +203,17 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) 
     };
 
     let brokers = image
-        .brokers
-        .values()
-        .map(|b| {
+        .alive_brokers()
+        .filter_map(|b| {
+            let e = b.endpoint(listener)?;
             let mut rb = MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.node_id))
-                .with_host(str_bytes(&b.host))
-                .with_port(i32::from(b.port));
+                .with_host(str_bytes(&e.host))
+                .with_port(i32::from(e.port));
             if version >= 1 {
                 rb.rack = b.rack.as_deref().map(str_bytes);
             }
-            rb
+            Some(rb)
         })
         .collect();
     let mut response = MetadataResponse::default()

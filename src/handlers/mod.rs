@@ -14,6 +14,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
@@ -36,6 +37,9 @@ pub mod sync_group;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
+use crate::context::Context;
+use crate::metadata::{BrokerRegistration, Endpoint, MetadataImage};
+
 /// Wire string from a Rust string.
 pub(crate) fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
@@ -43,4 +47,36 @@ pub(crate) fn str_bytes(s: &str) -> StrBytes {
 
 pub(crate) fn topic_name(s: &str) -> TopicName {
     TopicName(str_bytes(s))
+}
+
+/// The name of the listener the request's connection came in on: clients are sent every
+/// broker's endpoint of that listener (Kafka's `request.context.listenerName`).
+///
+/// Seam: connections do not carry their listener yet, and a node serves clients on one
+/// listener, so this is that listener. When the server accepts on several, dispatch passes the
+/// connection's listener name to the handlers and this goes.
+pub(crate) fn client_listener(ctx: &Context) -> &str {
+    &ctx.config.listener.name
+}
+
+/// Broker `node_id` and its endpoint on `listener`, if it is registered, unfenced and has that
+/// listener (Kafka's `getAliveBrokerNode`).
+pub(crate) fn alive_endpoint<'a>(
+    image: &'a MetadataImage,
+    listener: &str,
+    node_id: i32,
+) -> Option<(&'a BrokerRegistration, &'a Endpoint)> {
+    image
+        .broker(node_id)
+        .filter(|b| !b.fenced)
+        .and_then(|b| b.endpoint(listener).map(|e| (b, e)))
+}
+
+/// The current leader of a partition and its epoch, as KIP-951 names it in NOT_LEADER_OR_FOLLOWER
+/// answers: from the image, (-1, -1) for a partition it does not know.
+pub(crate) fn current_leader(image: &MetadataImage, topic: &str, partition: i32) -> (i32, i32) {
+    image
+        .topic(topic)
+        .and_then(|t| t.partitions.get(&partition))
+        .map_or((-1, -1), |p| (p.leader, p.leader_epoch))
 }

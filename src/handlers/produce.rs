@@ -5,17 +5,23 @@
 //! answered REQUEST_TIMED_OUT). Batches are stored as produced, whatever their codec: the
 //! broker only reads and rewrites the v2 batch header (storage does that). A retried batch of
 //! an idempotent producer is answered with the offsets of the original, without error.
+//!
+//! From v10 a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader and epoch, and
+//! the response lists the endpoints of the leaders it names (KIP-951), so the client can retry
+//! at once without asking for metadata.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use kafka_protocol::messages::produce_response::{
-    LeaderIdAndEpoch, PartitionProduceResponse, TopicProduceResponse,
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
 use kafkaiq_storage::TopicPartition;
 
-use super::{str_bytes, topic_name};
+use super::{alive_endpoint, client_listener, current_leader, str_bytes, topic_name};
 use crate::context::Context;
 use crate::errors::ApiError;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
@@ -161,10 +167,15 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
     }
 
     let mut responses = Vec::with_capacity(topics.len());
+    let mut leaders = LeaderEndpoints {
+        image: ctx.image(),
+        listener: client_listener(ctx),
+        named: BTreeMap::new(),
+    };
     for (name, topic_id, outcomes) in topics {
         let partition_responses = outcomes
             .into_iter()
-            .map(|o| partition_response(ctx, version, &name, o))
+            .map(|o| partition_response(&mut leaders, version, &name, o))
             .collect();
         let mut t = TopicProduceResponse::default().with_partition_responses(partition_responses);
         if version >= 13 {
@@ -174,13 +185,41 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
         }
         responses.push(t);
     }
-    ProduceReply::Respond(Box::new(ResponseKind::Produce(
-        ProduceResponse::default().with_responses(responses),
-    )))
+    let mut response = ProduceResponse::default().with_responses(responses);
+    if version >= 10 {
+        response.node_endpoints = leaders.named.into_values().collect();
+    }
+    ProduceReply::Respond(Box::new(ResponseKind::Produce(response)))
+}
+
+/// The leaders named in NOT_LEADER_OR_FOLLOWER answers, with their endpoints for the response.
+struct LeaderEndpoints<'a> {
+    image: Arc<crate::metadata::MetadataImage>,
+    listener: &'a str,
+    named: BTreeMap<i32, NodeEndpoint>,
+}
+
+impl LeaderEndpoints<'_> {
+    /// The current leader and epoch of a partition; its endpoint is kept if it is alive.
+    fn name(&mut self, topic: &str, partition: i32) -> LeaderIdAndEpoch {
+        let (leader, epoch) = current_leader(&self.image, topic, partition);
+        if let Some((b, e)) = alive_endpoint(&self.image, self.listener, leader) {
+            self.named.entry(leader).or_insert_with(|| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(leader))
+                    .with_host(str_bytes(&e.host))
+                    .with_port(i32::from(e.port))
+                    .with_rack(b.rack.as_deref().map(str_bytes))
+            });
+        }
+        LeaderIdAndEpoch::default()
+            .with_leader_id(BrokerId(leader))
+            .with_leader_epoch(epoch)
+    }
 }
 
 fn partition_response(
-    ctx: &Arc<Context>,
+    leaders: &mut LeaderEndpoints<'_>,
     version: i16,
     topic: &str,
     outcome: Outcome,
@@ -206,15 +245,7 @@ fn partition_response(
             }
             if version >= 10 && e == ApiError::NotLeaderOrFollower {
                 // KIP-951: tell the client who leads, saving a metadata round trip.
-                let image = ctx.image();
-                if let Some(reg) = image
-                    .topic(topic)
-                    .and_then(|t| t.partitions.get(&outcome.index))
-                {
-                    r.current_leader = LeaderIdAndEpoch::default()
-                        .with_leader_id(BrokerId(reg.leader))
-                        .with_leader_epoch(reg.leader_epoch);
-                }
+                r.current_leader = leaders.name(topic, outcome.index);
             }
         }
     }

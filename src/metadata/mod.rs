@@ -1,12 +1,13 @@
-//! The cluster metadata image: an immutable snapshot of brokers, topics, partitions (leader,
-//! leader epoch, partition epoch, replicas, ISR) and topic configs.
+//! The cluster metadata image: an immutable snapshot of the cluster id, brokers (listeners,
+//! rack, epoch, fencing), topics, partitions (leader, leader epoch, partition epoch, replicas,
+//! ISR, leader recovery state) and configs.
 //!
 //! The controller is the only writer: it appends [`MetadataRecord`]s to the metadata log; the
-//! [`MetadataPublisher`] replays committed ones into a new image with [`MetadataImage::apply`],
-//! publishes it in the [`MetadataCache`] and hands it to the [`ImageListener`]s. Readers
-//! (handlers, the replica layer) hold an `Arc<MetadataImage>` from the cache and never see a
-//! half-applied change. This module is a leaf: it depends on nothing else of the broker, and it
-//! does no I/O.
+//! [`MetadataPublisher`] replays committed ones into a new image with
+//! [`MetadataImage::apply_batch`], publishes it in the [`MetadataCache`] and hands it to the
+//! [`ImageListener`]s. Readers (handlers, the replica layer) hold an `Arc<MetadataImage>` from
+//! the cache and never see a half-applied change. This module is a leaf: it depends on nothing
+//! else of the broker, and it does no I/O.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -19,13 +20,123 @@ pub mod records;
 pub use publisher::MetadataPublisher;
 pub use records::MetadataRecord;
 
-/// A broker as registered with the controller.
+/// Kafka's security protocol ids (`SecurityProtocol#id`), as a broker registration carries them.
+pub mod security_protocol {
+    pub const PLAINTEXT: i16 = 0;
+    pub const SSL: i16 = 1;
+    pub const SASL_PLAINTEXT: i16 = 2;
+    pub const SASL_SSL: i16 = 3;
+}
+
+/// Where one listener of a broker is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+    /// One of [`security_protocol`]; kept as the wire id so any value a broker sends replays.
+    pub security_protocol: i16,
+}
+
+/// A broker as registered with the controller (Kafka's `BrokerRegistration`): one incarnation
+/// of a node, from its registration until the next one replaces it.
+///
+/// Clients are sent the endpoint of the listener they connected on; brokers talk to each other
+/// on the listener named by `inter.broker.listener.name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerRegistration {
     pub node_id: i32,
-    pub host: String,
-    pub port: u16,
+    /// Fresh for every process start: tells a restart from a repeated registration.
+    pub incarnation_id: Uuid,
+    /// Given by the controller, greater than any earlier epoch of this node. Heartbeats and
+    /// AlterPartition requests must carry it. -1 in a registration not yet accepted.
+    pub broker_epoch: i64,
+    /// Listener name → endpoint.
+    pub listeners: BTreeMap<String, Endpoint>,
     pub rack: Option<String>,
+    /// A fenced broker is in no ISR, leads nothing, and is not shown to clients. A new
+    /// incarnation starts fenced; its heartbeat unfences it once it has caught up.
+    pub fenced: bool,
+    pub in_controlled_shutdown: bool,
+    /// The metadata offset of the record that registered this incarnation. The controller writes
+    /// 0, "the offset this record is committed at"; replay fills it in (see
+    /// [`MetadataImage::apply_batch`]), and a snapshot keeps it. A broker has caught up once its
+    /// own image has reached it.
+    pub registration_offset: u64,
+}
+
+impl BrokerRegistration {
+    /// A registration as a starting broker asks for it: no epoch yet, fenced, no listeners
+    /// (add them with [`BrokerRegistration::with_listener`]). The controller sets the epoch,
+    /// the fencing and the offset.
+    pub fn new(node_id: i32, incarnation_id: Uuid, rack: Option<String>) -> BrokerRegistration {
+        BrokerRegistration {
+            node_id,
+            incarnation_id,
+            broker_epoch: -1,
+            listeners: BTreeMap::new(),
+            rack,
+            fenced: true,
+            in_controlled_shutdown: false,
+            registration_offset: 0,
+        }
+    }
+
+    /// Adds (or replaces) the listener `name`.
+    pub fn with_listener(
+        mut self,
+        name: impl Into<String>,
+        host: impl Into<String>,
+        port: u16,
+        security_protocol: i16,
+    ) -> BrokerRegistration {
+        self.listeners.insert(
+            name.into(),
+            Endpoint {
+                host: host.into(),
+                port,
+                security_protocol,
+            },
+        );
+        self
+    }
+
+    /// The endpoint of listener `name`, if the broker has one.
+    pub fn endpoint(&self, listener: &str) -> Option<&Endpoint> {
+        self.listeners.get(listener)
+    }
+
+    /// May lead and be added to an ISR: unfenced and not shutting down (Kafka's `isActive`).
+    pub fn is_active(&self) -> bool {
+        !self.fenced && !self.in_controlled_shutdown
+    }
+}
+
+/// Whether the leader of a partition is still recovering from an unclean election (Kafka's
+/// `LeaderRecoveryState`). While RECOVERING the ISR holds only the leader; the leader reports
+/// RECOVERED through AlterPartition once it has rebuilt its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LeaderRecoveryState {
+    #[default]
+    Recovered,
+    Recovering,
+}
+
+impl LeaderRecoveryState {
+    /// The wire value (AlterPartition's `leader_recovery_state`).
+    pub fn to_wire(self) -> i8 {
+        match self {
+            LeaderRecoveryState::Recovered => 0,
+            LeaderRecoveryState::Recovering => 1,
+        }
+    }
+
+    pub fn from_wire(value: i8) -> Option<LeaderRecoveryState> {
+        match value {
+            0 => Some(LeaderRecoveryState::Recovered),
+            1 => Some(LeaderRecoveryState::Recovering),
+            _ => None,
+        }
+    }
 }
 
 /// One partition's registration (Kafka's `PartitionRegistration`).
@@ -38,6 +149,7 @@ pub struct PartitionRegistration {
     pub leader_epoch: i32,
     /// Bumped on every change of this registration (ISR changes included).
     pub partition_epoch: i32,
+    pub leader_recovery_state: LeaderRecoveryState,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,9 +160,14 @@ pub struct TopicImage {
     pub configs: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MetadataImage {
+    /// The cluster id: written into the metadata log by the first quorum leader
+    /// ([`MetadataRecord::ClusterId`]). Empty until then, unless the node seeds it.
     pub cluster_id: String,
+    /// The active controller's node id, as this node knows it. Not a record: the node's
+    /// controller thread sets it when it learns who leads the quorum (a single node names
+    /// itself).
     pub controller_id: i32,
     pub brokers: BTreeMap<i32, BrokerRegistration>,
     pub topics: BTreeMap<String, Arc<TopicImage>>,
@@ -85,6 +202,37 @@ impl MetadataImage {
             .and_then(|name| self.topics.get(name))
     }
 
+    pub fn broker(&self, node_id: i32) -> Option<&BrokerRegistration> {
+        self.brokers.get(&node_id)
+    }
+
+    /// Registered and unfenced: shown to clients (Kafka's "alive" brokers).
+    pub fn is_broker_alive(&self, node_id: i32) -> bool {
+        self.broker(node_id).is_some_and(|b| !b.fenced)
+    }
+
+    /// Registered, unfenced and not shutting down: may lead, join an ISR and hold new replicas.
+    pub fn is_broker_active(&self, node_id: i32) -> bool {
+        self.broker(node_id)
+            .is_some_and(BrokerRegistration::is_active)
+    }
+
+    /// The unfenced brokers, by node id.
+    pub fn alive_brokers(&self) -> impl Iterator<Item = &BrokerRegistration> {
+        self.brokers.values().filter(|b| !b.fenced)
+    }
+
+    /// Replicas of `partition` on brokers that are not registered or are fenced, in replica
+    /// order (the listener-independent part of Metadata's `offline_replicas`).
+    pub fn offline_replicas(&self, partition: &PartitionRegistration) -> Vec<i32> {
+        partition
+            .replicas
+            .iter()
+            .copied()
+            .filter(|&r| !self.is_broker_alive(r))
+            .collect()
+    }
+
     /// Replays records onto a copy of this image. Records that refer to things that do not exist
     /// (a partition of an unknown topic) are logged and skipped: the log is the truth, and a
     /// replay must never panic on it.
@@ -94,7 +242,9 @@ impl MetadataImage {
         next
     }
 
-    /// [`MetadataImage::apply`] onto this image itself.
+    /// [`MetadataImage::apply`] onto this image itself. Registrations are stamped with the
+    /// image's current `metadata_offset`; committed batches go through
+    /// [`MetadataImage::apply_batch`], which sets that offset first.
     pub fn apply_in_place(&mut self, records: &[MetadataRecord]) {
         for record in records {
             self.apply_one(record);
@@ -102,11 +252,48 @@ impl MetadataImage {
         }
     }
 
+    /// Replays the committed batch at metadata offset `offset`: the image's version becomes
+    /// `offset`, and a registration in the batch records that it was committed there.
+    pub fn apply_batch(&mut self, offset: u64, records: &[MetadataRecord]) {
+        self.metadata_offset = offset;
+        self.apply_in_place(records);
+    }
+
     fn apply_one(&mut self, record: &MetadataRecord) {
         match record {
-            MetadataRecord::RegisterBroker(b) => {
-                self.brokers.insert(b.node_id, b.clone());
+            MetadataRecord::ClusterId { cluster_id } => {
+                self.cluster_id = cluster_id.clone();
             }
+            MetadataRecord::RegisterBroker(b) => {
+                let mut b = b.clone();
+                if b.registration_offset == 0 {
+                    b.registration_offset = self.metadata_offset;
+                }
+                self.brokers.insert(b.node_id, b);
+            }
+            MetadataRecord::BrokerRegistrationChange {
+                node_id,
+                broker_epoch,
+                fenced,
+                in_controlled_shutdown,
+            } => match self.brokers.get_mut(node_id) {
+                Some(b) if b.broker_epoch == *broker_epoch => {
+                    if let Some(fenced) = fenced {
+                        b.fenced = *fenced;
+                    }
+                    if let Some(shutting_down) = in_controlled_shutdown {
+                        b.in_controlled_shutdown = *shutting_down;
+                    }
+                }
+                // A change for an incarnation that has been replaced meanwhile.
+                Some(b) => tracing::warn!(
+                    node_id,
+                    broker_epoch,
+                    current_epoch = b.broker_epoch,
+                    "registration change for an older broker epoch"
+                ),
+                None => tracing::warn!(node_id, "registration change for an unknown broker"),
+            },
             MetadataRecord::Topic { name, topic_id } => {
                 self.topic_names_by_id.insert(*topic_id, name.clone());
                 self.topics.insert(
@@ -173,13 +360,21 @@ impl MetadataImage {
         }
     }
 
-    /// Records that rebuild this image from an empty one: a snapshot's content.
+    /// Records that rebuild this image from an empty one: a snapshot's content. Everything a
+    /// record set is in here (registrations keep the offset they were committed at); what is
+    /// not from records (the controller id, the counters) is not.
     pub fn to_records(&self) -> Vec<MetadataRecord> {
-        let mut records: Vec<MetadataRecord> = self
-            .brokers
-            .values()
-            .map(|b| MetadataRecord::RegisterBroker(b.clone()))
-            .collect();
+        let mut records = Vec::new();
+        if !self.cluster_id.is_empty() {
+            records.push(MetadataRecord::ClusterId {
+                cluster_id: self.cluster_id.clone(),
+            });
+        }
+        records.extend(
+            self.brokers
+                .values()
+                .map(|b| MetadataRecord::RegisterBroker(b.clone())),
+        );
         for t in self.topics.values() {
             records.push(MetadataRecord::Topic {
                 name: t.name.clone(),
@@ -276,6 +471,7 @@ mod tests {
             leader: 1,
             leader_epoch: 0,
             partition_epoch: 0,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
         };
         let image = MetadataImage::empty("c".into(), 1).apply(&[
             MetadataRecord::Topic {
@@ -301,5 +497,146 @@ mod tests {
         let image = image.apply(&[MetadataRecord::RemoveTopic { topic_id: id }]);
         assert!(image.topic("t").is_none());
         assert!(image.topic_by_id(&id).is_none());
+    }
+
+    fn broker(node_id: i32, incarnation: u128) -> BrokerRegistration {
+        BrokerRegistration::new(node_id, Uuid::from_u128(incarnation), Some("r".into()))
+            .with_listener("PLAINTEXT", "h", 9092, security_protocol::PLAINTEXT)
+    }
+
+    #[test]
+    fn a_registration_records_the_offset_it_was_committed_at() {
+        let mut image = MetadataImage::default();
+        let b = BrokerRegistration {
+            broker_epoch: 5,
+            ..broker(1, 1)
+        };
+        image.apply_batch(5, &[MetadataRecord::RegisterBroker(b.clone())]);
+        assert_eq!(image.metadata_offset, 5);
+        assert_eq!(image.brokers[&1].registration_offset, 5);
+        // A later batch does not move it; a snapshot's record keeps it.
+        image.apply_batch(9, &[]);
+        let replayed = MetadataImage::default().apply(&image.to_records());
+        assert_eq!(replayed.brokers[&1].registration_offset, 5);
+        assert!(image.brokers[&1].fenced, "a new registration is fenced");
+        assert!(!image.is_broker_alive(1) && !image.is_broker_active(1));
+    }
+
+    #[test]
+    fn fencing_changes_apply_only_to_the_incarnation_they_name() {
+        let b = BrokerRegistration {
+            broker_epoch: 7,
+            ..broker(1, 1)
+        };
+        let mut image = MetadataImage::default();
+        image.apply_batch(7, &[MetadataRecord::RegisterBroker(b)]);
+        let change = |epoch, fenced, shutting_down| MetadataRecord::BrokerRegistrationChange {
+            node_id: 1,
+            broker_epoch: epoch,
+            fenced,
+            in_controlled_shutdown: shutting_down,
+        };
+        let image = image.apply(&[change(7, Some(false), None)]);
+        assert!(image.is_broker_alive(1) && image.is_broker_active(1));
+        let image = image.apply(&[change(6, Some(true), None)]);
+        assert!(image.is_broker_alive(1), "a stale epoch changes nothing");
+        let image = image.apply(&[change(7, None, Some(true))]);
+        assert!(image.is_broker_alive(1) && !image.is_broker_active(1));
+        assert_eq!(image.alive_brokers().count(), 1);
+        let image = image.apply(&[change(7, Some(true), Some(false))]);
+        assert_eq!(image.alive_brokers().count(), 0);
+        // Offline replicas: on fenced or unregistered brokers.
+        let reg = PartitionRegistration {
+            replicas: vec![1, 2],
+            isr: vec![1],
+            leader: -1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
+        };
+        assert_eq!(image.offline_replicas(&reg), vec![1, 2]);
+    }
+
+    /// An image with something in every field records can set.
+    fn full_image() -> MetadataImage {
+        let id = Uuid::from_u128(3);
+        let mut image = MetadataImage::empty(String::new(), 1);
+        image.apply_batch(
+            1,
+            &[
+                MetadataRecord::ClusterId {
+                    cluster_id: "abc".into(),
+                },
+                MetadataRecord::RegisterBroker(BrokerRegistration {
+                    broker_epoch: 1,
+                    ..broker(1, 11)
+                }),
+            ],
+        );
+        image.apply_batch(
+            2,
+            &[
+                MetadataRecord::RegisterBroker(BrokerRegistration {
+                    broker_epoch: 2,
+                    rack: None,
+                    ..broker(2, 12).with_listener("INTERNAL", "h2", 9093, security_protocol::SSL)
+                }),
+                MetadataRecord::BrokerRegistrationChange {
+                    node_id: 1,
+                    broker_epoch: 1,
+                    fenced: Some(false),
+                    in_controlled_shutdown: Some(true),
+                },
+                MetadataRecord::Topic {
+                    name: "t".into(),
+                    topic_id: id,
+                },
+                MetadataRecord::TopicConfig {
+                    topic_id: id,
+                    name: "retention.ms".into(),
+                    value: Some("5".into()),
+                },
+                MetadataRecord::Partition {
+                    topic_id: id,
+                    partition: 0,
+                    registration: PartitionRegistration {
+                        replicas: vec![1, 2],
+                        isr: vec![2],
+                        leader: 2,
+                        leader_epoch: 3,
+                        partition_epoch: 4,
+                        leader_recovery_state: LeaderRecoveryState::Recovering,
+                    },
+                },
+                MetadataRecord::BrokerConfig {
+                    resource: "".into(),
+                    name: "x".into(),
+                    value: Some("y".into()),
+                },
+                MetadataRecord::ProducerIds {
+                    broker_id: 1,
+                    next_block_start: 1000,
+                },
+            ],
+        );
+        image
+    }
+
+    #[test]
+    fn to_records_rebuilds_the_whole_image() {
+        let image = full_image();
+        let mut bytes = Vec::new();
+        for r in image.to_records() {
+            r.encode(&mut bytes).unwrap();
+        }
+        let mut rebuilt = MetadataImage::empty(String::new(), 1);
+        rebuilt.apply_in_place(&MetadataRecord::decode_all(&bytes).unwrap());
+        // What does not come from records: the counters and the offset of the image.
+        rebuilt.records_applied = image.records_applied;
+        rebuilt.metadata_offset = image.metadata_offset;
+        assert_eq!(rebuilt, image);
+        assert_eq!(rebuilt.cluster_id, "abc");
+        assert_eq!(rebuilt.brokers[&2].registration_offset, 2);
+        assert!(rebuilt.brokers[&1].in_controlled_shutdown);
     }
 }

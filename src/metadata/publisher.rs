@@ -66,8 +66,7 @@ impl MetadataPublisher {
     /// result. Returns the new image.
     pub fn publish(&self, offset: u64, batch: &[MetadataRecord]) -> Arc<MetadataImage> {
         let mut next = (*self.image()).clone();
-        next.apply_in_place(batch);
-        next.metadata_offset = offset;
+        next.apply_batch(offset, batch);
         self.publish_image(next)
     }
 

@@ -1,19 +1,41 @@
 //! Metadata records and their binary encoding.
 //!
-//! Encoding of one record: a type byte, then the fields in order. Integers big-endian; a string
+//! Encoding of one record: a type byte, then every field in order, always (no versions, no
+//! optional fields: a record's layout is fixed by its type byte). Integers big-endian; a string
 //! is a u16 length and UTF-8 bytes; an optional string uses length 0xFFFF for "absent"; a list of
-//! node ids is a u16 count and i32s; a UUID is 16 bytes. Decoding checks every length against
-//! the bytes present before using it, so a corrupt log can only fail to decode, never allocate
-//! wildly.
+//! node ids is a u16 count and i32s; a UUID is 16 bytes; a flag set is one byte whose unknown bits
+//! are refused. Decoding checks every length against the bytes present before using it, so a
+//! corrupt log can only fail to decode, never allocate wildly.
+//!
+//! Type bytes: 2 topic, 4 topic config, 5 broker config, 6 topic removal, 7 producer ids,
+//! 8 broker registration, 9 partition, 10 broker registration change, 11 cluster id. Types 1 and
+//! 3 held the single-node broker and partition layouts; they are retired, so a log written
+//! before the cluster shapes fails to decode rather than being read as something else.
 
 use uuid::Uuid;
 
 use crate::limits::METADATA_STRING_BYTES_MAX;
-use crate::metadata::{BrokerRegistration, PartitionRegistration};
+use crate::metadata::{BrokerRegistration, Endpoint, LeaderRecoveryState, PartitionRegistration};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetadataRecord {
+    /// The cluster's id, written once by the first quorum leader.
+    ClusterId {
+        cluster_id: String,
+    },
+    /// A broker incarnation's whole registration (Kafka's `RegisterBrokerRecord`); replaces any
+    /// earlier registration of the node.
     RegisterBroker(BrokerRegistration),
+    /// Fences or unfences a broker, or marks its controlled shutdown (Kafka's
+    /// `BrokerRegistrationChangeRecord`, which subsumes `FenceBrokerRecord` and
+    /// `UnfenceBrokerRecord`). `None` leaves a flag as it is. Applies only while the broker's
+    /// epoch is `broker_epoch`: a change meant for a replaced incarnation does nothing.
+    BrokerRegistrationChange {
+        node_id: i32,
+        broker_epoch: i64,
+        fenced: Option<bool>,
+        in_controlled_shutdown: Option<bool>,
+    },
     Topic {
         name: String,
         topic_id: Uuid,
@@ -73,8 +95,25 @@ impl Writer {
     fn u8(&mut self, v: u8) {
         self.out.push(v);
     }
+    fn u16(&mut self, v: u16) {
+        self.out.extend_from_slice(&v.to_be_bytes());
+    }
+    fn i16(&mut self, v: i16) {
+        self.out.extend_from_slice(&v.to_be_bytes());
+    }
     fn i32(&mut self, v: i32) {
         self.out.extend_from_slice(&v.to_be_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.out.extend_from_slice(&v.to_be_bytes());
+    }
+    /// An optional flag change: 0 = unchanged, 1 = set, 2 = cleared.
+    fn change(&mut self, v: Option<bool>) {
+        self.u8(match v {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        });
     }
     fn i64(&mut self, v: i64) {
         self.out.extend_from_slice(&v.to_be_bytes());
@@ -136,8 +175,48 @@ impl Reader<'_> {
     fn u16(&mut self) -> Result<u16, RecordDecodeError> {
         Ok(u16::from_be_bytes(self.take(2)?.try_into().unwrap()))
     }
+    fn i16(&mut self) -> Result<i16, RecordDecodeError> {
+        Ok(i16::from_be_bytes(self.take(2)?.try_into().unwrap()))
+    }
     fn i32(&mut self) -> Result<i32, RecordDecodeError> {
         Ok(i32::from_be_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn u64(&mut self) -> Result<u64, RecordDecodeError> {
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().unwrap()))
+    }
+    fn change(&mut self) -> Result<Option<bool>, RecordDecodeError> {
+        match self.u8()? {
+            0 => Ok(None),
+            1 => Ok(Some(true)),
+            2 => Ok(Some(false)),
+            _ => Err(RecordDecodeError("bad flag change")),
+        }
+    }
+    fn recovery_state(&mut self) -> Result<LeaderRecoveryState, RecordDecodeError> {
+        LeaderRecoveryState::from_wire(self.u8()? as i8)
+            .ok_or(RecordDecodeError("bad leader recovery state"))
+    }
+    fn listeners(
+        &mut self,
+    ) -> Result<std::collections::BTreeMap<String, Endpoint>, RecordDecodeError> {
+        let n = self.u16()? as usize;
+        // Each listener takes at least 8 bytes (two empty strings, a port, a protocol).
+        if self.0.len() < n * 8 {
+            return Err(RecordDecodeError("truncated listener list"));
+        }
+        let mut listeners = std::collections::BTreeMap::new();
+        for _ in 0..n {
+            let name = self.string()?;
+            let endpoint = Endpoint {
+                host: self.string()?,
+                port: self.u16()?,
+                security_protocol: self.i16()?,
+            };
+            if listeners.insert(name, endpoint).is_some() {
+                return Err(RecordDecodeError("duplicate listener"));
+            }
+        }
+        Ok(listeners)
     }
     fn i64(&mut self) -> Result<i64, RecordDecodeError> {
         Ok(i64::from_be_bytes(self.take(8)?.try_into().unwrap()))
@@ -182,12 +261,38 @@ impl MetadataRecord {
             error: None,
         };
         match self {
+            MetadataRecord::ClusterId { cluster_id } => {
+                w.u8(11);
+                w.string(cluster_id);
+            }
             MetadataRecord::RegisterBroker(b) => {
-                w.u8(1);
+                w.u8(8);
                 w.i32(b.node_id);
-                w.string(&b.host);
-                w.i32(i32::from(b.port));
+                w.uuid(&b.incarnation_id);
+                w.i64(b.broker_epoch);
+                if w.len("listener list", b.listeners.len()) {
+                    for (name, e) in &b.listeners {
+                        w.string(name);
+                        w.string(&e.host);
+                        w.u16(e.port);
+                        w.i16(e.security_protocol);
+                    }
+                }
                 w.opt_string(&b.rack);
+                w.u8(u8::from(b.fenced) | (u8::from(b.in_controlled_shutdown) << 1));
+                w.u64(b.registration_offset);
+            }
+            MetadataRecord::BrokerRegistrationChange {
+                node_id,
+                broker_epoch,
+                fenced,
+                in_controlled_shutdown,
+            } => {
+                w.u8(10);
+                w.i32(*node_id);
+                w.i64(*broker_epoch);
+                w.change(*fenced);
+                w.change(*in_controlled_shutdown);
             }
             MetadataRecord::Topic { name, topic_id } => {
                 w.u8(2);
@@ -199,7 +304,7 @@ impl MetadataRecord {
                 partition,
                 registration: r,
             } => {
-                w.u8(3);
+                w.u8(9);
                 w.uuid(topic_id);
                 w.i32(*partition);
                 w.ids(&r.replicas);
@@ -207,6 +312,7 @@ impl MetadataRecord {
                 w.i32(r.leader);
                 w.i32(r.leader_epoch);
                 w.i32(r.partition_epoch);
+                w.u8(r.leader_recovery_state.to_wire() as u8);
             }
             MetadataRecord::TopicConfig {
                 topic_id,
@@ -263,17 +369,41 @@ impl MetadataRecord {
 
     fn decode_one(r: &mut Reader<'_>) -> Result<MetadataRecord, RecordDecodeError> {
         Ok(match r.u8()? {
-            1 => MetadataRecord::RegisterBroker(BrokerRegistration {
+            8 => {
+                let node_id = r.i32()?;
+                let incarnation_id = r.uuid()?;
+                let broker_epoch = r.i64()?;
+                let listeners = r.listeners()?;
+                let rack = r.opt_string()?;
+                let flags = r.u8()?;
+                if flags > 0b11 {
+                    return Err(RecordDecodeError("bad broker flags"));
+                }
+                MetadataRecord::RegisterBroker(BrokerRegistration {
+                    node_id,
+                    incarnation_id,
+                    broker_epoch,
+                    listeners,
+                    rack,
+                    fenced: flags & 1 != 0,
+                    in_controlled_shutdown: flags & 2 != 0,
+                    registration_offset: r.u64()?,
+                })
+            }
+            10 => MetadataRecord::BrokerRegistrationChange {
                 node_id: r.i32()?,
-                host: r.string()?,
-                port: u16::try_from(r.i32()?).map_err(|_| RecordDecodeError("bad port"))?,
-                rack: r.opt_string()?,
-            }),
+                broker_epoch: r.i64()?,
+                fenced: r.change()?,
+                in_controlled_shutdown: r.change()?,
+            },
+            11 => MetadataRecord::ClusterId {
+                cluster_id: r.string()?,
+            },
             2 => MetadataRecord::Topic {
                 name: r.string()?,
                 topic_id: r.uuid()?,
             },
-            3 => MetadataRecord::Partition {
+            9 => MetadataRecord::Partition {
                 topic_id: r.uuid()?,
                 partition: r.i32()?,
                 registration: PartitionRegistration {
@@ -282,6 +412,7 @@ impl MetadataRecord {
                     leader: r.i32()?,
                     leader_epoch: r.i32()?,
                     partition_epoch: r.i32()?,
+                    leader_recovery_state: r.recovery_state()?,
                 },
             },
             4 => MetadataRecord::TopicConfig {
@@ -314,12 +445,30 @@ mod tests {
     fn every_record_round_trips() {
         let id = Uuid::from_u128(0xfeed);
         let records = vec![
+            MetadataRecord::ClusterId {
+                cluster_id: "MkU3OEVBNTcwNTJENDM2Qk".into(),
+            },
             MetadataRecord::RegisterBroker(BrokerRegistration {
-                node_id: 1,
-                host: "h".into(),
-                port: 9092,
-                rack: Some("r".into()),
+                broker_epoch: 12,
+                in_controlled_shutdown: true,
+                registration_offset: 12,
+                ..BrokerRegistration::new(1, Uuid::from_u128(9), Some("r".into()))
+                    .with_listener("PLAINTEXT", "h", 9092, 0)
+                    .with_listener("INTERNAL", "i", 9093, 1)
             }),
+            MetadataRecord::RegisterBroker(BrokerRegistration::new(2, Uuid::from_u128(8), None)),
+            MetadataRecord::BrokerRegistrationChange {
+                node_id: 1,
+                broker_epoch: 12,
+                fenced: Some(false),
+                in_controlled_shutdown: None,
+            },
+            MetadataRecord::BrokerRegistrationChange {
+                node_id: 1,
+                broker_epoch: 12,
+                fenced: Some(true),
+                in_controlled_shutdown: Some(false),
+            },
             MetadataRecord::Topic {
                 name: "orders".into(),
                 topic_id: id,
@@ -333,6 +482,7 @@ mod tests {
                     leader: 1,
                     leader_epoch: 4,
                     partition_epoch: 9,
+                    leader_recovery_state: LeaderRecoveryState::Recovering,
                 },
             },
             MetadataRecord::TopicConfig {
@@ -385,10 +535,33 @@ mod tests {
 
     #[test]
     fn huge_id_count_is_rejected_without_allocating() {
-        let mut bytes = vec![3u8];
+        let mut bytes = vec![9u8];
         bytes.extend_from_slice(&[0; 16]);
         bytes.extend_from_slice(&0i32.to_be_bytes());
         bytes.extend_from_slice(&u16::MAX.to_be_bytes());
         assert!(MetadataRecord::decode_all(&bytes).is_err());
+    }
+
+    #[test]
+    fn retired_types_and_unknown_flags_are_refused() {
+        // The single-node broker layout (type 1) no longer decodes.
+        let mut old = vec![1u8];
+        old.extend_from_slice(&1i32.to_be_bytes());
+        assert!(MetadataRecord::decode_all(&old).is_err());
+        let mut bytes = Vec::new();
+        MetadataRecord::RegisterBroker(BrokerRegistration::new(1, Uuid::from_u128(1), None))
+            .encode(&mut bytes)
+            .unwrap();
+        // The flags byte sits before the trailing 8-byte offset.
+        let flags_at = bytes.len() - 9;
+        bytes[flags_at] = 0b100;
+        assert!(MetadataRecord::decode_all(&bytes).is_err());
+        let huge_listeners = [8u8, 0, 0, 0, 1]
+            .into_iter()
+            .chain([0u8; 16])
+            .chain([0u8; 8])
+            .chain(u16::MAX.to_be_bytes())
+            .collect::<Vec<u8>>();
+        assert!(MetadataRecord::decode_all(&huge_listeners).is_err());
     }
 }

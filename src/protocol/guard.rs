@@ -119,6 +119,14 @@ impl<'a> Walker<'a> {
             Ty::Bytes => self.bytes(),
             Ty::Array(element) => self.array(element),
             Ty::Struct(fields) => self.structure(fields),
+            Ty::OptionalStruct(fields) => {
+                let [present] = self.take::<1>()?;
+                if present as i8 == 1 {
+                    self.structure(fields)
+                } else {
+                    Ok(())
+                }
+            }
         }
     }
 
@@ -236,6 +244,7 @@ impl<'a> Walker<'a> {
             Ty::String => 2,
             Ty::Bytes | Ty::Array(_) if self.flexible => 1,
             Ty::Bytes | Ty::Array(_) => 4,
+            Ty::OptionalStruct(_) => 1,
             Ty::Struct(fields) => {
                 let present: usize = fields
                     .iter()

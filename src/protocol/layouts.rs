@@ -46,6 +46,9 @@ pub enum Ty {
     Array(&'static Ty),
     /// A nested struct; in flexible versions it ends with its own tag section.
     Struct(&'static [Field]),
+    /// A nullable struct: an int8 presence marker (1 = present, anything else = null), then the
+    /// struct if present.
+    OptionalStruct(&'static [Field]),
 }
 
 /// One field of a struct.
@@ -180,6 +183,7 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::DescribeProducers,             0,  0,     0, DESCRIBE_PRODUCERS_REQUEST),
     layout(ApiKey::AlterPartition,                2,  3,     0, ALTER_PARTITION_REQUEST),
     layout(ApiKey::DescribeLogDirs,               1,  4,     2, DESCRIBE_LOG_DIRS_REQUEST),
+    layout(ApiKey::DescribeTopicPartitions,       0,  0,     0, DESCRIBE_TOPIC_PARTITIONS_REQUEST),
 ];
 
 /// The layout of `api_key`'s requests, if this broker decodes that API.
@@ -733,4 +737,22 @@ const DESCRIBABLE_LOG_DIR_TOPIC: Ty = Ty::Struct(&[
 /// `DescribeLogDirsRequest`
 const DESCRIBE_LOG_DIRS_REQUEST: Ty = Ty::Struct(&[
     all(array(&DESCRIBABLE_LOG_DIR_TOPIC)), // topics
+]);
+
+// ---- DescribeTopicPartitions (key 75): v0-v0, flexible from v0 ----
+
+/// `TopicRequest`
+const DESCRIBE_TOPIC_PARTITIONS_TOPIC: Ty = Ty::Struct(&[
+    all(STRING), // name
+]);
+/// `Cursor`
+const DESCRIBE_TOPIC_PARTITIONS_CURSOR: &[Field] = &[
+    all(STRING), // topic_name
+    all(I32),    // partition_index
+];
+/// `DescribeTopicPartitionsRequest`
+const DESCRIBE_TOPIC_PARTITIONS_REQUEST: Ty = Ty::Struct(&[
+    all(array(&DESCRIBE_TOPIC_PARTITIONS_TOPIC)), // topics
+    all(I32),                                     // response_partition_limit
+    all(Ty::OptionalStruct(DESCRIBE_TOPIC_PARTITIONS_CURSOR)), // cursor
 ]);

@@ -74,6 +74,7 @@ pub const SUPPORTED_API_KEYS: &[ApiKey] = &[
     ApiKey::DescribeProducers,
     ApiKey::AlterPartition,
     ApiKey::DescribeLogDirs,
+    ApiKey::DescribeTopicPartitions,
 ];
 
 /// Bytes of the fixed part of every request header: api key, api version, correlation id.
@@ -276,6 +277,7 @@ fn response_api_key(body: &ResponseKind) -> Option<ApiKey> {
         ResponseKind::DescribeProducers(_) => ApiKey::DescribeProducers,
         ResponseKind::AlterPartition(_) => ApiKey::AlterPartition,
         ResponseKind::DescribeLogDirs(_) => ApiKey::DescribeLogDirs,
+        ResponseKind::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
         _ => return None,
     })
 }

@@ -127,6 +127,7 @@ mod tests {
             leader,
             leader_epoch,
             partition_epoch,
+            leader_recovery_state: Default::default(),
         }
     }
 

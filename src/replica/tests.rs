@@ -18,6 +18,7 @@ fn reg(replicas: &[i32], leader: i32, epochs: (i32, i32)) -> PartitionRegistrati
         leader,
         leader_epoch: epochs.0,
         partition_epoch: epochs.1,
+        leader_recovery_state: Default::default(),
     }
 }
 

@@ -120,6 +120,9 @@ pub async fn handle_frame(
         RequestKind::DescribeCluster(r) => {
             Some(handlers::describe_cluster::handle(ctx, version, r))
         }
+        RequestKind::DescribeTopicPartitions(r) => {
+            Some(handlers::describe_topic_partitions::handle(ctx, version, r))
+        }
         RequestKind::FindCoordinator(r) => {
             Some(handlers::find_coordinator::handle(ctx, version, r).await)
         }

@@ -93,6 +93,10 @@ impl Populate {
                 self.value(out, element);
                 self.value(out, element);
             }
+            Ty::OptionalStruct(fields) => {
+                out.put_u8(1);
+                self.value(out, &Ty::Struct(fields));
+            }
             Ty::Struct(fields) => {
                 for field in fields {
                     if field.tag.is_none() && field.versions.contains(self.version) {

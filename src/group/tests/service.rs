@@ -176,6 +176,7 @@ fn image(leader: i32, epoch: i32) -> MetadataImage {
                 leader,
                 leader_epoch: epoch,
                 partition_epoch: epoch,
+                leader_recovery_state: Default::default(),
             },
         )]
         .into(),
