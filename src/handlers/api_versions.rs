@@ -63,6 +63,10 @@ pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::AlterPartition, 2, 3),
+    (ApiKey::BrokerRegistration, 0, 4),
+    (ApiKey::BrokerHeartbeat, 0, 1),
+    (ApiKey::AllocateProducerIds, 0, 0),
 ];
 
 /// Whether a request version is served. Produce v0-2 are advertised but not served.

@@ -5,6 +5,7 @@
 //! write a numeric error code: codes come from [`crate::errors::ApiError::code`].
 
 pub mod api_versions;
+pub mod broker_lifecycle;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;

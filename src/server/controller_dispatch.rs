@@ -79,6 +79,18 @@ pub async fn handle_frame(
         }
         RequestKind::ElectLeaders(r) => handlers::elect_leaders::handle(ctx, version, r).await,
         RequestKind::DescribeCluster(r) => handlers::describe_cluster::handle(ctx, version, r),
+        RequestKind::BrokerRegistration(r) => {
+            handlers::broker_lifecycle::broker_registration(ctx, r, conn.id).await
+        }
+        RequestKind::BrokerHeartbeat(r) => {
+            handlers::broker_lifecycle::broker_heartbeat(ctx, r, conn.id).await
+        }
+        RequestKind::AlterPartition(r) => {
+            handlers::broker_lifecycle::alter_partition(ctx, version, r).await
+        }
+        RequestKind::AllocateProducerIds(r) => {
+            handlers::broker_lifecycle::allocate_producer_ids(ctx, r).await
+        }
         _ => return Err(DispatchError::NoHandler(api_key)),
     };
     Ok(Some(protocol::encode_response(
