@@ -33,6 +33,7 @@ use crate::quorum::durable::DurableError;
 use raft::eraftpb::Message;
 use tokio::sync::Semaphore;
 
+use super::forward::{QuorumDescription, VoterDescription};
 use super::request::{decide, Finish, Request};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
@@ -126,6 +127,10 @@ pub(crate) struct ControllerCore<D: Durable> {
     in_flight: Option<InFlight>,
     /// Controller-listener connections carrying a peer voter's messages, by connection id.
     peer_connections: std::collections::HashMap<u64, u64>,
+    /// Wall-clock ms of the last message from each peer, and of when each voter last had every
+    /// entry (DescribeQuorum's timestamps; reporting only, never a decision).
+    peer_seen_ms: std::collections::HashMap<u64, i64>,
+    peer_caught_up_ms: std::collections::HashMap<u64, i64>,
     /// Entries applied since the last snapshot; a snapshot is taken at
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
@@ -156,6 +161,8 @@ impl<D: Durable> ControllerCore<D> {
             queued: VecDeque::new(),
             in_flight: None,
             peer_connections: std::collections::HashMap::new(),
+            peer_seen_ms: std::collections::HashMap::new(),
+            peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
         }
@@ -180,6 +187,7 @@ impl<D: Durable> ControllerCore<D> {
     /// when it closes, the peer's process is gone (or cut off).
     pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64) {
         self.peer_connections.insert(connection, message.from);
+        self.peer_seen_ms.insert(message.from, wall_clock_ms());
         self.peer_message(message);
     }
 
@@ -409,6 +417,7 @@ impl<D: Durable> ControllerCore<D> {
             self.is_active(),
             if leader == 0 { -1 } else { leader as i32 },
         );
+        self.describe_quorum();
         if leader == 0 {
             return; // No leader known (raft's "none").
         }
@@ -418,6 +427,54 @@ impl<D: Durable> ControllerCore<D> {
             next.controller_id = leader;
             self.image = self.publisher.publish_image(next);
         }
+    }
+
+    /// Updates what DescribeQuorum reports: the leader's view of every voter.
+    fn describe_quorum(&mut self) {
+        let status = self.engine.status();
+        let wall_ms = wall_clock_ms();
+        let leader_end = status
+            .voters
+            .iter()
+            .find(|v| v.node_id == status.node_id)
+            .map_or(0, |v| v.log_end);
+        let voters = status
+            .voters
+            .iter()
+            .map(|v| {
+                let me = v.node_id == status.node_id;
+                if v.log_end >= leader_end && status.is_leader {
+                    self.peer_caught_up_ms.insert(v.node_id, wall_ms);
+                }
+                VoterDescription {
+                    node_id: v.node_id as i32,
+                    log_end_offset: if status.is_leader || me {
+                        v.log_end as i64
+                    } else {
+                        -1
+                    },
+                    last_fetch_timestamp: if me {
+                        wall_ms
+                    } else {
+                        self.peer_seen_ms.get(&v.node_id).map_or(-1, |t| *t)
+                    },
+                    last_caught_up_timestamp: self
+                        .peer_caught_up_ms
+                        .get(&v.node_id)
+                        .map_or(-1, |t| *t),
+                }
+            })
+            .collect();
+        *self.state.status.lock().unwrap_or_else(|e| e.into_inner()) = QuorumDescription {
+            leader_id: if status.leader_id == 0 {
+                -1
+            } else {
+                status.leader_id as i32
+            },
+            leader_epoch: status.term as i32,
+            high_watermark: status.commit as i64,
+            voters,
+        };
     }
 
     fn maybe_start_pass(&mut self, now_ms: u64) {
@@ -627,6 +684,12 @@ impl<D: Durable> ControllerCore<D> {
         tracing::info!(offset = self.applied_index, "metadata snapshot taken");
         Ok(())
     }
+}
+
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// The controller thread's loop: events from `events` (requests, each returning its permit to

@@ -24,6 +24,28 @@ pub(crate) struct QuorumState {
     pub(crate) active: AtomicBool,
     /// The quorum leader as this voter knows it (-1 when none).
     pub(crate) leader: AtomicI32,
+    /// The quorum as this voter last saw it (DescribeQuorum).
+    pub(crate) status: std::sync::Mutex<QuorumDescription>,
+}
+
+/// What DescribeQuorum reports, as of the controller thread's last pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuorumDescription {
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    /// The commit index: the metadata log's high watermark.
+    pub high_watermark: i64,
+    pub voters: Vec<VoterDescription>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VoterDescription {
+    pub node_id: i32,
+    pub log_end_offset: i64,
+    /// Wall-clock ms of the last message from the voter (-1 if none yet).
+    pub last_fetch_timestamp: i64,
+    /// Wall-clock ms when the voter last had every entry the leader had (-1 if never).
+    pub last_caught_up_timestamp: i64,
 }
 
 impl QuorumState {
@@ -31,7 +53,15 @@ impl QuorumState {
         QuorumState {
             active: AtomicBool::new(false),
             leader: AtomicI32::new(-1),
+            status: std::sync::Mutex::new(QuorumDescription::default()),
         }
+    }
+
+    pub(crate) fn description(&self) -> QuorumDescription {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub(crate) fn set(&self, active: bool, leader: i32) {

@@ -43,6 +43,7 @@ pub use decisions::{
     ElectionType, HeartbeatOutcome, ProducerIdBlock,
 };
 use driver::{ControllerCore, Event};
+pub use forward::{QuorumDescription, VoterDescription};
 use request::Request;
 
 /// The quorum's directory inside the metadata log dir (the first of `log.dirs`).
@@ -116,6 +117,11 @@ impl ControllerChannel {
     /// node).
     pub fn is_active(&self) -> bool {
         self.state.active.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The metadata quorum as this node's voter last saw it (DescribeQuorum).
+    pub fn quorum(&self) -> QuorumDescription {
+        self.state.description()
     }
 
     /// The active controller as this node knows it, -1 when none.

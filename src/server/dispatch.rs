@@ -40,6 +40,7 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::CreatePartitions,
     ApiKey::IncrementalAlterConfigs,
     ApiKey::ElectLeaders,
+    ApiKey::DescribeQuorum,
 ];
 
 /// Handles one frame. `Ok(None)` means "send nothing" (acks=0 produce).
@@ -148,6 +149,7 @@ pub async fn handle_frame(
         RequestKind::ListPartitionReassignments(r) => Some(
             handlers::list_partition_reassignments::handle(ctx, version, r),
         ),
+        RequestKind::DescribeQuorum(r) => Some(handlers::describe_quorum::handle(ctx, version, r)),
         RequestKind::DescribeCluster(r) => {
             Some(handlers::describe_cluster::handle(ctx, version, r))
         }
