@@ -140,6 +140,8 @@ pub(crate) struct ControllerCore<D: Durable> {
     in_flight: Option<InFlight>,
     /// Controller-listener connections carrying a peer voter's messages, by connection id.
     peer_connections: std::collections::HashMap<u64, u64>,
+    /// The quorum clock at the last tick.
+    clock_ms: u64,
     /// Wall-clock ms of the last message from each peer, and of when each voter last had every
     /// entry (DescribeQuorum's timestamps; reporting only, never a decision).
     peer_seen_ms: std::collections::HashMap<u64, i64>,
@@ -176,6 +178,7 @@ impl<D: Durable> ControllerCore<D> {
             queued: VecDeque::new(),
             in_flight: None,
             peer_connections: std::collections::HashMap::new(),
+            clock_ms: 0,
             peer_seen_ms: std::collections::HashMap::new(),
             peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
@@ -235,8 +238,24 @@ impl<D: Durable> ControllerCore<D> {
             }
         }
         if let Some(peer) = self.peer_connections.remove(&connection) {
+            // A voter's Raft connection closed and its broker has not yet reached this
+            // controller (a session started by [`Self::became_active`]): the process most
+            // likely died with it. Its broker gets the short grace a disconnected voter gets
+            // on failover instead of the whole failover grace.
+            if let (true, Some(lifecycle)) = (self.is_active(), self.lifecycle) {
+                if let Some(session) = self.sessions.get_mut(&(peer as i32)) {
+                    if session.connection.is_none() {
+                        let grace = lifecycle.failover_grace_ms.min(DISCONNECTED_VOTER_GRACE_MS);
+                        session.deadline_ms = session.deadline_ms.min(self.clock_ms + grace);
+                    }
+                }
+            }
             if let Some(rank) = self.engine.leader_connection_lost(peer) {
-                tracing::info!(leader = peer, rank, "connection from the quorum leader closed");
+                tracing::info!(
+                    leader = peer,
+                    rank,
+                    "connection from the quorum leader closed"
+                );
                 self.campaign_after = Some((rank as u64 * CAMPAIGN_STAGGER_MS, peer));
             }
         }
@@ -259,6 +278,7 @@ impl<D: Durable> ControllerCore<D> {
 
     /// One tick of the quorum clock, at `now_ms`.
     pub(crate) fn tick(&mut self, now_ms: u64) {
+        self.clock_ms = now_ms;
         self.engine.tick();
         self.expire_in_flight(now_ms);
         self.expire_sessions(now_ms);
@@ -378,15 +398,13 @@ impl<D: Durable> ControllerCore<D> {
             .collect();
     }
 
+    #[cfg(test)]
     pub(crate) fn engine(&self) -> &QuorumEngine<D> {
         &self.engine
     }
 
-    pub(crate) fn image(&self) -> &Arc<MetadataImage> {
-        &self.image
-    }
-
     /// Requests waiting, and the last index of the pass in flight (for traces).
+    #[cfg(test)]
     pub(crate) fn backlog(&self) -> (usize, Option<u64>) {
         (
             self.queued.len(),

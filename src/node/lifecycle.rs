@@ -8,7 +8,9 @@
 //! connection is what the controller watches: when it closes (this process died), the broker is
 //! fenced at once. When a request fails or the controller answers NOT_CONTROLLER, the next
 //! heartbeat goes out at once to the next candidate, so a new active controller hears from every
-//! live broker within its failover grace.
+//! live broker within its failover grace. When the image names a new active controller, the
+//! next heartbeat goes to it at once rather than at the end of the interval: a broker the new
+//! controller has not heard from yet is one it can only fence by timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +24,7 @@ use crate::client::{Client, ClientConfig, Endpoint, RequestOptions};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::BROKER_LIFECYCLE_RETRY_MS;
-use crate::metadata::{BrokerRegistration, MetadataCache};
+use crate::metadata::{BrokerRegistration, ImageListener, MetadataCache, MetadataImage};
 
 pub(crate) struct BrokerLifecycle {
     config: Arc<BrokerConfig>,
@@ -34,6 +36,23 @@ pub(crate) struct BrokerLifecycle {
     running: watch::Sender<bool>,
     /// The voter the next request goes to when the image names no active controller.
     next_candidate: usize,
+    /// The active controller each new image names (fed by [`ControllerWatch`]).
+    controller: watch::Receiver<i32>,
+    /// Whether the publisher dropped the watch (the node is stopping).
+    controller_gone: bool,
+}
+
+/// An image listener that passes on the active controller's id when it changes.
+pub(crate) struct ControllerWatch(watch::Sender<i32>);
+
+impl ImageListener for ControllerWatch {
+    fn on_image(&self, _previous: &MetadataImage, next: &MetadataImage) {
+        self.0.send_if_modified(|id| {
+            let changed = *id != next.controller_id;
+            *id = next.controller_id;
+            changed
+        });
+    }
 }
 
 impl BrokerLifecycle {
@@ -42,7 +61,7 @@ impl BrokerLifecycle {
         cluster_id: String,
         registration: BrokerRegistration,
         cache: Arc<MetadataCache>,
-    ) -> BrokerLifecycle {
+    ) -> (BrokerLifecycle, Arc<ControllerWatch>) {
         let interval = Duration::from_millis(config.kraft.broker_heartbeat_interval_ms);
         let client = Client::new(
             ClientConfig {
@@ -57,7 +76,8 @@ impl BrokerLifecycle {
         for voter in &config.kraft.voters {
             let _ = client.set_endpoint(voter.id, Endpoint::new(voter.host.clone(), voter.port));
         }
-        BrokerLifecycle {
+        let (watch_tx, controller) = watch::channel(cache.image().controller_id);
+        let lifecycle = BrokerLifecycle {
             config,
             cluster_id,
             registration,
@@ -65,7 +85,10 @@ impl BrokerLifecycle {
             client,
             running: watch::channel(false).0,
             next_candidate: 0,
-        }
+            controller,
+            controller_gone: false,
+        };
+        (lifecycle, Arc::new(ControllerWatch(watch_tx)))
     }
 
     /// Turns true once the controller has unfenced this broker (and back to false if it fences
@@ -137,12 +160,26 @@ impl BrokerLifecycle {
                     interval
                 }
             };
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        self.client.shutdown();
-                        return;
+            let sleep = tokio::time::sleep(wait);
+            tokio::pin!(sleep);
+            loop {
+                tokio::select! {
+                    _ = &mut sleep => break,
+                    changed = self.controller.changed(), if !self.controller_gone => {
+                        if changed.is_err() {
+                            self.controller_gone = true;
+                            continue;
+                        }
+                        let named = *self.controller.borrow_and_update();
+                        if named != target && named >= 0 {
+                            break;
+                        }
+                    }
+                    changed = shutdown.changed() => {
+                        if changed.is_err() || *shutdown.borrow() {
+                            self.client.shutdown();
+                            return;
+                        }
                     }
                 }
             }

@@ -246,12 +246,13 @@ impl Node {
         } else {
             publisher.add_listener(replicas.clone());
             publisher.add_listener(groups.clone());
-            let lifecycle = lifecycle::BrokerLifecycle::new(
+            let (lifecycle, controller_watch) = lifecycle::BrokerLifecycle::new(
                 config.clone(),
                 cluster_id.clone(),
                 registration,
                 cache.clone(),
             );
+            publisher.add_listener(controller_watch);
             let running = lifecycle.running();
             tasks.push((
                 "broker lifecycle",
