@@ -121,6 +121,19 @@ impl BrokerProcess {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
+    /// Sends SIGTERM without waiting (a cluster stops all its nodes at once: a combined node
+    /// whose quorum is already gone cannot finish a controlled shutdown).
+    pub fn terminate(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            if child.try_wait().expect("poll broker").is_none() {
+                // SAFETY: kill(2) on the pid of a child this process has not reaped yet.
+                unsafe {
+                    libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+                }
+            }
+        }
+    }
+
     /// Stops the broker with SIGTERM. Err (after a SIGKILL) if it does not exit within the
     /// shutdown bound; Err if it exits with anything but a clean status (0; Apache Kafka's JVM
     /// also exits 143 after a SIGTERM); Err if its output shows a panic.

@@ -244,6 +244,11 @@ impl Cluster {
     pub fn stop_all(&mut self) {
         let mut failures = Vec::new();
         for node in self.nodes.values_mut() {
+            if let Some(p) = node.process.as_mut() {
+                p.terminate();
+            }
+        }
+        for node in self.nodes.values_mut() {
             if let Some(mut p) = node.process.take() {
                 if let Err(e) = p.stop() {
                     failures.push(format!("node {}: {e}", node.id));
