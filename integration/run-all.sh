@@ -103,7 +103,7 @@ esac
 
 # The cargo tests that talk to a broker over the network and can be pointed at another one
 # (BROKER_UNDER_TEST / KAFKA_BOOTSTRAP); every other cargo test needs KafkaIQ itself.
-portable_tests=(rdkafka_clients hostile_frames_tcp)
+portable_tests=(rdkafka_clients hostile_frames_tcp cluster_failover)
 
 if [[ "$mode" == kafkaiq ]]; then
     echo "==> cargo build --release (workspace, binaries and examples)"

@@ -1,6 +1,6 @@
 //! Clusters of broker processes on loopback for multi-node tests: three (or N) combined nodes,
 //! each started from a `server.properties` in Kafka's own keys, so the same harness runs
-//! KafkaIQ or, with `KAFKAIQ_CLUSTER_BROKER=kafka`, Apache Kafka 4.1.1 (formatted with one
+//! KafkaIQ or, with `KAFKAIQ_CLUSTER_BROKER=kafka` (or `BROKER_UNDER_TEST=apache-kafka`), Apache Kafka 4.1.1 (formatted with one
 //! shared cluster id first, as Kafka needs).
 //!
 //! Nodes are [`BrokerProcess`]es: a panic in a node's log, an unclean exit or a SIGTERM it does
@@ -25,11 +25,19 @@ pub enum ClusterKind {
 }
 
 impl ClusterKind {
-    /// `KAFKAIQ_CLUSTER_BROKER=kafka` selects Apache Kafka; KafkaIQ otherwise.
+    /// `KAFKAIQ_CLUSTER_BROKER=kafka` or `BROKER_UNDER_TEST=apache-kafka` (what
+    /// `run-all.sh --against kafka` sets) selects Apache Kafka; KafkaIQ otherwise.
     pub fn from_env() -> ClusterKind {
-        match std::env::var("KAFKAIQ_CLUSTER_BROKER").as_deref() {
-            Ok("kafka") | Ok("apache-kafka") => ClusterKind::ApacheKafka,
-            _ => ClusterKind::KafkaIq,
+        let named = |var: &str| {
+            matches!(
+                std::env::var(var).as_deref(),
+                Ok("kafka") | Ok("apache-kafka")
+            )
+        };
+        if named("KAFKAIQ_CLUSTER_BROKER") || named("BROKER_UNDER_TEST") {
+            ClusterKind::ApacheKafka
+        } else {
+            ClusterKind::KafkaIq
         }
     }
 
