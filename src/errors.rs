@@ -104,6 +104,8 @@ pub enum ApiError {
     InvalidUpdateVersion,
     #[error("broker id not registered")]
     BrokerIdNotRegistered,
+    #[error("this broker id is already in use by a live incarnation")]
+    DuplicateBrokerRegistration,
     #[error("inconsistent cluster id: {0}")]
     InconsistentClusterId(String),
     #[error("ineligible replica")]
@@ -163,6 +165,7 @@ impl ApiError {
             StaleBrokerEpoch => ResponseError::StaleBrokerEpoch,
             InvalidUpdateVersion => ResponseError::InvalidUpdateVersion,
             BrokerIdNotRegistered => ResponseError::BrokerIdNotRegistered,
+            DuplicateBrokerRegistration => ResponseError::DuplicateBrokerRegistration,
             InconsistentClusterId(_) => ResponseError::InconsistentClusterId,
             IneligibleReplica => ResponseError::IneligibleReplica,
             NewLeaderElected => ResponseError::NewLeaderElected,
@@ -267,6 +270,7 @@ mod tests {
             (ApiError::StaleBrokerEpoch, 77),
             (ApiError::InvalidUpdateVersion, 95),
             (ApiError::BrokerIdNotRegistered, 102),
+            (ApiError::DuplicateBrokerRegistration, 101),
             (ApiError::InconsistentClusterId(String::new()), 104),
             (ApiError::IneligibleReplica, 107),
             (ApiError::NewLeaderElected, 108),

@@ -17,31 +17,9 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, ClusterKind};
 use common::RawClient;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{
-    CreateTopicsRequest, DescribeQuorumRequest, MetadataRequest, MetadataResponse, TopicName,
-};
+use kafka_protocol::messages::{DescribeQuorumRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-
-const ANSWER: Duration = Duration::from_secs(2);
-
-async fn metadata(cluster: &Cluster, id: i32, topics: &[&str]) -> Option<MetadataResponse> {
-    let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
-    let request = MetadataRequest::default()
-        .with_topics(Some(
-            topics
-                .iter()
-                .map(|t| {
-                    MetadataRequestTopic::default()
-                        .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
-                })
-                .collect(),
-        ))
-        .with_allow_auto_topic_creation(false);
-    client.try_call(12, &request, ANSWER).await
-}
 
 /// (leader, leader epoch, isr) of a partition as node `id` reports it.
 async fn partition_state(
@@ -50,7 +28,7 @@ async fn partition_state(
     topic: &str,
     partition: i32,
 ) -> Option<(i32, i32, Vec<i32>)> {
-    let m = metadata(cluster, id, &[topic]).await?;
+    let m = cluster.metadata(id, &[topic]).await?;
     let t = m.topics.first()?;
     let p = t
         .partitions
@@ -66,39 +44,9 @@ async fn partition_state(
     ))
 }
 
-async fn create_topic(cluster: &Cluster, id: i32, name: &str, partitions: i32) -> Option<i16> {
-    let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
-            .with_num_partitions(partitions)
-            .with_replication_factor(3)]);
-    let r = client
-        .try_call(7, &request, Duration::from_secs(10))
-        .await?;
-    Some(r.topics[0].error_code)
-}
-
 /// The active controller node `id` names in Metadata.
 async fn controller_seen_by(cluster: &Cluster, id: i32) -> Option<i32> {
-    metadata(cluster, id, &[]).await.map(|m| m.controller_id.0)
-}
-
-/// Every running node lists exactly the running brokers, under one cluster id.
-async fn formed(cluster: &Cluster) -> Option<String> {
-    let running = cluster.running();
-    let mut ids = Vec::new();
-    for &id in &running {
-        let m = metadata(cluster, id, &[]).await?;
-        let mut brokers: Vec<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
-        brokers.sort_unstable();
-        if brokers != running {
-            return None;
-        }
-        ids.push(m.cluster_id.map(|c| c.to_string())?);
-    }
-    ids.windows(2).all(|w| w[0] == w[1]).then(|| ids[0].clone())
+    cluster.metadata(id, &[]).await.map(|m| m.controller_id.0)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -114,20 +62,20 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
         .wait_for(
             "three brokers in one cluster",
             Duration::from_secs(90),
-            || formed(&cluster),
+            || cluster.formed(),
         )
         .await;
     println!("{}: cluster {cluster_id} formed", kind.name());
 
     // Placement: striped over the three racks, each broker the preferred leader of two of six.
     // Sent to node 2, which forwards it when it is not the active controller.
-    assert_eq!(create_topic(&cluster, 2, "placed", 6).await, Some(0));
+    assert_eq!(cluster.create_topic(2, "placed", 6).await, Some(0));
     let placed = cluster
         .wait_for(
             "the placed topic on node 3",
             Duration::from_secs(30),
             || async {
-                let m = metadata(&cluster, 3, &["placed"]).await?;
+                let m = cluster.metadata(3, &["placed"]).await?;
                 let t = m.topics.first().filter(|t| t.error_code == 0)?;
                 (t.partitions.len() == 6).then(|| t.clone())
             },
@@ -170,7 +118,7 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
     for round in 0..kills {
         let topic = format!("failover-{round}");
         let creator = *cluster.running().first().unwrap();
-        assert_eq!(create_topic(&cluster, creator, &topic, 1).await, Some(0));
+        assert_eq!(cluster.create_topic(creator, &topic, 1).await, Some(0));
         let (leader, epoch, _) = cluster
             .wait_for("a full ISR", Duration::from_secs(30), || async {
                 let s = partition_state(&cluster, creator, &topic, 0).await?;
@@ -195,7 +143,7 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
         cluster.spawn(leader);
         cluster
             .wait_for("the restarted node back", Duration::from_secs(90), || {
-                formed(&cluster)
+                cluster.formed()
             })
             .await;
     }
@@ -240,7 +188,8 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
             "CreateTopics after the failover",
             Duration::from_secs(60),
             || async {
-                create_topic(&cluster, observer, "after-failover", 3)
+                cluster
+                    .create_topic(observer, "after-failover", 3)
                     .await
                     .filter(|c| *c == 0)
             },
@@ -250,7 +199,7 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
     cluster.spawn(old);
     cluster
         .wait_for("the old controller back", Duration::from_secs(90), || {
-            formed(&cluster)
+            cluster.formed()
         })
         .await;
     if kind == ClusterKind::KafkaIq {

@@ -203,10 +203,21 @@ impl<D: Durable> ControllerCore<D> {
 
     /// Takes a Raft message from a peer, noting which connection carries that peer's messages:
     /// when it closes, the peer's process is gone (or cut off).
+    ///
+    /// Only a message the voter accepts, of this voter's term or later, marks its connection:
+    /// a confused peer (a wrong node id, a stale term) cannot make a closed connection look like
+    /// the leader's and start an election.
     pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64) {
-        self.peer_connections.insert(connection, message.from);
-        self.peer_seen_ms.insert(message.from, wall_clock_ms());
-        self.peer_message(message);
+        let (from, term) = (message.from, message.term);
+        let current = self.engine.term();
+        match self.engine.step(message) {
+            Ok(()) if term >= current => {
+                self.peer_connections.insert(connection, from);
+                self.peer_seen_ms.insert(from, wall_clock_ms());
+            }
+            Ok(()) => {}
+            Err(e) => tracing::debug!(error = %e, "raft message refused"),
+        }
     }
 
     /// A controller-listener connection closed. If it carried the quorum leader's messages,
@@ -261,7 +272,8 @@ impl<D: Durable> ControllerCore<D> {
         }
     }
 
-    /// Takes a Raft message from a peer.
+    /// Takes a Raft message from a peer (the simulation's network, which has no connections).
+    #[cfg(test)]
     pub(crate) fn peer_message(&mut self, message: Message) {
         if let Err(e) = self.engine.step(message) {
             tracing::debug!(error = %e, "raft message refused");
@@ -309,6 +321,33 @@ impl<D: Durable> ControllerCore<D> {
                 });
             }
         }
+    }
+
+    /// A registration of a new incarnation while the registered one still heartbeats on an
+    /// open connection of its own: two processes claim one node id (a copied configuration, a
+    /// confused peer). Refused as Kafka refuses it, DUPLICATE_BROKER_REGISTRATION. A restart
+    /// is not refused: the old process's connection closed when it died, which ended its
+    /// session ([`Self::connection_closed`]), so the new incarnation registers at once.
+    fn is_duplicate_registration(&self, request: &Request) -> bool {
+        let Request::BrokerRegistration {
+            registration,
+            connection,
+            ..
+        } = request
+        else {
+            return false;
+        };
+        let Some(session) = self.sessions.get(&registration.node_id) else {
+            return false;
+        };
+        let live_elsewhere = session.broker_epoch.is_some()
+            && session.connection.is_some()
+            && session.connection != *connection;
+        live_elsewhere
+            && self
+                .image
+                .broker(registration.node_id)
+                .is_some_and(|b| !b.fenced && b.incarnation_id != registration.incarnation_id)
     }
 
     /// Notes what a lifecycle request says about its broker's session before it is decided.
@@ -554,6 +593,10 @@ impl<D: Durable> ControllerCore<D> {
         let mut finishes = Vec::with_capacity(take);
         let taken: Vec<Request> = self.queued.drain(..take).collect();
         for request in taken {
+            if self.is_duplicate_registration(&request) {
+                request.refuse(ApiError::DuplicateBrokerRegistration);
+                continue;
+            }
             self.observe(&request, now_ms);
             let decided = decide(
                 &self.config,

@@ -82,6 +82,8 @@ pub enum StepError {
     NotAVoter(u64),
     #[error("message type {0:?} never travels between voters")]
     LocalType(MessageType),
+    #[error("message of type {0:?} without a term")]
+    NoTerm(MessageType),
     #[error("rejected by the raft library: {0}")]
     Library(String),
 }
@@ -248,6 +250,12 @@ impl<D: Durable> QuorumEngine<D> {
         let kind = message.get_msg_type();
         if raft::raw_node::is_local_msg(kind) || kind == MessageType::MsgPropose {
             return Err(StepError::LocalType(kind));
+        }
+        // The library reads term 0 as "a local message" and skips every term check: an append
+        // without a term would be taken from whoever claims to lead. Every message between
+        // voters carries its sender's term (this quorum forwards no ReadIndex).
+        if message.term == 0 {
+            return Err(StepError::NoTerm(kind));
         }
         self.node
             .step(message)

@@ -302,6 +302,44 @@ fn messages_from_strangers_and_local_types_are_refused() {
     assert!(engine.step(m).is_err(), "proposals are not forwarded");
 }
 
+#[test]
+fn an_append_without_a_term_is_refused_and_never_reaches_the_log() {
+    // The library reads term 0 as a local message and would skip its term checks: a follower
+    // would take the entries (and the commit index) from whoever claims to lead.
+    let mut c = Cluster::new(&[1, 2, 3]);
+    c.propose(b"real");
+    let leader = c.elect();
+    let follower = *c.voters.iter().find(|v| **v != leader).unwrap();
+    let impostor = *c
+        .voters
+        .iter()
+        .find(|v| **v != leader && **v != follower)
+        .unwrap();
+    let before = c.items(follower);
+    let (engine, _) = c.nodes.get_mut(&follower).unwrap();
+    let last = engine
+        .status()
+        .voters
+        .iter()
+        .find(|v| v.node_id == follower)
+        .map_or(0, |v| v.log_end);
+    let term = engine.term();
+    let mut m = Message::default();
+    m.set_msg_type(raft::eraftpb::MessageType::MsgAppend);
+    m.from = impostor;
+    m.to = follower;
+    m.term = 0;
+    m.index = last;
+    m.log_term = term;
+    m.commit = last + 1;
+    m.entries = vec![entry(last + 1, term, b"forged")].into();
+    assert!(engine.step(m).is_err(), "an append without a term");
+    c.settle();
+    c.tick_all(3);
+    assert_eq!(c.items(follower), before);
+    assert!(c.items(follower).iter().all(|i| i != b"forged"));
+}
+
 fn accept_any(_: &[u8]) -> Result<(), String> {
     Ok(())
 }

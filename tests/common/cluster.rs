@@ -15,7 +15,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
 use super::broker_process::{free_port, BrokerProcess};
+use super::RawClient;
+
+/// How long a node may take to answer a request of the harness.
+const ANSWER: Duration = Duration::from_secs(2);
 
 /// Which broker a cluster is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,6 +278,56 @@ impl Cluster {
             eprintln!("cluster dir kept: {}", self.root.display());
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// Metadata (v12) of `topics` (all brokers, no topics if empty) as node `id` answers it
+    /// within two seconds, or `None` (down, or no answer).
+    pub async fn metadata(&self, id: i32, topics: &[&str]) -> Option<MetadataResponse> {
+        let mut client = RawClient::try_connect(self.nodes[&id].client_addr()).await?;
+        let request = MetadataRequest::default()
+            .with_topics(Some(
+                topics
+                    .iter()
+                    .map(|t| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
+                    })
+                    .collect(),
+            ))
+            .with_allow_auto_topic_creation(false);
+        client.try_call(12, &request, ANSWER).await
+    }
+
+    /// CreateTopics (v7) of one topic at replication factor 3 through node `id`: its error
+    /// code, or `None` (no answer).
+    pub async fn create_topic(&self, id: i32, name: &str, partitions: i32) -> Option<i16> {
+        let mut client = RawClient::try_connect(self.nodes[&id].client_addr()).await?;
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+                .with_num_partitions(partitions)
+                .with_replication_factor(3)]);
+        let r = client
+            .try_call(7, &request, Duration::from_secs(10))
+            .await?;
+        Some(r.topics[0].error_code)
+    }
+
+    /// Every running node lists exactly the running brokers, under one cluster id: that id.
+    pub async fn formed(&self) -> Option<String> {
+        let running = self.running();
+        let mut ids = Vec::new();
+        for &id in &running {
+            let m = self.metadata(id, &[]).await?;
+            let mut brokers: Vec<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
+            brokers.sort_unstable();
+            if brokers != running {
+                return None;
+            }
+            ids.push(m.cluster_id.map(|c| c.to_string())?);
+        }
+        ids.windows(2).all(|w| w[0] == w[1]).then(|| ids[0].clone())
     }
 
     pub fn running(&self) -> Vec<i32> {
