@@ -106,13 +106,11 @@ pub struct RawClient {
 impl RawClient {
     /// Connects within a second, or `None` (a node that is down).
     pub async fn try_connect(addr: std::net::SocketAddr) -> Option<RawClient> {
-        let stream = tokio::time::timeout(
-            std::time::Duration::from_secs(1),
-            TcpStream::connect(addr),
-        )
-        .await
-        .ok()?
-        .ok()?;
+        let stream =
+            tokio::time::timeout(std::time::Duration::from_secs(1), TcpStream::connect(addr))
+                .await
+                .ok()?
+                .ok()?;
         Some(RawClient {
             stream,
             correlation: AtomicI32::new(1),
@@ -130,7 +128,11 @@ impl RawClient {
         tokio::time::timeout(timeout, async {
             self.stream.write_all(&frame).await.ok()?;
             let response = self.read_frame().await?;
-            Some(Self::decode_response::<R>(version, response, correlation_id))
+            Some(Self::decode_response::<R>(
+                version,
+                response,
+                correlation_id,
+            ))
         })
         .await
         .ok()
@@ -277,8 +279,13 @@ pub async fn wait_until_read_by_broker(client_port: u16, broker_port: u16) {
     }
 }
 
-/// An uncompressed v2 batch of `values` (optionally idempotent).
+/// An uncompressed v2 batch of `values` (optionally idempotent), records without keys.
 pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
+    batch_keyed(values, producer, false)
+}
+
+/// As [`batch`]; with `keyed`, record i has key `k{i}`, as a compacted topic requires.
+pub fn batch_keyed(values: &[&str], producer: Option<(i64, i16, i32)>, keyed: bool) -> Bytes {
     let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -300,7 +307,7 @@ pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
             // constant; non-idempotent batches get their base sequence reset to -1 below.
             sequence: base_sequence.max(0) + i as i32,
             timestamp: now + i as i64,
-            key: None,
+            key: keyed.then(|| Bytes::from(format!("k{i}"))),
             value: Some(Bytes::copy_from_slice(v.as_bytes())),
             headers: Default::default(),
         })
