@@ -13,6 +13,8 @@
 //!   OFFSET_METADATA_TOO_LARGE.
 //! - Members joining a new group at the same moment with `group.initial.rebalance.delay.ms=0`
 //!   share its first generation (static and dynamic members, two and three of them).
+//! - ListConfigResources (KIP-1142): the resource types each version knows, and the answer to a
+//!   type it does not.
 
 mod common;
 
@@ -30,9 +32,10 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{
     BrokerId, CreateTopicsRequest, CreateTopicsResponse, DescribeGroupsRequest,
     DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
-    JoinGroupRequest, JoinGroupResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    OffsetFetchResponse, ProduceRequest, ProduceResponse, TopicName,
+    JoinGroupRequest, JoinGroupResponse, ListConfigResourcesRequest, ListConfigResourcesResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -270,8 +273,11 @@ async fn a_compacted_topic_refuses_records_without_a_key() {
     broker.stop().unwrap();
 }
 
+/// (partition, offset, metadata) of one committed partition.
+type Commit<'a> = (i32, i64, &'a str);
+
 /// OffsetCommit of a simple group (no generation), as admin tools and `assign()` consumers send.
-fn commit_request(group: &str, topics: &[(&str, &[(i32, i64, &str)])]) -> OffsetCommitRequest {
+fn commit_request(group: &str, topics: &[(&str, &[Commit])]) -> OffsetCommitRequest {
     OffsetCommitRequest::default()
         .with_group_id(GroupId(s(group)))
         .with_generation_id_or_member_epoch(-1)
@@ -446,6 +452,11 @@ async fn offset_commit_answers_partitions_that_do_not_exist() {
     broker.stop().unwrap();
 }
 
+/// A ConsumerProtocolSubscription v0 of topic `t`, no user data: Kafka's coordinator parses a
+/// consumer group's protocol metadata, and a JoinGroup whose metadata does not parse is never
+/// answered.
+const SUBSCRIPTION: &[u8] = &[0, 0, 0, 0, 0, 1, 0, 1, b't', 0xff, 0xff, 0xff, 0xff];
+
 fn join_request(group: &str, member_id: &str, instance_id: Option<&str>) -> JoinGroupRequest {
     JoinGroupRequest::default()
         .with_group_id(GroupId(s(group)))
@@ -456,7 +467,7 @@ fn join_request(group: &str, member_id: &str, instance_id: Option<&str>) -> Join
         .with_protocol_type(s("consumer"))
         .with_protocols(vec![JoinGroupRequestProtocol::default()
             .with_name(s("range"))
-            .with_metadata(Bytes::from_static(b"subscription"))])
+            .with_metadata(Bytes::from_static(SUBSCRIPTION))])
 }
 
 /// One round: `n` members on their own connections send their JoinGroup for a new group
@@ -514,11 +525,13 @@ async fn members_in_first_generation(
             })
         })
         .collect();
+    let deadline = Instant::now() + DEADLINE;
     let first: JoinGroupResponse = loop {
         let done = pending.iter().position(|h| h.is_finished());
         if let Some(i) = done {
             break pending.remove(i).await.unwrap();
         }
+        assert!(Instant::now() < deadline, "{group}: no member was answered");
         tokio::time::sleep(Duration::from_millis(1)).await;
     };
     assert_eq!((first.error_code, first.generation_id), (0, 1), "{group}");
@@ -576,5 +589,57 @@ async fn members_joining_together_share_the_first_generation() {
     }
     eprintln!("{} ({}): {report:?}", broker.kind, broker.bootstrap);
     assert!(together_total * 2 >= 4 * ROUNDS, "{report:?}");
+    broker.stop().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_config_resources_by_version_and_type() {
+    let mut broker = start_selected("compat-list-config-resources", &[]);
+    let mut client = connect(&broker).await;
+    create_topic(&mut client, "listed", 1, &[]).await;
+    let list = |r: &ListConfigResourcesResponse| -> Vec<(String, i8)> {
+        let mut v: Vec<(String, i8)> = r
+            .config_resources
+            .iter()
+            .map(|c| (c.resource_name.to_string(), c.resource_type))
+            .collect();
+        v.sort();
+        v
+    };
+    // Topics only.
+    let r: ListConfigResourcesResponse = client
+        .call(
+            1,
+            &ListConfigResourcesRequest::default().with_resource_types(vec![2]),
+        )
+        .await;
+    assert_eq!(r.error_code, 0);
+    assert!(list(&r).contains(&("listed".to_owned(), 2)), "{r:?}");
+    assert!(list(&r).iter().all(|(_, t)| *t == 2), "{r:?}");
+    // Every type: the topic, and the one broker as a broker (4) and a broker logger (8).
+    let r: ListConfigResourcesResponse =
+        client.call(1, &ListConfigResourcesRequest::default()).await;
+    assert_eq!(r.error_code, 0);
+    let all = list(&r);
+    let brokers: Vec<_> = all.iter().filter(|(_, t)| *t == 4 || *t == 8).collect();
+    assert_eq!(brokers.len(), 2, "{all:?}");
+    assert_eq!(brokers[0].0, brokers[1].0, "{all:?}");
+    assert!(all.contains(&("listed".to_owned(), 2)), "{all:?}");
+    // v0 (ListClientMetricsResources) lists client-metrics subscriptions only: none here.
+    let r: ListConfigResourcesResponse =
+        client.call(0, &ListConfigResourcesRequest::default()).await;
+    assert_eq!((r.error_code, r.config_resources.len()), (0, 0), "{r:?}");
+    // A type v1 does not know (UNKNOWN, 0) is refused as a whole.
+    let r: ListConfigResourcesResponse = client
+        .call(
+            1,
+            &ListConfigResourcesRequest::default().with_resource_types(vec![2, 0]),
+        )
+        .await;
+    assert_eq!(
+        (r.error_code, r.config_resources.len()),
+        (ResponseError::UnsupportedVersion.code(), 0),
+        "{r:?}"
+    );
     broker.stop().unwrap();
 }
