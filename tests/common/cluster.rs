@@ -74,7 +74,13 @@ fn kafka_libs() -> PathBuf {
         .output()
         .expect("run integration/kafka-libs.sh");
     assert!(out.status.success(), "kafka-libs.sh failed");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap())
+    PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .lines()
+            .last()
+            .unwrap(),
+    )
 }
 
 impl Cluster {
@@ -152,7 +158,13 @@ impl Cluster {
         let libs = kafka_libs();
         let cp = format!("{}/*", libs.display());
         let out = Command::new("java")
-            .args(["-Xmx256m", "-cp", &cp, "kafka.tools.StorageTool", "random-uuid"])
+            .args([
+                "-Xmx256m",
+                "-cp",
+                &cp,
+                "kafka.tools.StorageTool",
+                "random-uuid",
+            ])
             .output()
             .unwrap();
         let cluster_id = String::from_utf8_lossy(&out.stdout)
@@ -163,7 +175,14 @@ impl Cluster {
             .to_owned();
         for node in self.nodes.values() {
             let status = Command::new("java")
-                .args(["-Xmx256m", "-cp", &cp, "kafka.tools.StorageTool", "format", "-t"])
+                .args([
+                    "-Xmx256m",
+                    "-cp",
+                    &cp,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                ])
                 .arg(&cluster_id)
                 .arg("-c")
                 .arg(&node.config)
@@ -281,7 +300,10 @@ impl Cluster {
                     .into_iter()
                     .map(|id| format!("--- node {id}:\n{}", self.log_tail(id, 15)))
                     .collect();
-                panic!("timed out after {timeout:?} waiting for {what}\n{}", logs.join("\n"));
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}\n{}",
+                    logs.join("\n")
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
