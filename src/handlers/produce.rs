@@ -4,8 +4,8 @@
 //! the purgatory until the high watermark covers the last appended offset (or `timeout_ms`,
 //! answered REQUEST_TIMED_OUT). Batches are stored as produced, whatever their codec: the
 //! broker only reads and rewrites the v2 batch header (storage does that), except that a
-//! compacted topic's log reads each record's key length (decompressing if need be). A retried batch of
-//! an idempotent producer is answered with the offsets of the original, without error.
+//! compacted topic's log reads each record's key length (decompressing if need be). A retried
+//! batch of an idempotent producer is answered with the offsets of the original, without error.
 //!
 //! On a compacted topic the log refuses a batch holding a record without a key: INVALID_RECORD
 //! with the refused records in `record_errors` and Kafka's message in `error_message` (v8+),
