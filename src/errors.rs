@@ -58,6 +58,14 @@ pub enum ApiError {
     UnknownLeaderEpoch,
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// INVALID_RECORD naming the refused records: (index in the batch, why) for a Produce
+    /// response's `record_errors`, and `message` for its `error_message` (Kafka's
+    /// `RecordValidationException`).
+    #[error("invalid record: {message}")]
+    RecordErrors {
+        message: String,
+        record_errors: Vec<(i32, String)>,
+    },
     #[error("unknown topic id")]
     UnknownTopicId,
     #[error("fetch session id not found")]
@@ -141,7 +149,7 @@ impl ApiError {
             KafkaStorageError(_) => ResponseError::KafkaStorageError,
             FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
             UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
-            InvalidRecord(_) => ResponseError::InvalidRecord,
+            InvalidRecord(_) | RecordErrors { .. } => ResponseError::InvalidRecord,
             UnknownTopicId => ResponseError::UnknownTopicId,
             FetchSessionIdNotFound => ResponseError::FetchSessionIdNotFound,
             InvalidFetchSessionEpoch => ResponseError::InvalidFetchSessionEpoch,
@@ -197,7 +205,8 @@ impl ApiError {
             | InvalidRecord(m)
             | PolicyViolation(m)
             | InconsistentClusterId(m)
-            | UnknownServerError(m) => m.clone(),
+            | UnknownServerError(m)
+            | RecordErrors { message: m, .. } => m.clone(),
             other => other.to_string(),
         }
     }
@@ -219,6 +228,14 @@ impl From<StorageError> for ApiError {
         match e {
             StorageError::CorruptRecord(m) => ApiError::CorruptMessage(m),
             StorageError::InvalidRecord(m) => ApiError::InvalidRecord(m),
+            StorageError::RecordErrors {
+                message,
+                record_errors,
+            } => ApiError::RecordErrors {
+                message,
+                record_errors,
+            },
+            e @ StorageError::Undecompressable(_) => ApiError::UnknownServerError(e.to_string()),
             StorageError::RecordTooLarge { size, max } => {
                 ApiError::MessageTooLarge(format!("batch of {size} bytes exceeds {max}"))
             }
@@ -259,6 +276,14 @@ mod tests {
             (ApiError::FencedLeaderEpoch, 74),
             (ApiError::UnknownLeaderEpoch, 75),
             (ApiError::InvalidRecord(String::new()), 87),
+            (
+                ApiError::RecordErrors {
+                    message: String::new(),
+                    record_errors: Vec::new(),
+                },
+                87,
+            ),
+            (ApiError::UnknownServerError(String::new()), -1),
             (ApiError::UnknownTopicId, 100),
             (ApiError::PreferredLeaderNotAvailable, 80),
             (ApiError::EligibleLeadersNotAvailable, 83),

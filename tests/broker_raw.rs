@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use common::{batch, decode_records, start_broker, RawClient};
+use common::{batch, batch_keyed, decode_records, start_broker, RawClient};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -1074,8 +1074,16 @@ async fn admin_apis_configs_partitions_records_and_deletion() {
     assert_eq!(md.topics[0].partitions.len(), 4);
 
     // DeleteRecords: moves the log start offset; beyond the high watermark is out of range.
+    // "adm" is compacted now (cleanup.policy delete,compact): its records need keys.
     for i in 0..5 {
-        produce(&mut client, "adm", 1, batch(&[&format!("r{i}")], None)).await;
+        let (code, _) = produce(
+            &mut client,
+            "adm",
+            1,
+            batch_keyed(&[&format!("r{i}")], None, true),
+        )
+        .await;
+        assert_eq!(code, 0);
     }
     let delete_records = |offset: i64| {
         DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
@@ -1333,9 +1341,8 @@ async fn compact_only_topics_skip_retention_and_refuse_delete_records() {
         let r = create_topic(&mut client, topic, 1, &configs).await;
         assert_eq!(r.topics[0].error_code, 0);
         for _ in 0..5 {
-            // Keyless records: unlike Kafka, the broker does not open batches to check that a
-            // compacted topic's records have keys.
-            let (code, _) = produce(&mut client, topic, 1, batch(&[value.as_str()], None)).await;
+            let records = batch_keyed(&[value.as_str()], None, true);
+            let (code, _) = produce(&mut client, topic, 1, records).await;
             assert_eq!(code, 0);
         }
     }

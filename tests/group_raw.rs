@@ -7,6 +7,7 @@ mod common;
 
 use std::time::Duration;
 
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -14,10 +15,10 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
-    SyncGroupRequest, SyncGroupResponse, TopicName,
+    CreateTopicsRequest, CreateTopicsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -128,6 +129,20 @@ async fn parked_joins_and_syncs_session_expiry_and_restart() {
     let broker = common::start_broker(dir.path(), &overrides).await;
     let addr = broker.local_addr;
     let mut a = common::RawClient::connect(addr).await;
+    // The topic the offsets are committed for: a commit for a topic that does not exist is
+    // refused (UNKNOWN_TOPIC_OR_PARTITION), as in Kafka.
+    let created: CreateTopicsResponse = a
+        .call(
+            7,
+            &CreateTopicsRequest::default()
+                .with_timeout_ms(5_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)]),
+        )
+        .await;
+    assert_eq!(created.topics[0].error_code, 0);
     let found: FindCoordinatorResponse = a
         .call(3, &FindCoordinatorRequest::default().with_key(s(GROUP)))
         .await;

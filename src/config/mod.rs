@@ -738,6 +738,8 @@ impl BrokerConfig {
             flush_messages: self.log_flush_interval_messages,
             flush_ms: self.log_flush_interval_ms,
             message_timestamp_type: self.log_message_timestamp_type,
+            // Per topic, from the effective `cleanup.policy` (`topic::log_config`).
+            compact: false,
         }
     }
 }

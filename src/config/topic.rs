@@ -437,6 +437,7 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -
         Some("CreateTime") => c.message_timestamp_type = TimestampType::CreateTime,
         _ => {}
     }
+    c.compact = cleanup_policy_compacts(overrides, broker);
     if !cleanup_policy_deletes(overrides, broker) {
         // Kafka applies time and size retention only to logs whose policy includes `delete`;
         // a compact-only log (such as `__consumer_offsets`) keeps its segments.
@@ -456,6 +457,21 @@ pub fn cleanup_policy_deletes(overrides: &BTreeMap<String, String>, broker: &Bro
     policy
         .split(',')
         .any(|p| p.trim().eq_ignore_ascii_case("delete"))
+}
+
+/// Whether the topic's effective `cleanup.policy` includes `compact`: Kafka's `LogConfig.compact`,
+/// under which a produce of a record without a key is refused (INVALID_RECORD).
+pub fn cleanup_policy_compacts(
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfig,
+) -> bool {
+    let Some(def) = topic_config_def("cleanup.policy") else {
+        return false;
+    };
+    let (policy, _) = effective_value(def, overrides, broker);
+    policy
+        .split(',')
+        .any(|p| p.trim().eq_ignore_ascii_case("compact"))
 }
 
 /// The topic's `min.insync.replicas`.
@@ -540,6 +556,11 @@ mod tests {
         assert_eq!(log_config(&overrides, &broker).retention_bytes, -1);
         overrides.insert("cleanup.policy".to_owned(), "compact, delete".to_owned());
         assert!(cleanup_policy_deletes(&overrides, &broker));
+        assert!(log_config(&overrides, &broker).compact);
+        overrides.insert("cleanup.policy".to_owned(), "delete".to_owned());
+        assert!(!log_config(&overrides, &broker).compact);
+        overrides.remove("cleanup.policy");
+        assert!(!log_config(&overrides, &broker).compact);
         assert_eq!(log_config(&overrides, &broker).retention_ms, 5);
     }
 }

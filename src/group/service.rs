@@ -54,6 +54,14 @@ use crate::replica::ReplicaManager;
 const LOAD_READ_BYTES: usize = 1024 * 1024;
 /// Upper bound on one sleep of the timer task, so a missed wake-up costs at most this.
 const TIMER_SLEEP_MS_MAX: i64 = 1_000;
+/// How long due timers wait before they run: one tick of Kafka's coordinator timer wheel
+/// (`SystemTimer`, 1 ms ticks). Kafka runs an expired timer by queueing its operation behind the
+/// requests already waiting for the coordinator (`EventBasedCoordinatorTimer`), so requests that
+/// arrive together with the one that armed it are decided first: with
+/// `group.initial.rebalance.delay.ms=0`, consumers joining at the same moment share the first
+/// generation. Requests here are decided as they arrive, with no queue to wait behind; this tick
+/// gives those arriving together the same chance.
+const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// Who a request is from; the shell assigns the token.
 #[derive(Debug, Clone)]
@@ -371,6 +379,11 @@ impl GroupService {
                 _ = self.timer_wake.notified() => {}
                 _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
             }
+            let now = self.clock.now_ms();
+            if self.lock().machine.due_partitions(now).is_empty() {
+                continue;
+            }
+            tokio::time::sleep(TIMER_TICK).await;
             let now = self.clock.now_ms();
             let due = self.lock().machine.due_partitions(now);
             for partition in due {

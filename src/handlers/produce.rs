@@ -3,8 +3,13 @@
 //! acks=0 gets no response at all; acks=1 is answered after the local append; acks=-1 waits in
 //! the purgatory until the high watermark covers the last appended offset (or `timeout_ms`,
 //! answered REQUEST_TIMED_OUT). Batches are stored as produced, whatever their codec: the
-//! broker only reads and rewrites the v2 batch header (storage does that). A retried batch of
-//! an idempotent producer is answered with the offsets of the original, without error.
+//! broker only reads and rewrites the v2 batch header (storage does that), except that a
+//! compacted topic's log reads each record's key length (decompressing if need be). A retried
+//! batch of an idempotent producer is answered with the offsets of the original, without error.
+//!
+//! On a compacted topic the log refuses a batch holding a record without a key: INVALID_RECORD
+//! with the refused records in `record_errors` and Kafka's message in `error_message` (v8+),
+//! and the log start offset, as Kafka's `RecordValidationException` is answered.
 //!
 //! From v10 a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader and epoch, and
 //! the response lists the endpoints of the leaders it names (KIP-951), so the client can retry
@@ -16,7 +21,8 @@ use std::time::Duration;
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::produce_response::{
-    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
 use kafkaiq_storage::TopicPartition;
@@ -31,6 +37,9 @@ use uuid::Uuid;
 struct Outcome {
     index: i32,
     result: Result<(i64, i64, i64), ApiError>, // (base offset, log append time, log start)
+    /// For records the log refused (INVALID_RECORD with record errors): the log start offset,
+    /// which Kafka reports with them.
+    log_start_offset: Option<i64>,
     /// For acks=-1: the partition and the offset the high watermark must reach.
     wait_for: Option<(Arc<Partition>, i64)>,
 }
@@ -64,6 +73,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
         };
         let mut outcomes = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {
+            let mut log_start_offset = None;
             let result = if !(-1..=1).contains(&acks) {
                 Err(ApiError::InvalidRequiredAcks)
             } else if !known {
@@ -84,8 +94,14 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                             "produce request without record batches".into(),
                         ));
                     }
-                    let info = p.append_records_to_leader(records, acks, now_ms)?;
-                    Ok((p, info))
+                    match p.append_records_to_leader(records, acks, now_ms) {
+                        Ok(info) => Ok((p, info)),
+                        Err(e @ ApiError::RecordErrors { .. }) => {
+                            log_start_offset = Some(p.log.log_start_offset());
+                            Err(e)
+                        }
+                        Err(e) => Err(e),
+                    }
                 })
             };
             match result {
@@ -101,6 +117,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                             info.log_append_time,
                             info.log_start_offset,
                         )),
+                        log_start_offset: None,
                         wait_for,
                     });
                 }
@@ -109,6 +126,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                     outcomes.push(Outcome {
                         index: pd.index,
                         result: Err(e),
+                        log_start_offset,
                         wait_for: None,
                     });
                 }
@@ -238,10 +256,20 @@ fn partition_response(
             r.base_offset = -1;
             r.log_append_time_ms = -1;
             if version >= 5 {
-                r.log_start_offset = -1;
+                r.log_start_offset = outcome.log_start_offset.unwrap_or(-1);
             }
             if version >= 8 {
                 r.error_message = Some(str_bytes(&e.message()));
+                if let ApiError::RecordErrors { record_errors, .. } = &e {
+                    r.record_errors = record_errors
+                        .iter()
+                        .map(|(index, message)| {
+                            BatchIndexAndErrorMessage::default()
+                                .with_batch_index(*index)
+                                .with_batch_index_error_message(Some(str_bytes(message)))
+                        })
+                        .collect();
+                }
             }
             if version >= 10 && e == ApiError::NotLeaderOrFollower {
                 // KIP-951: tell the client who leads, saving a metadata round trip.

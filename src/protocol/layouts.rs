@@ -184,6 +184,7 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::AlterPartition,                2,  3,     0, ALTER_PARTITION_REQUEST),
     layout(ApiKey::DescribeLogDirs,               1,  4,     2, DESCRIBE_LOG_DIRS_REQUEST),
     layout(ApiKey::DescribeTopicPartitions,       0,  0,     0, DESCRIBE_TOPIC_PARTITIONS_REQUEST),
+    layout(ApiKey::ListConfigResources,           0,  1,     0, LIST_CONFIG_RESOURCES_REQUEST),
     layout(ApiKey::BrokerRegistration,            0,  4,     0, BROKER_REGISTRATION_REQUEST),
     layout(ApiKey::BrokerHeartbeat,               0,  1,     0, BROKER_HEARTBEAT_REQUEST),
     layout(ApiKey::AllocateProducerIds,           0,  0,     0, ALLOCATE_PRODUCER_IDS_REQUEST),
@@ -823,4 +824,11 @@ const DESCRIBE_QUORUM_TOPIC: Ty = Ty::Struct(&[
 /// `DescribeQuorumRequest`
 const DESCRIBE_QUORUM_REQUEST: Ty = Ty::Struct(&[
     all(array(&DESCRIBE_QUORUM_TOPIC)), // topics
+]);
+
+// ---- ListConfigResources (key 74): v0-v1, flexible from v0 ----
+
+/// `ListConfigResourcesRequest`
+const LIST_CONFIG_RESOURCES_REQUEST: Ty = Ty::Struct(&[
+    since(1, array(&I8)), // resource_types
 ]);

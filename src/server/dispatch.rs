@@ -153,6 +153,9 @@ pub async fn handle_frame(
         RequestKind::DescribeCluster(r) => {
             Some(handlers::describe_cluster::handle(ctx, version, r))
         }
+        RequestKind::ListConfigResources(r) => {
+            Some(handlers::list_config_resources::handle(ctx, version, r))
+        }
         RequestKind::DescribeTopicPartitions(r) => {
             Some(handlers::describe_topic_partitions::handle(ctx, version, r))
         }

@@ -20,9 +20,11 @@
 //! ```
 //!
 //! This module parses and validates headers and rewrites the fields a broker may change. It
-//! never decodes records on the append or read path. ListOffsets is the one exception:
-//! [`first_record_timestamp_at_least`] and [`offset_of_max_timestamp`] read record timestamps
-//! and offsets, decompressing a compressed batch first ([`crate::compression`]).
+//! never decodes records on the read path, nor on the append path of a topic that is not
+//! compacted. The exceptions: ListOffsets, whose [`first_record_timestamp_at_least`] and
+//! [`offset_of_max_timestamp`] read record timestamps and offsets, decompressing a compressed
+//! batch first ([`crate::compression`]); and a compacted topic's append, which refuses records
+//! without a key ([`records_without_key`], Kafka's `LogValidator`).
 
 use crate::compression;
 use crate::config::TimestampType;
@@ -496,9 +498,113 @@ pub fn offset_of_max_timestamp(batch: &[u8]) -> Option<i64> {
     }
 }
 
+/// For a produce to a compacted topic (Kafka's `LogValidator.validateKey`): the indexes, within
+/// `batch`, of its records that have no key. Reads each record's length, attributes, timestamp
+/// and offset deltas and key length and skips the rest, streaming through a compressed batch
+/// ([`compression::reader`], bounded by [`compression::STREAMED_RECORDS_BYTES_MAX`]) as Kafka's
+/// `skipKeyValueIterator` does, so memory stays a few buffers. Like Kafka's record iterator it
+/// reads exactly `recordsCount` records and requires nothing after them.
+///
+/// Errors, as Kafka answers them: records that end early or leave bytes behind, or that do not
+/// parse, are [`StorageError::InvalidRecord`] (INVALID_RECORD); data that does not decompress
+/// is [`StorageError::Undecompressable`] (Kafka's "Failed to decompress record stream").
+pub fn records_without_key(batch: &[u8]) -> Result<Vec<i32>> {
+    records_without_key_within(batch, compression::STREAMED_RECORDS_BYTES_MAX)
+}
+
+fn records_without_key_within(batch: &[u8], max_bytes: usize) -> Result<Vec<i32>> {
+    use std::io::Read;
+
+    let header = BatchHeader::parse(batch)?;
+    let end = header.size_in_bytes().min(batch.len());
+    let section = batch.get(RECORD_BATCH_OVERHEAD..end).unwrap_or_default();
+    let codec = header.compression_codec() as u8;
+    let to_storage = |e: compression::DecompressError| match e {
+        compression::DecompressError::TooLarge { max } => StorageError::InvalidRecord(format!(
+            "the records of the batch decompress to more than {max} bytes"
+        )),
+        other => StorageError::Undecompressable(other.to_string()),
+    };
+    let io_error = |e: std::io::Error| match compression::reader_error(codec, e) {
+        None => StorageError::InvalidRecord(
+            "Incorrect declared batch size, premature EOF reached".into(),
+        ),
+        Some(d) => to_storage(d),
+    };
+    let invalid_structure = || StorageError::InvalidRecord("Found invalid record structure".into());
+    let mut reader = compression::reader(codec, section, max_bytes).map_err(to_storage)?;
+    let mut without_key = Vec::new();
+    for index in 0..header.records_count {
+        let length = read_varint_from(&mut reader, 5)
+            .map_err(io_error)?
+            .ok_or_else(invalid_structure)?;
+        let mut body = CountingReader {
+            inner: &mut reader,
+            count: 0,
+        };
+        let mut attributes = [0u8; 1];
+        body.read_exact(&mut attributes).map_err(io_error)?;
+        let mut fields = [0i64; 3];
+        for (field, max_bytes) in fields.iter_mut().zip([10, 5, 5]) {
+            // timestamp delta (varlong), offset delta, key length
+            *field = read_varint_from(&mut body, max_bytes)
+                .map_err(io_error)?
+                .ok_or_else(invalid_structure)?;
+        }
+        let key_length = fields[2];
+        let rest = length - body.count as i64;
+        if length < 0 || rest < 0 || key_length > rest {
+            return Err(invalid_structure());
+        }
+        if key_length < 0 {
+            without_key.push(index);
+        }
+        let skipped = std::io::copy(&mut (&mut reader).take(rest as u64), &mut std::io::sink())
+            .map_err(io_error)?;
+        if skipped != rest as u64 {
+            return Err(io_error(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+    }
+    let mut probe = [0u8; 1];
+    if reader.read(&mut probe).map_err(io_error)? != 0 {
+        return Err(StorageError::InvalidRecord(
+            "Incorrect declared batch size, records still remaining in file".into(),
+        ));
+    }
+    Ok(without_key)
+}
+
+/// Counts the bytes read through it.
+struct CountingReader<'a, R: std::io::Read> {
+    inner: &'a mut R,
+    count: usize,
+}
+
+impl<R: std::io::Read> std::io::Read for CountingReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n;
+        Ok(n)
+    }
+}
+
+/// A zig-zag varint of at most `max_bytes` bytes from a stream; `Ok(None)` if it is longer.
+fn read_varint_from(r: &mut impl std::io::Read, max_bytes: usize) -> std::io::Result<Option<i64>> {
+    let mut value: u64 = 0;
+    for i in 0..max_bytes {
+        let mut byte = [0u8; 1];
+        r.read_exact(&mut byte)?;
+        value |= u64::from(byte[0] & 0x7f) << (7 * i);
+        if byte[0] & 0x80 == 0 {
+            return Ok(Some(((value >> 1) as i64) ^ -((value & 1) as i64)));
+        }
+    }
+    Ok(None)
+}
+
 pub mod builder {
-    //! Builds real uncompressed v2 batches (records with a null key and a value, no headers),
-    //! for tests, benchmarks and tools. The broker never needs it: clients build batches.
+    //! Builds real uncompressed v2 batches (records with a key or a null key and a value, no
+    //! headers), for tests, benchmarks and tools. The broker never needs it: clients build batches.
 
     use super::*;
 
@@ -543,14 +649,32 @@ pub mod builder {
 
     /// One batch of `values.len()` records; record i has timestamp base + `deltas[i]`.
     pub fn batch_with_timestamp_deltas(spec: &Spec, values: &[&[u8]], deltas: &[i64]) -> Vec<u8> {
+        let keys = vec![None; values.len()];
+        build(spec, &keys, values, deltas)
+    }
+
+    /// One batch of records with these keys (`None`: a null key) and values.
+    pub fn batch_with_keys(spec: &Spec, keys: &[Option<&[u8]>], values: &[&[u8]]) -> Vec<u8> {
+        let deltas: Vec<i64> = (0..values.len() as i64).collect();
+        build(spec, keys, values, &deltas)
+    }
+
+    fn build(spec: &Spec, keys: &[Option<&[u8]>], values: &[&[u8]], deltas: &[i64]) -> Vec<u8> {
         assert_eq!(values.len(), deltas.len(), "one timestamp delta per value");
+        assert_eq!(values.len(), keys.len(), "one key per value");
         let mut records = Vec::new();
         for (i, value) in values.iter().enumerate() {
             let mut body = Vec::new();
             body.push(0u8); // attributes
             put_varint(&mut body, deltas[i]); // timestamp delta
             put_varint(&mut body, i as i64); // offset delta
-            put_varint(&mut body, -1); // null key
+            match keys[i] {
+                Some(key) => {
+                    put_varint(&mut body, key.len() as i64);
+                    body.extend_from_slice(key);
+                }
+                None => put_varint(&mut body, -1),
+            }
             put_varint(&mut body, value.len() as i64);
             body.extend_from_slice(value);
             put_varint(&mut body, 0); // headers
@@ -583,8 +707,7 @@ pub mod builder {
 
     /// `batch` with its records section compressed with `codec` (snappy xerial-framed when
     /// `xerial`), the attributes, length and CRC updated: what a compressing producer sends.
-    #[cfg(test)]
-    pub(crate) fn compressed(batch: &[u8], codec: u8, xerial: bool) -> Vec<u8> {
+    pub fn compressed(batch: &[u8], codec: u8, xerial: bool) -> Vec<u8> {
         let records = crate::compression::compress(codec, &batch[RECORD_BATCH_OVERHEAD..], xerial);
         let mut b = batch[..RECORD_BATCH_OVERHEAD].to_vec();
         b.extend_from_slice(&records);
@@ -908,6 +1031,105 @@ mod tests {
                 Some((1005, 10))
             );
             assert_eq!(offset_of_max_timestamp(&b), Some(10));
+        }
+    }
+
+    fn keyed(keys: &[Option<&[u8]>]) -> Vec<u8> {
+        let values: Vec<&[u8]> = keys.iter().map(|_| b"v".as_slice()).collect();
+        batch_with_keys(&Spec::default(), keys, &values)
+    }
+
+    #[test]
+    fn finds_the_records_without_a_key_in_every_codec() {
+        let b = keyed(&[Some(b"a"), None, Some(b""), None, Some(b"k")]);
+        for (codec, xerial) in [
+            (compression::CODEC_NONE, false),
+            (compression::CODEC_GZIP, false),
+            (compression::CODEC_SNAPPY, false),
+            (compression::CODEC_SNAPPY, true),
+            (compression::CODEC_LZ4, false),
+            (compression::CODEC_ZSTD, false),
+        ] {
+            let batch = if codec == compression::CODEC_NONE {
+                b.clone()
+            } else {
+                compressed(&b, codec, xerial)
+            };
+            let name = compression::codec_name(codec);
+            // An empty key is a key; only a null one is missing.
+            assert_eq!(records_without_key(&batch).unwrap(), vec![1, 3], "{name}");
+            let all = if codec == compression::CODEC_NONE {
+                keyed(&[Some(b"x"), Some(b"y")])
+            } else {
+                compressed(&keyed(&[Some(b"x"), Some(b"y")]), codec, xerial)
+            };
+            assert!(records_without_key(&all).unwrap().is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_batch_whose_records_disagree_with_its_count_is_invalid() {
+        let b = keyed(&[Some(b"a"), None]);
+        // One record more than declared is left over; one fewer runs out.
+        for (count, message) in [(1, "records still remaining"), (3, "premature EOF")] {
+            let mut bad = b.clone();
+            bad[RECORDS_COUNT_OFFSET..RECORDS_COUNT_OFFSET + 4]
+                .copy_from_slice(&(count as i32).to_be_bytes());
+            for batch in [
+                bad.clone(),
+                compressed(&bad, compression::CODEC_GZIP, false),
+            ] {
+                match records_without_key(&batch) {
+                    Err(StorageError::InvalidRecord(m)) => assert!(m.contains(message), "{m}"),
+                    other => panic!("count {count}: {other:?}"),
+                }
+            }
+        }
+        // A record length running past the records.
+        let mut bad = b.clone();
+        bad[RECORD_BATCH_OVERHEAD] = 0x7e; // length 63
+        assert!(matches!(
+            records_without_key(&bad),
+            Err(StorageError::InvalidRecord(_))
+        ));
+    }
+
+    #[test]
+    fn undecompressable_and_oversized_records_are_refused() {
+        let b = keyed(&[Some(b"a"), None]);
+        let mut garbage = compressed(&b, compression::CODEC_ZSTD, false);
+        for byte in &mut garbage[RECORD_BATCH_OVERHEAD..] {
+            *byte ^= 0x5a;
+        }
+        assert!(matches!(
+            records_without_key(&garbage),
+            Err(StorageError::Undecompressable(_))
+        ));
+        // A record whose value streams past the bound (1 MiB of zeros against 64 KiB): a small
+        // compression bomb, refused in every codec; under the bound the same batch passes.
+        let big = vec![0u8; 1 << 20];
+        let plain = batch_with_keys(&Spec::default(), &[Some(b"k")], &[&big]);
+        for (codec, xerial) in [
+            (compression::CODEC_GZIP, false),
+            (compression::CODEC_SNAPPY, false),
+            (compression::CODEC_SNAPPY, true),
+            (compression::CODEC_LZ4, false),
+            (compression::CODEC_ZSTD, false),
+        ] {
+            let bomb = compressed(&plain, codec, xerial);
+            let name = compression::codec_name(codec);
+            match records_without_key_within(&bomb, 64 << 10) {
+                Err(StorageError::InvalidRecord(m)) => {
+                    assert!(m.contains("decompress to more than"), "{name}: {m}")
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+            assert!(
+                records_without_key_within(&bomb, 2 << 20)
+                    .unwrap()
+                    .is_empty(),
+                "{name}"
+            );
         }
     }
 

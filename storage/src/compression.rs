@@ -1,15 +1,22 @@
-//! Decompression of a v2 batch's records section, for ListOffsets only.
+//! Decompression of a v2 batch's records section, for the two places that look inside batches.
 //!
-//! The crate stores batches exactly as produced and never decompresses on the append or read
-//! path. ListOffsets by timestamp and MAX_TIMESTAMP are the exception: Kafka answers them with
-//! the exact record inside a compressed batch (`FileRecords.searchForTimestamp`,
-//! `RecordBatch.offsetOfMaxTimestamp` iterate the decompressed records), so
-//! [`crate::batch`] decompresses the batch it has already narrowed the search to and parses
-//! the records the same way as an uncompressed batch's.
+//! The crate stores batches exactly as produced and never decompresses on the read path, nor on
+//! the append path of a topic that is not compacted. The exceptions:
+//!
+//! - ListOffsets by timestamp and MAX_TIMESTAMP: Kafka answers them with the exact record inside
+//!   a compressed batch (`FileRecords.searchForTimestamp`, `RecordBatch.offsetOfMaxTimestamp`
+//!   iterate the decompressed records), so [`crate::batch`] decompresses the batch it has
+//!   already narrowed the search to ([`decompress`]) and parses the records the same way as an
+//!   uncompressed batch's.
+//! - A produce to a compacted topic: every record needs a key (Kafka's `LogValidator`), so
+//!   [`crate::batch::records_without_key`] reads each record's key length from a [`reader`]
+//!   over the records, streaming as Kafka's `skipKeyValueIterator` does: memory stays a few
+//!   buffers whatever the batch expands to.
 //!
 //! This module is not a codec layer for producing or re-compressing batches. Output is bounded
-//! by the caller's limit ([`DECOMPRESSED_RECORDS_BYTES_MAX`] in practice): a batch that
-//! expands beyond it is reported as [`DecompressError::TooLarge`], never allocated in full.
+//! by the caller's limit ([`DECOMPRESSED_RECORDS_BYTES_MAX`] and
+//! [`STREAMED_RECORDS_BYTES_MAX`] in practice): a batch that expands beyond it is reported as
+//! [`DecompressError::TooLarge`], never allocated in full.
 //!
 //! Codecs (attribute bits 0-2, as Kafka numbers them): 1 gzip, 2 snappy (raw block, or the
 //! xerial `SnappyOutputStream` framing the Java client writes), 3 lz4 (LZ4 frame format, as
@@ -28,6 +35,12 @@ pub const DECOMPRESSED_RECORDS_BYTES_MAX: usize = 32 << 20;
 /// near 22) is refused, and ListOffsets answers its batch as a whole.
 const ZSTD_WINDOW_LOG_MAX: u32 = 25;
 const _: () = assert!(1 << ZSTD_WINDOW_LOG_MAX == DECOMPRESSED_RECORDS_BYTES_MAX);
+
+/// Most bytes the records of one batch may stream to when a compacted topic's produce checks
+/// their keys. Streaming costs no memory, only time: Kafka reads however far a batch expands;
+/// this stops a compression bomb (a batch is at most `max.message.bytes`, 1 MiB by default,
+/// compressed) after 256 times that default, far beyond what ordinary data compresses by.
+pub const STREAMED_RECORDS_BYTES_MAX: usize = 256 << 20;
 
 pub const CODEC_NONE: u8 = 0;
 pub const CODEC_GZIP: u8 = 1;
@@ -106,6 +119,161 @@ pub fn decompress(
     }
 }
 
+/// A reader of the decompressed records section `compressed` written with `codec`, yielding
+/// at most `max_bytes` bytes: reading past them fails with an error whose inner error is
+/// [`DecompressError::TooLarge`] (see [`reader_error`]). Snappy is decompressed a block at a
+/// time (a xerial chunk, or the one raw block librdkafka writes, bounded before allocating).
+pub fn reader<'a>(
+    codec: u8,
+    compressed: &'a [u8],
+    max_bytes: usize,
+) -> Result<Box<dyn Read + 'a>, DecompressError> {
+    let inner: Box<dyn Read + 'a> = match codec {
+        CODEC_NONE => Box::new(compressed),
+        CODEC_GZIP => Box::new(flate2::read::MultiGzDecoder::new(compressed)),
+        CODEC_SNAPPY => Box::new(SnappyReader::new(compressed, max_bytes)),
+        CODEC_LZ4 => Box::new(lz4_flex::frame::FrameDecoder::new(compressed)),
+        CODEC_ZSTD => {
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(compressed)
+                .map_err(|e| corrupt(codec, e))?;
+            decoder
+                .window_log_max(ZSTD_WINDOW_LOG_MAX)
+                .map_err(|e| corrupt(codec, e))?;
+            Box::new(decoder)
+        }
+        other => return Err(DecompressError::UnknownCodec(other)),
+    };
+    Ok(Box::new(BoundedReader {
+        inner,
+        codec,
+        left: max_bytes,
+        max: max_bytes,
+    }))
+}
+
+/// What a [`reader`]'s I/O error means: the bound, corrupt data, or (`None`) the stream ended
+/// early (`UnexpectedEof`), which the caller reports as a batch shorter than it declares.
+pub fn reader_error(codec: u8, e: std::io::Error) -> Option<DecompressError> {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        return None;
+    }
+    match e
+        .into_inner()
+        .map(|inner| inner.downcast::<DecompressError>())
+    {
+        Some(Ok(d)) => Some(*d),
+        Some(Err(other)) => Some(corrupt(codec, other)),
+        None => Some(corrupt(codec, "read failed")),
+    }
+}
+
+struct BoundedReader<'a> {
+    inner: Box<dyn Read + 'a>,
+    codec: u8,
+    left: usize,
+    max: usize,
+}
+
+impl Read for BoundedReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            // At the bound: only the end of the stream is acceptable.
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(std::io::Error::other(DecompressError::TooLarge {
+                    max: self.max,
+                })),
+            };
+        }
+        let want = buf.len().min(self.left);
+        let n = self.inner.read(&mut buf[..want]).map_err(|e| {
+            let ours = e.get_ref().is_some_and(|r| r.is::<DecompressError>());
+            if ours || e.kind() == std::io::ErrorKind::UnexpectedEof {
+                e
+            } else {
+                std::io::Error::other(corrupt(self.codec, e))
+            }
+        })?;
+        self.left -= n;
+        Ok(n)
+    }
+}
+
+/// Snappy as [`snappy`] reads it, one block at a time.
+struct SnappyReader<'a> {
+    data: &'a [u8],
+    /// Position of the next xerial chunk, or `None` for a raw block (read whole, once).
+    next_chunk: Option<usize>,
+    raw_done: bool,
+    block: Vec<u8>,
+    at: usize,
+    max_bytes: usize,
+}
+
+impl<'a> SnappyReader<'a> {
+    fn new(data: &'a [u8], max_bytes: usize) -> SnappyReader<'a> {
+        let xerial =
+            data.len() >= XERIAL_HEADER_BYTES && data[..XERIAL_MAGIC.len()] == XERIAL_MAGIC;
+        SnappyReader {
+            data,
+            next_chunk: xerial.then_some(XERIAL_HEADER_BYTES),
+            raw_done: false,
+            block: Vec::new(),
+            at: 0,
+            max_bytes,
+        }
+    }
+
+    /// Decompresses the next block into `self.block`; false at the end of the data.
+    fn next_block(&mut self) -> Result<bool, DecompressError> {
+        self.block.clear();
+        self.at = 0;
+        let block = match self.next_chunk {
+            None if self.raw_done => return Ok(false),
+            None => {
+                self.raw_done = true;
+                self.data
+            }
+            Some(pos) if pos >= self.data.len() => return Ok(false),
+            Some(pos) => {
+                let len_bytes = self
+                    .data
+                    .get(pos..pos + 4)
+                    .ok_or_else(|| corrupt(CODEC_SNAPPY, "truncated xerial chunk length"))?;
+                let len = u32::from_be_bytes(len_bytes.try_into().expect("4 bytes")) as usize;
+                let chunk = self
+                    .data
+                    .get(pos + 4..(pos + 4).saturating_add(len))
+                    .ok_or_else(|| {
+                        corrupt(CODEC_SNAPPY, "xerial chunk past the end of the batch")
+                    })?;
+                self.next_chunk = Some(pos + 4 + len);
+                chunk
+            }
+        };
+        append_snappy_block(block, &mut self.block, self.max_bytes)?;
+        Ok(true)
+    }
+}
+
+impl Read for SnappyReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.block.len() {
+            if !self.next_block().map_err(std::io::Error::other)? {
+                return Ok(0);
+            }
+        }
+        let n = buf.len().min(self.block.len() - self.at);
+        buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
 fn bounded_copy(data: &[u8], max_bytes: usize) -> Result<Vec<u8>, DecompressError> {
     if data.len() > max_bytes {
         return Err(DecompressError::TooLarge { max: max_bytes });
@@ -177,16 +345,16 @@ fn append_snappy_block(
 }
 
 /// Compresses `data` with `codec` the way producers do (snappy: xerial framing when
-/// `xerial`, else a raw block). For tests of the decompression path.
-#[cfg(test)]
-pub(crate) fn compress(codec: u8, data: &[u8], xerial: bool) -> Vec<u8> {
+/// `xerial`, else a raw block). For tests of the decompression path and tools that build
+/// batches; the broker never compresses.
+pub fn compress(codec: u8, data: &[u8], xerial: bool) -> Vec<u8> {
     use std::io::Write;
     match codec {
         CODEC_NONE => data.to_vec(),
         CODEC_GZIP => {
             let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            e.write_all(data).unwrap();
-            e.finish().unwrap()
+            e.write_all(data).expect("writing to memory");
+            e.finish().expect("writing to memory")
         }
         CODEC_SNAPPY if xerial => {
             let mut out = XERIAL_MAGIC.to_vec();
@@ -194,19 +362,23 @@ pub(crate) fn compress(codec: u8, data: &[u8], xerial: bool) -> Vec<u8> {
             out.extend_from_slice(&1i32.to_be_bytes());
             // Small chunks so a test batch spans several of them.
             for chunk in data.chunks(64) {
-                let block = snap::raw::Encoder::new().compress_vec(chunk).unwrap();
+                let block = snap::raw::Encoder::new()
+                    .compress_vec(chunk)
+                    .expect("a 64-byte chunk compresses");
                 out.extend_from_slice(&(block.len() as u32).to_be_bytes());
                 out.extend_from_slice(&block);
             }
             out
         }
-        CODEC_SNAPPY => snap::raw::Encoder::new().compress_vec(data).unwrap(),
+        CODEC_SNAPPY => snap::raw::Encoder::new()
+            .compress_vec(data)
+            .expect("snappy compresses any input under 4 GiB"),
         CODEC_LZ4 => {
             let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
-            e.write_all(data).unwrap();
-            e.finish().unwrap()
+            e.write_all(data).expect("writing to memory");
+            e.finish().expect("writing to memory")
         }
-        CODEC_ZSTD => zstd::stream::encode_all(data, 3).unwrap(),
+        CODEC_ZSTD => zstd::stream::encode_all(data, 3).expect("writing to memory"),
         other => panic!("codec {other}"),
     }
 }

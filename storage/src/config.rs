@@ -74,6 +74,9 @@ pub struct LogConfig {
     pub flush_ms: i64,
     /// `message.timestamp.type`, CreateTime
     pub message_timestamp_type: TimestampType,
+    /// Whether `cleanup.policy` (`delete`) includes `compact`: Kafka's `LogConfig.compact`. A
+    /// compacted log refuses records without a key.
+    pub compact: bool,
 }
 
 impl Default for LogConfig {
@@ -89,6 +92,7 @@ impl Default for LogConfig {
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
             message_timestamp_type: TimestampType::CreateTime,
+            compact: false,
         }
     }
 }

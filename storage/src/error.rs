@@ -18,6 +18,19 @@ pub enum StorageError {
     /// delta, ...): Kafka's INVALID_RECORD (87).
     #[error("invalid record batch: {0}")]
     InvalidRecord(String),
+    /// Records a compacted topic refuses (Kafka's `RecordValidationException`): INVALID_RECORD
+    /// (87) with `message` as the response's error message and one (index of the record in its
+    /// batch, message) per refused record as its `record_errors`.
+    #[error("{message}")]
+    RecordErrors {
+        message: String,
+        record_errors: Vec<(i32, String)>,
+    },
+    /// A compressed batch whose records do not decompress, found where the records must be read
+    /// (a compacted topic's append): Kafka's "Failed to decompress record stream", which it
+    /// answers UNKNOWN_SERVER_ERROR (-1).
+    #[error("Failed to decompress record stream: {0}")]
+    Undecompressable(String),
     /// A batch larger than `max.message.bytes`: Kafka's MESSAGE_TOO_LARGE (10).
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     RecordTooLarge { size: usize, max: usize },

@@ -361,6 +361,55 @@ impl Log {
 
     /// Appends a produce request's batches: validates them, assigns offsets from the log end
     /// offset, stamps `leader_epoch` and, with LogAppendTime, `now_ms`.
+    /// A compacted log refuses a batch with any record without a key, as Kafka's `LogValidator`
+    /// does, naming each such record (its index in the batch) and writing nothing. Batches are
+    /// checked in order; the first with such records fails the append.
+    fn check_keys(&self, records: &[u8], batches: &[BatchHeader]) -> Result<()> {
+        let mut position = 0usize;
+        for h in batches {
+            let batch = &records[position..position + h.size_in_bytes()];
+            position += h.size_in_bytes();
+            let without_key = batch::records_without_key(batch)?;
+            if without_key.is_empty() {
+                continue;
+            }
+            // Kafka names the partition as `TopicPartition.toString`: the directory's name.
+            let tp = self
+                .dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let record_errors: Vec<(i32, String)> = without_key
+                .into_iter()
+                .map(|index| {
+                    (
+                        index,
+                        format!(
+                            "Compacted topic cannot accept message without key in topic partition {tp}"
+                        ),
+                    )
+                })
+                .collect();
+            let shown: Vec<String> = record_errors
+                .iter()
+                .take(3)
+                .map(|(index, message)| {
+                    format!("RecordError(batchIndex={index}, message='{message}')")
+                })
+                .collect();
+            let message = format!(
+                "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+                record_errors.len(),
+                shown.join(", ")
+            );
+            return Err(StorageError::RecordErrors {
+                message,
+                record_errors,
+            });
+        }
+        Ok(())
+    }
+
     pub fn append_as_leader(
         &self,
         records: &[u8],
@@ -380,6 +429,9 @@ impl Log {
                 size: records.len(),
                 max: config.segment_bytes as usize,
             });
+        }
+        if config.compact {
+            self.check_keys(records, &valid)?;
         }
         let mut w = self.lock_writer()?;
         w.last_now_ms = now_ms;

@@ -279,8 +279,13 @@ pub async fn wait_until_read_by_broker(client_port: u16, broker_port: u16) {
     }
 }
 
-/// An uncompressed v2 batch of `values` (optionally idempotent).
+/// An uncompressed v2 batch of `values` (optionally idempotent), records without keys.
 pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
+    batch_keyed(values, producer, false)
+}
+
+/// As [`batch`]; with `keyed`, record i has key `k{i}`, as a compacted topic requires.
+pub fn batch_keyed(values: &[&str], producer: Option<(i64, i16, i32)>, keyed: bool) -> Bytes {
     let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -302,7 +307,7 @@ pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
             // constant; non-idempotent batches get their base sequence reset to -1 below.
             sequence: base_sequence.max(0) + i as i32,
             timestamp: now + i as i64,
-            key: None,
+            key: keyed.then(|| Bytes::from(format!("k{i}"))),
             value: Some(Bytes::copy_from_slice(v.as_bytes())),
             headers: Default::default(),
         })

@@ -100,7 +100,8 @@ impl Coordinator {
                     .as_ref()
                     .map(|m| m.to_string())
                     .unwrap_or_default();
-                let error = if metadata.len() > max_metadata {
+                // Kafka compares Java's `String.length()`: UTF-16 code units, not bytes.
+                let error = if metadata.encode_utf16().count() > max_metadata {
                     code(ResponseError::OffsetMetadataTooLarge)
                 } else {
                     committed.push((

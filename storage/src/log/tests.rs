@@ -1,5 +1,5 @@
 use super::*;
-use crate::batch::builder::simple;
+use crate::batch::builder::{self, simple};
 use crate::batch::BatchIter;
 
 fn small_config() -> LogConfig {
@@ -835,4 +835,49 @@ fn bytes_between_counts_whole_batches_across_segments_without_reading_them() {
     log.update_high_watermark(30);
     log.delete_records_before(28).unwrap();
     assert_eq!(log.bytes_between(&from_start, 20).unwrap(), None);
+}
+
+#[test]
+fn a_compacted_log_refuses_records_without_a_key_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("compacted-0");
+    let config = LogConfig {
+        compact: true,
+        ..LogConfig::default()
+    };
+    let log = Log::open(&path, config, 0, false, 0).unwrap();
+    let spec = builder::Spec::default();
+    let keys: [Option<&[u8]>; 4] = [Some(b"a"), None, None, Some(b"b")];
+    let values: [&[u8]; 4] = [b"1", b"2", b"3", b"4"];
+    let refused = builder::batch_with_keys(&spec, &keys, &values);
+    match log.append_as_leader(&refused, 0, 0) {
+        Err(StorageError::RecordErrors {
+            message,
+            record_errors,
+        }) => {
+            let why =
+                "Compacted topic cannot accept message without key in topic partition compacted-0";
+            assert_eq!(
+                record_errors,
+                vec![(1, why.to_owned()), (2, why.to_owned())]
+            );
+            assert_eq!(
+                message,
+                format!(
+                    "One or more records have been rejected due to 2 record errors in total, and only showing the first three errors at most: [RecordError(batchIndex=1, message='{why}'), RecordError(batchIndex=2, message='{why}')]"
+                )
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(log.log_end_offset(), 0);
+    let keyed = builder::batch_with_keys(&spec, &[Some(b"a"), Some(b"b")], &[b"1", b"2"]);
+    assert_eq!(log.append_as_leader(&keyed, 0, 0).unwrap().first_offset, 0);
+    assert_eq!(log.log_end_offset(), 2);
+    // The same batch is fine once the log is no longer compacted.
+    log.update_config(LogConfig::default());
+    assert_eq!(
+        log.append_as_leader(&refused, 0, 0).unwrap().first_offset,
+        2
+    );
 }

@@ -544,4 +544,36 @@ class AdminTest {
         }
         assertEquals(List.of(), problems, "topic configs as Kafka 4.1.1 describes them");
     }
+
+    static java.util.Set<ConfigResource> configResources(ConfigResource.Type... types) throws Exception {
+        return java.util.Set.copyOf(admin.listConfigResources(java.util.Set.of(types),
+                new org.apache.kafka.clients.admin.ListConfigResourcesOptions()).all().get(WAIT_S, TimeUnit.SECONDS));
+    }
+
+    /** ListConfigResources (KIP-1142): what configs can be described for, all types or some. */
+    @Test
+    void listConfigResourcesListsTopicsBrokersAndBrokerLoggers() throws Exception {
+        create("admin-config-resources", 1, Map.of());
+        String id = String.valueOf(node.id());
+        ConfigResource topic = new ConfigResource(ConfigResource.Type.TOPIC, "admin-config-resources");
+        ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, id);
+        ConfigResource logger = new ConfigResource(ConfigResource.Type.BROKER_LOGGER, id);
+
+        java.util.Set<ConfigResource> all = java.util.Set.copyOf(
+                admin.listConfigResources().all().get(WAIT_S, TimeUnit.SECONDS));
+        assertTrue(all.containsAll(List.of(topic, broker, logger)), all.toString());
+
+        java.util.Set<ConfigResource> topics = configResources(ConfigResource.Type.TOPIC);
+        assertTrue(topics.contains(topic), topics.toString());
+        assertTrue(topics.stream().allMatch(r -> r.type() == ConfigResource.Type.TOPIC), topics.toString());
+        assertEquals(java.util.Set.of(broker), configResources(ConfigResource.Type.BROKER));
+        assertEquals(java.util.Set.of(broker, logger),
+                configResources(ConfigResource.Type.BROKER, ConfigResource.Type.BROKER_LOGGER));
+        // No group configs or client-metrics subscriptions were set: nothing of those types.
+        assertEquals(java.util.Set.of(),
+                configResources(ConfigResource.Type.GROUP, ConfigResource.Type.CLIENT_METRICS));
+        java.util.Set<ConfigResource> everyType = configResources(ConfigResource.Type.TOPIC,
+                ConfigResource.Type.BROKER, ConfigResource.Type.BROKER_LOGGER);
+        assertEquals(all, everyType);
+    }
 }
