@@ -1,0 +1,263 @@
+//! Hostile or confused peers on the controller listener of a three-node KafkaIQ cluster, by raw
+//! frames: each is refused as Kafka's controller refuses it, and afterwards the cluster is as
+//! it was — the same quorum leader and epoch, every broker alive, every partition led where it
+//! was, no forged record in the metadata log.
+//!
+//! - A client API (Metadata, Produce) on the controller listener closes the connection.
+//! - BrokerHeartbeat with a wrong broker epoch: STALE_BROKER_EPOCH, even with want_fence; sent to
+//!   a controller that is not active: NOT_CONTROLLER.
+//! - BrokerRegistration of a new incarnation for a live node id: DUPLICATE_BROKER_REGISTRATION.
+//! - AlterPartition claiming a leader's identity with a wrong broker epoch: STALE_BROKER_EPOCH.
+//! - A Raft frame that does not decode closes its connection; well-formed Raft messages from a
+//!   stranger, to another node, without a term, or from a stale term change nothing.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::cluster::{Cluster, ClusterKind};
+use common::RawClient;
+use kafka_protocol::messages::alter_partition_request::{
+    BrokerState, PartitionData as AlterPartitionData, TopicData as AlterTopicData,
+};
+use kafka_protocol::messages::broker_registration_request::Listener;
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    AlterPartitionRequest, ApiVersionsRequest, BrokerHeartbeatRequest, BrokerId,
+    BrokerRegistrationRequest, DescribeQuorumRequest, MetadataRequest, ProduceRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafkaiq::quorum::wire;
+use raft::eraftpb::{Entry, Message, MessageType};
+
+const STALE_BROKER_EPOCH: i16 = 77;
+const NOT_CONTROLLER: i16 = 41;
+const DUPLICATE_BROKER_REGISTRATION: i16 = 101;
+const ANSWER: Duration = Duration::from_secs(5);
+
+fn controller_addr(cluster: &Cluster, id: i32) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], cluster.nodes[&id].controller_port))
+}
+
+/// (leader id, leader epoch, high watermark) of the metadata quorum, as node 1 reports it.
+async fn quorum(cluster: &Cluster) -> (i32, i32, i64) {
+    let mut client = RawClient::connect(cluster.nodes[&1].client_addr()).await;
+    let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    let q = client.call(2, &request).await;
+    let p = &q.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    (p.leader_id.0, p.leader_epoch, p.high_watermark)
+}
+
+/// (partition, leader, leader epoch) of every partition of `topic`, and the brokers listed.
+async fn layout(cluster: &Cluster, topic: &str) -> (Vec<(i32, i32, i32)>, Vec<i32>) {
+    let m = cluster.metadata(1, &[topic]).await.expect("metadata");
+    let mut parts: Vec<(i32, i32, i32)> = m.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.leader_id.0, p.leader_epoch))
+        .collect();
+    parts.sort_unstable();
+    let mut brokers: Vec<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
+    brokers.sort_unstable();
+    (parts, brokers)
+}
+
+async fn assert_closed_after(addr: SocketAddr, frame: &[u8], what: &str) {
+    let mut client = RawClient::connect(addr).await;
+    client.send_bytes(frame).await;
+    assert!(
+        client.is_closed().await,
+        "{what}: the connection stays open"
+    );
+}
+
+/// A Raft request frame, size prefix included.
+fn raft_frame(message: &Message) -> Vec<u8> {
+    wire::encode_request(1, "hostile", message).to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_and_confused_peers_change_nothing() {
+    let mut cluster = Cluster::start(ClusterKind::KafkaIq, "hostile", 3, &[]);
+    cluster
+        .wait_for(
+            "three brokers in one cluster",
+            Duration::from_secs(90),
+            || cluster.formed(),
+        )
+        .await;
+    assert_eq!(cluster.create_topic(1, "steady", 3).await, Some(0));
+    let (before, brokers) = cluster
+        .wait_for("steady led everywhere", Duration::from_secs(30), || async {
+            let (parts, brokers) = layout(&cluster, "steady").await;
+            (parts.len() == 3 && parts.iter().all(|p| p.1 > 0)).then_some((parts, brokers))
+        })
+        .await;
+    assert_eq!(brokers, vec![1, 2, 3]);
+    let (leader, epoch, _) = quorum(&cluster).await;
+    let active = cluster.metadata(1, &[]).await.unwrap().controller_id.0;
+    assert_eq!(active, leader, "the active controller is the quorum leader");
+    let standby = (1..=3).find(|id| *id != active).unwrap();
+    let active_addr = controller_addr(&cluster, active);
+
+    // The controller listener serves only the controller's APIs.
+    {
+        let mut client = RawClient::connect(active_addr).await;
+        let versions = client.call(3, &ApiVersionsRequest::default()).await;
+        assert_eq!(versions.error_code, 0);
+        let keys: Vec<i16> = versions.api_keys.iter().map(|k| k.api_key).collect();
+        assert!(keys.contains(&63) && !keys.contains(&0) && !keys.contains(&1));
+    }
+    let probe = RawClient::connect(active_addr).await;
+    let (_, metadata) = probe.encode(12, &MetadataRequest::default());
+    assert_closed_after(
+        active_addr,
+        &metadata,
+        "Metadata on the controller listener",
+    )
+    .await;
+    let produce = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(1000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("steady")))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(common::batch(&["x"], None)))])]);
+    let (_, produce) = probe.encode(9, &produce);
+    assert_closed_after(active_addr, &produce, "Produce on the controller listener").await;
+
+    // A heartbeat claiming broker 2 with an epoch it does not have.
+    let mut client = RawClient::connect(active_addr).await;
+    let forged = BrokerHeartbeatRequest::default()
+        .with_broker_id(BrokerId(2))
+        .with_broker_epoch(987_654_321)
+        .with_current_metadata_offset(0)
+        .with_want_fence(true);
+    let answer = client
+        .try_call(1, &forged, ANSWER)
+        .await
+        .expect("an answer");
+    assert_eq!(answer.error_code, STALE_BROKER_EPOCH);
+    let mut other = RawClient::connect(controller_addr(&cluster, standby)).await;
+    let answer = other.try_call(1, &forged, ANSWER).await.expect("an answer");
+    assert_eq!(answer.error_code, NOT_CONTROLLER);
+
+    // A second process claiming node 2 while node 2 heartbeats.
+    let registration = BrokerRegistrationRequest::default()
+        .with_broker_id(BrokerId(2))
+        .with_cluster_id(StrBytes::from_string(
+            cluster
+                .metadata(1, &[])
+                .await
+                .unwrap()
+                .cluster_id
+                .unwrap()
+                .to_string(),
+        ))
+        .with_incarnation_id(uuid::Uuid::from_u128(0xbad))
+        .with_listeners(vec![Listener::default()
+            .with_name(StrBytes::from_static_str("PLAINTEXT"))
+            .with_host(StrBytes::from_static_str("127.0.0.1"))
+            .with_port(1)
+            .with_security_protocol(0)]);
+    let answer = client
+        .try_call(4, &registration, ANSWER)
+        .await
+        .expect("an answer");
+    assert_eq!(answer.error_code, DUPLICATE_BROKER_REGISTRATION);
+
+    // AlterPartition in the name of a partition's leader, with a wrong broker epoch.
+    let m = cluster.metadata(1, &["steady"]).await.unwrap();
+    let topic_id = m.topics[0].topic_id;
+    let (_, p0_leader, p0_epoch) = before[0];
+    let alter = AlterPartitionRequest::default()
+        .with_broker_id(BrokerId(p0_leader))
+        .with_broker_epoch(987_654_321)
+        .with_topics(vec![AlterTopicData::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![AlterPartitionData::default()
+                .with_partition_index(0)
+                .with_leader_epoch(p0_epoch)
+                .with_new_isr_with_epochs(vec![
+                    BrokerState::default().with_broker_id(BrokerId(p0_leader))
+                ])
+                .with_partition_epoch(0)])]);
+    let answer = client.try_call(3, &alter, ANSWER).await.expect("an answer");
+    assert_eq!(answer.error_code, STALE_BROKER_EPOCH);
+
+    // Raft frames: one that does not decode, then well-formed ones no voter may accept.
+    // A protobuf field whose length runs past the end of the frame.
+    let mut garbage = raft_frame(&Message::default());
+    garbage.extend_from_slice(&[0x0a, 0x7f, 0x01]);
+    let size = (garbage.len() - 4) as i32;
+    garbage[..4].copy_from_slice(&size.to_be_bytes());
+    assert_closed_after(active_addr, &garbage, "a Raft frame that does not decode").await;
+
+    let mut raft = RawClient::connect(controller_addr(&cluster, standby)).await;
+    let forged_append = |from: u64, to: u64, term: u64| {
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgAppend);
+        m.from = from;
+        m.to = to;
+        m.term = term;
+        m.index = 1_000_000;
+        m.log_term = term;
+        m.commit = 1_000_001;
+        let mut e = Entry::default();
+        e.index = 1_000_001;
+        e.term = term;
+        e.data = b"forged".to_vec().into();
+        m.entries = vec![e].into();
+        m
+    };
+    let me = standby as u64;
+    let impostor = (1..=3).find(|id| *id != standby && *id != active).unwrap() as u64;
+    for message in [
+        forged_append(99, me, epoch as u64 + 5), // a stranger, with a higher term
+        forged_append(impostor, 42, epoch as u64 + 5), // for another node
+        forged_append(impostor, me, 0),          // no term
+        forged_append(impostor, me, (epoch as u64).saturating_sub(1).max(1)), // stale
+    ] {
+        raft.send_bytes(&raft_frame(&message)).await;
+    }
+    // A hostile stranger's vote request with a huge term: the voters keep their leader (it
+    // is not a voter, and check-quorum keeps a live leader's followers from listening).
+    let mut vote = Message::default();
+    vote.set_msg_type(MessageType::MsgRequestVote);
+    vote.from = 99;
+    vote.to = me;
+    vote.term = 1_000;
+    raft.send_bytes(&raft_frame(&vote)).await;
+    // The connection carried only refused messages: it stays open, and closing it is not the
+    // loss of a leader's connection.
+    let mut ping = RawClient::connect(controller_addr(&cluster, standby)).await;
+    assert_eq!(
+        ping.call(3, &ApiVersionsRequest::default())
+            .await
+            .error_code,
+        0
+    );
+    drop(raft);
+
+    // Nothing changed: the same leader and epoch, the same brokers, the same partition
+    // leaders and epochs; the cluster still decides (a new topic).
+    assert_eq!(cluster.create_topic(2, "after", 1).await, Some(0));
+    let (leader_after, epoch_after, _) = quorum(&cluster).await;
+    assert_eq!((leader_after, epoch_after), (leader, epoch));
+    let (after, brokers_after) = layout(&cluster, "steady").await;
+    assert_eq!(after, before);
+    assert_eq!(brokers_after, vec![1, 2, 3]);
+    for id in 1..=3 {
+        assert!(
+            !cluster.log_tail(id, 400).contains("forged"),
+            "node {id} logged a forged record"
+        );
+    }
+    cluster.stop_all();
+}
