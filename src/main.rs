@@ -132,16 +132,38 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         // Watch the signals before binding: a SIGTERM that arrives while the broker is still
         // starting (the port already accepts) must shut it down cleanly, not kill it.
-        let signals = ShutdownSignals::install()?;
-        let running = Node::start(validated.config)
-            .await
-            .context("broker startup failed")?;
+        let mut signals = ShutdownSignals::install()?;
+        let start = Node::start(validated.config);
+        tokio::pin!(start);
+        let running = tokio::select! {
+            started = &mut start => started.context("broker startup failed")?,
+            _ = signals.wait() => {
+                // A startup that can still finish soon is finished and shut down cleanly; one
+                // waiting on something that may never come (a quorum with no majority up) is
+                // abandoned, and its logs are recovered at the next start.
+                match tokio::time::timeout(STARTUP_GRACE_ON_SIGNAL, &mut start).await {
+                    Ok(started) => {
+                        let node = started.context("broker startup failed")?;
+                        tracing::info!("shutting down");
+                        node.shutdown().await.context("shutdown failed")?;
+                    }
+                    Err(_) => tracing::warn!(
+                        grace_s = STARTUP_GRACE_ON_SIGNAL.as_secs(),
+                        "stopped before startup finished"
+                    ),
+                }
+                return Ok(());
+            }
+        };
         signals.wait().await;
         tracing::info!("shutting down");
         running.shutdown().await.context("shutdown failed")?;
         Ok(())
     })
 }
+
+/// How long a SIGTERM during startup waits for the startup to finish before abandoning it.
+const STARTUP_GRACE_ON_SIGNAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// SIGINT and SIGTERM, registered up front so none is missed.
 struct ShutdownSignals {
@@ -158,7 +180,7 @@ impl ShutdownSignals {
         })
     }
 
-    async fn wait(mut self) {
+    async fn wait(&mut self) {
         tokio::select! {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}

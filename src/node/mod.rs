@@ -243,6 +243,10 @@ impl Node {
             // After the replica manager, so the partitions of __consumer_offsets exist when
             // the group coordinator is told it leads them.
             publisher.add_listener(groups.clone());
+        } else if !config.kraft.is_broker() {
+            // A controller-only node (`process.roles=controller`): a voter that never registers
+            // as a broker, hosts no partitions and serves no clients.
+            tracing::info!("controller-only node: no broker registration");
         } else {
             publisher.add_listener(replicas.clone());
             publisher.add_listener(groups.clone());
@@ -264,10 +268,12 @@ impl Node {
             node_id = config.node_id,
             %cluster_id,
             roles = %config.kraft.roles,
-            "broker started"
+            "node started"
         );
-        for task in groups.start(shutdown_rx.clone()) {
-            tasks.push(("group coordinator", task));
+        if config.kraft.is_broker() {
+            for task in groups.start(shutdown_rx.clone()) {
+                tasks.push(("group coordinator", task));
+            }
         }
         tasks.push((
             "periodic",

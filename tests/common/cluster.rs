@@ -58,6 +58,13 @@ impl ClusterKind {
     }
 }
 
+/// What [`Cluster::start_with`] tells about a node whose file it writes.
+pub struct NodePorts {
+    pub id: i32,
+    pub client_port: u16,
+    pub controller_port: u16,
+}
+
 pub struct ClusterNode {
     pub id: i32,
     pub client_port: u16,
@@ -102,8 +109,20 @@ fn kafka_libs() -> PathBuf {
 
 impl Cluster {
     /// Writes the nodes' files and starts them; returns once every node runs (not yet once
-    /// they form a cluster: see [`Cluster::wait_for_brokers`]).
+    /// they form a cluster: see [`Cluster::formed`]).
     pub fn start(kind: ClusterKind, name: &str, n: i32, settings: Settings) -> Cluster {
+        Self::start_with(kind, name, n, settings, |_| Vec::new())
+    }
+
+    /// [`Cluster::start`] with lines for one node's file after the shared ones (a later line
+    /// wins): `node_settings(node)` sees the node's id and ports.
+    pub fn start_with(
+        kind: ClusterKind,
+        name: &str,
+        n: i32,
+        settings: Settings,
+        node_settings: impl Fn(&NodePorts) -> Vec<String>,
+    ) -> Cluster {
         let root = std::env::temp_dir().join(format!(
             "kafkaiq-cluster-{name}-{}-{}",
             kind.name(),
@@ -145,6 +164,11 @@ impl Cluster {
                 "group.initial.rebalance.delay.ms=0".to_owned(),
             ];
             lines.extend(settings.iter().map(|s| s.to_string()));
+            lines.extend(node_settings(&NodePorts {
+                id,
+                client_port,
+                controller_port,
+            }));
             let config = dir.join("server.properties");
             std::fs::write(&config, lines.join("\n") + "\n").unwrap();
             nodes.insert(
