@@ -16,10 +16,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, ClusterKind};
-use common::RawClient;
-use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::{DescribeQuorumRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
 
 /// (leader, leader epoch, isr) of a partition as node `id` reports it.
 async fn partition_state(
@@ -96,13 +92,7 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
 
     if kind == ClusterKind::KafkaIq {
         // The quorum through a broker: three voters, one leader.
-        let mut client = RawClient::connect(cluster.nodes[&1].client_addr()).await;
-        let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
-            .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
-            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
-        let q = client.call(2, &request).await;
-        let p = &q.topics[0].partitions[0];
-        assert_eq!(p.error_code, 0);
+        let p = cluster.describe_quorum(1).await.expect("DescribeQuorum");
         assert_eq!(p.current_voters.len(), 3);
         assert!(p.leader_id.0 >= 1);
     }

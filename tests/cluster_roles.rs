@@ -9,8 +9,7 @@ use std::time::Duration;
 use common::cluster::{Cluster, ClusterKind};
 use common::RawClient;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::{CreateTopicsRequest, DescribeQuorumRequest, TopicName};
+use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 const INVALID_REPLICATION_FACTOR: i16 = 38;
@@ -32,12 +31,7 @@ async fn create(cluster: &Cluster, via: i32, name: &str, rf: i16) -> Option<i16>
 /// (quorum leader, voter ids, voters whose log has reached the high watermark) as node `via`
 /// reports it.
 async fn voters(cluster: &Cluster, via: i32) -> Option<(i32, Vec<i32>, Vec<i32>)> {
-    let mut client = RawClient::try_connect(cluster.nodes[&via].client_addr()).await?;
-    let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
-        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
-        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
-    let q = client.try_call(1, &request, Duration::from_secs(2)).await?;
-    let p = q.topics.first()?.partitions.first()?;
+    let p = cluster.describe_quorum(via).await?;
     let mut ids: Vec<i32> = p.current_voters.iter().map(|v| v.replica_id.0).collect();
     ids.sort_unstable();
     let mut caught_up: Vec<i32> = p
@@ -47,7 +41,7 @@ async fn voters(cluster: &Cluster, via: i32) -> Option<(i32, Vec<i32>, Vec<i32>)
         .map(|v| v.replica_id.0)
         .collect();
     caught_up.sort_unstable();
-    (p.error_code == 0 && p.leader_id.0 > 0).then_some((p.leader_id.0, ids, caught_up))
+    (p.leader_id.0 > 0).then_some((p.leader_id.0, ids, caught_up))
 }
 
 async fn brokers(cluster: &Cluster, via: i32) -> Option<Vec<i32>> {

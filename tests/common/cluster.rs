@@ -16,8 +16,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::describe_quorum_response::PartitionData as QuorumPartition;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, DescribeQuorumRequest, MetadataRequest, MetadataResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use super::broker_process::{free_port, BrokerProcess};
@@ -336,6 +340,18 @@ impl Cluster {
             .try_call(7, &request, Duration::from_secs(10))
             .await?;
         Some(r.topics[0].error_code)
+    }
+
+    /// DescribeQuorum (v2) of the metadata log through node `id`'s client listener: the
+    /// partition's answer if it has no error, else `None` (also when down or silent).
+    pub async fn describe_quorum(&self, id: i32) -> Option<QuorumPartition> {
+        let mut client = RawClient::try_connect(self.nodes[&id].client_addr()).await?;
+        let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+        let q = client.try_call(2, &request, ANSWER).await?;
+        let p = q.topics.into_iter().next()?.partitions.into_iter().next()?;
+        (p.error_code == 0).then_some(p)
     }
 
     /// Every running node lists exactly the running brokers, under one cluster id: that id.
