@@ -205,3 +205,83 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
     }
     cluster.stop_all();
 }
+
+/// Five voters keep deciding with two of them down, the quorum leader among them; one voter
+/// alone of three (a minority) decides nothing until a second returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_voters_survive_two_down_and_a_minority_decides_nothing() {
+    let mut cluster = Cluster::start(ClusterKind::KafkaIq, "five", 5, &[]);
+    cluster
+        .wait_for(
+            "five brokers in one cluster",
+            Duration::from_secs(90),
+            || cluster.formed(),
+        )
+        .await;
+    let q = cluster.describe_quorum(1).await.expect("DescribeQuorum");
+    assert_eq!(q.current_voters.len(), 5);
+    let leader = q.leader_id.0;
+    let other = (1..=5).find(|id| *id != leader).unwrap();
+    cluster.kill(leader);
+    cluster.kill(other);
+    let via = (1..=5).find(|id| *id != leader && *id != other).unwrap();
+    cluster
+        .wait_for(
+            "CreateTopics with two voters down",
+            Duration::from_secs(30),
+            || async {
+                cluster
+                    .create_topic(via, "three-of-five", 3)
+                    .await
+                    .filter(|c| *c == 0)
+            },
+        )
+        .await;
+    let q = cluster.describe_quorum(via).await.expect("DescribeQuorum");
+    assert!(q.leader_id.0 != leader && q.leader_id.0 != other);
+    cluster.spawn(leader);
+    cluster.spawn(other);
+    cluster
+        .wait_for("five brokers again", Duration::from_secs(90), || {
+            cluster.formed()
+        })
+        .await;
+    cluster.stop_all();
+
+    // Three voters, two of them down: the one left cannot commit anything.
+    let mut three = Cluster::start(ClusterKind::KafkaIq, "minority", 3, &[]);
+    three
+        .wait_for(
+            "three brokers in one cluster",
+            Duration::from_secs(90),
+            || three.formed(),
+        )
+        .await;
+    three.kill(2);
+    three.kill(3);
+    // (What the minority was asked may still commit later, once a majority is back and the
+    // entry survives in the new leader's log: a timed-out request, as in Kafka, is not a
+    // refused one.)
+    let answer = three.create_topic(1, "minority", 1).await;
+    assert_ne!(answer, Some(0), "a minority committed a topic");
+    three.spawn(2);
+    three
+        .wait_for(
+            "CreateTopics once a majority is back",
+            Duration::from_secs(60),
+            || async {
+                three
+                    .create_topic(1, "majority", 1)
+                    .await
+                    .filter(|c| *c == 0)
+            },
+        )
+        .await;
+    three.spawn(3);
+    three
+        .wait_for("three brokers again", Duration::from_secs(90), || {
+            three.formed()
+        })
+        .await;
+    three.stop_all();
+}
