@@ -39,6 +39,7 @@ use crate::quorum::transport::{Transport, TransportEvent};
 use crate::quorum::{QuorumConfig, QuorumEngine};
 pub use decisions::{
     AlterConfigOp, CreateTopicSpec, ElectionResult, ElectionType, ProducerIdBlock,
+    ReassignmentItem, ReassignmentResult,
 };
 use driver::{ControllerCore, Event};
 use request::Request;
@@ -200,6 +201,20 @@ impl ControllerChannel {
         self.call(|reply| Request::ElectLeaders {
             election,
             partitions,
+            reply,
+        })
+        .await
+    }
+
+    /// AlterPartitionReassignments; see [`decisions::alter_reassignments`].
+    pub async fn alter_partition_reassignments(
+        &self,
+        items: Vec<ReassignmentItem>,
+        allow_replication_factor_change: bool,
+    ) -> Result<Vec<ReassignmentResult>, ApiError> {
+        self.call(|reply| Request::AlterPartitionReassignments {
+            items,
+            allow_replication_factor_change,
             reply,
         })
         .await

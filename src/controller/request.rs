@@ -7,7 +7,10 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::decisions::{self, CreateTopicSpec, ElectionResult, ElectionType, ProducerIdBlock};
+use super::decisions::{
+    self, CreateTopicSpec, ElectionResult, ElectionType, ProducerIdBlock, ReassignmentItem,
+    ReassignmentResult,
+};
 use super::{random_uuid, AlterConfigOp};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
@@ -43,6 +46,11 @@ pub(crate) enum Request {
         election: ElectionType,
         partitions: Option<Vec<(String, i32)>>,
         reply: Reply<Vec<ElectionResult>>,
+    },
+    AlterPartitionReassignments {
+        items: Vec<ReassignmentItem>,
+        allow_replication_factor_change: bool,
+        reply: Reply<Vec<ReassignmentResult>>,
     },
     RegisterBroker {
         registration: BrokerRegistration,
@@ -151,6 +159,30 @@ pub(crate) fn decide(config: &BrokerConfig, image: &MetadataImage, request: Requ
                 }),
             }
         }
+        Request::AlterPartitionReassignments {
+            items,
+            allow_replication_factor_change,
+            reply,
+        } => {
+            let settings = decisions::ControllerSettings::from_config(config);
+            let (records, mut results) = decisions::alter_reassignments(
+                image,
+                &settings,
+                allow_replication_factor_change,
+                &items,
+            );
+            Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    if let Err(e) = committed {
+                        for r in results.iter_mut().filter(|r| r.result.is_ok()) {
+                            r.result = Err(e.clone());
+                        }
+                    }
+                    let _ = reply.send(Ok(results));
+                }),
+            }
+        }
         Request::RegisterBroker {
             registration,
             reply,
@@ -196,6 +228,7 @@ impl Request {
             | Request::CreatePartitions { reply, .. }
             | Request::AlterTopicConfigs { reply, .. } => drop(reply.send(Err(error))),
             Request::ElectLeaders { reply, .. } => drop(reply.send(Err(error))),
+            Request::AlterPartitionReassignments { reply, .. } => drop(reply.send(Err(error))),
             Request::RegisterBroker { reply, .. } => drop(reply.send(Err(error))),
             Request::AllocateProducerIds { reply, .. } => drop(reply.send(Err(error))),
         }
