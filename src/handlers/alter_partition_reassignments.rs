@@ -31,10 +31,7 @@ pub async fn handle(
             t.partitions.iter().map(|p| ReassignmentItem {
                 topic: t.name.0.as_str().to_owned(),
                 partition: p.partition_index,
-                replicas: p
-                    .replicas
-                    .as_ref()
-                    .map(|r| r.iter().map(|b| b.0).collect()),
+                replicas: p.replicas.as_ref().map(|r| r.iter().map(|b| b.0).collect()),
             })
         })
         .collect();
