@@ -6,6 +6,7 @@
 
 pub mod alter_partition_reassignments;
 pub mod api_versions;
+pub mod broker_lifecycle;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -15,6 +16,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;
