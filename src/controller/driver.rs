@@ -24,6 +24,7 @@
 //! runtime, so listeners may spawn tasks.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,8 +39,8 @@ use super::request::{decide, Finish, Request};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
-    CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, METADATA_RECORD_BYTES_MAX,
-    METADATA_SNAPSHOT_ENTRIES,
+    CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, LEADER_IMBALANCE_RECHECK_MS,
+    METADATA_RECORD_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
 };
 use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
 use crate::quorum::durable::Durable;
@@ -148,6 +149,12 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
     snapshot_entries: usize,
+    /// When the next automatic leader rebalancing pass is due (only while active and
+    /// `auto.leader.rebalance.enable`): `leader.imbalance.check.interval` after becoming active
+    /// and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit its bound.
+    next_rebalance_ms: Option<u64>,
+    /// Set by a committed pass that left electable partitions for the next one.
+    rebalance_more: Arc<AtomicBool>,
 }
 
 impl<D: Durable> ControllerCore<D> {
@@ -180,6 +187,8 @@ impl<D: Durable> ControllerCore<D> {
             peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
+            next_rebalance_ms: None,
+            rebalance_more: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -236,7 +245,11 @@ impl<D: Durable> ControllerCore<D> {
         }
         if let Some(peer) = self.peer_connections.remove(&connection) {
             if let Some(rank) = self.engine.leader_connection_lost(peer) {
-                tracing::info!(leader = peer, rank, "connection from the quorum leader closed");
+                tracing::info!(
+                    leader = peer,
+                    rank,
+                    "connection from the quorum leader closed"
+                );
                 self.campaign_after = Some((rank as u64 * CAMPAIGN_STAGGER_MS, peer));
             }
         }
@@ -262,6 +275,34 @@ impl<D: Durable> ControllerCore<D> {
         self.engine.tick();
         self.expire_in_flight(now_ms);
         self.expire_sessions(now_ms);
+        self.maybe_rebalance(now_ms);
+    }
+
+    /// Queues an automatic leader rebalancing pass when one is due (Kafka's
+    /// `maybeScheduleNextBalancePartitionLeaders`), decided in turn with the requests.
+    fn maybe_rebalance(&mut self, now_ms: u64) {
+        if !self.is_active() || !self.config.auto_leader_rebalance_enable {
+            self.next_rebalance_ms = None;
+            return;
+        }
+        let interval_ms = u64::try_from(self.config.leader_imbalance_check_interval_ms)
+            .unwrap_or(1)
+            .max(1);
+        let Some(due) = self.next_rebalance_ms else {
+            self.next_rebalance_ms = Some(now_ms + interval_ms);
+            return;
+        };
+        if self.rebalance_more.swap(false, Ordering::AcqRel) {
+            self.next_rebalance_ms = Some(due.min(now_ms + LEADER_IMBALANCE_RECHECK_MS));
+            return;
+        }
+        if now_ms < due {
+            return;
+        }
+        self.next_rebalance_ms = Some(now_ms + interval_ms);
+        self.queued.push_back(Request::Rebalance {
+            more: self.rebalance_more.clone(),
+        });
     }
 
     /// Fences brokers whose session passed its deadline.

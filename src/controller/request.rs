@@ -14,6 +14,7 @@ use super::decisions::{
 use super::{random_uuid, AlterConfigOp};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
+use crate::limits::LEADER_ELECTIONS_PER_IMBALANCE_PASS_MAX;
 use crate::metadata::{BrokerRegistration, MetadataImage, MetadataRecord, TopicImage};
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
@@ -95,6 +96,12 @@ pub(crate) enum Request {
     /// The controller's own: the first active controller of a cluster writes its id.
     BootstrapClusterId {
         cluster_id: String,
+    },
+    /// The controller's own: one automatic leader rebalancing pass
+    /// ([`decisions::rebalance_pass`]); `more` is set once committed if the pass stopped at its
+    /// bound with electable partitions left.
+    Rebalance {
+        more: Arc<std::sync::atomic::AtomicBool>,
     },
 }
 
@@ -304,6 +311,30 @@ pub(crate) fn decide(config: &BrokerConfig, image: &MetadataImage, request: Requ
             records: decisions::bootstrap_cluster_id(image, &cluster_id),
             finish: Box::new(|_| {}),
         },
+        Request::Rebalance { more } => {
+            let settings = decisions::ControllerSettings::from_config(config);
+            let (records, elected, left) = decisions::rebalance_pass(
+                image,
+                &settings,
+                LEADER_ELECTIONS_PER_IMBALANCE_PASS_MAX,
+            );
+            if !elected.is_empty() {
+                tracing::info!(
+                    elections = elected.len(),
+                    more = left,
+                    "preferred leader elections for imbalanced brokers"
+                );
+            }
+            Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    more.store(
+                        left && committed.is_ok(),
+                        std::sync::atomic::Ordering::Release,
+                    )
+                }),
+            }
+        }
     }
 }
 
@@ -334,7 +365,9 @@ impl Request {
             Request::BrokerRegistration { reply, .. } => drop(reply.send(Err(error))),
             Request::BrokerHeartbeat { reply, .. } => drop(reply.send(Err(error))),
             Request::AlterPartition { reply, .. } => drop(reply.send(Err(error))),
-            Request::FenceBroker { .. } | Request::BootstrapClusterId { .. } => {}
+            Request::FenceBroker { .. }
+            | Request::BootstrapClusterId { .. }
+            | Request::Rebalance { .. } => {}
         }
     }
 }

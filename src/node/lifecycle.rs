@@ -9,6 +9,12 @@
 //! fenced at once. When a request fails or the controller answers NOT_CONTROLLER, the next
 //! heartbeat goes out at once to the next candidate, so a new active controller hears from every
 //! live broker within its failover grace.
+//!
+//! Controlled shutdown (Kafka's `beginControlledShutdown`): when the node is asked to stop, the
+//! heartbeats carry `want_shut_down`, every [`BROKER_LIFECYCLE_RETRY_MS`] instead of every
+//! interval, and the controller moves this broker's leaderships to other ISR members a batch
+//! per heartbeat; the node stops serving only once a heartbeat answers `should_shut_down` (it
+//! then leads nothing, and that is committed), or after [`ControlledShutdown::wait`]'s bound.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +40,28 @@ pub(crate) struct BrokerLifecycle {
     running: watch::Sender<bool>,
     /// The voter the next request goes to when the image names no active controller.
     next_candidate: usize,
+    /// Turned true by [`ControlledShutdown::begin`].
+    want_shut_down: watch::Receiver<bool>,
+    /// Turned true once the controller lets this broker go (or it has nothing to hand over).
+    may_shut_down: watch::Sender<bool>,
+}
+
+/// The node's handle on its broker's controlled shutdown.
+pub(crate) struct ControlledShutdown {
+    want_shut_down: watch::Sender<bool>,
+    may_shut_down: watch::Receiver<bool>,
+}
+
+impl ControlledShutdown {
+    /// Asks the controller to move this broker's leaderships away and waits until it lets the
+    /// broker go, at most `bound`: past it the broker stops anyway (a controller that has not
+    /// answered for a session timeout would have fenced it for silence by then). Returns
+    /// whether the controller let it go.
+    pub(crate) async fn begin(mut self, bound: Duration) -> bool {
+        let _ = self.want_shut_down.send(true);
+        let waited = tokio::time::timeout(bound, self.may_shut_down.wait_for(|ok| *ok)).await;
+        matches!(waited, Ok(Ok(_)))
+    }
 }
 
 impl BrokerLifecycle {
@@ -65,6 +93,20 @@ impl BrokerLifecycle {
             client,
             running: watch::channel(false).0,
             next_candidate: 0,
+            want_shut_down: watch::channel(false).1,
+            may_shut_down: watch::channel(false).0,
+        }
+    }
+
+    /// The handle that starts this broker's controlled shutdown.
+    pub(crate) fn controlled_shutdown(&mut self) -> ControlledShutdown {
+        let (want_tx, want_rx) = watch::channel(false);
+        let (may_tx, may_rx) = watch::channel(false);
+        self.want_shut_down = want_rx;
+        self.may_shut_down = may_tx;
+        ControlledShutdown {
+            want_shut_down: want_tx,
+            may_shut_down: may_rx,
         }
     }
 
@@ -91,7 +133,18 @@ impl BrokerLifecycle {
         let retry = Duration::from_millis(BROKER_LIFECYCLE_RETRY_MS);
         let mut epoch: Option<i64> = None;
         let mut failed: Option<i32> = None;
+        let mut want_shut_down = self.want_shut_down.clone();
+        // The node dropped its handle without asking: stop watching it.
+        let mut handle_dropped = false;
         loop {
+            let shutting_down = *want_shut_down.borrow_and_update();
+            if shutting_down && (epoch.is_none() || *self.may_shut_down.borrow()) {
+                // Not registered (nothing to hand over), or already let go: wait for the stop.
+                let _ = self.may_shut_down.send(true);
+                let _ = shutdown.wait_for(|stop| *stop).await;
+                self.client.shutdown();
+                return;
+            }
             let target = self.target(failed);
             let outcome = match epoch {
                 None => self.register(target).await.map(|e| {
@@ -102,15 +155,16 @@ impl BrokerLifecycle {
                     );
                     epoch = Some(e);
                 }),
-                Some(e) => self.heartbeat(target, e).await,
+                Some(e) => self.heartbeat(target, e, shutting_down).await,
             };
             let wait = match outcome {
                 Ok(()) => {
                     failed = None;
-                    if *self.running.borrow() {
+                    if *self.running.borrow() && !shutting_down {
                         interval
                     } else {
-                        // Not unfenced yet: ask again soon, the controller decides on heartbeats.
+                        // Not unfenced yet, or handing over leaderships: ask again soon, the
+                        // controller decides on heartbeats.
                         retry.max(Duration::from_millis(100)).min(interval)
                     }
                 }
@@ -139,6 +193,9 @@ impl BrokerLifecycle {
             };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
+                changed = want_shut_down.changed(), if !shutting_down && !handle_dropped => {
+                    handle_dropped = changed.is_err();
+                }
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
                         self.client.shutdown();
@@ -193,7 +250,12 @@ impl BrokerLifecycle {
         }
     }
 
-    async fn heartbeat(&self, target: i32, epoch: i64) -> Result<(), LifecycleError> {
+    async fn heartbeat(
+        &self,
+        target: i32,
+        epoch: i64,
+        want_shut_down: bool,
+    ) -> Result<(), LifecycleError> {
         let node_id = self.registration.node_id;
         let offset = self.cache.image().metadata_offset as i64;
         let request = BrokerHeartbeatRequest::default()
@@ -201,7 +263,7 @@ impl BrokerLifecycle {
             .with_broker_epoch(epoch)
             .with_current_metadata_offset(offset)
             .with_want_fence(false)
-            .with_want_shut_down(false);
+            .with_want_shut_down(want_shut_down);
         let response = self
             .client
             .send_with(target, RequestOptions::default(), move |_version| request)
@@ -221,6 +283,10 @@ impl BrokerLifecycle {
                 "error code {}",
                 body.error_code
             )));
+        }
+        if want_shut_down && body.should_shut_down {
+            tracing::info!("the controller lets this broker shut down: it leads nothing");
+            let _ = self.may_shut_down.send(true);
         }
         let running = !body.is_fenced;
         if *self.running.borrow() != running {
