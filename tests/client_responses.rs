@@ -213,11 +213,6 @@ impl Populate {
                     out.put_slice(&[7, 8, 9]);
                 }
             }
-            // A present nullable struct: the presence marker, then the struct.
-            Ty::OptionalStruct(fields) => {
-                out.put_u8(1);
-                self.value(out, &Ty::Struct(fields));
-            }
         }
     }
 }

@@ -15,7 +15,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
 use super::broker_process::{free_port, BrokerProcess};
+use super::RawClient;
 
 /// Which broker a cluster is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +80,13 @@ fn kafka_libs() -> PathBuf {
         .output()
         .expect("run integration/kafka-libs.sh");
     assert!(out.status.success(), "kafka-libs.sh failed");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap())
+    PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .lines()
+            .last()
+            .unwrap(),
+    )
 }
 
 impl Cluster {
@@ -152,7 +164,13 @@ impl Cluster {
         let libs = kafka_libs();
         let cp = format!("{}/*", libs.display());
         let out = Command::new("java")
-            .args(["-Xmx256m", "-cp", &cp, "kafka.tools.StorageTool", "random-uuid"])
+            .args([
+                "-Xmx256m",
+                "-cp",
+                &cp,
+                "kafka.tools.StorageTool",
+                "random-uuid",
+            ])
             .output()
             .unwrap();
         let cluster_id = String::from_utf8_lossy(&out.stdout)
@@ -163,7 +181,14 @@ impl Cluster {
             .to_owned();
         for node in self.nodes.values() {
             let status = Command::new("java")
-                .args(["-Xmx256m", "-cp", &cp, "kafka.tools.StorageTool", "format", "-t"])
+                .args([
+                    "-Xmx256m",
+                    "-cp",
+                    &cp,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                ])
                 .arg(&cluster_id)
                 .arg("-c")
                 .arg(&node.config)
@@ -219,6 +244,41 @@ impl Cluster {
                 panic!("node {id}: {e}");
             }
         }
+    }
+
+    /// SIGTERM of node `id` without waiting: the returned thread checks the stop as
+    /// [`Cluster::stop`] does and ends when the process has exited, so a test can watch the
+    /// cluster while the node shuts down.
+    pub fn stop_in_background(&mut self, id: i32) -> std::thread::JoinHandle<Result<(), String>> {
+        let node = self.nodes.get_mut(&id).expect("node");
+        let mut p = node.process.take().expect("node runs");
+        std::thread::spawn(move || p.stop().map_err(|e| format!("node {id}: {e}")))
+    }
+
+    /// The whole output of node `id`'s current (or, once stopped, last) run.
+    pub fn log_text(&self, id: i32) -> String {
+        let node = &self.nodes[&id];
+        std::fs::read_to_string(node.dir.join(format!("node.{}.log", node.starts)))
+            .unwrap_or_default()
+    }
+
+    /// Runs one of Apache Kafka 4.1.1's command-line tools (`main_class`, e.g.
+    /// `org.apache.kafka.tools.LeaderElectionCommand`) against this cluster with `args`;
+    /// `--bootstrap-server` is added. Returns the exit code and its output, SLF4J noise removed.
+    pub fn kafka_tool(&self, main_class: &str, args: &[&str]) -> (i32, String) {
+        let out = Command::new("java")
+            .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
+            .arg(format!("{}/*", kafka_libs().display()))
+            .arg(main_class)
+            .arg("--bootstrap-server")
+            .arg(self.bootstrap())
+            .args(args)
+            .output()
+            .expect("run java");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("SLF4J")).collect();
+        (out.status.code().unwrap_or(-1), text.join("\n"))
     }
 
     /// Stops every running node, checked; removes the directory unless `KEEP_BROKER_DIR`.
@@ -281,7 +341,10 @@ impl Cluster {
                     .into_iter()
                     .map(|id| format!("--- node {id}:\n{}", self.log_tail(id, 15)))
                     .collect();
-                panic!("timed out after {timeout:?} waiting for {what}\n{}", logs.join("\n"));
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}\n{}",
+                    logs.join("\n")
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -299,4 +362,124 @@ impl Drop for Cluster {
             eprintln!("cluster dir kept: {}", self.root.display());
         }
     }
+}
+
+/// How long one request of the helpers below may take.
+const ANSWER: Duration = Duration::from_secs(2);
+
+/// Metadata of `topics` (`[]`: brokers and controller only) from node `id`; `None` if it cannot be reached or does not answer in time.
+pub async fn metadata(cluster: &Cluster, id: i32, topics: &[&str]) -> Option<MetadataResponse> {
+    let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
+    let request = MetadataRequest::default()
+        .with_topics(Some(
+            topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
+                })
+                .collect(),
+        ))
+        .with_allow_auto_topic_creation(false);
+    client.try_call(12, &request, ANSWER).await
+}
+
+/// (leader, leader epoch, isr) of a partition as node `id` reports it.
+pub async fn partition_state(
+    cluster: &Cluster,
+    id: i32,
+    topic: &str,
+    partition: i32,
+) -> Option<(i32, i32, Vec<i32>)> {
+    let m = metadata(cluster, id, &[topic]).await?;
+    let t = m.topics.first()?;
+    let p = t
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == partition)?;
+    if p.error_code != 0 && p.leader_id.0 < 0 {
+        return Some((-1, p.leader_epoch, Vec::new()));
+    }
+    Some((
+        p.leader_id.0,
+        p.leader_epoch,
+        p.isr_nodes.iter().map(|b| b.0).collect(),
+    ))
+}
+
+/// One partition as node `id` reports it: replicas, leader, ISR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    pub partition: i32,
+    pub replicas: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub isr: Vec<i32>,
+}
+
+/// Every partition of `topic` as node `id` reports it, in partition order.
+pub async fn partitions(cluster: &Cluster, id: i32, topic: &str) -> Option<Vec<PartitionView>> {
+    let m = metadata(cluster, id, &[topic]).await?;
+    let t = m.topics.first().filter(|t| t.error_code == 0)?;
+    let mut v: Vec<PartitionView> = t
+        .partitions
+        .iter()
+        .map(|p| PartitionView {
+            partition: p.partition_index,
+            replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+            leader: p.leader_id.0,
+            leader_epoch: p.leader_epoch,
+            isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+        })
+        .collect();
+    v.sort_by_key(|p| p.partition);
+    Some(v)
+}
+
+/// CreateTopics through node `id` (forwarded when it is not the active controller): the
+/// topic's error code.
+pub async fn create_topic_with(
+    cluster: &Cluster,
+    id: i32,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> Option<i16> {
+    let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication_factor)]);
+    let r = client
+        .try_call(7, &request, Duration::from_secs(10))
+        .await?;
+    Some(r.topics[0].error_code)
+}
+
+/// CreateTopics of a replication factor 3 topic through node `id`.
+pub async fn create_topic(cluster: &Cluster, id: i32, name: &str, partitions: i32) -> Option<i16> {
+    create_topic_with(cluster, id, name, partitions, 3).await
+}
+
+/// The active controller node `id` names in Metadata.
+pub async fn controller_seen_by(cluster: &Cluster, id: i32) -> Option<i32> {
+    metadata(cluster, id, &[]).await.map(|m| m.controller_id.0)
+}
+
+/// Every running node lists exactly the running brokers, under one cluster id.
+pub async fn formed(cluster: &Cluster) -> Option<String> {
+    let running = cluster.running();
+    let mut ids = Vec::new();
+    for &id in &running {
+        let m = metadata(cluster, id, &[]).await?;
+        let mut brokers: Vec<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
+        brokers.sort_unstable();
+        if brokers != running {
+            return None;
+        }
+        ids.push(m.cluster_id.map(|c| c.to_string())?);
+    }
+    ids.windows(2).all(|w| w[0] == w[1]).then(|| ids[0].clone())
 }
