@@ -155,6 +155,8 @@ pub(crate) struct ControllerCore<D: Durable> {
     next_rebalance_ms: Option<u64>,
     /// Set by a committed pass that left electable partitions for the next one.
     rebalance_more: Arc<AtomicBool>,
+    /// The latest time the caller gave (for events that come without one).
+    last_now_ms: u64,
 }
 
 impl<D: Durable> ControllerCore<D> {
@@ -189,6 +191,7 @@ impl<D: Durable> ControllerCore<D> {
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
             next_rebalance_ms: None,
             rebalance_more: Arc::new(AtomicBool::new(false)),
+            last_now_ms: 0,
         }
     }
 
@@ -244,6 +247,17 @@ impl<D: Durable> ControllerCore<D> {
             }
         }
         if let Some(peer) = self.peer_connections.remove(&connection) {
+            // The voter's process is most likely gone. If its broker has not heartbeated to
+            // this controller yet (its session, started when this voter became active, knows
+            // no connection to watch), it gets the short grace a disconnected voter gets at
+            // activation instead of the whole failover grace.
+            if let Some(s) = self.sessions.get_mut(&(peer as i32)) {
+                if s.connection.is_none() {
+                    s.deadline_ms = s
+                        .deadline_ms
+                        .min(self.last_now_ms + DISCONNECTED_VOTER_GRACE_MS);
+                }
+            }
             if let Some(rank) = self.engine.leader_connection_lost(peer) {
                 tracing::info!(
                     leader = peer,
@@ -272,6 +286,7 @@ impl<D: Durable> ControllerCore<D> {
 
     /// One tick of the quorum clock, at `now_ms`.
     pub(crate) fn tick(&mut self, now_ms: u64) {
+        self.last_now_ms = self.last_now_ms.max(now_ms);
         self.engine.tick();
         self.expire_in_flight(now_ms);
         self.expire_sessions(now_ms);
@@ -453,6 +468,7 @@ impl<D: Durable> ControllerCore<D> {
     /// messages for peers. An error means this voter can no longer keep its state durable: the
     /// caller stops it.
     pub(crate) fn advance(&mut self, now_ms: u64) -> Result<Vec<Message>, DurableError> {
+        self.last_now_ms = self.last_now_ms.max(now_ms);
         let mut messages = Vec::new();
         if let Some((delay, lost)) = self.campaign_after.take() {
             self.campaign_due_ms = Some((now_ms + delay, lost));
