@@ -14,10 +14,11 @@
 //! heartbeats carry `want_shut_down`, every [`BROKER_LIFECYCLE_RETRY_MS`] instead of every
 //! interval, and the controller moves this broker's leaderships to other ISR members a batch
 //! per heartbeat; the node stops serving only once a heartbeat answers `should_shut_down` (it
-//! then leads nothing, and that is committed), or after [`ControlledShutdown::wait`]'s bound.
+//! then leads nothing, and that is committed), after [`ControlledShutdown::begin`]'s bound, or
+//! once no controller has answered for a heartbeat interval (there is nobody to hand over to).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
 use kafka_protocol::messages::{BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest};
@@ -136,6 +137,8 @@ impl BrokerLifecycle {
         let mut want_shut_down = self.want_shut_down.clone();
         // The node dropped its handle without asking: stop watching it.
         let mut handle_dropped = false;
+        // While shutting down: since when no controller has answered.
+        let mut unreachable_since: Option<Instant> = None;
         loop {
             let shutting_down = *want_shut_down.borrow_and_update();
             if shutting_down && (epoch.is_none() || *self.may_shut_down.borrow()) {
@@ -160,6 +163,7 @@ impl BrokerLifecycle {
             let wait = match outcome {
                 Ok(()) => {
                     failed = None;
+                    unreachable_since = None;
                     if *self.running.borrow() && !shutting_down {
                         interval
                     } else {
@@ -181,6 +185,20 @@ impl BrokerLifecycle {
                         "controller request failed; trying the next"
                     );
                     failed = Some(target);
+                    if shutting_down {
+                        // No controller to hand leaderships over: once none has answered for
+                        // a heartbeat interval (a controller failover takes far less), stop;
+                        // the last node of a cluster that has lost its quorum would otherwise
+                        // wait out the whole bound.
+                        let since = *unreachable_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() >= interval {
+                            tracing::warn!(
+                                waited_ms = since.elapsed().as_millis() as u64,
+                                "no controller answers; shutting down without handing over"
+                            );
+                            let _ = self.may_shut_down.send(true);
+                        }
+                    }
                     retry
                 }
                 Err(LifecycleError::Fatal(reason)) => {
