@@ -24,9 +24,10 @@ use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
 };
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, BrokerId, ElectLeadersRequest,
-    ListPartitionReassignmentsRequest, TopicName,
+    ListPartitionReassignmentsRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -75,6 +76,88 @@ fn preferred_counts(views: &[Vec<common::cluster::PartitionView>]) -> BTreeMap<i
         *counts.entry(p.replicas[0]).or_default() += 1;
     }
     counts
+}
+
+/// A one-partition acks=all producer that follows the leader: after NOT_LEADER_OR_FOLLOWER or
+/// an unreachable leader it sends to the leader the latest metadata names.
+#[derive(Debug)]
+struct Producer {
+    leader: i32,
+    first_leader: i32,
+    acked: usize,
+    not_leader: usize,
+    unreachable: usize,
+    timed_out: usize,
+    other_errors: Vec<i16>,
+    last_ack: Option<Instant>,
+    longest_stall: Duration,
+    /// A produce was acknowledged by another leader than the first.
+    acked_by_other: bool,
+}
+
+impl Producer {
+    fn new(leader: i32) -> Producer {
+        Producer {
+            leader,
+            first_leader: leader,
+            acked: 0,
+            not_leader: 0,
+            unreachable: 0,
+            timed_out: 0,
+            other_errors: Vec::new(),
+            last_ack: None,
+            longest_stall: Duration::ZERO,
+            acked_by_other: false,
+        }
+    }
+
+    async fn send(&mut self, cluster: &Cluster, topic: &str, partition: i32, latest: Option<i32>) {
+        const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+        const PRODUCE_TIMEOUT: Duration = Duration::from_secs(5);
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(PRODUCE_TIMEOUT.as_millis() as i32)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name(topic))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(common::batch(&["during shutdown"], None)))])]);
+        let sent = Instant::now();
+        let answer = match RawClient::try_connect(cluster.nodes[&self.leader].client_addr()).await {
+            Some(mut client) => {
+                client
+                    .try_call(9, &request, PRODUCE_TIMEOUT + Duration::from_secs(1))
+                    .await
+            }
+            None => None,
+        };
+        let follow = |p: &mut Producer| {
+            if let Some(l) = latest.filter(|l| *l > 0) {
+                p.leader = l;
+            }
+        };
+        match answer.map(|r| r.responses[0].partition_responses[0].error_code) {
+            Some(0) => {
+                let now = Instant::now();
+                if let Some(last) = self.last_ack {
+                    self.longest_stall = self.longest_stall.max(now - last);
+                }
+                self.last_ack = Some(now);
+                self.acked += 1;
+                self.acked_by_other |= self.leader != self.first_leader;
+            }
+            Some(NOT_LEADER_OR_FOLLOWER) => {
+                self.not_leader += 1;
+                follow(self);
+            }
+            Some(code) => self.other_errors.push(code),
+            None if sent.elapsed() >= PRODUCE_TIMEOUT => self.timed_out += 1,
+            None => {
+                self.unreachable += 1;
+                follow(self);
+            }
+        }
+    }
 }
 
 async fn all_partitions(
@@ -348,14 +431,31 @@ async fn preferred_leaders_come_back_and_controlled_shutdown_hands_over_first() 
         .filter(|(b, _)| **b != observer)
         .max_by_key(|(_, n)| **n)
         .unwrap();
+    // A producer (acks=all) on one of its partitions, between observations: it follows the
+    // leader through NOT_LEADER_OR_FOLLOWER and metadata, and never waits out a time-out.
+    let (produced_topic, produced_partition) = ["prefer", "threshold"]
+        .iter()
+        .zip(&views)
+        .flat_map(|(t, v)| v.iter().map(move |p| (*t, p)))
+        .find(|(_, p)| p.leader == leaving)
+        .map(|(t, p)| (t, p.partition))
+        .unwrap();
+    let mut producer = Producer::new(leaving);
     let stopping = cluster.stop_in_background(leaving);
     let term_at = Instant::now();
     let mut handed_over: Option<Duration> = None;
     let mut observations = 0;
+    let mut exited_at = None;
     loop {
         let exited = stopping.is_finished();
+        if exited && exited_at.is_none() {
+            exited_at = Some(term_at.elapsed());
+        }
+        let mut current_leader = None;
         if let Some(all) = all_partitions(&cluster, observer, &["prefer", "threshold"]).await {
             observations += 1;
+            let topic_index = usize::from(produced_topic == "threshold");
+            current_leader = Some(all[topic_index][produced_partition as usize].leader);
             let leaderless: Vec<String> = all
                 .iter()
                 .flatten()
@@ -374,16 +474,25 @@ async fn preferred_leaders_come_back_and_controlled_shutdown_hands_over_first() 
                 );
             }
         }
-        if exited {
+        producer
+            .send(&cluster, produced_topic, produced_partition, current_leader)
+            .await;
+        if exited && producer.acked_by_other {
             break;
         }
         assert!(
             term_at.elapsed() < Duration::from_secs(40),
-            "SIGTERM not obeyed"
+            "SIGTERM not obeyed, or no produce acknowledged by the new leader: {producer:?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let exited_after = term_at.elapsed();
+    let exited_after = exited_at.unwrap();
+    assert_eq!(producer.timed_out, 0, "{producer:?}");
+    assert!(producer.other_errors.is_empty(), "{producer:?}");
+    println!(
+        "controlled shutdown: producer on {produced_topic}-{produced_partition}: {} acked, {} NOT_LEADER_OR_FOLLOWER, {} unreachable, 0 timed out; longest stall between acks {:?}",
+        producer.acked, producer.not_leader, producer.unreachable, producer.longest_stall
+    );
     stopping.join().unwrap().unwrap();
     let handed_over = handed_over.expect("leaderships moved before exit");
     assert!(
