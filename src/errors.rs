@@ -92,11 +92,11 @@ pub enum ApiError {
     UnsupportedForMessageFormat,
     #[error("unknown producer id")]
     UnknownProducerId,
-    #[error("leader election not needed")]
+    #[error("Leader election not needed for topic partition.")]
     ElectionNotNeeded,
-    #[error("preferred leader not available")]
+    #[error("The preferred leader was not available.")]
     PreferredLeaderNotAvailable,
-    #[error("eligible leaders not available")]
+    #[error("Eligible topic partition leaders are not available.")]
     EligibleLeadersNotAvailable,
     #[error("leader not available")]
     LeaderNotAvailable,
@@ -120,6 +120,15 @@ pub enum ApiError {
     IneligibleReplica,
     #[error("new leader elected")]
     NewLeaderElected,
+    #[error("No partition reassignment is in progress.")]
+    NoReassignmentInProgress,
+    /// `error` with the message Kafka sends for it in this case (its code is `error`'s), for
+    /// errors whose message depends on where they arise ("No such topic as t").
+    #[error("{message}")]
+    Described {
+        error: Box<ApiError>,
+        message: String,
+    },
 }
 
 impl ApiError {
@@ -177,6 +186,24 @@ impl ApiError {
             InconsistentClusterId(_) => ResponseError::InconsistentClusterId,
             IneligibleReplica => ResponseError::IneligibleReplica,
             NewLeaderElected => ResponseError::NewLeaderElected,
+            NoReassignmentInProgress => ResponseError::NoReassignmentInProgress,
+            Described { error, .. } => error.response_error(),
+        }
+    }
+
+    /// This error with the message `message` (see [`ApiError::Described`]).
+    pub fn with_message(self, message: impl Into<String>) -> ApiError {
+        ApiError::Described {
+            error: Box::new(self.kind().clone()),
+            message: message.into(),
+        }
+    }
+
+    /// The error without a message given by [`ApiError::with_message`].
+    pub fn kind(&self) -> &ApiError {
+        match self {
+            ApiError::Described { error, .. } => error,
+            other => other,
         }
     }
 
@@ -207,6 +234,7 @@ impl ApiError {
             | InconsistentClusterId(m)
             | UnknownServerError(m)
             | RecordErrors { message: m, .. } => m.clone(),
+            Described { message, .. } => message.clone(),
             other => other.to_string(),
         }
     }
@@ -299,6 +327,11 @@ mod tests {
             (ApiError::InconsistentClusterId(String::new()), 104),
             (ApiError::IneligibleReplica, 107),
             (ApiError::NewLeaderElected, 108),
+            (ApiError::NoReassignmentInProgress, 85),
+            (
+                ApiError::UnknownTopicOrPartition.with_message("No such topic as t"),
+                3,
+            ),
         ];
         for (error, code) in cases {
             assert_eq!(error.code(), code, "{error:?}");

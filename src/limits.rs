@@ -129,6 +129,23 @@ pub const CONTROLLER_WRITE_TIMEOUT_MS: u64 = 30_000;
 /// Requests the controller decides and commits in one pass (one write, one fsync).
 pub const CONTROLLER_BATCH_REQUESTS_MAX: usize = 256;
 
+/// Preferred leader elections one automatic rebalancing pass makes at most (Kafka's
+/// `MAX_ELECTIONS_PER_IMBALANCE`): one pass is one batch of metadata records, and a cluster with
+/// many imbalanced partitions (after a broker restart) is rebalanced over several passes, each
+/// [`LEADER_IMBALANCE_RECHECK_MS`] after the last, rather than in one burst that moves every
+/// leadership at once.
+pub const LEADER_ELECTIONS_PER_IMBALANCE_PASS_MAX: usize = 1_000;
+
+/// Delay before the next rebalancing pass when the last one stopped at
+/// [`LEADER_ELECTIONS_PER_IMBALANCE_PASS_MAX`] (Kafka reschedules after about 10 ms).
+pub const LEADER_IMBALANCE_RECHECK_MS: u64 = 10;
+
+/// Partition changes one controlled-shutdown step makes at most (its leaderships moved first,
+/// then its follower ISR memberships). A shutting-down broker's leaderships move in batches of
+/// this size, so clients see leaders change gradually (Kafka moves them all in one batch;
+/// AutoMQ#3505 is the complaint) and one step's records stay far below a metadata entry's size.
+pub const CONTROLLED_SHUTDOWN_CHANGES_PER_STEP_MAX: usize = 500;
+
 /// Producer ids are handed out by the controller in blocks, like Kafka's
 /// `AllocateProducerIds`, so one metadata record covers many InitProducerId calls.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1_000;

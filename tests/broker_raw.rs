@@ -1289,14 +1289,39 @@ async fn elect_leaders_answers_election_not_needed_on_one_node() {
             ("missing".to_string(), 0, 3),
         ]
     );
-    // All partitions: nothing to do, nothing listed.
+    // The messages are Kafka's.
+    let messages: Vec<Option<String>> = r
+        .replica_election_results
+        .iter()
+        .flat_map(|t| t.partition_result.iter())
+        .map(|p| p.error_message.as_ref().map(|m| m.to_string()))
+        .collect();
+    assert_eq!(
+        messages,
+        vec![
+            Some("Leader election not needed for topic partition.".into()),
+            Some("Leader election not needed for topic partition.".into()),
+            Some("No such partition as el-7".into()),
+            Some("No such topic as missing".into()),
+        ]
+    );
+    // All partitions: every topic listed, as Kafka does, with no partition to report.
     let r = client
         .call(
             2,
             &ElectLeadersRequest::default().with_topic_partitions(None),
         )
         .await;
-    assert!(r.replica_election_results.is_empty());
+    let topics: Vec<String> = r
+        .replica_election_results
+        .iter()
+        .map(|t| t.topic.0.to_string())
+        .collect();
+    assert!(topics.contains(&"el".to_string()), "{topics:?}");
+    assert!(r
+        .replica_election_results
+        .iter()
+        .all(|t| t.partition_result.is_empty()));
     broker.shutdown().await.unwrap();
 }
 
@@ -1453,6 +1478,101 @@ async fn reassignments_list_empty_and_broker_throttle_deletes_succeed() {
     );
     let r = client.call(1, &alter(0)).await;
     assert_eq!(r.responses[0].error_code, 42, "SET is INVALID_REQUEST");
+    broker.shutdown().await.unwrap();
+}
+
+/// AlterPartitionReassignments on one node: the current replicas are accepted and change
+/// nothing; Kafka's errors for unknown brokers, topics and partitions, a replica twice, and a
+/// cancel with nothing in progress (no message, as Kafka sends it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_partition_reassignments_on_one_node() {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::{AlterPartitionReassignmentsRequest, BrokerId};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "mv", 2, &[]).await;
+    let part = |index: i32, replicas: Option<&[i32]>| {
+        ReassignablePartition::default()
+            .with_partition_index(index)
+            .with_replicas(replicas.map(|r| r.iter().map(|&b| BrokerId(b)).collect()))
+    };
+    let request = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(vec![
+            ReassignableTopic::default()
+                .with_name(name("mv"))
+                .with_partitions(vec![
+                    part(0, Some(&[1])),
+                    part(1, Some(&[2])),
+                    part(1, Some(&[1, 1])),
+                    part(0, None),
+                    part(5, Some(&[1])),
+                ]),
+            ReassignableTopic::default()
+                .with_name(name("missing"))
+                .with_partitions(vec![part(0, Some(&[1]))]),
+        ]);
+    for version in [0, 1] {
+        let r = client
+            .call(
+                version,
+                &request.clone().with_allow_replication_factor_change(true),
+            )
+            .await;
+        assert_eq!(r.error_code, 0);
+        let got: Vec<(String, i32, i16, Option<String>)> = r
+            .responses
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(move |p| {
+                    (
+                        t.name.0.to_string(),
+                        p.partition_index,
+                        p.error_code,
+                        p.error_message.as_ref().map(|m| m.to_string()),
+                    )
+                })
+            })
+            .collect();
+        let s = |m: &str| Some(m.to_owned());
+        assert_eq!(
+            got,
+            vec![
+                ("mv".into(), 0, 0, None),
+                ("mv".into(), 1, 39, s("The manual partition assignment includes broker 2, but no such broker is registered.")),
+                ("mv".into(), 1, 39, s("The manual partition assignment includes the broker 1 more than once.")),
+                ("mv".into(), 0, 85, None),
+                ("mv".into(), 5, 3, s("Unable to find partition mv:5.")),
+                ("missing".into(), 0, 3, s("Unable to find a topic named missing.")),
+            ],
+            "v{version}"
+        );
+    }
+    // v1 without replication factor changes: the same replica count is allowed, and echoed (a
+    // different count needs a second registered broker; the decision's table tests it).
+    let r = client
+        .call(
+            1,
+            &AlterPartitionReassignmentsRequest::default()
+                .with_allow_replication_factor_change(false)
+                .with_topics(vec![ReassignableTopic::default()
+                    .with_name(name("mv"))
+                    .with_partitions(vec![part(0, Some(&[1]))])]),
+        )
+        .await;
+    assert!(!r.allow_replication_factor_change);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0);
+    // Nothing is in progress afterwards.
+    let r = client
+        .call(
+            0,
+            &ListPartitionReassignmentsRequest::default().with_timeout_ms(5_000),
+        )
+        .await;
+    assert!(r.topics.is_empty());
     broker.shutdown().await.unwrap();
 }
 

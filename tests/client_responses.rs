@@ -181,6 +181,11 @@ impl Populate {
                 self.value(out, element);
                 self.value(out, element);
             }
+            Ty::OptionalStruct(fields) => {
+                // Present (1), then the struct.
+                out.put_u8(1);
+                self.value(out, &Ty::Struct(fields));
+            }
             Ty::Struct(fields) => {
                 for field in fields {
                     if field.tag.is_none() && field.versions.contains(self.version) {
@@ -207,11 +212,6 @@ impl Populate {
                     put_uvarint(out, 3);
                     out.put_slice(&[7, 8, 9]);
                 }
-            }
-            // A present nullable struct: the presence marker, then the struct.
-            Ty::OptionalStruct(fields) => {
-                out.put_u8(1);
-                self.value(out, &Ty::Struct(fields));
             }
         }
     }

@@ -17,34 +17,6 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, ClusterKind};
 
-/// (leader, leader epoch, isr) of a partition as node `id` reports it.
-async fn partition_state(
-    cluster: &Cluster,
-    id: i32,
-    topic: &str,
-    partition: i32,
-) -> Option<(i32, i32, Vec<i32>)> {
-    let m = cluster.metadata(id, &[topic]).await?;
-    let t = m.topics.first()?;
-    let p = t
-        .partitions
-        .iter()
-        .find(|p| p.partition_index == partition)?;
-    if p.error_code != 0 && p.leader_id.0 < 0 {
-        return Some((-1, p.leader_epoch, Vec::new()));
-    }
-    Some((
-        p.leader_id.0,
-        p.leader_epoch,
-        p.isr_nodes.iter().map(|b| b.0).collect(),
-    ))
-}
-
-/// The active controller node `id` names in Metadata.
-async fn controller_seen_by(cluster: &Cluster, id: i32) -> Option<i32> {
-    cluster.metadata(id, &[]).await.map(|m| m.controller_id.0)
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -111,7 +83,7 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
         assert_eq!(cluster.create_topic(creator, &topic, 1).await, Some(0));
         let (leader, epoch, _) = cluster
             .wait_for("a full ISR", Duration::from_secs(30), || async {
-                let s = partition_state(&cluster, creator, &topic, 0).await?;
+                let s = cluster.partition_state(creator, &topic, 0).await?;
                 (s.0 > 0 && s.2.len() == 3).then_some(s)
             })
             .await;
@@ -120,7 +92,7 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
         cluster.kill(leader);
         let (new_leader, new_epoch) = cluster
             .wait_for("a new leader", Duration::from_secs(60), || async {
-                let (l, e, _) = partition_state(&cluster, observer, &topic, 0).await?;
+                let (l, e, _) = cluster.partition_state(observer, &topic, 0).await?;
                 (l > 0 && l != leader && e > epoch).then_some((l, e))
             })
             .await;
@@ -151,7 +123,7 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
     // node; the killed node rejoins.
     let old = cluster
         .wait_for("an active controller", Duration::from_secs(30), || async {
-            controller_seen_by(&cluster, 1).await.filter(|c| *c > 0)
+            cluster.controller_seen_by(1).await.filter(|c| *c > 0)
         })
         .await;
     let observer = *cluster.running().iter().find(|&&id| id != old).unwrap();
@@ -162,7 +134,8 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
             "a new active controller",
             Duration::from_secs(60),
             || async {
-                controller_seen_by(&cluster, observer)
+                cluster
+                    .controller_seen_by(observer)
                     .await
                     .filter(|c| *c > 0 && *c != old)
             },

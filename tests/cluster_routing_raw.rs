@@ -63,6 +63,8 @@ fn partition(
             leader_epoch,
             partition_epoch: leader_epoch,
             leader_recovery_state: LeaderRecoveryState::Recovered,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         },
     }
 }

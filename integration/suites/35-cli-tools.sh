@@ -11,8 +11,15 @@
 # - GetOffsetShell: latest (-1), earliest (-2) and max timestamp (-3).
 # - DeleteRecordsCommand: the new low watermark, then GetOffsetShell sees it; on a compact-only
 #   topic the deletion is refused with POLICY_VIOLATION.
-# - LeaderElectionCommand --election-type PREFERRED: the only replica is already the leader.
-# - ReassignPartitionsCommand --list (none in progress) and --verify (which clears throttles).
+# - LeaderElectionCommand, preferred and unclean, with --all-topic-partitions (nothing to report:
+#   partitions that need no election are left out), --topic/--partition and --path-to-json-file
+#   (the only replica already leads; unknown topics and partitions fail with the controller's
+#   messages). On one node no election can move a leader; the multi-broker outcomes ("Successfully
+#   completed leader election", PREFERRED_LEADER_NOT_AVAILABLE) wait for a suite on a cluster.
+# - ReassignPartitionsCommand --list (none in progress), --generate, --execute (to the current
+#   replicas: accepted, nothing moves, without --throttle: broker configs cannot be SET
+#   dynamically yet), --verify (which clears throttles), --cancel (nothing active) and an unknown
+#   broker refused by the tool.
 # - LogDirsCommand (DescribeLogDirs), FeatureCommand describe (ApiVersions features), ClusterTool
 #   cluster-id, EndToEndLatency.
 #
@@ -151,22 +158,64 @@ run $T.DeleteRecordsCommand --bootstrap-server "$B" --offset-json-file "$work/de
 expect_text "partition: cmp-0	error: org.apache.kafka.common.errors.PolicyViolationException"
 
 step "LeaderElectionCommand"
-ok $T.LeaderElectionCommand --bootstrap-server "$B" --election-type PREFERRED \
-    --all-topic-partitions
-ok $T.LeaderElectionCommand --bootstrap-server "$B" --election-type PREFERRED --topic cli \
-    --partition 0
-expect_line "Valid replica already elected for partitions cli-0"
+L=$T.LeaderElectionCommand
+for type in preferred unclean; do
+    ok $L --bootstrap-server "$B" --election-type "$type" --all-topic-partitions
+    [[ ! -s "$work/out" ]] || { cat "$work/out" >&2; fail "--all-topic-partitions ($type) printed something"; }
+    ok $L --bootstrap-server "$B" --election-type "$type" --topic cli --partition 0
+    expect_line "Valid replica already elected for partitions cli-0"
+done
+cat >"$work/elect.json" <<'JSON'
+{"partitions": [{"topic": "cli", "partition": 1}, {"topic": "cli", "partition": 2}]}
+JSON
+ok $L --bootstrap-server "$B" --election-type preferred --path-to-json-file "$work/elect.json"
+grep -qP '^Valid replica already elected for partitions cli-[12], cli-[12]$' "$work/out" ||
+    { cat "$work/out" >&2; fail "--path-to-json-file: cli-1 and cli-2 need no election"; }
+cat >"$work/elect.json" <<'JSON'
+{"partitions": [{"topic": "cli", "partition": 0}, {"topic": "cli", "partition": 9},
+                {"topic": "nosuch", "partition": 0}]}
+JSON
+for type in preferred unclean; do
+    TYPE="${type^^}"
+    run $L --bootstrap-server "$B" --election-type "$type" --path-to-json-file "$work/elect.json"
+    [[ $rc -ne 0 ]] || { cat "$work/out" >&2; fail "unknown partitions ($type) succeeded"; }
+    expect_line "Valid replica already elected for partitions cli-0"
+    expect_line "Error completing leader election ($TYPE) for partition: cli-9: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: No such partition as cli-9"
+    expect_line "Error completing leader election ($TYPE) for partition: nosuch-0: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: No such topic as nosuch"
+    expect_text "2 replica(s) could not be elected"
+done
 
 step "ReassignPartitionsCommand"
-ok $T.reassign.ReassignPartitionsCommand --bootstrap-server "$B" --list
+R=$T.reassign.ReassignPartitionsCommand
+ok $R --bootstrap-server "$B" --list
 expect_line "No partition reassignments found."
+echo '{"version":1,"topics":[{"topic":"cli"}]}' >"$work/move.json"
+ok $R --bootstrap-server "$B" --generate --topics-to-move-json-file "$work/move.json" \
+    --broker-list 1
+current='{"version":1,"partitions":[{"topic":"cli","partition":0,"replicas":[1],"log_dirs":["any"]},{"topic":"cli","partition":1,"replicas":[1],"log_dirs":["any"]},{"topic":"cli","partition":2,"replicas":[1],"log_dirs":["any"]}]}'
+expect_line "Current partition replica assignment"
+expect_line "Proposed partition reassignment configuration"
+[[ "$(grep -cxF "$current" "$work/out")" -eq 2 ]] ||
+    { cat "$work/out" >&2; fail "--generate: current and proposed are not [1] for every partition"; }
 echo '{"version":1,"partitions":[{"topic":"cli","partition":0,"replicas":[1]}]}' \
     >"$work/reassign.json"
+ok $R --bootstrap-server "$B" --execute --reassignment-json-file "$work/reassign.json"
+expect_line '{"version":1,"partitions":[{"topic":"cli","partition":0,"replicas":[1],"log_dirs":["any"]}]}'
+expect_line "Save this to use as the --reassignment-json-file option during rollback"
+expect_line "Successfully started partition reassignment for cli-0"
+ok $R --bootstrap-server "$B" --list
+expect_line "No partition reassignments found."
 # --verify also clears replication throttles: broker and topic config deletes.
-ok $T.reassign.ReassignPartitionsCommand --bootstrap-server "$B" --verify \
-    --reassignment-json-file "$work/reassign.json"
+ok $R --bootstrap-server "$B" --verify --reassignment-json-file "$work/reassign.json"
 expect_line "Reassignment of partition cli-0 is completed."
 expect_line "Clearing topic-level throttles on topic cli"
+ok $R --bootstrap-server "$B" --cancel --reassignment-json-file "$work/reassign.json"
+expect_line "None of the specified partition reassignments are active."
+echo '{"version":1,"partitions":[{"topic":"cli","partition":0,"replicas":[2]}]}' \
+    >"$work/unknown.json"
+run $R --bootstrap-server "$B" --execute --reassignment-json-file "$work/unknown.json"
+[[ $rc -ne 0 ]] || { cat "$work/out" >&2; fail "a reassignment to an unknown broker succeeded"; }
+expect_text "Unknown broker id 2"
 
 step "LogDirsCommand, FeatureCommand, ClusterTool"
 ok $T.LogDirsCommand --bootstrap-server "$B" --describe --topic-list cli

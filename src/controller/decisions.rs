@@ -5,13 +5,16 @@
 //!
 //! Here: topics, partitions, configs, leader elections, producer ids. In submodules: replica
 //! placement (`placement`), how a partition's registration changes (`partition_change`), a
-//! broker's registration, heartbeats and fencing (`brokers`), and AlterPartition
-//! (`alter_partition`).
+//! broker's registration, heartbeats, fencing and controlled shutdown (`brokers`),
+//! AlterPartition (`alter_partition`), preferred leaders and automatic rebalancing
+//! (`leadership`), and partition reassignment (`reassignment`).
 
 mod alter_partition;
 mod brokers;
+mod leadership;
 mod partition_change;
 mod placement;
+mod reassignment;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,16 +30,37 @@ use crate::limits::{
 use crate::metadata::{LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRegistration};
 pub use alter_partition::{alter_partition, AlterPartitionItem, AlterPartitionResult};
 pub use brokers::{
-    broker_heartbeat, check_cluster_id, fence_broker, register_broker, register_local_broker,
-    unfence_broker, HeartbeatOutcome, Registered,
+    broker_heartbeat, check_cluster_id, controlled_shutdown_step, fence_broker, register_broker,
+    register_local_broker, unfence_broker, HeartbeatOutcome, Registered,
+};
+pub use leadership::{leadership_summary, rebalance_pass, BrokerLeadership};
+pub use reassignment::{
+    alter_reassignments, list_reassignments, OngoingReassignment, ReassignmentItem,
+    ReassignmentResult,
 };
 
 /// The broker settings the decisions read, passed in so they need no `BrokerConfig`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControllerSettings {
     /// `unclean.leader.election.enable`, the broker default (a topic's own config, or the
     /// cluster-wide dynamic one, overrides it).
     pub unclean_leader_election_enable: bool,
+    /// `auto.leader.rebalance.enable`: whether [`rebalance_pass`] elects anything.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.per.broker.percentage` (0–100): a broker whose imbalance ratio is above
+    /// it gets its preferred leaderships back; 0 = every imbalanced partition (KRaft's way).
+    pub leader_imbalance_per_broker_percentage: u32,
+}
+
+impl Default for ControllerSettings {
+    /// Kafka's defaults.
+    fn default() -> ControllerSettings {
+        ControllerSettings {
+            unclean_leader_election_enable: false,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_per_broker_percentage: 10,
+        }
+    }
 }
 
 impl ControllerSettings {
@@ -45,6 +69,12 @@ impl ControllerSettings {
             unclean_leader_election_enable: config
                 .value_of("unclean.leader.election.enable")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
+            // Validated to 0..=100 by the config.
+            leader_imbalance_per_broker_percentage: u32::try_from(
+                config.leader_imbalance_per_broker_percentage,
+            )
+            .unwrap_or(0),
         }
     }
 }
@@ -237,6 +267,8 @@ fn new_partition(
             leader_epoch: 0,
             partition_epoch: 0,
             leader_recovery_state: LeaderRecoveryState::Recovered,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         },
     })
 }
@@ -519,9 +551,11 @@ pub fn alter_topic_configs(
 /// The outcome of ElectLeaders for one partition.
 pub type ElectionResult = (String, i32, Result<(), ApiError>);
 
-/// ElectLeaders: a leader for each partition (every partition when `partitions` is None,
-/// answering only those where something was done or failed, as Kafka does), bumping leader and
-/// partition epochs of every partition whose leader changes.
+/// ElectLeaders (Kafka's `ReplicationControlManager#electLeaders`): a leader for each partition
+/// named, or for every partition when `partitions` is None — then answering only those where
+/// something was done or failed (ELECTION_NOT_NEEDED left out), as Kafka does. Each partition's
+/// outcome is [`elect_leader`]'s; an elected leader bumps leader and partition epochs. A
+/// partition named twice is decided against what its first mention made.
 pub fn elect_leaders(
     image: &MetadataImage,
     election: ElectionType,
@@ -537,35 +571,29 @@ pub fn elect_leaders(
     });
     let mut results = Vec::with_capacity(targets.len());
     let mut records = Vec::new();
+    let mut decided: BTreeMap<(Uuid, i32), PartitionRegistration> = BTreeMap::new();
+    let acceptable = |broker: i32| image.is_broker_active(broker);
     for (topic, partition) in targets {
-        let found = image
-            .topic(&topic)
-            .and_then(|t| t.partitions.get(&partition).map(|reg| (t.id, reg)));
-        let result = match found {
-            None => Err(ApiError::UnknownTopicOrPartition),
-            Some((topic_id, reg)) => {
-                elect_leader(election, &reg.replicas, &reg.isr, reg.leader, |broker| {
-                    image.is_broker_active(broker)
-                })
-                .map(|leader| {
-                    let mut next = reg.clone();
-                    if !next.isr.contains(&leader) {
-                        // An unclean election: the new leader is the only in-sync replica, and
-                        // it recovers before it takes followers back.
-                        next.isr = vec![leader];
-                        next.leader_recovery_state = LeaderRecoveryState::Recovering;
-                    }
-                    next.leader = leader;
-                    next.leader_epoch += 1;
-                    next.partition_epoch += 1;
-                    records.push(MetadataRecord::Partition {
-                        topic_id,
-                        partition,
-                        registration: next,
-                    });
-                })
-            }
-        };
+        let result =
+            match image.topic(&topic) {
+                None => Err(ApiError::UnknownTopicOrPartition
+                    .with_message(format!("No such topic as {topic}"))),
+                Some(t) => match decided
+                    .get(&(t.id, partition))
+                    .or_else(|| t.partitions.get(&partition))
+                {
+                    None => Err(ApiError::UnknownTopicOrPartition
+                        .with_message(format!("No such partition as {topic}-{partition}"))),
+                    Some(reg) => elect_leader(election, reg, &acceptable).map(|next| {
+                        decided.insert((t.id, partition), next.clone());
+                        records.push(MetadataRecord::Partition {
+                            topic_id: t.id,
+                            partition,
+                            registration: next,
+                        });
+                    }),
+                },
+            };
         if all && result == Err(ApiError::ElectionNotNeeded) {
             continue;
         }
@@ -606,44 +634,39 @@ pub enum ElectionType {
     Unclean,
 }
 
-/// The leader an ElectLeaders request makes (Kafka's `ReplicationControlManager#electLeader`);
-/// `eligible` is "registered, unfenced and not shutting down":
-/// - PREFERRED: `replicas[0]` if it is in the ISR and eligible; ELECTION_NOT_NEEDED if it already
-///   leads; else PREFERRED_LEADER_NOT_AVAILABLE.
-/// - UNCLEAN: ELECTION_NOT_NEEDED while an eligible leader exists; else the first eligible ISR
-///   member, else the first eligible replica (the unclean case); else
-///   ELIGIBLE_LEADERS_NOT_AVAILABLE.
+/// What an ElectLeaders request makes of one partition (Kafka's
+/// `ReplicationControlManager#electLeader`), `acceptable` being "registered, unfenced and not
+/// shutting down":
+/// - PREFERRED: ELECTION_NOT_NEEDED if `replicas[0]` leads; else a preferred election
+///   ([`partition_change::Election::Preferred`]: `replicas[0]` if it is in the ISR and
+///   acceptable, else the current leader if it may stay, else the first ISR member that may
+///   lead); PREFERRED_LEADER_NOT_AVAILABLE if that changes nothing.
+/// - UNCLEAN: ELECTION_NOT_NEEDED if the partition has a leader; else the first acceptable ISR
+///   member, else the first acceptable replica (alone in the ISR, RECOVERING), whatever the
+///   topic's `unclean.leader.election.enable` says; ELIGIBLE_LEADERS_NOT_AVAILABLE if there is
+///   none.
 pub fn elect_leader(
     election: ElectionType,
-    replicas: &[i32],
-    isr: &[i32],
-    current_leader: i32,
-    eligible: impl Fn(i32) -> bool,
-) -> Result<i32, ApiError> {
-    match election {
-        ElectionType::Preferred => {
-            let preferred = *replicas
-                .first()
-                .ok_or(ApiError::PreferredLeaderNotAvailable)?;
-            if preferred == current_leader {
-                Err(ApiError::ElectionNotNeeded)
-            } else if isr.contains(&preferred) && eligible(preferred) {
-                Ok(preferred)
-            } else {
-                Err(ApiError::PreferredLeaderNotAvailable)
-            }
-        }
-        ElectionType::Unclean => {
-            if current_leader >= 0 && eligible(current_leader) {
-                return Err(ApiError::ElectionNotNeeded);
-            }
-            isr.iter()
-                .chain(replicas.iter())
-                .copied()
-                .find(|r| replicas.contains(r) && eligible(*r))
-                .ok_or(ApiError::EligibleLeadersNotAvailable)
-        }
+    reg: &PartitionRegistration,
+    acceptable: &dyn Fn(i32) -> bool,
+) -> Result<PartitionRegistration, ApiError> {
+    let (needed, how, unavailable) = match election {
+        ElectionType::Preferred => (
+            reg.leader != reg.preferred_replica(),
+            partition_change::Election::Preferred,
+            ApiError::PreferredLeaderNotAvailable,
+        ),
+        ElectionType::Unclean => (
+            reg.leader == partition_change::NO_LEADER,
+            partition_change::Election::Unclean,
+            ApiError::EligibleLeadersNotAvailable,
+        ),
+    };
+    if !needed {
+        return Err(ApiError::ElectionNotNeeded);
     }
+    partition_change::build(reg, partition_change::Target::of(reg), how, acceptable)
+        .ok_or(unavailable)
 }
 
 #[cfg(test)]
@@ -946,8 +969,8 @@ pub(super) mod tests {
         );
         assert!(records.is_empty());
         assert_eq!(results[0].2, Err(ApiError::ElectionNotNeeded));
-        assert_eq!(results[1].2, Err(ApiError::UnknownTopicOrPartition));
-        assert_eq!(results[2].2, Err(ApiError::UnknownTopicOrPartition));
+        assert_eq!(results[1].2.as_ref().unwrap_err().code(), 3);
+        assert_eq!(results[2].2.as_ref().unwrap_err().code(), 3);
         // All partitions: those needing nothing are left out.
         let (records, results) = elect_leaders(&image, ElectionType::Preferred, None);
         assert!(records.is_empty() && results.is_empty());
@@ -1099,8 +1122,15 @@ pub(super) mod tests {
     fn settings_read_unclean_election_from_the_config() {
         let mut raw = RawConfig::default();
         raw.set("unclean.leader.election.enable", "true");
+        raw.set("leader.imbalance.per.broker.percentage", "0");
+        raw.set("auto.leader.rebalance.enable", "false");
         let config = BrokerConfig::from_raw(raw).unwrap().config;
-        assert!(ControllerSettings::from_config(&config).unclean_leader_election_enable);
+        let settings = ControllerSettings::from_config(&config);
+        assert!(settings.unclean_leader_election_enable);
+        assert!(!settings.auto_leader_rebalance_enable);
+        assert_eq!(settings.leader_imbalance_per_broker_percentage, 0);
+        let defaults = ControllerSettings::from_config(&super::tests::config());
+        assert_eq!(defaults, ControllerSettings::default(), "Kafka's defaults");
         assert!(
             !ControllerSettings::from_config(&super::tests::config())
                 .unclean_leader_election_enable
@@ -1122,16 +1152,19 @@ pub(super) mod tests {
         use ElectionType::*;
         let all = |_: i32| true;
         let not_2 = |r: i32| r != 2;
-        // (type, replicas, isr, leader, eligible, expected)
+        let not_1 = |r: i32| r != 1;
+        // (case, type, replicas, isr, leader, acceptable, expected (leader, isr, recovering))
         let cases: Vec<(
+            &str,
             ElectionType,
             Vec<i32>,
             Vec<i32>,
             i32,
             &dyn Fn(i32) -> bool,
-            Result<i32, ApiError>,
+            Result<(i32, Vec<i32>, bool), ApiError>,
         )> = vec![
             (
+                "preferred already leads",
                 Preferred,
                 vec![1, 2, 3],
                 vec![1, 2, 3],
@@ -1139,8 +1172,17 @@ pub(super) mod tests {
                 &all,
                 Err(ApiError::ElectionNotNeeded),
             ),
-            (Preferred, vec![1, 2, 3], vec![1, 2, 3], 2, &all, Ok(1)),
             (
+                "preferred in the ISR",
+                Preferred,
+                vec![1, 2, 3],
+                vec![1, 2, 3],
+                2,
+                &all,
+                Ok((1, vec![1, 2, 3], false)),
+            ),
+            (
+                "preferred not in the ISR",
                 Preferred,
                 vec![1, 2, 3],
                 vec![2, 3],
@@ -1149,6 +1191,7 @@ pub(super) mod tests {
                 Err(ApiError::PreferredLeaderNotAvailable),
             ),
             (
+                "preferred fenced or shutting down",
                 Preferred,
                 vec![2, 1],
                 vec![1, 2],
@@ -1157,6 +1200,16 @@ pub(super) mod tests {
                 Err(ApiError::PreferredLeaderNotAvailable),
             ),
             (
+                "preferred unavailable, leaderless: another ISR member leads (Kafka's builder)",
+                Preferred,
+                vec![1, 2, 3],
+                vec![1, 3],
+                -1,
+                &not_1,
+                Ok((3, vec![1, 3], false)),
+            ),
+            (
+                "unclean with a leader",
                 Unclean,
                 vec![1, 2],
                 vec![1, 2],
@@ -1164,9 +1217,35 @@ pub(super) mod tests {
                 &all,
                 Err(ApiError::ElectionNotNeeded),
             ),
-            (Unclean, vec![1, 2, 3], vec![2], -1, &not_2, Ok(1)),
-            (Unclean, vec![1, 2, 3], vec![3], -1, &all, Ok(3)),
             (
+                "unclean with a leader that may not lead: still not needed (Kafka's hasLeader)",
+                Unclean,
+                vec![1, 2],
+                vec![1, 2],
+                2,
+                &not_2,
+                Err(ApiError::ElectionNotNeeded),
+            ),
+            (
+                "unclean: no ISR member may lead, the first replica that may",
+                Unclean,
+                vec![1, 2, 3],
+                vec![2],
+                -1,
+                &not_2,
+                Ok((1, vec![1], true)),
+            ),
+            (
+                "unclean: an ISR member may lead, a clean election",
+                Unclean,
+                vec![1, 2, 3],
+                vec![3],
+                -1,
+                &all,
+                Ok((3, vec![3], false)),
+            ),
+            (
+                "unclean: nobody",
                 Unclean,
                 vec![2],
                 vec![2],
@@ -1175,12 +1254,73 @@ pub(super) mod tests {
                 Err(ApiError::EligibleLeadersNotAvailable),
             ),
         ];
-        for (election, replicas, isr, leader, eligible, expected) in cases {
-            assert_eq!(
-                elect_leader(election, &replicas, &isr, leader, eligible),
-                expected,
-                "{election:?} replicas={replicas:?} isr={isr:?} leader={leader}"
-            );
+        for (case, election, replicas, isr, leader, acceptable, expected) in cases {
+            let reg = PartitionRegistration {
+                replicas,
+                isr,
+                leader,
+                leader_epoch: 3,
+                partition_epoch: 7,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
+                adding_replicas: vec![],
+                removing_replicas: vec![],
+            };
+            let got = elect_leader(election, &reg, acceptable);
+            if let Ok(next) = &got {
+                assert_eq!(
+                    (next.leader_epoch, next.partition_epoch),
+                    (4, 8),
+                    "{case}: both epochs bumped"
+                );
+            }
+            let got = got.map(|n| {
+                (
+                    n.leader,
+                    n.isr,
+                    n.leader_recovery_state == LeaderRecoveryState::Recovering,
+                )
+            });
+            assert_eq!(got, expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn elect_leaders_answers_with_kafkas_messages() {
+        let image = with_topic(&cluster(1), &spec("t", 1, 1), 1);
+        let (_, results) = elect_leaders(
+            &image,
+            ElectionType::Preferred,
+            Some(vec![("u".into(), 0), ("t".into(), 4)]),
+        );
+        let messages: Vec<(i16, String)> = results
+            .iter()
+            .map(|(_, _, r)| {
+                let e = r.as_ref().unwrap_err();
+                (e.code(), e.message())
+            })
+            .collect();
+        assert_eq!(
+            messages,
+            vec![
+                (3, "No such topic as u".to_owned()),
+                (3, "No such partition as t-4".to_owned())
+            ]
+        );
+        for (error, message) in [
+            (
+                ApiError::ElectionNotNeeded,
+                "Leader election not needed for topic partition.",
+            ),
+            (
+                ApiError::PreferredLeaderNotAvailable,
+                "The preferred leader was not available.",
+            ),
+            (
+                ApiError::EligibleLeadersNotAvailable,
+                "Eligible topic partition leaders are not available.",
+            ),
+        ] {
+            assert_eq!(error.message(), message);
         }
     }
 }

@@ -24,6 +24,7 @@
 //! runtime, so listeners may spawn tasks.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,8 +39,8 @@ use super::request::{decide, Finish, Request};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
-    CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, METADATA_RECORD_BYTES_MAX,
-    METADATA_SNAPSHOT_ENTRIES,
+    CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, LEADER_IMBALANCE_RECHECK_MS,
+    METADATA_RECORD_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
 };
 use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
 use crate::quorum::durable::Durable;
@@ -140,8 +141,6 @@ pub(crate) struct ControllerCore<D: Durable> {
     in_flight: Option<InFlight>,
     /// Controller-listener connections carrying a peer voter's messages, by connection id.
     peer_connections: std::collections::HashMap<u64, u64>,
-    /// The quorum clock at the last tick.
-    clock_ms: u64,
     /// Wall-clock ms of the last message from each peer, and of when each voter last had every
     /// entry (DescribeQuorum's timestamps; reporting only, never a decision).
     peer_seen_ms: std::collections::HashMap<u64, i64>,
@@ -150,6 +149,14 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
     snapshot_entries: usize,
+    /// When the next automatic leader rebalancing pass is due (only while active and
+    /// `auto.leader.rebalance.enable`): `leader.imbalance.check.interval` after becoming active
+    /// and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit its bound.
+    next_rebalance_ms: Option<u64>,
+    /// Set by a committed pass that left electable partitions for the next one.
+    rebalance_more: Arc<AtomicBool>,
+    /// The latest time the caller gave (for events that come without one).
+    last_now_ms: u64,
 }
 
 impl<D: Durable> ControllerCore<D> {
@@ -178,11 +185,13 @@ impl<D: Durable> ControllerCore<D> {
             queued: VecDeque::new(),
             in_flight: None,
             peer_connections: std::collections::HashMap::new(),
-            clock_ms: 0,
             peer_seen_ms: std::collections::HashMap::new(),
             peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
+            next_rebalance_ms: None,
+            rebalance_more: Arc::new(AtomicBool::new(false)),
+            last_now_ms: 0,
         }
     }
 
@@ -257,7 +266,7 @@ impl<D: Durable> ControllerCore<D> {
                 if let Some(session) = self.sessions.get_mut(&(peer as i32)) {
                     if session.connection.is_none() {
                         let grace = lifecycle.failover_grace_ms.min(DISCONNECTED_VOTER_GRACE_MS);
-                        session.deadline_ms = session.deadline_ms.min(self.clock_ms + grace);
+                        session.deadline_ms = session.deadline_ms.min(self.last_now_ms + grace);
                     }
                 }
             }
@@ -290,10 +299,38 @@ impl<D: Durable> ControllerCore<D> {
 
     /// One tick of the quorum clock, at `now_ms`.
     pub(crate) fn tick(&mut self, now_ms: u64) {
-        self.clock_ms = now_ms;
+        self.last_now_ms = self.last_now_ms.max(now_ms);
         self.engine.tick();
         self.expire_in_flight(now_ms);
         self.expire_sessions(now_ms);
+        self.maybe_rebalance(now_ms);
+    }
+
+    /// Queues an automatic leader rebalancing pass when one is due (Kafka's
+    /// `maybeScheduleNextBalancePartitionLeaders`), decided in turn with the requests.
+    fn maybe_rebalance(&mut self, now_ms: u64) {
+        if !self.is_active() || !self.config.auto_leader_rebalance_enable {
+            self.next_rebalance_ms = None;
+            return;
+        }
+        let interval_ms = u64::try_from(self.config.leader_imbalance_check_interval_ms)
+            .unwrap_or(1)
+            .max(1);
+        let Some(due) = self.next_rebalance_ms else {
+            self.next_rebalance_ms = Some(now_ms + interval_ms);
+            return;
+        };
+        if self.rebalance_more.swap(false, Ordering::AcqRel) {
+            self.next_rebalance_ms = Some(due.min(now_ms + LEADER_IMBALANCE_RECHECK_MS));
+            return;
+        }
+        if now_ms < due {
+            return;
+        }
+        self.next_rebalance_ms = Some(now_ms + interval_ms);
+        self.queued.push_back(Request::Rebalance {
+            more: self.rebalance_more.clone(),
+        });
     }
 
     /// Fences brokers whose session passed its deadline.
@@ -469,6 +506,7 @@ impl<D: Durable> ControllerCore<D> {
     /// messages for peers. An error means this voter can no longer keep its state durable: the
     /// caller stops it.
     pub(crate) fn advance(&mut self, now_ms: u64) -> Result<Vec<Message>, DurableError> {
+        self.last_now_ms = self.last_now_ms.max(now_ms);
         let mut messages = Vec::new();
         if let Some((delay, lost)) = self.campaign_after.take() {
             self.campaign_due_ms = Some((now_ms + delay, lost));

@@ -40,7 +40,7 @@ use crate::quorum::transport::{Transport, TransportEvent};
 use crate::quorum::{QuorumConfig, QuorumEngine};
 pub use decisions::{
     AlterConfigOp, AlterPartitionItem, AlterPartitionResult, CreateTopicSpec, ElectionResult,
-    ElectionType, HeartbeatOutcome, ProducerIdBlock,
+    ElectionType, HeartbeatOutcome, ProducerIdBlock, ReassignmentItem, ReassignmentResult,
 };
 use driver::{ControllerCore, Event};
 pub use forward::{QuorumDescription, VoterDescription};
@@ -292,6 +292,20 @@ impl ControllerChannel {
         self.call(|reply| Request::ElectLeaders {
             election,
             partitions,
+            reply,
+        })
+        .await
+    }
+
+    /// AlterPartitionReassignments; see [`decisions::alter_reassignments`].
+    pub async fn alter_partition_reassignments(
+        &self,
+        items: Vec<ReassignmentItem>,
+        allow_replication_factor_change: bool,
+    ) -> Result<Vec<ReassignmentResult>, ApiError> {
+        self.call(|reply| Request::AlterPartitionReassignments {
+            items,
+            allow_replication_factor_change,
             reply,
         })
         .await
@@ -592,7 +606,11 @@ mod tests {
     }
 
     async fn start_in(dir: &std::path::Path) -> Started {
-        let config = Arc::new(BrokerConfig::from_raw(RawConfig::default()).unwrap().config);
+        start_with(dir, RawConfig::default()).await
+    }
+
+    async fn start_with(dir: &std::path::Path, raw: RawConfig) -> Started {
+        let config = Arc::new(BrokerConfig::from_raw(raw).unwrap().config);
         let cache = Arc::new(MetadataCache::new(Default::default()));
         let (shutdown, rx) = watch::channel(false);
         let (channel, _, task) = start(
@@ -614,7 +632,11 @@ mod tests {
     }
 
     fn registration() -> BrokerRegistration {
-        BrokerRegistration::new(1, random_uuid(), None).with_listener(
+        registration_of(1)
+    }
+
+    fn registration_of(node_id: i32) -> BrokerRegistration {
+        BrokerRegistration::new(node_id, random_uuid(), None).with_listener(
             "PLAINTEXT",
             "127.0.0.1",
             9092,
@@ -668,6 +690,64 @@ mod tests {
             next.first >= block.first + block.size,
             "{next:?} after {block:?}"
         );
+        c.stop().await;
+    }
+
+    /// The controller thread runs the rebalancing pass by itself every check interval: a
+    /// partition whose replicas a reassignment reordered goes to its new preferred replica.
+    #[tokio::test]
+    async fn the_controller_thread_rebalances_every_check_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut raw = RawConfig::default();
+        raw.apply_override("leader.imbalance.check.interval.ms=200")
+            .unwrap();
+        let c = start_with(dir.path(), raw).await;
+        for id in 1..=3 {
+            c.channel
+                .register_broker(registration_of(id))
+                .await
+                .unwrap();
+        }
+        let spec = CreateTopicSpec {
+            replication_factor: 3,
+            ..spec("t", 3)
+        };
+        c.channel.create_topic(spec, false).await.unwrap();
+        let before = c.cache.image().topic("t").unwrap().partitions[&0].clone();
+        assert_eq!(before.leader, before.replicas[0]);
+        let target = vec![before.replicas[1], before.replicas[0], before.replicas[2]];
+        let results = c
+            .channel
+            .alter_partition_reassignments(
+                vec![ReassignmentItem {
+                    topic: "t".into(),
+                    partition: 0,
+                    replicas: Some(target.clone()),
+                }],
+                true,
+            )
+            .await
+            .unwrap();
+        assert!(results[0].result.is_ok(), "{results:?}");
+        let reordered = c.cache.image().topic("t").unwrap().partitions[&0].clone();
+        assert_eq!(reordered.replicas, target, "every replica is in the ISR");
+        let started = std::time::Instant::now();
+        loop {
+            let now = c.cache.image().topic("t").unwrap().partitions[&0].clone();
+            if now.leader == target[0] {
+                assert!(now.leader_epoch > before.leader_epoch);
+                break;
+            }
+            assert_eq!(
+                now.leader, before.leader,
+                "only the preferred replica takes over"
+            );
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "no rebalancing pass within 5 s of a 200 ms interval"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         c.stop().await;
     }
 

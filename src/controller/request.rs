@@ -9,11 +9,12 @@ use uuid::Uuid;
 
 use super::decisions::{
     self, AlterPartitionItem, AlterPartitionResult, CreateTopicSpec, ElectionResult, ElectionType,
-    HeartbeatOutcome, ProducerIdBlock,
+    HeartbeatOutcome, ProducerIdBlock, ReassignmentItem, ReassignmentResult,
 };
 use super::{random_uuid, AlterConfigOp};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
+use crate::limits::LEADER_ELECTIONS_PER_IMBALANCE_PASS_MAX;
 use crate::metadata::{BrokerRegistration, MetadataImage, MetadataRecord, TopicImage};
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
@@ -46,6 +47,11 @@ pub(crate) enum Request {
         election: ElectionType,
         partitions: Option<Vec<(String, i32)>>,
         reply: Reply<Vec<ElectionResult>>,
+    },
+    AlterPartitionReassignments {
+        items: Vec<ReassignmentItem>,
+        allow_replication_factor_change: bool,
+        reply: Reply<Vec<ReassignmentResult>>,
     },
     RegisterBroker {
         registration: BrokerRegistration,
@@ -90,6 +96,12 @@ pub(crate) enum Request {
     /// The controller's own: the first active controller of a cluster writes its id.
     BootstrapClusterId {
         cluster_id: String,
+    },
+    /// The controller's own: one automatic leader rebalancing pass
+    /// ([`decisions::rebalance_pass`]); `more` is set once committed if the pass stopped at its
+    /// bound with electable partitions left.
+    Rebalance {
+        more: Arc<std::sync::atomic::AtomicBool>,
     },
 }
 
@@ -190,6 +202,30 @@ pub(crate) fn decide(config: &BrokerConfig, image: &MetadataImage, request: Requ
                 }),
             }
         }
+        Request::AlterPartitionReassignments {
+            items,
+            allow_replication_factor_change,
+            reply,
+        } => {
+            let settings = decisions::ControllerSettings::from_config(config);
+            let (records, mut results) = decisions::alter_reassignments(
+                image,
+                &settings,
+                allow_replication_factor_change,
+                &items,
+            );
+            Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    if let Err(e) = committed {
+                        for r in results.iter_mut().filter(|r| r.result.is_ok()) {
+                            r.result = Err(e.clone());
+                        }
+                    }
+                    let _ = reply.send(Ok(results));
+                }),
+            }
+        }
         Request::RegisterBroker {
             registration,
             reply,
@@ -275,6 +311,30 @@ pub(crate) fn decide(config: &BrokerConfig, image: &MetadataImage, request: Requ
             records: decisions::bootstrap_cluster_id(image, &cluster_id),
             finish: Box::new(|_| {}),
         },
+        Request::Rebalance { more } => {
+            let settings = decisions::ControllerSettings::from_config(config);
+            let (records, elected, left) = decisions::rebalance_pass(
+                image,
+                &settings,
+                LEADER_ELECTIONS_PER_IMBALANCE_PASS_MAX,
+            );
+            if !elected.is_empty() {
+                tracing::info!(
+                    elections = elected.len(),
+                    more = left,
+                    "preferred leader elections for imbalanced brokers"
+                );
+            }
+            Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    more.store(
+                        left && committed.is_ok(),
+                        std::sync::atomic::Ordering::Release,
+                    )
+                }),
+            }
+        }
     }
 }
 
@@ -299,12 +359,15 @@ impl Request {
             | Request::CreatePartitions { reply, .. }
             | Request::AlterTopicConfigs { reply, .. } => drop(reply.send(Err(error))),
             Request::ElectLeaders { reply, .. } => drop(reply.send(Err(error))),
+            Request::AlterPartitionReassignments { reply, .. } => drop(reply.send(Err(error))),
             Request::RegisterBroker { reply, .. } => drop(reply.send(Err(error))),
             Request::AllocateProducerIds { reply, .. } => drop(reply.send(Err(error))),
             Request::BrokerRegistration { reply, .. } => drop(reply.send(Err(error))),
             Request::BrokerHeartbeat { reply, .. } => drop(reply.send(Err(error))),
             Request::AlterPartition { reply, .. } => drop(reply.send(Err(error))),
-            Request::FenceBroker { .. } | Request::BootstrapClusterId { .. } => {}
+            Request::FenceBroker { .. }
+            | Request::BootstrapClusterId { .. }
+            | Request::Rebalance { .. } => {}
         }
     }
 }

@@ -1,7 +1,8 @@
 //! ElectLeaders (key 43), v0-2: preferred (0) or unclean (1) leader elections through the
-//! controller; `topic_partitions` null means every partition. On one node the only replica
-//! already leads, so the answer is ELECTION_NOT_NEEDED; the decision
-//! (`controller::decisions::elect_leader`) is the one a cluster uses.
+//! controller (`controller::decisions::elect_leaders`), with Kafka's per-partition errors and
+//! messages. `topic_partitions` null means every partition: then, as Kafka answers, every topic
+//! is listed and partitions that need no election (ELECTION_NOT_NEEDED) are left out; named
+//! partitions are all answered.
 
 use std::sync::Arc;
 
@@ -36,6 +37,7 @@ pub async fn handle(
             return ResponseKind::ElectLeaders(response);
         }
     };
+    let all = request.topic_partitions.is_none();
     let partitions = request.topic_partitions.map(|topics| {
         topics
             .iter()
@@ -56,12 +58,20 @@ pub async fn handle(
         }
     };
     let mut by_topic: Vec<ReplicaElectionResult> = Vec::new();
-    for (topic, partition, result) in results {
-        let mut p = PartitionResult::default().with_partition_id(partition);
-        if let Err(e) = result {
-            p.error_code = e.code();
-            p.error_message = Some(str_bytes(&e.message()));
+    let mut results = results.into_iter().peekable();
+    if all {
+        // Every topic, those without a partition to report included (in name order, as the
+        // decision goes through them).
+        for name in ctx.image().topics.keys() {
+            let mut t = ReplicaElectionResult::default().with_topic(topic_name(name));
+            while let Some((_, partition, result)) = results.next_if(|(t, _, _)| t == name) {
+                t.partition_result.push(partition_result(partition, result));
+            }
+            by_topic.push(t);
         }
+    }
+    for (topic, partition, result) in results {
+        let p = partition_result(partition, result);
         match by_topic.last_mut() {
             Some(t) if t.topic.0.as_str() == topic => t.partition_result.push(p),
             _ => by_topic.push(
@@ -73,4 +83,16 @@ pub async fn handle(
     }
     response.replica_election_results = by_topic;
     ResponseKind::ElectLeaders(response)
+}
+
+/// One partition's answer: Kafka sends the message with every error, none on success.
+fn partition_result(partition: i32, result: Result<(), ApiError>) -> PartitionResult {
+    let mut p = PartitionResult::default()
+        .with_partition_id(partition)
+        .with_error_message(None);
+    if let Err(e) = result {
+        p.error_code = e.code();
+        p.error_message = Some(str_bytes(&e.message()));
+    }
+    p
 }

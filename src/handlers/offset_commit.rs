@@ -143,6 +143,8 @@ mod tests {
             leader_epoch: 0,
             partition_epoch: 0,
             leader_recovery_state: crate::metadata::LeaderRecoveryState::Recovered,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         };
         image.topics.insert(
             "known".to_owned(),

@@ -150,6 +150,25 @@ pub struct PartitionRegistration {
     /// Bumped on every change of this registration (ISR changes included).
     pub partition_epoch: i32,
     pub leader_recovery_state: LeaderRecoveryState,
+    /// While a reassignment is in progress: the replicas it adds (already in `replicas`, as
+    /// followers that catch up and join the ISR). Empty otherwise.
+    pub adding_replicas: Vec<i32>,
+    /// While a reassignment is in progress: the replicas it removes once every target replica
+    /// is in the ISR (still in `replicas` until then). Empty otherwise.
+    pub removing_replicas: Vec<i32>,
+}
+
+impl PartitionRegistration {
+    /// The preferred leader: the first replica (Kafka's `preferredReplica`), -1 without replicas.
+    pub fn preferred_replica(&self) -> i32 {
+        self.replicas.first().copied().unwrap_or(-1)
+    }
+
+    /// Whether a reassignment of this partition is in progress (Kafka's
+    /// `isReassignmentInProgress`).
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -472,6 +491,8 @@ mod tests {
             leader_epoch: 0,
             partition_epoch: 0,
             leader_recovery_state: LeaderRecoveryState::Recovered,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         };
         let image = MetadataImage::empty("c".into(), 1).apply(&[
             MetadataRecord::Topic {
@@ -553,6 +574,8 @@ mod tests {
             leader_epoch: 0,
             partition_epoch: 0,
             leader_recovery_state: LeaderRecoveryState::Recovered,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         };
         assert_eq!(image.offline_replicas(&reg), vec![1, 2]);
     }
@@ -606,6 +629,8 @@ mod tests {
                         leader_epoch: 3,
                         partition_epoch: 4,
                         leader_recovery_state: LeaderRecoveryState::Recovering,
+                        adding_replicas: vec![2],
+                        removing_replicas: vec![1],
                     },
                 },
                 MetadataRecord::BrokerConfig {

@@ -8,9 +8,14 @@
 //! corrupt log can only fail to decode, never allocate wildly.
 //!
 //! Type bytes: 2 topic, 4 topic config, 5 broker config, 6 topic removal, 7 producer ids,
-//! 8 broker registration, 9 partition, 10 broker registration change, 11 cluster id. Types 1 and
-//! 3 held the single-node broker and partition layouts; they are retired, so a log written
-//! before the cluster shapes fails to decode rather than being read as something else.
+//! 8 broker registration, 9 partition, 10 broker registration change, 11 cluster id, 12 partition
+//! being reassigned. Types 1 and 3 held the single-node broker and partition layouts; they are
+//! retired, so a log written before the cluster shapes fails to decode rather than being read as
+//! something else.
+//!
+//! A partition is written as type 9 when no reassignment is in progress and as type 12 (type 9's
+//! fields, then the adding and the removing replicas) while one is: logs and snapshots without
+//! reassignments keep the layout they had before reassignments existed.
 
 use uuid::Uuid;
 
@@ -304,7 +309,7 @@ impl MetadataRecord {
                 partition,
                 registration: r,
             } => {
-                w.u8(9);
+                w.u8(if r.is_reassigning() { 12 } else { 9 });
                 w.uuid(topic_id);
                 w.i32(*partition);
                 w.ids(&r.replicas);
@@ -313,6 +318,10 @@ impl MetadataRecord {
                 w.i32(r.leader_epoch);
                 w.i32(r.partition_epoch);
                 w.u8(r.leader_recovery_state.to_wire() as u8);
+                if r.is_reassigning() {
+                    w.ids(&r.adding_replicas);
+                    w.ids(&r.removing_replicas);
+                }
             }
             MetadataRecord::TopicConfig {
                 topic_id,
@@ -403,18 +412,34 @@ impl MetadataRecord {
                 name: r.string()?,
                 topic_id: r.uuid()?,
             },
-            9 => MetadataRecord::Partition {
-                topic_id: r.uuid()?,
-                partition: r.i32()?,
-                registration: PartitionRegistration {
+            kind @ (9 | 12) => {
+                let topic_id = r.uuid()?;
+                let partition = r.i32()?;
+                let mut registration = PartitionRegistration {
                     replicas: r.ids()?,
                     isr: r.ids()?,
                     leader: r.i32()?,
                     leader_epoch: r.i32()?,
                     partition_epoch: r.i32()?,
                     leader_recovery_state: r.recovery_state()?,
-                },
-            },
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
+                };
+                if kind == 12 {
+                    registration.adding_replicas = r.ids()?;
+                    registration.removing_replicas = r.ids()?;
+                    if !registration.is_reassigning() {
+                        return Err(RecordDecodeError(
+                            "reassigning partition without a reassignment",
+                        ));
+                    }
+                }
+                MetadataRecord::Partition {
+                    topic_id,
+                    partition,
+                    registration,
+                }
+            }
             4 => MetadataRecord::TopicConfig {
                 topic_id: r.uuid()?,
                 name: r.string()?,
@@ -483,6 +508,22 @@ mod tests {
                     leader_epoch: 4,
                     partition_epoch: 9,
                     leader_recovery_state: LeaderRecoveryState::Recovering,
+                    adding_replicas: vec![],
+                    removing_replicas: vec![],
+                },
+            },
+            MetadataRecord::Partition {
+                topic_id: id,
+                partition: 4,
+                registration: PartitionRegistration {
+                    replicas: vec![3, 2, 1],
+                    isr: vec![1, 2],
+                    leader: 1,
+                    leader_epoch: 4,
+                    partition_epoch: 10,
+                    leader_recovery_state: LeaderRecoveryState::Recovered,
+                    adding_replicas: vec![3],
+                    removing_replicas: vec![1],
                 },
             },
             MetadataRecord::TopicConfig {
@@ -540,6 +581,50 @@ mod tests {
         bytes.extend_from_slice(&0i32.to_be_bytes());
         bytes.extend_from_slice(&u16::MAX.to_be_bytes());
         assert!(MetadataRecord::decode_all(&bytes).is_err());
+    }
+
+    #[test]
+    fn a_partition_keeps_its_layout_unless_it_is_being_reassigned() {
+        let registration = PartitionRegistration {
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
+        };
+        let record = |registration| MetadataRecord::Partition {
+            topic_id: Uuid::from_u128(1),
+            partition: 0,
+            registration,
+        };
+        let mut plain = Vec::new();
+        record(registration.clone()).encode(&mut plain).unwrap();
+        // Type 9: id, partition, two lists of two, leader, two epochs, the state.
+        assert_eq!(
+            (plain[0], plain.len()),
+            (9, 1 + 16 + 4 + 2 * (2 + 8) + 12 + 1)
+        );
+        let mut moving = Vec::new();
+        let reassigning = PartitionRegistration {
+            replicas: vec![2, 3, 1],
+            adding_replicas: vec![3],
+            removing_replicas: vec![1],
+            ..registration
+        };
+        record(reassigning.clone()).encode(&mut moving).unwrap();
+        assert_eq!(moving[0], 12);
+        assert_eq!(
+            MetadataRecord::decode_all(&moving).unwrap(),
+            vec![record(reassigning)]
+        );
+        // Type 12 with nothing being reassigned is not a layout the encoder writes.
+        let mut empty = plain.clone();
+        empty[0] = 12;
+        empty.extend_from_slice(&[0, 0, 0, 0]);
+        assert!(MetadataRecord::decode_all(&empty).is_err());
     }
 
     #[test]

@@ -11,9 +11,16 @@
 //! live broker within its failover grace. When the image names a new active controller, the
 //! next heartbeat goes to it at once rather than at the end of the interval: a broker the new
 //! controller has not heard from yet is one it can only fence by timeout.
+//!
+//! Controlled shutdown (Kafka's `beginControlledShutdown`): when the node is asked to stop, the
+//! heartbeats carry `want_shut_down`, every [`BROKER_LIFECYCLE_RETRY_MS`] instead of every
+//! interval, and the controller moves this broker's leaderships to other ISR members a batch
+//! per heartbeat; the node stops serving only once a heartbeat answers `should_shut_down` (it
+//! then leads nothing, and that is committed), after [`ControlledShutdown::begin`]'s bound, or
+//! once no controller has answered for a heartbeat interval (there is nobody to hand over to).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
 use kafka_protocol::messages::{BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest};
@@ -38,8 +45,10 @@ pub(crate) struct BrokerLifecycle {
     next_candidate: usize,
     /// The active controller each new image names (fed by [`ControllerWatch`]).
     controller: watch::Receiver<i32>,
-    /// Whether the publisher dropped the watch (the node is stopping).
-    controller_gone: bool,
+    /// Turned true by [`ControlledShutdown::begin`].
+    want_shut_down: watch::Receiver<bool>,
+    /// Turned true once the controller lets this broker go (or it has nothing to hand over).
+    may_shut_down: watch::Sender<bool>,
 }
 
 /// An image listener that passes on the active controller's id when it changes.
@@ -52,6 +61,24 @@ impl ImageListener for ControllerWatch {
             *id = next.controller_id;
             changed
         });
+    }
+}
+
+/// The node's handle on its broker's controlled shutdown.
+pub(crate) struct ControlledShutdown {
+    want_shut_down: watch::Sender<bool>,
+    may_shut_down: watch::Receiver<bool>,
+}
+
+impl ControlledShutdown {
+    /// Asks the controller to move this broker's leaderships away and waits until it lets the
+    /// broker go, at most `bound`: past it the broker stops anyway (a controller that has not
+    /// answered for a session timeout would have fenced it for silence by then). Returns
+    /// whether the controller let it go.
+    pub(crate) async fn begin(mut self, bound: Duration) -> bool {
+        let _ = self.want_shut_down.send(true);
+        let waited = tokio::time::timeout(bound, self.may_shut_down.wait_for(|ok| *ok)).await;
+        matches!(waited, Ok(Ok(_)))
     }
 }
 
@@ -86,9 +113,22 @@ impl BrokerLifecycle {
             running: watch::channel(false).0,
             next_candidate: 0,
             controller,
-            controller_gone: false,
+            want_shut_down: watch::channel(false).1,
+            may_shut_down: watch::channel(false).0,
         };
         (lifecycle, Arc::new(ControllerWatch(watch_tx)))
+    }
+
+    /// The handle that starts this broker's controlled shutdown.
+    pub(crate) fn controlled_shutdown(&mut self) -> ControlledShutdown {
+        let (want_tx, want_rx) = watch::channel(false);
+        let (may_tx, may_rx) = watch::channel(false);
+        self.want_shut_down = want_rx;
+        self.may_shut_down = may_tx;
+        ControlledShutdown {
+            want_shut_down: want_tx,
+            may_shut_down: may_rx,
+        }
     }
 
     /// Turns true once the controller has unfenced this broker (and back to false if it fences
@@ -114,7 +154,22 @@ impl BrokerLifecycle {
         let retry = Duration::from_millis(BROKER_LIFECYCLE_RETRY_MS);
         let mut epoch: Option<i64> = None;
         let mut failed: Option<i32> = None;
+        let mut want_shut_down = self.want_shut_down.clone();
+        // The node dropped its handle without asking: stop watching it.
+        let mut handle_dropped = false;
+        // The publisher dropped the controller watch (the node is stopping).
+        let mut controller_gone = false;
+        // While shutting down: since when no controller has answered.
+        let mut unreachable_since: Option<Instant> = None;
         loop {
+            let shutting_down = *want_shut_down.borrow_and_update();
+            if shutting_down && (epoch.is_none() || *self.may_shut_down.borrow()) {
+                // Not registered (nothing to hand over), or already let go: wait for the stop.
+                let _ = self.may_shut_down.send(true);
+                let _ = shutdown.wait_for(|stop| *stop).await;
+                self.client.shutdown();
+                return;
+            }
             let target = self.target(failed);
             let outcome = match epoch {
                 None => self.register(target).await.map(|e| {
@@ -125,15 +180,17 @@ impl BrokerLifecycle {
                     );
                     epoch = Some(e);
                 }),
-                Some(e) => self.heartbeat(target, e).await,
+                Some(e) => self.heartbeat(target, e, shutting_down).await,
             };
             let wait = match outcome {
                 Ok(()) => {
                     failed = None;
-                    if *self.running.borrow() {
+                    unreachable_since = None;
+                    if *self.running.borrow() && !shutting_down {
                         interval
                     } else {
-                        // Not unfenced yet: ask again soon, the controller decides on heartbeats.
+                        // Not unfenced yet, or handing over leaderships: ask again soon, the
+                        // controller decides on heartbeats.
                         retry.max(Duration::from_millis(100)).min(interval)
                     }
                 }
@@ -150,6 +207,20 @@ impl BrokerLifecycle {
                         "controller request failed; trying the next"
                     );
                     failed = Some(target);
+                    if shutting_down {
+                        // No controller to hand leaderships over: once none has answered for
+                        // a heartbeat interval (a controller failover takes far less), stop;
+                        // the last node of a cluster that has lost its quorum would otherwise
+                        // wait out the whole bound.
+                        let since = *unreachable_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() >= interval {
+                            tracing::warn!(
+                                waited_ms = since.elapsed().as_millis() as u64,
+                                "no controller answers; shutting down without handing over"
+                            );
+                            let _ = self.may_shut_down.send(true);
+                        }
+                    }
                     retry
                 }
                 Err(LifecycleError::Fatal(reason)) => {
@@ -165,9 +236,15 @@ impl BrokerLifecycle {
             loop {
                 tokio::select! {
                     _ = &mut sleep => break,
-                    changed = self.controller.changed(), if !self.controller_gone => {
+                    changed = want_shut_down.changed(), if !shutting_down && !handle_dropped => {
+                        handle_dropped = changed.is_err();
+                        if !handle_dropped {
+                            break;
+                        }
+                    }
+                    changed = self.controller.changed(), if !controller_gone => {
                         if changed.is_err() {
-                            self.controller_gone = true;
+                            controller_gone = true;
                             continue;
                         }
                         let named = *self.controller.borrow_and_update();
@@ -230,7 +307,12 @@ impl BrokerLifecycle {
         }
     }
 
-    async fn heartbeat(&self, target: i32, epoch: i64) -> Result<(), LifecycleError> {
+    async fn heartbeat(
+        &self,
+        target: i32,
+        epoch: i64,
+        want_shut_down: bool,
+    ) -> Result<(), LifecycleError> {
         let node_id = self.registration.node_id;
         let offset = self.cache.image().metadata_offset as i64;
         let request = BrokerHeartbeatRequest::default()
@@ -238,7 +320,7 @@ impl BrokerLifecycle {
             .with_broker_epoch(epoch)
             .with_current_metadata_offset(offset)
             .with_want_fence(false)
-            .with_want_shut_down(false);
+            .with_want_shut_down(want_shut_down);
         let response = self
             .client
             .send_with(target, RequestOptions::default(), move |_version| request)
@@ -258,6 +340,10 @@ impl BrokerLifecycle {
                 "error code {}",
                 body.error_code
             )));
+        }
+        if want_shut_down && body.should_shut_down {
+            tracing::info!("the controller lets this broker shut down: it leads nothing");
+            let _ = self.may_shut_down.send(true);
         }
         let running = !body.is_fenced;
         if *self.running.borrow() != running {

@@ -82,6 +82,8 @@ pub struct Node {
     pub context: Arc<Context>,
     shutdown_tx: watch::Sender<bool>,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
+    /// In a cluster: the broker's controlled shutdown, run before anything stops.
+    controlled_shutdown: Option<lifecycle::ControlledShutdown>,
 }
 
 /// Why a shutdown was not clean.
@@ -234,6 +236,7 @@ impl Node {
         meta.complete(&cluster_id)?;
 
         let registration = registration(&config, listeners.client_port);
+        let mut controlled_shutdown = None;
         if config.kraft.standalone {
             // A single node's broker reads its own controller's image: registered and unfenced
             // at once, leading its partitions again under new epochs.
@@ -250,13 +253,14 @@ impl Node {
         } else {
             publisher.add_listener(replicas.clone());
             publisher.add_listener(groups.clone());
-            let (lifecycle, controller_watch) = lifecycle::BrokerLifecycle::new(
+            let (mut lifecycle, controller_watch) = lifecycle::BrokerLifecycle::new(
                 config.clone(),
                 cluster_id.clone(),
                 registration,
                 cache.clone(),
             );
             publisher.add_listener(controller_watch);
+            controlled_shutdown = Some(lifecycle.controlled_shutdown());
             let running = lifecycle.running();
             tasks.push((
                 "broker lifecycle",
@@ -288,12 +292,34 @@ impl Node {
             context,
             shutdown_tx,
             tasks,
+            controlled_shutdown,
         })
     }
 
-    /// Clean shutdown: stop serving and every task, checkpoint high watermarks, close every
-    /// log. A task that panicked makes the shutdown an error (after the logs are closed).
-    pub async fn shutdown(self) -> Result<(), ShutdownError> {
+    /// Clean shutdown: in a cluster first a controlled shutdown (the controller moves this
+    /// broker's leaderships to other ISR members while it still serves, so clients are
+    /// redirected rather than timed out; at most `broker.session.timeout.ms`), then stop
+    /// serving and every task, checkpoint high watermarks, close every log. A task that
+    /// panicked makes the shutdown an error (after the logs are closed).
+    pub async fn shutdown(mut self) -> Result<(), ShutdownError> {
+        if let Some(controlled) = self.controlled_shutdown.take() {
+            let bound = std::time::Duration::from_millis(
+                self.context.config.kraft.broker_session_timeout_ms,
+            );
+            let started = std::time::Instant::now();
+            tracing::info!("controlled shutdown: asking the controller to move leaderships away");
+            if controlled.begin(bound).await {
+                tracing::info!(
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "controlled shutdown complete"
+                );
+            } else {
+                tracing::warn!(
+                    bound_ms = bound.as_millis() as u64,
+                    "the controller did not complete the controlled shutdown in time; stopping anyway"
+                );
+            }
+        }
         let _ = self.shutdown_tx.send(true);
         let mut panicked = None;
         for (name, task) in self.tasks {

@@ -128,6 +128,8 @@ mod tests {
             leader_epoch,
             partition_epoch,
             leader_recovery_state: Default::default(),
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         }
     }
 

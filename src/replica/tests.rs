@@ -19,6 +19,8 @@ fn reg(replicas: &[i32], leader: i32, epochs: (i32, i32)) -> PartitionRegistrati
         leader_epoch: epochs.0,
         partition_epoch: epochs.1,
         leader_recovery_state: Default::default(),
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     }
 }
 

@@ -78,6 +78,12 @@ pub async fn handle_frame(
             handlers::incremental_alter_configs::handle(ctx, version, r).await
         }
         RequestKind::ElectLeaders(r) => handlers::elect_leaders::handle(ctx, version, r).await,
+        RequestKind::AlterPartitionReassignments(r) => {
+            handlers::alter_partition_reassignments::handle(ctx, version, r).await
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            handlers::list_partition_reassignments::handle(ctx, version, r)
+        }
         RequestKind::DescribeCluster(r) => {
             handlers::describe_cluster::handle_controllers(ctx, version, r)
         }

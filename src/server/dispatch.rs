@@ -40,6 +40,7 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::CreatePartitions,
     ApiKey::IncrementalAlterConfigs,
     ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
     ApiKey::DescribeQuorum,
 ];
 
@@ -145,6 +146,9 @@ pub async fn handle_frame(
         }
         RequestKind::ElectLeaders(r) => {
             Some(handlers::elect_leaders::handle(ctx, version, r).await)
+        }
+        RequestKind::AlterPartitionReassignments(r) => {
+            Some(handlers::alter_partition_reassignments::handle(ctx, version, r).await)
         }
         RequestKind::ListPartitionReassignments(r) => Some(
             handlers::list_partition_reassignments::handle(ctx, version, r),

@@ -285,6 +285,41 @@ impl Cluster {
         }
     }
 
+    /// SIGTERM of node `id` without waiting: the returned thread checks the stop as
+    /// [`Cluster::stop`] does and ends when the process has exited, so a test can watch the
+    /// cluster while the node shuts down.
+    pub fn stop_in_background(&mut self, id: i32) -> std::thread::JoinHandle<Result<(), String>> {
+        let node = self.nodes.get_mut(&id).expect("node");
+        let mut p = node.process.take().expect("node runs");
+        std::thread::spawn(move || p.stop().map_err(|e| format!("node {id}: {e}")))
+    }
+
+    /// The whole output of node `id`'s current (or, once stopped, last) run.
+    pub fn log_text(&self, id: i32) -> String {
+        let node = &self.nodes[&id];
+        std::fs::read_to_string(node.dir.join(format!("node.{}.log", node.starts)))
+            .unwrap_or_default()
+    }
+
+    /// Runs one of Apache Kafka 4.1.1's command-line tools (`main_class`, e.g.
+    /// `org.apache.kafka.tools.LeaderElectionCommand`) against this cluster with `args`;
+    /// `--bootstrap-server` is added. Returns the exit code and its output, SLF4J noise removed.
+    pub fn kafka_tool(&self, main_class: &str, args: &[&str]) -> (i32, String) {
+        let out = Command::new("java")
+            .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
+            .arg(format!("{}/*", kafka_libs().display()))
+            .arg(main_class)
+            .arg("--bootstrap-server")
+            .arg(self.bootstrap())
+            .args(args)
+            .output()
+            .expect("run java");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("SLF4J")).collect();
+        (out.status.code().unwrap_or(-1), text.join("\n"))
+    }
+
     /// Stops every running node, checked; removes the directory unless `KEEP_BROKER_DIR`.
     pub fn stop_all(&mut self) {
         let mut failures = Vec::new();
@@ -326,20 +361,79 @@ impl Cluster {
         client.try_call(12, &request, ANSWER).await
     }
 
-    /// CreateTopics (v7) of one topic at replication factor 3 through node `id`: its error
-    /// code, or `None` (no answer).
-    pub async fn create_topic(&self, id: i32, name: &str, partitions: i32) -> Option<i16> {
+    /// CreateTopics (v7) through node `id` (forwarded when it is not the active controller):
+    /// the topic's error code, or `None` (no answer).
+    pub async fn create_topic_with(
+        &self,
+        id: i32,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+    ) -> Option<i16> {
         let mut client = RawClient::try_connect(self.nodes[&id].client_addr()).await?;
         let request = CreateTopicsRequest::default()
             .with_timeout_ms(30_000)
             .with_topics(vec![CreatableTopic::default()
                 .with_name(TopicName(StrBytes::from_string(name.to_owned())))
                 .with_num_partitions(partitions)
-                .with_replication_factor(3)]);
+                .with_replication_factor(replication_factor)]);
         let r = client
             .try_call(7, &request, Duration::from_secs(10))
             .await?;
         Some(r.topics[0].error_code)
+    }
+
+    /// CreateTopics of a replication factor 3 topic through node `id`.
+    pub async fn create_topic(&self, id: i32, name: &str, partitions: i32) -> Option<i16> {
+        self.create_topic_with(id, name, partitions, 3).await
+    }
+
+    /// Every partition of `topic` as node `id` reports it, in partition order.
+    pub async fn partitions(&self, id: i32, topic: &str) -> Option<Vec<PartitionView>> {
+        let m = self.metadata(id, &[topic]).await?;
+        let t = m.topics.first().filter(|t| t.error_code == 0)?;
+        let mut v: Vec<PartitionView> = t
+            .partitions
+            .iter()
+            .map(|p| PartitionView {
+                partition: p.partition_index,
+                replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                leader: p.leader_id.0,
+                leader_epoch: p.leader_epoch,
+                isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+            })
+            .collect();
+        v.sort_by_key(|p| p.partition);
+        Some(v)
+    }
+
+    /// (leader, leader epoch, isr) of a partition as node `id` reports it; leader -1 while
+    /// it has none.
+    pub async fn partition_state(
+        &self,
+        id: i32,
+        topic: &str,
+        partition: i32,
+    ) -> Option<(i32, i32, Vec<i32>)> {
+        let m = self.metadata(id, &[topic]).await?;
+        let t = m.topics.first()?;
+        let p = t
+            .partitions
+            .iter()
+            .find(|p| p.partition_index == partition)?;
+        if p.error_code != 0 && p.leader_id.0 < 0 {
+            return Some((-1, p.leader_epoch, Vec::new()));
+        }
+        Some((
+            p.leader_id.0,
+            p.leader_epoch,
+            p.isr_nodes.iter().map(|b| b.0).collect(),
+        ))
+    }
+
+    /// The active controller node `id` names in Metadata.
+    pub async fn controller_seen_by(&self, id: i32) -> Option<i32> {
+        self.metadata(id, &[]).await.map(|m| m.controller_id.0)
     }
 
     /// DescribeQuorum (v2) of the metadata log through node `id`'s client listener: the
@@ -433,4 +527,14 @@ impl Drop for Cluster {
             eprintln!("cluster dir kept: {}", self.root.display());
         }
     }
+}
+
+/// One partition as node `id` reports it: replicas, leader, ISR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    pub partition: i32,
+    pub replicas: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub isr: Vec<i32>,
 }

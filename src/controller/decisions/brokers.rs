@@ -6,13 +6,19 @@
 //! up to its own registration; only then does it lead and join ISRs. Fencing takes a broker out
 //! of every ISR and moves its leaderships in the same batch of records.
 //!
+//! A broker that asks to shut down while it leads partitions enters controlled shutdown
+//! ([`controlled_shutdown_step`]): it may no longer lead or join an ISR, its leaderships move in
+//! bounded batches and it leaves the ISRs, and it is told to shut down once it leads nothing.
+//!
 //! What is not here: the session timer (which broker missed its heartbeats is the controller
-//! thread's to track, with the clock; it calls [`fence_broker`]) and controlled shutdown, which
-//! is only stubbed (see [`broker_heartbeat`]).
+//! thread's to track, with the clock; it calls [`fence_broker`]).
 
-use super::partition_change::{coalesce, leader_and_isr_updates, NO_LEADER};
+use super::partition_change::{
+    change_partition, coalesce, leader_and_isr_updates, unclean_enabled, Election, NO_LEADER,
+};
 use super::ControllerSettings;
 use crate::errors::ApiError;
+use crate::limits::CONTROLLED_SHUTDOWN_CHANGES_PER_STEP_MAX;
 use crate::metadata::{BrokerRegistration, MetadataImage, MetadataRecord};
 
 /// What a registration decided: its records, and the broker epoch the reply carries.
@@ -187,16 +193,21 @@ enum BrokerState {
 }
 
 /// BrokerHeartbeat (API 63, v0–1) from `broker_id` at `broker_epoch`, whose image has reached
-/// `metadata_offset`:
+/// `metadata_offset` (Kafka's `BrokerHeartbeatManager#calculateNextBrokerState`):
 /// - an unknown broker gets BROKER_ID_NOT_REGISTERED, so it knows to register again (Kafka
 ///   answers STALE_BROKER_EPOCH here too); another epoch than the registration's gets
 ///   STALE_BROKER_EPOCH;
 /// - a fenced broker is unfenced once caught up (`metadata_offset` ≥ the offset of its
 ///   registration) unless it wants to be fenced; an unfenced one that wants it is fenced;
 /// - `want_shut_down`: a fenced broker, or one that leads nothing, may shut down now (it is
-///   fenced first); see the stub below for one that still leads.
+///   fenced first); one that still leads enters controlled shutdown, and each heartbeat of it
+///   moves the next batch ([`controlled_shutdown_step`]) until the image it is answered from
+///   shows it leading nothing: then it is fenced and told to shut down. It is never told so in
+///   the heartbeat whose records move its last leaderships, so it stops only after they are
+///   committed and published.
 ///
-/// The records are those of [`fence_broker`] / [`unfence_broker`] when the state changes.
+/// The records are those of [`fence_broker`] / [`unfence_broker`] /
+/// [`controlled_shutdown_step`] for the state the broker moves to.
 pub fn broker_heartbeat(
     image: &MetadataImage,
     settings: &ControllerSettings,
@@ -234,32 +245,35 @@ pub fn broker_heartbeat(
         BrokerState::Unfenced if want_fence => BrokerState::Fenced,
         BrokerState::Unfenced if want_shut_down => {
             if leads_something() {
-                // STUB (controlled shutdown, a later issue): Kafka enters CONTROLLED_SHUTDOWN
-                // here, moving the broker's leaderships away while it keeps serving. Until that
-                // exists the broker is told to keep running (nothing moves); it shuts down
-                // cleanly once it leads nothing, or is fenced when its session expires.
-                BrokerState::Unfenced
+                BrokerState::ControlledShutdown
             } else {
                 BrokerState::ShutdownNow
             }
         }
         BrokerState::Unfenced => BrokerState::Unfenced,
-        // STUB (controlled shutdown): Kafka also waits until every broker has replayed past the
-        // shutdown's offset; nothing enters this state yet.
+        // Kafka also waits until every active broker has replayed past the offset at which
+        // the shutdown began; that needs every broker's metadata offset, which the controller
+        // thread's heartbeat tracking holds, not the image (see ARCHITECTURE.md).
         BrokerState::ControlledShutdown if leads_something() => BrokerState::ControlledShutdown,
         BrokerState::ControlledShutdown => BrokerState::ShutdownNow,
         BrokerState::ShutdownNow => unreachable!("not a current state"),
     };
-    let records = if next == current {
-        Vec::new()
-    } else {
-        match next {
-            BrokerState::Fenced | BrokerState::ShutdownNow => {
-                fence_broker(image, settings, broker_id, Some(broker_epoch))
-            }
-            BrokerState::Unfenced => unfence_broker(image, settings, broker_id),
-            BrokerState::ControlledShutdown => Vec::new(),
+    let records = match next {
+        // Every heartbeat in controlled shutdown moves the next batch.
+        BrokerState::ControlledShutdown => {
+            controlled_shutdown_step(
+                image,
+                settings,
+                broker_id,
+                CONTROLLED_SHUTDOWN_CHANGES_PER_STEP_MAX,
+            )
+            .0
         }
+        _ if next == current => Vec::new(),
+        BrokerState::Fenced | BrokerState::ShutdownNow => {
+            fence_broker(image, settings, broker_id, Some(broker_epoch))
+        }
+        BrokerState::Unfenced => unfence_broker(image, settings, broker_id),
     };
     let outcome = HeartbeatOutcome {
         is_caught_up,
@@ -267,6 +281,88 @@ pub fn broker_heartbeat(
         should_shut_down: next == BrokerState::ShutdownNow,
     };
     Ok((records, outcome))
+}
+
+/// One step of `broker_id`'s controlled shutdown (Kafka's
+/// `ReplicationControlManager#handleBrokerInControlledShutdown`, in batches): marks it
+/// `in_controlled_shutdown` if it is not yet (from then on it may not lead, join an ISR or hold
+/// new replicas), then changes at most `max_changes` partitions whose ISR it is in — those it
+/// leads first, in topic and partition order, then those it follows. As in Kafka it leaves
+/// those ISRs (except as the last member, which stays, the partition then leaderless) and a new
+/// leader is elected as when a broker is fenced: the first other active ISR member in replica
+/// order (or, where the topic allows unclean election, the first active replica), leader epoch
+/// bumped.
+///
+/// Returns the records and how many partitions it still leads once they are applied (the
+/// controller thread runs steps until that is 0; heartbeats run one each). Nothing for an
+/// unknown or fenced broker, which leads nothing.
+pub fn controlled_shutdown_step(
+    image: &MetadataImage,
+    settings: &ControllerSettings,
+    broker_id: i32,
+    max_changes: usize,
+) -> (Vec<MetadataRecord>, usize) {
+    let Some(b) = image.broker(broker_id).filter(|b| !b.fenced) else {
+        return (Vec::new(), 0);
+    };
+    let mut records = Vec::new();
+    if !b.in_controlled_shutdown {
+        records.push(MetadataRecord::BrokerRegistrationChange {
+            node_id: broker_id,
+            broker_epoch: b.broker_epoch,
+            fenced: None,
+            in_controlled_shutdown: Some(true),
+        });
+    }
+    let acceptable = |r: i32| r != broker_id && image.is_broker_active(r);
+    let in_isr = || {
+        image.topics.values().flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|(_, p)| p.isr.contains(&broker_id))
+                .map(move |(&partition, p)| (t, partition, p))
+        })
+    };
+    let led = in_isr().filter(|(_, _, p)| p.leader == broker_id);
+    let followed = in_isr().filter(|(_, _, p)| p.leader != broker_id);
+    let mut still_leading = 0;
+    let mut changes = 0;
+    for (topic, partition, reg) in led.chain(followed) {
+        if changes == max_changes {
+            still_leading += usize::from(reg.leader == broker_id);
+            continue;
+        }
+        let election = if unclean_enabled(image, settings, topic) {
+            Election::Unclean
+        } else {
+            Election::Online
+        };
+        let target_isr: Vec<i32> = reg
+            .isr
+            .iter()
+            .copied()
+            .filter(|&r| r != broker_id)
+            .collect();
+        let Some(next) = change_partition(
+            reg,
+            &target_isr,
+            reg.leader_recovery_state,
+            election,
+            &acceptable,
+        ) else {
+            continue;
+        };
+        if next.leader == NO_LEADER && reg.leader != NO_LEADER {
+            tracing::info!(topic = %topic.name, partition, broker_id, "partition has no eligible leader after controlled shutdown");
+        }
+        changes += 1;
+        records.push(MetadataRecord::Partition {
+            topic_id: topic.id,
+            partition,
+            registration: next,
+        });
+    }
+    (records, still_leading)
 }
 
 /// Registers this node's own broker and unfences it at once, its partition changes merged
@@ -528,14 +624,14 @@ mod tests {
                 Ok((true, outcome(true, true, true))),
             ),
             (
-                "shut down while leading: stub, nothing moves",
+                "shut down while leading: controlled shutdown, leaderships move",
                 &image,
                 1,
                 e1,
                 now,
                 false,
                 true,
-                Ok((false, outcome(true, false, false))),
+                Ok((true, outcome(true, false, false))),
             ),
             (
                 "fenced, shut down",
@@ -612,6 +708,8 @@ mod tests {
             leader_epoch: 4,
             partition_epoch: 8,
             leader_recovery_state: Recovered,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         };
         let mut unclean_topic = base.clone();
         let solo_id = base.topic("solo").unwrap().id;
@@ -622,6 +720,7 @@ mod tests {
         }]);
         let unclean = ControllerSettings {
             unclean_leader_election_enable: true,
+            ..settings()
         };
         // Broker 3 fenced by hand, ISR memberships left as they are.
         let three_fenced = base.apply(&[MetadataRecord::BrokerRegistrationChange {
@@ -753,6 +852,7 @@ mod tests {
         // With unclean election on, 1 takes "solo" (RECOVERING).
         let unclean = ControllerSettings {
             unclean_leader_election_enable: true,
+            ..settings()
         };
         let p = partition(
             &image.apply(&unfence_broker(&image, &unclean, 1)),
@@ -766,6 +866,166 @@ mod tests {
         // 2 returns: it leads "solo" again.
         let after2 = commit(&after1, &unfence_broker(&after1, &settings(), 2));
         assert_eq!(partition(&after2, "solo", 0).leader, 2);
+    }
+
+    #[test]
+    fn controlled_shutdown_table() {
+        let base = three();
+        let solo_id = base.topic("solo").unwrap().id;
+        let mut unclean_solo = base.clone();
+        unclean_solo.apply_in_place(&[MetadataRecord::TopicConfig {
+            topic_id: solo_id,
+            name: "unclean.leader.election.enable".into(),
+            value: Some("true".into()),
+        }]);
+        let solo_on_1_2 = set_partition(
+            &base,
+            "solo",
+            0,
+            PartitionRegistration {
+                replicas: vec![1, 2],
+                isr: vec![1, 2],
+                ..partition(&base, "solo", 0)
+            },
+        );
+        // (case, image, max changes, expected: records after the mark, still leading,
+        //  "solo" (leader, isr), "t"-0 (leader, isr), "t"-1 isr)
+        let cases: Vec<(
+            &str,
+            &MetadataImage,
+            usize,
+            (usize, usize, (i32, Vec<i32>), (i32, Vec<i32>), Vec<i32>),
+        )> = vec![
+            (
+                "everything in one step: leaderships move, the broker leaves the ISRs",
+                &base,
+                100,
+                (4, 0, (-1, vec![1]), (2, vec![2, 3]), vec![2, 3]),
+            ),
+            (
+                "bounded: led partitions first, in topic order",
+                &base,
+                1,
+                (1, 1, (-1, vec![1]), (1, vec![1, 2, 3]), vec![2, 3, 1]),
+            ),
+            (
+                "bounded: both leaderships, no follower ISR yet",
+                &base,
+                2,
+                (2, 0, (-1, vec![1]), (2, vec![2, 3]), vec![2, 3, 1]),
+            ),
+            (
+                "another ISR member takes over",
+                &solo_on_1_2,
+                1,
+                (1, 1, (2, vec![2]), (1, vec![1, 2, 3]), vec![2, 3, 1]),
+            ),
+            (
+                "the last ISR member with unclean election on: still none (no other replica)",
+                &unclean_solo,
+                1,
+                (1, 1, (-1, vec![1]), (1, vec![1, 2, 3]), vec![2, 3, 1]),
+            ),
+        ];
+        for (case, image, max, (changes, still, solo, t0, t1_isr)) in cases {
+            let (records, still_leading) = controlled_shutdown_step(image, &settings(), 1, max);
+            assert_eq!(
+                records[0],
+                MetadataRecord::BrokerRegistrationChange {
+                    node_id: 1,
+                    broker_epoch: epoch_of(image, 1),
+                    fenced: None,
+                    in_controlled_shutdown: Some(true),
+                },
+                "{case}: marked first"
+            );
+            assert_eq!(
+                (records.len() - 1, still_leading),
+                (changes, still),
+                "{case}"
+            );
+            let after = image.apply(&records);
+            assert!(
+                after.is_broker_alive(1) && !after.is_broker_active(1),
+                "{case}"
+            );
+            let p = |t: &str, n| {
+                let p = partition(&after, t, n);
+                (p.leader, p.isr)
+            };
+            assert_eq!(p("solo", 0), solo, "{case}");
+            assert_eq!(p("t", 0), t0, "{case}");
+            assert_eq!(partition(&after, "t", 1).isr, t1_isr, "{case}");
+            if t0.0 == 2 {
+                assert_eq!(partition(&after, "t", 0).leader_epoch, 1, "{case}");
+            }
+            // The next step carries on without marking again.
+            let (more, left) = controlled_shutdown_step(&after, &settings(), 1, 100);
+            assert!(
+                more.iter()
+                    .all(|r| matches!(r, MetadataRecord::Partition { .. })),
+                "{case}"
+            );
+            assert_eq!(left, 0, "{case}");
+        }
+        assert_eq!(
+            controlled_shutdown_step(&base, &settings(), 9, 10),
+            (vec![], 0)
+        );
+    }
+
+    #[test]
+    fn heartbeats_drive_a_controlled_shutdown_to_its_end() {
+        // Broker 1 leads "solo"-0 and "t"-0; each step moves one partition.
+        let mut image = three();
+        let e1 = epoch_of(&image, 1);
+        let now = |image: &MetadataImage| image.metadata_offset as i64;
+        let mut heartbeats = 0;
+        let outcome = loop {
+            heartbeats += 1;
+            assert!(heartbeats < 10, "controlled shutdown does not end");
+            let (records, outcome) =
+                broker_heartbeat(&image, &settings(), 1, e1, now(&image), false, true).unwrap();
+            image = commit(&image, &records);
+            if outcome.should_shut_down {
+                break outcome;
+            }
+            assert_eq!(outcome, self::outcome(true, false, false), "keeps serving");
+            assert!(image.brokers[&1].in_controlled_shutdown);
+        };
+        assert_eq!(outcome, self::outcome(true, true, true));
+        assert!(!image.is_broker_alive(1), "fenced as it goes");
+        for t in image.topics.values() {
+            for p in t.partitions.values() {
+                assert_ne!(p.leader, 1, "{}: {p:?}", t.name);
+            }
+        }
+        assert_eq!(partition(&image, "t", 0).leader, 2);
+        // One heartbeat entered it and moved everything (a small cluster fits one step); the
+        // next, from the image showing it leads nothing, says shut down.
+        assert_eq!(heartbeats, 2);
+        // While in controlled shutdown it is not let back into an ISR.
+        let shutting = commit(
+            &three(),
+            &controlled_shutdown_step(&three(), &settings(), 1, 0).0,
+        );
+        let p = partition(&shutting, "t", 1);
+        let (_, results) = crate::controller::decisions::alter_partition(
+            &shutting,
+            2,
+            epoch_of(&shutting, 2),
+            3,
+            &[crate::controller::decisions::AlterPartitionItem {
+                topic_id: shutting.topic("t").unwrap().id,
+                partition: 1,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                new_isr: vec![(1, -1), (2, -1), (3, -1)],
+                leader_recovery_state: 0,
+            }],
+        )
+        .unwrap();
+        assert_eq!(results[0].result, Err(ApiError::IneligibleReplica));
     }
 
     #[test]

@@ -2,15 +2,19 @@
 //! a broker leaving or joining makes to every partition it touches
 //! (`ReplicationControlManager#generateLeaderAndIsrUpdates`).
 //!
-//! Without reassignments and without eligible leader replicas (KIP-966), a change is: a target
-//! ISR, a target leader recovery state, an election type and which brokers may lead. The leader
-//! epoch is bumped only when the leader changes (an ISR shrink alone bumps only the partition
-//! epoch, as for `metadata.version` ≥ 3.6, KAFKA-15021); the partition epoch on every change.
+//! Without eligible leader replicas (KIP-966), a change is: a target ISR, target replicas with
+//! the replicas a reassignment adds and removes, a target leader recovery state, an election type
+//! and which brokers may lead. As in Kafka, every change first completes a reassignment whose
+//! target replicas are all in the target ISR ([`super::reassignment::complete_reassignment`]),
+//! then elects. The leader epoch is bumped when the leader changes or replicas are removed (an
+//! ISR shrink alone bumps only the partition epoch, as for `metadata.version` ≥ 3.6,
+//! KAFKA-15021); the partition epoch on every change.
 
 use std::collections::HashMap;
 
 use uuid::Uuid;
 
+use super::reassignment::complete_reassignment;
 use super::ControllerSettings;
 use crate::metadata::{
     LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRegistration, TopicImage,
@@ -31,16 +35,41 @@ pub(crate) enum Election {
     Unclean,
 }
 
-/// The leader an election picks, and whether it was picked from outside the ISR.
+/// What a change aims for; fields left as the registration has them change nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Target {
+    pub(crate) isr: Vec<i32>,
+    pub(crate) replicas: Vec<i32>,
+    pub(crate) adding: Vec<i32>,
+    pub(crate) removing: Vec<i32>,
+    pub(crate) recovery: LeaderRecoveryState,
+}
+
+impl Target {
+    /// Everything as `reg` has it.
+    pub(crate) fn of(reg: &PartitionRegistration) -> Target {
+        Target {
+            isr: reg.isr.clone(),
+            replicas: reg.replicas.clone(),
+            adding: reg.adding_replicas.clone(),
+            removing: reg.removing_replicas.clone(),
+            recovery: reg.leader_recovery_state,
+        }
+    }
+}
+
+/// The leader an election picks among `replicas` (the target replicas, in order), and whether
+/// it was picked from outside the ISR.
 pub(crate) fn elect(
     reg: &PartitionRegistration,
+    replicas: &[i32],
     target_isr: &[i32],
     election: Election,
     acceptable: &dyn Fn(i32) -> bool,
 ) -> (i32, bool) {
     let valid = |r: i32| target_isr.contains(&r) && acceptable(r);
     if election == Election::Preferred {
-        if let Some(&preferred) = reg.replicas.first() {
+        if let Some(&preferred) = replicas.first() {
             if valid(preferred) {
                 return (preferred, false);
             }
@@ -49,18 +78,19 @@ pub(crate) fn elect(
     if valid(reg.leader) {
         return (reg.leader, false);
     }
-    if let Some(&r) = reg.replicas.iter().find(|&&r| valid(r)) {
+    if let Some(&r) = replicas.iter().find(|&&r| valid(r)) {
         return (r, false);
     }
     if election == Election::Unclean {
-        if let Some(&r) = reg.replicas.iter().find(|&&r| acceptable(r)) {
+        if let Some(&r) = replicas.iter().find(|&&r| acceptable(r)) {
             return (r, true);
         }
     }
     (NO_LEADER, false)
 }
 
-/// What `reg` becomes, or `None` if nothing changes.
+/// What `reg` becomes, or `None` if nothing changes: only the ISR and the recovery state aimed
+/// for, replicas as they are (a reassignment may still complete).
 ///
 /// An empty target ISR leaves the ISR as it is: without eligible leader replicas KRaft never
 /// empties an ISR, so the last member stays in it (and the partition has no leader until that
@@ -72,7 +102,39 @@ pub(crate) fn change_partition(
     election: Election,
     acceptable: &dyn Fn(i32) -> bool,
 ) -> Option<PartitionRegistration> {
-    let (leader, unclean) = elect(reg, target_isr, election, acceptable);
+    let target = Target {
+        isr: target_isr.to_vec(),
+        recovery: target_recovery,
+        ..Target::of(reg)
+    };
+    build(reg, target, election, acceptable)
+}
+
+/// What `reg` becomes under `target`, or `None` if nothing changes (Kafka's
+/// `PartitionChangeBuilder#build`): a reassignment whose target replicas are all in the target
+/// ISR completes first, then the election runs over the target replicas and ISR; replicas,
+/// adding and removing replicas are set as aimed for (empty target replicas keep them).
+pub(crate) fn build(
+    reg: &PartitionRegistration,
+    mut target: Target,
+    election: Election,
+    acceptable: &dyn Fn(i32) -> bool,
+) -> Option<PartitionRegistration> {
+    if let Some(done) = complete_reassignment(
+        &target.replicas,
+        &target.adding,
+        &target.removing,
+        &target.isr,
+    ) {
+        target.isr = done.isr;
+        target.replicas = done.replicas;
+        target.adding.clear();
+        target.removing.clear();
+    }
+    if target.replicas.is_empty() {
+        target.replicas = reg.replicas.clone();
+    }
+    let (leader, unclean) = elect(reg, &target.replicas, &target.isr, election, acceptable);
     let mut next = reg.clone();
     let leader_changed = leader != reg.leader;
     if leader_changed {
@@ -83,16 +145,22 @@ pub(crate) fn change_partition(
         }
     }
     let isr_set_by_election = leader_changed && unclean;
-    if !isr_set_by_election && !target_isr.is_empty() && target_isr != reg.isr {
-        next.isr = target_isr.to_vec();
+    if !isr_set_by_election && !target.isr.is_empty() && target.isr != reg.isr {
+        next.isr = target.isr;
     }
-    if target_recovery != reg.leader_recovery_state {
-        next.leader_recovery_state = target_recovery;
+    next.replicas = target.replicas;
+    next.adding_replicas = target.adding;
+    next.removing_replicas = target.removing;
+    if target.recovery != reg.leader_recovery_state {
+        next.leader_recovery_state = target.recovery;
     }
     if next == *reg {
         return None;
     }
-    if leader_changed {
+    // Removing a replica bumps the leader epoch even when the leader stays, so a removed replica
+    // still fetching is fenced (Kafka's `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`).
+    let replicas_removed = reg.replicas.iter().any(|r| !next.replicas.contains(r));
+    if leader_changed || replicas_removed {
         next.leader_epoch += 1;
     }
     next.partition_epoch += 1;
@@ -222,6 +290,8 @@ mod tests {
             leader_epoch: 5,
             partition_epoch: 10,
             leader_recovery_state: Recovered,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         }
     }
 
@@ -306,7 +376,11 @@ mod tests {
             ),
         ];
         for (case, r, isr, election, acceptable, expected) in cases {
-            assert_eq!(elect(&r, &isr, election, acceptable), expected, "{case}");
+            assert_eq!(
+                elect(&r, &r.replicas, &isr, election, acceptable),
+                expected,
+                "{case}"
+            );
         }
     }
 

@@ -177,6 +177,8 @@ fn image(leader: i32, epoch: i32) -> MetadataImage {
                 leader_epoch: epoch,
                 partition_epoch: epoch,
                 leader_recovery_state: Default::default(),
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             },
         )]
         .into(),
