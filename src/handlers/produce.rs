@@ -1,8 +1,11 @@
 //! Produce (key 0): append each partition's batches as leader, then answer by `acks`.
 //!
-//! acks=0 gets no response at all; acks=1 is answered after the local append; acks=-1 waits in
-//! the purgatory until the high watermark covers the last appended offset (or `timeout_ms`,
-//! answered REQUEST_TIMED_OUT). Batches are stored as produced, whatever their codec: the
+//! acks=0 gets no response at all; acks=1 is answered after the local append; acks=-1 is
+//! refused NOT_ENOUGH_REPLICAS before anything is written when the ISR is below the effective
+//! min ISR, else waits in the purgatory until the high watermark covers the last appended
+//! offset: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR shrank below min ISR
+//! meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved while it waited; REQUEST_TIMED_OUT at
+//! `timeout_ms` (Kafka's `DelayedProduce`). Batches are stored as produced, whatever their codec: the
 //! broker only reads and rewrites the v2 batch header (storage does that). A retried batch of
 //! an idempotent producer is answered with the offsets of the original, without error.
 //!
@@ -31,8 +34,9 @@ use uuid::Uuid;
 struct Outcome {
     index: i32,
     result: Result<(i64, i64, i64), ApiError>, // (base offset, log append time, log start)
-    /// For acks=-1: the partition and the offset the high watermark must reach.
-    wait_for: Option<(Arc<Partition>, i64)>,
+    /// For acks=-1: the partition, the offset the high watermark must reach, and the leader
+    /// epoch the records were written in.
+    wait_for: Option<(Arc<Partition>, i64, i32)>,
 }
 
 /// What the connection does with a produce request's outcome.
@@ -84,16 +88,17 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                             "produce request without record batches".into(),
                         ));
                     }
-                    let info = p.append_records_to_leader(records, acks, now_ms)?;
-                    Ok((p, info))
+                    let (info, epoch) =
+                        p.append_records_to_leader_in_epoch(records, acks, now_ms)?;
+                    Ok((p, info, epoch))
                 })
             };
             match result {
-                Ok((p, info)) => {
+                Ok((p, info, epoch)) => {
                     if info.duplicate {
                         tracing::debug!(topic = %name, partition = pd.index, offset = info.first_offset, "duplicate batch answered with its original offset");
                     }
-                    let wait_for = (acks == -1).then(|| (p, info.last_offset + 1));
+                    let wait_for = (acks == -1).then(|| (p, info.last_offset + 1, epoch));
                     outcomes.push(Outcome {
                         index: pd.index,
                         result: Ok((
@@ -130,11 +135,11 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
 
     if acks == -1 {
         let timeout_ms = i64::from(request.timeout_ms).clamp(0, PRODUCE_TIMEOUT_MS_MAX);
-        let waiting: Vec<(Arc<Partition>, i64)> = topics
+        let waiting: Vec<(Arc<Partition>, i64, i32)> = topics
             .iter()
             .flat_map(|(_, _, outcomes)| outcomes.iter().filter_map(|o| o.wait_for.clone()))
             .collect();
-        let partitions: Vec<Arc<Partition>> = waiting.iter().map(|(p, _)| p.clone()).collect();
+        let partitions: Vec<Arc<Partition>> = waiting.iter().map(|(p, _, _)| p.clone()).collect();
         let all_done = ctx
             .replicas
             .purgatory
@@ -142,9 +147,9 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                 &partitions,
                 Duration::from_millis(timeout_ms as u64),
                 || {
-                    let done = waiting
-                        .iter()
-                        .all(|(p, offset)| p.acks_all_outcome(*offset).is_some());
+                    let done = waiting.iter().all(|(p, offset, epoch)| {
+                        p.acks_all_outcome_in_epoch(*offset, *epoch).is_some()
+                    });
                     async move { done.then_some(()) }
                 },
             )
@@ -152,8 +157,12 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
             .is_some();
         for (_, _, outcomes) in topics.iter_mut() {
             for o in outcomes.iter_mut() {
-                if let Some((p, offset)) = o.wait_for.take() {
-                    match p.acks_all_outcome(offset) {
+                if let Some((p, offset, epoch)) = o.wait_for.take() {
+                    // Leadership lost while parked (even if regained since): the records may
+                    // be gone, NOT_LEADER_OR_FOLLOWER. The ISR shrunk below min ISR once they
+                    // were committed: NOT_ENOUGH_REPLICAS_AFTER_APPEND. Neither came in time:
+                    // REQUEST_TIMED_OUT.
+                    match p.acks_all_outcome_in_epoch(offset, epoch) {
                         Some(Ok(())) => {}
                         Some(Err(e)) => o.result = Err(e),
                         None => {
