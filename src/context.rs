@@ -19,7 +19,6 @@ use crate::replica::ReplicaManager;
 pub struct Context {
     pub config: Arc<BrokerConfig>,
     pub node_id: i32,
-    pub cluster_id: String,
     pub cache: Arc<MetadataCache>,
     pub controller: ControllerChannel,
     pub producer_ids: ProducerIdManager,
@@ -33,7 +32,6 @@ impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
             .field("node_id", &self.node_id)
-            .field("cluster_id", &self.cluster_id)
             .finish()
     }
 }

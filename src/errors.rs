@@ -44,6 +44,8 @@ pub enum ApiError {
     InvalidRequest(String),
     #[error("unsupported version")]
     UnsupportedVersion,
+    #[error("unsupported endpoint type: {0}")]
+    UnsupportedEndpointType(String),
     #[error("out of order sequence number: {0}")]
     OutOfOrderSequenceNumber(String),
     #[error("invalid producer epoch: {0}")]
@@ -131,6 +133,7 @@ impl ApiError {
             InvalidConfig(_) => ResponseError::InvalidConfig,
             InvalidRequest(_) => ResponseError::InvalidRequest,
             UnsupportedVersion => ResponseError::UnsupportedVersion,
+            UnsupportedEndpointType(_) => ResponseError::UnsupportedEndpointType,
             OutOfOrderSequenceNumber(_) => ResponseError::OutOfOrderSequenceNumber,
             InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
             KafkaStorageError(_) => ResponseError::KafkaStorageError,
@@ -291,6 +294,7 @@ mod tests {
             (ApiError::InvalidReplicationFactor(String::new()), 38),
             (ApiError::InvalidConfig(String::new()), 40),
             (ApiError::UnsupportedVersion, 35),
+            (ApiError::UnsupportedEndpointType(String::new()), 115),
             (ApiError::OutOfOrderSequenceNumber(String::new()), 45),
             (ApiError::InvalidProducerEpoch(String::new()), 47),
             (ApiError::KafkaStorageError(String::new()), 56),

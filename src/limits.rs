@@ -110,6 +110,13 @@ pub const RAFT_PEER_QUEUE_MESSAGES_MAX: usize = 1_024;
 /// Longest wait before the Raft transport tries a failed peer again.
 pub const RAFT_RECONNECT_BACKOFF_MS_MAX: u64 = 1_000;
 
+/// How long a forwarded request may take at the active controller (it waits for the quorum
+/// to commit, up to `CONTROLLER_WRITE_TIMEOUT_MS`, plus the round trip).
+pub const CONTROLLER_FORWARD_TIMEOUT_MS: u64 = CONTROLLER_WRITE_TIMEOUT_MS + 5_000;
+
+/// How soon a broker tries the next controller after a registration or heartbeat failed.
+pub const BROKER_LIFECYCLE_RETRY_MS: u64 = 100;
+
 /// Requests waiting for the controller task; a sender beyond it waits (backpressure instead of
 /// an unbounded queue).
 pub const CONTROLLER_QUEUE_REQUESTS_MAX: usize = 1_024;

@@ -141,10 +141,18 @@ impl Supervisor {
         SocketAddr::from(([127, 0, 0, 1], self.client_base + n - 1))
     }
 
+    /// Waits until every node serves clients: its port accepts and its log says it listens
+    /// (a cluster node binds early but serves only once the controller has unfenced it).
     fn wait_until_listening(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         for n in 1..=NODES {
-            while TcpStream::connect(self.client_addr(n)).is_err() {
+            let log = self.node_dir(n).join("kafkaiq.log");
+            loop {
+                let serving = TcpStream::connect(self.client_addr(n)).is_ok()
+                    && std::fs::read_to_string(&log).is_ok_and(|t| t.contains("listening"));
+                if serving {
+                    break;
+                }
                 assert!(Instant::now() < deadline, "node {n} never listened");
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -311,8 +319,6 @@ fn local_cluster_refuses_a_taken_port_and_a_bad_size() {
 /// Whether the nodes form one cluster is the metadata quorum's business: every node must report
 /// the same cluster id and all three brokers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the multi-node metadata quorum: each node still runs a quorum of one, so it \
-            reports only itself"]
 async fn local_cluster_of_three_forms_one_cluster() {
     let mut sup = Supervisor::start(NODES);
     sup.wait_for_line("Ctrl-C stops every node", Duration::from_secs(60));

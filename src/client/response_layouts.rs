@@ -102,6 +102,7 @@ pub const RESPONSE_LAYOUTS: &[Layout] = &[
     layout(ApiKey::BrokerHeartbeat,                0,  1,     0, BROKER_HEARTBEAT_RESPONSE),
     layout(ApiKey::UnregisterBroker,               0,  0,     0, UNREGISTER_BROKER_RESPONSE),
     layout(ApiKey::AllocateProducerIds,            0,  0,     0, ALLOCATE_PRODUCER_IDS_RESPONSE),
+    layout(ApiKey::DescribeQuorum,                 0,  2,     0, DESCRIBE_QUORUM_RESPONSE),
 ];
 
 // ---- Produce (key 0): v3-v13, flexible from v9 ----
@@ -512,4 +513,49 @@ const ALLOCATE_PRODUCER_IDS_RESPONSE: Ty = Ty::Struct(&[
     all(I16), // error_code
     all(I64), // producer_id_start
     all(I32), // producer_id_len
+]);
+
+// ---- DescribeQuorum (key 55): v0-v2, flexible from v0 ----
+
+/// `ReplicaState`
+const DESCRIBE_QUORUM_REPLICA_STATE: Ty = Ty::Struct(&[
+    all(I32),       // replica_id
+    since(2, UUID), // replica_directory_id
+    all(I64),       // log_end_offset
+    since(1, I64),  // last_fetch_timestamp
+    since(1, I64),  // last_caught_up_timestamp
+]);
+/// `PartitionData`
+const DESCRIBE_QUORUM_PARTITION: Ty = Ty::Struct(&[
+    all(I32),                                   // partition_index
+    all(I16),                                   // error_code
+    since(2, STRING),                           // error_message
+    all(I32),                                   // leader_id
+    all(I32),                                   // leader_epoch
+    all(I64),                                   // high_watermark
+    all(array(&DESCRIBE_QUORUM_REPLICA_STATE)), // current_voters
+    all(array(&DESCRIBE_QUORUM_REPLICA_STATE)), // observers
+]);
+/// `TopicData`
+const DESCRIBE_QUORUM_TOPIC: Ty = Ty::Struct(&[
+    all(STRING),                            // topic_name
+    all(array(&DESCRIBE_QUORUM_PARTITION)), // partitions
+]);
+/// `Listener`
+const DESCRIBE_QUORUM_LISTENER: Ty = Ty::Struct(&[
+    all(STRING), // name
+    all(STRING), // host
+    all(I16),    // port (uint16)
+]);
+/// `Node`
+const DESCRIBE_QUORUM_NODE: Ty = Ty::Struct(&[
+    all(I32),                              // node_id
+    all(array(&DESCRIBE_QUORUM_LISTENER)), // listeners
+]);
+/// `DescribeQuorumResponse`
+const DESCRIBE_QUORUM_RESPONSE: Ty = Ty::Struct(&[
+    all(I16),                               // error_code
+    since(2, STRING),                       // error_message
+    all(array(&DESCRIBE_QUORUM_TOPIC)),     // topics
+    since(2, array(&DESCRIBE_QUORUM_NODE)), // nodes
 ]);

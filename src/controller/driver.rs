@@ -33,6 +33,7 @@ use crate::quorum::durable::DurableError;
 use raft::eraftpb::Message;
 use tokio::sync::Semaphore;
 
+use super::forward::{QuorumDescription, VoterDescription};
 use super::request::{decide, Finish, Request};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
@@ -70,6 +71,28 @@ pub(crate) type Outbox = Box<dyn FnMut(Vec<Message>) + Send>;
 /// One tick of the quorum's clock.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
+/// The liveness timing of brokers (`broker.session.timeout.ms`, `broker.heartbeat.interval.ms`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lifecycle {
+    pub(crate) session_timeout_ms: u64,
+    /// How long a new active controller waits for a broker it has not heard from yet: a broker
+    /// heartbeats at once when its controller changes, so a heartbeat interval and a second
+    /// are plenty, and a broker that died with the old controller is fenced that soon.
+    pub(crate) failover_grace_ms: u64,
+}
+
+/// What the active controller knows of one broker's session.
+#[derive(Debug, Clone, Copy)]
+struct Session {
+    /// The incarnation the session belongs to (from its heartbeats); `None` between a
+    /// registration and its first heartbeat.
+    broker_epoch: Option<i64>,
+    deadline_ms: u64,
+    /// The controller-listener connection its requests come on; when it closes, the broker's
+    /// process is gone (or cut off) and it is fenced at once (decision 5).
+    connection: Option<u64>,
+}
+
 /// A pass whose entries are proposed but not yet applied.
 struct InFlight {
     /// The pass's last entry; the pass is committed when the entry applied at its index has its
@@ -86,8 +109,17 @@ pub(crate) struct ControllerCore<D: Durable> {
     engine: QuorumEngine<D>,
     publisher: Arc<MetadataPublisher>,
     image: Arc<MetadataImage>,
-    /// The cluster id and controller id an image loaded from a snapshot keeps.
-    cluster_id: String,
+    /// The cluster id this voter proposes if it is the first active controller of a cluster
+    /// (the one its `meta.properties` holds, or a new one). The log's ClusterId record decides.
+    proposed_cluster_id: String,
+    /// Broker sessions, by broker id (only on the active controller, and only in a cluster: a
+    /// standalone node's own broker never heartbeats).
+    sessions: std::collections::HashMap<i32, Session>,
+    lifecycle: Option<Lifecycle>,
+    /// Set when this voter just became active; handled by the next advance (it needs the time).
+    became_active_pending: bool,
+    /// Whether this voter is active, and who leads, for the node's channels.
+    state: Arc<super::forward::QuorumState>,
     applied_index: u64,
     /// The leader term in which this voter applied an entry of its own: it is active then.
     active_term: Option<u64>,
@@ -95,6 +127,10 @@ pub(crate) struct ControllerCore<D: Durable> {
     in_flight: Option<InFlight>,
     /// Controller-listener connections carrying a peer voter's messages, by connection id.
     peer_connections: std::collections::HashMap<u64, u64>,
+    /// Wall-clock ms of the last message from each peer, and of when each voter last had every
+    /// entry (DescribeQuorum's timestamps; reporting only, never a decision).
+    peer_seen_ms: std::collections::HashMap<u64, i64>,
+    peer_caught_up_ms: std::collections::HashMap<u64, i64>,
     /// Entries applied since the last snapshot; a snapshot is taken at
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
@@ -106,19 +142,27 @@ impl<D: Durable> ControllerCore<D> {
         config: Arc<BrokerConfig>,
         engine: QuorumEngine<D>,
         publisher: Arc<MetadataPublisher>,
-        cluster_id: String,
+        proposed_cluster_id: String,
+        lifecycle: Option<Lifecycle>,
+        state: Arc<super::forward::QuorumState>,
     ) -> ControllerCore<D> {
         ControllerCore {
             config,
             engine,
             image: publisher.image(),
             publisher,
-            cluster_id,
+            proposed_cluster_id,
+            sessions: std::collections::HashMap::new(),
+            lifecycle,
+            became_active_pending: false,
+            state,
             applied_index: 0,
             active_term: None,
             queued: VecDeque::new(),
             in_flight: None,
             peer_connections: std::collections::HashMap::new(),
+            peer_seen_ms: std::collections::HashMap::new(),
+            peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
         }
@@ -143,6 +187,7 @@ impl<D: Durable> ControllerCore<D> {
     /// when it closes, the peer's process is gone (or cut off).
     pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64) {
         self.peer_connections.insert(connection, message.from);
+        self.peer_seen_ms.insert(message.from, wall_clock_ms());
         self.peer_message(message);
     }
 
@@ -151,6 +196,28 @@ impl<D: Durable> ControllerCore<D> {
     /// election timeout (pre-vote keeps this from disturbing a leader the majority still
     /// hears), so the controller fails over in about a round trip.
     pub(crate) fn connection_closed(&mut self, connection: u64) {
+        let closed: Vec<(i32, Option<i64>)> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.connection == Some(connection))
+            .map(|(id, s)| (*id, s.broker_epoch))
+            .collect();
+        for (broker_id, epoch) in closed {
+            self.sessions.remove(&broker_id);
+            if let (Some(broker_epoch), true) = (epoch, self.is_active()) {
+                if self.image.is_broker_alive(broker_id) {
+                    tracing::info!(
+                        broker_id,
+                        broker_epoch,
+                        "broker's controller connection closed; fencing it"
+                    );
+                    self.queued.push_back(Request::FenceBroker {
+                        broker_id,
+                        broker_epoch,
+                    });
+                }
+            }
+        }
         if let Some(peer) = self.peer_connections.remove(&connection) {
             if peer == self.engine.leader_id() && !self.engine.is_leader() {
                 tracing::info!(
@@ -181,6 +248,107 @@ impl<D: Durable> ControllerCore<D> {
     pub(crate) fn tick(&mut self, now_ms: u64) {
         self.engine.tick();
         self.expire_in_flight(now_ms);
+        self.expire_sessions(now_ms);
+    }
+
+    /// Fences brokers whose session passed its deadline.
+    fn expire_sessions(&mut self, now_ms: u64) {
+        if !self.is_active() {
+            return;
+        }
+        let expired: Vec<(i32, i64)> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| now_ms >= s.deadline_ms)
+            .filter_map(|(id, s)| s.broker_epoch.map(|e| (*id, e)))
+            .collect();
+        for (broker_id, broker_epoch) in expired {
+            self.sessions.remove(&broker_id);
+            if self.image.is_broker_alive(broker_id) {
+                tracing::info!(
+                    broker_id,
+                    broker_epoch,
+                    "broker session expired; fencing it"
+                );
+                self.queued.push_back(Request::FenceBroker {
+                    broker_id,
+                    broker_epoch,
+                });
+            }
+        }
+    }
+
+    /// Notes what a lifecycle request says about its broker's session before it is decided.
+    fn observe(&mut self, request: &Request, now_ms: u64) {
+        let Some(lifecycle) = self.lifecycle else {
+            return;
+        };
+        match request {
+            Request::BrokerRegistration {
+                registration,
+                connection,
+                ..
+            } => {
+                self.sessions.insert(
+                    registration.node_id,
+                    Session {
+                        broker_epoch: None,
+                        deadline_ms: now_ms + lifecycle.session_timeout_ms,
+                        connection: *connection,
+                    },
+                );
+            }
+            Request::BrokerHeartbeat {
+                broker_id,
+                broker_epoch,
+                connection,
+                ..
+            } => {
+                let current = self.image.broker(*broker_id).map(|b| b.broker_epoch);
+                if current == Some(*broker_epoch) {
+                    self.sessions.insert(
+                        *broker_id,
+                        Session {
+                            broker_epoch: Some(*broker_epoch),
+                            deadline_ms: now_ms + lifecycle.session_timeout_ms,
+                            connection: connection.or_else(|| {
+                                self.sessions.get(broker_id).and_then(|s| s.connection)
+                            }),
+                        },
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A new active controller starts a session for every live broker, due after the
+    /// failover grace, and writes the cluster id if the log has none yet.
+    fn became_active(&mut self, now_ms: u64) {
+        if self.image.cluster_id.is_empty() {
+            self.queued.push_front(Request::BootstrapClusterId {
+                cluster_id: self.proposed_cluster_id.clone(),
+            });
+        }
+        let Some(lifecycle) = self.lifecycle else {
+            return;
+        };
+        self.sessions = self
+            .image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| {
+                (
+                    b.node_id,
+                    Session {
+                        broker_epoch: Some(b.broker_epoch),
+                        deadline_ms: now_ms + lifecycle.failover_grace_ms,
+                        connection: None,
+                    },
+                )
+            })
+            .collect();
     }
 
     pub(crate) fn engine(&self) -> &QuorumEngine<D> {
@@ -219,6 +387,10 @@ impl<D: Durable> ControllerCore<D> {
     pub(crate) fn advance(&mut self, now_ms: u64) -> Result<Vec<Message>, DurableError> {
         let mut messages = Vec::new();
         loop {
+            if std::mem::take(&mut self.became_active_pending) {
+                self.became_active(now_ms);
+            }
+            self.publish_controller_id();
             self.maybe_start_pass(now_ms);
             let out = self.engine.poll()?;
             let progressed = !out.apply.is_empty();
@@ -229,10 +401,80 @@ impl<D: Durable> ControllerCore<D> {
             if progressed {
                 self.maybe_snapshot()?;
             }
-            if !progressed || self.queued.is_empty() || self.in_flight.is_some() {
+            let more =
+                self.became_active_pending || (!self.queued.is_empty() && self.in_flight.is_none());
+            if !progressed || !more {
                 return Ok(messages);
             }
         }
+    }
+
+    /// Keeps the image's `controller_id` (what DescribeCluster and Metadata name as the active
+    /// controller) on the quorum leader this voter knows.
+    fn publish_controller_id(&mut self) {
+        let leader = self.engine.leader_id();
+        self.state.set(
+            self.is_active(),
+            if leader == 0 { -1 } else { leader as i32 },
+        );
+        self.describe_quorum();
+        if leader == 0 {
+            return; // No leader known (raft's "none").
+        }
+        let leader = leader as i32;
+        if self.image.controller_id != leader {
+            let mut next = (*self.image).clone();
+            next.controller_id = leader;
+            self.image = self.publisher.publish_image(next);
+        }
+    }
+
+    /// Updates what DescribeQuorum reports: the leader's view of every voter.
+    fn describe_quorum(&mut self) {
+        let status = self.engine.status();
+        let wall_ms = wall_clock_ms();
+        let leader_end = status
+            .voters
+            .iter()
+            .find(|v| v.node_id == status.node_id)
+            .map_or(0, |v| v.log_end);
+        let voters = status
+            .voters
+            .iter()
+            .map(|v| {
+                let me = v.node_id == status.node_id;
+                if v.log_end >= leader_end && status.is_leader {
+                    self.peer_caught_up_ms.insert(v.node_id, wall_ms);
+                }
+                VoterDescription {
+                    node_id: v.node_id as i32,
+                    log_end_offset: if status.is_leader || me {
+                        v.log_end as i64
+                    } else {
+                        -1
+                    },
+                    last_fetch_timestamp: if me {
+                        wall_ms
+                    } else {
+                        self.peer_seen_ms.get(&v.node_id).map_or(-1, |t| *t)
+                    },
+                    last_caught_up_timestamp: self
+                        .peer_caught_up_ms
+                        .get(&v.node_id)
+                        .map_or(-1, |t| *t),
+                }
+            })
+            .collect();
+        *self.state.status.lock().unwrap_or_else(|e| e.into_inner()) = QuorumDescription {
+            leader_id: if status.leader_id == 0 {
+                -1
+            } else {
+                status.leader_id as i32
+            },
+            leader_epoch: status.term as i32,
+            high_watermark: status.commit as i64,
+            voters,
+        };
     }
 
     fn maybe_start_pass(&mut self, now_ms: u64) {
@@ -253,7 +495,9 @@ impl<D: Durable> ControllerCore<D> {
         let mut working: Option<MetadataImage> = None;
         let mut records: Vec<MetadataRecord> = Vec::new();
         let mut finishes = Vec::with_capacity(take);
-        for request in self.queued.drain(..take) {
+        let taken: Vec<Request> = self.queued.drain(..take).collect();
+        for request in taken {
+            self.observe(&request, now_ms);
             let decided = decide(
                 &self.config,
                 working.as_ref().unwrap_or(&self.image),
@@ -344,15 +588,17 @@ impl<D: Durable> ControllerCore<D> {
                     )
                 });
                 self.image = self.publisher.publish(committed.index, &records);
-                if self.engine.is_leader() && committed.term == self.engine.term() {
-                    if self.active_term != Some(committed.term) {
-                        tracing::info!(
-                            term = committed.term,
-                            offset = committed.index,
-                            "active controller"
-                        );
-                    }
+                if self.engine.is_leader()
+                    && committed.term == self.engine.term()
+                    && self.active_term != Some(committed.term)
+                {
+                    tracing::info!(
+                        term = committed.term,
+                        offset = committed.index,
+                        "active controller"
+                    );
                     self.active_term = Some(committed.term);
+                    self.became_active_pending = true;
                 }
                 self.resolve_in_flight(committed.index, committed.term);
             }
@@ -360,7 +606,8 @@ impl<D: Durable> ControllerCore<D> {
                 let records = MetadataRecord::decode_all(&data).unwrap_or_else(|e| {
                     panic!("metadata snapshot at offset {index} does not decode: {e}")
                 });
-                let mut image = MetadataImage::empty(self.cluster_id.clone(), self.config.node_id);
+                // The snapshot's records hold the cluster id.
+                let mut image = MetadataImage::empty(String::new(), self.image.controller_id);
                 image.apply_in_place(&records);
                 image.metadata_offset = index;
                 self.image = self.publisher.publish_image(image);
@@ -437,6 +684,12 @@ impl<D: Durable> ControllerCore<D> {
         tracing::info!(offset = self.applied_index, "metadata snapshot taken");
         Ok(())
     }
+}
+
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// The controller thread's loop: events from `events` (requests, each returning its permit to

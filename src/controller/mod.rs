@@ -16,6 +16,7 @@
 
 pub mod decisions;
 mod driver;
+mod forward;
 mod request;
 #[cfg(test)]
 mod sim;
@@ -38,9 +39,11 @@ use crate::quorum::durable::{DiskState, Durable, DurableError};
 use crate::quorum::transport::{Transport, TransportEvent};
 use crate::quorum::{QuorumConfig, QuorumEngine};
 pub use decisions::{
-    AlterConfigOp, CreateTopicSpec, ElectionResult, ElectionType, ProducerIdBlock,
+    AlterConfigOp, AlterPartitionItem, AlterPartitionResult, CreateTopicSpec, ElectionResult,
+    ElectionType, HeartbeatOutcome, ProducerIdBlock,
 };
 use driver::{ControllerCore, Event};
+pub use forward::{QuorumDescription, VoterDescription};
 use request::Request;
 
 /// The quorum's directory inside the metadata log dir (the first of `log.dirs`).
@@ -104,9 +107,98 @@ pub struct ControllerChannel {
     events: mpsc::Sender<Event>,
     /// Bounds the requests queued for the controller thread; a caller beyond it waits.
     permits: Arc<Semaphore>,
+    state: Arc<forward::QuorumState>,
+    /// Present in a cluster: how requests reach the active controller elsewhere.
+    forwarder: Option<forward::Forwarder>,
 }
 
 impl ControllerChannel {
+    /// Whether this node's voter is the active controller (always, once started, for a single
+    /// node).
+    pub fn is_active(&self) -> bool {
+        self.state.active.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The metadata quorum as this node's voter last saw it (DescribeQuorum).
+    pub fn quorum(&self) -> QuorumDescription {
+        self.state.description()
+    }
+
+    /// The active controller as this node knows it, -1 when none.
+    pub fn active_controller(&self) -> i32 {
+        self.state.leader.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Sends a client's metadata-changing request to the active controller elsewhere and
+    /// returns its answer (NOT_CONTROLLER when there is none to send it to).
+    pub async fn forward(
+        &self,
+        api_key: kafka_protocol::messages::ApiKey,
+        version: i16,
+        request: kafka_protocol::messages::RequestKind,
+    ) -> Result<kafka_protocol::messages::ResponseKind, ApiError> {
+        match &self.forwarder {
+            Some(f) => f.forward(api_key, version, request).await,
+            None => Err(ApiError::NotController),
+        }
+    }
+
+    /// Creates a topic if it does not exist, here if this node is the active controller, else
+    /// through the active controller (auto-creation, `__consumer_offsets`).
+    pub async fn ensure_topic(&self, spec: CreateTopicSpec) -> Result<(), ApiError> {
+        if self.is_active() || self.forwarder.is_none() {
+            return self.create_topic(spec, false).await.map(|_| ());
+        }
+        use kafka_protocol::messages::create_topics_request::{
+            CreatableTopic, CreatableTopicConfig,
+        };
+        use kafka_protocol::messages::{CreateTopicsRequest, RequestKind, ResponseKind};
+        use kafka_protocol::protocol::StrBytes;
+        let name = spec.name.clone();
+        let topic = CreatableTopic::default()
+            .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                spec.name,
+            )))
+            .with_num_partitions(spec.num_partitions)
+            .with_replication_factor(spec.replication_factor)
+            .with_configs(
+                spec.configs
+                    .into_iter()
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string(k))
+                            .with_value(v.map(StrBytes::from_string))
+                    })
+                    .collect(),
+            );
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![topic]);
+        let response = self
+            .forward(
+                kafka_protocol::messages::ApiKey::CreateTopics,
+                7,
+                RequestKind::CreateTopics(request),
+            )
+            .await?;
+        let ResponseKind::CreateTopics(r) = response else {
+            return Err(ApiError::NotController);
+        };
+        match r.topics.first().map(|t| t.error_code) {
+            Some(0) => Ok(()),
+            Some(code) if code == ApiError::TopicAlreadyExists(String::new()).code() => Err(
+                ApiError::TopicAlreadyExists(format!("Topic '{name}' already exists.")),
+            ),
+            Some(code) if code == ApiError::InvalidTopic(String::new()).code() => Err(
+                ApiError::InvalidTopic(format!("Topic name {name} is invalid")),
+            ),
+            Some(code) if code == ApiError::NotController.code() => Err(ApiError::NotController),
+            other => Err(ApiError::UnknownServerError(format!(
+                "the controller answered {other:?} creating {name}"
+            ))),
+        }
+    }
+
     async fn call<T>(
         &self,
         request: impl FnOnce(oneshot::Sender<Result<T, ApiError>>) -> Request,
@@ -218,8 +310,95 @@ impl ControllerChannel {
         .await
     }
 
-    /// A new block of producer ids for `broker_id`.
+    /// BrokerRegistration from a broker (on controller-listener connection `connection`);
+    /// answers the broker epoch.
+    pub async fn broker_registration(
+        &self,
+        registration: BrokerRegistration,
+        cluster_id: String,
+        connection: Option<u64>,
+    ) -> Result<i64, ApiError> {
+        self.call(|reply| Request::BrokerRegistration {
+            registration,
+            cluster_id,
+            connection,
+            reply,
+        })
+        .await
+    }
+
+    /// BrokerHeartbeat from a broker.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn broker_heartbeat(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+        metadata_offset: i64,
+        want_fence: bool,
+        want_shut_down: bool,
+        connection: Option<u64>,
+    ) -> Result<HeartbeatOutcome, ApiError> {
+        self.call(|reply| Request::BrokerHeartbeat {
+            broker_id,
+            broker_epoch,
+            metadata_offset,
+            want_fence,
+            want_shut_down,
+            connection,
+            reply,
+        })
+        .await
+    }
+
+    /// AlterPartition from a partition leader.
+    pub async fn alter_partition(
+        &self,
+        requester_id: i32,
+        requester_epoch: i64,
+        version: i16,
+        items: Vec<AlterPartitionItem>,
+    ) -> Result<Vec<AlterPartitionResult>, ApiError> {
+        self.call(|reply| Request::AlterPartition {
+            requester_id,
+            requester_epoch,
+            version,
+            items,
+            reply,
+        })
+        .await
+    }
+
+    /// A new block of producer ids for `broker_id`, from the active controller wherever it is.
     pub async fn allocate_producer_ids(&self, broker_id: i32) -> Result<ProducerIdBlock, ApiError> {
+        if !self.is_active() && self.forwarder.is_some() {
+            use kafka_protocol::messages::{
+                AllocateProducerIdsRequest, ApiKey, BrokerId, RequestKind, ResponseKind,
+            };
+            let request = AllocateProducerIdsRequest::default()
+                .with_broker_id(BrokerId(broker_id))
+                .with_broker_epoch(-1);
+            let response = self
+                .forward(
+                    ApiKey::AllocateProducerIds,
+                    0,
+                    RequestKind::AllocateProducerIds(request),
+                )
+                .await?;
+            return match response {
+                ResponseKind::AllocateProducerIds(r) if r.error_code == 0 => Ok(ProducerIdBlock {
+                    first: r.producer_id_start.0,
+                    size: i64::from(r.producer_id_len),
+                }),
+                _ => Err(ApiError::NotController),
+            };
+        }
+        self.allocate_producer_ids_here(broker_id).await
+    }
+
+    async fn allocate_producer_ids_here(
+        &self,
+        broker_id: i32,
+    ) -> Result<ProducerIdBlock, ApiError> {
         self.call(|reply| Request::AllocateProducerIds { broker_id, reply })
             .await
     }
@@ -234,7 +413,8 @@ fn check_entry(data: &[u8]) -> Result<(), String> {
 
 /// Opens this node's voter of the metadata quorum in `metadata_dir` (its files under
 /// [`QUORUM_DIR`]) and starts the controller thread, which replays the log into the
-/// publisher's image (`cluster_id`, this node as controller) before it answers anything. It
+/// publisher's image before it answers anything. `cluster_id` is what this node proposes should
+/// it be the first active controller of a new cluster; the image's cluster id is the log's. It
 /// stops when `shutdown` turns true; the returned task ends with it (and fails if it panicked).
 pub async fn start(
     metadata_dir: &Path,
@@ -245,9 +425,10 @@ pub async fn start(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(ControllerChannel, Arc<MetadataPublisher>, JoinHandle<()>), DurableError> {
     let durable = DiskState::open(&metadata_dir.join(QUORUM_DIR), check_entry)?;
+    // The image's cluster id comes from the log (the first active controller writes it).
     let publisher = Arc::new(MetadataPublisher::new(
         cache,
-        MetadataImage::empty(cluster_id.to_owned(), config.node_id),
+        MetadataImage::empty(String::new(), config.node_id),
     ));
     let (channel, task) = spawn(
         config,
@@ -301,7 +482,31 @@ async fn spawn<D: Durable + 'static>(
         fixed_election_ticks: None,
     };
     let engine = QuorumEngine::open(&quorum, durable)?;
-    let core = ControllerCore::new(config, engine, publisher, cluster_id.to_owned());
+    let lifecycle = (!config.kraft.standalone).then(|| {
+        let session = config.kraft.broker_session_timeout_ms;
+        driver::Lifecycle {
+            session_timeout_ms: session,
+            failover_grace_ms: session.min(config.kraft.broker_heartbeat_interval_ms + 1_000),
+        }
+    });
+    let state = Arc::new(forward::QuorumState::new());
+    let forwarder = (!config.kraft.standalone).then(|| {
+        let voters: Vec<(i32, String, u16)> = config
+            .kraft
+            .voters
+            .iter()
+            .map(|v| (v.id, v.host.clone(), v.port))
+            .collect();
+        forward::Forwarder::new(config.node_id, &voters, state.clone())
+    });
+    let core = ControllerCore::new(
+        config,
+        engine,
+        publisher,
+        cluster_id.to_owned(),
+        lifecycle,
+        state.clone(),
+    );
     let (events, rx) = mpsc::channel();
     let permits = Arc::new(Semaphore::new(CONTROLLER_QUEUE_REQUESTS_MAX));
     let remote: std::collections::BTreeMap<u64, String> = peers
@@ -355,7 +560,15 @@ async fn spawn<D: Durable + 'static>(
             std::panic::resume_unwind(panic);
         }
     });
-    Ok((ControllerChannel { events, permits }, task))
+    Ok((
+        ControllerChannel {
+            events,
+            permits,
+            state,
+            forwarder,
+        },
+        task,
+    ))
 }
 
 #[cfg(test)]

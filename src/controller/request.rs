@@ -7,7 +7,10 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::decisions::{self, CreateTopicSpec, ElectionResult, ElectionType, ProducerIdBlock};
+use super::decisions::{
+    self, AlterPartitionItem, AlterPartitionResult, CreateTopicSpec, ElectionResult, ElectionType,
+    HeartbeatOutcome, ProducerIdBlock,
+};
 use super::{random_uuid, AlterConfigOp};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
@@ -51,6 +54,42 @@ pub(crate) enum Request {
     AllocateProducerIds {
         broker_id: i32,
         reply: Reply<ProducerIdBlock>,
+    },
+    /// BrokerRegistration (API 62) from a broker, on controller-listener connection
+    /// `connection`: the reply is the broker epoch.
+    BrokerRegistration {
+        registration: BrokerRegistration,
+        cluster_id: String,
+        connection: Option<u64>,
+        reply: Reply<i64>,
+    },
+    /// BrokerHeartbeat (API 63).
+    BrokerHeartbeat {
+        broker_id: i32,
+        broker_epoch: i64,
+        metadata_offset: i64,
+        want_fence: bool,
+        want_shut_down: bool,
+        connection: Option<u64>,
+        reply: Reply<HeartbeatOutcome>,
+    },
+    /// AlterPartition (API 56) from a partition leader.
+    AlterPartition {
+        requester_id: i32,
+        requester_epoch: i64,
+        version: i16,
+        items: Vec<AlterPartitionItem>,
+        reply: Reply<Vec<AlterPartitionResult>>,
+    },
+    /// The controller's own: a broker's session ended (missed heartbeats, or its connection
+    /// closed); fence that incarnation.
+    FenceBroker {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    /// The controller's own: the first active controller of a cluster writes its id.
+    BootstrapClusterId {
+        cluster_id: String,
     },
 }
 
@@ -172,6 +211,70 @@ pub(crate) fn decide(config: &BrokerConfig, image: &MetadataImage, request: Requ
             let (records, block) = decisions::allocate_producer_ids(image, broker_id);
             Decided::commit(reply, Ok(records), move |_| block)
         }
+        Request::BrokerRegistration {
+            registration,
+            cluster_id,
+            reply,
+            ..
+        } => {
+            if let Err(e) = decisions::check_cluster_id(image, &cluster_id) {
+                return Decided::answer(reply, Err(e));
+            }
+            let settings = decisions::ControllerSettings::from_config(config);
+            let registered = decisions::register_broker(image, &settings, &registration);
+            let epoch = registered.broker_epoch;
+            Decided::commit(reply, Ok(registered.records), move |_| epoch)
+        }
+        Request::BrokerHeartbeat {
+            broker_id,
+            broker_epoch,
+            metadata_offset,
+            want_fence,
+            want_shut_down,
+            reply,
+            ..
+        } => {
+            let settings = decisions::ControllerSettings::from_config(config);
+            match decisions::broker_heartbeat(
+                image,
+                &settings,
+                broker_id,
+                broker_epoch,
+                metadata_offset,
+                want_fence,
+                want_shut_down,
+            ) {
+                Ok((records, outcome)) => Decided::commit(reply, Ok(records), move |_| outcome),
+                Err(e) => Decided::answer(reply, Err(e)),
+            }
+        }
+        Request::AlterPartition {
+            requester_id,
+            requester_epoch,
+            version,
+            items,
+            reply,
+        } => {
+            match decisions::alter_partition(image, requester_id, requester_epoch, version, &items)
+            {
+                Ok((records, results)) => Decided::commit(reply, Ok(records), move |_| results),
+                Err(e) => Decided::answer(reply, Err(e)),
+            }
+        }
+        Request::FenceBroker {
+            broker_id,
+            broker_epoch,
+        } => {
+            let settings = decisions::ControllerSettings::from_config(config);
+            Decided {
+                records: decisions::fence_broker(image, &settings, broker_id, Some(broker_epoch)),
+                finish: Box::new(|_| {}),
+            }
+        }
+        Request::BootstrapClusterId { cluster_id } => Decided {
+            records: decisions::bootstrap_cluster_id(image, &cluster_id),
+            finish: Box::new(|_| {}),
+        },
     }
 }
 
@@ -198,6 +301,10 @@ impl Request {
             Request::ElectLeaders { reply, .. } => drop(reply.send(Err(error))),
             Request::RegisterBroker { reply, .. } => drop(reply.send(Err(error))),
             Request::AllocateProducerIds { reply, .. } => drop(reply.send(Err(error))),
+            Request::BrokerRegistration { reply, .. } => drop(reply.send(Err(error))),
+            Request::BrokerHeartbeat { reply, .. } => drop(reply.send(Err(error))),
+            Request::AlterPartition { reply, .. } => drop(reply.send(Err(error))),
+            Request::FenceBroker { .. } | Request::BootstrapClusterId { .. } => {}
         }
     }
 }

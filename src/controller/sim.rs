@@ -204,11 +204,18 @@ impl Sim {
         let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
         let publisher = Arc::new(MetadataPublisher::new(
             cache.clone(),
-            MetadataImage::empty("sim".into(), node.id as i32),
+            MetadataImage::empty(String::new(), node.id as i32),
         ));
         let recorder = Arc::new(Recorder::default());
         publisher.add_listener(recorder.clone());
-        let mut core = ControllerCore::new(config_for(node.id), engine, publisher, "sim".into());
+        let mut core = ControllerCore::new(
+            config_for(node.id),
+            engine,
+            publisher,
+            format!("sim-{}", node.id),
+            None,
+            Arc::new(super::forward::QuorumState::new()),
+        );
         // Small snapshots, so compaction and snapshot installs happen within a run.
         core.set_snapshot_entries(16);
         node.live = Some(Live {
@@ -630,6 +637,8 @@ impl Sim {
         let (first_id, first) = &images[0];
         for (id, image) in &images[1..] {
             if image.metadata_offset != first.metadata_offset
+                || image.cluster_id != first.cluster_id
+                || image.cluster_id.is_empty()
                 || image.topics != first.topics
                 || image.brokers != first.brokers
                 || image.next_producer_id_block_start != first.next_producer_id_block_start

@@ -421,7 +421,7 @@ impl GroupService {
                 ("segment.bytes".into(), Some("104857600".into())),
             ],
         };
-        match self.controller.create_topic(spec, false).await {
+        match self.controller.ensure_topic(spec).await {
             Ok(_) | Err(ApiError::TopicAlreadyExists(_)) => {}
             Err(e) => return Err(e),
         }

@@ -41,6 +41,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
@@ -63,6 +64,11 @@ pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::AlterPartition, 2, 3),
+    (ApiKey::BrokerRegistration, 0, 4),
+    (ApiKey::BrokerHeartbeat, 0, 1),
+    (ApiKey::AllocateProducerIds, 0, 0),
+    (ApiKey::DescribeQuorum, 0, 2),
 ];
 
 /// Whether a request version is served. Produce v0-2 are advertised but not served.

@@ -13,8 +13,9 @@ use super::{client_listener, str_bytes};
 use crate::context::Context;
 use crate::errors::ApiError;
 
-/// `endpoint_type` 1 = brokers (2 = controllers, which we do not expose separately).
+/// `endpoint_type` 1 = brokers, 2 = controllers (KIP-919).
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
+const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
 pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeClusterRequest) -> ResponseKind {
     let image = ctx.image();
@@ -44,11 +45,55 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeClusterRequest)
     if version >= 1 {
         response.endpoint_type = request.endpoint_type;
         if request.endpoint_type != ENDPOINT_TYPE_BROKERS {
-            let e = ApiError::UnsupportedVersion;
+            let e = ApiError::UnsupportedEndpointType(
+                "The broker listener only describes brokers".into(),
+            );
             response.error_code = e.code();
-            response.error_message = Some(str_bytes("only broker endpoints are described"));
+            response.error_message = Some(str_bytes(&e.message()));
             response.brokers.clear();
         }
     }
+    ResponseKind::DescribeCluster(response)
+}
+
+/// DescribeCluster on the controller listener (`--bootstrap-controller`): the voters at their
+/// controller endpoints, and the active controller; brokers are the broker listener's to
+/// describe, as in Kafka.
+pub fn handle_controllers(
+    ctx: &Arc<Context>,
+    version: i16,
+    request: DescribeClusterRequest,
+) -> ResponseKind {
+    let image = ctx.image();
+    let mut response = DescribeClusterResponse::default()
+        .with_cluster_id(str_bytes(&image.cluster_id))
+        .with_controller_id(BrokerId(ctx.controller.active_controller()));
+    if version < 1 || request.endpoint_type != ENDPOINT_TYPE_CONTROLLERS {
+        let e = ApiError::UnsupportedEndpointType(
+            "The controller listener only describes controllers".into(),
+        );
+        response.error_code = e.code();
+        response.error_message = Some(str_bytes(&e.message()));
+        return ResponseKind::DescribeCluster(response);
+    }
+    response.endpoint_type = ENDPOINT_TYPE_CONTROLLERS;
+    response.brokers = ctx
+        .config
+        .kraft
+        .voters
+        .iter()
+        .map(|v| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(v.id))
+                .with_host(str_bytes(&v.host))
+                .with_port(i32::from(v.port))
+                .with_rack(
+                    image
+                        .broker(v.id)
+                        .and_then(|b| b.rack.as_deref())
+                        .map(str_bytes),
+                )
+        })
+        .collect();
     ResponseKind::DescribeCluster(response)
 }

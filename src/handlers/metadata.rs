@@ -183,7 +183,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) 
                     replication_factor: -1,
                     ..Default::default()
                 };
-                let code = match ctx.controller.create_topic(spec, false).await {
+                let code = match ctx.controller.ensure_topic(spec).await {
                     // Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; the
                     // client refreshes metadata and finds the leaders.
                     Ok(_) | Err(ApiError::TopicAlreadyExists(_)) => {

@@ -5,6 +5,7 @@
 //! write a numeric error code: codes come from [`crate::errors::ApiError::code`].
 
 pub mod api_versions;
+pub mod broker_lifecycle;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -14,6 +15,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;

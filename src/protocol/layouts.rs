@@ -184,6 +184,10 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::AlterPartition,                2,  3,     0, ALTER_PARTITION_REQUEST),
     layout(ApiKey::DescribeLogDirs,               1,  4,     2, DESCRIBE_LOG_DIRS_REQUEST),
     layout(ApiKey::DescribeTopicPartitions,       0,  0,     0, DESCRIBE_TOPIC_PARTITIONS_REQUEST),
+    layout(ApiKey::BrokerRegistration,            0,  4,     0, BROKER_REGISTRATION_REQUEST),
+    layout(ApiKey::BrokerHeartbeat,               0,  1,     0, BROKER_HEARTBEAT_REQUEST),
+    layout(ApiKey::AllocateProducerIds,           0,  0,     0, ALLOCATE_PRODUCER_IDS_REQUEST),
+    layout(ApiKey::DescribeQuorum,                0,  2,     0, DESCRIBE_QUORUM_REQUEST),
 ];
 
 /// The layout of `api_key`'s requests, if this broker decodes that API.
@@ -755,4 +759,68 @@ const DESCRIBE_TOPIC_PARTITIONS_REQUEST: Ty = Ty::Struct(&[
     all(array(&DESCRIBE_TOPIC_PARTITIONS_TOPIC)), // topics
     all(I32),                                     // response_partition_limit
     all(Ty::OptionalStruct(DESCRIBE_TOPIC_PARTITIONS_CURSOR)), // cursor
+]);
+
+// ---- BrokerRegistration (key 62): v0-v4, flexible from v0 ----
+
+/// `Listener`
+const BROKER_REGISTRATION_LISTENER: Ty = Ty::Struct(&[
+    all(STRING), // name
+    all(STRING), // host
+    all(I16),    // port (uint16)
+    all(I16),    // security_protocol
+]);
+/// `Feature`
+const BROKER_REGISTRATION_FEATURE: Ty = Ty::Struct(&[
+    all(STRING), // name
+    all(I16),    // min_supported_version
+    all(I16),    // max_supported_version
+]);
+/// `BrokerRegistrationRequest`
+const BROKER_REGISTRATION_REQUEST: Ty = Ty::Struct(&[
+    all(I32),                                  // broker_id
+    all(STRING),                               // cluster_id
+    all(UUID),                                 // incarnation_id
+    all(array(&BROKER_REGISTRATION_LISTENER)), // listeners
+    all(array(&BROKER_REGISTRATION_FEATURE)),  // features
+    all(STRING),                               // rack (nullable)
+    since(1, BOOL),                            // is_migrating_zk_broker
+    since(2, array(&UUID)),                    // log_dirs
+    since(3, I64),                             // previous_broker_epoch
+]);
+
+// ---- BrokerHeartbeat (key 63): v0-v1, flexible from v0 ----
+
+/// `BrokerHeartbeatRequest`
+const BROKER_HEARTBEAT_REQUEST: Ty = Ty::Struct(&[
+    all(I32),                         // broker_id
+    all(I64),                         // broker_epoch
+    all(I64),                         // current_metadata_offset
+    all(BOOL),                        // want_fence
+    all(BOOL),                        // want_shut_down
+    tagged_since(0, 1, array(&UUID)), // offline_log_dirs
+]);
+
+// ---- AllocateProducerIds (key 67): v0, flexible from v0 ----
+
+/// `AllocateProducerIdsRequest`
+const ALLOCATE_PRODUCER_IDS_REQUEST: Ty = Ty::Struct(&[
+    all(I32), // broker_id
+    all(I64), // broker_epoch
+]);
+
+// ---- DescribeQuorum (key 55): v0-v2, flexible from v0 ----
+
+/// `PartitionData`
+const DESCRIBE_QUORUM_PARTITION: Ty = Ty::Struct(&[
+    all(I32), // partition_index
+]);
+/// `TopicData`
+const DESCRIBE_QUORUM_TOPIC: Ty = Ty::Struct(&[
+    all(STRING),                            // topic_name
+    all(array(&DESCRIBE_QUORUM_PARTITION)), // partitions
+]);
+/// `DescribeQuorumRequest`
+const DESCRIBE_QUORUM_REQUEST: Ty = Ty::Struct(&[
+    all(array(&DESCRIBE_QUORUM_TOPIC)), // topics
 ]);

@@ -75,6 +75,10 @@ pub const SUPPORTED_API_KEYS: &[ApiKey] = &[
     ApiKey::AlterPartition,
     ApiKey::DescribeLogDirs,
     ApiKey::DescribeTopicPartitions,
+    ApiKey::BrokerRegistration,
+    ApiKey::BrokerHeartbeat,
+    ApiKey::AllocateProducerIds,
+    ApiKey::DescribeQuorum,
 ];
 
 /// Bytes of the fixed part of every request header: api key, api version, correlation id.
@@ -278,6 +282,10 @@ fn response_api_key(body: &ResponseKind) -> Option<ApiKey> {
         ResponseKind::AlterPartition(_) => ApiKey::AlterPartition,
         ResponseKind::DescribeLogDirs(_) => ApiKey::DescribeLogDirs,
         ResponseKind::DescribeTopicPartitions(_) => ApiKey::DescribeTopicPartitions,
+        ResponseKind::BrokerRegistration(_) => ApiKey::BrokerRegistration,
+        ResponseKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
+        ResponseKind::AllocateProducerIds(_) => ApiKey::AllocateProducerIds,
+        ResponseKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
         _ => return None,
     })
 }

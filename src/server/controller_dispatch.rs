@@ -78,7 +78,22 @@ pub async fn handle_frame(
             handlers::incremental_alter_configs::handle(ctx, version, r).await
         }
         RequestKind::ElectLeaders(r) => handlers::elect_leaders::handle(ctx, version, r).await,
-        RequestKind::DescribeCluster(r) => handlers::describe_cluster::handle(ctx, version, r),
+        RequestKind::DescribeCluster(r) => {
+            handlers::describe_cluster::handle_controllers(ctx, version, r)
+        }
+        RequestKind::BrokerRegistration(r) => {
+            handlers::broker_lifecycle::broker_registration(ctx, r, conn.id).await
+        }
+        RequestKind::BrokerHeartbeat(r) => {
+            handlers::broker_lifecycle::broker_heartbeat(ctx, r, conn.id).await
+        }
+        RequestKind::AlterPartition(r) => {
+            handlers::broker_lifecycle::alter_partition(ctx, version, r).await
+        }
+        RequestKind::DescribeQuorum(r) => handlers::describe_quorum::handle(ctx, version, r),
+        RequestKind::AllocateProducerIds(r) => {
+            handlers::broker_lifecycle::allocate_producer_ids(ctx, r).await
+        }
         _ => return Err(DispatchError::NoHandler(api_key)),
     };
     Ok(Some(protocol::encode_response(

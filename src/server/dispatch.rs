@@ -33,6 +33,16 @@ pub enum DispatchError {
     Raft(#[from] crate::quorum::wire::WireError),
 }
 
+/// The requests a node that is not the active controller forwards to it.
+const FORWARDED: &[ApiKey] = &[
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::ElectLeaders,
+    ApiKey::DescribeQuorum,
+];
+
 /// Handles one frame. `Ok(None)` means "send nothing" (acks=0 produce).
 pub async fn handle_frame(
     ctx: &Arc<Context>,
@@ -74,7 +84,29 @@ pub async fn handle_frame(
             .unwrap_or_default(),
         client_host: format!("/{}", peer.ip()),
     };
-    let body: Option<ResponseKind> = match request.body {
+    // Metadata changes are the active controller's; elsewhere they are forwarded to it, and its
+    // answer goes back as it is (Kafka's forwarding). If it cannot be reached the local handler
+    // answers, with NOT_CONTROLLER where it cannot decide.
+    let request_body = if FORWARDED.contains(&api_key) && !ctx.controller.is_active() {
+        match ctx
+            .controller
+            .forward(api_key, version, request.body.clone())
+            .await
+        {
+            Ok(answer) => {
+                return Ok(Some(protocol::encode_response(
+                    api_key,
+                    version,
+                    correlation_id,
+                    &answer,
+                )?))
+            }
+            Err(_) => request.body,
+        }
+    } else {
+        request.body
+    };
+    let body: Option<ResponseKind> = match request_body {
         RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(ctx, version, r)),
         RequestKind::Metadata(r) => Some(handlers::metadata::handle(ctx, version, r).await),
         RequestKind::Produce(r) => match handlers::produce::handle(ctx, version, r).await {
@@ -117,6 +149,7 @@ pub async fn handle_frame(
         RequestKind::ListPartitionReassignments(r) => Some(
             handlers::list_partition_reassignments::handle(ctx, version, r),
         ),
+        RequestKind::DescribeQuorum(r) => Some(handlers::describe_quorum::handle(ctx, version, r)),
         RequestKind::DescribeCluster(r) => {
             Some(handlers::describe_cluster::handle(ctx, version, r))
         }

@@ -1,0 +1,143 @@
+//! Forwarding to the active controller: a node whose voter does not lead the quorum sends the
+//! metadata-changing requests it receives to the active controller's controller listener, as a
+//! Kafka broker forwards them, and hands the answer back unchanged.
+//!
+//! The request goes out at the client's own version (the controller is KafkaIQ too, and serves
+//! the same versions), so the answer can be passed on as it is. Where no active controller is
+//! known, or it cannot be reached, the caller gets NOT_CONTROLLER, which clients retry.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+
+use crate::client::{Client, ClientConfig, Endpoint, RequestOptions};
+use crate::errors::ApiError;
+use crate::limits::CONTROLLER_FORWARD_TIMEOUT_MS;
+
+/// What the controller thread tells the rest of the node about the quorum, without a round
+/// trip through its queue.
+#[derive(Debug)]
+pub(crate) struct QuorumState {
+    /// Whether this node's voter is the active controller.
+    pub(crate) active: AtomicBool,
+    /// The quorum leader as this voter knows it (-1 when none).
+    pub(crate) leader: AtomicI32,
+    /// The quorum as this voter last saw it (DescribeQuorum).
+    pub(crate) status: std::sync::Mutex<QuorumDescription>,
+}
+
+/// What DescribeQuorum reports, as of the controller thread's last pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuorumDescription {
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    /// The commit index: the metadata log's high watermark.
+    pub high_watermark: i64,
+    pub voters: Vec<VoterDescription>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VoterDescription {
+    pub node_id: i32,
+    pub log_end_offset: i64,
+    /// Wall-clock ms of the last message from the voter (-1 if none yet).
+    pub last_fetch_timestamp: i64,
+    /// Wall-clock ms when the voter last had every entry the leader had (-1 if never).
+    pub last_caught_up_timestamp: i64,
+}
+
+impl QuorumState {
+    pub(crate) fn new() -> QuorumState {
+        QuorumState {
+            active: AtomicBool::new(false),
+            leader: AtomicI32::new(-1),
+            status: std::sync::Mutex::new(QuorumDescription::default()),
+        }
+    }
+
+    pub(crate) fn description(&self) -> QuorumDescription {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set(&self, active: bool, leader: i32) {
+        self.active.store(active, Ordering::Release);
+        self.leader.store(leader, Ordering::Release);
+    }
+}
+
+/// The forwarding side of a [`super::ControllerChannel`].
+#[derive(Clone)]
+pub(crate) struct Forwarder {
+    client: Client,
+    node_id: i32,
+    state: Arc<QuorumState>,
+}
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarder")
+            .field("node_id", &self.node_id)
+            .finish()
+    }
+}
+
+impl Forwarder {
+    /// A forwarder to `voters` (id, controller-listener host, port). Inside a tokio runtime.
+    pub(crate) fn new(
+        node_id: i32,
+        voters: &[(i32, String, u16)],
+        state: Arc<QuorumState>,
+    ) -> Forwarder {
+        let client = Client::new(
+            ClientConfig {
+                client_id: format!("kafkaiq-{node_id}-forwarding"),
+                request_timeout: Duration::from_millis(CONTROLLER_FORWARD_TIMEOUT_MS),
+                ..ClientConfig::default()
+            },
+            None,
+        );
+        for (id, host, port) in voters {
+            if *id != node_id {
+                let _ = client.set_endpoint(*id, Endpoint::new(host.clone(), *port));
+            }
+        }
+        Forwarder {
+            client,
+            node_id,
+            state,
+        }
+    }
+
+    /// The active controller to forward to, if it is another node.
+    fn target(&self) -> Result<i32, ApiError> {
+        let leader = self.state.leader.load(Ordering::Acquire);
+        if leader < 0 || leader == self.node_id {
+            return Err(ApiError::NotController);
+        }
+        Ok(leader)
+    }
+
+    /// Sends `request` at `version` to the active controller and returns its answer.
+    pub(crate) async fn forward(
+        &self,
+        api_key: ApiKey,
+        version: i16,
+        request: RequestKind,
+    ) -> Result<ResponseKind, ApiError> {
+        let target = self.target()?;
+        let options = RequestOptions::default().versions(version, version);
+        self.client
+            .send_kind(target, options, api_key, move |_| request)
+            .await
+            .map(|r| r.body)
+            .map_err(|e| {
+                tracing::debug!(controller = target, error = %e, "forwarding to the controller failed");
+                ApiError::NotController
+            })
+    }
+}

@@ -1,0 +1,479 @@
+//! One KafkaIQ process: startup, periodic tasks and shutdown. The services handlers use are
+//! [`Context`]; this module only builds them, starts the server over them and stops them.
+//!
+//! Startup order: bind the listener (so the real port is known when configured as 0), read or
+//! create `meta.properties` in every log dir, open and recover the logs (`LogManager`), replay
+//! the metadata log and start the controller task, register this broker (which makes it leader
+//! of its partitions again, bumping epochs as KRaft does when a broker returns), add the replica
+//! manager and the group coordinator as listeners of published images, then serve. Shutdown
+//! reverses it: stop serving and every task, checkpoint high watermarks, close every log (flush,
+//! checkpoints, clean-shutdown marker).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafkaiq_storage::LogManager;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::BrokerConfig;
+use crate::context::Context;
+use crate::controller::new_cluster_id;
+
+mod lifecycle;
+use crate::fetch_session::FetchSessionCache;
+use crate::group::service::GroupService;
+use crate::limits::{
+    HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS, LOG_PERIODIC_INTERVAL_MS,
+    LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT, LOG_RETENTION_INITIAL_DELAY_MS,
+};
+use crate::metadata::{security_protocol, BrokerRegistration, MetadataCache, MetadataImage};
+use crate::producer_ids::ProducerIdManager;
+use crate::replica::ReplicaManager;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    MetaProperties { path: PathBuf, reason: String },
+    #[error("storage: {0}")]
+    Storage(#[from] kafkaiq_storage::StorageError),
+    #[error("metadata quorum: {0}")]
+    Quorum(#[from] crate::quorum::durable::DurableError),
+    #[error("metadata: {0}")]
+    Metadata(#[from] crate::errors::ApiError),
+    #[error("unsupported configuration: {0}")]
+    Unsupported(String),
+}
+
+impl From<crate::meta_properties::MetaPropertiesError> for StartupError {
+    fn from(e: crate::meta_properties::MetaPropertiesError) -> Self {
+        match e {
+            crate::meta_properties::MetaPropertiesError::Io { path, source } => {
+                StartupError::Io { path, source }
+            }
+            crate::meta_properties::MetaPropertiesError::Invalid { path, reason } => {
+                StartupError::MetaProperties { path, reason }
+            }
+        }
+    }
+}
+
+/// How often startup looks whether the quorum has written the cluster id.
+const CLUSTER_ID_POLL_MS: u64 = 20;
+
+/// A started node: its address, and the handles needed to stop it.
+pub struct Node {
+    /// The bound client listener; for a node started without one, the advertised address.
+    pub local_addr: SocketAddr,
+    pub context: Arc<Context>,
+    shutdown_tx: watch::Sender<bool>,
+    tasks: Vec<(&'static str, JoinHandle<()>)>,
+}
+
+/// Why a shutdown was not clean.
+#[derive(Debug, thiserror::Error)]
+pub enum ShutdownError {
+    #[error("storage: {0}")]
+    Storage(#[from] kafkaiq_storage::StorageError),
+    #[error("task {0} panicked: {1}")]
+    TaskPanicked(&'static str, String),
+}
+
+impl Node {
+    /// Starts a node with the system clock.
+    pub async fn start(config: BrokerConfig) -> Result<Node, StartupError> {
+        Self::start_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// Binds this node's listeners (so their real ports are known when configured as 0), then
+    /// starts its services over them; see the module docs for the order.
+    pub async fn start_with_clock(
+        config: BrokerConfig,
+        clock: SharedClock,
+    ) -> Result<Node, StartupError> {
+        let controller_listener = match config.kraft.controller_listener() {
+            Some(l) => Some(bind(&l.host, l.port).await?),
+            None => None,
+        };
+        // A controller-only node has no client listener (its `listener` is the controller's).
+        let client_listener = if config.kraft.is_broker() {
+            Some(bind(&config.listener.host, config.listener.port).await?)
+        } else {
+            None
+        };
+        let client_addr = client_listener
+            .as_ref()
+            .map(|l| l.local_addr())
+            .transpose()
+            .map_err(|source| StartupError::Bind {
+                addr: format!("{}:{}", config.listener.host, config.listener.port),
+                source,
+            })?;
+        let listeners = BoundListeners {
+            client: client_listener,
+            client_port: client_addr.map_or(config.listener.port, |a| a.port()),
+            controller: controller_listener,
+        };
+        let mut node = Self::start_services(config, clock, listeners).await?;
+        if let Some(addr) = client_addr {
+            node.local_addr = addr;
+            tracing::info!(%addr, "listening");
+        }
+        Ok(node)
+    }
+
+    /// Starts every service of a node but no listener, for callers that hand frames to
+    /// [`crate::server::dispatch::handle_frame`] themselves (benchmarks). The advertised
+    /// endpoint is the configured one.
+    pub async fn start_without_listener(
+        config: BrokerConfig,
+        clock: SharedClock,
+    ) -> Result<Node, StartupError> {
+        let port = config.advertised().port;
+        let listeners = BoundListeners {
+            client: None,
+            client_port: port,
+            controller: None,
+        };
+        Self::start_services(config, clock, listeners).await
+    }
+
+    /// `meta.properties`, the logs, the metadata quorum and the controller thread, the replica
+    /// manager and the group coordinator, the controller listener, this broker's registration
+    /// (and, in a cluster, its heartbeats), the client listener, the periodic tasks.
+    async fn start_services(
+        config: BrokerConfig,
+        clock: SharedClock,
+        listeners: BoundListeners,
+    ) -> Result<Node, StartupError> {
+        if !config.kraft.is_controller() {
+            return Err(StartupError::Unsupported(
+                "process.roles=broker without the controller role: a broker-only node needs a \
+                 metadata fetch from the controllers, which KafkaIQ does not have yet; run the \
+                 node as broker,controller"
+                    .into(),
+            ));
+        }
+        if config.kraft.voters.is_empty() && !config.kraft.standalone {
+            return Err(StartupError::Unsupported(
+                "controller.quorum.bootstrap.servers without controller.quorum.voters: KafkaIQ \
+                 needs the voters' ids, which a Kafka cluster learns at format time; list them \
+                 in controller.quorum.voters"
+                    .into(),
+            ));
+        }
+        let meta = crate::meta_properties::load_meta_properties(
+            &config.meta_properties_dirs(),
+            config.node_id,
+        )?;
+        let proposed_cluster_id = meta.cluster_id.clone().unwrap_or_else(new_cluster_id);
+        let config = Arc::new(config);
+        let log_manager = Arc::new(LogManager::open(
+            &config.log_dirs,
+            config.default_log_config(),
+            clock.now_ms(),
+        )?);
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
+        let (controller, publisher, controller_task) = crate::controller::start(
+            &config.kraft.metadata_log_dir,
+            &proposed_cluster_id,
+            config.clone(),
+            cache.clone(),
+            &quorum_peers(&config),
+            shutdown_rx.clone(),
+        )
+        .await?;
+        tasks.push(("controller", controller_task));
+
+        let replicas = Arc::new(ReplicaManager::new(
+            config.clone(),
+            log_manager.clone(),
+            clock.clone(),
+        ));
+        let groups = GroupService::new(
+            &config,
+            replicas.clone(),
+            controller.clone(),
+            cache.clone(),
+            clock.clone(),
+        );
+        let context = Arc::new(Context {
+            node_id: config.node_id,
+            cache: cache.clone(),
+            controller: controller.clone(),
+            producer_ids: ProducerIdManager::new(config.node_id),
+            replicas: replicas.clone(),
+            fetch_sessions: FetchSessionCache::new(),
+            clock: clock.clone(),
+            groups: groups.clone(),
+            config: config.clone(),
+        });
+        // Voters must hear each other before the quorum can elect anyone.
+        if let Some(listener) = listeners.controller {
+            let serve =
+                crate::server::serve_controller(listener, context.clone(), shutdown_rx.clone());
+            tasks.push(("controller listener", tokio::spawn(serve)));
+        }
+        let cluster_id = wait_for_cluster_id(&cache, &config).await;
+        meta.complete(&cluster_id)?;
+
+        let registration = registration(&config, listeners.client_port);
+        if config.kraft.standalone {
+            // A single node's broker reads its own controller's image: registered and unfenced
+            // at once, leading its partitions again under new epochs.
+            let led = controller.register_broker(registration).await?;
+            tracing::info!(partitions_led = led, "registered");
+            publisher.add_listener(replicas.clone());
+            // After the replica manager, so the partitions of __consumer_offsets exist when
+            // the group coordinator is told it leads them.
+            publisher.add_listener(groups.clone());
+        } else {
+            publisher.add_listener(replicas.clone());
+            publisher.add_listener(groups.clone());
+            let lifecycle = lifecycle::BrokerLifecycle::new(
+                config.clone(),
+                cluster_id.clone(),
+                registration,
+                cache.clone(),
+            );
+            let running = lifecycle.running();
+            tasks.push((
+                "broker lifecycle",
+                tokio::spawn(lifecycle.run(shutdown_rx.clone())),
+            ));
+            lifecycle::wait_until_running(running, &config).await;
+        }
+        tracing::info!(
+            node_id = config.node_id,
+            %cluster_id,
+            roles = %config.kraft.roles,
+            "broker started"
+        );
+        for task in groups.start(shutdown_rx.clone()) {
+            tasks.push(("group coordinator", task));
+        }
+        // The replica fetchers, the AlterPartition sender and the ISR expiry check; the
+        // fetchers have stopped by the time these tasks end, before the logs are closed.
+        tasks.extend(replicas.start(shutdown_rx.clone()));
+        tasks.push((
+            "periodic",
+            tokio::spawn(periodic(context.clone(), shutdown_rx.clone())),
+        ));
+        if let Some(listener) = listeners.client {
+            let serve = crate::server::serve(listener, context.clone(), shutdown_rx);
+            tasks.push(("server", tokio::spawn(serve)));
+        }
+        Ok(Node {
+            local_addr: SocketAddr::from(([127, 0, 0, 1], listeners.client_port)),
+            context,
+            shutdown_tx,
+            tasks,
+        })
+    }
+
+    /// Clean shutdown: stop serving and every task, checkpoint high watermarks, close every
+    /// log. A task that panicked makes the shutdown an error (after the logs are closed).
+    pub async fn shutdown(self) -> Result<(), ShutdownError> {
+        let _ = self.shutdown_tx.send(true);
+        let mut panicked = None;
+        for (name, task) in self.tasks {
+            if let Err(e) = task.await {
+                if e.is_panic() {
+                    tracing::error!(task = name, "task panicked");
+                    panicked.get_or_insert((name, panic_message(e.into_panic())));
+                }
+            }
+        }
+        let replicas = self.context.replicas.clone();
+        let closed = tokio::task::spawn_blocking(move || {
+            if let Err(e) = replicas.checkpoint_high_watermarks() {
+                tracing::error!(error = %e, "high watermark checkpoint at shutdown failed");
+            }
+            replicas.log_manager.shutdown()
+        })
+        .await;
+        match closed {
+            Ok(result) => result?,
+            Err(e) => {
+                panicked.get_or_insert(("log shutdown", panic_message(e.into_panic())));
+            }
+        }
+        if let Some((name, message)) = panicked {
+            return Err(ShutdownError::TaskPanicked(name, message));
+        }
+        tracing::info!("broker stopped cleanly");
+        Ok(())
+    }
+}
+
+/// The listeners bound before the services start.
+struct BoundListeners {
+    client: Option<TcpListener>,
+    /// The client listener's real port (or the configured one without a listener).
+    client_port: u16,
+    controller: Option<TcpListener>,
+}
+
+async fn bind(host: &str, port: u16) -> Result<TcpListener, StartupError> {
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    let addr = format!("{host}:{port}");
+    TcpListener::bind(&addr)
+        .await
+        .map_err(|source| StartupError::Bind { addr, source })
+}
+
+/// The voters of the metadata quorum, from `controller.quorum.voters` (a standalone node is
+/// its own only voter).
+fn quorum_peers(config: &BrokerConfig) -> crate::controller::QuorumPeers {
+    if config.kraft.standalone {
+        return crate::controller::QuorumPeers::single(config.node_id);
+    }
+    crate::controller::QuorumPeers {
+        voters: config
+            .kraft
+            .voters
+            .iter()
+            .map(|v| (v.id as u64, format!("{}:{}", v.host, v.port)))
+            .collect(),
+        election_timeout_ms: config.kraft.election_timeout_ms,
+    }
+}
+
+/// Waits until the metadata log holds the cluster id (the first active controller writes it),
+/// saying every few seconds what it waits for.
+async fn wait_for_cluster_id(cache: &MetadataCache, config: &BrokerConfig) -> String {
+    let started = std::time::Instant::now();
+    let mut next_log = Duration::from_secs(5);
+    loop {
+        let image = cache.image();
+        if !image.cluster_id.is_empty() {
+            return image.cluster_id.clone();
+        }
+        if started.elapsed() >= next_log {
+            tracing::info!(
+                voters = ?config.kraft.voter_ids(),
+                waited_s = started.elapsed().as_secs(),
+                "waiting for the metadata quorum to elect a controller"
+            );
+            next_log += Duration::from_secs(5);
+        }
+        tokio::time::sleep(Duration::from_millis(CLUSTER_ID_POLL_MS)).await;
+    }
+}
+
+/// This broker's registration: a new incarnation per process start, every advertised broker
+/// listener (the client listener's real port when it was configured as 0), the rack.
+fn registration(config: &BrokerConfig, bound_port: u16) -> BrokerRegistration {
+    let mut registration = BrokerRegistration::new(
+        config.node_id,
+        crate::controller::random_uuid(),
+        config.broker_rack.clone(),
+    );
+    let advertised = config.kraft.advertised_broker_listeners();
+    if advertised.is_empty() || config.kraft.standalone {
+        // Advertise what clients can connect to: the configured advertised listener, else the
+        // listener with its real port and a connectable host.
+        let a = config.advertised().clone();
+        let port = if config.advertised_listener.is_none() || a.port == 0 {
+            bound_port
+        } else {
+            a.port
+        };
+        return registration.with_listener(
+            config.listener.name.clone(),
+            connectable_host(&a.host),
+            port,
+            security_protocol::PLAINTEXT,
+        );
+    }
+    for l in advertised {
+        let port = if l.name == config.listener.name && l.port == 0 {
+            bound_port
+        } else {
+            l.port
+        };
+        registration = registration.with_listener(
+            l.name.clone(),
+            connectable_host(&l.host),
+            port,
+            security_protocol::PLAINTEXT,
+        );
+    }
+    registration
+}
+
+fn connectable_host(host: &str) -> String {
+    match host {
+        "" | "0.0.0.0" | "::" => "127.0.0.1".to_owned(),
+        h => h.to_owned(),
+    }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
+}
+
+/// High watermark checkpoints every 5 s; time-based flushes every second; retention every
+/// `log.retention.check.interval.ms` (first after at most [`LOG_RETENTION_INITIAL_DELAY_MS`]), as
+/// Kafka schedules it: records past `retention.ms` stay readable until the next check.
+async fn periodic(ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
+    let mut hw_tick =
+        tokio::time::interval(Duration::from_millis(HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS));
+    let mut log_tick = tokio::time::interval(Duration::from_millis(LOG_PERIODIC_INTERVAL_MS));
+    let retention_interval_ms = ctx
+        .config
+        .value_of("log.retention.check.interval.ms")
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT);
+    let mut next_retention_ms =
+        ctx.clock.now_ms() + retention_interval_ms.min(LOG_RETENTION_INITIAL_DELAY_MS);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => {
+                if *shutdown.borrow() { return; }
+            }
+            _ = hw_tick.tick() => {
+                let replicas = ctx.replicas.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Err(e) = replicas.checkpoint_high_watermarks() {
+                        tracing::error!(error = %e, "high watermark checkpoint failed");
+                    }
+                }).await;
+            }
+            _ = log_tick.tick() => {
+                let replicas = ctx.replicas.clone();
+                let now = ctx.clock.now_ms();
+                let retention_due = now >= next_retention_ms;
+                if retention_due {
+                    next_retention_ms = now + retention_interval_ms;
+                }
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Err(e) = replicas.log_manager.run_periodic(now, retention_due) {
+                        tracing::error!(error = %e, "periodic log maintenance failed");
+                    }
+                }).await;
+            }
+        }
+    }
+}
