@@ -68,6 +68,15 @@ pub(crate) enum Event {
 /// Where the engine's outgoing messages go (the peer transport; nowhere for a single voter).
 pub(crate) type Outbox = Box<dyn FnMut(Vec<Message>) + Send>;
 
+/// Between the campaigns of the voters that lost their leader's connection, in rank order: the
+/// first campaigns at once, the next only if no leader emerged by then.
+const CAMPAIGN_STAGGER_MS: u64 = 150;
+
+/// How long a new active controller waits for the broker of a voter whose Raft connection to
+/// it is closed: long enough for a live one to reconnect and heartbeat, short enough that a
+/// broker that died with the old controller loses its leaderships well within a second.
+const DISCONNECTED_VOTER_GRACE_MS: u64 = 100;
+
 /// One tick of the quorum's clock.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
@@ -118,6 +127,10 @@ pub(crate) struct ControllerCore<D: Durable> {
     lifecycle: Option<Lifecycle>,
     /// Set when this voter just became active; handled by the next advance (it needs the time).
     became_active_pending: bool,
+    /// After the leader's connection closed: campaign this many ms from then (this voter's
+    /// rank × [`CAMPAIGN_STAGGER_MS`]) unless a leader other than the lost one is known.
+    campaign_after: Option<(u64, u64)>,
+    campaign_due_ms: Option<(u64, u64)>,
     /// Whether this voter is active, and who leads, for the node's channels.
     state: Arc<super::forward::QuorumState>,
     applied_index: u64,
@@ -155,6 +168,8 @@ impl<D: Durable> ControllerCore<D> {
             sessions: std::collections::HashMap::new(),
             lifecycle,
             became_active_pending: false,
+            campaign_after: None,
+            campaign_due_ms: None,
             state,
             applied_index: 0,
             active_term: None,
@@ -192,9 +207,10 @@ impl<D: Durable> ControllerCore<D> {
     }
 
     /// A controller-listener connection closed. If it carried the quorum leader's messages,
-    /// the leader's process is most likely gone: campaign now instead of waiting out the
-    /// election timeout (pre-vote keeps this from disturbing a leader the majority still
-    /// hears), so the controller fails over in about a round trip.
+    /// the leader's process is most likely gone: the voters elect another at once instead of
+    /// waiting out the election timeout ([`QuorumEngine::leader_connection_lost`]), so the
+    /// controller fails over in a few round trips. A broker whose heartbeats came on it is
+    /// fenced.
     pub(crate) fn connection_closed(&mut self, connection: u64) {
         let closed: Vec<(i32, Option<i64>)> = self
             .sessions
@@ -219,12 +235,9 @@ impl<D: Durable> ControllerCore<D> {
             }
         }
         if let Some(peer) = self.peer_connections.remove(&connection) {
-            if peer == self.engine.leader_id() && !self.engine.is_leader() {
-                tracing::info!(
-                    leader = peer,
-                    "connection from the quorum leader closed; campaigning"
-                );
-                self.engine.campaign();
+            if let Some(rank) = self.engine.leader_connection_lost(peer) {
+                tracing::info!(leader = peer, rank, "connection from the quorum leader closed");
+                self.campaign_after = Some((rank as u64 * CAMPAIGN_STAGGER_MS, peer));
             }
         }
     }
@@ -333,17 +346,31 @@ impl<D: Durable> ControllerCore<D> {
         let Some(lifecycle) = self.lifecycle else {
             return;
         };
+        // A voter whose Raft connection to this node is not open is most likely the process
+        // that died with the old controller (a live voter keeps one open, answering the
+        // leader): its broker gets only a short grace to reach this controller.
+        let connected: std::collections::HashSet<u64> =
+            self.peer_connections.values().copied().collect();
+        let me = self.engine.node_id();
+        let voters = self.engine.voters().to_vec();
         self.sessions = self
             .image
             .brokers
             .values()
             .filter(|b| !b.fenced)
             .map(|b| {
+                let id = b.node_id as u64;
+                let gone = id != me && voters.contains(&id) && !connected.contains(&id);
+                let grace = if gone {
+                    lifecycle.failover_grace_ms.min(DISCONNECTED_VOTER_GRACE_MS)
+                } else {
+                    lifecycle.failover_grace_ms
+                };
                 (
                     b.node_id,
                     Session {
                         broker_epoch: Some(b.broker_epoch),
-                        deadline_ms: now_ms + lifecycle.failover_grace_ms,
+                        deadline_ms: now_ms + grace,
                         connection: None,
                     },
                 )
@@ -386,6 +413,18 @@ impl<D: Durable> ControllerCore<D> {
     /// caller stops it.
     pub(crate) fn advance(&mut self, now_ms: u64) -> Result<Vec<Message>, DurableError> {
         let mut messages = Vec::new();
+        if let Some((delay, lost)) = self.campaign_after.take() {
+            self.campaign_due_ms = Some((now_ms + delay, lost));
+        }
+        if let Some((due, lost)) = self.campaign_due_ms {
+            let leader = self.engine.leader_id();
+            if self.engine.is_leader() || (leader != 0 && leader != lost) {
+                self.campaign_due_ms = None;
+            } else if now_ms >= due {
+                self.campaign_due_ms = None;
+                self.engine.campaign();
+            }
+        }
         loop {
             if std::mem::take(&mut self.became_active_pending) {
                 self.became_active(now_ms);

@@ -205,10 +205,27 @@ impl<D: Durable> QuorumEngine<D> {
         self.node.tick();
     }
 
-    /// Starts an election now (the leader's connection closed, say) rather than after the
-    /// election timeout. Pre-vote keeps this from disturbing a leader the others still hear.
+    /// Starts an election now rather than after the election timeout. Pre-vote keeps this
+    /// from disturbing a leader the others still hear.
     pub fn campaign(&mut self) {
         let _ = self.node.campaign();
+    }
+
+    /// The connection carrying `leader`'s messages closed: its process is most likely gone.
+    /// This voter stops honouring the leader's lease, so it grants another voter's pre-vote
+    /// and vote at once instead of after the election timeout. Returns this voter's rank among
+    /// the other voters (0 = lowest id), by which the caller staggers campaigns so that two do
+    /// not split the vote; `None` if `leader` is not whom this voter follows. A leader that is
+    /// in fact alive keeps its followers with its next heartbeat.
+    pub fn leader_connection_lost(&mut self, leader: u64) -> Option<usize> {
+        if self.node.raft.leader_id != leader || self.is_leader() {
+            return None;
+        }
+        let timeout = self.node.raft.election_timeout();
+        self.node.raft.election_elapsed = self.node.raft.election_elapsed.max(timeout);
+        let mut others: Vec<u64> = self.voters.iter().copied().filter(|v| *v != leader).collect();
+        others.sort_unstable();
+        others.iter().position(|v| *v == self.node_id)
     }
 
     /// Takes one message from a peer. Anything not addressed to this voter, not from a voter,

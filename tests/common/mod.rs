@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod broker_process;
+pub mod cluster;
 pub mod panics;
 
 use std::ops::Deref;
@@ -103,6 +104,39 @@ pub struct RawClient {
 }
 
 impl RawClient {
+    /// Connects within a second, or `None` (a node that is down).
+    pub async fn try_connect(addr: std::net::SocketAddr) -> Option<RawClient> {
+        let stream = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            TcpStream::connect(addr),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        Some(RawClient {
+            stream,
+            correlation: AtomicI32::new(1),
+        })
+    }
+
+    /// [`RawClient::call`] within `timeout`, or `None` (the node died or did not answer).
+    pub async fn try_call<R: Request>(
+        &mut self,
+        version: i16,
+        request: &R,
+        timeout: std::time::Duration,
+    ) -> Option<R::Response> {
+        let (correlation_id, frame) = self.encode(version, request);
+        tokio::time::timeout(timeout, async {
+            self.stream.write_all(&frame).await.ok()?;
+            let response = self.read_frame().await?;
+            Some(Self::decode_response::<R>(version, response, correlation_id))
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
     pub async fn connect(addr: std::net::SocketAddr) -> RawClient {
         RawClient {
             stream: TcpStream::connect(addr).await.unwrap(),
