@@ -17,67 +17,13 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{Cluster, ClusterKind};
 use common::RawClient;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{
-    CreateTopicsRequest, DescribeQuorumRequest, MetadataRequest, MetadataResponse, TopicName,
-};
+use kafka_protocol::messages::{DescribeQuorumRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-
-const ANSWER: Duration = Duration::from_secs(2);
-
-async fn metadata(cluster: &Cluster, id: i32, topics: &[&str]) -> Option<MetadataResponse> {
-    let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
-    let request = MetadataRequest::default()
-        .with_topics(Some(
-            topics
-                .iter()
-                .map(|t| {
-                    MetadataRequestTopic::default()
-                        .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
-                })
-                .collect(),
-        ))
-        .with_allow_auto_topic_creation(false);
-    client.try_call(12, &request, ANSWER).await
-}
-
-/// (leader, leader epoch, isr) of a partition as node `id` reports it.
-async fn partition_state(
-    cluster: &Cluster,
-    id: i32,
-    topic: &str,
-    partition: i32,
-) -> Option<(i32, i32, Vec<i32>)> {
-    let m = metadata(cluster, id, &[topic]).await?;
-    let t = m.topics.first()?;
-    let p = t.partitions.iter().find(|p| p.partition_index == partition)?;
-    if p.error_code != 0 && p.leader_id.0 < 0 {
-        return Some((-1, p.leader_epoch, Vec::new()));
-    }
-    Some((
-        p.leader_id.0,
-        p.leader_epoch,
-        p.isr_nodes.iter().map(|b| b.0).collect(),
-    ))
-}
-
-async fn create_topic(cluster: &Cluster, id: i32, name: &str, partitions: i32) -> Option<i16> {
-    let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
-            .with_num_partitions(partitions)
-            .with_replication_factor(3)]);
-    let r = client.try_call(7, &request, Duration::from_secs(10)).await?;
-    Some(r.topics[0].error_code)
-}
 
 /// The active controller node `id` names in Metadata.
 async fn controller_seen_by(cluster: &Cluster, id: i32) -> Option<i32> {
-    metadata(cluster, id, &[]).await.map(|m| m.controller_id.0)
+    cluster.metadata(id, &[]).await.map(|m| m.controller_id.0)
 }
 
 /// Every running node lists exactly the running brokers, under one cluster id.
@@ -85,7 +31,7 @@ async fn formed(cluster: &Cluster) -> Option<String> {
     let running = cluster.running();
     let mut ids = Vec::new();
     for &id in &running {
-        let m = metadata(cluster, id, &[]).await?;
+        let m = cluster.metadata(id, &[]).await?;
         let mut brokers: Vec<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
         brokers.sort_unstable();
         if brokers != running {
@@ -106,21 +52,27 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
     let kind = ClusterKind::from_env();
     let mut cluster = Cluster::start(kind, "failover", 3, &[]);
     let cluster_id = cluster
-        .wait_for("three brokers in one cluster", Duration::from_secs(90), || {
-            formed(&cluster)
-        })
+        .wait_for(
+            "three brokers in one cluster",
+            Duration::from_secs(90),
+            || formed(&cluster),
+        )
         .await;
     println!("{}: cluster {cluster_id} formed", kind.name());
 
     // Placement: striped over the three racks, each broker the preferred leader of two of six.
     // Sent to node 2, which forwards it when it is not the active controller.
-    assert_eq!(create_topic(&cluster, 2, "placed", 6).await, Some(0));
+    assert_eq!(cluster.create_topic(2, "placed", 6, 3, &[]).await, Some(0));
     let placed = cluster
-        .wait_for("the placed topic on node 3", Duration::from_secs(30), || async {
-            let m = metadata(&cluster, 3, &["placed"]).await?;
-            let t = m.topics.first().filter(|t| t.error_code == 0)?;
-            (t.partitions.len() == 6).then(|| t.clone())
-        })
+        .wait_for(
+            "the placed topic on node 3",
+            Duration::from_secs(30),
+            || async {
+                let m = cluster.metadata(3, &["placed"]).await?;
+                let t = m.topics.first().filter(|t| t.error_code == 0)?;
+                (t.partitions.len() == 6).then(|| t.clone())
+            },
+        )
         .await;
     let mut preferred: BTreeMap<i32, usize> = BTreeMap::new();
     for p in &placed.partitions {
@@ -130,7 +82,10 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
         assert_eq!(sorted, vec![1, 2, 3], "partition {}", p.partition_index);
         *preferred.entry(replicas[0]).or_default() += 1;
     }
-    assert_eq!(preferred.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
+    assert_eq!(
+        preferred.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2]
+    );
 
     if kind == ClusterKind::KafkaIq {
         // The quorum through a broker: three voters, one leader.
@@ -156,23 +111,22 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
     for round in 0..kills {
         let topic = format!("failover-{round}");
         let creator = *cluster.running().first().unwrap();
-        assert_eq!(create_topic(&cluster, creator, &topic, 1).await, Some(0));
+        assert_eq!(
+            cluster.create_topic(creator, &topic, 1, 3, &[]).await,
+            Some(0)
+        );
         let (leader, epoch, _) = cluster
             .wait_for("a full ISR", Duration::from_secs(30), || async {
-                let s = partition_state(&cluster, creator, &topic, 0).await?;
+                let s = cluster.partition_state(creator, &topic, 0).await?;
                 (s.0 > 0 && s.2.len() == 3).then_some(s)
             })
             .await;
-        let observer = *cluster
-            .running()
-            .iter()
-            .find(|&&id| id != leader)
-            .unwrap();
+        let observer = *cluster.running().iter().find(|&&id| id != leader).unwrap();
         let killed_at = Instant::now();
         cluster.kill(leader);
         let (new_leader, new_epoch) = cluster
             .wait_for("a new leader", Duration::from_secs(60), || async {
-                let (l, e, _) = partition_state(&cluster, observer, &topic, 0).await?;
+                let (l, e, _) = cluster.partition_state(observer, &topic, 0).await?;
                 (l > 0 && l != leader && e > epoch).then_some((l, e))
             })
             .await;
@@ -210,11 +164,15 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
     let killed_at = Instant::now();
     cluster.kill(old);
     let new = cluster
-        .wait_for("a new active controller", Duration::from_secs(60), || async {
-            controller_seen_by(&cluster, observer)
-                .await
-                .filter(|c| *c > 0 && *c != old)
-        })
+        .wait_for(
+            "a new active controller",
+            Duration::from_secs(60),
+            || async {
+                controller_seen_by(&cluster, observer)
+                    .await
+                    .filter(|c| *c > 0 && *c != old)
+            },
+        )
         .await;
     let controller_failover = killed_at.elapsed();
     println!(
@@ -222,11 +180,16 @@ async fn three_nodes_form_one_cluster_and_fail_over_leaders_and_the_controller()
         kind.name()
     );
     let code = cluster
-        .wait_for("CreateTopics after the failover", Duration::from_secs(60), || async {
-            create_topic(&cluster, observer, "after-failover", 3)
-                .await
-                .filter(|c| *c == 0)
-        })
+        .wait_for(
+            "CreateTopics after the failover",
+            Duration::from_secs(60),
+            || async {
+                cluster
+                    .create_topic(observer, "after-failover", 3, 3, &[])
+                    .await
+                    .filter(|c| *c == 0)
+            },
+        )
         .await;
     assert_eq!(code, 0);
     cluster.spawn(old);

@@ -15,7 +15,26 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
 use super::broker_process::{free_port, BrokerProcess};
+use super::RawClient;
+
+/// How long a node gets to answer one request of the harness.
+const ANSWER: Duration = Duration::from_secs(2);
+
+/// A partition as one node's Metadata shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionState {
+    /// -1 while the partition has no leader.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
 
 /// Which broker a cluster is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +75,11 @@ impl ClusterNode {
     pub fn client_addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.client_port))
     }
+
+    /// The node's one log dir.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
 }
 
 pub struct Cluster {
@@ -74,7 +98,13 @@ fn kafka_libs() -> PathBuf {
         .output()
         .expect("run integration/kafka-libs.sh");
     assert!(out.status.success(), "kafka-libs.sh failed");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap())
+    PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .lines()
+            .last()
+            .unwrap(),
+    )
 }
 
 impl Cluster {
@@ -152,7 +182,13 @@ impl Cluster {
         let libs = kafka_libs();
         let cp = format!("{}/*", libs.display());
         let out = Command::new("java")
-            .args(["-Xmx256m", "-cp", &cp, "kafka.tools.StorageTool", "random-uuid"])
+            .args([
+                "-Xmx256m",
+                "-cp",
+                &cp,
+                "kafka.tools.StorageTool",
+                "random-uuid",
+            ])
             .output()
             .unwrap();
         let cluster_id = String::from_utf8_lossy(&out.stdout)
@@ -163,7 +199,14 @@ impl Cluster {
             .to_owned();
         for node in self.nodes.values() {
             let status = Command::new("java")
-                .args(["-Xmx256m", "-cp", &cp, "kafka.tools.StorageTool", "format", "-t"])
+                .args([
+                    "-Xmx256m",
+                    "-cp",
+                    &cp,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                ])
                 .arg(&cluster_id)
                 .arg("-c")
                 .arg(&node.config)
@@ -223,6 +266,13 @@ impl Cluster {
 
     /// Stops every running node, checked; removes the directory unless `KEEP_BROKER_DIR`.
     pub fn stop_all(&mut self) {
+        self.stop_all_keeping_files();
+        self.remove_files();
+    }
+
+    /// Stops every running node with SIGTERM, checked (clean exit, no panic, within the
+    /// bound); the nodes' files stay for the test to inspect.
+    pub fn stop_all_keeping_files(&mut self) {
         let mut failures = Vec::new();
         for node in self.nodes.values_mut() {
             if let Some(mut p) = node.process.take() {
@@ -231,12 +281,19 @@ impl Cluster {
                 }
             }
         }
-        if failures.is_empty() && std::env::var_os("KEEP_BROKER_DIR").is_none() {
+        if !failures.is_empty() {
+            eprintln!("cluster dir kept: {}", self.root.display());
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// Removes the nodes' files unless `KEEP_BROKER_DIR` is set.
+    pub fn remove_files(&self) {
+        if std::env::var_os("KEEP_BROKER_DIR").is_none() {
             let _ = std::fs::remove_dir_all(&self.root);
         } else {
             eprintln!("cluster dir kept: {}", self.root.display());
         }
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     pub fn running(&self) -> Vec<i32> {
@@ -263,6 +320,142 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// Waits until node `id` accepts connections on its client listener (it may not be part
+    /// of the cluster yet).
+    pub fn await_listening(&mut self, id: i32) {
+        let node = self.nodes.get_mut(&id).expect("node");
+        let port = node.client_port;
+        node.process
+            .as_mut()
+            .expect("node runs")
+            .await_listening(port);
+    }
+
+    /// Sends `signal` (SIGSTOP, SIGCONT) to node `id`.
+    pub fn signal(&self, id: i32, signal: i32) {
+        let pid = self.nodes[&id].process.as_ref().expect("node runs").pid() as i32;
+        // SAFETY: kill(2) on the pid of a child this harness started and has not reaped.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "signal {signal} to node {id}");
+    }
+
+    /// The bytes of every `.log` segment of `topic`-`partition` on node `id`, in offset order.
+    pub fn log_bytes(&self, id: i32, topic: &str, partition: i32) -> Vec<u8> {
+        let dir = self.nodes[&id]
+            .data_dir()
+            .join(format!("{topic}-{partition}"));
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        segments.sort();
+        segments
+            .iter()
+            .flat_map(|s| std::fs::read(s).unwrap())
+            .collect()
+    }
+
+    /// Metadata (v12) of `topics` from node `id`, or `None` if it does not answer in time.
+    pub async fn metadata(&self, id: i32, topics: &[&str]) -> Option<MetadataResponse> {
+        let mut client = RawClient::try_connect(self.nodes[&id].client_addr()).await?;
+        let request = MetadataRequest::default()
+            .with_topics(Some(
+                topics
+                    .iter()
+                    .map(|t| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(t.to_string()))))
+                    })
+                    .collect(),
+            ))
+            .with_allow_auto_topic_creation(false);
+        client.try_call(12, &request, ANSWER).await
+    }
+
+    /// The partitions of `topic` as node `id` shows them; `None` if it does not answer or does
+    /// not know the topic.
+    pub async fn partitions_seen_by(
+        &self,
+        id: i32,
+        topic: &str,
+    ) -> Option<BTreeMap<i32, PartitionState>> {
+        let m = self.metadata(id, &[topic]).await?;
+        let t = m.topics.first().filter(|t| t.error_code == 0)?;
+        Some(
+            t.partitions
+                .iter()
+                .map(|p| {
+                    let leaderless = p.error_code != 0 && p.leader_id.0 < 0;
+                    let state = PartitionState {
+                        leader: if leaderless { -1 } else { p.leader_id.0 },
+                        leader_epoch: p.leader_epoch,
+                        replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                        isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                    };
+                    (p.partition_index, state)
+                })
+                .collect(),
+        )
+    }
+
+    /// The partitions of `topic` as the first running node that answers shows them.
+    pub async fn partitions(&self, topic: &str) -> Option<BTreeMap<i32, PartitionState>> {
+        for id in self.running() {
+            if let Some(p) = self.partitions_seen_by(id, topic).await {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// (leader, leader epoch, isr) of one partition as node `id` shows it.
+    pub async fn partition_state(
+        &self,
+        id: i32,
+        topic: &str,
+        partition: i32,
+    ) -> Option<(i32, i32, Vec<i32>)> {
+        let p = self
+            .partitions_seen_by(id, topic)
+            .await?
+            .remove(&partition)?;
+        Some((p.leader, p.leader_epoch, p.isr))
+    }
+
+    /// CreateTopics through node `id` with replication factor `replication` and topic
+    /// `configs`: the topic's error code, or `None` if the node does not answer.
+    pub async fn create_topic(
+        &self,
+        id: i32,
+        name: &str,
+        partitions: i32,
+        replication: i16,
+        configs: &[(&str, &str)],
+    ) -> Option<i16> {
+        let mut client = RawClient::try_connect(self.nodes[&id].client_addr()).await?;
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+                .with_num_partitions(partitions)
+                .with_replication_factor(replication)
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(StrBytes::from_string(k.to_string()))
+                                .with_value(Some(StrBytes::from_string(v.to_string())))
+                        })
+                        .collect(),
+                )]);
+        let r = client
+            .try_call(7, &request, Duration::from_secs(10))
+            .await?;
+        Some(r.topics[0].error_code)
+    }
+
     /// Polls `check` every 20 ms until it returns `Some`, or panics after `timeout` with
     /// `what` and the tails of the running nodes' logs.
     pub async fn wait_for<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
@@ -281,7 +474,10 @@ impl Cluster {
                     .into_iter()
                     .map(|id| format!("--- node {id}:\n{}", self.log_tail(id, 15)))
                     .collect();
-                panic!("timed out after {timeout:?} waiting for {what}\n{}", logs.join("\n"));
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}\n{}",
+                    logs.join("\n")
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -292,6 +488,9 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         for node in self.nodes.values_mut() {
             if let Some(mut p) = node.process.take() {
+                // A node a failed test left stopped (SIGSTOP) must not outlive it.
+                // SAFETY: kill(2) on the pid of our own unreaped child.
+                let _ = unsafe { libc::kill(p.pid() as i32, libc::SIGCONT) };
                 let _ = p.kill();
             }
         }

@@ -106,13 +106,11 @@ pub struct RawClient {
 impl RawClient {
     /// Connects within a second, or `None` (a node that is down).
     pub async fn try_connect(addr: std::net::SocketAddr) -> Option<RawClient> {
-        let stream = tokio::time::timeout(
-            std::time::Duration::from_secs(1),
-            TcpStream::connect(addr),
-        )
-        .await
-        .ok()?
-        .ok()?;
+        let stream =
+            tokio::time::timeout(std::time::Duration::from_secs(1), TcpStream::connect(addr))
+                .await
+                .ok()?
+                .ok()?;
         Some(RawClient {
             stream,
             correlation: AtomicI32::new(1),
@@ -130,7 +128,11 @@ impl RawClient {
         tokio::time::timeout(timeout, async {
             self.stream.write_all(&frame).await.ok()?;
             let response = self.read_frame().await?;
-            Some(Self::decode_response::<R>(version, response, correlation_id))
+            Some(Self::decode_response::<R>(
+                version,
+                response,
+                correlation_id,
+            ))
         })
         .await
         .ok()
