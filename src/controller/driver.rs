@@ -236,7 +236,11 @@ impl<D: Durable> ControllerCore<D> {
         }
         if let Some(peer) = self.peer_connections.remove(&connection) {
             if let Some(rank) = self.engine.leader_connection_lost(peer) {
-                tracing::info!(leader = peer, rank, "connection from the quorum leader closed");
+                tracing::info!(
+                    leader = peer,
+                    rank,
+                    "connection from the quorum leader closed"
+                );
                 self.campaign_after = Some((rank as u64 * CAMPAIGN_STAGGER_MS, peer));
             }
         }

@@ -223,7 +223,12 @@ impl<D: Durable> QuorumEngine<D> {
         }
         let timeout = self.node.raft.election_timeout();
         self.node.raft.election_elapsed = self.node.raft.election_elapsed.max(timeout);
-        let mut others: Vec<u64> = self.voters.iter().copied().filter(|v| *v != leader).collect();
+        let mut others: Vec<u64> = self
+            .voters
+            .iter()
+            .copied()
+            .filter(|v| *v != leader)
+            .collect();
         others.sort_unstable();
         others.iter().position(|v| *v == self.node_id)
     }
