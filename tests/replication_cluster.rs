@@ -28,9 +28,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::messages::{BrokerId, FetchRequest, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -454,12 +455,22 @@ async fn a_stopped_follower_holds_the_high_watermark_then_leaves_the_isr_and_rej
     let stopped_at = Instant::now();
     // Writes the stopped follower cannot fetch: acknowledged (acks=1), not yet committed.
     send_all(&producer, TOPIC, &values[10..]).await;
+    // An acks=all write waits for the stopped follower until its timeout.
+    let mut client = RawClient::connect(cluster.nodes[&leader].client_addr()).await;
+    let started = Instant::now();
+    let timed_out = produce_with_timeout(&mut client, TOPIC, -1, "timed-out", 300).await;
+    let waited = started.elapsed();
     let high = high_watermark(&cluster, TOPIC, 0);
     let isr = cluster.partitions_seen_by(leader, TOPIC).await.unwrap()[&0]
         .isr
         .clone();
     if isr.contains(&follower) {
-        // The leader's ISR still held the follower when it answered ListOffsets.
+        // The leader's ISR still held the follower when it answered both.
+        assert_eq!(timed_out, 7, "REQUEST_TIMED_OUT");
+        assert!(
+            waited >= Duration::from_millis(300),
+            "answered after {waited:?}"
+        );
         assert_eq!(high, 10, "the high watermark waits for every ISR member");
     } else {
         eprintln!("the follower left the ISR before the high watermark could be checked");
@@ -481,7 +492,7 @@ async fn a_stopped_follower_holds_the_high_watermark_then_leaves_the_isr_and_rej
         &cluster,
         TOPIC,
         "the high watermark to advance without it",
-        |_| high_watermark(&cluster, TOPIC, 0) == 20,
+        |_| high_watermark(&cluster, TOPIC, 0) == 21,
     )
     .await;
 
@@ -500,9 +511,29 @@ async fn a_stopped_follower_holds_the_high_watermark_then_leaves_the_isr_and_rej
         .into_iter()
         .map(|(_, v)| v)
         .collect();
-    assert_eq!(read, values);
+    let written: Vec<String> = values.iter().cloned().chain(["timed-out".into()]).collect();
+    assert_eq!(read, written, "a timed-out write is not undone");
     drop(producer);
+    // Every replica, followers too, checkpoints the high watermark it has from its leader.
+    for id in 1..=NODES {
+        cluster
+            .wait_for("the high watermark on every replica", DEADLINE, || async {
+                (replica_high_watermark(&cluster, id, TOPIC).await? == 21).then_some(())
+            })
+            .await;
+    }
     cluster.stop_all_keeping_files();
+    for id in 1..=NODES {
+        let path = cluster.nodes[&id]
+            .data_dir()
+            .join("replication-offset-checkpoint");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.lines().any(|l| l == format!("{TOPIC} 0 21")),
+            "node {id}'s {} holds:\n{text}",
+            path.display()
+        );
+    }
     assert_identical_logs(&cluster, TOPIC, 1);
     cluster.remove_files();
 }
@@ -585,9 +616,19 @@ async fn a_deposed_leader_truncates_its_unreplicated_tail_at_the_diverging_epoch
 
 /// A Produce of one record with `acks` over raw frames: the partition's error code.
 async fn produce(client: &mut RawClient, topic: &str, acks: i16, value: &str) -> i16 {
+    produce_with_timeout(client, topic, acks, value, 10_000).await
+}
+
+async fn produce_with_timeout(
+    client: &mut RawClient,
+    topic: &str,
+    acks: i16,
+    value: &str,
+    timeout_ms: i32,
+) -> i16 {
     let request = ProduceRequest::default()
         .with_acks(acks)
-        .with_timeout_ms(10_000)
+        .with_timeout_ms(timeout_ms)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
             .with_partition_data(vec![PartitionProduceData::default()
@@ -597,8 +638,29 @@ async fn produce(client: &mut RawClient, topic: &str, acks: i16, value: &str) ->
     response.responses[0].partition_responses[0].error_code
 }
 
+/// The high watermark of `topic`-0 on node `id`, leader or follower: a consumer Fetch (v12,
+/// which a follower serves, KIP-392) answers with the replica's own high watermark.
+async fn replica_high_watermark(cluster: &Cluster, id: i32, topic: &str) -> Option<i64> {
+    let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1024)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1024)])]);
+    let r = client
+        .try_call(12, &request, Duration::from_secs(2))
+        .await?;
+    let p = r.responses.first()?.partitions.first()?;
+    (p.error_code == 0).then_some(p.high_watermark)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_one_broker_down_min_isr_two_writes_and_min_isr_three_refuses_at_once() {
+async fn min_isr_with_one_broker_down_and_timeouts_without_a_quorum() {
     let mut cluster = start("replication-min-isr", &[]);
     create_topic(&cluster, "two", 1, "2").await;
     create_topic(&cluster, "three", 1, "3").await;
@@ -656,6 +718,39 @@ async fn with_one_broker_down_min_isr_two_writes_and_min_isr_three_refuses_at_on
     // The refused record was never written.
     let records = read_partition(&cluster, "three", 0);
     assert_eq!(records, vec![(0, "y".to_owned())]);
+
+    // Two of three combined nodes down: the metadata quorum is lost too, so nothing can take
+    // the dead replicas out of the ISR; an acks=all write waits for them and times out, as in
+    // Kafka. Its outcome is unknown; nothing acknowledged is lost.
+    let lead = wait_until(&cluster, "two", "a full ISR again", |p| {
+        p[&0].isr.len() == 3
+    })
+    .await[&0]
+        .leader;
+    let others: Vec<i32> = (1..=NODES).filter(|n| *n != lead).collect();
+    for id in &others {
+        cluster.kill(*id);
+    }
+    let mut client = RawClient::connect(cluster.nodes[&lead].client_addr()).await;
+    let code = produce_with_timeout(&mut client, "two", -1, "unknown", 1000).await;
+    assert_eq!(code, 7, "REQUEST_TIMED_OUT without a quorum");
+    for id in &others {
+        cluster.spawn(*id);
+    }
+    wait_until(&cluster, "two", "the cluster healed", |p| {
+        p[&0].leader > 0 && p[&0].isr.len() == 3
+    })
+    .await;
+    let records = read_partition(&cluster, "two", 0);
+    assert_eq!(
+        records.first(),
+        Some(&(0, "x".to_owned())),
+        "the acknowledged write"
+    );
+    assert!(
+        records.len() == 1 || records[1..] == [(1, "unknown".to_owned())],
+        "{records:?}"
+    );
     cluster.stop_all();
 }
 

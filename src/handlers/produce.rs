@@ -227,6 +227,17 @@ impl LeaderEndpoints<'_> {
     }
 }
 
+/// The error a produce is answered with. Never UNKNOWN_SERVER_ERROR: the Java idempotent
+/// producer takes it as fatal for the batch's sequence and may write the records again
+/// under a new one (KAFKA-14034). A failure this broker cannot name is reported as a storage
+/// error, which every client retries with the same sequence.
+fn produce_error(e: ApiError) -> ApiError {
+    match e {
+        ApiError::UnknownServerError(m) => ApiError::KafkaStorageError(m),
+        e => e,
+    }
+}
+
 fn partition_response(
     leaders: &mut LeaderEndpoints<'_>,
     version: i16,
@@ -243,6 +254,7 @@ fn partition_response(
             }
         }
         Err(e) => {
+            let e = produce_error(e);
             r.error_code = e.code();
             r.base_offset = -1;
             r.log_append_time_ms = -1;
@@ -259,4 +271,25 @@ fn partition_response(
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_produce_is_never_answered_with_unknown_server_error() {
+        assert_eq!(
+            produce_error(ApiError::UnknownServerError("bug".into())),
+            ApiError::KafkaStorageError("bug".into())
+        );
+        for kept in [
+            ApiError::NotEnoughReplicas,
+            ApiError::NotEnoughReplicasAfterAppend,
+            ApiError::RequestTimedOut,
+            ApiError::NotLeaderOrFollower,
+        ] {
+            assert_eq!(produce_error(kept.clone()), kept);
+        }
+    }
 }

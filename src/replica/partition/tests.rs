@@ -744,3 +744,50 @@ fn a_new_leaders_read_of_an_unknown_epoch_is_out_of_range() {
     let read = p.read(2, &with_epoch(3)).unwrap();
     assert_eq!((read.diverging_epoch, read.records.len()), (None, 0));
 }
+
+#[test]
+fn idempotent_producer_state_is_rebuilt_from_the_leaders_batches_on_a_follower() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(dir.path(), 1);
+    p.make_follower(&reg(&[2, 1], &[2, 1], 2, (4, 4))).unwrap();
+    let producer_batch = |base_offset, epoch, base_sequence, count| {
+        let value = [b'p'; 8];
+        let values: Vec<&[u8]> = (0..count).map(|_| value.as_slice()).collect();
+        batch(
+            &Spec {
+                base_offset,
+                partition_leader_epoch: epoch,
+                producer_id: 7,
+                producer_epoch: 0,
+                base_sequence,
+                ..Spec::default()
+            },
+            &values,
+        )
+    };
+    // The old leader wrote sequences 0-2 and 3-4; this replica copied them.
+    let mut copied = producer_batch(0, 4, 0, 3);
+    copied.extend_from_slice(&producer_batch(3, 4, 3, 2));
+    p.append_as_follower(&copied, 4).unwrap();
+
+    // Elected: the producer retries its last batch, whose answer it never saw.
+    p.make_leader(&reg(&[2, 1], &[1], ME, (5, 5)), T0).unwrap();
+    let retry = producer_batch(0, -1, 3, 2);
+    let info = p.append_records_to_leader(&retry, -1, T0).unwrap();
+    assert!(info.duplicate, "a retry of a copied batch is a duplicate");
+    assert_eq!(
+        info.first_offset, 3,
+        "answered with the offset it was written at"
+    );
+    assert_eq!(p.log.log_end_offset(), 5, "nothing appended for the retry");
+    // A gap after the copied sequences is out of order, as it would be on the old leader.
+    assert!(matches!(
+        p.append_records_to_leader(&producer_batch(0, -1, 6, 1), -1, T0),
+        Err(ApiError::OutOfOrderSequenceNumber(_))
+    ));
+    // The next sequence continues the log.
+    let next = p
+        .append_records_to_leader(&producer_batch(0, -1, 5, 1), -1, T0)
+        .unwrap();
+    assert_eq!((next.first_offset, next.duplicate), (5, false));
+}
