@@ -27,6 +27,8 @@ pub mod isr;
 pub mod local_changes;
 pub mod partition;
 pub mod purgatory;
+#[cfg(test)]
+mod sim;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};

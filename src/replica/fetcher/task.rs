@@ -240,9 +240,9 @@ impl FetcherTask {
                 continue;
             }
             let next = match state::answer_action(&answer) {
-                AnswerAction::Append => self.append(&tp, fetched, &answer),
+                AnswerAction::Append => append(&tp, fetched, &answer),
                 AnswerAction::Truncate { epoch, end_offset } => {
-                    self.truncate(&tp, fetched, epoch, end_offset)
+                    truncate(&tp, fetched, epoch, end_offset)
                 }
                 AnswerAction::ResetOffset => {
                     resets.push(Reset {
@@ -270,96 +270,6 @@ impl FetcherTask {
             }
         }
         resets
-    }
-
-    /// Kafka's `processPartitionData`: the leader's batches appended as they are, its high
-    /// watermark and log start offset followed.
-    fn append(
-        &self,
-        tp: &TopicPartition,
-        fetched: &Fetched,
-        answer: &PartitionAnswer,
-    ) -> Result<PartitionFetchState, Failure> {
-        let p = &fetched.partition;
-        let epoch = fetched.state.current_leader_epoch;
-        let log_end_offset = p.log.log_end_offset();
-        if fetched.state.fetch_offset != log_end_offset {
-            // Only this fetcher writes this log in this epoch; if the two disagree, fetch from
-            // where the log really ends and let the leader check the epoch there.
-            tracing::error!(topic = %tp.topic, partition = tp.partition, fetch_offset = fetched.state.fetch_offset, log_end_offset, "fetch offset and log end offset disagree; fetching from the log end");
-            return Ok(fetched
-                .state
-                .fetching_at(log_end_offset, p.log.latest_epoch()));
-        }
-        let mut next_offset = fetched.state.fetch_offset;
-        if !answer.records.is_empty() {
-            match p.append_as_follower(&answer.records, epoch) {
-                Ok(info) => next_offset = info.last_offset + 1,
-                Err(e @ (ApiError::NotLeaderOrFollower | ApiError::FencedLeaderEpoch)) => {
-                    return Err(Failure::Remove(e.to_string()))
-                }
-                Err(e @ (ApiError::CorruptMessage(_) | ApiError::InvalidRecord(_))) => {
-                    return Err(Failure::Backoff(format!(
-                        "invalid batches from the leader: {e}"
-                    )))
-                }
-                Err(e) => {
-                    tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "appending the leader's batches failed");
-                    return Err(Failure::Remove(e.to_string()));
-                }
-            }
-        }
-        let follow = p
-            .update_follower_high_watermark(answer.high_watermark, epoch)
-            .and_then(|_| {
-                p.maybe_increment_follower_log_start_offset(answer.log_start_offset, epoch)
-            });
-        if let Err(e) = follow {
-            return Err(Failure::Remove(e.to_string()));
-        }
-        let lag = (answer.high_watermark - next_offset).max(0);
-        p.set_follower_lag(lag);
-        Ok(PartitionFetchState {
-            lag: Some(lag),
-            ..fetched.state.fetching_at(next_offset, p.log.latest_epoch())
-        })
-    }
-
-    /// Kafka's `truncateOnFetchResponse`: truncate to where the leader's epoch ends (or to an
-    /// intermediate point, and ask again with the epoch before it).
-    fn truncate(
-        &self,
-        tp: &TopicPartition,
-        fetched: &Fetched,
-        leader_epoch: i32,
-        leader_end_offset: i64,
-    ) -> Result<PartitionFetchState, Failure> {
-        let p = &fetched.partition;
-        let ours = p.log.end_offset_for_epoch(leader_epoch);
-        let ours = (ours.end_offset != -1).then_some((ours.epoch, ours.end_offset));
-        let log_end_offset = p.log.log_end_offset();
-        let t = state::truncation_offset(
-            leader_epoch,
-            leader_end_offset,
-            ours,
-            log_end_offset,
-            fetched.state.fetch_offset,
-        );
-        p.truncate_to(t.offset, fetched.state.current_leader_epoch)
-            .map_err(|e| Failure::Remove(e.to_string()))?;
-        tracing::info!(
-            topic = %tp.topic,
-            partition = tp.partition,
-            leader_epoch,
-            leader_end_offset,
-            from = log_end_offset,
-            to = p.log.log_end_offset(),
-            completed = t.completed,
-            "truncated a log that diverged from the leader's"
-        );
-        Ok(fetched
-            .state
-            .fetching_at(p.log.log_end_offset(), p.log.latest_epoch()))
     }
 
     /// Kafka's `fetchOffsetAndTruncate`, after OFFSET_OUT_OF_RANGE.
@@ -408,7 +318,94 @@ impl FetcherTask {
     }
 }
 
-enum Failure {
+/// Kafka's `processPartitionData`: the leader's batches appended as they are, its high
+/// watermark and log start offset followed.
+pub(crate) fn append(
+    tp: &TopicPartition,
+    fetched: &Fetched,
+    answer: &PartitionAnswer,
+) -> Result<PartitionFetchState, Failure> {
+    let p = &fetched.partition;
+    let epoch = fetched.state.current_leader_epoch;
+    let log_end_offset = p.log.log_end_offset();
+    if fetched.state.fetch_offset != log_end_offset {
+        // Only this fetcher writes this log in this epoch; if the two disagree, fetch from
+        // where the log really ends and let the leader check the epoch there.
+        tracing::error!(topic = %tp.topic, partition = tp.partition, fetch_offset = fetched.state.fetch_offset, log_end_offset, "fetch offset and log end offset disagree; fetching from the log end");
+        return Ok(fetched
+            .state
+            .fetching_at(log_end_offset, p.log.latest_epoch()));
+    }
+    let mut next_offset = fetched.state.fetch_offset;
+    if !answer.records.is_empty() {
+        match p.append_as_follower(&answer.records, epoch) {
+            Ok(info) => next_offset = info.last_offset + 1,
+            Err(e @ (ApiError::NotLeaderOrFollower | ApiError::FencedLeaderEpoch)) => {
+                return Err(Failure::Remove(e.to_string()))
+            }
+            Err(e @ (ApiError::CorruptMessage(_) | ApiError::InvalidRecord(_))) => {
+                return Err(Failure::Backoff(format!(
+                    "invalid batches from the leader: {e}"
+                )))
+            }
+            Err(e) => {
+                tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "appending the leader's batches failed");
+                return Err(Failure::Remove(e.to_string()));
+            }
+        }
+    }
+    let follow = p
+        .update_follower_high_watermark(answer.high_watermark, epoch)
+        .and_then(|_| p.maybe_increment_follower_log_start_offset(answer.log_start_offset, epoch));
+    if let Err(e) = follow {
+        return Err(Failure::Remove(e.to_string()));
+    }
+    let lag = (answer.high_watermark - next_offset).max(0);
+    p.set_follower_lag(lag);
+    Ok(PartitionFetchState {
+        lag: Some(lag),
+        ..fetched.state.fetching_at(next_offset, p.log.latest_epoch())
+    })
+}
+
+/// Kafka's `truncateOnFetchResponse`: truncate to where the leader's epoch ends (or to an
+/// intermediate point, and ask again with the epoch before it).
+pub(crate) fn truncate(
+    tp: &TopicPartition,
+    fetched: &Fetched,
+    leader_epoch: i32,
+    leader_end_offset: i64,
+) -> Result<PartitionFetchState, Failure> {
+    let p = &fetched.partition;
+    let ours = p.log.end_offset_for_epoch(leader_epoch);
+    let ours = (ours.end_offset != -1).then_some((ours.epoch, ours.end_offset));
+    let log_end_offset = p.log.log_end_offset();
+    let t = state::truncation_offset(
+        leader_epoch,
+        leader_end_offset,
+        ours,
+        log_end_offset,
+        fetched.state.fetch_offset,
+    );
+    p.truncate_to(t.offset, fetched.state.current_leader_epoch)
+        .map_err(|e| Failure::Remove(e.to_string()))?;
+    tracing::info!(
+        topic = %tp.topic,
+        partition = tp.partition,
+        leader_epoch,
+        leader_end_offset,
+        from = log_end_offset,
+        to = p.log.log_end_offset(),
+        completed = t.completed,
+        "truncated a log that diverged from the leader's"
+    );
+    Ok(fetched
+        .state
+        .fetching_at(p.log.log_end_offset(), p.log.latest_epoch()))
+}
+
+/// Why an answer was not applied: back off, or stop fetching the partition.
+pub(crate) enum Failure {
     Backoff(String),
     Remove(String),
 }
