@@ -117,6 +117,12 @@ pub const CONTROLLER_FORWARD_TIMEOUT_MS: u64 = CONTROLLER_WRITE_TIMEOUT_MS + 5_0
 /// How soon a broker tries the next controller after a registration or heartbeat failed.
 pub const BROKER_LIFECYCLE_RETRY_MS: u64 = 100;
 
+/// How often a broker between heartbeats looks whether the image names another active
+/// controller. It heartbeats to a new one at once, so the new controller holds the broker's
+/// connection from the start of its term and fences the broker as soon as that connection
+/// closes (a kill -9), instead of after the session timeout.
+pub const CONTROLLER_CHANGE_POLL_MS: u64 = 50;
+
 /// Requests waiting for the controller task; a sender beyond it waits (backpressure instead of
 /// an unbounded queue).
 pub const CONTROLLER_QUEUE_REQUESTS_MAX: usize = 1_024;

@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{
+    BrokerId, DescribeLogDirsRequest, FetchRequest, ProduceRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -46,11 +48,12 @@ const NODES: i32 = 3;
 /// How long a cluster condition may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// Three KafkaIQ nodes with the test's settings.
+/// Three nodes with the test's settings: KafkaIQ, or Apache Kafka with
+/// `KAFKAIQ_CLUSTER_BROKER=kafka` (to compare the figures on the same harness).
 fn start(name: &str, settings: Settings) -> Cluster {
     let mut all = vec!["offsets.topic.num.partitions=3"];
     all.extend_from_slice(settings);
-    let mut cluster = Cluster::start(ClusterKind::KafkaIq, name, NODES, &all);
+    let mut cluster = Cluster::start(ClusterKind::from_env(), name, NODES, &all);
     for id in 1..=NODES {
         cluster.await_listening(id);
     }
@@ -522,6 +525,17 @@ async fn a_stopped_follower_holds_the_high_watermark_then_leaves_the_isr_and_rej
             })
             .await;
     }
+    // DescribeLogDirs shows the partition on every replica, followers with their lag.
+    for id in 1..=NODES {
+        let lag = cluster
+            .wait_for("the replica in DescribeLogDirs", DEADLINE, || async {
+                log_dir_lag(&cluster, id, TOPIC)
+                    .await
+                    .filter(|lag| *lag == 0)
+            })
+            .await;
+        assert_eq!(lag, 0, "node {id} caught up");
+    }
     cluster.stop_all_keeping_files();
     for id in 1..=NODES {
         let path = cluster.nodes[&id]
@@ -636,6 +650,20 @@ async fn produce_with_timeout(
                 .with_records(Some(batch(&[value], None)))])]);
     let response = client.call(9, &request).await;
     response.responses[0].partition_responses[0].error_code
+}
+
+/// The `offset_lag` DescribeLogDirs reports for `topic`-0 on node `id`.
+async fn log_dir_lag(cluster: &Cluster, id: i32, topic: &str) -> Option<i64> {
+    let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
+    let request = DescribeLogDirsRequest::default().with_topics(None);
+    let r = client.try_call(4, &request, Duration::from_secs(2)).await?;
+    r.results
+        .iter()
+        .flat_map(|d| &d.topics)
+        .filter(|t| t.name.0.as_str() == topic)
+        .flat_map(|t| &t.partitions)
+        .find(|p| p.partition_index == 0)
+        .map(|p| p.offset_lag)
 }
 
 /// The high watermark of `topic`-0 on node `id`, leader or follower: a consumer Fetch (v12,

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::client::{Client, ClientConfig, Endpoint, RequestOptions};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
-use crate::limits::BROKER_LIFECYCLE_RETRY_MS;
+use crate::limits::{BROKER_LIFECYCLE_RETRY_MS, CONTROLLER_CHANGE_POLL_MS};
 use crate::metadata::{BrokerRegistration, MetadataCache};
 
 pub(crate) struct BrokerLifecycle {
@@ -137,16 +137,36 @@ impl BrokerLifecycle {
                     interval
                 }
             };
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        self.client.shutdown();
-                        return;
+            let deadline = tokio::time::Instant::now() + wait;
+            loop {
+                let now = tokio::time::Instant::now();
+                let step = deadline
+                    .saturating_duration_since(now)
+                    .min(Duration::from_millis(CONTROLLER_CHANGE_POLL_MS));
+                if step.is_zero() {
+                    break;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(step) => {}
+                    changed = shutdown.changed() => {
+                        if changed.is_err() || *shutdown.borrow() {
+                            self.client.shutdown();
+                            return;
+                        }
                     }
+                }
+                if epoch.is_some() && failed.is_none() && self.controller_changed(target) {
+                    break;
                 }
             }
         }
+    }
+
+    /// The image names an active controller (a voter) other than `target`, the one the last
+    /// request went to.
+    fn controller_changed(&self, target: i32) -> bool {
+        let named = self.cache.image().controller_id;
+        named != target && self.config.kraft.voters.iter().any(|v| v.id == named)
     }
 
     async fn register(&self, target: i32) -> Result<i64, LifecycleError> {
