@@ -132,10 +132,19 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         // Watch the signals before binding: a SIGTERM that arrives while the broker is still
         // starting (the port already accepts) must shut it down cleanly, not kill it.
-        let signals = ShutdownSignals::install()?;
-        let running = Node::start(validated.config)
-            .await
-            .context("broker startup failed")?;
+        let mut signals = ShutdownSignals::install()?;
+        let start = Node::start(validated.config);
+        tokio::pin!(start);
+        let running = tokio::select! {
+            started = &mut start => started.context("broker startup failed")?,
+            _ = signals.wait() => {
+                // Startup can wait without bound (to be unfenced by a controller that has no
+                // quorum): a signal then ends the process. Nothing is half-written that the
+                // next start's recovery does not handle, as after a crash.
+                tracing::info!("shutting down before startup completed");
+                std::process::exit(0);
+            }
+        };
         signals.wait().await;
         tracing::info!("shutting down");
         running.shutdown().await.context("shutdown failed")?;
@@ -158,7 +167,7 @@ impl ShutdownSignals {
         })
     }
 
-    async fn wait(mut self) {
+    async fn wait(&mut self) {
         tokio::select! {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}
