@@ -400,8 +400,11 @@ async fn acks_all_writes_survive_repeated_kill_9_of_the_leader() {
             }
         }
     }
-    let ledger = ledger.lock().unwrap();
-    for ack in &ledger.acks {
+    let (acks, failed) = {
+        let ledger = ledger.lock().unwrap();
+        (ledger.acks.clone(), ledger.failed.len())
+    };
+    for ack in &acks {
         assert_eq!(
             seen.get(&ack.seq),
             Some(&(ack.partition, ack.offset)),
@@ -413,8 +416,8 @@ async fn acks_all_writes_survive_repeated_kill_9_of_the_leader() {
     }
     println!(
         "failover: {} acknowledged, {} failed (unknown outcome), {} read, 0 lost, 0 duplicated",
-        ledger.acks.len(),
-        ledger.failed.len(),
+        acks.len(),
+        failed,
         seen.len()
     );
     drop(producer);
