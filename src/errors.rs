@@ -240,6 +240,51 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The outcome a wire error code from another node means, for the inter-broker client's
+    /// callers (the replica fetcher, AlterPartition): `None` for 0, and a code this broker has
+    /// no variant for comes back as UNKNOWN_SERVER_ERROR naming it (callers retry those).
+    pub fn from_code(code: i16) -> Option<ApiError> {
+        use ApiError::*;
+        if code == NONE {
+            return None;
+        }
+        let known = [
+            OffsetOutOfRange,
+            UnknownTopicOrPartition,
+            NotLeaderOrFollower,
+            RequestTimedOut,
+            NotEnoughReplicas,
+            NotEnoughReplicasAfterAppend,
+            UnsupportedVersion,
+            KafkaStorageError(String::new()),
+            FencedLeaderEpoch,
+            UnknownLeaderEpoch,
+            UnknownTopicId,
+            OffsetNotAvailable,
+            NotController,
+            ClusterAuthorizationFailed,
+            LeaderNotAvailable,
+            ReplicaNotAvailable,
+            OperationNotAttempted,
+            StaleBrokerEpoch,
+            InvalidUpdateVersion,
+            BrokerIdNotRegistered,
+            IneligibleReplica,
+            NewLeaderElected,
+            InvalidRequest(String::new()),
+            CorruptMessage(String::new()),
+            InvalidRecord(String::new()),
+        ];
+        Some(
+            known
+                .into_iter()
+                .find(|e| e.code() == code)
+                .unwrap_or_else(|| UnknownServerError(format!("error code {code}"))),
+        )
+    }
+}
+
 /// The code of a result: 0 on success.
 pub fn code_of<T>(result: &Result<T, ApiError>) -> i16 {
     match result {
@@ -336,5 +381,22 @@ mod tests {
         for (error, code) in cases {
             assert_eq!(error.code(), code, "{error:?}");
         }
+    }
+
+    #[test]
+    fn codes_from_other_nodes_map_back() {
+        assert_eq!(ApiError::from_code(0), None);
+        for e in [
+            ApiError::NotController,
+            ApiError::InvalidUpdateVersion,
+            ApiError::FencedLeaderEpoch,
+            ApiError::OffsetOutOfRange,
+        ] {
+            assert_eq!(ApiError::from_code(e.code()), Some(e));
+        }
+        assert_eq!(
+            ApiError::from_code(9999),
+            Some(ApiError::UnknownServerError("error code 9999".into()))
+        );
     }
 }

@@ -209,6 +209,16 @@ pub const CLIENT_CONNECTION_IDLE_MS_MAX_DEFAULT: u64 = 540_000;
 /// `socket.request.max.bytes`.
 pub const CLIENT_RESPONSE_BYTES_MAX_DEFAULT: usize = 32 * 1024 * 1024;
 
+/// How long an AlterPartition refused as a whole (NOT_CONTROLLER, the controller unreachable)
+/// or a partition told to retry waits before it is sent again: Kafka's `AlterPartitionManager`
+/// reschedules after 50 ms, long enough for a new controller to be found, short enough that an
+/// ISR change is not held up.
+pub const ALTER_PARTITION_RETRY_BACKOFF_MS: u64 = 50;
+
+/// Largest `num.replica.fetchers`: each fetcher holds one connection to each source broker
+/// and one task. Kafka has no bound; a typo must not open thousands of connections.
+pub const REPLICA_FETCHERS_PER_BROKER_MAX: usize = 64;
+
 /// Kafka's `replica.fetch.response.max.bytes` default. It is a soft bound: a fetch response
 /// also carries the first batch of the first partition whole, however large.
 pub const REPLICA_FETCH_RESPONSE_BYTES_MAX_DEFAULT: usize = 10 * 1024 * 1024;

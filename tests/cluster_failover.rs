@@ -258,3 +258,26 @@ async fn five_voters_survive_two_down_and_a_minority_decides_nothing() {
         .await;
     three.stop_all();
 }
+
+/// A node that cannot finish starting (no quorum to unfence it) still obeys SIGTERM, exiting
+/// cleanly within the harness's bound instead of hanging until it is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_waiting_for_a_quorum_obeys_sigterm() {
+    let mut cluster = Cluster::start(ClusterKind::KafkaIq, "alone", 3, &[]);
+    cluster.kill(2);
+    cluster.kill(3);
+    cluster
+        .wait_for(
+            "node 1 waiting for a quorum",
+            Duration::from_secs(60),
+            || async {
+                let node = &cluster.nodes[&1];
+                let log = node.process.as_ref()?.log_text();
+                log.contains("waiting for the metadata quorum")
+                    .then_some(())
+            },
+        )
+        .await;
+    cluster.stop(1);
+    cluster.stop_all();
+}

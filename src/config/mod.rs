@@ -293,7 +293,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("num.network.threads", Some("3"), Int, false),
     def("num.partitions", Some("1"), Int, true),
     def("num.recovery.threads.per.data.dir", Some("2"), Int, false),
-    def("num.replica.fetchers", Some("1"), Int, false),
+    def("num.replica.fetchers", Some("1"), Int, true),
     def("offset.metadata.max.bytes", Some("4096"), Int, true),
     def("offsets.commit.timeout.ms", Some("5000"), Int, true),
     def(
@@ -306,8 +306,16 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("offsets.topic.num.partitions", Some("50"), Int, true),
     def("offsets.topic.replication.factor", Some("3"), Int, true),
     def("process.roles", None, List, true),
-    def("replica.fetch.max.bytes", Some("1048576"), Int, false),
-    def("replica.fetch.wait.max.ms", Some("500"), Int, false),
+    def("replica.fetch.backoff.ms", Some("1000"), Int, true),
+    def("replica.fetch.max.bytes", Some("1048576"), Int, true),
+    def("replica.fetch.min.bytes", Some("1"), Int, true),
+    def(
+        "replica.fetch.response.max.bytes",
+        Some("10485760"),
+        Int,
+        true,
+    ),
+    def("replica.fetch.wait.max.ms", Some("500"), Int, true),
     def(
         "replica.high.watermark.checkpoint.interval.ms",
         Some("5000"),
@@ -316,6 +324,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     ),
     def("replica.lag.time.max.ms", Some("30000"), Long, true),
     def("replica.selector.class", None, Str, false),
+    def("replica.socket.timeout.ms", Some("30000"), Int, true),
     def(
         "share.coordinator.state.topic.min.isr",
         Some("2"),
@@ -399,6 +408,29 @@ pub struct BrokerConfig {
     pub offsets_retention_check_interval_ms: u64,
     pub offsets_topic_replication_factor: i16,
     pub offsets_commit_timeout_ms: u64,
+    /// The replica fetcher's keys (`num.replica.fetchers`, `replica.fetch.*`,
+    /// `replica.socket.timeout.ms`).
+    pub replica_fetcher: ReplicaFetcherConfig,
+}
+
+/// How followers fetch from leaders, in Kafka's keys and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaFetcherConfig {
+    /// `num.replica.fetchers`: fetchers (each one connection) per source broker; a partition
+    /// goes to the fetcher its topic and index hash to.
+    pub num_replica_fetchers: usize,
+    /// `replica.fetch.wait.max.ms`: how long the leader may park a follower's fetch.
+    pub wait_max_ms: u64,
+    /// `replica.fetch.min.bytes`: the bytes a leader waits for before answering.
+    pub min_bytes: i32,
+    /// `replica.fetch.max.bytes`: per partition (the first batch is returned whole anyway).
+    pub max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`: per response, soft in the same way.
+    pub response_max_bytes: i32,
+    /// `replica.fetch.backoff.ms`: how long a partition waits after a fetch error.
+    pub backoff_ms: u64,
+    /// `replica.socket.timeout.ms`: the fetcher's request timeout.
+    pub socket_timeout_ms: u64,
 }
 
 /// A validated configuration plus the warnings met on the way (unknown keys, keys without
@@ -478,6 +510,48 @@ impl Reader<'_> {
 }
 
 const HOUR_MS: i64 = 3_600_000;
+
+/// The replica fetcher's keys, checked one by one and against each other as Kafka's
+/// `KafkaConfig` checks them: the leader may not park a fetch for longer than the fetcher's
+/// request timeout, nor for longer than the lag that shrinks the ISR.
+fn replica_fetcher_config(
+    r: &Reader<'_>,
+    replica_lag_time_max_ms: i64,
+) -> Result<ReplicaFetcherConfig, ConfigError> {
+    let num_replica_fetchers = r.int_at_least("num.replica.fetchers", 1)?;
+    if num_replica_fetchers as usize > limits::REPLICA_FETCHERS_PER_BROKER_MAX {
+        return Err(r.invalid(
+            "num.replica.fetchers",
+            &format!(
+                "must be at most {}",
+                limits::REPLICA_FETCHERS_PER_BROKER_MAX
+            ),
+        ));
+    }
+    let wait_max_ms = r.int_at_least("replica.fetch.wait.max.ms", 0)?;
+    let socket_timeout_ms = r.int_at_least("replica.socket.timeout.ms", 1)?;
+    if socket_timeout_ms < wait_max_ms {
+        return Err(r.invalid(
+            "replica.socket.timeout.ms",
+            "must be at least replica.fetch.wait.max.ms, or every long-polling fetch times out",
+        ));
+    }
+    if i64::from(wait_max_ms) > replica_lag_time_max_ms {
+        return Err(r.invalid(
+            "replica.fetch.wait.max.ms",
+            "must be at most replica.lag.time.max.ms, or the ISR shrinks while fetches wait",
+        ));
+    }
+    Ok(ReplicaFetcherConfig {
+        num_replica_fetchers: num_replica_fetchers as usize,
+        wait_max_ms: wait_max_ms as u64,
+        min_bytes: r.int_at_least("replica.fetch.min.bytes", 1)?,
+        max_bytes: r.int_at_least("replica.fetch.max.bytes", 0)?,
+        response_max_bytes: r.int_at_least("replica.fetch.response.max.bytes", 0)?,
+        backoff_ms: r.int_at_least("replica.fetch.backoff.ms", 0)? as u64,
+        socket_timeout_ms: socket_timeout_ms as u64,
+    })
+}
 
 impl BrokerConfig {
     /// Validates raw properties into a typed configuration.
@@ -617,7 +691,13 @@ impl BrokerConfig {
             .long_at_least("offsets.retention.check.interval.ms", 1)?
             .unwrap_or(600_000) as u64;
 
+        let replica_lag_time_max_ms = r
+            .long_at_least("replica.lag.time.max.ms", 1)?
+            .unwrap_or(30_000);
+        let replica_fetcher = replica_fetcher_config(&r, replica_lag_time_max_ms)?;
+
         let config = BrokerConfig {
+            replica_fetcher,
             node_id,
             listener,
             advertised_listener,
@@ -650,9 +730,7 @@ impl BrokerConfig {
                 .unwrap_or(600_000) as u64,
             broker_rack: raw.get("broker.rack").map(str::to_owned),
             offsets_topic_num_partitions: r.int_at_least("offsets.topic.num.partitions", 1)?,
-            replica_lag_time_max_ms: r
-                .long_at_least("replica.lag.time.max.ms", 1)?
-                .unwrap_or(30_000),
+            replica_lag_time_max_ms,
             auto_leader_rebalance_enable: r.bool("auto.leader.rebalance.enable")?,
             leader_imbalance_per_broker_percentage: percentage,
             leader_imbalance_check_interval_ms,
@@ -828,6 +906,61 @@ offsets.commit.timeout.ms=250\noffsets.retention.check.interval.ms=1000\n",
             let key = line.split('=').next().unwrap();
             let err = validated(&format!("{line}\n")).unwrap_err();
             assert!(err.to_string().contains(key), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn replica_fetcher_keys_have_kafka_defaults_and_are_checked_against_each_other() {
+        let c = BrokerConfig::default_single_node();
+        assert_eq!(
+            c.replica_fetcher,
+            ReplicaFetcherConfig {
+                num_replica_fetchers: 1,
+                wait_max_ms: 500,
+                min_bytes: 1,
+                max_bytes: 1_048_576,
+                response_max_bytes: 10_485_760,
+                backoff_ms: 1_000,
+                socket_timeout_ms: 30_000,
+            }
+        );
+        let v = validated(
+            "num.replica.fetchers=3\nreplica.fetch.wait.max.ms=100\nreplica.fetch.min.bytes=10\n\
+replica.fetch.max.bytes=2048\nreplica.fetch.response.max.bytes=4096\nreplica.fetch.backoff.ms=50\n\
+replica.socket.timeout.ms=1000\n",
+        )
+        .unwrap();
+        assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+        assert_eq!(v.config.replica_fetcher.num_replica_fetchers, 3);
+        assert_eq!(v.config.replica_fetcher.wait_max_ms, 100);
+        assert_eq!(v.config.replica_fetcher.min_bytes, 10);
+        assert_eq!(v.config.replica_fetcher.max_bytes, 2048);
+        assert_eq!(v.config.replica_fetcher.response_max_bytes, 4096);
+        assert_eq!(v.config.replica_fetcher.backoff_ms, 50);
+        assert_eq!(v.config.replica_fetcher.socket_timeout_ms, 1000);
+        for (text, key) in [
+            ("num.replica.fetchers=0", "num.replica.fetchers"),
+            ("num.replica.fetchers=100000", "num.replica.fetchers"),
+            ("replica.fetch.wait.max.ms=-1", "replica.fetch.wait.max.ms"),
+            ("replica.fetch.min.bytes=0", "replica.fetch.min.bytes"),
+            ("replica.fetch.max.bytes=lots", "replica.fetch.max.bytes"),
+            (
+                "replica.fetch.response.max.bytes=-5",
+                "replica.fetch.response.max.bytes",
+            ),
+            ("replica.fetch.backoff.ms=-1", "replica.fetch.backoff.ms"),
+            ("replica.socket.timeout.ms=0", "replica.socket.timeout.ms"),
+            (
+                "replica.socket.timeout.ms=400\nreplica.fetch.wait.max.ms=500",
+                "replica.socket.timeout.ms",
+            ),
+            (
+                "replica.lag.time.max.ms=400\nreplica.fetch.wait.max.ms=500",
+                "replica.fetch.wait.max.ms",
+            ),
+        ] {
+            let err = validated(&format!("{text}\n")).unwrap_err();
+            assert!(err.to_string().contains(key), "{text}: {err}");
         }
     }
 

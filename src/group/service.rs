@@ -141,6 +141,22 @@ impl std::fmt::Debug for GroupService {
     }
 }
 
+/// The replication factor `__consumer_offsets` is created with: `offsets.topic.replication.factor`
+/// (Kafka's default 3), except on a node configured as a cluster of one (no
+/// `controller.quorum.voters`, or a single voter), where it is capped at 1. Kafka would refuse
+/// to create the topic there until two more brokers joined, which never happens: a single node
+/// keeps getting its offsets topic, as it always has. A multi-voter cluster is not capped by
+/// the brokers that happen to be up, so a first FindCoordinator during a rolling start does not
+/// create a topic of one replica that a later failover would lose.
+pub fn offsets_topic_replication_factor(config: &BrokerConfig) -> i16 {
+    let configured = config.offsets_topic_replication_factor;
+    if config.kraft.voter_ids().len() <= 1 {
+        configured.min(1)
+    } else {
+        configured
+    }
+}
+
 impl GroupService {
     /// The group coordinator over the replica layer.
     pub fn new(
@@ -178,7 +194,7 @@ impl GroupService {
             clock,
             node_id: config.node_id,
             config: group_config,
-            offsets_topic_replication_factor: config.offsets_topic_replication_factor,
+            offsets_topic_replication_factor: offsets_topic_replication_factor(config),
             retention_check_interval_ms: config.offsets_retention_check_interval_ms,
             commit_timeout_ms: config.offsets_commit_timeout_ms,
             timer_wake: Notify::new(),
@@ -419,13 +435,13 @@ impl GroupService {
         if image.topic(OFFSETS_TOPIC_NAME).is_some() {
             return Ok(image);
         }
-        let live = image.brokers.len().max(1) as i16;
         let spec = CreateTopicSpec {
             name: OFFSETS_TOPIC_NAME.to_owned(),
             num_partitions: self.config.offsets_topic_num_partitions,
-            // Kafka refuses to create it with fewer live brokers than the configured factor;
-            // a single node (our default setup) would never get one, so use what is there.
-            replication_factor: self.offsets_topic_replication_factor.min(live),
+            // With fewer active brokers the controller refuses it (INVALID_REPLICATION_FACTOR),
+            // FindCoordinator answers COORDINATOR_NOT_AVAILABLE and clients retry until enough
+            // brokers are up, as in Kafka.
+            replication_factor: self.offsets_topic_replication_factor,
             assignments: Vec::new(),
             configs: vec![
                 // Offsets must never be deleted by time or size retention.
@@ -607,5 +623,34 @@ impl ImageListener for GroupService {
             }
             Err(_) => load(),
         }
+    }
+}
+
+#[cfg(test)]
+mod replication_factor_tests {
+    use super::*;
+    use crate::config::RawConfig;
+
+    fn config(lines: &str) -> BrokerConfig {
+        BrokerConfig::from_raw(RawConfig::parse(lines, std::path::Path::new("t")).unwrap())
+            .unwrap()
+            .config
+    }
+
+    #[test]
+    fn a_single_node_caps_the_offsets_topic_at_one_replica_and_a_cluster_does_not() {
+        assert_eq!(offsets_topic_replication_factor(&config("")), 1);
+        let cluster = "process.roles=broker,controller\nnode.id=1\n\
+controller.quorum.voters=1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094\n\
+listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:19092\n\
+controller.listener.names=CONTROLLER\n";
+        assert_eq!(offsets_topic_replication_factor(&config(cluster)), 3);
+        let two = format!("{cluster}offsets.topic.replication.factor=2\n");
+        assert_eq!(offsets_topic_replication_factor(&config(&two)), 2);
+        let one_voter = "process.roles=broker,controller\nnode.id=1\n\
+controller.quorum.voters=1@127.0.0.1:19092\n\
+listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:19092\n\
+controller.listener.names=CONTROLLER\n";
+        assert_eq!(offsets_topic_replication_factor(&config(one_voter)), 1);
     }
 }

@@ -1,6 +1,10 @@
 //! DescribeLogDirs (key 35), v1-4: each log dir with the partitions it holds and their sizes
-//! (`kafka-log-dirs.sh`, `Admin.describeLogDirs`). A single node has no replica lag (offset_lag
-//! 0) and no future replicas; disk totals (v4) are reported as unknown (-1).
+//! (`kafka-log-dirs.sh`, `Admin.describeLogDirs`), leader and follower replicas alike. A
+//! follower's `offset_lag` is how far its log was behind the leader's high watermark at its
+//! last fetch (Kafka computes max(own high watermark − own log end, 0), which is 0 for every
+//! follower since a follower's high watermark never passes its log end; the fetcher's lag is
+//! what an operator asking about a replica wants to see). A leader's is 0, a partition not
+//! hosted here -1. No future replicas; disk totals (v4) are reported as unknown (-1).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +16,13 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 
 use super::{str_bytes, topic_name};
 use crate::context::Context;
+
+/// Kafka's `INVALID_OFFSET_LAG` for a log the replica manager does not host.
+const INVALID_OFFSET_LAG: i64 = -1;
+
+fn offset_lag(ctx: &Arc<Context>, tp: &kafkaiq_storage::TopicPartition) -> i64 {
+    ctx.replicas.follower_lag(tp).unwrap_or(INVALID_OFFSET_LAG)
+}
 
 pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeLogDirsRequest) -> ResponseKind {
     let wanted = |topic: &str, partition: i32| match &request.topics {
@@ -43,7 +54,7 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeLogDirsRequest)
                 DescribeLogDirsPartition::default()
                     .with_partition_index(tp.partition)
                     .with_partition_size(log.size_bytes() as i64)
-                    .with_offset_lag(0)
+                    .with_offset_lag(offset_lag(ctx, &tp))
                     .with_is_future_key(false),
             );
     }

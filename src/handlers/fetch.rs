@@ -125,7 +125,8 @@ fn read_all(
             if let Some(end) = read.diverging_epoch {
                 diverging = Some((end.epoch, end.end_offset));
             } else if first_read && params.is_from_follower() {
-                p.update_follower_fetch_state(
+                ctx.replicas.update_follower_fetch_state(
+                    &p,
                     params.replica_id,
                     &FollowerFetch {
                         fetch_offset: spec.fetch_offset,

@@ -2,6 +2,13 @@
 //! (-4, the same as earliest without tiered storage), latest tiered (-5, none without tiered
 //! storage) and by timestamp, with the leader epoch of the returned offset (v4+).
 //! Leader-only, with `current_leader_epoch` fencing.
+//!
+//! As Kafka's `Partition#fetchOffsetForTimestamp`: a client (replica id -1) reads offsets up to
+//! the high watermark, and while a new leader's high watermark has not yet reached the start of
+//! its leader epoch it answers OFFSET_NOT_AVAILABLE for the latest offset (and for a timestamp
+//! found nowhere below the high watermark), which the Java consumer retries after refreshing
+//! metadata. A follower (replica id >= 0, after OFFSET_OUT_OF_RANGE) reads up to the log end
+//! offset, without that check.
 
 use std::sync::Arc;
 
@@ -27,14 +34,43 @@ fn lookup(
     tp: &TopicPartition,
     timestamp: i64,
     current_leader_epoch: i32,
+    from_replica: bool,
 ) -> Result<Option<(i64, i64, i32)>, ApiError> {
     let image = ctx.image();
     let partition = ctx.replicas.partition_or_error(&image, tp)?;
-    let offsets = partition.check_leader_and_epoch(current_leader_epoch, true)?;
+    let (offsets, epoch_start) = partition.leader_offsets(current_leader_epoch)?;
     let log = &partition.log;
     let epoch_of = |offset: i64| log.epoch_for_offset(offset).unwrap_or(-1);
     // No transactions: the last fetchable offset for both isolation levels is the HW.
-    let last_fetchable = offsets.high_watermark;
+    let last_fetchable = if from_replica {
+        offsets.log_end_offset
+    } else {
+        offsets.high_watermark
+    };
+    let not_available =
+        !from_replica && epoch_start.is_some_and(|start| start > offsets.high_watermark);
+    if not_available && timestamp == LATEST_TIMESTAMP {
+        return Err(ApiError::OffsetNotAvailable);
+    }
+    let found = lookup_in(log, timestamp, &offsets, last_fetchable, epoch_of)?;
+    if found.is_none()
+        && not_available
+        && timestamp != EARLIEST_TIMESTAMP
+        && timestamp != EARLIEST_LOCAL_TIMESTAMP
+        && timestamp != LATEST_TIERED_TIMESTAMP
+    {
+        return Err(ApiError::OffsetNotAvailable);
+    }
+    Ok(found)
+}
+
+fn lookup_in(
+    log: &kafkaiq_storage::Log,
+    timestamp: i64,
+    offsets: &crate::replica::Offsets,
+    last_fetchable: i64,
+    epoch_of: impl Fn(i64) -> i32,
+) -> Result<Option<(i64, i64, i32)>, ApiError> {
     Ok(match timestamp {
         EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => Some((
             -1,
@@ -84,6 +120,7 @@ fn lookup(
 }
 
 pub fn handle(ctx: &Arc<Context>, version: i16, request: ListOffsetsRequest) -> ResponseKind {
+    let from_replica = request.replica_id.0 >= 0;
     let topics = request
         .topics
         .into_iter()
@@ -104,7 +141,7 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: ListOffsetsRequest) -> 
                     };
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
-                    match lookup(ctx, &tp, p.timestamp, epoch) {
+                    match lookup(ctx, &tp, p.timestamp, epoch, from_replica) {
                         Ok(Some((timestamp, offset, leader_epoch))) => {
                             r.timestamp = timestamp;
                             r.offset = offset;

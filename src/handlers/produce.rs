@@ -1,11 +1,15 @@
 //! Produce (key 0): append each partition's batches as leader, then answer by `acks`.
 //!
-//! acks=0 gets no response at all; acks=1 is answered after the local append; acks=-1 waits in
-//! the purgatory until the high watermark covers the last appended offset (or `timeout_ms`,
-//! answered REQUEST_TIMED_OUT). Batches are stored as produced, whatever their codec: the
-//! broker only reads and rewrites the v2 batch header (storage does that), except that a
-//! compacted topic's log reads each record's key length (decompressing if need be). A retried
-//! batch of an idempotent producer is answered with the offsets of the original, without error.
+//! acks=0 gets no response at all; acks=1 is answered after the local append; acks=-1 is
+//! refused NOT_ENOUGH_REPLICAS before anything is written when the ISR is below the effective
+//! min ISR, else waits in the purgatory until the high watermark covers the last appended
+//! offset: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR shrank below min ISR
+//! meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved while it waited; REQUEST_TIMED_OUT at
+//! `timeout_ms` (Kafka's `DelayedProduce`). Batches are stored as produced, whatever their
+//! codec: the broker only reads and rewrites the v2 batch header (storage does that), except
+//! that a compacted topic's log reads each record's key length (decompressing if need be). A
+//! retried batch of an idempotent producer is answered with the offsets of the original,
+//! without error.
 //!
 //! On a compacted topic the log refuses a batch holding a record without a key: INVALID_RECORD
 //! with the refused records in `record_errors` and Kafka's message in `error_message` (v8+),
@@ -40,8 +44,9 @@ struct Outcome {
     /// For records the log refused (INVALID_RECORD with record errors): the log start offset,
     /// which Kafka reports with them.
     log_start_offset: Option<i64>,
-    /// For acks=-1: the partition and the offset the high watermark must reach.
-    wait_for: Option<(Arc<Partition>, i64)>,
+    /// For acks=-1: the partition, the offset the high watermark must reach, and the leader
+    /// epoch the records were written in.
+    wait_for: Option<(Arc<Partition>, i64, i32)>,
 }
 
 /// What the connection does with a produce request's outcome.
@@ -94,8 +99,8 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                             "produce request without record batches".into(),
                         ));
                     }
-                    match p.append_records_to_leader(records, acks, now_ms) {
-                        Ok(info) => Ok((p, info)),
+                    match p.append_records_to_leader_in_epoch(records, acks, now_ms) {
+                        Ok((info, epoch)) => Ok((p, info, epoch)),
                         Err(e @ ApiError::RecordErrors { .. }) => {
                             log_start_offset = Some(p.log.log_start_offset());
                             Err(e)
@@ -105,11 +110,11 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                 })
             };
             match result {
-                Ok((p, info)) => {
+                Ok((p, info, epoch)) => {
                     if info.duplicate {
                         tracing::debug!(topic = %name, partition = pd.index, offset = info.first_offset, "duplicate batch answered with its original offset");
                     }
-                    let wait_for = (acks == -1).then(|| (p, info.last_offset + 1));
+                    let wait_for = (acks == -1).then(|| (p, info.last_offset + 1, epoch));
                     outcomes.push(Outcome {
                         index: pd.index,
                         result: Ok((
@@ -148,11 +153,11 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
 
     if acks == -1 {
         let timeout_ms = i64::from(request.timeout_ms).clamp(0, PRODUCE_TIMEOUT_MS_MAX);
-        let waiting: Vec<(Arc<Partition>, i64)> = topics
+        let waiting: Vec<(Arc<Partition>, i64, i32)> = topics
             .iter()
             .flat_map(|(_, _, outcomes)| outcomes.iter().filter_map(|o| o.wait_for.clone()))
             .collect();
-        let partitions: Vec<Arc<Partition>> = waiting.iter().map(|(p, _)| p.clone()).collect();
+        let partitions: Vec<Arc<Partition>> = waiting.iter().map(|(p, _, _)| p.clone()).collect();
         let all_done = ctx
             .replicas
             .purgatory
@@ -160,9 +165,9 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                 &partitions,
                 Duration::from_millis(timeout_ms as u64),
                 || {
-                    let done = waiting
-                        .iter()
-                        .all(|(p, offset)| p.acks_all_outcome(*offset).is_some());
+                    let done = waiting.iter().all(|(p, offset, epoch)| {
+                        p.acks_all_outcome_in_epoch(*offset, *epoch).is_some()
+                    });
                     async move { done.then_some(()) }
                 },
             )
@@ -170,8 +175,12 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
             .is_some();
         for (_, _, outcomes) in topics.iter_mut() {
             for o in outcomes.iter_mut() {
-                if let Some((p, offset)) = o.wait_for.take() {
-                    match p.acks_all_outcome(offset) {
+                if let Some((p, offset, epoch)) = o.wait_for.take() {
+                    // Leadership lost while parked (even if regained since): the records may
+                    // be gone, NOT_LEADER_OR_FOLLOWER. The ISR shrunk below min ISR once they
+                    // were committed: NOT_ENOUGH_REPLICAS_AFTER_APPEND. Neither came in time:
+                    // REQUEST_TIMED_OUT.
+                    match p.acks_all_outcome_in_epoch(offset, epoch) {
                         Some(Ok(())) => {}
                         Some(Err(e)) => o.result = Err(e),
                         None => {
@@ -236,6 +245,17 @@ impl LeaderEndpoints<'_> {
     }
 }
 
+/// The error a produce is answered with. Never UNKNOWN_SERVER_ERROR: the Java idempotent
+/// producer takes it as fatal for the batch's sequence and may write the records again
+/// under a new one (KAFKA-14034). A failure this broker cannot name is reported as a storage
+/// error, which every client retries with the same sequence.
+fn produce_error(e: ApiError) -> ApiError {
+    match e {
+        ApiError::UnknownServerError(m) => ApiError::KafkaStorageError(m),
+        e => e,
+    }
+}
+
 fn partition_response(
     leaders: &mut LeaderEndpoints<'_>,
     version: i16,
@@ -252,6 +272,7 @@ fn partition_response(
             }
         }
         Err(e) => {
+            let e = produce_error(e);
             r.error_code = e.code();
             r.base_offset = -1;
             r.log_append_time_ms = -1;
@@ -278,4 +299,25 @@ fn partition_response(
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_produce_is_never_answered_with_unknown_server_error() {
+        assert_eq!(
+            produce_error(ApiError::UnknownServerError("bug".into())),
+            ApiError::KafkaStorageError("bug".into())
+        );
+        for kept in [
+            ApiError::NotEnoughReplicas,
+            ApiError::NotEnoughReplicasAfterAppend,
+            ApiError::RequestTimedOut,
+            ApiError::NotLeaderOrFollower,
+        ] {
+            assert_eq!(produce_error(kept.clone()), kept);
+        }
+    }
 }

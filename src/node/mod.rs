@@ -279,6 +279,9 @@ impl Node {
                 tasks.push(("group coordinator", task));
             }
         }
+        // The replica fetchers, the AlterPartition sender and the ISR expiry check; the
+        // fetchers have stopped by the time these tasks end, before the logs are closed.
+        tasks.extend(replicas.start(shutdown_rx.clone()));
         tasks.push((
             "periodic",
             tokio::spawn(periodic(context.clone(), shutdown_rx.clone())),

@@ -197,6 +197,29 @@ pub fn is_diverging(
     end_epoch < last_fetched_epoch || end_offset < fetch_offset
 }
 
+/// Kafka's checks of a fetch's last fetched epoch, in its order (`Partition#readRecords`):
+/// an epoch this log cannot place (its end is undefined, `(-1, -1)`: newer than any epoch
+/// here, or no epochs at all) is OFFSET_OUT_OF_RANGE, and so is a fetch offset below the log
+/// start offset even when diverging (KAFKA-12996); otherwise whether it diverges. The follower
+/// answers OFFSET_OUT_OF_RANGE by asking the leader's offsets and truncating to them.
+pub fn check_last_fetched_epoch(
+    last_fetched_epoch: i32,
+    fetch_offset: i64,
+    log_start_offset: i64,
+    end_epoch: i32,
+    end_offset: i64,
+) -> Result<bool, ApiError> {
+    if end_epoch == -1 || end_offset == -1 || fetch_offset < log_start_offset {
+        return Err(ApiError::OffsetOutOfRange);
+    }
+    Ok(is_diverging(
+        last_fetched_epoch,
+        fetch_offset,
+        end_epoch,
+        end_offset,
+    ))
+}
+
 /// A follower's high watermark: the leader's, clamped to what the follower holds.
 pub fn follower_high_watermark(
     leader_high_watermark: i64,
@@ -509,6 +532,29 @@ mod tests {
         ];
         for (last, offset, epoch, end, expected) in cases {
             assert_eq!(is_diverging(last, offset, epoch, end), expected);
+        }
+    }
+
+    #[test]
+    fn last_fetched_epoch_check_table() {
+        // (last fetched epoch, fetch offset, log start, end epoch, end offset) -> outcome
+        let cases = [
+            (3, 10, 0, 3, 12, Ok(false)),
+            (3, 13, 0, 3, 12, Ok(true)),
+            (4, 10, 0, 3, 12, Ok(true)),
+            // An epoch the leader cannot place: OFFSET_OUT_OF_RANGE, as Kafka answers, not a
+            // DivergingEpoch(-1, -1).
+            (7, 10, 0, -1, -1, Err(ApiError::OffsetOutOfRange)),
+            // Below the log start offset, diverging or not (KAFKA-12996).
+            (3, 4, 5, 3, 12, Err(ApiError::OffsetOutOfRange)),
+            (4, 4, 5, 3, 12, Err(ApiError::OffsetOutOfRange)),
+        ];
+        for (last, offset, start, epoch, end, expected) in cases {
+            assert_eq!(
+                check_last_fetched_epoch(last, offset, start, epoch, end),
+                expected,
+                "{last} {offset} {start} {epoch} {end}"
+            );
         }
     }
 

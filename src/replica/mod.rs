@@ -5,35 +5,55 @@
 //! Each image becomes [`local_changes::LocalChanges`] (a pure diff: partitions to lead, to
 //! follow, to delete, to reconfigure), which the manager applies in that order after deleting
 //! (Kafka's `ReplicaManager#applyDelta`). Nothing here assumes this node leads everything: a
-//! partition led elsewhere is a follower that refuses produce and leader-only reads, one whose
-//! replica moved away is stopped and its log deleted.
+//! partition led elsewhere is a follower whose [`fetcher`] copies the leader's log (started on
+//! a new leader epoch, stopped when this node leads or stops hosting it), one whose replica
+//! moved away is stopped and its log deleted. As leader, a partition proposes ISR changes
+//! ([`isr`]) — expansion when a follower's fetch shows it caught up, shrink from the expiry
+//! check every `replica.lag.time.max.ms / 2` — which the [`alter_partition`] manager sends to
+//! the active controller.
 //!
 //! It is called by handlers and by the controller (through [`ImageListener`]); it calls
 //! `kafkaiq-storage`. It does not know the wire protocol: inputs and outputs are offsets, bytes
 //! and [`ApiError`]s. Decisions live in [`decisions`] and [`local_changes`] as pure functions.
-//! Lock order: the partition map, then a partition's state, then its log; none is held across
-//! an await.
+//! Lock order: the partition map, then a fetcher's partitions, then a partition's state, then
+//! its log; the broker view is a leaf. None is held across an await.
 
+pub mod alter_partition;
+pub mod brokers;
 pub mod decisions;
 pub mod fetch_params;
+pub mod fetcher;
+pub mod isr;
 pub mod local_changes;
 pub mod partition;
 pub mod purgatory;
+#[cfg(test)]
+mod sim;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use kafkaiq_storage::LogManager;
 use kafkaiq_storage::TopicPartition;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
+use crate::client::{Client, ClientConfig, Endpoint};
 use crate::clock::SharedClock;
 use crate::config::topic as topic_config;
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::metadata::{ImageListener, MetadataImage, TopicImage};
+use alter_partition::{
+    AlterPartitionManager, AlterPartitionSender, ControllerAlterPartitionSender,
+};
+use brokers::BrokerView;
+use decisions::FollowerFetch;
 pub use fetch_params::{FetchIsolation, FetchParams};
+use fetcher::{FetchTarget, ReplicaFetcherManager};
 use local_changes::{local_changes, LocalChanges};
-pub use partition::{Offsets, Partition, ReadResult, Role};
+pub use partition::{FollowerFetchResult, Offsets, Partition, ReadResult, ReplicationStatus, Role};
 use purgatory::Purgatory;
 
 pub struct ReplicaManager {
@@ -47,6 +67,10 @@ pub struct ReplicaManager {
     /// High watermarks read from `replication-offset-checkpoint` at startup.
     checkpointed_high_watermarks: HashMap<TopicPartition, i64>,
     pub purgatory: Purgatory,
+    /// The brokers and controller of the latest image applied.
+    pub brokers: Arc<BrokerView>,
+    pub fetchers: ReplicaFetcherManager,
+    pub alter_partition: Arc<AlterPartitionManager>,
 }
 
 impl std::fmt::Debug for ReplicaManager {
@@ -67,6 +91,19 @@ impl ReplicaManager {
             tracing::warn!(error = %e, "cannot read replication-offset-checkpoint; high watermarks restart from log start");
             HashMap::new()
         });
+        let brokers = Arc::new(BrokerView::default());
+        let fetchers = ReplicaFetcherManager::new(
+            config.node_id,
+            config.replica_fetcher.clone(),
+            config.message_max_bytes as usize,
+            brokers.clone(),
+            config.kraft.inter_broker_listener_name.clone(),
+        );
+        let alter_partition = Arc::new(AlterPartitionManager::new(
+            config.node_id,
+            brokers.clone(),
+            clock.clone(),
+        ));
         ReplicaManager {
             node_id: config.node_id,
             config,
@@ -76,7 +113,133 @@ impl ReplicaManager {
             offline: RwLock::new(HashSet::new()),
             checkpointed_high_watermarks,
             purgatory: Purgatory::default(),
+            brokers,
+            fetchers,
+            alter_partition,
         }
+    }
+
+    /// Starts what runs in the background, until `shutdown`: the fetchers (of the partitions
+    /// followed so far and later), the AlterPartition sender (to the active controller over the
+    /// inter-broker client, unless [`ReplicaManager::set_alter_partition_sender`] set another),
+    /// and the ISR expiry check every `replica.lag.time.max.ms / 2`. The returned tasks end
+    /// once every fetcher has stopped, so the logs can be closed after them.
+    pub fn start(
+        self: &Arc<Self>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Vec<(&'static str, JoinHandle<()>)> {
+        let voters: BTreeMap<i32, Endpoint> = self
+            .config
+            .kraft
+            .voters
+            .iter()
+            .map(|v| (v.id, Endpoint::new(v.host.clone(), v.port)))
+            .collect();
+        let client = Client::new(
+            ClientConfig {
+                client_id: format!("broker-{}-alter-partition", self.node_id),
+                ..ClientConfig::default()
+            },
+            None,
+        );
+        self.alter_partition
+            .set_default_sender(Arc::new(ControllerAlterPartitionSender::new(
+                client,
+                self.brokers.clone(),
+                voters,
+            )));
+        self.fetchers.start(shutdown.clone());
+        let mut tasks = Vec::new();
+        tasks.push((
+            "alter partition",
+            tokio::spawn(self.alter_partition.clone().run(shutdown.clone())),
+        ));
+        let me = self.clone();
+        let mut isr_shutdown = shutdown.clone();
+        tasks.push((
+            "isr expiration",
+            tokio::spawn(async move {
+                let period =
+                    Duration::from_millis((me.config.replica_lag_time_max_ms / 2).max(1) as u64);
+                let mut tick = tokio::time::interval(period);
+                tick.tick().await;
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => me.maybe_shrink_isrs(),
+                        _ = isr_shutdown.changed() => {
+                            if *isr_shutdown.borrow() { return; }
+                        }
+                    }
+                }
+            }),
+        ));
+        let me = self.clone();
+        let mut fetcher_shutdown = shutdown;
+        tasks.push((
+            "replica fetchers",
+            tokio::spawn(async move {
+                while !*fetcher_shutdown.borrow() {
+                    if fetcher_shutdown.changed().await.is_err() {
+                        break;
+                    }
+                }
+                me.fetchers.shutdown().await;
+            }),
+        ));
+        tasks
+    }
+
+    /// Replaces the AlterPartition sender (tests that play the controller).
+    pub fn set_alter_partition_sender(&self, sender: Arc<dyn AlterPartitionSender>) {
+        self.alter_partition.set_sender(sender);
+    }
+
+    /// The ISR expiry check (Kafka's `maybeShrinkIsr` over every led partition).
+    pub fn maybe_shrink_isrs(&self) {
+        let now_ms = self.clock.now_ms();
+        for p in self.partitions() {
+            if let Some(proposal) = p.maybe_shrink_isr(now_ms) {
+                self.alter_partition.submit(&p, proposal);
+            }
+        }
+    }
+
+    /// A follower's fetch of a partition this node leads: recorded, and an expansion it makes
+    /// sent to the controller (Kafka's `updateFollowerFetchState`).
+    pub fn update_follower_fetch_state(
+        &self,
+        partition: &Arc<Partition>,
+        replica_id: i32,
+        fetch: &FollowerFetch,
+    ) -> Result<FollowerFetchResult, ApiError> {
+        let result = partition.update_follower_fetch_state(replica_id, fetch)?;
+        if let Some(proposal) = &result.expand {
+            self.alter_partition.submit(partition, proposal.clone());
+        }
+        Ok(result)
+    }
+
+    /// The replication health of a hosted partition.
+    pub fn replication_status(&self, tp: &TopicPartition) -> Option<ReplicationStatus> {
+        self.hosted(tp).map(|p| p.replication_status())
+    }
+
+    /// How far a hosted partition is behind its leader: 0 for a leader, the fetcher's lag (0
+    /// before the first answer) for a follower; `None` if not hosted.
+    pub fn follower_lag(&self, tp: &TopicPartition) -> Option<i64> {
+        let state = self.hosted(tp)?.state();
+        Some(match state.role {
+            Role::Leader => 0,
+            Role::Follower => state.follower_lag.unwrap_or(0),
+        })
+    }
+
+    /// The replication health of every hosted partition (for metrics).
+    pub fn replication_statuses(&self) -> Vec<(TopicPartition, ReplicationStatus)> {
+        self.partitions()
+            .into_iter()
+            .map(|p| (p.tp.clone(), p.replication_status()))
+            .collect()
     }
 
     pub fn now_ms(&self) -> i64 {
@@ -160,6 +323,7 @@ impl ReplicaManager {
             hw,
             topic_config::min_insync_replicas(&topic.configs, &self.config),
             self.config.replica_lag_time_max_ms,
+            self.brokers.clone(),
         ));
         self.partitions
             .write()
@@ -209,8 +373,18 @@ impl ReplicaManager {
 
 impl ReplicaManager {
     /// Applies the local changes of one image: deletes first (a re-created topic's partitions
-    /// then start from empty logs), then leaders, then followers, then config changes.
+    /// then start from empty logs), then leaders, then followers, then config changes. A
+    /// partition stops being fetched before it is deleted or led (Kafka removes the fetchers
+    /// first), and is fetched again from its new leader when it follows under a new leader
+    /// epoch.
     pub fn apply_local_changes(&self, image: &MetadataImage, changes: &LocalChanges) {
+        let stopped: Vec<TopicPartition> = changes
+            .delete
+            .iter()
+            .chain(changes.become_leader.keys())
+            .cloned()
+            .collect();
+        self.fetchers.remove_partitions(&stopped);
         for tp in &changes.delete {
             tracing::info!(topic = %tp.topic, partition = tp.partition, "partition no longer hosted here; deleting it");
             self.remove_partition(tp);
@@ -223,13 +397,19 @@ impl ReplicaManager {
                 }
             }
         }
+        let mut restart = Vec::new();
         for (tp, local) in &changes.become_follower {
             if let Some(p) = self.open_partition(image, tp) {
-                if let Err(e) = p.make_follower(&local.registration) {
-                    tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "becoming follower failed");
+                match p.make_follower(&local.registration) {
+                    Ok(true) => restart.push((tp.clone(), p, local.registration.clone())),
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "becoming follower failed")
+                    }
                 }
             }
         }
+        self.restart_fetching(image, restart);
         for tp in &changes.reconfigure {
             let (Some(topic), Some(p)) = (image.topic(&tp.topic), self.hosted(tp)) else {
                 continue;
@@ -241,6 +421,47 @@ impl ReplicaManager {
                 &self.config,
             ));
         }
+    }
+
+    /// Kafka's `applyLocalFollowersDelta`: partitions that follow under a new leader epoch stop
+    /// fetching from wherever they fetched and start again, from their own log end, at their
+    /// leader, if it has registered an endpoint of `inter.broker.listener.name`. A partition
+    /// without a leader (-1) is not fetched until one is elected.
+    fn restart_fetching(
+        &self,
+        image: &MetadataImage,
+        partitions: Vec<(
+            TopicPartition,
+            Arc<Partition>,
+            crate::metadata::PartitionRegistration,
+        )>,
+    ) {
+        if partitions.is_empty() {
+            return;
+        }
+        let tps: Vec<TopicPartition> = partitions.iter().map(|(tp, _, _)| tp.clone()).collect();
+        self.fetchers.remove_partitions(&tps);
+        let listener = &self.config.kraft.inter_broker_listener_name;
+        let targets = partitions
+            .into_iter()
+            .filter(|(tp, _, reg)| {
+                let reachable = reg.leader >= 0
+                    && image
+                        .broker(reg.leader)
+                        .is_some_and(|b| b.endpoint(listener).is_some());
+                if !reachable {
+                    tracing::info!(topic = %tp.topic, partition = tp.partition, leader = reg.leader, listener, "no leader to fetch from");
+                }
+                reachable
+            })
+            .map(|(tp, partition, reg)| FetchTarget {
+                tp,
+                partition,
+                leader: reg.leader,
+                leader_epoch: reg.leader_epoch,
+            })
+            .collect();
+        self.fetchers.add_partitions(targets);
     }
 
     fn hosted(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
@@ -271,6 +492,9 @@ impl ReplicaManager {
 
 impl ImageListener for ReplicaManager {
     fn on_image(&self, previous: &MetadataImage, next: &MetadataImage) {
+        // First, so partitions becoming leaders judge ISR eligibility and fetchers reach
+        // leaders by this image's registrations.
+        self.brokers.update(next);
         let changes = local_changes(previous, next, self.node_id);
         if !changes.is_empty() {
             self.apply_local_changes(next, &changes);

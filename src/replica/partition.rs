@@ -5,9 +5,11 @@
 //! ([`Partition::make_leader`], [`Partition::make_follower`], [`Partition::stop`]); handlers
 //! reach it through the manager. As leader it appends produce requests, keeps what each remote
 //! replica's fetches told it ([`decisions::ReplicaState`]) and moves the high watermark over the
-//! maximal ISR. As follower it refuses produce and leader-only reads, and takes the leader's
-//! batches as they are ([`Partition::append_as_follower`], [`Partition::truncate_to`],
-//! [`Partition::update_follower_high_watermark`]); nothing fetches for it yet.
+//! maximal ISR, proposes ISR changes ([`super::isr`]: expansion on a follower's fetch, shrink
+//! from the expiry check) and applies the controller's answers. As follower it refuses produce
+//! and leader-only reads, and takes the leader's batches as they are, for the leader epoch the
+//! fetcher fetched in only ([`Partition::append_as_follower`], [`Partition::truncate_to`],
+//! [`Partition::update_follower_high_watermark`]); the replica fetcher calls these.
 //!
 //! State changes happen under one `std::sync::Mutex` (held for short, non-async sections only:
 //! an append holds it so that the leader epoch stamped into a batch is the epoch the partition
@@ -18,6 +20,7 @@
 //! or the role changes.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use kafkaiq_storage::batch::BatchHeader;
@@ -27,11 +30,13 @@ use kafkaiq_storage::{
 use tokio::sync::Notify;
 use uuid::Uuid;
 
+use super::brokers::BrokerView;
 use super::decisions::{self, FollowerFetch, RemoteReplica, ReplicaState};
 use super::fetch_params::FetchParams;
+use super::isr::{self, AlterPartitionOutcome, CommittedPartition, IsrProposal, IsrState};
 use crate::errors::ApiError;
 use crate::limits::PARTITION_WATCHERS_PRUNE_AT;
-use crate::metadata::PartitionRegistration;
+use crate::metadata::{LeaderRecoveryState, PartitionRegistration};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -47,8 +52,9 @@ pub struct PartitionState {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub replicas: Vec<i32>,
-    /// The committed ISR. Only a leader keeps it; a follower's is empty, as in Kafka.
-    pub isr: Vec<i32>,
+    /// The committed ISR and any change in flight. Only a leader keeps one; a follower's is
+    /// empty, as in Kafka.
+    pub isr_state: IsrState,
     pub high_watermark: i64,
     pub min_insync_replicas: i32,
     /// Where the current leader epoch starts in the log; `None` unless leading.
@@ -56,15 +62,48 @@ pub struct PartitionState {
     /// Leader only: every other assigned replica and what its fetches told us (Kafka's
     /// `remoteReplicasMap`). Empty on a follower.
     pub remote_replicas: BTreeMap<i32, ReplicaState>,
+    /// Follower only: how far this log was behind the leader's high watermark at the last
+    /// fetch response (Kafka's fetcher lag); `None` before the first one.
+    pub follower_lag: Option<i64>,
 }
 
 impl PartitionState {
-    /// Kafka's `maximalIsr`: the committed ISR plus any replica an in-flight expansion adds, so
-    /// the high watermark already waits for a joining replica. No ISR change is ever in flight
-    /// yet (AlterPartition comes with the fetcher), so it is the committed ISR.
-    pub fn maximal_isr(&self) -> &[i32] {
-        &self.isr
+    /// The committed ISR.
+    pub fn isr(&self) -> &[i32] {
+        self.isr_state.isr()
     }
+
+    /// Kafka's `maximalIsr`: the committed ISR plus any replica an in-flight expansion adds, so
+    /// the high watermark already waits for a joining replica; a replica being removed counts
+    /// until the controller has committed its removal.
+    pub fn maximal_isr(&self) -> Vec<i32> {
+        self.isr_state.maximal_isr()
+    }
+}
+
+/// What the leader made of a follower's fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowerFetchResult {
+    /// The high watermark moved: parked produces and fetches were woken.
+    pub high_watermark_moved: bool,
+    /// The follower caught up: an expansion to send to the controller.
+    pub expand: Option<IsrProposal>,
+}
+
+/// A partition's replication health, as metrics report it (Kafka's `UnderReplicatedPartitions`,
+/// `UnderMinIsrPartitionCount`, `AtMinIsrPartitionCount` of a leader).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicationStatus {
+    pub role: Role,
+    /// Leader only: fewer replicas in the ISR than assigned.
+    pub under_replicated: bool,
+    /// Leader only: the ISR is below the effective min ISR (acks=all refused, the high
+    /// watermark stopped).
+    pub under_min_isr: bool,
+    /// Leader only: the ISR is exactly at the effective min ISR (one more loss stops writes).
+    pub at_min_isr: bool,
+    /// No leader (-1 in the metadata), or this replica's log is offline.
+    pub offline: bool,
 }
 
 /// A snapshot of the offsets a fetch or list-offsets answer reports.
@@ -94,6 +133,9 @@ pub struct Partition {
     node_id: i32,
     /// `replica.lag.time.max.ms`: how long a replica outside the ISR counts as caught up.
     replica_lag_time_max_ms: i64,
+    /// The brokers of the latest image (ISR eligibility, broker epochs).
+    brokers: Arc<BrokerView>,
+    next_proposal_id: AtomicU64,
     state: Mutex<PartitionState>,
     watchers: Mutex<Vec<Weak<Notify>>>,
 }
@@ -108,6 +150,9 @@ impl std::fmt::Debug for Partition {
 }
 
 impl Partition {
+    // The partition's identity, its log and the settings it is born with: grouping them in a
+    // struct would only move the same list of fields one level down.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         tp: TopicPartition,
         topic_id: Uuid,
@@ -116,6 +161,7 @@ impl Partition {
         checkpointed_high_watermark: i64,
         min_insync_replicas: i32,
         replica_lag_time_max_ms: i64,
+        brokers: Arc<BrokerView>,
     ) -> Partition {
         let hw = checkpointed_high_watermark.clamp(
             log.log_start_offset(),
@@ -128,17 +174,20 @@ impl Partition {
             log,
             node_id,
             replica_lag_time_max_ms,
+            brokers,
+            next_proposal_id: AtomicU64::new(1),
             state: Mutex::new(PartitionState {
                 role: Role::Follower,
                 leader: -1,
                 leader_epoch: -1,
                 partition_epoch: -1,
                 replicas: Vec::new(),
-                isr: Vec::new(),
+                isr_state: IsrState::committed(Vec::new(), LeaderRecoveryState::Recovered),
                 high_watermark: hw,
                 min_insync_replicas,
                 leader_epoch_start_offset: None,
                 remote_replicas: BTreeMap::new(),
+                follower_lag: None,
             }),
             watchers: Mutex::new(Vec::new()),
         }
@@ -240,6 +289,9 @@ impl Partition {
         state.leader_epoch = reg.leader_epoch;
         state.partition_epoch = reg.partition_epoch;
         state.leader_epoch_start_offset = None;
+        if is_new_leader_epoch {
+            state.follower_lag = None;
+        }
         drop(state);
         self.wake_watchers();
         Ok(is_new_leader_epoch)
@@ -252,7 +304,7 @@ impl Partition {
         let mut state = self.lock();
         state.role = Role::Follower;
         state.leader = -1;
-        state.isr.clear();
+        state.isr_state = IsrState::committed(Vec::new(), LeaderRecoveryState::Recovered);
         state.remote_replicas.clear();
         state.leader_epoch_start_offset = None;
         drop(state);
@@ -293,10 +345,12 @@ impl Partition {
                     .entry(id)
                     .or_insert(ReplicaState::UNKNOWN);
             }
-            state.isr = reg.isr.clone();
+            // A new registration replaces whatever change was in flight: its answer, if it
+            // comes, is for a state that is gone (Kafka's "partitionState != proposedIsrState").
+            state.isr_state = IsrState::committed(reg.isr.clone(), reg.leader_recovery_state);
         } else {
             state.remote_replicas.clear();
-            state.isr.clear();
+            state.isr_state = IsrState::committed(Vec::new(), reg.leader_recovery_state);
         }
     }
 
@@ -305,11 +359,12 @@ impl Partition {
     }
 
     /// Recomputes the leader's high watermark over its own log end offset and every remote
-    /// replica that counts: those in the maximal ISR, and those caught up enough to join it.
-    /// Returns whether it moved.
+    /// replica that counts: those in the maximal ISR, and those caught up enough to join it and
+    /// eligible to (Kafka's `shouldWaitForReplicaToJoinIsr`). Returns whether it moved.
     fn maybe_increment_high_watermark(&self, state: &mut PartitionState, now_ms: i64) -> bool {
         let leader_log_end_offset = self.log.log_end_offset();
         let maximal_isr = state.maximal_isr();
+        let brokers = self.brokers.get();
         let remotes = state
             .remote_replicas
             .iter()
@@ -317,9 +372,7 @@ impl Partition {
                 log_end_offset: replica.log_end_offset,
                 counts_for_high_watermark: decisions::counts_for_high_watermark(
                     maximal_isr.contains(id),
-                    // Fencing and controlled shutdown are not tracked yet: every registered
-                    // replica is eligible to join the ISR.
-                    true,
+                    isr::isr_eligible(brokers.broker(*id), replica.broker_epoch),
                     replica,
                     leader_log_end_offset,
                     now_ms,
@@ -330,7 +383,7 @@ impl Partition {
             state.high_watermark,
             leader_log_end_offset,
             remotes,
-            state.isr.len(),
+            state.isr().len(),
             Self::effective_min_isr(state),
         );
         assert!(
@@ -344,6 +397,39 @@ impl Partition {
         // Retention and DeleteRecords never remove data above the high watermark.
         self.log.update_high_watermark(new_hw);
         moved
+    }
+
+    /// A proposal of `isr` in this partition's current epochs, each member with the broker
+    /// epoch it fetched with (this node: its own registration's), -1 when unknown (Kafka's
+    /// `addBrokerEpochToIsr`).
+    fn proposal(
+        &self,
+        state: &PartitionState,
+        isr: Vec<i32>,
+        leader_recovery_state: LeaderRecoveryState,
+    ) -> IsrProposal {
+        let brokers = self.brokers.get();
+        IsrProposal {
+            id: self.next_proposal_id.fetch_add(1, Ordering::Relaxed),
+            leader_epoch: state.leader_epoch,
+            partition_epoch: state.partition_epoch,
+            isr_with_epochs: isr
+                .into_iter()
+                .map(|id| {
+                    let epoch = if id == self.node_id {
+                        brokers.broker_epoch(id)
+                    } else {
+                        state
+                            .remote_replicas
+                            .get(&id)
+                            .and_then(|r| r.broker_epoch)
+                            .unwrap_or(-1)
+                    };
+                    (id, epoch)
+                })
+                .collect(),
+            leader_recovery_state,
+        }
     }
 
     fn require_leader(state: &PartitionState) -> Result<(), ApiError> {
@@ -361,37 +447,59 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, ApiError> {
+        self.append_records_to_leader_in_epoch(records, required_acks, now_ms)
+            .map(|(info, _)| info)
+    }
+
+    /// [`Partition::append_records_to_leader`], also returning the leader epoch the records
+    /// were written in, for [`Partition::acks_all_outcome_in_epoch`]. acks=-1 with the committed
+    /// ISR below the effective min ISR is refused before anything is written.
+    pub fn append_records_to_leader_in_epoch(
+        &self,
+        records: &[u8],
+        required_acks: i16,
+        now_ms: i64,
+    ) -> Result<(LogAppendInfo, i32), ApiError> {
         let mut state = self.lock();
         Self::require_leader(&state)?;
-        if required_acks == -1 && state.isr.len() < Self::effective_min_isr(&state) {
+        if required_acks == -1 && state.isr().len() < Self::effective_min_isr(&state) {
             return Err(ApiError::NotEnoughReplicas);
         }
         let info = self
             .log
             .append_as_leader(records, state.leader_epoch, now_ms)?;
         self.maybe_increment_high_watermark(&mut state, now_ms);
+        let epoch = state.leader_epoch;
         drop(state);
         self.wake_watchers();
-        Ok(info)
+        Ok((info, epoch))
     }
 
-    fn require_follower(state: &PartitionState) -> Result<(), ApiError> {
-        if state.role == Role::Follower {
-            Ok(())
-        } else {
-            // A leader's log is written by produce requests only; a fetcher racing with a
-            // leadership change must not write into it.
+    /// A follower's log is written only by the fetcher of the current leader epoch: a fetcher
+    /// racing with a leadership change must not write into a leader's log, nor one fetching in
+    /// an epoch that has ended write into the next epoch's.
+    fn require_follower(state: &PartitionState, leader_epoch: i32) -> Result<(), ApiError> {
+        if state.role != Role::Follower {
             Err(ApiError::NotLeaderOrFollower)
+        } else if state.leader_epoch != leader_epoch {
+            Err(ApiError::FencedLeaderEpoch)
+        } else {
+            Ok(())
         }
     }
 
     /// Appends the leader's batches as they are, offsets and leader epochs kept (Kafka's
-    /// `appendRecordsToFollowerOrFutureReplica`). If this log is empty and the leader's first
-    /// batch straddles our start offset (the leader's log start moved inside a batch through
-    /// DeleteRecords), the log restarts at that batch's base offset first, as in Kafka.
-    pub fn append_as_follower(&self, records: &[u8]) -> Result<LogAppendInfo, ApiError> {
+    /// `appendRecordsToFollowerOrFutureReplica`), if this node still follows in `leader_epoch`.
+    /// If this log is empty and the leader's first batch straddles our start offset (the
+    /// leader's log start moved inside a batch through DeleteRecords), the log restarts at that
+    /// batch's base offset first, as in Kafka.
+    pub fn append_as_follower(
+        &self,
+        records: &[u8],
+        leader_epoch: i32,
+    ) -> Result<LogAppendInfo, ApiError> {
         let state = self.lock();
-        Self::require_follower(&state)?;
+        Self::require_follower(&state, leader_epoch)?;
         let log_end_offset = self.log.log_end_offset();
         if let Ok(first) = BatchHeader::parse(records) {
             if log_end_offset == self.log.log_start_offset()
@@ -409,11 +517,11 @@ impl Partition {
     }
 
     /// Kafka's `Partition#truncateTo` for a follower whose log diverged from the leader's:
-    /// removes every batch at or past `offset`. The high watermark follows the log end offset
-    /// down if it was above it.
-    pub fn truncate_to(&self, offset: i64) -> Result<(), ApiError> {
+    /// removes every batch at or past `offset` (and epochs starting there). The high watermark
+    /// follows the log end offset down if it was above it.
+    pub fn truncate_to(&self, offset: i64, leader_epoch: i32) -> Result<(), ApiError> {
         let mut state = self.lock();
-        Self::require_follower(&state)?;
+        Self::require_follower(&state, leader_epoch)?;
         self.log.truncate_to(offset)?;
         self.clamp_follower_high_watermark(&mut state);
         drop(state);
@@ -423,14 +531,45 @@ impl Partition {
 
     /// Kafka's `Partition#truncateFullyAndStartAt`: a follower whose fetch offset the leader no
     /// longer has starts again, empty, at `offset`.
-    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), ApiError> {
+    pub fn truncate_fully_and_start_at(
+        &self,
+        offset: i64,
+        leader_epoch: i32,
+    ) -> Result<(), ApiError> {
         let mut state = self.lock();
-        Self::require_follower(&state)?;
+        Self::require_follower(&state, leader_epoch)?;
         self.log.truncate_fully_and_start_at(offset)?;
         self.clamp_follower_high_watermark(&mut state);
         drop(state);
         self.wake_watchers();
         Ok(())
+    }
+
+    /// Kafka's `maybeIncrementLogStartOffset` on a follower: the leader's log start offset
+    /// (moved by retention or DeleteRecords) is followed, up to this log's high watermark.
+    pub fn maybe_increment_follower_log_start_offset(
+        &self,
+        leader_log_start_offset: i64,
+        leader_epoch: i32,
+    ) -> Result<(), ApiError> {
+        let state = self.lock();
+        Self::require_follower(&state, leader_epoch)?;
+        if leader_log_start_offset <= self.log.log_start_offset()
+            || leader_log_start_offset > state.high_watermark
+        {
+            return Ok(());
+        }
+        drop(state);
+        self.log.delete_records_before(leader_log_start_offset)?;
+        Ok(())
+    }
+
+    /// Records the fetcher's lag (the leader's high watermark minus this log's end offset).
+    pub fn set_follower_lag(&self, lag: i64) {
+        let mut state = self.lock();
+        if state.role == Role::Follower {
+            state.follower_lag = Some(lag.max(0));
+        }
     }
 
     fn clamp_follower_high_watermark(&self, state: &mut PartitionState) {
@@ -451,9 +590,10 @@ impl Partition {
     pub fn update_follower_high_watermark(
         &self,
         leader_high_watermark: i64,
+        leader_epoch: i32,
     ) -> Result<bool, ApiError> {
         let mut state = self.lock();
-        Self::require_follower(&state)?;
+        Self::require_follower(&state, leader_epoch)?;
         let hw = decisions::follower_high_watermark(
             leader_high_watermark,
             self.log.log_start_offset(),
@@ -472,29 +612,142 @@ impl Partition {
         Ok(changed)
     }
 
-    /// The leader records a follower's fetch (Kafka's `Partition#updateFollowerFetchState`)
-    /// and moves the high watermark if that follower's log end offset moved. Returns whether
-    /// the high watermark moved. ISR expansion (AlterPartition) comes with the fetcher.
+    /// The leader records a follower's fetch (Kafka's `Partition#updateFollowerFetchState`):
+    /// a fetch carrying a broker epoch older than the follower's registration is refused
+    /// (KIP-841); a follower now in sync is proposed for the ISR; the high watermark moves if
+    /// the follower's log end offset did.
     pub fn update_follower_fetch_state(
         &self,
         replica_id: i32,
         fetch: &FollowerFetch,
-    ) -> Result<bool, ApiError> {
+    ) -> Result<FollowerFetchResult, ApiError> {
         let mut state = self.lock();
         Self::require_leader(&state)?;
         let Some(current) = state.remote_replicas.get(&replica_id).copied() else {
             return Err(ApiError::NotLeaderOrFollower);
         };
-        // The metadata image carries no broker epochs yet, so no fetch is fenced by one.
-        let next = decisions::update_fetch_state(&current, fetch, None)?;
+        let brokers = self.brokers.get();
+        let registration = brokers.broker(replica_id);
+        let next =
+            decisions::update_fetch_state(&current, fetch, registration.map(|b| b.broker_epoch))?;
         state.remote_replicas.insert(replica_id, next);
+        let expand = self.maybe_expand_isr(&mut state, replica_id);
         let moved = next.log_end_offset != current.log_end_offset
             && self.maybe_increment_high_watermark(&mut state, fetch.fetch_time_ms);
         drop(state);
         if moved {
             self.wake_watchers();
         }
-        Ok(moved)
+        Ok(FollowerFetchResult {
+            high_watermark_moved: moved,
+            expand,
+        })
+    }
+
+    /// Kafka's `maybeExpandIsr`: the follower is eligible and in sync, and nothing is in
+    /// flight: it joins the maximal ISR now and is proposed to the controller.
+    fn maybe_expand_isr(&self, state: &mut PartitionState, replica_id: i32) -> Option<IsrProposal> {
+        let replica = state.remote_replicas.get(&replica_id)?;
+        let brokers = self.brokers.get();
+        let eligible = isr::isr_eligible(brokers.broker(replica_id), replica.broker_epoch);
+        let in_sync = isr::is_follower_in_sync(
+            replica.log_end_offset,
+            state.high_watermark,
+            state.leader_epoch_start_offset,
+        );
+        let next = isr::prepare_expand(
+            &state.isr_state,
+            replica_id,
+            eligible,
+            in_sync,
+            |isr, recovery| self.proposal(state, isr, recovery),
+        )?;
+        tracing::info!(topic = %self.tp.topic, partition = self.tp.partition, replica = replica_id, isr = ?next.maximal_isr(), "expanding the ISR");
+        let proposal = next.proposal().cloned();
+        state.isr_state = next;
+        proposal
+    }
+
+    /// Kafka's `maybeShrinkIsr`, run by the expiry check every `replica.lag.time.max.ms / 2`:
+    /// ISR members that are not caught up are proposed for removal. They keep counting for the
+    /// high watermark until the controller commits it.
+    pub fn maybe_shrink_isr(&self, now_ms: i64) -> Option<IsrProposal> {
+        let mut state = self.lock();
+        if state.role != Role::Leader {
+            return None;
+        }
+        let leader_log_end_offset = self.log.log_end_offset();
+        let out_of_sync = isr::out_of_sync_replicas(&state.isr_state, self.node_id, |id| {
+            state.remote_replicas.get(&id).map(|r| {
+                decisions::is_caught_up(
+                    leader_log_end_offset,
+                    r.log_end_offset,
+                    r.last_caught_up_time_ms,
+                    now_ms,
+                    self.replica_lag_time_max_ms,
+                )
+            })
+        });
+        let next = isr::prepare_shrink(&state.isr_state, out_of_sync.clone(), |isr, recovery| {
+            self.proposal(&state, isr, recovery)
+        })?;
+        tracing::info!(
+            topic = %self.tp.topic,
+            partition = self.tp.partition,
+            out_of_sync = ?out_of_sync,
+            isr = ?next.proposal().map(IsrProposal::isr),
+            leader_log_end_offset,
+            high_watermark = state.high_watermark,
+            "shrinking the ISR"
+        );
+        let proposal = next.proposal().cloned();
+        state.isr_state = next;
+        proposal
+    }
+
+    /// Applies the controller's answer to proposal `proposal_id`; returns what was made of it
+    /// ([`AlterPartitionOutcome::Retry`]: the caller sends the proposal again). A committed
+    /// change may move the high watermark (an ISR down to the leader alone, say), which wakes
+    /// parked operations.
+    pub fn on_alter_partition_answer(
+        &self,
+        proposal_id: u64,
+        answer: &Result<CommittedPartition, ApiError>,
+        now_ms: i64,
+    ) -> AlterPartitionOutcome {
+        let mut state = self.lock();
+        let outcome = isr::on_alter_partition_answer(
+            &state.isr_state,
+            state.leader_epoch,
+            state.partition_epoch,
+            proposal_id,
+            answer,
+        );
+        if let Some(next) = isr::apply_outcome(&state.isr_state, &outcome) {
+            state.isr_state = next;
+        }
+        let mut moved = false;
+        match &outcome {
+            AlterPartitionOutcome::Commit(committed, partition_epoch) => {
+                state.partition_epoch = *partition_epoch;
+                tracing::info!(topic = %self.tp.topic, partition = self.tp.partition, isr = ?committed.isr, partition_epoch, "ISR committed");
+                moved = self.maybe_increment_high_watermark(&mut state, now_ms);
+            }
+            AlterPartitionOutcome::Ignore => {}
+            other => {
+                tracing::info!(topic = %self.tp.topic, partition = self.tp.partition, answer = ?answer.as_ref().err(), outcome = ?other, "ISR change refused")
+            }
+        }
+        drop(state);
+        if moved {
+            self.wake_watchers();
+        }
+        outcome
+    }
+
+    /// The proposal in flight, if any (sent again after a retryable failure).
+    pub fn pending_isr_proposal(&self) -> Option<IsrProposal> {
+        self.lock().isr_state.proposal().cloned()
     }
 
     /// For a parked acks=all produce: `Some(outcome)` once the high watermark covers
@@ -504,12 +757,49 @@ impl Partition {
         if state.role != Role::Leader {
             return Some(Err(ApiError::NotLeaderOrFollower));
         }
+        Self::acks_all_outcome_locked(&state, required_offset)
+    }
+
+    /// [`Partition::acks_all_outcome`] for records written in `leader_epoch`: leadership lost
+    /// and regained meanwhile is NOT_LEADER_OR_FOLLOWER too, since the records may have been
+    /// truncated while this node followed.
+    pub fn acks_all_outcome_in_epoch(
+        &self,
+        required_offset: i64,
+        leader_epoch: i32,
+    ) -> Option<Result<(), ApiError>> {
+        let state = self.lock();
+        if state.role != Role::Leader || state.leader_epoch != leader_epoch {
+            return Some(Err(ApiError::NotLeaderOrFollower));
+        }
+        Self::acks_all_outcome_locked(&state, required_offset)
+    }
+
+    fn acks_all_outcome_locked(
+        state: &PartitionState,
+        required_offset: i64,
+    ) -> Option<Result<(), ApiError>> {
         decisions::acks_all_outcome(
             state.high_watermark,
             required_offset,
-            state.isr.len(),
-            Self::effective_min_isr(&state),
+            state.maximal_isr().len(),
+            Self::effective_min_isr(state),
         )
+    }
+
+    /// This replica's health (see [`ReplicationStatus`]).
+    pub fn replication_status(&self) -> ReplicationStatus {
+        let state = self.lock();
+        let leader = state.role == Role::Leader;
+        let isr = state.isr().len();
+        let min_isr = Self::effective_min_isr(&state);
+        ReplicationStatus {
+            role: state.role,
+            under_replicated: leader && isr < state.replicas.len(),
+            under_min_isr: leader && isr < min_isr,
+            at_min_isr: leader && isr == min_isr,
+            offline: state.leader == -1 || self.log.is_offline(),
+        }
     }
 
     pub fn offsets(&self) -> Offsets {
@@ -539,6 +829,27 @@ impl Partition {
             log_end_offset: self.log.log_end_offset(),
             leader_epoch: state.leader_epoch,
         })
+    }
+
+    /// [`Partition::check_leader_and_epoch`] for a leader-only request, with where the current
+    /// leader epoch starts in the log (ListOffsets answers OFFSET_NOT_AVAILABLE to clients while
+    /// a new leader's high watermark is below it).
+    pub fn leader_offsets(
+        &self,
+        current_leader_epoch: i32,
+    ) -> Result<(Offsets, Option<i64>), ApiError> {
+        let state = self.lock();
+        decisions::check_current_leader_epoch(state.leader_epoch, current_leader_epoch)?;
+        Self::require_leader(&state)?;
+        Ok((
+            Offsets {
+                log_start_offset: self.log.log_start_offset(),
+                high_watermark: state.high_watermark,
+                log_end_offset: self.log.log_end_offset(),
+                leader_epoch: state.leader_epoch,
+            },
+            state.leader_epoch_start_offset,
+        ))
     }
 
     /// The checks every read makes before touching the log (Kafka's `localLogWithEpochOrThrow`
@@ -572,11 +883,27 @@ impl Partition {
         })
     }
 
-    /// The end of the reader's last fetched epoch in this log, if it diverges (Fetch v12+).
-    fn diverging_epoch(&self, fetch_offset: i64, params: &FetchParams) -> Option<EpochEndOffset> {
-        let epoch = params.last_fetched_epoch?;
+    /// The end of the reader's last fetched epoch in this log if it diverges (Fetch v12+), or
+    /// OFFSET_OUT_OF_RANGE when this log cannot place that epoch or the fetch offset is below
+    /// the log start (see [`decisions::check_last_fetched_epoch`]).
+    fn diverging_epoch(
+        &self,
+        fetch_offset: i64,
+        log_start_offset: i64,
+        params: &FetchParams,
+    ) -> Result<Option<EpochEndOffset>, ApiError> {
+        let Some(epoch) = params.last_fetched_epoch else {
+            return Ok(None);
+        };
         let end = self.log.end_offset_for_epoch(epoch);
-        decisions::is_diverging(epoch, fetch_offset, end.epoch, end.end_offset).then_some(end)
+        decisions::check_last_fetched_epoch(
+            epoch,
+            fetch_offset,
+            log_start_offset,
+            end.epoch,
+            end.end_offset,
+        )
+        .map(|diverging| diverging.then_some(end))
     }
 
     /// Reads whole batches from `fetch_offset` below the bound `params.isolation` sets (the
@@ -592,14 +919,8 @@ impl Partition {
             offsets,
             diverging_epoch,
         };
-        if params.last_fetched_epoch.is_some() {
-            // Below the log start offset is out of range even when diverging (KAFKA-12996).
-            if fetch_offset < offsets.log_start_offset {
-                return Err(ApiError::OffsetOutOfRange);
-            }
-            if let Some(end) = self.diverging_epoch(fetch_offset, params) {
-                return Ok(empty(Some(end)));
-            }
+        if let Some(end) = self.diverging_epoch(fetch_offset, offsets.log_start_offset, params)? {
+            return Ok(empty(Some(end)));
         }
         if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.log_end_offset {
             return Err(ApiError::OffsetOutOfRange);
@@ -637,7 +958,10 @@ impl Partition {
         if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.log_end_offset {
             return None;
         }
-        if self.diverging_epoch(fetch_offset, params).is_some() {
+        if !matches!(
+            self.diverging_epoch(fetch_offset, offsets.log_start_offset, params),
+            Ok(None)
+        ) {
             return None;
         }
         self.log

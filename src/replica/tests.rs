@@ -228,3 +228,115 @@ fn topic_config_changes_reach_hosted_partitions() {
         assert_eq!(p.state().min_insync_replicas, 2);
     }
 }
+
+mod alter_partition {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::metadata::BrokerRegistration;
+    use crate::replica::alter_partition::{
+        AlterPartitionAnswer, AlterPartitionItem, FnAlterPartitionSender, SendFuture,
+    };
+    use crate::replica::decisions::FollowerFetch;
+    use crate::replica::isr::CommittedPartition;
+
+    fn broker(id: i32) -> MetadataRecord {
+        MetadataRecord::RegisterBroker(BrokerRegistration {
+            broker_epoch: 10 + i64::from(id),
+            fenced: false,
+            ..BrokerRegistration::new(id, Uuid::from_u128(id as u128), None)
+        })
+    }
+
+    /// A controller that refuses the first request as a whole, then commits every proposal
+    /// (partition epoch + 1), recording what it was sent.
+    #[derive(Default)]
+    struct Controller {
+        requests: AtomicUsize,
+        sent: Mutex<Vec<(i32, i64, Vec<AlterPartitionItem>)>>,
+    }
+
+    impl Controller {
+        fn send(
+            &self,
+            broker_id: i32,
+            broker_epoch: i64,
+            items: Vec<AlterPartitionItem>,
+        ) -> SendFuture {
+            let n = self.requests.fetch_add(1, Ordering::SeqCst);
+            self.sent
+                .lock()
+                .unwrap()
+                .push((broker_id, broker_epoch, items.clone()));
+            Box::pin(async move {
+                if n == 0 {
+                    return Err(ApiError::NotController);
+                }
+                Ok(items
+                    .into_iter()
+                    .map(|item| AlterPartitionAnswer {
+                        topic_id: item.topic_id,
+                        partition: item.partition,
+                        result: Ok(CommittedPartition {
+                            leader_id: 1,
+                            leader_epoch: item.proposal.leader_epoch,
+                            isr: item.proposal.isr(),
+                            leader_recovery_state: item.proposal.leader_recovery_state,
+                            partition_epoch: item.proposal.partition_epoch + 1,
+                        }),
+                    })
+                    .collect())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn an_expansion_reaches_the_controller_after_a_refused_request_and_commits() {
+        let mut f = Fixture::new();
+        f.publish(vec![broker(1), broker(2)]);
+        let mut led = reg(&[1, 2], 1, (0, 0));
+        led.isr = vec![1];
+        f.publish(topic_records("t", 1, &[led]));
+        let p = f.get("t", 0).unwrap();
+        let manager = Arc::new(f.manager);
+        let controller = Arc::new(Controller::default());
+        let c = controller.clone();
+        manager.set_alter_partition_sender(Arc::new(FnAlterPartitionSender(
+            move |id, epoch, items| c.send(id, epoch, items),
+        )));
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let tasks = manager.start(shutdown);
+        p.append_records_to_leader(&simple(2, 10, 0), 1, 0).unwrap();
+        let fetch = FollowerFetch {
+            fetch_offset: 2,
+            log_start_offset: 0,
+            fetch_time_ms: 1_000_000,
+            leader_log_end_offset: 2,
+            broker_epoch: 12,
+        };
+        let result = manager.update_follower_fetch_state(&p, 2, &fetch).unwrap();
+        assert!(result.expand.is_some());
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while p.state().isr() != [1, 2] {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the ISR was never committed"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(p.state().partition_epoch, 1);
+        let sent = controller.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 2, "the refused request was sent again");
+        assert_eq!((sent[1].0, sent[1].1), (1, 11), "this broker at its epoch");
+        assert_eq!(
+            sent[1].2[0].proposal.isr_with_epochs,
+            vec![(1, 11), (2, 12)]
+        );
+        assert_eq!(manager.alter_partition.waiting(), 0);
+        let _ = stop.send(true);
+        for (_, t) in tasks {
+            t.await.unwrap();
+        }
+    }
+}

@@ -655,11 +655,23 @@ impl Log {
     /// Kafka's follower truncation: removes every batch whose last offset is >= `offset`. Later
     /// segments are deleted and the one holding `offset` is cut at a batch boundary. Below the
     /// log start offset this empties the log and restarts it at `offset`.
+    ///
+    /// At or past the log end offset no batch goes, but the epoch cache still drops entries
+    /// starting at or past the log end (Kafka's `UnifiedLog#truncateTo`): a node that became
+    /// leader, registered `(epoch, LEO)` and lost leadership before writing anything must not
+    /// keep claiming that epoch, or its fetches would diverge from the new leader forever.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
         let w = self.lock_writer()?;
         self.check_not_negative(offset)?;
         if offset >= self.log_end_offset() {
-            return Ok(());
+            let r = self
+                .epochs
+                .lock()
+                .truncate_from_end(self.log_end_offset())
+                .map(|_| ())
+                .map_err(StorageError::from);
+            drop(w);
+            return self.guard(r);
         }
         if offset < self.log_start_offset() {
             let r = self.truncate_fully_locked(&w, offset);

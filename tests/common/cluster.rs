@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::describe_quorum_response::PartitionData as QuorumPartition;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -27,8 +27,18 @@ use kafka_protocol::protocol::StrBytes;
 use super::broker_process::{free_port, BrokerProcess};
 use super::RawClient;
 
-/// How long a node may take to answer a request of the harness.
+/// How long a node gets to answer one request of the harness.
 const ANSWER: Duration = Duration::from_secs(2);
+
+/// A partition as one node's Metadata shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionState {
+    /// -1 while the partition has no leader.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
 
 /// Which broker a cluster is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +93,11 @@ pub struct ClusterNode {
 impl ClusterNode {
     pub fn client_addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.client_port))
+    }
+
+    /// The node's one log dir.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
     }
 }
 
@@ -322,6 +337,13 @@ impl Cluster {
 
     /// Stops every running node, checked; removes the directory unless `KEEP_BROKER_DIR`.
     pub fn stop_all(&mut self) {
+        self.stop_all_keeping_files();
+        self.remove_files();
+    }
+
+    /// Stops every running node with SIGTERM, checked (clean exit, no panic, within the
+    /// bound); the nodes' files stay for the test to inspect.
+    pub fn stop_all_keeping_files(&mut self) {
         let mut failures = Vec::new();
         for node in self.nodes.values_mut() {
             if let Some(p) = node.process.as_mut() {
@@ -335,12 +357,19 @@ impl Cluster {
                 }
             }
         }
-        if failures.is_empty() && std::env::var_os("KEEP_BROKER_DIR").is_none() {
+        if !failures.is_empty() {
+            eprintln!("cluster dir kept: {}", self.root.display());
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// Removes the nodes' files unless `KEEP_BROKER_DIR` is set.
+    pub fn remove_files(&self) {
+        if std::env::var_os("KEEP_BROKER_DIR").is_none() {
             let _ = std::fs::remove_dir_all(&self.root);
         } else {
             eprintln!("cluster dir kept: {}", self.root.display());
         }
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     /// Metadata (v12) of `topics` (all brokers, no topics if empty) as node `id` answers it
@@ -488,6 +517,111 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// Waits until node `id` accepts connections on its client listener (it may not be part
+    /// of the cluster yet).
+    pub fn await_listening(&mut self, id: i32) {
+        let node = self.nodes.get_mut(&id).expect("node");
+        let port = node.client_port;
+        node.process
+            .as_mut()
+            .expect("node runs")
+            .await_listening(port);
+    }
+
+    /// Sends `signal` (SIGSTOP, SIGCONT) to node `id`.
+    pub fn signal(&self, id: i32, signal: i32) {
+        let pid = self.nodes[&id].process.as_ref().expect("node runs").pid() as i32;
+        // SAFETY: kill(2) on the pid of a child this harness started and has not reaped.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "signal {signal} to node {id}");
+    }
+
+    /// The bytes of every `.log` segment of `topic`-`partition` on node `id`, in offset order.
+    pub fn log_bytes(&self, id: i32, topic: &str, partition: i32) -> Vec<u8> {
+        let dir = self.nodes[&id]
+            .data_dir()
+            .join(format!("{topic}-{partition}"));
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        segments.sort();
+        segments
+            .iter()
+            .flat_map(|s| std::fs::read(s).unwrap())
+            .collect()
+    }
+
+    /// The partitions of `topic` as node `id` shows them; `None` if it does not answer or does
+    /// not know the topic.
+    pub async fn partitions_seen_by(
+        &self,
+        id: i32,
+        topic: &str,
+    ) -> Option<BTreeMap<i32, PartitionState>> {
+        let m = self.metadata(id, &[topic]).await?;
+        let t = m.topics.first().filter(|t| t.error_code == 0)?;
+        Some(
+            t.partitions
+                .iter()
+                .map(|p| {
+                    let leaderless = p.error_code != 0 && p.leader_id.0 < 0;
+                    let state = PartitionState {
+                        leader: if leaderless { -1 } else { p.leader_id.0 },
+                        leader_epoch: p.leader_epoch,
+                        replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                        isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                    };
+                    (p.partition_index, state)
+                })
+                .collect(),
+        )
+    }
+
+    /// The partitions of `topic` as the first running node that answers shows them.
+    pub async fn partitions_anywhere(&self, topic: &str) -> Option<BTreeMap<i32, PartitionState>> {
+        for id in self.running() {
+            if let Some(p) = self.partitions_seen_by(id, topic).await {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// CreateTopics through node `id` with replication factor `replication` and topic
+    /// `configs`: the topic's error code, or `None` if the node does not answer.
+    pub async fn create_topic_configured(
+        &self,
+        id: i32,
+        name: &str,
+        partitions: i32,
+        replication: i16,
+        configs: &[(&str, &str)],
+    ) -> Option<i16> {
+        let mut client = RawClient::try_connect(self.nodes[&id].client_addr()).await?;
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+                .with_num_partitions(partitions)
+                .with_replication_factor(replication)
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(StrBytes::from_string(k.to_string()))
+                                .with_value(Some(StrBytes::from_string(v.to_string())))
+                        })
+                        .collect(),
+                )]);
+        let r = client
+            .try_call(7, &request, Duration::from_secs(10))
+            .await?;
+        Some(r.topics[0].error_code)
+    }
+
     /// Polls `check` every 20 ms until it returns `Some`, or panics after `timeout` with
     /// `what` and the tails of the running nodes' logs.
     pub async fn wait_for<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
@@ -520,6 +654,9 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         for node in self.nodes.values_mut() {
             if let Some(mut p) = node.process.take() {
+                // A node a failed test left stopped (SIGSTOP) must not outlive it.
+                // SAFETY: kill(2) on the pid of our own unreaped child.
+                let _ = unsafe { libc::kill(p.pid() as i32, libc::SIGCONT) };
                 let _ = p.kill();
             }
         }

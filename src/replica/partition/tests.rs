@@ -1,18 +1,43 @@
-//! The shapes a partition has as leader of several replicas and as follower, driven directly
-//! (no fetcher exists yet, so these are the only callers of the follower paths).
+//! The shapes a partition has as leader of several replicas and as follower, driven directly:
+//! follower fetches, ISR changes and their answers, the follower paths a fetcher calls.
 
 use kafkaiq_storage::batch::builder::{batch, simple, Spec};
 use kafkaiq_storage::LogConfig;
 
 use super::*;
 use crate::replica::fetch_params::{FetchIsolation, CONSUMER_REPLICA_ID};
+use crate::replica::isr::{AlterPartitionOutcome, CommittedPartition};
 
 const ME: i32 = 1;
 const LAG_MS: i64 = 30_000;
 /// A realistic wall clock, so that "caught up at time 0" is long ago.
 const T0: i64 = 1_700_000_000_000;
 
+/// Brokers 1-4 registered and unfenced, broker n at broker epoch 100 + n.
+fn brokers() -> Arc<BrokerView> {
+    use crate::metadata::{BrokerRegistration, MetadataImage, MetadataRecord};
+    let mut image = MetadataImage::empty("c".into(), ME);
+    image.apply_in_place(
+        &(1..=4)
+            .map(|id| {
+                MetadataRecord::RegisterBroker(BrokerRegistration {
+                    broker_epoch: 100 + i64::from(id),
+                    fenced: false,
+                    ..BrokerRegistration::new(id, Uuid::from_u128(id as u128), None)
+                })
+            })
+            .collect::<Vec<_>>(),
+    );
+    let view = Arc::new(BrokerView::default());
+    view.update(&image);
+    view
+}
+
 fn partition(dir: &std::path::Path, min_isr: i32) -> Partition {
+    partition_with(dir, min_isr, brokers())
+}
+
+fn partition_with(dir: &std::path::Path, min_isr: i32, brokers: Arc<BrokerView>) -> Partition {
     let log = Arc::new(Log::open(dir, LogConfig::default(), 0, false, 0).unwrap());
     Partition::new(
         TopicPartition::new("t", 0),
@@ -22,6 +47,7 @@ fn partition(dir: &std::path::Path, min_isr: i32) -> Partition {
         0,
         min_isr,
         LAG_MS,
+        brokers,
     )
 }
 
@@ -59,6 +85,18 @@ fn follower(replica_id: i32, leader_epoch: Option<i32>) -> FetchParams {
 }
 
 fn fetched(replica_id: i32, p: &Partition, offset: i64, now_ms: i64) -> bool {
+    fetched_at_epoch(replica_id, p, offset, now_ms, -1)
+        .unwrap()
+        .high_watermark_moved
+}
+
+fn fetched_at_epoch(
+    replica_id: i32,
+    p: &Partition,
+    offset: i64,
+    now_ms: i64,
+    broker_epoch: i64,
+) -> Result<FollowerFetchResult, ApiError> {
     p.update_follower_fetch_state(
         replica_id,
         &FollowerFetch {
@@ -66,10 +104,9 @@ fn fetched(replica_id: i32, p: &Partition, offset: i64, now_ms: i64) -> bool {
             log_start_offset: 0,
             fetch_time_ms: now_ms,
             leader_log_end_offset: p.log.log_end_offset(),
-            broker_epoch: -1,
+            broker_epoch,
         },
     )
-    .unwrap()
 }
 
 /// (first offset, last offset) of each batch.
@@ -106,9 +143,19 @@ fn leader_high_watermark_waits_for_the_maximal_isr_and_for_replicas_about_to_joi
     assert_eq!(p.high_watermark(), 3);
     assert_eq!(p.remote_replica(2).unwrap().last_caught_up_time_ms, T0 + 10);
 
-    // Replica 3 catches up: not in the ISR, but caught up and eligible, so from now on the
-    // high watermark waits for it too rather than running away from it.
+    // Replica 3 catches up: in sync, so it is proposed for the ISR and the high watermark
+    // waits for it as a member of the maximal ISR.
     assert!(!fetched(3, &p, 3, T0 + 20));
+    let proposal = p.pending_isr_proposal().unwrap();
+    assert_eq!(proposal.isr(), vec![1, 2, 3]);
+    assert_eq!(p.state().maximal_isr(), vec![1, 2, 3]);
+    // The controller refuses it: back to the committed ISR. Replica 3 is still caught up and
+    // eligible, so the high watermark keeps waiting for it rather than running away from it.
+    assert_eq!(
+        p.on_alter_partition_answer(proposal.id, &Err(ApiError::IneligibleReplica), T0 + 25),
+        AlterPartitionOutcome::Reset
+    );
+    assert_eq!(p.state().maximal_isr(), vec![1, 2]);
     p.append_records_to_leader(&simple(2, 10, 0), 1, T0 + 30)
         .unwrap();
     assert!(!fetched(2, &p, 5, T0 + 40));
@@ -199,7 +246,7 @@ fn a_follower_refuses_produce_and_leader_only_reads() {
         (state.role, state.leader, state.leader_epoch),
         (Role::Follower, 2, 1)
     );
-    assert!(state.isr.is_empty() && state.remote_replicas.is_empty());
+    assert!(state.isr().is_empty() && state.remote_replicas.is_empty());
     assert_eq!(state.leader_epoch_start_offset, None);
     assert_eq!(
         p.append_records_to_leader(&simple(1, 10, 0), 1, T0),
@@ -262,29 +309,35 @@ fn a_follower_appends_the_leaders_batches_as_they_are_and_truncates() {
     };
     let mut records = leader_batch(0, 3, 2);
     records.extend_from_slice(&leader_batch(2, 4, 3));
-    let info = p.append_as_follower(&records).unwrap();
+    let info = p.append_as_follower(&records, 4).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (0, 4));
     // Offsets and epochs are the leader's.
     assert_eq!(p.log.epoch_for_offset(1), Some(3));
     assert_eq!(p.log.epoch_for_offset(3), Some(4));
     assert!(matches!(
-        p.append_as_follower(&leader_batch(7, 4, 1)),
+        p.append_as_follower(&leader_batch(7, 4, 1), 4),
         Err(ApiError::UnknownServerError(_))
     ));
+    // A fetcher of another leader epoch writes nothing.
+    assert_eq!(
+        p.append_as_follower(&leader_batch(5, 4, 1), 3),
+        Err(ApiError::FencedLeaderEpoch)
+    );
+    assert_eq!(p.truncate_to(0, 5), Err(ApiError::FencedLeaderEpoch));
 
     // The high watermark is the leader's, clamped to what this log holds.
-    assert!(p.update_follower_high_watermark(100).unwrap());
+    assert!(p.update_follower_high_watermark(100, 4).unwrap());
     assert_eq!(p.high_watermark(), 5);
-    assert!(p.update_follower_high_watermark(3).unwrap());
+    assert!(p.update_follower_high_watermark(3, 4).unwrap());
     assert_eq!(p.high_watermark(), 3);
-    assert!(!p.update_follower_high_watermark(3).unwrap());
-    p.update_follower_high_watermark(5).unwrap();
+    assert!(!p.update_follower_high_watermark(3, 4).unwrap());
+    p.update_follower_high_watermark(5, 4).unwrap();
 
     // Truncation (a diverged log) takes the high watermark down with the log end offset.
-    p.truncate_to(2).unwrap();
+    p.truncate_to(2, 4).unwrap();
     assert_eq!((p.log.log_end_offset(), p.high_watermark()), (2, 2));
     assert_eq!(p.log.latest_epoch(), Some(3));
-    p.truncate_fully_and_start_at(10).unwrap();
+    p.truncate_fully_and_start_at(10, 4).unwrap();
     assert_eq!(
         (
             p.log.log_start_offset(),
@@ -295,9 +348,15 @@ fn a_follower_appends_the_leaders_batches_as_they_are_and_truncates() {
     );
 
     // The leader's log start moved inside a batch: an empty follower log restarts at it.
-    let info = p.append_as_follower(&leader_batch(8, 4, 4)).unwrap();
+    let info = p.append_as_follower(&leader_batch(8, 4, 4), 4).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (8, 11));
     assert_eq!((p.log.log_start_offset(), p.log.log_end_offset()), (8, 12));
+    // The leader's log start offset is followed, up to the high watermark.
+    p.update_follower_high_watermark(12, 4).unwrap();
+    p.maybe_increment_follower_log_start_offset(20, 4).unwrap();
+    assert_eq!(p.log.log_start_offset(), 8);
+    p.maybe_increment_follower_log_start_offset(11, 4).unwrap();
+    assert_eq!(p.log.log_start_offset(), 11);
 
     // Becoming leader registers the new epoch at the log end before any write.
     p.make_leader(&reg(&[2, 1], &[1], ME, (5, 5)), T0).unwrap();
@@ -306,12 +365,12 @@ fn a_follower_appends_the_leaders_batches_as_they_are_and_truncates() {
     assert_eq!(p.log.latest_epoch(), Some(5));
     // A leader takes no follower writes.
     assert_eq!(
-        p.append_as_follower(&leader_batch(12, 5, 1)),
+        p.append_as_follower(&leader_batch(12, 5, 1), 5),
         Err(ApiError::NotLeaderOrFollower)
     );
-    assert_eq!(p.truncate_to(0), Err(ApiError::NotLeaderOrFollower));
+    assert_eq!(p.truncate_to(0, 5), Err(ApiError::NotLeaderOrFollower));
     assert_eq!(
-        p.update_follower_high_watermark(12),
+        p.update_follower_high_watermark(12, 5),
         Err(ApiError::NotLeaderOrFollower)
     );
 }
@@ -415,4 +474,322 @@ fn bytes_available_counts_up_to_the_reads_bound_and_ends_the_wait_on_changes() {
     p.make_leader(&reg(&[1, 2], &[1, 2], ME, (1, 1)), T0)
         .unwrap();
     assert_eq!(p.bytes_available(0, &start, &fenced), None);
+}
+
+fn committed(
+    isr: &[i32],
+    leader_epoch: i32,
+    partition_epoch: i32,
+) -> Result<CommittedPartition, ApiError> {
+    Ok(CommittedPartition {
+        leader_id: ME,
+        leader_epoch,
+        isr: isr.to_vec(),
+        leader_recovery_state: LeaderRecoveryState::Recovered,
+        partition_epoch,
+    })
+}
+
+#[test]
+fn a_follower_that_catches_up_is_proposed_and_committed_into_the_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(dir.path(), 2);
+    // Replicas [1, 2, 3], ISR [1, 2], min ISR 2.
+    p.make_leader(&reg(&[1, 2, 3], &[1, 2], ME, (3, 7)), T0)
+        .unwrap();
+    p.append_records_to_leader(&simple(4, 10, 0), -1, T0)
+        .unwrap();
+    assert!(fetched(2, &p, 4, T0 + 1));
+    assert_eq!(p.high_watermark(), 4);
+    // Replica 3 is behind the high watermark: not in sync, no proposal.
+    let r = fetched_at_epoch(3, &p, 2, T0 + 2, 103).unwrap();
+    assert_eq!(r.expand, None);
+    // Caught up: proposed, with the broker epochs each member fetched with (ours from the
+    // image, 2's unknown since it sent -1).
+    let r = fetched_at_epoch(3, &p, 4, T0 + 3, 103).unwrap();
+    let proposal = r.expand.unwrap();
+    assert_eq!((proposal.leader_epoch, proposal.partition_epoch), (3, 7));
+    assert_eq!(proposal.isr_with_epochs, vec![(1, 101), (2, -1), (3, 103)]);
+    // Nothing else is proposed while it is in flight; the shrink check finds nothing either.
+    assert_eq!(
+        fetched_at_epoch(3, &p, 4, T0 + 4, 103).unwrap().expand,
+        None
+    );
+    assert_eq!(p.maybe_shrink_isr(T0 + 10 * LAG_MS), None);
+    // The high watermark waits for the joining replica.
+    p.append_records_to_leader(&simple(1, 10, 0), 1, T0 + 5)
+        .unwrap();
+    fetched(2, &p, 5, T0 + 6);
+    assert_eq!(p.high_watermark(), 4);
+    // An answer to another proposal changes nothing; the real one commits, partition epoch 8.
+    assert_eq!(
+        p.on_alter_partition_answer(proposal.id + 100, &committed(&[1, 2, 3], 3, 8), T0 + 7),
+        AlterPartitionOutcome::Ignore
+    );
+    assert!(matches!(
+        p.on_alter_partition_answer(proposal.id, &committed(&[1, 2, 3], 3, 8), T0 + 7),
+        AlterPartitionOutcome::Commit(_, 8)
+    ));
+    let state = p.state();
+    assert_eq!((state.isr(), state.partition_epoch), (&[1, 2, 3][..], 8));
+    assert!(!state.isr_state.is_inflight());
+    // The image then brings the same registration: nothing moves backwards.
+    p.make_leader(&reg(&[1, 2, 3], &[1, 2, 3], ME, (3, 8)), T0 + 8)
+        .unwrap();
+    assert_eq!(p.state().isr(), &[1, 2, 3]);
+}
+
+#[test]
+fn a_lagging_follower_is_shrunk_out_but_counted_until_the_controller_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(dir.path(), 1);
+    p.make_leader(&reg(&[1, 2, 3], &[1, 2, 3], ME, (0, 0)), T0)
+        .unwrap();
+    p.append_records_to_leader(&simple(2, 10, 0), -1, T0)
+        .unwrap();
+    fetched(2, &p, 2, T0 + 1);
+    fetched(3, &p, 2, T0 + 1);
+    assert_eq!(p.high_watermark(), 2);
+    // Replica 3 stops fetching; 2 keeps up.
+    p.append_records_to_leader(&simple(2, 10, 0), -1, T0 + 2)
+        .unwrap();
+    fetched(2, &p, 4, T0 + 3);
+    assert_eq!(
+        p.maybe_shrink_isr(T0 + 1 + LAG_MS),
+        None,
+        "not yet past the lag"
+    );
+    let proposal = p.maybe_shrink_isr(T0 + 2 + LAG_MS).unwrap();
+    assert_eq!(proposal.isr(), vec![1, 2]);
+    // Pending: the maximal ISR still holds 3, so the high watermark waits for it.
+    assert_eq!(p.state().maximal_isr(), vec![1, 2, 3]);
+    assert_eq!(p.high_watermark(), 2);
+    // A retryable failure keeps it pending; a stale partition epoch waits for metadata.
+    assert_eq!(
+        p.on_alter_partition_answer(
+            proposal.id,
+            &Err(ApiError::RequestTimedOut),
+            T0 + 3 + LAG_MS
+        ),
+        AlterPartitionOutcome::Retry
+    );
+    assert_eq!(p.pending_isr_proposal(), Some(proposal.clone()));
+    // Committed: 3 no longer counts, the high watermark moves to what 1 and 2 have, and a
+    // parked acks=all produce for it completes.
+    assert!(matches!(
+        p.on_alter_partition_answer(proposal.id, &committed(&[1, 2], 0, 1), T0 + 4 + LAG_MS),
+        AlterPartitionOutcome::Commit(_, 1)
+    ));
+    assert_eq!(p.high_watermark(), 4);
+    assert_eq!(p.acks_all_outcome(4), Some(Ok(())));
+    let status = p.replication_status();
+    assert!(status.under_replicated && !status.under_min_isr && !status.offline);
+}
+
+#[test]
+fn an_invalid_update_version_waits_for_the_metadata_then_proposes_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(dir.path(), 1);
+    p.make_leader(&reg(&[1, 2], &[1], ME, (2, 5)), T0).unwrap();
+    let proposal = fetched_at_epoch(2, &p, 0, T0, 102).unwrap().expand.unwrap();
+    assert_eq!(
+        p.on_alter_partition_answer(proposal.id, &Err(ApiError::InvalidUpdateVersion), T0),
+        AlterPartitionOutcome::AwaitMetadata
+    );
+    // Still pending: nothing new is proposed until the image catches up.
+    assert!(p.state().isr_state.is_inflight());
+    assert_eq!(
+        fetched_at_epoch(2, &p, 0, T0 + 1, 102).unwrap().expand,
+        None
+    );
+    // The image brings partition epoch 6 (someone else's change): committed state again, and
+    // the next fetch proposes on top of it.
+    p.make_leader(&reg(&[1, 2], &[1], ME, (2, 6)), T0 + 2)
+        .unwrap();
+    assert!(!p.state().isr_state.is_inflight());
+    assert_eq!(
+        p.on_alter_partition_answer(proposal.id, &committed(&[1, 2], 2, 6), T0 + 3),
+        AlterPartitionOutcome::Ignore,
+        "the old answer is for a state that is gone"
+    );
+    let again = fetched_at_epoch(2, &p, 0, T0 + 4, 102)
+        .unwrap()
+        .expand
+        .unwrap();
+    assert_eq!(again.partition_epoch, 6);
+}
+
+#[test]
+fn kip_841_fences_fetches_from_an_older_broker_epoch_and_ineligible_replicas_never_join() {
+    use crate::metadata::{BrokerRegistration, MetadataImage, MetadataRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let view = brokers();
+    let p = partition_with(dir.path(), 1, view.clone());
+    p.make_leader(&reg(&[1, 2, 3], &[1], ME, (0, 0)), T0)
+        .unwrap();
+    // Broker 2 restarted at epoch 102; a fetch still carrying 90 is refused.
+    assert_eq!(
+        fetched_at_epoch(2, &p, 0, T0, 90),
+        Err(ApiError::NotLeaderOrFollower)
+    );
+    // A newer epoch than the image knows is not stale: accepted (the image lags).
+    assert!(fetched_at_epoch(2, &p, 0, T0, 150).is_ok());
+    // ... but it does not match the registration, so it cannot join the ISR yet.
+    assert!(p.pending_isr_proposal().is_none());
+    // Broker 3 is fenced: caught up, never proposed, and not waited for.
+    let mut image = MetadataImage::empty("c".into(), ME);
+    image.apply_in_place(&[
+        MetadataRecord::RegisterBroker(BrokerRegistration {
+            broker_epoch: 101,
+            fenced: false,
+            ..BrokerRegistration::new(1, Uuid::from_u128(1), None)
+        }),
+        MetadataRecord::RegisterBroker(BrokerRegistration {
+            broker_epoch: 150,
+            fenced: false,
+            ..BrokerRegistration::new(2, Uuid::from_u128(2), None)
+        }),
+        MetadataRecord::RegisterBroker(BrokerRegistration {
+            broker_epoch: 103,
+            fenced: true,
+            ..BrokerRegistration::new(3, Uuid::from_u128(3), None)
+        }),
+    ]);
+    view.update(&image);
+    p.append_records_to_leader(&simple(2, 10, 0), 1, T0)
+        .unwrap();
+    // Caught up, but fenced: never proposed.
+    assert_eq!(fetched_at_epoch(3, &p, 2, T0, 103).unwrap().expand, None);
+    p.append_records_to_leader(&simple(2, 10, 0), 1, T0)
+        .unwrap();
+    // Broker 2 at its registered epoch now: it joins, and the high watermark moves to what 1
+    // and 2 hold without waiting for the fenced replica.
+    assert!(fetched_at_epoch(2, &p, 4, T0, 150)
+        .unwrap()
+        .expand
+        .is_some());
+    assert_eq!(p.high_watermark(), 4);
+}
+
+#[test]
+fn acks_all_answers_by_the_maximal_isr_and_by_the_epoch_it_was_written_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(dir.path(), 2);
+    p.make_leader(&reg(&[1, 2, 3], &[1, 2, 3], ME, (0, 0)), T0)
+        .unwrap();
+    let (info, epoch) = p
+        .append_records_to_leader_in_epoch(&simple(2, 10, 0), -1, T0)
+        .unwrap();
+    assert_eq!((info.last_offset, epoch), (1, 0));
+    assert_eq!(p.acks_all_outcome_in_epoch(2, 0), None);
+    fetched(2, &p, 2, T0);
+    fetched(3, &p, 2, T0);
+    assert_eq!(p.acks_all_outcome_in_epoch(2, 0), Some(Ok(())));
+    // Lost and regained leadership meanwhile: the records may be gone.
+    p.make_follower(&reg(&[1, 2, 3], &[2, 3], 2, (1, 1)))
+        .unwrap();
+    p.make_leader(&reg(&[1, 2, 3], &[1, 2, 3], ME, (2, 2)), T0)
+        .unwrap();
+    assert_eq!(
+        p.acks_all_outcome_in_epoch(2, 0),
+        Some(Err(ApiError::NotLeaderOrFollower))
+    );
+    // The ISR shrank below min ISR after the append: written, but not enough replicas.
+    p.make_leader(&reg(&[1, 2, 3], &[1], ME, (2, 3)), T0)
+        .unwrap();
+    assert_eq!(
+        p.acks_all_outcome_in_epoch(2, 2),
+        Some(Err(ApiError::NotEnoughReplicasAfterAppend))
+    );
+    assert_eq!(
+        p.append_records_to_leader(&simple(1, 10, 0), -1, T0),
+        Err(ApiError::NotEnoughReplicas)
+    );
+    let status = p.replication_status();
+    assert!(status.under_min_isr && status.under_replicated);
+}
+
+#[test]
+fn a_new_leaders_read_of_an_unknown_epoch_is_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(dir.path(), 1);
+    p.make_leader(&reg(&[1, 2], &[1, 2], ME, (3, 3)), T0)
+        .unwrap();
+    p.append_records_to_leader(&simple(2, 10, 0), 1, T0)
+        .unwrap();
+    let with_epoch = |last_fetched_epoch| FetchParams {
+        last_fetched_epoch: Some(last_fetched_epoch),
+        ..follower(2, Some(3))
+    };
+    // An epoch newer than any here: OFFSET_OUT_OF_RANGE (Kafka), not DivergingEpoch(-1, -1).
+    assert_eq!(
+        p.read(2, &with_epoch(9)).unwrap_err(),
+        ApiError::OffsetOutOfRange
+    );
+    // An epoch older than any here: it ends where this log's epochs start (0).
+    let read = p.read(0, &with_epoch(1)).unwrap();
+    assert_eq!(
+        (read.diverging_epoch, batches(&read.records)),
+        (None, vec![(0, 1)])
+    );
+    // ... so a follower holding offsets of it past 0 diverged: truncate to 0.
+    let read = p.read(1, &with_epoch(1)).unwrap();
+    assert_eq!(
+        read.diverging_epoch,
+        Some(EpochEndOffset {
+            epoch: 1,
+            end_offset: 0
+        })
+    );
+    assert!(read.records.is_empty());
+    // The current epoch up to the log end: no divergence, nothing to read yet.
+    let read = p.read(2, &with_epoch(3)).unwrap();
+    assert_eq!((read.diverging_epoch, read.records.len()), (None, 0));
+}
+
+#[test]
+fn idempotent_producer_state_is_rebuilt_from_the_leaders_batches_on_a_follower() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(dir.path(), 1);
+    p.make_follower(&reg(&[2, 1], &[2, 1], 2, (4, 4))).unwrap();
+    let producer_batch = |base_offset, epoch, base_sequence, count| {
+        let value = [b'p'; 8];
+        let values: Vec<&[u8]> = (0..count).map(|_| value.as_slice()).collect();
+        batch(
+            &Spec {
+                base_offset,
+                partition_leader_epoch: epoch,
+                producer_id: 7,
+                producer_epoch: 0,
+                base_sequence,
+                ..Spec::default()
+            },
+            &values,
+        )
+    };
+    // The old leader wrote sequences 0-2 and 3-4; this replica copied them.
+    let mut copied = producer_batch(0, 4, 0, 3);
+    copied.extend_from_slice(&producer_batch(3, 4, 3, 2));
+    p.append_as_follower(&copied, 4).unwrap();
+
+    // Elected: the producer retries its last batch, whose answer it never saw.
+    p.make_leader(&reg(&[2, 1], &[1], ME, (5, 5)), T0).unwrap();
+    let retry = producer_batch(0, -1, 3, 2);
+    let info = p.append_records_to_leader(&retry, -1, T0).unwrap();
+    assert!(info.duplicate, "a retry of a copied batch is a duplicate");
+    assert_eq!(
+        info.first_offset, 3,
+        "answered with the offset it was written at"
+    );
+    assert_eq!(p.log.log_end_offset(), 5, "nothing appended for the retry");
+    // A gap after the copied sequences is out of order, as it would be on the old leader.
+    assert!(matches!(
+        p.append_records_to_leader(&producer_batch(0, -1, 6, 1), -1, T0),
+        Err(ApiError::OutOfOrderSequenceNumber(_))
+    ));
+    // The next sequence continues the log.
+    let next = p
+        .append_records_to_leader(&producer_batch(0, -1, 5, 1), -1, T0)
+        .unwrap();
+    assert_eq!((next.first_offset, next.duplicate), (5, false));
 }

@@ -720,6 +720,63 @@ fn idempotent_producers_duplicates_sequences_and_epochs() {
 }
 
 #[test]
+fn truncating_at_the_log_end_drops_an_epoch_registered_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    log.append_as_leader(&simple(2, 10, 0), 3, 0).unwrap();
+    // Became leader at epoch 5, wrote nothing, lost leadership.
+    log.assign_epoch_start_offset(5, 2).unwrap();
+    assert_eq!(log.latest_epoch(), Some(5));
+    log.truncate_to(2).unwrap();
+    assert_eq!((log.log_end_offset(), log.latest_epoch()), (2, Some(3)));
+    log.truncate_to(100).unwrap();
+    assert_eq!(log.latest_epoch(), Some(3));
+    // An empty log keeps no epoch at all.
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    log.assign_epoch_start_offset(2, 0).unwrap();
+    log.truncate_to(0).unwrap();
+    assert_eq!(log.latest_epoch(), None);
+}
+
+#[test]
+fn a_follower_rebuilds_producer_state_from_the_leaders_batches() {
+    use crate::batch::builder::{batch, Spec};
+    let leader_batch = |base_offset: i64, seq: i32, count: usize| {
+        let values: Vec<&[u8]> = (0..count).map(|_| b"v".as_slice()).collect();
+        batch(
+            &Spec {
+                base_offset,
+                producer_id: 7,
+                producer_epoch: 0,
+                base_sequence: seq,
+                partition_leader_epoch: 1,
+                ..Spec::default()
+            },
+            &values,
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    log.append_as_follower(&leader_batch(0, 0, 3)).unwrap();
+    log.append_as_follower(&leader_batch(3, 3, 2)).unwrap();
+    // The follower becomes leader: a producer retrying its last batch gets the original
+    // offsets, and its next batch is in sequence.
+    log.assign_epoch_start_offset(2, 5).unwrap();
+    let retry = log.append_as_leader(&idempotent(7, 0, 3, 2), 2, 0).unwrap();
+    assert_eq!(
+        (retry.first_offset, retry.last_offset, retry.duplicate),
+        (3, 4, true)
+    );
+    let next = log.append_as_leader(&idempotent(7, 0, 5, 1), 2, 0).unwrap();
+    assert_eq!((next.first_offset, next.duplicate), (5, false));
+    // A truncated tail is forgotten by the producer state too.
+    log.truncate_to(3).unwrap();
+    let again = log.append_as_leader(&idempotent(7, 0, 3, 2), 2, 0).unwrap();
+    assert_eq!((again.first_offset, again.duplicate), (3, false));
+}
+
+#[test]
 fn flush_messages_moves_the_recovery_point() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {

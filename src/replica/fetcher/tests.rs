@@ -1,0 +1,495 @@
+//! The fetcher against a leader made of a real leading [`Partition`] on its own log, behind the
+//! [`LeaderEndPoint`] trait: the leader's side of each fetch is the code the Fetch handler runs
+//! (`Partition::read` with a follower's parameters, then `update_follower_fetch_state`), so
+//! copying, divergence, truncation and out-of-range recovery run on real logs end to end.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafkaiq_storage::batch::builder::{batch, Spec};
+use kafkaiq_storage::{Log, LogConfig, TopicPartition};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::leader::{BoxFuture, FetchPartitionSpec, LeaderEndPoint, LeaderEndPointFactory};
+use super::state::{PartitionAnswer, Phase};
+use super::*;
+use crate::config::BrokerConfig;
+use crate::errors::ApiError;
+use crate::metadata::{
+    BrokerRegistration, LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRegistration,
+};
+use crate::replica::decisions::FollowerFetch;
+use crate::replica::fetch_params::{FetchIsolation, FetchParams};
+
+const LEADER: i32 = 1;
+const FOLLOWER: i32 = 2;
+const T0: i64 = 1_700_000_000_000;
+
+fn brokers() -> Arc<BrokerView> {
+    let mut image = MetadataImage::empty("c".into(), LEADER);
+    image.apply_in_place(
+        &[LEADER, FOLLOWER]
+            .iter()
+            .map(|&id| {
+                MetadataRecord::RegisterBroker(BrokerRegistration {
+                    broker_epoch: 100 + i64::from(id),
+                    fenced: false,
+                    ..BrokerRegistration::new(id, Uuid::from_u128(id as u128), None)
+                })
+            })
+            .collect::<Vec<_>>(),
+    );
+    let view = Arc::new(BrokerView::default());
+    view.update(&image);
+    view
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("t", 0)
+}
+
+fn partition(dir: &std::path::Path, node_id: i32, view: &Arc<BrokerView>) -> Arc<Partition> {
+    let log = Arc::new(Log::open(dir, LogConfig::default(), 0, false, 0).unwrap());
+    Arc::new(Partition::new(
+        tp(),
+        Uuid::from_u128(7),
+        log,
+        node_id,
+        0,
+        1,
+        30_000,
+        view.clone(),
+    ))
+}
+
+fn reg(leader: i32, epoch: i32, partition_epoch: i32) -> PartitionRegistration {
+    PartitionRegistration {
+        replicas: vec![LEADER, FOLLOWER],
+        isr: vec![LEADER, FOLLOWER],
+        leader,
+        leader_epoch: epoch,
+        partition_epoch,
+        leader_recovery_state: LeaderRecoveryState::Recovered,
+        adding_replicas: Vec::new(),
+        removing_replicas: Vec::new(),
+    }
+}
+
+fn records(count: usize) -> Vec<u8> {
+    let values: Vec<&[u8]> = (0..count).map(|_| b"value".as_slice()).collect();
+    batch(&Spec::default(), &values)
+}
+
+/// A leader over real partitions; `failures` makes the next fetches fail as a whole.
+#[derive(Default)]
+struct FakeLeader {
+    partitions: Mutex<BTreeMap<TopicPartition, Arc<Partition>>>,
+    failures: AtomicUsize,
+    fetches: AtomicUsize,
+}
+
+impl FakeLeader {
+    fn with(partition: &Arc<Partition>) -> Arc<FakeLeader> {
+        let leader = Arc::new(FakeLeader::default());
+        leader
+            .partitions
+            .lock()
+            .unwrap()
+            .insert(partition.tp.clone(), partition.clone());
+        leader
+    }
+
+    fn answer(&self, replica_epoch: i64, spec: &FetchPartitionSpec) -> PartitionAnswer {
+        let Some(p) = self.partitions.lock().unwrap().get(&spec.tp).cloned() else {
+            return error(ApiError::UnknownTopicOrPartition);
+        };
+        let params = FetchParams {
+            replica_id: FOLLOWER,
+            replica_epoch,
+            isolation: FetchIsolation::LogEnd,
+            fetch_only_leader: true,
+            current_leader_epoch: Some(spec.current_leader_epoch),
+            last_fetched_epoch: spec.last_fetched_epoch,
+            max_bytes: 1 << 20,
+            min_one_message: true,
+        };
+        let read = match p.read(spec.fetch_offset, &params) {
+            Ok(read) => read,
+            Err(e) => return error(e),
+        };
+        if read.diverging_epoch.is_none() {
+            if let Err(e) = p.update_follower_fetch_state(
+                FOLLOWER,
+                &FollowerFetch {
+                    fetch_offset: spec.fetch_offset,
+                    log_start_offset: spec.log_start_offset,
+                    fetch_time_ms: T0,
+                    leader_log_end_offset: read.offsets.log_end_offset,
+                    broker_epoch: replica_epoch,
+                },
+            ) {
+                return error(e);
+            }
+        }
+        PartitionAnswer {
+            error: None,
+            high_watermark: read.offsets.high_watermark,
+            log_start_offset: read.offsets.log_start_offset,
+            records: read.records,
+            diverging_epoch: read.diverging_epoch.map(|e| (e.epoch, e.end_offset)),
+        }
+    }
+}
+
+fn error(e: ApiError) -> PartitionAnswer {
+    PartitionAnswer {
+        error: Some(e),
+        high_watermark: -1,
+        log_start_offset: -1,
+        records: bytes::Bytes::new(),
+        diverging_epoch: None,
+    }
+}
+
+impl LeaderEndPoint for FakeLeader {
+    fn fetch(
+        &self,
+        _leader: i32,
+        replica_epoch: i64,
+        partitions: Vec<FetchPartitionSpec>,
+    ) -> BoxFuture<Result<Vec<(TopicPartition, PartitionAnswer)>, ApiError>> {
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        let failed = self
+            .failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        let answers: Vec<(TopicPartition, PartitionAnswer)> = partitions
+            .iter()
+            .map(|spec| (spec.tp.clone(), self.answer(replica_epoch, spec)))
+            .collect();
+        Box::pin(async move {
+            // A leader with nothing new parks the fetch; a short pause stands for it.
+            if answers.iter().all(|(_, a)| a.records.is_empty()) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            if failed {
+                Err(ApiError::RequestTimedOut)
+            } else {
+                Ok(answers)
+            }
+        })
+    }
+
+    fn log_start_and_end(
+        &self,
+        _leader: i32,
+        tp: TopicPartition,
+        current_leader_epoch: i32,
+    ) -> BoxFuture<Result<(i64, i64), ApiError>> {
+        let p = self.partitions.lock().unwrap().get(&tp).cloned();
+        Box::pin(async move {
+            let p = p.ok_or(ApiError::UnknownTopicOrPartition)?;
+            let (offsets, _) = p.leader_offsets(current_leader_epoch)?;
+            Ok((offsets.log_start_offset, offsets.log_end_offset))
+        })
+    }
+}
+
+struct Harness {
+    manager: ReplicaFetcherManager,
+    _shutdown: watch::Sender<bool>,
+}
+
+fn fetchers(leader: Arc<FakeLeader>, view: &Arc<BrokerView>) -> Harness {
+    let config = ReplicaFetcherConfig {
+        backoff_ms: 20,
+        ..BrokerConfig::default_single_node().replica_fetcher
+    };
+    let endpoints: LeaderEndPointFactory =
+        Arc::new(move |_, _| leader.clone() as Arc<dyn LeaderEndPoint>);
+    let manager = ReplicaFetcherManager::with_endpoints(FOLLOWER, config, view.clone(), endpoints);
+    let (tx, rx) = watch::channel(false);
+    manager.start(rx);
+    Harness {
+        manager,
+        _shutdown: tx,
+    }
+}
+
+fn target(partition: &Arc<Partition>, epoch: i32) -> FetchTarget {
+    FetchTarget {
+        tp: tp(),
+        partition: partition.clone(),
+        leader: LEADER,
+        leader_epoch: epoch,
+    }
+}
+
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Every batch of a log, as bytes.
+fn log_bytes(p: &Partition) -> Vec<u8> {
+    p.log
+        .read(p.log.log_start_offset(), usize::MAX, i64::MAX, true)
+        .unwrap()
+        .records
+        .to_vec()
+}
+
+#[tokio::test]
+async fn a_follower_copies_the_leaders_batches_and_high_watermark() {
+    let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let view = brokers();
+    let leader = partition(ld.path(), LEADER, &view);
+    leader.make_leader(&reg(LEADER, 1, 1), T0).unwrap();
+    for n in 1..=3 {
+        leader.append_records_to_leader(&records(n), 1, T0).unwrap();
+    }
+    let follower = partition(fd.path(), FOLLOWER, &view);
+    follower.make_follower(&reg(LEADER, 1, 1)).unwrap();
+    let h = fetchers(FakeLeader::with(&leader), &view);
+    h.manager.add_partitions(vec![target(&follower, 1)]);
+    eventually("the follower has the leader's log", || {
+        follower.log.log_end_offset() == 6
+    })
+    .await;
+    assert_eq!(
+        log_bytes(&follower),
+        log_bytes(&leader),
+        "the leader's bytes, as they are"
+    );
+    // The leader saw the follower reach its end: the high watermark moved, and the follower
+    // takes it on its next fetch.
+    eventually("the follower's high watermark follows", || {
+        leader.high_watermark() == 6 && follower.high_watermark() == 6
+    })
+    .await;
+    assert_eq!(follower.log.latest_epoch(), Some(1));
+    // More writes keep flowing.
+    leader
+        .append_records_to_leader(&records(2), -1, T0)
+        .unwrap();
+    eventually("new writes arrive", || follower.high_watermark() == 8).await;
+    let (_, state) = h.manager.fetch_state(&tp()).unwrap();
+    assert_eq!(
+        (state.fetch_offset, state.phase, state.lag),
+        (8, Phase::Fetching, Some(0))
+    );
+    // Becoming leader stops the fetcher; an idle fetcher goes away.
+    h.manager.remove_partitions(&[tp()]);
+    assert!(h.manager.fetchers().is_empty());
+    h.manager.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_diverged_follower_truncates_to_the_end_of_its_epoch_on_the_leader_then_catches_up() {
+    let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let view = brokers();
+    // The follower led epoch 1 and wrote offsets 0..6; only 0..3 reached the node that now
+    // leads epoch 2 and wrote 3 more records there.
+    let follower = partition(fd.path(), FOLLOWER, &view);
+    follower
+        .make_leader(
+            &PartitionRegistration {
+                leader: FOLLOWER,
+                ..reg(FOLLOWER, 1, 1)
+            },
+            T0,
+        )
+        .unwrap();
+    follower
+        .append_records_to_leader(&records(3), 1, T0)
+        .unwrap();
+    follower
+        .append_records_to_leader(&records(3), 1, T0)
+        .unwrap();
+    let replicated = follower.log.read(0, 1, i64::MAX, true).unwrap().records;
+    let leader = partition(ld.path(), LEADER, &view);
+    leader.make_follower(&reg(FOLLOWER, 1, 1)).unwrap();
+    leader.append_as_follower(&replicated, 1).unwrap();
+    assert_eq!(leader.log.log_end_offset(), 3);
+    leader.make_leader(&reg(LEADER, 2, 2), T0).unwrap();
+    leader.append_records_to_leader(&records(3), 1, T0).unwrap();
+
+    follower.make_follower(&reg(LEADER, 2, 2)).unwrap();
+    let h = fetchers(FakeLeader::with(&leader), &view);
+    h.manager.add_partitions(vec![target(&follower, 2)]);
+    eventually("the follower matches the leader", || {
+        follower.log.log_end_offset() == 6 && follower.log.latest_epoch() == Some(2)
+    })
+    .await;
+    assert_eq!(log_bytes(&follower), log_bytes(&leader));
+    assert_eq!(follower.log.epoch_for_offset(2), Some(1));
+    assert_eq!(follower.log.epoch_for_offset(3), Some(2));
+    h.manager.shutdown().await;
+}
+
+#[tokio::test]
+async fn out_of_range_follows_the_leaders_offsets() {
+    let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let view = brokers();
+    // The leader's log starts at 10 (retention moved it); the follower's is empty at 0.
+    let leader = partition(ld.path(), LEADER, &view);
+    leader.make_leader(&reg(LEADER, 3, 3), T0).unwrap();
+    leader
+        .append_records_to_leader(&records(12), 1, T0)
+        .unwrap();
+    leader
+        .update_follower_fetch_state(
+            FOLLOWER,
+            &FollowerFetch {
+                fetch_offset: 12,
+                log_start_offset: 0,
+                fetch_time_ms: T0,
+                leader_log_end_offset: 12,
+                broker_epoch: -1,
+            },
+        )
+        .unwrap();
+    leader.delete_records_before(10).unwrap();
+    leader.append_records_to_leader(&records(1), 1, T0).unwrap();
+    let follower = partition(fd.path(), FOLLOWER, &view);
+    follower.make_follower(&reg(LEADER, 3, 3)).unwrap();
+    // The leader's batch 0..12 straddles its start offset 10: the follower restarts at 10,
+    // then takes that batch whole (its start moves to the batch's base) and what follows.
+    let h = fetchers(FakeLeader::with(&leader), &view);
+    h.manager.add_partitions(vec![target(&follower, 3)]);
+    eventually("the follower starts where the leader's log starts", || {
+        follower.log.log_end_offset() == 13 && follower.high_watermark() == 13
+    })
+    .await;
+    // ... and then follows the leader's log start offset.
+    eventually("the log start follows", || {
+        follower.log.log_start_offset() == 10
+    })
+    .await;
+    h.manager.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_follower_ahead_of_a_leader_that_cannot_place_its_epoch_truncates_to_the_leaders_end() {
+    let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let view = brokers();
+    let leader = partition(ld.path(), LEADER, &view);
+    leader.make_leader(&reg(LEADER, 4, 4), T0).unwrap();
+    leader.append_records_to_leader(&records(2), 1, T0).unwrap();
+    // The follower holds 5 records of an epoch (7) the leader never had (an unclean history).
+    let follower = partition(fd.path(), FOLLOWER, &view);
+    follower.make_follower(&reg(LEADER, 4, 4)).unwrap();
+    let alien = batch(
+        &Spec {
+            partition_leader_epoch: 7,
+            ..Spec::default()
+        },
+        &[b"a".as_slice(); 5],
+    );
+    follower.append_as_follower(&alien, 4).unwrap();
+    let fake = FakeLeader::with(&leader);
+    let h = fetchers(fake.clone(), &view);
+    h.manager.add_partitions(vec![target(&follower, 4)]);
+    // OFFSET_OUT_OF_RANGE → the leader's end is 2 < 5: truncate to 2 (whole batches, so to 0
+    // here), then copy the leader.
+    eventually("the follower copies the leader", || {
+        follower.log.log_end_offset() == 2 && follower.log.latest_epoch() == Some(4)
+    })
+    .await;
+    assert_eq!(log_bytes(&follower), log_bytes(&leader));
+    h.manager.shutdown().await;
+}
+
+#[tokio::test]
+async fn failures_back_off_and_a_fenced_epoch_stops_fetching() {
+    let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let view = brokers();
+    let leader = partition(ld.path(), LEADER, &view);
+    leader.make_leader(&reg(LEADER, 5, 5), T0).unwrap();
+    leader.append_records_to_leader(&records(1), 1, T0).unwrap();
+    let follower = partition(fd.path(), FOLLOWER, &view);
+    follower.make_follower(&reg(LEADER, 5, 5)).unwrap();
+    let fake = FakeLeader::with(&leader);
+    fake.failures.store(3, Ordering::SeqCst);
+    let h = fetchers(fake.clone(), &view);
+    h.manager.add_partitions(vec![target(&follower, 5)]);
+    eventually("fetching resumes after the failures", || {
+        follower.log.log_end_offset() == 1
+    })
+    .await;
+    assert!(fake.fetches.load(Ordering::SeqCst) >= 4);
+    // The leader moves on to epoch 6 while this follower still fetches in 5: fenced, removed,
+    // waiting for the metadata to bring the new epoch.
+    leader.make_leader(&reg(LEADER, 6, 6), T0).unwrap();
+    eventually("the fenced partition is dropped", || {
+        h.manager.fetch_state(&tp()).is_none()
+    })
+    .await;
+    follower.make_follower(&reg(LEADER, 6, 6)).unwrap();
+    leader.append_records_to_leader(&records(1), 1, T0).unwrap();
+    h.manager.add_partitions(vec![target(&follower, 6)]);
+    eventually("fetching in the new epoch", || {
+        follower.log.log_end_offset() == 2
+    })
+    .await;
+    h.manager.shutdown().await;
+}
+
+#[tokio::test]
+async fn partitions_hash_to_fetchers_per_leader_and_nothing_fetches_before_start() {
+    let view = brokers();
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let config = ReplicaFetcherConfig {
+        num_replica_fetchers: 3,
+        ..BrokerConfig::default_single_node().replica_fetcher
+    };
+    let fake = Arc::new(FakeLeader::default());
+    let endpoints: LeaderEndPointFactory = {
+        let fake = fake.clone();
+        Arc::new(move |_, _| fake.clone() as Arc<dyn LeaderEndPoint>)
+    };
+    let manager = ReplicaFetcherManager::with_endpoints(FOLLOWER, config, view.clone(), endpoints);
+    let targets: Vec<FetchTarget> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let log = Arc::new(Log::open(d.path(), LogConfig::default(), 0, false, 0).unwrap());
+            let p = Arc::new(Partition::new(
+                TopicPartition::new("t", i as i32),
+                Uuid::from_u128(7),
+                log,
+                FOLLOWER,
+                0,
+                1,
+                30_000,
+                view.clone(),
+            ));
+            FetchTarget {
+                tp: p.tp.clone(),
+                partition: p,
+                leader: LEADER,
+                leader_epoch: 0,
+            }
+        })
+        .collect();
+    manager.add_partitions(targets);
+    // "t" hashes to 116: partitions 0..4 go to fetchers (3596 + i) % 3 = 2, 0, 1, 2.
+    assert_eq!(
+        manager.fetchers(),
+        vec![(LEADER, 0), (LEADER, 1), (LEADER, 2)]
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(fake.fetches.load(Ordering::SeqCst), 0, "not started");
+    manager.remove_partitions(&[TopicPartition::new("t", 1)]);
+    assert_eq!(manager.fetchers(), vec![(LEADER, 1), (LEADER, 2)]);
+    manager.shutdown().await;
+}
