@@ -95,7 +95,16 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                         ));
                     }
                     match p.append_records_to_leader(records, acks, now_ms) {
-                        Ok(info) => Ok((p, info)),
+                        Ok(info) => {
+                            if !info.duplicate {
+                                ctx.topic_stats.produced(
+                                    &name,
+                                    records.len() as u64,
+                                    info.record_count,
+                                );
+                            }
+                            Ok((p, info))
+                        }
                         Err(e @ ApiError::RecordErrors { .. }) => {
                             log_start_offset = Some(p.log.log_start_offset());
                             Err(e)

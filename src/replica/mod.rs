@@ -31,6 +31,7 @@ use crate::config::topic as topic_config;
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::metadata::{ImageListener, MetadataImage, TopicImage};
+use crate::metrics::ReplicaStats;
 pub use fetch_params::{FetchIsolation, FetchParams};
 use local_changes::{local_changes, LocalChanges};
 pub use partition::{Offsets, Partition, ReadResult, Role};
@@ -47,6 +48,8 @@ pub struct ReplicaManager {
     /// High watermarks read from `replication-offset-checkpoint` at startup.
     checkpointed_high_watermarks: HashMap<TopicPartition, i64>,
     pub purgatory: Purgatory,
+    /// ISR shrinks and expands this broker committed as leader (`kafka.server:ReplicaManager`).
+    pub stats: ReplicaStats,
 }
 
 impl std::fmt::Debug for ReplicaManager {
@@ -76,6 +79,7 @@ impl ReplicaManager {
             offline: RwLock::new(HashSet::new()),
             checkpointed_high_watermarks,
             purgatory: Purgatory::default(),
+            stats: ReplicaStats::default(),
         }
     }
 
@@ -218,8 +222,14 @@ impl ReplicaManager {
         let now_ms = self.clock.now_ms();
         for (tp, local) in &changes.become_leader {
             if let Some(p) = self.open_partition(image, tp) {
+                let before = p.state();
                 if let Err(e) = p.make_leader(&local.registration, now_ms) {
                     tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "becoming leader failed");
+                } else if before.role == Role::Leader
+                    && before.leader_epoch == local.registration.leader_epoch
+                {
+                    // Same leader, same epoch, new partition epoch: a committed ISR change.
+                    self.stats.isr_changed(&before.isr, &local.registration.isr);
                 }
             }
         }
@@ -241,6 +251,11 @@ impl ReplicaManager {
                 &self.config,
             ));
         }
+    }
+
+    /// Partitions whose log could not be opened (Kafka's `OfflineReplicaCount`).
+    pub fn offline_count(&self) -> usize {
+        self.offline.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     fn hosted(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {

@@ -62,6 +62,9 @@ pub struct ClusterNode {
     pub id: i32,
     pub client_port: u16,
     pub controller_port: u16,
+    /// KafkaIQ's `http.listener` (metrics, leadership page, JSON API): a free port per node
+    /// rather than the default 9644, which parallel tests would fight over.
+    pub http_port: u16,
     pub dir: PathBuf,
     pub config: PathBuf,
     pub process: Option<BrokerProcess>,
@@ -72,6 +75,10 @@ pub struct ClusterNode {
 impl ClusterNode {
     pub fn client_addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.client_port))
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.http_port))
     }
 }
 
@@ -111,14 +118,16 @@ impl Cluster {
         ));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let ports: Vec<(u16, u16, u16)> = (0..n)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
         let voters: Vec<String> = ports
             .iter()
             .enumerate()
-            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
+            .map(|(i, (_, c, _))| format!("{}@127.0.0.1:{c}", i + 1))
             .collect();
         let mut nodes = BTreeMap::new();
-        for (i, (client_port, controller_port)) in ports.into_iter().enumerate() {
+        for (i, (client_port, controller_port, http_port)) in ports.into_iter().enumerate() {
             let id = i as i32 + 1;
             let dir = root.join(format!("node-{id}"));
             std::fs::create_dir_all(dir.join("data")).unwrap();
@@ -153,6 +162,7 @@ impl Cluster {
                     id,
                     client_port,
                     controller_port,
+                    http_port,
                     dir,
                     config,
                     process: None,
@@ -221,6 +231,9 @@ impl Cluster {
             ClusterKind::KafkaIq => {
                 let mut c = Command::new(env!("CARGO_BIN_EXE_kafkaiq"));
                 c.arg("--config").arg(&node.config);
+                // KafkaIQ's own key, kept out of the file Apache Kafka reads too.
+                c.arg("--override")
+                    .arg(format!("http.listener=127.0.0.1:{}", node.http_port));
                 if std::env::var_os("RUST_LOG").is_none() {
                     c.env("RUST_LOG", "info");
                 }
