@@ -213,7 +213,8 @@ pub fn quorum(q: &QuorumDescription, node_id: i32, active: bool) -> Value {
             json!({
                 "node_id": v.node_id,
                 "log_end_offset": v.log_end_offset,
-                "lag": (q.high_watermark - v.log_end_offset).max(0),
+                // A follower voter does not know the others' progress (-1): no lag then.
+                "lag": (v.log_end_offset >= 0).then(|| (q.high_watermark - v.log_end_offset).max(0)),
                 "last_fetch_timestamp": v.last_fetch_timestamp,
                 "last_caught_up_timestamp": v.last_caught_up_timestamp,
                 "is_leader": v.node_id == q.leader_id,
@@ -365,6 +366,9 @@ mod tests {
         };
         let v = quorum(&q, 2, false);
         assert_eq!(v["voters"][1]["lag"], 10);
+        let mut unknown = q.clone();
+        unknown.voters[1].log_end_offset = -1;
+        assert_eq!(quorum(&unknown, 2, false)["voters"][1]["lag"], Value::Null);
         assert_eq!(v["voters"][0]["is_leader"], true);
     }
 }
