@@ -12,6 +12,7 @@ use crate::controller::ControllerChannel;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::service::GroupService;
 use crate::metadata::{MetadataCache, MetadataImage};
+use crate::metrics::{BrokerTopicStats, RequestStats};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 
@@ -26,6 +27,10 @@ pub struct Context {
     pub fetch_sessions: FetchSessionCache,
     pub clock: SharedClock,
     pub groups: Arc<GroupService>,
+    /// Bytes and messages in and out per topic (the Produce and Fetch handlers count them).
+    pub topic_stats: BrokerTopicStats,
+    /// Requests handled and their time per API (`server::dispatch` counts them).
+    pub request_stats: RequestStats,
 }
 
 impl std::fmt::Debug for Context {

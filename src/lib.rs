@@ -19,6 +19,8 @@
 //! - [`errors`]: the one mapping from outcomes to Kafka error codes. [`limits`]: every bound.
 //! - [`client`]: the inter-broker client — outbound connections to other nodes, version
 //!   negotiation, bounded pipelining, deadlines, guarded responses.
+//! - [`metrics`]: the counters and histograms the paths increment (Kafka's meters);
+//!   [`insight`] computes the gauges and the leadership views, [`server::http`] serves them.
 //! - [`clock`]: the only reader of wall-clock time. [`broker`]: startup, periodic tasks, shutdown.
 //! - Storage (segment logs, indexes, epoch cache, checkpoints) is the `kafkaiq-storage` crate.
 
@@ -32,10 +34,13 @@ pub mod errors;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
+pub mod insight;
+pub mod leadership_cli;
 pub mod limits;
 pub mod local_cluster;
 pub mod meta_properties;
 pub mod metadata;
+pub mod metrics;
 pub mod node;
 pub mod producer_ids;
 pub mod protocol;

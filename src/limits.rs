@@ -233,3 +233,19 @@ pub const CLIENT_API_VERSIONS_RESPONSE_BYTES_MAX: usize = 1024 * 1024;
 
 /// Connection events a subscriber may fall behind by before it sees `Lagged`.
 pub const CLIENT_EVENTS_QUEUED_MAX: usize = 256;
+
+/// HTTP connections (`http.listener`: metrics, the leadership page, its JSON API) open at once;
+/// one more is closed on accept. A Prometheus server and a few browser tabs need a handful;
+/// the bound keeps a misbehaving scraper from taking the broker's file descriptors or time.
+pub const HTTP_CONNECTIONS_MAX: usize = 16;
+
+/// Largest HTTP request head (request line and headers) read; a larger one is answered 431.
+/// No request the listener serves has a body, and browsers send well under 8 KiB of headers.
+pub const HTTP_REQUEST_HEAD_BYTES_MAX: usize = 8 * 1024;
+
+/// How long a client has to send its whole request head (answered 408 after it), so a slow or
+/// silent connection cannot hold one of the `HTTP_CONNECTIONS_MAX` slots.
+pub const HTTP_REQUEST_TIMEOUT_MS: u64 = 5_000;
+
+/// How long writing one response may take before the connection is dropped.
+pub const HTTP_RESPONSE_WRITE_TIMEOUT_MS: u64 = 10_000;

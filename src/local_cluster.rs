@@ -2,7 +2,8 @@
 //! processes of this binary, one command, stopped together.
 //!
 //! Node `n` (1..=N) has node.id `n`, client port `base_port + n - 1`, controller port
-//! `controller_base_port + n - 1` (default `base_port + 10000`), rack `rack-n`, and lives in
+//! `controller_base_port + n - 1` (default `base_port + 10000`), HTTP listener (metrics and the
+//! leadership page) on `http_base_port + n - 1` (default 9644), rack `rack-n`, and lives in
 //! `DIR/node-n/`: `server.properties` (generated in Apache Kafka's own keys, so
 //! `kafka-storage format` and `kafka.Kafka` accept it unchanged), `kafkaiq.log` (the node's
 //! stdout and stderr, appended) and `data/` (its `log.dirs`). The files are rewritten on every
@@ -68,6 +69,8 @@ pub struct LocalCluster {
     pub brokers: u8,
     pub base_port: u16,
     pub controller_base_port: u16,
+    /// Node n's `http.listener` is `127.0.0.1:http_base_port + n - 1`.
+    pub http_base_port: u16,
     pub dir: PathBuf,
     /// `key=value` overrides passed to every node.
     pub overrides: Vec<String>,
@@ -80,6 +83,7 @@ pub struct LocalNode {
     pub node_id: i32,
     pub client_port: u16,
     pub controller_port: u16,
+    pub http_port: u16,
     pub rack: String,
     pub dir: PathBuf,
 }
@@ -115,14 +119,22 @@ impl LocalCluster {
         };
         let client = range(self.base_port, "--base-port")?;
         let controller = range(self.controller_base_port, "--controller-base-port")?;
-        if client.0 <= controller.1 && controller.0 <= client.1 {
-            bail!(
-                "client ports {}..={} and controller ports {}..={} overlap",
-                client.0,
-                client.1,
-                controller.0,
-                controller.1
-            );
+        let http = range(self.http_base_port, "--http-base-port")?;
+        let overlap = |a: (u32, u32), b: (u32, u32)| a.0 <= b.1 && b.0 <= a.1;
+        for (what, a, b) in [
+            ("client and controller", client, controller),
+            ("client and http", client, http),
+            ("controller and http", controller, http),
+        ] {
+            if overlap(a, b) {
+                bail!(
+                    "{what} ports {}..={} and {}..={} overlap",
+                    a.0,
+                    a.1,
+                    b.0,
+                    b.1
+                );
+            }
         }
         Ok(())
     }
@@ -133,6 +145,7 @@ impl LocalCluster {
                 node_id: i32::from(n),
                 client_port: self.base_port + u16::from(n) - 1,
                 controller_port: self.controller_base_port + u16::from(n) - 1,
+                http_port: self.http_base_port + u16::from(n) - 1,
                 rack: format!("rack-{n}"),
                 dir: self.dir.join(format!("node-{n}")),
             })
@@ -212,10 +225,11 @@ impl LocalCluster {
         for (node, pid) in self.nodes().iter().zip(pids) {
             let _ = writeln!(
                 out,
-                "  node {} pid {pid}: client {HOST}:{}, controller {HOST}:{}, {}, log {}",
+                "  node {} pid {pid}: client {HOST}:{}, controller {HOST}:{}, http://{HOST}:{}/, {}, log {}",
                 node.node_id,
                 node.client_port,
                 node.controller_port,
+                node.http_port,
                 node.rack,
                 node.log_path().display()
             );
@@ -240,7 +254,7 @@ impl LocalCluster {
             .with_context(|| format!("cannot resolve {}", self.dir.display()))?;
         // Refuse before starting anything if a port is taken: a half-started cluster helps no one.
         for node in self.nodes() {
-            for port in [node.client_port, node.controller_port] {
+            for port in [node.client_port, node.controller_port, node.http_port] {
                 if let Err(e) = std::net::TcpListener::bind((HOST, port)) {
                     bail!("{HOST}:{port} (node {}) is not free: {e}", node.node_id);
                 }
@@ -326,6 +340,10 @@ impl LocalCluster {
             // A log file, not a terminal: no colour codes.
             .env("NO_COLOR", "1")
             .kill_on_drop(true);
+        // Not in server.properties, which holds Kafka's keys only; `--override`s after it win.
+        command
+            .arg("--override")
+            .arg(format!("http.listener={HOST}:{}", node.http_port));
         for flag in &self.overrides {
             command.arg("--override").arg(flag);
         }
@@ -464,6 +482,7 @@ mod tests {
             brokers,
             base_port: 9092,
             controller_base_port: 9092 + CONTROLLER_PORT_OFFSET,
+            http_base_port: 9644,
             dir: PathBuf::from("/tmp/kq-local"),
             overrides: Vec::new(),
             stop_timeout: Duration::from_secs(30),
@@ -530,5 +549,12 @@ mod tests {
         c.base_port = 9092;
         c.controller_base_port = 9093;
         assert!(c.check().unwrap_err().to_string().contains("overlap"));
+        c.controller_base_port = 19092;
+        c.http_base_port = 9093;
+        assert!(c
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("client and http"));
     }
 }

@@ -7,6 +7,9 @@
 //!
 //! `kafkaiq local-cluster --brokers 3` starts three combined nodes as child processes on
 //! 127.0.0.1 and stops them together (see `kafkaiq::local_cluster`).
+//!
+//! `kafkaiq leadership brokers|partitions --bootstrap-server HOST:PORT` prints a running
+//! cluster's leadership as text tables (see `kafkaiq::leadership_cli`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,6 +44,51 @@ enum Command {
     /// Start N nodes (each broker and controller) on 127.0.0.1 as child processes, print how to
     /// reach them, and stop them all on Ctrl-C.
     LocalCluster(LocalClusterArgs),
+    /// Show a running cluster's leadership as text tables (brokers, partitions).
+    Leadership(LeadershipArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct LeadershipArgs {
+    /// A broker's client listener, as Kafka's tools take it.
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        global = true,
+        default_value = "127.0.0.1:9092"
+    )]
+    bootstrap_server: String,
+    #[command(subcommand)]
+    view: LeadershipView,
+}
+
+#[derive(Debug, Subcommand)]
+enum LeadershipView {
+    /// Brokers: rack, state, controller, partitions led against preferred, imbalance.
+    Brokers,
+    /// Partitions: leader, preferred leader, epoch, replicas, ISR, offline replicas, status;
+    /// offline, under-min-ISR and under-replicated first.
+    Partitions {
+        /// Only partitions whose ISR is smaller than their replica set.
+        #[arg(long)]
+        under_replicated: bool,
+    },
+}
+
+fn leadership(args: LeadershipArgs) -> anyhow::Result<()> {
+    use kafkaiq::leadership_cli::{run, View};
+    let view = match args.view {
+        LeadershipView::Brokers => View::Brokers,
+        LeadershipView::Partitions { under_replicated } => View::Partitions { under_replicated },
+    };
+    let table = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(run(&args.bootstrap_server, view))
+        .map_err(anyhow::Error::msg)?;
+    print!("{table}");
+    Ok(())
 }
 
 #[derive(Debug, clap::Args)]
@@ -55,6 +103,9 @@ struct LocalClusterArgs {
     /// The controller port of node 1 [default: BASE_PORT + 10000].
     #[arg(long)]
     controller_base_port: Option<u16>,
+    /// The HTTP port (metrics, leadership page) of node 1; node N's is HTTP_BASE_PORT + N - 1.
+    #[arg(long, default_value_t = 9644)]
+    http_base_port: u16,
     /// Where the nodes live: DIR/node-N/{server.properties,kafkaiq.log,data}.
     #[arg(long, default_value = "kafkaiq-cluster")]
     dir: PathBuf,
@@ -84,6 +135,7 @@ fn local_cluster(args: LocalClusterArgs) -> anyhow::Result<()> {
         brokers: args.brokers,
         base_port: args.base_port,
         controller_base_port,
+        http_base_port: args.http_base_port,
         dir: args.dir,
         overrides: args.overrides,
         stop_timeout: Duration::from_secs(args.stop_timeout),
@@ -108,8 +160,10 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    if let Some(Command::LocalCluster(cluster)) = args.command {
-        return local_cluster(cluster);
+    match args.command {
+        Some(Command::LocalCluster(cluster)) => return local_cluster(cluster),
+        Some(Command::Leadership(l)) => return leadership(l),
+        None => {}
     }
 
     let mut raw = match &args.config {

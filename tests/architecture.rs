@@ -8,15 +8,22 @@ use std::path::{Path, PathBuf};
 
 /// Lowest layer first. Modules of one layer do not use each other.
 const LAYERS: &[&[&str]] = &[
-    &["limits", "clock", "errors", "allocator", "protocol"],
+    &[
+        "limits",
+        "clock",
+        "errors",
+        "allocator",
+        "protocol",
+        "metrics",
+    ],
     &["config", "metadata", "fetch_session", "client"],
     &["replica", "quorum"],
     &["controller"],
     &["group", "producer_ids", "meta_properties"],
     &["context"],
-    &["handlers"],
+    &["handlers", "insight"],
     &["server"],
-    &["node", "local_cluster"],
+    &["node", "local_cluster", "leadership_cli"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -70,10 +70,14 @@ impl Supervisor {
         let client_base = free_ports(nodes, &[]);
         let avoid: Vec<u16> = (client_base..client_base + nodes).collect();
         let controller_base = free_ports(nodes, &avoid);
+        let mut avoid = avoid;
+        avoid.extend(controller_base..controller_base + nodes);
+        let http_base = free_ports(nodes, &avoid);
         let mut child = kafkaiq()
             .args(["local-cluster", "--brokers", &nodes.to_string()])
             .args(["--base-port", &client_base.to_string()])
             .args(["--controller-base-port", &controller_base.to_string()])
+            .args(["--http-base-port", &http_base.to_string()])
             .arg("--dir")
             .arg(dir.path())
             .args(["--stop-timeout", "30"])
@@ -292,13 +296,13 @@ fn local_cluster_refuses_a_taken_port_and_a_bad_size() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
+    let controller_base = free_ports(2, &[port, port + 1]);
+    let http_base = free_ports(2, &[port, port + 1, controller_base, controller_base + 1]);
     let out = kafkaiq()
         .args(["local-cluster", "--brokers", "2", "--base-port"])
         .arg(port.to_string())
-        .args([
-            "--controller-base-port",
-            &free_ports(2, &[port, port + 1]).to_string(),
-        ])
+        .args(["--controller-base-port", &controller_base.to_string()])
+        .args(["--http-base-port", &http_base.to_string()])
         .arg("--dir")
         .arg(dir.path())
         .output()

@@ -56,6 +56,9 @@ broker_start() {
     local port
     port="$(free_port)"
     BROKER_BOOTSTRAP="127.0.0.1:$port"
+    # KafkaIQ's HTTP listener (metrics, leadership page) on a free port, not the default 9644
+    # another broker on this machine may hold.
+    BROKER_HTTP_PORT="$(free_port)"
     case "$BROKER_KIND" in
         apache-kafka)
             "$_broker_lib_dir/../apache-kafka.sh" "$BROKER_DIR/kafka" "$port" "$(free_port)" "$@" \
@@ -68,7 +71,8 @@ broker_start() {
             fi
             local args=(--override "listeners=PLAINTEXT://$BROKER_BOOTSTRAP"
                 --override "advertised.listeners=PLAINTEXT://$BROKER_BOOTSTRAP"
-                --override "log.dirs=$BROKER_DIR/data")
+                --override "log.dirs=$BROKER_DIR/data"
+                --override "http.listener=127.0.0.1:$BROKER_HTTP_PORT")
             local kv
             for kv in "$@"; do args+=(--override "$kv"); done
             RUST_LOG="${RUST_LOG:-info}" "$KAFKAIQ_BIN" "${args[@]}" >"$BROKER_DIR/broker.log" 2>&1 &

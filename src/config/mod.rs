@@ -225,6 +225,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         Int,
         false,
     ),
+    def("http.listener", Some("127.0.0.1:9644"), Str, true),
     def("inter.broker.listener.name", None, Str, true),
     def(
         "inter.broker.security.protocol",
@@ -362,6 +363,39 @@ pub struct Listener {
     pub port: u16,
 }
 
+/// Where the HTTP listener (`http.listener`: metrics, the leadership page and its JSON API)
+/// binds: `host:port`, port 0 for any free port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpListener {
+    pub host: String,
+    pub port: u16,
+}
+
+impl HttpListener {
+    /// `host:port` (an IPv6 host in brackets), or `none`: `Ok(None)`, no HTTP listener.
+    pub fn parse(value: &str) -> Result<Option<HttpListener>, &'static str> {
+        let value = value.trim();
+        if value.eq_ignore_ascii_case("none") {
+            return Ok(None);
+        }
+        let (host, port) = value.rsplit_once(':').ok_or("must be host:port or none")?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if host.is_empty() || host.contains("://") || host.contains(['/', ' ', '[', ']']) {
+            return Err("must be host:port or none (no scheme, no path)");
+        }
+        let port = port
+            .parse::<u16>()
+            .map_err(|_| "the port must be a number from 0 to 65535")?;
+        Ok(Some(HttpListener {
+            host: host.to_owned(),
+            port,
+        }))
+    }
+}
+
 /// Stage two: the typed configuration the broker runs with.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -370,6 +404,8 @@ pub struct BrokerConfig {
     pub listener: Listener,
     /// What Metadata tells clients to connect to; defaults to the listener.
     pub advertised_listener: Option<Listener>,
+    /// `http.listener`: `/metrics`, the leadership page and `/api/...`; `None` when `none`.
+    pub http_listener: Option<HttpListener>,
     /// Process roles, the controller quorum, every named listener, liveness and quorum
     /// timings, the metadata log dir (see [`kraft`]).
     pub kraft: kraft::KraftConfig,
@@ -695,12 +731,15 @@ impl BrokerConfig {
             .long_at_least("replica.lag.time.max.ms", 1)?
             .unwrap_or(30_000);
         let replica_fetcher = replica_fetcher_config(&r, replica_lag_time_max_ms)?;
+        let http_listener = HttpListener::parse(r.value("http.listener").unwrap_or("none"))
+            .map_err(|reason| r.invalid("http.listener", reason))?;
 
         let config = BrokerConfig {
             replica_fetcher,
             node_id,
             listener,
             advertised_listener,
+            http_listener,
             kraft,
             log_dirs,
             num_partitions: r.int_at_least("num.partitions", 1)?,
@@ -839,6 +878,39 @@ mod tests {
         assert_eq!(c.node_id, 1);
         assert_eq!(c.log_retention_ms, 168 * HOUR_MS);
         assert_eq!(c.leader_imbalance_check_interval_ms, 300_000);
+        assert_eq!(
+            c.http_listener,
+            Some(HttpListener {
+                host: "127.0.0.1".into(),
+                port: 9644
+            })
+        );
+    }
+
+    #[test]
+    fn http_listener_is_host_port_or_none_and_a_bad_value_names_the_key() {
+        let parse = |v: &str| {
+            let mut raw = RawConfig::default();
+            raw.set("http.listener", v);
+            BrokerConfig::from_raw(raw).map(|v| v.config.http_listener)
+        };
+        assert_eq!(parse("none").unwrap(), None);
+        assert_eq!(parse("NONE").unwrap(), None);
+        let l = parse("0.0.0.0:0").unwrap().unwrap();
+        assert_eq!((l.host.as_str(), l.port), ("0.0.0.0", 0));
+        let l = parse("[::1]:9700").unwrap().unwrap();
+        assert_eq!((l.host.as_str(), l.port), ("::1", 9700));
+        for bad in [
+            "9644",
+            ":9644",
+            "localhost:99999",
+            "http://localhost:9644",
+            "host:port",
+            "",
+        ] {
+            let err = parse(bad).unwrap_err().to_string();
+            assert!(err.contains("http.listener"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -110,6 +110,8 @@ struct InFlight {
     last: Proposal,
     finishes: Vec<Finish>,
     deadline_ms: u64,
+    /// When it was proposed (the quorum clock), for the election time.
+    proposed_ms: u64,
 }
 
 /// The controller without its thread: events in, messages out, time given by the caller (in
@@ -661,6 +663,7 @@ impl<D: Durable> ControllerCore<D> {
                     last,
                     finishes,
                     deadline_ms: now_ms + CONTROLLER_WRITE_TIMEOUT_MS,
+                    proposed_ms: now_ms,
                 });
             }
             Err(e) => {
@@ -725,7 +728,11 @@ impl<D: Durable> ControllerCore<D> {
                         committed.index
                     )
                 });
+                let before = self.image.clone();
                 self.image = self.publisher.publish(committed.index, &records);
+                if self.active_term == Some(committed.term) {
+                    self.count_elections(&before);
+                }
                 if self.engine.is_leader()
                     && committed.term == self.engine.term()
                     && self.active_term != Some(committed.term)
@@ -764,6 +771,23 @@ impl<D: Durable> ControllerCore<D> {
                 }
                 let _ = term;
             }
+        }
+    }
+
+    /// Counts the leaders the entry just applied elected (only the active controller counts,
+    /// so a sum over the cluster's nodes is the cluster's count, as with Kafka's meters).
+    fn count_elections(&self, before: &MetadataImage) {
+        let elections = super::elections::elections(before, &self.image);
+        if elections.is_empty() {
+            return;
+        }
+        let elapsed_ms =
+            self.in_flight
+                .as_ref()
+                .map_or(0, |p| self.last_now_ms.saturating_sub(p.proposed_ms)) as f64;
+        for e in &elections {
+            tracing::debug!(topic = %e.topic, partition = e.partition, from = e.previous_leader, to = e.leader, reason = e.reason.as_str(), "leader elected");
+            self.state.stats.elected(e.reason, 1, elapsed_ms);
         }
     }
 

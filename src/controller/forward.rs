@@ -26,6 +26,8 @@ pub(crate) struct QuorumState {
     pub(crate) leader: AtomicI32,
     /// The quorum as this voter last saw it (DescribeQuorum).
     pub(crate) status: std::sync::Mutex<QuorumDescription>,
+    /// Leader elections this voter committed as active controller.
+    pub(crate) stats: crate::metrics::ControllerStats,
 }
 
 /// What DescribeQuorum reports, as of the controller thread's last pass.
@@ -54,6 +56,7 @@ impl QuorumState {
             active: AtomicBool::new(false),
             leader: AtomicI32::new(-1),
             status: std::sync::Mutex::new(QuorumDescription::default()),
+            stats: crate::metrics::ControllerStats::default(),
         }
     }
 

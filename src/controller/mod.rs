@@ -16,6 +16,7 @@
 
 pub mod decisions;
 mod driver;
+pub mod elections;
 mod forward;
 mod request;
 #[cfg(test)]
@@ -122,6 +123,11 @@ impl ControllerChannel {
     /// The metadata quorum as this node's voter last saw it (DescribeQuorum).
     pub fn quorum(&self) -> QuorumDescription {
         self.state.description()
+    }
+
+    /// The controller's meters (leader elections), counted while this node is active.
+    pub fn stats(&self) -> &crate::metrics::ControllerStats {
+        &self.state.stats
     }
 
     /// The active controller as this node knows it, -1 when none.

@@ -332,6 +332,10 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
                 }
                 let has = !records.is_empty() || read.diverging.is_some();
                 let next = (!records.is_empty()).then(|| last_offset_after(&records));
+                if base.replica_id < 0 {
+                    // Consumers only: a follower's fetch is replication, not `BytesOut`.
+                    ctx.topic_stats.fetched(&spec.topic, records.len() as u64);
+                }
                 data.records = Some(records);
                 (
                     has,

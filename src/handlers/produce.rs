@@ -100,7 +100,16 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                         ));
                     }
                     match p.append_records_to_leader_in_epoch(records, acks, now_ms) {
-                        Ok((info, epoch)) => Ok((p, info, epoch)),
+                        Ok((info, epoch)) => {
+                            if !info.duplicate {
+                                ctx.topic_stats.produced(
+                                    &name,
+                                    records.len() as u64,
+                                    info.record_count,
+                                );
+                            }
+                            Ok((p, info, epoch))
+                        }
                         Err(e @ ApiError::RecordErrors { .. }) => {
                             log_start_offset = Some(p.log.log_start_offset());
                             Err(e)

@@ -79,6 +79,8 @@ const CLUSTER_ID_POLL_MS: u64 = 20;
 pub struct Node {
     /// The bound client listener; for a node started without one, the advertised address.
     pub local_addr: SocketAddr,
+    /// The bound HTTP listener (`http.listener`: metrics, leadership page, JSON API), if any.
+    pub http_addr: Option<SocketAddr>,
     pub context: Arc<Context>,
     shutdown_tx: watch::Sender<bool>,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
@@ -125,10 +127,16 @@ impl Node {
                 addr: format!("{}:{}", config.listener.host, config.listener.port),
                 source,
             })?;
+        // The HTTP listener binds with the others, so a taken port stops startup naming it.
+        let http_listener = match &config.http_listener {
+            Some(l) => Some(bind(&l.host, l.port).await?),
+            None => None,
+        };
         let listeners = BoundListeners {
             client: client_listener,
             client_port: client_addr.map_or(config.listener.port, |a| a.port()),
             controller: controller_listener,
+            http: http_listener,
         };
         let mut node = Self::start_services(config, clock, listeners).await?;
         if let Some(addr) = client_addr {
@@ -150,6 +158,7 @@ impl Node {
             client: None,
             client_port: port,
             controller: None,
+            http: None,
         };
         Self::start_services(config, clock, listeners).await
     }
@@ -225,6 +234,8 @@ impl Node {
             clock: clock.clone(),
             groups: groups.clone(),
             config: config.clone(),
+            topic_stats: Default::default(),
+            request_stats: Default::default(),
         });
         // Voters must hear each other before the quorum can elect anyone.
         if let Some(listener) = listeners.controller {
@@ -286,12 +297,24 @@ impl Node {
             "periodic",
             tokio::spawn(periodic(context.clone(), shutdown_rx.clone())),
         ));
+        let http_addr = match listeners.http {
+            Some(listener) => {
+                let addr = listener.local_addr().ok();
+                tracing::info!(addr = ?addr, "http listener: /metrics, /api, leadership page at /");
+                let serve =
+                    crate::server::http::serve(listener, context.clone(), shutdown_rx.clone());
+                tasks.push(("http listener", tokio::spawn(serve)));
+                addr
+            }
+            None => None,
+        };
         if let Some(listener) = listeners.client {
             let serve = crate::server::serve(listener, context.clone(), shutdown_rx);
             tasks.push(("server", tokio::spawn(serve)));
         }
         Ok(Node {
             local_addr: SocketAddr::from(([127, 0, 0, 1], listeners.client_port)),
+            http_addr,
             context,
             shutdown_tx,
             tasks,
@@ -361,11 +384,16 @@ struct BoundListeners {
     /// The client listener's real port (or the configured one without a listener).
     client_port: u16,
     controller: Option<TcpListener>,
+    http: Option<TcpListener>,
 }
 
 async fn bind(host: &str, port: u16) -> Result<TcpListener, StartupError> {
     let host = if host.is_empty() { "0.0.0.0" } else { host };
-    let addr = format!("{host}:{port}");
+    let addr = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
     TcpListener::bind(&addr)
         .await
         .map_err(|source| StartupError::Bind { addr, source })

@@ -45,6 +45,7 @@ use crate::config::topic as topic_config;
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::metadata::{ImageListener, MetadataImage, TopicImage};
+use crate::metrics::ReplicaStats;
 use alter_partition::{
     AlterPartitionManager, AlterPartitionSender, ControllerAlterPartitionSender,
 };
@@ -71,6 +72,8 @@ pub struct ReplicaManager {
     pub brokers: Arc<BrokerView>,
     pub fetchers: ReplicaFetcherManager,
     pub alter_partition: Arc<AlterPartitionManager>,
+    /// ISR shrinks and expands this broker committed as leader (`kafka.server:ReplicaManager`).
+    pub stats: ReplicaStats,
 }
 
 impl std::fmt::Debug for ReplicaManager {
@@ -116,6 +119,7 @@ impl ReplicaManager {
             brokers,
             fetchers,
             alter_partition,
+            stats: ReplicaStats::default(),
         }
     }
 
@@ -392,8 +396,15 @@ impl ReplicaManager {
         let now_ms = self.clock.now_ms();
         for (tp, local) in &changes.become_leader {
             if let Some(p) = self.open_partition(image, tp) {
+                let before = p.state();
                 if let Err(e) = p.make_leader(&local.registration, now_ms) {
                     tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "becoming leader failed");
+                } else if before.role == Role::Leader
+                    && before.leader_epoch == local.registration.leader_epoch
+                {
+                    // Same leader, same epoch, new partition epoch: a committed ISR change.
+                    self.stats
+                        .isr_changed(before.isr(), &local.registration.isr);
                 }
             }
         }
@@ -462,6 +473,11 @@ impl ReplicaManager {
             })
             .collect();
         self.fetchers.add_partitions(targets);
+    }
+
+    /// Partitions whose log could not be opened (Kafka's `OfflineReplicaCount`).
+    pub fn offline_count(&self) -> usize {
+        self.offline.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     fn hosted(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {

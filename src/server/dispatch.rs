@@ -73,6 +73,72 @@ pub async fn handle_frame(
         }
         return Err(DispatchError::NotAdvertised { api_key, version });
     }
+    let started = std::time::Instant::now();
+    let result = handle_supported(ctx, request, peer).await;
+    ctx.request_stats
+        .handled(api_name(api_key), started.elapsed().as_secs_f64() * 1000.0);
+    result
+}
+
+/// Kafka's name of an API (`ApiKeys#name`), as `RequestMetrics` labels it: the variant names
+/// of `kafka-protocol`'s `ApiKey` are Kafka's names.
+fn api_name(api_key: ApiKey) -> &'static str {
+    macro_rules! names {
+        ($($key:ident),* $(,)?) => {
+            match api_key {
+                $(ApiKey::$key => stringify!($key),)*
+                _ => "Other",
+            }
+        };
+    }
+    names!(
+        Produce,
+        Fetch,
+        ListOffsets,
+        Metadata,
+        OffsetCommit,
+        OffsetFetch,
+        FindCoordinator,
+        JoinGroup,
+        Heartbeat,
+        LeaveGroup,
+        SyncGroup,
+        DescribeGroups,
+        ListGroups,
+        ApiVersions,
+        CreateTopics,
+        DeleteTopics,
+        DeleteRecords,
+        InitProducerId,
+        OffsetForLeaderEpoch,
+        DescribeConfigs,
+        DescribeLogDirs,
+        CreatePartitions,
+        DeleteGroups,
+        ElectLeaders,
+        IncrementalAlterConfigs,
+        ListPartitionReassignments,
+        OffsetDelete,
+        DescribeQuorum,
+        DescribeCluster,
+        ListConfigResources,
+        DescribeTopicPartitions,
+        AlterPartition,
+        BrokerRegistration,
+        BrokerHeartbeat,
+        UnregisterBroker,
+        AllocateProducerIds,
+    )
+}
+
+/// A decoded request of an advertised version: forwarded or handled, its response encoded.
+async fn handle_supported(
+    ctx: &Arc<Context>,
+    request: protocol::Request,
+    peer: SocketAddr,
+) -> Result<Option<Bytes>, DispatchError> {
+    let api_key = request.api_key;
+    let version = request.api_version;
     let correlation_id = request.correlation_id();
     let header = request.header;
     // Group members are described with their client id and host, as Kafka shows them.

@@ -10,6 +10,7 @@
 pub mod connection;
 pub mod controller_dispatch;
 pub mod dispatch;
+pub mod http;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -249,7 +249,10 @@ pub fn kafkaiq_command(port: u16, data: &Path, settings: &[&str]) -> Command {
         .arg("--override")
         .arg(format!("advertised.listeners={listener}"))
         .arg("--override")
-        .arg(format!("log.dirs={}", data.display()));
+        .arg(format!("log.dirs={}", data.display()))
+        // Tests run in parallel: no fixed HTTP port (9644) unless a setting asks for one.
+        .arg("--override")
+        .arg("http.listener=none");
     for kv in settings {
         c.arg("--override").arg(kv);
     }

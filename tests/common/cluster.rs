@@ -83,6 +83,9 @@ pub struct ClusterNode {
     pub id: i32,
     pub client_port: u16,
     pub controller_port: u16,
+    /// KafkaIQ's `http.listener` (metrics, leadership page, JSON API): a free port per node
+    /// rather than the default 9644, which parallel tests would fight over.
+    pub http_port: u16,
     pub dir: PathBuf,
     pub config: PathBuf,
     pub process: Option<BrokerProcess>,
@@ -98,6 +101,10 @@ impl ClusterNode {
     /// The node's one log dir.
     pub fn data_dir(&self) -> PathBuf {
         self.dir.join("data")
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.http_port))
     }
 }
 
@@ -149,14 +156,16 @@ impl Cluster {
         ));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let ports: Vec<(u16, u16, u16)> = (0..n)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
         let voters: Vec<String> = ports
             .iter()
             .enumerate()
-            .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
+            .map(|(i, (_, c, _))| format!("{}@127.0.0.1:{c}", i + 1))
             .collect();
         let mut nodes = BTreeMap::new();
-        for (i, (client_port, controller_port)) in ports.into_iter().enumerate() {
+        for (i, (client_port, controller_port, http_port)) in ports.into_iter().enumerate() {
             let id = i as i32 + 1;
             let dir = root.join(format!("node-{id}"));
             std::fs::create_dir_all(dir.join("data")).unwrap();
@@ -196,6 +205,7 @@ impl Cluster {
                     id,
                     client_port,
                     controller_port,
+                    http_port,
                     dir,
                     config,
                     process: None,
@@ -264,6 +274,9 @@ impl Cluster {
             ClusterKind::KafkaIq => {
                 let mut c = Command::new(env!("CARGO_BIN_EXE_kafkaiq"));
                 c.arg("--config").arg(&node.config);
+                // KafkaIQ's own key, kept out of the file Apache Kafka reads too.
+                c.arg("--override")
+                    .arg(format!("http.listener=127.0.0.1:{}", node.http_port));
                 if std::env::var_os("RUST_LOG").is_none() {
                     c.env("RUST_LOG", "info");
                 }

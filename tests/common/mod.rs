@@ -31,6 +31,8 @@ pub async fn start_broker(dir: &Path, extra: &[&str]) -> TestBroker {
     let mut raw = RawConfig::default();
     raw.set("listeners", "PLAINTEXT://127.0.0.1:0");
     raw.set("log.dirs", dir.to_str().unwrap());
+    // Tests run in parallel: no fixed HTTP port unless a test asks for one.
+    raw.set("http.listener", "none");
     for kv in extra {
         raw.apply_override(kv).unwrap();
     }

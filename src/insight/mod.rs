@@ -1,0 +1,34 @@
+//! Leadership insight: what `/metrics`, the leadership page and `/api/...` show, computed from
+//! the metadata image and this node's replica manager at the moment they are asked for.
+//!
+//! - [`scrape`]: the Prometheus/OpenMetrics text of `/metrics`, with the names the JMX
+//!   exporter rules of common Kafka dashboards (Strimzi's, Confluent's) give Kafka's MBeans.
+//! - [`views`]: the JSON of `/api/brokers`, `/api/partitions` and `/api/quorum`, pure
+//!   functions of an image and the local partitions' states, table tested.
+//! - `page.html`: the leadership page at `/`, static, polling the JSON API.
+//!
+//! Who calls it: `server::http`, which owns the sockets. It reads; it never changes the
+//! broker's state, and it holds no lock but a partition's, briefly, to copy its state.
+
+pub mod scrape;
+pub mod views;
+
+use std::collections::HashMap;
+
+use kafkaiq_storage::TopicPartition;
+
+use crate::context::Context;
+use crate::replica::partition::PartitionState;
+
+/// The leadership page: one static file, no build step.
+pub const PAGE_HTML: &str = include_str!("page.html");
+
+/// A copy of every partition this node hosts: its replica state as the replica manager holds
+/// it, and its local log end offset.
+pub fn local_partitions(ctx: &Context) -> HashMap<TopicPartition, (PartitionState, i64)> {
+    ctx.replicas
+        .partitions()
+        .into_iter()
+        .map(|p| (p.tp.clone(), (p.state(), p.log.log_end_offset())))
+        .collect()
+}

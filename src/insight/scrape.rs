@@ -1,0 +1,380 @@
+//! `/metrics`: one scrape, in the OpenMetrics text format of the `prometheus-client` crate.
+//!
+//! Names follow the JMX exporter rules of Strimzi's and Confluent's Kafka dashboards, which
+//! turn `kafka.server:type=ReplicaManager,name=LeaderCount` into
+//! `kafka_server_replicamanager_leadercount` and a `…PerSec` meter's count into a `_total`
+//! counter, so their dashboards and alerts work unchanged. KafkaIQ's own additions start with
+//! `kafkaiq_`. The README lists every metric with its meaning.
+//!
+//! Gauges are computed here from the image and the replica manager; counters and histograms
+//! are the live ones the paths increment ([`crate::metrics`]), registered into a registry
+//! built for this scrape. The cluster-wide controller gauges (offline partitions, preferred
+//! replica imbalance, global counts) are reported by the active controller only, and 0
+//! elsewhere, as Kafka's `KafkaController` metrics are: summed over every node they give the
+//! cluster's value.
+
+use std::collections::HashMap;
+
+use kafkaiq_storage::TopicPartition;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::config::topic as topic_config;
+use crate::context::Context;
+use crate::metadata::MetadataImage;
+use crate::replica::partition::PartitionState;
+use crate::replica::Role;
+
+/// The content type of [`scrape`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type Labels = Vec<(&'static str, String)>;
+
+/// What this node's partitions add up to (Kafka's `ReplicaManager` gauges).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ReplicaGauges {
+    pub partition_count: i64,
+    pub leader_count: i64,
+    pub under_replicated: i64,
+    pub under_min_isr: i64,
+    pub at_min_isr: i64,
+}
+
+pub fn replica_gauges<'a>(states: impl Iterator<Item = &'a PartitionState>) -> ReplicaGauges {
+    let mut g = ReplicaGauges::default();
+    for s in states {
+        g.partition_count += 1;
+        if s.role != Role::Leader {
+            continue;
+        }
+        g.leader_count += 1;
+        let isr = s.isr().len() as i64;
+        if isr < s.replicas.len() as i64 {
+            g.under_replicated += 1;
+        }
+        let min = i64::from(s.min_insync_replicas);
+        if isr < min {
+            g.under_min_isr += 1;
+        } else if isr == min {
+            g.at_min_isr += 1;
+        }
+    }
+    g
+}
+
+/// The cluster as the active controller reports it (Kafka's `KafkaController` gauges).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ControllerGauges {
+    pub global_topic_count: i64,
+    pub global_partition_count: i64,
+    pub offline_partitions: i64,
+    pub preferred_replica_imbalance: i64,
+    pub active_brokers: i64,
+    pub fenced_brokers: i64,
+}
+
+pub fn controller_gauges(image: &MetadataImage) -> ControllerGauges {
+    let mut g = ControllerGauges {
+        global_topic_count: image.topics.len() as i64,
+        ..Default::default()
+    };
+    for topic in image.topics.values() {
+        for p in topic.partitions.values() {
+            g.global_partition_count += 1;
+            if p.leader < 0 {
+                g.offline_partitions += 1;
+            }
+            // Kafka's `hasPreferredLeader`: a partition without a leader is imbalanced too.
+            if p.leader < 0 || p.replicas.first() != Some(&p.leader) {
+                g.preferred_replica_imbalance += 1;
+            }
+        }
+    }
+    for b in image.brokers.values() {
+        if b.fenced {
+            g.fenced_brokers += 1;
+        } else {
+            g.active_brokers += 1;
+        }
+    }
+    g
+}
+
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
+    let g: Gauge = Gauge::default();
+    g.set(value);
+    registry.register(name, help, g);
+}
+
+/// One scrape of this node's metrics.
+pub fn scrape(ctx: &Context) -> String {
+    let image = ctx.image();
+    let local = super::local_partitions(ctx);
+    let mut r = Registry::default();
+
+    // kafka.server:type=ReplicaManager
+    let g = replica_gauges(local.values().map(|(s, _)| s));
+    gauge(
+        &mut r,
+        "kafka_server_replicamanager_partitioncount",
+        "Partitions with a replica on this broker",
+        g.partition_count,
+    );
+    gauge(
+        &mut r,
+        "kafka_server_replicamanager_leadercount",
+        "Partitions this broker leads",
+        g.leader_count,
+    );
+    gauge(
+        &mut r,
+        "kafka_server_replicamanager_underreplicatedpartitions",
+        "Partitions this broker leads whose ISR is smaller than their replica set",
+        g.under_replicated,
+    );
+    gauge(
+        &mut r,
+        "kafka_server_replicamanager_underminisrpartitioncount",
+        "Partitions this broker leads whose ISR is smaller than min.insync.replicas",
+        g.under_min_isr,
+    );
+    gauge(
+        &mut r,
+        "kafka_server_replicamanager_atminisrpartitioncount",
+        "Partitions this broker leads whose ISR is exactly min.insync.replicas",
+        g.at_min_isr,
+    );
+    gauge(
+        &mut r,
+        "kafka_server_replicamanager_offlinereplicacount",
+        "Replicas on this broker whose log could not be opened",
+        ctx.replicas.offline_count() as i64,
+    );
+    let stats = &ctx.replicas.stats;
+    r.register(
+        "kafka_server_replicamanager_isrshrinks",
+        "ISR changes committed with this broker as leader that removed replicas",
+        stats.isr_shrinks.clone(),
+    );
+    r.register(
+        "kafka_server_replicamanager_isrexpands",
+        "ISR changes committed with this broker as leader that added replicas",
+        stats.isr_expands.clone(),
+    );
+    r.register(
+        "kafka_server_replicamanager_failedisrupdates",
+        "ISR changes this broker asked for that the controller refused",
+        stats.failed_isr_updates.clone(),
+    );
+
+    // kafka.controller:type=KafkaController
+    let active = ctx.controller.is_active();
+    let c = if active {
+        controller_gauges(&image)
+    } else {
+        ControllerGauges::default()
+    };
+    gauge(
+        &mut r,
+        "kafka_controller_kafkacontroller_activecontrollercount",
+        "1 on the active controller, 0 elsewhere",
+        i64::from(active),
+    );
+    gauge(
+        &mut r,
+        "kafka_controller_kafkacontroller_offlinepartitionscount",
+        "Partitions without a leader (active controller only)",
+        c.offline_partitions,
+    );
+    gauge(
+        &mut r,
+        "kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+        "Partitions not led by their preferred (first) replica (active controller only)",
+        c.preferred_replica_imbalance,
+    );
+    gauge(
+        &mut r,
+        "kafka_controller_kafkacontroller_globalpartitioncount",
+        "Partitions in the cluster (active controller only)",
+        c.global_partition_count,
+    );
+    gauge(
+        &mut r,
+        "kafka_controller_kafkacontroller_globaltopiccount",
+        "Topics in the cluster (active controller only)",
+        c.global_topic_count,
+    );
+    gauge(
+        &mut r,
+        "kafka_controller_kafkacontroller_activebrokercount",
+        "Registered unfenced brokers (active controller only)",
+        c.active_brokers,
+    );
+    gauge(
+        &mut r,
+        "kafka_controller_kafkacontroller_fencedbrokercount",
+        "Registered fenced brokers (active controller only)",
+        c.fenced_brokers,
+    );
+
+    // kafka.controller:type=ControllerStats
+    let cs = ctx.controller.stats();
+    r.register("kafka_controller_controllerstats_leaderelectionrateandtimems", "Leader elections committed by this node as active controller, by time from decision to commit in ms", cs.leader_elections.clone());
+    r.register(
+        "kafka_controller_controllerstats_uncleanleaderelections",
+        "Leaders elected from outside the ISR",
+        cs.unclean_leader_elections.clone(),
+    );
+    r.register(
+        "kafkaiq_controller_leader_elections",
+        "Leader elections committed by this node as active controller, by reason",
+        cs.elections_by_reason.clone(),
+    );
+
+    // kafka.server:type=BrokerTopicMetrics, per topic and for all topics
+    let topic_stats = &ctx.topic_stats;
+    topic_stats.retain_topics(|t| image.topics.contains_key(t));
+    let bytes_in = Family::<Labels, Counter>::default();
+    let bytes_out = Family::<Labels, Counter>::default();
+    let messages_in = Family::<Labels, Counter>::default();
+    let mut rows = vec![(None, topic_stats.all.get())];
+    rows.extend(
+        topic_stats
+            .per_topic()
+            .into_iter()
+            .map(|(t, v)| (Some(t), v)),
+    );
+    for (topic, (b_in, b_out, m_in)) in rows {
+        let labels: Labels = topic.map(|t| vec![("topic", t)]).unwrap_or_default();
+        bytes_in.get_or_create(&labels).inc_by(b_in);
+        bytes_out.get_or_create(&labels).inc_by(b_out);
+        messages_in.get_or_create(&labels).inc_by(m_in);
+    }
+    r.register(
+        "kafka_server_brokertopicmetrics_bytesin",
+        "Bytes of produced batches appended by this broker as leader (without topic: all topics)",
+        bytes_in,
+    );
+    r.register(
+        "kafka_server_brokertopicmetrics_bytesout",
+        "Bytes of records sent to consumers, replication excluded (without topic: all topics)",
+        bytes_out,
+    );
+    r.register(
+        "kafka_server_brokertopicmetrics_messagesin",
+        "Records appended by this broker as leader (without topic: all topics)",
+        messages_in,
+    );
+
+    // kafka.network:type=RequestMetrics
+    r.register("kafka_network_requestmetrics_totaltimems", "Requests handled by API and their time in ms from decoded request to encoded response (_count is the request count)", ctx.request_stats.total_time_ms.clone());
+
+    // kafka.cluster:type=Partition, for every partition hosted here (0 where not leader)
+    per_partition(&mut r, &local, &image, ctx);
+
+    let mut out = String::new();
+    encode(&mut out, &r).expect("writing to a String cannot fail");
+    out
+}
+
+fn per_partition(
+    r: &mut Registry,
+    local: &HashMap<TopicPartition, (PartitionState, i64)>,
+    image: &MetadataImage,
+    ctx: &Context,
+) {
+    let under_replicated = Family::<Labels, Gauge>::default();
+    let in_sync = Family::<Labels, Gauge>::default();
+    let replicas = Family::<Labels, Gauge>::default();
+    let under_min_isr = Family::<Labels, Gauge>::default();
+    for (tp, (s, _)) in local {
+        let labels: Labels = vec![
+            ("topic", tp.topic.clone()),
+            ("partition", tp.partition.to_string()),
+        ];
+        let leader = s.role == Role::Leader;
+        let isr = if leader { s.isr().len() as i64 } else { 0 };
+        let min = image.topic(&tp.topic).map_or(s.min_insync_replicas, |t| {
+            topic_config::min_insync_replicas(&t.configs, &ctx.config)
+        });
+        under_replicated
+            .get_or_create(&labels)
+            .set(i64::from(leader && isr < s.replicas.len() as i64));
+        in_sync.get_or_create(&labels).set(isr);
+        replicas
+            .get_or_create(&labels)
+            .set(if leader { s.replicas.len() as i64 } else { 0 });
+        under_min_isr
+            .get_or_create(&labels)
+            .set(i64::from(leader && isr < i64::from(min)));
+    }
+    r.register(
+        "kafka_cluster_partition_underreplicated",
+        "1 if this broker leads the partition and its ISR is smaller than its replica set",
+        under_replicated,
+    );
+    r.register(
+        "kafka_cluster_partition_insyncreplicascount",
+        "The partition's ISR size where this broker leads it, else 0",
+        in_sync,
+    );
+    r.register(
+        "kafka_cluster_partition_replicascount",
+        "The partition's replica count where this broker leads it, else 0",
+        replicas,
+    );
+    r.register(
+        "kafka_cluster_partition_underminisr",
+        "1 if this broker leads the partition and its ISR is smaller than min.insync.replicas",
+        under_min_isr,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn state(role: Role, replicas: &[i32], isr: &[i32], min_isr: i32) -> PartitionState {
+        PartitionState {
+            role,
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: replicas.to_vec(),
+            isr_state: crate::replica::isr::IsrState::committed(
+                isr.to_vec(),
+                crate::metadata::LeaderRecoveryState::Recovered,
+            ),
+            high_watermark: 0,
+            min_insync_replicas: min_isr,
+            leader_epoch_start_offset: None,
+            remote_replicas: BTreeMap::new(),
+            follower_lag: None,
+        }
+    }
+
+    #[test]
+    fn replica_gauges_count_only_led_partitions_for_health() {
+        let states = [
+            state(Role::Leader, &[1, 2, 3], &[1, 2, 3], 2),
+            state(Role::Leader, &[1, 2, 3], &[1, 2], 2),
+            state(Role::Leader, &[1, 2, 3], &[1], 2),
+            state(Role::Follower, &[2, 1], &[], 2),
+        ];
+        assert_eq!(
+            replica_gauges(states.iter()),
+            ReplicaGauges {
+                partition_count: 4,
+                leader_count: 3,
+                under_replicated: 2,
+                under_min_isr: 1,
+                at_min_isr: 1,
+            }
+        );
+    }
+}

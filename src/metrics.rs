@@ -1,0 +1,302 @@
+//! The counters and histograms the broker's paths increment, named after the Kafka MBeans they
+//! stand for. Gauges (leader count, under-replicated partitions, …) are not here: they are
+//! computed from the metadata image and the replica manager when `/metrics` is scraped
+//! (`insight::scrape`), so they can never drift from the state they describe.
+//!
+//! Who increments what:
+//! - [`BrokerTopicStats`]: the Produce and Fetch handlers (`BrokerTopicMetrics`: bytes in,
+//!   bytes out to consumers, messages in; per topic and in total).
+//! - [`RequestStats`]: `server::dispatch`, once per handled request (`RequestMetrics`).
+//! - [`ReplicaStats`]: the replica layer (`ReplicaManager`: ISR shrinks and expands, failed ISR
+//!   updates) — the leader's ISR changes call [`ReplicaStats::isr_shrunk`] and friends.
+//! - [`ControllerStats`]: the controller (`ControllerStats`: leader elections with their reason
+//!   and time, unclean elections).
+//!
+//! This module is a leaf: every type is plain atomics or `prometheus-client` metrics (which are
+//! atomics too), cheap to increment from any thread, never locked across an await.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+
+/// Request and election times, in milliseconds: 0.25 ms to about 33 s, doubling.
+pub fn time_ms_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.25, 2.0, 18))
+}
+
+/// Bytes and messages of one topic (or of all), as Kafka's `BrokerTopicMetrics` counts them:
+/// bytes in are the produced batches' bytes a leader appended, messages in their records, bytes
+/// out the record bytes sent to consumers (replica fetches are replication traffic, not
+/// `BytesOut`, as in Kafka).
+#[derive(Debug, Default)]
+pub struct TopicCounters {
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub messages_in: AtomicU64,
+}
+
+impl TopicCounters {
+    fn add(&self, bytes_in: u64, bytes_out: u64, messages_in: u64) {
+        if bytes_in > 0 {
+            self.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
+        }
+        if bytes_out > 0 {
+            self.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
+        }
+        if messages_in > 0 {
+            self.messages_in.fetch_add(messages_in, Ordering::Relaxed);
+        }
+    }
+
+    pub fn get(&self) -> (u64, u64, u64) {
+        (
+            self.bytes_in.load(Ordering::Relaxed),
+            self.bytes_out.load(Ordering::Relaxed),
+            self.messages_in.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Kafka's `BrokerTopicMetrics`, per topic and for all topics.
+///
+/// The per-topic map grows only with topics this broker served and is pruned to the topics
+/// that still exist at every scrape ([`BrokerTopicStats::retain_topics`]), so it is bounded by
+/// the metadata image's topics.
+#[derive(Debug, Default)]
+pub struct BrokerTopicStats {
+    pub all: TopicCounters,
+    topics: RwLock<HashMap<String, Arc<TopicCounters>>>,
+}
+
+impl BrokerTopicStats {
+    /// A leader appended a produced batch set of `bytes` holding `messages` records.
+    pub fn produced(&self, topic: &str, bytes: u64, messages: u64) {
+        self.all.add(bytes, 0, messages);
+        self.topic(topic).add(bytes, 0, messages);
+    }
+
+    /// `bytes` of records went to a consumer (not to a follower).
+    pub fn fetched(&self, topic: &str, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        self.all.add(0, bytes, 0);
+        self.topic(topic).add(0, bytes, 0);
+    }
+
+    fn topic(&self, topic: &str) -> Arc<TopicCounters> {
+        if let Some(c) = self.topics.read().expect("topic stats lock").get(topic) {
+            return c.clone();
+        }
+        self.topics
+            .write()
+            .expect("topic stats lock")
+            .entry(topic.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Drops the counters of topics for which `exists` is false (deleted topics), as Kafka
+    /// removes a topic's metrics when the topic goes.
+    pub fn retain_topics(&self, exists: impl Fn(&str) -> bool) {
+        self.topics
+            .write()
+            .expect("topic stats lock")
+            .retain(|name, _| exists(name));
+    }
+
+    /// Every topic's counters, sorted by name.
+    pub fn per_topic(&self) -> Vec<(String, (u64, u64, u64))> {
+        let mut out: Vec<_> = self
+            .topics
+            .read()
+            .expect("topic stats lock")
+            .iter()
+            .map(|(name, c)| (name.clone(), c.get()))
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Kafka's API name (`Produce`, `Fetch`, `Metadata`, …), as `RequestMetrics` labels it.
+    pub request: &'static str,
+}
+
+/// Kafka's `RequestMetrics` `TotalTimeMs` per API, as a histogram: its `_count` is the
+/// request count (`RequestsPerSec` as a counter), its `_sum` the total time. The time is from
+/// the decoded request to the encoded response (Kafka's also counts the time queued behind
+/// earlier requests of the connection and the network send).
+#[derive(Debug, Clone)]
+pub struct RequestStats {
+    pub total_time_ms: Family<RequestLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for RequestStats {
+    fn default() -> Self {
+        RequestStats {
+            total_time_ms: Family::new_with_constructor(time_ms_buckets),
+        }
+    }
+}
+
+impl RequestStats {
+    /// The label set is bounded by the API keys this broker handles.
+    pub fn handled(&self, request: &'static str, elapsed_ms: f64) {
+        self.total_time_ms
+            .get_or_create(&RequestLabels { request })
+            .observe(elapsed_ms);
+    }
+}
+
+/// Kafka's `ReplicaManager` meters: ISR changes made by this broker as leader.
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaStats {
+    /// `IsrShrinksPerSec`: a committed ISR change that removed replicas.
+    pub isr_shrinks: Counter,
+    /// `IsrExpandsPerSec`: a committed ISR change that added replicas.
+    pub isr_expands: Counter,
+    /// `FailedIsrUpdatesPerSec`: an ISR change the controller refused.
+    pub failed_isr_updates: Counter,
+}
+
+impl ReplicaStats {
+    /// Records one committed ISR change from `before` to `after`.
+    pub fn isr_changed(&self, before: &[i32], after: &[i32]) {
+        if before.iter().any(|r| !after.contains(r)) {
+            self.isr_shrinks.inc();
+        }
+        if after.iter().any(|r| !before.contains(r)) {
+            self.isr_expands.inc();
+        }
+    }
+}
+
+/// Why a partition's leader changed; the reasons the leadership page explains.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum ElectionReason {
+    /// The leader's broker was fenced (missed heartbeats) or unregistered.
+    BrokerFenced,
+    /// The leader's broker began a controlled shutdown.
+    ControlledShutdown,
+    /// ElectLeaders with PREFERRED, or a partition without a leader got one back.
+    Preferred,
+    /// The controller's periodic preferred-leader rebalance.
+    AutoRebalance,
+    /// A leader chosen outside the ISR (`unclean.leader.election.enable`).
+    Unclean,
+    /// A new partition's first leader, or a returning broker leading again.
+    Other,
+}
+
+impl ElectionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElectionReason::BrokerFenced => "broker_fenced",
+            ElectionReason::ControlledShutdown => "controlled_shutdown",
+            ElectionReason::Preferred => "preferred",
+            ElectionReason::AutoRebalance => "auto_rebalance",
+            ElectionReason::Unclean => "unclean",
+            ElectionReason::Other => "other",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+/// Kafka's `ControllerStats` on the active controller: leader elections it committed.
+#[derive(Debug, Clone)]
+pub struct ControllerStats {
+    /// `LeaderElectionRateAndTimeMs`: one observation per elected leader, the time from the
+    /// decision to its commit.
+    pub leader_elections: Histogram,
+    /// `UncleanLeaderElectionsPerSec`.
+    pub unclean_leader_elections: Counter,
+    /// Leader elections by [`ElectionReason`] (KafkaIQ's own: Kafka has no such breakdown).
+    pub elections_by_reason: Family<ReasonLabels, Counter>,
+}
+
+impl Default for ControllerStats {
+    fn default() -> Self {
+        ControllerStats {
+            leader_elections: time_ms_buckets(),
+            unclean_leader_elections: Counter::default(),
+            elections_by_reason: Family::default(),
+        }
+    }
+}
+
+impl ControllerStats {
+    /// `count` leaders elected for `reason`, committed `elapsed_ms` after the decision.
+    pub fn elected(&self, reason: ElectionReason, count: u64, elapsed_ms: f64) {
+        for _ in 0..count {
+            self.leader_elections.observe(elapsed_ms);
+        }
+        if reason == ElectionReason::Unclean {
+            self.unclean_leader_elections.inc_by(count);
+        }
+        self.elections_by_reason
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
+            .inc_by(count);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_counters_add_to_the_topic_and_the_total_and_deleted_topics_are_dropped() {
+        let s = BrokerTopicStats::default();
+        s.produced("a", 100, 3);
+        s.produced("b", 10, 1);
+        s.fetched("a", 40);
+        s.fetched("b", 0);
+        assert_eq!(s.all.get(), (110, 40, 4));
+        assert_eq!(
+            s.per_topic(),
+            vec![("a".into(), (100, 40, 3)), ("b".into(), (10, 0, 1))]
+        );
+        s.retain_topics(|t| t == "b");
+        assert_eq!(s.per_topic(), vec![("b".into(), (10, 0, 1))]);
+        assert_eq!(s.all.get(), (110, 40, 4), "totals survive a deleted topic");
+    }
+
+    #[test]
+    fn an_isr_change_counts_as_shrink_expand_or_both() {
+        let s = ReplicaStats::default();
+        s.isr_changed(&[1, 2, 3], &[1, 2]);
+        s.isr_changed(&[1, 2], &[1, 2, 3]);
+        s.isr_changed(&[1, 2], &[1, 3]);
+        s.isr_changed(&[1, 2], &[2, 1]);
+        assert_eq!((s.isr_shrinks.get(), s.isr_expands.get()), (2, 2));
+    }
+
+    #[test]
+    fn unclean_elections_are_counted_apart() {
+        let s = ControllerStats::default();
+        s.elected(ElectionReason::BrokerFenced, 2, 3.0);
+        s.elected(ElectionReason::Unclean, 1, 1.0);
+        assert_eq!(s.unclean_leader_elections.get(), 1);
+        assert_eq!(
+            s.elections_by_reason
+                .get_or_create(&ReasonLabels {
+                    reason: "broker_fenced"
+                })
+                .get(),
+            2
+        );
+    }
+}
