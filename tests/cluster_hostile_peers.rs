@@ -222,10 +222,12 @@ async fn hostile_and_confused_peers_change_nothing() {
         m.index = 1_000_000;
         m.log_term = term;
         m.commit = 1_000_001;
-        let mut e = Entry::default();
-        e.index = 1_000_001;
-        e.term = term;
-        e.data = b"forged".to_vec().into();
+        let e = Entry {
+            index: 1_000_001,
+            term,
+            data: b"forged".to_vec().into(),
+            ..Default::default()
+        };
         m.entries = vec![e].into();
         m
     };

@@ -834,7 +834,7 @@ fn max_message_bytes_rejects_larger_batches_with_message_too_large() {
         ),
     }
     // A record that fits is still accepted, at offset 0: nothing of the rejected one was kept.
-    let small = vec![b'y'; 100];
+    let small = [b'y'; 100];
     let res = rt.block_on(async {
         producer
             .send_result(

@@ -47,10 +47,13 @@ impl Rng {
 }
 
 /// Records every image a node publishes, for the invariants.
+/// (topic id, partition) → (leader epoch, leader) in one image.
+type Leaders = BTreeMap<(uuid::Uuid, i32), (i32, i32)>;
+
 #[derive(Default)]
 struct Recorder {
-    /// (metadata offset, (topic id, partition) → (leader epoch, leader)) of each image.
-    images: Mutex<Vec<(u64, BTreeMap<(uuid::Uuid, i32), (i32, i32)>)>>,
+    /// (metadata offset, leaders) of each image.
+    images: Mutex<Vec<(u64, Leaders)>>,
 }
 
 impl ImageListener for Recorder {
@@ -512,8 +515,7 @@ impl Sim {
         }
         // Committed metadata agrees: the image at a metadata offset is the same on every node,
         // each node's offsets only grow, and a partition's leader epoch never goes back.
-        let mut at_offset: BTreeMap<u64, (u64, BTreeMap<(uuid::Uuid, i32), (i32, i32)>)> =
-            BTreeMap::new();
+        let mut at_offset: BTreeMap<u64, (u64, Leaders)> = BTreeMap::new();
         let mut leader_of: BTreeMap<((uuid::Uuid, i32), i32), (u64, i32)> = BTreeMap::new();
         for node in &self.nodes {
             let Some(live) = &node.live else { continue };
