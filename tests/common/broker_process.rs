@@ -232,6 +232,17 @@ impl Drop for BrokerProcess {
     }
 }
 
+/// `n` distinct free ports: every listener is held until all are bound, so the system cannot
+/// hand out one port twice (as separate [`free_port`] calls may).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("bound address").port())
+        .collect()
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

@@ -24,7 +24,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::broker_process::{free_port, BrokerProcess};
+use super::broker_process::{free_ports, BrokerProcess};
 use super::RawClient;
 
 /// How long a node gets to answer one request of the harness.
@@ -156,8 +156,9 @@ impl Cluster {
         ));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
-        let ports: Vec<(u16, u16, u16)> = (0..n)
-            .map(|_| (free_port(), free_port(), free_port()))
+        let ports: Vec<(u16, u16, u16)> = free_ports(3 * n as usize)
+            .chunks(3)
+            .map(|c| (c[0], c[1], c[2]))
             .collect();
         let voters: Vec<String> = ports
             .iter()
