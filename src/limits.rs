@@ -63,6 +63,14 @@ pub const METADATA_RECORD_BYTES_MAX: usize = 1 << 20;
 /// (INVALID_CONFIG for a config value) instead of storing a cut one.
 pub const METADATA_STRING_BYTES_MAX: usize = u16::MAX as usize - 1;
 
+/// Leader and ISR changes the image keeps per partition, with their causes
+/// (`metadata::history`): enough to see the last few failovers, elections and ISR shrinks and
+/// expansions; older ones are dropped. About 60 bytes each, so 16 cost ~1 KiB per partition.
+pub const LEADERSHIP_HISTORY_PER_PARTITION_MAX: usize = 16;
+
+/// Changes `/api/history` returns at most, newest first (the page's "recent changes").
+pub const HISTORY_API_CHANGES_MAX: usize = 500;
+
 /// Metadata records committed together are written in frames of at most this many records, so
 /// one frame stays below `METADATA_RECORD_BYTES_MAX` (a partition record is ~45 bytes plus 4 per
 /// replica). It exceeds `PARTITIONS_PER_TOPIC_MAX` plus every topic config, so creating or

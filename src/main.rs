@@ -8,7 +8,7 @@
 //! `kafkaiq local-cluster --brokers 3` starts three combined nodes as child processes on
 //! 127.0.0.1 and stops them together (see `kafkaiq::local_cluster`).
 //!
-//! `kafkaiq leadership brokers|partitions --bootstrap-server HOST:PORT` prints a running
+//! `kafkaiq leadership brokers|partitions|history --bootstrap-server HOST:PORT` prints a running
 //! cluster's leadership as text tables (see `kafkaiq::leadership_cli`).
 
 use std::path::PathBuf;
@@ -44,7 +44,7 @@ enum Command {
     /// Start N nodes (each broker and controller) on 127.0.0.1 as child processes, print how to
     /// reach them, and stop them all on Ctrl-C.
     LocalCluster(LocalClusterArgs),
-    /// Show a running cluster's leadership as text tables (brokers, partitions).
+    /// Show a running cluster's leadership as text tables (brokers, partitions, history).
     Leadership(LeadershipArgs),
 }
 
@@ -73,6 +73,15 @@ enum LeadershipView {
         #[arg(long)]
         under_replicated: bool,
     },
+    /// Leader and ISR changes with their causes, newest first: of one partition (`orders-0`)
+    /// or of all. Read from the broker's HTTP listener (`http.listener`).
+    History {
+        /// TOPIC-PARTITION, e.g. orders-0; all partitions when left out.
+        partition: Option<String>,
+        /// The HTTP listener to ask; by default the bootstrap broker's `http.listener`.
+        #[arg(long, value_name = "HOST:PORT")]
+        http: Option<String>,
+    },
 }
 
 fn leadership(args: LeadershipArgs) -> anyhow::Result<()> {
@@ -80,6 +89,7 @@ fn leadership(args: LeadershipArgs) -> anyhow::Result<()> {
     let view = match args.view {
         LeadershipView::Brokers => View::Brokers,
         LeadershipView::Partitions { under_replicated } => View::Partitions { under_replicated },
+        LeadershipView::History { partition, http } => View::History { partition, http },
     };
     let table = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -93,6 +93,7 @@ pub const RESPONSE_LAYOUTS: &[Layout] = &[
     layout(ApiKey::DeleteTopics,                   1,  6,     4, DELETE_TOPICS_RESPONSE),
     layout(ApiKey::OffsetForLeaderEpoch,           2,  4,     4, OFFSET_FOR_LEADER_EPOCH_RESPONSE),
     layout(ApiKey::CreatePartitions,               0,  3,     2, CREATE_PARTITIONS_RESPONSE),
+    layout(ApiKey::DescribeConfigs,                1,  4,     4, DESCRIBE_CONFIGS_RESPONSE),
     layout(ApiKey::IncrementalAlterConfigs,        0,  1,     1, INCREMENTAL_ALTER_CONFIGS_RESPONSE),
     layout(ApiKey::ElectLeaders,                   0,  2,     2, ELECT_LEADERS_RESPONSE),
     layout(ApiKey::AlterPartitionReassignments,    0,  1,     0, ALTER_PARTITION_REASSIGNMENTS_RESPONSE),
@@ -371,6 +372,39 @@ const CREATE_PARTITIONS_TOPIC_RESULT: Ty = Ty::Struct(&[
     all(STRING), // name
     all(I16),    // error_code
     all(STRING), // error_message
+]);
+
+// ---- DescribeConfigs (key 32): v1-v4, flexible from v4 ----
+
+/// `DescribeConfigsSynonym`
+const DESCRIBE_CONFIGS_SYNONYM: Ty = Ty::Struct(&[
+    all(STRING), // name
+    all(STRING), // value
+    all(I8),     // source
+]);
+/// `DescribeConfigsResourceResult`
+const DESCRIBE_CONFIGS_RESOURCE_RESULT: Ty = Ty::Struct(&[
+    all(STRING),                           // name
+    all(STRING),                           // value
+    all(BOOL),                             // read_only
+    all(I8),                               // config_source
+    all(BOOL),                             // is_sensitive
+    all(array(&DESCRIBE_CONFIGS_SYNONYM)), // synonyms
+    since(3, I8),                          // config_type
+    since(3, STRING),                      // documentation
+]);
+/// `DescribeConfigsResult`
+const DESCRIBE_CONFIGS_RESULT: Ty = Ty::Struct(&[
+    all(I16),                                      // error_code
+    all(STRING),                                   // error_message
+    all(I8),                                       // resource_type
+    all(STRING),                                   // resource_name
+    all(array(&DESCRIBE_CONFIGS_RESOURCE_RESULT)), // configs
+]);
+/// `DescribeConfigsResponse`
+const DESCRIBE_CONFIGS_RESPONSE: Ty = Ty::Struct(&[
+    all(I32),                             // throttle_time_ms
+    all(array(&DESCRIBE_CONFIGS_RESULT)), // results
 ]);
 
 // ---- IncrementalAlterConfigs (key 44): v0-v1, flexible from v1 ----

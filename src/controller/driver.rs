@@ -101,6 +101,9 @@ struct Session {
     /// The controller-listener connection its requests come on; when it closes, the broker's
     /// process is gone (or cut off) and it is fenced at once (decision 5).
     connection: Option<u64>,
+    /// Started by [`CoreDriver::became_active`] and not yet renewed by a heartbeat: if it
+    /// expires, the broker never reached this controller after the failover.
+    from_failover: bool,
 }
 
 /// A pass whose entries are proposed but not yet applied.
@@ -255,6 +258,7 @@ impl<D: Durable> ControllerCore<D> {
                     self.queued.push_back(Request::FenceBroker {
                         broker_id,
                         broker_epoch,
+                        after_failover: false,
                     });
                 }
             }
@@ -340,13 +344,13 @@ impl<D: Durable> ControllerCore<D> {
         if !self.is_active() {
             return;
         }
-        let expired: Vec<(i32, i64)> = self
+        let expired: Vec<(i32, i64, bool)> = self
             .sessions
             .iter()
             .filter(|(_, s)| now_ms >= s.deadline_ms)
-            .filter_map(|(id, s)| s.broker_epoch.map(|e| (*id, e)))
+            .filter_map(|(id, s)| s.broker_epoch.map(|e| (*id, e, s.from_failover)))
             .collect();
-        for (broker_id, broker_epoch) in expired {
+        for (broker_id, broker_epoch, after_failover) in expired {
             self.sessions.remove(&broker_id);
             if self.image.is_broker_alive(broker_id) {
                 tracing::info!(
@@ -357,6 +361,7 @@ impl<D: Durable> ControllerCore<D> {
                 self.queued.push_back(Request::FenceBroker {
                     broker_id,
                     broker_epoch,
+                    after_failover,
                 });
             }
         }
@@ -406,6 +411,7 @@ impl<D: Durable> ControllerCore<D> {
                         broker_epoch: None,
                         deadline_ms: now_ms + lifecycle.session_timeout_ms,
                         connection: *connection,
+                        from_failover: false,
                     },
                 );
             }
@@ -425,6 +431,7 @@ impl<D: Durable> ControllerCore<D> {
                             connection: connection.or_else(|| {
                                 self.sessions.get(broker_id).and_then(|s| s.connection)
                             }),
+                            from_failover: false,
                         },
                     );
                 }
@@ -470,6 +477,7 @@ impl<D: Durable> ControllerCore<D> {
                         broker_epoch: Some(b.broker_epoch),
                         deadline_ms: now_ms + grace,
                         connection: None,
+                        from_failover: true,
                     },
                 )
             })
@@ -642,6 +650,7 @@ impl<D: Durable> ControllerCore<D> {
                 &self.config,
                 working.as_ref().unwrap_or(&self.image),
                 request,
+                wall_clock_ms(),
             );
             if !decided.records.is_empty() {
                 working

@@ -1,12 +1,13 @@
-//! Which leaders a committed metadata change elected, and why: a pure function of the image
-//! before and after, so it reads the same whichever decision (ElectLeaders, fencing, controlled
-//! shutdown, a returning broker, the preferred-leader rebalance) wrote the records.
+//! Which leaders a committed metadata change elected, and why: read from the images before and
+//! after, the reason being the cause the deciding request recorded in the partition's history
+//! (`metadata::history`), so it reads the same whichever decision (ElectLeaders, fencing,
+//! controlled shutdown, a returning broker, the preferred-leader rebalance) wrote the records.
 //!
 //! The active controller counts what it finds in `ControllerStats` (Kafka's
 //! `LeaderElectionRateAndTimeMs`, `UncleanLeaderElectionsPerSec`). A new partition's first
 //! leader is not an election, as in Kafka.
 
-use crate::metadata::MetadataImage;
+use crate::metadata::{CauseKind, MetadataImage};
 use crate::metrics::ElectionReason;
 
 /// One partition whose leader changed to a live one.
@@ -20,7 +21,7 @@ pub struct Election {
 }
 
 /// Every partition of `before` whose leader in `after` is a different node (never -1),
-/// with the reason read from the images.
+/// with the reason its history gives.
 pub fn elections(before: &MetadataImage, after: &MetadataImage) -> Vec<Election> {
     let mut out = Vec::new();
     for (name, topic) in &after.topics {
@@ -34,158 +35,218 @@ pub fn elections(before: &MetadataImage, after: &MetadataImage) -> Vec<Election>
             if p.leader == old.leader || p.leader < 0 {
                 continue;
             }
+            // The change that produced this leader: the history's latest, at its epoch.
+            let cause = topic
+                .history
+                .get(&index)
+                .and_then(|h| h.back())
+                .filter(|c| c.leader == p.leader && c.leader_epoch == p.leader_epoch)
+                .map_or(CauseKind::Unknown, |c| c.cause.kind);
+            let unclean = old.leader >= 0 && !old.isr.contains(&p.leader);
             out.push(Election {
                 topic: name.clone(),
                 partition: index,
                 previous_leader: old.leader,
                 leader: p.leader,
-                reason: reason(before, after, old.leader, &old.isr, p.leader, &p.replicas),
+                reason: reason(cause, unclean),
             });
         }
     }
     out
 }
 
-fn reason(
-    before: &MetadataImage,
-    after: &MetadataImage,
-    old_leader: i32,
-    old_isr: &[i32],
-    leader: i32,
-    replicas: &[i32],
-) -> ElectionReason {
-    if old_leader >= 0 && !old_isr.contains(&leader) {
+fn reason(cause: CauseKind, unclean: bool) -> ElectionReason {
+    if unclean {
         return ElectionReason::Unclean;
     }
-    if old_leader >= 0 {
-        match after.broker(old_leader) {
-            None => return ElectionReason::BrokerFenced,
-            Some(b) if b.fenced => return ElectionReason::BrokerFenced,
-            Some(b) if b.in_controlled_shutdown => return ElectionReason::ControlledShutdown,
-            Some(b)
-                if before.broker(old_leader).map(|o| o.incarnation_id)
-                    != Some(b.incarnation_id) =>
-            {
-                return ElectionReason::BrokerFenced
-            }
-            Some(_) => {}
+    match cause {
+        CauseKind::BrokerFenced | CauseKind::ControllerFailover | CauseKind::BrokerRestarted => {
+            ElectionReason::BrokerFenced
         }
+        CauseKind::ControlledShutdown => ElectionReason::ControlledShutdown,
+        CauseKind::PreferredElection => ElectionReason::Preferred,
+        CauseKind::AutoRebalance => ElectionReason::AutoRebalance,
+        CauseKind::UncleanElection => ElectionReason::Unclean,
+        CauseKind::Unknown
+        | CauseKind::Created
+        | CauseKind::BrokerUnfenced
+        | CauseKind::AlterPartition
+        | CauseKind::Reassignment => ElectionReason::Other,
     }
-    if old_leader >= 0 && replicas.first() == Some(&leader) {
-        // ElectLeaders(PREFERRED) and the rebalance write the same records; the rebalance
-        // tells its elections apart itself when it counts them.
-        return ElectionReason::Preferred;
-    }
-    ElectionReason::Other
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-    use std::sync::Arc;
-
     use uuid::Uuid;
 
     use super::*;
     use crate::metadata::{
-        BrokerRegistration, LeaderRecoveryState, PartitionRegistration, TopicImage,
+        ChangeCause, LeaderRecoveryState, MetadataRecord, PartitionRegistration,
     };
 
-    fn image(brokers: &[(i32, bool, bool)], leader: i32, isr: &[i32]) -> MetadataImage {
-        let mut image = MetadataImage::default();
-        for &(id, fenced, shutting_down) in brokers {
-            let mut b = BrokerRegistration::new(id, Uuid::from_u128(id as u128), None);
-            b.fenced = fenced;
-            b.in_controlled_shutdown = shutting_down;
-            image.brokers.insert(id, b);
-        }
-        let mut partitions = BTreeMap::new();
-        partitions.insert(
-            0,
-            PartitionRegistration {
+    const TOPIC: Uuid = Uuid::from_u128(7);
+
+    fn partition(leader: i32, epoch: i32, isr: &[i32]) -> MetadataRecord {
+        MetadataRecord::Partition {
+            topic_id: TOPIC,
+            partition: 0,
+            registration: PartitionRegistration {
                 replicas: vec![1, 2, 3],
                 isr: isr.to_vec(),
                 leader,
-                leader_epoch: 0,
-                partition_epoch: 0,
+                leader_epoch: epoch,
+                partition_epoch: epoch,
                 leader_recovery_state: LeaderRecoveryState::Recovered,
                 adding_replicas: Vec::new(),
                 removing_replicas: Vec::new(),
             },
-        );
-        image.topics.insert(
-            "t".into(),
-            Arc::new(TopicImage {
-                name: "t".into(),
-                id: Uuid::from_u128(7),
-                partitions,
-                configs: BTreeMap::new(),
-            }),
-        );
-        image
+        }
     }
 
-    const UP: (bool, bool) = (false, false);
+    /// A topic whose partition 0 has `leader` and `isr` at epoch 0.
+    fn image(leader: i32, isr: &[i32]) -> MetadataImage {
+        MetadataImage::default().apply(&[
+            MetadataRecord::Topic {
+                name: "t".into(),
+                topic_id: TOPIC,
+            },
+            partition(leader, 0, isr),
+        ])
+    }
+
+    /// `before` after a decision with cause `kind` moved the partition to `leader` and `isr`.
+    fn decided(before: &MetadataImage, kind: CauseKind, leader: i32, isr: &[i32]) -> MetadataImage {
+        before.apply(&[
+            MetadataRecord::ChangeCause(ChangeCause {
+                kind,
+                broker_id: 1,
+                time_ms: 1,
+            }),
+            partition(leader, 1, isr),
+        ])
+    }
 
     #[test]
-    fn reasons_are_read_from_the_images() {
-        let all_up = [(1, false, false), (2, false, false), (3, false, false)];
-        let one_fenced = [(1, true, false), (2, false, false), (3, false, false)];
-        let one_stopping = [(1, false, true), (2, false, false), (3, false, false)];
-        let _ = UP;
-        let cases: &[(&str, MetadataImage, MetadataImage, Option<ElectionReason>)] = &[
+    #[allow(clippy::type_complexity)]
+    fn reasons_are_the_recorded_causes() {
+        let cases: &[(
+            &str,
+            i32,
+            &[i32],
+            CauseKind,
+            i32,
+            &[i32],
+            Option<ElectionReason>,
+        )] = &[
             (
                 "leader fenced",
-                image(&all_up, 1, &[1, 2, 3]),
-                image(&one_fenced, 2, &[2, 3]),
+                1,
+                &[1, 2, 3],
+                CauseKind::BrokerFenced,
+                2,
+                &[2, 3],
+                Some(ElectionReason::BrokerFenced),
+            ),
+            (
+                "failover",
+                1,
+                &[1, 2, 3],
+                CauseKind::ControllerFailover,
+                2,
+                &[2, 3],
+                Some(ElectionReason::BrokerFenced),
+            ),
+            (
+                "restart",
+                1,
+                &[1, 2, 3],
+                CauseKind::BrokerRestarted,
+                2,
+                &[2, 3],
                 Some(ElectionReason::BrokerFenced),
             ),
             (
                 "controlled shutdown",
-                image(&all_up, 1, &[1, 2, 3]),
-                image(&one_stopping, 2, &[2, 3]),
+                1,
+                &[1, 2, 3],
+                CauseKind::ControlledShutdown,
+                2,
+                &[2, 3],
                 Some(ElectionReason::ControlledShutdown),
             ),
             (
-                "back to the preferred replica",
-                image(&all_up, 2, &[1, 2, 3]),
-                image(&all_up, 1, &[1, 2, 3]),
+                "ElectLeaders preferred",
+                2,
+                &[1, 2, 3],
+                CauseKind::PreferredElection,
+                1,
+                &[1, 2, 3],
                 Some(ElectionReason::Preferred),
             ),
             (
+                "rebalance",
+                2,
+                &[1, 2, 3],
+                CauseKind::AutoRebalance,
+                1,
+                &[1, 2, 3],
+                Some(ElectionReason::AutoRebalance),
+            ),
+            (
                 "outside the ISR",
-                image(&one_fenced, 1, &[1]),
-                image(&one_fenced, 2, &[2]),
+                1,
+                &[1],
+                CauseKind::BrokerFenced,
+                2,
+                &[2],
                 Some(ElectionReason::Unclean),
             ),
             (
                 "offline partition gets a leader",
-                image(&all_up, -1, &[1]),
-                image(&all_up, 1, &[1]),
+                -1,
+                &[1],
+                CauseKind::BrokerUnfenced,
+                1,
+                &[1],
                 Some(ElectionReason::Other),
             ),
             (
                 "leader lost, none elected",
-                image(&all_up, 1, &[1]),
-                image(&one_fenced, -1, &[1]),
+                1,
+                &[1],
+                CauseKind::BrokerFenced,
+                -1,
+                &[1],
                 None,
             ),
             (
                 "ISR change only",
-                image(&all_up, 1, &[1, 2, 3]),
-                image(&all_up, 1, &[1, 2]),
+                1,
+                &[1, 2, 3],
+                CauseKind::AlterPartition,
+                1,
+                &[1, 2],
                 None,
             ),
         ];
-        for (what, before, after, want) in cases {
-            let got = elections(before, after).first().map(|e| e.reason);
+        for (what, from, isr_before, kind, to, isr, want) in cases {
+            let before = image(*from, isr_before);
+            let after = decided(&before, *kind, *to, isr);
+            let got = elections(&before, &after).first().map(|e| e.reason);
             assert_eq!(got, *want, "{what}");
         }
     }
 
     #[test]
+    fn a_leader_without_a_recorded_cause_is_other() {
+        let before = image(2, &[1, 2, 3]);
+        let after = before.apply(&[partition(1, 1, &[1, 2, 3])]);
+        let got = elections(&before, &after).first().map(|e| e.reason);
+        assert_eq!(got, Some(ElectionReason::Other));
+    }
+
+    #[test]
     fn a_new_partition_is_not_an_election() {
-        let after = image(&[(1, false, false)], 1, &[1]);
-        assert!(elections(&MetadataImage::default(), &after).is_empty());
+        assert!(elections(&MetadataImage::default(), &image(1, &[1])).is_empty());
     }
 }

@@ -15,7 +15,9 @@ use super::{random_uuid, AlterConfigOp};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::LEADER_ELECTIONS_PER_IMBALANCE_PASS_MAX;
-use crate::metadata::{BrokerRegistration, MetadataImage, MetadataRecord, TopicImage};
+use crate::metadata::{
+    BrokerRegistration, CauseKind, ChangeCause, MetadataImage, MetadataRecord, TopicImage,
+};
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
@@ -88,10 +90,12 @@ pub(crate) enum Request {
         reply: Reply<Vec<AlterPartitionResult>>,
     },
     /// The controller's own: a broker's session ended (missed heartbeats, or its connection
-    /// closed); fence that incarnation.
+    /// closed); fence that incarnation. `after_failover`: the session was the one a new active
+    /// controller started, and the broker never reached it.
     FenceBroker {
         broker_id: i32,
         broker_epoch: i64,
+        after_failover: bool,
     },
     /// The controller's own: the first active controller of a cluster writes its id.
     BootstrapClusterId {
@@ -146,7 +150,35 @@ impl Decided {
     }
 }
 
-pub(crate) fn decide(config: &BrokerConfig, image: &MetadataImage, request: Request) -> Decided {
+/// Decides `request` against `image` at wall-clock `now_ms`. A decision that changes partitions
+/// has its records led by a [`MetadataRecord::ChangeCause`] saying why, so the image's history
+/// ([`crate::metadata::history`]) knows.
+pub(crate) fn decide(
+    config: &BrokerConfig,
+    image: &MetadataImage,
+    request: Request,
+    now_ms: i64,
+) -> Decided {
+    let (kind, broker_id) = request.cause();
+    let mut decided = decide_records(config, image, request);
+    if decided
+        .records
+        .iter()
+        .any(|r| matches!(r, MetadataRecord::Partition { .. }))
+    {
+        let cause = ChangeCause {
+            kind,
+            broker_id,
+            time_ms: now_ms,
+        };
+        decided
+            .records
+            .insert(0, MetadataRecord::ChangeCause(cause));
+    }
+    decided
+}
+
+fn decide_records(config: &BrokerConfig, image: &MetadataImage, request: Request) -> Decided {
     match request {
         Request::CreateTopic {
             spec,
@@ -300,6 +332,7 @@ pub(crate) fn decide(config: &BrokerConfig, image: &MetadataImage, request: Requ
         Request::FenceBroker {
             broker_id,
             broker_epoch,
+            ..
         } => {
             let settings = decisions::ControllerSettings::from_config(config);
             Decided {
@@ -351,6 +384,62 @@ fn unless_validating(
 }
 
 impl Request {
+    /// Why the partition records this request leads to are written, and the broker it is about
+    /// (-1 for none).
+    fn cause(&self) -> (CauseKind, i32) {
+        match self {
+            Request::CreateTopic { .. } | Request::CreatePartitions { .. } => {
+                (CauseKind::Created, -1)
+            }
+            Request::ElectLeaders { election, .. } => match election {
+                ElectionType::Preferred => (CauseKind::PreferredElection, -1),
+                ElectionType::Unclean => (CauseKind::UncleanElection, -1),
+            },
+            Request::AlterPartitionReassignments { .. } => (CauseKind::Reassignment, -1),
+            Request::RegisterBroker { registration, .. } => {
+                (CauseKind::BrokerUnfenced, registration.node_id)
+            }
+            Request::BrokerRegistration { registration, .. } => {
+                (CauseKind::BrokerRestarted, registration.node_id)
+            }
+            Request::BrokerHeartbeat {
+                broker_id,
+                want_fence,
+                want_shut_down,
+                ..
+            } => {
+                let kind = if *want_shut_down {
+                    CauseKind::ControlledShutdown
+                } else if *want_fence {
+                    CauseKind::BrokerFenced
+                } else {
+                    CauseKind::BrokerUnfenced
+                };
+                (kind, *broker_id)
+            }
+            Request::AlterPartition { requester_id, .. } => {
+                (CauseKind::AlterPartition, *requester_id)
+            }
+            Request::FenceBroker {
+                broker_id,
+                after_failover,
+                ..
+            } => {
+                let kind = if *after_failover {
+                    CauseKind::ControllerFailover
+                } else {
+                    CauseKind::BrokerFenced
+                };
+                (kind, *broker_id)
+            }
+            Request::Rebalance { .. } => (CauseKind::AutoRebalance, -1),
+            Request::DeleteTopic { .. }
+            | Request::AlterTopicConfigs { .. }
+            | Request::AllocateProducerIds { .. }
+            | Request::BootstrapClusterId { .. } => (CauseKind::Unknown, -1),
+        }
+    }
+
     /// Answers the request without deciding it (the controller is not active, or stopping).
     pub(crate) fn refuse(self, error: ApiError) {
         match self {

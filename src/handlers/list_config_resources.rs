@@ -108,6 +108,7 @@ mod tests {
                     id: uuid::Uuid::from_u128(1),
                     partitions: Default::default(),
                     configs: Default::default(),
+                    history: Default::default(),
                 }),
             );
         }

@@ -153,6 +153,7 @@ mod tests {
                 id: uuid::Uuid::from_u128(7),
                 partitions: [(0, partition.clone()), (1, partition)].into(),
                 configs: Default::default(),
+                history: Default::default(),
             }),
         );
         let mut request = OffsetCommitRequest::default()

@@ -8,6 +8,8 @@
 //!   under-min-ISR and under-replicated ones first. High watermark and each replica's log end
 //!   offset and lag are known only where this node leads the partition.
 //! - quorum: voters, leader, epoch, high watermark, each voter's lag.
+//! - history: the leader and ISR changes the image keeps (`metadata::history`), newest first,
+//!   each with its cause in words; of one partition or of all.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -15,7 +17,8 @@ use kafkaiq_storage::TopicPartition;
 use serde_json::{json, Value};
 
 use crate::controller::QuorumDescription;
-use crate::metadata::{MetadataImage, PartitionRegistration};
+use crate::limits::HISTORY_API_CHANGES_MAX;
+use crate::metadata::{LeadershipChange, MetadataImage, PartitionRegistration};
 use crate::replica::partition::PartitionState;
 use crate::replica::Role;
 
@@ -192,6 +195,11 @@ pub fn partitions(
                     "min_isr": min,
                     "health": health.as_str(),
                     "leader_is_preferred": p.leader >= 0 && p.replicas.first() == Some(&p.leader),
+                    "last_change": topic
+                        .history
+                        .get(&index)
+                        .and_then(|h| h.back())
+                        .map(|c| change_view(&topic.name, index, c)),
                     "local": leads_here,
                 }),
             ));
@@ -202,6 +210,67 @@ pub fn partitions(
         "metadata_offset": image.metadata_offset,
         "partitions": rows.into_iter().map(|r| r.3).collect::<Vec<_>>(),
     })
+}
+
+fn change_view(topic: &str, partition: i32, c: &LeadershipChange) -> Value {
+    json!({
+        "topic": topic,
+        "partition": partition,
+        "time_ms": c.cause.time_ms,
+        "cause": c.cause.kind.as_str(),
+        "broker_id": (c.cause.broker_id >= 0).then_some(c.cause.broker_id),
+        "leader_before": c.leader_before,
+        "leader": c.leader,
+        "leader_epoch": c.leader_epoch,
+        "isr_before": c.isr_before,
+        "isr": c.isr,
+        "description": c.describe(),
+    })
+}
+
+/// `/api/history` (every partition) and `/api/history/<topic>-<partition>` (`only`): the
+/// changes the image keeps, newest first, at most [`HISTORY_API_CHANGES_MAX`]. `None` when
+/// `only` names no partition of the image.
+pub fn history(image: &MetadataImage, only: Option<(&str, i32)>) -> Option<Value> {
+    let mut rows: Vec<(i64, i32, &str, i32, &LeadershipChange)> = Vec::new();
+    for topic in image.topics.values() {
+        if only.is_some_and(|(t, _)| t != topic.name) {
+            continue;
+        }
+        for (&partition, changes) in &topic.history {
+            if only.is_some_and(|(_, p)| p != partition) {
+                continue;
+            }
+            rows.extend(changes.iter().map(|c| {
+                (
+                    c.cause.time_ms,
+                    c.leader_epoch,
+                    topic.name.as_str(),
+                    partition,
+                    c,
+                )
+            }));
+        }
+    }
+    if let Some((t, p)) = only {
+        image.topic(t)?.partitions.get(&p)?;
+    }
+    // Newest first; within one decision (one time), by topic and partition.
+    rows.sort_by(|a, b| (b.0, a.2, a.3, b.1).cmp(&(a.0, b.2, b.3, a.1)));
+    let total = rows.len();
+    rows.truncate(HISTORY_API_CHANGES_MAX);
+    Some(json!({
+        "metadata_offset": image.metadata_offset,
+        "total": total,
+        "changes": rows.into_iter().map(|(_, _, t, p, c)| change_view(t, p, c)).collect::<Vec<_>>(),
+    }))
+}
+
+/// Splits `orders-0` into topic and partition at the last `-` (topic names may hold `-`).
+pub fn parse_topic_partition(s: &str) -> Option<(&str, i32)> {
+    let (topic, partition) = s.rsplit_once('-')?;
+    let partition = partition.parse().ok().filter(|p: &i32| *p >= 0)?;
+    (!topic.is_empty()).then_some((topic, partition))
 }
 
 /// `/api/quorum`: the metadata quorum as this node's voter last saw it.
@@ -274,6 +343,7 @@ mod tests {
                     .map(|(i, p)| (i as i32, p))
                     .collect(),
                 configs: Default::default(),
+                history: Default::default(),
             }),
         );
         image
@@ -372,5 +442,74 @@ mod tests {
         unknown.voters[1].log_end_offset = -1;
         assert_eq!(quorum(&unknown, 2, false)["voters"][1]["lag"], Value::Null);
         assert_eq!(v["voters"][0]["is_leader"], true);
+    }
+
+    #[test]
+    fn history_is_newest_first_with_causes_and_one_partition_can_be_asked_for() {
+        use crate::metadata::{CauseKind, ChangeCause, MetadataRecord};
+        let topic_id = Uuid::from_u128(9);
+        let record = |p: i32, leader: i32, epoch: i32, isr: &[i32]| MetadataRecord::Partition {
+            topic_id,
+            partition: p,
+            registration: PartitionRegistration {
+                leader_epoch: epoch,
+                ..partition(leader, &[1, 2, 3], isr)
+            },
+        };
+        let cause = |kind, broker_id, time_ms| {
+            MetadataRecord::ChangeCause(ChangeCause {
+                kind,
+                broker_id,
+                time_ms,
+            })
+        };
+        let image = MetadataImage::default().apply(&[
+            MetadataRecord::Topic {
+                name: "orders-eu".into(),
+                topic_id,
+            },
+            cause(CauseKind::Created, -1, 100),
+            record(0, 1, 0, &[1, 2, 3]),
+            record(1, 2, 0, &[2, 3, 1]),
+            cause(CauseKind::BrokerFenced, 1, 200),
+            record(0, 2, 1, &[2, 3]),
+            cause(CauseKind::AutoRebalance, -1, 300),
+            record(0, 1, 2, &[2, 3, 1]),
+        ]);
+        let all = history(&image, None).unwrap();
+        assert_eq!(all["total"], 4);
+        let causes: Vec<&str> = all["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["cause"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            causes,
+            ["auto_rebalance", "broker_fenced", "created", "created"]
+        );
+        assert_eq!(
+            all["changes"][1]["description"],
+            "leader 1 → 2, ISR without 1: broker 1 fenced (session ended)"
+        );
+        assert_eq!(all["changes"][1]["broker_id"], 1);
+        assert_eq!(all["changes"][0]["broker_id"], Value::Null);
+
+        let one = history(&image, parse_topic_partition("orders-eu-1")).unwrap();
+        assert_eq!(one["total"], 1);
+        assert_eq!(one["changes"][0]["partition"], 1);
+        assert!(history(&image, Some(("orders-eu", 7))).is_none());
+        assert!(history(&image, Some(("nope", 0))).is_none());
+        assert_eq!(parse_topic_partition("orders"), None);
+        assert_eq!(parse_topic_partition("-3"), None);
+
+        let rows = partitions(&image, &HashMap::new(), |_| 1);
+        let p0 = rows["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["partition"] == 0)
+            .unwrap();
+        assert_eq!(p0["last_change"]["cause"], "auto_rebalance");
     }
 }

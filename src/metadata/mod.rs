@@ -14,9 +14,11 @@ use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
 
+pub mod history;
 pub mod publisher;
 pub mod records;
 
+pub use history::{CauseKind, ChangeCause, LeadershipChange, PartitionHistory};
 pub use publisher::MetadataPublisher;
 pub use records::MetadataRecord;
 
@@ -177,6 +179,9 @@ pub struct TopicImage {
     pub id: Uuid,
     pub partitions: BTreeMap<i32, PartitionRegistration>,
     pub configs: BTreeMap<String, String>,
+    /// Each partition's recent leader and ISR changes with their causes ([`history`]); shared
+    /// between images until a partition changes.
+    pub history: BTreeMap<i32, Arc<PartitionHistory>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -200,6 +205,9 @@ pub struct MetadataImage {
     /// The metadata log offset (Raft index) of the last batch applied: the image's version. A
     /// broker is caught up with the metadata log when its image has reached the controller's.
     pub metadata_offset: u64,
+    /// The cause of the latest decision ([`MetadataRecord::ChangeCause`]): stamped on the
+    /// partition changes replayed after it.
+    pub change_cause: ChangeCause,
 }
 
 impl MetadataImage {
@@ -322,6 +330,7 @@ impl MetadataImage {
                         id: *topic_id,
                         partitions: BTreeMap::new(),
                         configs: BTreeMap::new(),
+                        history: BTreeMap::new(),
                     }),
                 );
             }
@@ -329,11 +338,37 @@ impl MetadataImage {
                 topic_id,
                 partition,
                 registration,
+            } => {
+                let cause = self.change_cause;
+                match self.topic_mut(topic_id) {
+                    Some(topic) => {
+                        let before = topic.partitions.insert(*partition, registration.clone());
+                        if let Some(change) =
+                            LeadershipChange::between(cause, before.as_ref(), registration)
+                        {
+                            let h = topic.history.entry(*partition).or_default();
+                            history::record(Arc::make_mut(h), change);
+                        }
+                    }
+                    None => {
+                        tracing::warn!(%topic_id, partition, "partition record for unknown topic")
+                    }
+                }
+            }
+            MetadataRecord::ChangeCause(cause) => self.change_cause = *cause,
+            MetadataRecord::PartitionHistory {
+                topic_id,
+                partition,
+                changes,
             } => match self.topic_mut(topic_id) {
                 Some(topic) => {
-                    topic.partitions.insert(*partition, registration.clone());
+                    let mut h = PartitionHistory::new();
+                    for c in changes {
+                        history::record(&mut h, c.clone());
+                    }
+                    topic.history.insert(*partition, Arc::new(h));
                 }
-                None => tracing::warn!(%topic_id, partition, "partition record for unknown topic"),
+                None => tracing::warn!(%topic_id, partition, "history record for unknown topic"),
             },
             MetadataRecord::TopicConfig {
                 topic_id,
@@ -415,6 +450,14 @@ impl MetadataImage {
                     registration: reg.clone(),
                 }
             }));
+            // After the partitions, whose replay starts a history of its own.
+            records.extend(t.history.iter().map(|(&partition, changes)| {
+                MetadataRecord::PartitionHistory {
+                    topic_id: t.id,
+                    partition,
+                    changes: changes.iter().cloned().collect(),
+                }
+            }));
         }
         for (resource, configs) in &self.broker_configs {
             records.extend(
@@ -432,6 +475,9 @@ impl MetadataImage {
                 broker_id: -1,
                 next_block_start: self.next_producer_id_block_start,
             });
+        }
+        if self.change_cause != ChangeCause::UNKNOWN {
+            records.push(MetadataRecord::ChangeCause(self.change_cause));
         }
         records
     }

@@ -9,7 +9,7 @@
 //!
 //! Type bytes: 2 topic, 4 topic config, 5 broker config, 6 topic removal, 7 producer ids,
 //! 8 broker registration, 9 partition, 10 broker registration change, 11 cluster id, 12 partition
-//! being reassigned. Types 1 and 3 held the single-node broker and partition layouts; they are
+//! being reassigned, 13 change cause, 14 partition history. Types 1 and 3 held the single-node broker and partition layouts; they are
 //! retired, so a log written before the cluster shapes fails to decode rather than being read as
 //! something else.
 //!
@@ -20,7 +20,10 @@
 use uuid::Uuid;
 
 use crate::limits::METADATA_STRING_BYTES_MAX;
-use crate::metadata::{BrokerRegistration, Endpoint, LeaderRecoveryState, PartitionRegistration};
+use crate::metadata::{
+    BrokerRegistration, CauseKind, ChangeCause, Endpoint, LeaderRecoveryState, LeadershipChange,
+    PartitionRegistration,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetadataRecord {
@@ -65,6 +68,15 @@ pub enum MetadataRecord {
     },
     RemoveTopic {
         topic_id: Uuid,
+    },
+    /// Why the partition records after it are written (`metadata::history`): every decision that
+    /// changes partitions writes one first.
+    ChangeCause(ChangeCause),
+    /// A partition's whole recent history, replacing what replay made of it: a snapshot's copy.
+    PartitionHistory {
+        topic_id: Uuid,
+        partition: i32,
+        changes: Vec<LeadershipChange>,
     },
     /// A block of producer ids was handed to `broker_id`; ids below `next_block_start` are
     /// never handed out again.
@@ -153,6 +165,11 @@ impl Writer {
             Some(s) => self.string(s),
             None => self.out.extend_from_slice(&ABSENT.to_be_bytes()),
         }
+    }
+    fn cause(&mut self, c: &ChangeCause) {
+        self.u8(c.kind.to_wire());
+        self.i32(c.broker_id);
+        self.i64(c.time_ms);
     }
     fn ids(&mut self, ids: &[i32]) {
         if self.len("node id list", ids.len()) {
@@ -246,6 +263,13 @@ impl Reader<'_> {
         String::from_utf8(bytes.to_vec())
             .map(Some)
             .map_err(|_| RecordDecodeError("bad utf-8"))
+    }
+    fn cause(&mut self) -> Result<ChangeCause, RecordDecodeError> {
+        Ok(ChangeCause {
+            kind: CauseKind::from_wire(self.u8()?).ok_or(RecordDecodeError("bad cause"))?,
+            broker_id: self.i32()?,
+            time_ms: self.i64()?,
+        })
     }
     fn ids(&mut self) -> Result<Vec<i32>, RecordDecodeError> {
         let n = self.u16()? as usize;
@@ -346,6 +370,29 @@ impl MetadataRecord {
             MetadataRecord::RemoveTopic { topic_id } => {
                 w.u8(6);
                 w.uuid(topic_id);
+            }
+            MetadataRecord::ChangeCause(c) => {
+                w.u8(13);
+                w.cause(c);
+            }
+            MetadataRecord::PartitionHistory {
+                topic_id,
+                partition,
+                changes,
+            } => {
+                w.u8(14);
+                w.uuid(topic_id);
+                w.i32(*partition);
+                if w.len("history", changes.len()) {
+                    for c in changes {
+                        w.cause(&c.cause);
+                        w.i32(c.leader_before);
+                        w.i32(c.leader);
+                        w.i32(c.leader_epoch);
+                        w.ids(&c.isr_before);
+                        w.ids(&c.isr);
+                    }
+                }
             }
             MetadataRecord::ProducerIds {
                 broker_id,
@@ -453,6 +500,32 @@ impl MetadataRecord {
             6 => MetadataRecord::RemoveTopic {
                 topic_id: r.uuid()?,
             },
+            13 => MetadataRecord::ChangeCause(r.cause()?),
+            14 => {
+                let topic_id = r.uuid()?;
+                let partition = r.i32()?;
+                let n = r.u16()? as usize;
+                // Each change takes at least 29 bytes (a cause, three ids, two empty lists).
+                if r.0.len() < n * 29 {
+                    return Err(RecordDecodeError("truncated history"));
+                }
+                let mut changes = Vec::with_capacity(n);
+                for _ in 0..n {
+                    changes.push(LeadershipChange {
+                        cause: r.cause()?,
+                        leader_before: r.i32()?,
+                        leader: r.i32()?,
+                        leader_epoch: r.i32()?,
+                        isr_before: r.ids()?,
+                        isr: r.ids()?,
+                    });
+                }
+                MetadataRecord::PartitionHistory {
+                    topic_id,
+                    partition,
+                    changes,
+                }
+            }
             7 => MetadataRecord::ProducerIds {
                 broker_id: r.i32()?,
                 next_block_start: r.i64()?,
@@ -540,6 +613,37 @@ mod tests {
             MetadataRecord::ProducerIds {
                 broker_id: 1,
                 next_block_start: 2000,
+            },
+            MetadataRecord::ChangeCause(ChangeCause {
+                kind: CauseKind::ControlledShutdown,
+                broker_id: 3,
+                time_ms: 1_764_000_000_000,
+            }),
+            MetadataRecord::PartitionHistory {
+                topic_id: id,
+                partition: 2,
+                changes: vec![
+                    LeadershipChange {
+                        cause: ChangeCause::UNKNOWN,
+                        leader_before: -1,
+                        leader: 1,
+                        leader_epoch: 0,
+                        isr_before: vec![],
+                        isr: vec![1, 2],
+                    },
+                    LeadershipChange {
+                        cause: ChangeCause {
+                            kind: CauseKind::BrokerFenced,
+                            broker_id: 1,
+                            time_ms: 5,
+                        },
+                        leader_before: 1,
+                        leader: 2,
+                        leader_epoch: 1,
+                        isr_before: vec![1, 2],
+                        isr: vec![2],
+                    },
+                ],
             },
         ];
         let mut bytes = Vec::new();

@@ -41,6 +41,7 @@ use crate::clock::SharedClock;
 use crate::errors::ApiError;
 use crate::limits::ALTER_PARTITION_RETRY_BACKOFF_MS;
 use crate::metadata::LeaderRecoveryState;
+use crate::metrics::ReplicaStats;
 
 /// One partition's proposed change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +114,9 @@ pub struct AlterPartitionManager {
     /// (topic id, partition) → the newest proposal not yet sent.
     waiting: Mutex<BTreeMap<(Uuid, i32), Waiting>>,
     wake: Notify,
+    /// Counts the ISR changes committed through this manager's answers (the replica manager
+    /// counts those it learns from an image first; see [`ReplicaStats`]).
+    stats: ReplicaStats,
 }
 
 impl std::fmt::Debug for AlterPartitionManager {
@@ -124,10 +128,12 @@ impl std::fmt::Debug for AlterPartitionManager {
 }
 
 impl AlterPartitionManager {
+    /// `stats` shares its counters with the replica manager's.
     pub fn new(
         node_id: i32,
         brokers: Arc<BrokerView>,
         clock: SharedClock,
+        stats: ReplicaStats,
     ) -> AlterPartitionManager {
         AlterPartitionManager {
             node_id,
@@ -137,6 +143,7 @@ impl AlterPartitionManager {
             default_sender: RwLock::new(Arc::new(NoController)),
             waiting: Mutex::new(BTreeMap::new()),
             wake: Notify::new(),
+            stats,
         }
     }
 
@@ -282,9 +289,16 @@ impl AlterPartitionManager {
             let key = (w.partition.topic_id, w.partition.tp.partition);
             match by_partition.remove(&key) {
                 Some(answer) => {
+                    let before = w.partition.state();
                     let outcome =
                         w.partition
                             .on_alter_partition_answer(w.proposal.id, &answer, now_ms);
+                    if let AlterPartitionOutcome::Commit(committed, partition_epoch) = &outcome {
+                        // Counted here unless an image brought the change first.
+                        if *partition_epoch > before.partition_epoch {
+                            self.stats.isr_changed(before.isr(), &committed.isr);
+                        }
+                    }
                     if outcome == AlterPartitionOutcome::Retry {
                         self.retry(w, retry_at);
                     }

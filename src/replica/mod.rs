@@ -102,10 +102,12 @@ impl ReplicaManager {
             brokers.clone(),
             config.kraft.inter_broker_listener_name.clone(),
         );
+        let stats = ReplicaStats::default();
         let alter_partition = Arc::new(AlterPartitionManager::new(
             config.node_id,
             brokers.clone(),
             clock.clone(),
+            stats.clone(),
         ));
         ReplicaManager {
             node_id: config.node_id,
@@ -119,7 +121,7 @@ impl ReplicaManager {
             brokers,
             fetchers,
             alter_partition,
-            stats: ReplicaStats::default(),
+            stats,
         }
     }
 
@@ -401,8 +403,10 @@ impl ReplicaManager {
                     tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "becoming leader failed");
                 } else if before.role == Role::Leader
                     && before.leader_epoch == local.registration.leader_epoch
+                    && before.partition_epoch < local.registration.partition_epoch
                 {
-                    // Same leader, same epoch, new partition epoch: a committed ISR change.
+                    // Same leader, same epoch, new partition epoch: a committed ISR change
+                    // (counted by the AlterPartition manager instead if its answer came first).
                     self.stats
                         .isr_changed(before.isr(), &local.registration.isr);
                 }

@@ -198,6 +198,19 @@ fn route(path: &str, ctx: &Context) -> Response {
                     })
             }))
         }
+        "/api/history" => {
+            json(insight::views::history(&ctx.image(), None).expect("no partition asked for"))
+        }
+        _ if path.starts_with("/api/history/") => {
+            let name = &path["/api/history/".len()..];
+            match insight::views::parse_topic_partition(name) {
+                None => Response::error(400, "expected /api/history/<topic>-<partition>"),
+                Some(tp) => match insight::views::history(&ctx.image(), Some(tp)) {
+                    Some(v) => json(v),
+                    None => Response::error(404, "no such partition"),
+                },
+            }
+        }
         "/api/quorum" => json(insight::views::quorum(
             &ctx.controller.quorum(),
             ctx.node_id,

@@ -183,6 +183,7 @@ fn image(leader: i32, epoch: i32) -> MetadataImage {
         )]
         .into(),
         configs: Default::default(),
+        history: Default::default(),
     };
     image
         .topics
