@@ -124,6 +124,19 @@ pub struct ReadResult {
     /// Set when the reader's last fetched epoch diverges from this log (Fetch v12+): no records,
     /// and the reader truncates to `end_offset`.
     pub diverging_epoch: Option<EpochEndOffset>,
+    /// This replica led the partition when it was read (a consumer read on a follower is a
+    /// follower read, KIP-392).
+    pub as_leader: bool,
+}
+
+/// What a leader knows when it picks a consumer's preferred read replica
+/// ([`super::read_replica`]): its offsets, its committed ISR, and every follower's state from
+/// that follower's fetches.
+#[derive(Debug, Clone)]
+pub struct LeaderReadView {
+    pub offsets: Offsets,
+    pub isr: Vec<i32>,
+    pub followers: Vec<(i32, ReplicaState)>,
 }
 
 pub struct Partition {
@@ -913,11 +926,15 @@ impl Partition {
     /// answer is empty. A diverging last fetched epoch answers with no records and the epoch's
     /// end instead. The partition lock is held for the checks only, not for the read.
     pub fn read(&self, fetch_offset: i64, params: &FetchParams) -> Result<ReadResult, ApiError> {
-        let offsets = self.check_read(&self.lock(), params)?;
+        let (offsets, as_leader) = {
+            let state = self.lock();
+            (self.check_read(&state, params)?, state.role == Role::Leader)
+        };
         let empty = |diverging_epoch| ReadResult {
             records: bytes::Bytes::new(),
             offsets,
             diverging_epoch,
+            as_leader,
         };
         if let Some(end) = self.diverging_epoch(fetch_offset, offsets.log_start_offset, params)? {
             return Ok(empty(Some(end)));
@@ -939,7 +956,40 @@ impl Partition {
             records,
             offsets,
             diverging_epoch: None,
+            as_leader,
         })
+    }
+
+    /// `Some` only while this replica leads: the offsets (after the reader's leader epoch was
+    /// checked, as Kafka's `fetchOffsetSnapshot` checks it), the committed ISR and the
+    /// followers' states, for choosing a consumer's preferred read replica. `None` on a
+    /// follower, which never redirects a consumer (Kafka: `leaderIdIfLocal`).
+    pub fn leader_read_view(
+        &self,
+        current_leader_epoch: Option<i32>,
+    ) -> Result<Option<LeaderReadView>, ApiError> {
+        let state = self.lock();
+        decisions::check_current_leader_epoch(
+            state.leader_epoch,
+            current_leader_epoch.unwrap_or(-1),
+        )?;
+        if state.role != Role::Leader {
+            return Ok(None);
+        }
+        Ok(Some(LeaderReadView {
+            offsets: Offsets {
+                log_start_offset: self.log.log_start_offset(),
+                high_watermark: state.high_watermark,
+                log_end_offset: self.log.log_end_offset(),
+                leader_epoch: state.leader_epoch,
+            },
+            isr: state.isr().to_vec(),
+            followers: state
+                .remote_replicas
+                .iter()
+                .map(|(id, r)| (*id, *r))
+                .collect(),
+        }))
     }
 
     /// What a parked fetch checks on each wake-up (Kafka's `DelayedFetch#tryComplete`): the
