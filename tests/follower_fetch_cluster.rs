@@ -754,3 +754,172 @@ async fn an_offset_past_the_follower_log_end_sends_the_consumer_back_to_the_lead
     });
     cluster.stop_all();
 }
+
+/// Percentile `q` (0..=1) of sorted `v`.
+fn percentile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// One steady-load run: a producer (acks=all, no linger) sends `rate` records a second to one
+/// partition led by broker 1 for `duration`; a consumer in rack-1 reads from the leader, one
+/// in rack-2 from follower 2. Each record carries its send time; returns the produce → consume
+/// latencies (ms) of each consumer and the follower's high-watermark lag behind the leader's
+/// in records, sampled every 20 ms.
+async fn steady_load(
+    cluster: &Cluster,
+    topic: &str,
+    p: i32,
+    rate: u32,
+    duration: Duration,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let base = Instant::now();
+    let total = (rate as f64 * duration.as_secs_f64()) as usize;
+    let start_offset = cluster
+        .wait_for("the leader's high watermark", DEADLINE, || async {
+            let a = consumer_fetch(cluster, 1, topic, p, 0, "", 0).await?;
+            (a.error_code == 0).then_some(a.high_watermark)
+        })
+        .await;
+    let warm = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let readers: Vec<_> = ["rack-1", RACK]
+        .into_iter()
+        .map(|rack| {
+            let c = rdkafka_consumer(cluster, rack);
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset(topic, p, Offset::Offset(start_offset))
+                .unwrap();
+            c.assign(&tpl).unwrap();
+            let warm = warm.clone();
+            std::thread::spawn(move || {
+                let mut latencies = Vec::new();
+                let mut warmed = false;
+                let deadline = Instant::now() + duration + DEADLINE;
+                while latencies.len() < total && Instant::now() < deadline {
+                    if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+                        let payload = std::str::from_utf8(m.payload().unwrap()).unwrap();
+                        // Warm-up records (connections, metadata, the redirect) do not count.
+                        match payload.parse::<u64>() {
+                            Ok(sent) => latencies
+                                .push((base.elapsed().as_micros() as u64 - sent) as f64 / 1000.0),
+                            Err(_) if !warmed => {
+                                warmed = true;
+                                warm.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                }
+                drop_consumer(c);
+                latencies
+            })
+        })
+        .collect();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap())
+        .set("acks", "all")
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    // Warm up until both consumers have read a record.
+    let warm_deadline = Instant::now() + DEADLINE;
+    while warm.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < warm_deadline, "consumers never warmed up");
+        producer
+            .send(
+                FutureRecord::<(), _>::to(topic)
+                    .partition(p)
+                    .payload("warm-up"),
+                Duration::from_secs(10),
+            )
+            .await
+            .map_err(|(e, _)| e)
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let interval = Duration::from_secs_f64(1.0 / rate as f64);
+    let mut lag = Vec::new();
+    let first = Instant::now();
+    let mut next_sample = first;
+    let mut pending = Vec::new();
+    for i in 0..total {
+        let at = first + interval * i as u32;
+        while Instant::now() < at {
+            if Instant::now() >= next_sample {
+                let f = consumer_fetch(cluster, FOLLOWER, topic, p, 0, "rack-1", 0)
+                    .await
+                    .unwrap()
+                    .high_watermark;
+                let l = consumer_fetch(cluster, 1, topic, p, 0, "", 0)
+                    .await
+                    .unwrap()
+                    .high_watermark;
+                lag.push((l - f).max(0) as f64);
+                next_sample += Duration::from_millis(20);
+            }
+            tokio::time::sleep_until((at.min(next_sample)).into()).await;
+        }
+        let value = base.elapsed().as_micros().to_string();
+        pending.push(
+            producer
+                .send_result(
+                    FutureRecord::<(), _>::to(topic)
+                        .partition(p)
+                        .payload(&value),
+                )
+                .map_err(|(e, _)| e)
+                .unwrap(),
+        );
+    }
+    for f in pending {
+        f.await.unwrap().map_err(|(e, _)| e).unwrap();
+    }
+    let mut out: Vec<Vec<f64>> = Vec::new();
+    for r in readers {
+        let mut v = tokio::task::block_in_place(|| r.join().unwrap());
+        assert_eq!(v.len(), total, "a consumer missed records");
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        out.push(v);
+    }
+    lag.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let follower = out.pop().unwrap();
+    let leader = out.pop().unwrap();
+    (leader, follower, lag)
+}
+
+/// The figures of the report: produce → consume latency reading from the leader and from a
+/// follower, and the follower's high-watermark lag, at a steady 200 and 20 records a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_reads_under_steady_load_latency_and_high_watermark_lag() {
+    let mut cluster = start("rff-latency", &[SELECTOR], |_| Vec::new());
+    let topic = "rff-latency";
+    let partitions = create_topic(&cluster, topic, 3).await;
+    let Some((&p, _)) = partitions.iter().find(|(_, s)| s.leader == 1) else {
+        panic!("no partition led by broker 1: {partitions:?}");
+    };
+    let before = served(&cluster, FOLLOWER).await;
+    for rate in [200, 20] {
+        let (leader, follower, lag) =
+            steady_load(&cluster, topic, p, rate, Duration::from_secs(8)).await;
+        println!(
+            "rff: {rate}/s: e2e latency ms leader read p50 {:.1} p99 {:.1}, follower read p50 {:.1} p99 {:.1}; follower hw lag records p50 {} p99 {} max {}",
+            percentile(&leader, 0.5),
+            percentile(&leader, 0.99),
+            percentile(&follower, 0.5),
+            percentile(&follower, 0.99),
+            percentile(&lag, 0.5),
+            percentile(&lag, 0.99),
+            lag.last().copied().unwrap_or(0.0),
+        );
+        // The follower serves within a replica fetch round of the leader.
+        assert!(
+            percentile(&follower, 0.5) < percentile(&leader, 0.5) + 500.0,
+            "follower reads lag leader reads by more than replica.fetch.wait.max.ms"
+        );
+    }
+    let d = served(&cluster, FOLLOWER).await.minus(before);
+    assert!(d.consumers_as_follower > 0, "{d:?}");
+    cluster.stop_all();
+}

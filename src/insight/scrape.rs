@@ -376,6 +376,7 @@ mod tests {
             leader_epoch_start_offset: None,
             remote_replicas: BTreeMap::new(),
             follower_lag: None,
+            high_watermark_sent: Default::default(),
         }
     }
 

@@ -65,6 +65,10 @@ pub struct PartitionState {
     /// Follower only: how far this log was behind the leader's high watermark at the last
     /// fetch response (Kafka's fetcher lag); `None` before the first one.
     pub follower_lag: Option<i64>,
+    /// Leader only: the high watermark last read for each follower's fetch, which its answer
+    /// carried. A parked follower fetch is answered as soon as the high watermark passes it
+    /// ([`decisions::answer_follower_fetch_now`]). Empty on a follower.
+    pub high_watermark_sent: BTreeMap<i32, i64>,
 }
 
 impl PartitionState {
@@ -201,6 +205,7 @@ impl Partition {
                 leader_epoch_start_offset: None,
                 remote_replicas: BTreeMap::new(),
                 follower_lag: None,
+                high_watermark_sent: BTreeMap::new(),
             }),
             watchers: Mutex::new(Vec::new()),
         }
@@ -263,6 +268,9 @@ impl Partition {
                 "became leader"
             );
         }
+        if is_new_leader_epoch {
+            state.high_watermark_sent.clear();
+        }
         state.role = Role::Leader;
         state.leader = self.node_id;
         state.leader_epoch = reg.leader_epoch;
@@ -302,6 +310,7 @@ impl Partition {
         state.leader_epoch = reg.leader_epoch;
         state.partition_epoch = reg.partition_epoch;
         state.leader_epoch_start_offset = None;
+        state.high_watermark_sent.clear();
         if is_new_leader_epoch {
             state.follower_lag = None;
         }
@@ -927,8 +936,15 @@ impl Partition {
     /// end instead. The partition lock is held for the checks only, not for the read.
     pub fn read(&self, fetch_offset: i64, params: &FetchParams) -> Result<ReadResult, ApiError> {
         let (offsets, as_leader) = {
-            let state = self.lock();
-            (self.check_read(&state, params)?, state.role == Role::Leader)
+            let mut state = self.lock();
+            let offsets = self.check_read(&state, params)?;
+            let as_leader = state.role == Role::Leader;
+            if as_leader && params.is_from_follower() {
+                state
+                    .high_watermark_sent
+                    .insert(params.replica_id, offsets.high_watermark);
+            }
+            (offsets, as_leader)
         };
         let empty = |diverging_epoch| ReadResult {
             records: bytes::Bytes::new(),
@@ -997,14 +1013,28 @@ impl Partition {
     /// was parked) up to the read's bound, counted from the log's positions without reading
     /// records. `None` when the fetch must be answered now without waiting for more bytes:
     /// leadership or the leader epoch changed, the fetch offset left the log, the log was
-    /// truncated under the position, or the reader's epoch now diverges.
+    /// truncated under the position, the reader's epoch now diverges, or (a follower's fetch
+    /// to this leader) the high watermark moved past the one the follower was last sent.
     pub fn bytes_available(
         &self,
         fetch_offset: i64,
         start: &LogPosition,
         params: &FetchParams,
     ) -> Option<u64> {
-        let offsets = self.check_read(&self.lock(), params).ok()?;
+        let offsets = {
+            let state = self.lock();
+            let offsets = self.check_read(&state, params).ok()?;
+            if params.is_from_follower()
+                && state.role == Role::Leader
+                && decisions::answer_follower_fetch_now(
+                    state.high_watermark,
+                    state.high_watermark_sent.get(&params.replica_id).copied(),
+                )
+            {
+                return None;
+            }
+            offsets
+        };
         if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.log_end_offset {
             return None;
         }
