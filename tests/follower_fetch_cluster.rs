@@ -9,12 +9,16 @@
 //!   bytes to consumers; the Java consumer's own `preferred-read-replica` metric names broker 2.
 //! - Without the selector the leaders serve the same consumers and broker 2 serves nothing.
 //! - Raw frames: the leader's answer names the preferred replica at once (no long poll) with
-//!   empty records and the offsets; broker 2 stopped with SIGSTOP leaves the ISR and the next
-//!   fetch to the leader is served by the leader; after SIGCONT it rejoins the ISR and is named
-//!   again.
+//!   empty records and the offsets; ListOffsets and OffsetForLeaderEpoch are refused by the
+//!   follower. Broker 2 stopped with SIGSTOP leaves the ISR, the next fetch to the leader is
+//!   served by the leader, and a Java consumer that was reading from broker 2 reads on from the
+//!   leader; after SIGCONT broker 2 rejoins the ISR and is named again.
 //! - A fetch past a follower's log end gets OFFSET_OUT_OF_RANGE from the follower, and a
 //!   librdkafka consumer sent there by a seek goes back to the leader and reads on from that
 //!   offset, with no offset reset.
+//!
+//! - Under a steady acks=all load, produce → consume latency reading from the leader and from a
+//!   follower, and the follower's high-watermark lag.
 //!
 //! Figures are printed as `rff:` lines (`--nocapture`). Every wait has a deadline.
 
@@ -46,6 +50,7 @@ const SELECTOR: &str =
 const RACK: &str = "rack-2";
 const FOLLOWER: i32 = 2;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 fn start(name: &str, settings: &[&str], node: impl Fn(&NodePorts) -> Vec<String>) -> Cluster {
     let mut all = vec!["offsets.topic.num.partitions=1"];
@@ -403,15 +408,16 @@ fn kcat_read(cluster: &Cluster, topic: &str, partition: i32, rack: &str) -> Vec<
         .collect()
 }
 
-/// The Java consumer (`integration/programs/RackConsumer.java`): per partition, the records read
-/// and its `preferred-read-replica` metric.
-fn java_read(
+/// The Java consumer (`integration/programs/RackConsumer.java`) as a command: reads
+/// `partitions` until `expect` records each, with further consumer properties `extra`.
+fn java_command(
     cluster: &Cluster,
     topic: &str,
     partitions: &[i32],
     rack: &str,
     expect: i64,
-) -> BTreeMap<i32, (i64, String)> {
+    extra: &[&str],
+) -> Command {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let libs = Command::new("bash")
         .arg(root.join("integration/kafka-libs.sh"))
@@ -425,24 +431,22 @@ fn java_read(
         .unwrap()
         .to_owned();
     let list: Vec<String> = partitions.iter().map(i32::to_string).collect();
-    let out = Command::new("java")
-        .args([
-            "-Xmx256m",
-            "-XX:TieredStopAtLevel=1",
-            "-cp",
-            &format!("{libs}/*"),
-        ])
-        .arg(root.join("integration/programs/RackConsumer.java"))
-        .args([
-            &cluster.bootstrap(),
-            topic,
-            &list.join(","),
-            rack,
-            &expect.to_string(),
-            "60000",
-        ])
-        .output()
-        .expect("run java");
+    let mut c = Command::new("java");
+    c.args([
+        "-Xmx256m",
+        "-XX:TieredStopAtLevel=1",
+        "-cp",
+        &format!("{libs}/*"),
+    ])
+    .arg(root.join("integration/programs/RackConsumer.java"))
+    .args([&cluster.bootstrap(), topic, &list.join(","), rack])
+    .args([&expect.to_string(), "60000"])
+    .args(extra);
+    c
+}
+
+/// Per partition, the records the Java consumer read and its `preferred-read-replica` metric.
+fn java_results(out: std::process::Output) -> BTreeMap<i32, (i64, String)> {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -463,7 +467,56 @@ fn java_read(
         .collect()
 }
 
+fn java_read(
+    cluster: &Cluster,
+    topic: &str,
+    partitions: &[i32],
+    rack: &str,
+    expect: i64,
+) -> BTreeMap<i32, (i64, String)> {
+    let out = java_command(cluster, topic, partitions, rack, expect, &[])
+        .output()
+        .expect("run java");
+    java_results(out)
+}
+
 const RECORDS: i64 = 300;
+
+/// ListOffsets (v7, latest) and OffsetForLeaderEpoch (v4, as a consumer) of one partition
+/// through node `id`: the two error codes.
+async fn leader_only_answers(
+    cluster: &Cluster,
+    id: i32,
+    topic: &str,
+    partition: i32,
+) -> (i16, i16) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{ListOffsetsRequest, OffsetForLeaderEpochRequest};
+    let name = || TopicName(StrBytes::from_string(topic.to_owned()));
+    let mut client = RawClient::connect(cluster.nodes[&id].client_addr()).await;
+    let list = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name())
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-1)])]);
+    let list = client.call(7, &list).await.topics[0].partitions[0].error_code;
+    let epochs = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(name())
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(partition)
+                .with_current_leader_epoch(-1)
+                .with_leader_epoch(0)])]);
+    let epochs = client.call(4, &epochs).await.topics[0].partitions[0].error_code;
+    (list, epochs)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rack_2_consumers_read_from_broker_2_with_the_selector_and_from_leaders_without() {
@@ -495,8 +548,7 @@ async fn rack_2_consumers_read_from_broker_2_with_the_selector_and_from_leaders_
             (RECORDS, RECORDS, 0)
         );
         assert!(took < Duration::from_secs(5), "redirect took {took:?}");
-        // Another rack, or none: the leader serves (rack-1/rack-3 hold the leader or a
-        // follower, so either the leader or that follower; no rack: always the leader).
+        // No client rack, or the leader's own rack: the leader serves.
         let a = consumer_fetch(&cluster, leader, topic, p, 0, "", 0)
             .await
             .unwrap();
@@ -506,6 +558,15 @@ async fn rack_2_consumers_read_from_broker_2_with_the_selector_and_from_leaders_
             .await
             .unwrap();
         assert_eq!((a.preferred_read_replica, a.records > 0), (-1, true));
+        // ListOffsets and OffsetForLeaderEpoch stay leader-only, as in Kafka.
+        assert_eq!(
+            leader_only_answers(&cluster, FOLLOWER, topic, p).await,
+            (NOT_LEADER_OR_FOLLOWER, NOT_LEADER_OR_FOLLOWER)
+        );
+        assert_eq!(
+            leader_only_answers(&cluster, leader, topic, p).await,
+            (0, 0)
+        );
         // A follower never redirects; it serves.
         let a = consumer_fetch(&cluster, FOLLOWER, topic, p, 0, "rack-1", 0)
             .await
@@ -622,7 +683,12 @@ async fn rack_2_consumers_read_from_broker_2_with_the_selector_and_from_leaders_
 async fn a_stopped_follower_leaves_the_isr_and_is_no_longer_chosen_then_is_again() {
     let mut cluster = start(
         "rff-sigstop",
-        &[SELECTOR, "replica.lag.time.max.ms=2000"],
+        &[
+            SELECTOR,
+            "replica.lag.time.max.ms=2000",
+            "broker.session.timeout.ms=3000",
+            "broker.heartbeat.interval.ms=500",
+        ],
         |_| Vec::new(),
     );
     let topic = "rff-stop";
@@ -635,6 +701,31 @@ async fn a_stopped_follower_leaves_the_isr_and_is_no_longer_chosen_then_is_again
         .await
         .unwrap();
     assert_eq!(a.preferred_read_replica, FOLLOWER);
+
+    // A Java consumer in rack-2 reads through broker 2 while it runs.
+    let java = java_command(
+        &cluster,
+        topic,
+        &[p],
+        RACK,
+        100,
+        &["request.timeout.ms=3000"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("run java");
+    let bytes = log_bytes(&cluster, topic, &[p]);
+    cluster
+        .wait_for(
+            "the Java consumer reading from broker 2",
+            DEADLINE,
+            || async {
+                (served(&cluster, FOLLOWER).await.consumers_as_follower >= bytes).then_some(())
+            },
+        )
+        .await;
+    let leader_before = served(&cluster, leader).await;
 
     cluster.signal(FOLLOWER, libc::SIGSTOP);
     let stopped = Instant::now();
@@ -654,8 +745,24 @@ async fn a_stopped_follower_leaves_the_isr_and_is_no_longer_chosen_then_is_again
         (a.error_code, a.preferred_read_replica, a.records > 0),
         (0, -1, true)
     );
-    // Writes go on without it, and a rack-2 consumer reads them all from the leader.
+    // Writes go on without it; the Java consumer moves off broker 2 and reads them from the
+    // leader (it gives up on the silent broker after request.timeout.ms and, once broker 2 is
+    // fenced and gone from the metadata, fetches from the leader).
     produce(&cluster, topic, &[p], 50, 50, "all").await;
+    let moved = Instant::now();
+    let out = tokio::task::block_in_place(|| java.wait_with_output()).expect("java");
+    let got = java_results(out);
+    println!(
+        "rff: the Java consumer read on from the leader {:?} after the last write: {got:?}",
+        moved.elapsed()
+    );
+    assert_eq!(got[&p].0, 100, "{got:?}");
+    let d = served(&cluster, leader).await.minus(leader_before);
+    assert!(
+        d.consumers_as_leader > 0,
+        "the leader served the Java consumer: {d:?}"
+    );
+    // A new rack-2 consumer reads everything from the leader.
     let before = served(&cluster, leader).await;
     assert_eq!(rdkafka_read(&cluster, topic, &[p], RACK, 100), 100);
     let d = served(&cluster, leader).await.minus(before);

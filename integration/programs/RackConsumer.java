@@ -4,7 +4,8 @@
 // own `preferred-read-replica` fetch metric (consumer-fetch-manager-metrics, -1 = the leader).
 //
 // Run as a single source file: java -cp "$(integration/kafka-libs.sh)/*" RackConsumer.java
-//   BOOTSTRAP TOPIC PARTITIONS(comma separated) RACK EXPECT TIMEOUT_MS
+//   BOOTSTRAP TOPIC PARTITIONS(comma separated) RACK EXPECT TIMEOUT_MS [KEY=VALUE ...]
+// (the optional KEY=VALUE pairs are further consumer properties).
 // Output lines: `partition P records N preferred-read-replica R`; exit 1 when the records did
 // not all arrive before the timeout or an offset was skipped or repeated.
 
@@ -43,6 +44,10 @@ public class RackConsumer {
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        for (int i = 6; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            props.put(kv[0], kv[1]);
+        }
         Map<Integer, Long> next = new HashMap<>();
         int status = 0;
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {

@@ -14,6 +14,12 @@
 //! only to an assigned replica of a partition this node leads; anyone else claiming a broker id
 //! is refused as Kafka refuses it (`Partition::read`).
 //!
+//! Read from follower (KIP-392): a consumer's fetch (v11+, which carries the client's rack) to a
+//! leader with `replica.selector.class` set may be answered at once with a
+//! `preferred_read_replica` and no records ([`crate::replica::read_replica`]); on a follower a
+//! consumer reads up to the follower's high watermark and parks between it and the log end,
+//! like any long poll. Record bytes sent are counted by role (`FetchServedStats`).
+//!
 //! From v16 a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer names the partition's current
 //! leader and epoch, and the response lists the endpoints of the leaders it names (KIP-951).
 
