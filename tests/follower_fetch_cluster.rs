@@ -32,8 +32,9 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -311,7 +312,28 @@ async fn consumer_fetch(
     })
 }
 
-fn rdkafka_consumer(cluster: &Cluster, rack: &str) -> BaseConsumer {
+/// Which broker librdkafka says it fetches each partition from, as its statistics report it,
+/// with consecutive repeats dropped.
+#[derive(Default)]
+struct FetchingFrom(std::sync::Mutex<BTreeMap<i32, Vec<i32>>>);
+
+impl ClientContext for FetchingFrom {
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        let mut seen = self.0.lock().unwrap();
+        for topic in statistics.topics.values() {
+            for (p, s) in &topic.partitions {
+                let v = seen.entry(*p).or_default();
+                if *p >= 0 && s.broker >= 0 && v.last() != Some(&s.broker) {
+                    v.push(s.broker);
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for FetchingFrom {}
+
+fn rdkafka_config(cluster: &Cluster, rack: &str) -> ClientConfig {
     ClientConfig::new()
         .set("bootstrap.servers", cluster.bootstrap())
         .set("group.id", format!("rff-{rack}"))
@@ -320,8 +342,11 @@ fn rdkafka_consumer(cluster: &Cluster, rack: &str) -> BaseConsumer {
         // An offset reset is an error here, never a silent jump.
         .set("auto.offset.reset", "error")
         .set("fetch.wait.max.ms", "100")
-        .create()
-        .unwrap()
+        .clone()
+}
+
+fn rdkafka_consumer(cluster: &Cluster, rack: &str) -> BaseConsumer {
+    rdkafka_config(cluster, rack).create().unwrap()
 }
 
 /// librdkafka with `client.rack`: reads `partitions` from `from` until each has `until`,
@@ -370,7 +395,7 @@ fn rdkafka_read(
 }
 
 /// Dropping a librdkafka consumer can hang: drop it on a thread, bounded.
-fn drop_consumer(consumer: BaseConsumer) {
+fn drop_consumer<C: ConsumerContext + 'static>(consumer: BaseConsumer<C>) {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         drop(consumer);
@@ -806,7 +831,10 @@ async fn an_offset_past_the_follower_log_end_sends_the_consumer_back_to_the_lead
     let cluster_ref = &cluster;
     tokio::task::block_in_place(|| {
         let deadline = Instant::now() + 3 * DEADLINE;
-        let consumer = rdkafka_consumer(cluster_ref, RACK);
+        let consumer: BaseConsumer<FetchingFrom> = rdkafka_config(cluster_ref, RACK)
+            .set("statistics.interval.ms", "100")
+            .create_with_context(FetchingFrom::default())
+            .unwrap();
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, p, Offset::Beginning)
             .unwrap();
@@ -856,7 +884,21 @@ async fn an_offset_past_the_follower_log_end_sends_the_consumer_back_to_the_lead
         next = 30;
         read_to(35, &mut next);
         let d = rt.block_on(served(cluster_ref, leader)).minus(before);
-        println!("rff: after the seek past broker 2's log end, leader {leader} served {d:?}");
+        let fetching_from = consumer
+            .context()
+            .0
+            .lock()
+            .unwrap()
+            .get(&p)
+            .cloned()
+            .unwrap_or_default();
+        println!("rff: after the seek past broker 2's log end, leader {leader} served {d:?}; librdkafka fetched from {fetching_from:?}");
+        // From broker 2, then (OFFSET_OUT_OF_RANGE) from the leader.
+        let on_follower = fetching_from.iter().position(|b| *b == FOLLOWER);
+        assert!(
+            on_follower.is_some_and(|i| fetching_from[i..].contains(&leader)),
+            "librdkafka went from broker 2 back to leader {leader}: {fetching_from:?}"
+        );
         drop_consumer(consumer);
     });
     cluster.stop_all();
