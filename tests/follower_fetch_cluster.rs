@@ -507,6 +507,9 @@ fn java_read(
 
 const RECORDS: i64 = 300;
 
+/// A stock client reading the partitions of a test.
+type ClientRead<'a> = Box<dyn Fn(&Cluster) + 'a>;
+
 /// ListOffsets (v7, latest) and OffsetForLeaderEpoch (v4, as a consumer) of one partition
 /// through node `id`: the two error codes.
 async fn leader_only_answers(
@@ -602,7 +605,7 @@ async fn rack_2_consumers_read_from_broker_2_with_the_selector_and_from_leaders_
         );
     }
 
-    let clients: [(&str, Box<dyn Fn(&Cluster)>); 3] = [
+    let clients: [(&str, ClientRead); 3] = [
         (
             "librdkafka",
             Box::new(|c: &Cluster| {
