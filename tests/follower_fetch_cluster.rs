@@ -665,6 +665,27 @@ async fn rack_2_consumers_read_from_broker_2_with_the_selector_and_from_leaders_
             d[&FOLLOWER].consumers_as_follower + d[&FOLLOWER].consumers_as_leader
         );
     }
+    // A consumer long-polling broker 2 at its high watermark is answered with the next write,
+    // long before max_wait_ms: the leader's high watermark reaches broker 2 in one round trip
+    // and wakes the parked fetch.
+    let p = elsewhere[0];
+    let parked = {
+        let cluster = &cluster;
+        async move {
+            let started = Instant::now();
+            let a = consumer_fetch(cluster, FOLLOWER, topic, p, RECORDS, RACK, 20_000)
+                .await
+                .unwrap();
+            (a, started.elapsed())
+        }
+    };
+    // Whether the write lands before the fetch parks or after, the answer carries it.
+    let one = [p];
+    let write = produce(&cluster, topic, &one, RECORDS as usize, 1, "all");
+    let ((a, took), ()) = tokio::join!(parked, write);
+    println!("rff: a fetch parked on broker 2 at its high watermark answered after {took:?}");
+    assert_eq!((a.error_code, a.high_watermark), (0, RECORDS + 1));
+    assert!(a.records > 0 && took < Duration::from_secs(15), "{took:?}");
     cluster.stop_all();
 
     // Without the selector: the leaders serve, broker 2 serves nothing to these consumers.
