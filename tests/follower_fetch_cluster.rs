@@ -735,8 +735,8 @@ async fn a_stopped_follower_leaves_the_isr_and_is_no_longer_chosen_then_is_again
         &[
             SELECTOR,
             "replica.lag.time.max.ms=2000",
-            "broker.session.timeout.ms=3000",
-            "broker.heartbeat.interval.ms=500",
+            "broker.session.timeout.ms=6000",
+            "broker.heartbeat.interval.ms=1000",
         ],
         |_| Vec::new(),
     );
@@ -776,6 +776,9 @@ async fn a_stopped_follower_leaves_the_isr_and_is_no_longer_chosen_then_is_again
         .await;
     let leader_before = served(&cluster, leader).await;
 
+    // Stopped with nothing being written, broker 2 is still caught up (its log end is the
+    // leader's, as Kafka counts it), so it leaves the ISR when the controller fences it after
+    // broker.session.timeout.ms.
     cluster.signal(FOLLOWER, libc::SIGSTOP);
     let stopped = Instant::now();
     partitions_seen_by_leaders(&cluster, topic, "broker 2 out of the ISR", leader, |ps| {
