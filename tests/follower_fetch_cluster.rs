@@ -279,6 +279,21 @@ async fn consumer_fetch(
     rack: &str,
     max_wait_ms: i32,
 ) -> Option<Answer> {
+    consumer_fetch_at(12, cluster, id, topic, partition, offset, rack, max_wait_ms).await
+}
+
+/// [`consumer_fetch`] at Fetch `version` (the rack is sent from v11 only).
+#[allow(clippy::too_many_arguments)]
+async fn consumer_fetch_at(
+    version: i16,
+    cluster: &Cluster,
+    id: i32,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    rack: &str,
+    max_wait_ms: i32,
+) -> Option<Answer> {
     let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
@@ -296,7 +311,7 @@ async fn consumer_fetch(
                 .with_partition_max_bytes(1 << 20)])]);
     let r: FetchResponse = client
         .try_call(
-            12,
+            version,
             &request,
             Duration::from_millis(max_wait_ms as u64 + 2_000),
         )
@@ -586,6 +601,19 @@ async fn rack_2_consumers_read_from_broker_2_with_the_selector_and_from_leaders_
             .await
             .unwrap();
         assert_eq!((a.preferred_read_replica, a.records > 0), (-1, true));
+        // Before v11 a fetch carries no client metadata: the leader serves it, and a follower
+        // refuses it (Kafka's fetchOnlyLeader).
+        let a = consumer_fetch_at(10, &cluster, leader, topic, p, 0, RACK, 0)
+            .await
+            .unwrap();
+        assert_eq!(
+            (a.error_code, a.preferred_read_replica, a.records > 0),
+            (0, -1, true)
+        );
+        let a = consumer_fetch_at(10, &cluster, FOLLOWER, topic, p, 0, RACK, 0)
+            .await
+            .unwrap();
+        assert_eq!(a.error_code, NOT_LEADER_OR_FOLLOWER);
         // ListOffsets and OffsetForLeaderEpoch stay leader-only, as in Kafka.
         assert_eq!(
             leader_only_answers(&cluster, FOLLOWER, topic, p).await,
