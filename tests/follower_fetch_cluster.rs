@@ -14,8 +14,9 @@
 //!   served by the leader, and a Java consumer that was reading from broker 2 reads on from the
 //!   leader; after SIGCONT broker 2 rejoins the ISR and is named again.
 //! - A fetch past a follower's log end gets OFFSET_OUT_OF_RANGE from the follower, and a
-//!   librdkafka consumer sent there by a seek goes back to the leader and reads on from that
-//!   offset, with no offset reset.
+//!   librdkafka consumer and a Java consumer sent there by a seek go back to the leader
+//!   (librdkafka's statistics, the Java `preferred-read-replica` metric cleared to -1) and read
+//!   on from that offset, with no offset reset.
 //!
 //! - Under a steady acks=all load, produce → consume latency reading from the leader and from a
 //!   follower, and the follower's high-watermark lag.
@@ -955,6 +956,75 @@ async fn an_offset_past_the_follower_log_end_sends_the_consumer_back_to_the_lead
             "librdkafka went from broker 2 back to leader {leader}: {fetching_from:?}"
         );
         drop_consumer(consumer);
+    });
+
+    // The same with the Java consumer: on OFFSET_OUT_OF_RANGE from broker 2 it clears its
+    // preferred read replica (its metric shows -1), fetches from the leader and reads on from
+    // the offset it sought, no reset (auto.offset.reset=none would make a reset an error).
+    tokio::task::block_in_place(|| {
+        use std::io::{BufRead, Write};
+        use std::process::Stdio;
+        let mut java = java_command(cluster_ref, topic, &[p], RACK, 35, &["--seek-from-stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run java");
+        let stdout = java.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let reached = rx
+            .recv_timeout(DEADLINE)
+            .expect("the Java consumer read to 35");
+        // Read through broker 2, its preferred read replica.
+        assert_eq!(reached, "reached 35 preferred-read-replica 2");
+        // Five records broker 2 gets along with the high watermark covering them, so it has
+        // just fetched; then five it will not have for the next 10 s.
+        rt.block_on(produce(cluster_ref, topic, &[p], 35, 5, "1"));
+        rt.block_on(cluster_ref.wait_for(
+            "broker 2's high watermark at 40",
+            3 * DEADLINE,
+            || async {
+                let a = consumer_fetch(cluster_ref, FOLLOWER, topic, p, 40, RACK, 0).await?;
+                (a.error_code == 0 && a.high_watermark >= 40).then_some(())
+            },
+        ));
+        rt.block_on(produce(cluster_ref, topic, &[p], 40, 5, "1"));
+        let a = rt
+            .block_on(consumer_fetch(cluster_ref, FOLLOWER, topic, p, 45, RACK, 0))
+            .unwrap();
+        assert_eq!(
+            a.error_code, OFFSET_OUT_OF_RANGE,
+            "offset 45 is past broker 2's log end"
+        );
+        writeln!(java.stdin.as_mut().unwrap(), "seek 45 50").unwrap();
+        rt.block_on(produce(cluster_ref, topic, &[p], 45, 5, "1"));
+        let status = java.wait().unwrap();
+        let lines: Vec<String> = rx.try_iter().collect();
+        println!("rff: the Java consumer after its seek past broker 2's log end: {lines:?}");
+        assert!(status.success(), "RackConsumer: {lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("partition {p} records 50 "))),
+            "{lines:?}"
+        );
+        let seen = lines
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("preferred-read-replica-seen {p} ")))
+            .expect("the metric values after the seek");
+        let seen: Vec<&str> = seen.split(',').collect();
+        // Cleared by the out-of-range answer (by the first sample after the seek, or later).
+        assert!(seen.contains(&"-1"), "preferred replica cleared: {seen:?}");
     });
     cluster.stop_all();
 }
