@@ -423,7 +423,17 @@ fn drop_consumer<C: ConsumerContext + 'static>(consumer: BaseConsumer<C>) {
 /// kcat (Debian's, librdkafka 2.0.2) with `-X client.rack=RACK`: every record of `partition`
 /// up to the end; returns the offsets printed.
 fn kcat_read(cluster: &Cluster, topic: &str, partition: i32, rack: &str) -> Vec<i64> {
-    let out = Command::new("kcat")
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let kcat = Command::new("bash")
+        .arg(root.join("integration/kcat.sh"))
+        .output()
+        .expect("integration/kcat.sh");
+    assert!(
+        kcat.status.success(),
+        "kcat.sh: kcat is missing and could not be installed"
+    );
+    let kcat = String::from_utf8_lossy(&kcat.stdout).trim().to_owned();
+    let out = Command::new(kcat)
         .args(["-C", "-b", &cluster.bootstrap(), "-t", topic])
         .args([
             "-p",
@@ -437,7 +447,7 @@ fn kcat_read(cluster: &Cluster, topic: &str, partition: i32, rack: &str) -> Vec<
         ])
         .args(["-X", &format!("client.rack={rack}")])
         .output()
-        .expect("kcat (apt-get install kcat)");
+        .expect("run kcat");
     assert!(
         out.status.success(),
         "kcat: {}",
