@@ -12,7 +12,7 @@ use crate::controller::ControllerChannel;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::service::GroupService;
 use crate::metadata::{MetadataCache, MetadataImage};
-use crate::metrics::{BrokerTopicStats, RequestStats};
+use crate::metrics::{BrokerTopicStats, FetchServedStats, RequestStats};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 
@@ -29,6 +29,8 @@ pub struct Context {
     pub groups: Arc<GroupService>,
     /// Bytes and messages in and out per topic (the Produce and Fetch handlers count them).
     pub topic_stats: BrokerTopicStats,
+    /// Record bytes the Fetch handler sent to consumers (as leader, as follower) and followers.
+    pub fetch_served: FetchServedStats,
     /// Requests handled and their time per API (`server::dispatch` counts them).
     pub request_stats: RequestStats,
 }

@@ -6,6 +6,8 @@
 //! Who increments what:
 //! - [`BrokerTopicStats`]: the Produce and Fetch handlers (`BrokerTopicMetrics`: bytes in,
 //!   bytes out to consumers, messages in; per topic and in total).
+//! - [`FetchServedStats`]: the Fetch handler (record bytes to consumers as leader and as
+//!   follower, and to followers).
 //! - [`RequestStats`]: `server::dispatch`, once per handled request (`RequestMetrics`).
 //! - [`ReplicaStats`]: the replica layer (`ReplicaManager`: ISR shrinks and expands, failed ISR
 //!   updates) — the leader's ISR changes call [`ReplicaStats::isr_shrunk`] and friends.
@@ -176,6 +178,37 @@ impl ReplicaStats {
         if after.iter().any(|r| !before.contains(r)) {
             self.isr_expands.inc();
         }
+    }
+}
+
+/// Record bytes this broker's Fetch handler sent, by who read them and in which role this broker
+/// served them (KIP-392 read from follower). Consumer bytes are Kafka's `BytesOutPerSec`
+/// split by role; follower bytes are Kafka's `ReplicationBytesOutPerSec`.
+#[derive(Debug, Clone, Default)]
+pub struct FetchServedStats {
+    /// To consumers, from a partition this broker led.
+    pub consumer_bytes_as_leader: Counter,
+    /// To consumers, from a partition this broker follows (follower reads).
+    pub consumer_bytes_as_follower: Counter,
+    /// To follower replicas fetching from this broker as leader.
+    pub replication_bytes: Counter,
+}
+
+impl FetchServedStats {
+    /// `bytes` sent to `replica_id` (a follower when >= 0) from a partition this broker led or
+    /// followed at the read.
+    pub fn served(&self, replica_id: i32, as_leader: bool, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let counter = if replica_id >= 0 {
+            &self.replication_bytes
+        } else if as_leader {
+            &self.consumer_bytes_as_leader
+        } else {
+            &self.consumer_bytes_as_follower
+        };
+        counter.inc_by(bytes);
     }
 }
 

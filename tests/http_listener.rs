@@ -140,6 +140,16 @@ async fn metrics_follow_produce_and_fetch_and_bad_requests_get_4xx() {
         "kafka_server_brokertopicmetrics_bytesout_total{topic=\"metered\"}",
         fetched_bytes,
     );
+    // Fetch bytes by role: all to a consumer, from the leader (one node leads everything).
+    expect(
+        "kafkaiq_fetch_consumer_bytes_total{role=\"leader\"}",
+        fetched_bytes,
+    );
+    expect("kafkaiq_fetch_consumer_bytes_total{role=\"follower\"}", 0.0);
+    expect(
+        "kafka_server_brokertopicmetrics_replicationbytesout_total",
+        0.0,
+    );
     expect(
         "kafka_network_requestmetrics_totaltimems_count{request=\"Produce\"}",
         2.0,

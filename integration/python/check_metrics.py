@@ -29,6 +29,8 @@ EXPECTED = {
     "kafka_server_brokertopicmetrics_bytesin": "counter",
     "kafka_server_brokertopicmetrics_bytesout": "counter",
     "kafka_server_brokertopicmetrics_messagesin": "counter",
+    "kafka_server_brokertopicmetrics_replicationbytesout": "counter",
+    "kafkaiq_fetch_consumer_bytes": "counter",
     "kafka_network_requestmetrics_totaltimems": "histogram",
     "kafka_cluster_partition_underreplicated": "gauge",
     "kafka_cluster_partition_insyncreplicascount": "gauge",

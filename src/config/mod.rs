@@ -324,7 +324,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         false,
     ),
     def("replica.lag.time.max.ms", Some("30000"), Long, true),
-    def("replica.selector.class", None, Str, false),
+    def("replica.selector.class", None, Str, true),
     def("replica.socket.timeout.ms", Some("30000"), Int, true),
     def(
         "share.coordinator.state.topic.min.isr",
@@ -429,6 +429,8 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     pub connections_max_idle_ms: u64,
     pub broker_rack: Option<String>,
+    /// `replica.selector.class`: who serves a consumer's fetch (KIP-392).
+    pub replica_selector: ReplicaSelector,
     pub offsets_topic_num_partitions: i32,
     pub replica_lag_time_max_ms: i64,
     pub auto_leader_rebalance_enable: bool,
@@ -447,6 +449,36 @@ pub struct BrokerConfig {
     /// The replica fetcher's keys (`num.replica.fetchers`, `replica.fetch.*`,
     /// `replica.socket.timeout.ms`).
     pub replica_fetcher: ReplicaFetcherConfig,
+}
+
+/// `replica.selector.class`: how a leader picks the replica a consumer should read from
+/// (KIP-392, [`crate::replica::read_replica`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaSelector {
+    /// Unset (Kafka's default): the leader serves every fetch it gets. Followers still serve a
+    /// consumer that fetches from them, as Kafka's do.
+    Leader,
+    /// `org.apache.kafka.common.replica.RackAwareReplicaSelector`: a follower in the client's
+    /// `client.rack`, when the leader is not in it.
+    RackAware,
+}
+
+impl ReplicaSelector {
+    pub const RACK_AWARE_CLASS: &'static str =
+        "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+
+    /// The selector a `replica.selector.class` value names: Kafka's class name or its short
+    /// name. Kafka loads any class on its class path here; KafkaIQ has exactly one selector, so
+    /// any other value is refused rather than silently serving everything from the leader.
+    pub fn parse(value: Option<&str>) -> Result<ReplicaSelector, &'static str> {
+        match value.map(str::trim) {
+            None | Some("") => Ok(ReplicaSelector::Leader),
+            Some(Self::RACK_AWARE_CLASS) | Some("RackAwareReplicaSelector") => {
+                Ok(ReplicaSelector::RackAware)
+            }
+            Some(_) => Err("the only replica selector is org.apache.kafka.common.replica.RackAwareReplicaSelector (or RackAwareReplicaSelector); leave it unset for the leader to serve every read"),
+        }
+    }
 }
 
 /// How followers fetch from leaders, in Kafka's keys and defaults.
@@ -768,6 +800,8 @@ impl BrokerConfig {
                 .long_at_least("connections.max.idle.ms", 1)?
                 .unwrap_or(600_000) as u64,
             broker_rack: raw.get("broker.rack").map(str::to_owned),
+            replica_selector: ReplicaSelector::parse(raw.get("replica.selector.class"))
+                .map_err(|reason| r.invalid("replica.selector.class", reason))?,
             offsets_topic_num_partitions: r.int_at_least("offsets.topic.num.partitions", 1)?,
             replica_lag_time_max_ms,
             auto_leader_rebalance_enable: r.bool("auto.leader.rebalance.enable")?,
@@ -941,6 +975,42 @@ log.retention.check.interval.ms=300000\n";
         assert!(err.to_string().contains("num.partitions"), "{err}");
         let err = validated("auto.create.topics.enable=maybe\n").unwrap_err();
         assert!(err.to_string().contains("auto.create.topics.enable"));
+    }
+
+    #[test]
+    fn replica_selector_is_unset_rack_aware_or_refused_naming_the_key() {
+        let selector = |text: &str| validated(text).map(|v| v.config.replica_selector);
+        assert_eq!(selector("").unwrap(), ReplicaSelector::Leader);
+        assert_eq!(
+            selector("replica.selector.class=\n").unwrap(),
+            ReplicaSelector::Leader
+        );
+        assert_eq!(
+            selector(
+                "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector\n"
+            )
+            .unwrap(),
+            ReplicaSelector::RackAware
+        );
+        assert_eq!(
+            selector("replica.selector.class=RackAwareReplicaSelector\n").unwrap(),
+            ReplicaSelector::RackAware
+        );
+        let v = validated("replica.selector.class=RackAwareReplicaSelector\nbroker.rack=rack-1\n")
+            .unwrap();
+        assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+        assert_eq!(v.config.broker_rack.as_deref(), Some("rack-1"));
+        for bad in [
+            "com.example.MySelector",
+            "rackaware",
+            "org.apache.kafka.common.replica.ReplicaSelector",
+        ] {
+            let err = selector(&format!("replica.selector.class={bad}\n")).unwrap_err();
+            assert!(
+                err.to_string().contains("replica.selector.class"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -14,6 +14,12 @@
 //! only to an assigned replica of a partition this node leads; anyone else claiming a broker id
 //! is refused as Kafka refuses it (`Partition::read`).
 //!
+//! Read from follower (KIP-392): a consumer's fetch (v11+, which carries the client's rack) to a
+//! leader with `replica.selector.class` set may be answered at once with a
+//! `preferred_read_replica` and no records ([`crate::replica::read_replica`]); on a follower a
+//! consumer reads up to the follower's high watermark and parks between it and the log end,
+//! like any long poll. Record bytes sent are counted by role (`FetchServedStats`).
+//!
 //! From v16 a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer names the partition's current
 //! leader and epoch, and the response lists the endpoints of the leaders it names (KIP-951).
 
@@ -30,18 +36,73 @@ use kafkaiq_storage::{LogPosition, TopicPartition};
 use uuid::Uuid;
 
 use super::{alive_endpoint, client_listener, current_leader, str_bytes, topic_name};
+use crate::config::ReplicaSelector;
 use crate::context::Context;
 use crate::errors::ApiError;
 use crate::fetch_session::{FetchPartitionSpec, SessionPlan};
 use crate::limits::FETCH_WAIT_MS_MAX;
 use crate::metadata::MetadataImage;
 use crate::replica::decisions::FollowerFetch;
+use crate::replica::read_replica::{self, ReadReplicaCandidate};
 use crate::replica::{FetchIsolation, FetchParams, Offsets, Partition};
 
 struct PartitionRead {
     spec_index: usize,
     result: Result<(Bytes, Offsets), ApiError>,
     diverging: Option<(i32, i64)>,
+    /// KIP-392: the follower the consumer should read from instead; no records were read.
+    preferred_read_replica: Option<i32>,
+    /// The partition was read while this broker led it.
+    as_leader: bool,
+}
+
+/// The leader's choice of a follower to serve this consumer fetch (KIP-392), with the offsets
+/// to answer with: Kafka's `findPreferredReadReplica`, asked when `replica.selector.class` is
+/// set, the fetch comes from a consumer and carries client metadata (Fetch v11+). `None`: this
+/// broker serves the read. The leader epoch is checked first, as Kafka's
+/// `fetchOffsetSnapshot` checks it.
+fn preferred_read_replica(
+    ctx: &Context,
+    image: &MetadataImage,
+    partition: &Partition,
+    params: &FetchParams,
+    fetch_offset: i64,
+    client_rack: &str,
+) -> Result<Option<(i32, Offsets)>, ApiError> {
+    let selector = ctx.config.replica_selector;
+    if selector == ReplicaSelector::Leader || params.is_from_follower() {
+        return Ok(None);
+    }
+    let Some(view) = partition.leader_read_view(params.current_leader_epoch)? else {
+        return Ok(None);
+    };
+    let listener = client_listener(ctx);
+    let rack_of = |id: i32| image.broker(id).and_then(|b| b.rack.as_deref());
+    let followers: Vec<ReadReplicaCandidate> = view
+        .followers
+        .iter()
+        .map(|(id, state)| {
+            let reachable = alive_endpoint(image, listener, *id).is_some();
+            ReadReplicaCandidate {
+                broker_id: *id,
+                rack: reachable.then(|| rack_of(*id).map(str::to_owned)).flatten(),
+                reachable,
+                in_isr: view.isr.contains(id),
+                log_start_offset: state.log_start_offset,
+                log_end_offset: state.log_end_offset,
+                last_caught_up_time_ms: state.last_caught_up_time_ms,
+            }
+        })
+        .collect();
+    Ok(read_replica::preferred_read_replica(
+        selector,
+        client_rack,
+        fetch_offset,
+        rack_of(ctx.node_id),
+        &followers,
+        ctx.replicas.now_ms(),
+    )
+    .map(|id| (id, view.offsets)))
 }
 
 /// The request-level part of every partition's [`FetchParams`].
@@ -108,6 +169,7 @@ fn read_all(
     ctx: &Arc<Context>,
     plan: &SessionPlan,
     base: &FetchParams,
+    client_rack: Option<&str>,
     max_bytes: usize,
     first_read: bool,
 ) -> (Vec<PartitionRead>, usize) {
@@ -117,11 +179,24 @@ fn read_all(
     let mut reads = Vec::with_capacity(plan.partitions.len());
     for (i, spec) in plan.partitions.iter().enumerate() {
         let mut diverging = None;
+        let mut preferred = None;
+        let mut as_leader = false;
         let result = lookup(ctx, &image, spec).and_then(|p| {
             let mut params = partition_params(base, spec);
+            if let Some(rack) = client_rack {
+                if let Some((replica, offsets)) =
+                    preferred_read_replica(ctx, &image, &p, &params, spec.fetch_offset, rack)?
+                {
+                    // Kafka skips the read: the consumer goes to the replica at once.
+                    preferred = Some(replica);
+                    as_leader = true;
+                    return Ok((Bytes::new(), offsets));
+                }
+            }
             params.max_bytes = params.max_bytes.min(remaining);
             params.min_one_message = total == 0;
             let read = p.read(spec.fetch_offset, &params)?;
+            as_leader = read.as_leader;
             if let Some(end) = read.diverging_epoch {
                 diverging = Some((end.epoch, end.end_offset));
             } else if first_read && params.is_from_follower() {
@@ -147,6 +222,8 @@ fn read_all(
             spec_index: i,
             result,
             diverging,
+            preferred_read_replica: preferred,
+            as_leader,
         });
     }
     (reads, total)
@@ -272,11 +349,15 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_wait_ms = i64::from(request.max_wait_ms).clamp(0, FETCH_WAIT_MS_MAX) as u64;
 
-    let (mut reads, total) = read_all(ctx, &plan, &base, max_bytes, true);
-    let any_error = reads
+    // Client metadata (KIP-392) comes with every v11+ fetch; its rack may be empty.
+    let client_rack = (version >= 11).then(|| request.rack_id.as_str());
+    let (mut reads, total) = read_all(ctx, &plan, &base, client_rack, max_bytes, true);
+    // Answered at once (Kafka's `fetchMessages`): an error, a diverging epoch, or a preferred
+    // read replica to send the consumer to (KAFKA-13767: no long poll before the redirect).
+    let answer_now = reads
         .iter()
-        .any(|r| r.result.is_err() || r.diverging.is_some());
-    if total < min_bytes && !any_error && max_wait_ms > 0 {
+        .any(|r| r.result.is_err() || r.diverging.is_some() || r.preferred_read_replica.is_some());
+    if total < min_bytes && !answer_now && max_wait_ms > 0 {
         // Every partition was read without error above. If one cannot be positioned now (it
         // changed meanwhile), the fetch is answered at once and the read reports why.
         let image = ctx.image();
@@ -304,7 +385,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
                 })
                 .await;
         }
-        reads = read_all(ctx, &plan, &base, max_bytes, false).0;
+        reads = read_all(ctx, &plan, &base, client_rack, max_bytes, false).0;
     }
 
     let read_committed = base.isolation == FetchIsolation::TxnCommitted;
@@ -330,12 +411,23 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
                         .with_epoch(epoch)
                         .with_end_offset(end_offset);
                 }
-                let has = !records.is_empty() || read.diverging.is_some();
+                if let Some(replica) = read.preferred_read_replica {
+                    if version >= 11 {
+                        data.preferred_read_replica = BrokerId(replica);
+                    }
+                }
+                // A preferred read replica is always sent, even in an incremental session
+                // (Kafka's `CachedPartition#maybeUpdateResponseData`).
+                let has = !records.is_empty()
+                    || read.diverging.is_some()
+                    || read.preferred_read_replica.is_some();
                 let next = (!records.is_empty()).then(|| last_offset_after(&records));
                 if base.replica_id < 0 {
                     // Consumers only: a follower's fetch is replication, not `BytesOut`.
                     ctx.topic_stats.fetched(&spec.topic, records.len() as u64);
                 }
+                ctx.fetch_served
+                    .served(base.replica_id, read.as_leader, records.len() as u64);
                 data.records = Some(records);
                 (
                     has,

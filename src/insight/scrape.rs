@@ -269,6 +269,27 @@ pub fn scrape(ctx: &Context) -> String {
         messages_in,
     );
 
+    // Bytes served by Fetch: Kafka's ReplicationBytesOutPerSec, and consumer bytes by this
+    // broker's role (KIP-392 follower reads have no Kafka meter of their own).
+    let served = &ctx.fetch_served;
+    r.register(
+        "kafka_server_brokertopicmetrics_replicationbytesout",
+        "Bytes of records sent to follower replicas fetching from this broker as leader",
+        served.replication_bytes.clone(),
+    );
+    let consumer_bytes = Family::<Labels, Counter>::default();
+    consumer_bytes
+        .get_or_create(&vec![("role", "leader".to_owned())])
+        .inc_by(served.consumer_bytes_as_leader.get());
+    consumer_bytes
+        .get_or_create(&vec![("role", "follower".to_owned())])
+        .inc_by(served.consumer_bytes_as_follower.get());
+    r.register(
+        "kafkaiq_fetch_consumer_bytes",
+        "Bytes of records sent to consumers, by this broker's role in the partition (follower: read from follower, KIP-392)",
+        consumer_bytes,
+    );
+
     // kafka.network:type=RequestMetrics
     r.register("kafka_network_requestmetrics_totaltimems", "Requests handled by API and their time in ms from decoded request to encoded response (_count is the request count)", ctx.request_stats.total_time_ms.clone());
 
@@ -355,6 +376,7 @@ mod tests {
             leader_epoch_start_offset: None,
             remote_replicas: BTreeMap::new(),
             follower_lag: None,
+            high_watermark_sent: Default::default(),
         }
     }
 

@@ -235,6 +235,7 @@ impl Node {
             groups: groups.clone(),
             config: config.clone(),
             topic_stats: Default::default(),
+            fetch_served: Default::default(),
             request_stats: Default::default(),
         });
         // Voters must hear each other before the quorum can elect anyone.

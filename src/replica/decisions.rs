@@ -168,6 +168,25 @@ pub fn reset_replica_state(
     }
 }
 
+/// Whether a follower's fetch parked at the leader is answered now because the leader's high
+/// watermark passed the one last sent to that follower (`None`: nothing sent yet under this
+/// leader epoch, so the read that answers will carry it anyway).
+///
+/// Kafka answers such a fetch only when `replica.fetch.min.bytes` arrive or
+/// `replica.fetch.wait.max.ms` passes (it dropped this propagation, KAFKA-9952), so a follower
+/// learns the high watermark one fetch round late: at the next write under load, up to
+/// 500 ms after the last one when idle. A follower serving consumers (KIP-392) can only give
+/// them what its high watermark covers, so KafkaIQ answers at once: the follower whose fetch
+/// moved the high watermark, and every other one, learns it in one round trip. The cost is
+/// one extra, empty fetch answer per high watermark move and follower. Measured by
+/// `tests/follower_fetch_cluster.rs` (acks=all, produce → consume, three local processes):
+/// follower-read p50/p99 at 20 records/s 50.8/51.8 ms without it (the interval between
+/// writes), 1.3/2.8 ms with it; at 200 records/s 5.6/6.8 ms and 1.0/3.0 ms; leader reads
+/// 0.7-1.2 ms p50 either way.
+pub fn answer_follower_fetch_now(high_watermark: i64, last_sent: Option<i64>) -> bool {
+    last_sent.is_some_and(|sent| high_watermark > sent)
+}
+
 /// Kafka's `Partition#followerReplicaOrThrow`: a fetch claiming to come from a replica the
 /// leader does not recognise as assigned is refused. With a current leader epoch in the request
 /// the epoch matched, so the pair (replica, epoch) is simply not known yet (a reassignment in
@@ -501,6 +520,20 @@ mod tests {
             (outside.last_fetch_time_ms, outside.last_caught_up_time_ms),
             (0, 0)
         );
+    }
+
+    #[test]
+    fn follower_fetch_answered_when_the_high_watermark_passes_the_one_sent() {
+        // (high watermark now, last sent, answer now)
+        for (hw, sent, now) in [
+            (10, Some(9), true),
+            (10, Some(10), false),
+            // A new leader's high watermark may start below its predecessor's.
+            (10, Some(12), false),
+            (10, None, false),
+        ] {
+            assert_eq!(answer_follower_fetch_now(hw, sent), now, "{hw} {sent:?}");
+        }
     }
 
     #[test]

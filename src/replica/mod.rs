@@ -27,6 +27,7 @@ pub mod isr;
 pub mod local_changes;
 pub mod partition;
 pub mod purgatory;
+pub mod read_replica;
 #[cfg(test)]
 mod sim;
 
@@ -54,7 +55,9 @@ use decisions::FollowerFetch;
 pub use fetch_params::{FetchIsolation, FetchParams};
 use fetcher::{FetchTarget, ReplicaFetcherManager};
 use local_changes::{local_changes, LocalChanges};
-pub use partition::{FollowerFetchResult, Offsets, Partition, ReadResult, ReplicationStatus, Role};
+pub use partition::{
+    FollowerFetchResult, LeaderReadView, Offsets, Partition, ReadResult, ReplicationStatus, Role,
+};
 use purgatory::Purgatory;
 
 pub struct ReplicaManager {

@@ -65,6 +65,10 @@ pub struct PartitionState {
     /// Follower only: how far this log was behind the leader's high watermark at the last
     /// fetch response (Kafka's fetcher lag); `None` before the first one.
     pub follower_lag: Option<i64>,
+    /// Leader only: the high watermark last read for each follower's fetch, which its answer
+    /// carried. A parked follower fetch is answered as soon as the high watermark passes it
+    /// ([`decisions::answer_follower_fetch_now`]). Empty on a follower.
+    pub high_watermark_sent: BTreeMap<i32, i64>,
 }
 
 impl PartitionState {
@@ -124,6 +128,19 @@ pub struct ReadResult {
     /// Set when the reader's last fetched epoch diverges from this log (Fetch v12+): no records,
     /// and the reader truncates to `end_offset`.
     pub diverging_epoch: Option<EpochEndOffset>,
+    /// This replica led the partition when it was read (a consumer read on a follower is a
+    /// follower read, KIP-392).
+    pub as_leader: bool,
+}
+
+/// What a leader knows when it picks a consumer's preferred read replica
+/// ([`super::read_replica`]): its offsets, its committed ISR, and every follower's state from
+/// that follower's fetches.
+#[derive(Debug, Clone)]
+pub struct LeaderReadView {
+    pub offsets: Offsets,
+    pub isr: Vec<i32>,
+    pub followers: Vec<(i32, ReplicaState)>,
 }
 
 pub struct Partition {
@@ -188,6 +205,7 @@ impl Partition {
                 leader_epoch_start_offset: None,
                 remote_replicas: BTreeMap::new(),
                 follower_lag: None,
+                high_watermark_sent: BTreeMap::new(),
             }),
             watchers: Mutex::new(Vec::new()),
         }
@@ -250,6 +268,9 @@ impl Partition {
                 "became leader"
             );
         }
+        if is_new_leader_epoch {
+            state.high_watermark_sent.clear();
+        }
         state.role = Role::Leader;
         state.leader = self.node_id;
         state.leader_epoch = reg.leader_epoch;
@@ -289,6 +310,7 @@ impl Partition {
         state.leader_epoch = reg.leader_epoch;
         state.partition_epoch = reg.partition_epoch;
         state.leader_epoch_start_offset = None;
+        state.high_watermark_sent.clear();
         if is_new_leader_epoch {
             state.follower_lag = None;
         }
@@ -913,11 +935,22 @@ impl Partition {
     /// answer is empty. A diverging last fetched epoch answers with no records and the epoch's
     /// end instead. The partition lock is held for the checks only, not for the read.
     pub fn read(&self, fetch_offset: i64, params: &FetchParams) -> Result<ReadResult, ApiError> {
-        let offsets = self.check_read(&self.lock(), params)?;
+        let (offsets, as_leader) = {
+            let mut state = self.lock();
+            let offsets = self.check_read(&state, params)?;
+            let as_leader = state.role == Role::Leader;
+            if as_leader && params.is_from_follower() {
+                state
+                    .high_watermark_sent
+                    .insert(params.replica_id, offsets.high_watermark);
+            }
+            (offsets, as_leader)
+        };
         let empty = |diverging_epoch| ReadResult {
             records: bytes::Bytes::new(),
             offsets,
             diverging_epoch,
+            as_leader,
         };
         if let Some(end) = self.diverging_epoch(fetch_offset, offsets.log_start_offset, params)? {
             return Ok(empty(Some(end)));
@@ -939,7 +972,40 @@ impl Partition {
             records,
             offsets,
             diverging_epoch: None,
+            as_leader,
         })
+    }
+
+    /// `Some` only while this replica leads: the offsets (after the reader's leader epoch was
+    /// checked, as Kafka's `fetchOffsetSnapshot` checks it), the committed ISR and the
+    /// followers' states, for choosing a consumer's preferred read replica. `None` on a
+    /// follower, which never redirects a consumer (Kafka: `leaderIdIfLocal`).
+    pub fn leader_read_view(
+        &self,
+        current_leader_epoch: Option<i32>,
+    ) -> Result<Option<LeaderReadView>, ApiError> {
+        let state = self.lock();
+        decisions::check_current_leader_epoch(
+            state.leader_epoch,
+            current_leader_epoch.unwrap_or(-1),
+        )?;
+        if state.role != Role::Leader {
+            return Ok(None);
+        }
+        Ok(Some(LeaderReadView {
+            offsets: Offsets {
+                log_start_offset: self.log.log_start_offset(),
+                high_watermark: state.high_watermark,
+                log_end_offset: self.log.log_end_offset(),
+                leader_epoch: state.leader_epoch,
+            },
+            isr: state.isr().to_vec(),
+            followers: state
+                .remote_replicas
+                .iter()
+                .map(|(id, r)| (*id, *r))
+                .collect(),
+        }))
     }
 
     /// What a parked fetch checks on each wake-up (Kafka's `DelayedFetch#tryComplete`): the
@@ -947,14 +1013,28 @@ impl Partition {
     /// was parked) up to the read's bound, counted from the log's positions without reading
     /// records. `None` when the fetch must be answered now without waiting for more bytes:
     /// leadership or the leader epoch changed, the fetch offset left the log, the log was
-    /// truncated under the position, or the reader's epoch now diverges.
+    /// truncated under the position, the reader's epoch now diverges, or (a follower's fetch
+    /// to this leader) the high watermark moved past the one the follower was last sent.
     pub fn bytes_available(
         &self,
         fetch_offset: i64,
         start: &LogPosition,
         params: &FetchParams,
     ) -> Option<u64> {
-        let offsets = self.check_read(&self.lock(), params).ok()?;
+        let offsets = {
+            let state = self.lock();
+            let offsets = self.check_read(&state, params).ok()?;
+            if params.is_from_follower()
+                && state.role == Role::Leader
+                && decisions::answer_follower_fetch_now(
+                    state.high_watermark,
+                    state.high_watermark_sent.get(&params.replica_id).copied(),
+                )
+            {
+                return None;
+            }
+            offsets
+        };
         if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.log_end_offset {
             return None;
         }

@@ -793,3 +793,133 @@ fn idempotent_producer_state_is_rebuilt_from_the_leaders_batches_on_a_follower()
         .unwrap();
     assert_eq!((next.first_offset, next.duplicate), (5, false));
 }
+
+/// KIP-392 on a follower, as the Fetch handler drives it: a consumer reads up to the
+/// follower's own high watermark; between it and the log end the read is empty and a parked
+/// fetch has no bytes until the high watermark covers them (decision 4: wait, not an error);
+/// past the log end it is OFFSET_OUT_OF_RANGE (the Java client goes back to the leader); the
+/// reader's leader epoch is checked as on a leader.
+#[test]
+fn a_follower_serves_consumers_up_to_its_high_watermark_with_epoch_fencing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(dir.path(), 1);
+    p.make_follower(&reg(&[2, 1], &[2, 1], 2, (4, 4))).unwrap();
+    let leader_batch = |base_offset, count| {
+        let value = [b'v'; 8];
+        let values: Vec<&[u8]> = (0..count).map(|_| value.as_slice()).collect();
+        batch(
+            &Spec {
+                base_offset,
+                partition_leader_epoch: 4,
+                ..Spec::default()
+            },
+            &values,
+        )
+    };
+    p.append_as_follower(&leader_batch(0, 3), 4).unwrap();
+    p.append_as_follower(&leader_batch(3, 3), 4).unwrap();
+    p.update_follower_high_watermark(3, 4).unwrap();
+    let at_epoch = |epoch| FetchParams {
+        current_leader_epoch: Some(epoch),
+        ..consumer(1 << 20)
+    };
+
+    // Up to the high watermark, never past it.
+    let read = p.read(0, &at_epoch(4)).unwrap();
+    assert_eq!(batches(&read.records), vec![(0, 2)]);
+    assert!(!read.as_leader);
+    assert_eq!(
+        (read.offsets.high_watermark, read.offsets.log_end_offset),
+        (3, 6)
+    );
+    // Between the high watermark and the log end: empty, and a parked fetch waits.
+    for offset in [3, 4, 6] {
+        let read = p.read(offset, &at_epoch(4)).unwrap();
+        assert!(read.records.is_empty(), "offset {offset}");
+    }
+    let start = p.log.position_of(4).unwrap();
+    assert_eq!(p.bytes_available(4, &start, &at_epoch(4)), Some(0));
+    // The leader's high watermark arrives: the parked fetch has bytes to read.
+    p.update_follower_high_watermark(6, 4).unwrap();
+    assert!(p.bytes_available(4, &start, &at_epoch(4)).unwrap() > 0);
+    assert_eq!(
+        batches(&p.read(4, &at_epoch(4)).unwrap().records),
+        vec![(3, 5)]
+    );
+    // Past the log end.
+    assert_eq!(
+        p.read(7, &at_epoch(4)).unwrap_err(),
+        ApiError::OffsetOutOfRange
+    );
+    // Leader-epoch fencing, as on the leader.
+    assert_eq!(
+        p.read(0, &at_epoch(3)).unwrap_err(),
+        ApiError::FencedLeaderEpoch
+    );
+    assert_eq!(
+        p.read(0, &at_epoch(5)).unwrap_err(),
+        ApiError::UnknownLeaderEpoch
+    );
+    // A follower never picks a read replica.
+    assert!(p.leader_read_view(Some(4)).unwrap().is_none());
+    assert_eq!(
+        p.leader_read_view(Some(3)).unwrap_err(),
+        ApiError::FencedLeaderEpoch
+    );
+}
+
+/// A follower's fetch parked at the leader is answered as soon as the high watermark passes
+/// the one its last answer carried, so followers serving consumers learn it in one round trip.
+#[test]
+fn a_parked_follower_fetch_is_answered_when_the_high_watermark_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(dir.path(), 1);
+    p.make_leader(&reg(&[1, 2, 3], &[1, 2, 3], ME, (0, 0)), T0)
+        .unwrap();
+    p.append_records_to_leader(&simple(2, 10, 0), 1, T0)
+        .unwrap();
+    // Follower 2 reads everything (the answer carries high watermark 0) and fetches at 2.
+    assert_eq!(
+        p.read(0, &follower(2, Some(0)))
+            .unwrap()
+            .offsets
+            .high_watermark,
+        0
+    );
+    fetched(2, &p, 2, T0);
+    let start = p.log.position_of(2).unwrap();
+    assert_eq!(
+        p.read(2, &follower(2, Some(0)))
+            .unwrap()
+            .offsets
+            .high_watermark,
+        0
+    );
+    // Parked: nothing new for it, the high watermark still waits for follower 3.
+    assert_eq!(p.bytes_available(2, &start, &follower(2, Some(0))), Some(0));
+    // Follower 3 catches up: the high watermark moves to 2, and 2's parked fetch is answered.
+    fetched(3, &p, 2, T0);
+    assert_eq!(p.high_watermark(), 2);
+    assert_eq!(p.bytes_available(2, &start, &follower(2, Some(0))), None);
+    // Once the answer carried it, the next fetch waits again.
+    assert_eq!(
+        p.read(2, &follower(2, Some(0)))
+            .unwrap()
+            .offsets
+            .high_watermark,
+        2
+    );
+    assert_eq!(p.bytes_available(2, &start, &follower(2, Some(0))), Some(0));
+
+    // The leader's view for a preferred read replica: its ISR and the followers' states.
+    let view = p.leader_read_view(Some(0)).unwrap().unwrap();
+    assert_eq!(view.isr, vec![1, 2, 3]);
+    assert_eq!(
+        view.followers
+            .iter()
+            .map(|(id, r)| (*id, r.log_end_offset))
+            .collect::<Vec<_>>(),
+        vec![(2, 2), (3, 2)]
+    );
+    assert_eq!(view.offsets.high_watermark, 2);
+}
