@@ -49,7 +49,7 @@ if ! command -v nft >/dev/null; then
 fi
 
 jobs="${CARGO_BUILD_JOBS:-2}"
-cargo build --release -j "$jobs" --bin kafkaiq -p kafkaiq -p kafkaiq-faults >&2
+cargo build --release -j "$jobs" -p kafkaiq -p kafkaiq-faults --bins >&2
 target_dir="$(cargo metadata --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 args=(--kafkaiq-bin "$target_dir/release/kafkaiq" --seed "$seed")

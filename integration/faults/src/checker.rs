@@ -37,6 +37,10 @@ pub struct Report {
     pub unseen: usize,
     pub failed_reads: usize,
     pub unknown_values: usize,
+    /// Of the duplicates, those whose copies in the replica logs carry one producer id under
+    /// two producer epochs: the client bumped its epoch and sent the write again (the broker
+    /// cannot recognise a re-send across epochs).
+    pub duplicates_across_epochs: usize,
     /// A few lines per anomaly kind, for the log.
     pub examples: Vec<String>,
 }
@@ -112,8 +116,9 @@ pub fn check(h: &History) -> Report {
         }
     };
     for w in &h.writes {
-        if let Outcome::Ack { offset } = w.outcome {
-            note(w.partition, offset, Some(w.id));
+        match w.outcome {
+            Outcome::Ack { offset } if offset >= 0 => note(w.partition, offset, Some(w.id)),
+            _ => {}
         }
     }
     for p in &h.polls {
@@ -139,10 +144,24 @@ pub fn check(h: &History) -> Report {
             });
         }
     }
+    let mut batches: HashMap<WriteId, BTreeSet<(i64, i16, i32)>> = HashMap::new();
+    for (_, r) in &h.replica_logs {
+        if let (Some(id), Some(p)) = (r.id, r.producer) {
+            batches.entry(id).or_default().insert(p);
+        }
+    }
     for (id, places) in &seen_at {
         if places.len() > 1 {
             report.duplicates += 1;
-            ex.add("duplicate", || format!("write {id} at {places:?}"));
+            let producers = batches.get(id).cloned().unwrap_or_default();
+            let epochs: BTreeSet<(i64, i16)> = producers.iter().map(|(p, e, _)| (*p, *e)).collect();
+            let ids: BTreeSet<i64> = producers.iter().map(|(p, _, _)| *p).collect();
+            if ids.len() == 1 && epochs.len() > 1 {
+                report.duplicates_across_epochs += 1;
+            }
+            ex.add("duplicate", || {
+                format!("write {id} at {places:?}, in the replica logs as (producer id, epoch, sequence) {producers:?}")
+            });
         }
         if let Some((Outcome::DefinitelyFailed, _)) = outcome.get(id) {
             if read.contains(id) {
@@ -166,6 +185,8 @@ pub fn check(h: &History) -> Report {
             continue;
         }
         let end = h.final_end.get(&w.partition).copied().unwrap_or(0);
+        // An acknowledgement without an offset is below the high watermark like any other:
+        // the final read, which reads up to it, must hold it.
         if offset < end {
             report.lost += 1;
             ex.add("lost", || {
@@ -258,6 +279,7 @@ mod tests {
             partition,
             offset,
             id: Some(id),
+            producer: None,
         }
     }
 
@@ -330,6 +352,13 @@ mod tests {
         let r = check(&h);
         assert_eq!(r.duplicates, 1, "{r:?}");
         assert_eq!(r.inconsistent_offsets, 0);
+        assert_eq!(r.duplicates_across_epochs, 0);
+
+        // The replica logs show the second copy under a bumped producer epoch.
+        h.replica_logs.push((1, LogRecord { producer: Some((7, 0, 3)), ..rec(0, 3, 3) }));
+        h.replica_logs.push((1, LogRecord { producer: Some((7, 1, 0)), ..rec(0, 5, 3) }));
+        let r = check(&h);
+        assert_eq!((r.duplicates, r.duplicates_across_epochs), (1, 1), "{r:?}");
     }
 
     #[test]
@@ -402,12 +431,26 @@ mod tests {
     }
 
     #[test]
+    fn an_acknowledgement_without_an_offset_is_checked_by_its_presence() {
+        // Write 3 acknowledged as a recognised duplicate (offset -1001): present once, valid.
+        let mut h = clean(5);
+        h.writes[3].outcome = Outcome::Ack { offset: -1001 };
+        let r = check(&h);
+        assert!(r.valid(), "{r:?}");
+        // Absent from the final read: lost.
+        h.final_read.retain(|r| r.id != Some(3));
+        let r = check(&h);
+        assert_eq!(r.lost, 1, "{r:?}");
+    }
+
+    #[test]
     fn a_record_that_is_no_write_is_caught() {
         let mut h = clean(3);
         h.final_read.push(LogRecord {
             partition: 0,
             offset: 3,
             id: None,
+            producer: None,
         });
         let r = check(&h);
         assert_eq!(r.unknown_values, 1, "{r:?}");

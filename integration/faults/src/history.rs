@@ -14,7 +14,9 @@ pub type WriteId = u64;
 /// What the client was told about a write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// Acknowledged (acks=all) at this offset of its partition.
+    /// Acknowledged (acks=all) at this offset of its partition; a negative offset when the
+    /// acknowledgement named none (librdkafka reports -1001 for a retry the broker recognised
+    /// as a duplicate of a write it already had: acknowledged, offset not told).
     Ack { offset: i64 },
     /// Refused before anything reached a broker (full local queue, a record too large): the
     /// write cannot be in any log.
@@ -60,6 +62,9 @@ pub struct LogRecord {
     pub partition: i32,
     pub offset: i64,
     pub id: Option<WriteId>,
+    /// From a replica's segment files: the batch's producer id, producer epoch and the
+    /// record's sequence (what tells a broker's duplicate from a client's re-send).
+    pub producer: Option<(i64, i16, i32)>,
 }
 
 /// Everything the checker needs.

@@ -430,10 +430,11 @@ fn main() -> Result<()> {
     for s in &sessions {
         let r = &s.report;
         println!(
-            "faults: {}: {} writes unknown (timed out), {} definitely failed, {} non-monotonic polls, {} definitely failed writes read, {} unknown values",
+            "faults: {}: {} writes unknown (timed out), {} definitely failed, {} duplicates across a producer epoch bump, {} non-monotonic polls, {} definitely failed writes read, {} unknown values",
             s.kind.name(),
             r.unknown,
             r.definitely_failed,
+            r.duplicates_across_epochs,
             r.nonmonotonic_polls,
             r.failed_reads,
             r.unknown_values

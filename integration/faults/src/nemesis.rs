@@ -239,22 +239,25 @@ impl<'a> Nemesis<'a> {
             }
             other => bail!("unknown fault kind {other}"),
         };
-        let mut affected: Vec<i32> = before
+        // The partitions whose writes a fault holds up: those a victim leads, except for a
+        // follower fault, which is measured on the partitions the victim follows (the others
+        // it leads stop too, but that is a leader's fault, measured by the leader kinds).
+        let follower_kind = kind.contains("follower") || kind == "flapping-link";
+        let led: Vec<i32> = before
             .iter()
             .filter(|(_, s)| victims.contains(&s.leader))
             .map(|(p, _)| *p)
             .collect();
-        let leads = !affected.is_empty();
-        if !leads {
-            affected = before
-                .iter()
-                .filter(|(_, s)| s.replicas.iter().any(|r| victims.contains(r)))
-                .map(|(p, _)| *p)
-                .collect();
-        }
+        let followed: Vec<i32> = before
+            .iter()
+            .filter(|(_, s)| !victims.contains(&s.leader) && s.replicas.iter().any(|r| victims.contains(r)))
+            .map(|(p, _)| *p)
+            .collect();
+        let leads = !led.is_empty();
+        let affected = if follower_kind || !leads { followed } else { led };
         // Leadership is expected to move off the victims (not for a follower fault, nor when
         // two of three voters are gone: no quorum, no election).
-        let expect_move = leads && kind != "kill-two" && !kind.contains("follower") && kind != "flapping-link";
+        let expect_move = leads && kind != "kill-two" && !follower_kind;
         let watch = expect_move.then_some((affected.as_slice(), victims.as_slice()));
         let extra = Duration::from_millis(self.rng.range(500, 2500));
         let (lag, session) = (self.timing.replica_lag_ms, self.timing.session_ms);
@@ -322,6 +325,11 @@ impl<'a> Nemesis<'a> {
                 self.may_exit = victims.clone();
                 self.cluster.fill_disk(leader)?;
                 let moved = self.hold(NEW_LEADER_HOLD_MAX, watch, true, extra);
+                if moved.is_none() {
+                    self.problems.push(format!(
+                        "disk-full-leader on node {leader}: its leaderships did not move within {NEW_LEADER_HOLD_MAX:?} of its log dir failing"
+                    ));
+                }
                 self.cluster.free_disk(leader)?;
                 self.note_exits();
                 // The failed log dir comes back with a restart, as in Kafka.

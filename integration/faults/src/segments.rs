@@ -36,6 +36,7 @@ pub fn read(partition: i32, segments: &[impl AsRef<Path>]) -> anyhow::Result<Vec
                     partition,
                     offset: r.offset,
                     id: r.value.as_deref().and_then(id_of),
+                    producer: Some((r.producer_id, r.producer_epoch, r.sequence)),
                 });
             }
             at = end;

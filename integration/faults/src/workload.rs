@@ -305,6 +305,7 @@ pub fn final_read(
                         partition: p,
                         offset: m.offset(),
                         id: m.payload().and_then(id_of),
+                        producer: None,
                     });
                 }
                 Some(Err(e)) if matches!(e.rdkafka_error_code(), Some(RDKafkaErrorCode::PartitionEOF)) => {}
