@@ -3,9 +3,9 @@
 #
 #   integration/faults/run.sh [--broker kafkaiq|kafka] [--full] [--seed N] [driver options]
 #
-# Builds the driver and, for KafkaIQ, the broker (release), fetches Apache Kafka 4.1.1's jars
-# when Kafka runs, and starts `faults`: a 3-node cluster (broker and controller each), librdkafka
-# workloads, the nemesis on the seed's schedule, the checker. The last line is the checker's:
+# Builds the driver and the broker (release), fetches Apache Kafka 4.1.1's jars (the broker, and
+# the Java client for its producer workload), and starts `faults`: a 3-node cluster (broker and
+# controller each), librdkafka and Java workloads, the nemesis on the seed's schedule, the checker. The last line is the checker's:
 #   faults: F injected, A acknowledged, L lost, D duplicates, I inconsistent offsets,
 #   S skipped polls, U unseen, seed N: valid
 # and the exit status is 0 only then.
@@ -52,10 +52,9 @@ jobs="${CARGO_BUILD_JOBS:-2}"
 cargo build --release -j "$jobs" -p kafkaiq -p kafkaiq-faults --bins >&2
 target_dir="$(cargo metadata --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
-args=(--kafkaiq-bin "$target_dir/release/kafkaiq" --seed "$seed")
-if [[ $full == 1 || $broker == kafka ]]; then
-    args+=(--kafka-libs "$("$root/integration/kafka-libs.sh")")
-fi
+# Apache Kafka's jars: the broker when it runs, and the Java client's producer for both.
+args=(--kafkaiq-bin "$target_dir/release/kafkaiq" --seed "$seed"
+    --kafka-libs "$("$root/integration/kafka-libs.sh")")
 if [[ $full == 1 ]]; then
     mkdir -p benches/results
     args+=(--full --broker both --results "benches/results/faults-$(date -u +%Y-%m-%d).md")

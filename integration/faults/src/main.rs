@@ -50,6 +50,10 @@ const SETTINGS: &[&str] = &[
 /// librdkafka producers and their rate (writes a second each).
 const PRODUCERS: usize = 2;
 const PRODUCER_RATE: u32 = 100;
+/// The Java client's producer (when Apache Kafka's jars are at hand) and its rate.
+const JAVA_PRODUCER_RATE: u32 = 50;
+/// The Java producer's first write id: far above what the librdkafka producers reach.
+const JAVA_FIRST_ID: u64 = 1 << 40;
 /// Acknowledgements before the first fault.
 const WARM_UP_ACKS: usize = 300;
 /// How long the workloads get to finish (a write is retried for up to 120 s).
@@ -71,13 +75,14 @@ struct Args {
     dir: PathBuf,
     results: Option<PathBuf>,
     keep: bool,
+    java: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: faults [--broker kafkaiq|kafka|both] [--nodes 3|5] [--faults N] [--full] \
 [--per-kind N] [--blocks N] [--seed N] [--kinds a,b,...] --kafkaiq-bin PATH [--kafka-libs DIR] \
-[--dir DIR] [--results FILE.md] [--keep]\nkinds: {}",
+[--dir DIR] [--results FILE.md] [--keep] [--no-java]\nkinds: {}",
         KINDS.join(",")
     );
     std::process::exit(2)
@@ -98,6 +103,7 @@ fn parse() -> Result<Args> {
         dir: std::env::temp_dir().join(format!("kafkaiq-faults-{}", std::process::id())),
         results: None,
         keep: std::env::var_os("KEEP_BROKER_DIR").is_some(),
+        java: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -122,6 +128,7 @@ fn parse() -> Result<Args> {
             "--dir" => a.dir = value().into(),
             "--results" => a.results = Some(value().into()),
             "--keep" => a.keep = true,
+            "--no-java" => a.java = false,
             _ => usage(),
         }
     }
@@ -212,8 +219,19 @@ fn run_session(args: &Args, kind: BrokerKind, plan: &[&'static str], seed: u64, 
         };
         let mut nemesis = Nemesis::new(&mut cluster, net, recorder.clone(), TOPIC, timing, seed);
         nemesis.wait_healthy("creating the topic")?;
+        let load = workload::Load {
+            bootstrap: &bootstrap,
+            topic: TOPIC,
+            partitions: PARTITIONS,
+            recorder: recorder.clone(),
+            running: running.clone(),
+        };
         for i in 1..=PRODUCERS {
-            producers.push(workload::producer(&format!("rdkafka-{i}"), &bootstrap, TOPIC, PARTITIONS, PRODUCER_RATE, ids.clone(), recorder.clone(), running.clone())?);
+            producers.push(workload::producer(&format!("rdkafka-{i}"), &load, PRODUCER_RATE, ids.clone())?);
+        }
+        if args.java {
+            let libs = args.kafka_libs.as_ref().context("the Java producer needs --kafka-libs (or --no-java)")?;
+            producers.push(workload::java_producer("java-1", &load, JAVA_PRODUCER_RATE, JAVA_FIRST_ID, libs, &root.join("java-1.log"))?);
         }
         consumers.push(workload::assigned_consumer("assign-1", &bootstrap, TOPIC, PARTITIONS, recorder.clone(), consuming.clone())?);
         consumers.push(workload::group_consumer("group-1", &bootstrap, TOPIC, "faults-group", recorder.clone(), consuming.clone())?);
@@ -305,10 +323,12 @@ fn run_session(args: &Args, kind: BrokerKind, plan: &[&'static str], seed: u64, 
     })
 }
 
-fn print_figures(sessions: &[&Session]) {
-    let mut faults = Vec::new();
-    let mut acks = Vec::new();
-    // Sessions have their own clocks: shift each so its times do not mix with another's.
+/// Faults and acknowledgement times of several sessions on one time line: each session has its
+/// own clock, so each is shifted past the one before.
+type Timeline = (Vec<FaultRecord>, Vec<(i32, u64)>);
+
+fn merged<'s>(sessions: impl IntoIterator<Item = &'s Session>) -> Timeline {
+    let (mut faults, mut acks) = (Vec::new(), Vec::new());
     let mut shift = 0u64;
     for s in sessions {
         let end = s.faults.iter().map(|f| f.window_end_ms).max().unwrap_or(0);
@@ -324,6 +344,11 @@ fn print_figures(sessions: &[&Session]) {
         acks.extend(s.acks.iter().map(|(p, t)| (*p, t + shift)));
         shift += end + 1_000_000;
     }
+    (faults, acks)
+}
+
+fn print_figures(sessions: &[&Session]) {
+    let (faults, acks) = merged(sessions.iter().copied());
     for (kind, k) in figures::per_kind(&faults, &acks) {
         println!(
             "faults: figures: {kind} ×{}: unavailability {}, new leader {}, ISR full {}, balanced {} (ms, median / p99 / max)",
@@ -337,20 +362,12 @@ fn print_figures(sessions: &[&Session]) {
 }
 
 fn markdown(args: &Args, sessions: &[Session]) -> String {
-    let mut by_broker: BTreeMap<&str, (Vec<FaultRecord>, Vec<(i32, u64)>)> = BTreeMap::new();
-    for s in sessions {
-        let e = by_broker.entry(s.kind.name()).or_default();
-        let shift = e.0.iter().map(|f| f.window_end_ms).max().map_or(0, |m| m + 1_000_000);
-        e.0.extend(s.faults.iter().cloned().map(|mut f| {
-            f.injected_ms += shift;
-            f.healed_ms += shift;
-            f.window_end_ms += shift;
-            f.new_leader_ms = f.new_leader_ms.map(|t| t + shift);
-            f.isr_full_ms = f.isr_full_ms.map(|t| t + shift);
-            f.balanced_ms = f.balanced_ms.map(|t| t + shift);
-            f
-        }));
-        e.1.extend(s.acks.iter().map(|(p, t)| (*p, t + shift)));
+    let mut by_broker: BTreeMap<&str, Timeline> = BTreeMap::new();
+    for kind in [BrokerKind::KafkaIq, BrokerKind::ApacheKafka] {
+        let mine: Vec<&Session> = sessions.iter().filter(|s| s.kind == kind).collect();
+        if !mine.is_empty() {
+            by_broker.insert(kind.name(), merged(mine));
+        }
     }
     let mut out = String::new();
     out.push_str(&format!(

@@ -136,17 +136,27 @@ impl<'a> Nemesis<'a> {
         self.cluster.partitions(&self.topic, &ask).map(|(_, p)| p)
     }
 
-    /// Every node runs and is an unfenced broker, every partition has a leader and a full ISR.
+    /// Every node runs and is an unfenced broker, and every node shows the same partitions,
+    /// each with a leader and a full ISR. Asking every node matters: after two of three are
+    /// killed the survivor's metadata cannot change (no quorum) and still shows full ISRs.
     fn healthy(&mut self) -> Option<BTreeMap<i32, PartitionState>> {
         let all: Vec<i32> = self.cluster.nodes.keys().copied().collect();
+        self.note_exits();
         if self.cluster.running() != all || !self.down.is_empty() {
             return None;
         }
-        let p = self.state()?;
-        let full = p
-            .values()
-            .all(|s| s.leader > 0 && s.isr.len() == s.replicas.len());
-        (full && self.cluster.brokers_are(&all[..1], &all)).then_some(p)
+        let mut agreed: Option<BTreeMap<i32, PartitionState>> = None;
+        for id in &all {
+            let (_, p) = self.cluster.partitions(&self.topic, &[*id])?;
+            let full = p
+                .values()
+                .all(|s| s.leader > 0 && s.isr.len() == s.replicas.len());
+            if !full || agreed.as_ref().is_some_and(|a| *a != p) {
+                return None;
+            }
+            agreed = Some(p);
+        }
+        self.cluster.brokers_are(&all, &all).then_some(agreed?)
     }
 
     fn balanced(p: &BTreeMap<i32, PartitionState>) -> bool {

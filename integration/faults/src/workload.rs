@@ -79,19 +79,21 @@ impl Worker {
     }
 }
 
+/// Where a producer writes and what it records into, until `running` is cleared.
+pub struct Load<'a> {
+    pub bootstrap: &'a str,
+    pub topic: &'a str,
+    pub partitions: i32,
+    pub recorder: Recorder,
+    pub running: Arc<AtomicBool>,
+}
+
 /// An idempotent acks=all librdkafka producer sending about `rate` writes a second,
-/// round-robin over `partitions`, until `running` is cleared; then it waits (up to
+/// round-robin over the partitions, until `running` is cleared; then it waits (up to
 /// `MESSAGE_TIMEOUT_MS`) for every outcome.
-pub fn producer(
-    name: &str,
-    bootstrap: &str,
-    topic: &str,
-    partitions: i32,
-    rate: u32,
-    ids: Ids,
-    recorder: Recorder,
-    running: Arc<AtomicBool>,
-) -> anyhow::Result<Worker> {
+pub fn producer(name: &str, load: &Load<'_>, rate: u32, ids: Ids) -> anyhow::Result<Worker> {
+    let (bootstrap, topic, partitions) = (load.bootstrap, load.topic, load.partitions);
+    let (recorder, running) = (load.recorder.clone(), load.running.clone());
     let producer: ThreadedProducer<ProducerCtx> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("client.id", name)
@@ -314,4 +316,67 @@ pub fn final_read(
         }
     }
     Ok((records, ends))
+}
+
+/// The Java client's producer (`java/FaultsProducer.java`, kafka-clients 4.1.1, idempotent,
+/// acks=all) as a child process: its stdout lines are recorded as they come; closing its stdin
+/// (once `running` is cleared) makes it stop, drain and exit. Its ids start at `first_id`.
+pub fn java_producer(
+    name: &str,
+    load: &Load<'_>,
+    rate: u32,
+    first_id: WriteId,
+    kafka_libs: &std::path::Path,
+    log: &std::path::Path,
+) -> anyhow::Result<Worker> {
+    let (bootstrap, topic, partitions) = (load.bootstrap, load.topic, load.partitions);
+    let (recorder, running) = (load.recorder.clone(), load.running.clone());
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("java/FaultsProducer.java");
+    let mut child = Command::new("java")
+        .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(format!("{}/*", kafka_libs.display()))
+        .arg(&source)
+        .args([bootstrap, topic, &partitions.to_string(), &rate.to_string(), &first_id.to_string(), name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log)?)
+        .spawn()?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        while running.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        drop(stdin);
+    });
+    let name = name.to_owned();
+    let thread_name = name.clone();
+    let handle = std::thread::Builder::new().name(name.clone()).spawn(move || {
+        let mut notes = Vec::new();
+        let mut done = false;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let f: Vec<&str> = line.split(' ').collect();
+            let id = f.get(1).and_then(|v| v.parse::<WriteId>().ok());
+            match (f[0], id, f.get(2)) {
+                ("sent", Some(id), Some(p)) => recorder.sent(id, &name, p.parse().unwrap_or(-1)),
+                ("ack", Some(id), Some(o)) => recorder.outcome(id, Outcome::Ack { offset: o.parse().unwrap_or(-1) }),
+                ("unknown", Some(id), _) => recorder.outcome(id, Outcome::Unknown),
+                ("failed", Some(id), _) => recorder.outcome(id, Outcome::DefinitelyFailed),
+                ("done", _, _) => done = true,
+                _ => notes.push(format!("{name}: unexpected line {line:?}")),
+            }
+        }
+        let status = child.wait();
+        if !done {
+            notes.push(format!("{name}: ended without finishing ({status:?}); see its log"));
+        }
+        notes
+    })?;
+    Ok(Worker {
+        name: thread_name,
+        handle: Some(handle),
+    })
 }
