@@ -371,9 +371,14 @@ fn markdown(args: &Args, sessions: &[Session]) -> String {
     }
     let mut out = String::new();
     out.push_str(&format!(
-        "# Fault injection: KafkaIQ and Apache Kafka 4.1.1 side by side\n\n`integration/faults/run.sh --full --seed {}`: {} nodes (broker and controller each), topic of {PARTITIONS} partitions, replication factor 3, min ISR 2; {PRODUCERS} idempotent acks=all librdkafka producers at {PRODUCER_RATE} writes/s each. Settings on both: {}; `broker.session.timeout.ms` and the heartbeat interval are Kafka's defaults (9 s, 2 s). Apache Kafka runs with `-Xmx512m` per node. Figures in ms, median / p99 / max; unavailability is the longest gap between acknowledgements on the partitions the fault affected; ISR full and balanced are measured from the heal.\n\n",
+        "# Fault injection: KafkaIQ and Apache Kafka 4.1.1 side by side\n\n`integration/faults/run.sh --full --seed {}`: {} nodes (broker and controller each), topic of {PARTITIONS} partitions, replication factor 3, min ISR 2; {PRODUCERS} idempotent acks=all librdkafka producers at {PRODUCER_RATE} writes/s each{}. Settings on both: {}; `broker.session.timeout.ms` and the heartbeat interval are Kafka's defaults (9 s, 2 s). Apache Kafka runs with `-Xmx512m` per node. Figures in ms, median / p99 / max; unavailability is the longest gap between acknowledgements on the partitions the fault affected; ISR full and balanced are measured from the heal.\n\n",
         args.seed,
         args.nodes,
+        if args.java {
+            format!(" and the Java client's at {JAVA_PRODUCER_RATE} writes/s")
+        } else {
+            String::new()
+        },
         SETTINGS.join(", ")
     ));
     out.push_str("| fault | broker | faults | unavailability | new leader | ISR full again | balanced again |\n|---|---|---|---|---|---|---|\n");
