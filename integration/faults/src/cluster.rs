@@ -2,7 +2,7 @@
 //! 4.1, each a child process started from a `server.properties` in Kafka's keys — the same file
 //! for both brokers — on 127.0.0.1.
 //!
-//! Each node runs with its own group id (`NODE_GID_BASE + id`) so [`crate::netfault`] can drop
+//! Each node runs with its own group id ([`node_gid`]) so [`crate::netfault`] can drop
 //! the packets of one node's sockets to another's ports, and, when disk faults are asked for,
 //! with its log dir on a small tmpfs of its own ([`Cluster::fill_disk`]). The metadata log has
 //! a directory of its own outside that tmpfs (`metadata.log.dir`), so a full disk takes the
@@ -20,8 +20,14 @@ use anyhow::{bail, Context, Result};
 
 use crate::wire::{self, PartitionState};
 
-/// Node N runs with group id `NODE_GID_BASE + N` (an unused range).
-pub const NODE_GID_BASE: u32 = 61300;
+/// Node N of this run has group id `NODE_GID_BASE + 10 * (driver pid % 100000) + N`: a range
+/// no user has, distinct per run, so two runs on one machine (or the rules a killed run left)
+/// never cut each other's nodes.
+const NODE_GID_BASE: u32 = 600_000;
+
+pub fn node_gid(id: i32) -> u32 {
+    NODE_GID_BASE + 10 * (std::process::id() % 100_000) + id as u32
+}
 /// How long one request of the driver to a node may take.
 pub const ANSWER: Duration = Duration::from_secs(2);
 /// How long a node gets to exit after SIGTERM at the end of a run.
@@ -248,7 +254,7 @@ impl Cluster {
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
-            .gid(NODE_GID_BASE + id as u32);
+            .gid(node_gid(id));
         // SAFETY: setgroups(2) and prctl(2) in the child between fork and exec, both
         // async-signal-safe: no supplementary groups besides the node's own, and the node dies
         // with the driver instead of outliving a crashed run.

@@ -1,6 +1,6 @@
 //! Network faults between nodes on one loopback: nftables rules in a table of this run that
 //! drop the packets a node's sockets send to another node's listening ports, matched by the
-//! socket's group id (each node runs under its own, [`crate::cluster::NODE_GID_BASE`] + id).
+//! socket's group id (each node runs under its own, [`crate::cluster::node_gid`]).
 //!
 //! A cut `from → to` stops every connection `from` opens to `to` (requests and their ACKs are
 //! dropped; retransmissions time out) while `to` can still reach `from`: a one-way cut. Both
@@ -14,7 +14,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cluster::NODE_GID_BASE;
+use crate::cluster::node_gid;
 
 pub struct Net {
     table: String,
@@ -37,6 +37,7 @@ fn nft(args: &str) -> Result<()> {
 impl Net {
     /// Creates this run's table with an output chain and no rules.
     pub fn new(ports: BTreeMap<i32, Vec<u16>>) -> Result<Net> {
+        remove_stale_tables();
         let table = format!("kafkaiq_faults_{}", std::process::id());
         nft(&format!("add table inet {table}"))?;
         let net = Net {
@@ -82,11 +83,29 @@ impl Net {
             nft(&format!(
                 "add rule inet {} out meta skgid {} tcp dport {{ {} }} drop",
                 self.table,
-                NODE_GID_BASE + *from as u32,
+                node_gid(*from),
                 ports.join(" , ")
             ))?;
         }
         Ok(())
+    }
+}
+
+/// Deletes the tables of earlier runs whose driver is gone (killed before its drop ran).
+fn remove_stale_tables() {
+    let Ok(out) = Command::new("nft").args(["list", "tables"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(name) = line.strip_prefix("table inet ") else {
+            continue;
+        };
+        let Some(pid) = name.strip_prefix("kafkaiq_faults_") else {
+            continue;
+        };
+        if !std::path::Path::new("/proc").join(pid).exists() {
+            let _ = nft(&format!("delete table inet {name}"));
+        }
     }
 }
 
