@@ -141,6 +141,7 @@ fn parse() -> Result<Args> {
 /// What one session (one cluster, one schedule) produced.
 struct Session {
     kind: BrokerKind,
+    seed: u64,
     faults: Vec<FaultRecord>,
     acks: Vec<(i32, u64)>,
     report: checker::Report,
@@ -316,6 +317,7 @@ fn run_session(args: &Args, kind: BrokerKind, plan: &[&'static str], seed: u64, 
     cluster.clean_up(keep);
     Ok(Session {
         kind,
+        seed,
         faults,
         acks: recorder.ack_times(),
         report,
@@ -371,7 +373,7 @@ fn markdown(args: &Args, sessions: &[Session]) -> String {
     }
     let mut out = String::new();
     out.push_str(&format!(
-        "# Fault injection: KafkaIQ and Apache Kafka 4.1.1 side by side\n\n`integration/faults/run.sh --full --seed {}`: {} nodes (broker and controller each), topic of {PARTITIONS} partitions, replication factor 3, min ISR 2; {PRODUCERS} idempotent acks=all librdkafka producers at {PRODUCER_RATE} writes/s each{}. Settings on both: {}; `broker.session.timeout.ms` and the heartbeat interval are Kafka's defaults (9 s, 2 s). Apache Kafka runs with `-Xmx512m` per node. Figures in ms, median / p99 / max; unavailability is the longest gap between acknowledgements on the partitions the fault affected; ISR full and balanced are measured from the heal.\n\n",
+        "# Fault injection: KafkaIQ and Apache Kafka 4.1.1 side by side\n\n`integration/faults/run.sh --full --seed {}` (block b runs seed + b - 1): {} nodes (broker and controller each), topic of {PARTITIONS} partitions, replication factor 3, min ISR 2; {PRODUCERS} idempotent acks=all librdkafka producers at {PRODUCER_RATE} writes/s each{}. Settings on both: {}; `broker.session.timeout.ms` and the heartbeat interval are Kafka's defaults (9 s, 2 s). Apache Kafka runs with `-Xmx512m` per node. Figures in ms, median / p99 / max; unavailability is the longest gap between acknowledgements on the partitions the fault affected; ISR full and balanced are measured from the heal.\n\n",
         args.seed,
         args.nodes,
         if args.java {
@@ -403,7 +405,7 @@ fn markdown(args: &Args, sessions: &[Session]) -> String {
         out.push_str(&format!(
             "- {}: {}\n",
             s.kind.name(),
-            s.report.summary_line(s.faults.len(), args.seed)
+            s.report.summary_line(s.faults.len(), s.seed)
         ));
     }
     out
