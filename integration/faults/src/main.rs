@@ -443,6 +443,8 @@ fn main() -> Result<()> {
         }
     }
 
+    // The run's folder, empty unless a session's files were kept.
+    let _ = std::fs::remove_dir(&args.dir);
     let mut total = checker::Report::default();
     let mut injected = 0;
     let mut problems = Vec::new();
