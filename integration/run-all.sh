@@ -16,8 +16,9 @@
 # each with a line saying so.
 #
 # Prerequisites: a Rust toolchain, Java 17 with Maven (the suites fetch Kafka's jars from Maven
-# Central), Go, Python 3, and root or sudo-free apt for kcat (installed when missing). Everything
-# binds 127.0.0.1 and stops by itself.
+# Central), Go, Python 3, and root (apt for kcat and nftables, installed when missing; the
+# fault-injection suite's nftables rules and tmpfs log dirs). Everything binds 127.0.0.1 and
+# stops by itself.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -219,7 +219,16 @@ fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
         };
-        signals.wait().await;
+        tokio::select! {
+            _ = signals.wait() => {}
+            _ = running.all_log_dirs_failed() => {
+                // Kafka's `Exit.halt(1)` in `LogManager#handleLogDirFailure`: no clean shutdown
+                // (nothing could be flushed or checkpointed); the closed connections fence this
+                // broker at once and its leaderships move to the ISR.
+                tracing::error!("shutting down the broker because all log dirs have failed");
+                std::process::exit(1);
+            }
+        }
         tracing::info!("shutting down");
         running.shutdown().await.context("shutdown failed")?;
         Ok(())

@@ -86,6 +86,35 @@ pub struct Node {
     tasks: Vec<(&'static str, JoinHandle<()>)>,
     /// In a cluster: the broker's controlled shutdown, run before anything stops.
     controlled_shutdown: Option<lifecycle::ControlledShutdown>,
+    /// Turns true once every log dir has had an I/O error ([`Node::all_log_dirs_failed`]).
+    log_dirs_failed: watch::Receiver<bool>,
+}
+
+/// Installs the log manager's failure hook: the log dirs that failed so far, and a flag raised
+/// once all of them have (Kafka's `LogManager#handleLogDirFailure`, which halts the broker then:
+/// with no log dir left it cannot serve a partition, and its leaderships must move).
+fn watch_log_dir_failures(log_manager: &LogManager) -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    let total = log_manager.log_dirs().len();
+    let failed = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    log_manager.on_log_dir_failure(Arc::new(move |dir: &std::path::Path, error: &str| {
+        let mut failed = failed.lock().unwrap_or_else(|e| e.into_inner());
+        if failed.insert(dir.to_path_buf()) {
+            tracing::error!(dir = %dir.display(), error, "log dir failed");
+            if failed.len() == total {
+                tx.send_replace(true);
+            } else {
+                // Kafka keeps serving the partitions of its other dirs and tells the controller
+                // which dir is offline; KafkaIQ does not yet, so they answer
+                // KAFKA_STORAGE_ERROR until the broker restarts.
+                tracing::warn!(
+                    online = total - failed.len(),
+                    "a log dir of several failed: its partitions stay offline until restart"
+                );
+            }
+        }
+    }));
+    rx
 }
 
 /// Why a shutdown was not clean.
@@ -198,6 +227,7 @@ impl Node {
             config.default_log_config(),
             clock.now_ms(),
         )?);
+        let log_dirs_failed = watch_log_dir_failures(&log_manager);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let mut tasks = Vec::new();
         let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
@@ -320,7 +350,18 @@ impl Node {
             shutdown_tx,
             tasks,
             controlled_shutdown,
+            log_dirs_failed,
         })
+    }
+
+    /// Completes once every log dir of this node has had an I/O error (a full or failing disk):
+    /// the binary then halts, as Kafka does, rather than stay a leader that can write nothing.
+    pub async fn all_log_dirs_failed(&self) {
+        let mut rx = self.log_dirs_failed.clone();
+        // An error means the sender is gone, which happens only with the node: never completes.
+        if rx.wait_for(|failed| *failed).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
     /// Clean shutdown: in a cluster first a controlled shutdown (the controller moves this

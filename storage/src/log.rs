@@ -116,7 +116,15 @@ pub struct Log {
     truncation_generation: AtomicU64,
     offline: AtomicBool,
     offline_reason: Mutex<String>,
+    /// Told once, when an I/O error takes this log offline: the log dir holding it and the
+    /// error (the [`crate::LogManager`] installs it; a log opened on its own has none).
+    failure_hook: std::sync::OnceLock<(PathBuf, LogDirFailureHook)>,
 }
+
+/// Called with a log dir and the error when a log in that dir goes offline after an I/O error
+/// (Kafka's `LogDirFailureChannel#maybeAddOfflineLogDir`). It runs on the failing call's
+/// thread, possibly under a partition's lock: it must only record and wake, never block.
+pub type LogDirFailureHook = Arc<dyn Fn(&Path, &str) + Send + Sync>;
 
 impl std::fmt::Debug for Log {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -262,7 +270,14 @@ impl Log {
             truncation_generation: AtomicU64::new(0),
             offline: AtomicBool::new(false),
             offline_reason: Mutex::new(String::new()),
+            failure_hook: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Installs the hook told when this log goes offline; `log_dir` is the dir holding it.
+    /// The first installed hook stays.
+    pub(crate) fn set_failure_hook(&self, log_dir: PathBuf, hook: LogDirFailureHook) {
+        let _ = self.failure_hook.set((log_dir, hook));
     }
 
     pub fn dir(&self) -> &Path {
@@ -334,6 +349,10 @@ impl Log {
             if !self.offline.swap(true, Ordering::AcqRel) {
                 *reason = e.to_string();
                 tracing::error!(dir = %self.dir.display(), error = %e, "log goes offline after an I/O error");
+                drop(reason);
+                if let Some((log_dir, hook)) = self.failure_hook.get() {
+                    hook(log_dir, &e.to_string());
+                }
             }
         }
         result

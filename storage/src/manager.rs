@@ -31,7 +31,7 @@ use crate::checkpoint::{
 };
 use crate::config::{LogConfig, TopicPartition};
 use crate::error::{IoContext, Result, StorageError};
-use crate::log::{sync_dir, Log};
+use crate::log::{sync_dir, Log, LogDirFailureHook};
 
 /// Kafka's clean-shutdown marker file in each log directory.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -52,6 +52,8 @@ pub struct LogManager {
     /// Serialises log creation, deletion and checkpoint writes.
     admin: Mutex<()>,
     last_checkpoint_ms: Mutex<i64>,
+    /// Told when a log goes offline after an I/O error ([`LogManager::on_log_dir_failure`]).
+    failure_hook: Mutex<Option<LogDirFailureHook>>,
 }
 
 fn checkpoint(dir: &Path, name: &str) -> CheckpointFile<OffsetCheckpointEntry> {
@@ -146,7 +148,20 @@ impl LogManager {
             logs: RwLock::new(logs),
             admin: Mutex::new(()),
             last_checkpoint_ms: Mutex::new(now_ms),
+            failure_hook: Mutex::new(None),
         })
+    }
+
+    /// Installs `hook`, told (log dir, error) whenever a log — open now or created later — goes
+    /// offline after an I/O error, as Kafka's logs report to its `LogDirFailureChannel`. The
+    /// caller decides what a failed dir means (the broker halts once every dir has failed).
+    pub fn on_log_dir_failure(&self, hook: LogDirFailureHook) {
+        let _admin = self.admin.lock();
+        *self.failure_hook.lock() = Some(hook.clone());
+        for e in self.logs.read().values() {
+            e.log
+                .set_failure_hook(self.log_dirs[e.dir_index].clone(), hook.clone());
+        }
     }
 
     pub fn log_dirs(&self) -> &[PathBuf] {
@@ -186,6 +201,9 @@ impl LogManager {
         };
         let dir = self.log_dirs[dir_index].join(tp.dir_name());
         let log = Arc::new(Log::open(&dir, config, 0, true, now_ms)?);
+        if let Some(hook) = self.failure_hook.lock().clone() {
+            log.set_failure_hook(self.log_dirs[dir_index].clone(), hook);
+        }
         sync_dir(&self.log_dirs[dir_index])?;
         self.logs.write().insert(
             tp.clone(),
@@ -366,6 +384,54 @@ mod tests {
             index_interval_bytes: 256,
             ..LogConfig::default()
         }
+    }
+
+    /// A log dir that fails (here: a partition directory gone, so the next segment cannot be
+    /// created) takes the log offline and tells the hook which log dir failed, once; the logs
+    /// of the other dir are not reported. Both a log open before the hook and one created
+    /// after it report.
+    #[test]
+    fn a_log_going_offline_after_an_io_error_reports_its_log_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        let before = manager
+            .get_or_create(&TopicPartition::new("t", 0), config(), 0)
+            .unwrap();
+        let reports: Arc<Mutex<Vec<(PathBuf, String)>>> = Arc::default();
+        let seen = reports.clone();
+        manager.on_log_dir_failure(Arc::new(move |dir: &Path, error: &str| {
+            seen.lock().push((dir.to_path_buf(), error.to_owned()));
+        }));
+        let after = manager
+            .get_or_create(&TopicPartition::new("t", 1), config(), 0)
+            .unwrap();
+        assert_ne!(before.dir().parent(), after.dir().parent(), "one log per dir");
+
+        for (log, dir_index) in [(&before, 0), (&after, 1)] {
+            std::fs::remove_dir_all(log.dir()).unwrap();
+            // Appends go to the open segment until it is full; the roll then fails.
+            let mut failed = None;
+            for i in 0..100 {
+                if let Err(e) = log.append_as_leader(&simple(2, 100, i), 1, 0) {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            let e = failed.expect("an append fails once the segment must roll");
+            assert!(e.is_storage_error(), "{e}");
+            assert!(log.is_offline());
+            assert!(log.append_as_leader(&simple(2, 100, 0), 1, 0).is_err());
+            let r = reports.lock();
+            assert_eq!(r.len(), dir_index + 1, "reported once per failing log: {r:?}");
+            assert_eq!(r[dir_index].0, dirs[log_dir_of(&dirs, log)]);
+        }
+    }
+
+    fn log_dir_of(dirs: &[PathBuf], log: &Log) -> usize {
+        dirs.iter()
+            .position(|d| Some(d.as_path()) == log.dir().parent())
+            .unwrap()
     }
 
     #[test]
