@@ -406,7 +406,11 @@ mod tests {
         let after = manager
             .get_or_create(&TopicPartition::new("t", 1), config(), 0)
             .unwrap();
-        assert_ne!(before.dir().parent(), after.dir().parent(), "one log per dir");
+        assert_ne!(
+            before.dir().parent(),
+            after.dir().parent(),
+            "one log per dir"
+        );
 
         for (log, dir_index) in [(&before, 0), (&after, 1)] {
             std::fs::remove_dir_all(log.dir()).unwrap();
@@ -423,7 +427,11 @@ mod tests {
             assert!(log.is_offline());
             assert!(log.append_as_leader(&simple(2, 100, 0), 1, 0).is_err());
             let r = reports.lock();
-            assert_eq!(r.len(), dir_index + 1, "reported once per failing log: {r:?}");
+            assert_eq!(
+                r.len(),
+                dir_index + 1,
+                "reported once per failing log: {r:?}"
+            );
             assert_eq!(r[dir_index].0, dirs[log_dir_of(&dirs, log)]);
         }
     }

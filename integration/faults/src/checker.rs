@@ -166,13 +166,17 @@ pub fn check(h: &History) -> Report {
         if let Some((Outcome::DefinitelyFailed, _)) = outcome.get(id) {
             if read.contains(id) {
                 report.failed_reads += 1;
-                ex.add("failed read", || format!("write {id} failed, read at {places:?}"));
+                ex.add("failed read", || {
+                    format!("write {id} failed, read at {places:?}")
+                });
             }
         }
     }
     for (partition, offset) in &unknown_values {
         report.unknown_values += 1;
-        ex.add("unknown value", || format!("{partition}@{offset} is no write of this run"));
+        ex.add("unknown value", || {
+            format!("{partition}@{offset} is no write of this run")
+        });
     }
 
     // Lost and unseen: against the final read only, the state after the heal.
@@ -355,8 +359,20 @@ mod tests {
         assert_eq!(r.duplicates_across_epochs, 0);
 
         // The replica logs show the second copy under a bumped producer epoch.
-        h.replica_logs.push((1, LogRecord { producer: Some((7, 0, 3)), ..rec(0, 3, 3) }));
-        h.replica_logs.push((1, LogRecord { producer: Some((7, 1, 0)), ..rec(0, 5, 3) }));
+        h.replica_logs.push((
+            1,
+            LogRecord {
+                producer: Some((7, 0, 3)),
+                ..rec(0, 3, 3)
+            },
+        ));
+        h.replica_logs.push((
+            1,
+            LogRecord {
+                producer: Some((7, 1, 0)),
+                ..rec(0, 5, 3)
+            },
+        ));
         let r = check(&h);
         assert_eq!((r.duplicates, r.duplicates_across_epochs), (1, 1), "{r:?}");
     }
@@ -395,7 +411,8 @@ mod tests {
         h.writes.retain(|w| w.id != 3 && w.id != 4);
         h.polls.retain(|p| p.offset != 3 && p.offset != 4);
         h.final_read.retain(|r| r.offset != 3 && r.offset != 4);
-        h.replica_logs.retain(|(_, r)| r.offset != 3 && r.offset != 4);
+        h.replica_logs
+            .retain(|(_, r)| r.offset != 3 && r.offset != 4);
         let r = check(&h);
         assert!(r.valid(), "{r:?}");
     }

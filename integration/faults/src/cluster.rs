@@ -106,7 +106,9 @@ fn free_ports(n: usize) -> Vec<u16> {
     let held: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
         .collect();
-    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 fn run(cmd: &mut Command) -> Result<String> {
@@ -145,8 +147,12 @@ impl Cluster {
             std::fs::create_dir_all(dir.join("metadata"))?;
             if cluster.launch.tmpfs_log_dirs {
                 let data = dir.join("data");
-                run(Command::new("mount").args(["-t", "tmpfs", "-o"]).arg(format!("size={LOG_DIR_TMPFS_BYTES}")).arg("tmpfs").arg(&data))
-                    .context("mount a tmpfs for a log dir (disk faults need root)")?;
+                run(Command::new("mount")
+                    .args(["-t", "tmpfs", "-o"])
+                    .arg(format!("size={LOG_DIR_TMPFS_BYTES}"))
+                    .arg("tmpfs")
+                    .arg(&data))
+                .context("mount a tmpfs for a log dir (disk faults need root)")?;
                 cluster.mounted.push(data);
             }
             let rf = n.min(3);
@@ -209,11 +215,31 @@ impl Cluster {
 
     fn format_for_kafka(&self) -> Result<()> {
         let cp = self.kafka_classpath()?;
-        let out = run(Command::new("java").args(["-Xmx256m", "-cp", &cp, "kafka.tools.StorageTool", "random-uuid"]))?;
-        let cluster_id = out.trim().lines().last().context("no cluster id")?.to_owned();
+        let out = run(Command::new("java").args([
+            "-Xmx256m",
+            "-cp",
+            &cp,
+            "kafka.tools.StorageTool",
+            "random-uuid",
+        ]))?;
+        let cluster_id = out
+            .trim()
+            .lines()
+            .last()
+            .context("no cluster id")?
+            .to_owned();
         for node in self.nodes.values() {
             run(Command::new("java")
-                .args(["-Xmx256m", "-cp", &cp, "kafka.tools.StorageTool", "format", "-t", &cluster_id, "-c"])
+                .args([
+                    "-Xmx256m",
+                    "-cp",
+                    &cp,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    &cluster_id,
+                    "-c",
+                ])
                 .arg(&node.config))
             .with_context(|| format!("kafka-storage format of node {}", node.id))?;
         }
@@ -234,12 +260,16 @@ impl Cluster {
             bail!("node {id} already runs");
         }
         node.starts += 1;
-        let log = File::options().create(true).append(true).open(node.log_file())?;
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(node.log_file())?;
         let mut cmd = match kind {
             BrokerKind::KafkaIq => {
                 let mut c = Command::new(&bin);
                 c.arg("--config").arg(&node.config);
-                c.arg("--override").arg(format!("http.listener=127.0.0.1:{}", node.http_port));
+                c.arg("--override")
+                    .arg(format!("http.listener=127.0.0.1:{}", node.http_port));
                 if std::env::var_os("RUST_LOG").is_none() {
                     c.env("RUST_LOG", "info");
                 }
@@ -247,7 +277,10 @@ impl Cluster {
             }
             BrokerKind::ApacheKafka => {
                 let mut c = Command::new("java");
-                c.args(["-Xmx512m", "-cp"]).arg(cp.unwrap()).arg("kafka.Kafka").arg(&node.config);
+                c.args(["-Xmx512m", "-cp"])
+                    .arg(cp.unwrap())
+                    .arg("kafka.Kafka")
+                    .arg(&node.config);
                 c
             }
         };
@@ -302,7 +335,8 @@ impl Cluster {
         for node in self.nodes.values_mut() {
             if let Some(c) = node.child.as_mut() {
                 if let Ok(Some(status)) = c.try_wait() {
-                    node.exits.push(format!("run {} exited with {status}", node.starts));
+                    node.exits
+                        .push(format!("run {} exited with {status}", node.starts));
                     node.child = None;
                     out.push(node.id);
                 }
@@ -342,12 +376,19 @@ impl Cluster {
                 match status.and_then(|s| s.code()) {
                     Some(0) => {}
                     Some(143) if kind == BrokerKind::ApacheKafka => {}
-                    Some(code) => problems.push(format!("node {}: exited with {code} after SIGTERM", node.id)),
-                    None => problems.push(format!("node {}: did not stop within {SHUTDOWN_TIMEOUT:?} of SIGTERM", node.id)),
+                    Some(code) => problems.push(format!(
+                        "node {}: exited with {code} after SIGTERM",
+                        node.id
+                    )),
+                    None => problems.push(format!(
+                        "node {}: did not stop within {SHUTDOWN_TIMEOUT:?} of SIGTERM",
+                        node.id
+                    )),
                 }
             }
             for run in 1..=node.starts {
-                let text = std::fs::read_to_string(node.dir.join(format!("node.{run}.log"))).unwrap_or_default();
+                let text = std::fs::read_to_string(node.dir.join(format!("node.{run}.log")))
+                    .unwrap_or_default();
                 if let Some(line) = text.lines().find(|l| l.contains(PANIC_MARKER)) {
                     problems.push(format!("node {} run {run}: {line}", node.id));
                 }
@@ -365,7 +406,11 @@ impl Cluster {
     }
 
     /// The partitions of `topic` as the first of `ask` that answers shows them.
-    pub fn partitions(&self, topic: &str, ask: &[i32]) -> Option<(i32, BTreeMap<i32, PartitionState>)> {
+    pub fn partitions(
+        &self,
+        topic: &str,
+        ask: &[i32],
+    ) -> Option<(i32, BTreeMap<i32, PartitionState>)> {
         ask.iter().find_map(|id| {
             wire::partitions(self.nodes[id].client_addr(), topic, ANSWER).map(|p| (*id, p))
         })
@@ -410,7 +455,9 @@ impl Cluster {
 
     /// The `.log` segment files of `topic`-`partition` on node `id`, in offset order.
     pub fn segments(&self, id: i32, topic: &str, partition: i32) -> Vec<PathBuf> {
-        let dir = self.nodes[&id].log_dir().join(format!("{topic}-{partition}"));
+        let dir = self.nodes[&id]
+            .log_dir()
+            .join(format!("{topic}-{partition}"));
         let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map(|rd| {
                 rd.filter_map(|e| e.ok().map(|e| e.path()))

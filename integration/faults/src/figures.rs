@@ -29,7 +29,12 @@ pub struct FaultRecord {
 pub fn longest_gap(ack_times: &[u64], from: u64, to: u64) -> u64 {
     let mut times: Vec<u64> = ack_times.to_vec();
     times.sort_unstable();
-    let mut prev = times.iter().rev().find(|t| **t < from).copied().unwrap_or(from);
+    let mut prev = times
+        .iter()
+        .rev()
+        .find(|t| **t < from)
+        .copied()
+        .unwrap_or(from);
     let mut gap = 0;
     for &t in times.iter().filter(|t| **t >= from && **t <= to) {
         gap = gap.max(t - prev);
@@ -45,7 +50,11 @@ pub fn unavailability(fault: &FaultRecord, acks: &[(i32, u64)]) -> u64 {
         .affected
         .iter()
         .map(|p| {
-            let times: Vec<u64> = acks.iter().filter(|(q, _)| q == p).map(|(_, t)| *t).collect();
+            let times: Vec<u64> = acks
+                .iter()
+                .filter(|(q, _)| q == p)
+                .map(|(_, t)| *t)
+                .collect();
             longest_gap(&times, fault.injected_ms, fault.window_end_ms)
         })
         .max()
@@ -73,13 +82,17 @@ pub struct KindFigures {
     pub balanced: Vec<u64>,
 }
 
-pub fn per_kind(faults: &[FaultRecord], acks: &[(i32, u64)]) -> BTreeMap<&'static str, KindFigures> {
+pub fn per_kind(
+    faults: &[FaultRecord],
+    acks: &[(i32, u64)],
+) -> BTreeMap<&'static str, KindFigures> {
     let mut m: BTreeMap<&'static str, KindFigures> = BTreeMap::new();
     for f in faults {
         let k = m.entry(f.kind).or_default();
         k.count += 1;
         k.unavailability.push(unavailability(f, acks));
-        k.new_leader.extend(f.new_leader_ms.map(|t| t - f.injected_ms));
+        k.new_leader
+            .extend(f.new_leader_ms.map(|t| t - f.injected_ms));
         k.isr_full.extend(f.isr_full_ms.map(|t| t - f.healed_ms));
         k.balanced.extend(f.balanced_ms.map(|t| t - f.healed_ms));
     }
@@ -104,9 +117,15 @@ mod tests {
         acks.extend((40..=60).map(|i| i * 10));
         assert_eq!(longest_gap(&acks, 150, 600), 300);
         // No ack after the fault at all: silent until the window's end.
-        assert_eq!(longest_gap(&(0..=10).map(|i| i * 10).collect::<Vec<_>>(), 150, 900), 800);
+        assert_eq!(
+            longest_gap(&(0..=10).map(|i| i * 10).collect::<Vec<_>>(), 150, 900),
+            800
+        );
         // Steady acks: the spacing.
-        assert_eq!(longest_gap(&(0..100).map(|i| i * 10).collect::<Vec<_>>(), 150, 900), 10);
+        assert_eq!(
+            longest_gap(&(0..100).map(|i| i * 10).collect::<Vec<_>>(), 150, 900),
+            10
+        );
     }
 
     #[test]

@@ -88,7 +88,11 @@ pub fn value_of(id: WriteId) -> String {
 
 /// The write id a value names, if it is one of ours.
 pub fn id_of(value: &[u8]) -> Option<WriteId> {
-    std::str::from_utf8(value).ok()?.strip_prefix('v')?.parse().ok()
+    std::str::from_utf8(value)
+        .ok()?
+        .strip_prefix('v')?
+        .parse()
+        .ok()
 }
 
 /// Shared, append-only recording of a running history (writes are filled in as their
@@ -145,7 +149,14 @@ impl Recorder {
         }
     }
 
-    pub fn poll(&self, consumer: &str, generation: u64, partition: i32, offset: i64, id: Option<WriteId>) {
+    pub fn poll(
+        &self,
+        consumer: &str,
+        generation: u64,
+        partition: i32,
+        offset: i64,
+        id: Option<WriteId>,
+    ) {
         let at_ms = self.now_ms();
         self.inner.lock().unwrap().polls.push(Poll {
             consumer: consumer.to_owned(),

@@ -120,7 +120,13 @@ fn parse() -> Result<Args> {
                 let v = value();
                 a.kinds = v
                     .split(',')
-                    .map(|k| KINDS.iter().copied().find(|x| *x == k).with_context(|| format!("unknown kind {k}")))
+                    .map(|k| {
+                        KINDS
+                            .iter()
+                            .copied()
+                            .find(|x| *x == k)
+                            .with_context(|| format!("unknown kind {k}"))
+                    })
                     .collect::<Result<_>>()?;
             }
             "--kafkaiq-bin" => a.kafkaiq_bin = value().into(),
@@ -173,7 +179,13 @@ fn wait_until(what: &str, deadline: Duration, mut check: impl FnMut() -> bool) -
     Ok(())
 }
 
-fn run_session(args: &Args, kind: BrokerKind, plan: &[&'static str], seed: u64, label: &str) -> Result<Session> {
+fn run_session(
+    args: &Args,
+    kind: BrokerKind,
+    plan: &[&'static str],
+    seed: u64,
+    label: &str,
+) -> Result<Session> {
     let disk = plan.contains(&"disk-full-leader");
     let net_needed = plan.iter().any(|k| nemesis::needs_net(k));
     let launch = Launch {
@@ -186,21 +198,42 @@ fn run_session(args: &Args, kind: BrokerKind, plan: &[&'static str], seed: u64, 
     let settings: Vec<String> = SETTINGS.iter().map(|s| s.to_string()).collect();
     let start = Instant::now();
     let mut cluster = Cluster::start(launch, &root, args.nodes, &settings)?;
-    println!("faults: {label}: {} nodes of {} in {}", args.nodes, kind.name(), root.display());
+    println!(
+        "faults: {label}: {} nodes of {} in {}",
+        args.nodes,
+        kind.name(),
+        root.display()
+    );
     let all: Vec<i32> = cluster.nodes.keys().copied().collect();
-    wait_until("every node listening", Duration::from_secs(120), || all.iter().all(|id| cluster.listening(*id)))?;
-    wait_until("every broker registered and unfenced", Duration::from_secs(120), || cluster.brokers_are(&all, &all))?;
+    wait_until("every node listening", Duration::from_secs(120), || {
+        all.iter().all(|id| cluster.listening(*id))
+    })?;
+    wait_until(
+        "every broker registered and unfenced",
+        Duration::from_secs(120),
+        || cluster.brokers_are(&all, &all),
+    )?;
     let rf = args.nodes.min(3) as i16;
     wait_until("the topic created", Duration::from_secs(60), || {
         all.iter().any(|id| {
             matches!(
-                wire::create_topic(cluster.nodes[id].client_addr(), TOPIC, PARTITIONS, rf, &[("min.insync.replicas", "2")]),
+                wire::create_topic(
+                    cluster.nodes[id].client_addr(),
+                    TOPIC,
+                    PARTITIONS,
+                    rf,
+                    &[("min.insync.replicas", "2")]
+                ),
                 Some(0 | 36)
             )
         })
     })?;
     let net = if net_needed {
-        let ports = cluster.nodes.iter().map(|(id, n)| (*id, n.ports().to_vec())).collect();
+        let ports = cluster
+            .nodes
+            .iter()
+            .map(|(id, n)| (*id, n.ports().to_vec()))
+            .collect();
         Some(netfault::Net::new(ports)?)
     } else {
         None
@@ -228,15 +261,48 @@ fn run_session(args: &Args, kind: BrokerKind, plan: &[&'static str], seed: u64, 
             running: running.clone(),
         };
         for i in 1..=PRODUCERS {
-            producers.push(workload::producer(&format!("rdkafka-{i}"), &load, PRODUCER_RATE, ids.clone())?);
+            producers.push(workload::producer(
+                &format!("rdkafka-{i}"),
+                &load,
+                PRODUCER_RATE,
+                ids.clone(),
+            )?);
         }
         if args.java {
-            let libs = args.kafka_libs.as_ref().context("the Java producer needs --kafka-libs (or --no-java)")?;
-            producers.push(workload::java_producer("java-1", &load, JAVA_PRODUCER_RATE, JAVA_FIRST_ID, libs, &root.join("java-1.log"))?);
+            let libs = args
+                .kafka_libs
+                .as_ref()
+                .context("the Java producer needs --kafka-libs (or --no-java)")?;
+            producers.push(workload::java_producer(
+                "java-1",
+                &load,
+                JAVA_PRODUCER_RATE,
+                JAVA_FIRST_ID,
+                libs,
+                &root.join("java-1.log"),
+            )?);
         }
-        consumers.push(workload::assigned_consumer("assign-1", &bootstrap, TOPIC, PARTITIONS, recorder.clone(), consuming.clone())?);
-        consumers.push(workload::group_consumer("group-1", &bootstrap, TOPIC, "faults-group", recorder.clone(), consuming.clone())?);
-        wait_until("acknowledgements before the first fault", Duration::from_secs(60), || recorder.acknowledged() >= WARM_UP_ACKS)?;
+        consumers.push(workload::assigned_consumer(
+            "assign-1",
+            &bootstrap,
+            TOPIC,
+            PARTITIONS,
+            recorder.clone(),
+            consuming.clone(),
+        )?);
+        consumers.push(workload::group_consumer(
+            "group-1",
+            &bootstrap,
+            TOPIC,
+            "faults-group",
+            recorder.clone(),
+            consuming.clone(),
+        )?);
+        wait_until(
+            "acknowledgements before the first fault",
+            Duration::from_secs(60),
+            || recorder.acknowledged() >= WARM_UP_ACKS,
+        )?;
 
         let mut faults = Vec::new();
         for (i, kind) in plan.iter().enumerate() {
@@ -247,7 +313,9 @@ fn run_session(args: &Args, kind: BrokerKind, plan: &[&'static str], seed: u64, 
                     return Err(e.context(format!("fault {} ({kind})", i + 1)));
                 }
             };
-            let ms = |t: Option<u64>, from: u64| t.map_or("–".to_owned(), |t| format!("{} ms", t - from));
+            let ms = |t: Option<u64>, from: u64| {
+                t.map_or("–".to_owned(), |t| format!("{} ms", t - from))
+            };
             println!(
                 "faults: {label}: fault {}/{}: {kind} on {:?}: partitions {:?}, new leader after {}, ISR full {} after the heal, balanced {} after the heal, held {} ms",
                 i + 1,
@@ -277,10 +345,15 @@ fn run_session(args: &Args, kind: BrokerKind, plan: &[&'static str], seed: u64, 
     };
     let final_read = workload::final_read(&bootstrap, TOPIC, PARTITIONS);
     if let Ok((_, ends)) = &final_read {
-        let caught_up = wait_until("the assigned consumer at the high watermark", CATCH_UP_DEADLINE, || {
-            let polled = recorder.polled_up_to("assign-1");
-            ends.iter().all(|(p, end)| *end == 0 || polled.get(p).is_some_and(|o| o + 1 >= *end))
-        });
+        let caught_up = wait_until(
+            "the assigned consumer at the high watermark",
+            CATCH_UP_DEADLINE,
+            || {
+                let polled = recorder.polled_up_to("assign-1");
+                ends.iter()
+                    .all(|(p, end)| *end == 0 || polled.get(p).is_some_and(|o| o + 1 >= *end))
+            },
+        );
         if let Err(e) = caught_up {
             problems.push(format!("{e}"));
         }
@@ -295,7 +368,10 @@ fn run_session(args: &Args, kind: BrokerKind, plan: &[&'static str], seed: u64, 
     let mut history = recorder.snapshot();
     match final_read {
         Ok((records, ends)) => {
-            history.final_read = records.into_iter().filter(|r| r.offset < ends[&r.partition]).collect();
+            history.final_read = records
+                .into_iter()
+                .filter(|r| r.offset < ends[&r.partition])
+                .collect();
             history.final_end = ends;
         }
         Err(e) => problems.push(format!("final read: {e:#}")),
@@ -305,9 +381,12 @@ fn run_session(args: &Args, kind: BrokerKind, plan: &[&'static str], seed: u64, 
         for p in 0..PARTITIONS {
             let end = history.final_end.get(&p).copied().unwrap_or(0);
             match segments::read(p, &cluster.segments(id, TOPIC, p)) {
-                Ok(records) => history
-                    .replica_logs
-                    .extend(records.into_iter().filter(|r| r.offset < end).map(|r| (id, r))),
+                Ok(records) => history.replica_logs.extend(
+                    records
+                        .into_iter()
+                        .filter(|r| r.offset < end)
+                        .map(|r| (id, r)),
+                ),
                 Err(e) => problems.push(format!("node {id} {TOPIC}-{p}: {e:#}")),
             }
         }
@@ -433,7 +512,10 @@ fn main() -> Result<()> {
                 let label = format!("block-{}-{}", b + 1, kind.name());
                 sessions.push(run_session(&args, *kind, &plan, seed, &label)?);
                 let s = sessions.last().unwrap();
-                println!("faults: {label}: {}", s.report.summary_line(s.faults.len(), seed));
+                println!(
+                    "faults: {label}: {}",
+                    s.report.summary_line(s.faults.len(), seed)
+                );
             }
         }
     } else {
@@ -481,7 +563,10 @@ fn main() -> Result<()> {
         problems.extend(s.problems.iter().map(|p| format!("{}: {p}", s.kind.name())));
     }
     if args.full {
-        let path = args.results.clone().unwrap_or_else(|| PathBuf::from("benches/results/faults.md"));
+        let path = args
+            .results
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("benches/results/faults.md"));
         std::fs::write(&path, markdown(&args, &sessions))?;
         println!("faults: figures written to {}", path.display());
     }

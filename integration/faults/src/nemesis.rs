@@ -52,7 +52,10 @@ pub const KINDS: &[&str] = &[
 pub fn needs_net(kind: &str) -> bool {
     matches!(
         kind,
-        "partition-leader-from-quorum" | "partition-follower-from-leader" | "one-way-cut-leader" | "flapping-link"
+        "partition-leader-from-quorum"
+            | "partition-follower-from-leader"
+            | "one-way-cut-leader"
+            | "flapping-link"
     )
 }
 
@@ -92,7 +95,14 @@ pub struct Nemesis<'a> {
 }
 
 impl<'a> Nemesis<'a> {
-    pub fn new(cluster: &'a mut Cluster, net: Option<Net>, recorder: Recorder, topic: &str, timing: Timing, seed: u64) -> Nemesis<'a> {
+    pub fn new(
+        cluster: &'a mut Cluster,
+        net: Option<Net>,
+        recorder: Recorder,
+        topic: &str,
+        timing: Timing,
+        seed: u64,
+    ) -> Nemesis<'a> {
         Nemesis {
             cluster,
             net,
@@ -124,8 +134,13 @@ impl<'a> Nemesis<'a> {
             if self.may_exit.contains(&id) {
                 println!("faults: node {id} exited by itself (expected of a failed log dir)");
             } else {
-                let what = self.cluster.nodes[&id].exits.last().cloned().unwrap_or_default();
-                self.problems.push(format!("node {id} exited while nobody stopped it ({what})"));
+                let what = self.cluster.nodes[&id]
+                    .exits
+                    .last()
+                    .cloned()
+                    .unwrap_or_default();
+                self.problems
+                    .push(format!("node {id} exited while nobody stopped it ({what})"));
             }
         }
     }
@@ -164,7 +179,11 @@ impl<'a> Nemesis<'a> {
     }
 
     /// Polls `check` until it holds or `deadline` passes; when it held (ms since the start).
-    fn wait<T>(&mut self, deadline: Duration, mut check: impl FnMut(&mut Self) -> Option<T>) -> Option<(u64, T)> {
+    fn wait<T>(
+        &mut self,
+        deadline: Duration,
+        mut check: impl FnMut(&mut Self) -> Option<T>,
+    ) -> Option<(u64, T)> {
         let end = Instant::now() + deadline;
         loop {
             if let Some(v) = check(self) {
@@ -191,16 +210,27 @@ impl<'a> Nemesis<'a> {
     /// Holds for `hold`, watching for the moment no partition of `affected` is led by a victim
     /// (when `watch_leader`); with `until_new_leader` the hold ends early once that happened
     /// (plus `extra`), at most [`NEW_LEADER_HOLD_MAX`].
-    fn hold(&mut self, hold: Duration, watch: Option<(&[i32], &[i32])>, until_new_leader: bool, extra: Duration) -> Option<u64> {
+    fn hold(
+        &mut self,
+        hold: Duration,
+        watch: Option<(&[i32], &[i32])>,
+        until_new_leader: bool,
+        extra: Duration,
+    ) -> Option<u64> {
         let start = Instant::now();
         let mut moved = None;
-        let limit = if until_new_leader { NEW_LEADER_HOLD_MAX } else { hold };
+        let limit = if until_new_leader {
+            NEW_LEADER_HOLD_MAX
+        } else {
+            hold
+        };
         let mut end = start + limit;
         while Instant::now() < end {
             if let (None, Some((affected, victims))) = (moved, watch) {
                 if let Some(p) = self.state() {
                     let led_elsewhere = affected.iter().all(|q| {
-                        p.get(q).is_some_and(|s| s.leader > 0 && !victims.contains(&s.leader))
+                        p.get(q)
+                            .is_some_and(|s| s.leader > 0 && !victims.contains(&s.leader))
                     });
                     if led_elsewhere {
                         moved = Some(self.now());
@@ -237,8 +267,15 @@ impl<'a> Nemesis<'a> {
         let follower = *self.rng.pick(&followers);
         let others: Vec<i32> = ids.iter().copied().filter(|n| *n != leader).collect();
         let victims: Vec<i32> = match kind {
-            "kill-leader" | "pause-leader-past-session" | "partition-leader-from-quorum" | "one-way-cut-leader" | "disk-full-leader" => vec![leader],
-            "kill-follower" | "pause-follower-past-lag" | "partition-follower-from-leader" | "flapping-link" => vec![follower],
+            "kill-leader"
+            | "pause-leader-past-session"
+            | "partition-leader-from-quorum"
+            | "one-way-cut-leader"
+            | "disk-full-leader" => vec![leader],
+            "kill-follower"
+            | "pause-follower-past-lag"
+            | "partition-follower-from-leader"
+            | "flapping-link" => vec![follower],
             "kill-two" => vec![leader, follower],
             "kill-controller" => {
                 let ask = self.reachable();
@@ -260,11 +297,17 @@ impl<'a> Nemesis<'a> {
             .collect();
         let followed: Vec<i32> = before
             .iter()
-            .filter(|(_, s)| !victims.contains(&s.leader) && s.replicas.iter().any(|r| victims.contains(r)))
+            .filter(|(_, s)| {
+                !victims.contains(&s.leader) && s.replicas.iter().any(|r| victims.contains(r))
+            })
             .map(|(p, _)| *p)
             .collect();
         let leads = !led.is_empty();
-        let affected = if follower_kind || !leads { followed } else { led };
+        let affected = if follower_kind || !leads {
+            followed
+        } else {
+            led
+        };
         // Leadership is expected to move off the victims (not for a follower fault, nor when
         // two of three voters are gone: no quorum, no election).
         let expect_move = leads && kind != "kill-two" && !follower_kind;
@@ -287,7 +330,11 @@ impl<'a> Nemesis<'a> {
                 moved
             }
             "pause-follower-past-lag" | "pause-leader-past-session" => {
-                let hold = if kind.contains("lag") { lag + 2000 } else { session + 3000 };
+                let hold = if kind.contains("lag") {
+                    lag + 2000
+                } else {
+                    session + 3000
+                };
                 self.cluster.signal(victims[0], libc::SIGSTOP);
                 self.down = victims.clone();
                 let moved = self.hold(Duration::from_millis(hold), watch, false, extra);
@@ -352,9 +399,7 @@ impl<'a> Nemesis<'a> {
         };
         self.down.clear();
         let healed_ms = self.now();
-        let isr_full_ms = self
-            .wait(HEALTHY_DEADLINE, |n| n.healthy())
-            .map(|(t, _)| t);
+        let isr_full_ms = self.wait(HEALTHY_DEADLINE, |n| n.healthy()).map(|(t, _)| t);
         if isr_full_ms.is_none() {
             let state = self.state();
             self.problems.push(format!(

@@ -40,12 +40,20 @@ mod tests {
 
     #[test]
     fn one_seed_one_sequence() {
-        let a: Vec<u64> = (0..5).scan(Rng::new(42), |r, _| Some(r.next_u64())).collect();
-        let b: Vec<u64> = (0..5).scan(Rng::new(42), |r, _| Some(r.next_u64())).collect();
-        let c: Vec<u64> = (0..5).scan(Rng::new(43), |r, _| Some(r.next_u64())).collect();
+        let a: Vec<u64> = (0..5)
+            .scan(Rng::new(42), |r, _| Some(r.next_u64()))
+            .collect();
+        let b: Vec<u64> = (0..5)
+            .scan(Rng::new(42), |r, _| Some(r.next_u64()))
+            .collect();
+        let c: Vec<u64> = (0..5)
+            .scan(Rng::new(43), |r, _| Some(r.next_u64()))
+            .collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
         let mut r = Rng::new(1);
-        assert!((0..100).map(|_| r.range(3, 5)).all(|v| (3..=5).contains(&v)));
+        assert!((0..100)
+            .map(|_| r.range(3, 5))
+            .all(|v| (3..=5).contains(&v)));
     }
 }

@@ -26,8 +26,9 @@ pub fn read(partition: i32, segments: &[impl AsRef<Path>]) -> anyhow::Result<Vec
             }
             let end = at + BATCH_LOG_OVERHEAD + length as usize;
             let mut batch = Bytes::copy_from_slice(&bytes[at..end]);
-            let set = RecordBatchDecoder::decode(&mut batch)
-                .map_err(|e| anyhow::anyhow!("{}: batch at byte {at}: {e}", segment.as_ref().display()))?;
+            let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| {
+                anyhow::anyhow!("{}: batch at byte {at}: {e}", segment.as_ref().display())
+            })?;
             for r in set.records {
                 if r.control {
                     continue;

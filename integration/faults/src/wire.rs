@@ -31,7 +31,12 @@ pub struct PartitionState {
     pub isr: Vec<i32>,
 }
 
-fn call<R: Request>(addr: SocketAddr, version: i16, request: &R, timeout: Duration) -> Option<R::Response> {
+fn call<R: Request>(
+    addr: SocketAddr,
+    version: i16,
+    request: &R,
+    timeout: Duration,
+) -> Option<R::Response> {
     let mut stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
     stream.set_write_timeout(Some(timeout)).ok()?;
@@ -69,10 +74,15 @@ fn call<R: Request>(addr: SocketAddr, version: i16, request: &R, timeout: Durati
 
 /// The partitions of `topic` as the node at `addr` shows them, or `None` (no answer, or it does
 /// not know the topic).
-pub fn partitions(addr: SocketAddr, topic: &str, timeout: Duration) -> Option<BTreeMap<i32, PartitionState>> {
+pub fn partitions(
+    addr: SocketAddr,
+    topic: &str,
+    timeout: Duration,
+) -> Option<BTreeMap<i32, PartitionState>> {
     let request = MetadataRequest::default()
-        .with_topics(Some(vec![MetadataRequestTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_string(topic.to_owned()))))]))
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+            TopicName(StrBytes::from_string(topic.to_owned())),
+        ))]))
         .with_allow_auto_topic_creation(false);
     let m = call(addr, 12, &request, timeout)?;
     let t = m.topics.first().filter(|t| t.error_code == 0)?;

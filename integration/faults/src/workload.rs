@@ -49,7 +49,9 @@ impl ProducerContext for ProducerCtx {
         let outcome = match result {
             Ok(m) => Outcome::Ack { offset: m.offset() },
             Err((_, m)) => match persisted(m) {
-                rd_kafka_msg_status_t::RD_KAFKA_MSG_STATUS_NOT_PERSISTED => Outcome::DefinitelyFailed,
+                rd_kafka_msg_status_t::RD_KAFKA_MSG_STATUS_NOT_PERSISTED => {
+                    Outcome::DefinitelyFailed
+                }
                 _ => Outcome::Unknown,
             },
         };
@@ -75,7 +77,9 @@ impl Worker {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        handle.join().unwrap_or_else(|_| vec![format!("{}: panicked", self.name)])
+        handle
+            .join()
+            .unwrap_or_else(|_| vec![format!("{}: panicked", self.name)])
     }
 }
 
@@ -148,7 +152,9 @@ pub fn producer(name: &str, load: &Load<'_>, rate: u32, ids: Ids) -> anyhow::Res
                     next = now;
                 }
             }
-            if let Err(e) = producer.flush(Duration::from_millis(MESSAGE_TIMEOUT_MS as u64 + 10_000)) {
+            if let Err(e) =
+                producer.flush(Duration::from_millis(MESSAGE_TIMEOUT_MS as u64 + 10_000))
+            {
                 notes.push(format!("{name}: flush: {e}"));
             }
             notes
@@ -227,16 +233,20 @@ pub fn assigned_consumer(
     consumer.assign(&tpl)?;
     let name = name.to_owned();
     let thread_name = name.clone();
-    let handle = std::thread::Builder::new().name(name.clone()).spawn(move || {
-        let (mut errors, mut notes) = (0u64, Vec::new());
-        while running.load(Ordering::SeqCst) {
-            record_poll(&consumer, &name, 0, &recorder, &mut errors, &mut notes);
-        }
-        if errors > 0 {
-            notes.push(format!("{name}: {errors} poll errors (librdkafka retries them)"));
-        }
-        notes
-    })?;
+    let handle = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            let (mut errors, mut notes) = (0u64, Vec::new());
+            while running.load(Ordering::SeqCst) {
+                record_poll(&consumer, &name, 0, &recorder, &mut errors, &mut notes);
+            }
+            if errors > 0 {
+                notes.push(format!(
+                    "{name}: {errors} poll errors (librdkafka retries them)"
+                ));
+            }
+            notes
+        })?;
     Ok(Worker {
         name: thread_name,
         handle: Some(handle),
@@ -265,18 +275,20 @@ pub fn group_consumer(
     consumer.subscribe(&[topic])?;
     let name = name.to_owned();
     let thread_name = name.clone();
-    let handle = std::thread::Builder::new().name(name.clone()).spawn(move || {
-        let (mut errors, mut notes) = (0u64, Vec::new());
-        while running.load(Ordering::SeqCst) {
-            let g = generation.load(Ordering::SeqCst);
-            record_poll(&consumer, &name, g, &recorder, &mut errors, &mut notes);
-        }
-        notes.push(format!(
-            "{name}: {} assignments, {errors} poll errors",
-            generation.load(Ordering::SeqCst)
-        ));
-        notes
-    })?;
+    let handle = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            let (mut errors, mut notes) = (0u64, Vec::new());
+            while running.load(Ordering::SeqCst) {
+                let g = generation.load(Ordering::SeqCst);
+                record_poll(&consumer, &name, g, &recorder, &mut errors, &mut notes);
+            }
+            notes.push(format!(
+                "{name}: {} assignments, {errors} poll errors",
+                generation.load(Ordering::SeqCst)
+            ));
+            notes
+        })?;
     Ok(Worker {
         name: thread_name,
         handle: Some(handle),
@@ -317,7 +329,8 @@ pub fn final_read(
                         producer: None,
                     });
                 }
-                Some(Err(e)) if matches!(e.rdkafka_error_code(), Some(RDKafkaErrorCode::PartitionEOF)) => {}
+                Some(Err(e))
+                    if matches!(e.rdkafka_error_code(), Some(RDKafkaErrorCode::PartitionEOF)) => {}
                 _ => {}
             }
         }
@@ -345,7 +358,14 @@ pub fn java_producer(
         .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
         .arg(format!("{}/*", kafka_libs.display()))
         .arg(&source)
-        .args([bootstrap, topic, &partitions.to_string(), &rate.to_string(), &first_id.to_string(), name])
+        .args([
+            bootstrap,
+            topic,
+            &partitions.to_string(),
+            &rate.to_string(),
+            &first_id.to_string(),
+            name,
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log)?)
@@ -360,28 +380,39 @@ pub fn java_producer(
     });
     let name = name.to_owned();
     let thread_name = name.clone();
-    let handle = std::thread::Builder::new().name(name.clone()).spawn(move || {
-        let mut notes = Vec::new();
-        let mut done = false;
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let f: Vec<&str> = line.split(' ').collect();
-            let id = f.get(1).and_then(|v| v.parse::<WriteId>().ok());
-            match (f[0], id, f.get(2)) {
-                ("sent", Some(id), Some(p)) => recorder.sent(id, &name, p.parse().unwrap_or(-1)),
-                ("ack", Some(id), Some(o)) => recorder.outcome(id, Outcome::Ack { offset: o.parse().unwrap_or(-1) }),
-                ("unknown", Some(id), _) => recorder.outcome(id, Outcome::Unknown),
-                ("failed", Some(id), _) => recorder.outcome(id, Outcome::DefinitelyFailed),
-                ("done", _, _) => done = true,
-                _ => notes.push(format!("{name}: unexpected line {line:?}")),
+    let handle = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            let mut notes = Vec::new();
+            let mut done = false;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let f: Vec<&str> = line.split(' ').collect();
+                let id = f.get(1).and_then(|v| v.parse::<WriteId>().ok());
+                match (f[0], id, f.get(2)) {
+                    ("sent", Some(id), Some(p)) => {
+                        recorder.sent(id, &name, p.parse().unwrap_or(-1))
+                    }
+                    ("ack", Some(id), Some(o)) => recorder.outcome(
+                        id,
+                        Outcome::Ack {
+                            offset: o.parse().unwrap_or(-1),
+                        },
+                    ),
+                    ("unknown", Some(id), _) => recorder.outcome(id, Outcome::Unknown),
+                    ("failed", Some(id), _) => recorder.outcome(id, Outcome::DefinitelyFailed),
+                    ("done", _, _) => done = true,
+                    _ => notes.push(format!("{name}: unexpected line {line:?}")),
+                }
             }
-        }
-        let status = child.wait();
-        if !done {
-            notes.push(format!("{name}: ended without finishing ({status:?}); see its log"));
-        }
-        notes
-    })?;
+            let status = child.wait();
+            if !done {
+                notes.push(format!(
+                    "{name}: ended without finishing ({status:?}); see its log"
+                ));
+            }
+            notes
+        })?;
     Ok(Worker {
         name: thread_name,
         handle: Some(handle),
