@@ -46,6 +46,20 @@ async fn total(cluster: &Cluster, series: &str) -> f64 {
     sum
 }
 
+/// Waits until the running nodes together report `want` under-replicated partitions.
+async fn under_replicated(cluster: &Cluster, what: &str, want: f64) {
+    cluster
+        .wait_for(what, Duration::from_secs(30), || async {
+            let under = total(
+                cluster,
+                "kafka_server_replicamanager_underreplicatedpartitions",
+            )
+            .await;
+            (under == want).then_some(())
+        })
+        .await;
+}
+
 async fn history(cluster: &Cluster, id: i32, partition: i32) -> Option<Vec<Value>> {
     let (status, _, body) = get(
         cluster.nodes[&id].http_addr(),
@@ -159,20 +173,12 @@ async fn metrics_and_history_follow_a_killed_and_restarted_broker() {
     let shrinks_before = total(&cluster, "kafka_server_replicamanager_isrshrinks_total").await;
     let expands_before = total(&cluster, "kafka_server_replicamanager_isrexpands_total").await;
     cluster.kill(victim);
-    cluster
-        .wait_for(
-            "survivors report every partition under-replicated",
-            Duration::from_secs(30),
-            || async {
-                let under = total(
-                    &cluster,
-                    "kafka_server_replicamanager_underreplicatedpartitions",
-                )
-                .await;
-                (under == 3.0).then_some(())
-            },
-        )
-        .await;
+    under_replicated(
+        &cluster,
+        "survivors report every partition under-replicated",
+        3.0,
+    )
+    .await;
     let shrinks = total(&cluster, "kafka_server_replicamanager_isrshrinks_total").await;
     assert!(
         shrinks >= shrinks_before + 2.0,
@@ -228,20 +234,7 @@ async fn metrics_and_history_follow_a_killed_and_restarted_broker() {
             },
         )
         .await;
-    cluster
-        .wait_for(
-            "no partition under-replicated",
-            Duration::from_secs(30),
-            || async {
-                let under = total(
-                    &cluster,
-                    "kafka_server_replicamanager_underreplicatedpartitions",
-                )
-                .await;
-                (under == 0.0).then_some(())
-            },
-        )
-        .await;
+    under_replicated(&cluster, "no partition under-replicated", 0.0).await;
     let expands = total(&cluster, "kafka_server_replicamanager_isrexpands_total").await;
     assert!(
         expands >= expands_before + 3.0,

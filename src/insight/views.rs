@@ -232,6 +232,9 @@ fn change_view(topic: &str, partition: i32, c: &LeadershipChange) -> Value {
 /// changes the image keeps, newest first, at most [`HISTORY_API_CHANGES_MAX`]. `None` when
 /// `only` names no partition of the image.
 pub fn history(image: &MetadataImage, only: Option<(&str, i32)>) -> Option<Value> {
+    if let Some((t, p)) = only {
+        image.topic(t)?.partitions.get(&p)?;
+    }
     let mut rows: Vec<(i64, i32, &str, i32, &LeadershipChange)> = Vec::new();
     for topic in image.topics.values() {
         if only.is_some_and(|(t, _)| t != topic.name) {
@@ -251,9 +254,6 @@ pub fn history(image: &MetadataImage, only: Option<(&str, i32)>) -> Option<Value
                 )
             }));
         }
-    }
-    if let Some((t, p)) = only {
-        image.topic(t)?.partitions.get(&p)?;
     }
     // Newest first; within one decision (one time), by topic and partition.
     rows.sort_by(|a, b| (b.0, a.2, a.3, b.1).cmp(&(a.0, b.2, b.3, a.1)));
