@@ -150,6 +150,11 @@ async fn metrics_follow_produce_and_fetch_and_bad_requests_get_4xx() {
         "kafka_server_brokertopicmetrics_replicationbytesout_total",
         0.0,
     );
+    // One node follows nothing: no fetcher lag.
+    expect(
+        "kafka_server_replicafetchermanager_maxlag{clientId=\"Replica\"}",
+        0.0,
+    );
     expect(
         "kafka_network_requestmetrics_totaltimems_count{request=\"Produce\"}",
         2.0,

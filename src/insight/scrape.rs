@@ -103,6 +103,17 @@ pub fn controller_gauges(image: &MetadataImage) -> ControllerGauges {
     g
 }
 
+/// Kafka's `ReplicaFetcherManager` `MaxLag`: the largest lag, in records, of any partition
+/// this broker follows, each the leader's high watermark less the follower's next fetch
+/// offset as of the fetcher's last answer.
+pub fn max_fetcher_lag<'a>(states: impl Iterator<Item = &'a PartitionState>) -> i64 {
+    states
+        .filter(|s| s.role == Role::Follower)
+        .filter_map(|s| s.follower_lag)
+        .max()
+        .unwrap_or(0)
+}
+
 fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
     let g: Gauge = Gauge::default();
     g.set(value);
@@ -168,6 +179,17 @@ pub fn scrape(ctx: &Context) -> String {
         "kafka_server_replicamanager_failedisrupdates",
         "ISR changes this broker asked for that the controller refused",
         stats.failed_isr_updates.clone(),
+    );
+
+    // kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica
+    let max_lag = Family::<Labels, Gauge>::default();
+    max_lag
+        .get_or_create(&vec![("clientId", "Replica".to_owned())])
+        .set(max_fetcher_lag(local.values().map(|(s, _)| s)));
+    r.register(
+        "kafka_server_replicafetchermanager_maxlag",
+        "Largest lag in records (leader high watermark less next fetch offset) of the partitions this broker follows",
+        max_lag,
     );
 
     // kafka.controller:type=KafkaController
@@ -378,6 +400,26 @@ mod tests {
             follower_lag: None,
             high_watermark_sent: Default::default(),
         }
+    }
+
+    #[test]
+    fn max_fetcher_lag_is_the_largest_follower_lag() {
+        let lagging = |lag: Option<i64>| PartitionState {
+            follower_lag: lag,
+            ..state(Role::Follower, &[2, 1], &[], 2)
+        };
+        assert_eq!(max_fetcher_lag([].iter()), 0);
+        let states = [
+            lagging(Some(3)),
+            lagging(None),
+            lagging(Some(41)),
+            // A leader's stale lag from when it followed does not count.
+            PartitionState {
+                follower_lag: Some(900),
+                ..state(Role::Leader, &[1, 2], &[1, 2], 1)
+            },
+        ];
+        assert_eq!(max_fetcher_lag(states.iter()), 41);
     }
 
     #[test]
