@@ -9,6 +9,10 @@
 //!   after the cluster stops every replica's log holds the same bytes. The longest gap between
 //!   acknowledgements around each kill and the time each restarted node took to rejoin the ISR
 //!   are printed (`failover:` lines).
+//! - A rolling restart under the same load: each node in turn stopped with SIGTERM (controlled
+//!   shutdown), restarted and waited for until every partition is in sync and led by its
+//!   preferred replica again: no send fails, nothing lost or twice, identical logs; the longest
+//!   produce stall per restart is printed (`rolling restart:` lines).
 //! - A follower stopped with SIGSTOP holds the high watermark back while it is in the ISR,
 //!   leaves the ISR past `replica.lag.time.max.ms` (the leader's AlterPartition), after which
 //!   the high watermark advances, and joins it again after SIGCONT.
@@ -297,6 +301,55 @@ fn longest_gap(ledger: &SharedLedger, partition: i32, from: Instant) -> (Duratio
     (w[1] - w[0], began)
 }
 
+/// Reads every partition of `topic` back and checks the ledger against it: offsets contiguous
+/// from 0, no record twice, every acknowledged record at the partition and offset it was
+/// acknowledged at. Prints `{label}: A acknowledged, F failed (unknown outcome), R read, 0
+/// lost, 0 duplicated`.
+fn assert_acknowledged_exactly_once(
+    cluster: &Cluster,
+    topic: &str,
+    partitions: i32,
+    ledger: &SharedLedger,
+    label: &str,
+) {
+    let mut seen: BTreeMap<u64, (i32, i64)> = BTreeMap::new();
+    for partition in 0..partitions {
+        let records = read_partition(cluster, topic, partition);
+        let offsets: Vec<i64> = records.iter().map(|(o, _)| *o).collect();
+        let expected: Vec<i64> = (0..offsets.len() as i64).collect();
+        assert_eq!(
+            offsets, expected,
+            "partition {partition}: offsets contiguous from 0"
+        );
+        for (offset, value) in records {
+            let seq: u64 = value.strip_prefix("record-").unwrap().parse().unwrap();
+            if let Some(first) = seen.insert(seq, (partition, offset)) {
+                panic!("record {seq} twice: at {first:?} and at ({partition}, {offset})");
+            }
+        }
+    }
+    let (acks, failed) = {
+        let ledger = ledger.lock().unwrap();
+        (ledger.acks.clone(), ledger.failed.len())
+    };
+    for ack in &acks {
+        assert_eq!(
+            seen.get(&ack.seq),
+            Some(&(ack.partition, ack.offset)),
+            "acknowledged record {} at {}-{} is not where it was acknowledged",
+            ack.seq,
+            ack.partition,
+            ack.offset
+        );
+    }
+    println!(
+        "{label}: {} acknowledged, {} failed (unknown outcome), {} read, 0 lost, 0 duplicated",
+        acks.len(),
+        failed,
+        seen.len()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acks_all_writes_survive_repeated_kill_9_of_the_leader() {
     let kills: usize = std::env::var("KAFKAIQ_FAILOVER_KILLS")
@@ -382,44 +435,109 @@ async fn acks_all_writes_survive_repeated_kill_9_of_the_leader() {
         rejoins_ms.iter().max().unwrap()
     );
 
-    // Read everything back: contiguous offsets, no record twice, every acknowledged record
-    // where it was acknowledged.
-    let mut seen: BTreeMap<u64, (i32, i64)> = BTreeMap::new();
-    for partition in 0..PARTITIONS {
-        let records = read_partition(&cluster, TOPIC, partition);
-        let offsets: Vec<i64> = records.iter().map(|(o, _)| *o).collect();
-        let expected: Vec<i64> = (0..offsets.len() as i64).collect();
-        assert_eq!(
-            offsets, expected,
-            "partition {partition}: offsets contiguous from 0"
-        );
-        for (offset, value) in records {
-            let seq: u64 = value.strip_prefix("record-").unwrap().parse().unwrap();
-            if let Some(first) = seen.insert(seq, (partition, offset)) {
-                panic!("record {seq} twice: at {first:?} and at ({partition}, {offset})");
-            }
-        }
-    }
-    let (acks, failed) = {
-        let ledger = ledger.lock().unwrap();
-        (ledger.acks.clone(), ledger.failed.len())
-    };
-    for ack in &acks {
-        assert_eq!(
-            seen.get(&ack.seq),
-            Some(&(ack.partition, ack.offset)),
-            "acknowledged record {} at {}-{} is not where it was acknowledged",
-            ack.seq,
-            ack.partition,
-            ack.offset
-        );
-    }
-    println!(
-        "failover: {} acknowledged, {} failed (unknown outcome), {} read, 0 lost, 0 duplicated",
-        acks.len(),
-        failed,
-        seen.len()
+    assert_acknowledged_exactly_once(&cluster, TOPIC, PARTITIONS, &ledger, "failover");
+    drop(producer);
+
+    wait_until(
+        &cluster,
+        TOPIC,
+        "every replica in sync before stopping",
+        |p| p.values().all(|p| p.isr.len() == 3),
+    )
+    .await;
+    cluster.stop_all_keeping_files();
+    assert_identical_logs(&cluster, TOPIC, PARTITIONS);
+    cluster.remove_files();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_all_writes_survive_a_rolling_restart() {
+    const TOPIC: &str = "rolling";
+    const PARTITIONS: i32 = 6;
+    // As operators roll a cluster: one node at a time, each stopped with SIGTERM (a controlled
+    // shutdown), restarted, and waited for until every partition is fully in sync and led by
+    // its preferred replica again (the automatic rebalance, every 2 s here) before the next.
+    let mut cluster = start(
+        "replication-rolling",
+        &["leader.imbalance.check.interval.seconds=2"],
     );
+    create_topic(&cluster, TOPIC, PARTITIONS, "2").await;
+    let producer = producer(
+        &cluster,
+        &[
+            ("enable.idempotence", "true"),
+            ("acks", "all"),
+            ("linger.ms", "2"),
+            ("message.timeout.ms", "300000"),
+            ("retry.backoff.ms", "20"),
+            ("retry.backoff.max.ms", "200"),
+        ],
+    );
+    let ledger = SharedLedger::default();
+    let running = Arc::new(AtomicBool::new(true));
+    let load = start_load(producer.clone(), TOPIC, ledger.clone(), running.clone());
+    wait_for_acks(
+        &cluster,
+        &ledger,
+        500,
+        "acknowledgements before the restarts",
+    )
+    .await;
+
+    let mut stalls_ms = Vec::new();
+    for id in 1..=NODES {
+        wait_until(
+            &cluster,
+            TOPIC,
+            "every partition in sync and led by its preferred replica",
+            |p| {
+                p.values()
+                    .all(|p| p.isr.len() == 3 && Some(&p.leader) == p.replicas.first())
+            },
+        )
+        .await;
+        let stopping_at = Instant::now();
+        tokio::task::block_in_place(|| cluster.stop(id));
+        let stopped_at = Instant::now();
+        cluster.spawn(id);
+        wait_until(
+            &cluster,
+            TOPIC,
+            "the restarted node back in every ISR",
+            |p| p.values().all(|p| p.isr.contains(&id)),
+        )
+        .await;
+        let rejoined_at = Instant::now();
+        wait_for_acks(&cluster, &ledger, 200, "acknowledgements after the restart").await;
+        let stall = (0..PARTITIONS)
+            .map(|p| longest_gap(&ledger, p, stopping_at).0)
+            .max()
+            .unwrap();
+        println!(
+            "rolling restart: node {id}: stopped (SIGTERM to exit) in {} ms, back in every ISR {} ms after restart, longest produce stall {} ms",
+            (stopped_at - stopping_at).as_millis(),
+            (rejoined_at - stopped_at).as_millis(),
+            stall.as_millis()
+        );
+        stalls_ms.push(stall.as_millis());
+    }
+    running.store(false, Ordering::SeqCst);
+    load.await.unwrap();
+    tokio::task::block_in_place(|| producer.flush(Duration::from_secs(30))).unwrap();
+    println!(
+        "rolling restart: {} nodes: longest produce stall median {} ms max {} ms",
+        NODES,
+        median(&stalls_ms),
+        stalls_ms.iter().max().unwrap()
+    );
+    let failed = ledger.lock().unwrap().failed.clone();
+    assert!(
+        failed.is_empty(),
+        "a rolling restart failed {} sends, e.g. {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert_acknowledged_exactly_once(&cluster, TOPIC, PARTITIONS, &ledger, "rolling restart");
     drop(producer);
 
     wait_until(
