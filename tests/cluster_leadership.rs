@@ -613,3 +613,91 @@ async fn preferred_leaders_come_back_and_controlled_shutdown_hands_over_first() 
 
     cluster.stop_all();
 }
+
+/// Kafka's rule for the end of a controlled shutdown: the controller lets the broker go only
+/// once every other active broker has reported (in its heartbeats) replaying the metadata past
+/// the point where the broker leads nothing, so the new leaders know they lead before the old
+/// one stops. A third broker stopped with SIGSTOP is still active (its session has seconds
+/// left, its connection is open) but replays nothing: the shutting-down broker, leading
+/// nothing, keeps running until that broker resumes, then exits at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controlled_shutdown_ends_once_the_other_brokers_have_replayed_it() {
+    let mut cluster = Cluster::start(ClusterKind::KafkaIq, "shutdown-replay", 3, &[]);
+    cluster
+        .wait_for(
+            "three brokers in one cluster",
+            Duration::from_secs(90),
+            || cluster.formed(),
+        )
+        .await;
+    assert_eq!(cluster.create_topic(1, "handover", 3).await, Some(0));
+    cluster
+        .wait_for(
+            "handover led by preferred replicas with full ISRs",
+            Duration::from_secs(30),
+            || async {
+                let v = cluster.partitions(1, "handover").await?;
+                (v.len() == 3
+                    && v.iter()
+                        .all(|p| p.isr.len() == 3 && p.leader == p.replicas[0]))
+                .then_some(())
+            },
+        )
+        .await;
+    // Neither the leaving nor the stopped broker is the active controller, whose loss would
+    // be a controller failover instead.
+    let controller = cluster
+        .wait_for("an active controller", Duration::from_secs(30), || async {
+            cluster.controller_seen_by(1).await.filter(|&c| c > 0)
+        })
+        .await;
+    let others: Vec<i32> = (1..=3).filter(|&n| n != controller).collect();
+    let (leaving, frozen) = (others[0], others[1]);
+
+    cluster.signal(frozen, libc::SIGSTOP);
+    let stopping = cluster.stop_in_background(leaving);
+    let term_at = Instant::now();
+    cluster
+        .wait_for(
+            "the leaving broker leads nothing",
+            Duration::from_secs(30),
+            || async {
+                let v = cluster.partitions(controller, "handover").await?;
+                v.iter().all(|p| p.leader != leaving).then_some(())
+            },
+        )
+        .await;
+    let moved_after = term_at.elapsed();
+    // Well inside the stopped broker's session (broker.session.timeout.ms, 9 s) and the
+    // shutdown's own bound (the same), the leaving broker must still be there.
+    let window = Instant::now();
+    while window.elapsed() < Duration::from_secs(2) {
+        assert!(
+            !stopping.is_finished(),
+            "broker {leaving} exited {:?} after SIGTERM while broker {frozen} (stopped) had not replayed its handover",
+            term_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.signal(frozen, libc::SIGCONT);
+    let resumed_at = Instant::now();
+    cluster
+        .wait_for(
+            "the leaving broker exits once the other has replayed",
+            Duration::from_secs(8),
+            || async { stopping.is_finished().then_some(()) },
+        )
+        .await;
+    let exited_after_resume = resumed_at.elapsed();
+    stopping.join().unwrap().unwrap();
+    let log = cluster.log_text(leaving);
+    assert!(
+        log.contains("the controller lets this broker shut down"),
+        "broker {leaving} was not let go by the controller: {}",
+        cluster.log_tail(leaving, 30)
+    );
+    println!(
+        "controlled shutdown of broker {leaving} with broker {frozen} stopped: led nothing {moved_after:?} after SIGTERM, exited {exited_after_resume:?} after broker {frozen} resumed"
+    );
+    cluster.stop_all();
+}

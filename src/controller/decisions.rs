@@ -714,6 +714,7 @@ pub(super) mod tests {
             image.metadata_offset as i64,
             false,
             false,
+            true,
         )
         .unwrap();
         assert!(!outcome.is_fenced);

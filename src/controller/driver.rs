@@ -104,6 +104,13 @@ struct Session {
     /// Started by [`CoreDriver::became_active`] and not yet renewed by a heartbeat: if it
     /// expires, the broker never reached this controller after the failover.
     from_failover: bool,
+    /// How far the broker has replayed the metadata log, as its last heartbeat said (-1 before
+    /// one reached this controller).
+    metadata_offset: i64,
+    /// In controlled shutdown: the offset of the first image that showed it leading nothing
+    /// (Kafka's `controlledShutdownOffset`); it may stop once every other active broker has
+    /// replayed that far.
+    leads_nothing_from: Option<u64>,
 }
 
 /// A pass whose entries are proposed but not yet applied.
@@ -394,8 +401,24 @@ impl<D: Durable> ControllerCore<D> {
                 .is_some_and(|b| !b.fenced && b.incarnation_id != registration.incarnation_id)
     }
 
-    /// Notes what a lifecycle request says about its broker's session before it is decided.
-    fn observe(&mut self, request: &Request, now_ms: u64) {
+    /// Whether every active broker but `broker_id` has reported replaying the metadata log to
+    /// `offset` or further (Kafka's `lowestActiveOffset`); one without a heartbeat to this
+    /// controller yet has not.
+    fn peers_replayed_past(&self, broker_id: i32, offset: i64) -> bool {
+        self.image
+            .brokers
+            .values()
+            .filter(|b| b.node_id != broker_id && self.image.is_broker_active(b.node_id))
+            .all(|b| {
+                self.sessions
+                    .get(&b.node_id)
+                    .is_some_and(|s| s.metadata_offset >= offset)
+            })
+    }
+
+    /// Notes what a lifecycle request says about its broker's session before it is decided,
+    /// and for a heartbeat in controlled shutdown whether the others have replayed far enough.
+    fn observe(&mut self, request: &mut Request, now_ms: u64) {
         let Some(lifecycle) = self.lifecycle else {
             return;
         };
@@ -412,29 +435,52 @@ impl<D: Durable> ControllerCore<D> {
                         deadline_ms: now_ms + lifecycle.session_timeout_ms,
                         connection: *connection,
                         from_failover: false,
+                        metadata_offset: -1,
+                        leads_nothing_from: None,
                     },
                 );
             }
             Request::BrokerHeartbeat {
                 broker_id,
                 broker_epoch,
+                metadata_offset,
+                want_shut_down,
                 connection,
+                peers_replayed,
                 ..
             } => {
-                let current = self.image.broker(*broker_id).map(|b| b.broker_epoch);
-                if current == Some(*broker_epoch) {
-                    self.sessions.insert(
-                        *broker_id,
-                        Session {
-                            broker_epoch: Some(*broker_epoch),
-                            deadline_ms: now_ms + lifecycle.session_timeout_ms,
-                            connection: connection.or_else(|| {
-                                self.sessions.get(broker_id).and_then(|s| s.connection)
-                            }),
-                            from_failover: false,
-                        },
-                    );
+                let Some(b) = self.image.broker(*broker_id) else {
+                    return;
+                };
+                if b.broker_epoch != *broker_epoch {
+                    return;
                 }
+                let previous = self.sessions.get(broker_id);
+                let leads_nothing = b.in_controlled_shutdown
+                    && !self
+                        .image
+                        .topics
+                        .values()
+                        .any(|t| t.partitions.values().any(|p| p.leader == *broker_id));
+                let leads_nothing_from = if *want_shut_down && leads_nothing {
+                    previous
+                        .and_then(|s| s.leads_nothing_from)
+                        .or(Some(self.image.metadata_offset))
+                } else {
+                    None
+                };
+                let session = Session {
+                    broker_epoch: Some(*broker_epoch),
+                    deadline_ms: now_ms + lifecycle.session_timeout_ms,
+                    connection: connection.or_else(|| previous.and_then(|s| s.connection)),
+                    from_failover: false,
+                    metadata_offset: *metadata_offset,
+                    leads_nothing_from,
+                };
+                self.sessions.insert(*broker_id, session);
+                *peers_replayed = leads_nothing_from.is_some_and(|from| {
+                    self.peers_replayed_past(*broker_id, i64::try_from(from).unwrap_or(i64::MAX))
+                });
             }
             _ => {}
         }
@@ -478,6 +524,8 @@ impl<D: Durable> ControllerCore<D> {
                         deadline_ms: now_ms + grace,
                         connection: None,
                         from_failover: true,
+                        metadata_offset: -1,
+                        leads_nothing_from: None,
                     },
                 )
             })
@@ -640,12 +688,12 @@ impl<D: Durable> ControllerCore<D> {
         let mut records: Vec<MetadataRecord> = Vec::new();
         let mut finishes = Vec::with_capacity(take);
         let taken: Vec<Request> = self.queued.drain(..take).collect();
-        for request in taken {
+        for mut request in taken {
             if self.is_duplicate_registration(&request) {
                 request.refuse(ApiError::DuplicateBrokerRegistration);
                 continue;
             }
-            self.observe(&request, now_ms);
+            self.observe(&mut request, now_ms);
             let decided = decide(
                 &self.config,
                 working.as_ref().unwrap_or(&self.image),

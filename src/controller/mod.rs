@@ -365,6 +365,8 @@ impl ControllerChannel {
             want_fence,
             want_shut_down,
             connection,
+            // A node without broker sessions (a single node) has no others to wait for.
+            peers_replayed: true,
             reply,
         })
         .await

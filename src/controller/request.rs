@@ -79,6 +79,10 @@ pub(crate) enum Request {
         want_fence: bool,
         want_shut_down: bool,
         connection: Option<u64>,
+        /// Whether every other active broker has replayed the metadata log past the image
+        /// from which this one leads nothing (a controlled shutdown ends only then). The
+        /// controller thread sets it from its sessions before deciding.
+        peers_replayed: bool,
         reply: Reply<HeartbeatOutcome>,
     },
     /// AlterPartition (API 56) from a partition leader.
@@ -299,6 +303,7 @@ fn decide_records(config: &BrokerConfig, image: &MetadataImage, request: Request
             metadata_offset,
             want_fence,
             want_shut_down,
+            peers_replayed,
             reply,
             ..
         } => {
@@ -311,6 +316,7 @@ fn decide_records(config: &BrokerConfig, image: &MetadataImage, request: Request
                 metadata_offset,
                 want_fence,
                 want_shut_down,
+                peers_replayed,
             ) {
                 Ok((records, outcome)) => Decided::commit(reply, Ok(records), move |_| outcome),
                 Err(e) => Decided::answer(reply, Err(e)),

@@ -18,6 +18,9 @@
 //! per heartbeat; the node stops serving only once a heartbeat answers `should_shut_down` (it
 //! then leads nothing, and that is committed), after [`ControlledShutdown::begin`]'s bound, or
 //! once no controller has answered for a heartbeat interval (there is nobody to hand over to).
+//! The controller lets it go only once every other active broker has reported replaying the
+//! image in which it leads nothing; each broker therefore heartbeats at once on every new image
+//! while another broker is in controlled shutdown, rather than at the end of its interval.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,22 +48,42 @@ pub(crate) struct BrokerLifecycle {
     next_candidate: usize,
     /// The active controller each new image names (fed by [`ControllerWatch`]).
     controller: watch::Receiver<i32>,
+    /// Each new image's offset while another broker is in controlled shutdown: the controller
+    /// lets that broker go once every active broker has replayed past the image where it leads
+    /// nothing, so a heartbeat tells it at once instead of at the end of the interval.
+    peer_shutting_down: watch::Receiver<u64>,
     /// Turned true by [`ControlledShutdown::begin`].
     want_shut_down: watch::Receiver<bool>,
     /// Turned true once the controller lets this broker go (or it has nothing to hand over).
     may_shut_down: watch::Sender<bool>,
 }
 
-/// An image listener that passes on the active controller's id when it changes.
-pub(crate) struct ControllerWatch(watch::Sender<i32>);
+/// An image listener that passes on the active controller's id when it changes, and the
+/// offset of each new image while another broker is in controlled shutdown.
+pub(crate) struct ControllerWatch {
+    controller: watch::Sender<i32>,
+    peer_shutting_down: watch::Sender<u64>,
+    node_id: i32,
+}
 
 impl ImageListener for ControllerWatch {
     fn on_image(&self, _previous: &MetadataImage, next: &MetadataImage) {
-        self.0.send_if_modified(|id| {
+        self.controller.send_if_modified(|id| {
             let changed = *id != next.controller_id;
             *id = next.controller_id;
             changed
         });
+        let peer = next
+            .brokers
+            .values()
+            .any(|b| b.node_id != self.node_id && b.in_controlled_shutdown && !b.fenced);
+        if peer {
+            self.peer_shutting_down.send_if_modified(|offset| {
+                let changed = *offset != next.metadata_offset;
+                *offset = next.metadata_offset;
+                changed
+            });
+        }
     }
 }
 
@@ -104,6 +127,8 @@ impl BrokerLifecycle {
             let _ = client.set_endpoint(voter.id, Endpoint::new(voter.host.clone(), voter.port));
         }
         let (watch_tx, controller) = watch::channel(cache.image().controller_id);
+        let (peer_tx, peer_shutting_down) = watch::channel(cache.image().metadata_offset);
+        let node_id = config.node_id;
         let lifecycle = BrokerLifecycle {
             config,
             cluster_id,
@@ -113,10 +138,16 @@ impl BrokerLifecycle {
             running: watch::channel(false).0,
             next_candidate: 0,
             controller,
+            peer_shutting_down,
             want_shut_down: watch::channel(false).1,
             may_shut_down: watch::channel(false).0,
         };
-        (lifecycle, Arc::new(ControllerWatch(watch_tx)))
+        let watch = ControllerWatch {
+            controller: watch_tx,
+            peer_shutting_down: peer_tx,
+            node_id,
+        };
+        (lifecycle, Arc::new(watch))
     }
 
     /// The handle that starts this broker's controlled shutdown.
@@ -159,6 +190,7 @@ impl BrokerLifecycle {
         let mut handle_dropped = false;
         // The publisher dropped the controller watch (the node is stopping).
         let mut controller_gone = false;
+        let mut peer_watch_gone = false;
         // While shutting down: since when no controller has answered.
         let mut unreachable_since: Option<Instant> = None;
         loop {
@@ -249,6 +281,15 @@ impl BrokerLifecycle {
                         }
                         let named = *self.controller.borrow_and_update();
                         if named != target && named >= 0 {
+                            break;
+                        }
+                    }
+                    changed = self.peer_shutting_down.changed(), if !peer_watch_gone && !shutting_down => {
+                        if changed.is_err() {
+                            peer_watch_gone = true;
+                            continue;
+                        }
+                        if epoch.is_some() {
                             break;
                         }
                     }

@@ -202,9 +202,12 @@ enum BrokerState {
 /// - `want_shut_down`: a fenced broker, or one that leads nothing, may shut down now (it is
 ///   fenced first); one that still leads enters controlled shutdown, and each heartbeat of it
 ///   moves the next batch ([`controlled_shutdown_step`]) until the image it is answered from
-///   shows it leading nothing: then it is fenced and told to shut down. It is never told so in
-///   the heartbeat whose records move its last leaderships, so it stops only after they are
-///   committed and published.
+///   shows it leading nothing and `peers_replayed` (every other active broker has reported a
+///   metadata offset at or past the image from which it leads nothing, Kafka's
+///   `lowestActiveOffset` ≥ `controlledShutdownOffset`, which the controller thread tracks from
+///   heartbeats): then it is fenced and told to shut down. It is never told so in the heartbeat
+///   whose records move its last leaderships, so it stops only after they are committed, and
+///   the new leaders have them.
 ///
 /// The records are those of [`fence_broker`] / [`unfence_broker`] /
 /// [`controlled_shutdown_step`] for the state the broker moves to.
@@ -216,6 +219,7 @@ pub fn broker_heartbeat(
     metadata_offset: i64,
     want_fence: bool,
     want_shut_down: bool,
+    peers_replayed: bool,
 ) -> Result<(Vec<MetadataRecord>, HeartbeatOutcome), ApiError> {
     let b = image
         .broker(broker_id)
@@ -251,15 +255,16 @@ pub fn broker_heartbeat(
             }
         }
         BrokerState::Unfenced => BrokerState::Unfenced,
-        // Kafka also waits until every active broker has replayed past the offset at which
-        // the shutdown began; that needs every broker's metadata offset, which the controller
-        // thread's heartbeat tracking holds, not the image (see ARCHITECTURE.md).
         BrokerState::ControlledShutdown if leads_something() => BrokerState::ControlledShutdown,
+        // Leads nothing: records only once the others know where its leaderships went.
+        BrokerState::ControlledShutdown if !peers_replayed => BrokerState::ControlledShutdown,
         BrokerState::ControlledShutdown => BrokerState::ShutdownNow,
         BrokerState::ShutdownNow => unreachable!("not a current state"),
     };
     let records = match next {
-        // Every heartbeat in controlled shutdown moves the next batch.
+        // Every heartbeat in controlled shutdown moves the next batch (none once it leads
+        // nothing and waits for the others to replay).
+        BrokerState::ControlledShutdown if current == next && !leads_something() => Vec::new(),
         BrokerState::ControlledShutdown => {
             controlled_shutdown_step(
                 image,
@@ -385,6 +390,7 @@ pub fn register_local_broker(
         i64::MAX,
         false,
         false,
+        true,
     )
     .expect("the broker was registered at this epoch just above");
     let mut records = registered.records;
@@ -510,7 +516,7 @@ mod tests {
         let epoch = restart.broker_epoch;
         let behind = image.brokers[&1].registration_offset as i64 - 1;
         let (records, outcome) =
-            broker_heartbeat(&image, &settings(), 1, epoch, behind, false, false).unwrap();
+            broker_heartbeat(&image, &settings(), 1, epoch, behind, false, false, true).unwrap();
         assert!(records.is_empty());
         assert_eq!(
             outcome,
@@ -523,7 +529,7 @@ mod tests {
         // Caught up: unfenced, and "solo" is led again; the ISRs of "t" grow by AlterPartition.
         let offset = image.metadata_offset as i64;
         let (records, outcome) =
-            broker_heartbeat(&image, &settings(), 1, epoch, offset, false, false).unwrap();
+            broker_heartbeat(&image, &settings(), 1, epoch, offset, false, false, true).unwrap();
         assert_eq!(
             outcome,
             HeartbeatOutcome {
@@ -683,10 +689,18 @@ mod tests {
                 offset,
                 want_fence,
                 want_shut_down,
+                true,
             )
             .map(|(records, o)| (!records.is_empty(), o));
             assert_eq!(got, expected, "{case}");
         }
+    }
+
+    fn leads_any(image: &MetadataImage, broker_id: i32) -> bool {
+        image
+            .topics
+            .values()
+            .any(|t| t.partitions.values().any(|p| p.leader == broker_id))
     }
 
     fn outcome(is_caught_up: bool, is_fenced: bool, should_shut_down: bool) -> HeartbeatOutcome {
@@ -984,8 +998,20 @@ mod tests {
         let outcome = loop {
             heartbeats += 1;
             assert!(heartbeats < 10, "controlled shutdown does not end");
+            // Until the others have replayed the image where it leads nothing, it waits: no
+            // records, not let go.
+            let (records, waiting) =
+                broker_heartbeat(&image, &settings(), 1, e1, now(&image), false, true, false)
+                    .unwrap();
+            if !image.brokers[&1].in_controlled_shutdown || leads_any(&image, 1) {
+                assert_eq!(waiting.should_shut_down, false);
+            } else {
+                assert!(records.is_empty(), "waiting writes nothing: {records:?}");
+                assert_eq!(waiting, self::outcome(true, false, false), "keeps serving");
+            }
             let (records, outcome) =
-                broker_heartbeat(&image, &settings(), 1, e1, now(&image), false, true).unwrap();
+                broker_heartbeat(&image, &settings(), 1, e1, now(&image), false, true, true)
+                    .unwrap();
             image = commit(&image, &records);
             if outcome.should_shut_down {
                 break outcome;
