@@ -441,7 +441,8 @@ mod tests {
         let mut h = clean(5);
         for c in ["java-assign-1", "java-group-1"] {
             for i in 0..5 {
-                h.polls.push(poll(c, u64::from(c.contains("group")), 0, i, i as u64));
+                h.polls
+                    .push(poll(c, u64::from(c.contains("group")), 0, i, i as u64));
             }
         }
         let r = check(&h);
