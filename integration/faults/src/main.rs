@@ -56,6 +56,9 @@ const PRODUCER_RATE: u32 = 100;
 const JAVA_PRODUCER_RATE: u32 = 50;
 /// The Java producer's first write id: far above what the librdkafka producers reach.
 const JAVA_FIRST_ID: u64 = 1 << 40;
+/// A fault whose ISRs take longer than this to be full again after the heal keeps the
+/// session's files (node logs included) even when the run is valid.
+const SLOW_RECOVERY_MS: u64 = 30_000;
 /// The Java consumer with every partition assigned (read up to the end before the run stops).
 const JAVA_ASSIGNED: &str = "java-assign-1";
 /// Acknowledgements before the first fault.
@@ -420,7 +423,19 @@ fn run_session(
         }
     }
     let report = checker::check(&history);
-    let keep = args.keep || !problems.is_empty() || !report.valid();
+    // A recovery far slower than the rest keeps the nodes' logs too, to find out why.
+    let slow: Vec<String> = faults
+        .iter()
+        .filter(|f| {
+            f.isr_full_ms
+                .is_some_and(|t| t - f.healed_ms > SLOW_RECOVERY_MS)
+        })
+        .map(|f| format!("{} on {:?} at {} ms", f.kind, f.victims, f.injected_ms))
+        .collect();
+    for f in &slow {
+        println!("faults: {label}: slow recovery (ISR full after more than {SLOW_RECOVERY_MS} ms): {f}; keeping the nodes' files");
+    }
+    let keep = args.keep || !problems.is_empty() || !report.valid() || !slow.is_empty();
     cluster.clean_up(keep);
     Ok(Session {
         kind,
