@@ -4,19 +4,21 @@
 #   integration/faults/run.sh [--broker kafkaiq|kafka] [--full] [--seed N] [driver options]
 #
 # Builds the driver and the broker (release), fetches Apache Kafka 4.1.1's jars (the broker, and
-# the Java client for its producer workload), and starts `faults`: a 3-node cluster (broker and
-# controller each), librdkafka and Java workloads, the nemesis on the seed's schedule, the checker. The last line is the checker's:
+# the Java client for its producer and consumer workloads), and starts `faults`: a 3-node (or
+# `--nodes 5`) cluster (broker and controller each), librdkafka and Java workloads, the nemesis
+# on the seed's schedule, the checker. The last line is the checker's:
 #   faults: F injected, A acknowledged, L lost, D duplicates, I inconsistent offsets,
 #   S skipped polls, U unseen, seed N: valid
 # and the exit status is 0 only then.
 #
-# Without --full: the short run (12 faults of mixed kinds on one broker, a few minutes).
+# Without --full: the short run (13 faults, one of each kind, on one broker, a few minutes).
 # With --full: the benchmark (100 faults per kind by default, KafkaIQ and Apache Kafka
 # alternating in blocks of the same schedule), written to benches/results/faults-DATE.md.
 # --seed defaults to a fresh one, printed in the last line so a failing run can be replayed.
 #
-# Needs root: network faults are nftables rules (installed with apt-get when missing) and the
-# disk faults mount a tmpfs per log dir. Binds 127.0.0.1 only.
+# Needs root: cuts are nftables rules and added latency iptables rules feeding an NFQUEUE (both
+# tools installed with apt-get when missing); the disk faults mount a tmpfs per log dir. Binds
+# 127.0.0.1 only.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -43,16 +45,19 @@ if [[ $(id -u) != 0 ]]; then
     echo "run.sh: needs root (nftables rules for network faults, a tmpfs per log dir for disk faults)" >&2
     exit 1
 fi
-if ! command -v nft >/dev/null; then
-    echo "run.sh: installing nftables" >&2
-    (apt-get install -y nftables >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y nftables >/dev/null; })
-fi
+for tool in nft:nftables iptables:iptables; do
+    if ! command -v "${tool%%:*}" >/dev/null; then
+        echo "run.sh: installing ${tool#*:}" >&2
+        (apt-get install -y "${tool#*:}" >/dev/null 2>&1 ||
+            { apt-get update >/dev/null && apt-get install -y "${tool#*:}" >/dev/null; })
+    fi
+done
 
 jobs="${CARGO_BUILD_JOBS:-2}"
 cargo build --release -j "$jobs" -p kafkaiq -p kafkaiq-faults --bins >&2
 target_dir="$(cargo metadata --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
-# Apache Kafka's jars: the broker when it runs, and the Java client's producer for both.
+# Apache Kafka's jars: the broker when it runs, and the Java client's workloads for both.
 args=(--kafkaiq-bin "$target_dir/release/kafkaiq" --seed "$seed"
     --kafka-libs "$("$root/integration/kafka-libs.sh")")
 if [[ $full == 1 ]]; then

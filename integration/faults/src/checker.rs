@@ -436,6 +436,37 @@ mod tests {
     }
 
     #[test]
+    fn each_consumer_is_checked_on_its_own_and_against_the_others() {
+        // The Java consumers read the same records as the librdkafka one: valid.
+        let mut h = clean(5);
+        for c in ["java-assign-1", "java-group-1"] {
+            for i in 0..5 {
+                h.polls
+                    .push(poll(c, u64::from(c.contains("group")), 0, i, i as u64));
+            }
+        }
+        let r = check(&h);
+        assert!(r.valid(), "{r:?}");
+        // One of them skips offset 2 while the others read it: a skipped poll of that consumer.
+        let mut skipping = h.clone();
+        skipping
+            .polls
+            .retain(|p| !(p.consumer == "java-assign-1" && p.offset == 2));
+        let r = check(&skipping);
+        assert_eq!(r.skipped_polls, 1, "{r:?}");
+        // One of them sees another write at offset 3: an inconsistent offset.
+        let mut other = h.clone();
+        other.writes.push(with(Outcome::Unknown, 30, 0));
+        for p in other.polls.iter_mut() {
+            if p.consumer == "java-group-1" && p.offset == 3 {
+                p.id = Some(30);
+            }
+        }
+        let r = check(&other);
+        assert_eq!(r.inconsistent_offsets, 1, "{r:?}");
+    }
+
+    #[test]
     fn a_definitely_failed_write_that_is_read_is_caught() {
         let mut h = clean(3);
         h.writes.push(with(Outcome::DefinitelyFailed, 20, 0));

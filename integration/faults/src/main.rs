@@ -4,7 +4,8 @@
 //! # Layout
 //! - `cluster.rs` — the nodes as child processes (one `server.properties` in Kafka's keys for
 //!   both brokers), kill -9, SIGSTOP/SIGCONT, full disks, metadata through `wire.rs`;
-//! - `netfault.rs` — cuts between nodes (nftables rules by the sockets' group id);
+//! - `netfault.rs` — cuts between nodes (nftables rules by the sockets' group id) and added
+//!   latency (an NFQUEUE served by `delay.rs`);
 //! - `workload.rs` — librdkafka producers and consumers recording into `history.rs`;
 //! - `nemesis.rs` — one fault at a time from the seed's schedule, healed, recovery timed;
 //! - `checker.rs` — the pure checker over the history; `figures.rs` — distributions;
@@ -12,6 +13,7 @@
 
 mod checker;
 mod cluster;
+mod delay;
 mod figures;
 mod history;
 mod nemesis;
@@ -54,6 +56,11 @@ const PRODUCER_RATE: u32 = 100;
 const JAVA_PRODUCER_RATE: u32 = 50;
 /// The Java producer's first write id: far above what the librdkafka producers reach.
 const JAVA_FIRST_ID: u64 = 1 << 40;
+/// A fault whose ISRs take longer than this to be full again after the heal keeps the
+/// session's files (node logs included) even when the run is valid.
+const SLOW_RECOVERY_MS: u64 = 30_000;
+/// The Java consumer with every partition assigned (read up to the end before the run stops).
+const JAVA_ASSIGNED: &str = "java-assign-1";
 /// Acknowledgements before the first fault.
 const WARM_UP_ACKS: usize = 300;
 /// How long the workloads get to finish (a write is retried for up to 120 s).
@@ -92,7 +99,7 @@ fn parse() -> Result<Args> {
     let mut a = Args {
         broker: "kafkaiq".into(),
         nodes: 3,
-        faults: 12,
+        faults: KINDS.len(),
         full: false,
         per_kind: 100,
         blocks: 4,
@@ -298,6 +305,24 @@ fn run_session(
             recorder.clone(),
             consuming.clone(),
         )?);
+        if let (true, Some(libs)) = (args.java, args.kafka_libs.as_ref()) {
+            for (name, mode) in [
+                (JAVA_ASSIGNED, workload::JavaMode::Assign),
+                ("java-group-1", workload::JavaMode::Group),
+            ] {
+                consumers.push(workload::java_consumer(
+                    name,
+                    &bootstrap,
+                    TOPIC,
+                    PARTITIONS,
+                    mode,
+                    libs,
+                    &root.join(format!("{name}.log")),
+                    recorder.clone(),
+                    consuming.clone(),
+                )?);
+            }
+        }
         wait_until(
             "acknowledgements before the first fault",
             Duration::from_secs(60),
@@ -346,12 +371,18 @@ fn run_session(
     let final_read = workload::final_read(&bootstrap, TOPIC, PARTITIONS);
     if let Ok((_, ends)) = &final_read {
         let caught_up = wait_until(
-            "the assigned consumer at the high watermark",
+            "the assigned consumers at the high watermark",
             CATCH_UP_DEADLINE,
             || {
-                let polled = recorder.polled_up_to("assign-1");
-                ends.iter()
-                    .all(|(p, end)| *end == 0 || polled.get(p).is_some_and(|o| o + 1 >= *end))
+                let mut assigned = vec!["assign-1"];
+                if args.java {
+                    assigned.push(JAVA_ASSIGNED);
+                }
+                assigned.iter().all(|c| {
+                    let polled = recorder.polled_up_to(c);
+                    ends.iter()
+                        .all(|(p, end)| *end == 0 || polled.get(p).is_some_and(|o| o + 1 >= *end))
+                })
             },
         );
         if let Err(e) = caught_up {
@@ -392,7 +423,19 @@ fn run_session(
         }
     }
     let report = checker::check(&history);
-    let keep = args.keep || !problems.is_empty() || !report.valid();
+    // A recovery far slower than the rest keeps the nodes' logs too, to find out why.
+    let slow: Vec<String> = faults
+        .iter()
+        .filter(|f| {
+            f.isr_full_ms
+                .is_some_and(|t| t - f.healed_ms > SLOW_RECOVERY_MS)
+        })
+        .map(|f| format!("{} on {:?} at {} ms", f.kind, f.victims, f.injected_ms))
+        .collect();
+    for f in &slow {
+        println!("faults: {label}: slow recovery (ISR full after more than {SLOW_RECOVERY_MS} ms): {f}; keeping the nodes' files");
+    }
+    let keep = args.keep || !problems.is_empty() || !report.valid() || !slow.is_empty();
     cluster.clean_up(keep);
     Ok(Session {
         kind,
@@ -516,6 +559,10 @@ fn main() -> Result<()> {
                     "faults: {label}: {}",
                     s.report.summary_line(s.faults.len(), seed)
                 );
+                // The table so far, so a benchmark stopped early still leaves its figures.
+                if let Some(path) = &args.results {
+                    std::fs::write(path, markdown(&args, &sessions))?;
+                }
             }
         }
     } else {

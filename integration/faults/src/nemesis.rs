@@ -16,6 +16,9 @@
 //!   only, past the lag time; `one-way-cut-leader`: nothing the leader sends reaches another
 //!   node (they still reach it), past the session timeout; `flapping-link`: the link between a
 //!   leader and a follower cut and restored every second for ten seconds;
+//! - `latency-leader`: every request between a leader and every other node (both ways)
+//!   delayed by 100–600 ms for ten seconds; `latency-follower`: the same between a follower
+//!   and one partition's leader. Slow links, not cut ones: nothing should move, writes slow;
 //! - `disk-full-leader`: a leader's log dir (its own tmpfs) filled until writes fail with
 //!   ENOSPC; held until leadership moves (or 30 s); healed by freeing the space and restarting
 //!   the node (as an operator replaces a failed disk: Kafka halts a broker whose last log dir
@@ -45,6 +48,8 @@ pub const KINDS: &[&str] = &[
     "partition-follower-from-leader",
     "one-way-cut-leader",
     "flapping-link",
+    "latency-leader",
+    "latency-follower",
     "disk-full-leader",
 ];
 
@@ -56,6 +61,8 @@ pub fn needs_net(kind: &str) -> bool {
             | "partition-follower-from-leader"
             | "one-way-cut-leader"
             | "flapping-link"
+            | "latency-leader"
+            | "latency-follower"
     )
 }
 
@@ -70,6 +77,9 @@ const POLL: Duration = Duration::from_millis(50);
 /// How long a flapping link stays in each state, and how long it flaps.
 const FLAP_PERIOD: Duration = Duration::from_secs(1);
 const FLAP_TOTAL: Duration = Duration::from_secs(10);
+/// How long links stay slow, and the range of the added delay (ms, drawn per fault).
+const LATENCY_HOLD: Duration = Duration::from_secs(10);
+const LATENCY_MS: (u64, u64) = (100, 600);
 
 /// The broker settings the hold times are derived from (both brokers run with them).
 #[derive(Debug, Clone, Copy)]
@@ -271,10 +281,12 @@ impl<'a> Nemesis<'a> {
             | "pause-leader-past-session"
             | "partition-leader-from-quorum"
             | "one-way-cut-leader"
+            | "latency-leader"
             | "disk-full-leader" => vec![leader],
             "kill-follower"
             | "pause-follower-past-lag"
             | "partition-follower-from-leader"
+            | "latency-follower"
             | "flapping-link" => vec![follower],
             "kill-two" => vec![leader, follower],
             "kill-controller" => {
@@ -378,6 +390,24 @@ impl<'a> Nemesis<'a> {
                 self.net()?.heal()?;
                 None
             }
+            "latency-leader" | "latency-follower" => {
+                // The slow node's links: to every other node, or to the partition's leader.
+                let peers = if kind == "latency-leader" {
+                    others.clone()
+                } else {
+                    vec![leader]
+                };
+                let links: Vec<(i32, i32)> = peers
+                    .iter()
+                    .flat_map(|p| [(victims[0], *p), (*p, victims[0])])
+                    .collect();
+                let ms = self.rng.range(LATENCY_MS.0, LATENCY_MS.1);
+                println!("faults: {kind} on {victims:?}: {ms} ms added to {links:?}");
+                self.net()?.delay(&links, Duration::from_millis(ms))?;
+                let moved = self.hold(LATENCY_HOLD, watch, false, extra);
+                self.net()?.undelay()?;
+                moved
+            }
             "disk-full-leader" => {
                 self.may_exit = victims.clone();
                 self.cluster.fill_disk(leader)?;
@@ -428,6 +458,7 @@ impl<'a> Nemesis<'a> {
     pub fn heal_all(&mut self) {
         if let Some(n) = self.net.as_mut() {
             let _ = n.heal();
+            let _ = n.undelay();
         }
         for id in self.cluster.running() {
             self.cluster.signal(id, libc::SIGCONT);

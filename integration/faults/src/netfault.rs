@@ -7,21 +7,60 @@
 //! directions make a partition. The workloads run with the driver's own group id and reach
 //! every node throughout: the brokers are partitioned from each other, not from clients.
 //!
-//! Requires root (CAP_NET_ADMIN) and the `nft` tool. The table is removed on drop.
+//! Added latency on a link `from → to` uses the same match (the sender's group id, the
+//! receiver's ports) in an iptables chain of this run whose rules hand the packets to an
+//! NFQUEUE that [`crate::delay`] serves: every request one node sends the other waits the delay
+//! before it leaves (the answers do not), so each round trip on that link takes that much
+//! longer. The rules carry `--queue-bypass`: with nobody serving the queue (the driver gone)
+//! packets pass, so a latency fault cannot outlive its driver. (nftables' own `queue`
+//! statement is not built into these kernels; its compatibility layer runs the iptables
+//! target.)
+//!
+//! Requires root (CAP_NET_ADMIN) and the `nft` tool, and `iptables` for latency. The table and
+//! the chain are removed on drop.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
 use crate::cluster::node_gid;
+use crate::delay::Delayer;
 
 pub struct Net {
     table: String,
     /// Each node's listening ports.
     ports: BTreeMap<i32, Vec<u16>>,
     cuts: BTreeSet<(i32, i32)>,
+    /// The iptables chain of this run's latency rules, once made.
+    chain: Option<String>,
+    /// The queue serving the latency rules while a delay is on.
+    delayer: Option<Delayer>,
 }
+
+fn iptables(args: &[&str]) -> Result<String> {
+    let out = Command::new("iptables")
+        .arg("-w")
+        .args(args)
+        .output()
+        .context("run iptables (apt-get install iptables)")?;
+    if !out.status.success() {
+        bail!(
+            "iptables {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The NFQUEUE number of this run: one per driver process.
+fn queue_number() -> u16 {
+    1000 + (std::process::id() % 60_000) as u16
+}
+
+const CHAIN_PREFIX: &str = "KIQFAULTS";
 
 fn nft(args: &str) -> Result<()> {
     let out = Command::new("nft")
@@ -44,6 +83,8 @@ impl Net {
             table,
             ports,
             cuts: BTreeSet::new(),
+            chain: None,
+            delayer: None,
         };
         nft(&format!(
             "add chain inet {} out {{ type filter hook output priority 0 ; policy accept ; }}",
@@ -72,6 +113,61 @@ impl Net {
         if !self.cuts.is_empty() {
             self.cuts.clear();
             self.apply()?;
+        }
+        Ok(())
+    }
+
+    /// Delays every packet `from` sends to `to`'s ports by `delay`, for each `(from, to)` of
+    /// `links`, until [`Net::undelay`].
+    pub fn delay(&mut self, links: &[(i32, i32)], delay: Duration) -> Result<()> {
+        self.undelay()?;
+        let chain = match &self.chain {
+            Some(c) => c.clone(),
+            None => {
+                remove_stale_chains();
+                let c = format!("{CHAIN_PREFIX}{}", std::process::id());
+                iptables(&["-N", &c])?;
+                iptables(&["-I", "OUTPUT", "-j", &c])?;
+                self.chain = Some(c.clone());
+                c
+            }
+        };
+        self.delayer = Some(Delayer::start(queue_number(), delay)?);
+        let queue = queue_number().to_string();
+        for (from, to) in links {
+            let gid = node_gid(*from).to_string();
+            let ports: Vec<String> = self.ports[to].iter().map(|p| p.to_string()).collect();
+            let ports = ports.join(",");
+            iptables(&[
+                "-A",
+                &chain,
+                "-p",
+                "tcp",
+                "-m",
+                "owner",
+                "--gid-owner",
+                &gid,
+                "-m",
+                "multiport",
+                "--dports",
+                &ports,
+                "-j",
+                "NFQUEUE",
+                "--queue-num",
+                &queue,
+                "--queue-bypass",
+            ])?;
+        }
+        Ok(())
+    }
+
+    /// Removes the latency rules and lets what they queued through (on time).
+    pub fn undelay(&mut self) -> Result<()> {
+        if let Some(c) = &self.chain {
+            iptables(&["-F", c])?;
+        }
+        if let Some(d) = self.delayer.take() {
+            println!("faults: {} packets delayed", d.stop());
         }
         Ok(())
     }
@@ -109,8 +205,36 @@ fn remove_stale_tables() {
     }
 }
 
+/// Deletes the latency chains of earlier runs whose driver is gone.
+fn remove_stale_chains() {
+    let Ok(rules) = iptables(&["-S", "OUTPUT"]) else {
+        return;
+    };
+    for line in rules.lines() {
+        let Some(chain) = line.strip_prefix("-A OUTPUT -j ") else {
+            continue;
+        };
+        let Some(pid) = chain.strip_prefix(CHAIN_PREFIX) else {
+            continue;
+        };
+        if !std::path::Path::new("/proc").join(pid).exists() {
+            delete_chain(chain);
+        }
+    }
+}
+
+fn delete_chain(chain: &str) {
+    let _ = iptables(&["-D", "OUTPUT", "-j", chain]);
+    let _ = iptables(&["-F", chain]);
+    let _ = iptables(&["-X", chain]);
+}
+
 impl Drop for Net {
     fn drop(&mut self) {
         let _ = nft(&format!("delete table inet {}", self.table));
+        let _ = self.undelay();
+        if let Some(c) = self.chain.take() {
+            delete_chain(&c);
+        }
     }
 }

@@ -402,7 +402,107 @@ pub fn java_producer(
                     ("unknown", Some(id), _) => recorder.outcome(id, Outcome::Unknown),
                     ("failed", Some(id), _) => recorder.outcome(id, Outcome::DefinitelyFailed),
                     ("done", _, _) => done = true,
-                    _ => notes.push(format!("{name}: unexpected line {line:?}")),
+                    _ if notes.len() < 5 => notes.push(format!("{name}: unexpected line {line:?}")),
+                    _ => {}
+                }
+            }
+            let status = child.wait();
+            if !done {
+                notes.push(format!(
+                    "{name}: ended without finishing ({status:?}); see its log"
+                ));
+            }
+            notes
+        })?;
+    Ok(Worker {
+        name: thread_name,
+        handle: Some(handle),
+    })
+}
+
+/// How the Java consumer gets its partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JavaMode {
+    /// Every partition assigned by hand, from the beginning.
+    Assign,
+    /// Subscribed in a group, committing automatically.
+    Group,
+}
+
+/// The Java client's consumer (`java/FaultsConsumer.java`, kafka-clients 4.1.1) as a child
+/// process: every record it polls is a line of its stdout, recorded as a poll of `name`;
+/// closing its stdin (once `running` is cleared) makes it stop.
+#[allow(clippy::too_many_arguments)]
+pub fn java_consumer(
+    name: &str,
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    mode: JavaMode,
+    kafka_libs: &std::path::Path,
+    log: &std::path::Path,
+    recorder: Recorder,
+    running: Arc<AtomicBool>,
+) -> anyhow::Result<Worker> {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("java/FaultsConsumer.java");
+    let mode_arg = match mode {
+        JavaMode::Assign => "assign",
+        JavaMode::Group => "group",
+    };
+    let group = format!("faults-{name}");
+    let mut child = Command::new("java")
+        .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(format!("{}/*", kafka_libs.display()))
+        .arg(&source)
+        .args([
+            bootstrap,
+            topic,
+            &partitions.to_string(),
+            mode_arg,
+            &group,
+            name,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log)?)
+        .spawn()?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        while running.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        drop(stdin);
+    });
+    let name = name.to_owned();
+    let thread_name = name.clone();
+    let handle = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            let mut notes = Vec::new();
+            let mut done = false;
+            let (mut generations, mut polled) = (0, 0u64);
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let f: Vec<&str> = line.splitn(5, ' ').collect();
+                let num = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
+                match (f[0], num(1), num(2), num(3), f.get(4)) {
+                    ("poll", Some(g), Some(p), Some(o), Some(v)) => {
+                        generations = generations.max(g);
+                        polled += 1;
+                        recorder.poll(&name, g as u64, p as i32, o, id_of(v.as_bytes()));
+                    }
+                    ("done", errors, ..) => {
+                        done = true;
+                        notes.push(format!(
+                            "{name}: {polled} records polled, {generations} assignments, {} poll errors (see its log)",
+                            errors.unwrap_or(0)
+                        ));
+                    }
+                    _ if notes.len() < 5 => notes.push(format!("{name}: unexpected line {line:?}")),
+                    _ => {}
                 }
             }
             let status = child.wait();
