@@ -203,6 +203,9 @@ fn crate_request_versions(api_key: ApiKey) -> kafka_protocol::protocol::VersionR
         ApiKey::DescribeCluster => DescribeClusterRequest::VERSIONS,
         ApiKey::DescribeProducers => DescribeProducersRequest::VERSIONS,
         ApiKey::AlterPartition => AlterPartitionRequest::VERSIONS,
+        ApiKey::AlterReplicaLogDirs => {
+            kafka_protocol::messages::AlterReplicaLogDirsRequest::VERSIONS
+        }
         ApiKey::DescribeLogDirs => DescribeLogDirsRequest::VERSIONS,
         ApiKey::DescribeTopicPartitions => DescribeTopicPartitionsRequest::VERSIONS,
         ApiKey::BrokerRegistration => kafka_protocol::messages::BrokerRegistrationRequest::VERSIONS,
