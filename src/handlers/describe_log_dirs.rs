@@ -79,9 +79,7 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeLogDirsRequest)
                 DescribeLogDirsPartition::default()
                     .with_partition_index(tp.partition)
                     .with_partition_size(future.size_bytes() as i64)
-                    .with_offset_lag(
-                        (current.log_end_offset() - future.log_end_offset()).max(0),
-                    )
+                    .with_offset_lag((current.log_end_offset() - future.log_end_offset()).max(0))
                     .with_is_future_key(true),
             );
     }

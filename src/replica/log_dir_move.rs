@@ -39,9 +39,9 @@ impl ReplicaManager {
         dir: &str,
     ) -> Result<(), ApiError> {
         let lm = &self.log_manager;
-        let index = lm
-            .log_dir_index(dir)
-            .ok_or_else(|| ApiError::LogDirNotFound(format!("Log dir {dir} is not found in the config.")))?;
+        let index = lm.log_dir_index(dir).ok_or_else(|| {
+            ApiError::LogDirNotFound(format!("Log dir {dir} is not found in the config."))
+        })?;
         if !lm.is_log_dir_online(index) {
             return Err(ApiError::KafkaStorageError(format!(
                 "Log directory {dir} is offline"
@@ -83,7 +83,10 @@ impl ReplicaManager {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|t| !t.is_finished());
-        me.moves.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+        me.moves
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task);
         Ok(())
     }
 
@@ -149,10 +152,7 @@ impl ReplicaManager {
         }
         let cost = Duration::from_secs_f64(bytes as f64 / rate as f64);
         let until = {
-            let mut next = self
-                .move_pacing
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut next = self.move_pacing.lock().unwrap_or_else(|e| e.into_inner());
             let now = tokio::time::Instant::now();
             let start = (*next).max(now);
             *next = start + cost;

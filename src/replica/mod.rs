@@ -58,7 +58,8 @@ pub use fetch_params::{FetchIsolation, FetchParams};
 use fetcher::{FetchTarget, ReplicaFetcherManager};
 use local_changes::{local_changes, LocalChanges};
 pub use partition::{
-    FollowerFetchResult, FutureCopy, LeaderReadView, Offsets, Partition, ReadResult, ReplicationStatus, Role,
+    FollowerFetchResult, FutureCopy, LeaderReadView, Offsets, Partition, ReadResult,
+    ReplicationStatus, Role,
 };
 use purgatory::Purgatory;
 

@@ -274,8 +274,7 @@ impl LogManager {
     /// Creates `tp` in log dir `index` when it is created later (unless its log or future log is
     /// already there).
     pub fn set_preferred_dir(&self, tp: &TopicPartition, index: usize) {
-        if self.dir_index_of(tp) == Some(index) || self.future(tp).is_some_and(|f| f.0 == index)
-        {
+        if self.dir_index_of(tp) == Some(index) || self.future(tp).is_some_and(|f| f.0 == index) {
             return;
         }
         self.preferred_dirs.lock().insert(tp.clone(), index);

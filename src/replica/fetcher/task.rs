@@ -364,7 +364,9 @@ pub(crate) fn append(
     p.set_follower_lag(lag);
     Ok(PartitionFetchState {
         lag: Some(lag),
-        ..fetched.state.fetching_at(next_offset, p.log().latest_epoch())
+        ..fetched
+            .state
+            .fetching_at(next_offset, p.log().latest_epoch())
     })
 }
 
