@@ -332,7 +332,7 @@ impl LogManager {
     /// this returns), becomes the current log. It takes the current log's leader epochs it lacks
     /// (a leader registers an epoch before writing in it), its log start offset and high
     /// watermark; it is closed, its dir renamed to `<topic>-<partition>`, and opened again there
-    /// (clean, so nothing is recovered). The old log refuses writes from then on, its dir is
+    /// (clean, so nothing is recovered) before it takes them. The old log refuses writes from then on, its dir is
     /// renamed to `...-delete` and removed. Returns the new current log.
     pub fn replace_current_with_future(
         &self,
@@ -360,12 +360,6 @@ impl LogManager {
             current.log_end_offset(),
             "a future log replaces the current one only once caught up"
         );
-        let latest = future.latest_epoch();
-        for (epoch, start_offset) in current.epoch_entries() {
-            if latest.is_none_or(|l| epoch > l) {
-                future.assign_epoch_start_offset(epoch, start_offset)?;
-            }
-        }
         future.close()?;
         future.retire();
         let dest = self.log_dirs[dir_index].join(tp.dir_name());
@@ -378,6 +372,14 @@ impl LogManager {
             true,
             now_ms,
         )?);
+        // After the batches' epochs, those registered with no batch yet (opening drops
+        // entries at the log end, so this comes after it).
+        let latest = log.latest_epoch();
+        for (epoch, start_offset) in current.epoch_entries() {
+            if latest.is_none_or(|l| epoch > l) {
+                log.assign_epoch_start_offset(epoch, start_offset)?;
+            }
+        }
         if current.log_start_offset() > log.log_start_offset() {
             log.maybe_increment_log_start_offset(current.log_start_offset())?;
         }
@@ -780,6 +782,168 @@ mod tests {
         let manager = LogManager::open(&dirs, config(), 0).unwrap();
         let log = manager.get(&tp).unwrap();
         assert_eq!((log.log_start_offset(), log.log_end_offset()), (leo, leo));
+    }
+
+    fn copy_all(from: &Log, to: &Log) {
+        while to.log_end_offset() < from.log_end_offset() {
+            let data = from
+                .read(to.log_end_offset(), 1000, i64::MAX, true)
+                .unwrap();
+            to.append_as_follower(&data.records).unwrap();
+        }
+    }
+
+    fn subdirs(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A future log in the other dir, filled from the current one, replaces it: same offsets,
+    /// epochs (one registered without batches too), log start offset and high watermark; the
+    /// old dir is gone, the old log refuses writes but still reads, and a reopen finds the log
+    /// in its new dir.
+    #[test]
+    fn a_caught_up_future_log_replaces_the_current_one() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let current = manager.get_or_create(&tp, config(), 0).unwrap();
+        for i in 0..40 {
+            current.append_as_leader(&simple(2, 100, i), 1, 0).unwrap();
+        }
+        current.update_high_watermark(80);
+        current.delete_records_before(10).unwrap();
+        current.assign_epoch_start_offset(2, 80).unwrap();
+        assert_eq!(manager.dir_index_of(&tp), Some(0));
+        assert_eq!(manager.log_dir_index(dirs[1].to_str().unwrap()), Some(1));
+        assert_eq!(
+            manager.log_dir_index("d2"),
+            None,
+            "relative paths are not log dirs"
+        );
+
+        let future = manager
+            .create_future(&tp, 1, config(), current.log_start_offset(), 0)
+            .unwrap();
+        let names = subdirs(&dirs[1]);
+        assert!(
+            names[0].starts_with("t-0.") && names[0].ends_with("-future"),
+            "{names:?}"
+        );
+        assert!(Arc::ptr_eq(
+            &manager.create_future(&tp, 1, config(), 0, 0).unwrap(),
+            &future
+        ));
+        copy_all(&current, &future);
+        let log = manager.replace_current_with_future(&tp, 80, 0).unwrap();
+        assert_eq!(manager.dir_index_of(&tp), Some(1));
+        assert!(manager.future(&tp).is_none());
+        assert_eq!(log.dir(), dirs[1].join("t-0"));
+        assert_eq!(subdirs(&dirs[0]), Vec::<String>::new());
+        assert_eq!(subdirs(&dirs[1]), vec!["t-0".to_string()]);
+        assert_eq!(
+            (
+                log.log_start_offset(),
+                log.log_end_offset(),
+                log.latest_epoch()
+            ),
+            (10, 80, Some(2))
+        );
+        assert_eq!(log.epoch_for_offset(20), Some(1));
+        assert!(current.append_as_leader(&simple(1, 10, 0), 2, 0).is_err());
+        assert_eq!(
+            current.read(70, 1, i64::MAX, true).unwrap().records,
+            log.read(70, 1, i64::MAX, true).unwrap().records,
+            "the replaced log still reads what it held"
+        );
+        log.append_as_leader(&simple(2, 100, 0), 2, 0).unwrap();
+        manager.shutdown().unwrap();
+        drop((manager, log, current, future));
+
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        assert_eq!(manager.dir_index_of(&tp), Some(1));
+        let log = manager.get(&tp).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (10, 82));
+        log.verify_indexes().unwrap();
+    }
+
+    /// Opening drops a future log and a replaced log left behind, and of a partition found in
+    /// two dirs keeps the longer copy.
+    #[test]
+    fn opening_drops_unfinished_moves_and_resolves_a_partition_in_two_dirs() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        let moving = TopicPartition::new("m", 0);
+        let current = manager.get_or_create(&moving, config(), 0).unwrap();
+        for i in 0..5 {
+            current.append_as_leader(&simple(1, 10, i), 0, 0).unwrap();
+        }
+        let future = manager.create_future(&moving, 1, config(), 0, 0).unwrap();
+        copy_all(&current, &future);
+        manager.shutdown().unwrap();
+        drop((manager, current, future));
+        std::fs::create_dir_all(dirs[0].join("x-0.0123abcd-delete")).unwrap();
+        // The same partition in both dirs, the copy in d2 one batch shorter.
+        let twice = TopicPartition::new("twice", 0);
+        for (dir, batches) in [(&dirs[0], 3), (&dirs[1], 2)] {
+            let log = Log::open(&dir.join("twice-0"), config(), 0, true, 0).unwrap();
+            for i in 0..batches {
+                log.append_as_leader(&simple(1, 10, i), 0, 0).unwrap();
+            }
+            log.close().unwrap();
+        }
+
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        assert_eq!(
+            subdirs(&dirs[0]),
+            vec!["m-0".to_string(), "twice-0".to_string()]
+        );
+        assert_eq!(subdirs(&dirs[1]), Vec::<String>::new());
+        assert_eq!(manager.get(&moving).unwrap().log_end_offset(), 5);
+        assert!(manager.future_logs().is_empty());
+        assert_eq!(manager.dir_index_of(&twice), Some(0));
+        assert_eq!(manager.get(&twice).unwrap().log_end_offset(), 3);
+    }
+
+    /// A dir where a log had an I/O error is offline for moves; a cancelled future log is
+    /// removed with its dir; a preferred dir places a partition created later.
+    #[test]
+    fn offline_dirs_cancelled_futures_and_preferred_dirs() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        manager.on_log_dir_failure(Arc::new(|_: &Path, _: &str| {}));
+        let a = TopicPartition::new("a", 0);
+        let later = TopicPartition::new("later", 0);
+        manager.get_or_create(&a, config(), 0).unwrap();
+        manager.set_preferred_dir(&later, 0);
+        manager.get_or_create(&later, config(), 0).unwrap();
+        assert_eq!(
+            manager.dir_index_of(&later),
+            Some(0),
+            "preferred over the emptier dir"
+        );
+
+        manager.create_future(&a, 1, config(), 0, 0).unwrap();
+        assert_eq!(subdirs(&dirs[1]).len(), 1);
+        manager.delete_future(&a).unwrap();
+        assert!(subdirs(&dirs[1]).is_empty());
+
+        assert!(manager.is_log_dir_online(0) && manager.is_log_dir_online(1));
+        let log = manager.get(&later).unwrap();
+        std::fs::remove_dir_all(log.dir()).unwrap();
+        let failed = (0..100).any(|i| log.append_as_leader(&simple(2, 100, i), 1, 0).is_err());
+        assert!(failed);
+        assert!(!manager.is_log_dir_online(0));
+        assert!(manager.is_log_dir_online(1));
     }
 
     #[test]

@@ -103,7 +103,7 @@ fn fetched_at_epoch(
             fetch_offset: offset,
             log_start_offset: 0,
             fetch_time_ms: now_ms,
-            leader_log_end_offset: p.log.log_end_offset(),
+            leader_log_end_offset: p.log().log_end_offset(),
             broker_epoch,
         },
     )
@@ -312,8 +312,8 @@ fn a_follower_appends_the_leaders_batches_as_they_are_and_truncates() {
     let info = p.append_as_follower(&records, 4).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (0, 4));
     // Offsets and epochs are the leader's.
-    assert_eq!(p.log.epoch_for_offset(1), Some(3));
-    assert_eq!(p.log.epoch_for_offset(3), Some(4));
+    assert_eq!(p.log().epoch_for_offset(1), Some(3));
+    assert_eq!(p.log().epoch_for_offset(3), Some(4));
     assert!(matches!(
         p.append_as_follower(&leader_batch(7, 4, 1), 4),
         Err(ApiError::UnknownServerError(_))
@@ -335,13 +335,13 @@ fn a_follower_appends_the_leaders_batches_as_they_are_and_truncates() {
 
     // Truncation (a diverged log) takes the high watermark down with the log end offset.
     p.truncate_to(2, 4).unwrap();
-    assert_eq!((p.log.log_end_offset(), p.high_watermark()), (2, 2));
-    assert_eq!(p.log.latest_epoch(), Some(3));
+    assert_eq!((p.log().log_end_offset(), p.high_watermark()), (2, 2));
+    assert_eq!(p.log().latest_epoch(), Some(3));
     p.truncate_fully_and_start_at(10, 4).unwrap();
     assert_eq!(
         (
-            p.log.log_start_offset(),
-            p.log.log_end_offset(),
+            p.log().log_start_offset(),
+            p.log().log_end_offset(),
             p.high_watermark()
         ),
         (10, 10, 10)
@@ -350,19 +350,22 @@ fn a_follower_appends_the_leaders_batches_as_they_are_and_truncates() {
     // The leader's log start moved inside a batch: an empty follower log restarts at it.
     let info = p.append_as_follower(&leader_batch(8, 4, 4), 4).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (8, 11));
-    assert_eq!((p.log.log_start_offset(), p.log.log_end_offset()), (8, 12));
+    assert_eq!(
+        (p.log().log_start_offset(), p.log().log_end_offset()),
+        (8, 12)
+    );
     // The leader's log start offset is followed, up to the high watermark.
     p.update_follower_high_watermark(12, 4).unwrap();
     p.maybe_increment_follower_log_start_offset(20, 4).unwrap();
-    assert_eq!(p.log.log_start_offset(), 8);
+    assert_eq!(p.log().log_start_offset(), 8);
     p.maybe_increment_follower_log_start_offset(11, 4).unwrap();
-    assert_eq!(p.log.log_start_offset(), 11);
+    assert_eq!(p.log().log_start_offset(), 11);
 
     // Becoming leader registers the new epoch at the log end before any write.
     p.make_leader(&reg(&[2, 1], &[1], ME, (5, 5)), T0).unwrap();
     assert_eq!(p.state().leader_epoch_start_offset, Some(12));
-    assert_eq!(p.log.end_offset_for_epoch(4).end_offset, 12);
-    assert_eq!(p.log.latest_epoch(), Some(5));
+    assert_eq!(p.log().end_offset_for_epoch(4).end_offset, 12);
+    assert_eq!(p.log().latest_epoch(), Some(5));
     // A leader takes no follower writes.
     assert_eq!(
         p.append_as_follower(&leader_batch(12, 5, 1), 5),
@@ -453,7 +456,7 @@ fn bytes_available_counts_up_to_the_reads_bound_and_ends_the_wait_on_changes() {
     p.append_records_to_leader(&one, 1, T0).unwrap();
     fetched(2, &p, 1, T0);
     p.append_records_to_leader(&one, 1, T0).unwrap();
-    let start = p.log.position_of(0).unwrap();
+    let start = p.log().position_of(0).unwrap();
     // High watermark 1, log end 2: a consumer sees one batch, a follower two.
     let size = one.len() as u64;
     assert_eq!(p.bytes_available(0, &start, &consumer(100)), Some(size));
@@ -463,7 +466,7 @@ fn bytes_available_counts_up_to_the_reads_bound_and_ends_the_wait_on_changes() {
     );
     // Answer now: an unassigned "follower", a fetch offset past the end, a new leader epoch.
     assert_eq!(p.bytes_available(0, &start, &follower(3, None)), None);
-    let tail = p.log.position_of(2).unwrap();
+    let tail = p.log().position_of(2).unwrap();
     assert_eq!(p.bytes_available(2, &tail, &consumer(100)), Some(0));
     assert_eq!(p.bytes_available(3, &tail, &consumer(100)), None);
     let fenced = FetchParams {
@@ -781,7 +784,11 @@ fn idempotent_producer_state_is_rebuilt_from_the_leaders_batches_on_a_follower()
         info.first_offset, 3,
         "answered with the offset it was written at"
     );
-    assert_eq!(p.log.log_end_offset(), 5, "nothing appended for the retry");
+    assert_eq!(
+        p.log().log_end_offset(),
+        5,
+        "nothing appended for the retry"
+    );
     // A gap after the copied sequences is out of order, as it would be on the old leader.
     assert!(matches!(
         p.append_records_to_leader(&producer_batch(0, -1, 6, 1), -1, T0),
@@ -837,7 +844,7 @@ fn a_follower_serves_consumers_up_to_its_high_watermark_with_epoch_fencing() {
         let read = p.read(offset, &at_epoch(4)).unwrap();
         assert!(read.records.is_empty(), "offset {offset}");
     }
-    let start = p.log.position_of(4).unwrap();
+    let start = p.log().position_of(4).unwrap();
     assert_eq!(p.bytes_available(4, &start, &at_epoch(4)), Some(0));
     // The leader's high watermark arrives: the parked fetch has bytes to read.
     p.update_follower_high_watermark(6, 4).unwrap();
@@ -887,7 +894,7 @@ fn a_parked_follower_fetch_is_answered_when_the_high_watermark_moves() {
         0
     );
     fetched(2, &p, 2, T0);
-    let start = p.log.position_of(2).unwrap();
+    let start = p.log().position_of(2).unwrap();
     assert_eq!(
         p.read(2, &follower(2, Some(0)))
             .unwrap()
