@@ -930,3 +930,89 @@ fn a_parked_follower_fetch_is_answered_when_the_high_watermark_moves() {
     );
     assert_eq!(view.offsets.high_watermark, 2);
 }
+
+/// A move to another log dir: copy steps of one batch, a follower truncation in the middle
+/// (mirrored, so the future log never keeps batches the current log dropped), the swap once
+/// caught up (the partition reads and writes the new log, in the other dir, with its high
+/// watermark), and a cancelled future log answered as abandoned.
+#[test]
+fn a_move_to_another_log_dir_copies_mirrors_truncations_and_swaps_once_caught_up() {
+    use kafkaiq_storage::LogManager;
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+    let manager = Arc::new(LogManager::open(&dirs, LogConfig::default(), 0).unwrap());
+    let tp = TopicPartition::new("t", 0);
+    let log = manager.get_or_create(&tp, LogConfig::default(), 0).unwrap();
+    let p = Partition::new(
+        tp.clone(),
+        Uuid::from_u128(1),
+        log,
+        ME,
+        0,
+        1,
+        LAG_MS,
+        brokers(),
+    );
+    p.make_follower(&reg(&[2, 1], &[2, 1], 2, (4, 4))).unwrap();
+    let leader_batch = |base_offset, epoch, count, byte| {
+        let value = [byte; 8];
+        let values: Vec<&[u8]> = (0..count).map(|_| value.as_slice()).collect();
+        batch(
+            &Spec {
+                base_offset,
+                partition_leader_epoch: epoch,
+                ..Spec::default()
+            },
+            &values,
+        )
+    };
+    p.append_as_follower(&leader_batch(0, 3, 2, b'a'), 4)
+        .unwrap();
+    p.append_as_follower(&leader_batch(2, 4, 3, b'b'), 4)
+        .unwrap();
+    p.update_follower_high_watermark(5, 4).unwrap();
+
+    let future = manager
+        .create_future(&tp, 1, LogConfig::default(), 0, 0)
+        .unwrap();
+    p.set_future_log(Some(future.clone()));
+    let step = |p: &Partition| {
+        p.copy_to_future(&future, 1, |hw| {
+            manager.replace_current_with_future(&tp, hw, 0)
+        })
+        .unwrap()
+    };
+    assert!(matches!(step(&p), FutureCopy::Copied { lag: 3, .. }));
+    assert!(matches!(step(&p), FutureCopy::Copied { lag: 0, .. }));
+    // The leader's log diverged at 2: both logs lose what follows.
+    p.truncate_to(2, 4).unwrap();
+    assert_eq!(future.log_end_offset(), 2);
+    let replacement = leader_batch(2, 4, 1, b'c');
+    p.append_as_follower(&replacement, 4).unwrap();
+    p.update_follower_high_watermark(3, 4).unwrap();
+    assert!(matches!(step(&p), FutureCopy::Copied { lag: 0, .. }));
+    assert_eq!(step(&p), FutureCopy::Replaced);
+
+    assert_eq!(p.log().dir(), dirs[1].join("t-0"));
+    assert!(p.future_log().is_none() && manager.future(&tp).is_none());
+    assert_eq!(p.log().log_end_offset(), 3);
+    assert_eq!(p.high_watermark(), 3);
+    assert_eq!(
+        p.log().read(2, 1 << 20, i64::MAX, true).unwrap().records,
+        replacement
+    );
+    assert_eq!(p.log().epoch_for_offset(1), Some(3));
+    p.append_as_follower(&leader_batch(3, 4, 1, b'd'), 4)
+        .unwrap();
+    assert_eq!(manager.get(&tp).unwrap().log_end_offset(), 4);
+
+    // A future log the partition no longer has (cancelled) is not copied into.
+    let other = manager
+        .create_future(&tp, 0, LogConfig::default(), 0, 0)
+        .unwrap();
+    assert_eq!(
+        p.copy_to_future(&other, 1, |_| unreachable!("no swap")),
+        Ok(FutureCopy::Abandoned)
+    );
+    assert_eq!(other.log_end_offset(), 0);
+}
