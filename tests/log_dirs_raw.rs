@@ -357,6 +357,7 @@ async fn alter_replica_log_dirs_answers_kafkas_error_codes() {
     let other_dir = root.path().join("not-a-log-dir");
     std::fs::create_dir_all(&other_dir).unwrap();
     let other_dir = other_dir.display().to_string();
+    let too_long = "z".repeat(249);
     let cases = alter(
         &mut client,
         2,
@@ -369,6 +370,8 @@ async fn alter_replica_log_dirs_answers_kafkas_error_codes() {
             (&here, "known", 7),
             // NONE: already there.
             (&here, "known", 0),
+            // INVALID_TOPIC_EXCEPTION: its future dir's name would pass 255 bytes.
+            (&here, &too_long, 0),
         ],
     )
     .await;
@@ -380,6 +383,7 @@ async fn alter_replica_log_dirs_answers_kafkas_error_codes() {
             ("known".into(), 7, 3),
             ("unknown".into(), 0, 57),
             ("unknown".into(), 1, 3),
+            (too_long.clone(), 0, 17),
         ]
     );
     assert_eq!(

@@ -25,9 +25,15 @@ use crate::errors::ApiError;
 use crate::limits::LOG_DIR_MOVE_STEP_BYTES_MAX;
 use crate::metadata::MetadataImage;
 
+/// `.<32 hex digits>-future` after `<topic>-<partition>` in a future log's dir name.
+const FUTURE_DIR_NAME_EXTRA_BYTES: usize = 1 + 32 + "-future".len();
+/// The longest file name most file systems take.
+const FILE_NAME_BYTES_MAX: usize = 255;
+
 impl ReplicaManager {
     /// Asks for the replica of `tp` on this broker to live in log dir `dir` (an absolute path).
-    /// Kafka's outcomes: LOG_DIR_NOT_FOUND for a dir that is not one of `log.dirs`,
+    /// Kafka's outcomes: INVALID_TOPIC_EXCEPTION for a topic name too long for a future dir,
+    /// LOG_DIR_NOT_FOUND for a dir that is not one of `log.dirs`,
     /// KAFKA_STORAGE_ERROR for an offline dir or partition; a move under way to another dir is
     /// cancelled; the dir is remembered for a partition created here later, which, not hosted
     /// yet, answers REPLICA_NOT_AVAILABLE (UNKNOWN_TOPIC_OR_PARTITION for an unknown topic);
@@ -38,6 +44,10 @@ impl ReplicaManager {
         tp: &TopicPartition,
         dir: &str,
     ) -> Result<(), ApiError> {
+        // Kafka refuses topics whose future dir name would pass the file name limit.
+        if tp.dir_name().len() + FUTURE_DIR_NAME_EXTRA_BYTES > FILE_NAME_BYTES_MAX {
+            return Err(ApiError::InvalidTopic("The topic name is too long.".into()));
+        }
         let lm = &self.log_manager;
         let index = lm.log_dir_index(dir).ok_or_else(|| {
             ApiError::LogDirNotFound(format!("Log dir {dir} is not found in the config."))
