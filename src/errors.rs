@@ -102,6 +102,8 @@ pub enum ApiError {
     LeaderNotAvailable,
     #[error("replica not available")]
     ReplicaNotAvailable,
+    #[error("log dir not found: {0}")]
+    LogDirNotFound(String),
     #[error("listener not found")]
     ListenerNotFound,
     #[error("operation not attempted")]
@@ -177,6 +179,7 @@ impl ApiError {
             EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
             LeaderNotAvailable => ResponseError::LeaderNotAvailable,
             ReplicaNotAvailable => ResponseError::ReplicaNotAvailable,
+            LogDirNotFound(_) => ResponseError::LogDirNotFound,
             ListenerNotFound => ResponseError::ListenerNotFound,
             OperationNotAttempted => ResponseError::OperationNotAttempted,
             StaleBrokerEpoch => ResponseError::StaleBrokerEpoch,
@@ -229,6 +232,7 @@ impl ApiError {
             | OutOfOrderSequenceNumber(m)
             | InvalidProducerEpoch(m)
             | KafkaStorageError(m)
+            | LogDirNotFound(m)
             | InvalidRecord(m)
             | PolicyViolation(m)
             | InconsistentClusterId(m)
@@ -363,6 +367,7 @@ mod tests {
             (ApiError::ElectionNotNeeded, 84),
             (ApiError::LeaderNotAvailable, 5),
             (ApiError::ReplicaNotAvailable, 9),
+            (ApiError::LogDirNotFound(String::new()), 57),
             (ApiError::ListenerNotFound, 72),
             (ApiError::OperationNotAttempted, 55),
             (ApiError::StaleBrokerEpoch, 77),

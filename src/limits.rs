@@ -257,3 +257,8 @@ pub const HTTP_REQUEST_TIMEOUT_MS: u64 = 5_000;
 
 /// How long writing one response may take before the connection is dropped.
 pub const HTTP_RESPONSE_WRITE_TIMEOUT_MS: u64 = 10_000;
+
+/// Bytes one step of a move between log dirs (AlterReplicaLogDirs) copies from the current log
+/// to the future log, under the partition's lock: appends wait at most for one such copy
+/// (Kafka's alter-log-dirs fetches are bounded by `replica.fetch.max.bytes`, 1 MiB).
+pub const LOG_DIR_MOVE_STEP_BYTES_MAX: usize = 1 << 20;

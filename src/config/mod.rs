@@ -307,6 +307,12 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("offsets.topic.num.partitions", Some("50"), Int, true),
     def("offsets.topic.replication.factor", Some("3"), Int, true),
     def("process.roles", None, List, true),
+    def(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        Some("9223372036854775807"),
+        Long,
+        true,
+    ),
     def("replica.fetch.backoff.ms", Some("1000"), Int, true),
     def("replica.fetch.max.bytes", Some("1048576"), Int, true),
     def("replica.fetch.min.bytes", Some("1"), Int, true),
@@ -433,6 +439,9 @@ pub struct BrokerConfig {
     pub replica_selector: ReplicaSelector,
     pub offsets_topic_num_partitions: i32,
     pub replica_lag_time_max_ms: i64,
+    /// `replica.alter.log.dirs.io.max.bytes.per.second`: how fast a replica moving to another
+    /// log dir (AlterReplicaLogDirs) is copied, in bytes per second over all moves.
+    pub replica_alter_log_dirs_io_max_bytes_per_second: i64,
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_per_broker_percentage: i32,
     pub leader_imbalance_check_interval_ms: i64,
@@ -804,6 +813,9 @@ impl BrokerConfig {
                 .map_err(|reason| r.invalid("replica.selector.class", reason))?,
             offsets_topic_num_partitions: r.int_at_least("offsets.topic.num.partitions", 1)?,
             replica_lag_time_max_ms,
+            replica_alter_log_dirs_io_max_bytes_per_second: r
+                .long_at_least("replica.alter.log.dirs.io.max.bytes.per.second", 1)?
+                .unwrap_or(i64::MAX),
             auto_leader_rebalance_enable: r.bool("auto.leader.rebalance.enable")?,
             leader_imbalance_per_broker_percentage: percentage,
             leader_imbalance_check_interval_ms,

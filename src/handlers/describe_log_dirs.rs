@@ -4,7 +4,10 @@
 //! last fetch (Kafka computes max(own high watermark − own log end, 0), which is 0 for every
 //! follower since a follower's high watermark never passes its log end; the fetcher's lag is
 //! what an operator asking about a replica wants to see). A leader's is 0, a partition not
-//! hosted here -1. No future replicas; disk totals (v4) are reported as unknown (-1).
+//! hosted here -1. A replica moving to another log dir (AlterReplicaLogDirs) is also listed
+//! under the destination dir with `is_future_key` and, as in Kafka, the current log's end
+//! offset minus the future log's as its lag, until it replaces the current one. Disk totals
+//! (v4) are reported as unknown (-1).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -56,6 +59,28 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeLogDirsRequest)
                     .with_partition_size(log.size_bytes() as i64)
                     .with_offset_lag(offset_lag(ctx, &tp))
                     .with_is_future_key(false),
+            );
+    }
+    for (tp, future) in log_manager.future_logs() {
+        if !wanted(&tp.topic, tp.partition) {
+            continue;
+        }
+        let (Some(dir), Some(current)) = (
+            future.dir().parent().map(|p| p.to_path_buf()),
+            log_manager.get(&tp),
+        ) else {
+            continue;
+        };
+        dirs.entry(dir)
+            .or_default()
+            .entry(tp.topic.clone())
+            .or_default()
+            .push(
+                DescribeLogDirsPartition::default()
+                    .with_partition_index(tp.partition)
+                    .with_partition_size(future.size_bytes() as i64)
+                    .with_offset_lag((current.log_end_offset() - future.log_end_offset()).max(0))
+                    .with_is_future_key(true),
             );
     }
     let results = dirs

@@ -367,7 +367,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
             .enumerate()
             .filter_map(|(spec_index, spec)| {
                 let partition = lookup(ctx, &image, spec).ok()?;
-                let start = partition.log.position_of(spec.fetch_offset).ok()?;
+                let start = partition.log().position_of(spec.fetch_offset).ok()?;
                 Some(Parked {
                     spec_index,
                     partition,

@@ -39,7 +39,7 @@ fn lookup(
     let image = ctx.image();
     let partition = ctx.replicas.partition_or_error(&image, tp)?;
     let (offsets, epoch_start) = partition.leader_offsets(current_leader_epoch)?;
-    let log = &partition.log;
+    let log = partition.log();
     let epoch_of = |offset: i64| log.epoch_for_offset(offset).unwrap_or(-1);
     // No transactions: the last fetchable offset for both isolation levels is the HW.
     let last_fetchable = if from_replica {
@@ -52,7 +52,7 @@ fn lookup(
     if not_available && timestamp == LATEST_TIMESTAMP {
         return Err(ApiError::OffsetNotAvailable);
     }
-    let found = lookup_in(log, timestamp, &offsets, last_fetchable, epoch_of)?;
+    let found = lookup_in(&log, timestamp, &offsets, last_fetchable, epoch_of)?;
     if found.is_none()
         && not_available
         && timestamp != EARLIEST_TIMESTAMP

@@ -5,6 +5,7 @@
 //! write a numeric error code: codes come from [`crate::errors::ApiError::code`].
 
 pub mod alter_partition_reassignments;
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod broker_lifecycle;
 pub mod create_partitions;

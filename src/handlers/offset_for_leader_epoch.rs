@@ -42,7 +42,7 @@ pub fn handle(
                             .partition_or_error(&image, &tp)
                             .and_then(|partition| {
                                 partition.check_leader_and_epoch(p.current_leader_epoch, true)?;
-                                Ok(partition.log.end_offset_for_epoch(p.leader_epoch))
+                                Ok(partition.log().end_offset_for_epoch(p.leader_epoch))
                             });
                     match result {
                         Ok(end) => {

@@ -111,7 +111,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                             Ok((p, info, epoch))
                         }
                         Err(e @ ApiError::RecordErrors { .. }) => {
-                            log_start_offset = Some(p.log.log_start_offset());
+                            log_start_offset = Some(p.log().log_start_offset());
                             Err(e)
                         }
                         Err(e) => Err(e),

@@ -29,6 +29,6 @@ pub fn local_partitions(ctx: &Context) -> HashMap<TopicPartition, (PartitionStat
     ctx.replicas
         .partitions()
         .into_iter()
-        .map(|p| (p.tp.clone(), (p.state(), p.log.log_end_offset())))
+        .map(|p| (p.tp.clone(), (p.state(), p.log().log_end_offset())))
         .collect()
 }

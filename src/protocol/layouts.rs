@@ -182,6 +182,7 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::DescribeCluster,               0,  2,     0, DESCRIBE_CLUSTER_REQUEST),
     layout(ApiKey::DescribeProducers,             0,  0,     0, DESCRIBE_PRODUCERS_REQUEST),
     layout(ApiKey::AlterPartition,                2,  3,     0, ALTER_PARTITION_REQUEST),
+    layout(ApiKey::AlterReplicaLogDirs,           1,  2,     2, ALTER_REPLICA_LOG_DIRS_REQUEST),
     layout(ApiKey::DescribeLogDirs,               1,  4,     2, DESCRIBE_LOG_DIRS_REQUEST),
     layout(ApiKey::DescribeTopicPartitions,       0,  0,     0, DESCRIBE_TOPIC_PARTITIONS_REQUEST),
     layout(ApiKey::ListConfigResources,           0,  1,     0, LIST_CONFIG_RESOURCES_REQUEST),
@@ -730,6 +731,23 @@ const ALTER_PARTITION_REQUEST: Ty = Ty::Struct(&[
     all(I32),                           // broker_id
     all(I64),                           // broker_epoch
     all(array(&ALTER_PARTITION_TOPIC)), // topics
+]);
+
+// ---- AlterReplicaLogDirs (key 34): v1-v2, flexible from v2 ----
+
+/// `AlterReplicaLogDirTopic`
+const ALTER_REPLICA_LOG_DIR_TOPIC: Ty = Ty::Struct(&[
+    all(STRING),      // name
+    all(array(&I32)), // partitions
+]);
+/// `AlterReplicaLogDir`
+const ALTER_REPLICA_LOG_DIR: Ty = Ty::Struct(&[
+    all(STRING),                              // path
+    all(array(&ALTER_REPLICA_LOG_DIR_TOPIC)), // topics
+]);
+/// `AlterReplicaLogDirsRequest`
+const ALTER_REPLICA_LOG_DIRS_REQUEST: Ty = Ty::Struct(&[
+    all(array(&ALTER_REPLICA_LOG_DIR)), // dirs
 ]);
 
 // ---- DescribeLogDirs (key 35): v1-v4, flexible from v2 ----

@@ -25,6 +25,7 @@ pub mod fetch_params;
 pub mod fetcher;
 pub mod isr;
 pub mod local_changes;
+mod log_dir_move;
 pub mod partition;
 pub mod purgatory;
 pub mod read_replica;
@@ -32,7 +33,8 @@ pub mod read_replica;
 mod sim;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use kafkaiq_storage::LogManager;
@@ -56,7 +58,8 @@ pub use fetch_params::{FetchIsolation, FetchParams};
 use fetcher::{FetchTarget, ReplicaFetcherManager};
 use local_changes::{local_changes, LocalChanges};
 pub use partition::{
-    FollowerFetchResult, LeaderReadView, Offsets, Partition, ReadResult, ReplicationStatus, Role,
+    FollowerFetchResult, FutureCopy, LeaderReadView, Offsets, Partition, ReadResult,
+    ReplicationStatus, Role,
 };
 use purgatory::Purgatory;
 
@@ -77,6 +80,12 @@ pub struct ReplicaManager {
     pub alter_partition: Arc<AlterPartitionManager>,
     /// ISR shrinks and expands this broker committed as leader (`kafka.server:ReplicaManager`).
     pub stats: ReplicaStats,
+    /// The tasks of moves between log dirs ([`log_dir_move`]); its lock also serialises
+    /// AlterReplicaLogDirs requests.
+    moves: Mutex<Vec<JoinHandle<()>>>,
+    moves_stopped: AtomicBool,
+    /// When the next copy step of any move may start (`replica.alter.log.dirs.io.max.bytes.per.second`).
+    move_pacing: Mutex<tokio::time::Instant>,
 }
 
 impl std::fmt::Debug for ReplicaManager {
@@ -125,6 +134,9 @@ impl ReplicaManager {
             fetchers,
             alter_partition,
             stats,
+            moves: Mutex::new(Vec::new()),
+            moves_stopped: AtomicBool::new(false),
+            move_pacing: Mutex::new(tokio::time::Instant::now()),
         }
     }
 
@@ -192,6 +204,7 @@ impl ReplicaManager {
                         break;
                     }
                 }
+                me.stop_moves().await;
                 me.fetchers.shutdown().await;
             }),
         ));
@@ -350,6 +363,7 @@ impl ReplicaManager {
             .unwrap_or_else(|e| e.into_inner())
             .remove(tp);
         if let Some(p) = removed {
+            p.set_future_log(None);
             p.stop();
         }
         self.offline
@@ -432,7 +446,7 @@ impl ReplicaManager {
             let (Some(topic), Some(p)) = (image.topic(&tp.topic), self.hosted(tp)) else {
                 continue;
             };
-            p.log
+            p.log()
                 .update_config(topic_config::log_config(&topic.configs, &self.config));
             p.set_min_insync_replicas(topic_config::min_insync_replicas(
                 &topic.configs,

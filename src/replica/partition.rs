@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
 use kafkaiq_storage::batch::BatchHeader;
 use kafkaiq_storage::{
@@ -143,10 +143,27 @@ pub struct LeaderReadView {
     pub followers: Vec<(i32, ReplicaState)>,
 }
 
+/// What one step of a move to another log dir did ([`Partition::copy_to_future`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FutureCopy {
+    /// Copied `bytes`; the future log is `lag` offsets behind.
+    Copied { bytes: usize, lag: i64 },
+    /// The future log caught up and is now the partition's log.
+    Replaced,
+    /// The partition has no such future log any more (cancelled, or a truncation failed).
+    Abandoned,
+}
+
 pub struct Partition {
     pub tp: TopicPartition,
     pub topic_id: Uuid,
-    pub log: Arc<Log>,
+    /// The current log. It changes only when a move to another log dir completes
+    /// ([`Partition::copy_to_future`]), under the state lock; everyone else reads it through
+    /// [`Partition::log`].
+    log: RwLock<Arc<Log>>,
+    /// The log being filled in another log dir to replace `log` (AlterReplicaLogDirs): only
+    /// written under the state lock, where truncations of `log` are mirrored into it.
+    future_log: RwLock<Option<Arc<Log>>>,
     node_id: i32,
     /// `replica.lag.time.max.ms`: how long a replica outside the ISR counts as caught up.
     replica_lag_time_max_ms: i64,
@@ -188,7 +205,8 @@ impl Partition {
         Partition {
             tp,
             topic_id,
-            log,
+            log: RwLock::new(log),
+            future_log: RwLock::new(None),
             node_id,
             replica_lag_time_max_ms,
             brokers,
@@ -213,6 +231,97 @@ impl Partition {
 
     fn lock(&self) -> MutexGuard<'_, PartitionState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current log (a reader that took it just before a move to another log dir completed
+    /// keeps reading the old one, whose files stay open).
+    pub fn log(&self) -> Arc<Log> {
+        self.log.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The log a move to another log dir is filling, if one is under way.
+    pub fn future_log(&self) -> Option<Arc<Log>> {
+        self.future_log
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Starts (`Some`) or abandons (`None`) a move to another log dir; the log manager owns
+    /// the future log's files.
+    pub fn set_future_log(&self, future: Option<Arc<Log>>) {
+        let _state = self.lock();
+        *self.future_log.write().unwrap_or_else(|e| e.into_inner()) = future;
+    }
+
+    /// One step of a move to another log dir (Kafka's `ReplicaAlterLogDirsThread`, which
+    /// fetches from the local log): under the state lock, so no append or truncation of the
+    /// current log runs meanwhile, copies the current log's batches from the future log's end,
+    /// at most `max_bytes` (at least one batch). Once nothing is left to copy, `replace` swaps
+    /// the logs (given the high watermark) and the partition continues on the new log; writes
+    /// wait for that, which is the pause of a swap. `future` must be the partition's future log.
+    pub fn copy_to_future(
+        &self,
+        future: &Arc<Log>,
+        max_bytes: usize,
+        replace: impl FnOnce(i64) -> Result<Arc<Log>, kafkaiq_storage::StorageError>,
+    ) -> Result<FutureCopy, ApiError> {
+        let state = self.lock();
+        if !self.future_log().is_some_and(|f| Arc::ptr_eq(&f, future)) {
+            return Ok(FutureCopy::Abandoned);
+        }
+        let current = self.log();
+        let mut future_end = future.log_end_offset();
+        if future_end > current.log_end_offset() {
+            // Cannot happen while truncations are mirrored; repaired rather than trusted.
+            future.truncate_to(current.log_end_offset())?;
+            future_end = future.log_end_offset();
+        }
+        if future_end < current.log_start_offset() {
+            // Retention or DeleteRecords passed the copy: start it again where the log starts.
+            future.truncate_fully_and_start_at(current.log_start_offset())?;
+            future_end = future.log_end_offset();
+        }
+        let data = current.read(future_end, max_bytes, i64::MAX, true)?;
+        if data.records.is_empty() {
+            let new_log = replace(state.high_watermark)?;
+            *self.log.write().unwrap_or_else(|e| e.into_inner()) = new_log;
+            *self.future_log.write().unwrap_or_else(|e| e.into_inner()) = None;
+            drop(state);
+            self.wake_watchers();
+            return Ok(FutureCopy::Replaced);
+        }
+        if let Some(first) = data.first_batch_offset {
+            if first < future_end && future_end == future.log_start_offset() {
+                // The log starts inside its first batch (DeleteRecords): so does the copy.
+                future.truncate_fully_and_start_at(first)?;
+            }
+        }
+        future.append_as_follower(&data.records)?;
+        Ok(FutureCopy::Copied {
+            bytes: data.records.len(),
+            lag: current.log_end_offset() - future.log_end_offset(),
+        })
+    }
+
+    /// A truncation of the current log, done to the future log too (called under the state
+    /// lock), so the future log stays a prefix of the current one. A future log that fails it
+    /// is abandoned; the move task then removes it.
+    fn mirror_truncation(&self, offset: i64, fully: bool) {
+        let Some(future) = self.future_log() else {
+            return;
+        };
+        let r = if fully {
+            future.truncate_fully_and_start_at(offset)
+        } else if future.log_end_offset() > offset {
+            future.truncate_to(offset)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = r {
+            tracing::warn!(topic = %self.tp.topic, partition = self.tp.partition, error = %e, "truncating the future log failed; the move to another log dir is abandoned");
+            *self.future_log.write().unwrap_or_else(|e| e.into_inner()) = None;
+        }
     }
 
     pub fn state(&self) -> PartitionState {
@@ -242,10 +351,10 @@ impl Partition {
         self.assert_leader_epoch_not_backwards(&state, reg);
         let is_new_leader = state.role != Role::Leader;
         let is_new_leader_epoch = reg.leader_epoch > state.leader_epoch;
-        let start_offset = self.log.log_end_offset();
+        let start_offset = self.log().log_end_offset();
         if is_new_leader_epoch {
             // First, so that a failure leaves the partition as it was.
-            self.log
+            self.log()
                 .assign_epoch_start_offset(reg.leader_epoch, start_offset)?;
         }
         Self::update_assignment(&mut state, reg, self.node_id, true);
@@ -299,7 +408,7 @@ impl Partition {
                 partition = self.tp.partition,
                 leader = reg.leader,
                 leader_epoch = reg.leader_epoch,
-                log_end_offset = self.log.log_end_offset(),
+                log_end_offset = self.log().log_end_offset(),
                 high_watermark = state.high_watermark,
                 "became follower"
             );
@@ -384,7 +493,7 @@ impl Partition {
     /// replica that counts: those in the maximal ISR, and those caught up enough to join it and
     /// eligible to (Kafka's `shouldWaitForReplicaToJoinIsr`). Returns whether it moved.
     fn maybe_increment_high_watermark(&self, state: &mut PartitionState, now_ms: i64) -> bool {
-        let leader_log_end_offset = self.log.log_end_offset();
+        let leader_log_end_offset = self.log().log_end_offset();
         let maximal_isr = state.maximal_isr();
         let brokers = self.brokers.get();
         let remotes = state
@@ -417,7 +526,7 @@ impl Partition {
         let moved = new_hw != state.high_watermark;
         state.high_watermark = new_hw;
         // Retention and DeleteRecords never remove data above the high watermark.
-        self.log.update_high_watermark(new_hw);
+        self.log().update_high_watermark(new_hw);
         moved
     }
 
@@ -488,7 +597,7 @@ impl Partition {
             return Err(ApiError::NotEnoughReplicas);
         }
         let info = self
-            .log
+            .log()
             .append_as_leader(records, state.leader_epoch, now_ms)?;
         self.maybe_increment_high_watermark(&mut state, now_ms);
         let epoch = state.leader_epoch;
@@ -522,17 +631,18 @@ impl Partition {
     ) -> Result<LogAppendInfo, ApiError> {
         let state = self.lock();
         Self::require_follower(&state, leader_epoch)?;
-        let log_end_offset = self.log.log_end_offset();
+        let log_end_offset = self.log().log_end_offset();
         if let Ok(first) = BatchHeader::parse(records) {
-            if log_end_offset == self.log.log_start_offset()
+            if log_end_offset == self.log().log_start_offset()
                 && first.base_offset < log_end_offset
                 && first.last_offset() >= log_end_offset
             {
                 tracing::info!(topic = %self.tp.topic, partition = self.tp.partition, base_offset = first.base_offset, log_start_offset = log_end_offset, "first batch from the leader starts below the log start offset; restarting the log there");
-                self.log.truncate_fully_and_start_at(first.base_offset)?;
+                self.log().truncate_fully_and_start_at(first.base_offset)?;
+                self.mirror_truncation(first.base_offset, true);
             }
         }
-        let info = self.log.append_as_follower(records)?;
+        let info = self.log().append_as_follower(records)?;
         drop(state);
         self.wake_watchers();
         Ok(info)
@@ -544,7 +654,8 @@ impl Partition {
     pub fn truncate_to(&self, offset: i64, leader_epoch: i32) -> Result<(), ApiError> {
         let mut state = self.lock();
         Self::require_follower(&state, leader_epoch)?;
-        self.log.truncate_to(offset)?;
+        self.log().truncate_to(offset)?;
+        self.mirror_truncation(offset, false);
         self.clamp_follower_high_watermark(&mut state);
         drop(state);
         self.wake_watchers();
@@ -560,7 +671,8 @@ impl Partition {
     ) -> Result<(), ApiError> {
         let mut state = self.lock();
         Self::require_follower(&state, leader_epoch)?;
-        self.log.truncate_fully_and_start_at(offset)?;
+        self.log().truncate_fully_and_start_at(offset)?;
+        self.mirror_truncation(offset, true);
         self.clamp_follower_high_watermark(&mut state);
         drop(state);
         self.wake_watchers();
@@ -576,13 +688,13 @@ impl Partition {
     ) -> Result<(), ApiError> {
         let state = self.lock();
         Self::require_follower(&state, leader_epoch)?;
-        if leader_log_start_offset <= self.log.log_start_offset()
+        if leader_log_start_offset <= self.log().log_start_offset()
             || leader_log_start_offset > state.high_watermark
         {
             return Ok(());
         }
         drop(state);
-        self.log.delete_records_before(leader_log_start_offset)?;
+        self.log().delete_records_before(leader_log_start_offset)?;
         Ok(())
     }
 
@@ -597,11 +709,11 @@ impl Partition {
     fn clamp_follower_high_watermark(&self, state: &mut PartitionState) {
         let hw = decisions::follower_high_watermark(
             state.high_watermark,
-            self.log.log_start_offset(),
-            self.log.log_end_offset(),
+            self.log().log_start_offset(),
+            self.log().log_end_offset(),
         );
         state.high_watermark = hw;
-        self.log.update_high_watermark(hw);
+        self.log().update_high_watermark(hw);
     }
 
     /// A follower takes the high watermark a fetch response carries, clamped to what its own
@@ -618,15 +730,15 @@ impl Partition {
         Self::require_follower(&state, leader_epoch)?;
         let hw = decisions::follower_high_watermark(
             leader_high_watermark,
-            self.log.log_start_offset(),
-            self.log.log_end_offset(),
+            self.log().log_start_offset(),
+            self.log().log_end_offset(),
         );
         if hw < state.high_watermark {
             tracing::warn!(topic = %self.tp.topic, partition = self.tp.partition, from = state.high_watermark, to = hw, "follower high watermark moves back with the leader's");
         }
         let changed = hw != state.high_watermark;
         state.high_watermark = hw;
-        self.log.update_high_watermark(hw);
+        self.log().update_high_watermark(hw);
         drop(state);
         if changed {
             self.wake_watchers();
@@ -698,7 +810,7 @@ impl Partition {
         if state.role != Role::Leader {
             return None;
         }
-        let leader_log_end_offset = self.log.log_end_offset();
+        let leader_log_end_offset = self.log().log_end_offset();
         let out_of_sync = isr::out_of_sync_replicas(&state.isr_state, self.node_id, |id| {
             state.remote_replicas.get(&id).map(|r| {
                 decisions::is_caught_up(
@@ -820,16 +932,16 @@ impl Partition {
             under_replicated: leader && isr < state.replicas.len(),
             under_min_isr: leader && isr < min_isr,
             at_min_isr: leader && isr == min_isr,
-            offline: state.leader == -1 || self.log.is_offline(),
+            offline: state.leader == -1 || self.log().is_offline(),
         }
     }
 
     pub fn offsets(&self) -> Offsets {
         let state = self.lock();
         Offsets {
-            log_start_offset: self.log.log_start_offset(),
+            log_start_offset: self.log().log_start_offset(),
             high_watermark: state.high_watermark,
-            log_end_offset: self.log.log_end_offset(),
+            log_end_offset: self.log().log_end_offset(),
             leader_epoch: state.leader_epoch,
         }
     }
@@ -846,9 +958,9 @@ impl Partition {
             Self::require_leader(&state)?;
         }
         Ok(Offsets {
-            log_start_offset: self.log.log_start_offset(),
+            log_start_offset: self.log().log_start_offset(),
             high_watermark: state.high_watermark,
-            log_end_offset: self.log.log_end_offset(),
+            log_end_offset: self.log().log_end_offset(),
             leader_epoch: state.leader_epoch,
         })
     }
@@ -865,9 +977,9 @@ impl Partition {
         Self::require_leader(&state)?;
         Ok((
             Offsets {
-                log_start_offset: self.log.log_start_offset(),
+                log_start_offset: self.log().log_start_offset(),
                 high_watermark: state.high_watermark,
-                log_end_offset: self.log.log_end_offset(),
+                log_end_offset: self.log().log_end_offset(),
                 leader_epoch: state.leader_epoch,
             },
             state.leader_epoch_start_offset,
@@ -898,9 +1010,9 @@ impl Partition {
             )?;
         }
         Ok(Offsets {
-            log_start_offset: self.log.log_start_offset(),
+            log_start_offset: self.log().log_start_offset(),
             high_watermark: state.high_watermark,
-            log_end_offset: self.log.log_end_offset(),
+            log_end_offset: self.log().log_end_offset(),
             leader_epoch: state.leader_epoch,
         })
     }
@@ -917,7 +1029,7 @@ impl Partition {
         let Some(epoch) = params.last_fetched_epoch else {
             return Ok(None);
         };
-        let end = self.log.end_offset_for_epoch(epoch);
+        let end = self.log().end_offset_for_epoch(epoch);
         decisions::check_last_fetched_epoch(
             epoch,
             fetch_offset,
@@ -962,7 +1074,7 @@ impl Partition {
         if fetch_offset >= max_offset {
             return Ok(empty(None));
         }
-        let FetchDataInfo { records, .. } = self.log.read(
+        let FetchDataInfo { records, .. } = self.log().read(
             fetch_offset,
             params.max_bytes,
             max_offset,
@@ -994,9 +1106,9 @@ impl Partition {
         }
         Ok(Some(LeaderReadView {
             offsets: Offsets {
-                log_start_offset: self.log.log_start_offset(),
+                log_start_offset: self.log().log_start_offset(),
                 high_watermark: state.high_watermark,
-                log_end_offset: self.log.log_end_offset(),
+                log_end_offset: self.log().log_end_offset(),
                 leader_epoch: state.leader_epoch,
             },
             isr: state.isr().to_vec(),
@@ -1044,7 +1156,7 @@ impl Partition {
         ) {
             return None;
         }
-        self.log
+        self.log()
             .bytes_between(start, params.isolation.max_offset(&offsets))
             .ok()
             .flatten()
@@ -1063,7 +1175,7 @@ impl Partition {
             return Err(ApiError::OffsetOutOfRange);
         }
         drop(state);
-        let low = self.log.delete_records_before(target)?;
+        let low = self.log().delete_records_before(target)?;
         self.wake_watchers();
         Ok(low)
     }

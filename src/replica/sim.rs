@@ -269,9 +269,9 @@ impl Sim {
                 Some(PartitionFetchState::initial(
                     self.topic_id,
                     reg.leader_epoch,
-                    p.log.log_end_offset(),
+                    p.log().log_end_offset(),
                     p.high_watermark(),
-                    p.log.latest_epoch(),
+                    p.log().latest_epoch(),
                 ))
             } else {
                 fetch
@@ -435,7 +435,7 @@ impl Sim {
         }
         if state.phase == Phase::Truncating {
             let next = match p.truncate_to(state.fetch_offset, state.current_leader_epoch) {
-                Ok(()) => Some(state.fetching_at(p.log.log_end_offset(), p.log.latest_epoch())),
+                Ok(()) => Some(state.fetching_at(p.log().log_end_offset(), p.log().latest_epoch())),
                 Err(_) => None,
             };
             self.nodes.get_mut(&id).unwrap().fetch = next;
@@ -456,7 +456,7 @@ impl Sim {
                 if read.diverging_epoch.is_none() {
                     let fetch = FollowerFetch {
                         fetch_offset: state.fetch_offset,
-                        log_start_offset: p.log.log_start_offset(),
+                        log_start_offset: p.log().log_start_offset(),
                         fetch_time_ms: self.now_ms,
                         leader_log_end_offset: read.offsets.log_end_offset,
                         broker_epoch: -1,
@@ -498,10 +498,10 @@ impl Sim {
             }
             AnswerAction::ResetOffset => {
                 // Kafka's fetchOffsetAndTruncate: ahead of the leader's end, truncate to it.
-                let end = leader_p.log.log_end_offset();
+                let end = leader_p.log().log_end_offset();
                 if state.fetch_offset > end {
                     p.truncate_to(end, state.current_leader_epoch)
-                        .map(|_| state.fetching_at(end, p.log.latest_epoch()))
+                        .map(|_| state.fetching_at(end, p.log().latest_epoch()))
                         .map_err(|e| Failure::Remove(e.to_string()))
                 } else {
                     self.fail(format!("node {id} out of range at {}", state.fetch_offset))
@@ -590,7 +590,7 @@ impl Sim {
         let mut offset = from;
         while offset < to {
             let read = p
-                .log
+                .log()
                 .read(offset, 1 << 20, to, true)
                 .unwrap_or_else(|e| self.fail(format!("read at {offset}: {e}")));
             if read.records.is_empty() {
@@ -616,10 +616,10 @@ impl Sim {
                 continue;
             };
             let hw = p.high_watermark();
-            if p.log.log_end_offset() < node.high_watermark_seen {
+            if p.log().log_end_offset() < node.high_watermark_seen {
                 self.fail(format!(
                     "node {id} truncated to {} below its high watermark {}",
-                    p.log.log_end_offset(),
+                    p.log().log_end_offset(),
                     node.high_watermark_seen
                 ));
             }
@@ -633,7 +633,7 @@ impl Sim {
             let Some(p) = node.partition.as_ref() else {
                 continue;
             };
-            let end = p.log.log_end_offset().min(committed_end);
+            let end = p.log().log_end_offset().min(committed_end);
             let from = if full { 0 } else { (end - 20).max(0) };
             let values = self.values(p, from, end);
             if values[..] != self.committed[from as usize..end as usize] {
@@ -726,10 +726,10 @@ impl Sim {
             let leader = self.reg.leader;
             let done = leader > 0 && self.reg.isr.len() == 3 && {
                 let lp = self.nodes[&leader].partition.as_ref().unwrap();
-                let end = lp.log.log_end_offset();
+                let end = lp.log().log_end_offset();
                 self.nodes.values().all(|n| {
                     let p = n.partition.as_ref().unwrap();
-                    p.log.log_end_offset() == end && p.high_watermark() == end
+                    p.log().log_end_offset() == end && p.high_watermark() == end
                 })
             };
             if done {
@@ -742,7 +742,7 @@ impl Sim {
             self.reg,
             self.nodes
                 .values()
-                .map(|n| n.partition.as_ref().map(|p| p.log.log_end_offset()))
+                .map(|n| n.partition.as_ref().map(|p| p.log().log_end_offset()))
                 .collect::<Vec<_>>()
         ));
     }
@@ -758,7 +758,7 @@ impl Sim {
         let end = self.committed.len() as i64;
         for (&id, node) in &self.nodes {
             let p = node.partition.as_ref().unwrap();
-            if p.log.log_end_offset() != end || self.values(p, 0, end) != self.committed {
+            if p.log().log_end_offset() != end || self.values(p, 0, end) != self.committed {
                 self.fail(format!("node {id} does not hold the committed log"));
             }
         }

@@ -144,7 +144,7 @@ fn a_replica_moved_away_is_stopped_and_its_log_deleted() {
     f.publish(topic_records("t", 1, &[reg(&[1, 2], 1, (0, 0))]));
     let p = f.get("t", 0).unwrap();
     p.append_records_to_leader(&simple(2, 10, 0), 1, 0).unwrap();
-    let dir = p.log.dir().to_path_buf();
+    let dir = p.log().dir().to_path_buf();
     assert!(dir.exists());
 
     f.publish(vec![partition_record(1, 0, reg(&[2, 3], 2, (1, 1)))]);
@@ -167,7 +167,7 @@ fn a_replica_moved_away_is_stopped_and_its_log_deleted() {
     f.publish(vec![partition_record(1, 0, reg(&[2, 1], 1, (2, 2)))]);
     let back = f.get("t", 0).unwrap();
     assert!(!Arc::ptr_eq(&p, &back));
-    assert_eq!(back.log.log_end_offset(), 0);
+    assert_eq!(back.log().log_end_offset(), 0);
 }
 
 #[test]
@@ -195,7 +195,7 @@ fn a_deleted_and_recreated_topic_starts_from_empty_logs() {
     assert!(!Arc::ptr_eq(&old, &new));
     assert_eq!(new.topic_id, Uuid::from_u128(2));
     assert_eq!(
-        (new.log.log_end_offset(), new.state().role),
+        (new.log().log_end_offset(), new.state().role),
         (0, Role::Leader)
     );
     assert_eq!(old.state().role, Role::Follower);
@@ -224,7 +224,7 @@ fn topic_config_changes_reach_hosted_partitions() {
     ]);
     for partition in [0, 1] {
         let p = f.get("t", partition).unwrap();
-        assert_eq!(p.log.config().retention_ms, 12345);
+        assert_eq!(p.log().config().retention_ms, 12345);
         assert_eq!(p.state().min_insync_replicas, 2);
     }
 }

@@ -112,6 +112,7 @@ fn api_name(api_key: ApiKey) -> &'static str {
         InitProducerId,
         OffsetForLeaderEpoch,
         DescribeConfigs,
+        AlterReplicaLogDirs,
         DescribeLogDirs,
         CreatePartitions,
         DeleteGroups,
@@ -206,6 +207,9 @@ async fn handle_supported(
         }
         RequestKind::IncrementalAlterConfigs(r) => {
             Some(handlers::incremental_alter_configs::handle(ctx, version, r).await)
+        }
+        RequestKind::AlterReplicaLogDirs(r) => {
+            Some(handlers::alter_replica_log_dirs::handle(ctx, version, r))
         }
         RequestKind::DescribeLogDirs(r) => {
             Some(handlers::describe_log_dirs::handle(ctx, version, r))

@@ -116,6 +116,9 @@ pub struct Log {
     truncation_generation: AtomicU64,
     offline: AtomicBool,
     offline_reason: Mutex<String>,
+    /// Set once the log was replaced by a copy in another log dir: it refuses every write
+    /// (readers that already hold it still read), without counting as an I/O failure.
+    retired: AtomicBool,
     /// Told once, when an I/O error takes this log offline: the log dir holding it and the
     /// error (the [`crate::LogManager`] installs it; a log opened on its own has none).
     failure_hook: std::sync::OnceLock<(PathBuf, LogDirFailureHook)>,
@@ -270,6 +273,7 @@ impl Log {
             truncation_generation: AtomicU64::new(0),
             offline: AtomicBool::new(false),
             offline_reason: Mutex::new(String::new()),
+            retired: AtomicBool::new(false),
             failure_hook: std::sync::OnceLock::new(),
         })
     }
@@ -370,10 +374,39 @@ impl Log {
     }
 
     fn lock_writer(&self) -> Result<MutexGuard<'_, Writer>> {
-        self.check_online()?;
+        self.check_writable()?;
         let w = self.writer.lock();
-        self.check_online()?;
+        self.check_writable()?;
         Ok(w)
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        self.check_online()?;
+        if self.retired.load(Ordering::Acquire) {
+            return Err(StorageError::Offline(
+                "the log was replaced by its copy in another log dir".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses every later write, after the one in progress: the log was replaced by its copy
+    /// in another log dir ([`crate::LogManager::replace_current_with_future`]). Reads keep
+    /// working on the files already open, so a fetch that took the log before the swap ends
+    /// normally.
+    pub(crate) fn retire(&self) {
+        let _w = self.writer.lock();
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// The leader epoch cache's entries, oldest first: (epoch, start offset).
+    pub fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.epochs
+            .lock()
+            .entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect()
     }
 
     // ---------------------------------------------------------------- writes

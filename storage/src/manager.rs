@@ -15,12 +15,22 @@
 //! behind a read-write lock held only to look up, insert or remove an `Arc<Log>`; the work on a
 //! log happens on the log itself. Checkpoint writes are serialised by a mutex.
 //!
+//! * Moving a log to another log dir (AlterReplicaLogDirs) is Kafka's future log: an empty log
+//!   `<topic>-<partition>.<unique id>-future` is created in the destination dir
+//!   ([`LogManager::create_future`]), the caller fills it with the current log's batches, and
+//!   [`LogManager::replace_current_with_future`] swaps them once it has caught up. A future log
+//!   found when opening (a move cut short by a crash or a stop) is dropped, keeping the current
+//!   log, and so is a `<topic>-<partition>.<unique id>-delete` dir (a replaced log not yet
+//!   removed). Should a crash fall between the two renames of a swap, the partition is found in
+//!   two dirs holding the same offsets; the one with the higher log end offset is kept.
+//!
 //! Not here: `meta.properties` (the broker's), per-topic config storage (the caller passes a
-//! config when it creates a log and updates it with `Log::update_config`), moving logs between
-//! directories.
+//! config when it creates a log and updates it with `Log::update_config`), copying batches into
+//! a future log (the replica layer does, under the partition's lock).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -54,6 +64,35 @@ pub struct LogManager {
     last_checkpoint_ms: Mutex<i64>,
     /// Told when a log goes offline after an I/O error ([`LogManager::on_log_dir_failure`]).
     failure_hook: Mutex<Option<LogDirFailureHook>>,
+    /// Logs being filled in another log dir to replace the current one (Kafka's `futureLogs`).
+    future_logs: RwLock<HashMap<TopicPartition, Entry>>,
+    /// Where a partition not hosted yet is to be created (an AlterReplicaLogDirs that came
+    /// before the partition, Kafka's `preferredLogDirs`).
+    preferred_dirs: Mutex<HashMap<TopicPartition, usize>>,
+    /// Indexes of the log dirs where a log had an I/O error.
+    offline_dirs: Arc<Mutex<HashSet<PathBuf>>>,
+}
+
+/// Suffix of a future log's directory name.
+const FUTURE_DIR_SUFFIX: &str = "-future";
+/// Suffix of a replaced log's directory name, removed right after the swap or at the next open.
+const DELETE_DIR_SUFFIX: &str = "-delete";
+
+/// `<topic>-<partition>.<32 hex digits><suffix>`, unique per process and time, as Kafka's
+/// `UnifiedLog.logFutureDirName` / `logDeleteDirName` are.
+fn unique_dir_name(tp: &TopicPartition, suffix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{}.{:016x}{:08x}{:08x}{suffix}",
+        tp.dir_name(),
+        nanos,
+        std::process::id(),
+        n as u32
+    )
 }
 
 fn checkpoint(dir: &Path, name: &str) -> CheckpointFile<OffsetCheckpointEntry> {
@@ -97,11 +136,14 @@ impl LogManager {
                 if !entry.file_type().at(&entry.path())?.is_dir() {
                     continue;
                 }
-                let Some(tp) = entry
-                    .file_name()
-                    .to_str()
-                    .and_then(TopicPartition::parse_dir_name)
-                else {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.ends_with(FUTURE_DIR_SUFFIX) || name.ends_with(DELETE_DIR_SUFFIX) {
+                    tracing::warn!(dir = %entry.path().display(), "removing the log of an unfinished move between log dirs, or a replaced one");
+                    std::fs::remove_dir_all(entry.path()).at(&entry.path())?;
+                    sync_dir(dir)?;
+                    continue;
+                }
+                let Some(tp) = TopicPartition::parse_dir_name(&name) else {
                     continue;
                 };
                 let recovery_point = recovery_points.get(&tp).copied().unwrap_or(0);
@@ -118,24 +160,31 @@ impl LogManager {
                     }
                 }
                 tracing::info!(partition = %tp, log_end_offset = log.log_end_offset(), clean, "loaded log");
-                if logs
-                    .insert(
-                        tp.clone(),
-                        Entry {
-                            dir_index,
-                            log: Arc::new(log),
-                        },
-                    )
-                    .is_some()
-                {
-                    return Err(StorageError::io(
-                        entry.path(),
-                        std::io::Error::new(
-                            std::io::ErrorKind::AlreadyExists,
-                            format!("{tp} is in two log dirs"),
-                        ),
-                    ));
+                if let Some(other) = logs.get(&tp) {
+                    // A crash between the two renames of a move: both copies hold the same
+                    // offsets (writes pause during the swap); keep the longer to be safe.
+                    let other: &Entry = other;
+                    let keep_new = log.log_end_offset() > other.log.log_end_offset();
+                    let drop_dir = if keep_new {
+                        other.log.dir().to_path_buf()
+                    } else {
+                        entry.path()
+                    };
+                    tracing::warn!(partition = %tp, kept = %if keep_new { entry.path() } else { other.log.dir().to_path_buf() }.display(), removed = %drop_dir.display(), "partition found in two log dirs after an interrupted move");
+                    if !keep_new {
+                        drop(log);
+                        std::fs::remove_dir_all(&drop_dir).at(&drop_dir)?;
+                        continue;
+                    }
+                    std::fs::remove_dir_all(&drop_dir).at(&drop_dir)?;
                 }
+                logs.insert(
+                    tp.clone(),
+                    Entry {
+                        dir_index,
+                        log: Arc::new(log),
+                    },
+                );
             }
             if clean {
                 std::fs::remove_file(&marker).at(&marker)?;
@@ -149,6 +198,9 @@ impl LogManager {
             admin: Mutex::new(()),
             last_checkpoint_ms: Mutex::new(now_ms),
             failure_hook: Mutex::new(None),
+            future_logs: RwLock::new(HashMap::new()),
+            preferred_dirs: Mutex::new(HashMap::new()),
+            offline_dirs: Arc::default(),
         })
     }
 
@@ -157,6 +209,11 @@ impl LogManager {
     /// caller decides what a failed dir means (the broker halts once every dir has failed).
     pub fn on_log_dir_failure(&self, hook: LogDirFailureHook) {
         let _admin = self.admin.lock();
+        let offline_dirs = self.offline_dirs.clone();
+        let hook: LogDirFailureHook = Arc::new(move |dir: &Path, error: &str| {
+            offline_dirs.lock().insert(dir.to_path_buf());
+            hook(dir, error)
+        });
         *self.failure_hook.lock() = Some(hook.clone());
         for e in self.logs.read().values() {
             e.log
@@ -169,6 +226,196 @@ impl LogManager {
     }
     pub fn default_config(&self) -> &LogConfig {
         &self.default_config
+    }
+
+    /// The index of the configured log dir whose absolute path is `path` (AlterReplicaLogDirs
+    /// names dirs by absolute path, as Kafka's `isLogDirOnline` compares them).
+    pub fn log_dir_index(&self, path: &str) -> Option<usize> {
+        let wanted = Path::new(path);
+        if !wanted.is_absolute() {
+            return None;
+        }
+        self.log_dirs.iter().position(|d| {
+            d.as_path() == wanted || std::path::absolute(d).is_ok_and(|a| a.as_path() == wanted)
+        })
+    }
+
+    /// Whether no log in log dir `index` has had an I/O error (as far as the failure hook was
+    /// told: without one installed every dir counts as online).
+    pub fn is_log_dir_online(&self, index: usize) -> bool {
+        !self.offline_dirs.lock().contains(&self.log_dirs[index])
+    }
+
+    /// The log dir holding the current log of `tp`.
+    pub fn dir_index_of(&self, tp: &TopicPartition) -> Option<usize> {
+        self.logs.read().get(tp).map(|e| e.dir_index)
+    }
+
+    /// The future log of `tp` and the log dir it is in.
+    pub fn future(&self, tp: &TopicPartition) -> Option<(usize, Arc<Log>)> {
+        self.future_logs
+            .read()
+            .get(tp)
+            .map(|e| (e.dir_index, e.log.clone()))
+    }
+
+    /// Every future log, by partition.
+    pub fn future_logs(&self) -> Vec<(TopicPartition, Arc<Log>)> {
+        let mut all: Vec<_> = self
+            .future_logs
+            .read()
+            .iter()
+            .map(|(tp, e)| (tp.clone(), e.log.clone()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// Creates `tp` in log dir `index` when it is created later (unless its log or future log is
+    /// already there).
+    pub fn set_preferred_dir(&self, tp: &TopicPartition, index: usize) {
+        if self.dir_index_of(tp) == Some(index) || self.future(tp).is_some_and(|f| f.0 == index) {
+            return;
+        }
+        self.preferred_dirs.lock().insert(tp.clone(), index);
+    }
+
+    /// Creates an empty future log of `tp` in log dir `index`, starting at `start_offset` (the
+    /// current log's start). An existing future log in that dir is returned as it is.
+    pub fn create_future(
+        &self,
+        tp: &TopicPartition,
+        index: usize,
+        config: LogConfig,
+        start_offset: i64,
+        now_ms: i64,
+    ) -> Result<Arc<Log>> {
+        let _admin = self.admin.lock();
+        if let Some(e) = self.future_logs.read().get(tp) {
+            if e.dir_index == index {
+                return Ok(e.log.clone());
+            }
+        }
+        let dir = self.log_dirs[index].join(unique_dir_name(tp, FUTURE_DIR_SUFFIX));
+        let log = Arc::new(Log::open(&dir, config, 0, true, now_ms)?);
+        if start_offset > 0 {
+            log.truncate_fully_and_start_at(start_offset)?;
+        }
+        if let Some(hook) = self.failure_hook.lock().clone() {
+            log.set_failure_hook(self.log_dirs[index].clone(), hook);
+        }
+        sync_dir(&self.log_dirs[index])?;
+        let replaced = self.future_logs.write().insert(
+            tp.clone(),
+            Entry {
+                dir_index: index,
+                log: log.clone(),
+            },
+        );
+        if let Some(old) = replaced {
+            old.log.delete()?;
+        }
+        Ok(log)
+    }
+
+    /// Drops the future log of `tp`, if any (the move was cancelled or its partition removed).
+    pub fn delete_future(&self, tp: &TopicPartition) -> Result<()> {
+        let _admin = self.admin.lock();
+        let Some(entry) = self.future_logs.write().remove(tp) else {
+            return Ok(());
+        };
+        entry.log.delete()
+    }
+
+    /// Kafka's `replaceCurrentWithFutureLog`: the future log of `tp`, which the caller has
+    /// filled up to the current log's end and keeps from moving (no writes to either log until
+    /// this returns), becomes the current log. It takes the current log's leader epochs it lacks
+    /// (a leader registers an epoch before writing in it), its log start offset and high
+    /// watermark; it is closed, its dir renamed to `<topic>-<partition>`, and opened again there
+    /// (clean, so nothing is recovered) before it takes them. The old log refuses writes from then on, its dir is
+    /// renamed to `...-delete` and removed. Returns the new current log.
+    pub fn replace_current_with_future(
+        &self,
+        tp: &TopicPartition,
+        high_watermark: i64,
+        now_ms: i64,
+    ) -> Result<Arc<Log>> {
+        let _admin = self.admin.lock();
+        let (current, future) = {
+            let logs = self.logs.read();
+            let futures = self.future_logs.read();
+            match (logs.get(tp), futures.get(tp)) {
+                (Some(c), Some(f)) => ((c.dir_index, c.log.clone()), (f.dir_index, f.log.clone())),
+                _ => {
+                    return Err(StorageError::Offline(format!(
+                        "{tp} has no current or no future log to swap"
+                    )))
+                }
+            }
+        };
+        let (dir_index, future) = future;
+        let (_, current) = current;
+        assert_eq!(
+            future.log_end_offset(),
+            current.log_end_offset(),
+            "a future log replaces the current one only once caught up"
+        );
+        future.close()?;
+        future.retire();
+        let dest = self.log_dirs[dir_index].join(tp.dir_name());
+        std::fs::rename(future.dir(), &dest).at(&dest)?;
+        sync_dir(&self.log_dirs[dir_index])?;
+        let log = Arc::new(Log::open(
+            &dest,
+            future.config(),
+            future.log_end_offset(),
+            true,
+            now_ms,
+        )?);
+        // After the batches' epochs, those registered with no batch yet (opening drops
+        // entries at the log end, so this comes after it).
+        let latest = log.latest_epoch();
+        for (epoch, start_offset) in current.epoch_entries() {
+            if latest.is_none_or(|l| epoch > l) {
+                log.assign_epoch_start_offset(epoch, start_offset)?;
+            }
+        }
+        if current.log_start_offset() > log.log_start_offset() {
+            log.maybe_increment_log_start_offset(current.log_start_offset())?;
+        }
+        log.update_high_watermark(high_watermark);
+        if let Some(hook) = self.failure_hook.lock().clone() {
+            log.set_failure_hook(self.log_dirs[dir_index].clone(), hook);
+        }
+        current.retire();
+        let source_parent = current.dir().parent().map(Path::to_path_buf);
+        let deleted = source_parent
+            .as_deref()
+            .unwrap_or(Path::new("."))
+            .join(unique_dir_name(tp, DELETE_DIR_SUFFIX));
+        let renamed = std::fs::rename(current.dir(), &deleted).at(&deleted);
+        self.logs.write().insert(
+            tp.clone(),
+            Entry {
+                dir_index,
+                log: log.clone(),
+            },
+        );
+        self.future_logs.write().remove(tp);
+        self.preferred_dirs.lock().remove(tp);
+        // The new log is in place; what is left of the old one is removed now or, if this
+        // fails, at the next open.
+        match renamed.and_then(|()| std::fs::remove_dir_all(&deleted).at(&deleted)) {
+            Ok(()) => {
+                if let Some(parent) = &source_parent {
+                    let _ = sync_dir(parent);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(partition = %tp, error = %e, "could not remove the replaced log")
+            }
+        }
+        Ok(log)
     }
 
     pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Log>> {
@@ -189,7 +436,10 @@ impl LogManager {
         if let Some(log) = self.get(tp) {
             return Ok(log);
         }
-        let dir_index = {
+        let preferred = self.preferred_dirs.lock().remove(tp);
+        let dir_index = if let Some(index) = preferred {
+            index
+        } else {
             let logs = self.logs.read();
             let mut counts = vec![0usize; self.log_dirs.len()];
             for e in logs.values() {
@@ -229,6 +479,10 @@ impl LogManager {
     /// Removes the log and its directory (DeleteTopics, or a replica moved away).
     pub fn delete(&self, tp: &TopicPartition) -> Result<()> {
         let _admin = self.admin.lock();
+        self.preferred_dirs.lock().remove(tp);
+        if let Some(future) = self.future_logs.write().remove(tp) {
+            future.log.delete()?;
+        }
         let Some(entry) = self.logs.write().remove(tp) else {
             return Ok(());
         };
@@ -528,6 +782,168 @@ mod tests {
         let manager = LogManager::open(&dirs, config(), 0).unwrap();
         let log = manager.get(&tp).unwrap();
         assert_eq!((log.log_start_offset(), log.log_end_offset()), (leo, leo));
+    }
+
+    fn copy_all(from: &Log, to: &Log) {
+        while to.log_end_offset() < from.log_end_offset() {
+            let data = from
+                .read(to.log_end_offset(), 1000, i64::MAX, true)
+                .unwrap();
+            to.append_as_follower(&data.records).unwrap();
+        }
+    }
+
+    fn subdirs(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A future log in the other dir, filled from the current one, replaces it: same offsets,
+    /// epochs (one registered without batches too), log start offset and high watermark; the
+    /// old dir is gone, the old log refuses writes but still reads, and a reopen finds the log
+    /// in its new dir.
+    #[test]
+    fn a_caught_up_future_log_replaces_the_current_one() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let current = manager.get_or_create(&tp, config(), 0).unwrap();
+        for i in 0..40 {
+            current.append_as_leader(&simple(2, 100, i), 1, 0).unwrap();
+        }
+        current.update_high_watermark(80);
+        current.delete_records_before(10).unwrap();
+        current.assign_epoch_start_offset(2, 80).unwrap();
+        assert_eq!(manager.dir_index_of(&tp), Some(0));
+        assert_eq!(manager.log_dir_index(dirs[1].to_str().unwrap()), Some(1));
+        assert_eq!(
+            manager.log_dir_index("d2"),
+            None,
+            "relative paths are not log dirs"
+        );
+
+        let future = manager
+            .create_future(&tp, 1, config(), current.log_start_offset(), 0)
+            .unwrap();
+        let names = subdirs(&dirs[1]);
+        assert!(
+            names[0].starts_with("t-0.") && names[0].ends_with("-future"),
+            "{names:?}"
+        );
+        assert!(Arc::ptr_eq(
+            &manager.create_future(&tp, 1, config(), 0, 0).unwrap(),
+            &future
+        ));
+        copy_all(&current, &future);
+        let log = manager.replace_current_with_future(&tp, 80, 0).unwrap();
+        assert_eq!(manager.dir_index_of(&tp), Some(1));
+        assert!(manager.future(&tp).is_none());
+        assert_eq!(log.dir(), dirs[1].join("t-0"));
+        assert_eq!(subdirs(&dirs[0]), Vec::<String>::new());
+        assert_eq!(subdirs(&dirs[1]), vec!["t-0".to_string()]);
+        assert_eq!(
+            (
+                log.log_start_offset(),
+                log.log_end_offset(),
+                log.latest_epoch()
+            ),
+            (10, 80, Some(2))
+        );
+        assert_eq!(log.epoch_for_offset(20), Some(1));
+        assert!(current.append_as_leader(&simple(1, 10, 0), 2, 0).is_err());
+        assert_eq!(
+            current.read(70, 1, i64::MAX, true).unwrap().records,
+            log.read(70, 1, i64::MAX, true).unwrap().records,
+            "the replaced log still reads what it held"
+        );
+        log.append_as_leader(&simple(2, 100, 0), 2, 0).unwrap();
+        manager.shutdown().unwrap();
+        drop((manager, log, current, future));
+
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        assert_eq!(manager.dir_index_of(&tp), Some(1));
+        let log = manager.get(&tp).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (10, 82));
+        log.verify_indexes().unwrap();
+    }
+
+    /// Opening drops a future log and a replaced log left behind, and of a partition found in
+    /// two dirs keeps the longer copy.
+    #[test]
+    fn opening_drops_unfinished_moves_and_resolves_a_partition_in_two_dirs() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        let moving = TopicPartition::new("m", 0);
+        let current = manager.get_or_create(&moving, config(), 0).unwrap();
+        for i in 0..5 {
+            current.append_as_leader(&simple(1, 10, i), 0, 0).unwrap();
+        }
+        let future = manager.create_future(&moving, 1, config(), 0, 0).unwrap();
+        copy_all(&current, &future);
+        manager.shutdown().unwrap();
+        drop((manager, current, future));
+        std::fs::create_dir_all(dirs[0].join("x-0.0123abcd-delete")).unwrap();
+        // The same partition in both dirs, the copy in d2 one batch shorter.
+        let twice = TopicPartition::new("twice", 0);
+        for (dir, batches) in [(&dirs[0], 3), (&dirs[1], 2)] {
+            let log = Log::open(&dir.join("twice-0"), config(), 0, true, 0).unwrap();
+            for i in 0..batches {
+                log.append_as_leader(&simple(1, 10, i), 0, 0).unwrap();
+            }
+            log.close().unwrap();
+        }
+
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        assert_eq!(
+            subdirs(&dirs[0]),
+            vec!["m-0".to_string(), "twice-0".to_string()]
+        );
+        assert_eq!(subdirs(&dirs[1]), Vec::<String>::new());
+        assert_eq!(manager.get(&moving).unwrap().log_end_offset(), 5);
+        assert!(manager.future_logs().is_empty());
+        assert_eq!(manager.dir_index_of(&twice), Some(0));
+        assert_eq!(manager.get(&twice).unwrap().log_end_offset(), 3);
+    }
+
+    /// A dir where a log had an I/O error is offline for moves; a cancelled future log is
+    /// removed with its dir; a preferred dir places a partition created later.
+    #[test]
+    fn offline_dirs_cancelled_futures_and_preferred_dirs() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        manager.on_log_dir_failure(Arc::new(|_: &Path, _: &str| {}));
+        let a = TopicPartition::new("a", 0);
+        let later = TopicPartition::new("later", 0);
+        manager.get_or_create(&a, config(), 0).unwrap();
+        manager.set_preferred_dir(&later, 0);
+        manager.get_or_create(&later, config(), 0).unwrap();
+        assert_eq!(
+            manager.dir_index_of(&later),
+            Some(0),
+            "preferred over the emptier dir"
+        );
+
+        manager.create_future(&a, 1, config(), 0, 0).unwrap();
+        assert_eq!(subdirs(&dirs[1]).len(), 1);
+        manager.delete_future(&a).unwrap();
+        assert!(subdirs(&dirs[1]).is_empty());
+
+        assert!(manager.is_log_dir_online(0) && manager.is_log_dir_online(1));
+        let log = manager.get(&later).unwrap();
+        std::fs::remove_dir_all(log.dir()).unwrap();
+        let failed = (0..100).any(|i| log.append_as_leader(&simple(2, 100, i), 1, 0).is_err());
+        assert!(failed);
+        assert!(!manager.is_log_dir_online(0));
+        assert!(manager.is_log_dir_online(1));
     }
 
     #[test]

@@ -193,7 +193,7 @@ impl ReplicaFetcherManager {
                     .get(&target.tp)
                     .is_some_and(|f| f.state.current_leader_epoch == target.leader_epoch);
                 if !same_epoch {
-                    let log = &target.partition.log;
+                    let log = target.partition.log();
                     let state = PartitionFetchState::initial(
                         target.partition.topic_id,
                         target.leader_epoch,

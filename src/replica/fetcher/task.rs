@@ -181,7 +181,7 @@ impl FetcherTask {
                     tracing::info!(topic = %tp.topic, partition = tp.partition, offset, "truncated to the high watermark before fetching");
                     fetched.state = fetched
                         .state
-                        .fetching_at(p.log.log_end_offset(), p.log.latest_epoch());
+                        .fetching_at(p.log().log_end_offset(), p.log().latest_epoch());
                 }
                 Err(e) => {
                     tracing::warn!(topic = %tp.topic, partition = tp.partition, error = %e, "truncation failed; backing off");
@@ -202,7 +202,7 @@ impl FetcherTask {
                 fetch_offset: f.state.fetch_offset,
                 last_fetched_epoch: f.state.last_fetched_epoch,
                 current_leader_epoch: f.state.current_leader_epoch,
-                log_start_offset: f.partition.log.log_start_offset(),
+                log_start_offset: f.partition.log().log_start_offset(),
             })
             .collect()
     }
@@ -296,7 +296,7 @@ impl FetcherTask {
             }
         };
         let p = fetched.partition.clone();
-        let log_end_offset = p.log.log_end_offset();
+        let log_end_offset = p.log().log_end_offset();
         let plan = state::out_of_range_plan(log_end_offset, start, end);
         tracing::warn!(topic = %reset.tp.topic, partition = reset.tp.partition, log_end_offset, leader_log_start_offset = start, leader_log_end_offset = end, plan = ?plan, "fetch offset out of range on the leader");
         let done = match plan {
@@ -309,7 +309,7 @@ impl FetcherTask {
         fetched.state = match done {
             Ok(()) => fetched
                 .state
-                .fetching_at(p.log.log_end_offset(), p.log.latest_epoch()),
+                .fetching_at(p.log().log_end_offset(), p.log().latest_epoch()),
             Err(e) => {
                 tracing::warn!(topic = %reset.tp.topic, partition = reset.tp.partition, error = %e, "placing the fetch offset failed");
                 fetched.state.delayed(Instant::now(), self.backoff)
@@ -327,14 +327,14 @@ pub(crate) fn append(
 ) -> Result<PartitionFetchState, Failure> {
     let p = &fetched.partition;
     let epoch = fetched.state.current_leader_epoch;
-    let log_end_offset = p.log.log_end_offset();
+    let log_end_offset = p.log().log_end_offset();
     if fetched.state.fetch_offset != log_end_offset {
         // Only this fetcher writes this log in this epoch; if the two disagree, fetch from
         // where the log really ends and let the leader check the epoch there.
         tracing::error!(topic = %tp.topic, partition = tp.partition, fetch_offset = fetched.state.fetch_offset, log_end_offset, "fetch offset and log end offset disagree; fetching from the log end");
         return Ok(fetched
             .state
-            .fetching_at(log_end_offset, p.log.latest_epoch()));
+            .fetching_at(log_end_offset, p.log().latest_epoch()));
     }
     let mut next_offset = fetched.state.fetch_offset;
     if !answer.records.is_empty() {
@@ -364,7 +364,9 @@ pub(crate) fn append(
     p.set_follower_lag(lag);
     Ok(PartitionFetchState {
         lag: Some(lag),
-        ..fetched.state.fetching_at(next_offset, p.log.latest_epoch())
+        ..fetched
+            .state
+            .fetching_at(next_offset, p.log().latest_epoch())
     })
 }
 
@@ -377,9 +379,9 @@ pub(crate) fn truncate(
     leader_end_offset: i64,
 ) -> Result<PartitionFetchState, Failure> {
     let p = &fetched.partition;
-    let ours = p.log.end_offset_for_epoch(leader_epoch);
+    let ours = p.log().end_offset_for_epoch(leader_epoch);
     let ours = (ours.end_offset != -1).then_some((ours.epoch, ours.end_offset));
-    let log_end_offset = p.log.log_end_offset();
+    let log_end_offset = p.log().log_end_offset();
     let t = state::truncation_offset(
         leader_epoch,
         leader_end_offset,
@@ -395,13 +397,13 @@ pub(crate) fn truncate(
         leader_epoch,
         leader_end_offset,
         from = log_end_offset,
-        to = p.log.log_end_offset(),
+        to = p.log().log_end_offset(),
         completed = t.completed,
         "truncated a log that diverged from the leader's"
     );
     Ok(fetched
         .state
-        .fetching_at(p.log.log_end_offset(), p.log.latest_epoch()))
+        .fetching_at(p.log().log_end_offset(), p.log().latest_epoch()))
 }
 
 /// Why an answer was not applied: back off, or stop fetching the partition.

@@ -241,8 +241,8 @@ async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
 
 /// Every batch of a log, as bytes.
 fn log_bytes(p: &Partition) -> Vec<u8> {
-    p.log
-        .read(p.log.log_start_offset(), usize::MAX, i64::MAX, true)
+    p.log()
+        .read(p.log().log_start_offset(), usize::MAX, i64::MAX, true)
         .unwrap()
         .records
         .to_vec()
@@ -262,7 +262,7 @@ async fn a_follower_copies_the_leaders_batches_and_high_watermark() {
     let h = fetchers(FakeLeader::with(&leader), &view);
     h.manager.add_partitions(vec![target(&follower, 1)]);
     eventually("the follower has the leader's log", || {
-        follower.log.log_end_offset() == 6
+        follower.log().log_end_offset() == 6
     })
     .await;
     assert_eq!(
@@ -276,7 +276,7 @@ async fn a_follower_copies_the_leaders_batches_and_high_watermark() {
         leader.high_watermark() == 6 && follower.high_watermark() == 6
     })
     .await;
-    assert_eq!(follower.log.latest_epoch(), Some(1));
+    assert_eq!(follower.log().latest_epoch(), Some(1));
     // More writes keep flowing.
     leader
         .append_records_to_leader(&records(2), -1, T0)
@@ -315,11 +315,11 @@ async fn a_diverged_follower_truncates_to_the_end_of_its_epoch_on_the_leader_the
     follower
         .append_records_to_leader(&records(3), 1, T0)
         .unwrap();
-    let replicated = follower.log.read(0, 1, i64::MAX, true).unwrap().records;
+    let replicated = follower.log().read(0, 1, i64::MAX, true).unwrap().records;
     let leader = partition(ld.path(), LEADER, &view);
     leader.make_follower(&reg(FOLLOWER, 1, 1)).unwrap();
     leader.append_as_follower(&replicated, 1).unwrap();
-    assert_eq!(leader.log.log_end_offset(), 3);
+    assert_eq!(leader.log().log_end_offset(), 3);
     leader.make_leader(&reg(LEADER, 2, 2), T0).unwrap();
     leader.append_records_to_leader(&records(3), 1, T0).unwrap();
 
@@ -327,12 +327,12 @@ async fn a_diverged_follower_truncates_to_the_end_of_its_epoch_on_the_leader_the
     let h = fetchers(FakeLeader::with(&leader), &view);
     h.manager.add_partitions(vec![target(&follower, 2)]);
     eventually("the follower matches the leader", || {
-        follower.log.log_end_offset() == 6 && follower.log.latest_epoch() == Some(2)
+        follower.log().log_end_offset() == 6 && follower.log().latest_epoch() == Some(2)
     })
     .await;
     assert_eq!(log_bytes(&follower), log_bytes(&leader));
-    assert_eq!(follower.log.epoch_for_offset(2), Some(1));
-    assert_eq!(follower.log.epoch_for_offset(3), Some(2));
+    assert_eq!(follower.log().epoch_for_offset(2), Some(1));
+    assert_eq!(follower.log().epoch_for_offset(3), Some(2));
     h.manager.shutdown().await;
 }
 
@@ -367,12 +367,12 @@ async fn out_of_range_follows_the_leaders_offsets() {
     let h = fetchers(FakeLeader::with(&leader), &view);
     h.manager.add_partitions(vec![target(&follower, 3)]);
     eventually("the follower starts where the leader's log starts", || {
-        follower.log.log_end_offset() == 13 && follower.high_watermark() == 13
+        follower.log().log_end_offset() == 13 && follower.high_watermark() == 13
     })
     .await;
     // ... and then follows the leader's log start offset.
     eventually("the log start follows", || {
-        follower.log.log_start_offset() == 10
+        follower.log().log_start_offset() == 10
     })
     .await;
     h.manager.shutdown().await;
@@ -402,7 +402,7 @@ async fn a_follower_ahead_of_a_leader_that_cannot_place_its_epoch_truncates_to_t
     // OFFSET_OUT_OF_RANGE → the leader's end is 2 < 5: truncate to 2 (whole batches, so to 0
     // here), then copy the leader.
     eventually("the follower copies the leader", || {
-        follower.log.log_end_offset() == 2 && follower.log.latest_epoch() == Some(4)
+        follower.log().log_end_offset() == 2 && follower.log().latest_epoch() == Some(4)
     })
     .await;
     assert_eq!(log_bytes(&follower), log_bytes(&leader));
@@ -423,7 +423,7 @@ async fn failures_back_off_and_a_fenced_epoch_stops_fetching() {
     let h = fetchers(fake.clone(), &view);
     h.manager.add_partitions(vec![target(&follower, 5)]);
     eventually("fetching resumes after the failures", || {
-        follower.log.log_end_offset() == 1
+        follower.log().log_end_offset() == 1
     })
     .await;
     assert!(fake.fetches.load(Ordering::SeqCst) >= 4);
@@ -438,7 +438,7 @@ async fn failures_back_off_and_a_fenced_epoch_stops_fetching() {
     leader.append_records_to_leader(&records(1), 1, T0).unwrap();
     h.manager.add_partitions(vec![target(&follower, 6)]);
     eventually("fetching in the new epoch", || {
-        follower.log.log_end_offset() == 2
+        follower.log().log_end_offset() == 2
     })
     .await;
     h.manager.shutdown().await;

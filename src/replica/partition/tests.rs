@@ -103,7 +103,7 @@ fn fetched_at_epoch(
             fetch_offset: offset,
             log_start_offset: 0,
             fetch_time_ms: now_ms,
-            leader_log_end_offset: p.log.log_end_offset(),
+            leader_log_end_offset: p.log().log_end_offset(),
             broker_epoch,
         },
     )
@@ -312,8 +312,8 @@ fn a_follower_appends_the_leaders_batches_as_they_are_and_truncates() {
     let info = p.append_as_follower(&records, 4).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (0, 4));
     // Offsets and epochs are the leader's.
-    assert_eq!(p.log.epoch_for_offset(1), Some(3));
-    assert_eq!(p.log.epoch_for_offset(3), Some(4));
+    assert_eq!(p.log().epoch_for_offset(1), Some(3));
+    assert_eq!(p.log().epoch_for_offset(3), Some(4));
     assert!(matches!(
         p.append_as_follower(&leader_batch(7, 4, 1), 4),
         Err(ApiError::UnknownServerError(_))
@@ -335,13 +335,13 @@ fn a_follower_appends_the_leaders_batches_as_they_are_and_truncates() {
 
     // Truncation (a diverged log) takes the high watermark down with the log end offset.
     p.truncate_to(2, 4).unwrap();
-    assert_eq!((p.log.log_end_offset(), p.high_watermark()), (2, 2));
-    assert_eq!(p.log.latest_epoch(), Some(3));
+    assert_eq!((p.log().log_end_offset(), p.high_watermark()), (2, 2));
+    assert_eq!(p.log().latest_epoch(), Some(3));
     p.truncate_fully_and_start_at(10, 4).unwrap();
     assert_eq!(
         (
-            p.log.log_start_offset(),
-            p.log.log_end_offset(),
+            p.log().log_start_offset(),
+            p.log().log_end_offset(),
             p.high_watermark()
         ),
         (10, 10, 10)
@@ -350,19 +350,22 @@ fn a_follower_appends_the_leaders_batches_as_they_are_and_truncates() {
     // The leader's log start moved inside a batch: an empty follower log restarts at it.
     let info = p.append_as_follower(&leader_batch(8, 4, 4), 4).unwrap();
     assert_eq!((info.first_offset, info.last_offset), (8, 11));
-    assert_eq!((p.log.log_start_offset(), p.log.log_end_offset()), (8, 12));
+    assert_eq!(
+        (p.log().log_start_offset(), p.log().log_end_offset()),
+        (8, 12)
+    );
     // The leader's log start offset is followed, up to the high watermark.
     p.update_follower_high_watermark(12, 4).unwrap();
     p.maybe_increment_follower_log_start_offset(20, 4).unwrap();
-    assert_eq!(p.log.log_start_offset(), 8);
+    assert_eq!(p.log().log_start_offset(), 8);
     p.maybe_increment_follower_log_start_offset(11, 4).unwrap();
-    assert_eq!(p.log.log_start_offset(), 11);
+    assert_eq!(p.log().log_start_offset(), 11);
 
     // Becoming leader registers the new epoch at the log end before any write.
     p.make_leader(&reg(&[2, 1], &[1], ME, (5, 5)), T0).unwrap();
     assert_eq!(p.state().leader_epoch_start_offset, Some(12));
-    assert_eq!(p.log.end_offset_for_epoch(4).end_offset, 12);
-    assert_eq!(p.log.latest_epoch(), Some(5));
+    assert_eq!(p.log().end_offset_for_epoch(4).end_offset, 12);
+    assert_eq!(p.log().latest_epoch(), Some(5));
     // A leader takes no follower writes.
     assert_eq!(
         p.append_as_follower(&leader_batch(12, 5, 1), 5),
@@ -453,7 +456,7 @@ fn bytes_available_counts_up_to_the_reads_bound_and_ends_the_wait_on_changes() {
     p.append_records_to_leader(&one, 1, T0).unwrap();
     fetched(2, &p, 1, T0);
     p.append_records_to_leader(&one, 1, T0).unwrap();
-    let start = p.log.position_of(0).unwrap();
+    let start = p.log().position_of(0).unwrap();
     // High watermark 1, log end 2: a consumer sees one batch, a follower two.
     let size = one.len() as u64;
     assert_eq!(p.bytes_available(0, &start, &consumer(100)), Some(size));
@@ -463,7 +466,7 @@ fn bytes_available_counts_up_to_the_reads_bound_and_ends_the_wait_on_changes() {
     );
     // Answer now: an unassigned "follower", a fetch offset past the end, a new leader epoch.
     assert_eq!(p.bytes_available(0, &start, &follower(3, None)), None);
-    let tail = p.log.position_of(2).unwrap();
+    let tail = p.log().position_of(2).unwrap();
     assert_eq!(p.bytes_available(2, &tail, &consumer(100)), Some(0));
     assert_eq!(p.bytes_available(3, &tail, &consumer(100)), None);
     let fenced = FetchParams {
@@ -781,7 +784,11 @@ fn idempotent_producer_state_is_rebuilt_from_the_leaders_batches_on_a_follower()
         info.first_offset, 3,
         "answered with the offset it was written at"
     );
-    assert_eq!(p.log.log_end_offset(), 5, "nothing appended for the retry");
+    assert_eq!(
+        p.log().log_end_offset(),
+        5,
+        "nothing appended for the retry"
+    );
     // A gap after the copied sequences is out of order, as it would be on the old leader.
     assert!(matches!(
         p.append_records_to_leader(&producer_batch(0, -1, 6, 1), -1, T0),
@@ -837,7 +844,7 @@ fn a_follower_serves_consumers_up_to_its_high_watermark_with_epoch_fencing() {
         let read = p.read(offset, &at_epoch(4)).unwrap();
         assert!(read.records.is_empty(), "offset {offset}");
     }
-    let start = p.log.position_of(4).unwrap();
+    let start = p.log().position_of(4).unwrap();
     assert_eq!(p.bytes_available(4, &start, &at_epoch(4)), Some(0));
     // The leader's high watermark arrives: the parked fetch has bytes to read.
     p.update_follower_high_watermark(6, 4).unwrap();
@@ -887,7 +894,7 @@ fn a_parked_follower_fetch_is_answered_when_the_high_watermark_moves() {
         0
     );
     fetched(2, &p, 2, T0);
-    let start = p.log.position_of(2).unwrap();
+    let start = p.log().position_of(2).unwrap();
     assert_eq!(
         p.read(2, &follower(2, Some(0)))
             .unwrap()
@@ -922,4 +929,90 @@ fn a_parked_follower_fetch_is_answered_when_the_high_watermark_moves() {
         vec![(2, 2), (3, 2)]
     );
     assert_eq!(view.offsets.high_watermark, 2);
+}
+
+/// A move to another log dir: copy steps of one batch, a follower truncation in the middle
+/// (mirrored, so the future log never keeps batches the current log dropped), the swap once
+/// caught up (the partition reads and writes the new log, in the other dir, with its high
+/// watermark), and a cancelled future log answered as abandoned.
+#[test]
+fn a_move_to_another_log_dir_copies_mirrors_truncations_and_swaps_once_caught_up() {
+    use kafkaiq_storage::LogManager;
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+    let manager = Arc::new(LogManager::open(&dirs, LogConfig::default(), 0).unwrap());
+    let tp = TopicPartition::new("t", 0);
+    let log = manager.get_or_create(&tp, LogConfig::default(), 0).unwrap();
+    let p = Partition::new(
+        tp.clone(),
+        Uuid::from_u128(1),
+        log,
+        ME,
+        0,
+        1,
+        LAG_MS,
+        brokers(),
+    );
+    p.make_follower(&reg(&[2, 1], &[2, 1], 2, (4, 4))).unwrap();
+    let leader_batch = |base_offset, epoch, count, byte| {
+        let value = [byte; 8];
+        let values: Vec<&[u8]> = (0..count).map(|_| value.as_slice()).collect();
+        batch(
+            &Spec {
+                base_offset,
+                partition_leader_epoch: epoch,
+                ..Spec::default()
+            },
+            &values,
+        )
+    };
+    p.append_as_follower(&leader_batch(0, 3, 2, b'a'), 4)
+        .unwrap();
+    p.append_as_follower(&leader_batch(2, 4, 3, b'b'), 4)
+        .unwrap();
+    p.update_follower_high_watermark(5, 4).unwrap();
+
+    let future = manager
+        .create_future(&tp, 1, LogConfig::default(), 0, 0)
+        .unwrap();
+    p.set_future_log(Some(future.clone()));
+    let step = |p: &Partition| {
+        p.copy_to_future(&future, 1, |hw| {
+            manager.replace_current_with_future(&tp, hw, 0)
+        })
+        .unwrap()
+    };
+    assert!(matches!(step(&p), FutureCopy::Copied { lag: 3, .. }));
+    assert!(matches!(step(&p), FutureCopy::Copied { lag: 0, .. }));
+    // The leader's log diverged at 2: both logs lose what follows.
+    p.truncate_to(2, 4).unwrap();
+    assert_eq!(future.log_end_offset(), 2);
+    let replacement = leader_batch(2, 4, 1, b'c');
+    p.append_as_follower(&replacement, 4).unwrap();
+    p.update_follower_high_watermark(3, 4).unwrap();
+    assert!(matches!(step(&p), FutureCopy::Copied { lag: 0, .. }));
+    assert_eq!(step(&p), FutureCopy::Replaced);
+
+    assert_eq!(p.log().dir(), dirs[1].join("t-0"));
+    assert!(p.future_log().is_none() && manager.future(&tp).is_none());
+    assert_eq!(p.log().log_end_offset(), 3);
+    assert_eq!(p.high_watermark(), 3);
+    assert_eq!(
+        p.log().read(2, 1 << 20, i64::MAX, true).unwrap().records,
+        replacement
+    );
+    assert_eq!(p.log().epoch_for_offset(1), Some(3));
+    p.append_as_follower(&leader_batch(3, 4, 1, b'd'), 4)
+        .unwrap();
+    assert_eq!(manager.get(&tp).unwrap().log_end_offset(), 4);
+
+    // A future log the partition no longer has (cancelled) is not copied into.
+    let other = manager
+        .create_future(&tp, 0, LogConfig::default(), 0, 0)
+        .unwrap();
+    assert_eq!(
+        p.copy_to_future(&other, 1, |_| unreachable!("no swap")),
+        Ok(FutureCopy::Abandoned)
+    );
+    assert_eq!(other.log_end_offset(), 0);
 }

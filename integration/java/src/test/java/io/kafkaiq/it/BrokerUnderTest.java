@@ -63,6 +63,15 @@ public final class BrokerUnderTest implements AutoCloseable {
 
     /** Starts (or connects to) the broker the environment selects and waits until it serves. */
     public static BrokerUnderTest start() throws Exception {
+        return start(1);
+    }
+
+    /**
+     * As {@link #start()}, with {@code logDirs} log dirs ({@code data}, {@code data-2}, ...
+     * under the broker's directory; Apache Kafka's first is the one it formats). An external
+     * broker keeps its own.
+     */
+    public static BrokerUnderTest start(int logDirs) throws Exception {
         String external = System.getenv("KAFKA_BOOTSTRAP");
         if (external != null && !external.isBlank()) {
             BrokerUnderTest b = new BrokerUnderTest("external", external, null, null, List.of());
@@ -82,6 +91,9 @@ public final class BrokerUnderTest implements AutoCloseable {
                 cmd.add(dir.resolve("kafka").toString());
                 cmd.add(Integer.toString(port));
                 cmd.add(Integer.toString(controllerPort));
+                if (logDirs > 1) {
+                    cmd.add("log.dirs=" + logDirsUnder(dir.resolve("kafka").toAbsolutePath(), logDirs));
+                }
             }
             case "kafkaiq" -> {
                 String bin = System.getenv("KAFKAIQ_BIN");
@@ -95,7 +107,7 @@ public final class BrokerUnderTest implements AutoCloseable {
                         bin,
                         "--override", "listeners=" + listener,
                         "--override", "advertised.listeners=" + listener,
-                        "--override", "log.dirs=" + dir.resolve("data")));
+                        "--override", "log.dirs=" + logDirsUnder(dir.toAbsolutePath(), logDirs)));
             }
             default -> throw new IllegalStateException("unknown BROKER_UNDER_TEST=" + selected);
         }
@@ -113,6 +125,15 @@ public final class BrokerUnderTest implements AutoCloseable {
         }
         System.err.printf("[broker] %s serving %s (log %s)%n", selected, b.bootstrap, log);
         return b;
+    }
+
+    /** {@code base/data,base/data-2,...}: {@code n} log dirs, comma-separated. */
+    private static String logDirsUnder(Path base, int n) {
+        List<String> dirs = new ArrayList<>();
+        for (int i = 1; i <= n; i++) {
+            dirs.add(base.resolve(i == 1 ? "data" : "data-" + i).toString());
+        }
+        return String.join(",", dirs);
     }
 
     private static Process launch(List<String> cmd, File log) throws IOException {
