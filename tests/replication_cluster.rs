@@ -21,7 +21,9 @@
 //!   unreplicated tail at the diverging epoch and ends with the new leader's bytes.
 //! - One broker of three down: a min ISR 2 topic takes acks=all writes, a min ISR 3 topic
 //!   refuses them at once with NOT_ENOUGH_REPLICAS.
-//! - A consumer group keeps its committed offsets across a kill -9 of its coordinator.
+//! - A consumer group keeps its committed offsets across a kill -9 of its coordinator; the
+//!   coordinator moves with its `__consumer_offsets` partition, and the old node, back as a
+//!   follower, answers the group's Heartbeat and OffsetFetch with NOT_COORDINATOR.
 //!
 //! Every wait has a deadline; nothing sleeps a fixed time to let something happen.
 
@@ -36,7 +38,8 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    BrokerId, DescribeLogDirsRequest, FetchRequest, ProduceRequest, TopicName,
+    BrokerId, DescribeLogDirsRequest, FetchRequest, GroupId, HeartbeatRequest, OffsetFetchRequest,
+    ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
@@ -51,6 +54,7 @@ use common::{batch, RawClient};
 const NODES: i32 = 3;
 /// How long a cluster condition may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(60);
+const NOT_COORDINATOR: i16 = 16;
 
 /// Three nodes with the test's settings: KafkaIQ, or Apache Kafka with
 /// `KAFKAIQ_CLUSTER_BROKER=kafka` (to compare the figures on the same harness).
@@ -997,6 +1001,30 @@ async fn committed_offsets_survive_a_kill_9_of_the_group_coordinator() {
     )
     .await;
     assert_eq!(committed(&cluster), Some(second));
+    // The coordinator moved with the leadership of the group's `__consumer_offsets` partition,
+    // which stays where it went (no preferred election within the test): the old node, a
+    // follower of that partition now, answers the group's requests with NOT_COORDINATOR, so
+    // a client looks the coordinator up again.
+    let now_coordinating = find_coordinator(&cluster, GROUP).await;
+    assert_ne!(now_coordinating, coordinator, "the coordinator moved");
+    let mut old = RawClient::connect(cluster.nodes[&coordinator].client_addr()).await;
+    let heartbeat = HeartbeatRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
+        .with_generation_id(1)
+        .with_member_id(StrBytes::from_static_str("a-member"));
+    assert_eq!(
+        old.call(4, &heartbeat).await.error_code,
+        NOT_COORDINATOR,
+        "Heartbeat to the old coordinator"
+    );
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
+        .with_topics(None);
+    assert_eq!(
+        old.call(7, &fetch).await.error_code,
+        NOT_COORDINATOR,
+        "OffsetFetch to the old coordinator"
+    );
     cluster.stop_all();
 }
 
