@@ -211,6 +211,7 @@ enum BrokerState {
 ///
 /// The records are those of [`fence_broker`] / [`unfence_broker`] /
 /// [`controlled_shutdown_step`] for the state the broker moves to.
+#[allow(clippy::too_many_arguments)] // the heartbeat's fields, as `Controller::broker_heartbeat`
 pub fn broker_heartbeat(
     image: &MetadataImage,
     settings: &ControllerSettings,
@@ -1004,7 +1005,7 @@ mod tests {
                 broker_heartbeat(&image, &settings(), 1, e1, now(&image), false, true, false)
                     .unwrap();
             if !image.brokers[&1].in_controlled_shutdown || leads_any(&image, 1) {
-                assert_eq!(waiting.should_shut_down, false);
+                assert!(!waiting.should_shut_down);
             } else {
                 assert!(records.is_empty(), "waiting writes nothing: {records:?}");
                 assert_eq!(waiting, self::outcome(true, false, false), "keeps serving");
