@@ -541,7 +541,7 @@ async fn preferred_leaders_come_back_and_controlled_shutdown_hands_over_first() 
 
     // 6. kafka-reassign-partitions: a reassignment that removes the leader completes at once
     // and moves leadership; one that adds a replica (RF 2 → 3) completes once the new replica
-    // has caught up and joined the ISR.
+    // has caught up and joined the ISR. Nothing written before either is lost.
     assert_eq!(cluster.create_topic_with(1, "moving", 1, 2).await, Some(0));
     assert_eq!(cluster.create_topic_with(1, "growing", 1, 2).await, Some(0));
     let (moving, growing) = cluster
@@ -552,6 +552,24 @@ async fn preferred_leaders_come_back_and_controlled_shutdown_hands_over_first() 
                 .then(|| (m[0].clone(), g[0].clone()))
         })
         .await;
+    // Records written before the moves must all be there after them.
+    const WRITTEN: usize = 5;
+    for (topic, leader) in [("moving", moving.leader), ("growing", growing.leader)] {
+        let mut producer = Producer::new(leader);
+        while producer.acked < WRITTEN {
+            producer.send(&cluster, topic, 0, None).await;
+            assert!(
+                producer.other_errors.is_empty() && producer.timed_out == 0,
+                "{topic}: {producer:?}"
+            );
+        }
+    }
+    let records_in = |id: i32, topic: &str| {
+        let log = cluster.log_bytes(id, topic, 0);
+        log.windows(b"during shutdown".len())
+            .filter(|w| *w == b"during shutdown")
+            .count()
+    };
     let keep = moving.replicas[1];
     let added = (1..=3).find(|b| !growing.replicas.contains(b)).unwrap();
     let mut grown = growing.replicas.clone();
@@ -609,7 +627,26 @@ async fn preferred_leaders_come_back_and_controlled_shutdown_hands_over_first() 
         )
         .await;
     assert!(list.topics.is_empty(), "{:?}", list.topics);
-    println!("reassignment: moving-0 moved to [{keep}] and its leader with it; growing-0 grew to {grown:?}");
+    assert_eq!(records_in(keep, "moving"), WRITTEN, "moving-0 on {keep}");
+    cluster
+        .wait_for(
+            "growing-0's three replicas holding the same bytes",
+            Duration::from_secs(10),
+            || async {
+                let logs: Vec<Vec<u8>> = grown
+                    .iter()
+                    .map(|&id| cluster.log_bytes(id, "growing", 0))
+                    .collect();
+                logs.iter().all(|l| l == &logs[0]).then_some(())
+            },
+        )
+        .await;
+    assert_eq!(
+        records_in(added, "growing"),
+        WRITTEN,
+        "growing-0 on {added}"
+    );
+    println!("reassignment: moving-0 moved to [{keep}] and its leader with it; growing-0 grew to {grown:?}; the {WRITTEN} records written before each are all there");
 
     cluster.stop_all();
 }
