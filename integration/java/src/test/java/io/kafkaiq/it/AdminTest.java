@@ -576,4 +576,43 @@ class AdminTest {
                 ConfigResource.Type.BROKER, ConfigResource.Type.BROKER_LOGGER);
         assertEquals(all, everyType);
     }
+
+    /** DescribeQuorum through Admin.describeMetadataQuorum: a leader among the voters. */
+    @Test
+    void describeMetadataQuorumNamesALeaderAmongTheVoters() throws Exception {
+        org.apache.kafka.clients.admin.QuorumInfo q =
+                admin.describeMetadataQuorum().quorumInfo().get(WAIT_S, TimeUnit.SECONDS);
+        assertTrue(q.leaderId() >= 0, q.toString());
+        assertTrue(q.leaderEpoch() >= 0, q.toString());
+        assertTrue(q.highWatermark() > 0, q.toString());
+        assertFalse(q.voters().isEmpty(), q.toString());
+        assertTrue(q.voters().stream().anyMatch(v -> v.replicaId() == q.leaderId()), q.toString());
+        for (org.apache.kafka.clients.admin.QuorumInfo.ReplicaState v : q.voters()) {
+            if (v.replicaId() == q.leaderId()) {
+                assertTrue(v.logEndOffset() >= q.highWatermark(), q.toString());
+            }
+        }
+    }
+
+    /**
+     * Admin.describeTopics goes through DescribeTopicPartitions (API 75) on a broker that offers
+     * it; a limit of 2 partitions per response makes the client page with the cursor.
+     */
+    @Test
+    void describeTopicsPagesPartitionsWithTheCursor() throws Exception {
+        create("admin-paged", 7, Map.of());
+        create("admin-paged-other", 3, Map.of());
+        Map<String, TopicDescription> got = admin.describeTopics(List.of("admin-paged", "admin-paged-other"),
+                        new org.apache.kafka.clients.admin.DescribeTopicsOptions().partitionSizeLimitPerResponse(2))
+                .allTopicNames().get(WAIT_S, TimeUnit.SECONDS);
+        for (Map.Entry<String, Integer> want : Map.of("admin-paged", 7, "admin-paged-other", 3).entrySet()) {
+            TopicDescription d = got.get(want.getKey());
+            assertNotNull(d, want.getKey());
+            List<Integer> indexes = d.partitions().stream().map(p -> p.partition()).toList();
+            List<Integer> expected = java.util.stream.IntStream.range(0, want.getValue()).boxed().toList();
+            assertEquals(expected, indexes, want.getKey());
+            assertTrue(d.partitions().stream().allMatch(p -> p.leader() != null && p.isr().size() == 1),
+                    d.toString());
+        }
+    }
 }
