@@ -268,6 +268,63 @@ fn start_load(
     })
 }
 
+/// An idempotent acks=all producer under [`start_load`], with its ledger.
+struct AcksAllLoad {
+    producer: FutureProducer,
+    ledger: SharedLedger,
+    running: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AcksAllLoad {
+    /// Starts the load on `topic` and waits for its first 500 acknowledgements.
+    async fn start(cluster: &Cluster, topic: &'static str, what: &str) -> AcksAllLoad {
+        let producer = producer(
+            cluster,
+            &[
+                ("enable.idempotence", "true"),
+                ("acks", "all"),
+                ("linger.ms", "2"),
+                ("message.timeout.ms", "300000"),
+                ("retry.backoff.ms", "20"),
+                ("retry.backoff.max.ms", "200"),
+            ],
+        );
+        let ledger = SharedLedger::default();
+        let running = Arc::new(AtomicBool::new(true));
+        let task = start_load(producer.clone(), topic, ledger.clone(), running.clone());
+        wait_for_acks(cluster, &ledger, 500, what).await;
+        AcksAllLoad {
+            producer,
+            ledger,
+            running,
+            task,
+        }
+    }
+
+    /// Stops sending, waits for every send's outcome and flushes the producer.
+    async fn stop(self) {
+        self.running.store(false, Ordering::SeqCst);
+        self.task.await.unwrap();
+        tokio::task::block_in_place(|| self.producer.flush(Duration::from_secs(30))).unwrap();
+    }
+}
+
+/// Once every replica of `topic` is in sync, stops the cluster and checks that every node
+/// holds the same bytes for each partition; removes the files.
+async fn stop_and_compare_logs(mut cluster: Cluster, topic: &str, partitions: i32) {
+    wait_until(
+        &cluster,
+        topic,
+        "every replica in sync before stopping",
+        |p| p.values().all(|p| p.isr.len() == 3),
+    )
+    .await;
+    cluster.stop_all_keeping_files();
+    assert_identical_logs(&cluster, topic, partitions);
+    cluster.remove_files();
+}
+
 /// Waits until `more` records beyond the current count are acknowledged.
 async fn wait_for_acks(cluster: &Cluster, ledger: &SharedLedger, more: usize, what: &str) {
     let target = ledger.lock().unwrap().acks.len() + more;
@@ -365,27 +422,8 @@ async fn acks_all_writes_survive_repeated_kill_9_of_the_leader() {
     let mut cluster = start("replication-kill", &[]);
     create_topic(&cluster, TOPIC, PARTITIONS, "2").await;
 
-    let producer = producer(
-        &cluster,
-        &[
-            ("enable.idempotence", "true"),
-            ("acks", "all"),
-            ("linger.ms", "2"),
-            ("message.timeout.ms", "300000"),
-            ("retry.backoff.ms", "20"),
-            ("retry.backoff.max.ms", "200"),
-        ],
-    );
-    let ledger = SharedLedger::default();
-    let running = Arc::new(AtomicBool::new(true));
-    let load = start_load(producer.clone(), TOPIC, ledger.clone(), running.clone());
-    wait_for_acks(
-        &cluster,
-        &ledger,
-        500,
-        "acknowledgements before the first kill",
-    )
-    .await;
+    let load = AcksAllLoad::start(&cluster, TOPIC, "acknowledgements before the first kill").await;
+    let ledger = load.ledger.clone();
 
     let (mut gaps_ms, mut elections_ms, mut rejoins_ms) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=kills {
@@ -426,9 +464,7 @@ async fn acks_all_writes_survive_repeated_kill_9_of_the_leader() {
         elections_ms.push((elected_at - killed_at).as_millis());
         rejoins_ms.push((rejoined_at - restart_at).as_millis());
     }
-    running.store(false, Ordering::SeqCst);
-    load.await.unwrap();
-    tokio::task::block_in_place(|| producer.flush(Duration::from_secs(30))).unwrap();
+    load.stop().await;
     println!(
         "failover: {kills} kills: ack gap median {} ms max {} ms; new leader seen median {} ms max {} ms; ISR rejoin median {} ms max {} ms",
         median(&gaps_ms),
@@ -440,18 +476,7 @@ async fn acks_all_writes_survive_repeated_kill_9_of_the_leader() {
     );
 
     assert_acknowledged_exactly_once(&cluster, TOPIC, PARTITIONS, &ledger, "failover");
-    drop(producer);
-
-    wait_until(
-        &cluster,
-        TOPIC,
-        "every replica in sync before stopping",
-        |p| p.values().all(|p| p.isr.len() == 3),
-    )
-    .await;
-    cluster.stop_all_keeping_files();
-    assert_identical_logs(&cluster, TOPIC, PARTITIONS);
-    cluster.remove_files();
+    stop_and_compare_logs(cluster, TOPIC, PARTITIONS).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -466,27 +491,8 @@ async fn acks_all_writes_survive_a_rolling_restart() {
         &["leader.imbalance.check.interval.seconds=2"],
     );
     create_topic(&cluster, TOPIC, PARTITIONS, "2").await;
-    let producer = producer(
-        &cluster,
-        &[
-            ("enable.idempotence", "true"),
-            ("acks", "all"),
-            ("linger.ms", "2"),
-            ("message.timeout.ms", "300000"),
-            ("retry.backoff.ms", "20"),
-            ("retry.backoff.max.ms", "200"),
-        ],
-    );
-    let ledger = SharedLedger::default();
-    let running = Arc::new(AtomicBool::new(true));
-    let load = start_load(producer.clone(), TOPIC, ledger.clone(), running.clone());
-    wait_for_acks(
-        &cluster,
-        &ledger,
-        500,
-        "acknowledgements before the restarts",
-    )
-    .await;
+    let load = AcksAllLoad::start(&cluster, TOPIC, "acknowledgements before the restarts").await;
+    let ledger = load.ledger.clone();
 
     let mut stalls_ms = Vec::new();
     for id in 1..=NODES {
@@ -525,9 +531,7 @@ async fn acks_all_writes_survive_a_rolling_restart() {
         );
         stalls_ms.push(stall.as_millis());
     }
-    running.store(false, Ordering::SeqCst);
-    load.await.unwrap();
-    tokio::task::block_in_place(|| producer.flush(Duration::from_secs(30))).unwrap();
+    load.stop().await;
     println!(
         "rolling restart: {} nodes: longest produce stall median {} ms max {} ms",
         NODES,
@@ -542,18 +546,7 @@ async fn acks_all_writes_survive_a_rolling_restart() {
         failed.first()
     );
     assert_acknowledged_exactly_once(&cluster, TOPIC, PARTITIONS, &ledger, "rolling restart");
-    drop(producer);
-
-    wait_until(
-        &cluster,
-        TOPIC,
-        "every replica in sync before stopping",
-        |p| p.values().all(|p| p.isr.len() == 3),
-    )
-    .await;
-    cluster.stop_all_keeping_files();
-    assert_identical_logs(&cluster, TOPIC, PARTITIONS);
-    cluster.remove_files();
+    stop_and_compare_logs(cluster, TOPIC, PARTITIONS).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,6 +55,16 @@ struct Entry {
     log: Arc<Log>,
 }
 
+/// The logs of `entries` in partition order.
+fn by_partition(entries: &HashMap<TopicPartition, Entry>) -> Vec<(TopicPartition, Arc<Log>)> {
+    let mut all: Vec<_> = entries
+        .iter()
+        .map(|(tp, e)| (tp.clone(), e.log.clone()))
+        .collect();
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all
+}
+
 pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     default_config: LogConfig,
@@ -261,14 +271,7 @@ impl LogManager {
 
     /// Every future log, by partition.
     pub fn future_logs(&self) -> Vec<(TopicPartition, Arc<Log>)> {
-        let mut all: Vec<_> = self
-            .future_logs
-            .read()
-            .iter()
-            .map(|(tp, e)| (tp.clone(), e.log.clone()))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
+        by_partition(&self.future_logs.read())
     }
 
     /// Creates `tp` in log dir `index` when it is created later (unless its log or future log is
@@ -466,14 +469,7 @@ impl LogManager {
     }
 
     pub fn logs(&self) -> Vec<(TopicPartition, Arc<Log>)> {
-        let mut all: Vec<_> = self
-            .logs
-            .read()
-            .iter()
-            .map(|(tp, e)| (tp.clone(), e.log.clone()))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
+        by_partition(&self.logs.read())
     }
 
     /// Removes the log and its directory (DeleteTopics, or a replica moved away).

@@ -338,6 +338,40 @@ pub fn final_read(
     Ok((records, ends))
 }
 
+/// Starts `java/<program>` (a single-file program) on Kafka's jars with `args`, its stderr in
+/// `log` and its stdout piped back; its stdin is closed (the program's signal to stop, drain
+/// and exit) once `running` is cleared.
+fn spawn_java(
+    program: &str,
+    args: &[&str],
+    kafka_libs: &std::path::Path,
+    log: &std::path::Path,
+    running: Arc<AtomicBool>,
+) -> anyhow::Result<(std::process::Child, std::process::ChildStdout)> {
+    use std::process::{Command, Stdio};
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("java")
+        .join(program);
+    let mut child = Command::new("java")
+        .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(format!("{}/*", kafka_libs.display()))
+        .arg(&source)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log)?)
+        .spawn()?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        while running.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        drop(stdin);
+    });
+    Ok((child, stdout))
+}
+
 /// The Java client's producer (`java/FaultsProducer.java`, kafka-clients 4.1.1, idempotent,
 /// acks=all) as a child process: its stdout lines are recorded as they come; closing its stdin
 /// (once `running` is cleared) makes it stop, drain and exit. Its ids start at `first_id`.
@@ -352,32 +386,21 @@ pub fn java_producer(
     let (bootstrap, topic, partitions) = (load.bootstrap, load.topic, load.partitions);
     let (recorder, running) = (load.recorder.clone(), load.running.clone());
     use std::io::BufRead;
-    use std::process::{Command, Stdio};
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("java/FaultsProducer.java");
-    let mut child = Command::new("java")
-        .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
-        .arg(format!("{}/*", kafka_libs.display()))
-        .arg(&source)
-        .args([
-            bootstrap,
-            topic,
-            &partitions.to_string(),
-            &rate.to_string(),
-            &first_id.to_string(),
-            name,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log)?)
-        .spawn()?;
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take().expect("piped stdout");
-    std::thread::spawn(move || {
-        while running.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        drop(stdin);
-    });
+    let args = [
+        bootstrap,
+        topic,
+        &partitions.to_string(),
+        &rate.to_string(),
+        &first_id.to_string(),
+        name,
+    ];
+    let (mut child, stdout) = spawn_java(
+        "FaultsProducer.java",
+        &args,
+        kafka_libs,
+        log,
+        running.clone(),
+    )?;
     let name = name.to_owned();
     let thread_name = name.clone();
     let handle = std::thread::Builder::new()
@@ -445,37 +468,26 @@ pub fn java_consumer(
     running: Arc<AtomicBool>,
 ) -> anyhow::Result<Worker> {
     use std::io::BufRead;
-    use std::process::{Command, Stdio};
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("java/FaultsConsumer.java");
     let mode_arg = match mode {
         JavaMode::Assign => "assign",
         JavaMode::Group => "group",
     };
     let group = format!("faults-{name}");
-    let mut child = Command::new("java")
-        .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
-        .arg(format!("{}/*", kafka_libs.display()))
-        .arg(&source)
-        .args([
-            bootstrap,
-            topic,
-            &partitions.to_string(),
-            mode_arg,
-            &group,
-            name,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log)?)
-        .spawn()?;
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take().expect("piped stdout");
-    std::thread::spawn(move || {
-        while running.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        drop(stdin);
-    });
+    let args = [
+        bootstrap,
+        topic,
+        &partitions.to_string(),
+        mode_arg,
+        &group,
+        name,
+    ];
+    let (mut child, stdout) = spawn_java(
+        "FaultsConsumer.java",
+        &args,
+        kafka_libs,
+        log,
+        running.clone(),
+    )?;
     let name = name.to_owned();
     let thread_name = name.clone();
     let handle = std::thread::Builder::new()
