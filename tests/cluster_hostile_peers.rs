@@ -28,6 +28,7 @@ use kafka_protocol::messages::{
     BrokerRegistrationRequest, MetadataRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafkaiq::controller::observer;
 use kafkaiq::quorum::wire;
 use raft::eraftpb::{Entry, Message, MessageType};
 
@@ -144,6 +145,31 @@ async fn hostile_and_confused_peers_change_nothing() {
                 .with_records(Some(common::batch(&["x"], None)))])]);
     let (_, produce) = probe.encode(9, &produce);
     assert_closed_after(active_addr, &produce, "Produce on the controller listener").await;
+
+    // An observer's metadata fetch: a well-formed one is answered with the committed log (from
+    // the start: entries, or the image as a snapshot); a truncated one closes the connection.
+    let fetch = observer::FetchRequest {
+        node_id: 9,
+        after: 0,
+        max_wait_ms: 100,
+        max_bytes: 1 << 20,
+    };
+    let frame = observer::encode_request(5, "hostile", &fetch);
+    let mut client = RawClient::connect(controller_addr(&cluster, standby)).await;
+    client.send_bytes(&frame).await;
+    let answer = client.read_frame().await.expect("a metadata fetch answer");
+    let (correlation, answer) = observer::decode_response(answer).expect("it decodes");
+    assert_eq!(correlation, 5);
+    assert_eq!(answer.leader_id, active);
+    assert!(
+        answer.snapshot.is_some() || answer.entries.first().is_some_and(|e| e.0 == 1),
+        "the log from its start: {:?}",
+        answer.entries.first()
+    );
+    let mut truncated = frame[..frame.len() - 3].to_vec();
+    let body_len = truncated.len() as i32 - 4;
+    truncated[..4].copy_from_slice(&body_len.to_be_bytes());
+    assert_closed_after(active_addr, &truncated, "a truncated metadata fetch").await;
 
     // A heartbeat claiming broker 2 with an epoch it does not have.
     let mut client = RawClient::connect(active_addr).await;

@@ -169,6 +169,8 @@ pub(crate) struct ControllerCore<D: Durable> {
     rebalance_more: Arc<AtomicBool>,
     /// The latest time the caller gave (for events that come without one).
     last_now_ms: u64,
+    /// Every applied entry, for broker-only nodes' fetches.
+    feed: Arc<super::observer::MetadataFeed>,
 }
 
 impl<D: Durable> ControllerCore<D> {
@@ -204,7 +206,12 @@ impl<D: Durable> ControllerCore<D> {
             next_rebalance_ms: None,
             rebalance_more: Arc::new(AtomicBool::new(false)),
             last_now_ms: 0,
+            feed: Arc::default(),
         }
+    }
+
+    pub(crate) fn feed(&self) -> Arc<super::observer::MetadataFeed> {
+        self.feed.clone()
     }
 
     #[cfg(test)]
@@ -803,6 +810,8 @@ impl<D: Durable> ControllerCore<D> {
                     self.became_active_pending = true;
                 }
                 self.resolve_in_flight(committed.index, committed.term);
+                self.feed
+                    .append(committed.index, bytes::Bytes::from(committed.data));
             }
             Apply::Snapshot { index, term, data } => {
                 let records = MetadataRecord::decode_all(&data).unwrap_or_else(|e| {
@@ -813,6 +822,7 @@ impl<D: Durable> ControllerCore<D> {
                 image.apply_in_place(&records);
                 image.metadata_offset = index;
                 self.image = self.publisher.publish_image(image);
+                self.feed.reset(index);
                 self.applied_index = index;
                 self.since_snapshot = 0;
                 // A snapshot from the leader covers whatever this voter had proposed; whether

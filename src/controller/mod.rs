@@ -18,6 +18,7 @@ pub mod decisions;
 mod driver;
 pub mod elections;
 mod forward;
+pub mod observer;
 mod request;
 #[cfg(test)]
 mod sim;
@@ -111,9 +112,16 @@ pub struct ControllerChannel {
     state: Arc<forward::QuorumState>,
     /// Present in a cluster: how requests reach the active controller elsewhere.
     forwarder: Option<forward::Forwarder>,
+    /// What this node's voter committed lately, for broker-only nodes' fetches.
+    feed: Arc<observer::MetadataFeed>,
 }
 
 impl ControllerChannel {
+    /// The committed entries this node's voter serves to broker-only nodes.
+    pub fn feed(&self) -> &observer::MetadataFeed {
+        &self.feed
+    }
+
     /// Whether this node's voter is the active controller (always, once started, for a single
     /// node).
     pub fn is_active(&self) -> bool {
@@ -529,6 +537,7 @@ async fn spawn<D: Durable + 'static>(
         lifecycle,
         state.clone(),
     );
+    let feed = core.feed();
     let (events, rx) = mpsc::channel();
     let permits = Arc::new(Semaphore::new(CONTROLLER_QUEUE_REQUESTS_MAX));
     let remote: std::collections::BTreeMap<u64, String> = peers
@@ -588,6 +597,7 @@ async fn spawn<D: Durable + 'static>(
             permits,
             state,
             forwarder,
+            feed,
         },
         task,
     ))

@@ -200,14 +200,6 @@ impl Node {
         clock: SharedClock,
         listeners: BoundListeners,
     ) -> Result<Node, StartupError> {
-        if !config.kraft.is_controller() {
-            return Err(StartupError::Unsupported(
-                "process.roles=broker without the controller role: a broker-only node needs a \
-                 metadata fetch from the controllers, which KafkaIQ does not have yet; run the \
-                 node as broker,controller"
-                    .into(),
-            ));
-        }
         if config.kraft.voters.is_empty() && !config.kraft.standalone {
             return Err(StartupError::Unsupported(
                 "controller.quorum.bootstrap.servers without controller.quorum.voters: KafkaIQ \
@@ -231,15 +223,21 @@ impl Node {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let mut tasks = Vec::new();
         let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
-        let (controller, publisher, controller_task) = crate::controller::start(
-            &config.kraft.metadata_log_dir,
-            &proposed_cluster_id,
-            config.clone(),
-            cache.clone(),
-            &quorum_peers(&config),
-            shutdown_rx.clone(),
-        )
-        .await?;
+        let (controller, publisher, controller_task) = if config.kraft.is_controller() {
+            crate::controller::start(
+                &config.kraft.metadata_log_dir,
+                &proposed_cluster_id,
+                config.clone(),
+                cache.clone(),
+                &quorum_peers(&config),
+                shutdown_rx.clone(),
+            )
+            .await?
+        } else {
+            // A broker-only node observes the quorum: it fetches the committed metadata log
+            // from the voters' controller listeners.
+            crate::controller::observer::start(config.clone(), cache.clone(), shutdown_rx.clone())
+        };
         tasks.push(("controller", controller_task));
 
         let replicas = Arc::new(ReplicaManager::new(

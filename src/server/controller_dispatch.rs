@@ -6,7 +6,9 @@
 //! A Raft message is recognised by its private API key before the Kafka decoder sees the frame
 //! ([`crate::quorum::wire`]); it has no response. A malformed one closes its connection and
 //! never reaches the voter; a well-formed one the voter does not accept (not for this node, not
-//! from a voter, a local type) is dropped by the quorum engine.
+//! from a voter, a local type) is dropped by the quorum engine. A broker-only node's fetch of the
+//! committed metadata log ([`crate::controller::observer`]) has a private key too and is answered
+//! on its connection; a malformed one closes the connection.
 
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use super::dispatch::DispatchError;
 use super::ConnectionInfo;
 use crate::context::Context;
+use crate::controller::observer;
 use crate::handlers;
 use crate::handlers::api_versions::CONTROLLER_SUPPORTED;
 use crate::protocol::{self, DecodeError};
@@ -31,6 +34,20 @@ pub async fn handle_frame(
         let (_, message) = wire::decode_request(&frame).map_err(DispatchError::Raft)?;
         ctx.controller.peer_message(message, conn.id);
         return Ok(None);
+    }
+    if observer::is_fetch_frame(&frame) {
+        // A broker-only node's fetch of the committed metadata log.
+        let (correlation_id, request) =
+            observer::decode_request(&frame).map_err(DispatchError::MetadataFetch)?;
+        let controller = &ctx.controller;
+        let response = observer::serve_fetch(
+            controller.feed(),
+            &ctx.cache,
+            || controller.active_controller(),
+            &request,
+        )
+        .await;
+        return Ok(Some(observer::encode_response(correlation_id, &response)));
     }
     let request = match protocol::decode_request(frame) {
         Ok(r) => r,

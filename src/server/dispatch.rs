@@ -31,6 +31,8 @@ pub enum DispatchError {
     NoHandler(ApiKey),
     #[error(transparent)]
     Raft(#[from] crate::quorum::wire::WireError),
+    #[error(transparent)]
+    MetadataFetch(crate::controller::observer::FetchWireError),
 }
 
 /// The requests a node that is not the active controller forwards to it.

@@ -149,6 +149,21 @@ impl Cluster {
         settings: Settings,
         node_settings: impl Fn(&NodePorts) -> Vec<String>,
     ) -> Cluster {
+        Self::start_observed(kind, name, n, 0, settings, node_settings)
+    }
+
+    /// [`Cluster::start_with`] with `observers` broker-only nodes (`process.roles=broker`, no
+    /// controller listener) after the `n` combined ones, which alone are the voters.
+    pub fn start_observed(
+        kind: ClusterKind,
+        name: &str,
+        n: i32,
+        observers: i32,
+        settings: Settings,
+        node_settings: impl Fn(&NodePorts) -> Vec<String>,
+    ) -> Cluster {
+        let voter_count = n as usize;
+        let n = n + observers;
         let root = std::env::temp_dir().join(format!(
             "kafkaiq-cluster-{name}-{}-{}",
             kind.name(),
@@ -162,6 +177,7 @@ impl Cluster {
             .collect();
         let voters: Vec<String> = ports
             .iter()
+            .take(voter_count)
             .enumerate()
             .map(|(i, (_, c, _))| format!("{}@127.0.0.1:{c}", i + 1))
             .collect();
@@ -192,6 +208,14 @@ impl Cluster {
                 "share.coordinator.state.topic.min.isr=1".to_owned(),
                 "group.initial.rebalance.delay.ms=0".to_owned(),
             ];
+            if i >= voter_count {
+                let broker = format!("PLAINTEXT://127.0.0.1:{client_port}");
+                lines.extend([
+                    "process.roles=broker".to_owned(),
+                    format!("listeners={broker}"),
+                    format!("advertised.listeners={broker}"),
+                ]);
+            }
             lines.extend(settings.iter().map(|s| s.to_string()));
             lines.extend(node_settings(&NodePorts {
                 id,
