@@ -428,8 +428,6 @@ def session(kind: str, partitions: int, args, libs: Path) -> dict:
         time.sleep(3)
         res["after"] = c.sample()
         res["controller"] = c.controller()
-        if res["create_s"] is None:
-            return res
 
         # Metadata
         conn = Conn(ports[1], timeout=60)
@@ -443,6 +441,8 @@ def session(kind: str, partitions: int, args, libs: Path) -> dict:
         res["metadata_s"] = {"median": statistics.median(times), "min": min(times),
                              "max": max(times), "all": times}
         log(f"{kind}: metadata {sizes[-1]} bytes, median {statistics.median(times)*1e3:.1f} ms")
+        if res["create_s"] is None:
+            return res
 
         # Failover: kill -9 of the node leading the most partitions.
         parts = try_metadata(ports[1])[0]
@@ -526,7 +526,8 @@ def session(kind: str, partitions: int, args, libs: Path) -> dict:
 
 def per_partition_rss(r: dict) -> float | None:
     try:
-        deltas = [r["after"][i]["rss_kib"] - r["before"][i]["rss_kib"] for i in r["after"]]
+        deltas = [r["after"][i]["rss_kib"] - r["before"][i]["rss_kib"] for i in r["after"]
+                  if i in r["before"]]
     except (KeyError, TypeError):
         return None
     return statistics.mean(deltas) / r["partitions"]  # each node hosts every partition (RF 3)
@@ -541,7 +542,8 @@ def row_values(r: dict) -> dict:
         v["Create partitions until all led, full ISR, s"] = r["create_s"]
     v["CreateTopics answered, s"] = r.get("create_ack_s")
     if r.get("controller") and r.get("create_cpu_s"):
-        v["Active controller CPU during creation, s"] = r["create_cpu_s"][r["controller"]]
+        cpu = {str(k): x for k, x in r["create_cpu_s"].items()}
+        v["Active controller CPU during creation, s"] = cpu[str(r["controller"])]
     if r.get("create_cpu_s"):
         v["CPU of all 3 nodes during creation, s"] = sum(r["create_cpu_s"].values())
     if r.get("restart_s") is not None:
@@ -555,6 +557,11 @@ def row_values(r: dict) -> dict:
             s["rss_kib"] for s in r["after"].values()) / 1024
         v["Open descriptors per node after creation (max)"] = max(
             s["fds"] for s in r["after"].values())
+    if r.get("after_restart"):
+        v["RSS per node after restart of all, MiB (mean)"] = statistics.mean(
+            s["rss_kib"] for s in r["after_restart"].values()) / 1024
+        v["Open descriptors per node after restart of all (max)"] = max(
+            s["fds"] for s in r["after_restart"].values())
     ppr = per_partition_rss(r)
     if ppr is not None:
         v["RSS growth per partition replica, KiB"] = ppr
@@ -619,7 +626,16 @@ def main() -> int:
     p.add_argument("--md", type=Path)
     p.add_argument("--keep", action="store_true", help="keep the data folders")
     p.add_argument("--smoke", action="store_true", help="200 partitions, both brokers")
+    p.add_argument("--report", type=Path, nargs="+",
+                   help="no run: the table of these JSON result files together")
     args = p.parse_args()
+    if args.report:
+        results = [r for f in args.report for r in json.loads(f.read_text())]
+        md = markdown(results)
+        print(md)
+        if args.md:
+            args.md.write_text(md)
+        return 0
     if args.smoke:
         args.partitions = [200]
         args.metadata_rounds = 2
