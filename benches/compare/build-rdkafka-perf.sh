@@ -10,6 +10,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 out="$target/rdkafka-perf"
 bin="$out/rdkafka_performance"
+mkdir -p "$out"
+# One build at a time; a second caller waits and then finds the binary.
+exec 9>"$out/.lock"
+flock 9
 if [[ -x "$bin" ]]; then
     echo "$bin"
     exit 0

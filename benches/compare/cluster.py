@@ -285,7 +285,7 @@ class Cluster:
 # Tools
 
 RDK_FINAL = re.compile(
-    r"(\d+) messages produced \((\d+) bytes\), (\d+) delivered \(offset \d+, (\d+) failed\) in "
+    r"(\d+) messages produced \((\d+) bytes\), (\d+) delivered \(offset -?\d+, (\d+) failed\) in "
     r"(\d+)ms: (\d+) msgs/s and ([\d.]+) MB/s, (\d+) produce failures"
 )
 E2E_AVG = re.compile(r"Avg latency: ([\d.]+) ms")
