@@ -272,11 +272,33 @@ class Cluster:
         problems = []
         # All nodes get SIGTERM together: stopping them one by one would leave the last one
         # waiting for a quorum that has gone.
+        deadline = time.monotonic() + c.STOP_TIMEOUT_S
         for node in self.nodes:
-            if node.proc is not None and node.proc.poll() is None:
+            if node.proc is None:
+                continue
+            if node.proc.poll() is not None:
+                node.problems.append(f"exited with code {node.proc.returncode} before it was "
+                                     "stopped")
+            else:
                 node.proc.send_signal(c.signal.SIGTERM)
         for node in self.nodes:
-            node.stop()
+            if node.proc is None:
+                continue
+            try:
+                node.proc.wait(max(0.0, deadline - time.monotonic()))
+                if node.proc.returncode not in node.clean_exits:
+                    node.problems.append(f"exited with code {node.proc.returncode} after SIGTERM")
+            except subprocess.TimeoutExpired:
+                os.killpg(node.proc.pid, c.signal.SIGKILL)
+                node.proc.wait()
+                node.problems.append(f"did not stop within {c.STOP_TIMEOUT_S:.0f} s of SIGTERM")
+            try:
+                panics = [line for line in node.log.read_text(errors="replace").splitlines()
+                          if "panicked at" in line]
+            except OSError:
+                panics = []
+            if panics:
+                node.problems.append(f"panicked ({len(panics)} panic lines): {panics[0].strip()}")
             problems += [f"node {node.n}: {p}" for p in node.problems]
         return problems
 
