@@ -279,10 +279,12 @@ class Cluster:
             if node.proc.poll() is not None:
                 node.problems.append(f"exited with code {node.proc.returncode} before it was "
                                      "stopped")
+                node.proc = None
             else:
                 node.proc.send_signal(c.signal.SIGTERM)
         for node in self.nodes:
             if node.proc is None:
+                problems += [f"node {node.n}: {p}" for p in node.problems]
                 continue
             try:
                 node.proc.wait(max(0.0, deadline - time.monotonic()))
@@ -661,8 +663,6 @@ def main(args, libs: Path, binary: Path, brokers: list[str]) -> int:
             for key in brokers:
                 sdir = workdir / f"round{round_no}-{key}"
                 sdir.mkdir()
-                if args.port_base is not None:
-                    ports = Ports(args.port_base)
                 cluster = Cluster(key, sdir, args.cluster, ports, libs, binary)
                 try:
                     s = run_session(cluster, plan, args, round_no, rdk)
