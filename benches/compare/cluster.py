@@ -212,6 +212,10 @@ class Cluster:
                 cmd = ["java", c.KAFKA_HEAP, "-cp", f"{libs}/*", "kafka.Kafka", str(cfg)]
                 env = dict(os.environ)
             else:
+                # KafkaIQ's own HTTP listener (metrics, status page) defaults to one fixed port;
+                # three nodes on one host need one each. Kafka has no such listener.
+                text += f"http.listener=127.0.0.1:{ports.take()}\n"
+                cfg.write_text(text)
                 cmd = [str(binary), "--config", str(cfg)]
                 env = dict(os.environ)
                 env.setdefault("RUST_LOG", "warn")
