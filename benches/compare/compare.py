@@ -30,6 +30,8 @@ uncleanly after it (KafkaIQ: anything but 0), or prints a "panicked at" line fai
 Python 3 standard library only. Usage:
   benches/compare/compare.py                # full run, >= 3 rounds, writes benches/results/<date>-<host>.md
   benches/compare/compare.py --smoke        # tiny plan, 1 round; exits non-zero if a required run fails
+  benches/compare/compare.py --cluster 3    # 3-node clusters of each (cluster.py), RF 3, min ISR 2
+  benches/compare/compare.py --cluster 3 --smoke
 """
 
 from __future__ import annotations
@@ -919,6 +921,12 @@ def main() -> int:
                    help="seconds one tool run may take (default 600; smoke 120)")
     p.add_argument("--consumer-idle-timeout-ms", type=int, default=None,
                    help="ConsumerPerformance --timeout (default 30000; smoke 10000)")
+    p.add_argument("--cluster", type=int, default=None, metavar="N",
+                   help="N-node clusters of each broker instead of one node (N=3: "
+                        "benches/compare/cluster.py); with --smoke, a tiny cluster plan")
+    p.add_argument("--port-base", type=int, default=None,
+                   help="cluster mode: consecutive loopback ports from here (default: free "
+                        "ephemeral ports)")
     args = p.parse_args()
     args.rounds = args.rounds or (1 if args.smoke else 3)
     args.tool_timeout = args.tool_timeout or (120.0 if args.smoke else 600.0)
@@ -929,6 +937,16 @@ def main() -> int:
         p.error("--brokers takes kafka, kafkaiq or both")
     if not args.smoke and args.rounds < 3 and len(brokers) == 2:
         log(f"note: {args.rounds} rounds; the issue asks for at least 3")
+
+    if args.cluster is not None:
+        if args.cluster != 3:
+            p.error("--cluster takes 3 (config/cluster/ has three nodes)")
+        binary = build_kafkaiq(args) if "kafkaiq" in brokers else Path("-")
+        libs = Path(subprocess.run([str(ROOT / "integration" / "kafka-libs.sh")], check=True,
+                                   capture_output=True, text=True).stdout.strip())
+        import cluster
+
+        return cluster.main(args, libs, binary, brokers)
 
     plan = smoke_plan() if args.smoke else full_plan()
     binary = build_kafkaiq(args) if "kafkaiq" in brokers else Path("-")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Smoke run of the benchmark runner (benches/compare/compare.py --smoke) so it cannot rot: one
 # round of a tiny plan against Apache Kafka 4.1.1 and then against $KAFKAIQ_BIN, with the same
-# stock tools (ProducerPerformance at full speed and at a fixed rate, ConsumerPerformance).
+# stock tools (ProducerPerformance at full speed and at a fixed rate, ConsumerPerformance), then
+# the same for 3-node clusters of each (--cluster 3 --smoke). Needs a C compiler and make for
+# rdkafka_performance.
 #
 # Fails when either broker does not start, when any tool run fails against either broker,
 # ConsumerPerformance included (--strict-consumer), or when a broker misbehaves around it: an
@@ -21,8 +23,14 @@ if [[ ! -x "$KAFKAIQ_BIN" ]]; then
     echo "50-bench-smoke: no broker binary at $KAFKAIQ_BIN (cargo build --release --bin kafkaiq)" >&2
     exit 1
 fi
-for tool in java mvn python3; do
+for tool in java mvn python3 cc make; do
     command -v "$tool" >/dev/null || { echo "50-bench-smoke: $tool is required" >&2; exit 1; }
 done
 
-exec python3 "$root/benches/compare/compare.py" --smoke --strict-consumer
+python3 "$root/benches/compare/compare.py" --smoke --strict-consumer
+# The cluster path: a three-node cluster of each (RF 3, min.insync.replicas=2), a tiny plan of
+# ProducerPerformance, rdkafka_performance (built once into target/rdkafka-perf/ from the
+# librdkafka source of the rdkafka-sys crate), ConsumerPerformance, EndToEndLatency and a
+# fixed-rate run. KAFKAIQ_BENCH_PORT_BASE pins its ports (default: free ephemeral ones).
+exec python3 "$root/benches/compare/compare.py" --cluster 3 --smoke --strict-consumer \
+    ${KAFKAIQ_BENCH_PORT_BASE:+--port-base "$KAFKAIQ_BENCH_PORT_BASE"}

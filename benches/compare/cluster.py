@@ -1,0 +1,706 @@
+"""Cluster mode of benches/compare/compare.py (`--cluster 3`): three-node clusters of each broker.
+
+Each session starts a three-node cluster (every node broker and controller: KRaft combined mode
+for Apache Kafka 4.1.1, the same server.properties keys for KafkaIQ, written from
+config/cluster/node-N.properties with fresh loopback ports and data dirs), waits until node 1's
+Metadata lists all three brokers, creates the plan's topics with kafka-topics (replication
+factor 3, min.insync.replicas=2; not timed), runs the plan, and stops the nodes. Rounds alternate
+(Kafka cluster, KafkaIQ cluster, Kafka cluster, ...), one cluster at a time.
+
+The plan: ProducerPerformance (Java) and librdkafka's rdkafka_performance (C; built by
+build-rdkafka-perf.sh) at full speed with acks=all and acks=1, ConsumerPerformance,
+EndToEndLatency (acks=all) and a fixed-rate ProducerPerformance run (acks=all) for p50/p99/p99.9.
+Around every tool run the CPU seconds of all three broker processes are sampled; peak RSS
+(VmHWM) of each node is read before it is stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compare as c  # noqa: E402
+
+ROOT = c.ROOT
+MIB = c.MIB
+
+# Kafka's defaults made explicit where the plan depends on them, the replication the issue asks
+# for, and no initial rebalance delay (each ConsumerPerformance run is a fresh group of one).
+CLUSTER_PROPS = [
+    "num.partitions=3",
+    "default.replication.factor=3",
+    "min.insync.replicas=2",
+    "auto.create.topics.enable=true",
+    "group.initial.rebalance.delay.ms=0",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Topic:
+    name: str
+    partitions: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RdkProduceRun:
+    """rdkafka_performance -P: the C producer, as fast as it can, with librdkafka's defaults."""
+    name: str
+    topic: str
+    records: int
+    size: int
+    acks: str
+    measured: bool = True
+
+    @property
+    def mib(self) -> float:
+        return self.records * self.size / MIB
+
+
+@dataclasses.dataclass(frozen=True)
+class E2eRun:
+    """org.apache.kafka.tools.EndToEndLatency: one record at a time, produce then consume it."""
+    name: str
+    topic: str
+    records: int
+    size: int
+    acks: str
+    measured: bool = True
+
+    @property
+    def mib(self) -> float:
+        return self.records * self.size / MIB
+
+
+def full_plan():
+    P, C = c.ProduceRun, c.ConsumeRun
+    return [
+        P("warmup", "cl-warmup", 200_000, 100, "1", -1, measured=False),
+        P("java-produce-acksall", "cl-java-acksall", 1_000_000, 100, "all", -1),
+        P("java-produce-acks1", "cl-java-acks1", 1_000_000, 100, "1", -1),
+        RdkProduceRun("rdk-produce-acksall", "cl-rdk-acksall", 3_000_000, 100, "all"),
+        RdkProduceRun("rdk-produce-acks1", "cl-rdk-acks1", 3_000_000, 100, "1"),
+        C("consume", "cl-java-acks1", 1_000_000, 100),
+        E2eRun("e2e-latency", "cl-e2e", 10_000, 100, "all"),
+        # 20 s at 10,000 records/s, acks=all.
+        P("fixed-rate-10k", "cl-fixed-rate", 200_000, 100, "all", 10_000),
+    ]
+
+
+def smoke_plan():
+    P, C = c.ProduceRun, c.ConsumeRun
+    return [
+        P("java-produce-acksall", "cls-java-acksall", 2_000, 100, "all", -1),
+        RdkProduceRun("rdk-produce-acks1", "cls-rdk-acks1", 5_000, 100, "1"),
+        C("consume", "cls-java-acksall", 2_000, 100),
+        E2eRun("e2e-latency", "cls-e2e", 100, 100, "all"),
+        P("fixed-rate-1k", "cls-fixed-rate", 1_000, 100, "all", 1_000),
+    ]
+
+
+def topics_of(plan) -> list[Topic]:
+    seen = {}
+    for run in plan:
+        # EndToEndLatency insists on a topic with one partition.
+        seen.setdefault(run.topic, Topic(run.topic, 1 if isinstance(run, E2eRun) else 3))
+    return list(seen.values())
+
+
+# --------------------------------------------------------------------------------------------
+# Clusters
+
+
+class Ports:
+    """Loopback ports: consecutive from --port-base when given, else free ephemeral ones."""
+
+    def __init__(self, base: int | None):
+        self.next = base
+
+    def take(self) -> int:
+        if self.next is None:
+            return c.free_port()
+        port = self.next
+        self.next += 1
+        return port
+
+
+def node_props(n: int, ports: list[tuple[int, int]], data: Path) -> list[str]:
+    """config/cluster/node-N.properties with this session's ports and data dir."""
+    template = (ROOT / "config" / "cluster" / f"node-{n}.properties").read_text()
+    voters = ",".join(f"{i + 1}@127.0.0.1:{cp}" for i, (_, cp) in enumerate(ports))
+    port, cport = ports[n - 1]
+    listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"
+    out = []
+    for line in template.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key = line.split("=", 1)[0]
+        if key == "controller.quorum.voters":
+            line = f"{key}={voters}"
+        elif key in ("listeners", "advertised.listeners"):
+            line = f"{key}={listeners}"
+        elif key == "log.dirs":
+            line = f"{key}={data}"
+        out.append(line)
+    keys = {line.split("=", 1)[0] for line in out}
+    out += [p for p in CLUSTER_PROPS if p.split("=", 1)[0] not in keys]
+    return out
+
+
+class Node(c.Broker):
+    """One node of a cluster; start() only launches it (the cluster waits for readiness)."""
+
+    def __init__(self, workdir: Path, key: str, n: int, port: int, cmd, env, config_text: str):
+        self.workdir = workdir
+        self.proc = None
+        self.port = port
+        self.log = workdir / f"node-{n}.log"
+        self.config_text = config_text
+        self.apis = {}
+        self.stopped = False
+        self.problems = []
+        self.key = key
+        self.n = n
+        self._cmd, self._env = cmd, env
+        self.clean_exits = c.ApacheKafka.clean_exits if key == "kafka" else (0,)
+
+    def launch(self):
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(self._cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         env=self._env, cwd=self.workdir, start_new_session=True)
+
+
+class Cluster:
+    def __init__(self, key: str, workdir: Path, size: int, ports: Ports, libs: Path,
+                 binary: Path):
+        self.key = key
+        self.label = c.LABELS[key]
+        self.workdir = workdir
+        self.libs = libs
+        pairs = [(ports.take(), ports.take()) for _ in range(size)]
+        self.bootstrap = f"127.0.0.1:{pairs[0][0]}"
+        self.nodes: list[Node] = []
+        cluster_id = None
+        for n in range(1, size + 1):
+            ndir = workdir / f"node-{n}"
+            ndir.mkdir(parents=True)
+            props = node_props(n, pairs, ndir / "data")
+            text = "\n".join(props) + "\n"
+            cfg = ndir / "server.properties"
+            cfg.write_text(text)
+            if key == "kafka":
+                if cluster_id is None:
+                    cluster_id = subprocess.run(
+                        ["java", "-Xmx256m", "-cp", f"{libs}/*", "kafka.tools.StorageTool",
+                         "random-uuid"], capture_output=True, text=True, check=True
+                    ).stdout.strip().splitlines()[-1]
+                subprocess.run(["java", "-Xmx256m", "-cp", f"{libs}/*", "kafka.tools.StorageTool",
+                                "format", "-t", cluster_id, "-c", str(cfg)],
+                               capture_output=True, check=True)
+                cmd = ["java", c.KAFKA_HEAP, "-cp", f"{libs}/*", "kafka.Kafka", str(cfg)]
+                env = dict(os.environ)
+            else:
+                # KafkaIQ's own HTTP listener (metrics, status page) defaults to one fixed port;
+                # three nodes on one host need one each. Kafka has no such listener.
+                text += f"http.listener=127.0.0.1:{ports.take()}\n"
+                cfg.write_text(text)
+                cmd = [str(binary), "--config", str(cfg)]
+                env = dict(os.environ)
+                env.setdefault("RUST_LOG", "warn")
+            self.nodes.append(Node(ndir, key, n, pairs[n - 1][0], cmd, env, text))
+
+    def start(self) -> dict:
+        t0 = time.monotonic()
+        for node in self.nodes:
+            node.launch()
+        deadline = t0 + c.STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for node in self.nodes:
+                if node.proc.poll() is not None:
+                    raise c.BrokerFailed(f"node {node.n} exited with code {node.proc.returncode}; "
+                                         f"log: {c.tail(node.log)}")
+            try:
+                if all(c.metadata_broker_count(node.port) >= len(self.nodes)
+                       for node in self.nodes):
+                    self.nodes[0].apis = c.api_versions(self.nodes[0].port)
+                    ready = (time.monotonic() - t0) * 1000
+                    # startup_ms: what compare.strict_failures reads as "it started".
+                    return {"ready_ms": ready, "startup_ms": ready}
+            except (OSError, ValueError, c.struct.error):
+                pass
+            time.sleep(0.05)
+        raise c.BrokerFailed(f"Metadata did not list {len(self.nodes)} brokers on every node "
+                             f"within {c.STARTUP_TIMEOUT_S:.0f} s")
+
+    def create_topics(self, topics: list[Topic], timeout_s: float):
+        for t in topics:
+            log = self.workdir / f"create-{t.name}.log"
+            code, out = c.run_tool(
+                self.libs, "org.apache.kafka.tools.TopicCommand",
+                ["--bootstrap-server", self.bootstrap, "--create", "--topic", t.name,
+                 "--partitions", str(t.partitions), "--replication-factor", "3",
+                 "--config", "min.insync.replicas=2"], log, timeout_s)
+            if code != 0:
+                raise c.BrokerFailed(f"creating {t.name}: exit {code}: {c.tail(log)}")
+        # Every partition led and its ISR full before the first measured byte.
+        deadline = time.monotonic() + timeout_s
+        log = self.workdir / "describe.log"
+        while time.monotonic() < deadline:
+            code, out = c.run_tool(
+                self.libs, "org.apache.kafka.tools.TopicCommand",
+                ["--bootstrap-server", self.bootstrap, "--describe",
+                 "--under-replicated-partitions"], log, timeout_s)
+            if code == 0 and "Partition:" not in out.split("\n", 1)[-1]:
+                return
+            time.sleep(1)
+        raise c.BrokerFailed(f"partitions still under-replicated after {timeout_s:.0f} s")
+
+    def alive(self) -> bool:
+        return all(n.alive() for n in self.nodes)
+
+    def cpu_s(self) -> list[float] | None:
+        vals = [n.cpu_s() for n in self.nodes]
+        return None if any(v is None for v in vals) else vals
+
+    def stop(self) -> list[str]:
+        problems = []
+        # All nodes get SIGTERM together: stopping them one by one would leave the last one
+        # waiting for a quorum that has gone.
+        deadline = time.monotonic() + c.STOP_TIMEOUT_S
+        for node in self.nodes:
+            if node.proc is None:
+                continue
+            if node.proc.poll() is not None:
+                node.problems.append(f"exited with code {node.proc.returncode} before it was "
+                                     "stopped")
+                node.proc = None
+            else:
+                node.proc.send_signal(c.signal.SIGTERM)
+        for node in self.nodes:
+            if node.proc is None:
+                problems += [f"node {node.n}: {p}" for p in node.problems]
+                continue
+            try:
+                node.proc.wait(max(0.0, deadline - time.monotonic()))
+                if node.proc.returncode not in node.clean_exits:
+                    node.problems.append(f"exited with code {node.proc.returncode} after SIGTERM")
+            except subprocess.TimeoutExpired:
+                os.killpg(node.proc.pid, c.signal.SIGKILL)
+                node.proc.wait()
+                node.problems.append(f"did not stop within {c.STOP_TIMEOUT_S:.0f} s of SIGTERM")
+            try:
+                panics = [line for line in node.log.read_text(errors="replace").splitlines()
+                          if "panicked at" in line]
+            except OSError:
+                panics = []
+            if panics:
+                node.problems.append(f"panicked ({len(panics)} panic lines): {panics[0].strip()}")
+            problems += [f"node {node.n}: {p}" for p in node.problems]
+        return problems
+
+
+# --------------------------------------------------------------------------------------------
+# Tools
+
+RDK_FINAL = re.compile(
+    r"(\d+) messages produced \((\d+) bytes\), (\d+) delivered \(offset -?\d+, (\d+) failed\) in "
+    r"(\d+)ms: (\d+) msgs/s and ([\d.]+) MB/s, (\d+) produce failures"
+)
+E2E_AVG = re.compile(r"Avg latency: ([\d.]+) ms")
+E2E_PCT = re.compile(r"Percentiles: 50th = ([\d.]+), 99th = ([\d.]+), 99\.9th = ([\d.]+)")
+
+
+def rdk_produce(rdk: Path, bootstrap: str, run: RdkProduceRun, log: Path, timeout_s: float):
+    acks = "-1" if run.acks == "all" else run.acks
+    cmd = [str(rdk), "-P", "-t", run.topic, "-b", bootstrap, "-s", str(run.size),
+           "-c", str(run.records), "-X", f"acks={acks}", "-q"]
+    with open(log, "wb") as out:
+        out.write((" ".join(cmd) + "\n").encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, c.signal.SIGKILL)
+            proc.wait()
+            return {"error": f"timed out after {timeout_s:.0f} s: {c.tail(log)}"}
+    text = log.read_text(errors="replace")
+    finals = RDK_FINAL.findall(text)
+    if code != 0 or not finals:
+        return {"error": f"exit {code}: {c.tail(log)}"}
+    produced, nbytes, delivered, failed, ms, rate, mbps, pfail = finals[-1]
+    if int(delivered) != run.records or int(failed) or int(pfail):
+        return {"error": f"delivered {delivered} of {run.records} ({failed} failed, "
+                         f"{pfail} produce failures)"}
+    secs = int(ms) / 1000
+    return {"records_per_s": int(delivered) / secs if secs else float(rate),
+            "mib_per_s": int(delivered) * run.size / MIB / secs if secs else float(mbps)}
+
+
+def e2e(libs: Path, bootstrap: str, run: E2eRun, log: Path, timeout_s: float):
+    code, out = c.run_tool(libs, "org.apache.kafka.tools.EndToEndLatency",
+                           [bootstrap, run.topic, str(run.records), run.acks, str(run.size)],
+                           log, timeout_s)
+    if code is None:
+        return {"error": f"timed out after {timeout_s:.0f} s: {c.tail(log)}"}
+    avg, pct = E2E_AVG.findall(out), E2E_PCT.findall(out)
+    if code != 0 or not avg or not pct:
+        errs = c.error_lines(out)
+        return {"error": f"exit {code}: {errs[0] if errs else c.tail(log)}"}
+    p50, p99, p999 = (float(x) for x in pct[-1])
+    return {"avg_ms": float(avg[-1]), "p50_ms": p50, "p99_ms": p99, "p999_ms": p999}
+
+
+# --------------------------------------------------------------------------------------------
+# A session
+
+
+def run_session(cluster: Cluster, plan, args, round_no: int, rdk: Path | None) -> dict:
+    session = {"broker": cluster.key, "round": round_no, "runs": {}, "error": None,
+               "load_before": os.getloadavg()}
+    try:
+        session.update(cluster.start())
+        log(f"  {cluster.label}: 3 brokers in Metadata after {session['ready_ms']:.0f} ms")
+        t = time.monotonic()
+        cluster.create_topics(topics_of(plan), args.tool_timeout)
+        session["topics_s"] = time.monotonic() - t
+    except (c.BrokerFailed, subprocess.CalledProcessError) as err:
+        session["error"] = f"did not start: {err}"
+        log(f"  {cluster.label}: {session['error']}")
+        return session
+    session["group_apis_missing"] = cluster.nodes[0].group_apis_missing()
+    port = cluster.nodes[0].port
+    for run in plan:
+        if not cluster.alive():
+            dead = [f"node {n.n} ({n.proc.returncode})" for n in cluster.nodes if not n.alive()]
+            session["runs"][run.name] = {"error": f"broker exited before this run: {dead}"}
+            continue
+        tool_log = cluster.workdir / f"{run.name}.log"
+        cpu0, busy0, kids0, t0 = cluster.cpu_s(), c.system_busy_s(), c.children_cpu_s(), \
+            time.monotonic()
+        if isinstance(run, RdkProduceRun):
+            result = rdk_produce(rdk, cluster.bootstrap, run, tool_log, args.tool_timeout) \
+                if rdk else {"error": "no rdkafka_performance"}
+        elif isinstance(run, E2eRun):
+            result = e2e(cluster.libs, cluster.bootstrap, run, tool_log, args.tool_timeout)
+        elif isinstance(run, c.ProduceRun):
+            result = c.produce(cluster.libs, port, run, tool_log, args.tool_timeout)
+        else:
+            result = c.consume(cluster.libs, port, run, tool_log, args.tool_timeout,
+                               group=f"bench-{run.name}-{round_no}",
+                               idle_timeout_ms=args.consumer_idle_timeout_ms)
+        cpu1, busy1, kids1, t1 = cluster.cpu_s(), c.system_busy_s(), c.children_cpu_s(), \
+            time.monotonic()
+        wall = t1 - t0
+        result["wall_s"] = wall
+        if cpu0 is not None and cpu1 is not None:
+            per_node = [b - a for a, b in zip(cpu0, cpu1)]
+            broker_cpu = sum(per_node)
+            tool_cpu = kids1 - kids0
+            result["broker_cpu_s"] = broker_cpu
+            result["broker_cpu_s_per_node"] = per_node
+            result["broker_cpu_s_per_mib"] = broker_cpu / run.mib
+            result["tool_cpu_s"] = tool_cpu
+            result["other_cores"] = max(0.0, (busy1 - busy0) - broker_cpu - tool_cpu) / wall
+        session["runs"][run.name] = result
+        log(f"    {run.name}: {describe(run, result)}")
+    session["peak_rss_kib_per_node"] = [n.peak_rss_kib() for n in cluster.nodes]
+    session["config"] = cluster.nodes[0].config_text
+    session["load_after"] = os.getloadavg()
+    return session
+
+
+def describe(run, r: dict) -> str:
+    if "error" in r:
+        return "FAILED: " + r["error"]
+    if isinstance(run, E2eRun):
+        return (f"avg {r['avg_ms']:.2f} ms, p50 {r['p50_ms']:.0f}, p99 {r['p99_ms']:.0f}, "
+                f"p99.9 {r['p999_ms']:.0f} ms")
+    text = f"{r.get('records_per_s', 0):,.0f} rec/s, {r.get('mib_per_s', 0):.2f} MiB/s"
+    if "p99_ms" in r:
+        text += f", p50 {r['p50_ms']:.0f} / p99 {r['p99_ms']:.0f} / p99.9 {r['p999_ms']:.0f} ms"
+    if isinstance(run, c.ConsumeRun) and "fetch_mib_per_s" in r:
+        text = (f"fetch {r['fetch_records_per_s']:,.0f} rec/s, {r['fetch_mib_per_s']:.2f} MiB/s, "
+                f"join {r['rebalance_ms']:.0f} ms")
+    if "broker_cpu_s" in r:
+        text += f"; broker CPU {r['broker_cpu_s']:.2f} s ({r['broker_cpu_s_per_mib']:.3f} s/MiB)"
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+
+
+@dataclasses.dataclass
+class Row:
+    label: str
+    unit: str
+    get: object  # session -> value or None
+    fmt: str = "{:.2f}"
+    target: float | None = None
+    higher: bool = True
+
+
+def run_value(name: str, key: str):
+    def get(s):
+        r = s["runs"].get(name)
+        return None if r is None or "error" in r else r.get(key)
+    return get
+
+
+def rows_for(plan) -> list[Row]:
+    names = {r.name for r in plan}
+    rows = []
+    for name, label in [("rdk-produce-acksall", "rdkafka_performance, acks=all"),
+                        ("rdk-produce-acks1", "rdkafka_performance, acks=1"),
+                        ("java-produce-acksall", "ProducerPerformance, acks=all"),
+                        ("java-produce-acks1", "ProducerPerformance, acks=1")]:
+        if name in names:
+            target = 1.5 if name.startswith("rdk") else None
+            rows.append(Row(f"Producer throughput, {label}", "MiB/s",
+                            run_value(name, "mib_per_s"), target=target))
+    if "consume" in names:
+        rows.append(Row("Consumer throughput (ConsumerPerformance fetch)", "MiB/s",
+                        run_value("consume", "fetch_mib_per_s")))
+    for name in [n for n in ("rdk-produce-acksall", "java-produce-acksall", "java-produce-acks1",
+                             "rdk-produce-acks1") if n in names]:
+        target = 0.25 if name == "rdk-produce-acksall" else None
+        rows.append(Row(f"Broker CPU per MiB (3 brokers), {name}", "CPU s/MiB",
+                        run_value(name, "broker_cpu_s_per_mib"), "{:.3f}", target, False))
+    fixed = [r for r in plan if isinstance(r, c.ProduceRun) and r.throughput > 0]
+    for r in fixed:
+        for key, label, target in [("p50_ms", "p50", None), ("p99_ms", "p99", 0.5),
+                                   ("p999_ms", "p99.9", None)]:
+            rows.append(Row(f"Fixed rate {r.throughput:,}/s acks=all, {label}", "ms",
+                            run_value(r.name, key), "{:.0f}", target, False))
+    e2es = [r for r in plan if isinstance(r, E2eRun)]
+    for r in e2es:
+        for key, label, target in [("avg_ms", "avg", None), ("p50_ms", "p50", None),
+                                   ("p99_ms", "p99", 0.5), ("p999_ms", "p99.9", None)]:
+            rows.append(Row(f"End-to-end latency acks=all, {label}", "ms",
+                            run_value(r.name, key), "{:.2f}" if key == "avg_ms" else "{:.0f}",
+                            target, False))
+
+    def rss_sum(s):
+        v = s.get("peak_rss_kib_per_node")
+        return sum(v) / 1024 if v and all(v) else None
+
+    def rss_max(s):
+        v = s.get("peak_rss_kib_per_node")
+        return max(v) / 1024 if v and all(v) else None
+
+    rows.append(Row("Peak RSS, sum of 3 brokers", "MiB", rss_sum, "{:.0f}", None, False))
+    rows.append(Row("Peak RSS per broker (largest node)", "MiB", rss_max, "{:.0f}", 0.1, False))
+    rows.append(Row("Cluster ready (3 brokers in every node's Metadata)", "ms",
+                    lambda s: s.get("ready_ms"), "{:.0f}", None, False))
+    return rows
+
+
+def report(sessions, plan, args, binary: Path, brokers: list[str], rdk_note: str) -> str:
+    by = {k: [s for s in sessions if s["broker"] == k] for k in brokers}
+    out = []
+    mode = ("smoke run (tiny record counts, 1 round: the figures mean nothing)" if args.smoke
+            else f"{args.rounds} rounds")
+    out.append(f"# 3-broker clusters: KafkaIQ beside Apache Kafka 4.1.1 — {mode}\n")
+    out.append("Produced by `benches/compare/compare.py --cluster 3"
+               + (" --smoke" if args.smoke else "") + "`. Each round starts a three-node "
+               "Apache Kafka cluster (KRaft combined: every node broker and controller), runs "
+               "the plan, stops it, then does the same with a three-node KafkaIQ cluster from the "
+               "same server.properties keys, on fresh loopback ports and data dirs. Topics: "
+               "replication factor 3, min.insync.replicas=2, created before the plan and waited "
+               "on until no partition is under-replicated. Cells are medians over the rounds "
+               "(all rounds listed below); ratios are KafkaIQ / Kafka from the same run.\n")
+    if args.note:
+        out.append(f"**Conditions:** {args.note}\n")
+    other = [r["other_cores"] for s in sessions for r in s["runs"].values() if "other_cores" in r]
+    if other:
+        out.append(f"Other processes on the machine used {statistics.median(other):.2f} cores "
+                   f"(median over tool runs; max {max(other):.2f}) of {os.cpu_count()} while the "
+                   "tools ran.\n")
+    out.append("## Machine\n\n| | |\n|---|---|")
+    for k, v in c.machine_description(args, binary):
+        out.append(f"| {k} | {v.replace('|', '/')} |")
+    out.append(f"| Load generator | {rdk_note} |")
+    out.append("")
+    out.append("## Results and targets (medians)\n")
+    header = "| Metric | Unit |" + "".join(f" {c.LABELS[k]} |" for k in brokers)
+    sep = "|---|---|" + "---:|" * len(brokers)
+    both = len(brokers) == 2
+    if both:
+        header += " KafkaIQ / Kafka | Target | Met |"
+        sep += "---:|---:|:---:|"
+    out += [header, sep]
+    for row in rows_for(plan):
+        line = f"| {row.label} | {row.unit} |"
+        med = {}
+        for k in brokers:
+            vals = [v for v in (row.get(s) for s in by[k]) if v is not None]
+            med[k] = statistics.median(vals) if vals else None
+            line += (f" {row.fmt.format(med[k])} ({len(vals)}/{len(by[k])}) |"
+                     if vals else " failed |")
+        if both:
+            a, b = med.get("kafka"), med.get("kafkaiq")
+            ratio = b / a if a and b is not None else None
+            line += f" {c.format_ratio(ratio)}× |" if ratio is not None else " — |"
+            if row.target is None:
+                line += " | |"
+            else:
+                met = "—" if ratio is None else (
+                    "yes" if (ratio >= row.target if row.higher else ratio <= row.target)
+                    else "**no**")
+                line += f" {'≥' if row.higher else '≤'} {row.target}× | {met} |"
+        out.append(line)
+    if both:
+        out.append("| Failover time, 1,000 leaders moving | s | | | | ≤ 0.2× | not measured "
+                   "here: the scale benchmark of issue 15 (item 4) |")
+    out.append("")
+    out.append("(n/m) after a median: n of m rounds completed that run. Broker CPU = utime+stime "
+               "of the three broker processes summed over the tool run, divided by MiB of record "
+               "values written by it (2^20 bytes; replication to the followers is part of the "
+               "cost). The producer throughput target is read against the broker-bound "
+               "generator, rdkafka_performance with acks=all; the CPU target against the same "
+               "run. Peak RSS is VmHWM per node before it is stopped.\n")
+    out.append("## Every run\n")
+    out.append("| Round | Broker | Run | Result | Broker CPU s (per node) | Tool CPU s | "
+               "Other cores | Wall s |")
+    out.append("|---:|---|---|---|---|---:|---:|---:|")
+    for s in sessions:
+        rss = s.get("peak_rss_kib_per_node") or []
+        sess = (f"ready in {s['ready_ms']:.0f} ms, topics created in {s.get('topics_s', 0):.1f} s"
+                if s.get("ready_ms") is not None else "")
+        if rss:
+            sess += ", peak RSS " + " / ".join(f"{v / 1024:.0f}" if v else "?" for v in rss) \
+                + " MiB"
+        if s.get("error"):
+            sess += f"; {s['error']}"
+        for p in s.get("stop_problems", []):
+            sess += f"; {p}"
+        out.append(f"| {s['round']} | {c.LABELS[s['broker']]} | session | "
+                   f"{sess.replace('|', '/')[:400]} | | | | |")
+        for run in plan:
+            r = s["runs"].get(run.name)
+            if r is None:
+                continue
+            per = r.get("broker_cpu_s_per_node")
+            cpu = (f"{r['broker_cpu_s']:.2f} ({' / '.join(f'{x:.2f}' for x in per)})"
+                   if per else "")
+            num = lambda k, f="{:.2f}": f.format(r[k]) if k in r else ""
+            out.append(f"| {s['round']} | {c.LABELS[s['broker']]} | {run.name} | "
+                       f"{describe(run, r).replace('|', '/')[:300]} | {cpu} | "
+                       f"{num('tool_cpu_s')} | {num('other_cores')} | {num('wall_s', '{:.1f}')} |")
+    out.append("")
+    out.append("## Plan\n")
+    for run in plan:
+        if isinstance(run, RdkProduceRun):
+            acks = "-1" if run.acks == "all" else run.acks
+            out.append(f"- `{run.name}`: `rdkafka_performance -P -t {run.topic} -b <node 1> "
+                       f"-s {run.size} -c {run.records} -X acks={acks} -q`")
+        elif isinstance(run, E2eRun):
+            out.append(f"- `{run.name}`: `EndToEndLatency <node 1> {run.topic} {run.records} "
+                       f"{run.acks} {run.size}`")
+        elif isinstance(run, c.ProduceRun):
+            out.append(f"- `{run.name}`{'' if run.measured else ' (not measured)'}: "
+                       f"`ProducerPerformance --topic {run.topic} --num-records {run.records} "
+                       f"--record-size {run.size} --throughput {run.throughput} "
+                       f"--producer-props bootstrap.servers=<node 1> acks={run.acks}`")
+        else:
+            out.append(f"- `{run.name}`: `ConsumerPerformance --bootstrap-server <node 1> "
+                       f"--topic {run.topic} --messages {run.records} --group <fresh> "
+                       f"--timeout {args.consumer_idle_timeout_ms}`")
+    out.append("")
+    out.append("Topics (`kafka-topics --create --replication-factor 3 --config "
+               "min.insync.replicas=2`): " + ", ".join(
+                   f"`{t.name}` ({t.partitions} partition{'s' if t.partitions > 1 else ''})"
+                   for t in topics_of(plan)) + ". Java tools run with "
+               f"`java {c.TOOL_HEAP}`; Apache Kafka nodes with `{c.KAFKA_HEAP}`.\n")
+    out.append("## Broker configs (node 1; nodes 2 and 3 differ in node.id, ports, rack, "
+               "log.dirs)\n")
+    for k in brokers:
+        cfg = next((s.get("config") for s in by[k] if s.get("config")), None)
+        if k == "kafka":
+            out.append("Apache Kafka 4.1.1 (`kafka-storage format -t <one id> -c` per node, then "
+                       f"`java {c.KAFKA_HEAP} kafka.Kafka server.properties`):\n")
+        else:
+            out.append("KafkaIQ (`kafkaiq --config server.properties`, RUST_LOG="
+                       f"{os.environ.get('RUST_LOG', 'warn')}):\n")
+        out.append("```properties\n" + (cfg or "(not started)\n").rstrip() + "\n```\n")
+    return "\n".join(out)
+
+
+def log(msg: str):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def build_rdk() -> tuple[Path | None, str]:
+    script = ROOT / "benches" / "compare" / "build-rdkafka-perf.sh"
+    proc = subprocess.run([str(script)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        log(proc.stderr)
+        return None, "rdkafka_performance did not build: " + proc.stderr.strip()[-200:]
+    path = Path(proc.stdout.strip().splitlines()[-1])
+    return path, (f"`rdkafka_performance` from librdkafka (rdkafka-sys crate source), built by "
+                  f"`benches/compare/build-rdkafka-perf.sh` with librdkafka's defaults")
+
+
+def main(args, libs: Path, binary: Path, brokers: list[str]) -> int:
+    plan = smoke_plan() if args.smoke else full_plan()
+    rdk, rdk_note = build_rdk()
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="kafkaiq-cluster-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    log(f"==> cluster mode, {args.cluster} nodes, work dir {workdir}")
+    ports = Ports(args.port_base)
+    sessions = []
+    try:
+        for round_no in range(1, args.rounds + 1):
+            log(f"==> round {round_no}/{args.rounds}")
+            for key in brokers:
+                sdir = workdir / f"round{round_no}-{key}"
+                sdir.mkdir()
+                cluster = Cluster(key, sdir, args.cluster, ports, libs, binary)
+                try:
+                    s = run_session(cluster, plan, args, round_no, rdk)
+                finally:
+                    problems = cluster.stop()
+                    for node in cluster.nodes:
+                        shutil.rmtree(node.workdir / "data", ignore_errors=True)
+                s["stop_problems"] = problems
+                sessions.append(s)
+                time.sleep(2)
+    finally:
+        text = report(sessions, plan, args, binary, brokers, rdk_note)
+        if args.out:
+            out = Path(args.out)
+        elif args.smoke:
+            out = workdir / "cluster-report.md"
+        else:
+            date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+            out = ROOT / "benches" / "results" / f"cluster-{date}.md"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        out.with_suffix(".json").write_text(json.dumps(sessions, indent=1, default=str) + "\n")
+        log(f"==> report written to {out}")
+        if args.smoke:
+            print(text)
+    failures = c.strict_failures(sessions, args)
+    if not rdk:
+        failures.append(rdk_note)
+    if not args.keep and not args.workdir and not failures:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        log(f"==> logs kept in {workdir}")
+    for f in failures:
+        log(f"FAILED: {f}")
+    return 1 if (failures and args.smoke) else 0
