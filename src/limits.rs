@@ -289,7 +289,7 @@ pub fn raise_open_files_limit() -> std::io::Result<OpenFilesLimit> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let soft_before = lim.rlim_cur as u64;
+    let soft_before = lim.rlim_cur;
     if lim.rlim_cur < lim.rlim_max {
         let raised = libc::rlimit {
             rlim_cur: lim.rlim_max,
@@ -303,7 +303,7 @@ pub fn raise_open_files_limit() -> std::io::Result<OpenFilesLimit> {
     }
     Ok(OpenFilesLimit {
         soft_before,
-        soft: lim.rlim_cur as u64,
-        hard: lim.rlim_max as u64,
+        soft: lim.rlim_cur,
+        hard: lim.rlim_max,
     })
 }
