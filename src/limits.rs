@@ -262,3 +262,48 @@ pub const HTTP_RESPONSE_WRITE_TIMEOUT_MS: u64 = 10_000;
 /// to the future log, under the partition's lock: appends wait at most for one such copy
 /// (Kafka's alter-log-dirs fetches are bounded by `replica.fetch.max.bytes`, 1 MiB).
 pub const LOG_DIR_MOVE_STEP_BYTES_MAX: usize = 1 << 20;
+
+/// Descriptors kept free for client and peer connections (and short-lived files: checkpoints,
+/// index fsyncs). [`raise_open_files_limit`] warns when the soft `RLIMIT_NOFILE` cannot cover
+/// this reserve on top of the `.log` files of the partitions a node holds.
+pub const CONNECTION_DESCRIPTOR_RESERVE: u64 = 1_024;
+
+/// The soft and hard `RLIMIT_NOFILE` before and after [`raise_open_files_limit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenFilesLimit {
+    pub soft_before: u64,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit, as Kafka's startup scripts advise
+/// operators to do: the soft limit (often 1,024) is what bounds partitions and connections, and
+/// an unprivileged process may lift it up to the hard limit. Returns both values so the caller
+/// logs them.
+pub fn raise_open_files_limit() -> std::io::Result<OpenFilesLimit> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read a plain struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let soft_before = lim.rlim_cur;
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        lim = raised;
+    }
+    Ok(OpenFilesLimit {
+        soft_before,
+        soft: lim.rlim_cur,
+        hard: lim.rlim_max,
+    })
+}

@@ -169,6 +169,24 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    match kafkaiq::limits::raise_open_files_limit() {
+        Ok(l) => {
+            tracing::info!(
+                soft_before = l.soft_before,
+                soft = l.soft,
+                hard = l.hard,
+                reserve_for_connections = kafkaiq::limits::CONNECTION_DESCRIPTOR_RESERVE,
+                "open files limit (RLIMIT_NOFILE)"
+            );
+            if l.soft <= kafkaiq::limits::CONNECTION_DESCRIPTOR_RESERVE {
+                tracing::warn!(
+                    soft = l.soft,
+                    "the open files limit leaves no room for partition logs beyond the connection reserve"
+                );
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot read or raise RLIMIT_NOFILE"),
+    }
     let args = Args::parse();
     match args.command {
         Some(Command::LocalCluster(cluster)) => return local_cluster(cluster),

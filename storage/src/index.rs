@@ -11,6 +11,11 @@
 //! to the entries present when it rolls or the log closes, exactly like Kafka, so Kafka's
 //! `DumpLogSegments` reads them. An index is not thread-safe by itself: the segment wraps each in
 //! a mutex. It knows nothing about the `.log` file; rebuilding from the log is the segment's job.
+//!
+//! An index holds no file descriptor while it is open: the descriptor is closed as soon as the
+//! file is mapped (a shared map stays valid after its descriptor closes), and reopened by path
+//! only for the rare calls that need one (resize, fsync). Partition count is then bounded by
+//! the `.log` descriptors alone, not by three per segment.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -26,7 +31,6 @@ const WARM_SECTION_BYTES: usize = 8192;
 /// The file, map and entry count shared by both index kinds.
 struct IndexFile {
     path: PathBuf,
-    file: File,
     map: FileMap,
     entry_bytes: usize,
     entries: usize,
@@ -59,9 +63,10 @@ impl IndexFile {
             (len / entry_bytes, len)
         };
         let map = FileMap::map(&file, len).at(path)?;
+        // The map outlives the descriptor; see the module docs.
+        drop(file);
         Ok(IndexFile {
             path: path.to_owned(),
-            file,
             map,
             entry_bytes,
             entries,
@@ -91,9 +96,10 @@ impl IndexFile {
             return Ok(());
         }
         self.map.flush().at(&self.path)?;
-        self.map = FileMap::map(&self.file, 0).at(&self.path)?;
-        self.file.set_len(bytes as u64).at(&self.path)?;
-        self.map = FileMap::map(&self.file, bytes).at(&self.path)?;
+        let file = self.reopen()?;
+        self.map = FileMap::map(&file, 0).at(&self.path)?;
+        file.set_len(bytes as u64).at(&self.path)?;
+        self.map = FileMap::map(&file, bytes).at(&self.path)?;
         self.len = bytes;
         self.entries = self.entries.min(bytes / self.entry_bytes);
         Ok(())
@@ -101,7 +107,16 @@ impl IndexFile {
 
     fn flush(&self) -> Result<()> {
         self.map.flush().at(&self.path)?;
-        self.file.sync_all().at(&self.path)
+        self.reopen()?.sync_all().at(&self.path)
+    }
+
+    /// A short-lived descriptor for the mapped file (resize, fsync); closed when dropped.
+    fn reopen(&self) -> Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .at(&self.path)
     }
 
     /// Index of the last entry whose key (from `key`) is <= `target`, by binary search.
