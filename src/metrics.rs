@@ -132,6 +132,29 @@ pub struct RequestLabels {
     pub request: &'static str,
 }
 
+/// The stages of a Produce request, in the order it passes them (`RequestStats::produce_stage`).
+pub const PRODUCE_STAGES: [&str; 7] = [
+    "queue",
+    "decode",
+    "append",
+    "acks_wait",
+    "encode",
+    "write",
+    "total",
+];
+
+/// Stage times, in milliseconds: 10 µs to about 42 s, doubling, so the sub-millisecond stages
+/// of a produce (decode, append, encode) are resolved too.
+pub fn stage_ms_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.01, 2.0, 23))
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabels {
+    /// One of [`PRODUCE_STAGES`].
+    pub stage: &'static str,
+}
+
 /// Kafka's `RequestMetrics` `TotalTimeMs` per API, as a histogram: its `_count` is the
 /// request count (`RequestsPerSec` as a counter), its `_sum` the total time. The time is from
 /// the decoded request to the encoded response (Kafka's also counts the time queued behind
@@ -139,12 +162,20 @@ pub struct RequestLabels {
 #[derive(Debug, Clone)]
 pub struct RequestStats {
     pub total_time_ms: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    /// Produce requests' time per stage (Kafka's `RequestQueueTimeMs`, `LocalTimeMs`,
+    /// `RemoteTimeMs`, `ResponseSendTimeMs`, finer): `queue` from the frame fully read to its
+    /// handling starting (behind earlier requests of the connection), `decode`, `append` (the
+    /// leader's appends of every partition), `acks_wait` (acks=all: parked until the high
+    /// watermark covers the records), `encode`, `write` (the response written to the socket),
+    /// `total` from the frame read to the response written.
+    pub produce_stage_ms: Family<StageLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for RequestStats {
     fn default() -> Self {
         RequestStats {
             total_time_ms: Family::new_with_constructor(time_ms_buckets),
+            produce_stage_ms: Family::new_with_constructor(stage_ms_buckets),
         }
     }
 }
@@ -155,6 +186,14 @@ impl RequestStats {
         self.total_time_ms
             .get_or_create(&RequestLabels { request })
             .observe(elapsed_ms);
+    }
+
+    /// One stage of one Produce request; `stage` is one of [`PRODUCE_STAGES`].
+    pub fn produce_stage(&self, stage: &'static str, elapsed: std::time::Duration) {
+        debug_assert!(PRODUCE_STAGES.contains(&stage));
+        self.produce_stage_ms
+            .get_or_create(&StageLabels { stage })
+            .observe(elapsed.as_secs_f64() * 1000.0);
     }
 }
 

@@ -171,6 +171,14 @@ async fn metrics_follow_produce_and_fetch_and_bad_requests_get_4xx() {
         "kafka_cluster_partition_underreplicated{topic=\"metered\",partition=\"1\"}",
         0.0,
     );
+    // Both produces (acks=1) passed every stage but the acks=all wait.
+    for stage in ["queue", "decode", "append", "encode", "write", "total"] {
+        expect(
+            &format!("kafkaiq_produce_stage_time_ms_count{{stage=\"{stage}\"}}"),
+            2.0,
+        );
+    }
+    assert!(!text.contains("kafkaiq_produce_stage_time_ms_count{stage=\"acks_wait\"}"));
     assert!(text.contains("# TYPE kafka_network_requestmetrics_totaltimems histogram"));
     assert!(text.contains("# TYPE kafka_server_brokertopicmetrics_bytesin counter"));
 

@@ -64,6 +64,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
     let acks = request.acks;
     let image = ctx.image();
     let now_ms = ctx.clock.now_ms();
+    let appending = std::time::Instant::now();
     let mut topics: Vec<(String, Uuid, Vec<Outcome>)> = Vec::new();
 
     for topic in request.topic_data {
@@ -149,6 +150,9 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
         topics.push((name, topic.topic_id, outcomes));
     }
 
+    ctx.request_stats
+        .produce_stage("append", appending.elapsed());
+
     if acks == 0 {
         let failed = topics
             .iter()
@@ -167,6 +171,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
             .flat_map(|(_, _, outcomes)| outcomes.iter().filter_map(|o| o.wait_for.clone()))
             .collect();
         let partitions: Vec<Arc<Partition>> = waiting.iter().map(|(p, _, _)| p.clone()).collect();
+        let waiting_since = std::time::Instant::now();
         let all_done = ctx
             .replicas
             .purgatory
@@ -182,6 +187,8 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
             )
             .await
             .is_some();
+        ctx.request_stats
+            .produce_stage("acks_wait", waiting_since.elapsed());
         for (_, _, outcomes) in topics.iter_mut() {
             for o in outcomes.iter_mut() {
                 if let Some((p, offset, epoch)) = o.wait_for.take() {

@@ -9,7 +9,7 @@
 //! be appended in that order.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -75,8 +75,9 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
     let peer = info.peer;
     tracing::debug!(%peer, listener = ?info.listener, "connection opened");
     let (mut reader, mut writer) = stream.into_split();
-    let (tx, mut rx) =
-        mpsc::channel::<(Bytes, OwnedSemaphorePermit)>(IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX);
+    let (tx, mut rx) = mpsc::channel::<(Bytes, OwnedSemaphorePermit, Instant)>(
+        IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX,
+    );
     let max_bytes = match info.listener {
         ListenerKind::Client => ctx.config.socket_request_max_bytes,
         // A snapshot for a voter far behind is one message of up to the whole image.
@@ -105,7 +106,7 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
                     else {
                         break;
                     };
-                    if tx.send((frame, permit)).await.is_err() {
+                    if tx.send((frame, permit, Instant::now())).await.is_err() {
                         break;
                     }
                 }
@@ -121,7 +122,12 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
     let closing_ctx = ctx.clone();
     let closing_info = info.clone();
     let process_loop = async move {
-        while let Some((frame, permit)) = rx.recv().await {
+        while let Some((frame, permit, read_at)) = rx.recv().await {
+            // The request header starts with the API key; Produce is key 0.
+            let produce = info.listener == ListenerKind::Client && frame.starts_with(&[0, 0]);
+            if produce {
+                ctx.request_stats.produce_stage("queue", read_at.elapsed());
+            }
             let outcome = match info.listener {
                 ListenerKind::Client => dispatch::handle_frame(&ctx, frame, peer).await,
                 ListenerKind::Controller => {
@@ -131,9 +137,14 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
             drop(permit);
             match outcome {
                 Ok(Some(response)) => {
+                    let writing = Instant::now();
                     if let Err(e) = writer.write_all(&response).await {
                         tracing::debug!(%peer, error = %e, "write failed");
                         break;
+                    }
+                    if produce {
+                        ctx.request_stats.produce_stage("write", writing.elapsed());
+                        ctx.request_stats.produce_stage("total", read_at.elapsed());
                     }
                 }
                 Ok(None) => {}

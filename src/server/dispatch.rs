@@ -52,6 +52,7 @@ pub async fn handle_frame(
     frame: Bytes,
     peer: SocketAddr,
 ) -> Result<Option<Bytes>, DispatchError> {
+    let decoding = std::time::Instant::now();
     let request = match protocol::decode_request(frame.clone()) {
         Ok(r) => r,
         Err(DecodeError::UnsupportedVersion {
@@ -67,6 +68,10 @@ pub async fn handle_frame(
     };
     let api_key = request.api_key;
     let version = request.api_version;
+    if api_key == ApiKey::Produce {
+        ctx.request_stats
+            .produce_stage("decode", decoding.elapsed());
+    }
     if !handlers::api_versions::is_supported(api_key, version) {
         if api_key == ApiKey::ApiVersions {
             return Ok(Some(handlers::api_versions::unsupported_version_response(
@@ -261,11 +266,14 @@ async fn handle_supported(
     tracing::trace!(?api_key, version, correlation_id, client = ?header.client_id, "handled");
     match body {
         None => Ok(None),
-        Some(body) => Ok(Some(protocol::encode_response(
-            api_key,
-            version,
-            correlation_id,
-            &body,
-        )?)),
+        Some(body) => {
+            let encoding = std::time::Instant::now();
+            let response = protocol::encode_response(api_key, version, correlation_id, &body)?;
+            if api_key == ApiKey::Produce {
+                ctx.request_stats
+                    .produce_stage("encode", encoding.elapsed());
+            }
+            Ok(Some(response))
+        }
     }
 }

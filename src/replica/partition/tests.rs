@@ -1016,3 +1016,44 @@ fn a_move_to_another_log_dir_copies_mirrors_truncations_and_swaps_once_caught_up
     );
     assert_eq!(other.log_end_offset(), 0);
 }
+
+/// An acks=all produce parked in the purgatory is answered when the follower's fetch moves the
+/// high watermark, not at a tick or at its time-out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_acks_all_wait_ends_when_the_high_watermark_moves() {
+    use crate::replica::purgatory::Purgatory;
+    let dir = tempfile::tempdir().unwrap();
+    let p = Arc::new(partition(dir.path(), 1));
+    assert!(p
+        .make_leader(&reg(&[1, 2], &[1, 2], ME, (0, 0)), T0)
+        .unwrap());
+    let (info, epoch) = p
+        .append_records_to_leader_in_epoch(&simple(3, 10, 0), -1, T0)
+        .unwrap();
+    let end = info.last_offset + 1;
+    assert!(p.acks_all_outcome_in_epoch(end, epoch).is_none());
+    let follower = p.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(fetched(2, &follower, end, T0 + 10));
+    });
+    let purgatory = Purgatory::default();
+    let started = std::time::Instant::now();
+    let done = purgatory
+        .wait_until(
+            std::slice::from_ref(&p),
+            std::time::Duration::from_secs(30),
+            || {
+                let done = p.acks_all_outcome_in_epoch(end, epoch).is_some();
+                async move { done.then_some(()) }
+            },
+        )
+        .await;
+    assert_eq!(done, Some(()));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "woken {:?} after the append",
+        started.elapsed()
+    );
+    assert_eq!(purgatory.parked(), 0);
+}
