@@ -54,33 +54,26 @@ class Topic:
 
 
 @dataclasses.dataclass(frozen=True)
-class RdkProduceRun:
+class ToolRun:
+    """A run of a tool that writes `records` values of `size` bytes with `acks`."""
+    name: str
+    topic: str
+    records: int
+    size: int
+    acks: str
+    measured: bool = True
+
+    @property
+    def mib(self) -> float:
+        return self.records * self.size / MIB
+
+
+class RdkProduceRun(ToolRun):
     """rdkafka_performance -P: the C producer, as fast as it can, with librdkafka's defaults."""
-    name: str
-    topic: str
-    records: int
-    size: int
-    acks: str
-    measured: bool = True
-
-    @property
-    def mib(self) -> float:
-        return self.records * self.size / MIB
 
 
-@dataclasses.dataclass(frozen=True)
-class E2eRun:
+class E2eRun(ToolRun):
     """org.apache.kafka.tools.EndToEndLatency: one record at a time, produce then consume it."""
-    name: str
-    topic: str
-    records: int
-    size: int
-    acks: str
-    measured: bool = True
-
-    @property
-    def mib(self) -> float:
-        return self.records * self.size / MIB
 
 
 def full_plan():

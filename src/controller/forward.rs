@@ -73,6 +73,16 @@ impl QuorumState {
     }
 }
 
+/// Every voter's id and controller listener (`host`, `port`), from `controller.quorum.voters`.
+pub(crate) fn voter_endpoints(config: &crate::config::BrokerConfig) -> Vec<(i32, String, u16)> {
+    config
+        .kraft
+        .voters
+        .iter()
+        .map(|v| (v.id, v.host.clone(), v.port))
+        .collect()
+}
+
 /// The forwarding side of a [`super::ControllerChannel`].
 #[derive(Clone)]
 pub(crate) struct Forwarder {

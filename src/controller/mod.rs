@@ -521,12 +521,7 @@ async fn spawn<D: Durable + 'static>(
     });
     let state = Arc::new(forward::QuorumState::new());
     let forwarder = (!config.kraft.standalone).then(|| {
-        let voters: Vec<(i32, String, u16)> = config
-            .kraft
-            .voters
-            .iter()
-            .map(|v| (v.id, v.host.clone(), v.port))
-            .collect();
+        let voters = forward::voter_endpoints(&config);
         forward::Forwarder::new(config.node_id, &voters, state.clone())
     });
     let core = ControllerCore::new(

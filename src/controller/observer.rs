@@ -31,7 +31,7 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc as tokio_mpsc, watch, Semaphore};
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::forward::{Forwarder, QuorumState};
@@ -126,9 +126,11 @@ impl MetadataFeed {
         if after < inner.base {
             return FeedRead::TooOld;
         }
+        // The entries are contiguous after `base`: the one after `after` is at `after - base`.
+        let skip = usize::try_from(after - inner.base).unwrap_or(usize::MAX);
         let mut out = Vec::new();
         let mut bytes = 0;
-        for (index, data) in inner.entries.iter().filter(|(i, _)| *i > after) {
+        for (index, data) in inner.entries.iter().skip(skip) {
             if !out.is_empty() && bytes + data.len() > max_bytes {
                 break;
             }
@@ -367,12 +369,7 @@ pub fn start(
         MetadataImage::empty(String::new(), -1),
     ));
     let state = Arc::new(QuorumState::new());
-    let voters: Vec<(i32, String, u16)> = config
-        .kraft
-        .voters
-        .iter()
-        .map(|v| (v.id, v.host.clone(), v.port))
-        .collect();
+    let voters = super::forward::voter_endpoints(&config);
     let forwarder = Forwarder::new(config.node_id, &voters, state.clone());
     // No controller thread: a request for it finds its queue closed and answers NOT_CONTROLLER,
     // and everything that changes metadata is forwarded instead.
@@ -405,16 +402,6 @@ async fn run(
     let mut correlation = 0i32;
     let mut next_voter = 0usize;
     let mut connection: Option<(i32, TcpStream)> = None;
-    // Wakes the loop when shutdown turns true while a fetch waits.
-    let (stop_tx, mut stop_rx) = tokio_mpsc::channel::<()>(1);
-    tokio::spawn(async move {
-        while !*shutdown.borrow() {
-            if shutdown.changed().await.is_err() {
-                break;
-            }
-        }
-        let _ = stop_tx.send(()).await;
-    });
     loop {
         let (target, mut stream) = match connection.take() {
             Some(c) => c,
@@ -435,7 +422,7 @@ async fn run(
                     }
                     _ => {
                         state.set(false, -1);
-                        if pause(&mut stop_rx).await {
+                        if pause(&mut shutdown).await {
                             return;
                         }
                         continue;
@@ -465,14 +452,14 @@ async fn run(
         };
         let timeout = Duration::from_millis(METADATA_FETCH_MAX_WAIT_MS as u64 + 5_000);
         let answer = tokio::select! {
-            _ = stop_rx.recv() => return,
+            _ = stopped(&mut shutdown) => return,
             a = tokio::time::timeout(timeout, exchange) => a,
         };
         match answer {
             Ok(Ok((id, response))) if id == correlation => {
                 if let Err(e) = apply(&publisher, &response) {
                     tracing::warn!(voter = target, error = %e, "metadata fetch answer refused");
-                    if pause(&mut stop_rx).await {
+                    if pause(&mut shutdown).await {
                         return;
                     }
                     continue;
@@ -486,7 +473,7 @@ async fn run(
             other => {
                 tracing::debug!(voter = target, answer = ?other.map(|r| r.map(|(id, _)| id)), "metadata fetch failed");
                 state.set(false, -1);
-                if pause(&mut stop_rx).await {
+                if pause(&mut shutdown).await {
                     return;
                 }
             }
@@ -494,10 +481,15 @@ async fn run(
     }
 }
 
+/// Resolves once `shutdown` turns true (or its sender is gone).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
 /// Sleeps before the next try; true when the node is stopping.
-async fn pause(stop: &mut tokio_mpsc::Receiver<()>) -> bool {
+async fn pause(shutdown: &mut watch::Receiver<bool>) -> bool {
     tokio::select! {
-        _ = stop.recv() => true,
+        _ = stopped(shutdown) => true,
         _ = tokio::time::sleep(Duration::from_millis(OBSERVER_RETRY_MS)) => false,
     }
 }
