@@ -868,9 +868,15 @@ impl<D: Durable> ControllerCore<D> {
         }
         let pass = self.in_flight.take().expect("checked");
         if index == pass.last.index && term == pass.last.term {
-            for f in pass.finishes {
-                f(Ok(&self.image));
-            }
+            // Answered once this node has acted on the image too (its cache shows what was
+            // answered, its replica logs exist); the controller thread goes on meanwhile.
+            let image = self.image.clone();
+            let finishes = pass.finishes;
+            self.publisher.after_delivered(move || {
+                for f in finishes {
+                    f(Ok(&image));
+                }
+            });
         } else {
             // Another leader's entry took the place of ours: nothing of the pass was committed
             // (entries of a term are committed in order, so its earlier ones went too).

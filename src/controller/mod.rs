@@ -456,10 +456,13 @@ pub async fn start(
 ) -> Result<(ControllerChannel, Arc<MetadataPublisher>, JoinHandle<()>), DurableError> {
     let durable = DiskState::open(&metadata_dir.join(QUORUM_DIR), check_entry)?;
     // The image's cluster id comes from the log (the first active controller writes it).
-    let publisher = Arc::new(MetadataPublisher::new(
-        cache,
-        MetadataImage::empty(String::new(), config.node_id),
-    ));
+    let publisher = Arc::new(
+        MetadataPublisher::threaded(cache, MetadataImage::empty(String::new(), config.node_id))
+            .map_err(|source| DurableError::Io {
+                path: "metadata publisher thread".into(),
+                source,
+            })?,
+    );
     let (channel, task) = spawn(
         config,
         durable,

@@ -39,6 +39,7 @@ use super::ControllerChannel;
 use crate::config::BrokerConfig;
 use crate::limits::CONTROLLER_QUEUE_REQUESTS_MAX;
 use crate::metadata::{MetadataCache, MetadataImage, MetadataPublisher, MetadataRecord};
+use crate::quorum::durable::DurableError;
 
 /// KafkaIQ's private API key for an observer's fetch of the metadata log.
 pub const METADATA_FETCH_API_KEY: i16 = 32_001;
@@ -363,11 +364,15 @@ pub fn start(
     config: Arc<BrokerConfig>,
     cache: Arc<MetadataCache>,
     shutdown: watch::Receiver<bool>,
-) -> (ControllerChannel, Arc<MetadataPublisher>, JoinHandle<()>) {
-    let publisher = Arc::new(MetadataPublisher::new(
-        cache,
-        MetadataImage::empty(String::new(), -1),
-    ));
+) -> Result<(ControllerChannel, Arc<MetadataPublisher>, JoinHandle<()>), DurableError> {
+    let publisher = Arc::new(
+        MetadataPublisher::threaded(cache, MetadataImage::empty(String::new(), -1)).map_err(
+            |source| DurableError::Io {
+                path: "metadata publisher thread".into(),
+                source,
+            },
+        )?,
+    );
     let state = Arc::new(QuorumState::new());
     let voters = super::forward::voter_endpoints(&config);
     let forwarder = Forwarder::new(config.node_id, &voters, state.clone());
@@ -388,7 +393,7 @@ pub fn start(
         state,
         shutdown,
     ));
-    (channel, publisher, task)
+    Ok((channel, publisher, task))
 }
 
 async fn run(

@@ -502,13 +502,28 @@ pub trait ImageListener: Send + Sync {
 #[derive(Debug)]
 pub struct MetadataCache {
     current: RwLock<Arc<MetadataImage>>,
+    /// The metadata offset of the last image every listener has been given.
+    applied: std::sync::atomic::AtomicU64,
 }
 
 impl MetadataCache {
     pub fn new(image: MetadataImage) -> Self {
         MetadataCache {
+            applied: std::sync::atomic::AtomicU64::new(image.metadata_offset),
             current: RwLock::new(Arc::new(image)),
         }
+    }
+
+    /// How far this node has applied the metadata log: the offset of the last image its
+    /// replica manager and group coordinator have acted on (what a broker's heartbeat reports;
+    /// the image in the cache may be newer).
+    pub fn applied_offset(&self) -> u64 {
+        self.applied.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_applied(&self, offset: u64) {
+        self.applied
+            .store(offset, std::sync::atomic::Ordering::Release);
     }
 
     pub fn image(&self) -> Arc<MetadataImage> {

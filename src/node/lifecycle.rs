@@ -116,9 +116,13 @@ impl BrokerLifecycle {
         let client = Client::new(
             ClientConfig {
                 client_id: format!("kafkaiq-{}-lifecycle", config.node_id),
-                // A heartbeat not answered within an interval is as good as lost: try the next
-                // controller instead of waiting the default 30 s.
-                request_timeout: interval.max(Duration::from_millis(500)),
+                // A request times out, and its connection closes (which the active controller
+                // takes as this broker's death), only once the controller would have fenced
+                // it for silence anyway: a controller busy for a few seconds is waited for. A
+                // controller that is gone is left sooner, when the image names its successor
+                // (see `run`), or at once when its connection fails.
+                request_timeout: Duration::from_millis(config.kraft.broker_session_timeout_ms)
+                    .max(interval),
                 ..ClientConfig::default()
             },
             None,
@@ -203,17 +207,36 @@ impl BrokerLifecycle {
                 return;
             }
             let target = self.target(failed);
-            let outcome = match epoch {
-                None => self.register(target).await.map(|e| {
+            // A request waits for its answer until the image names another active
+            // controller: it then goes there at once, where the old one may never answer.
+            let mut named = self.controller.clone();
+            let named_at_start = *named.borrow_and_update();
+            let elsewhere = named.wait_for(|id| *id >= 0 && *id != named_at_start && *id != target);
+            let exchange = async {
+                match epoch {
+                    None => self.register(target).await.map(Some),
+                    Some(e) => self
+                        .heartbeat(target, e, shutting_down)
+                        .await
+                        .map(|()| None),
+                }
+            };
+            let outcome = tokio::select! {
+                outcome = exchange => outcome,
+                _ = elsewhere => Err(LifecycleError::Retry(
+                    "the image names another active controller".into(),
+                )),
+            };
+            let outcome = outcome.map(|registered| {
+                if let Some(e) = registered {
                     tracing::info!(
                         controller = target,
                         broker_epoch = e,
                         "registered with the controller"
                     );
                     epoch = Some(e);
-                }),
-                Some(e) => self.heartbeat(target, e, shutting_down).await,
-            };
+                }
+            });
             let wait = match outcome {
                 Ok(()) => {
                     failed = None;
@@ -355,16 +378,25 @@ impl BrokerLifecycle {
         want_shut_down: bool,
     ) -> Result<(), LifecycleError> {
         let node_id = self.registration.node_id;
-        let offset = self.cache.image().metadata_offset as i64;
+        // Applied, not merely cached: the controller counts this broker caught up (and lets a
+        // peer in controlled shutdown go) only once it acts on the image.
+        let offset = self.cache.applied_offset() as i64;
         let request = BrokerHeartbeatRequest::default()
             .with_broker_id(BrokerId(node_id))
             .with_broker_epoch(epoch)
             .with_current_metadata_offset(offset)
             .with_want_fence(false)
             .with_want_shut_down(want_shut_down);
+        let mut options = RequestOptions::default();
+        if want_shut_down {
+            // Handing over: a controller silent for an interval is given up on (see `run`).
+            options = options.timeout(Duration::from_millis(
+                self.config.kraft.broker_heartbeat_interval_ms,
+            ));
+        }
         let response = self
             .client
-            .send_with(target, RequestOptions::default(), move |_version| request)
+            .send_with(target, options, move |_version| request)
             .await
             .map_err(|e| LifecycleError::Retry(e.to_string()))?;
         let body = response.body;

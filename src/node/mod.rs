@@ -88,6 +88,8 @@ pub struct Node {
     controlled_shutdown: Option<lifecycle::ControlledShutdown>,
     /// Turns true once every log dir has had an I/O error ([`Node::all_log_dirs_failed`]).
     log_dirs_failed: watch::Receiver<bool>,
+    /// Closed at shutdown, once nothing publishes any more, before the logs are closed.
+    publisher: Arc<crate::metadata::MetadataPublisher>,
 }
 
 /// Installs the log manager's failure hook: the log dirs that failed so far, and a flag raised
@@ -236,7 +238,7 @@ impl Node {
         } else {
             // A broker-only node observes the quorum: it fetches the committed metadata log
             // from the voters' controller listeners.
-            crate::controller::observer::start(config.clone(), cache.clone(), shutdown_rx.clone())
+            crate::controller::observer::start(config.clone(), cache.clone(), shutdown_rx.clone())?
         };
         tasks.push(("controller", controller_task));
 
@@ -349,6 +351,7 @@ impl Node {
             tasks,
             controlled_shutdown,
             log_dirs_failed,
+            publisher,
         })
     }
 
@@ -397,7 +400,10 @@ impl Node {
             }
         }
         let replicas = self.context.replicas.clone();
+        let publisher = self.publisher.clone();
         let closed = tokio::task::spawn_blocking(move || {
+            // What was committed before the controller stopped is applied first.
+            publisher.close();
             if let Err(e) = replicas.checkpoint_high_watermarks() {
                 tracing::error!(error = %e, "high watermark checkpoint at shutdown failed");
             }
