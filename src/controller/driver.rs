@@ -73,6 +73,12 @@ pub(crate) type Outbox = Box<dyn FnMut(Vec<Message>) + Send>;
 /// first campaigns at once, the next only if no leader emerged by then.
 const CAMPAIGN_STAGGER_MS: u64 = 150;
 
+/// A voter still a pre-candidate this long after campaigning campaigns again, at most
+/// [`CAMPAIGN_RETRIES`] times: its pre-vote may have reached a voter that had not yet seen the
+/// leader's connection close and still honoured the lease, which ignores it without answering.
+const CAMPAIGN_RETRY_MS: u64 = 30;
+const CAMPAIGN_RETRIES: u8 = 3;
+
 /// How long a new active controller waits for the broker of a voter whose Raft connection to
 /// it is closed: long enough for a live one to reconnect and heartbeat, short enough that a
 /// broker that died with the old controller loses its leaderships well within a second.
@@ -143,7 +149,7 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// After the leader's connection closed: campaign this many ms from then (this voter's
     /// rank × [`CAMPAIGN_STAGGER_MS`]) unless a leader other than the lost one is known.
     campaign_after: Option<(u64, u64)>,
-    campaign_due_ms: Option<(u64, u64)>,
+    campaign_due_ms: Option<(u64, u64, u8)>,
     /// Whether this voter is active, and who leads, for the node's channels.
     state: Arc<super::forward::QuorumState>,
     applied_index: u64,
@@ -318,6 +324,25 @@ impl<D: Durable> ControllerCore<D> {
     }
 
     /// One tick of the quorum clock, at `now_ms`.
+    /// When [`Self::advance`] next has something to do without an event: a campaign, or a
+    /// broker session's deadline (between ticks, so a dead broker is fenced at its deadline).
+    pub(crate) fn next_due_ms(&self) -> Option<u64> {
+        let sessions = self
+            .is_active()
+            .then(|| {
+                self.sessions
+                    .values()
+                    .filter(|s| s.broker_epoch.is_some())
+                    .map(|s| s.deadline_ms)
+                    .min()
+            })
+            .flatten();
+        [self.campaign_due_ms.map(|c| c.0), sessions]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
     pub(crate) fn tick(&mut self, now_ms: u64) {
         self.last_now_ms = self.last_now_ms.max(now_ms);
         self.engine.tick();
@@ -574,17 +599,26 @@ impl<D: Durable> ControllerCore<D> {
         self.last_now_ms = self.last_now_ms.max(now_ms);
         let mut messages = Vec::new();
         if let Some((delay, lost)) = self.campaign_after.take() {
-            self.campaign_due_ms = Some((now_ms + delay, lost));
+            self.campaign_due_ms = Some((now_ms + delay, lost, 0));
         }
-        if let Some((due, lost)) = self.campaign_due_ms {
+        if let Some((due, lost, attempts)) = self.campaign_due_ms {
             let leader = self.engine.leader_id();
             if self.engine.is_leader() || (leader != 0 && leader != lost) {
                 self.campaign_due_ms = None;
-            } else if now_ms >= due {
+            } else if attempts > 0 && !self.engine.is_pre_candidate() {
+                // Past the pre-vote (a real election, which must not be restarted), or back
+                // to following.
                 self.campaign_due_ms = None;
+            } else if now_ms >= due {
                 self.engine.campaign();
+                self.campaign_due_ms = (attempts < CAMPAIGN_RETRIES).then_some((
+                    now_ms + CAMPAIGN_RETRY_MS,
+                    lost,
+                    attempts + 1,
+                ));
             }
         }
+        self.expire_sessions(now_ms);
         loop {
             if std::mem::take(&mut self.became_active_pending) {
                 self.became_active(now_ms);
@@ -949,9 +983,15 @@ pub(crate) fn run<D: Durable>(
             return stop(core, &events);
         }
     }
-    let _ = replayed.send(());
+    // The replayed image is in the cache (and acted on) before anyone is told it is ready.
+    core.publisher.after_delivered(move || {
+        let _ = replayed.send(());
+    });
     loop {
-        let wait = next_tick.saturating_duration_since(Instant::now());
+        let mut wait = next_tick.saturating_duration_since(Instant::now());
+        if let Some(due) = core.next_due_ms() {
+            wait = wait.min(Duration::from_millis(due.saturating_sub(now_ms())));
+        }
         let first = match events.recv_timeout(wait) {
             Ok(event) => Some(event),
             Err(RecvTimeoutError::Timeout) => None,

@@ -266,6 +266,11 @@ impl<D: Durable> QuorumEngine<D> {
         self.node.raft.state == StateRole::Leader
     }
 
+    /// Campaigning, but not yet past the pre-vote (no term was spent).
+    pub fn is_pre_candidate(&self) -> bool {
+        self.node.raft.state == StateRole::PreCandidate
+    }
+
     pub fn leader_id(&self) -> u64 {
         self.node.raft.leader_id
     }

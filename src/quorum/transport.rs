@@ -6,6 +6,8 @@
 //! queue full is dropped (Raft resends what matters) and the peer is reported unreachable, so
 //! the library stops pipelining to it. A connection that fails is reopened after a backoff
 //! (50 ms doubling to 1 s); the messages it was carrying are lost, and the library is told. A
+//! connection the peer closes (its process ended) is dropped at once and reopened for the next
+//! message, so the first message to a restarted peer is not lost in the old connection. A
 //! snapshot's fate is always reported — delivered once written, failed if its connection
 //! failed — because until it is, the leader sends that peer nothing more.
 //!
@@ -18,7 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use raft::eraftpb::{Message, MessageType};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -95,14 +98,37 @@ async fn peer_task(
     report: Arc<dyn Fn(TransportEvent) + Send + Sync>,
 ) {
     let mut backoff_ms = 50u64;
-    let mut connection: Option<TcpStream> = None;
-    while let Some(message) = queue.recv().await {
+    let mut connection: Option<(OwnedReadHalf, OwnedWriteHalf)> = None;
+    loop {
+        let next = match connection.as_mut() {
+            // The peer never writes on this connection, so anything readable is its end: a
+            // restarted peer's old connection is dropped when the old process goes, not found
+            // dead by the first message written into it (which the kernel accepts and loses).
+            Some((reader, _)) => {
+                let mut byte = [0u8; 1];
+                tokio::select! {
+                    message = queue.recv() => Next::Message(message),
+                    _ = reader.read(&mut byte) => Next::Closed,
+                }
+            }
+            None => Next::Message(queue.recv().await),
+        };
+        let message = match next {
+            Next::Message(Some(message)) => message,
+            Next::Message(None) => return,
+            Next::Closed => {
+                tracing::debug!(peer, %address, "raft connection closed by the peer");
+                connection = None;
+                report(TransportEvent::Unreachable(peer));
+                continue;
+            }
+        };
         let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
         if connection.is_none() {
             match TcpStream::connect(&address).await {
                 Ok(stream) => {
                     let _ = stream.set_nodelay(true);
-                    connection = Some(stream);
+                    connection = Some(stream.into_split());
                     backoff_ms = 50;
                 }
                 Err(e) => {
@@ -120,7 +146,7 @@ async fn peer_task(
         }
         let id = correlation.fetch_add(1, Ordering::Relaxed);
         let frame = wire::encode_request(id, &client_id, &message);
-        let stream = connection.as_mut().expect("connected above");
+        let (_, stream) = connection.as_mut().expect("connected above");
         match stream.write_all(&frame).await {
             Ok(()) => {
                 if snapshot {
@@ -139,6 +165,12 @@ async fn peer_task(
     }
 }
 
+/// What a peer task wakes up to.
+enum Next {
+    Message(Option<Message>),
+    Closed,
+}
+
 fn fail(report: &Arc<dyn Fn(TransportEvent) + Send + Sync>, peer: u64, snapshot: bool) {
     report(TransportEvent::Unreachable(peer));
     if snapshot {
@@ -146,5 +178,66 @@ fn fail(report: &Arc<dyn Fn(TransportEvent) + Send + Sync>, peer: u64, snapshot:
             peer,
             delivered: false,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    fn message(commit: u64) -> Message {
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgHeartbeat);
+        m.from = 1;
+        m.to = 2;
+        m.commit = commit;
+        m
+    }
+
+    async fn read_message(stream: &mut TcpStream) -> Message {
+        let len = stream.read_i32().await.expect("frame size") as usize;
+        let mut frame = vec![0u8; len];
+        stream.read_exact(&mut frame).await.expect("frame");
+        wire::decode_request(&frame).expect("a raft frame").1
+    }
+
+    /// A restarted peer: its old connection closes with the old process. The first message
+    /// after that reaches the new process, on a new connection.
+    #[tokio::test]
+    async fn a_connection_the_peer_closes_is_dropped_before_the_next_message() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let transport = Transport::start(
+            1,
+            BTreeMap::from([(2, address)]),
+            Arc::new(move |e| {
+                let _ = events_tx.send(e);
+            }),
+        );
+        let deadline = Duration::from_secs(10);
+        transport.send(vec![message(1)]);
+        let (mut old, _) = tokio::time::timeout(deadline, listener.accept())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(read_message(&mut old).await.commit, 1);
+        drop(old);
+        let event = tokio::time::timeout(deadline, events.recv()).await.unwrap();
+        assert_eq!(event, Some(TransportEvent::Unreachable(2)));
+        transport.send(vec![message(2)]);
+        let (mut new, _) = tokio::time::timeout(deadline, listener.accept())
+            .await
+            .expect("the next message comes on a new connection")
+            .unwrap();
+        let received = tokio::time::timeout(deadline, read_message(&mut new))
+            .await
+            .unwrap();
+        assert_eq!(
+            received.commit, 2,
+            "the first message after the close is not lost"
+        );
     }
 }
