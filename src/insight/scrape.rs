@@ -402,6 +402,7 @@ mod tests {
             remote_replicas: BTreeMap::new(),
             follower_lag: None,
             high_watermark_sent: Default::default(),
+            high_watermark_moved_at: None,
         }
     }
 
