@@ -692,6 +692,8 @@ def report(sessions, plan, args, binaries: dict, brokers: list[str], rdk_note: s
         if rss:
             sess += ", peak RSS " + " / ".join(f"{v / 1024:.0f}" if v else "?" for v in rss) \
                 + " MiB"
+        if s.get("port_in_use_restart"):
+            sess += "; started a second time on new ports (a port of the first was in use)"
         if s.get("error"):
             sess += f"; {s['error']}"
         for p in s.get("stop_problems", []):
@@ -807,16 +809,28 @@ def main(args, libs: Path, binary: Path, brokers: list[str]) -> int:
         for round_no in range(1, args.rounds + 1):
             log(f"==> round {round_no}/{args.rounds}")
             for key in brokers:
-                sdir = workdir / f"round{round_no}-{key}"
-                sdir.mkdir()
-                cluster = Cluster(key, sdir, args.cluster, ports, libs, binaries.get(key))
-                try:
-                    s = run_session(cluster, plan, args, round_no, rdk)
-                finally:
-                    problems = cluster.stop()
-                    for node in cluster.nodes:
-                        shutil.rmtree(node.workdir / "data", ignore_errors=True)
-                s["stop_problems"] = problems
+                # Fixed ports (--port-base) may lie in the kernel's ephemeral range, where a
+                # client connection can hold one: a cluster that could not bind starts again
+                # once on the next ports, and the report says so.
+                for attempt in (1, 2):
+                    sdir = workdir / f"round{round_no}-{key}" / f"attempt{attempt}"
+                    sdir.mkdir(parents=True)
+                    cluster = Cluster(key, sdir, args.cluster, ports, libs, binaries.get(key))
+                    try:
+                        s = run_session(cluster, plan, args, round_no, rdk)
+                    finally:
+                        problems = cluster.stop()
+                        for node in cluster.nodes:
+                            shutil.rmtree(node.workdir / "data", ignore_errors=True)
+                    s["stop_problems"] = problems
+                    in_use = any("Address already in use" in n.log.read_text(errors="replace")
+                                 for n in cluster.nodes if n.log.exists())
+                    if attempt == 1 and s.get("error") and in_use:
+                        log(f"  {cluster.label}: a port was in use; starting again on new ports")
+                        time.sleep(2)
+                        continue
+                    s["port_in_use_restart"] = attempt == 2
+                    break
                 sessions.append(s)
                 time.sleep(2)
     finally:
