@@ -12,7 +12,7 @@ use crate::controller::ControllerChannel;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::service::GroupService;
 use crate::metadata::{MetadataCache, MetadataImage};
-use crate::metrics::{BrokerTopicStats, FetchServedStats, RequestStats};
+use crate::metrics::{BrokerTopicStats, FetchServedStats, RequestStats, RuntimeStats};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 
@@ -33,6 +33,8 @@ pub struct Context {
     pub fetch_served: FetchServedStats,
     /// Requests handled and their time per API (`server::dispatch` counts them).
     pub request_stats: RequestStats,
+    /// The async runtime's wake-up lateness (`node::runtime_probe` observes it).
+    pub runtime_stats: RuntimeStats,
 }
 
 impl std::fmt::Debug for Context {

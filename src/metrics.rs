@@ -133,11 +133,12 @@ pub struct RequestLabels {
 }
 
 /// The stages of a Produce request, in the order it passes them (`RequestStats::produce_stage`).
-pub const PRODUCE_STAGES: [&str; 7] = [
+pub const PRODUCE_STAGES: [&str; 8] = [
     "queue",
     "decode",
     "append",
     "acks_wait",
+    "acks_wake",
     "encode",
     "write",
     "total",
@@ -166,7 +167,9 @@ pub struct RequestStats {
     /// `RemoteTimeMs`, `ResponseSendTimeMs`, finer): `queue` from the frame fully read to its
     /// handling starting (behind earlier requests of the connection), `decode`, `append` (the
     /// leader's appends of every partition), `acks_wait` (acks=all: parked until the high
-    /// watermark covers the records), `encode`, `write` (the response written to the socket),
+    /// watermark covers the records), `acks_wake` (the part of `acks_wait` from the high
+    /// watermark move that completed it to the handler running again: the purgatory's wake-up
+    /// and a worker thread to run it), `encode`, `write` (the response written to the socket),
     /// `total` from the frame read to the response written.
     pub produce_stage_ms: Family<StageLabels, Histogram, fn() -> Histogram>,
 }
@@ -194,6 +197,31 @@ impl RequestStats {
         self.produce_stage_ms
             .get_or_create(&StageLabels { stage })
             .observe(elapsed.as_secs_f64() * 1000.0);
+    }
+}
+
+/// How late the async runtime runs a task that asked to wake at a given instant: the probe
+/// (every `limits::RUNTIME_PROBE_INTERVAL_MS`, `node::runtime_probe`) records now − deadline each time
+/// it wakes. A worker thread held by synchronous work (an fsync, a file created, a long loop)
+/// or waiting for a CPU shows up here, where the per-request stages cannot see it: they start
+/// only once a task has read the frame. Includes up to 1 ms of the timer's granularity.
+#[derive(Debug, Clone)]
+pub struct RuntimeStats {
+    pub wake_lateness_ms: Histogram,
+}
+
+impl Default for RuntimeStats {
+    fn default() -> Self {
+        RuntimeStats {
+            wake_lateness_ms: stage_ms_buckets(),
+        }
+    }
+}
+
+impl RuntimeStats {
+    pub fn woke_late(&self, lateness: std::time::Duration) {
+        self.wake_lateness_ms
+            .observe(lateness.as_secs_f64() * 1000.0);
     }
 }
 

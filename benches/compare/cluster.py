@@ -91,6 +91,16 @@ def full_plan():
     ]
 
 
+def latency_plan():
+    """The latency runs of the full plan only (--latency-only), after a short warm-up."""
+    P = c.ProduceRun
+    return [
+        P("warmup", "cl-warmup", 50_000, 100, "1", -1, measured=False),
+        E2eRun("e2e-latency", "cl-e2e", 10_000, 100, "all"),
+        P("fixed-rate-10k", "cl-fixed-rate", 200_000, 100, "all", 10_000),
+    ]
+
+
 def smoke_plan():
     P, C = c.ProduceRun, c.ConsumeRun
     return [
@@ -168,6 +178,7 @@ class Node(c.Broker):
         self.n = n
         self._cmd, self._env = cmd, env
         self.clean_exits = c.ApacheKafka.clean_exits if key == "kafka" else (0,)
+        self.http_port = None
 
     def launch(self):
         with open(self.log, "wb") as log:
@@ -207,12 +218,14 @@ class Cluster:
             else:
                 # KafkaIQ's own HTTP listener (metrics, status page) defaults to one fixed port;
                 # three nodes on one host need one each. Kafka has no such listener.
-                text += f"http.listener=127.0.0.1:{ports.take()}\n"
+                http_port = ports.take()
+                text += f"http.listener=127.0.0.1:{http_port}\n"
                 cfg.write_text(text)
                 cmd = [str(binary), "--config", str(cfg)]
                 env = dict(os.environ)
                 env.setdefault("RUST_LOG", "warn")
             self.nodes.append(Node(ndir, key, n, pairs[n - 1][0], cmd, env, text))
+            self.nodes[-1].http_port = http_port if key != "kafka" else None
 
     def start(self) -> dict:
         t0 = time.monotonic()
@@ -367,6 +380,73 @@ def e2e(libs: Path, bootstrap: str, run: E2eRun, log: Path, timeout_s: float):
 
 
 # --------------------------------------------------------------------------------------------
+# KafkaIQ's own histograms, scraped from each node's /metrics around a tool run
+
+SCRAPED = ("kafkaiq_produce_stage_time_ms", "kafkaiq_runtime_wake_lateness_ms")
+BUCKET = re.compile(r'^(\w+)_bucket\{([^}]*)\} (\d+)')
+
+
+def scrape(port: int | None) -> dict | None:
+    """{series: {le: cumulative count}} of the SCRAPED histograms; series is the family plus
+    its labels other than le, e.g. kafkaiq_produce_stage_time_ms{stage="total"}."""
+    if port is None:
+        return None
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    out: dict = {}
+    for line in text.splitlines():
+        m = BUCKET.match(line)
+        if not m or m.group(1) not in SCRAPED:
+            continue
+        labels = [l for l in m.group(2).split(",") if l and not l.startswith("le=")]
+        le = next(l for l in m.group(2).split(",") if l.startswith("le="))[4:-1]
+        series = m.group(1) + ("{" + ",".join(labels) + "}" if labels else "")
+        out.setdefault(series, {})[le] = int(m.group(3))
+    return out
+
+
+def histogram_delta(before: dict | None, after: dict | None) -> dict:
+    if not after:
+        return {}
+    before = before or {}
+    return {series: {le: n - before.get(series, {}).get(le, 0) for le, n in buckets.items()}
+            for series, buckets in after.items()}
+
+
+def quantile_bound(buckets: dict, q: float) -> float | None:
+    """The upper bound of the bucket holding quantile q (cumulative counts by le)."""
+    pairs = sorted(((float("inf") if le == "+Inf" else float(le), n) for le, n in
+                    buckets.items()), key=lambda p: p[0])
+    total = pairs[-1][1] if pairs else 0
+    if not total:
+        return None
+    for bound, n in pairs:
+        if n >= q * total:
+            return bound
+    return None
+
+
+def histogram_summary(delta: dict) -> dict:
+    """{series: {count, p50, p99, p999, max}} as upper bucket bounds in ms."""
+    out = {}
+    for series, buckets in delta.items():
+        pairs = sorted(((float("inf") if le == "+Inf" else float(le), n) for le, n in
+                        buckets.items()), key=lambda p: p[0])
+        total = pairs[-1][1] if pairs else 0
+        if not total:
+            continue
+        top = next(b for b, n in pairs if n == total)
+        out[series] = {"count": total, "p50": quantile_bound(buckets, 0.5),
+                       "p99": quantile_bound(buckets, 0.99),
+                       "p999": quantile_bound(buckets, 0.999), "max": top}
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # A session
 
 
@@ -391,6 +471,7 @@ def run_session(cluster: Cluster, plan, args, round_no: int, rdk: Path | None) -
             session["runs"][run.name] = {"error": f"broker exited before this run: {dead}"}
             continue
         tool_log = cluster.workdir / f"{run.name}.log"
+        hist0 = [scrape(n.http_port) for n in cluster.nodes]
         cpu0, busy0, kids0, t0 = cluster.cpu_s(), c.system_busy_s(), c.children_cpu_s(), \
             time.monotonic()
         if isinstance(run, RdkProduceRun):
@@ -406,6 +487,11 @@ def run_session(cluster: Cluster, plan, args, round_no: int, rdk: Path | None) -
                                idle_timeout_ms=args.consumer_idle_timeout_ms)
         cpu1, busy1, kids1, t1 = cluster.cpu_s(), c.system_busy_s(), c.children_cpu_s(), \
             time.monotonic()
+        hist1 = [scrape(n.http_port) for n in cluster.nodes]
+        summaries = [histogram_summary(histogram_delta(a, b)) for a, b in zip(hist0, hist1)]
+        if any(summaries):
+            result["histograms_per_node"] = summaries
+        result["loadavg_1m"] = os.getloadavg()[0]
         wall = t1 - t0
         result["wall_s"] = wall
         if cpu0 is not None and cpu1 is not None:
@@ -439,6 +525,8 @@ def describe(run, r: dict) -> str:
                 f"join {r['rebalance_ms']:.0f} ms")
     if "broker_cpu_s" in r:
         text += f"; broker CPU {r['broker_cpu_s']:.2f} s ({r['broker_cpu_s_per_mib']:.3f} s/MiB)"
+    if "loadavg_1m" in r:
+        text += f"; load {r['loadavg_1m']:.1f}"
     return text
 
 
@@ -511,7 +599,8 @@ def rows_for(plan) -> list[Row]:
     return rows
 
 
-def report(sessions, plan, args, binary: Path, brokers: list[str], rdk_note: str) -> str:
+def report(sessions, plan, args, binaries: dict, brokers: list[str], rdk_note: str) -> str:
+    binary = binaries.get("kafkaiq") or Path("-")
     by = {k: [s for s in sessions if s["broker"] == k] for k in brokers}
     out = []
     mode = ("smoke run (tiny record counts, 1 round: the figures mean nothing)" if args.smoke
@@ -525,6 +614,13 @@ def report(sessions, plan, args, binary: Path, brokers: list[str], rdk_note: str
                "replication factor 3, min.insync.replicas=2, created before the plan and waited "
                "on until no partition is under-replicated. Cells are medians over the rounds "
                "(all rounds listed below); ratios are KafkaIQ / Kafka from the same run.\n")
+    if "kafkaiq-before" in brokers:
+        out.append("`--compare-bin`: every round also runs a three-node cluster of the earlier "
+                   "binary, 'KafkaIQ (before)', first; the order in a round is "
+                   + ", ".join(c.LABELS[k] for k in brokers) + ".\n")
+    if args.latency_only:
+        out.append("`--latency-only`: the plan is a short warm-up, EndToEndLatency and the "
+                   "fixed-rate run of the full plan.\n")
     if args.note:
         out.append(f"**Conditions:** {args.note}\n")
     other = [r["other_cores"] for s in sessions for r in s["runs"].values() if "other_cores" in r]
@@ -535,12 +631,18 @@ def report(sessions, plan, args, binary: Path, brokers: list[str], rdk_note: str
     out.append("## Machine\n\n| | |\n|---|---|")
     for k, v in c.machine_description(args, binary):
         out.append(f"| {k} | {v.replace('|', '/')} |")
+    if binaries.get("kafkaiq-before"):
+        out.append(f"| KafkaIQ (before) binary | {binaries['kafkaiq-before']} |")
     out.append(f"| Load generator | {rdk_note} |")
     out.append("")
     out.append("## Results and targets (medians)\n")
     header = "| Metric | Unit |" + "".join(f" {c.LABELS[k]} |" for k in brokers)
     sep = "|---|---|" + "---:|" * len(brokers)
-    both = len(brokers) == 2
+    both = "kafka" in brokers and "kafkaiq" in brokers
+    before = both and "kafkaiq-before" in brokers
+    if before:
+        header += " before / Kafka |"
+        sep += "---:|"
     if both:
         header += " KafkaIQ / Kafka | Target | Met |"
         sep += "---:|---:|:---:|"
@@ -553,6 +655,10 @@ def report(sessions, plan, args, binary: Path, brokers: list[str], rdk_note: str
             med[k] = statistics.median(vals) if vals else None
             line += (f" {row.fmt.format(med[k])} ({len(vals)}/{len(by[k])}) |"
                      if vals else " failed |")
+        if before:
+            a, b = med.get("kafka"), med.get("kafkaiq-before")
+            ratio = b / a if a and b is not None else None
+            line += f" {c.format_ratio(ratio)}× |" if ratio is not None else " — |"
         if both:
             a, b = med.get("kafka"), med.get("kafkaiq")
             ratio = b / a if a and b is not None else None
@@ -565,7 +671,7 @@ def report(sessions, plan, args, binary: Path, brokers: list[str], rdk_note: str
                     else "**no**")
                 line += f" {'≥' if row.higher else '≤'} {row.target}× | {met} |"
         out.append(line)
-    if both:
+    if both and not args.latency_only:
         out.append("| Failover time, 1,000 leaders moving | s | | | | ≤ 0.2× | not measured "
                    "here: the scale benchmark of issue 15 (item 4) |")
     out.append("")
@@ -586,6 +692,8 @@ def report(sessions, plan, args, binary: Path, brokers: list[str], rdk_note: str
         if rss:
             sess += ", peak RSS " + " / ".join(f"{v / 1024:.0f}" if v else "?" for v in rss) \
                 + " MiB"
+        if s.get("port_in_use_restart"):
+            sess += "; started a second time on new ports (a port of the first was in use)"
         if s.get("error"):
             sess += f"; {s['error']}"
         for p in s.get("stop_problems", []):
@@ -604,6 +712,36 @@ def report(sessions, plan, args, binary: Path, brokers: list[str], rdk_note: str
                        f"{describe(run, r).replace('|', '/')[:300]} | {cpu} | "
                        f"{num('tool_cpu_s')} | {num('other_cores')} | {num('wall_s', '{:.1f}')} |")
     out.append("")
+    hist = [(s, name, r) for s in sessions for name, r in s["runs"].items()
+            if r.get("histograms_per_node")]
+    if hist:
+        out.append("## KafkaIQ's own histograms during each run\n")
+        out.append("Scraped from every node's `/metrics` before and after the tool run; the "
+                   "difference, as upper bucket bounds in ms (buckets from 0.01 ms, doubling). "
+                   "`produce total` is the Produce requests' `kafkaiq_produce_stage_time_ms` "
+                   "from frame read to response written, `acks_wait` the part parked until the "
+                   "high watermark covered the records (the followers' round trips), `queue` the "
+                   "wait behind earlier requests of the connection; `wake lateness` is "
+                   "`kafkaiq_runtime_wake_lateness_ms` (absent from binaries without it). A node "
+                   "that served no Produce has no produce cells.\n")
+        out.append("| Round | Broker | Run | Node | Series | Count | p50 ≤ | p99 ≤ | p99.9 ≤ | "
+                   "max ≤ |")
+        out.append("|---:|---|---|---:|---|---:|---:|---:|---:|---:|")
+        for s, name, r in hist:
+            for n, summ in enumerate(r["histograms_per_node"], 1):
+                for series in sorted(summ):
+                    short = (series.replace("kafkaiq_produce_stage_time_ms", "produce")
+                             .replace("kafkaiq_runtime_wake_lateness_ms", "wake lateness")
+                             .replace('{stage="', " ").replace('"}', ""))
+                    if not (short.startswith("wake") or short.split()[-1] in
+                            ("total", "acks_wait", "queue", "append", "write")):
+                        continue
+                    h = summ[series]
+                    fmt = lambda v: "∞" if v == float("inf") else f"{v:g}"
+                    out.append(f"| {s['round']} | {c.LABELS[s['broker']]} | {name} | {n} | "
+                               f"{short} | {h['count']} | {fmt(h['p50'])} | {fmt(h['p99'])} | "
+                               f"{fmt(h['p999'])} | {fmt(h['max'])} |")
+        out.append("")
     out.append("## Plan\n")
     for run in plan:
         if isinstance(run, RdkProduceRun):
@@ -630,7 +768,7 @@ def report(sessions, plan, args, binary: Path, brokers: list[str], rdk_note: str
                f"`java {c.TOOL_HEAP}`; Apache Kafka nodes with `{c.KAFKA_HEAP}`.\n")
     out.append("## Broker configs (node 1; nodes 2 and 3 differ in node.id, ports, rack, "
                "log.dirs)\n")
-    for k in brokers:
+    for k in [b for b in brokers if b != "kafkaiq-before"]:
         cfg = next((s.get("config") for s in by[k] if s.get("config")), None)
         if k == "kafka":
             out.append("Apache Kafka 4.1.1 (`kafka-storage format -t <one id> -c` per node, then "
@@ -658,8 +796,10 @@ def build_rdk() -> tuple[Path | None, str]:
 
 
 def main(args, libs: Path, binary: Path, brokers: list[str]) -> int:
-    plan = smoke_plan() if args.smoke else full_plan()
+    plan = smoke_plan() if args.smoke else latency_plan() if args.latency_only else full_plan()
     rdk, rdk_note = build_rdk()
+    binaries = {"kafkaiq": binary, "kafkaiq-before": Path(args.compare_bin).resolve()
+                if args.compare_bin else None}
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="kafkaiq-cluster-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     log(f"==> cluster mode, {args.cluster} nodes, work dir {workdir}")
@@ -669,20 +809,32 @@ def main(args, libs: Path, binary: Path, brokers: list[str]) -> int:
         for round_no in range(1, args.rounds + 1):
             log(f"==> round {round_no}/{args.rounds}")
             for key in brokers:
-                sdir = workdir / f"round{round_no}-{key}"
-                sdir.mkdir()
-                cluster = Cluster(key, sdir, args.cluster, ports, libs, binary)
-                try:
-                    s = run_session(cluster, plan, args, round_no, rdk)
-                finally:
-                    problems = cluster.stop()
-                    for node in cluster.nodes:
-                        shutil.rmtree(node.workdir / "data", ignore_errors=True)
-                s["stop_problems"] = problems
+                # Fixed ports (--port-base) may lie in the kernel's ephemeral range, where a
+                # client connection can hold one: a cluster that could not bind starts again
+                # once on the next ports, and the report says so.
+                for attempt in (1, 2):
+                    sdir = workdir / f"round{round_no}-{key}" / f"attempt{attempt}"
+                    sdir.mkdir(parents=True)
+                    cluster = Cluster(key, sdir, args.cluster, ports, libs, binaries.get(key))
+                    try:
+                        s = run_session(cluster, plan, args, round_no, rdk)
+                    finally:
+                        problems = cluster.stop()
+                        for node in cluster.nodes:
+                            shutil.rmtree(node.workdir / "data", ignore_errors=True)
+                    s["stop_problems"] = problems
+                    in_use = any("Address already in use" in n.log.read_text(errors="replace")
+                                 for n in cluster.nodes if n.log.exists())
+                    if attempt == 1 and s.get("error") and in_use:
+                        log(f"  {cluster.label}: a port was in use; starting again on new ports")
+                        time.sleep(2)
+                        continue
+                    s["port_in_use_restart"] = attempt == 2
+                    break
                 sessions.append(s)
                 time.sleep(2)
     finally:
-        text = report(sessions, plan, args, binary, brokers, rdk_note)
+        text = report(sessions, plan, args, binaries, brokers, rdk_note)
         if args.out:
             out = Path(args.out)
         elif args.smoke:

@@ -853,7 +853,7 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
     return "\n".join(out)
 
 
-LABELS = {"kafka": "Apache Kafka", "kafkaiq": "KafkaIQ"}
+LABELS = {"kafka": "Apache Kafka", "kafkaiq": "KafkaIQ", "kafkaiq-before": "KafkaIQ (before)"}
 
 
 def format_ratio(ratio: float) -> str:
@@ -924,6 +924,12 @@ def main() -> int:
     p.add_argument("--cluster", type=int, default=None, metavar="N",
                    help="N-node clusters of each broker instead of one node (N=3: "
                         "benches/compare/cluster.py); with --smoke, a tiny cluster plan")
+    p.add_argument("--compare-bin", metavar="PATH",
+                   help="cluster mode: also run this (earlier) kafkaiq binary as a third broker, "
+                        "'KafkaIQ (before)', in every round, before the current one")
+    p.add_argument("--latency-only", action="store_true",
+                   help="cluster mode: only a small warm-up, EndToEndLatency and the fixed-rate "
+                        "run")
     p.add_argument("--port-base", type=int, default=None,
                    help="cluster mode: consecutive loopback ports from here (default: free "
                         "ephemeral ports)")
@@ -933,6 +939,12 @@ def main() -> int:
     args.consumer_idle_timeout_ms = args.consumer_idle_timeout_ms or (
         10_000 if args.smoke else 30_000)
     brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    if args.compare_bin:
+        if args.cluster is None:
+            p.error("--compare-bin needs --cluster")
+        brokers = ["kafkaiq-before"] + brokers
+    if (args.latency_only) and args.cluster is None:
+        p.error("--latency-only needs --cluster")
     if not brokers or any(b not in LABELS for b in brokers):
         p.error("--brokers takes kafka, kafkaiq or both")
     if not args.smoke and args.rounds < 3 and len(brokers) == 2:

@@ -164,7 +164,8 @@ fn lookup(
 
 /// Reads every planned partition, `max_bytes` in all. The first read of a request also records
 /// a follower's fetch position with the leader (`first_read`); the read that answers a parked
-/// fetch does not, as in Kafka, where only the initial read updates follower state.
+/// fetch does not, as in Kafka, where only the initial read updates follower state. Returns the
+/// reads, their record bytes, and whether a follower's position moved a high watermark.
 fn read_all(
     ctx: &Arc<Context>,
     plan: &SessionPlan,
@@ -172,10 +173,11 @@ fn read_all(
     client_rack: Option<&str>,
     max_bytes: usize,
     first_read: bool,
-) -> (Vec<PartitionRead>, usize) {
+) -> (Vec<PartitionRead>, usize, bool) {
     let image = ctx.image();
     let mut remaining = max_bytes;
     let mut total = 0usize;
+    let mut high_watermark_moved = false;
     let mut reads = Vec::with_capacity(plan.partitions.len());
     for (i, spec) in plan.partitions.iter().enumerate() {
         let mut diverging = None;
@@ -200,17 +202,20 @@ fn read_all(
             if let Some(end) = read.diverging_epoch {
                 diverging = Some((end.epoch, end.end_offset));
             } else if first_read && params.is_from_follower() {
-                ctx.replicas.update_follower_fetch_state(
-                    &p,
-                    params.replica_id,
-                    &FollowerFetch {
-                        fetch_offset: spec.fetch_offset,
-                        log_start_offset: spec.log_start_offset,
-                        fetch_time_ms: ctx.replicas.now_ms(),
-                        leader_log_end_offset: read.offsets.log_end_offset,
-                        broker_epoch: params.replica_epoch,
-                    },
-                )?;
+                high_watermark_moved |= ctx
+                    .replicas
+                    .update_follower_fetch_state(
+                        &p,
+                        params.replica_id,
+                        &FollowerFetch {
+                            fetch_offset: spec.fetch_offset,
+                            log_start_offset: spec.log_start_offset,
+                            fetch_time_ms: ctx.replicas.now_ms(),
+                            leader_log_end_offset: read.offsets.log_end_offset,
+                            broker_epoch: params.replica_epoch,
+                        },
+                    )?
+                    .high_watermark_moved;
             }
             Ok((read.records, read.offsets))
         });
@@ -226,7 +231,7 @@ fn read_all(
             as_leader,
         });
     }
-    (reads, total)
+    (reads, total, high_watermark_moved)
 }
 
 /// A partition of a parked fetch: where its fetch offset is in the log, taken when it parked.
@@ -351,7 +356,16 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
 
     // Client metadata (KIP-392) comes with every v11+ fetch; its rack may be empty.
     let client_rack = (version >= 11).then(|| request.rack_id.as_str());
-    let (mut reads, total) = read_all(ctx, &plan, &base, client_rack, max_bytes, true);
+    let (mut reads, total, high_watermark_moved) =
+        read_all(ctx, &plan, &base, client_rack, max_bytes, true);
+    if high_watermark_moved {
+        // This follower's fetch completed parked acks=all produces and consumer fetches; the
+        // runtime put the first one woken in this worker's next-task slot, which no other
+        // worker may steal. Let it run (and write its answer) before this fetch is answered:
+        // writing to the follower's socket wakes the follower, and on a busy machine this
+        // thread may then wait for a CPU with the producer's answer still queued behind it.
+        tokio::task::yield_now().await;
+    }
     // Answered at once (Kafka's `fetchMessages`): an error, a diverging epoch, or a preferred
     // read replica to send the consumer to (KAFKA-13767: no long poll before the redirect).
     let answer_now = reads

@@ -189,6 +189,17 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
             .is_some();
         ctx.request_stats
             .produce_stage("acks_wait", waiting_since.elapsed());
+        if all_done {
+            // The move that completed the wait is the latest one of the watched partitions
+            // (a later one can only make this shorter); only a wait that parked is counted.
+            let moved_at = partitions
+                .iter()
+                .filter_map(|p| p.high_watermark_moved_at())
+                .max();
+            if let Some(at) = moved_at.filter(|at| *at > waiting_since) {
+                ctx.request_stats.produce_stage("acks_wake", at.elapsed());
+            }
+        }
         for (_, _, outcomes) in topics.iter_mut() {
             for o in outcomes.iter_mut() {
                 if let Some((p, offset, epoch)) = o.wait_for.take() {

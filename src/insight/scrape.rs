@@ -314,7 +314,9 @@ pub fn scrape(ctx: &Context) -> String {
 
     // kafka.network:type=RequestMetrics
     r.register("kafka_network_requestmetrics_totaltimems", "Requests handled by API and their time in ms from decoded request to encoded response (_count is the request count)", ctx.request_stats.total_time_ms.clone());
-    r.register("kafkaiq_produce_stage_time_ms", "Produce requests' time in ms per stage: queue (frame read to handling), decode, append, acks_wait (acks=all until the high watermark covers the records), encode, write (response to the socket), total (frame read to response written)", ctx.request_stats.produce_stage_ms.clone());
+    r.register("kafkaiq_produce_stage_time_ms", "Produce requests' time in ms per stage: queue (frame read to handling), decode, append, acks_wait (acks=all until the high watermark covers the records), acks_wake (from the high watermark move that completed acks_wait to the handler running again), encode, write (response to the socket), total (frame read to response written)", ctx.request_stats.produce_stage_ms.clone());
+
+    r.register("kafkaiq_runtime_wake_lateness_ms", "How late in ms a task of the async runtime that sleeps 5 ms at a time wakes after its deadline (worker threads blocked by synchronous work or waiting for a CPU; includes up to 1 ms of timer granularity)", ctx.runtime_stats.wake_lateness_ms.clone());
 
     // kafka.cluster:type=Partition, for every partition hosted here (0 where not leader)
     per_partition(&mut r, &local, &image, ctx);
@@ -400,6 +402,7 @@ mod tests {
             remote_replicas: BTreeMap::new(),
             follower_lag: None,
             high_watermark_sent: Default::default(),
+            high_watermark_moved_at: None,
         }
     }
 

@@ -30,6 +30,7 @@ use crate::group::service::GroupService;
 use crate::limits::{
     HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS, LOG_PERIODIC_INTERVAL_MS,
     LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT, LOG_RETENTION_INITIAL_DELAY_MS,
+    RUNTIME_PROBE_INTERVAL_MS,
 };
 use crate::metadata::{security_protocol, BrokerRegistration, MetadataCache, MetadataImage};
 use crate::producer_ids::ProducerIdManager;
@@ -267,6 +268,7 @@ impl Node {
             topic_stats: Default::default(),
             fetch_served: Default::default(),
             request_stats: Default::default(),
+            runtime_stats: Default::default(),
         });
         // Voters must hear each other before the quorum can elect anyone.
         if let Some(listener) = listeners.controller {
@@ -327,6 +329,10 @@ impl Node {
         tasks.push((
             "periodic",
             tokio::spawn(periodic(context.clone(), shutdown_rx.clone())),
+        ));
+        tasks.push((
+            "runtime probe",
+            tokio::spawn(runtime_probe(context.clone(), shutdown_rx.clone())),
         ));
         let http_addr = match listeners.http {
             Some(listener) => {
@@ -538,6 +544,26 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".to_owned())
+}
+
+/// Measures the runtime's poll gaps: sleeps until a deadline [`RUNTIME_PROBE_INTERVAL_MS`] ahead
+/// and records how late it woke (`kafkaiq_runtime_wake_lateness_ms`). A task that blocks a
+/// worker thread, or a worker waiting for a CPU, delays every task queued behind it; this is
+/// how much.
+async fn runtime_probe(ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
+    let period = Duration::from_millis(RUNTIME_PROBE_INTERVAL_MS);
+    loop {
+        let deadline = tokio::time::Instant::now() + period;
+        tokio::select! {
+            _ = shutdown.changed() => {
+                if *shutdown.borrow() { return; }
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                ctx.runtime_stats
+                    .woke_late(tokio::time::Instant::now().saturating_duration_since(deadline));
+            }
+        }
+    }
 }
 
 /// High watermark checkpoints every 5 s; time-based flushes every second; retention every

@@ -69,6 +69,10 @@ pub struct PartitionState {
     /// carried. A parked follower fetch is answered as soon as the high watermark passes it
     /// ([`decisions::answer_follower_fetch_now`]). Empty on a follower.
     pub high_watermark_sent: BTreeMap<i32, i64>,
+    /// When the high watermark last moved (leader or follower), for the produce stage
+    /// `acks_wake`: how long a parked acks=all produce took to run after the move that
+    /// completed it.
+    pub high_watermark_moved_at: Option<std::time::Instant>,
 }
 
 impl PartitionState {
@@ -224,6 +228,7 @@ impl Partition {
                 remote_replicas: BTreeMap::new(),
                 follower_lag: None,
                 high_watermark_sent: BTreeMap::new(),
+                high_watermark_moved_at: None,
             }),
             watchers: Mutex::new(Vec::new()),
         }
@@ -524,6 +529,9 @@ impl Partition {
             self.tp.partition
         );
         let moved = new_hw != state.high_watermark;
+        if moved {
+            state.high_watermark_moved_at = Some(std::time::Instant::now());
+        }
         state.high_watermark = new_hw;
         // Retention and DeleteRecords never remove data above the high watermark.
         self.log().update_high_watermark(new_hw);
@@ -1182,6 +1190,11 @@ impl Partition {
 
     pub fn high_watermark(&self) -> i64 {
         self.lock().high_watermark
+    }
+
+    /// When the high watermark last moved; `None` before its first move here.
+    pub fn high_watermark_moved_at(&self) -> Option<std::time::Instant> {
+        self.lock().high_watermark_moved_at
     }
 
     /// Registers a delayed operation to be woken when this partition's offsets move.
