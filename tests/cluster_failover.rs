@@ -290,3 +290,91 @@ async fn a_node_waiting_for_a_quorum_obeys_sigterm() {
     cluster.stop(1);
     cluster.stop_all();
 }
+
+/// One CreateTopics of 1,500 partitions (15 topics of 100, RF 3): every topic is created, every
+/// partition is led with a full ISR on every node, and no broker is fenced on the way. Creating
+/// that many replica logs once held the controller thread for seconds, the brokers' heartbeats
+/// waited behind it, their lifecycle connections timed out and closed, and the controller
+/// fenced them (so most topics failed with INVALID_REPLICATION_FACTOR).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_create_topics_completes_without_fencing_a_broker() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    const TOPICS: usize = 15;
+    const PARTITIONS: i32 = 100;
+    let cluster = Cluster::start(ClusterKind::KafkaIq, "mass-create", 3, &[]);
+    cluster
+        .wait_for(
+            "three brokers in one cluster",
+            Duration::from_secs(90),
+            || cluster.formed(),
+        )
+        .await;
+    let names: Vec<String> = (0..TOPICS).map(|t| format!("mass-{t:02}")).collect();
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(60_000)
+        .with_topics(
+            names
+                .iter()
+                .map(|n| {
+                    CreatableTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(n.clone())))
+                        .with_num_partitions(PARTITIONS)
+                        .with_replication_factor(3)
+                })
+                .collect(),
+        );
+    let started = Instant::now();
+    let mut client = common::RawClient::try_connect(cluster.nodes[&1].client_addr())
+        .await
+        .expect("connect to node 1");
+    let answer = client
+        .try_call(7, &request, Duration::from_secs(60))
+        .await
+        .expect("a CreateTopics answer");
+    let errors: Vec<(String, i16)> = answer
+        .topics
+        .iter()
+        .filter(|t| t.error_code != 0)
+        .map(|t| (t.name.0.to_string(), t.error_code))
+        .collect();
+    assert!(errors.is_empty(), "topics not created: {errors:?}");
+    let answered = started.elapsed();
+    for id in [1, 2, 3] {
+        cluster
+            .wait_for(
+                &format!("every partition led with a full ISR on node {id}"),
+                Duration::from_secs(30),
+                || async {
+                    for name in &names {
+                        let parts = cluster.partitions_seen_by(id, name).await?;
+                        let complete = parts.len() == PARTITIONS as usize
+                            && parts.values().all(|p| p.leader >= 1 && p.isr.len() == 3);
+                        if !complete {
+                            return None;
+                        }
+                    }
+                    Some(())
+                },
+            )
+            .await;
+    }
+    println!(
+        "{} partitions x RF 3 in one request: answered in {answered:?}, complete everywhere in {:?}",
+        TOPICS as i32 * PARTITIONS,
+        started.elapsed()
+    );
+    for id in [1, 2, 3] {
+        let log = cluster.log_text(id);
+        assert!(
+            !log.contains("fencing it"),
+            "node {id} fenced a broker during the creation:\n{}",
+            log.lines()
+                .filter(|l| l.contains("fencing it"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}

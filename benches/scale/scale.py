@@ -16,12 +16,20 @@ config/cluster/):
   * restart of all nodes (SIGTERM, then start): time until every partition has a leader and a
     full ISR again, from Metadata of each node.
 
+A run exits 1 unless every node's Metadata shows every partition led with a full ISR.
+--creation-only stops after creation, Metadata and RSS. --failover-leaders N... instead runs one
+cluster per broker, signal (--failover-signals KILL STOP) and N, where a node that is not the
+active controller is the first replica of exactly N partitions (explicit assignments), sends it
+SIGKILL (its sockets close) or SIGSTOP (they stay open: detection needs the session timeout),
+and times until a survivor's Metadata shows all N led elsewhere (--rounds: medians).
+
 Standard library only; Kafka's jars come from integration/kafka-libs.sh. Each node's soft
 RLIMIT_NOFILE is raised to the hard limit. Results: JSON (--json) and a Markdown table (--md).
 
     flock /tmp/kafkaiq-bench.lock python3 benches/scale/scale.py --partitions 1000 \
         --json out.json --md out.md
-    python3 benches/scale/scale.py --smoke     # 200 partitions, both brokers, no files kept
+    python3 benches/scale/scale.py --smoke     # 200 partitions and a 20-leader failover, both
+                                               # brokers, no files kept
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -236,6 +245,25 @@ def create_topics(conn: Conn, names: list[str], partitions: int, rf: int) -> lis
     return out
 
 
+def create_topics_assigned(conn: Conn, topics: dict[str, list[list[int]]]) -> list[tuple]:
+    """CreateTopics v4 with explicit replica assignments {name: [[broker, ...] per partition]}:
+    [(name, error_code, message)]."""
+    body = struct.pack(">i", len(topics))
+    for n, parts in topics.items():
+        nb = n.encode()
+        body += struct.pack(">h", len(nb)) + nb + struct.pack(">ih", -1, -1)
+        body += struct.pack(">i", len(parts))
+        for idx, replicas in enumerate(parts):
+            body += struct.pack(">ii", idx, len(replicas))
+            body += b"".join(struct.pack(">i", b) for b in replicas)
+        body += struct.pack(">i", 0)
+    body += struct.pack(">ib", 120_000, 0)
+    raw, _, _ = conn.call(19, 4, body, False)
+    r = Reader(raw)
+    r.i32()
+    return [(r.str16(), r.i16(), r.str16()) for _ in range(r.i32())]
+
+
 # ---------------------------------------------------------------------------------------------
 # Clusters
 
@@ -289,7 +317,17 @@ class Cluster:
         n["starts"] += 1
         conf = str(n["dir"] / "server.properties")
         if self.kind == "kafka":
-            cmd = ["java", self.heap, "-cp", f"{self.libs}/*", "kafka.Kafka", conf]
+            # Root logger at WARN, the controller's at INFO: its fencing decisions are logged.
+            l4j = self.root / "log4j2.properties"
+            if not l4j.exists():
+                l4j.write_text(
+                    "appender.out.type=Console\nappender.out.name=OUT\n"
+                    "appender.out.layout.type=PatternLayout\n"
+                    "appender.out.layout.pattern=[%d] %p %m (%c)%n\n"
+                    "rootLogger.level=WARN\nrootLogger.appenderRef.out.ref=OUT\n"
+                    "logger.ctrl.name=org.apache.kafka.controller\nlogger.ctrl.level=INFO\n")
+            cmd = ["java", self.heap, f"-Dlog4j2.configurationFile={l4j}", "-cp",
+                   f"{self.libs}/*", "kafka.Kafka", conf]
             env = dict(os.environ)
         else:
             cmd = [str(self.binary), "--config", conf, "--override",
@@ -377,7 +415,8 @@ def session(kind: str, partitions: int, args, libs: Path) -> dict:
     base = args.base_port + (0 if kind == "kafkaiq" else 10)
     c = Cluster(kind, root, base, libs, args.binary, args.kafka_heap)
     res = {"broker": kind, "partitions": partitions, "rf": 3, "topic_size": TOPIC_SIZE,
-           "nofile_hard": resource.getrlimit(resource.RLIMIT_NOFILE)[1]}
+           "nofile_hard": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
+           "binary": args.binary_label or str(args.binary) if kind == "kafkaiq" else None}
     ports = {i: n["port"] for i, n in c.nodes.items()}
     try:
         t0 = time.monotonic()
@@ -425,6 +464,28 @@ def session(kind: str, partitions: int, args, libs: Path) -> dict:
         res["create_cpu_s"] = {i: cpu_s(c.pid(i)) - cpu0[i] for i in (1, 2, 3)}
         log(f"{kind}: {partitions} partitions acked {res['create_ack_s']:.1f} s, "
             f"complete {res['create_s']} s, cpu {res['create_cpu_s']}")
+        # Every node must show every partition led with a full ISR (checked, not assumed): a
+        # node's Metadata may lag the first node's, so each gets until the deadline.
+        res["verified"] = {}
+        if res["create_s"] is not None:
+            try:
+                wait_until("creation seen by every node", args.timeout,
+                           lambda: all((m := try_metadata(ports[i])) and complete(m[0], partitions)
+                                       for i in (1, 2, 3)), interval=0.5)
+                res["create_all_nodes_s"] = time.monotonic() - t0
+            except TimeoutError:
+                res["create_all_nodes_s"] = None
+            for i in (1, 2, 3):
+                m = try_metadata(ports[i])
+                ours = [v for k, v in (m[0] if m else {}).items() if k[0].startswith("scale-")]
+                res["verified"][i] = {"partitions": len(ours),
+                                      "led": sum(1 for v in ours if v[0] >= 0),
+                                      "full_isr": sum(1 for v in ours if len(v[2]) == 3)}
+            if not all(v == {"partitions": partitions, "led": partitions, "full_isr": partitions}
+                       for v in res["verified"].values()):
+                log(f"{kind}: NOT COMPLETE on every node: {res['verified']}")
+                res["create_s"] = None
+                res["create_timeout"] = f"incomplete on some node: {res['verified']}"
         time.sleep(3)
         res["after"] = c.sample()
         res["controller"] = c.controller()
@@ -441,7 +502,7 @@ def session(kind: str, partitions: int, args, libs: Path) -> dict:
         res["metadata_s"] = {"median": statistics.median(times), "min": min(times),
                              "max": max(times), "all": times}
         log(f"{kind}: metadata {sizes[-1]} bytes, median {statistics.median(times)*1e3:.1f} ms")
-        if res["create_s"] is None:
+        if res["create_s"] is None or args.creation_only:
             return res
 
         # Failover: kill -9 of the node leading the most partitions.
@@ -521,6 +582,151 @@ def session(kind: str, partitions: int, args, libs: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
+# Failover as a function of the leaders moved
+
+
+def fencing_lines(c: Cluster, victim: int) -> list[str]:
+    """The survivors' log lines about fencing the victim (how its death was seen)."""
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+    ident = re.compile(rf"(broker|id)[^0-9]{{0,4}}{victim}\b", re.I)
+    out = []
+    for i, n in c.nodes.items():
+        if i == victim:
+            continue
+        for f in sorted(n["dir"].glob("node.*.log")):
+            try:
+                text = ansi.sub("", f.read_text(errors="replace"))
+            except OSError:
+                continue
+            for line in text.splitlines():
+                low = line.lower()
+                if ("fencing" in low or "session expired" in low
+                        or "session has timed out" in low) and ident.search(line):
+                    out.append(f"node {i}: {line.strip()[:300]}")
+    return out[:6]
+
+
+def failover_session(kind: str, leaders: int, sig: str, args, libs: Path) -> dict:
+    """One cluster; node V (not the active controller) is the first replica, so the preferred
+    leader, of exactly `leaders` partitions; 200 more partitions are led by the two others. V is
+    sent SIGKILL or SIGSTOP; the time is until a survivor's Metadata shows each of V's partitions
+    led by another node."""
+    root = Path(tempfile.mkdtemp(prefix=f"kafkaiq-scale-fo-{kind}-", dir=args.workdir))
+    base = args.base_port + (0 if kind == "kafkaiq" else 10)
+    c = Cluster(kind, root, base, libs, args.binary, args.kafka_heap)
+    ports = {i: n["port"] for i, n in c.nodes.items()}
+    res = {"mode": "failover", "broker": kind, "leaders": leaders, "signal": sig,
+           "binary": args.binary_label or str(args.binary) if kind == "kafkaiq" else None}
+    try:
+        for i in (1, 2, 3):
+            c.start(i)
+        wait_until("empty cluster", 180,
+                   lambda: all((m := try_metadata(ports[i])) and len(m[1]) == 3
+                               for i in (1, 2, 3)))
+        ctrl = c.controller()
+        victim = 3 if ctrl != 3 else 2
+        a, b = [i for i in (1, 2, 3) if i != victim]
+        res["controller_before"], res["victim"] = ctrl, victim
+        topics = {}
+        for t in range(0, leaders, TOPIC_SIZE):
+            n = min(TOPIC_SIZE, leaders - t)
+            topics[f"scale-fo-{t // TOPIC_SIZE:05d}"] = [
+                [victim, a, b] if p % 2 == 0 else [victim, b, a] for p in range(n)]
+        topics["scale-other"] = [[a, b, victim] if p % 2 == 0 else [b, victim, a]
+                                 for p in range(2 * TOPIC_SIZE)]
+        total = leaders + 2 * TOPIC_SIZE
+        conn = Conn(ports[a], timeout=300)
+        names = list(topics)
+        t0 = time.monotonic()
+        errors = []
+        for k in range(0, len(names), PER_REQUEST // TOPIC_SIZE):
+            chunk = {n: topics[n] for n in names[k:k + PER_REQUEST // TOPIC_SIZE]}
+            errors += [e for e in create_topics_assigned(conn, chunk) if e[1] != 0]
+        conn.close()
+        if errors:
+            raise RuntimeError(f"{kind}: CreateTopics errors: {errors[:3]}")
+
+        def ready():
+            m = try_metadata(ports[a])
+            if not m or not complete(m[0], total):
+                return False
+            mine = [k for k, v in m[0].items() if v[0] == victim and k[0].startswith("scale-")]
+            return mine if len(mine) == leaders else False
+        _, moved = wait_until("creation, preferred leaders", args.timeout, ready, interval=0.5)
+        res["create_s"] = time.monotonic() - t0
+        log(f"{kind}: node {victim} leads {len(moved)} (controller {ctrl}), "
+            f"{total} partitions complete in {res['create_s']:.1f} s")
+        time.sleep(2)
+        probe = ports[a]
+        proc = c.nodes[victim]["proc"]
+        polls = [0]
+
+        def all_moved():
+            polls[0] += 1
+            m = try_metadata(probe)
+            return m and all(m[0].get(k, (-1,))[0] not in (-1, victim) for k in moved)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGKILL if sig == "KILL" else signal.SIGSTOP)
+        try:
+            res["failover_s"], _ = wait_until("failover", args.timeout, all_moved, interval=0.05)
+        except TimeoutError as e:
+            res["failover_s"] = None
+            res["failover_timeout"] = str(e)
+        res["failover_polls"] = polls[0]
+        m = try_metadata(probe)
+        if m:
+            res["new_leaders"] = {str(i): sum(1 for k in moved if m[0].get(k, (-1,))[0] == i)
+                                  for i in (a, b)}
+        log(f"{kind}: SIG{sig} node {victim} ({leaders} leaders): failover {res['failover_s']} s "
+            f"({polls[0]} polls), new leaders {res.get('new_leaders')}")
+        if sig == "STOP":
+            proc.send_signal(signal.SIGCONT)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        c.nodes[victim]["proc"] = None
+        res["detection_log"] = fencing_lines(c, victim)
+        return res
+    finally:
+        c.stop_all(timeout=60)
+        keep = Path(args.workdir) / f"logs-fo-{kind}-{leaders}-{sig}-{int(time.time())}"
+        if not args.smoke:
+            keep.mkdir(parents=True, exist_ok=True)
+            for i, n in c.nodes.items():
+                for f in n["dir"].glob("node.*.log"):
+                    shutil.copy(f, keep / f"{i}-{f.name}")
+            res["logs"] = str(keep)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def failover_markdown(results: list[dict]) -> str:
+    runs = [r for r in results if r.get("mode") == "failover"]
+    sizes = sorted({r["leaders"] for r in runs})
+    sigs = [s for s in ("KILL", "STOP") if any(r["signal"] == s for r in runs)]
+
+    def med(kind, n, sig):
+        v = [r["failover_s"] for r in runs if (r["broker"], r["leaders"], r["signal"]) ==
+             (kind, n, sig) and r.get("failover_s") is not None]
+        return (statistics.median(v), len(v)) if v else (None, 0)
+    lines = ["| signal | leaders moved | KafkaIQ, s | Kafka, s | ratio | rounds (KafkaIQ/Kafka) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for sig in sigs:
+        for n in sizes:
+            (a, na), (b, nb) = med("kafkaiq", n, sig), med("kafka", n, sig)
+            ratio = f"{a / b:.3f}×" if a is not None and b else "—"
+            lines.append(f"| SIG{sig} | {n:,} | {fmt(a)} | {fmt(b)} | {ratio} | {na}/{nb} |")
+    if len(sizes) > 1:
+        lines += ["", f"| signal | KafkaIQ {sizes[-1]:,}/{sizes[0]:,} leaders | "
+                      f"Kafka {sizes[-1]:,}/{sizes[0]:,} leaders |", "|---|---:|---:|"]
+        for sig in sigs:
+            g = []
+            for kind in ("kafkaiq", "kafka"):
+                lo, hi = med(kind, sizes[0], sig)[0], med(kind, sizes[-1], sig)[0]
+                g.append(f"{hi / lo:.1f}×" if lo and hi is not None else "—")
+            lines.append(f"| SIG{sig} | {g[0]} | {g[1]} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
 # Report
 
 
@@ -540,6 +746,8 @@ def row_values(r: dict) -> dict:
         v["Metadata round trip, ms (median)"] = r["metadata_s"]["median"] * 1e3
     if r.get("create_s") is not None:
         v["Create partitions until all led, full ISR, s"] = r["create_s"]
+    if r.get("create_all_nodes_s") is not None:
+        v["Create until every node shows all led, full ISR, s"] = r["create_all_nodes_s"]
     v["CreateTopics answered, s"] = r.get("create_ack_s")
     if r.get("controller") and r.get("create_cpu_s"):
         cpu = {str(k): x for k, x in r["create_cpu_s"].items()}
@@ -612,13 +820,52 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def main_failover(args, libs: Path) -> int:
+    results = []
+    failed = False
+    for rnd in range(args.rounds):
+        for n in args.failover_leaders:
+            for sig in args.failover_signals:
+                order = list(args.brokers) if rnd % 2 == 0 else list(reversed(args.brokers))
+                for kind in order:
+                    log(f"--- round {rnd + 1}: {kind}, SIG{sig}, {n} leaders")
+                    try:
+                        r = failover_session(kind, n, sig, args, libs)
+                    except (RuntimeError, TimeoutError, OSError) as e:
+                        log(f"{kind}: FAILED: {e}")
+                        r = {"mode": "failover", "broker": kind, "leaders": n, "signal": sig,
+                             "error": str(e), "failover_s": None}
+                    r["round"] = rnd + 1
+                    failed |= r.get("failover_s") is None
+                    results.append(r)
+                    if args.json:
+                        args.json.write_text(json.dumps(results, indent=1, default=str))
+    md = failover_markdown(results)
+    print(md)
+    if args.md:
+        args.md.write_text(md)
+    return 1 if failed else 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--partitions", type=int, nargs="+", default=[1000])
     p.add_argument("--brokers", nargs="+", default=["kafkaiq", "kafka"])
     p.add_argument("--binary", type=Path, default=ROOT / "target/release/kafkaiq")
     p.add_argument("--kafka-heap", default="-Xmx1g")
-    p.add_argument("--base-port", type=int, default=19500)
+    p.add_argument("--base-port", "--port-base", dest="base_port", type=int, default=19500,
+                   help="first of the fixed ports (each cluster uses 9, Kafka's from +10)")
+    p.add_argument("--binary-label", default=None,
+                   help="a name for --binary in the results (e.g. before/after a change)")
+    p.add_argument("--creation-only", action="store_true",
+                   help="creation, Metadata, RSS; no failover or restarts")
+    p.add_argument("--failover-leaders", type=int, nargs="+",
+                   help="no partition-scale session: failover sessions where one node (not the "
+                        "active controller) is the preferred leader of exactly N partitions")
+    p.add_argument("--failover-signals", nargs="+", default=["KILL", "STOP"],
+                   choices=["KILL", "STOP"],
+                   help="KILL: kill -9 (sockets close); STOP: SIGSTOP (sockets stay open)")
+    p.add_argument("--rounds", type=int, default=1, help="failover rounds (median reported)")
     p.add_argument("--metadata-rounds", type=int, default=5)
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--workdir", default=tempfile.gettempdir())
@@ -631,7 +878,9 @@ def main() -> int:
     args = p.parse_args()
     if args.report:
         results = [r for f in args.report for r in json.loads(f.read_text())]
-        md = markdown(results)
+        scale = [r for r in results if r.get("mode") != "failover"]
+        md = (markdown(scale) if scale else "") + (
+            "\n" + failover_markdown(results) if len(scale) < len(results) else "")
         print(md)
         if args.md:
             args.md.write_text(md)
@@ -643,6 +892,8 @@ def main() -> int:
     libs = Path(subprocess.run([str(ROOT / "integration/kafka-libs.sh")], capture_output=True,
                                text=True, check=True).stdout.strip())
     results = []
+    if args.failover_leaders:
+        return main_failover(args, libs)
     flip = False
     for n in args.partitions:
         order = list(args.brokers)
@@ -658,10 +909,17 @@ def main() -> int:
     print(md)
     if args.md:
         args.md.write_text(md)
-    bad = [r for r in results if r.get("create_s") is None or r.get("failover_s") is None]
-    if args.smoke and bad:
-        log(f"smoke: incomplete sessions: {[(r['broker'], r['partitions']) for r in bad]}")
+    # Loud failure when any cluster did not end with every partition led, full ISR everywhere.
+    bad = [r for r in results if r.get("create_s") is None or r.get("create_error_count")
+           or (not args.creation_only and r.get("failover_s") is None)]
+    if bad:
+        log(f"INCOMPLETE sessions: {[(r['broker'], r['partitions']) for r in bad]}")
         return 1
+    if args.smoke:
+        # The failover mode too: one node preferred leader of exactly 20 partitions, kill -9.
+        args.failover_leaders, args.failover_signals, args.rounds = [20], ["KILL"], 1
+        args.json = args.md = None
+        return main_failover(args, libs)
     return 0
 
 

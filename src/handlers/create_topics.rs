@@ -1,5 +1,10 @@
 //! CreateTopics (key 19), v2-7: each topic goes through the controller (validate_only
 //! supported); v5+ answers carry the topic's partitions, replication factor and configs.
+//!
+//! The topics of one request are submitted to the controller together, so its driver decides
+//! them in one pass (up to `CONTROLLER_BATCH_REQUESTS_MAX` per pass) and they share one quorum
+//! commit, as Kafka's controller handles one CreateTopics request as one event. Each topic still
+//! gets its own answer (and error), in the request's order.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,44 +29,63 @@ pub async fn handle(
     for t in &request.topics {
         *seen.entry(t.name.0.as_str().to_owned()).or_default() += 1;
     }
+    // Every topic's decision, started at once; `None` for a duplicated name.
+    let mut pending = tokio::task::JoinSet::new();
+    let mut outcomes: Vec<Option<Result<Arc<crate::metadata::TopicImage>, ApiError>>> =
+        Vec::with_capacity(request.topics.len());
+    for (i, t) in request.topics.iter().enumerate() {
+        let name = t.name.0.as_str().to_owned();
+        if seen[&name] > 1 {
+            outcomes.push(Some(Err(ApiError::InvalidRequest(format!(
+                "Create topics request from client contains duplicate topic name {name}"
+            )))));
+            continue;
+        }
+        outcomes.push(None);
+        let spec = CreateTopicSpec {
+            name,
+            num_partitions: t.num_partitions,
+            replication_factor: t.replication_factor,
+            assignments: t
+                .assignments
+                .iter()
+                .map(|a| {
+                    (
+                        a.partition_index,
+                        a.broker_ids.iter().map(|b| b.0).collect(),
+                    )
+                })
+                .collect(),
+            configs: t
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.as_str().to_owned(),
+                        c.value.as_ref().map(|v| v.as_str().to_owned()),
+                    )
+                })
+                .collect(),
+        };
+        let controller = ctx.controller.clone();
+        let validate_only = request.validate_only;
+        pending.spawn(async move { (i, controller.create_topic(spec, validate_only).await) });
+    }
+    while let Some(done) = pending.join_next().await {
+        match done {
+            Ok((i, result)) => outcomes[i] = Some(result),
+            Err(e) => tracing::error!(error = %e, "a topic creation task failed"),
+        }
+    }
     let mut results = Vec::with_capacity(request.topics.len());
-    for t in request.topics {
+    for (t, outcome) in request.topics.into_iter().zip(outcomes) {
         {
-            let name = t.name.0.as_str().to_owned();
-            let spec = CreateTopicSpec {
-                name: name.clone(),
-                num_partitions: t.num_partitions,
-                replication_factor: t.replication_factor,
-                assignments: t
-                    .assignments
-                    .iter()
-                    .map(|a| {
-                        (
-                            a.partition_index,
-                            a.broker_ids.iter().map(|b| b.0).collect(),
-                        )
-                    })
-                    .collect(),
-                configs: t
-                    .configs
-                    .iter()
-                    .map(|c| {
-                        (
-                            c.name.as_str().to_owned(),
-                            c.value.as_ref().map(|v| v.as_str().to_owned()),
-                        )
-                    })
-                    .collect(),
-            };
-            let result = if seen[&name] > 1 {
-                Err(ApiError::InvalidRequest(format!(
-                    "Create topics request from client contains duplicate topic name {name}"
+            let result = outcome.unwrap_or_else(|| {
+                Err(ApiError::UnknownServerError(format!(
+                    "the creation of {} did not finish",
+                    t.name.0.as_str()
                 )))
-            } else {
-                ctx.controller
-                    .create_topic(spec, request.validate_only)
-                    .await
-            };
+            });
             let mut r = CreatableTopicResult::default().with_name(t.name);
             match result {
                 Ok(topic) => {

@@ -412,6 +412,13 @@ impl ReplicaManager {
             tracing::info!(topic = %tp.topic, partition = tp.partition, "partition no longer hosted here; deleting it");
             self.remove_partition(tp);
         }
+        self.create_logs(
+            image,
+            changes
+                .become_leader
+                .keys()
+                .chain(changes.become_follower.keys()),
+        );
         let now_ms = self.clock.now_ms();
         for (tp, local) in &changes.become_leader {
             if let Some(p) = self.open_partition(image, tp) {
@@ -507,6 +514,33 @@ impl ReplicaManager {
             .unwrap_or_else(|e| e.into_inner())
             .get(tp)
             .cloned()
+    }
+
+    /// Creates the logs of the partitions among `tps` not hosted yet, together (one fsync per
+    /// log dir for all of them rather than one per partition). A log that cannot be created is
+    /// left to [`Self::open_partition`], which retries it and takes the partition offline.
+    fn create_logs<'a>(
+        &self,
+        image: &MetadataImage,
+        tps: impl Iterator<Item = &'a TopicPartition>,
+    ) {
+        let new: Vec<(TopicPartition, kafkaiq_storage::LogConfig)> = {
+            let hosted = self.partitions.read().unwrap_or_else(|e| e.into_inner());
+            tps.filter(|tp| !hosted.contains_key(*tp))
+                .filter_map(|tp| {
+                    let topic = image.topic(&tp.topic)?;
+                    Some((
+                        tp.clone(),
+                        topic_config::log_config(&topic.configs, &self.config),
+                    ))
+                })
+                .collect()
+        };
+        if new.len() > 1 {
+            let _ = self
+                .log_manager
+                .get_or_create_many(new, self.clock.now_ms());
+        }
     }
 
     /// The partition, created with its log if new; `None` (and the partition offline) if its

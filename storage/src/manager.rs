@@ -432,40 +432,104 @@ impl LogManager {
         config: LogConfig,
         now_ms: i64,
     ) -> Result<Arc<Log>> {
-        if let Some(log) = self.get(tp) {
-            return Ok(log);
+        self.get_or_create_many(vec![(tp.clone(), config)], now_ms)
+            .pop()
+            .expect("one answer per partition")
+    }
+
+    /// [`Self::get_or_create`] for many partitions at once (a metadata image that adds
+    /// thousands): each log dir that got new partitions is fsynced once, after all of them,
+    /// instead of once per partition. Answers in the order asked.
+    pub fn get_or_create_many(
+        &self,
+        partitions: Vec<(TopicPartition, LogConfig)>,
+        now_ms: i64,
+    ) -> Vec<Result<Arc<Log>>> {
+        let mut out: Vec<Option<Result<Arc<Log>>>> = Vec::with_capacity(partitions.len());
+        let mut missing = Vec::new();
+        for (i, (tp, config)) in partitions.into_iter().enumerate() {
+            match self.get(&tp) {
+                Some(log) => out.push(Some(Ok(log))),
+                None => {
+                    out.push(None);
+                    missing.push((i, tp, config));
+                }
+            }
+        }
+        if missing.is_empty() {
+            return out.into_iter().map(|o| o.expect("answered")).collect();
         }
         let _admin = self.admin.lock();
-        if let Some(log) = self.get(tp) {
-            return Ok(log);
-        }
-        let preferred = self.preferred_dirs.lock().remove(tp);
-        let dir_index = if let Some(index) = preferred {
-            index
-        } else {
-            let logs = self.logs.read();
-            let mut counts = vec![0usize; self.log_dirs.len()];
-            for e in logs.values() {
+        // Partitions per log dir, counted once for the batch (a new partition goes to the dir
+        // holding the fewest).
+        let mut counts = vec![0usize; self.log_dirs.len()];
+        if self.log_dirs.len() > 1 {
+            for e in self.logs.read().values() {
                 counts[e.dir_index] += 1;
             }
-            (0..self.log_dirs.len())
-                .min_by_key(|&i| counts[i])
-                .expect("at least one log dir")
-        };
-        let dir = self.log_dirs[dir_index].join(tp.dir_name());
-        let log = Arc::new(Log::open(&dir, config, 0, true, now_ms)?);
-        if let Some(hook) = self.failure_hook.lock().clone() {
-            log.set_failure_hook(self.log_dirs[dir_index].clone(), hook);
         }
-        sync_dir(&self.log_dirs[dir_index])?;
-        self.logs.write().insert(
-            tp.clone(),
-            Entry {
-                dir_index,
-                log: log.clone(),
-            },
-        );
-        Ok(log)
+        // Created logs, by dir, not yet visible: published once their dir is synced.
+        let mut created: Vec<Vec<(usize, TopicPartition, Arc<Log>)>> =
+            vec![Vec::new(); self.log_dirs.len()];
+        let mut batch: HashMap<TopicPartition, Arc<Log>> = HashMap::new();
+        for (i, tp, config) in missing {
+            if let Some(log) = self.get(&tp) {
+                out[i] = Some(Ok(log));
+                continue;
+            }
+            if let Some(log) = batch.get(&tp) {
+                out[i] = Some(Ok(log.clone()));
+                continue;
+            }
+            let preferred = self.preferred_dirs.lock().remove(&tp);
+            let dir_index = preferred.unwrap_or_else(|| {
+                (0..self.log_dirs.len())
+                    .min_by_key(|&i| counts[i])
+                    .expect("at least one log dir")
+            });
+            let dir = self.log_dirs[dir_index].join(tp.dir_name());
+            match Log::open(&dir, config, 0, true, now_ms) {
+                Ok(log) => {
+                    let log = Arc::new(log);
+                    if let Some(hook) = self.failure_hook.lock().clone() {
+                        log.set_failure_hook(self.log_dirs[dir_index].clone(), hook);
+                    }
+                    counts[dir_index] += 1;
+                    batch.insert(tp.clone(), log.clone());
+                    created[dir_index].push((i, tp, log));
+                }
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        for (dir_index, logs) in created.into_iter().enumerate() {
+            if logs.is_empty() {
+                continue;
+            }
+            match sync_dir(&self.log_dirs[dir_index]) {
+                Ok(()) => {
+                    let mut all = self.logs.write();
+                    for (i, tp, log) in logs {
+                        all.insert(
+                            tp,
+                            Entry {
+                                dir_index,
+                                log: log.clone(),
+                            },
+                        );
+                        out[i] = Some(Ok(log));
+                    }
+                }
+                Err(e) => {
+                    for (i, _, _) in logs {
+                        out[i] = Some(Err(StorageError::Offline(format!(
+                            "cannot sync log dir {}: {e}",
+                            self.log_dirs[dir_index].display()
+                        ))));
+                    }
+                }
+            }
+        }
+        out.into_iter().map(|o| o.expect("answered")).collect()
     }
 
     pub fn logs(&self) -> Vec<(TopicPartition, Arc<Log>)> {
