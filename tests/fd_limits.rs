@@ -206,7 +206,7 @@ fn more_partitions_than_descriptors_take_and_return_data_and_connections_are_sti
 
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
-        .set("message.timeout.ms", &m.wait.as_millis().to_string())
+        .set("message.timeout.ms", m.wait.as_millis().to_string())
         .set("queue.buffering.max.messages", "1000000")
         .set("linger.ms", "5")
         .create()

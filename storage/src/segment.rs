@@ -637,7 +637,7 @@ impl LogSegment {
             return Ok(false);
         };
         let Some(last_ts) = self.time_index.with(|i| -> Result<Option<_>> {
-            Ok(i.sanity_check()?.then(|| i.last_entry()).transpose()?)
+            i.sanity_check()?.then(|| i.last_entry()).transpose()
         })?
         else {
             return Ok(false);
