@@ -268,10 +268,90 @@ pub const HTTP_RESPONSE_WRITE_TIMEOUT_MS: u64 = 10_000;
 /// (Kafka's alter-log-dirs fetches are bounded by `replica.fetch.max.bytes`, 1 MiB).
 pub const LOG_DIR_MOVE_STEP_BYTES_MAX: usize = 1 << 20;
 
-/// Descriptors kept free for client and peer connections (and short-lived files: checkpoints,
-/// index fsyncs). [`raise_open_files_limit`] warns when the soft `RLIMIT_NOFILE` cannot cover
-/// this reserve on top of the `.log` files of the partitions a node holds.
+/// Descriptors kept free for client and peer connections: the bound on open `.log` files
+/// ([`log_handle_limits`]) leaves them out of `RLIMIT_NOFILE`, so a broker holding more
+/// partitions than it can keep open still accepts connections. Under a soft limit below four
+/// times this, a quarter of the limit is kept instead.
 pub const CONNECTION_DESCRIPTOR_RESERVE: u64 = 1_024;
+
+/// Descriptors the process needs beside logs and connections: stdio, the runtime's epoll and
+/// event descriptors, the metadata log, and short-lived files (checkpoints, producer
+/// snapshots, index resizes and fsyncs). Under a soft limit below eight times this, an eighth
+/// of the limit is kept instead.
+pub const PROCESS_DESCRIPTOR_MARGIN: u64 = 256;
+
+/// Smallest bound on open `.log` descriptors, however low `RLIMIT_NOFILE` is: below it a few
+/// busy partitions would reopen their files on every request.
+pub const OPEN_LOG_FILES_MIN: u64 = 64;
+
+/// Largest bound on open `.log` descriptors: Linux's default `fs.nr_open`, which caps
+/// `RLIMIT_NOFILE` anyway (and stands in for an unlimited one).
+pub const OPEN_LOG_FILES_MAX: u64 = 1 << 20;
+
+/// Share of `vm.max_map_count` (maps per process) index maps may take, in percent. The rest is
+/// for the allocator's arenas, thread stacks, libraries and the kernel's own splits of them.
+pub const INDEX_MAPS_MAX_MAP_COUNT_PERCENT: u64 = 50;
+
+/// Linux's default `vm.max_map_count`, used when `/proc/sys/vm/max_map_count` cannot be read.
+pub const MAX_MAP_COUNT_DEFAULT: u64 = 65_530;
+
+/// Bounds on what the logs keep open, derived from the process's limits: open `.log`
+/// descriptors are the soft `RLIMIT_NOFILE` minus [`CONNECTION_DESCRIPTOR_RESERVE`] and
+/// [`PROCESS_DESCRIPTOR_MARGIN`] (each scaled down under a low limit), at least
+/// [`OPEN_LOG_FILES_MIN`]; index maps are [`INDEX_MAPS_MAX_MAP_COUNT_PERCENT`] of
+/// `vm.max_map_count`. Beyond them the least recently used are closed and reopen by path when
+/// next used (`kafkaiq_storage::handles`).
+pub fn log_handle_limits(
+    soft_open_files: u64,
+    max_map_count: u64,
+) -> kafkaiq_storage::HandleLimits {
+    let reserve = CONNECTION_DESCRIPTOR_RESERVE.min(soft_open_files / 4);
+    let margin = PROCESS_DESCRIPTOR_MARGIN.min(soft_open_files / 8);
+    let files = soft_open_files
+        .saturating_sub(reserve + margin)
+        .clamp(OPEN_LOG_FILES_MIN, OPEN_LOG_FILES_MAX);
+    let maps = (max_map_count.saturating_mul(INDEX_MAPS_MAX_MAP_COUNT_PERCENT) / 100)
+        .max(OPEN_LOG_FILES_MIN);
+    kafkaiq_storage::HandleLimits {
+        open_log_files_max: files as usize,
+        index_maps_max: maps as usize,
+    }
+}
+
+/// The soft `RLIMIT_NOFILE` now (after [`raise_open_files_limit`]).
+pub fn open_files_limit() -> std::io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes a plain struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(lim.rlim_cur)
+}
+
+/// `vm.max_map_count`, or Linux's default when it cannot be read.
+pub fn max_map_count() -> u64 {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(MAX_MAP_COUNT_DEFAULT)
+}
+
+/// [`log_handle_limits`] for this process.
+pub fn process_log_handle_limits() -> kafkaiq_storage::HandleLimits {
+    let soft = open_files_limit().unwrap_or(OPEN_LOG_FILES_MAX);
+    log_handle_limits(soft, max_map_count())
+}
+
+/// Idle `.log` descriptors the broker closes at once when an `accept` fails for want of
+/// descriptors (EMFILE, ENFILE), so the next connection finds one.
+pub const ACCEPT_DESCRIPTOR_SHORTAGE_RELEASE: usize = 64;
+
+/// Longest wait between two `accept` attempts after failures (doubling from 5 ms): a listener
+/// out of descriptors neither spins nor stops.
+pub const ACCEPT_FAILURE_BACKOFF_MS_MAX: u64 = 1_000;
 
 /// The soft and hard `RLIMIT_NOFILE` before and after [`raise_open_files_limit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -311,4 +391,24 @@ pub fn raise_open_files_limit() -> std::io::Result<OpenFilesLimit> {
         soft: lim.rlim_cur,
         hard: lim.rlim_max,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_handle_limits_leave_the_connection_reserve_and_scale_down_under_low_limits() {
+        let l = log_handle_limits(20_000, 65_530);
+        assert_eq!(l.open_log_files_max, 20_000 - 1_024 - 256);
+        assert_eq!(l.index_maps_max, 32_765);
+        // 1,024: a quarter for connections, an eighth for the process.
+        assert_eq!(log_handle_limits(1_024, 65_530).open_log_files_max, 640);
+        assert_eq!(log_handle_limits(100, 0).open_log_files_max, 64);
+        assert_eq!(log_handle_limits(100, 0).index_maps_max, 64);
+        assert_eq!(
+            log_handle_limits(u64::MAX, 65_530).open_log_files_max,
+            OPEN_LOG_FILES_MAX as usize
+        );
+    }
 }

@@ -480,3 +480,70 @@ async fn source_and_destination_of(
         (d2, d1)
     }
 }
+
+/// A partition whose log cannot be created (a file stands where its directory must go):
+/// CreateTopics answers KAFKA_STORAGE_ERROR naming it instead of success, and produce and fetch
+/// to it answer KAFKA_STORAGE_ERROR at once, while the topic's other partition works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_that_cannot_be_created_fails_create_topics_and_answers_kafka_storage_error() {
+    let root = tempfile::tempdir().unwrap();
+    let d1 = root.path().join("d1");
+    std::fs::create_dir_all(&d1).unwrap();
+    std::fs::write(d1.join("broken-0"), b"not a directory").unwrap();
+    let log_dirs = format!("log.dirs={}", d1.display());
+    let broker = start_broker(&d1, &[&log_dirs]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name("broken"))
+            .with_num_partitions(2)
+            .with_replication_factor(1)]);
+    let r: CreateTopicsResponse = client.call(7, &request).await;
+    let t = &r.topics[0];
+    assert_eq!(t.error_code, 56, "{r:?}");
+    let message = t.error_message.as_ref().map(|m| m.to_string()).unwrap();
+    assert!(
+        message.contains("could not create the log of 1 of its 2 partitions (0)"),
+        "{message}"
+    );
+    assert!(message.contains("broken-0"), "names the path: {message}");
+
+    let started = Instant::now();
+    let produce_to = |partition: i32| {
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name("broken"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(batch(&["v"], None)))])])
+    };
+    let r: ProduceResponse = client.call(9, &produce_to(0)).await;
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 56);
+    let fetch = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(10_000)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name("broken"))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_current_leader_epoch(-1)
+                .with_partition_max_bytes(1 << 20)])]);
+    let r: FetchResponse = client.call(12, &fetch).await;
+    assert_eq!(r.responses[0].partitions[0].error_code, 56);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered at once, not after the request timeouts: {:?}",
+        started.elapsed()
+    );
+    let r: ProduceResponse = client.call(9, &produce_to(1)).await;
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0, "{r:?}");
+    drop(client);
+    drop(broker);
+}

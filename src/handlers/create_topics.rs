@@ -20,6 +20,46 @@ use crate::context::Context;
 use crate::controller::CreateTopicSpec;
 use crate::errors::ApiError;
 
+/// Partitions named at most in a CreateTopics error about logs that could not be created.
+const OFFLINE_PARTITIONS_NAMED_MAX: usize = 10;
+
+/// The created topic, unless this node failed to create the log of one of its partitions
+/// here. The controller answers a committed topic only once this node has applied it (so
+/// its replica manager has tried to create its logs); a log that failed is offline
+/// (KAFKA_STORAGE_ERROR to produce and fetch), and the topic, created though it is, is
+/// answered with that error rather than success: the client learns at once that it cannot
+/// be used, instead of timing out on its first produce. Kafka takes the log dir offline and
+/// answers success; the partitions are then offline in its Metadata.
+fn logs_created(
+    ctx: &Context,
+    name: &str,
+    topic: Arc<crate::metadata::TopicImage>,
+) -> Result<Arc<crate::metadata::TopicImage>, ApiError> {
+    let offline = ctx.replicas.offline_partitions_of(name);
+    let Some((_, error)) = offline.first() else {
+        return Ok(topic);
+    };
+    let named: Vec<String> = offline
+        .iter()
+        .take(OFFLINE_PARTITIONS_NAMED_MAX)
+        .map(|(p, _)| p.to_string())
+        .collect();
+    let more = offline.len().saturating_sub(OFFLINE_PARTITIONS_NAMED_MAX);
+    Err(ApiError::KafkaStorageError(format!(
+        "Topic '{name}' was created, but broker {} could not create the log of {} of its {} \
+         partitions ({}{}), which are offline there: {error}",
+        ctx.replicas.node_id(),
+        offline.len(),
+        topic.partitions.len(),
+        named.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        },
+    )))
+}
+
 pub async fn handle(
     ctx: &Arc<Context>,
     version: i16,
@@ -73,7 +113,16 @@ pub async fn handle(
     }
     while let Some(done) = pending.join_next().await {
         match done {
-            Ok((i, result)) => outcomes[i] = Some(result),
+            Ok((i, result)) => {
+                let name = request.topics[i].name.0.as_str();
+                outcomes[i] = Some(result.and_then(|topic| {
+                    if request.validate_only {
+                        Ok(topic)
+                    } else {
+                        logs_created(ctx, name, topic)
+                    }
+                }))
+            }
             Err(e) => tracing::error!(error = %e, "a topic creation task failed"),
         }
     }

@@ -217,11 +217,29 @@ impl Node {
         )?;
         let proposed_cluster_id = meta.cluster_id.clone().unwrap_or_else(new_cluster_id);
         let config = Arc::new(config);
-        let log_manager = Arc::new(LogManager::open(
+        let handle_limits = crate::limits::process_log_handle_limits();
+        tracing::info!(
+            open_log_files_max = handle_limits.open_log_files_max,
+            index_maps_max = handle_limits.index_maps_max,
+            open_files_limit = crate::limits::open_files_limit().ok(),
+            max_map_count = crate::limits::max_map_count(),
+            "bounds on open log files and index maps (least recently used beyond them reopen when next used)"
+        );
+        let opened = std::time::Instant::now();
+        let log_manager = Arc::new(LogManager::open_with_limits(
             &config.log_dirs,
             config.default_log_config(),
             clock.now_ms(),
+            handle_limits,
         )?);
+        let handles = log_manager.handle_stats();
+        tracing::info!(
+            logs = log_manager.logs().len(),
+            took_ms = opened.elapsed().as_millis() as u64,
+            open_log_files = handles.open_log_files,
+            index_maps = handles.index_maps,
+            "logs loaded"
+        );
         let log_dirs_failed = watch_log_dir_failures(&log_manager);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let mut tasks = Vec::new();

@@ -32,7 +32,7 @@ pub mod read_replica;
 #[cfg(test)]
 mod sim;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -69,8 +69,9 @@ pub struct ReplicaManager {
     pub log_manager: Arc<LogManager>,
     clock: SharedClock,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
-    /// Partitions whose log could not be opened or created: KAFKA_STORAGE_ERROR.
-    offline: RwLock<HashSet<TopicPartition>>,
+    /// Partitions whose log could not be opened or created, with the error: produce, fetch
+    /// and the other partition requests answer KAFKA_STORAGE_ERROR at once.
+    offline: RwLock<HashMap<TopicPartition, String>>,
     /// High watermarks read from `replication-offset-checkpoint` at startup.
     checkpointed_high_watermarks: HashMap<TopicPartition, i64>,
     pub purgatory: Purgatory,
@@ -127,7 +128,7 @@ impl ReplicaManager {
             log_manager,
             clock,
             partitions: RwLock::new(HashMap::new()),
-            offline: RwLock::new(HashSet::new()),
+            offline: RwLock::new(HashMap::new()),
             checkpointed_high_watermarks,
             purgatory: Purgatory::default(),
             brokers,
@@ -284,15 +285,15 @@ impl ReplicaManager {
         {
             return Ok(p.clone());
         }
-        if self
+        if let Some(error) = self
             .offline
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .contains(tp)
+            .get(tp)
         {
             return Err(ApiError::KafkaStorageError(format!(
-                "log of {}-{} is offline",
-                tp.topic, tp.partition
+                "the log of {}-{} on broker {} is offline: {error}",
+                tp.topic, tp.partition, self.node_id
             )));
         }
         match image.topic(&tp.topic) {
@@ -508,6 +509,25 @@ impl ReplicaManager {
         self.offline.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
+    /// The partitions of `topic` whose log could not be opened or created here, with the
+    /// error, by partition index.
+    pub fn offline_partitions_of(&self, topic: &str) -> Vec<(i32, String)> {
+        let mut found: Vec<(i32, String)> = self
+            .offline
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(tp, _)| tp.topic == topic)
+            .map(|(tp, e)| (tp.partition, e.clone()))
+            .collect();
+        found.sort();
+        found
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
     fn hosted(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
         self.partitions
             .read()
@@ -548,13 +568,26 @@ impl ReplicaManager {
     fn open_partition(&self, image: &MetadataImage, tp: &TopicPartition) -> Option<Arc<Partition>> {
         let topic = image.topic(&tp.topic)?;
         match self.ensure_partition(topic, tp.partition) {
-            Ok(p) => Some(p),
+            Ok(p) => {
+                let was_offline = self
+                    .offline
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains_key(tp);
+                if was_offline {
+                    self.offline
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(tp);
+                }
+                Some(p)
+            }
             Err(e) => {
                 tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "cannot open partition log; partition offline");
                 self.offline
                     .write()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert(tp.clone());
+                    .insert(tp.clone(), e.message());
                 None
             }
         }

@@ -40,9 +40,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut shutdown: watch
                 let stream = match accepted {
                     Ok((s, _)) => { backoff_ms = 5; s }
                     Err(e) => {
-                        tracing::warn!(error = %e, "http accept failed");
-                        tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
-                        backoff_ms = (backoff_ms * 2).min(1_000);
+                        super::accept_failed(&ctx, &e, &mut backoff_ms, "http accept failed").await;
                         continue;
                     }
                 };

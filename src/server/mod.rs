@@ -22,6 +22,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::context::Context;
+use crate::limits::{ACCEPT_DESCRIPTOR_SHORTAGE_RELEASE, ACCEPT_FAILURE_BACKOFF_MS_MAX};
 
 /// Which listener a connection came in on: the clients' (every API the broker serves) or the
 /// controllers' (`controller.listener.names`: Raft messages, the broker lifecycle and the
@@ -76,10 +77,7 @@ async fn serve_kind(
                 let (stream, peer) = match accepted {
                     Ok(a) => { backoff_ms = 5; a }
                     Err(e) => {
-                        // Out of file descriptors and the like: back off instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
-                        backoff_ms = (backoff_ms * 2).min(1_000);
+                        accept_failed(&ctx, &e, &mut backoff_ms, "accept failed").await;
                         continue;
                     }
                 };
@@ -107,6 +105,36 @@ async fn serve_kind(
     }
     connections.abort_all();
     while connections.join_next().await.is_some() {}
+}
+
+/// After a failed `accept`: out of descriptors (EMFILE, ENFILE), the logs hand back some idle
+/// ones so the next attempt finds one; whatever the error, the listener backs off (5 ms
+/// doubling to [`ACCEPT_FAILURE_BACKOFF_MS_MAX`]) instead of spinning on a connection that
+/// stays in the backlog, and keeps listening. Logged once per backoff step, so at most once
+/// a second while it lasts.
+pub(crate) async fn accept_failed(
+    ctx: &Context,
+    e: &std::io::Error,
+    backoff_ms: &mut u64,
+    what: &'static str,
+) {
+    let shortage = matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE));
+    if shortage {
+        let released = ctx
+            .replicas
+            .log_manager
+            .release_idle_descriptors(ACCEPT_DESCRIPTOR_SHORTAGE_RELEASE);
+        tracing::warn!(
+            error = %e,
+            released_log_files = released,
+            retry_in_ms = *backoff_ms,
+            "{what}: out of file descriptors; closed idle log files and backing off"
+        );
+    } else {
+        tracing::warn!(error = %e, retry_in_ms = *backoff_ms, "{what}");
+    }
+    tokio::time::sleep(Duration::from_millis(*backoff_ms)).await;
+    *backoff_ms = (*backoff_ms * 2).min(ACCEPT_FAILURE_BACKOFF_MS_MAX);
 }
 
 /// Socket options of an accepted connection. `TCP_NODELAY`, as Kafka's `SocketServer` sets it:

@@ -7,7 +7,8 @@
 //! # Layout
 //! * [`batch`]: the v2 batch header — parse, validate, rewrite offsets/epoch/LogAppendTime.
 //! * [`compression`]: decompresses a batch's records for ListOffsets only (never on append/read).
-//! * [`index`]: `.index` and `.timeindex`, memory-mapped (all `unsafe` is in `mmap`).
+//! * [`handles`]: the bounded pool of open `.log` descriptors and index maps shared by every log.
+//! * [`index`]: `.index` and `.timeindex`, memory-mapped when used (all `unsafe` is in `mmap`).
 //! * [`segment`]: one `.log` file with its two indexes.
 //! * [`log`]: a partition's log — append, read, roll, retention, truncation, recovery.
 //! * [`manager`]: every log of the broker, the per-dir checkpoint files, the clean-shutdown marker.
@@ -24,6 +25,7 @@ pub mod compression;
 pub mod config;
 pub mod epoch;
 pub mod error;
+pub mod handles;
 pub mod index;
 pub mod log;
 pub mod manager;
@@ -33,5 +35,6 @@ pub mod segment;
 
 pub use config::{LogConfig, TimestampType, TopicPartition};
 pub use error::{Result, StorageError};
+pub use handles::{HandleLimits, HandlePool, HandleStats};
 pub use log::{EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, LogPosition, TimestampAndOffset};
 pub use manager::LogManager;

@@ -27,11 +27,12 @@ use crate::batch::{self, BatchHeader, Validation, RECORD_BATCH_OVERHEAD};
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, Result, StorageError};
+use crate::handles::HandlePool;
 use crate::producer_state::{
     increment_sequence, LeaderAppendCheck, ProducerBatch, ProducerStateManager,
     PRODUCER_ID_EXPIRATION_MS_DEFAULT,
 };
-use crate::segment::{LogSegment, RecoveryOutcome};
+use crate::segment::{remove_segment_files, LogSegment, RecoveryOutcome};
 
 /// What an append did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,6 +100,8 @@ struct Writer {
 
 pub struct Log {
     dir: PathBuf,
+    /// Counts and bounds the segments' descriptors and index maps, shared with other logs.
+    pool: Arc<HandlePool>,
     config: RwLock<LogConfig>,
     writer: Mutex<Writer>,
     segments: RwLock<SegmentList>,
@@ -153,7 +156,30 @@ impl Log {
     /// torn or corrupt tail is cut and the segments after it are deleted, and the indexes are
     /// rebuilt. Segments before it, and all segments after a clean shutdown, are checked the way
     /// Kafka does (index sanity, a scan from the last index entry) and recovered if that fails.
+    ///
+    /// The segments' descriptors and maps count against the process-wide default pool; see
+    /// [`Log::open_in`].
     pub fn open(
+        dir: &Path,
+        config: LogConfig,
+        recovery_point: i64,
+        had_clean_shutdown: bool,
+        now_ms: i64,
+    ) -> Result<Log> {
+        Self::open_in(
+            &HandlePool::shared_default(),
+            dir,
+            config,
+            recovery_point,
+            had_clean_shutdown,
+            now_ms,
+        )
+    }
+
+    /// [`Log::open`] with the segments' descriptors and maps counted by `pool`. Opening maps
+    /// no index and holds a descriptor only for segments it had to read.
+    pub fn open_in(
+        pool: &Arc<HandlePool>,
         dir: &Path,
         config: LogConfig,
         recovery_point: i64,
@@ -180,7 +206,7 @@ impl Log {
             .rposition(|&b| b <= recovery_point.max(0))
             .unwrap_or(0);
         for (i, &base) in bases.iter().enumerate() {
-            let seg = LogSegment::open(dir, base, index_bytes, now_ms)?;
+            let seg = LogSegment::open(dir, base, index_bytes, now_ms, pool)?;
             let must_recover = recovered_from.is_some()
                 || (!had_clean_shutdown && i >= first_unflushed)
                 || !seg.load_clean(interval)?;
@@ -213,7 +239,7 @@ impl Log {
                 tracing::warn!(dir = %dir.display(), segment = base, "segment overlaps its predecessor; deleting it and later ones");
                 seg.delete_files()?;
                 for &later in &bases[i + 1..] {
-                    LogSegment::open(dir, later, index_bytes, now_ms)?.delete_files()?;
+                    remove_segment_files(dir, later)?;
                 }
                 break;
             }
@@ -221,13 +247,19 @@ impl Log {
             if truncated {
                 for &later in &bases[i + 1..] {
                     tracing::warn!(dir = %dir.display(), segment = later, "deleting segment after a truncated one");
-                    LogSegment::open(dir, later, index_bytes, now_ms)?.delete_files()?;
+                    remove_segment_files(dir, later)?;
                 }
                 break;
             }
         }
         if segments.is_empty() {
-            segments.push(Arc::new(LogSegment::create(dir, 0, index_bytes, now_ms)?));
+            segments.push(Arc::new(LogSegment::create(
+                dir,
+                0,
+                index_bytes,
+                now_ms,
+                pool,
+            )?));
         }
         // Inactive segments keep trimmed, synced indexes; the active one gets its full size.
         let last = segments.len() - 1;
@@ -258,6 +290,7 @@ impl Log {
         sync_dir(dir)?;
         Ok(Log {
             dir: dir.to_owned(),
+            pool: pool.clone(),
             config: RwLock::new(config),
             writer: Mutex::new(Writer {
                 last_flush_ms: now_ms,
@@ -397,6 +430,15 @@ impl Log {
     pub(crate) fn retire(&self) {
         let _w = self.writer.lock();
         self.retired.store(true, Ordering::Release);
+        // Its files are renamed away next: readers keep what is pinned now.
+        for seg in self.segments().iter() {
+            seg.pin_files();
+        }
+    }
+
+    /// The pool counting this log's descriptors and maps.
+    pub fn handle_pool(&self) -> &Arc<HandlePool> {
+        &self.pool
     }
 
     /// The leader epoch cache's entries, oldest first: (epoch, start offset).
@@ -683,6 +725,7 @@ impl Log {
             new_base,
             config.segment_index_bytes as usize,
             now_ms,
+            &self.pool,
         )?);
         sync_dir(&self.dir)?;
         let mut list: Vec<Arc<LogSegment>> = self.segments().as_ref().clone();
@@ -792,8 +835,13 @@ impl Log {
             for s in old.iter() {
                 s.delete_files()?;
             }
-            let seg =
-                LogSegment::create(&self.dir, offset, config.segment_index_bytes as usize, 0)?;
+            let seg = LogSegment::create(
+                &self.dir,
+                offset,
+                config.segment_index_bytes as usize,
+                0,
+                &self.pool,
+            )?;
             sync_dir(&self.dir)?;
             self.set_segments(vec![Arc::new(seg)]);
             self.log_start_offset.store(offset, Ordering::Release);
@@ -1225,7 +1273,7 @@ impl Log {
                 if seg.max_timestamp() < timestamp {
                     continue;
                 }
-                let position = seg.time_lookup_position(timestamp);
+                let position = seg.time_lookup_position(timestamp)?;
                 for (pos, h) in seg.headers_from(position as u64)? {
                     if h.last_offset() < lso || h.max_timestamp < timestamp {
                         continue;

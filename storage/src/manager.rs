@@ -41,6 +41,7 @@ use crate::checkpoint::{
 };
 use crate::config::{LogConfig, TopicPartition};
 use crate::error::{IoContext, Result, StorageError};
+use crate::handles::{HandleLimits, HandlePool, HandleStats};
 use crate::log::{sync_dir, Log, LogDirFailureHook};
 
 /// Kafka's clean-shutdown marker file in each log directory.
@@ -67,6 +68,8 @@ fn by_partition(entries: &HashMap<TopicPartition, Entry>) -> Vec<(TopicPartition
 
 pub struct LogManager {
     log_dirs: Vec<PathBuf>,
+    /// The one pool bounding every log's open descriptors and index maps.
+    pool: Arc<HandlePool>,
     default_config: LogConfig,
     logs: RwLock<HashMap<TopicPartition, Entry>>,
     /// Serialises log creation, deletion and checkpoint writes.
@@ -128,12 +131,26 @@ fn read_offsets(dir: &Path, name: &str) -> Result<HashMap<TopicPartition, i64>> 
 }
 
 impl LogManager {
-    /// Opens every log found in `log_dirs` (creating missing directories).
+    /// Opens every log found in `log_dirs` (creating missing directories), with a handle pool
+    /// of the default bounds.
     pub fn open(
         log_dirs: &[PathBuf],
         default_config: LogConfig,
         now_ms: i64,
     ) -> Result<LogManager> {
+        Self::open_with_limits(log_dirs, default_config, now_ms, HandleLimits::default())
+    }
+
+    /// Opens every log found in `log_dirs`; all of them share one [`HandlePool`] with these
+    /// bounds on open `.log` descriptors and index maps. Opening maps no index and keeps at
+    /// most the bound of descriptors open, however many logs there are.
+    pub fn open_with_limits(
+        log_dirs: &[PathBuf],
+        default_config: LogConfig,
+        now_ms: i64,
+        limits: HandleLimits,
+    ) -> Result<LogManager> {
+        let pool = HandlePool::new(limits);
         let mut logs = HashMap::new();
         for (dir_index, dir) in log_dirs.iter().enumerate() {
             std::fs::create_dir_all(dir).at(dir)?;
@@ -157,7 +174,8 @@ impl LogManager {
                     continue;
                 };
                 let recovery_point = recovery_points.get(&tp).copied().unwrap_or(0);
-                let log = Log::open(
+                let log = Log::open_in(
+                    &pool,
                     &entry.path(),
                     default_config.clone(),
                     recovery_point,
@@ -203,6 +221,7 @@ impl LogManager {
         }
         Ok(LogManager {
             log_dirs: log_dirs.to_vec(),
+            pool,
             default_config,
             logs: RwLock::new(logs),
             admin: Mutex::new(()),
@@ -233,6 +252,22 @@ impl LogManager {
 
     pub fn log_dirs(&self) -> &[PathBuf] {
         &self.log_dirs
+    }
+
+    /// The bounds on open `.log` descriptors and index maps every log here shares.
+    pub fn handle_limits(&self) -> HandleLimits {
+        self.pool.limits()
+    }
+
+    /// What the logs hold open now (descriptors, maps) and how often the pool reopened them.
+    pub fn handle_stats(&self) -> HandleStats {
+        self.pool.stats()
+    }
+
+    /// Closes up to `count` idle `.log` descriptors at once: what the broker calls when the
+    /// process ran out of descriptors (an `accept` failed with EMFILE). Returns how many.
+    pub fn release_idle_descriptors(&self, count: usize) -> usize {
+        self.pool.release_idle_log_files(count)
     }
     pub fn default_config(&self) -> &LogConfig {
         &self.default_config
@@ -300,7 +335,7 @@ impl LogManager {
             }
         }
         let dir = self.log_dirs[index].join(unique_dir_name(tp, FUTURE_DIR_SUFFIX));
-        let log = Arc::new(Log::open(&dir, config, 0, true, now_ms)?);
+        let log = Arc::new(Log::open_in(&self.pool, &dir, config, 0, true, now_ms)?);
         if start_offset > 0 {
             log.truncate_fully_and_start_at(start_offset)?;
         }
@@ -368,7 +403,8 @@ impl LogManager {
         let dest = self.log_dirs[dir_index].join(tp.dir_name());
         std::fs::rename(future.dir(), &dest).at(&dest)?;
         sync_dir(&self.log_dirs[dir_index])?;
-        let log = Arc::new(Log::open(
+        let log = Arc::new(Log::open_in(
+            &self.pool,
             &dest,
             future.config(),
             future.log_end_offset(),
@@ -488,7 +524,7 @@ impl LogManager {
                     .expect("at least one log dir")
             });
             let dir = self.log_dirs[dir_index].join(tp.dir_name());
-            match Log::open(&dir, config, 0, true, now_ms) {
+            match Log::open_in(&self.pool, &dir, config, 0, true, now_ms) {
                 Ok(log) => {
                     let log = Arc::new(log);
                     if let Some(hook) = self.failure_hook.lock().clone() {
@@ -1015,5 +1051,59 @@ mod tests {
         std::fs::write(dir.join("meta.properties"), "node.id=1\n").unwrap();
         let manager = LogManager::open(&[dir], config(), 0).unwrap();
         assert!(manager.logs().is_empty());
+    }
+
+    /// Far more logs than the pool keeps open: each is written (enough for index entries) and
+    /// read back, the descriptors and maps stay within the bounds throughout (reopening after
+    /// a clean shutdown too, which checks every index), and every log still holds its records.
+    #[test]
+    fn more_logs_than_the_handle_bounds_are_written_read_and_reopened() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d")];
+        let limits = HandleLimits {
+            open_log_files_max: 16,
+            index_maps_max: 16,
+        };
+        let manager = LogManager::open_with_limits(&dirs, config(), 0, limits).unwrap();
+        let tps: Vec<_> = (0..100).map(|p| TopicPartition::new("wide", p)).collect();
+        for round in 0..3 {
+            for tp in &tps {
+                let log = manager.get_or_create(tp, config(), 0).unwrap();
+                log.append_as_leader(&simple(2, 100, round), 1, 0).unwrap();
+                let stats = manager.handle_stats();
+                assert!(
+                    stats.open_log_files <= 16 && stats.index_maps <= 16,
+                    "{stats:?}"
+                );
+            }
+        }
+        for tp in &tps {
+            let log = manager.get(tp).unwrap();
+            let read = log.read(2, 1 << 20, i64::MAX, false).unwrap();
+            assert_eq!(read.first_batch_offset, Some(2), "{tp}");
+            log.verify_indexes().unwrap();
+        }
+        assert!(manager.handle_stats().evictions > 100);
+        manager.shutdown().unwrap();
+        drop(manager);
+
+        let manager = LogManager::open_with_limits(&dirs, config(), 0, limits).unwrap();
+        let stats = manager.handle_stats();
+        assert!(
+            stats.open_log_files <= 16 && stats.index_maps <= 16,
+            "{stats:?}"
+        );
+        assert!(stats.index_map_opens >= 100, "{stats:?}");
+        for tp in &tps {
+            let log = manager.get(tp).unwrap();
+            assert_eq!(log.log_end_offset(), 6);
+            let read = log.read(0, 1 << 20, i64::MAX, false).unwrap();
+            assert_eq!(crate::batch::BatchIter::new(&read.records).count(), 3);
+        }
+        let stats = manager.handle_stats();
+        assert!(
+            stats.open_log_files <= 16 && stats.index_maps <= 16,
+            "{stats:?}"
+        );
     }
 }

@@ -7,7 +7,12 @@
 //! never sees a batch before it is complete. Reads use `pread` into a fresh buffer — the one
 //! copy of record bytes — so they stay valid even if the writer later truncates the file; the
 //! `Log` detects that case with its truncation generation. A deleted segment's files are
-//! unlinked but stay readable through the open descriptor until the last reader drops it.
+//! unlinked but stay readable through the descriptor and maps pinned before the unlink, until
+//! the last reader drops the segment.
+//!
+//! The `.log` descriptor and both index maps are pooled ([`crate::handles`]): opened on first
+//! use, closed by the broker's pool when too many are open, and opened again by path when used
+//! next. A segment opened at startup holds nothing until it is read or written.
 //!
 //! A segment does not decide when to roll or what to retain: that is the `Log`'s job.
 
@@ -15,12 +20,14 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 
 use crate::batch::{self, BatchHeader, BatchIter, RECORD_BATCH_OVERHEAD};
 use crate::error::{IoContext, Result, StorageError};
+use crate::handles::{HandlePool, Kind, Pooled, Resource};
 use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
 
 /// Bytes read at a time while looking for the batch that holds an offset: a little more than
@@ -38,6 +45,49 @@ pub fn index_file_name(base_offset: i64) -> String {
 }
 pub fn time_index_file_name(base_offset: i64) -> String {
     format!("{base_offset:020}.timeindex")
+}
+
+/// A segment's `.log` file as a pooled resource: its descriptor while open.
+struct LogFile {
+    path: PathBuf,
+    file: Option<Arc<File>>,
+}
+
+impl Resource for LogFile {
+    fn is_open(&self) -> bool {
+        self.file.is_some()
+    }
+    fn open(&mut self) -> Result<()> {
+        // O_APPEND: every write lands at the end of the file; `append` relies on it.
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&self.path)
+            .at(&self.path)?;
+        self.file = Some(Arc::new(file));
+        Ok(())
+    }
+    fn close(&mut self) {
+        // Readers still holding a clone keep the descriptor until their read returns.
+        self.file = None;
+    }
+}
+
+/// Removes a segment's three files by name (segments never opened, at recovery).
+pub(crate) fn remove_segment_files(dir: &Path, base_offset: i64) -> Result<()> {
+    for name in [
+        log_file_name(base_offset),
+        index_file_name(base_offset),
+        time_index_file_name(base_offset),
+    ] {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StorageError::io(&path, e)),
+        }
+    }
+    Ok(())
 }
 
 /// State only the writer touches (behind a mutex so `&self` suffices).
@@ -66,13 +116,13 @@ pub struct LogSegment {
     log_path: PathBuf,
     index_path: PathBuf,
     time_index_path: PathBuf,
-    file: File,
+    file: Arc<Pooled<LogFile>>,
     /// Bytes of complete, validated batches; readers read below it only.
     size: AtomicU64,
     /// Copy of `max_timestamp_so_far.timestamp` readable without the writer mutex.
     max_timestamp: AtomicI64,
-    offset_index: Mutex<OffsetIndex>,
-    time_index: Mutex<TimeIndex>,
+    offset_index: Arc<Pooled<OffsetIndex>>,
+    time_index: Arc<Pooled<TimeIndex>>,
     writer: Mutex<WriterState>,
 }
 
@@ -87,14 +137,15 @@ impl std::fmt::Debug for LogSegment {
 
 impl LogSegment {
     /// Creates an empty segment, replacing any files of the same name.
+    /// The descriptor and maps count against `pool`.
     pub fn create(
         dir: &Path,
         base_offset: i64,
         index_bytes: usize,
         now_ms: i64,
+        pool: &Arc<HandlePool>,
     ) -> Result<LogSegment> {
         let log_path = dir.join(log_file_name(base_offset));
-        // O_APPEND: every write lands at the end of the file; `append` relies on it.
         let file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -102,50 +153,72 @@ impl LogSegment {
             .open(&log_path)
             .at(&log_path)?;
         file.set_len(0).at(&log_path)?;
-        Self::with_file(dir, base_offset, file, index_bytes, true, now_ms)
+        // Kept open: a new segment is appended to next.
+        Self::with_file(
+            dir,
+            base_offset,
+            Some(file),
+            0,
+            index_bytes,
+            true,
+            now_ms,
+            pool,
+        )
     }
 
-    /// Opens an existing segment's files without checking them; follow with [`Self::recover`]
-    /// or [`Self::load_clean`].
+    /// Opens an existing segment without checking it and without opening its files (they open
+    /// when first used); follow with [`Self::recover`] or [`Self::load_clean`].
     pub fn open(
         dir: &Path,
         base_offset: i64,
         index_bytes: usize,
         now_ms: i64,
+        pool: &Arc<HandlePool>,
     ) -> Result<LogSegment> {
         let log_path = dir.join(log_file_name(base_offset));
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&log_path)
-            .at(&log_path)?;
-        Self::with_file(dir, base_offset, file, index_bytes, false, now_ms)
+        let size = std::fs::metadata(&log_path).at(&log_path)?.len();
+        Self::with_file(
+            dir,
+            base_offset,
+            None,
+            size,
+            index_bytes,
+            false,
+            now_ms,
+            pool,
+        )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn with_file(
         dir: &Path,
         base_offset: i64,
-        file: File,
+        file: Option<File>,
+        size: u64,
         index_bytes: usize,
         fresh: bool,
         now_ms: i64,
+        pool: &Arc<HandlePool>,
     ) -> Result<LogSegment> {
         let log_path = dir.join(log_file_name(base_offset));
         let index_path = dir.join(index_file_name(base_offset));
         let time_index_path = dir.join(time_index_file_name(base_offset));
-        let size = file.metadata().at(&log_path)?.len();
         let offset_index = OffsetIndex::open(&index_path, base_offset, index_bytes, fresh)?;
         let time_index = TimeIndex::open(&time_index_path, base_offset, index_bytes, fresh)?;
+        let file = LogFile {
+            path: log_path.clone(),
+            file: file.map(Arc::new),
+        };
         Ok(LogSegment {
             base_offset,
             log_path,
             index_path,
             time_index_path,
-            file,
+            file: Pooled::new(pool, Kind::LogFile, file),
             size: AtomicU64::new(size),
             max_timestamp: AtomicI64::new(-1),
-            offset_index: Mutex::new(offset_index),
-            time_index: Mutex::new(time_index),
+            offset_index: Pooled::new(pool, Kind::IndexMap, offset_index),
+            time_index: Pooled::new(pool, Kind::IndexMap, time_index),
             writer: Mutex::new(WriterState {
                 next_offset: base_offset,
                 bytes_since_last_index_entry: 0,
@@ -161,6 +234,21 @@ impl LogSegment {
 
     pub fn base_offset(&self) -> i64 {
         self.base_offset
+    }
+
+    /// The `.log` descriptor, opened (and counted by the pool) if it was closed.
+    fn handle(&self) -> Result<Arc<File>> {
+        self.file
+            .with_open(|f| f.file.clone().expect("opened by with_open"))
+    }
+
+    /// Whether the `.log` descriptor is open, and whether each index is mapped (tests, tools).
+    pub fn open_resources(&self) -> (bool, bool, bool) {
+        (
+            self.file.with(|f| f.is_open()),
+            self.offset_index.with(|i| i.is_mapped()),
+            self.time_index.with(|i| i.is_mapped()),
+        )
     }
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
@@ -188,9 +276,8 @@ impl LogSegment {
         if ts >= 0 {
             return Ok(ts);
         }
-        let modified = self
-            .file
-            .metadata()
+        // By path: no descriptor needed for a segment that may be closed.
+        let modified = std::fs::metadata(&self.log_path)
             .at(&self.log_path)?
             .modified()
             .at(&self.log_path)?;
@@ -211,7 +298,7 @@ impl LogSegment {
     }
 
     pub fn indexes_full(&self) -> bool {
-        self.offset_index.lock().is_full() || self.time_index.lock().is_full()
+        self.offset_index.with(|i| i.is_full()) || self.time_index.with(|i| i.is_full())
     }
 
     pub fn can_convert_to_relative_offset(&self, offset: i64) -> bool {
@@ -229,11 +316,11 @@ impl LogSegment {
         index_interval_bytes: usize,
     ) -> Result<()> {
         let start = self.size();
-        write_all_vectored(&self.file, parts).at(&self.log_path)?;
+        write_all_vectored(&*self.handle()?, parts).at(&self.log_path)?;
         let mut w = self.writer.lock();
         let mut position = start;
         for h in headers {
-            self.index_batch(&mut w, h, position, index_interval_bytes);
+            self.index_batch(&mut w, h, position, index_interval_bytes)?;
             position += h.size_in_bytes() as u64;
         }
         debug_assert_eq!(
@@ -254,7 +341,7 @@ impl LogSegment {
         headers: &[(u64, BatchHeader)],
         start: u64,
         index_interval_bytes: usize,
-    ) {
+    ) -> Result<()> {
         for (i, (position, h)) in headers.iter().enumerate() {
             if i == 0 && start > 0 {
                 w.next_offset = h.next_offset();
@@ -268,11 +355,18 @@ impl LogSegment {
                 w.bytes_since_last_index_entry = h.size_in_bytes();
                 continue;
             }
-            self.index_batch(w, h, *position, index_interval_bytes);
+            self.index_batch(w, h, *position, index_interval_bytes)?;
         }
+        Ok(())
     }
 
-    fn index_batch(&self, w: &mut WriterState, h: &BatchHeader, position: u64, interval: usize) {
+    fn index_batch(
+        &self,
+        w: &mut WriterState,
+        h: &BatchHeader,
+        position: u64,
+        interval: usize,
+    ) -> Result<()> {
         if w.rolling_based_timestamp.is_none() {
             w.rolling_based_timestamp = Some(h.max_timestamp);
         }
@@ -285,21 +379,20 @@ impl LogSegment {
         }
         if w.bytes_since_last_index_entry > interval {
             self.offset_index
-                .lock()
-                .append(h.last_offset(), position as u32);
+                .with(|i| i.append(h.last_offset(), position as u32))?;
             let m = w.max_timestamp_so_far;
             self.time_index
-                .lock()
-                .maybe_append(m.timestamp, m.offset, false);
+                .with(|i| i.maybe_append(m.timestamp, m.offset, false))?;
             w.bytes_since_last_index_entry = 0;
         }
         w.bytes_since_last_index_entry += h.size_in_bytes();
         w.next_offset = h.next_offset();
+        Ok(())
     }
 
     fn read_exact(&self, position: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
-        self.file
+        self.handle()?
             .read_exact_at(&mut buf, position)
             .at(&self.log_path)?;
         Ok(buf)
@@ -311,7 +404,7 @@ impl LogSegment {
             return Ok(None);
         }
         let mut buf = [0u8; RECORD_BATCH_OVERHEAD];
-        match self.file.read_exact_at(&mut buf, position) {
+        match self.handle()?.read_exact_at(&mut buf, position) {
             Ok(()) => {}
             // The writer truncated under us; the caller's generation check retries.
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
@@ -324,7 +417,7 @@ impl LogSegment {
 
     /// Position and header of the first batch below `limit` whose last offset is >= `offset`.
     pub fn find_batch(&self, offset: i64, limit: u64) -> Result<Option<(u64, BatchHeader)>> {
-        let position = self.offset_index.lock().lookup(offset).position as u64;
+        let position = self.offset_index.with(|i| i.lookup(offset))?.position as u64;
         let mut found = None;
         self.scan_headers(position, limit, &mut |p, h| {
             if h.last_offset() >= offset {
@@ -348,14 +441,19 @@ impl LogSegment {
         visit: &mut dyn FnMut(u64, &BatchHeader) -> bool,
     ) -> Result<()> {
         let mut chunk = Vec::new();
+        let mut file = None;
         loop {
             if position + RECORD_BATCH_OVERHEAD as u64 > limit {
                 return Ok(());
             }
+            let file = match &file {
+                Some(f) => f,
+                None => file.insert(self.handle()?),
+            };
             let len = ((limit - position) as usize).min(SCAN_CHUNK_BYTES);
             chunk.clear();
             chunk.resize(len, 0);
-            let n = read_up_to(&self.file, &mut chunk, position).at(&self.log_path)?;
+            let n = read_up_to(file, &mut chunk, position).at(&self.log_path)?;
             chunk.truncate(n);
             let mut at = 0usize;
             // Headers wholly inside the chunk; the batch bodies may run past it.
@@ -407,7 +505,7 @@ impl LogSegment {
         }
         let len = (limit - position).min(max_bytes as u64) as usize;
         let mut buf = BytesMut::zeroed(len);
-        let n = read_up_to(&self.file, &mut buf, position).at(&self.log_path)?;
+        let n = read_up_to(&*self.handle()?, &mut buf, position).at(&self.log_path)?;
         buf.truncate(n);
         let mut end = 0;
         for (at, h) in BatchIter::new(&buf) {
@@ -449,15 +547,16 @@ impl LogSegment {
         index_bytes: usize,
         on_batch: &mut dyn FnMut(&BatchHeader),
     ) -> Result<RecoveryOutcome> {
-        {
-            let mut oi = self.offset_index.lock();
-            oi.reset();
-            oi.resize(index_bytes)?;
-            let mut ti = self.time_index.lock();
-            ti.reset();
-            ti.resize(index_bytes)?;
-        }
-        let file_len = self.file.metadata().at(&self.log_path)?.len();
+        self.offset_index.with(|i| {
+            i.reset();
+            i.resize(index_bytes)
+        })?;
+        self.time_index.with(|i| {
+            i.reset();
+            i.resize(index_bytes)
+        })?;
+        let file = self.handle()?;
+        let file_len = file.metadata().at(&self.log_path)?.len();
         let mut w = self.writer.lock();
         w.next_offset = self.base_offset;
         w.bytes_since_last_index_entry = 0;
@@ -503,7 +602,7 @@ impl LogSegment {
                     break 'scan;
                 }
                 on_batch(&h);
-                self.index_batch(&mut w, &h, valid, index_interval_bytes);
+                self.index_batch(&mut w, &h, valid, index_interval_bytes)?;
                 valid += h.size_in_bytes() as u64;
                 batches += 1;
                 break;
@@ -512,7 +611,7 @@ impl LogSegment {
         drop(w);
         let truncated = file_len - valid;
         if truncated > 0 {
-            self.file.set_len(valid).at(&self.log_path)?;
+            file.set_len(valid).at(&self.log_path)?;
         }
         self.size.store(valid, Ordering::Release);
         Ok(RecoveryOutcome {
@@ -527,14 +626,21 @@ impl LogSegment {
     /// index entry. Returns false when something does not add up; the caller then recovers it.
     pub fn load_clean(&self, index_interval_bytes: usize) -> Result<bool> {
         let size = self.size();
-        let (start, last_ts) = {
-            let oi = self.offset_index.lock();
-            let ti = self.time_index.lock();
-            if !oi.sanity_check(size) || !ti.sanity_check() {
-                return Ok(false);
-            }
-            let start = oi.last_entry().map_or(0, |e| e.position as u64);
-            (start, ti.last_entry())
+        // Indexes without entries (the usual case for small segments) are not even mapped.
+        let Some(start) = self.offset_index.with(|i| -> Result<Option<u64>> {
+            Ok(i.sanity_check(size)?
+                .then(|| i.last_entry())
+                .transpose()?
+                .map(|e| e.map_or(0, |e| e.position as u64)))
+        })?
+        else {
+            return Ok(false);
+        };
+        let Some(last_ts) = self.time_index.with(|i| -> Result<Option<_>> {
+            i.sanity_check()?.then(|| i.last_entry()).transpose()
+        })?
+        else {
+            return Ok(false);
         };
         let headers = self.headers_from(start)?;
         let end = headers
@@ -549,7 +655,7 @@ impl LogSegment {
             self.max_timestamp.store(t.timestamp, Ordering::Release);
         }
         w.bytes_since_last_index_entry = 0;
-        self.replay_after_last_index_entry(&mut w, &headers, start, index_interval_bytes);
+        self.replay_after_last_index_entry(&mut w, &headers, start, index_interval_bytes)?;
         if headers.is_empty() {
             w.next_offset = self.base_offset;
         }
@@ -572,17 +678,13 @@ impl LogSegment {
             Some((position, _)) => position,
             None => return Ok(0),
         };
-        {
-            let mut oi = self.offset_index.lock();
-            oi.truncate_to(offset);
-            let mut ti = self.time_index.lock();
-            ti.truncate_to(offset);
-        }
+        self.offset_index.with(|i| i.truncate_to(offset))?;
+        self.time_index.with(|i| i.truncate_to(offset))?;
         self.size.store(position, Ordering::Release);
-        self.file.set_len(position).at(&self.log_path)?;
+        self.handle()?.set_len(position).at(&self.log_path)?;
         // Rebuild the writer state from the last index entry, as on a clean load.
-        let last_entry = self.offset_index.lock().last_entry();
-        let last_ts = self.time_index.lock().last_entry();
+        let last_entry = self.offset_index.with(|i| i.last_entry())?;
+        let last_ts = self.time_index.with(|i| i.last_entry())?;
         let start = last_entry.map_or(0, |e| e.position as u64);
         let headers = self.headers_from(start)?;
         let mut w = self.writer.lock();
@@ -597,42 +699,55 @@ impl LogSegment {
         if position == 0 {
             w.rolling_based_timestamp = None;
         }
-        self.replay_after_last_index_entry(&mut w, &headers, start, index_interval_bytes);
+        self.replay_after_last_index_entry(&mut w, &headers, start, index_interval_bytes)?;
         Ok(size - position)
     }
 
     /// Makes the segment active again after a truncation into it: indexes back to full size.
     pub fn resize_indexes(&self, index_bytes: usize) -> Result<()> {
-        self.offset_index.lock().resize(index_bytes)?;
-        self.time_index.lock().resize(index_bytes)
+        self.offset_index.with(|i| i.resize(index_bytes))?;
+        self.time_index.with(|i| i.resize(index_bytes))
     }
 
     /// The segment stops being active: final time index entry, trimmed indexes, fsync.
     pub fn on_roll(&self) -> Result<()> {
         let m = self.writer.lock().max_timestamp_so_far;
-        {
-            let mut ti = self.time_index.lock();
+        self.time_index.with(|ti| {
             if m.timestamp >= 0 {
-                ti.maybe_append(m.timestamp, m.offset, true);
+                ti.maybe_append(m.timestamp, m.offset, true)?;
             }
             ti.trim()?;
-            ti.flush()?;
-        }
-        {
-            let mut oi = self.offset_index.lock();
+            ti.flush()
+        })?;
+        self.offset_index.with(|oi| {
             oi.trim()?;
-            oi.flush()?;
-        }
+            oi.flush()
+        })?;
         self.flush_log()
     }
 
     /// fsync of the log data.
     pub fn flush_log(&self) -> Result<()> {
-        self.file.sync_data().at(&self.log_path)
+        self.handle()?.sync_data().at(&self.log_path)
+    }
+
+    /// Keeps the descriptor and maps open until the segment is dropped, outside the pool's
+    /// count, so readers still holding the segment can read it once its files are gone (deleted,
+    /// or renamed away with their log). Best effort: a file that cannot be opened stays closed.
+    pub fn pin_files(&self) {
+        let pinned = self
+            .file
+            .pin(|f| if f.is_open() { Ok(()) } else { f.open() })
+            .and_then(|()| self.offset_index.pin(|i| i.open()))
+            .and_then(|()| self.time_index.pin(|i| i.open()));
+        if let Err(e) = pinned {
+            tracing::debug!(segment = self.base_offset, error = %e, "cannot pin a segment's files");
+        }
     }
 
     /// Removes the segment's files. Readers holding the segment can still read it.
     pub fn delete_files(&self) -> Result<()> {
+        self.pin_files();
         for path in [&self.log_path, &self.index_path, &self.time_index_path] {
             match std::fs::remove_file(path) {
                 Ok(()) => {}
@@ -650,9 +765,15 @@ impl LogSegment {
         let headers = self.headers_from(0).map_err(|e| e.to_string())?;
         let by_position: std::collections::HashMap<u64, &BatchHeader> =
             headers.iter().map(|(p, h)| (*p, h)).collect();
-        let oi = self.offset_index.lock();
-        for n in 0..oi.entries() {
-            let e = oi.entry(n);
+        let offsets = self
+            .offset_index
+            .with(|oi| {
+                (0..oi.entries())
+                    .map(|n| oi.entry(n))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .map_err(|e| e.to_string())?;
+        for (n, e) in offsets.into_iter().enumerate() {
             match by_position.get(&(e.position as u64)) {
                 Some(h) if h.last_offset() == e.offset => {}
                 other => {
@@ -665,9 +786,15 @@ impl LogSegment {
         }
         let last_offsets: std::collections::HashSet<i64> =
             headers.iter().map(|(_, h)| h.last_offset()).collect();
-        let ti = self.time_index.lock();
-        for n in 0..ti.entries() {
-            let e = ti.entry(n);
+        let times = self
+            .time_index
+            .with(|ti| {
+                (0..ti.entries())
+                    .map(|n| ti.entry(n))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .map_err(|e| e.to_string())?;
+        for (n, e) in times.into_iter().enumerate() {
             if !last_offsets.contains(&e.offset) {
                 return Err(format!(
                     "segment {}: time index entry {n} {e:?} names no batch",
@@ -680,9 +807,9 @@ impl LogSegment {
 
     /// Time index lookup: the position to start scanning for the first batch with max
     /// timestamp >= `timestamp`.
-    pub fn time_lookup_position(&self, timestamp: i64) -> u32 {
-        let entry = self.time_index.lock().lookup(timestamp);
-        self.offset_index.lock().lookup(entry.offset).position
+    pub fn time_lookup_position(&self, timestamp: i64) -> Result<u32> {
+        let entry = self.time_index.with(|i| i.lookup(timestamp))?;
+        Ok(self.offset_index.with(|i| i.lookup(entry.offset))?.position)
     }
 }
 
@@ -728,6 +855,10 @@ mod tests {
 
     const INDEX_BYTES: usize = 1024;
 
+    fn pool() -> Arc<HandlePool> {
+        HandlePool::shared_default()
+    }
+
     fn append(seg: &LogSegment, offset: i64, count: usize, value_len: usize, ts: i64) -> i64 {
         let mut b = simple(count, value_len, ts);
         set_base_offset(&mut b, offset);
@@ -746,13 +877,13 @@ mod tests {
     #[test]
     fn append_read_and_index() {
         let dir = tempfile::tempdir().unwrap();
-        let seg = LogSegment::create(dir.path(), 10, INDEX_BYTES, 0).unwrap();
+        let seg = LogSegment::create(dir.path(), 10, INDEX_BYTES, 0, &pool()).unwrap();
         let mut next = 10;
         for i in 0..20 {
             next = append(&seg, next, 3, 50, 1000 + i);
         }
         assert_eq!(seg.next_offset(), 70);
-        assert!(seg.offset_index.lock().entries() > 3);
+        assert!(seg.offset_index.with(|i| i.entries()) > 3);
         seg.verify_indexes().unwrap();
         // offset 35 lives in the batch 34..=36
         let (bytes, first) = seg.read(35, 1 << 20, i64::MAX, false).unwrap().unwrap();
@@ -780,13 +911,13 @@ mod tests {
     #[test]
     fn recover_cuts_torn_tail_and_rebuilds_indexes() {
         let dir = tempfile::tempdir().unwrap();
-        let seg = LogSegment::create(dir.path(), 0, INDEX_BYTES, 0).unwrap();
+        let seg = LogSegment::create(dir.path(), 0, INDEX_BYTES, 0, &pool()).unwrap();
         let mut next = 0;
         for i in 0..30 {
             next = append(&seg, next, 2, 40, i);
         }
         let good = seg.size();
-        let entries = seg.offset_index.lock().entries();
+        let entries = seg.offset_index.with(|i| i.entries());
         drop(seg);
         // torn tail: half a batch
         let path = dir.path().join(log_file_name(0));
@@ -795,14 +926,14 @@ mod tests {
         set_base_offset(&mut extra, next);
         bytes.extend_from_slice(&extra[..extra.len() / 2]);
         std::fs::write(&path, &bytes).unwrap();
-        let seg = LogSegment::open(dir.path(), 0, INDEX_BYTES, 0).unwrap();
+        let seg = LogSegment::open(dir.path(), 0, INDEX_BYTES, 0, &pool()).unwrap();
         let mut seen = 0;
         let out = seg.recover(100, INDEX_BYTES, &mut |_| seen += 1).unwrap();
         assert_eq!(out.valid_bytes, good);
         assert_eq!(out.truncated_bytes, (extra.len() / 2) as u64);
         assert_eq!((out.batches, seen), (30, 30));
         assert_eq!(seg.next_offset(), 60);
-        assert_eq!(seg.offset_index.lock().entries(), entries);
+        assert_eq!(seg.offset_index.with(|i| i.entries()), entries);
         assert_eq!(seg.max_timestamp(), 30);
         seg.verify_indexes().unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
@@ -811,7 +942,7 @@ mod tests {
     #[test]
     fn recover_stops_at_bad_crc() {
         let dir = tempfile::tempdir().unwrap();
-        let seg = LogSegment::create(dir.path(), 0, INDEX_BYTES, 0).unwrap();
+        let seg = LogSegment::create(dir.path(), 0, INDEX_BYTES, 0, &pool()).unwrap();
         let mut next = 0;
         let mut sizes = vec![];
         for i in 0..5 {
@@ -824,7 +955,7 @@ mod tests {
         let at = sizes[2] as usize + 70; // inside batch 3's records
         bytes[at] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
-        let seg = LogSegment::open(dir.path(), 0, INDEX_BYTES, 0).unwrap();
+        let seg = LogSegment::open(dir.path(), 0, INDEX_BYTES, 0, &pool()).unwrap();
         let out = seg.recover(100, INDEX_BYTES, &mut |_| {}).unwrap();
         assert_eq!(out.valid_bytes, sizes[2]);
         assert_eq!(seg.next_offset(), 6);
@@ -833,19 +964,19 @@ mod tests {
     #[test]
     fn roll_trims_and_clean_load_agrees() {
         let dir = tempfile::tempdir().unwrap();
-        let seg = LogSegment::create(dir.path(), 0, INDEX_BYTES, 0).unwrap();
+        let seg = LogSegment::create(dir.path(), 0, INDEX_BYTES, 0, &pool()).unwrap();
         let mut next = 0;
         for i in 0..25 {
             next = append(&seg, next, 2, 40, 100 + i);
         }
         seg.on_roll().unwrap();
-        let entries = seg.offset_index.lock().entries();
+        let entries = seg.offset_index.with(|i| i.entries());
         drop(seg);
         let idx_len = std::fs::metadata(dir.path().join(index_file_name(0)))
             .unwrap()
             .len();
         assert_eq!(idx_len as usize, entries * 8);
-        let seg = LogSegment::open(dir.path(), 0, INDEX_BYTES, 0).unwrap();
+        let seg = LogSegment::open(dir.path(), 0, INDEX_BYTES, 0, &pool()).unwrap();
         assert!(seg.load_clean(100).unwrap());
         assert_eq!(seg.next_offset(), next);
         assert_eq!(seg.max_timestamp(), 125);
@@ -862,7 +993,7 @@ mod tests {
     #[test]
     fn truncate_cuts_at_batch_boundary() {
         let dir = tempfile::tempdir().unwrap();
-        let seg = LogSegment::create(dir.path(), 0, INDEX_BYTES, 0).unwrap();
+        let seg = LogSegment::create(dir.path(), 0, INDEX_BYTES, 0, &pool()).unwrap();
         let mut next = 0;
         for i in 0..20 {
             next = append(&seg, next, 3, 40, 100 + i);
@@ -881,5 +1012,104 @@ mod tests {
             (seg.size(), seg.next_offset(), seg.max_timestamp()),
             (0, 0, -1)
         );
+    }
+
+    /// More segments than the pool's bounds: every one is written (enough for index entries)
+    /// and read back whole, the open descriptors and maps never exceed the bounds, an evicted
+    /// segment holds nothing until it is used again, and reopening it by path loses nothing.
+    #[test]
+    fn evicted_descriptors_and_maps_reopen_by_path_with_data_intact() {
+        use crate::handles::HandleLimits;
+        let dir = tempfile::tempdir().unwrap();
+        let pool = HandlePool::new(HandleLimits {
+            open_log_files_max: 16,
+            index_maps_max: 16,
+        });
+        let segs: Vec<LogSegment> = (0..40)
+            .map(|i| LogSegment::create(dir.path(), i * 1000, INDEX_BYTES, 0, &pool).unwrap())
+            .collect();
+        let mut expected = Vec::new();
+        for round in 0..5 {
+            for seg in &segs {
+                let next = seg.next_offset();
+                append(seg, next, 3, 50, 100 + round);
+                let stats = pool.stats();
+                assert!(stats.open_log_files <= 16, "{stats:?}");
+                assert!(stats.index_maps <= 16, "{stats:?}");
+            }
+        }
+        for seg in &segs {
+            let (bytes, _) = seg
+                .read(seg.base_offset(), 1 << 20, i64::MAX, false)
+                .unwrap()
+                .unwrap();
+            expected.push(bytes);
+        }
+        let stats = pool.stats();
+        assert!(stats.evictions > 0, "{stats:?}");
+        assert!(
+            stats.log_file_opens > 40,
+            "segments were reopened: {stats:?}"
+        );
+        let closed = segs
+            .iter()
+            .position(|s| s.open_resources() == (false, false, false))
+            .expect("some segment holds nothing now");
+        let seg = &segs[closed];
+        assert!(seg.offset_index.with(|i| i.entries()) > 0, "indexed");
+        // Through the index (offset in the middle), then appends and the indexes again.
+        let (bytes, first) = seg
+            .read(seg.base_offset() + 7, 1 << 20, i64::MAX, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(first, Some(seg.base_offset() + 6));
+        assert!(expected[closed].ends_with(&bytes));
+        assert!(seg.open_resources().0);
+        seg.verify_indexes().unwrap();
+        for (seg, bytes) in segs.iter().zip(&expected) {
+            seg.verify_indexes().unwrap();
+            let (again, _) = seg
+                .read(seg.base_offset(), 1 << 20, i64::MAX, false)
+                .unwrap()
+                .unwrap();
+            assert_eq!(&again, bytes);
+            assert_eq!(seg.next_offset(), seg.base_offset() + 15);
+        }
+        assert!(pool.stats().open_log_files <= 16);
+        // A deleted segment stays readable through what it pinned, outside the count.
+        let gone = &segs[closed];
+        gone.delete_files().unwrap();
+        assert!(!gone.log_path().exists());
+        for seg in &segs {
+            seg.read(seg.base_offset(), 100, i64::MAX, true).unwrap();
+        }
+        let (bytes, _) = gone
+            .read(gone.base_offset(), 1 << 20, i64::MAX, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(bytes, expected[closed]);
+        assert_eq!(pool.stats().pinned, 3);
+        drop(segs);
+        let stats = pool.stats();
+        assert_eq!(
+            (stats.open_log_files, stats.index_maps, stats.pinned),
+            (0, 0, 0)
+        );
+    }
+
+    /// Opening an existing segment maps nothing and opens no descriptor; a clean load maps
+    /// only an index that has entries (here the time index, with the entry written at roll).
+    #[test]
+    fn opening_a_segment_holds_nothing_until_it_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = LogSegment::create(dir.path(), 0, INDEX_BYTES, 0, &pool()).unwrap();
+        append(&seg, 0, 1, 10, 5);
+        seg.on_roll().unwrap();
+        drop(seg);
+        let seg = LogSegment::open(dir.path(), 0, INDEX_BYTES, 0, &pool()).unwrap();
+        assert_eq!(seg.open_resources(), (false, false, false));
+        assert!(seg.load_clean(100).unwrap());
+        assert_eq!(seg.open_resources(), (true, false, true));
+        assert_eq!(seg.next_offset(), 1);
     }
 }
