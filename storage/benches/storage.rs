@@ -185,7 +185,10 @@ fn index_lookup(c: &mut Criterion) {
     let index_bytes = 10 * 1024 * 1024;
     let mut index = OffsetIndex::open(&dir.path().join("0.index"), 0, index_bytes, false).unwrap();
     let mut n = 0i64;
-    while index.append(n * 16 + 15, (n * 4096) as u32).expect("index append") {
+    while index
+        .append(n * 16 + 15, (n * 4096) as u32)
+        .expect("index append")
+    {
         n += 1;
     }
     let max = n * 16;

@@ -474,29 +474,23 @@ impl TimeIndex {
 }
 
 /// Both indexes are pooled maps: open means mapped, and they map themselves when first used.
-impl Resource for OffsetIndex {
-    fn is_open(&self) -> bool {
-        self.is_mapped()
-    }
-    fn open(&mut self) -> Result<()> {
-        self.file.ensure_mapped()
-    }
-    fn close(&mut self) {
-        self.file.map = None;
-    }
+macro_rules! pooled_map {
+    ($index:ty) => {
+        impl Resource for $index {
+            fn is_open(&self) -> bool {
+                self.is_mapped()
+            }
+            fn open(&mut self) -> Result<()> {
+                self.file.ensure_mapped()
+            }
+            fn close(&mut self) {
+                self.file.map = None;
+            }
+        }
+    };
 }
-
-impl Resource for TimeIndex {
-    fn is_open(&self) -> bool {
-        self.is_mapped()
-    }
-    fn open(&mut self) -> Result<()> {
-        self.file.ensure_mapped()
-    }
-    fn close(&mut self) {
-        self.file.map = None;
-    }
-}
+pooled_map!(OffsetIndex);
+pooled_map!(TimeIndex);
 
 #[cfg(test)]
 mod tests {
