@@ -109,6 +109,9 @@ class ProduceRun:
     acks: str
     throughput: int  # records/s, -1 = as fast as possible
     measured: bool = True
+    # Topic configs: the topic is created with them (1 partition) before the run, instead of
+    # being auto-created with the broker's defaults.
+    topic_config: tuple[str, ...] = ()
 
     @property
     def mib(self) -> float:
@@ -141,6 +144,16 @@ def full_plan():
         # 30 s at 20,000 records/s with the Java producer's default acks=all.
         ProduceRun("fixed-rate-20k", "bench-fixed-rate", 600_000, 100, "all", 20_000),
     ]
+
+
+def latency_plan():
+    """--latency-only on one node: the warm-up and the fixed-rate run of the full plan, and the
+    same fixed rate into a topic of 1 MiB segments, so that segments roll about twice a second
+    during the run (at the default 1 GiB none does)."""
+    full = full_plan()
+    return [full[0], next(r for r in full if r.name == "fixed-rate-20k"),
+            ProduceRun("fixed-rate-20k-rolling", "bench-fixed-rate-rolling", 600_000, 100, "all",
+                       20_000, topic_config=("segment.bytes=1048576",))]
 
 
 def smoke_plan():
@@ -413,9 +426,10 @@ class KafkaIQ(Broker):
     label = "KafkaIQ"
     key = "kafkaiq"
 
-    def __init__(self, workdir: Path, binary: Path):
+    def __init__(self, workdir: Path, binary: Path, key: str = "kafkaiq", label: str = "KafkaIQ"):
         super().__init__(workdir)
         self.binary = binary
+        self.key, self.label = key, label
 
     def command(self):
         # Kafka's names for the same settings Apache Kafka gets, minus the KRaft controller
@@ -478,6 +492,15 @@ def run_tool(libs: Path, main_class: str, args: list[str], log: Path, timeout_s:
 
 
 def produce(libs: Path, port: int, run: ProduceRun, log: Path, timeout_s: float) -> dict:
+    if run.topic_config:
+        create_log = log.with_name(f"create-{run.topic}.log")
+        configs = [a for kv in run.topic_config for a in ("--config", kv)]
+        code, _ = run_tool(
+            libs, "org.apache.kafka.tools.TopicCommand",
+            ["--bootstrap-server", f"127.0.0.1:{port}", "--create", "--topic", run.topic,
+             "--partitions", "1", "--replication-factor", "1", *configs], create_log, timeout_s)
+        if code != 0:
+            return {"error": f"creating {run.topic}: exit {code}: {tail(create_log)}"}
     code, out = run_tool(
         libs, "org.apache.kafka.tools.ProducerPerformance",
         ["--topic", run.topic, "--num-records", str(run.records), "--record-size", str(run.size),
@@ -630,6 +653,8 @@ def rows_for(plan) -> list[Row]:
                             "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", 0.5, False))
         elif isinstance(run, ProduceRun):
             desc = f"{run.throughput:,} records/s × {run.size} B, acks={run.acks}"
+            if run.topic_config:
+                desc += ", " + ", ".join(run.topic_config)
             for field, name in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
                 rows.append(Row(f"Latency {name}, {desc}", run.name, field, "ms", "{:.0f}",
                                 0.5 if field == "p99_ms" else None, False))
@@ -718,6 +743,8 @@ def machine_description(args, binary: Path) -> list[tuple[str, str]]:
         ("JVM", " / ".join(l.strip() for l in java.strip().splitlines())),
         ("Commit", commit + (" (with uncommitted changes)" if dirty else "")),
         ("KafkaIQ binary", str(binary)),
+        *([("KafkaIQ (before) binary", str(Path(args.compare_bin).resolve()))]
+          if getattr(args, "compare_bin", None) else []),
         ("Broker JVM heap", f"Apache Kafka: `{KAFKA_HEAP}`; tools: `{TOOL_HEAP}`"),
     ]
 
@@ -761,7 +788,12 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
     for k in brokers:
         header += f" {LABELS[k]} |"
         sep += "---:|"
-    if len(brokers) == 2:
+    both = "kafka" in brokers and "kafkaiq" in brokers
+    with_before = both and "kafkaiq-before" in brokers
+    if with_before:
+        header += " before / Kafka |"
+        sep += "---:|"
+    if both:
         header += " KafkaIQ / Kafka | Target | Met |"
         sep += "---:|---:|:---:|"
     out.append(header)
@@ -773,7 +805,11 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
             vals, notes = values(by[k], row)
             line += f" {cell(vals, notes, row.fmt, len(by[k]))} |"
             medians[k] = statistics.median(vals) if vals else None
-        if len(brokers) == 2:
+        if with_before:
+            a, b = medians.get("kafka"), medians.get("kafkaiq-before")
+            ratio = b / a if a and b is not None else None
+            line += f" {format_ratio(ratio)}× |" if ratio is not None else " — |"
+        if both:
             a, b = medians.get("kafka"), medians.get("kafkaiq")
             ratio = b / a if a and b is not None else None
             line += f" {format_ratio(ratio)}× |" if ratio is not None else " — |"
@@ -828,6 +864,10 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
     for run in plan:
         if isinstance(run, ProduceRun):
             rate = "-1" if run.throughput < 0 else str(run.throughput)
+            if run.topic_config:
+                out.append(f"- `{run.name}`: topic created first, `TopicCommand --create --topic "
+                           f"{run.topic} --partitions 1 --replication-factor 1 "
+                           + " ".join(f"--config {kv}" for kv in run.topic_config) + "`")
             out.append(f"- `{run.name}`{'' if run.measured else ' (not measured)'}: "
                        f"`ProducerPerformance --topic {run.topic} --num-records {run.records} "
                        f"--record-size {run.size} --throughput {rate} --producer-props "
@@ -925,11 +965,11 @@ def main() -> int:
                    help="N-node clusters of each broker instead of one node (N=3: "
                         "benches/compare/cluster.py); with --smoke, a tiny cluster plan")
     p.add_argument("--compare-bin", metavar="PATH",
-                   help="cluster mode: also run this (earlier) kafkaiq binary as a third broker, "
+                   help="also run this (earlier) kafkaiq binary as a third broker, "
                         "'KafkaIQ (before)', in every round, before the current one")
     p.add_argument("--latency-only", action="store_true",
-                   help="cluster mode: only a small warm-up, EndToEndLatency and the fixed-rate "
-                        "run")
+                   help="only a small warm-up and the fixed-rate run (cluster mode: and "
+                        "EndToEndLatency)")
     p.add_argument("--port-base", type=int, default=None,
                    help="cluster mode: consecutive loopback ports from here (default: free "
                         "ephemeral ports)")
@@ -940,14 +980,10 @@ def main() -> int:
         10_000 if args.smoke else 30_000)
     brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
     if args.compare_bin:
-        if args.cluster is None:
-            p.error("--compare-bin needs --cluster")
         brokers = ["kafkaiq-before"] + brokers
-    if (args.latency_only) and args.cluster is None:
-        p.error("--latency-only needs --cluster")
     if not brokers or any(b not in LABELS for b in brokers):
         p.error("--brokers takes kafka, kafkaiq or both")
-    if not args.smoke and args.rounds < 3 and len(brokers) == 2:
+    if not args.smoke and args.rounds < 3 and "kafka" in brokers and "kafkaiq" in brokers:
         log(f"note: {args.rounds} rounds; the issue asks for at least 3")
 
     if args.cluster is not None:
@@ -960,8 +996,12 @@ def main() -> int:
 
         return cluster.main(args, libs, binary, brokers)
 
-    plan = smoke_plan() if args.smoke else full_plan()
+    plan = smoke_plan() if args.smoke else latency_plan() if args.latency_only else full_plan()
     binary = build_kafkaiq(args) if "kafkaiq" in brokers else Path("-")
+    before = Path(args.compare_bin).resolve() if args.compare_bin else None
+    if before is not None and not os.access(before, os.X_OK):
+        log(f"no kafkaiq binary at {before}")
+        return 1
     if "kafkaiq" in brokers and not os.access(binary, os.X_OK):
         log(f"no kafkaiq binary at {binary}")
         return 1
@@ -978,7 +1018,12 @@ def main() -> int:
             for key in brokers:
                 sdir = workdir / f"round{round_no}-{key}"
                 sdir.mkdir()
-                broker = ApacheKafka(sdir) if key == "kafka" else KafkaIQ(sdir, binary)
+                if key == "kafka":
+                    broker = ApacheKafka(sdir)
+                elif key == "kafkaiq-before":
+                    broker = KafkaIQ(sdir, before, key, LABELS[key])
+                else:
+                    broker = KafkaIQ(sdir, binary)
                 try:
                     sessions.append(run_session(broker, libs, plan, args, round_no))
                 finally:

@@ -249,19 +249,7 @@ impl<T: CheckpointEntry> CheckpointFile<T> {
 /// contents, never a mix: write `<path>.tmp`, fsync it, rename it over `path`, fsync the directory
 /// (the rename is only durable once the directory entry is).
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let mut temp_name = path.as_os_str().to_owned();
-    temp_name.push(TEMP_FILE_SUFFIX);
-    let temp_path = PathBuf::from(temp_name);
-
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&temp_path)?;
-    file.write_all(contents)?;
-    file.sync_all()?;
-    drop(file);
-
+    let temp_path = write_temp(path, contents, true)?;
     fs::rename(&temp_path, path)?;
     if let Some(dir) = path.parent() {
         let dir = if dir.as_os_str().is_empty() {
@@ -272,6 +260,30 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// [`write_atomically`] without its fsyncs: `<path>.tmp` renamed over `path`. Readers never see
+/// a partly written file, but after a crash before the caller fsyncs it the file may be empty
+/// or torn, so only for files whose reader detects that (producer snapshots carry a CRC).
+pub fn write_replacing(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let temp_path = write_temp(path, contents, false)?;
+    fs::rename(&temp_path, path)
+}
+
+fn write_temp(path: &Path, contents: &[u8], sync: bool) -> io::Result<PathBuf> {
+    let mut temp_name = path.as_os_str().to_owned();
+    temp_name.push(TEMP_FILE_SUFFIX);
+    let temp_path = PathBuf::from(temp_name);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&temp_path)?;
+    file.write_all(contents)?;
+    if sync {
+        file.sync_all()?;
+    }
+    Ok(temp_path)
 }
 
 /// fsyncs a directory so that entries created, renamed or removed in it survive a crash.

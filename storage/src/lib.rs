@@ -25,6 +25,7 @@ pub mod compression;
 pub mod config;
 pub mod epoch;
 pub mod error;
+pub mod flusher;
 pub mod handles;
 pub mod index;
 pub mod log;
@@ -35,6 +36,7 @@ pub mod segment;
 
 pub use config::{LogConfig, TimestampType, TopicPartition};
 pub use error::{Result, StorageError};
+pub use flusher::Flusher;
 pub use handles::{HandleLimits, HandlePool, HandleStats};
 pub use log::{EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, LogPosition, TimestampAndOffset};
 pub use manager::LogManager;

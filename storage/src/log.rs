@@ -8,7 +8,9 @@
 //! swapped by the writer on roll/delete/truncate, and each segment publishes its size only after
 //! its bytes are written. A reader that raced with a truncation (which rewrites bytes in place)
 //! notices through the truncation generation (a seqlock-style counter) and reads again.
-//! `flush` fsyncs outside the writer lock so appends are not held up by the disk.
+//! `flush` fsyncs outside the writer lock so appends are not held up by the disk, and a roll
+//! leaves the fsync of the segment it closed to the manager's background flusher
+//! ([`crate::flusher`]).
 //!
 //! After an I/O error the log is offline: every later call fails with
 //! [`StorageError::Offline`] and nothing more is written.
@@ -18,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -27,6 +29,7 @@ use crate::batch::{self, BatchHeader, Validation, RECORD_BATCH_OVERHEAD};
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, Result, StorageError};
+use crate::flusher::{Flusher, RollFlush};
 use crate::handles::HandlePool;
 use crate::producer_state::{
     increment_sequence, LeaderAppendCheck, ProducerBatch, ProducerStateManager,
@@ -124,7 +127,10 @@ pub struct Log {
     retired: AtomicBool,
     /// Told once, when an I/O error takes this log offline: the log dir holding it and the
     /// error (the [`crate::LogManager`] installs it; a log opened on its own has none).
-    failure_hook: std::sync::OnceLock<(PathBuf, LogDirFailureHook)>,
+    failure_hook: OnceLock<(PathBuf, LogDirFailureHook)>,
+    /// Where a roll sends the fsyncs of the segment it closed (the [`crate::LogManager`]
+    /// installs it, with this log's own weak reference); without one a roll fsyncs inline.
+    background: OnceLock<(Weak<Log>, Arc<Flusher>)>,
 }
 
 /// Called with a log dir and the error when a log in that dir goes offline after an I/O error
@@ -307,7 +313,8 @@ impl Log {
             offline: AtomicBool::new(false),
             offline_reason: Mutex::new(String::new()),
             retired: AtomicBool::new(false),
-            failure_hook: std::sync::OnceLock::new(),
+            failure_hook: OnceLock::new(),
+            background: OnceLock::new(),
         })
     }
 
@@ -315,6 +322,11 @@ impl Log {
     /// The first installed hook stays.
     pub(crate) fn set_failure_hook(&self, log_dir: PathBuf, hook: LogDirFailureHook) {
         let _ = self.failure_hook.set((log_dir, hook));
+    }
+
+    /// Rolls from now on leave their fsyncs to `flusher`. The first installed flusher stays.
+    pub(crate) fn set_flusher(self: &Arc<Self>, flusher: Arc<Flusher>) {
+        let _ = self.background.set((Arc::downgrade(self), flusher));
     }
 
     pub fn dir(&self) -> &Path {
@@ -718,7 +730,7 @@ impl Log {
         if active.size() == 0 && active.base_offset() == new_base {
             return Ok(active);
         }
-        active.on_roll()?;
+        active.on_become_inactive()?;
         let config = self.config();
         let segment = Arc::new(LogSegment::create(
             &self.dir,
@@ -727,15 +739,26 @@ impl Log {
             now_ms,
             &self.pool,
         )?);
-        sync_dir(&self.dir)?;
         let mut list: Vec<Arc<LogSegment>> = self.segments().as_ref().clone();
         list.push(segment.clone());
         self.set_segments(list);
-        // on_roll synced the old segment: everything below the new base is durable.
-        self.recovery_point.fetch_max(new_base, Ordering::AcqRel);
         // Kafka snapshots the producer state at every new segment so a restart replays little.
-        self.producers.lock().take_snapshot()?;
+        let snapshot = self.producers.lock().take_snapshot_unsynced()?;
         tracing::debug!(dir = %self.dir.display(), base_offset = new_base, "rolled a new segment");
+        // Nothing is fsynced yet: the recovery point moves to the new base once it is.
+        match self.background.get() {
+            Some((me, flusher)) => flusher.submit(RollFlush {
+                log: me.clone(),
+                upto: new_base,
+                snapshot,
+            }),
+            None => {
+                let segments = self.segments();
+                if self.fsync_rolled(&segments, new_base, snapshot.as_deref())? {
+                    self.recovery_point.fetch_max(new_base, Ordering::AcqRel);
+                }
+            }
+        }
         Ok(segment)
     }
 
@@ -1015,6 +1038,66 @@ impl Log {
                 .fetch_max(target.min(self.log_end_offset()), Ordering::AcqRel);
         }
         Ok(())
+    }
+
+    /// The fsyncs a roll at `upto` left: every segment below `upto` not known durable (data and
+    /// indexes), the log's directory (the new segment's names), the producer snapshot written
+    /// at the roll; then the recovery point moves to `upto`, unless a truncation came between.
+    /// A file removed meanwhile (retention, truncation, deletion of the log) needs no fsync.
+    pub(crate) fn flush_rolled(&self, upto: i64, snapshot: Option<&Path>) -> Result<()> {
+        let (segments, generation) = {
+            let _w = self.lock_writer()?;
+            (
+                self.segments(),
+                self.truncation_generation.load(Ordering::SeqCst),
+            )
+        };
+        if !self.fsync_rolled(&segments, upto, snapshot)? {
+            return Ok(());
+        }
+        let _w = self.writer.lock();
+        if self.truncation_generation.load(Ordering::SeqCst) == generation {
+            self.recovery_point
+                .fetch_max(upto.min(self.log_end_offset()), Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// The fsyncs of [`Self::flush_rolled`]; false when a file was gone.
+    fn fsync_rolled(
+        &self,
+        segments: &[Arc<LogSegment>],
+        upto: i64,
+        snapshot: Option<&Path>,
+    ) -> Result<bool> {
+        let recovery_point = self.recovery_point();
+        let r = (|| {
+            for (i, seg) in segments.iter().enumerate() {
+                let upper = segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset());
+                if seg.base_offset() >= upto {
+                    break;
+                }
+                if upper > recovery_point {
+                    seg.flush()?;
+                }
+            }
+            sync_dir(&self.dir)?;
+            if let Some(path) = snapshot {
+                std::fs::File::open(path)
+                    .and_then(|f| f.sync_all())
+                    .at(path)?;
+            }
+            Ok(())
+        })();
+        match r {
+            Err(StorageError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                tracing::debug!(dir = %self.dir.display(), upto, "rolled files gone before their flush");
+                Ok(false)
+            }
+            r => self.guard(r).map(|()| true),
+        }
     }
 
     fn maybe_flush_by_messages(&self) -> Result<()> {

@@ -41,6 +41,7 @@ use crate::checkpoint::{
 };
 use crate::config::{LogConfig, TopicPartition};
 use crate::error::{IoContext, Result, StorageError};
+use crate::flusher::Flusher;
 use crate::handles::{HandleLimits, HandlePool, HandleStats};
 use crate::log::{sync_dir, Log, LogDirFailureHook};
 
@@ -70,6 +71,8 @@ pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     /// The one pool bounding every log's open descriptors and index maps.
     pool: Arc<HandlePool>,
+    /// Where every log's rolls send their fsyncs.
+    flusher: Arc<Flusher>,
     default_config: LogConfig,
     logs: RwLock<HashMap<TopicPartition, Entry>>,
     /// Serialises log creation, deletion and checkpoint writes.
@@ -151,6 +154,7 @@ impl LogManager {
         limits: HandleLimits,
     ) -> Result<LogManager> {
         let pool = HandlePool::new(limits);
+        let flusher = Flusher::start().at(Path::new("log-flusher thread"))?;
         let mut logs = HashMap::new();
         for (dir_index, dir) in log_dirs.iter().enumerate() {
             std::fs::create_dir_all(dir).at(dir)?;
@@ -206,13 +210,9 @@ impl LogManager {
                     }
                     std::fs::remove_dir_all(&drop_dir).at(&drop_dir)?;
                 }
-                logs.insert(
-                    tp.clone(),
-                    Entry {
-                        dir_index,
-                        log: Arc::new(log),
-                    },
-                );
+                let log = Arc::new(log);
+                log.set_flusher(flusher.clone());
+                logs.insert(tp.clone(), Entry { dir_index, log });
             }
             if clean {
                 std::fs::remove_file(&marker).at(&marker)?;
@@ -222,6 +222,7 @@ impl LogManager {
         Ok(LogManager {
             log_dirs: log_dirs.to_vec(),
             pool,
+            flusher,
             default_config,
             logs: RwLock::new(logs),
             admin: Mutex::new(()),
@@ -336,6 +337,7 @@ impl LogManager {
         }
         let dir = self.log_dirs[index].join(unique_dir_name(tp, FUTURE_DIR_SUFFIX));
         let log = Arc::new(Log::open_in(&self.pool, &dir, config, 0, true, now_ms)?);
+        log.set_flusher(self.flusher.clone());
         if start_offset > 0 {
             log.truncate_fully_and_start_at(start_offset)?;
         }
@@ -423,6 +425,7 @@ impl LogManager {
             log.maybe_increment_log_start_offset(current.log_start_offset())?;
         }
         log.update_high_watermark(high_watermark);
+        log.set_flusher(self.flusher.clone());
         if let Some(hook) = self.failure_hook.lock().clone() {
             log.set_failure_hook(self.log_dirs[dir_index].clone(), hook);
         }
@@ -527,6 +530,7 @@ impl LogManager {
             match Log::open_in(&self.pool, &dir, config, 0, true, now_ms) {
                 Ok(log) => {
                     let log = Arc::new(log);
+                    log.set_flusher(self.flusher.clone());
                     if let Some(hook) = self.failure_hook.lock().clone() {
                         log.set_failure_hook(self.log_dirs[dir_index].clone(), hook);
                     }
@@ -860,6 +864,15 @@ mod tests {
         }
         let leo = log.log_end_offset();
         let active = *log.segment_base_offsets().last().unwrap();
+        // The rolls' fsyncs run on the manager's flusher thread; the recovery point follows.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while log.recovery_point() < active {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the rolled segments were never flushed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         assert_eq!(log.recovery_point(), active);
         manager.run_periodic(50, true).unwrap();
         assert_eq!(log.recovery_point(), active);

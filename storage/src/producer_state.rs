@@ -39,7 +39,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::checkpoint::write_atomically;
+use crate::checkpoint::{write_atomically, write_replacing};
 
 /// Kafka's `RecordBatch.NO_PRODUCER_ID`: a batch from a non-idempotent producer.
 pub const NO_PRODUCER_ID: i64 = -1;
@@ -474,6 +474,17 @@ impl ProducerStateManager {
     /// Writes a snapshot at the map end offset unless one was already taken there (Kafka's
     /// `takeSnapshot`). Returns the offset written, if any.
     pub fn take_snapshot(&mut self) -> Result<Option<i64>, ProducerStateError> {
+        Ok(self.write_snapshot(true)?.map(|(offset, _)| offset))
+    }
+
+    /// [`Self::take_snapshot`] without any fsync (Kafka's `takeSnapshot(false)` at a roll): the
+    /// caller fsyncs the returned file and its directory later. A snapshot torn by a crash
+    /// before that is found corrupt at the next load and deleted, and an older one is used.
+    pub fn take_snapshot_unsynced(&mut self) -> Result<Option<PathBuf>, ProducerStateError> {
+        Ok(self.write_snapshot(false)?.map(|(_, path)| path))
+    }
+
+    fn write_snapshot(&mut self, sync: bool) -> Result<Option<(i64, PathBuf)>, ProducerStateError> {
         if self.map_end_offset <= self.last_snap_offset {
             return Ok(None);
         }
@@ -482,10 +493,16 @@ impl ProducerStateManager {
         let mut entries: Vec<&ProducerStateEntry> = self.producers.values().collect();
         // Sorted so the file is a function of the state.
         entries.sort_by_key(|e| e.producer_id);
-        write_atomically(&path, &encode_snapshot(entries)).map_err(|e| io_error(&path, e))?;
-        self.snapshots.insert(offset, path);
+        let bytes = encode_snapshot(entries);
+        if sync {
+            write_atomically(&path, &bytes)
+        } else {
+            write_replacing(&path, &bytes)
+        }
+        .map_err(|e| io_error(&path, e))?;
+        self.snapshots.insert(offset, path.clone());
         self.last_snap_offset = offset;
-        Ok(Some(offset))
+        Ok(Some((offset, path)))
     }
 
     pub fn latest_snapshot_offset(&self) -> Option<i64> {

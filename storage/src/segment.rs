@@ -709,20 +709,30 @@ impl LogSegment {
         self.time_index.with(|i| i.resize(index_bytes))
     }
 
-    /// The segment stops being active: final time index entry, trimmed indexes, fsync.
+    /// The segment stops being active and is made durable: [`Self::on_become_inactive`], then
+    /// [`Self::flush`].
     pub fn on_roll(&self) -> Result<()> {
+        self.on_become_inactive()?;
+        self.flush()
+    }
+
+    /// The segment stops being active: final time index entry, trimmed indexes. Nothing is
+    /// fsynced here (Kafka's `onBecomeInactiveSegment`); a roll leaves that to the background.
+    pub fn on_become_inactive(&self) -> Result<()> {
         let m = self.writer.lock().max_timestamp_so_far;
         self.time_index.with(|ti| {
             if m.timestamp >= 0 {
                 ti.maybe_append(m.timestamp, m.offset, true)?;
             }
-            ti.trim()?;
-            ti.flush()
+            ti.trim()
         })?;
-        self.offset_index.with(|oi| {
-            oi.trim()?;
-            oi.flush()
-        })?;
+        self.offset_index.with(|oi| oi.trim())
+    }
+
+    /// fsync of both indexes and the log data.
+    pub fn flush(&self) -> Result<()> {
+        self.time_index.with(|ti| ti.flush())?;
+        self.offset_index.with(|oi| oi.flush())?;
         self.flush_log()
     }
 

@@ -938,3 +938,67 @@ fn a_compacted_log_refuses_records_without_a_key_and_writes_nothing() {
         2
     );
 }
+
+/// A log whose rolls queue their fsyncs on a flusher the test runs by hand.
+fn log_with_manual_flusher(
+    dir: &Path,
+) -> (
+    Arc<Log>,
+    std::sync::mpsc::Receiver<crate::flusher::RollFlush>,
+) {
+    let log = Arc::new(Log::open(dir, small_config(), 0, false, 0).unwrap());
+    let (flusher, queue) = Flusher::manual();
+    log.set_flusher(flusher);
+    (log, queue)
+}
+
+#[test]
+fn a_roll_leaves_its_fsyncs_to_the_flusher_and_the_recovery_point_waits_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, queue) = log_with_manual_flusher(dir.path());
+    log.append_as_leader(&idempotent(7, 0, 0, 3), 0, 0).unwrap();
+    log.roll(1).unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 3]);
+    // The roll returned with nothing fsynced: the recovery point has not moved.
+    assert_eq!(log.recovery_point(), 0);
+    // The producer snapshot is written at the roll (unsynced) and loadable.
+    assert!(dir.path().join(format!("{:020}.snapshot", 3)).exists());
+    log.append_as_leader(&simple(2, 10, 0), 0, 0).unwrap();
+    assert_eq!(crate::flusher::run_queued(&queue), 1);
+    // Durable below the new segment only: the appends after the roll are not flushed.
+    assert_eq!(log.recovery_point(), 3);
+    assert!(!log.is_offline());
+}
+
+#[test]
+fn a_truncation_between_roll_and_flush_keeps_the_recovery_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, queue) = log_with_manual_flusher(dir.path());
+    log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
+    log.roll(1).unwrap();
+    log.truncate_to(2).unwrap();
+    assert_eq!(crate::flusher::run_queued(&queue), 1);
+    assert!(log.recovery_point() <= 2, "{}", log.recovery_point());
+    assert!(!log.is_offline());
+}
+
+#[test]
+fn a_log_deleted_before_its_roll_flush_does_not_go_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, queue) = log_with_manual_flusher(&dir.path().join("t-0"));
+    log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
+    log.roll(1).unwrap();
+    std::fs::remove_dir_all(dir.path().join("t-0")).unwrap();
+    assert_eq!(crate::flusher::run_queued(&queue), 1);
+    assert!(!log.is_offline());
+    assert_eq!(log.recovery_point(), 0);
+}
+
+#[test]
+fn without_a_flusher_a_roll_fsyncs_inline() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
+    log.roll(1).unwrap();
+    assert_eq!(log.recovery_point(), 4);
+}
