@@ -120,7 +120,7 @@ fn read_back(bootstrap: &str, m: &Mode, broker: &BrokerProcess, group: &str) {
     let per = m.partitions_per_topic as usize;
     let total = m.topics * per;
     let deadline = Instant::now() + m.wait;
-    let missing: Vec<usize> = std::thread::scope(|scope| {
+    let results: Vec<(Vec<usize>, Option<String>)> = std::thread::scope(|scope| {
         let readers: Vec<_> = (0..m.readers)
             .map(|r| {
                 let share: Vec<usize> = (r..total).step_by(m.readers).collect();
@@ -131,12 +131,18 @@ fn read_back(bootstrap: &str, m: &Mode, broker: &BrokerProcess, group: &str) {
             .collect();
         readers
             .into_iter()
-            .flat_map(|h| h.join().expect("reader thread"))
+            .map(|h| h.join().expect("reader thread"))
             .collect()
     });
+    let errors: Vec<&String> = results.iter().filter_map(|(_, e)| e.as_ref()).collect();
+    let missing: Vec<usize> = results
+        .iter()
+        .flat_map(|(m, _)| m.iter().copied())
+        .collect();
     assert!(
         missing.is_empty(),
-        "{} partitions never read back, e.g. {:?}; broker log tail:\n{}",
+        "{} partitions never read back, e.g. {:?}; last client errors {errors:?}; broker log \
+         tail:\n{}",
         missing.len(),
         missing.iter().take(20).collect::<Vec<_>>(),
         broker.log_tail(20)
@@ -144,14 +150,15 @@ fn read_back(bootstrap: &str, m: &Mode, broker: &BrokerProcess, group: &str) {
 }
 
 /// One reader: partitions `share` (indexes `topic * per + partition`) from offset 0 until each
-/// gave its record or `deadline` passed; returns the ones never read.
+/// gave its record or `deadline` passed; returns the ones never read and the last error the
+/// client reported (librdkafka retries by itself, e.g. while the broker restarts).
 fn read_share(
     bootstrap: &str,
     group: &str,
     share: &[usize],
     per: usize,
     deadline: Instant,
-) -> Vec<usize> {
+) -> (Vec<usize>, Option<String>) {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", group)
@@ -165,9 +172,16 @@ fn read_share(
     }
     consumer.assign(&tpl).expect("assign");
     let mut left: std::collections::HashSet<usize> = share.iter().copied().collect();
+    let mut last_error = None;
     while !left.is_empty() && Instant::now() < deadline {
         if let Some(msg) = consumer.poll(Duration::from_millis(200)) {
-            let msg = msg.expect("fetch");
+            let msg = match msg {
+                Ok(msg) => msg,
+                Err(e) => {
+                    last_error = Some(e.to_string());
+                    continue;
+                }
+            };
             let t: usize = msg.topic()["wide".len()..].parse().unwrap();
             let p = msg.partition();
             assert_eq!(msg.payload(), Some(format!("record-{t}-{p}").as_bytes()));
@@ -176,7 +190,7 @@ fn read_share(
     }
     let mut left: Vec<usize> = left.into_iter().collect();
     left.sort_unstable();
-    left
+    (left, last_error)
 }
 
 /// A new client connection is accepted and answered (Metadata) at the broker's current fill.
