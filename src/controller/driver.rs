@@ -124,7 +124,14 @@ struct InFlight {
     /// The pass's last entry; the pass is committed when the entry applied at its index has its
     /// term.
     last: Proposal,
+    /// Answered once this node has acted on the committed image.
     finishes: Vec<Finish>,
+    /// Broker heartbeats: answered at commit. What they answer (fenced, caught up, may shut
+    /// down) is the broker's own state, not this node's cache, and a broker sends its next
+    /// heartbeat only after this answer, so it must not wait for this node's replica manager.
+    heartbeats: Vec<Finish>,
+    /// The brokers whose heartbeats are in the pass: in contact, not expired while it runs.
+    heartbeat_brokers: Vec<i32>,
     deadline_ms: u64,
     /// When it was proposed (the quorum clock), for the election time.
     proposed_ms: u64,
@@ -231,8 +238,40 @@ impl<D: Durable> ControllerCore<D> {
     }
 
     /// Queues a request; it is decided at the next [`ControllerCore::advance`] that can.
+    ///
+    /// A heartbeat of a broker's current session renews the session now, on arrival, as
+    /// Kafka's `BrokerHeartbeatTracker` notes contact before the event queue: a controller
+    /// busy with a large write must not fence the brokers whose heartbeats wait behind it.
     pub(crate) fn request(&mut self, request: Request) {
+        if let (
+            Request::BrokerHeartbeat {
+                broker_id,
+                broker_epoch,
+                ..
+            },
+            Some(lifecycle),
+        ) = (&request, self.lifecycle)
+        {
+            if let Some(s) = self.sessions.get_mut(broker_id) {
+                if s.broker_epoch == Some(*broker_epoch) {
+                    s.deadline_ms = s
+                        .deadline_ms
+                        .max(self.last_now_ms + lifecycle.session_timeout_ms);
+                }
+            }
+        }
         self.queued.push_back(request);
+    }
+
+    /// Whether a heartbeat of `broker_id` waits in the queue or in the in-flight pass: the
+    /// broker is in contact and this controller has not answered yet.
+    fn heartbeat_pending(&self, broker_id: i32) -> bool {
+        self.in_flight
+            .as_ref()
+            .is_some_and(|p| p.heartbeat_brokers.contains(&broker_id))
+            || self.queued.iter().any(|r| {
+                matches!(r, Request::BrokerHeartbeat { broker_id: b, .. } if *b == broker_id)
+            })
     }
 
     /// Takes a Raft message from a peer, noting which connection carries that peer's messages:
@@ -388,6 +427,7 @@ impl<D: Durable> ControllerCore<D> {
             .iter()
             .filter(|(_, s)| now_ms >= s.deadline_ms)
             .filter_map(|(id, s)| s.broker_epoch.map(|e| (*id, e, s.from_failover)))
+            .filter(|(id, _, _)| !self.heartbeat_pending(*id))
             .collect();
         for (broker_id, broker_epoch, after_failover) in expired {
             self.sessions.remove(&broker_id);
@@ -586,7 +626,7 @@ impl<D: Durable> ControllerCore<D> {
         }
         if let Some(pass) = self.in_flight.take() {
             let e = ApiError::RequestTimedOut;
-            for f in pass.finishes {
+            for f in pass.heartbeats.into_iter().chain(pass.finishes) {
                 f(Err(&e));
             }
         }
@@ -728,6 +768,8 @@ impl<D: Durable> ControllerCore<D> {
         let mut working: Option<MetadataImage> = None;
         let mut records: Vec<MetadataRecord> = Vec::new();
         let mut finishes = Vec::with_capacity(take);
+        let mut heartbeats = Vec::new();
+        let mut heartbeat_brokers = Vec::new();
         let taken: Vec<Request> = self.queued.drain(..take).collect();
         for mut request in taken {
             if self.is_duplicate_registration(&request) {
@@ -735,6 +777,10 @@ impl<D: Durable> ControllerCore<D> {
                 continue;
             }
             self.observe(&mut request, now_ms);
+            let heartbeat = match &request {
+                Request::BrokerHeartbeat { broker_id, .. } => Some(*broker_id),
+                _ => None,
+            };
             let decided = decide(
                 &self.config,
                 working.as_ref().unwrap_or(&self.image),
@@ -747,10 +793,16 @@ impl<D: Durable> ControllerCore<D> {
                     .apply_in_place(&decided.records);
                 records.extend(decided.records);
             }
-            finishes.push(decided.finish);
+            match heartbeat {
+                Some(broker_id) => {
+                    heartbeats.push(decided.finish);
+                    heartbeat_brokers.push(broker_id);
+                }
+                None => finishes.push(decided.finish),
+            }
         }
         if records.is_empty() {
-            for f in finishes {
+            for f in heartbeats.into_iter().chain(finishes) {
                 f(Ok(&self.image));
             }
             return;
@@ -760,12 +812,14 @@ impl<D: Durable> ControllerCore<D> {
                 self.in_flight = Some(InFlight {
                     last,
                     finishes,
+                    heartbeats,
+                    heartbeat_brokers,
                     deadline_ms: now_ms + CONTROLLER_WRITE_TIMEOUT_MS,
                     proposed_ms: now_ms,
                 });
             }
             Err(e) => {
-                for f in finishes {
+                for f in heartbeats.into_iter().chain(finishes) {
                     f(Err(&e));
                 }
             }
@@ -865,7 +919,7 @@ impl<D: Durable> ControllerCore<D> {
                     if pass.last.index <= index {
                         let pass = self.in_flight.take().expect("checked");
                         let e = ApiError::RequestTimedOut;
-                        for f in pass.finishes {
+                        for f in pass.heartbeats.into_iter().chain(pass.finishes) {
                             f(Err(&e));
                         }
                     }
@@ -905,6 +959,9 @@ impl<D: Durable> ControllerCore<D> {
             // Answered once this node has acted on the image too (its cache shows what was
             // answered, its replica logs exist); the controller thread goes on meanwhile.
             let image = self.image.clone();
+            for f in pass.heartbeats {
+                f(Ok(&image));
+            }
             let finishes = pass.finishes;
             self.publisher.after_delivered(move || {
                 for f in finishes {
@@ -915,7 +972,7 @@ impl<D: Durable> ControllerCore<D> {
             // Another leader's entry took the place of ours: nothing of the pass was committed
             // (entries of a term are committed in order, so its earlier ones went too).
             let e = ApiError::NotController;
-            for f in pass.finishes {
+            for f in pass.heartbeats.into_iter().chain(pass.finishes) {
                 f(Err(&e));
             }
         }
@@ -933,7 +990,7 @@ impl<D: Durable> ControllerCore<D> {
                 "metadata write not committed in time; its outcome is unknown"
             );
             let e = ApiError::RequestTimedOut;
-            for f in pass.finishes {
+            for f in pass.heartbeats.into_iter().chain(pass.finishes) {
                 f(Err(&e));
             }
         }

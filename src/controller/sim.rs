@@ -770,3 +770,166 @@ fn control_plane_simulation() {
         run_seed(seed);
     }
 }
+
+/// Two voters with broker sessions (no nemesis). The follower's acknowledgements of appends
+/// are lost (its heartbeat answers are not, so the leader stays leader), so a pass stays in
+/// flight; the broker's heartbeats meanwhile queue behind it. They renew its session
+/// on arrival, and while one waits the broker is in contact: no fencing is queued however long
+/// the write takes (Kafka's `BrokerHeartbeatTracker`). Before this, sessions were renewed only
+/// when a heartbeat was decided, and a restart of a large cluster fenced its brokers over and
+/// over, each fencing a write of thousands of partition changes that delayed the next.
+#[test]
+fn heartbeats_waiting_behind_a_write_in_flight_keep_their_broker_in_session() {
+    use super::driver::Lifecycle;
+    const SESSION_MS: u64 = 1_000;
+    let lifecycle = Lifecycle {
+        session_timeout_ms: SESSION_MS,
+        failover_grace_ms: SESSION_MS,
+    };
+    let mut caches = Vec::new();
+    let mut cores: Vec<ControllerCore<MemState>> = (1..=2u64)
+        .map(|id| {
+            let quorum = QuorumConfig {
+                node_id: id,
+                voters: vec![1, 2],
+                election_ticks: 10,
+                heartbeat_ticks: 2,
+                fixed_election_ticks: Some(10 + 3 * id as usize),
+            };
+            let engine = QuorumEngine::open(&quorum, MemState::new()).unwrap();
+            let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
+            caches.push(cache.clone());
+            let publisher = Arc::new(MetadataPublisher::new(
+                cache,
+                MetadataImage::empty(String::new(), id as i32),
+            ));
+            ControllerCore::new(
+                config_for(id),
+                engine,
+                publisher,
+                "sessions".into(),
+                Some(lifecycle),
+                Arc::new(super::forward::QuorumState::new()),
+            )
+        })
+        .collect();
+    let mut now = 0u64;
+    // Every message delivered at once, but while `held` no append is acknowledged.
+    let step = |cores: &mut Vec<ControllerCore<MemState>>, now: u64, held: bool| {
+        let mut messages = Vec::new();
+        for core in cores.iter_mut() {
+            core.tick(now);
+            messages.extend(core.advance(now).unwrap());
+        }
+        while !messages.is_empty() {
+            for m in std::mem::take(&mut messages) {
+                if held && m.get_msg_type() == raft::eraftpb::MessageType::MsgAppendResponse {
+                    continue;
+                }
+                cores[m.to as usize - 1].peer_message(m);
+            }
+            for core in cores.iter_mut() {
+                messages.extend(core.advance(now).unwrap());
+            }
+        }
+    };
+    let active = loop {
+        step(&mut cores, now, false);
+        if let Some(i) = cores.iter().position(|c| c.is_active()) {
+            if !caches[i].image().cluster_id.is_empty() {
+                break i;
+            }
+        }
+        now += TICK.as_millis() as u64;
+        assert!(
+            now < 60_000,
+            "no active controller: {:?}",
+            cores
+                .iter()
+                .map(|c| (c.is_active(), c.engine().is_leader(), c.engine().term()))
+                .collect::<Vec<_>>()
+        );
+    };
+    let cluster_id = caches[active].image().cluster_id.clone();
+
+    let registration = BrokerRegistration::new(7, uuid::Uuid::from_u128(7), None).with_listener(
+        "PLAINTEXT",
+        "127.0.0.1",
+        9097,
+        crate::metadata::security_protocol::PLAINTEXT,
+    );
+    let (tx, mut rx) = oneshot::channel();
+    cores[active].request(Request::BrokerRegistration {
+        registration,
+        cluster_id,
+        connection: Some(1),
+        reply: tx,
+    });
+    step(&mut cores, now, false);
+    let broker_epoch = rx.try_recv().expect("registered").expect("registered");
+    let heartbeat = |cores: &mut Vec<ControllerCore<MemState>>| {
+        let (tx, rx) = oneshot::channel();
+        cores[active].request(Request::BrokerHeartbeat {
+            broker_id: 7,
+            broker_epoch,
+            metadata_offset: caches[active].image().metadata_offset as i64,
+            want_fence: false,
+            want_shut_down: false,
+            connection: Some(1),
+            peers_replayed: false,
+            reply: tx,
+        });
+        rx
+    };
+    for _ in 0..3 {
+        let _answer = heartbeat(&mut cores);
+        now += 100;
+        step(&mut cores, now, false);
+    }
+    assert!(
+        caches[active].image().is_broker_alive(7),
+        "the broker is unfenced once caught up"
+    );
+
+    // Appends go unacknowledged: a CreateTopic's pass stays in flight.
+    let (tx, _rx) = oneshot::channel();
+    cores[active].request(Request::CreateTopic {
+        spec: CreateTopicSpec {
+            name: "held".into(),
+            num_partitions: 1,
+            replication_factor: 1,
+            ..Default::default()
+        },
+        validate_only: false,
+        reply: tx,
+    });
+    step(&mut cores, now, true);
+    assert!(cores[active].backlog().1.is_some(), "the pass is in flight");
+    // Heartbeats keep coming, every 300 ms, for five session timeouts.
+    let mut answers = Vec::new();
+    let until = now + 5 * SESSION_MS;
+    while now < until {
+        answers.push(heartbeat(&mut cores));
+        now += 300;
+        step(&mut cores, now, true);
+    }
+    assert!(cores[active].is_active(), "still the active controller");
+    let (waiting, in_flight) = cores[active].backlog();
+    assert!(in_flight.is_some(), "the pass is still in flight");
+    assert_eq!(
+        waiting,
+        answers.len(),
+        "only the heartbeats wait behind the pass: no fencing of their broker was queued"
+    );
+    // Acknowledged again: the write commits and the waiting heartbeats are answered unfenced.
+    for _ in 0..10 {
+        now += TICK.as_millis() as u64;
+        step(&mut cores, now, false);
+    }
+    assert!(caches[active].image().topic("held").is_some());
+    assert!(caches[active].image().is_broker_alive(7));
+    for mut rx in answers {
+        let outcome = rx.try_recv().expect("answered").expect("heartbeat");
+        assert!(!outcome.is_fenced);
+    }
+}
