@@ -269,9 +269,9 @@ impl<D: Durable> ControllerCore<D> {
         self.in_flight
             .as_ref()
             .is_some_and(|p| p.heartbeat_brokers.contains(&broker_id))
-            || self.queued.iter().any(|r| {
-                matches!(r, Request::BrokerHeartbeat { broker_id: b, .. } if *b == broker_id)
-            })
+            || self.queued.iter().any(
+                |r| matches!(r, Request::BrokerHeartbeat { broker_id: b, .. } if *b == broker_id),
+            )
     }
 
     /// Takes a Raft message from a peer, noting which connection carries that peer's messages:
