@@ -55,20 +55,21 @@ async fn a_parked_consumer_fetch_is_woken_by_the_acks_all_produce_and_the_wake_u
         })
         .await;
     let addr = cluster.nodes[&leader].client_addr();
+    // Metadata shows a new leader as soon as its node's cache has the image; its replica
+    // manager acts on the image just after (as in Kafka, whose clients retry the
+    // NOT_LEADER_OR_FOLLOWER of that window). The parked fetch below must reach a leader.
+    cluster
+        .wait_for("the leader serving the partition", DEADLINE, || async {
+            let mut probe = RawClient::connect(addr).await;
+            let fetch = consumer_fetch(topic, 0);
+            let answer = probe.call(12, &fetch).await;
+            (answer.responses[0].partitions[0].error_code == 0).then_some(())
+        })
+        .await;
 
     // The consumer's fetch parks on the leader: nothing is below the high watermark yet.
     let mut consumer = RawClient::connect(addr).await;
-    let fetch = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(FETCH_MAX_WAIT_MS)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(1 << 20)])]);
+    let fetch = consumer_fetch(topic, FETCH_MAX_WAIT_MS);
     let (correlation_id, frame) = consumer.encode(12, &fetch);
     consumer.send_bytes(&frame).await;
     // The fetch is parked once the leader has read it; a produce racing ahead of it would be
@@ -147,4 +148,19 @@ async fn a_parked_consumer_fetch_is_woken_by_the_acks_all_produce_and_the_wake_u
             .await;
     }
     cluster.stop_all();
+}
+
+/// A consumer's Fetch of partition 0 from offset 0, waiting up to `max_wait_ms` for a byte.
+fn consumer_fetch(topic: &str, max_wait_ms: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])])
 }
