@@ -636,16 +636,7 @@ def report(sessions, plan, args, binaries: dict, brokers: list[str], rdk_note: s
     out.append(f"| Load generator | {rdk_note} |")
     out.append("")
     out.append("## Results and targets (medians)\n")
-    header = "| Metric | Unit |" + "".join(f" {c.LABELS[k]} |" for k in brokers)
-    sep = "|---|---|" + "---:|" * len(brokers)
-    both = "kafka" in brokers and "kafkaiq" in brokers
-    before = both and "kafkaiq-before" in brokers
-    if before:
-        header += " before / Kafka |"
-        sep += "---:|"
-    if both:
-        header += " KafkaIQ / Kafka | Target | Met |"
-        sep += "---:|---:|:---:|"
+    header, sep, both, before = c.results_header(brokers)
     out += [header, sep]
     for row in rows_for(plan):
         line = f"| {row.label} | {row.unit} |"

@@ -783,19 +783,7 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
     out.append("")
 
     out.append("## Results (medians)\n")
-    header = "| Metric | Unit |"
-    sep = "|---|---|"
-    for k in brokers:
-        header += f" {LABELS[k]} |"
-        sep += "---:|"
-    both = "kafka" in brokers and "kafkaiq" in brokers
-    with_before = both and "kafkaiq-before" in brokers
-    if with_before:
-        header += " before / Kafka |"
-        sep += "---:|"
-    if both:
-        header += " KafkaIQ / Kafka | Target | Met |"
-        sep += "---:|---:|:---:|"
+    header, sep, both, with_before = results_header(brokers)
     out.append(header)
     out.append(sep)
     for row in rows_for(plan):
@@ -891,6 +879,23 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
                        f"{os.environ.get('RUST_LOG', 'warn')}`):\n")
         out.append("```properties\n" + (cfg or "(not started)\n").rstrip() + "\n```\n")
     return "\n".join(out)
+
+
+def results_header(brokers: list[str]) -> tuple[str, str, bool, bool]:
+    """The results table's header and separator rows: a column per broker, then the ratios to
+    Kafka (before / Kafka when an earlier binary ran too) and the target. Also whether both
+    brokers ran, and whether the earlier binary did beside them."""
+    header = "| Metric | Unit |" + "".join(f" {LABELS[k]} |" for k in brokers)
+    sep = "|---|---|" + "---:|" * len(brokers)
+    both = "kafka" in brokers and "kafkaiq" in brokers
+    with_before = both and "kafkaiq-before" in brokers
+    if with_before:
+        header += " before / Kafka |"
+        sep += "---:|"
+    if both:
+        header += " KafkaIQ / Kafka | Target | Met |"
+        sep += "---:|---:|:---:|"
+    return header, sep, both, with_before
 
 
 LABELS = {"kafka": "Apache Kafka", "kafkaiq": "KafkaIQ", "kafkaiq-before": "KafkaIQ (before)"}
