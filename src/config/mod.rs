@@ -293,7 +293,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("num.io.threads", Some("8"), Int, false),
     def("num.network.threads", Some("3"), Int, false),
     def("num.partitions", Some("1"), Int, true),
-    def("num.recovery.threads.per.data.dir", Some("2"), Int, false),
+    def("num.recovery.threads.per.data.dir", Some("2"), Int, true),
     def("num.replica.fetchers", Some("1"), Int, true),
     def("offset.metadata.max.bytes", Some("4096"), Int, true),
     def("offsets.commit.timeout.ms", Some("5000"), Int, true),
@@ -439,6 +439,9 @@ pub struct BrokerConfig {
     pub replica_selector: ReplicaSelector,
     pub offsets_topic_num_partitions: i32,
     pub replica_lag_time_max_ms: i64,
+    /// `num.recovery.threads.per.data.dir`: threads per log dir that load (and recover) the
+    /// logs at startup.
+    pub num_recovery_threads_per_data_dir: usize,
     /// `replica.alter.log.dirs.io.max.bytes.per.second`: how fast a replica moving to another
     /// log dir (AlterReplicaLogDirs) is copied, in bytes per second over all moves.
     pub replica_alter_log_dirs_io_max_bytes_per_second: i64,
@@ -813,6 +816,9 @@ impl BrokerConfig {
                 .map_err(|reason| r.invalid("replica.selector.class", reason))?,
             offsets_topic_num_partitions: r.int_at_least("offsets.topic.num.partitions", 1)?,
             replica_lag_time_max_ms,
+            num_recovery_threads_per_data_dir: r
+                .int_at_least("num.recovery.threads.per.data.dir", 1)?
+                as usize,
             replica_alter_log_dirs_io_max_bytes_per_second: r
                 .long_at_least("replica.alter.log.dirs.io.max.bytes.per.second", 1)?
                 .unwrap_or(i64::MAX),

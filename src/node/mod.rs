@@ -231,6 +231,7 @@ impl Node {
             config.default_log_config(),
             clock.now_ms(),
             handle_limits,
+            config.num_recovery_threads_per_data_dir,
         )?);
         let handles = log_manager.handle_stats();
         tracing::info!(

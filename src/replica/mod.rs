@@ -37,6 +37,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use kafkaiq_storage::parallel;
 use kafkaiq_storage::LogManager;
 use kafkaiq_storage::TopicPartition;
 use tokio::sync::watch;
@@ -56,7 +57,7 @@ use brokers::BrokerView;
 use decisions::FollowerFetch;
 pub use fetch_params::{FetchIsolation, FetchParams};
 use fetcher::{FetchTarget, ReplicaFetcherManager};
-use local_changes::{local_changes, LocalChanges};
+use local_changes::{local_changes, LocalChanges, LocalPartition};
 pub use partition::{
     FollowerFetchResult, FutureCopy, LeaderReadView, Offsets, Partition, ReadResult,
     ReplicationStatus, Role,
@@ -421,7 +422,11 @@ impl ReplicaManager {
                 .chain(changes.become_follower.keys()),
         );
         let now_ms = self.clock.now_ms();
-        for (tp, local) in &changes.become_leader {
+        // A new leader epoch is fsynced to the partition's epoch checkpoint before the partition
+        // leads; many partitions (a creation, a failover) do that on a few threads at once.
+        let leaders: Vec<(&TopicPartition, &LocalPartition)> =
+            changes.become_leader.iter().collect();
+        parallel::map(&leaders, parallel::PARTITION_IO_THREADS, |&(tp, local)| {
             if let Some(p) = self.open_partition(image, tp) {
                 let before = p.state();
                 if let Err(e) = p.make_leader(&local.registration, now_ms) {
@@ -436,7 +441,7 @@ impl ReplicaManager {
                         .isr_changed(before.isr(), &local.registration.isr);
                 }
             }
-        }
+        });
         let mut restart = Vec::new();
         for (tp, local) in &changes.become_follower {
             if let Some(p) = self.open_partition(image, tp) {

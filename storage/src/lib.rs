@@ -12,6 +12,7 @@
 //! * [`segment`]: one `.log` file with its two indexes.
 //! * [`log`]: a partition's log — append, read, roll, retention, truncation, recovery.
 //! * [`manager`]: every log of the broker, the per-dir checkpoint files, the clean-shutdown marker.
+//! * [`parallel`]: filesystem work for many partitions on a few threads at once.
 //! * [`epoch`]: the leader epoch cache (`leader-epoch-checkpoint`).
 //! * [`producer_state`]: idempotent producers' sequence state and its snapshots.
 //! * [`checkpoint`]: Kafka's offset checkpoint files.
@@ -31,6 +32,7 @@ pub mod index;
 pub mod log;
 pub mod manager;
 mod mmap;
+pub mod parallel;
 pub mod producer_state;
 pub mod segment;
 

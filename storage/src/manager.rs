@@ -44,6 +44,7 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::Flusher;
 use crate::handles::{HandleLimits, HandlePool, HandleStats};
 use crate::log::{sync_dir, Log, LogDirFailureHook};
+use crate::parallel;
 
 /// Kafka's clean-shutdown marker file in each log directory.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -51,6 +52,10 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 /// `log.flush.offset.checkpoint.interval.ms` and `log.flush.start.offset.checkpoint.interval.ms`
 /// defaults: how often `run_periodic` writes the recovery-point and log-start-offset checkpoints.
 pub const OFFSET_CHECKPOINT_INTERVAL_MS: i64 = 60_000;
+
+/// Threads per log dir loading the logs at startup when not configured: Kafka's default of
+/// `num.recovery.threads.per.data.dir`.
+pub const RECOVERY_THREADS_PER_DIR_DEFAULT: usize = 2;
 
 struct Entry {
     dir_index: usize,
@@ -141,17 +146,26 @@ impl LogManager {
         default_config: LogConfig,
         now_ms: i64,
     ) -> Result<LogManager> {
-        Self::open_with_limits(log_dirs, default_config, now_ms, HandleLimits::default())
+        Self::open_with_limits(
+            log_dirs,
+            default_config,
+            now_ms,
+            HandleLimits::default(),
+            RECOVERY_THREADS_PER_DIR_DEFAULT,
+        )
     }
 
     /// Opens every log found in `log_dirs`; all of them share one [`HandlePool`] with these
     /// bounds on open `.log` descriptors and index maps. Opening maps no index and keeps at
-    /// most the bound of descriptors open, however many logs there are.
+    /// most the bound of descriptors open, however many logs there are. The logs of each dir
+    /// are loaded (and recovered) on `recovery_threads_per_dir` threads, Kafka's
+    /// `num.recovery.threads.per.data.dir`.
     pub fn open_with_limits(
         log_dirs: &[PathBuf],
         default_config: LogConfig,
         now_ms: i64,
         limits: HandleLimits,
+        recovery_threads_per_dir: usize,
     ) -> Result<LogManager> {
         let pool = HandlePool::new(limits);
         let flusher = Flusher::start().at(Path::new("log-flusher thread"))?;
@@ -162,6 +176,7 @@ impl LogManager {
             let clean = marker.exists();
             let recovery_points = read_offsets(dir, RECOVERY_POINT_CHECKPOINT_FILE)?;
             let log_start_offsets = read_offsets(dir, LOG_START_OFFSET_CHECKPOINT_FILE)?;
+            let mut found = Vec::new();
             for entry in std::fs::read_dir(dir).at(dir)? {
                 let entry = entry.at(dir)?;
                 if !entry.file_type().at(&entry.path())?.is_dir() {
@@ -177,15 +192,21 @@ impl LogManager {
                 let Some(tp) = TopicPartition::parse_dir_name(&name) else {
                     continue;
                 };
-                let recovery_point = recovery_points.get(&tp).copied().unwrap_or(0);
-                let log = Log::open_in(
+                found.push((tp, entry.path()));
+            }
+            let loaded = parallel::map(&found, recovery_threads_per_dir, |(tp, path)| {
+                let recovery_point = recovery_points.get(tp).copied().unwrap_or(0);
+                Log::open_in(
                     &pool,
-                    &entry.path(),
+                    path,
                     default_config.clone(),
                     recovery_point,
                     clean,
                     now_ms,
-                )?;
+                )
+            });
+            for ((tp, path), log) in found.into_iter().zip(loaded) {
+                let log = log?;
                 if let Some(&lso) = log_start_offsets.get(&tp) {
                     if lso > log.log_start_offset() {
                         log.maybe_increment_log_start_offset(lso)?;
@@ -200,9 +221,9 @@ impl LogManager {
                     let drop_dir = if keep_new {
                         other.log.dir().to_path_buf()
                     } else {
-                        entry.path()
+                        path.clone()
                     };
-                    tracing::warn!(partition = %tp, kept = %if keep_new { entry.path() } else { other.log.dir().to_path_buf() }.display(), removed = %drop_dir.display(), "partition found in two log dirs after an interrupted move");
+                    tracing::warn!(partition = %tp, kept = %if keep_new { path.clone() } else { other.log.dir().to_path_buf() }.display(), removed = %drop_dir.display(), "partition found in two log dirs after an interrupted move");
                     if !keep_new {
                         drop(log);
                         std::fs::remove_dir_all(&drop_dir).at(&drop_dir)?;
@@ -477,8 +498,9 @@ impl LogManager {
     }
 
     /// [`Self::get_or_create`] for many partitions at once (a metadata image that adds
-    /// thousands): each log dir that got new partitions is fsynced once, after all of them,
-    /// instead of once per partition. Answers in the order asked.
+    /// thousands): the logs are created on [`parallel::PARTITION_IO_THREADS`] threads, and each
+    /// log dir that got new partitions is fsynced once, after all of them, instead of once per
+    /// partition. Answers in the order asked.
     pub fn get_or_create_many(
         &self,
         partitions: Vec<(TopicPartition, LogConfig)>,
@@ -507,17 +529,19 @@ impl LogManager {
                 counts[e.dir_index] += 1;
             }
         }
-        // Created logs, by dir, not yet visible: published once their dir is synced.
-        let mut created: Vec<Vec<(usize, TopicPartition, Arc<Log>)>> =
-            vec![Vec::new(); self.log_dirs.len()];
-        let mut batch: HashMap<TopicPartition, Arc<Log>> = HashMap::new();
+        // Where each new log goes, decided in order (a partition asked twice is created once);
+        // then the logs are created on a few threads at once (each creation fsyncs its own
+        // directory, and the filesystem commits concurrent fsyncs together).
+        let mut planned: Vec<(usize, TopicPartition, LogConfig, usize)> = Vec::new();
+        let mut duplicates: Vec<(usize, usize)> = Vec::new();
+        let mut first_ask: HashMap<TopicPartition, usize> = HashMap::new();
         for (i, tp, config) in missing {
             if let Some(log) = self.get(&tp) {
                 out[i] = Some(Ok(log));
                 continue;
             }
-            if let Some(log) = batch.get(&tp) {
-                out[i] = Some(Ok(log.clone()));
+            if let Some(&p) = first_ask.get(&tp) {
+                duplicates.push((i, p));
                 continue;
             }
             let preferred = self.preferred_dirs.lock().remove(&tp);
@@ -526,19 +550,36 @@ impl LogManager {
                     .min_by_key(|&i| counts[i])
                     .expect("at least one log dir")
             });
-            let dir = self.log_dirs[dir_index].join(tp.dir_name());
-            match Log::open_in(&self.pool, &dir, config, 0, true, now_ms) {
+            counts[dir_index] += 1;
+            first_ask.insert(tp.clone(), i);
+            planned.push((i, tp, config, dir_index));
+        }
+        let opened = parallel::map(
+            &planned,
+            parallel::PARTITION_IO_THREADS,
+            |(_, tp, config, dir_index)| {
+                let dir = self.log_dirs[*dir_index].join(tp.dir_name());
+                Log::open_in(&self.pool, &dir, config.clone(), 0, true, now_ms)
+            },
+        );
+        // Created logs, by dir, not yet visible: published once their dir is synced.
+        let mut created: Vec<Vec<(usize, TopicPartition, Arc<Log>)>> =
+            vec![Vec::new(); self.log_dirs.len()];
+        let mut failed: HashMap<usize, String> = HashMap::new();
+        for ((i, tp, _, dir_index), result) in planned.into_iter().zip(opened) {
+            match result {
                 Ok(log) => {
                     let log = Arc::new(log);
                     log.set_flusher(self.flusher.clone());
                     if let Some(hook) = self.failure_hook.lock().clone() {
                         log.set_failure_hook(self.log_dirs[dir_index].clone(), hook);
                     }
-                    counts[dir_index] += 1;
-                    batch.insert(tp.clone(), log.clone());
                     created[dir_index].push((i, tp, log));
                 }
-                Err(e) => out[i] = Some(Err(e)),
+                Err(e) => {
+                    failed.insert(i, e.to_string());
+                    out[i] = Some(Err(e));
+                }
             }
         }
         for (dir_index, logs) in created.into_iter().enumerate() {
@@ -568,6 +609,17 @@ impl LogManager {
                     }
                 }
             }
+        }
+        for (i, first) in duplicates {
+            out[i] = Some(match &out[first] {
+                Some(Ok(log)) => Ok(log.clone()),
+                _ => Err(StorageError::Offline(
+                    failed
+                        .get(&first)
+                        .cloned()
+                        .unwrap_or_else(|| "the log could not be created".to_string()),
+                )),
+            });
         }
         out.into_iter().map(|o| o.expect("answered")).collect()
     }
@@ -737,6 +789,57 @@ mod tests {
             segment_index_bytes: 4096,
             index_interval_bytes: 256,
             ..LogConfig::default()
+        }
+    }
+
+    /// Many partitions at once are created on several threads: every one answered in order
+    /// (a partition asked twice gets the same log), spread evenly over the log dirs, and all of
+    /// them loaded again, with their data, by a manager opened on several recovery threads.
+    #[test]
+    fn many_logs_created_at_once_and_loaded_again_in_parallel() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        let mut asked: Vec<(TopicPartition, LogConfig)> = (0..200)
+            .map(|p| (TopicPartition::new("many", p), config()))
+            .collect();
+        asked.push((TopicPartition::new("many", 7), config()));
+        let logs: Vec<Arc<Log>> = manager
+            .get_or_create_many(asked.clone(), 0)
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(logs.len(), 201);
+        for (log, (tp, _)) in logs.iter().zip(&asked) {
+            assert!(
+                log.dir().ends_with(tp.dir_name()),
+                "{}",
+                log.dir().display()
+            );
+        }
+        assert!(
+            Arc::ptr_eq(&logs[7], &logs[200]),
+            "asked twice, created once"
+        );
+        let in_first = logs
+            .iter()
+            .filter(|l| l.dir().starts_with(&dirs[0]))
+            .count();
+        assert_eq!(in_first, 100, "spread over both dirs");
+        for (i, log) in logs.iter().take(200).enumerate() {
+            log.append_as_leader(&simple(1 + i % 3, 10, 0), 0, 0)
+                .unwrap();
+        }
+        manager.shutdown().unwrap();
+        drop(logs);
+        drop(manager);
+
+        let reopened =
+            LogManager::open_with_limits(&dirs, config(), 0, HandleLimits::default(), 4).unwrap();
+        assert_eq!(reopened.logs().len(), 200);
+        for p in 0..200 {
+            let log = reopened.get(&TopicPartition::new("many", p)).unwrap();
+            assert_eq!(log.log_end_offset(), 1 + (p as i64) % 3, "partition {p}");
         }
     }
 
@@ -1077,7 +1180,14 @@ mod tests {
             open_log_files_max: 16,
             index_maps_max: 16,
         };
-        let manager = LogManager::open_with_limits(&dirs, config(), 0, limits).unwrap();
+        let manager = LogManager::open_with_limits(
+            &dirs,
+            config(),
+            0,
+            limits,
+            RECOVERY_THREADS_PER_DIR_DEFAULT,
+        )
+        .unwrap();
         let tps: Vec<_> = (0..100).map(|p| TopicPartition::new("wide", p)).collect();
         for round in 0..3 {
             for tp in &tps {
@@ -1100,7 +1210,14 @@ mod tests {
         manager.shutdown().unwrap();
         drop(manager);
 
-        let manager = LogManager::open_with_limits(&dirs, config(), 0, limits).unwrap();
+        let manager = LogManager::open_with_limits(
+            &dirs,
+            config(),
+            0,
+            limits,
+            RECOVERY_THREADS_PER_DIR_DEFAULT,
+        )
+        .unwrap();
         let stats = manager.handle_stats();
         assert!(
             stats.open_log_files <= 16 && stats.index_maps <= 16,
