@@ -23,7 +23,9 @@ active controller is the first replica of exactly N partitions (explicit assignm
 SIGKILL (its sockets close) or SIGSTOP (they stay open: detection needs the session timeout),
 and times until a survivor's Metadata shows all N led elsewhere (--rounds: medians).
 
-Standard library only; Kafka's jars come from integration/kafka-libs.sh. Each node's soft
+Data dirs are deleted when the run ends, not between sessions (ext4 is slow to allocate inodes
+right after many were freed; see delete_at_end), so start a run a few minutes after the last
+one ended. Standard library only; Kafka's jars come from integration/kafka-libs.sh. Each node's soft
 RLIMIT_NOFILE is raised to the hard limit. Results: JSON (--json) and a Markdown table (--md).
 
     flock /tmp/kafkaiq-bench.lock python3 benches/scale/scale.py --partitions 1000 \
@@ -407,6 +409,29 @@ def complete(parts: dict, want: int, topics_prefix: str = "scale-") -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
+# Data dirs, deleted when the run ends
+#
+# Not after each session: when ext4 allocates an inode it skips, one by one, inodes freed in the
+# last 60 to 300 seconds (`recently_deleted` in fs/ext4/ialloc.c). A session that creates tens of
+# thousands of partition files right after another session deleted as many spends most of its
+# creation in the kernel (measured: a 10,000-partition creation of KafkaIQ took 5.6 s on a
+# filesystem with no recent deletions and 30-34 s right after one, with 5x the CPU, nearly all
+# of it system time in that scan), whichever broker it is.
+
+_TO_DELETE: list[Path] = []
+
+
+def delete_at_end(root: Path) -> None:
+    _TO_DELETE.append(root)
+
+
+def delete_data_dirs() -> None:
+    for root in _TO_DELETE:
+        shutil.rmtree(root, ignore_errors=True)
+    _TO_DELETE.clear()
+
+
+# ---------------------------------------------------------------------------------------------
 # One session
 
 
@@ -578,7 +603,7 @@ def session(kind: str, partitions: int, args, libs: Path) -> dict:
                     for f in n["dir"].glob("node.*.log"):
                         shutil.copy(f, keep / f"{i}-{f.name}")
                 res["logs"] = str(keep)
-            shutil.rmtree(root, ignore_errors=True)
+            delete_at_end(root)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -695,7 +720,7 @@ def failover_session(kind: str, leaders: int, sig: str, args, libs: Path) -> dic
                 for f in n["dir"].glob("node.*.log"):
                     shutil.copy(f, keep / f"{i}-{f.name}")
             res["logs"] = str(keep)
-        shutil.rmtree(root, ignore_errors=True)
+        delete_at_end(root)
 
 
 def failover_markdown(results: list[dict]) -> str:
@@ -924,4 +949,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    finally:
+        delete_data_dirs()
+    sys.exit(status)

@@ -1071,10 +1071,10 @@ mod tests {
     fn a_batch_whose_records_disagree_with_its_count_is_invalid() {
         let b = keyed(&[Some(b"a"), None]);
         // One record more than declared is left over; one fewer runs out.
-        for (count, message) in [(1, "records still remaining"), (3, "premature EOF")] {
+        for (count, message) in [(1i32, "records still remaining"), (3, "premature EOF")] {
             let mut bad = b.clone();
             bad[RECORDS_COUNT_OFFSET..RECORDS_COUNT_OFFSET + 4]
-                .copy_from_slice(&(count as i32).to_be_bytes());
+                .copy_from_slice(&count.to_be_bytes());
             for batch in [
                 bad.clone(),
                 compressed(&bad, compression::CODEC_GZIP, false),

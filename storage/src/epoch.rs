@@ -338,10 +338,13 @@ mod tests {
             .collect()
     }
 
+    /// (epoch, start offset) entries of a cache.
+    type Entries = &'static [(i32, i64)];
+
     #[test]
     fn assign_follows_kafkas_rules() {
         // (initial entries, assign, expected entries, expected "changed")
-        let cases: &[(&[(i32, i64)], (i32, i64), &[(i32, i64)], bool)] = &[
+        let cases: &[(Entries, (i32, i64), Entries, bool)] = &[
             // first entry
             (&[], (0, 0), &[(0, 0)], true),
             // new epoch at a later offset: appended
@@ -466,7 +469,7 @@ mod tests {
     #[test]
     fn truncate_from_end_cases() {
         let initial: &[(i32, i64)] = &[(0, 0), (1, 10), (2, 20), (3, 30)];
-        let cases: &[(i64, &[(i32, i64)], bool)] = &[
+        let cases: &[(i64, Entries, bool)] = &[
             (31, &[(0, 0), (1, 10), (2, 20), (3, 30)], false),
             (30, &[(0, 0), (1, 10), (2, 20)], true), // start_offset >= end_offset is dropped
             (25, &[(0, 0), (1, 10), (2, 20)], true),
@@ -493,7 +496,7 @@ mod tests {
     #[test]
     fn truncate_from_start_cases() {
         let initial: &[(i32, i64)] = &[(0, 0), (1, 10), (2, 20), (3, 30)];
-        let cases: &[(i64, &[(i32, i64)], bool)] = &[
+        let cases: &[(i64, Entries, bool)] = &[
             (0, &[(0, 0), (1, 10), (2, 20), (3, 30)], false), // first entry starts exactly there
             (5, &[(0, 5), (1, 10), (2, 20), (3, 30)], true),  // first entry's start moves up
             (10, &[(1, 10), (2, 20), (3, 30)], true),         // exclusive: entry at 10 kept as is
