@@ -54,6 +54,10 @@ pub trait LeaderEndPoint: Send + Sync {
         partitions: Vec<FetchPartitionSpec>,
     ) -> BoxFuture<Result<Vec<(TopicPartition, PartitionAnswer)>, ApiError>>;
 
+    /// Gives up the fetch in flight to `leader` (its future was dropped): the leader may hold
+    /// it for `replica.fetch.wait.max.ms`, and the next fetch must not queue behind it.
+    fn abandon(&self, leader: i32);
+
     /// The leader's log start and log end offsets of `tp`, in `current_leader_epoch`.
     fn log_start_and_end(
         &self,
@@ -245,6 +249,13 @@ impl LeaderEndPoint for ClientLeaderEndPoint {
                 })?;
             read_fetch(response.version, response.body, &partitions)
         })
+    }
+
+    /// A connection answers its requests in order, so the parked fetch would hold back the
+    /// next one: the connection is closed (no reconnect backoff follows a requested close),
+    /// and the next fetch opens a new one. No fetch session is lost: followers fetch without.
+    fn abandon(&self, leader: i32) {
+        self.client.disconnect(leader);
     }
 
     fn log_start_and_end(

@@ -8,7 +8,10 @@
 //! ([`state`] holds the pure rules: starting offsets, answers, truncation points, out of range).
 //! The [`super::ReplicaManager`] adds a partition when this node becomes its follower under a
 //! new leader epoch and removes it when this node leads it, stops hosting it or its leader is
-//! gone; a fetcher left with no partitions stops.
+//! gone; a fetcher left with no partitions stops. Partitions added while the fetcher's request
+//! is parked at the leader (up to `replica.fetch.wait.max.ms`) do not wait for it: the request
+//! is given up and sent again with them (Kafka's fetcher waits), so after a leader moves, its
+//! followers fetch at once and an acks=all produce to the new leader is not held for the park.
 //!
 //! Followers append the leader's bytes as they are (offsets, epochs, producer state rebuilt
 //! from them) and take the leader's high watermark; the leader learns where each follower is
@@ -174,6 +177,7 @@ impl ReplicaFetcherManager {
             return;
         }
         let mut inner = self.lock();
+        let mut touched = std::collections::BTreeSet::new();
         for target in targets {
             let key = (
                 target.leader,
@@ -219,7 +223,14 @@ impl ReplicaFetcherManager {
                     );
                 }
             }
-            fetcher.shared.notify();
+            touched.insert(key);
+        }
+        // One wake-up per fetcher for the whole set, so a fetch in flight is given up (see
+        // `FetcherTask::outgrown`) once for it, not once per partition.
+        for key in touched {
+            if let Some(fetcher) = inner.fetchers.get(&key) {
+                fetcher.shared.notify();
+            }
             self.spawn(&mut inner, key);
         }
     }

@@ -123,6 +123,14 @@ impl FetcherTask {
                 .fetch(self.shared.leader, broker_epoch, specs.clone());
             let result = tokio::select! {
                 r = fetch => r,
+                _ = outgrown(&self.shared, &specs) => {
+                    // The leader may park this fetch for `replica.fetch.wait.max.ms`; partitions
+                    // just added (a leader moved here) would wait that long for their first
+                    // fetch, and an acks=all produce on them with it. Ask again, with them.
+                    tracing::debug!(leader = self.shared.leader, partitions = specs.len(), "partitions added; the fetch in flight is abandoned");
+                    self.endpoint.abandon(self.shared.leader);
+                    continue;
+                }
                 _ = self.shutdown.changed() => continue,
             };
             let resets = match result {
@@ -413,6 +421,30 @@ pub(crate) enum Failure {
 }
 
 /// The partition is in the state the request was built from.
+/// Resolves once the fetcher holds a partition ready to fetch that the fetch in flight (`specs`)
+/// does not ask for as it is now, or the fetcher is stopped.
+async fn outgrown(shared: &FetcherShared, specs: &[FetchPartitionSpec]) {
+    loop {
+        shared.changed.notified().await;
+        if shared.is_stopped() {
+            return;
+        }
+        let now = Instant::now();
+        // Truncating partitions count: the next round truncates, then fetches them.
+        let due = |f: &Fetched| match f.state.phase {
+            Phase::Fetching => f.state.is_ready_for_fetch(now),
+            Phase::Truncating => !f.state.is_delayed(now),
+        };
+        let lacking = shared
+            .lock()
+            .iter()
+            .any(|(tp, f)| due(f) && !specs.iter().any(|s| s.tp == *tp && unchanged(&f.state, s)));
+        if lacking {
+            return;
+        }
+    }
+}
+
 fn unchanged(state: &PartitionFetchState, spec: &FetchPartitionSpec) -> bool {
     state.phase == Phase::Fetching
         && state.current_leader_epoch == spec.current_leader_epoch

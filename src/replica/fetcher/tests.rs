@@ -4,7 +4,7 @@
 //! copying, divergence, truncation and out-of-range recovery run on real logs end to end.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,9 +52,18 @@ fn tp() -> TopicPartition {
 }
 
 fn partition(dir: &std::path::Path, node_id: i32, view: &Arc<BrokerView>) -> Arc<Partition> {
+    partition_of(tp(), dir, node_id, view)
+}
+
+fn partition_of(
+    tp: TopicPartition,
+    dir: &std::path::Path,
+    node_id: i32,
+    view: &Arc<BrokerView>,
+) -> Arc<Partition> {
     let log = Arc::new(Log::open(dir, LogConfig::default(), 0, false, 0).unwrap());
     Arc::new(Partition::new(
-        tp(),
+        tp,
         Uuid::from_u128(7),
         log,
         node_id,
@@ -83,12 +92,16 @@ fn records(count: usize) -> Vec<u8> {
     batch(&Spec::default(), &values)
 }
 
-/// A leader over real partitions; `failures` makes the next fetches fail as a whole.
+/// A leader over real partitions; `failures` makes the next fetches fail as a whole. A fetch
+/// with nothing new is parked for `park_ms` (5 ms unless set), or until it is abandoned.
 #[derive(Default)]
 struct FakeLeader {
     partitions: Mutex<BTreeMap<TopicPartition, Arc<Partition>>>,
     failures: AtomicUsize,
     fetches: AtomicUsize,
+    park_ms: AtomicU64,
+    abandoned: Arc<tokio::sync::Notify>,
+    abandons: AtomicUsize,
 }
 
 impl FakeLeader {
@@ -170,10 +183,19 @@ impl LeaderEndPoint for FakeLeader {
             .iter()
             .map(|spec| (spec.tp.clone(), self.answer(replica_epoch, spec)))
             .collect();
+        let park = Duration::from_millis(match self.park_ms.load(Ordering::SeqCst) {
+            0 => 5,
+            ms => ms,
+        });
+        let abandoned = self.abandoned.clone();
         Box::pin(async move {
-            // A leader with nothing new parks the fetch; a short pause stands for it.
+            // A leader with nothing new parks the fetch (`replica.fetch.wait.max.ms`); closing
+            // the connection ends it.
             if answers.iter().all(|(_, a)| a.records.is_empty()) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(park) => {}
+                    _ = abandoned.notified() => return Err(ApiError::RequestTimedOut),
+                }
             }
             if failed {
                 Err(ApiError::RequestTimedOut)
@@ -181,6 +203,11 @@ impl LeaderEndPoint for FakeLeader {
                 Ok(answers)
             }
         })
+    }
+
+    fn abandon(&self, _leader: i32) {
+        self.abandons.fetch_add(1, Ordering::SeqCst);
+        self.abandoned.notify_waiters();
     }
 
     fn log_start_and_end(
@@ -492,4 +519,68 @@ async fn partitions_hash_to_fetchers_per_leader_and_nothing_fetches_before_start
     manager.remove_partitions(&[TopicPartition::new("t", 1)]);
     assert_eq!(manager.fetchers(), vec![(LEADER, 1), (LEADER, 2)]);
     manager.shutdown().await;
+}
+
+/// A leader moved here while this follower's fetch to it was parked: the new partition must not
+/// wait out the park (`replica.fetch.wait.max.ms`) for its first fetch, or an acks=all produce
+/// to the new leader would wait with it.
+#[tokio::test]
+async fn a_partition_added_while_a_fetch_is_parked_is_fetched_at_once() {
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let view = brokers();
+    let (tp0, tp1) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+    let leader0 = partition_of(tp0.clone(), dirs[0].path(), LEADER, &view);
+    let leader1 = partition_of(tp1.clone(), dirs[1].path(), LEADER, &view);
+    for p in [&leader0, &leader1] {
+        p.make_leader(&reg(LEADER, 1, 1), T0).unwrap();
+    }
+    leader1
+        .append_records_to_leader(&records(3), 1, T0)
+        .unwrap();
+    let follower0 = partition_of(tp0.clone(), dirs[2].path(), FOLLOWER, &view);
+    let follower1 = partition_of(tp1.clone(), dirs[3].path(), FOLLOWER, &view);
+    for p in [&follower0, &follower1] {
+        p.make_follower(&reg(LEADER, 1, 1)).unwrap();
+    }
+    let fake = FakeLeader::with(&leader0);
+    fake.partitions
+        .lock()
+        .unwrap()
+        .insert(tp1.clone(), leader1.clone());
+    // Far longer than the deadline of `eventually` below.
+    fake.park_ms.store(60_000, Ordering::SeqCst);
+    let h = fetchers(fake.clone(), &view);
+    let to = |tp: &TopicPartition, p: &Arc<Partition>| FetchTarget {
+        tp: tp.clone(),
+        partition: p.clone(),
+        leader: LEADER,
+        leader_epoch: 1,
+    };
+    h.manager.add_partitions(vec![to(&tp0, &follower0)]);
+    eventually("the follower's fetch of t-0 is parked", || {
+        fake.fetches.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        fake.fetches.load(Ordering::SeqCst),
+        1,
+        "the fetch is parked"
+    );
+    h.manager.add_partitions(vec![to(&tp1, &follower1)]);
+    eventually("t-1 is copied without waiting out the parked fetch", || {
+        follower1.log().log_end_offset() == 3
+    })
+    .await;
+    assert_eq!(
+        fake.abandons.load(Ordering::SeqCst),
+        1,
+        "one fetch given up"
+    );
+    assert_eq!(log_bytes(&follower1), log_bytes(&leader1));
+    // Adding a partition the fetch in flight already asks for gives nothing up.
+    h.manager.add_partitions(vec![to(&tp1, &follower1)]);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(fake.abandons.load(Ordering::SeqCst), 1);
+    h.manager.shutdown().await;
 }
