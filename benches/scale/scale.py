@@ -21,7 +21,9 @@ A run exits 1 unless every node's Metadata shows every partition led with a full
 cluster per broker, signal (--failover-signals KILL STOP) and N, where a node that is not the
 active controller is the first replica of exactly N partitions (explicit assignments), sends it
 SIGKILL (its sockets close) or SIGSTOP (they stay open: detection needs the session timeout),
-and times until a survivor's Metadata shows all N led elsewhere (--rounds: medians).
+and times until a survivor's Metadata shows all N led elsewhere, and until an acks=all write
+(Produce v3, written from a thread beside the Metadata polls, at each partition's current
+leader) has been taken by each of the N and by every partition (--rounds: medians).
 
 Data dirs are deleted when the run ends, not between sessions (ext4 is slow to allocate inodes
 right after many were freed; see delete_at_end), so start a run a few minutes after the last
@@ -49,6 +51,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -264,6 +267,129 @@ def create_topics_assigned(conn: Conn, topics: dict[str, list[list[int]]]) -> li
     r = Reader(raw)
     r.i32()
     return [(r.str16(), r.i16(), r.str16()) for _ in range(r.i32())]
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+CRC32C = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    c = 0xFFFFFFFF
+    for b in data:
+        c = CRC32C[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def svarint(n: int) -> bytes:
+    return uvarint((n << 1) ^ (n >> 63))
+
+
+def record_batch(value: bytes) -> bytes:
+    """A v2 record batch of one record (no key, no headers, no producer id), uncompressed."""
+    rec = b"\x00" + svarint(0) + svarint(0) + svarint(-1) + svarint(len(value)) + value + svarint(0)
+    rec = svarint(len(rec)) + rec
+    now = int(time.time() * 1000)
+    after_crc = struct.pack(">hiqqqhii", 0, 0, now, now, -1, -1, -1, 1) + rec
+    head = struct.pack(">ib", 0, 2) + struct.pack(">I", crc32c(after_crc))
+    return struct.pack(">qi", 0, len(head) + len(after_crc)) + head + after_crc
+
+
+def produce(conn: Conn, batches: dict[tuple[str, int], bytes], acks: int,
+            timeout_ms: int) -> dict[tuple[str, int], int]:
+    """Produce v3, one batch per partition: {(topic, partition): error_code}."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in batches:
+        by_topic.setdefault(t, []).append(p)
+    body = [struct.pack(">hhii", -1, acks, timeout_ms, len(by_topic))]
+    for t, ps in by_topic.items():
+        tb = t.encode()
+        body.append(struct.pack(">h", len(tb)) + tb + struct.pack(">i", len(ps)))
+        for p in ps:
+            b = batches[(t, p)]
+            body.append(struct.pack(">ii", p, len(b)) + b)
+    raw, _, _ = conn.call(0, 3, b"".join(body), False)
+    r = Reader(raw)
+    out = {}
+    for _ in range(r.i32()):
+        t = r.str16()
+        for _ in range(r.i32()):
+            p, err = r.i32(), r.i16()
+            r.take(16)
+            out[(t, p)] = err
+    return out
+
+
+class WriteProbe:
+    """Writes one acks=all record to each of a set of partitions, at their current leaders
+    (from a survivor's Metadata), until each has taken one: the time a producer waits after a
+    failover. Connections to `avoid` are never opened (a stopped node would hang them)."""
+
+    def __init__(self, probe_port: int, ports: dict[int, int], avoid: int | None,
+                 timeout_ms: int = 500):
+        self.probe, self.ports, self.avoid, self.timeout_ms = probe_port, ports, avoid, timeout_ms
+        self.conns: dict[int, Conn] = {}
+        self.batch = record_batch(b"failover-probe")
+        self.errors: dict[int, int] = {}
+
+    def _conn(self, node: int) -> Conn:
+        if node not in self.conns:
+            self.conns[node] = Conn(self.ports[node], timeout=30)
+        return self.conns[node]
+
+    def write_once(self, pending: set) -> set:
+        """One round: answers the partitions of `pending` that took a write."""
+        m = try_metadata(self.probe)
+        if not m:
+            return set()
+        by_leader: dict[int, dict] = {}
+        for k in pending:
+            leader = m[0].get(k, (-1,))[0]
+            if leader >= 0 and leader != self.avoid:
+                by_leader.setdefault(leader, {})[k] = self.batch
+        done = set()
+        for leader, batches in by_leader.items():
+            try:
+                res = produce(self._conn(leader), batches, -1, self.timeout_ms)
+            except (OSError, ValueError, IndexError, struct.error):
+                self.conns.pop(leader, None)
+                continue
+            for k, err in res.items():
+                if err == 0:
+                    done.add(k)
+                else:
+                    self.errors[err] = self.errors.get(err, 0) + 1
+        return done
+
+    def until_all(self, parts, timeout: float, t0: float | None = None,
+                  interval: float = 0.05) -> dict:
+        """Seconds from `t0` (default now) until each partition of `parts` took an acks=all
+        write: {partition: seconds}; raises TimeoutError when some did not within `timeout`."""
+        pending, done = set(parts), {}
+        t0 = time.monotonic() if t0 is None else t0
+        while pending:
+            for k in self.write_once(pending):
+                done[k] = time.monotonic() - t0
+            pending -= done.keys()
+            if not pending:
+                break
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError(f"writes: {len(pending)} partitions not writable within "
+                                   f"{timeout:.0f} s (errors {self.errors})")
+            time.sleep(interval)
+        return done
+
+    def close(self):
+        for c in self.conns.values():
+            c.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -681,10 +807,24 @@ def failover_session(kind: str, leaders: int, sig: str, args, libs: Path) -> dic
         res["create_s"] = time.monotonic() - t0
         log(f"{kind}: node {victim} leads {len(moved)} (controller {ctrl}), "
             f"{total} partitions complete in {res['create_s']:.1f} s")
-        time.sleep(2)
         probe = ports[a]
+        writer = WriteProbe(probe, ports, avoid=None)
+        every = [k for k in try_metadata(probe)[0] if k[0].startswith("scale-")]
+        res["write_before_s"] = max(writer.until_all(every, 60).values())
+        writer.close()
+        time.sleep(2)
         proc = c.nodes[victim]["proc"]
         polls = [0]
+        # Producers: from the signal on, an acks=all write to every partition at its current
+        # leader, beside the Metadata polls (a thread, so neither delays the other).
+        writer = WriteProbe(probe, ports, victim)
+        written: dict = {}
+
+        def write_all(t_sig: float):
+            try:
+                written.update(writer.until_all(every, args.timeout, t0=t_sig))
+            except (TimeoutError, OSError) as e:
+                written["error"] = str(e)
 
         def all_moved():
             polls[0] += 1
@@ -692,12 +832,25 @@ def failover_session(kind: str, leaders: int, sig: str, args, libs: Path) -> dic
             return m and all(m[0].get(k, (-1,))[0] not in (-1, victim) for k in moved)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGKILL if sig == "KILL" else signal.SIGSTOP)
+        thread = threading.Thread(target=write_all, args=(t0,))
+        thread.start()
         try:
             res["failover_s"], _ = wait_until("failover", args.timeout, all_moved, interval=0.05)
         except TimeoutError as e:
             res["failover_s"] = None
             res["failover_timeout"] = str(e)
         res["failover_polls"] = polls[0]
+        thread.join()
+        writer.close()
+        if "error" in written:
+            res["write_error"] = written.pop("error")
+        moved_set = set(moved)
+        if written and len(written) == len(every):
+            res["write_moved_s"] = max(v for k, v in written.items() if k in moved_set)
+            res["write_all_s"] = max(written.values())
+        res["write_errors"] = {str(k): v for k, v in writer.errors.items()}
+        log(f"{kind}: acks=all writes again: moved partitions {res.get('write_moved_s')} s, "
+            f"all {res.get('write_all_s')} s (errors seen {res['write_errors']})")
         m = try_metadata(probe)
         if m:
             res["new_leaders"] = {str(i): sum(1 for k in moved if m[0].get(k, (-1,))[0] == i)
@@ -723,22 +876,33 @@ def failover_session(kind: str, leaders: int, sig: str, args, libs: Path) -> dic
         delete_at_end(root)
 
 
+FAILOVER_MEASURES = [
+    ("failover_s", "Metadata shows all N led elsewhere"),
+    ("write_moved_s", "acks=all write taken by each of the N"),
+    ("write_all_s", "acks=all write taken by every partition (N + 200)"),
+]
+
+
 def failover_markdown(results: list[dict]) -> str:
     runs = [r for r in results if r.get("mode") == "failover"]
     sizes = sorted({r["leaders"] for r in runs})
     sigs = [s for s in ("KILL", "STOP") if any(r["signal"] == s for r in runs)]
 
-    def med(kind, n, sig):
-        v = [r["failover_s"] for r in runs if (r["broker"], r["leaders"], r["signal"]) ==
-             (kind, n, sig) and r.get("failover_s") is not None]
+    def med(kind, n, sig, key="failover_s"):
+        v = [r[key] for r in runs if (r["broker"], r["leaders"], r["signal"]) ==
+             (kind, n, sig) and r.get(key) is not None]
         return (statistics.median(v), len(v)) if v else (None, 0)
-    lines = ["| signal | leaders moved | KafkaIQ, s | Kafka, s | ratio | rounds (KafkaIQ/Kafka) |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| signal | leaders moved | time until | KafkaIQ, s | Kafka, s | ratio "
+             "| rounds (KafkaIQ/Kafka) |", "|---|---:|---|---:|---:|---:|---:|"]
     for sig in sigs:
         for n in sizes:
-            (a, na), (b, nb) = med("kafkaiq", n, sig), med("kafka", n, sig)
-            ratio = f"{a / b:.3f}×" if a is not None and b else "—"
-            lines.append(f"| SIG{sig} | {n:,} | {fmt(a)} | {fmt(b)} | {ratio} | {na}/{nb} |")
+            for key, what in FAILOVER_MEASURES:
+                (a, na), (b, nb) = med("kafkaiq", n, sig, key), med("kafka", n, sig, key)
+                if not na and not nb:
+                    continue
+                ratio = f"{a / b:.3f}×" if a is not None and b else "—"
+                lines.append(f"| SIG{sig} | {n:,} | {what} | {fmt(a)} | {fmt(b)} | {ratio} "
+                             f"| {na}/{nb} |")
     if len(sizes) > 1:
         lines += ["", f"| signal | KafkaIQ {sizes[-1]:,}/{sizes[0]:,} leaders | "
                       f"Kafka {sizes[-1]:,}/{sizes[0]:,} leaders |", "|---|---:|---:|"]
@@ -861,7 +1025,7 @@ def main_failover(args, libs: Path) -> int:
                         r = {"mode": "failover", "broker": kind, "leaders": n, "signal": sig,
                              "error": str(e), "failover_s": None}
                     r["round"] = rnd + 1
-                    failed |= r.get("failover_s") is None
+                    failed |= r.get("failover_s") is None or r.get("write_all_s") is None
                     results.append(r)
                     if args.json:
                         args.json.write_text(json.dumps(results, indent=1, default=str))
