@@ -15,12 +15,12 @@
 //! await: the manager removing a partition waits for the answer being applied, so once removed
 //! a partition is never written by this fetcher again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use kafkaiq_storage::TopicPartition;
+use kafkaiq_storage::{parallel, TopicPartition};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
@@ -237,6 +237,7 @@ impl FetcherTask {
         let now = Instant::now();
         let mut resets = Vec::new();
         let mut partitions = self.shared.lock();
+        let mut appended = append_new_epochs(&partitions, specs, &answers);
         for (tp, answer) in answers {
             let Some(spec) = specs.iter().find(|s| s.tp == tp) else {
                 continue;
@@ -248,7 +249,9 @@ impl FetcherTask {
                 continue;
             }
             let next = match state::answer_action(&answer) {
-                AnswerAction::Append => append(&tp, fetched, &answer),
+                AnswerAction::Append => appended
+                    .remove(&tp)
+                    .unwrap_or_else(|| append(&tp, fetched, &answer)),
                 AnswerAction::Truncate { epoch, end_offset } => {
                     truncate(&tp, fetched, epoch, end_offset)
                 }
@@ -324,6 +327,49 @@ impl FetcherTask {
             }
         };
     }
+}
+
+/// The appends of `answers` that open a new leader epoch in the follower's log, done ahead on a
+/// few threads when there are many. Such an append fsyncs the partition's epoch checkpoint, and
+/// after leaders move, one fetch answers hundreds of them: in series, the new leaders' acks=all
+/// produces would wait for every fsync. Each partition's append is independent of the others';
+/// the caller applies the results with the rest, under the same lock, in the same checks.
+fn append_new_epochs(
+    partitions: &BTreeMap<TopicPartition, Fetched>,
+    specs: &[FetchPartitionSpec],
+    answers: &[(TopicPartition, PartitionAnswer)],
+) -> HashMap<TopicPartition, Result<PartitionFetchState, Failure>> {
+    let new_epochs: Vec<(&TopicPartition, &Fetched, &PartitionAnswer)> = answers
+        .iter()
+        .filter_map(|(tp, answer)| {
+            let spec = specs.iter().find(|s| s.tp == *tp)?;
+            let fetched = partitions.get(tp)?;
+            let due = unchanged(&fetched.state, spec)
+                && matches!(state::answer_action(answer), AnswerAction::Append)
+                && opens_new_epoch(fetched, answer);
+            due.then_some((tp, fetched, answer))
+        })
+        .collect();
+    if new_epochs.len() < parallel::PARALLEL_MIN_ITEMS {
+        return HashMap::new();
+    }
+    parallel::map(
+        &new_epochs,
+        parallel::PARTITION_IO_THREADS,
+        |&(tp, fetched, answer)| (tp.clone(), append(tp, fetched, answer)),
+    )
+    .into_iter()
+    .collect()
+}
+
+/// Whether the answer's first batch carries a leader epoch other than the log's latest.
+fn opens_new_epoch(fetched: &Fetched, answer: &PartitionAnswer) -> bool {
+    // A v2 batch header: base offset (8), length (4), then the partition leader epoch (4).
+    let Some(epoch) = answer.records.get(12..16) else {
+        return false;
+    };
+    let epoch = i32::from_be_bytes(epoch.try_into().expect("four bytes"));
+    fetched.partition.log().latest_epoch() != Some(epoch)
 }
 
 /// Kafka's `processPartitionData`: the leader's batches appended as they are, its high
