@@ -112,6 +112,9 @@ pub struct Cluster {
     pub kind: ClusterKind,
     pub root: PathBuf,
     pub nodes: BTreeMap<i32, ClusterNode>,
+    /// Nodes sent SIGSTOP and not SIGCONT since: left out of [`Cluster::bootstrap`], since a
+    /// client bootstrapping from a frozen node waits for its request timeout.
+    frozen: std::sync::Mutex<std::collections::BTreeSet<i32>>,
 }
 
 /// The node settings a test adds to every node (Kafka keys).
@@ -238,7 +241,12 @@ impl Cluster {
                 },
             );
         }
-        let mut cluster = Cluster { kind, root, nodes };
+        let mut cluster = Cluster {
+            kind,
+            root,
+            nodes,
+            frozen: Default::default(),
+        };
         if kind == ClusterKind::ApacheKafka {
             cluster.format_for_kafka();
         }
@@ -539,9 +547,12 @@ impl Cluster {
             .collect()
     }
 
+    /// Every node's client listener but those frozen by SIGSTOP.
     pub fn bootstrap(&self) -> String {
+        let frozen = self.frozen.lock().unwrap_or_else(|e| e.into_inner());
         self.nodes
             .values()
+            .filter(|n| !frozen.contains(&n.id))
             .map(|n| format!("127.0.0.1:{}", n.client_port))
             .collect::<Vec<_>>()
             .join(",")
@@ -572,6 +583,12 @@ impl Cluster {
         // SAFETY: kill(2) on the pid of a child this harness started and has not reaped.
         let rc = unsafe { libc::kill(pid, signal) };
         assert_eq!(rc, 0, "signal {signal} to node {id}");
+        let mut frozen = self.frozen.lock().unwrap_or_else(|e| e.into_inner());
+        match signal {
+            libc::SIGSTOP => frozen.insert(id),
+            libc::SIGCONT => frozen.remove(&id),
+            _ => false,
+        };
     }
 
     /// The bytes of every `.log` segment of `topic`-`partition` on node `id`, in offset order.
