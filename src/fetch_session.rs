@@ -267,14 +267,19 @@ impl FetchSessionCache {
         })
     }
 
-    /// After reading: records what was sent and the next fetch offset of each partition, and
-    /// says whether an incremental response must include it (`has_records`, an error, or a
-    /// changed high watermark / log start offset).
+    /// After reading: records what was sent for a partition and says whether an incremental
+    /// response must include it (`has_records`, an error, or a changed high watermark / log
+    /// start offset).
+    ///
+    /// The partition's fetch offset is left as the client last sent it, whatever was returned
+    /// (Kafka's `CachedPartition`: only `updateRequestParams` changes it). The Java client
+    /// leaves a partition out of an incremental request when its fetch position equals what it
+    /// last sent, so a consumer that seeks back to that offset is asking for it again: moving
+    /// the offset forward here would skip every record in between.
     pub fn should_send(
         &self,
         session_id: i32,
         spec: &FetchPartitionSpec,
-        next_fetch_offset: Option<i64>,
         high_watermark: i64,
         log_start_offset: i64,
         has_records_or_error: bool,
@@ -290,11 +295,6 @@ impl FetchSessionCache {
             // Forgotten meanwhile by a later request of the same client: nothing to remember.
             return true;
         };
-        if let Some(next) = next_fetch_offset {
-            // The client moves on by itself after records; keeping our copy current means a
-            // partition that it does not mention again is read from the right place.
-            partition.spec.fetch_offset = next;
-        }
         let now = LastSent {
             high_watermark,
             log_start_offset,
@@ -304,6 +304,9 @@ impl FetchSessionCache {
         changed || has_records_or_error
     }
 }
+
+#[cfg(test)]
+mod sim;
 
 #[cfg(test)]
 mod tests {
@@ -341,15 +344,15 @@ mod tests {
             .unwrap();
         assert!(full.session_id > 0 && !full.incremental);
         let id = full.session_id;
-        assert!(cache.should_send(id, &spec("a", 0, 0), None, 0, 0, false));
-        assert!(cache.should_send(id, &spec("b", 0, 0), None, 5, 0, false));
+        assert!(cache.should_send(id, &spec("a", 0, 0), 0, 0, false));
+        assert!(cache.should_send(id, &spec("b", 0, 0), 5, 0, false));
 
         // Incremental: nothing mentioned, both partitions still read; unchanged ones not sent.
         let inc = cache.plan(id, 1, vec![], &[]).unwrap();
         assert!(inc.incremental);
         assert_eq!(inc.partitions.len(), 2);
-        assert!(!cache.should_send(id, &spec("a", 0, 0), None, 0, 0, false));
-        assert!(cache.should_send(id, &spec("b", 0, 0), Some(7), 7, 0, true));
+        assert!(!cache.should_send(id, &spec("a", 0, 0), 0, 0, false));
+        assert!(cache.should_send(id, &spec("b", 0, 0), 7, 0, true));
 
         // Wrong epoch, unknown session.
         assert_eq!(
@@ -393,7 +396,7 @@ mod tests {
             .unwrap()
             .session_id;
         for p in ["a", "b", "c"] {
-            assert!(cache.should_send(id, &spec(p, 0, 0), None, 1, 0, false));
+            assert!(cache.should_send(id, &spec(p, 0, 0), 1, 0, false));
         }
         // An update keeps the partition's place; a forgotten and re-added one goes last and
         // has nothing recorded as sent.
@@ -411,12 +414,43 @@ mod tests {
             .map(|p| (p.topic.as_str(), p.fetch_offset))
             .collect();
         assert_eq!(order, vec![("b", 9), ("c", 0), ("a", 0)]);
-        assert!(cache.should_send(id, &spec("a", 0, 0), None, 1, 0, false));
-        assert!(!cache.should_send(id, &spec("b", 0, 9), None, 1, 0, false));
-        // The next fetch offset after records is remembered for the next incremental read.
-        assert!(cache.should_send(id, &spec("c", 0, 0), Some(4), 1, 0, true));
+        assert!(cache.should_send(id, &spec("a", 0, 0), 1, 0, false));
+        assert!(!cache.should_send(id, &spec("b", 0, 9), 1, 0, false));
+        // Records returned do not move the session's offset: only the client's requests do.
+        assert!(cache.should_send(id, &spec("c", 0, 0), 1, 0, true));
         let inc = cache.plan(id, 2, vec![], &[]).unwrap();
-        assert_eq!(inc.partitions[1].fetch_offset, 4);
+        assert_eq!(inc.partitions[1].fetch_offset, 0);
+    }
+
+    #[test]
+    fn records_returned_leave_the_fetch_offset_where_the_client_put_it() {
+        // The Java client's seek back after a partial poll: it fetched from 0, got records up
+        // to 1,356, consumed ten, and seeks to 0 again. Its position equals what it last sent,
+        // so the incremental request does not name the partition: the read must be from 0.
+        let cache = FetchSessionCache::new();
+        let id = cache
+            .plan(
+                0,
+                INITIAL_EPOCH,
+                vec![spec("a", 0, 0), spec("a", 1, 0)],
+                &[],
+            )
+            .unwrap()
+            .session_id;
+        assert!(cache.should_send(id, &spec("a", 0, 0), 3_000, 0, true));
+        assert!(cache.should_send(id, &spec("a", 1, 0), 3_000, 0, true));
+        // Partition 1 moved on (named with its new offset); partition 0 was sought back.
+        let inc = cache.plan(id, 1, vec![spec("a", 1, 1_356)], &[]).unwrap();
+        let offsets: Vec<(i32, i64)> = inc
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.fetch_offset))
+            .collect();
+        assert_eq!(offsets, vec![(0, 0), (1, 1_356)]);
+        // Records sent again from 0 are still what an incremental answer must carry.
+        assert!(cache.should_send(id, &spec("a", 0, 0), 3_000, 0, true));
+        let inc = cache.plan(id, 2, vec![], &[]).unwrap();
+        assert_eq!(inc.partitions[0].fetch_offset, 0);
     }
 
     #[test]
@@ -431,7 +465,7 @@ mod tests {
             .session_id;
         assert!(id > 0);
         for s in &all {
-            assert!(cache.should_send(id, s, Some(1), 0, 0, true));
+            assert!(cache.should_send(id, s, 0, 0, true));
         }
         // Every partition mentioned again, each found by key rather than by a scan.
         let moved: Vec<_> = all.iter().map(|s| spec("big", s.partition, 1)).collect();
@@ -445,7 +479,7 @@ mod tests {
         assert!(inc
             .partitions
             .iter()
-            .all(|p| !cache.should_send(id, p, None, 0, 0, false)));
+            .all(|p| !cache.should_send(id, p, 0, 0, false)));
         // One more would pass the bound.
         assert!(matches!(
             cache.plan(id, 2, vec![spec("other", 0, 0)], &[]),

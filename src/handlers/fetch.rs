@@ -412,7 +412,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
         let mut data = PartitionData::default()
             .with_partition_index(spec.partition)
             .with_records(Some(Bytes::new()));
-        let (has_records_or_error, next_offset, hw, log_start) = match read.result {
+        let (has_records_or_error, hw, log_start) = match read.result {
             Ok((records, offsets)) => {
                 data.high_watermark = offsets.high_watermark;
                 // No transactions yet: the last stable offset is the high watermark.
@@ -435,7 +435,6 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
                 let has = !records.is_empty()
                     || read.diverging.is_some()
                     || read.preferred_read_replica.is_some();
-                let next = (!records.is_empty()).then(|| last_offset_after(&records));
                 if base.replica_id < 0 {
                     // Consumers only: a follower's fetch is replication, not `BytesOut`.
                     ctx.topic_stats.fetched(&spec.topic, records.len() as u64);
@@ -443,12 +442,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
                 ctx.fetch_served
                     .served(base.replica_id, read.as_leader, records.len() as u64);
                 data.records = Some(records);
-                (
-                    has,
-                    next.flatten(),
-                    offsets.high_watermark,
-                    offsets.log_start_offset,
-                )
+                (has, offsets.high_watermark, offsets.log_start_offset)
             }
             Err(e) => {
                 data.error_code = e.code();
@@ -478,7 +472,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
                 if version >= 5 {
                     data.log_start_offset = -1;
                 }
-                (true, None, -1, -1)
+                (true, -1, -1)
             }
         };
         // No transactions: read_committed gets an empty list, read_uncommitted null, as Kafka.
@@ -487,7 +481,6 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
             && !ctx.fetch_sessions.should_send(
                 plan.session_id,
                 spec,
-                next_offset,
                 hw,
                 log_start,
                 has_records_or_error,
@@ -499,7 +492,6 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
             ctx.fetch_sessions.should_send(
                 plan.session_id,
                 spec,
-                next_offset,
                 hw,
                 log_start,
                 has_records_or_error,
@@ -528,20 +520,4 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
         response.node_endpoints = leader_endpoints.into_values().collect();
     }
     ResponseKind::Fetch(response)
-}
-
-/// The offset after the last complete batch in `records` (the client's next fetch offset).
-fn last_offset_after(records: &[u8]) -> Option<i64> {
-    let mut pos = 0usize;
-    let mut next = None;
-    while records.len() - pos >= kafkaiq_storage::batch::RECORD_BATCH_OVERHEAD {
-        let header = kafkaiq_storage::batch::BatchHeader::parse(&records[pos..]).ok()?;
-        let size = header.size_in_bytes();
-        if size == 0 || records.len() - pos < size {
-            break;
-        }
-        next = Some(header.next_offset());
-        pos += size;
-    }
-    next
 }
