@@ -21,6 +21,7 @@ const PARTITIONS: i32 = 4;
 const CONSUMERS: usize = 2;
 const BATCH_RECORDS_MAX: u64 = 5;
 const READ_BATCHES_MAX: u64 = 3;
+const STEP_MS: i64 = 10;
 
 /// A partition's log: the end offset of each batch, in order.
 #[derive(Default)]
@@ -158,7 +159,13 @@ impl Sim {
         requested: Vec<FetchPartitionSpec>,
         forgotten: &[PartitionKey],
     ) -> Result<(SessionPlan, Vec<(i32, (i64, i64))>), ApiError> {
-        let plan = self.cache.plan(session_id, epoch, requested, forgotten)?;
+        let request = SessionRequest {
+            session_id,
+            epoch,
+            privileged: false,
+            now_ms: self.step as i64 * STEP_MS,
+        };
+        let plan = self.cache.plan(request, requested, forgotten)?;
         let mut answered = Vec::new();
         for spec in &plan.partitions {
             let batches = 1 + self.rng.below(READ_BATCHES_MAX) as usize;

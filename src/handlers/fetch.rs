@@ -39,7 +39,7 @@ use super::{alive_endpoint, client_listener, current_leader, str_bytes, topic_na
 use crate::config::ReplicaSelector;
 use crate::context::Context;
 use crate::errors::ApiError;
-use crate::fetch_session::{FetchPartitionSpec, SessionPlan};
+use crate::fetch_session::{FetchPartitionSpec, SessionPlan, SessionRequest};
 use crate::limits::FETCH_WAIT_MS_MAX;
 use crate::metadata::MetadataImage;
 use crate::replica::decisions::FollowerFetch;
@@ -144,7 +144,11 @@ fn partition_params(base: &FetchParams, spec: &FetchPartitionSpec) -> FetchParam
 }
 
 /// The partition a spec names, looked up now: a partition deleted while the fetch was parked
-/// answers with the routing error, not a storage error.
+/// answers with the routing error, not a storage error. A spec that names a topic id (v13+,
+/// kept in a fetch session) reads only that incarnation of the topic: once it is deleted the
+/// answer is UNKNOWN_TOPIC_ID, or INCONSISTENT_TOPIC_ID when a topic of the same name was
+/// created again (Kafka's `ReplicaManager` compares the session's id with the log's), never
+/// the new topic's records.
 fn lookup(
     ctx: &Arc<Context>,
     image: &MetadataImage,
@@ -152,6 +156,13 @@ fn lookup(
 ) -> Result<Arc<Partition>, ApiError> {
     if spec.topic.is_empty() {
         return Err(ApiError::UnknownTopicId);
+    }
+    if !spec.topic_id.is_nil() && image.topic_by_id(&spec.topic_id).is_none() {
+        return Err(if image.topic(&spec.topic).is_some() {
+            ApiError::InconsistentTopicId
+        } else {
+            ApiError::UnknownTopicId
+        });
     }
     ctx.replicas.partition_or_error(
         image,
@@ -332,10 +343,13 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
     } else {
         (0, -1)
     };
-    let plan = match ctx
-        .fetch_sessions
-        .plan(session_id, epoch, requested, &forgotten)
-    {
+    let session = SessionRequest {
+        session_id,
+        epoch,
+        privileged: base.is_from_follower(),
+        now_ms: ctx.replicas.now_ms(),
+    };
+    let plan = match ctx.fetch_sessions.plan(session, requested, &forgotten) {
         Ok(plan) => plan,
         Err(e) => {
             let mut response = FetchResponse::default();
