@@ -66,9 +66,8 @@ impl Default for ControllerSettings {
 impl ControllerSettings {
     pub fn from_config(config: &BrokerConfig) -> ControllerSettings {
         ControllerSettings {
-            unclean_leader_election_enable: config
-                .value_of("unclean.leader.election.enable")
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            // Parsed (strictly) once, by the config's KRaft stage.
+            unclean_leader_election_enable: config.kraft.unclean_leader_election_enable,
             auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
             // Validated to 0..=100 by the config.
             leader_imbalance_per_broker_percentage: u32::try_from(

@@ -533,7 +533,7 @@ impl ReplicaManager {
         self.node_id
     }
 
-    fn hosted(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+    pub(crate) fn hosted(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
         self.partitions
             .read()
             .unwrap_or_else(|e| e.into_inner())
