@@ -907,6 +907,10 @@ impl BrokerConfig {
             flush_messages: self.log_flush_interval_messages,
             flush_ms: self.log_flush_interval_ms,
             message_timestamp_type: self.log_message_timestamp_type,
+            // From the broker's `log.message.timestamp.*.max.ms` or the topic's override
+            // (`topic::log_config`).
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: 3_600_000,
             // Per topic, from the effective `cleanup.policy` (`topic::log_config`).
             compact: false,
         }
