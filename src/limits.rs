@@ -26,6 +26,10 @@ pub const FETCH_WAIT_MS_MAX: i64 = 60_000;
 /// request's `timeout_ms` (30 s default); we honour it up to this bound.
 pub const PRODUCE_TIMEOUT_MS_MAX: i64 = 300_000;
 
+/// Longest a DeleteRecords may be parked waiting for the replicas' log start offsets (Kafka's
+/// `DelayedDeleteRecords` uses the request's `timeout_ms`); we honour it up to this bound.
+pub const DELETE_RECORDS_TIMEOUT_MS_MAX: i64 = 300_000;
+
 /// Delayed operations (parked fetches and produces) the purgatory holds across all partitions.
 /// Beyond this a request is answered immediately with what is available.
 pub const PURGATORY_OPERATIONS_MAX: usize = 100_000;

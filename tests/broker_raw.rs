@@ -1631,6 +1631,61 @@ async fn reassignments_list_empty_and_broker_throttle_deletes_succeed() {
     broker.shutdown().await.unwrap();
 }
 
+/// IncrementalAlterConfigs on a topic as Kafka's controller does it: a DELETE of a key that has
+/// no value (known or unknown) writes nothing and succeeds, and the throttled-replicas lists are
+/// LIST-typed, so APPEND and SUBTRACT work on them (the reassignment tool sets them this way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_config_delete_of_unset_key_and_list_ops_on_throttled_replicas() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    assert_eq!(
+        create_topic(&mut client, "lists", 2, &[]).await.topics[0].error_code,
+        0
+    );
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let alter = |key: &str, op: i8, value: Option<&str>| {
+        IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("lists"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(s(key))
+                    .with_config_operation(op)
+                    .with_value(value.map(s))]),
+        ])
+    };
+    for key in ["retention.ms", "no.such.topic.key"] {
+        let r = client.call(1, &alter(key, 1, None)).await;
+        assert_eq!(r.responses[0].error_code, 0, "DELETE of unset {key}");
+    }
+    let key = "leader.replication.throttled.replicas";
+    for (op, value) in [(2, "0:1"), (2, "1:1,0:1"), (3, "0:1")] {
+        let r = client.call(1, &alter(key, op, Some(value))).await;
+        assert_eq!(r.responses[0].error_code, 0, "op {op} {value}");
+    }
+    let r = client
+        .call(
+            4,
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("lists"))
+                    .with_configuration_keys(Some(vec![s(key)])),
+            ]),
+        )
+        .await;
+    assert_eq!(r.results[0].configs[0].value.as_deref(), Some("1:1"));
+    // A malformed item is still refused after the list arithmetic.
+    let r = client.call(1, &alter(key, 2, Some("x"))).await;
+    assert_eq!(r.responses[0].error_code, 40, "INVALID_CONFIG");
+    broker.shutdown().await.unwrap();
+}
+
 /// AlterPartitionReassignments on one node: the current replicas are accepted and change
 /// nothing; Kafka's errors for unknown brokers, topics and partitions, a replica twice, and a
 /// cancel with nothing in progress (no message, as Kafka sends it).
