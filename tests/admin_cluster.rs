@@ -13,7 +13,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
@@ -60,10 +62,14 @@ async fn create_topic(cluster: &Cluster, name: &str, configs: &[(&str, &str)]) -
         })
         .await;
     cluster
-        .wait_for(&format!("{name} has a leader and a full ISR"), DEADLINE, || async {
-            let p = cluster.partitions_anywhere(name).await?.remove(&0)?;
-            (p.leader > 0 && p.isr.len() == 3).then_some(p.leader)
-        })
+        .wait_for(
+            &format!("{name} has a leader and a full ISR"),
+            DEADLINE,
+            || async {
+                let p = cluster.partitions_anywhere(name).await?.remove(&0)?;
+                (p.leader > 0 && p.isr.len() == 3).then_some(p.leader)
+            },
+        )
         .await
 }
 
@@ -119,7 +125,9 @@ async fn log_start_offset(cluster: &Cluster, id: i32, topic: &str, offset: i64) 
                 .with_partition(0)
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(1024)])]);
-    let r = client.try_call(12, &request, Duration::from_secs(2)).await?;
+    let r = client
+        .try_call(12, &request, Duration::from_secs(2))
+        .await?;
     let p = r.responses.first()?.partitions.first()?;
     (p.error_code == 0).then_some(p.log_start_offset)
 }
@@ -141,7 +149,10 @@ async fn delete_records_waits_for_every_alive_replica_to_move_its_log_start_offs
     let (code, low, took) = delete_records(&cluster, leader, TOPIC, 3, 1_000).await;
     assert_eq!(code, REQUEST_TIMED_OUT, "answered after {took:?}");
     assert_eq!(low, 3);
-    assert!(took >= Duration::from_millis(1_000), "answered after {took:?}");
+    assert!(
+        took >= Duration::from_millis(1_000),
+        "answered after {took:?}"
+    );
     cluster.signal(followers[0], libc::SIGCONT);
 
     // Every follower running: answered once each has moved, so each already starts there.
