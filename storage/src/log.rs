@@ -33,7 +33,6 @@ use crate::flusher::{Flusher, RollFlush};
 use crate::handles::HandlePool;
 use crate::producer_state::{
     increment_sequence, LeaderAppendCheck, ProducerBatch, ProducerStateManager,
-    PRODUCER_ID_EXPIRATION_MS_DEFAULT,
 };
 use crate::segment::{remove_segment_files, LogSegment, RecoveryOutcome};
 
@@ -297,7 +296,7 @@ impl Log {
         };
         epochs.truncate_from_end(log_end_offset)?;
         epochs.truncate_from_start(log_start_offset)?;
-        let mut producers = ProducerStateManager::new(dir, PRODUCER_ID_EXPIRATION_MS_DEFAULT)?;
+        let mut producers = ProducerStateManager::new(dir, config.producer_id_expiration_ms)?;
         producers.truncate_and_reload(log_start_offset, log_end_offset, now_ms)?;
         replay_producer_state(&segments, &mut producers, log_end_offset)?;
         sync_dir(dir)?;
@@ -345,6 +344,9 @@ impl Log {
     /// New settings apply from the next append/roll/retention pass; index sizes from the next
     /// segment.
     pub fn update_config(&self, config: LogConfig) {
+        self.producers
+            .lock()
+            .set_producer_id_expiration_ms(config.producer_id_expiration_ms);
         *self.config.write() = config;
     }
 

@@ -647,6 +647,28 @@ fn leader_epochs_follow_appends_truncation_and_reopen() {
 }
 
 #[test]
+fn producers_expire_after_the_configured_producer_id_expiration() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        producer_id_expiration_ms: 5_000,
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), config.clone(), 0, false, 0).unwrap();
+    // The batch's timestamp is 1,000 (the builder's default).
+    log.append_as_leader(&idempotent(7, 0, 0, 1), 0, 0).unwrap();
+    assert_eq!(log.remove_expired_producers(5_999), 0);
+    assert_eq!(log.remove_expired_producers(6_000), 1);
+    // A changed config applies to the open log.
+    log.append_as_leader(&idempotent(8, 0, 0, 1), 0, 0).unwrap();
+    log.update_config(LogConfig {
+        producer_id_expiration_ms: 60_000,
+        ..config
+    });
+    assert_eq!(log.remove_expired_producers(6_000), 0);
+    assert_eq!(log.remove_expired_producers(61_000), 1);
+}
+
+#[test]
 fn idempotent_producers_duplicates_sequences_and_epochs() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
