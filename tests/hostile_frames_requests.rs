@@ -4,6 +4,8 @@
 //!
 //! - Metadata naming one large topic thousands of times (by name, v1; by topic id, v12): Kafka
 //!   takes the names and ids as sets, so the answer lists the topic once.
+//! - ListOffsets naming a partition more than once: each of its entries is answered
+//!   INVALID_REQUEST (Kafka's `duplicatePartitions`), the other partitions as usual.
 
 mod common;
 
@@ -84,6 +86,43 @@ async fn metadata_naming_a_topic_many_times_answers_it_once() {
         "took {:?}",
         started.elapsed()
     );
+    drop(client);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn list_offsets_naming_a_partition_twice_is_an_invalid_request_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "twice", 2).await;
+    let partition = |index: i32, timestamp: i64| {
+        ListOffsetsPartition::default()
+            .with_partition_index(index)
+            .with_timestamp(timestamp)
+    };
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![
+            ListOffsetsTopic::default()
+                .with_name(name("twice"))
+                .with_partitions(vec![partition(0, 0), partition(1, -1)]),
+            ListOffsetsTopic::default()
+                .with_name(name("twice"))
+                .with_partitions(vec![partition(0, -2)]),
+        ]);
+    let answer = client.call(7, &request).await;
+    let codes: Vec<(i32, i16)> = answer
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (p.partition_index, p.error_code))
+        })
+        .collect();
+    // INVALID_REQUEST (42) for each entry of partition 0; partition 1 answered.
+    assert_eq!(codes, vec![(0, 42), (1, 0), (0, 42)]);
     drop(client);
     broker.shutdown().await.unwrap();
 }
