@@ -26,12 +26,20 @@ pub const FETCH_WAIT_MS_MAX: i64 = 60_000;
 /// request's `timeout_ms` (30 s default); we honour it up to this bound.
 pub const PRODUCE_TIMEOUT_MS_MAX: i64 = 300_000;
 
+/// Longest a DeleteRecords may be parked waiting for the replicas' log start offsets (Kafka's
+/// `DelayedDeleteRecords` uses the request's `timeout_ms`); we honour it up to this bound.
+pub const DELETE_RECORDS_TIMEOUT_MS_MAX: i64 = 300_000;
+
 /// Delayed operations (parked fetches and produces) the purgatory holds across all partitions.
 /// Beyond this a request is answered immediately with what is available.
 pub const PURGATORY_OPERATIONS_MAX: usize = 100_000;
 
 /// Incremental fetch sessions (KIP-227) kept at once; Kafka's `max.incremental.fetch.session.cache.slots`.
 pub const FETCH_SESSIONS_MAX: usize = 1_000;
+
+/// A fetch session idle this long may be evicted for a new one, and one created this long ago
+/// may be evicted by a more valuable one; Kafka's fixed `MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS`.
+pub const FETCH_SESSION_EVICTION_MS: i64 = 120_000;
 
 /// Partitions one fetch session may track. Sessions are per client; a hostile client must not
 /// grow one session without bound.

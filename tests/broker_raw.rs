@@ -736,9 +736,84 @@ async fn incremental_fetch_session_sends_only_changed_partitions() {
     let r = client.call(12, &incremental(7)).await;
     assert_eq!(r.error_code, 71, "INVALID_FETCH_SESSION_EPOCH");
     let r = client
-        .call(12, &incremental(1).with_session_id(session + 1000))
+        .call(
+            12,
+            &incremental(1).with_session_id(session.wrapping_add(1000)),
+        )
         .await;
     assert_eq!(r.error_code, 70, "FETCH_SESSION_ID_NOT_FOUND");
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_session_never_reads_a_topic_created_again_under_its_old_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let old = create_topic(&mut client, "again", 1, &[]).await.topics[0].topic_id;
+    produce(&mut client, "again", 1, batch(&["old"], None)).await;
+    let partition = vec![FetchPartition::default()
+        .with_partition(0)
+        .with_fetch_offset(0)
+        .with_current_leader_epoch(-1)
+        .with_partition_max_bytes(1 << 20)];
+    let request = |session_id: i32, epoch: i32| {
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(1 << 20)
+            .with_session_id(session_id)
+            .with_session_epoch(epoch)
+    };
+    let r = client
+        .call(
+            17,
+            &request(0, 0).with_topics(vec![FetchTopic::default()
+                .with_topic_id(old)
+                .with_partitions(partition)]),
+        )
+        .await;
+    let session = r.session_id;
+    assert!(session > 0);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(decode_records(p.records.as_ref().unwrap()).len(), 1);
+
+    // Deleted and created again with one record at offset 0: the session still holds offset 0
+    // of the old topic id, and an incremental fetch naming nothing must not read the new topic.
+    let deleted = client
+        .call(
+            5,
+            &DeleteTopicsRequest::default().with_topic_names(vec![name("again")]),
+        )
+        .await;
+    assert_eq!(deleted.responses[0].error_code, 0);
+    let new = create_topic(&mut client, "again", 1, &[]).await.topics[0].topic_id;
+    assert_ne!(new, old);
+    assert_eq!(
+        produce(&mut client, "again", 1, batch(&["new"], None)).await,
+        (0, 0)
+    );
+    let r = client.call(17, &request(session, 1)).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.responses.len(), 1, "{:?}", r.responses);
+    assert_eq!(r.responses[0].topic_id, old);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 103, "INCONSISTENT_TOPIC_ID");
+    assert!(decode_records(p.records.as_ref().unwrap()).is_empty());
+
+    // Deleted for good: the old id is unknown.
+    client
+        .call(
+            5,
+            &DeleteTopicsRequest::default().with_topic_names(vec![name("again")]),
+        )
+        .await;
+    let r = client.call(17, &request(session, 2)).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 100,
+        "UNKNOWN_TOPIC_ID"
+    );
     broker.shutdown().await.unwrap();
 }
 
@@ -1478,6 +1553,61 @@ async fn reassignments_list_empty_and_broker_throttle_deletes_succeed() {
     );
     let r = client.call(1, &alter(0)).await;
     assert_eq!(r.responses[0].error_code, 42, "SET is INVALID_REQUEST");
+    broker.shutdown().await.unwrap();
+}
+
+/// IncrementalAlterConfigs on a topic as Kafka's controller does it: a DELETE of a key that has
+/// no value (known or unknown) writes nothing and succeeds, and the throttled-replicas lists are
+/// LIST-typed, so APPEND and SUBTRACT work on them (the reassignment tool sets them this way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_config_delete_of_unset_key_and_list_ops_on_throttled_replicas() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    assert_eq!(
+        create_topic(&mut client, "lists", 2, &[]).await.topics[0].error_code,
+        0
+    );
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let alter = |key: &str, op: i8, value: Option<&str>| {
+        IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("lists"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(s(key))
+                    .with_config_operation(op)
+                    .with_value(value.map(s))]),
+        ])
+    };
+    for key in ["retention.ms", "no.such.topic.key"] {
+        let r = client.call(1, &alter(key, 1, None)).await;
+        assert_eq!(r.responses[0].error_code, 0, "DELETE of unset {key}");
+    }
+    let key = "leader.replication.throttled.replicas";
+    for (op, value) in [(2, "0:1"), (2, "1:1,0:1"), (3, "0:1")] {
+        let r = client.call(1, &alter(key, op, Some(value))).await;
+        assert_eq!(r.responses[0].error_code, 0, "op {op} {value}");
+    }
+    let r = client
+        .call(
+            4,
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("lists"))
+                    .with_configuration_keys(Some(vec![s(key)])),
+            ]),
+        )
+        .await;
+    assert_eq!(r.results[0].configs[0].value.as_deref(), Some("1:1"));
+    // A malformed item is still refused after the list arithmetic.
+    let r = client.call(1, &alter(key, 2, Some("x"))).await;
+    assert_eq!(r.responses[0].error_code, 40, "INVALID_CONFIG");
     broker.shutdown().await.unwrap();
 }
 

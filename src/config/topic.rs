@@ -32,6 +32,13 @@ pub enum TopicConfigKind {
     ThrottledReplicas,
 }
 
+impl TopicConfigKind {
+    /// Kafka's LIST-typed keys, which IncrementalAlterConfigs may APPEND to and SUBTRACT from.
+    pub fn is_list(self) -> bool {
+        matches!(self, ListOf(_) | ThrottledReplicas)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct TopicConfigDef {
     pub name: &'static str,

@@ -487,6 +487,11 @@ fn altered_value(
     op: AlterConfigOp,
     value: &Option<String>,
 ) -> Result<Option<String>, ApiError> {
+    if op == AlterConfigOp::Delete {
+        // Kafka validates only the keys a change writes: deleting a key that has no value
+        // (known or not) writes nothing and succeeds.
+        return Ok(None);
+    }
     let def = topic_config::topic_config_def(name)
         .ok_or_else(|| ApiError::InvalidConfig(format!("Unknown topic config name: {name}")))?;
     match op {
@@ -495,9 +500,14 @@ fn altered_value(
         }),
         AlterConfigOp::Delete => Ok(None),
         AlterConfigOp::Append | AlterConfigOp::Subtract => {
-            if !matches!(def.kind, topic_config::TopicConfigKind::ListOf(_)) {
+            if !def.kind.is_list() {
+                let verb = if op == AlterConfigOp::Append {
+                    "APPEND"
+                } else {
+                    "SUBTRACT"
+                };
                 return Err(ApiError::InvalidConfig(format!(
-                    "Config value append is not allowed for config key: {name}"
+                    "Can't {verb} to key {name} because its type is not LIST."
                 )));
             }
             let current = configs.get(name).map_or(def.default, String::as_str);
@@ -940,7 +950,20 @@ pub(super) mod tests {
             .unwrap()
             .configs
             .contains_key("retention.ms"));
+        // DELETE of a key with no value, known or not, writes nothing.
+        let none = alter_topic_configs(
+            &image,
+            "t",
+            &[op("segment.ms", Delete, None), op("no.such.key", Delete, None)],
+        );
+        assert!(none.unwrap().is_empty());
+        // The throttled-replicas lists are LIST-typed: APPEND and SUBTRACT work.
+        let key = "follower.replication.throttled.replicas";
+        let image = apply(&image, vec![op(key, Append, Some("0:1,0:2"))]).unwrap();
+        let image = apply(&image, vec![op(key, Subtract, Some("0:1"))]).unwrap();
+        assert_eq!(image.topic("t").unwrap().configs[key], "0:2");
         let errors: Vec<(Vec<(String, AlterConfigOp, Option<String>)>, i16)> = vec![
+            (vec![op(key, Append, Some("zero"))], 40),
             (vec![op("retention.ms", Append, Some("1"))], 40),
             (vec![op("no.such.key", Set, Some("1"))], 40),
             (vec![op("retention.ms", Set, Some("soon"))], 40),

@@ -1,9 +1,15 @@
 //! DeleteRecords (key 21), v0-2: move a partition's log start offset forward (offset -1 = the
-//! high watermark); the answer is the new low watermark. Offsets beyond the high watermark get
+//! high watermark), then wait, as Kafka's `DelayedDeleteRecords` does, until the partition's low
+//! watermark — the lowest log start offset over the leader, its followers on alive brokers and a
+//! future log — has reached it, so that no replica that could become leader still holds the
+//! deleted records. The answer is that low watermark; past `timeout_ms` a partition still
+//! waiting gets REQUEST_TIMED_OUT (with the leader's new log start offset), one whose
+//! leadership moved NOT_LEADER_OR_FOLLOWER. Offsets beyond the high watermark get
 //! OFFSET_OUT_OF_RANGE and topics whose `cleanup.policy` lacks `delete` get POLICY_VIOLATION, as
 //! in Kafka.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -14,54 +20,113 @@ use kafkaiq_storage::TopicPartition;
 use crate::config::topic::cleanup_policy_deletes;
 use crate::context::Context;
 use crate::errors::ApiError;
+use crate::limits::DELETE_RECORDS_TIMEOUT_MS_MAX;
+use crate::replica::partition::Partition;
 
-pub fn handle(ctx: &Arc<Context>, _version: i16, request: DeleteRecordsRequest) -> ResponseKind {
+/// One partition of the request after its log start offset moved on the leader: the partition
+/// and the offset its low watermark must reach.
+struct Pending {
+    partition: Arc<Partition>,
+    required_offset: i64,
+}
+
+pub async fn handle(
+    ctx: &Arc<Context>,
+    _version: i16,
+    request: DeleteRecordsRequest,
+) -> ResponseKind {
     let image = ctx.image();
-    let topics = request
-        .topics
+    // (topic, [(partition index, outcome on the leader)])
+    let mut outcomes: Vec<(_, Vec<(i32, Result<Pending, ApiError>)>)> = Vec::new();
+    for t in request.topics {
+        let name = t.name.0.as_str().to_owned();
+        let deletes = image
+            .topic(&name)
+            .is_none_or(|topic| cleanup_policy_deletes(&topic.configs, &ctx.config));
+        let partitions = t
+            .partitions
+            .into_iter()
+            .map(|p| {
+                let tp = TopicPartition {
+                    topic: name.clone(),
+                    partition: p.partition_index,
+                };
+                (p.partition_index, delete_on_leader(ctx, &image, &tp, deletes, p.offset))
+            })
+            .collect();
+        outcomes.push((t.name, partitions));
+    }
+    let pending: Vec<&Pending> = outcomes
+        .iter()
+        .flat_map(|(_, ps)| ps.iter().filter_map(|(_, r)| r.as_ref().ok()))
+        .collect();
+    let watched: Vec<Arc<Partition>> = pending.iter().map(|p| p.partition.clone()).collect();
+    let timeout_ms = i64::from(request.timeout_ms).clamp(0, DELETE_RECORDS_TIMEOUT_MS_MAX);
+    ctx.replicas
+        .purgatory
+        .wait_until(&watched, Duration::from_millis(timeout_ms as u64), || {
+            let done = pending.iter().all(|p| low_watermark_outcome(p).is_some());
+            async move { done.then_some(()) }
+        })
+        .await;
+    let topics = outcomes
         .into_iter()
-        .map(|t| {
-            let name = t.name.0.as_str().to_owned();
-            let partitions = t
-                .partitions
+        .map(|(name, partitions)| {
+            let partitions = partitions
                 .into_iter()
-                .map(|p| {
-                    let tp = TopicPartition {
-                        topic: name.clone(),
-                        partition: p.partition_index,
-                    };
-                    let result =
-                        ctx.replicas
-                            .partition_or_error(&image, &tp)
-                            .and_then(|partition| {
-                                let deletes = image.topic(&tp.topic).is_none_or(|t| {
-                                    cleanup_policy_deletes(&t.configs, &ctx.config)
-                                });
-                                if !deletes {
-                                    return Err(ApiError::PolicyViolation(format!(
-                                        "Records of partition {}-{} can not be deleted due to the \
-                                     configured policy",
-                                        tp.topic, tp.partition
-                                    )));
-                                }
-                                partition.delete_records_before(p.offset)
-                            });
-                    let mut r = DeleteRecordsPartitionResult::default()
-                        .with_partition_index(p.partition_index);
-                    match result {
-                        Ok(low) => r.low_watermark = low,
-                        Err(e) => {
-                            r.low_watermark = -1;
-                            r.error_code = e.code();
-                        }
-                    }
-                    r
-                })
+                .map(|(index, outcome)| answer(index, outcome))
                 .collect();
             DeleteRecordsTopicResult::default()
-                .with_name(t.name)
+                .with_name(name)
                 .with_partitions(partitions)
         })
         .collect();
     ResponseKind::DeleteRecords(DeleteRecordsResponse::default().with_topics(topics))
+}
+
+/// Moves the leader's log start offset (Kafka's `deleteRecordsOnLeader`).
+fn delete_on_leader(
+    ctx: &Context,
+    image: &crate::metadata::MetadataImage,
+    tp: &TopicPartition,
+    policy_deletes: bool,
+    offset: i64,
+) -> Result<Pending, ApiError> {
+    let partition = ctx.replicas.partition_or_error(image, tp)?;
+    if !policy_deletes {
+        return Err(ApiError::PolicyViolation(format!(
+            "Records of partition {}-{} can not be deleted due to the configured policy",
+            tp.topic, tp.partition
+        )));
+    }
+    let required_offset = partition.delete_records_before(offset)?;
+    Ok(Pending {
+        partition,
+        required_offset,
+    })
+}
+
+/// `Some` once the partition is done: its low watermark reached the offset, or it is no longer
+/// the leader (Kafka's `DelayedDeleteRecords#tryComplete`).
+fn low_watermark_outcome(p: &Pending) -> Option<Result<i64, ApiError>> {
+    match p.partition.low_watermark() {
+        Ok(low) if low >= p.required_offset => Some(Ok(low)),
+        Ok(_) => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+fn answer(index: i32, outcome: Result<Pending, ApiError>) -> DeleteRecordsPartitionResult {
+    let r = DeleteRecordsPartitionResult::default().with_partition_index(index);
+    let (low, error) = match outcome.map(|p| (low_watermark_outcome(&p), p.required_offset)) {
+        Ok((Some(Ok(low)), _)) => (low, None),
+        // Kafka answers a timed-out partition with the leader's new log start offset.
+        Ok((None, leader_start)) => (leader_start, Some(ApiError::RequestTimedOut)),
+        Ok((Some(Err(e)), _)) | Err(e) => (-1, Some(e)),
+    };
+    let mut r = r.with_low_watermark(low);
+    if let Some(e) = error {
+        r.error_code = e.code();
+    }
+    r
 }

@@ -287,6 +287,15 @@ impl Partition {
             future.truncate_fully_and_start_at(current.log_start_offset())?;
             future_end = future.log_end_offset();
         }
+        let start = current.log_start_offset();
+        let follow_start = future.log_start_offset() < start && start <= future_end;
+        if follow_start {
+            // The log start moved (DeleteRecords, retention) behind the copy: the future log
+            // follows, as Kafka's alter-log-dirs thread takes each fetch's log start offset, so
+            // the swap cannot bring deleted records back and a parked DeleteRecords completes.
+            future.update_high_watermark(future_end.min(state.high_watermark));
+            future.delete_records_before(start)?;
+        }
         let data = current.read(future_end, max_bytes, i64::MAX, true)?;
         if data.records.is_empty() {
             let new_log = replace(state.high_watermark)?;
@@ -303,6 +312,10 @@ impl Partition {
             }
         }
         future.append_as_follower(&data.records)?;
+        drop(state);
+        if follow_start {
+            self.wake_watchers();
+        }
         Ok(FutureCopy::Copied {
             bytes: data.records.len(),
             lag: current.log_end_offset() - future.log_end_offset(),
@@ -777,7 +790,8 @@ impl Partition {
         let moved = next.log_end_offset != current.log_end_offset
             && self.maybe_increment_high_watermark(&mut state, fetch.fetch_time_ms);
         drop(state);
-        if moved {
+        // A follower's log start offset moving may complete a parked DeleteRecords.
+        if moved || next.log_start_offset != current.log_start_offset {
             self.wake_watchers();
         }
         Ok(FollowerFetchResult {
@@ -1186,6 +1200,26 @@ impl Partition {
         let low = self.log().delete_records_before(target)?;
         self.wake_watchers();
         Ok(low)
+    }
+
+    /// Kafka's `lowWatermarkIfLeader`: the lowest log start offset over this log, the remote
+    /// replicas on alive (registered, unfenced) brokers — -1 for one not heard from under this
+    /// leader — and a future log being filled by a move between log dirs. A DeleteRecords is
+    /// done once this reaches its offset.
+    pub fn low_watermark(&self) -> Result<i64, ApiError> {
+        let state = self.lock();
+        Self::require_leader(&state)?;
+        let brokers = self.brokers.get();
+        let alive = |id: &i32| brokers.broker(*id).is_some_and(|b| !b.fenced);
+        let remotes = state
+            .remote_replicas
+            .iter()
+            .filter(|(id, _)| alive(id))
+            .map(|(_, r)| r.log_start_offset);
+        let future = self.future_log().map(|f| f.log_start_offset());
+        Ok(remotes
+            .chain(future)
+            .fold(self.log().log_start_offset(), i64::min))
     }
 
     pub fn high_watermark(&self) -> i64 {

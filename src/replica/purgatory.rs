@@ -1,10 +1,11 @@
 //! The purgatory: requests parked until a condition on partitions holds or a deadline passes.
 //!
 //! Kafka keeps `DelayedProduce` (acks=all, waiting for the high watermark) and `DelayedFetch`
-//! (long polling, waiting for `min_bytes`) in a timing wheel keyed by partition. Here an
-//! operation is an async wait: it registers one `Notify` with every partition it watches, checks
-//! its condition, and sleeps until woken or the deadline. Partitions wake watchers on append and
-//! high watermark changes. The number of parked operations is bounded; beyond the bound a
+//! (long polling, waiting for `min_bytes`) and `DelayedDeleteRecords` (waiting for the low
+//! watermark) in a timing wheel keyed by partition. Here an operation is an async wait: it
+//! registers one `Notify` with every partition it watches, checks its condition, and sleeps until
+//! woken or the deadline. Partitions wake watchers on append, high watermark and log start
+//! offset changes. The number of parked operations is bounded; beyond the bound a
 //! request is answered at once with what is available.
 
 use std::future::Future;
