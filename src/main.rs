@@ -230,6 +230,12 @@ fn main() -> anyhow::Result<()> {
                 tracing::error!("shutting down the broker because all log dirs have failed");
                 std::process::exit(1);
             }
+            reason = running.controller_failed() => {
+                // Kafka's `ProcessTerminatingFaultHandler`: a controller fault halts the process.
+                tracing::error!(reason, "stopping the node because its controller stopped");
+                eprintln!("kafkaiq: stopping: the controller stopped: {reason}");
+                std::process::exit(1);
+            }
         }
         tracing::info!("shutting down");
         running.shutdown().await.context("shutdown failed")?;

@@ -401,6 +401,13 @@ impl Node {
         }
     }
 
+    /// Completes with the reason once this node's controller thread stopped by itself (its
+    /// metadata log cannot be written, or what it committed does not decode): the binary then
+    /// halts, as Kafka's controller does on such a fault, rather than run on with no voter.
+    pub async fn controller_failed(&self) -> String {
+        self.context.controller.failed().await
+    }
+
     /// Clean shutdown: in a cluster first a controlled shutdown (the controller moves this
     /// broker's leaderships to other ISR members while it still serves, so clients are
     /// redirected rather than timed out; at most `broker.session.timeout.ms`), then stop

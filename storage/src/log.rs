@@ -495,6 +495,7 @@ impl Log {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let record_errors: Vec<(i32, String)> = without_key
+                .listed
                 .into_iter()
                 .map(|index| {
                     (
@@ -514,7 +515,7 @@ impl Log {
                 .collect();
             let message = format!(
                 "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
-                record_errors.len(),
+                without_key.total,
                 shown.join(", ")
             );
             return Err(StorageError::RecordErrors {
