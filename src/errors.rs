@@ -68,6 +68,8 @@ pub enum ApiError {
     },
     #[error("unknown topic id")]
     UnknownTopicId,
+    #[error("the topic id in the request does not match the topic's")]
+    InconsistentTopicId,
     #[error("fetch session id not found")]
     FetchSessionIdNotFound,
     #[error("invalid fetch session epoch")]
@@ -162,6 +164,7 @@ impl ApiError {
             UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
             InvalidRecord(_) | RecordErrors { .. } => ResponseError::InvalidRecord,
             UnknownTopicId => ResponseError::UnknownTopicId,
+            InconsistentTopicId => ResponseError::InconsistentTopicId,
             FetchSessionIdNotFound => ResponseError::FetchSessionIdNotFound,
             InvalidFetchSessionEpoch => ResponseError::InvalidFetchSessionEpoch,
             TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
@@ -362,6 +365,7 @@ mod tests {
             ),
             (ApiError::UnknownServerError(String::new()), -1),
             (ApiError::UnknownTopicId, 100),
+            (ApiError::InconsistentTopicId, 103),
             (ApiError::PreferredLeaderNotAvailable, 80),
             (ApiError::EligibleLeadersNotAvailable, 83),
             (ApiError::ElectionNotNeeded, 84),

@@ -7,14 +7,23 @@
 //! or an error. `epoch = -1` closes the session (with `session_id = 0`: a sessionless full
 //! fetch).
 //!
-//! The cache is bounded (`FETCH_SESSIONS_MAX`, least recently used evicted; partitions per
-//! session `FETCH_SESSION_PARTITIONS_MAX`). Pure bookkeeping: no I/O, no reading of logs.
+//! The cache is bounded (`FETCH_SESSIONS_MAX`; partitions per session
+//! `FETCH_SESSION_PARTITIONS_MAX`). At the bound a new session evicts another only as Kafka's
+//! `FetchSessionCacheShard#tryEvict` does: one idle for more than `FETCH_SESSION_EVICTION_MS`, or
+//! else the least valuable one created more than that long ago if the new one is worth more (a
+//! follower's over a consumer's, then more partitions). Otherwise the client is served without a
+//! session: evicting active sessions at the bound would turn every client into a loop of
+//! FETCH_SESSION_ID_NOT_FOUND and full fetches. Session ids are random, as Kafka draws them, so a
+//! client's id from before a restart does not name (and close) another client's session.
+//! Pure bookkeeping: no I/O, no reading of logs.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Mutex;
 
 use crate::errors::ApiError;
-use crate::limits::{FETCH_SESSIONS_MAX, FETCH_SESSION_PARTITIONS_MAX};
+use crate::limits::{FETCH_SESSIONS_MAX, FETCH_SESSION_EVICTION_MS, FETCH_SESSION_PARTITIONS_MAX};
 
 pub const INITIAL_EPOCH: i32 = 0;
 pub const FINAL_EPOCH: i32 = -1;
@@ -125,7 +134,27 @@ impl SessionPartitions {
 struct Session {
     next_epoch: i32,
     partitions: SessionPartitions,
-    last_used: u64,
+    /// A follower's session (Kafka's privileged sessions).
+    privileged: bool,
+    created_ms: i64,
+    last_used_ms: i64,
+}
+
+impl Session {
+    /// Kafka's `EvictableKey`: the lowest is evicted first.
+    fn evictable_key(&self, id: i32) -> (bool, usize, i32) {
+        (self.privileged, self.partitions.len(), id)
+    }
+}
+
+/// How a fetch request names its session, who sent it and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionRequest {
+    pub session_id: i32,
+    pub epoch: i32,
+    /// Sent by a follower (`replica_id >= 0`).
+    pub privileged: bool,
+    pub now_ms: i64,
 }
 
 /// How a request relates to sessions, decided before reading any log.
@@ -147,18 +176,59 @@ pub struct FetchSessionCache {
 #[derive(Debug, Default)]
 struct Inner {
     sessions: HashMap<i32, Session>,
-    next_id: i32,
-    tick: u64,
+    /// Seeded from the OS per process: session ids differ across restarts.
+    ids: RandomState,
+    drawn: u64,
 }
 
 impl Inner {
+    /// A random positive id no session has.
     fn new_session_id(&mut self) -> i32 {
         loop {
-            self.next_id = self.next_id.wrapping_add(1);
-            if self.next_id > 0 && !self.sessions.contains_key(&self.next_id) {
-                return self.next_id;
+            self.drawn += 1;
+            let mut hasher = self.ids.build_hasher();
+            hasher.write_u64(self.drawn);
+            let id = (hasher.finish() & 0x7fff_ffff) as i32;
+            if id > 0 && !self.sessions.contains_key(&id) {
+                return id;
             }
         }
+    }
+
+    /// Makes room for a new session of `size` partitions, as Kafka's `tryEvict`: the least
+    /// recently used session if it has been idle longer than `FETCH_SESSION_EVICTION_MS`, else
+    /// the lowest-keyed session the new one outranks among those created longer ago than that
+    /// (a follower may also evict a younger consumer session). A linear scan: it runs only
+    /// when a session is created at the bound.
+    fn try_evict(&mut self, privileged: bool, size: usize, now_ms: i64) -> bool {
+        let stale = self
+            .sessions
+            .iter()
+            .min_by_key(|(id, s)| (s.last_used_ms, **id))
+            .filter(|(_, s)| now_ms - s.last_used_ms > FETCH_SESSION_EVICTION_MS)
+            .map(|(id, _)| *id);
+        let victim = stale.or_else(|| {
+            self.sessions
+                .iter()
+                .filter(|(_, s)| {
+                    now_ms - s.created_ms > FETCH_SESSION_EVICTION_MS
+                        || (privileged && !s.privileged)
+                })
+                .map(|(id, s)| s.evictable_key(*id))
+                .min()
+                .filter(|lowest| (privileged, size, 0) >= *lowest)
+                .map(|(_, _, id)| id)
+        });
+        victim.is_some_and(|id| self.sessions.remove(&id).is_some())
+    }
+}
+
+/// A full fetch answered without a session.
+fn sessionless(partitions: Vec<FetchPartitionSpec>) -> SessionPlan {
+    SessionPlan {
+        session_id: 0,
+        incremental: false,
+        partitions,
     }
 }
 
@@ -182,61 +252,25 @@ impl FetchSessionCache {
     /// Decides what to read for a fetch request.
     pub fn plan(
         &self,
-        session_id: i32,
-        epoch: i32,
+        request: SessionRequest,
         requested: Vec<FetchPartitionSpec>,
         forgotten: &[(uuid::Uuid, String, i32)],
     ) -> Result<SessionPlan, ApiError> {
+        let SessionRequest {
+            session_id, epoch, ..
+        } = request;
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.tick += 1;
-        let tick = inner.tick;
         if epoch == FINAL_EPOCH {
             if session_id != 0 {
                 inner.sessions.remove(&session_id);
             }
-            return Ok(SessionPlan {
-                session_id: 0,
-                incremental: false,
-                partitions: requested,
-            });
+            return Ok(sessionless(requested));
         }
         if epoch == INITIAL_EPOCH {
             if session_id != 0 {
                 inner.sessions.remove(&session_id);
             }
-            if requested.len() > FETCH_SESSION_PARTITIONS_MAX {
-                // Too big to cache: serve it as a sessionless full fetch, as Kafka does when
-                // it declines to create a session.
-                return Ok(SessionPlan {
-                    session_id: 0,
-                    incremental: false,
-                    partitions: requested,
-                });
-            }
-            if inner.sessions.len() >= FETCH_SESSIONS_MAX {
-                let oldest = inner
-                    .sessions
-                    .iter()
-                    .min_by_key(|(_, s)| s.last_used)
-                    .map(|(id, _)| *id);
-                if let Some(id) = oldest {
-                    inner.sessions.remove(&id);
-                }
-            }
-            let id = inner.new_session_id();
-            inner.sessions.insert(
-                id,
-                Session {
-                    next_epoch: 1,
-                    partitions: SessionPartitions::new(requested.clone()),
-                    last_used: tick,
-                },
-            );
-            return Ok(SessionPlan {
-                session_id: id,
-                incremental: false,
-                partitions: requested,
-            });
+            return Ok(Self::create(&mut inner, request, requested));
         }
         let session = inner
             .sessions
@@ -259,7 +293,7 @@ impl FetchSessionCache {
             session.partitions.upsert(spec);
         }
         session.next_epoch = if epoch == i32::MAX { 1 } else { epoch + 1 };
-        session.last_used = tick;
+        session.last_used_ms = request.now_ms;
         Ok(SessionPlan {
             session_id,
             incremental: true,
@@ -267,14 +301,51 @@ impl FetchSessionCache {
         })
     }
 
-    /// After reading: records what was sent and the next fetch offset of each partition, and
-    /// says whether an incremental response must include it (`has_records`, an error, or a
-    /// changed high watermark / log start offset).
+    /// A full fetch: a new session if there is room or room can be made, else none (Kafka
+    /// declines to create a session then, and the client goes on with full fetches).
+    fn create(
+        inner: &mut Inner,
+        request: SessionRequest,
+        requested: Vec<FetchPartitionSpec>,
+    ) -> SessionPlan {
+        let size = requested.len();
+        let fits = size <= FETCH_SESSION_PARTITIONS_MAX
+            && (inner.sessions.len() < FETCH_SESSIONS_MAX
+                || inner.try_evict(request.privileged, size, request.now_ms));
+        if !fits {
+            return sessionless(requested);
+        }
+        let id = inner.new_session_id();
+        inner.sessions.insert(
+            id,
+            Session {
+                next_epoch: 1,
+                partitions: SessionPartitions::new(requested.clone()),
+                privileged: request.privileged,
+                created_ms: request.now_ms,
+                last_used_ms: request.now_ms,
+            },
+        );
+        SessionPlan {
+            session_id: id,
+            incremental: false,
+            partitions: requested,
+        }
+    }
+
+    /// After reading: records what was sent for a partition and says whether an incremental
+    /// response must include it (`has_records`, an error, or a changed high watermark / log
+    /// start offset).
+    ///
+    /// The partition's fetch offset is left as the client last sent it, whatever was returned
+    /// (Kafka's `CachedPartition`: only `updateRequestParams` changes it). The Java client
+    /// leaves a partition out of an incremental request when its fetch position equals what it
+    /// last sent, so a consumer that seeks back to that offset is asking for it again: moving
+    /// the offset forward here would skip every record in between.
     pub fn should_send(
         &self,
         session_id: i32,
         spec: &FetchPartitionSpec,
-        next_fetch_offset: Option<i64>,
         high_watermark: i64,
         log_start_offset: i64,
         has_records_or_error: bool,
@@ -290,11 +361,6 @@ impl FetchSessionCache {
             // Forgotten meanwhile by a later request of the same client: nothing to remember.
             return true;
         };
-        if let Some(next) = next_fetch_offset {
-            // The client moves on by itself after records; keeping our copy current means a
-            // partition that it does not mention again is read from the right place.
-            partition.spec.fetch_offset = next;
-        }
         let now = LastSent {
             high_watermark,
             log_start_offset,
@@ -306,8 +372,24 @@ impl FetchSessionCache {
 }
 
 #[cfg(test)]
+mod sim;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    fn req(session_id: i32, epoch: i32) -> SessionRequest {
+        at(session_id, epoch, 0)
+    }
+
+    fn at(session_id: i32, epoch: i32, now_ms: i64) -> SessionRequest {
+        SessionRequest {
+            session_id,
+            epoch,
+            privileged: false,
+            now_ms,
+        }
+    }
 
     fn spec(topic: &str, partition: i32, offset: i64) -> FetchPartitionSpec {
         FetchPartitionSpec {
@@ -326,46 +408,46 @@ mod tests {
     fn full_then_incremental_then_close() {
         let cache = FetchSessionCache::new();
         let sessionless = cache
-            .plan(0, FINAL_EPOCH, vec![spec("a", 0, 0)], &[])
+            .plan(req(0, FINAL_EPOCH), vec![spec("a", 0, 0)], &[])
             .unwrap();
         assert_eq!(sessionless.session_id, 0);
         assert!(cache.is_empty());
 
         let full = cache
             .plan(
-                0,
-                INITIAL_EPOCH,
+                req(0, INITIAL_EPOCH),
                 vec![spec("a", 0, 0), spec("b", 0, 5)],
                 &[],
             )
             .unwrap();
         assert!(full.session_id > 0 && !full.incremental);
         let id = full.session_id;
-        assert!(cache.should_send(id, &spec("a", 0, 0), None, 0, 0, false));
-        assert!(cache.should_send(id, &spec("b", 0, 0), None, 5, 0, false));
+        assert!(cache.should_send(id, &spec("a", 0, 0), 0, 0, false));
+        assert!(cache.should_send(id, &spec("b", 0, 0), 5, 0, false));
 
         // Incremental: nothing mentioned, both partitions still read; unchanged ones not sent.
-        let inc = cache.plan(id, 1, vec![], &[]).unwrap();
+        let inc = cache.plan(req(id, 1), vec![], &[]).unwrap();
         assert!(inc.incremental);
         assert_eq!(inc.partitions.len(), 2);
-        assert!(!cache.should_send(id, &spec("a", 0, 0), None, 0, 0, false));
-        assert!(cache.should_send(id, &spec("b", 0, 0), Some(7), 7, 0, true));
+        assert!(!cache.should_send(id, &spec("a", 0, 0), 0, 0, false));
+        assert!(cache.should_send(id, &spec("b", 0, 0), 7, 0, true));
 
         // Wrong epoch, unknown session.
         assert_eq!(
-            cache.plan(id, 1, vec![], &[]).unwrap_err(),
+            cache.plan(req(id, 1), vec![], &[]).unwrap_err(),
             ApiError::InvalidFetchSessionEpoch
         );
         assert_eq!(
-            cache.plan(id + 100, 1, vec![], &[]).unwrap_err(),
+            cache
+                .plan(req(id.wrapping_add(100), 1), vec![], &[])
+                .unwrap_err(),
             ApiError::FetchSessionIdNotFound
         );
 
         // Forget one partition, update the other's offset.
         let inc = cache
             .plan(
-                id,
-                2,
+                req(id, 2),
                 vec![spec("a", 0, 3)],
                 &[(uuid::Uuid::nil(), "b".into(), 0)],
             )
@@ -374,7 +456,7 @@ mod tests {
 
         // Close.
         let closed = cache
-            .plan(id, FINAL_EPOCH, vec![spec("a", 0, 3)], &[])
+            .plan(req(id, FINAL_EPOCH), vec![spec("a", 0, 3)], &[])
             .unwrap();
         assert_eq!(closed.session_id, 0);
         assert!(cache.is_empty());
@@ -385,22 +467,20 @@ mod tests {
         let cache = FetchSessionCache::new();
         let id = cache
             .plan(
-                0,
-                INITIAL_EPOCH,
+                req(0, INITIAL_EPOCH),
                 vec![spec("a", 0, 0), spec("b", 0, 0), spec("c", 0, 0)],
                 &[],
             )
             .unwrap()
             .session_id;
         for p in ["a", "b", "c"] {
-            assert!(cache.should_send(id, &spec(p, 0, 0), None, 1, 0, false));
+            assert!(cache.should_send(id, &spec(p, 0, 0), 1, 0, false));
         }
         // An update keeps the partition's place; a forgotten and re-added one goes last and
         // has nothing recorded as sent.
         let inc = cache
             .plan(
-                id,
-                1,
+                req(id, 1),
                 vec![spec("b", 0, 9), spec("a", 0, 0)],
                 &[(uuid::Uuid::nil(), "a".into(), 0)],
             )
@@ -411,12 +491,44 @@ mod tests {
             .map(|p| (p.topic.as_str(), p.fetch_offset))
             .collect();
         assert_eq!(order, vec![("b", 9), ("c", 0), ("a", 0)]);
-        assert!(cache.should_send(id, &spec("a", 0, 0), None, 1, 0, false));
-        assert!(!cache.should_send(id, &spec("b", 0, 9), None, 1, 0, false));
-        // The next fetch offset after records is remembered for the next incremental read.
-        assert!(cache.should_send(id, &spec("c", 0, 0), Some(4), 1, 0, true));
-        let inc = cache.plan(id, 2, vec![], &[]).unwrap();
-        assert_eq!(inc.partitions[1].fetch_offset, 4);
+        assert!(cache.should_send(id, &spec("a", 0, 0), 1, 0, false));
+        assert!(!cache.should_send(id, &spec("b", 0, 9), 1, 0, false));
+        // Records returned do not move the session's offset: only the client's requests do.
+        assert!(cache.should_send(id, &spec("c", 0, 0), 1, 0, true));
+        let inc = cache.plan(req(id, 2), vec![], &[]).unwrap();
+        assert_eq!(inc.partitions[1].fetch_offset, 0);
+    }
+
+    #[test]
+    fn records_returned_leave_the_fetch_offset_where_the_client_put_it() {
+        // The Java client's seek back after a partial poll: it fetched from 0, got records up
+        // to 1,356, consumed ten, and seeks to 0 again. Its position equals what it last sent,
+        // so the incremental request does not name the partition: the read must be from 0.
+        let cache = FetchSessionCache::new();
+        let id = cache
+            .plan(
+                req(0, INITIAL_EPOCH),
+                vec![spec("a", 0, 0), spec("a", 1, 0)],
+                &[],
+            )
+            .unwrap()
+            .session_id;
+        assert!(cache.should_send(id, &spec("a", 0, 0), 3_000, 0, true));
+        assert!(cache.should_send(id, &spec("a", 1, 0), 3_000, 0, true));
+        // Partition 1 moved on (named with its new offset); partition 0 was sought back.
+        let inc = cache
+            .plan(req(id, 1), vec![spec("a", 1, 1_356)], &[])
+            .unwrap();
+        let offsets: Vec<(i32, i64)> = inc
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.fetch_offset))
+            .collect();
+        assert_eq!(offsets, vec![(0, 0), (1, 1_356)]);
+        // Records sent again from 0 are still what an incremental answer must carry.
+        assert!(cache.should_send(id, &spec("a", 0, 0), 3_000, 0, true));
+        let inc = cache.plan(req(id, 2), vec![], &[]).unwrap();
+        assert_eq!(inc.partitions[0].fetch_offset, 0);
     }
 
     #[test]
@@ -426,16 +538,16 @@ mod tests {
             .map(|p| spec("big", p, 0))
             .collect();
         let id = cache
-            .plan(0, INITIAL_EPOCH, all.clone(), &[])
+            .plan(req(0, INITIAL_EPOCH), all.clone(), &[])
             .unwrap()
             .session_id;
         assert!(id > 0);
         for s in &all {
-            assert!(cache.should_send(id, s, Some(1), 0, 0, true));
+            assert!(cache.should_send(id, s, 0, 0, true));
         }
         // Every partition mentioned again, each found by key rather than by a scan.
         let moved: Vec<_> = all.iter().map(|s| spec("big", s.partition, 1)).collect();
-        let inc = cache.plan(id, 1, moved, &[]).unwrap();
+        let inc = cache.plan(req(id, 1), moved, &[]).unwrap();
         assert_eq!(inc.partitions.len(), FETCH_SESSION_PARTITIONS_MAX);
         assert!(inc
             .partitions
@@ -445,22 +557,112 @@ mod tests {
         assert!(inc
             .partitions
             .iter()
-            .all(|p| !cache.should_send(id, p, None, 0, 0, false)));
+            .all(|p| !cache.should_send(id, p, 0, 0, false)));
         // One more would pass the bound.
         assert!(matches!(
-            cache.plan(id, 2, vec![spec("other", 0, 0)], &[]),
+            cache.plan(req(id, 2), vec![spec("other", 0, 0)], &[]),
             Err(ApiError::InvalidRequest(_))
         ));
     }
 
+    /// Fills the cache at `now_ms` with single-partition consumer sessions; returns their ids.
+    fn fill(cache: &FetchSessionCache, now_ms: i64) -> Vec<i32> {
+        (0..FETCH_SESSIONS_MAX)
+            .map(|_| {
+                let plan = cache
+                    .plan(at(0, INITIAL_EPOCH, now_ms), vec![spec("a", 0, 0)], &[])
+                    .unwrap();
+                assert!(plan.session_id > 0);
+                plan.session_id
+            })
+            .collect()
+    }
+
     #[test]
-    fn cache_is_bounded() {
+    fn at_the_bound_active_sessions_stay_and_a_new_client_is_served_without_one() {
         let cache = FetchSessionCache::new();
-        for _ in 0..FETCH_SESSIONS_MAX + 10 {
-            cache
-                .plan(0, INITIAL_EPOCH, vec![spec("a", 0, 0)], &[])
-                .unwrap();
-        }
+        let ids = fill(&cache, 0);
+        let late = cache
+            .plan(at(0, INITIAL_EPOCH, 1_000), vec![spec("a", 0, 0)], &[])
+            .unwrap();
+        assert_eq!((late.session_id, late.incremental), (0, false));
+        assert_eq!(late.partitions, vec![spec("a", 0, 0)]);
         assert_eq!(cache.len(), FETCH_SESSIONS_MAX);
+        for id in ids {
+            assert!(cache.plan(at(id, 1, 2_000), vec![], &[]).is_ok());
+        }
+        // Still no room while every session is in use and none is worth less than the new one.
+        let late = cache
+            .plan(at(0, INITIAL_EPOCH, 3_000), vec![spec("a", 0, 0)], &[])
+            .unwrap();
+        assert_eq!(late.session_id, 0);
+    }
+
+    #[test]
+    fn an_idle_session_or_a_smaller_old_one_makes_room() {
+        let cache = FetchSessionCache::new();
+        let ids = fill(&cache, 0);
+        // All but the first used again later: the first is idle past the eviction time.
+        let later = FETCH_SESSION_EVICTION_MS;
+        for id in &ids[1..] {
+            cache.plan(at(*id, 1, later), vec![], &[]).unwrap();
+        }
+        let now = FETCH_SESSION_EVICTION_MS + 1;
+        let new = cache
+            .plan(at(0, INITIAL_EPOCH, now), vec![spec("a", 0, 0)], &[])
+            .unwrap();
+        assert!(new.session_id > 0);
+        assert_eq!(
+            cache.plan(at(ids[0], 1, now), vec![], &[]).unwrap_err(),
+            ApiError::FetchSessionIdNotFound
+        );
+        // Nothing idle now. Same size: no room. More partitions: the lowest-keyed session
+        // created long enough ago gives way (the new one was created just now and is kept).
+        assert_eq!(
+            cache
+                .plan(at(0, INITIAL_EPOCH, now), vec![spec("a", 0, 0)], &[])
+                .unwrap()
+                .session_id,
+            0
+        );
+        let two = vec![spec("a", 0, 0), spec("a", 1, 0)];
+        let bigger = cache.plan(at(0, INITIAL_EPOCH, now), two, &[]).unwrap();
+        assert!(bigger.session_id > 0);
+        assert_eq!(cache.len(), FETCH_SESSIONS_MAX);
+        let gone = ids[1..].iter().min().unwrap();
+        assert_eq!(
+            cache.plan(at(*gone, 2, now), vec![], &[]).unwrap_err(),
+            ApiError::FetchSessionIdNotFound
+        );
+        assert!(cache.plan(at(new.session_id, 1, now), vec![], &[]).is_ok());
+    }
+
+    #[test]
+    fn a_follower_session_evicts_a_young_consumer_session() {
+        let cache = FetchSessionCache::new();
+        fill(&cache, 0);
+        let follower = SessionRequest {
+            privileged: true,
+            ..at(0, INITIAL_EPOCH, 10)
+        };
+        let plan = cache.plan(follower, vec![spec("a", 0, 0)], &[]).unwrap();
+        assert!(plan.session_id > 0);
+        assert_eq!(cache.len(), FETCH_SESSIONS_MAX);
+    }
+
+    #[test]
+    fn session_ids_are_random() {
+        let ids: Vec<i32> = (0..4)
+            .map(|_| {
+                FetchSessionCache::new()
+                    .plan(req(0, INITIAL_EPOCH), vec![], &[])
+                    .unwrap()
+                    .session_id
+            })
+            .collect();
+        assert!(ids.iter().all(|id| *id > 0));
+        // A fresh cache (a restarted broker) does not hand out the ids it gave before.
+        assert!(ids.windows(2).any(|w| w[0] != w[1]), "{ids:?}");
+        assert!(!ids.contains(&1), "{ids:?}");
     }
 }

@@ -37,6 +37,10 @@ pub const PURGATORY_OPERATIONS_MAX: usize = 100_000;
 /// Incremental fetch sessions (KIP-227) kept at once; Kafka's `max.incremental.fetch.session.cache.slots`.
 pub const FETCH_SESSIONS_MAX: usize = 1_000;
 
+/// A fetch session idle this long may be evicted for a new one, and one created this long ago
+/// may be evicted by a more valuable one; Kafka's fixed `MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS`.
+pub const FETCH_SESSION_EVICTION_MS: i64 = 120_000;
+
 /// Partitions one fetch session may track. Sessions are per client; a hostile client must not
 /// grow one session without bound.
 pub const FETCH_SESSION_PARTITIONS_MAX: usize = 10_000;

@@ -196,7 +196,7 @@ fn main() -> anyhow::Result<()> {
 
     let mut raw = match &args.config {
         Some(path) => RawConfig::from_file(path)?,
-        None => RawConfig::default(),
+        None => RawConfig::embedded(),
     };
     for flag in &args.overrides {
         raw.apply_override(flag)?;

@@ -18,11 +18,13 @@ mod common;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
-use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     BrokerId, CreateTopicsRequest, DeleteRecordsRequest, FetchRequest,
@@ -69,10 +71,14 @@ async fn create_topic(cluster: &Cluster, name: &str, configs: &[(&str, &str)]) -
         })
         .await;
     cluster
-        .wait_for(&format!("{name} has a leader and a full ISR"), DEADLINE, || async {
-            let p = cluster.partitions_anywhere(name).await?.remove(&0)?;
-            (p.leader > 0 && p.isr.len() == 3).then_some(p.leader)
-        })
+        .wait_for(
+            &format!("{name} has a leader and a full ISR"),
+            DEADLINE,
+            || async {
+                let p = cluster.partitions_anywhere(name).await?.remove(&0)?;
+                (p.leader > 0 && p.isr.len() == 3).then_some(p.leader)
+            },
+        )
         .await
 }
 
@@ -128,7 +134,9 @@ async fn log_start_offset(cluster: &Cluster, id: i32, topic: &str, offset: i64) 
                 .with_partition(0)
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(1024)])]);
-    let r = client.try_call(12, &request, Duration::from_secs(2)).await?;
+    let r = client
+        .try_call(12, &request, Duration::from_secs(2))
+        .await?;
     let p = r.responses.first()?.partitions.first()?;
     (p.error_code == 0).then_some(p.log_start_offset)
 }
@@ -150,7 +158,10 @@ async fn delete_records_waits_for_every_alive_replica_to_move_its_log_start_offs
     let (code, low, took) = delete_records(&cluster, leader, TOPIC, 3, 1_000).await;
     assert_eq!(code, REQUEST_TIMED_OUT, "answered after {took:?}");
     assert_eq!(low, 3);
-    assert!(took >= Duration::from_millis(1_000), "answered after {took:?}");
+    assert!(
+        took >= Duration::from_millis(1_000),
+        "answered after {took:?}"
+    );
     cluster.signal(followers[0], libc::SIGCONT);
 
     // Every follower running: answered once each has moved, so each already starts there.
@@ -190,8 +201,12 @@ async fn create_assigned(cluster: &Cluster, id: i32, topic: &str, replicas: &[i3
             .with_replication_factor(-1)
             .with_assignments(vec![CreatableReplicaAssignment::default()
                 .with_partition_index(0)
-                .with_broker_ids(replicas.iter().map(|&b| BrokerId(b)).collect())])]);
-    let r = client.try_call(7, &request, Duration::from_secs(10)).await?;
+                .with_broker_ids(
+                    replicas.iter().map(|&b| BrokerId(b)).collect(),
+                )])]);
+    let r = client
+        .try_call(7, &request, Duration::from_secs(10))
+        .await?;
     Some(r.topics[0].error_code)
 }
 
@@ -231,7 +246,11 @@ async fn turning_on_unclean_election_elects_a_leader_for_an_offline_partition() 
     }
     cluster
         .wait_for("the topic on brokers 4 and 5", DEADLINE, || async {
-            matches!(create_assigned(&cluster, 1, TOPIC, &[4, 5]).await, Some(0 | 36)).then_some(())
+            matches!(
+                create_assigned(&cluster, 1, TOPIC, &[4, 5]).await,
+                Some(0 | 36)
+            )
+            .then_some(())
         })
         .await;
     let leader = cluster
@@ -262,13 +281,21 @@ async fn turning_on_unclean_election_elects_a_leader_for_an_offline_partition() 
     cluster
         .wait_for("the survivor registered and unfenced", DEADLINE, || async {
             let m = cluster.metadata(1, &[]).await?;
-            m.brokers.iter().any(|b| b.node_id.0 == survivor).then_some(())
+            m.brokers
+                .iter()
+                .any(|b| b.node_id.0 == survivor)
+                .then_some(())
         })
         .await;
     // Unclean election is off: several checks pass and the partition stays offline.
     let watch_until = Instant::now() + Duration::from_millis(4 * CHECK_MS);
     while Instant::now() < watch_until {
-        let p = cluster.partitions_anywhere(TOPIC).await.unwrap().remove(&0).unwrap();
+        let p = cluster
+            .partitions_anywhere(TOPIC)
+            .await
+            .unwrap()
+            .remove(&0)
+            .unwrap();
         assert_eq!(p.leader, -1, "elected while unclean election is off: {p:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -284,7 +311,11 @@ async fn turning_on_unclean_election_elects_a_leader_for_an_offline_partition() 
             (p.leader == survivor).then_some(p)
         })
         .await;
-    assert_eq!(p.isr, vec![survivor], "an unclean leader is alone in the ISR");
+    assert_eq!(
+        p.isr,
+        vec![survivor],
+        "an unclean leader is alone in the ISR"
+    );
     println!(
         "unclean election: leader {survivor} {} ms after the config change",
         on_at.elapsed().as_millis()

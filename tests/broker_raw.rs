@@ -736,9 +736,84 @@ async fn incremental_fetch_session_sends_only_changed_partitions() {
     let r = client.call(12, &incremental(7)).await;
     assert_eq!(r.error_code, 71, "INVALID_FETCH_SESSION_EPOCH");
     let r = client
-        .call(12, &incremental(1).with_session_id(session + 1000))
+        .call(
+            12,
+            &incremental(1).with_session_id(session.wrapping_add(1000)),
+        )
         .await;
     assert_eq!(r.error_code, 70, "FETCH_SESSION_ID_NOT_FOUND");
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_session_never_reads_a_topic_created_again_under_its_old_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let old = create_topic(&mut client, "again", 1, &[]).await.topics[0].topic_id;
+    produce(&mut client, "again", 1, batch(&["old"], None)).await;
+    let partition = vec![FetchPartition::default()
+        .with_partition(0)
+        .with_fetch_offset(0)
+        .with_current_leader_epoch(-1)
+        .with_partition_max_bytes(1 << 20)];
+    let request = |session_id: i32, epoch: i32| {
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(1 << 20)
+            .with_session_id(session_id)
+            .with_session_epoch(epoch)
+    };
+    let r = client
+        .call(
+            17,
+            &request(0, 0).with_topics(vec![FetchTopic::default()
+                .with_topic_id(old)
+                .with_partitions(partition)]),
+        )
+        .await;
+    let session = r.session_id;
+    assert!(session > 0);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(decode_records(p.records.as_ref().unwrap()).len(), 1);
+
+    // Deleted and created again with one record at offset 0: the session still holds offset 0
+    // of the old topic id, and an incremental fetch naming nothing must not read the new topic.
+    let deleted = client
+        .call(
+            5,
+            &DeleteTopicsRequest::default().with_topic_names(vec![name("again")]),
+        )
+        .await;
+    assert_eq!(deleted.responses[0].error_code, 0);
+    let new = create_topic(&mut client, "again", 1, &[]).await.topics[0].topic_id;
+    assert_ne!(new, old);
+    assert_eq!(
+        produce(&mut client, "again", 1, batch(&["new"], None)).await,
+        (0, 0)
+    );
+    let r = client.call(17, &request(session, 1)).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.responses.len(), 1, "{:?}", r.responses);
+    assert_eq!(r.responses[0].topic_id, old);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, 103, "INCONSISTENT_TOPIC_ID");
+    assert!(decode_records(p.records.as_ref().unwrap()).is_empty());
+
+    // Deleted for good: the old id is unknown.
+    client
+        .call(
+            5,
+            &DeleteTopicsRequest::default().with_topic_names(vec![name("again")]),
+        )
+        .await;
+    let r = client.call(17, &request(session, 2)).await;
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, 100,
+        "UNKNOWN_TOPIC_ID"
+    );
     broker.shutdown().await.unwrap();
 }
 

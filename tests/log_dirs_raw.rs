@@ -399,8 +399,7 @@ async fn a_config_change_during_a_move_is_kept_after_the_swap() {
                 .with_records(Some(batch(&[big.as_str()], None)))])]);
     let r: ProduceResponse = client.call(9, &request).await;
     assert_eq!(
-        r.responses[0].partition_responses[0].error_code,
-        MESSAGE_TOO_LARGE,
+        r.responses[0].partition_responses[0].error_code, MESSAGE_TOO_LARGE,
         "max.message.bytes set during the move"
     );
     drop(client);

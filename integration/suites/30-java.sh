@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The Java client suite (integration/java): Apache Kafka 4.1.1's KafkaProducer, KafkaConsumer,
-# AdminClient, ProducerPerformance and BrokerApiVersionsCommand against the broker.
+# AdminClient, ProducerPerformance and BrokerApiVersionsCommand against the broker; then the
+# client tests again with kafka-clients 4.4.0 (the newest served; the tool tests, which check
+# 4.1.1's tool output, run with 4.1.1 only). JAVA_CLIENT_VERSIONS="4.1.1" runs one version.
 #
 # By default each test class starts $KAFKAIQ_BIN on a free 127.0.0.1 port with a temp data dir.
 # BROKER_UNDER_TEST=apache-kafka runs the same tests against Apache Kafka 4.1.1 instead (how the
@@ -25,23 +27,31 @@ if [[ "${BROKER_UNDER_TEST:-}" == apache-kafka ]]; then
 fi
 
 cd "$root/integration/java"
-rm -rf target/surefire-reports
 status=0
-mvn -q -B test || status=$?
-# What ran, from surefire's reports: a run in which no test ran is no pass.
-python3 - target/surefire-reports <<'PY' || status=1
+for version in ${JAVA_CLIENT_VERSIONS:-4.1.1 4.4.0}; do
+    args=(-Dkafka.version="$version")
+    if [[ "$version" != 4.1.1 ]]; then
+        args+=("-Dtest=!KafkaToolsTest,!KafkaCliTest")
+    fi
+    echo "30-java: kafka-clients $version" >&2
+    rm -rf target/surefire-reports
+    mvn -q -B test "${args[@]}" || status=1
+    # What ran, from surefire's reports: a run in which no test ran is no pass.
+    python3 - target/surefire-reports "$version" <<'PY' || status=1
 import glob, sys
 import xml.etree.ElementTree as ET
+reports, version = sys.argv[1], sys.argv[2]
 totals = dict(tests=0, failures=0, errors=0, skipped=0)
-for path in sorted(glob.glob(f"{sys.argv[1]}/TEST-*.xml")):
+for path in sorted(glob.glob(f"{reports}/TEST-*.xml")):
     suite = ET.parse(path).getroot()
     counts = {k: int(suite.get(k, 0)) for k in totals}
     for k in totals:
         totals[k] += counts[k]
-    print(f"30-java: {suite.get('name')}: {counts['tests']} tests, {counts['failures']} failures, "
+    print(f"30-java: {version}: {suite.get('name')}: {counts['tests']} tests, {counts['failures']} failures, "
           f"{counts['errors']} errors, {counts['skipped']} skipped", file=sys.stderr)
-print(f"30-java: {totals['tests']} tests, {totals['failures']} failures, {totals['errors']} errors, "
-      f"{totals['skipped']} skipped", file=sys.stderr)
+print(f"30-java: kafka-clients {version}: {totals['tests']} tests, {totals['failures']} failures, "
+      f"{totals['errors']} errors, {totals['skipped']} skipped", file=sys.stderr)
 sys.exit(0 if totals["tests"] > 0 and totals["failures"] == 0 and totals["errors"] == 0 else 1)
 PY
+done
 exit "$status"

@@ -52,7 +52,19 @@ pub struct RawConfig {
     entries: BTreeMap<String, String>,
 }
 
+/// The HTTP listener of the embedded single-node setup (`kafkaiq` with no `--config`).
+pub const EMBEDDED_HTTP_LISTENER: &str = "127.0.0.1:9644";
+
 impl RawConfig {
+    /// The embedded single-node setup, used when no `--config` is given: every default, and the
+    /// HTTP listener at `EMBEDDED_HTTP_LISTENER`. A configuration file gets an HTTP listener
+    /// only if it sets `http.listener`.
+    pub fn embedded() -> RawConfig {
+        let mut raw = RawConfig::default();
+        raw.set("http.listener", EMBEDDED_HTTP_LISTENER);
+        raw
+    }
+
     /// Parses Java `.properties` syntax as Kafka's files use it: `key=value` or `key: value`,
     /// `#`/`!` comments, blank lines, backslash line continuations.
     pub fn parse(text: &str, path: &Path) -> Result<RawConfig, ConfigError> {
@@ -225,7 +237,10 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         Int,
         false,
     ),
-    def("http.listener", Some("127.0.0.1:9644"), Str, true),
+    // No default: a Kafka `server.properties` names no HTTP listener, and several nodes on one
+    // host must not fight over one port. The embedded setup (no `--config`) turns it on
+    // (`RawConfig::embedded`).
+    def("http.listener", None, Str, true),
     def("inter.broker.listener.name", None, Str, true),
     def(
         "inter.broker.security.protocol",
@@ -855,9 +870,10 @@ impl BrokerConfig {
         Ok(Validated { config, warnings })
     }
 
-    /// The embedded single-node default: 127.0.0.1:9092, data in ./kafkaiq-data.
+    /// The embedded single-node default: 127.0.0.1:9092, data in ./kafkaiq-data, the HTTP
+    /// listener at 127.0.0.1:9644.
     pub fn default_single_node() -> BrokerConfig {
-        Self::from_raw(RawConfig::default())
+        Self::from_raw(RawConfig::embedded())
             .expect("built-in defaults are valid")
             .config
     }
@@ -949,6 +965,16 @@ mod tests {
                 port: 9644
             })
         );
+    }
+
+    #[test]
+    fn a_config_file_without_http_listener_has_none() {
+        let c = validated("node.id=2\nlisteners=PLAINTEXT://127.0.0.1:9192\n").unwrap();
+        assert_eq!(c.config.http_listener, None);
+        let c = BrokerConfig::from_raw(RawConfig::default()).unwrap();
+        assert_eq!(c.config.http_listener, None);
+        let c = validated("http.listener=127.0.0.1:9700\n").unwrap();
+        assert_eq!(c.config.http_listener.map(|l| l.port), Some(9700));
     }
 
     #[test]

@@ -957,7 +957,10 @@ pub(super) mod tests {
         let none = alter_topic_configs(
             &image,
             "t",
-            &[op("segment.ms", Delete, None), op("no.such.key", Delete, None)],
+            &[
+                op("segment.ms", Delete, None),
+                op("no.such.key", Delete, None),
+            ],
         );
         assert!(none.unwrap().is_empty());
         // The throttled-replicas lists are LIST-typed: APPEND and SUBTRACT work.

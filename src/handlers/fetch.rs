@@ -39,7 +39,7 @@ use super::{alive_endpoint, client_listener, current_leader, str_bytes, topic_na
 use crate::config::ReplicaSelector;
 use crate::context::Context;
 use crate::errors::ApiError;
-use crate::fetch_session::{FetchPartitionSpec, SessionPlan};
+use crate::fetch_session::{FetchPartitionSpec, SessionPlan, SessionRequest};
 use crate::limits::FETCH_WAIT_MS_MAX;
 use crate::metadata::MetadataImage;
 use crate::replica::decisions::FollowerFetch;
@@ -144,7 +144,11 @@ fn partition_params(base: &FetchParams, spec: &FetchPartitionSpec) -> FetchParam
 }
 
 /// The partition a spec names, looked up now: a partition deleted while the fetch was parked
-/// answers with the routing error, not a storage error.
+/// answers with the routing error, not a storage error. A spec that names a topic id (v13+,
+/// kept in a fetch session) reads only that incarnation of the topic: once it is deleted the
+/// answer is UNKNOWN_TOPIC_ID, or INCONSISTENT_TOPIC_ID when a topic of the same name was
+/// created again (Kafka's `ReplicaManager` compares the session's id with the log's), never
+/// the new topic's records.
 fn lookup(
     ctx: &Arc<Context>,
     image: &MetadataImage,
@@ -152,6 +156,13 @@ fn lookup(
 ) -> Result<Arc<Partition>, ApiError> {
     if spec.topic.is_empty() {
         return Err(ApiError::UnknownTopicId);
+    }
+    if !spec.topic_id.is_nil() && image.topic_by_id(&spec.topic_id).is_none() {
+        return Err(if image.topic(&spec.topic).is_some() {
+            ApiError::InconsistentTopicId
+        } else {
+            ApiError::UnknownTopicId
+        });
     }
     ctx.replicas.partition_or_error(
         image,
@@ -332,10 +343,13 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
     } else {
         (0, -1)
     };
-    let plan = match ctx
-        .fetch_sessions
-        .plan(session_id, epoch, requested, &forgotten)
-    {
+    let session = SessionRequest {
+        session_id,
+        epoch,
+        privileged: base.is_from_follower(),
+        now_ms: ctx.replicas.now_ms(),
+    };
+    let plan = match ctx.fetch_sessions.plan(session, requested, &forgotten) {
         Ok(plan) => plan,
         Err(e) => {
             let mut response = FetchResponse::default();
@@ -412,7 +426,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
         let mut data = PartitionData::default()
             .with_partition_index(spec.partition)
             .with_records(Some(Bytes::new()));
-        let (has_records_or_error, next_offset, hw, log_start) = match read.result {
+        let (has_records_or_error, hw, log_start) = match read.result {
             Ok((records, offsets)) => {
                 data.high_watermark = offsets.high_watermark;
                 // No transactions yet: the last stable offset is the high watermark.
@@ -435,7 +449,6 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
                 let has = !records.is_empty()
                     || read.diverging.is_some()
                     || read.preferred_read_replica.is_some();
-                let next = (!records.is_empty()).then(|| last_offset_after(&records));
                 if base.replica_id < 0 {
                     // Consumers only: a follower's fetch is replication, not `BytesOut`.
                     ctx.topic_stats.fetched(&spec.topic, records.len() as u64);
@@ -443,12 +456,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
                 ctx.fetch_served
                     .served(base.replica_id, read.as_leader, records.len() as u64);
                 data.records = Some(records);
-                (
-                    has,
-                    next.flatten(),
-                    offsets.high_watermark,
-                    offsets.log_start_offset,
-                )
+                (has, offsets.high_watermark, offsets.log_start_offset)
             }
             Err(e) => {
                 data.error_code = e.code();
@@ -478,7 +486,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
                 if version >= 5 {
                     data.log_start_offset = -1;
                 }
-                (true, None, -1, -1)
+                (true, -1, -1)
             }
         };
         // No transactions: read_committed gets an empty list, read_uncommitted null, as Kafka.
@@ -487,7 +495,6 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
             && !ctx.fetch_sessions.should_send(
                 plan.session_id,
                 spec,
-                next_offset,
                 hw,
                 log_start,
                 has_records_or_error,
@@ -499,7 +506,6 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
             ctx.fetch_sessions.should_send(
                 plan.session_id,
                 spec,
-                next_offset,
                 hw,
                 log_start,
                 has_records_or_error,
@@ -528,20 +534,4 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
         response.node_endpoints = leader_endpoints.into_values().collect();
     }
     ResponseKind::Fetch(response)
-}
-
-/// The offset after the last complete batch in `records` (the client's next fetch offset).
-fn last_offset_after(records: &[u8]) -> Option<i64> {
-    let mut pos = 0usize;
-    let mut next = None;
-    while records.len() - pos >= kafkaiq_storage::batch::RECORD_BATCH_OVERHEAD {
-        let header = kafkaiq_storage::batch::BatchHeader::parse(&records[pos..]).ok()?;
-        let size = header.size_in_bytes();
-        if size == 0 || records.len() - pos < size {
-            break;
-        }
-        next = Some(header.next_offset());
-        pos += size;
-    }
-    next
 }

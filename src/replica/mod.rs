@@ -30,7 +30,7 @@ pub mod partition;
 pub mod purgatory;
 pub mod read_replica;
 #[cfg(test)]
-mod sim;
+pub(crate) mod sim;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicBool;

@@ -115,6 +115,8 @@ pub struct Cluster {
     /// Nodes sent SIGSTOP and not SIGCONT since: left out of [`Cluster::bootstrap`], since a
     /// client bootstrapping from a frozen node waits for its request timeout.
     frozen: std::sync::Mutex<std::collections::BTreeSet<i32>>,
+    /// Nodes start from their file alone: no KafkaIQ key (`http.listener`) on the command line.
+    files_only: bool,
 }
 
 /// The node settings a test adds to every node (Kafka keys).
@@ -164,6 +166,28 @@ impl Cluster {
         observers: i32,
         settings: Settings,
         node_settings: impl Fn(&NodePorts) -> Vec<String>,
+    ) -> Cluster {
+        Self::start_nodes(kind, name, (n, observers), settings, node_settings, false)
+    }
+
+    /// [`Cluster::start`] with each node started from its Kafka-style file alone, as a user
+    /// would start Apache Kafka: no KafkaIQ key anywhere (so no `http.listener`).
+    pub fn start_from_files_only(
+        kind: ClusterKind,
+        name: &str,
+        n: i32,
+        settings: Settings,
+    ) -> Cluster {
+        Self::start_nodes(kind, name, (n, 0), settings, |_| Vec::new(), true)
+    }
+
+    fn start_nodes(
+        kind: ClusterKind,
+        name: &str,
+        (n, observers): (i32, i32),
+        settings: Settings,
+        node_settings: impl Fn(&NodePorts) -> Vec<String>,
+        files_only: bool,
     ) -> Cluster {
         let voter_count = n as usize;
         let n = n + observers;
@@ -246,6 +270,7 @@ impl Cluster {
             root,
             nodes,
             frozen: Default::default(),
+            files_only,
         };
         if kind == ClusterKind::ApacheKafka {
             cluster.format_for_kafka();
@@ -299,6 +324,7 @@ impl Cluster {
     /// Starts (or restarts) node `id`.
     pub fn spawn(&mut self, id: i32) {
         let kind = self.kind;
+        let files_only = self.files_only;
         let node = self.nodes.get_mut(&id).expect("node");
         assert!(node.process.is_none(), "node {id} already runs");
         node.starts += 1;
@@ -308,8 +334,10 @@ impl Cluster {
                 let mut c = Command::new(env!("CARGO_BIN_EXE_kafkaiq"));
                 c.arg("--config").arg(&node.config);
                 // KafkaIQ's own key, kept out of the file Apache Kafka reads too.
-                c.arg("--override")
-                    .arg(format!("http.listener=127.0.0.1:{}", node.http_port));
+                if !files_only {
+                    c.arg("--override")
+                        .arg(format!("http.listener=127.0.0.1:{}", node.http_port));
+                }
                 if std::env::var_os("RUST_LOG").is_none() {
                     c.env("RUST_LOG", "info");
                 }

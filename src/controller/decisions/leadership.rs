@@ -255,7 +255,10 @@ mod tests {
             in_controlled_shutdown: None,
         }]);
         let (records, elected, more) = unclean_election_pass(&image, &settings(), 10);
-        assert!(records.is_empty() && elected.is_empty() && !more, "off by default");
+        assert!(
+            records.is_empty() && elected.is_empty() && !more,
+            "off by default"
+        );
         let topic_id = image.topic("u").unwrap().id;
         let image = image.apply(&[MetadataRecord::TopicConfig {
             topic_id,
