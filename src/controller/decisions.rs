@@ -33,7 +33,10 @@ pub use brokers::{
     broker_heartbeat, check_cluster_id, controlled_shutdown_step, fence_broker, register_broker,
     register_local_broker, unfence_broker, HeartbeatOutcome, Registered,
 };
-pub use leadership::{leadership_summary, rebalance_pass, BrokerLeadership};
+pub use leadership::{
+    has_leaderless_partitions, leadership_summary, rebalance_pass, unclean_election_pass,
+    BrokerLeadership,
+};
 pub use reassignment::{
     alter_reassignments, list_reassignments, OngoingReassignment, ReassignmentItem,
     ReassignmentResult,

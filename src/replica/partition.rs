@@ -346,6 +346,17 @@ impl Partition {
         self.lock().clone()
     }
 
+    /// A topic config change: applies to the current log and to a future log being filled by a
+    /// move between log dirs, under the state lock so a swap cannot come between the two and
+    /// leave the partition on a log with the old config.
+    pub fn update_log_config(&self, config: kafkaiq_storage::LogConfig) {
+        let _state = self.lock();
+        if let Some(future) = self.future_log() {
+            future.update_config(config.clone());
+        }
+        self.log().update_config(config);
+    }
+
     pub fn set_min_insync_replicas(&self, value: i32) {
         self.lock().min_insync_replicas = value;
     }
