@@ -11,17 +11,18 @@
 //! - [`replica`]: the leadership core — `ReplicaManager`, `Partition` (role, leader epoch, ISR,
 //!   high watermark), the purgatory of delayed produce and fetch, pure decision functions.
 //! - [`controller`]: the only writer of metadata; appends records to the metadata log and
-//!   publishes [`metadata`] images.
+//!   publishes [`metadata`] images. [`quorum`]: the metadata quorum's voter (raft-rs) and its
+//!   files.
 //! - [`fetch_session`]: incremental fetch sessions (KIP-227).
 //! - [`group`]: the classic consumer-group coordinator, a pure state machine over records in
 //!   `__consumer_offsets`.
-//! - [`config`] / [`topic_config`]: Kafka's property names, validated into typed config.
+//! - [`config`] (and [`config::topic`]): Kafka's property names, validated into typed config.
 //! - [`errors`]: the one mapping from outcomes to Kafka error codes. [`limits`]: every bound.
 //! - [`client`]: the inter-broker client — outbound connections to other nodes, version
 //!   negotiation, bounded pipelining, deadlines, guarded responses.
 //! - [`metrics`]: the counters and histograms the paths increment (Kafka's meters);
 //!   [`insight`] computes the gauges and the leadership views, [`server::http`] serves them.
-//! - [`clock`]: the only reader of wall-clock time. [`broker`]: startup, periodic tasks, shutdown.
+//! - [`clock`]: the only reader of wall-clock time. [`node`]: startup, periodic tasks, shutdown.
 //! - Storage (segment logs, indexes, epoch cache, checkpoints) is the `kafkaiq-storage` crate.
 
 pub mod allocator;

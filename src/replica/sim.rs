@@ -7,7 +7,7 @@
 //! watermark from an older checkpoint), restarts, pauses (SIGSTOP, fenced after the session
 //! timeout) and cuts links between replicas.
 //!
-//! Checked after every step (`cluster.md` §4): one value per offset across replicas and epochs,
+//! Checked after every step: one value per offset across replicas and epochs,
 //! every acknowledged write committed at the offset it was acknowledged at, no replica
 //! truncating below its own high watermark, no OUT_OF_ORDER_SEQUENCE_NUMBER or unexpected
 //! error for the client. After the run the faults heal and every replica must hold the same
