@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A short fuzzing run of decode_request, so the fuzz target cannot rot unnoticed: it is built
-# and run by ./integration/run-all.sh (suite "fuzz-smoke"), not only by hand.
+# A short fuzzing run of each target — decode_request (request frames) and raft_frame (the
+# controller port's Raft frames stepped into a voter) — so no fuzz target can rot unnoticed:
+# they are built and run by ./integration/run-all.sh (suite "fuzz-smoke"), not only by hand.
 #
 # - fuzz/Cargo.lock must be current (the crate is outside the workspace, so nothing else
 #   notices when a dependency of kafkaiq is added): `cargo metadata --locked` fails otherwise.
@@ -10,10 +11,12 @@
 #   instrumentation (so libFuzzer is coverage-guided), debug assertions, `--cfg fuzzing`; the
 #   target's own allocator enforces the 64 MiB allocation bound that -malloc_limit_mb enforces
 #   under a sanitizer, and -rss_limit_mb works in both.
-# - FUZZ_SMOKE_RUNS executions (default 500,000; a few seconds), seed 1, from 256 generated seed
-#   inputs (every API version's body, random bytes) in a fresh corpus. Any crash (a panic, an
-#   abort, an oversized allocation) fails with the input saved in fuzz/artifacts/decode_request/;
-#   so does a run that did not execute all its runs.
+# - FUZZ_SMOKE_RUNS executions per target (default 500,000 for decode_request, a few seconds;
+#   a tenth of it for raft_frame, whose every input builds a voter), seed 1, from 256 generated
+#   seed inputs (decode_request: every API version's body, random bytes; raft_frame: random
+#   field bytes) in a fresh corpus. Any crash (a panic, an abort, an oversized allocation) fails
+#   with the input saved in fuzz/artifacts/<target>/; so does a run that did not execute all its
+#   runs.
 #
 # The figures mean little; a real campaign is `cargo +nightly fuzz run` (fuzz/README.md).
 set -euo pipefail
@@ -43,46 +46,61 @@ fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/fuzz-smoke.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/corpus" "$work/seeds" artifacts/decode_request
 python3 - "$work/seeds" <<'PY'
-import random, sys
+import os, random, sys
 r = random.Random(20260101)
+os.makedirs(sys.argv[1], exist_ok=True)
 for i in range(256):
-    # An odd first byte: the next two pick an API version, the rest is its body.
+    # An odd first byte: for decode_request the next two bytes pick an API version and the rest
+    # is its body; for raft_frame the rest is read as message fields.
     body = bytes(r.getrandbits(8) for _ in range(r.randrange(0, 512)))
     open(f"{sys.argv[1]}/seed-{i:03d}", "wb").write(bytes([1, i >> 8, i & 0xff]) + body)
 PY
 
-flags=(-runs="$runs" -seed=1 -max_len=4096 -malloc_limit_mb=64 -rss_limit_mb=1024
-    -artifact_prefix="$here/artifacts/decode_request/" -print_final_stats=1)
-status=0
+host="$(rustc -vV | sed -n 's/^host: //p')"
+nightly=0
 if cargo +nightly fuzz --version >/dev/null 2>&1; then
+    nightly=1
     echo "fuzz-smoke: cargo +nightly fuzz (AddressSanitizer), as fuzz/README.md runs it" >&2
-    (cd "$here/.." && cargo +nightly fuzz run decode_request "$work/corpus" "$work/seeds" \
-        -- "${flags[@]}") >"$work/out" 2>&1 || status=$?
 else
     echo "fuzz-smoke: stable toolchain, SanitizerCoverage without AddressSanitizer" \
         "(no cargo +nightly fuzz here)" >&2
-    host="$(rustc -vV | sed -n 's/^host: //p')"
     # --target keeps RUSTFLAGS off build scripts and proc macros, as cargo-fuzz does.
     RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions" \
         cargo build --release --locked -j "$jobs" --manifest-path Cargo.toml --target "$host" \
-        --target-dir target/stable-sancov --bin decode_request
-    "target/stable-sancov/$host/release/decode_request" "${flags[@]}" \
-        "$work/corpus" "$work/seeds" >"$work/out" 2>&1 || status=$?
+        --target-dir target/stable-sancov --bin decode_request --bin raft_frame
 fi
-grep -E '^#[0-9]+\s+(INITED|DONE)|^stat::number_of_executed_units|^Done ' "$work/out" >&2 || true
-if [[ $status -ne 0 ]]; then
-    tail -40 "$work/out" >&2
-    echo "fuzz-smoke: FAIL: the fuzzer exited with $status (input saved under fuzz/artifacts/)" >&2
-    exit 1
-fi
-if ! grep -qE "^Done $runs runs" "$work/out"; then
-    tail -20 "$work/out" >&2
-    echo "fuzz-smoke: FAIL: the fuzzer did not report $runs runs" >&2
-    exit 1
-fi
-covered="$(grep -oE 'cov: [0-9]+' "$work/out" | tail -1)"
-echo "fuzz-smoke: ok ($runs runs, $covered, corpus $(ls "$work/corpus" | wc -l) inputs)" >&2
+
+# smoke <target> <runs>
+smoke() {
+    local target="$1" runs="$2" status=0 out="$work/$1.out"
+    mkdir -p "$work/corpus-$target" "artifacts/$target"
+    local flags=(-runs="$runs" -seed=1 -max_len=4096 -malloc_limit_mb=64 -rss_limit_mb=1024
+        -artifact_prefix="$here/artifacts/$target/" -print_final_stats=1)
+    if [[ $nightly -eq 1 ]]; then
+        (cd "$here/.." && cargo +nightly fuzz run "$target" "$work/corpus-$target" "$work/seeds" \
+            -- "${flags[@]}") >"$out" 2>&1 || status=$?
+    else
+        "target/stable-sancov/$host/release/$target" "${flags[@]}" \
+            "$work/corpus-$target" "$work/seeds" >"$out" 2>&1 || status=$?
+    fi
+    grep -E '^#[0-9]+\s+(INITED|DONE)|^stat::number_of_executed_units|^Done ' "$out" >&2 || true
+    if [[ $status -ne 0 ]]; then
+        tail -40 "$out" >&2
+        echo "fuzz-smoke: FAIL: $target exited with $status (input saved under fuzz/artifacts/)" >&2
+        exit 1
+    fi
+    if ! grep -qE "^Done $runs runs" "$out"; then
+        tail -20 "$out" >&2
+        echo "fuzz-smoke: FAIL: $target did not report $runs runs" >&2
+        exit 1
+    fi
+    local covered
+    covered="$(grep -oE 'cov: [0-9]+' "$out" | tail -1)"
+    echo "fuzz-smoke: $target ok ($runs runs, $covered, corpus $(ls "$work/corpus-$target" | wc -l) inputs)" >&2
+}
+
+smoke decode_request "$runs"
+smoke raft_frame "$(( runs / 10 ))"

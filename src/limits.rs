@@ -128,6 +128,11 @@ pub const CONTROLLER_FRAME_OVERHEAD_BYTES: usize = 64 * 1024;
 /// reported unreachable (the library resends what matters).
 pub const RAFT_PEER_QUEUE_MESSAGES_MAX: usize = 1_024;
 
+/// Raft messages from peers waiting for the controller thread; beyond it a message is dropped
+/// (Raft resends what matters), so a peer flooding the controller listener cannot grow the
+/// queue without bound.
+pub const RAFT_INBOUND_QUEUE_MESSAGES_MAX: usize = 4_096;
+
 /// Longest wait before the Raft transport tries a failed peer again.
 pub const RAFT_RECONNECT_BACKOFF_MS_MAX: u64 = 1_000;
 

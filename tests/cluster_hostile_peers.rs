@@ -302,3 +302,125 @@ async fn hostile_and_confused_peers_change_nothing() {
     }
     cluster.stop_all();
 }
+
+/// A Raft message on the controller listener, as a forger writes it.
+fn forged(kind: MessageType, from: u64, to: u64, term: u64) -> Message {
+    let mut m = Message::default();
+    m.set_msg_type(kind);
+    m.from = from;
+    m.to = to;
+    m.term = term;
+    m
+}
+
+/// Every forged frame raft-rs would have panicked on, deposed a leader with, or taken into the
+/// log, sent to each voter in the name of each other voter, on fresh connections: afterwards
+/// every node runs, the same controller leads in the same epoch, nothing committed is lost
+/// and the cluster still decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_raft_frames_leave_the_controller_and_lose_nothing() {
+    let mut cluster = Cluster::start(ClusterKind::KafkaIq, "forged-raft", 3, &[]);
+    cluster
+        .wait_for("three brokers", Duration::from_secs(90), || {
+            cluster.formed()
+        })
+        .await;
+    for (i, topic) in ["kept-a", "kept-b"].iter().enumerate() {
+        assert_eq!(cluster.create_topic(1 + i as i32, topic, 3).await, Some(0));
+    }
+    let (leader, epoch, hw) = quorum(&cluster).await;
+    let term = epoch as u64;
+    let mut frames: Vec<(String, Message)> = Vec::new();
+    for to in 1..=3u64 {
+        for from in (1..=3u64).filter(|f| *f != to) {
+            let mut m = forged(MessageType::MsgHeartbeat, from, to, term + 1);
+            m.commit = 1 << 40;
+            frames.push((
+                format!("heartbeat {from}->{to}, later term, commit past the log"),
+                m,
+            ));
+            let mut m = forged(MessageType::MsgHeartbeat, from, to, term);
+            m.commit = 1 << 40;
+            frames.push((format!("heartbeat {from}->{to}, commit past the log"), m));
+            let m = forged(MessageType::MsgHeartbeat, from, to, u64::MAX);
+            frames.push((format!("heartbeat {from}->{to}, term u64::MAX"), m));
+            for index in hw.max(1) as u64 - 1..=hw as u64 + 1 {
+                let mut m = forged(MessageType::MsgAppend, from, to, term + 1);
+                m.index = index;
+                m.log_term = term;
+                m.commit = index + 1;
+                m.entries = vec![Entry {
+                    index: index + 1,
+                    term: term + 1,
+                    data: b"forged garbage, not metadata records".to_vec().into(),
+                    ..Default::default()
+                }]
+                .into();
+                frames.push((format!("append {from}->{to} of garbage after {index}"), m));
+            }
+            let m = forged(MessageType::MsgTimeoutNow, from, to, term);
+            frames.push((format!("TimeoutNow {from}->{to}"), m));
+            let m = forged(MessageType::MsgTransferLeader, from, to, term);
+            frames.push((format!("TransferLeader {from}->{to}"), m));
+            let mut m = forged(MessageType::MsgSnapshot, from, to, term + 1);
+            let meta = m.mut_snapshot().mut_metadata();
+            meta.index = hw as u64 + 100;
+            meta.term = term + 1;
+            meta.mut_conf_state().voters = vec![from];
+            frames.push((format!("snapshot {from}->{to} naming one voter"), m));
+            let mut m = forged(MessageType::MsgAppendResponse, from, to, term);
+            m.index = 1 << 40;
+            frames.push((format!("append response {from}->{to} past the log"), m));
+            let m = forged(MessageType::MsgHeartbeatResponse, from, to, term + 1);
+            frames.push((format!("heartbeat response {from}->{to}, later term"), m));
+        }
+    }
+    for (what, message) in &frames {
+        let to = message.to as i32;
+        let mut client = RawClient::connect(controller_addr(&cluster, to)).await;
+        client.send_bytes(&raft_frame(message)).await;
+        // Answered in order on another connection: the frame was read and handled.
+        let mut ping = RawClient::connect(controller_addr(&cluster, to)).await;
+        let answer = ping
+            .try_call(3, &ApiVersionsRequest::default(), ANSWER)
+            .await;
+        assert!(
+            answer.is_some(),
+            "node {to} stopped answering after: {what}"
+        );
+        drop(client);
+    }
+    // A flood on one connection: the controller's queue is bounded, the node answers.
+    let flood: Vec<u8> = (0..20_000)
+        .flat_map(|_| raft_frame(&forged(MessageType::MsgHeartbeat, 2, 1, term)))
+        .collect();
+    let mut client = RawClient::connect(controller_addr(&cluster, 1)).await;
+    client.send_bytes(&flood).await;
+    drop(client);
+
+    let (leader_after, epoch_after, _) = quorum(&cluster).await;
+    assert_eq!(
+        (leader_after, epoch_after),
+        (leader, epoch),
+        "the controller and its epoch"
+    );
+    assert_eq!(cluster.create_topic(3, "after-forgery", 1).await, Some(0));
+    let (_, _, hw_after) = quorum(&cluster).await;
+    assert!(hw_after > hw, "the log grew from {hw} to {hw_after}");
+    for id in 1..=3 {
+        let m = cluster.metadata(id, &["kept-a", "kept-b"]).await.unwrap();
+        assert!(
+            m.topics
+                .iter()
+                .all(|t| t.error_code == 0 && t.partitions.len() == 3),
+            "node {id} lost a topic"
+        );
+        let log = cluster.log_text(id);
+        assert!(!log.contains("panicked"), "node {id} panicked");
+        assert!(
+            !log.contains("controller stopped"),
+            "node {id}'s controller stopped"
+        );
+    }
+    cluster.stop_all();
+}

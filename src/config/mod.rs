@@ -371,6 +371,12 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         false,
     ),
     def("unclean.leader.election.enable", Some("false"), Bool, true),
+    def(
+        "unclean.leader.election.interval.ms",
+        Some("300000"),
+        Long,
+        true,
+    ),
 ];
 
 pub fn broker_config_def(name: &str) -> Option<&'static BrokerConfigDef> {
@@ -466,6 +472,9 @@ pub struct BrokerConfig {
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_per_broker_percentage: i32,
     pub leader_imbalance_check_interval_ms: i64,
+    /// `unclean.leader.election.interval.ms`: how often the active controller looks for
+    /// partitions without a leader whose topic allows unclean election (KAFKA-12670).
+    pub unclean_leader_election_interval_ms: i64,
     pub group_initial_rebalance_delay_ms: i64,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -846,6 +855,9 @@ impl BrokerConfig {
             auto_leader_rebalance_enable: r.bool("auto.leader.rebalance.enable")?,
             leader_imbalance_per_broker_percentage: percentage,
             leader_imbalance_check_interval_ms,
+            unclean_leader_election_interval_ms: r
+                .long_at_least("unclean.leader.election.interval.ms", 1)?
+                .unwrap_or(300_000),
             group_initial_rebalance_delay_ms: i64::from(
                 r.int_at_least("group.initial.rebalance.delay.ms", 0)?,
             ),

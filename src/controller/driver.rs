@@ -24,7 +24,7 @@
 //! runtime, so listeners may spawn tasks.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,6 +34,7 @@ use crate::quorum::durable::DurableError;
 use raft::eraftpb::Message;
 use tokio::sync::Semaphore;
 
+use super::decisions::has_leaderless_partitions;
 use super::forward::{QuorumDescription, VoterDescription};
 use super::request::{decide, Finish, Request};
 use crate::config::BrokerConfig;
@@ -45,6 +46,18 @@ use crate::limits::{
 use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
 use crate::quorum::durable::Durable;
 use crate::quorum::{Apply, Proposal, QuorumEngine};
+
+/// Why the controller thread stopped by itself: the node cannot go on without it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ControllerError {
+    #[error("the metadata quorum cannot persist its state: {0}")]
+    Durable(#[from] DurableError),
+    /// The library committed what the controller cannot decode. Entries are checked before they
+    /// enter the log, so this is corruption (or a bug), never a peer's message: stopping is
+    /// what Kafka's controller does on a metadata fault it cannot replay.
+    #[error("committed metadata at offset {offset} does not decode ({reason}): the metadata log is corrupt")]
+    Corrupt { offset: u64, reason: String },
+}
 
 /// What the controller thread reacts to.
 pub(crate) enum Event {
@@ -166,6 +179,9 @@ pub(crate) struct ControllerCore<D: Durable> {
     in_flight: Option<InFlight>,
     /// Controller-listener connections carrying a peer voter's messages, by connection id.
     peer_connections: std::collections::HashMap<u64, u64>,
+    /// Each peer voter's latest connection, and when (quorum clock) it last carried a message
+    /// the voter accepted.
+    peer_bound: std::collections::HashMap<u64, (u64, u64)>,
     /// Wall-clock ms of the last message from each peer, and of when each voter last had every
     /// entry (DescribeQuorum's timestamps; reporting only, never a decision).
     peer_seen_ms: std::collections::HashMap<u64, i64>,
@@ -180,6 +196,15 @@ pub(crate) struct ControllerCore<D: Durable> {
     next_rebalance_ms: Option<u64>,
     /// Set by a committed pass that left electable partitions for the next one.
     rebalance_more: Arc<AtomicBool>,
+    /// When the next unclean election pass is due (only while active and some partition has
+    /// no leader): `unclean.leader.election.interval.ms` after a partition is first seen
+    /// leaderless and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit
+    /// its bound (Kafka's `maybeScheduleNextElectUncleanLeaders`).
+    next_unclean_ms: Option<u64>,
+    unclean_more: Arc<AtomicBool>,
+    /// Whether the image at this metadata offset has a partition without a leader: looked up
+    /// once per image, not on every tick.
+    leaderless_at: Option<(u64, bool)>,
     /// The latest time the caller gave (for events that come without one).
     last_now_ms: u64,
     /// Every applied entry, for broker-only nodes' fetches.
@@ -212,12 +237,16 @@ impl<D: Durable> ControllerCore<D> {
             queued: VecDeque::new(),
             in_flight: None,
             peer_connections: std::collections::HashMap::new(),
+            peer_bound: std::collections::HashMap::new(),
             peer_seen_ms: std::collections::HashMap::new(),
             peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
             next_rebalance_ms: None,
             rebalance_more: Arc::new(AtomicBool::new(false)),
+            next_unclean_ms: None,
+            unclean_more: Arc::new(AtomicBool::new(false)),
+            leaderless_at: None,
             last_now_ms: 0,
             feed: Arc::default(),
         }
@@ -282,14 +311,37 @@ impl<D: Durable> ControllerCore<D> {
     /// the leader's and start an election.
     pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64) {
         let (from, term) = (message.from, message.term);
+        if let Err(reason) = self.check_peer_connection(from, connection) {
+            tracing::debug!(from, connection, reason, "raft message refused");
+            return;
+        }
         let current = self.engine.term();
         match self.engine.step(message) {
             Ok(()) if term >= current => {
                 self.peer_connections.insert(connection, from);
+                self.peer_bound.insert(from, (connection, self.last_now_ms));
                 self.peer_seen_ms.insert(from, wall_clock_ms());
             }
             Ok(()) => {}
             Err(e) => tracing::debug!(error = %e, "raft message refused"),
+        }
+    }
+
+    /// A voter's messages come on one connection (its transport keeps one per peer). A message
+    /// in its name on another, while that one is open and was heard within the election
+    /// timeout, is not the voter's: refused, so nobody can speak for a live voter (a restarted
+    /// voter's old connection closes, or falls silent, before its new one is needed).
+    fn check_peer_connection(&self, from: u64, connection: u64) -> Result<(), &'static str> {
+        match self.peer_bound.get(&from) {
+            Some((bound, last_ms))
+                if *bound != connection
+                    && self.peer_connections.contains_key(bound)
+                    && self.last_now_ms.saturating_sub(*last_ms)
+                        < self.config.kraft.election_timeout_ms =>
+            {
+                Err("the voter's messages come on another live connection")
+            }
+            _ => Ok(()),
         }
     }
 
@@ -323,6 +375,13 @@ impl<D: Durable> ControllerCore<D> {
             }
         }
         if let Some(peer) = self.peer_connections.remove(&connection) {
+            if self
+                .peer_bound
+                .get(&peer)
+                .is_some_and(|(c, _)| *c == connection)
+            {
+                self.peer_bound.remove(&peer);
+            }
             // A voter's Raft connection closed and its broker has not yet reached this
             // controller (a session started by [`Self::became_active`]): the process most
             // likely died with it. Its broker gets the short grace a disconnected voter gets
@@ -388,6 +447,46 @@ impl<D: Durable> ControllerCore<D> {
         self.expire_in_flight(now_ms);
         self.expire_sessions(now_ms);
         self.maybe_rebalance(now_ms);
+        self.maybe_elect_unclean_leaders(now_ms);
+    }
+
+    fn some_partition_leaderless(&mut self) -> bool {
+        let offset = self.image.metadata_offset;
+        match self.leaderless_at {
+            Some((at, leaderless)) if at == offset => leaderless,
+            _ => {
+                let leaderless = has_leaderless_partitions(&self.image);
+                self.leaderless_at = Some((offset, leaderless));
+                leaderless
+            }
+        }
+    }
+
+    /// Queues an unclean election pass when one is due and some partition has no leader,
+    /// decided in turn with the requests (the pass itself picks the topics that allow it).
+    fn maybe_elect_unclean_leaders(&mut self, now_ms: u64) {
+        if !self.is_active() || !self.some_partition_leaderless() {
+            self.next_unclean_ms = None;
+            return;
+        }
+        let interval_ms = u64::try_from(self.config.unclean_leader_election_interval_ms)
+            .unwrap_or(1)
+            .max(1);
+        let Some(due) = self.next_unclean_ms else {
+            self.next_unclean_ms = Some(now_ms + interval_ms);
+            return;
+        };
+        if self.unclean_more.swap(false, Ordering::AcqRel) {
+            self.next_unclean_ms = Some(due.min(now_ms + LEADER_IMBALANCE_RECHECK_MS));
+            return;
+        }
+        if now_ms < due {
+            return;
+        }
+        self.next_unclean_ms = Some(now_ms + interval_ms);
+        self.queued.push_back(Request::ElectUncleanLeaders {
+            more: self.unclean_more.clone(),
+        });
     }
 
     /// Queues an automatic leader rebalancing pass when one is due (Kafka's
@@ -635,7 +734,7 @@ impl<D: Durable> ControllerCore<D> {
     /// Starts a pass if it can, then polls and applies until nothing more happens. Returns the
     /// messages for peers. An error means this voter can no longer keep its state durable: the
     /// caller stops it.
-    pub(crate) fn advance(&mut self, now_ms: u64) -> Result<Vec<Message>, DurableError> {
+    pub(crate) fn advance(&mut self, now_ms: u64) -> Result<Vec<Message>, ControllerError> {
         self.last_now_ms = self.last_now_ms.max(now_ms);
         let mut messages = Vec::new();
         if let Some((delay, lost)) = self.campaign_after.take() {
@@ -669,7 +768,7 @@ impl<D: Durable> ControllerCore<D> {
             let progressed = !out.apply.is_empty();
             messages.extend(out.messages);
             for apply in out.apply {
-                self.apply(apply);
+                self.apply(apply)?;
             }
             if progressed {
                 self.maybe_snapshot()?;
@@ -859,7 +958,7 @@ impl<D: Durable> ControllerCore<D> {
         Ok(last.expect("at least one entry"))
     }
 
-    fn apply(&mut self, apply: Apply) {
+    fn apply(&mut self, apply: Apply) -> Result<(), ControllerError> {
         match apply {
             Apply::Entry(committed) => {
                 assert!(
@@ -872,14 +971,12 @@ impl<D: Durable> ControllerCore<D> {
                 self.since_snapshot += 1;
                 // Every entry moves the image's metadata offset, a new leader's empty one too,
                 // so the offset means the same on every node (a snapshot's is its index).
-                let records = MetadataRecord::decode_all(&committed.data).unwrap_or_else(|e| {
-                    // The log refuses undecodable entries at recovery, and every entry was
-                    // encoded by a controller: this is a bug or a peer's corruption.
-                    panic!(
-                        "committed metadata entry {} does not decode: {e}",
-                        committed.index
-                    )
-                });
+                let records = MetadataRecord::decode_all(&committed.data).map_err(|e| {
+                    ControllerError::Corrupt {
+                        offset: committed.index,
+                        reason: e.to_string(),
+                    }
+                })?;
                 let before = self.image.clone();
                 self.image = self.publisher.publish(committed.index, &records);
                 if self.active_term == Some(committed.term) {
@@ -902,9 +999,11 @@ impl<D: Durable> ControllerCore<D> {
                     .append(committed.index, bytes::Bytes::from(committed.data));
             }
             Apply::Snapshot { index, term, data } => {
-                let records = MetadataRecord::decode_all(&data).unwrap_or_else(|e| {
-                    panic!("metadata snapshot at offset {index} does not decode: {e}")
-                });
+                let records =
+                    MetadataRecord::decode_all(&data).map_err(|e| ControllerError::Corrupt {
+                        offset: index,
+                        reason: format!("snapshot: {e}"),
+                    })?;
                 // The snapshot's records hold the cluster id.
                 let mut image = MetadataImage::empty(String::new(), self.image.controller_id);
                 image.apply_in_place(&records);
@@ -927,6 +1026,7 @@ impl<D: Durable> ControllerCore<D> {
                 let _ = term;
             }
         }
+        Ok(())
     }
 
     /// Counts the leaders the entry just applied elected (only the active controller counts,
@@ -1021,23 +1121,26 @@ fn wall_clock_ms() -> i64 {
 /// The controller thread's loop: events from `events` (requests, each returning its permit to
 /// `permits`), ticks every [`TICK`], and after each batch of events one
 /// [`ControllerCore::advance`], whose messages go to `outbox`. `replayed` is told once the log
-/// is replayed as far as this voter knows it committed. Runs until shutdown or until the voter
-/// cannot persist.
+/// is replayed as far as this voter knows it committed. `peers_queued` counts the Raft messages
+/// waiting in `events` (the channel's senders drop those beyond
+/// [`crate::limits::RAFT_INBOUND_QUEUE_MESSAGES_MAX`]). Runs until shutdown (`Ok`) or until the
+/// voter cannot go on (the error says why; the node must stop).
 pub(crate) fn run<D: Durable>(
     mut core: ControllerCore<D>,
     events: Receiver<Event>,
     permits: Arc<Semaphore>,
+    peers_queued: Arc<AtomicUsize>,
     replayed: tokio::sync::oneshot::Sender<()>,
     mut outbox: Outbox,
-) {
+) -> Result<(), ControllerError> {
     let started = Instant::now();
     let now_ms = || started.elapsed().as_millis() as u64;
     let mut next_tick = Instant::now() + TICK;
     match core.advance(now_ms()) {
         Ok(messages) => outbox(messages),
         Err(e) => {
-            tracing::error!(error = %e, "metadata quorum cannot persist its state; controller stopped");
-            return stop(core, &events);
+            stop(core, &events);
+            return Err(e);
         }
     }
     // The replayed image is in the cache (and acted on) before anyone is told it is ready.
@@ -1072,7 +1175,10 @@ pub(crate) fn run<D: Durable>(
                 Event::Peer {
                     message,
                     connection,
-                } => core.peer_message_on(message, connection),
+                } => {
+                    peers_queued.fetch_sub(1, Ordering::Relaxed);
+                    core.peer_message_on(message, connection)
+                }
                 Event::ConnectionClosed(connection) => core.connection_closed(connection),
                 Event::PeerUnreachable(peer) => core.peer_unreachable(peer),
                 Event::SnapshotSent { peer, delivered } => core.snapshot_sent(peer, delivered),
@@ -1090,12 +1196,13 @@ pub(crate) fn run<D: Durable>(
             Ok(messages) if !messages.is_empty() => outbox(messages),
             Ok(_) => {}
             Err(e) => {
-                tracing::error!(error = %e, "metadata quorum cannot persist its state; controller stopped");
-                break;
+                stop(core, &events);
+                return Err(e);
             }
         }
     }
     stop(core, &events);
+    Ok(())
 }
 
 fn stop<D: Durable>(mut core: ControllerCore<D>, events: &Receiver<Event>) {

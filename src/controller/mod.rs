@@ -24,6 +24,7 @@ mod request;
 mod sim;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ use uuid::Uuid;
 
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
-use crate::limits::CONTROLLER_QUEUE_REQUESTS_MAX;
+use crate::limits::{CONTROLLER_QUEUE_REQUESTS_MAX, RAFT_INBOUND_QUEUE_MESSAGES_MAX};
 use crate::metadata::{
     BrokerRegistration, MetadataCache, MetadataImage, MetadataPublisher, MetadataRecord, TopicImage,
 };
@@ -114,6 +115,11 @@ pub struct ControllerChannel {
     forwarder: Option<forward::Forwarder>,
     /// What this node's voter committed lately, for broker-only nodes' fetches.
     feed: Arc<observer::MetadataFeed>,
+    /// Raft messages queued for the controller thread (bounded by
+    /// [`RAFT_INBOUND_QUEUE_MESSAGES_MAX`]).
+    peers_queued: Arc<AtomicUsize>,
+    /// Why the controller thread stopped by itself, once it has.
+    failed: watch::Receiver<Option<String>>,
 }
 
 impl ControllerChannel {
@@ -230,12 +236,37 @@ impl ControllerChannel {
     }
 
     /// A Raft message from a peer voter, which came on controller-listener connection
-    /// `connection`. Never blocks; dropped if the controller is gone.
+    /// `connection`. Never blocks; dropped if the controller is gone or
+    /// [`RAFT_INBOUND_QUEUE_MESSAGES_MAX`] messages already wait (Raft tolerates loss, and a
+    /// peer flooding the port cannot grow the queue without bound).
     pub fn peer_message(&self, message: raft::eraftpb::Message, connection: u64) {
-        let _ = self.events.send(Event::Peer {
+        if self.peers_queued.fetch_add(1, Ordering::Relaxed) >= RAFT_INBOUND_QUEUE_MESSAGES_MAX {
+            self.peers_queued.fetch_sub(1, Ordering::Relaxed);
+            tracing::debug!(
+                connection,
+                "raft message dropped: the controller's queue is full"
+            );
+            return;
+        }
+        let sent = self.events.send(Event::Peer {
             message,
             connection,
         });
+        if sent.is_err() {
+            self.peers_queued.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Completes with the reason once the controller thread has stopped by itself (its state
+    /// cannot be kept durable, or the committed metadata is corrupt): the node must stop, as
+    /// Kafka's controller halts the process on such a fault. Never completes otherwise.
+    pub async fn failed(&self) -> String {
+        let mut failed = self.failed.clone();
+        let reason = match failed.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone().unwrap_or_default(),
+            Err(_) => return std::future::pending().await,
+        };
+        reason
     }
 
     /// A controller-listener connection closed (a peer voter's, or a broker's lifecycle
@@ -435,6 +466,15 @@ impl ControllerChannel {
 }
 
 /// Recovery refuses a committed entry whose records do not decode.
+/// A panic's message, for the reason the controller thread stopped.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
 fn check_entry(data: &[u8]) -> Result<(), String> {
     MetadataRecord::decode_all(data)
         .map(|_| ())
@@ -514,7 +554,8 @@ async fn spawn<D: Durable + 'static>(
         heartbeat_ticks: 1,
         fixed_election_ticks: None,
     };
-    let engine = QuorumEngine::open(&quorum, durable)?;
+    let mut engine = QuorumEngine::open(&quorum, durable)?;
+    engine.set_entry_check(check_entry);
     let lifecycle = (!config.kraft.standalone).then(|| {
         let session = config.kraft.broker_session_timeout_ms;
         driver::Lifecycle {
@@ -537,6 +578,8 @@ async fn spawn<D: Durable + 'static>(
     );
     let feed = core.feed();
     let (events, rx) = mpsc::channel();
+    let peers_queued = Arc::new(AtomicUsize::new(0));
+    let (failed_tx, failed) = watch::channel(None);
     let permits = Arc::new(Semaphore::new(CONTROLLER_QUEUE_REQUESTS_MAX));
     let remote: std::collections::BTreeMap<u64, String> = peers
         .voters
@@ -563,11 +606,26 @@ async fn spawn<D: Durable + 'static>(
     let runtime = tokio::runtime::Handle::current();
     let driver_permits = permits.clone();
     let (replayed_tx, replayed) = oneshot::channel();
+    let queued = peers_queued.clone();
     let thread = std::thread::Builder::new()
         .name("controller".into())
         .spawn(move || {
             let _runtime = runtime.enter();
-            driver::run(core, rx, driver_permits, replayed_tx, outbox);
+            let run = std::panic::AssertUnwindSafe(|| {
+                driver::run(core, rx, driver_permits, queued, replayed_tx, outbox)
+            });
+            // The thread never ends unnoticed: an error or a panic is the node's to act on.
+            let reason = match std::panic::catch_unwind(run) {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) => e.to_string(),
+                Err(panic) => {
+                    let reason = format!("controller thread panicked: {}", panic_text(&panic));
+                    failed_tx.send_replace(Some(reason));
+                    std::panic::resume_unwind(panic);
+                }
+            };
+            tracing::error!(reason, "controller stopped");
+            failed_tx.send_replace(Some(reason));
         })
         .map_err(|source| DurableError::Io {
             path: "controller thread".into(),
@@ -596,6 +654,8 @@ async fn spawn<D: Durable + 'static>(
             state,
             forwarder,
             feed,
+            peers_queued,
+            failed,
         },
         task,
     ))
@@ -871,12 +931,52 @@ mod tests {
             cache.image().topic("t").is_none(),
             "nothing uncommitted is published"
         );
-        // The controller stopped: later requests are refused too, even with storage back.
+        // The controller stopped, and says so (the node halts on it).
+        let reason = tokio::time::timeout(std::time::Duration::from_secs(5), channel.failed())
+            .await
+            .expect("the controller's failure is reported");
+        assert!(reason.contains("cannot persist"), "{reason}");
+        // Later requests are refused too, even with storage back.
         fail.store(false, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(
             channel.allocate_producer_ids(1).await.unwrap_err(),
             ApiError::NotController
         );
+        drop(channel);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_committed_entry_that_does_not_decode_stops_the_controller_with_a_reason() {
+        // Entries are checked before they reach the log; one that got there anyway (a bug, a
+        // disk) is reported as corruption, and the node stops on it, rather than panicking
+        // the controller thread and running on without a controller.
+        let config = Arc::new(BrokerConfig::from_raw(RawConfig::default()).unwrap().config);
+        let cache = Arc::new(MetadataCache::new(Default::default()));
+        let publisher = Arc::new(MetadataPublisher::new(
+            cache,
+            MetadataImage::empty("c".into(), 1),
+        ));
+        let mut durable = crate::quorum::durable::MemState::new();
+        let garbage = raft::eraftpb::Entry {
+            index: 1,
+            term: 1,
+            data: vec![0xff; 16].into(),
+            ..Default::default()
+        };
+        durable.append(&[garbage]).unwrap();
+        let mut hs = raft::eraftpb::HardState::default();
+        hs.term = 1;
+        hs.commit = 1;
+        durable.set_hard_state(&hs).unwrap();
+        let (_shutdown, rx) = watch::channel(false);
+        let (channel, task) = spawn(config, durable, publisher, "c", &QuorumPeers::single(1), rx)
+            .await
+            .unwrap();
+        let reason = tokio::time::timeout(std::time::Duration::from_secs(5), channel.failed())
+            .await
+            .expect("the controller's failure is reported");
+        assert!(reason.contains("offset 1 does not decode"), "{reason}");
         drop(channel);
         task.abort();
     }

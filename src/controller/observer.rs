@@ -385,6 +385,9 @@ pub fn start(
         state: state.clone(),
         forwarder: Some(forwarder),
         feed: Arc::new(MetadataFeed::default()),
+        peers_queued: Arc::default(),
+        // No controller thread to fail: never completes.
+        failed: tokio::sync::watch::channel(None).1,
     };
     let task = tokio::spawn(run(
         config.node_id,

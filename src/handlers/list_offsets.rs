@@ -10,6 +10,7 @@
 //! metadata. A follower (replica id >= 0, after OFFSET_OUT_OF_RANGE) reads up to the log end
 //! offset, without that check.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kafka_protocol::messages::list_offsets_response::{
@@ -119,8 +120,39 @@ fn lookup_in(
     })
 }
 
-pub fn handle(ctx: &Arc<Context>, version: i16, request: ListOffsetsRequest) -> ResponseKind {
+/// Answers on a blocking thread: a lookup by timestamp reads index files and may decompress a
+/// batch, which must not hold a tokio worker (the replica fetchers, heartbeats and the Raft
+/// transport share them).
+pub async fn handle(ctx: &Arc<Context>, version: i16, request: ListOffsetsRequest) -> ResponseKind {
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || answer(&ctx, version, request))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+/// The partitions named more than once: each of their entries is answered INVALID_REQUEST, as
+/// Kafka's `ListOffsetsRequest#duplicatePartitions` makes it (so one request cannot ask for the
+/// same costly lookup many times).
+fn duplicate_partitions(request: &ListOffsetsRequest) -> HashSet<(&str, i32)> {
+    let mut seen = HashSet::new();
+    let mut duplicates = HashSet::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            let key = (topic.name.0.as_str(), p.partition_index);
+            if !seen.insert(key) {
+                duplicates.insert(key);
+            }
+        }
+    }
+    duplicates
+}
+
+fn answer(ctx: &Arc<Context>, version: i16, request: ListOffsetsRequest) -> ResponseKind {
     let from_replica = request.replica_id.0 >= 0;
+    let duplicates: HashSet<(String, i32)> = duplicate_partitions(&request)
+        .into_iter()
+        .map(|(t, p)| (t.to_owned(), p))
+        .collect();
     let topics = request
         .topics
         .into_iter()
@@ -141,7 +173,14 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: ListOffsetsRequest) -> 
                     };
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
-                    match lookup(ctx, &tp, p.timestamp, epoch, from_replica) {
+                    let found = if duplicates.contains(&(name.clone(), p.partition_index)) {
+                        Err(ApiError::InvalidRequest(format!(
+                            "partition {tp} named more than once"
+                        )))
+                    } else {
+                        lookup(ctx, &tp, p.timestamp, epoch, from_replica)
+                    };
+                    match found {
                         Ok(Some((timestamp, offset, leader_epoch))) => {
                             r.timestamp = timestamp;
                             r.offset = offset;

@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -114,6 +115,22 @@ fn error_topic(
     t
 }
 
+/// Each topic asked for once, in the order first asked (Kafka takes the request's names and ids
+/// as sets): a request naming one large topic many times costs one topic's answer, so no
+/// response is larger than the answer for every topic.
+fn distinct_topics(list: Vec<MetadataRequestTopic>) -> Vec<MetadataRequestTopic> {
+    let mut seen = std::collections::HashSet::with_capacity(list.len());
+    list.into_iter()
+        .filter(|t| {
+            let key = match (&t.name, t.topic_id.is_nil()) {
+                (Some(name), true) => (Some(name.0.as_str().to_owned()), Uuid::nil()),
+                _ => (None, t.topic_id),
+            };
+            seen.insert(key)
+        })
+        .collect()
+}
+
 pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) -> ResponseKind {
     let mut image = ctx.image();
     let listener = client_listener(ctx);
@@ -132,6 +149,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) 
             .map(|t| topic_response(&image, t, version, listener))
             .collect(),
         Some(list) => {
+            let list = distinct_topics(list);
             let mut out = Vec::with_capacity(list.len());
             for wanted in list {
                 // A non-zero topic id wins over the name (the Java client sends "" with an id).

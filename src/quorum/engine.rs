@@ -10,7 +10,8 @@
 use raft::eraftpb::{ConfState, Entry, EntryType, Message, MessageType, Snapshot};
 use raft::{RawNode, StateRole};
 
-use super::durable::{Durable, DurableError};
+use super::admit;
+use super::durable::{Durable, DurableError, EntryCheck};
 use super::storage::RaftStore;
 
 /// Timing and identity of one voter, in ticks.
@@ -84,6 +85,14 @@ pub enum StepError {
     LocalType(MessageType),
     #[error("message of type {0:?} without a term")]
     NoTerm(MessageType),
+    #[error("term {0} beyond the largest epoch (2^31 - 1)")]
+    TermTooLarge(u64),
+    #[error("a leader's message from voter {from} in the term voter {leader} leads")]
+    SecondLeader { from: u64, leader: u64 },
+    #[error("a new term from voter {from} while leader {leader} is heard")]
+    LeaderInLease { from: u64, leader: u64 },
+    #[error("message inconsistent with the log: {0}")]
+    Inconsistent(String),
     #[error("rejected by the raft library: {0}")]
     Library(String),
 }
@@ -115,6 +124,7 @@ pub struct QuorumEngine<D: Durable> {
     voters: Vec<u64>,
     /// The snapshot recovery found, handed to the caller by the first poll.
     recovered: Option<Apply>,
+    entry_check: EntryCheck,
 }
 
 /// The raft library logs through slog; this forwards its records to `tracing` at debug level.
@@ -187,6 +197,7 @@ impl<D: Durable> QuorumEngine<D> {
             node_id: config.node_id,
             voters: config.voters.clone(),
             recovered: snapshot_apply,
+            entry_check: |_| Ok(()),
         };
         // A quorum of one needs no election timeout to know it leads.
         if engine.voters == [engine.node_id] {
@@ -235,31 +246,68 @@ impl<D: Durable> QuorumEngine<D> {
         others.iter().position(|v| *v == self.node_id)
     }
 
-    /// Takes one message from a peer. Anything not addressed to this voter, not from a voter,
-    /// or of a type that is only ever generated locally is refused before the library sees it.
-    pub fn step(&mut self, message: Message) -> Result<(), StepError> {
-        if message.to != self.node_id {
-            return Err(StepError::WrongNode {
-                to: message.to,
-                me: self.node_id,
-            });
+    /// Takes one message from a peer, once [`admit::check`] found nothing a correct voter
+    /// could not have sent; a heartbeat's commit index beyond this voter's log is disregarded.
+    pub fn step(&mut self, mut message: Message) -> Result<(), StepError> {
+        let raft = &self.node.raft;
+        let last_index = raft.raft_log.last_index();
+        let in_lease = raft.state == StateRole::Follower
+            && raft.leader_id != raft::INVALID_ID
+            && raft.election_elapsed < raft.election_timeout();
+        let local = admit::Local {
+            node_id: self.node_id,
+            voters: &self.voters,
+            term: raft.term,
+            last_index,
+            is_leader: self.is_leader(),
+            leader: (raft.leader_id != raft::INVALID_ID).then_some(raft.leader_id),
+            leader_in_lease: in_lease.then_some(raft.leader_id),
+        };
+        admit::check(&message, &local, self.entry_check)?;
+        if admit::disregard_commit_beyond_log(&mut message, last_index) {
+            tracing::debug!(
+                from = message.from,
+                last_index,
+                "heartbeat's commit index beyond this voter's log disregarded"
+            );
         }
-        if !self.voters.contains(&message.from) {
-            return Err(StepError::NotAVoter(message.from));
-        }
-        let kind = message.get_msg_type();
-        if raft::raw_node::is_local_msg(kind) || kind == MessageType::MsgPropose {
-            return Err(StepError::LocalType(kind));
-        }
-        // The library reads term 0 as "a local message" and skips every term check: an append
-        // without a term would be taken from whoever claims to lead. Every message between
-        // voters carries its sender's term (this quorum forwards no ReadIndex).
-        if message.term == 0 {
-            return Err(StepError::NoTerm(kind));
-        }
+        self.note_lost_entries(&message);
         self.node
             .step(message)
             .map_err(|e| StepError::Library(e.to_string()))
+    }
+
+    /// A follower's rejection saying its log ends before what it acknowledged: it lost entries
+    /// (its disk, most likely). The library would take the rejection as stale and probe from
+    /// the acknowledged index forever; its progress is moved back to where the log really
+    /// ends, so the leader sends it entries (or a snapshot) from there. Lowering a match index
+    /// only ever delays a commit.
+    fn note_lost_entries(&mut self, m: &Message) {
+        if !self.is_leader()
+            || m.get_msg_type() != MessageType::MsgAppendResponse
+            || !m.reject
+            || m.term != self.node.raft.term
+        {
+            return;
+        }
+        if let Some(progress) = self.node.raft.mut_prs().get_mut(m.from) {
+            if m.reject_hint < progress.matched {
+                tracing::warn!(
+                    voter = m.from,
+                    acknowledged = progress.matched,
+                    log_end = m.reject_hint,
+                    "a voter's log ends before what it acknowledged (lost disk?); resending from its log end"
+                );
+                progress.matched = m.reject_hint;
+                progress.become_probe();
+            }
+        }
+    }
+
+    /// Sets what an entry's data must decode as (default: anything); an append or snapshot
+    /// whose data does not is refused before it reaches the log.
+    pub fn set_entry_check(&mut self, check: EntryCheck) {
+        self.entry_check = check;
     }
 
     pub fn is_leader(&self) -> bool {

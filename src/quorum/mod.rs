@@ -20,6 +20,7 @@
 // The library's protobuf messages are built field by field, as its own code does.
 #![allow(clippy::field_reassign_with_default)]
 
+pub mod admit;
 pub mod durable;
 pub mod engine;
 pub mod frames;

@@ -473,3 +473,143 @@ fn raft_messages_round_trip_through_their_encoding() {
     assert_eq!(Message::parse_from_bytes(&bytes).unwrap(), m);
     assert!(Message::parse_from_bytes(&[0xff, 0xff, 0xff]).is_err());
 }
+
+/// A follower of `c`'s leader, another follower, the leader, and the follower's log end and term.
+fn follower_view(c: &mut Cluster) -> (u64, u64, u64, u64, u64) {
+    let leader = c.elect();
+    let follower = *c.voters.iter().find(|v| **v != leader).unwrap();
+    let other = *c
+        .voters
+        .iter()
+        .find(|v| **v != leader && **v != follower)
+        .unwrap();
+    let engine = &c.nodes[&follower].0;
+    let last = engine
+        .status()
+        .voters
+        .iter()
+        .find(|v| v.node_id == follower)
+        .unwrap()
+        .log_end;
+    (follower, other, leader, last, engine.term())
+}
+
+#[test]
+fn a_heartbeat_committing_beyond_the_log_is_taken_without_its_commit() {
+    // raft-rs panics in `commit_to` ("out of range") on such a heartbeat.
+    let mut c = Cluster::new(&[1, 2, 3]);
+    c.propose(b"real");
+    let (follower, other, leader, last, term) = follower_view(&mut c);
+    let mut m = Message::default();
+    m.set_msg_type(raft::eraftpb::MessageType::MsgHeartbeat);
+    m.from = leader;
+    m.to = follower;
+    m.term = term;
+    m.commit = last + 1_000;
+    let engine = &mut c.nodes.get_mut(&follower).unwrap().0;
+    engine
+        .step(m.clone())
+        .expect("taken, without its commit index");
+    // The same from another voter: refused in this term (it has a leader), and in a later one
+    // while the leader is heard.
+    m.from = other;
+    assert!(matches!(
+        engine.step(m.clone()),
+        Err(super::engine::StepError::SecondLeader { .. })
+    ));
+    m.term = term + 5;
+    assert!(matches!(
+        engine.step(m),
+        Err(super::engine::StepError::LeaderInLease { .. })
+    ));
+    c.settle();
+    c.propose(b"after");
+    assert_eq!(c.items(follower), vec![b"real".to_vec(), b"after".to_vec()]);
+    assert_eq!(c.elect(), leader);
+}
+
+#[test]
+fn a_voter_that_lost_its_disk_rejoins_and_catches_up() {
+    // The leader remembers a match index beyond the voter's new, empty log: its heartbeats
+    // commit beyond that log, and its appends' rejections look stale to the library.
+    let mut c = Cluster::new(&[1, 2, 3]);
+    for i in 0..10u8 {
+        c.propose(&[i]);
+    }
+    let (follower, _, _, _, _) = follower_view(&mut c);
+    c.crash(follower);
+    c.disks.insert(follower, MemState::new());
+    c.start(follower);
+    c.tick_all(30);
+    c.propose(b"after");
+    let mut expected: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i]).collect();
+    expected.push(b"after".to_vec());
+    assert_eq!(c.items(follower), expected);
+}
+
+#[test]
+fn hostile_terms_entries_snapshots_and_types_are_refused() {
+    fn no_x(data: &[u8]) -> Result<(), String> {
+        if data.contains(&b'x') {
+            Err("an x".into())
+        } else {
+            Ok(())
+        }
+    }
+    use raft::eraftpb::MessageType::*;
+    let mut c = Cluster::new(&[1, 2, 3]);
+    c.propose(b"real");
+    let (follower, _, leader, last, term) = follower_view(&mut c);
+    let append = |entries: Vec<Entry>, term: u64| {
+        let mut m = Message::default();
+        m.set_msg_type(MsgAppend);
+        m.from = leader;
+        m.to = follower;
+        m.term = term;
+        m.index = last;
+        m.log_term = term;
+        m.commit = last;
+        m.entries = entries.into();
+        m
+    };
+    let mut huge = append(vec![], super::admit::RAFT_TERM_MAX + 1);
+    huge.set_msg_type(MsgHeartbeat);
+    let mut snapshot = append(vec![], term);
+    snapshot.set_msg_type(MsgSnapshot);
+    let meta = snapshot.mut_snapshot().mut_metadata();
+    meta.index = last + 10;
+    meta.term = term;
+    meta.mut_conf_state().voters = vec![leader];
+    let mut timeout_now = append(vec![], term);
+    timeout_now.set_msg_type(MsgTimeoutNow);
+    let mut transfer = append(vec![], term);
+    transfer.set_msg_type(MsgTransferLeader);
+    let refused = [
+        ("a term beyond an int32 epoch", huge),
+        (
+            "entries with a gap",
+            append(vec![entry(last + 2, term, b"a")], term),
+        ),
+        (
+            "an entry of a later term",
+            append(vec![entry(last + 1, term + 1, b"a")], term),
+        ),
+        (
+            "an entry that does not decode",
+            append(vec![entry(last + 1, term, b"x")], term),
+        ),
+        ("a snapshot naming other voters", snapshot),
+        ("a leader transfer's TimeoutNow", timeout_now),
+        ("a leader transfer", transfer),
+    ];
+    let engine = &mut c.nodes.get_mut(&follower).unwrap().0;
+    engine.set_entry_check(no_x);
+    for (what, m) in refused {
+        assert!(engine.step(m).is_err(), "{what} was taken");
+    }
+    c.settle();
+    c.tick_all(5);
+    c.propose(b"after");
+    assert_eq!(c.items(follower), vec![b"real".to_vec(), b"after".to_vec()]);
+    assert_eq!(c.elect(), leader);
+}

@@ -192,7 +192,7 @@ async fn handle_supported(
             }
         },
         RequestKind::Fetch(r) => Some(handlers::fetch::handle(ctx, version, r).await),
-        RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(ctx, version, r)),
+        RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(ctx, version, r).await),
         RequestKind::InitProducerId(r) => {
             Some(handlers::init_producer_id::handle(ctx, version, r).await)
         }

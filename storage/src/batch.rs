@@ -508,11 +508,30 @@ pub fn offset_of_max_timestamp(batch: &[u8]) -> Option<i64> {
 /// Errors, as Kafka answers them: records that end early or leave bytes behind, or that do not
 /// parse, are [`StorageError::InvalidRecord`] (INVALID_RECORD); data that does not decompress
 /// is [`StorageError::Undecompressable`] (Kafka's "Failed to decompress record stream").
-pub fn records_without_key(batch: &[u8]) -> Result<Vec<i32>> {
+pub fn records_without_key(batch: &[u8]) -> Result<KeylessRecords> {
     records_without_key_within(batch, compression::STREAMED_RECORDS_BYTES_MAX)
 }
 
-fn records_without_key_within(batch: &[u8], max_bytes: usize) -> Result<Vec<i32>> {
+/// The most records without a key named one by one in a refusal: a batch of millions of tiny
+/// records compresses to a few KB, and a message per record would cost gigabytes to hold and
+/// answer. The count is of all of them.
+pub const RECORD_ERRORS_LISTED_MAX: usize = 1_000;
+
+/// The records of a batch without a key: how many, and the indexes of the first
+/// [`RECORD_ERRORS_LISTED_MAX`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeylessRecords {
+    pub total: u64,
+    pub listed: Vec<i32>,
+}
+
+impl KeylessRecords {
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
+fn records_without_key_within(batch: &[u8], max_bytes: usize) -> Result<KeylessRecords> {
     use std::io::Read;
 
     let header = BatchHeader::parse(batch)?;
@@ -533,7 +552,7 @@ fn records_without_key_within(batch: &[u8], max_bytes: usize) -> Result<Vec<i32>
     };
     let invalid_structure = || StorageError::InvalidRecord("Found invalid record structure".into());
     let mut reader = compression::reader(codec, section, max_bytes).map_err(to_storage)?;
-    let mut without_key = Vec::new();
+    let mut without_key = KeylessRecords::default();
     for index in 0..header.records_count {
         let length = read_varint_from(&mut reader, 5)
             .map_err(io_error)?
@@ -557,7 +576,10 @@ fn records_without_key_within(batch: &[u8], max_bytes: usize) -> Result<Vec<i32>
             return Err(invalid_structure());
         }
         if key_length < 0 {
-            without_key.push(index);
+            without_key.total += 1;
+            if without_key.listed.len() < RECORD_ERRORS_LISTED_MAX {
+                without_key.listed.push(index);
+            }
         }
         let skipped = std::io::copy(&mut (&mut reader).take(rest as u64), &mut std::io::sink())
             .map_err(io_error)?;
@@ -1040,6 +1062,19 @@ mod tests {
     }
 
     #[test]
+    fn only_the_first_records_without_a_key_are_listed_and_all_are_counted() {
+        let n = RECORD_ERRORS_LISTED_MAX * 3;
+        let keys: Vec<Option<&[u8]>> = (0..n)
+            .map(|i| (i == 0).then_some(b"k".as_slice()))
+            .collect();
+        let b = compressed(&keyed(&keys), compression::CODEC_ZSTD, false);
+        let found = records_without_key(&b).unwrap();
+        assert_eq!(found.total, n as u64 - 1);
+        let expected: Vec<i32> = (1..=RECORD_ERRORS_LISTED_MAX as i32).collect();
+        assert_eq!(found.listed, expected);
+    }
+
+    #[test]
     fn finds_the_records_without_a_key_in_every_codec() {
         let b = keyed(&[Some(b"a"), None, Some(b""), None, Some(b"k")]);
         for (codec, xerial) in [
@@ -1057,7 +1092,11 @@ mod tests {
             };
             let name = compression::codec_name(codec);
             // An empty key is a key; only a null one is missing.
-            assert_eq!(records_without_key(&batch).unwrap(), vec![1, 3], "{name}");
+            assert_eq!(
+                records_without_key(&batch).unwrap().listed,
+                vec![1, 3],
+                "{name}"
+            );
             let all = if codec == compression::CODEC_NONE {
                 keyed(&[Some(b"x"), Some(b"y")])
             } else {

@@ -217,8 +217,15 @@ impl Log {
                 || !seg.load_clean(interval)?;
             let mut truncated = false;
             if must_recover {
+                // Kafka's `LogSegment#recover`: a batch registers its epoch only when it is
+                // newer than the cache's latest. Recovery may start mid-log, after the entries
+                // of the epochs it replays; `assign` of an older epoch would drop them and
+                // move where those epochs start (a follower would then find no divergence).
                 let mut on_batch = |h: &BatchHeader| {
-                    if h.partition_leader_epoch >= 0 && epoch_error.is_none() {
+                    let newer = epochs
+                        .latest_epoch()
+                        .is_none_or(|latest| h.partition_leader_epoch > latest);
+                    if h.partition_leader_epoch >= 0 && newer && epoch_error.is_none() {
                         if let Err(e) = epochs.assign(h.partition_leader_epoch, h.base_offset) {
                             epoch_error = Some(e);
                         }
@@ -488,6 +495,7 @@ impl Log {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let record_errors: Vec<(i32, String)> = without_key
+                .listed
                 .into_iter()
                 .map(|index| {
                     (
@@ -507,7 +515,7 @@ impl Log {
                 .collect();
             let message = format!(
                 "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
-                record_errors.len(),
+                without_key.total,
                 shown.join(", ")
             );
             return Err(StorageError::RecordErrors {

@@ -1024,3 +1024,33 @@ fn without_a_flusher_a_roll_fsyncs_inline() {
     log.roll(1).unwrap();
     assert_eq!(log.recovery_point(), 4);
 }
+
+/// Recovery after a crash starts at the segment holding the recovery point, here in the middle
+/// of epoch 5. Its batches must not rewrite the epoch cache: epochs 3, 5 and 7 keep their start
+/// offsets, so OffsetForLeaderEpoch(3) still answers where epoch 5 began, and recovery logs no
+/// conflicting entry.
+#[test]
+fn recovery_from_mid_log_leaves_the_epoch_cache_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    for epoch in [3, 5, 7] {
+        for _ in 0..12 {
+            log.append_as_leader(&simple(2, 10, 0), epoch, 0).unwrap();
+        }
+    }
+    let before = log.epoch_entries();
+    let start_of = |e: i32| before.iter().find(|(epoch, _)| *epoch == e).unwrap().1;
+    let mid_epoch_5 = log
+        .segment_base_offsets()
+        .into_iter()
+        .find(|&b| b > start_of(5) && b < start_of(7))
+        .expect("a segment starting inside epoch 5");
+    log.flush().unwrap();
+    drop(log);
+    // As after kill -9: not a clean shutdown, recovery point inside epoch 5.
+    let log = Log::open(dir.path(), small_config(), mid_epoch_5, false, 0).unwrap();
+    assert_eq!(log.epoch_entries(), before);
+    assert_eq!(log.end_offset_for_epoch(3).end_offset, start_of(5));
+    assert_eq!(log.end_offset_for_epoch(5).end_offset, start_of(7));
+    assert_eq!(log.end_offset_for_epoch(4).epoch, 3);
+}

@@ -1,0 +1,210 @@
+//! What a Raft message from the network must satisfy before the library sees it.
+//!
+//! raft-rs trusts its peers: a commit index beyond the receiver's log, entries whose indexes
+//! do not follow the message's, a snapshot naming other voters, all end in a panic
+//! (`fatal!`) or a changed configuration. Raft messages come on the controller listener, which
+//! anyone may reach, and from voters that may have lost their disk, so each message is checked
+//! here against this voter's state and refused (or, for a heartbeat's commit, disregarded)
+//! when it could not come from a correct voter. A refused message is lost, which Raft
+//! tolerates.
+//!
+//! Pure functions of the message and [`Local`], table tested in `super::tests`.
+
+use raft::eraftpb::{Message, MessageType};
+
+use super::durable::EntryCheck;
+use super::engine::StepError;
+
+/// The largest term a message may carry: Kafka's leader epoch (DescribeQuorum's
+/// `leader_epoch`) is an int32, and refusing terms above it keeps every `term + 1` of a
+/// campaign far from overflowing the library's u64.
+pub const RAFT_TERM_MAX: u64 = i32::MAX as u64;
+
+/// This voter's state, as far as the checks need it.
+#[derive(Debug, Clone)]
+pub struct Local<'a> {
+    pub node_id: u64,
+    pub voters: &'a [u64],
+    pub term: u64,
+    pub last_index: u64,
+    pub is_leader: bool,
+    /// The leader of this voter's term, if it knows one (itself when it leads).
+    pub leader: Option<u64>,
+    /// The leader this follower hears, if it heard it within the election timeout (the lease
+    /// check-quorum keeps: no other voter can have been elected meanwhile).
+    pub leader_in_lease: Option<u64>,
+}
+
+/// The only message types voters of this quorum send each other (no ReadIndex, no leader
+/// transfer: a `MsgTimeoutNow` would make the receiver campaign past every lease).
+fn is_used_between_voters(kind: MessageType) -> bool {
+    use MessageType::*;
+    matches!(
+        kind,
+        MsgAppend
+            | MsgAppendResponse
+            | MsgRequestVote
+            | MsgRequestVoteResponse
+            | MsgSnapshot
+            | MsgHeartbeat
+            | MsgHeartbeatResponse
+            | MsgRequestPreVote
+            | MsgRequestPreVoteResponse
+    )
+}
+
+/// Whether `m` may be stepped into the library, given this voter's state. `check` decodes an
+/// entry's data (a snapshot's too): what cannot be applied is never taken into the log.
+pub fn check(m: &Message, local: &Local<'_>, entry_check: EntryCheck) -> Result<(), StepError> {
+    let kind = m.get_msg_type();
+    if m.to != local.node_id {
+        return Err(StepError::WrongNode {
+            to: m.to,
+            me: local.node_id,
+        });
+    }
+    if !local.voters.contains(&m.from) || m.from == local.node_id {
+        return Err(StepError::NotAVoter(m.from));
+    }
+    if !is_used_between_voters(kind) {
+        return Err(StepError::LocalType(kind));
+    }
+    // The library reads term 0 as "a local message" and skips every term check: an append
+    // without a term would be taken from whoever claims to lead. Every message between voters
+    // carries its sender's term (this quorum forwards no ReadIndex).
+    if m.term == 0 {
+        return Err(StepError::NoTerm(kind));
+    }
+    if m.term > RAFT_TERM_MAX {
+        return Err(StepError::TermTooLarge(m.term));
+    }
+    check_new_term(m, local)?;
+    match kind {
+        MessageType::MsgAppend => check_entries(m, entry_check),
+        MessageType::MsgSnapshot => check_snapshot(m, local, entry_check),
+        MessageType::MsgAppendResponse if local.is_leader && !m.reject => {
+            if m.index > local.last_index {
+                return Err(StepError::Inconsistent(format!(
+                    "acknowledges index {} beyond this leader's log end {}",
+                    m.index, local.last_index
+                )));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A message of a later term, while this follower still hears its leader, cannot be genuine
+/// (but from that leader, re-elected): a term moves on only by an election, a voter is elected
+/// only by a majority's votes, and check-quorum keeps a voter in its leader's lease from
+/// voting, so the quorum can have moved on without this voter only after its leader stopped
+/// reaching a majority — and then, within an election timeout, this voter stops hearing it too.
+/// Refusing such a message keeps a forged term from deposing a healthy leader; a real new
+/// leader is heard at most an election timeout later. (A vote request in the lease is ignored
+/// by the library itself.)
+fn check_new_term(m: &Message, local: &Local<'_>) -> Result<(), StepError> {
+    let from_a_leader = matches!(
+        m.get_msg_type(),
+        MessageType::MsgAppend | MessageType::MsgHeartbeat | MessageType::MsgSnapshot
+    );
+    // One leader per term: a leader's message of this term from another voter is not its.
+    if let Some(leader) = local.leader {
+        if from_a_leader && m.term == local.term && m.from != leader {
+            return Err(StepError::SecondLeader {
+                from: m.from,
+                leader,
+            });
+        }
+    }
+    match local.leader_in_lease {
+        Some(leader) if m.term > local.term && !(from_a_leader && m.from == leader) => {
+            Err(StepError::LeaderInLease {
+                from: m.from,
+                leader,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// An append's entries follow its `index` one by one, in terms no later than the message's
+/// and never decreasing, and each decodes: otherwise the library would panic on a conflict
+/// with committed entries or apply what the controller cannot.
+fn check_entries(m: &Message, entry_check: EntryCheck) -> Result<(), StepError> {
+    let mut previous_term = m.log_term;
+    for (i, e) in m.entries.iter().enumerate() {
+        let expected = m.index.checked_add(i as u64 + 1);
+        if expected != Some(e.index) {
+            return Err(StepError::Inconsistent(format!(
+                "entry {} at position {i} after index {}",
+                e.index, m.index
+            )));
+        }
+        if e.term > m.term || e.term < previous_term {
+            return Err(StepError::Inconsistent(format!(
+                "entry {} of term {} after term {previous_term} in a message of term {}",
+                e.index, e.term, m.term
+            )));
+        }
+        previous_term = e.term;
+        if e.get_entry_type() != raft::eraftpb::EntryType::EntryNormal {
+            return Err(StepError::Inconsistent(format!(
+                "entry {} is a membership change; the voters are configured",
+                e.index
+            )));
+        }
+        if !e.data.is_empty() {
+            entry_check(&e.data).map_err(|reason| {
+                StepError::Inconsistent(format!("entry {} does not decode: {reason}", e.index))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// A snapshot names exactly the configured voters (the library would adopt any other
+/// configuration it names), is of a term no later than the message's, and decodes.
+fn check_snapshot(
+    m: &Message,
+    local: &Local<'_>,
+    entry_check: EntryCheck,
+) -> Result<(), StepError> {
+    let snapshot = m.get_snapshot();
+    let meta = snapshot.get_metadata();
+    let conf = meta.get_conf_state();
+    let mut voters = conf.voters.clone();
+    voters.sort_unstable();
+    let mut configured = local.voters.to_vec();
+    configured.sort_unstable();
+    if voters != configured
+        || !conf.learners.is_empty()
+        || !conf.voters_outgoing.is_empty()
+        || !conf.learners_next.is_empty()
+    {
+        return Err(StepError::Inconsistent(format!(
+            "snapshot names voters {:?}, the configured ones are {configured:?}",
+            conf.voters
+        )));
+    }
+    if meta.index == 0 || meta.term == 0 || meta.term > m.term {
+        return Err(StepError::Inconsistent(format!(
+            "snapshot at index {} of term {} in a message of term {}",
+            meta.index, meta.term, m.term
+        )));
+    }
+    entry_check(&snapshot.data)
+        .map_err(|reason| StepError::Inconsistent(format!("snapshot does not decode: {reason}")))
+}
+
+/// A heartbeat's commit index beyond this voter's log: the leader believes this voter holds
+/// entries it does not (it lost its disk, or the message is forged). The library would panic;
+/// the heartbeat is taken without its commit index, so this voter answers and the leader
+/// finds, by the append it then rejects, where its log really ends.
+pub fn disregard_commit_beyond_log(m: &mut Message, last_index: u64) -> bool {
+    if m.get_msg_type() == MessageType::MsgHeartbeat && m.commit > last_index {
+        m.commit = 0;
+        return true;
+    }
+    false
+}
