@@ -135,6 +135,10 @@ fn topic(name: &'static str) -> TopicName {
 }
 
 fn produce_frame(name: &'static str, acks: i16) -> Bytes {
+    produce_frame_to(name, 0, acks)
+}
+
+fn produce_frame_to(name: &'static str, partition: i32, acks: i16) -> Bytes {
     let body = RequestKind::Produce(
         ProduceRequest::default()
             .with_acks(acks)
@@ -142,7 +146,7 @@ fn produce_frame(name: &'static str, acks: i16) -> Bytes {
             .with_topic_data(vec![TopicProduceData::default()
                 .with_name(topic(name))
                 .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(0)
+                    .with_index(partition)
                     .with_records(Some(record_batch(PRODUCER_BATCH_BYTES, 0, None)))])]),
     );
     request_frame(ApiKey::Produce, PRODUCE_VERSION, 2, &body)
@@ -168,17 +172,23 @@ fn fetch_frame(name: &'static str, offset: i64) -> Bytes {
     request_frame(ApiKey::Fetch, FETCH_VERSION, 3, &body)
 }
 
-/// The error code of the only partition of a v11 Produce answer (size prefix included).
-fn produce_error_code(answer: &Bytes) -> i16 {
-    use kafka_protocol::messages::{ProduceResponse, ResponseHeader};
+/// The body of an answer frame (size prefix included) to `key` at `version`.
+fn decode_answer<R: kafka_protocol::protocol::Decodable>(
+    answer: &Bytes,
+    key: ApiKey,
+    version: i16,
+) -> R {
+    use kafka_protocol::messages::ResponseHeader;
     use kafka_protocol::protocol::Decodable;
     let mut buf = answer.slice(4..);
-    ResponseHeader::decode(
-        &mut buf,
-        ApiKey::Produce.response_header_version(PRODUCE_VERSION),
-    )
-    .expect("header");
-    let response = ProduceResponse::decode(&mut buf, PRODUCE_VERSION).expect("body");
+    ResponseHeader::decode(&mut buf, key.response_header_version(version)).expect("header");
+    R::decode(&mut buf, version).expect("body")
+}
+
+/// The error code of the only partition of a v11 Produce answer.
+fn produce_error_code(answer: &Bytes) -> i16 {
+    let response: kafka_protocol::messages::ProduceResponse =
+        decode_answer(answer, ApiKey::Produce, PRODUCE_VERSION);
     response.responses[0].partition_responses[0].error_code
 }
 
@@ -282,15 +292,8 @@ fn session_fetch_frame(name: &'static str, session_id: i32, epoch: i32, offset: 
 
 /// (top-level error, session id, partitions answered) of a Fetch answer.
 fn fetch_session_answer(answer: &Bytes) -> (i16, i32, usize) {
-    use kafka_protocol::messages::{FetchResponse, ResponseHeader};
-    use kafka_protocol::protocol::Decodable;
-    let mut buf = answer.slice(4..);
-    ResponseHeader::decode(
-        &mut buf,
-        ApiKey::Fetch.response_header_version(FETCH_VERSION),
-    )
-    .expect("header");
-    let response = FetchResponse::decode(&mut buf, FETCH_VERSION).expect("body");
+    let response: kafka_protocol::messages::FetchResponse =
+        decode_answer(answer, ApiKey::Fetch, FETCH_VERSION);
     let partitions = response.responses.iter().map(|t| t.partitions.len()).sum();
     (response.error_code, response.session_id, partitions)
 }
@@ -303,17 +306,7 @@ fn bench_fetch_session(c: &mut Criterion) {
     // `records`), so incremental fetches find nothing new.
     let records = records_per_batch(PRODUCER_BATCH_BYTES) as i64;
     for p in 0..SESSION_PARTITIONS {
-        let body = RequestKind::Produce(
-            ProduceRequest::default()
-                .with_acks(1)
-                .with_timeout_ms(30_000)
-                .with_topic_data(vec![TopicProduceData::default()
-                    .with_name(topic(name))
-                    .with_partition_data(vec![PartitionProduceData::default()
-                        .with_index(p)
-                        .with_records(Some(record_batch(PRODUCER_BATCH_BYTES, 0, None)))])]),
-        );
-        let answer = bench.call(request_frame(ApiKey::Produce, PRODUCE_VERSION, 2, &body));
+        let answer = bench.call(produce_frame_to(name, p, 1));
         assert_eq!(produce_error_code(&answer), 0);
     }
     let opened = bench.call(session_fetch_frame(name, 0, 0, records));
