@@ -9,6 +9,10 @@
 //! - fetch: a consumer's sessionless Fetch of up to 1 MiB (`max.partition.fetch.bytes`) from a
 //!   32 MiB log already in the page cache → read whole batches → encoded answer, cycling through
 //!   the log so successive fetches read different bytes.
+//! - fetch session: an incremental Fetch (KIP-227) of a consumer's session over 100 partitions
+//!   with nothing new and no partition named, as a caught-up Java consumer sends it with
+//!   `fetch.max.wait.ms=0`: the session's plan, a read of each partition at its log end, and
+//!   an answer that lists none of them.
 //!
 //! Not measured: TCP, the connection task, pipelining, the disk itself.
 //!
@@ -98,12 +102,16 @@ impl Bench {
     }
 
     fn create_topic(&self, name: &'static str) {
+        self.create_topic_with(name, 1)
+    }
+
+    fn create_topic_with(&self, name: &'static str, partitions: i32) {
         let body = RequestKind::CreateTopics(
             CreateTopicsRequest::default()
                 .with_timeout_ms(30_000)
                 .with_topics(vec![CreatableTopic::default()
                     .with_name(topic(name))
-                    .with_num_partitions(1)
+                    .with_num_partitions(partitions)
                     .with_replication_factor(1)]),
         );
         let frame = request_frame(ApiKey::CreateTopics, CREATE_TOPICS_VERSION, 1, &body);
@@ -234,5 +242,98 @@ fn bench_fetch(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench_produce, bench_fetch);
+const SESSION_PARTITIONS: i32 = 100;
+
+/// A consumer's fetch in a session: `epoch` 0 names every partition at `offset`, later epochs
+/// name none.
+fn session_fetch_frame(name: &'static str, session_id: i32, epoch: i32, offset: i64) -> Bytes {
+    let partitions = if epoch == 0 {
+        (0..SESSION_PARTITIONS)
+            .map(|p| {
+                FetchPartition::default()
+                    .with_partition(p)
+                    .with_current_leader_epoch(-1)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(FETCH_PARTITION_BYTES as i32)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let topics = if partitions.is_empty() {
+        Vec::new()
+    } else {
+        vec![FetchTopic::default()
+            .with_topic(topic(name))
+            .with_partitions(partitions)]
+    };
+    let body = RequestKind::Fetch(
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(50 * 1024 * 1024)
+            .with_session_id(session_id)
+            .with_session_epoch(epoch)
+            .with_topics(topics),
+    );
+    request_frame(ApiKey::Fetch, FETCH_VERSION, 4, &body)
+}
+
+/// (top-level error, session id, partitions answered) of a Fetch answer.
+fn fetch_session_answer(answer: &Bytes) -> (i16, i32, usize) {
+    use kafka_protocol::messages::{FetchResponse, ResponseHeader};
+    use kafka_protocol::protocol::Decodable;
+    let mut buf = answer.slice(4..);
+    ResponseHeader::decode(
+        &mut buf,
+        ApiKey::Fetch.response_header_version(FETCH_VERSION),
+    )
+    .expect("header");
+    let response = FetchResponse::decode(&mut buf, FETCH_VERSION).expect("body");
+    let partitions = response.responses.iter().map(|t| t.partitions.len()).sum();
+    (response.error_code, response.session_id, partitions)
+}
+
+fn bench_fetch_session(c: &mut Criterion) {
+    let bench = Bench::start();
+    let name = "bench-session";
+    bench.create_topic_with(name, SESSION_PARTITIONS);
+    // One record batch in each partition; the session is opened at the log end (offset
+    // `records`), so incremental fetches find nothing new.
+    let records = records_per_batch(PRODUCER_BATCH_BYTES) as i64;
+    for p in 0..SESSION_PARTITIONS {
+        let body = RequestKind::Produce(
+            ProduceRequest::default()
+                .with_acks(1)
+                .with_timeout_ms(30_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(topic(name))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(p)
+                        .with_records(Some(record_batch(PRODUCER_BATCH_BYTES, 0, None)))])]),
+        );
+        let answer = bench.call(request_frame(ApiKey::Produce, PRODUCE_VERSION, 2, &body));
+        assert_eq!(produce_error_code(&answer), 0);
+    }
+    let opened = bench.call(session_fetch_frame(name, 0, 0, records));
+    let (error, session_id, partitions) = fetch_session_answer(&opened);
+    assert_eq!((error, partitions), (0, SESSION_PARTITIONS as usize));
+    assert!(session_id > 0, "a session was created");
+    let mut epoch = 1;
+    let mut group = c.benchmark_group("fetch_path");
+    group.bench_function("session_incremental_100_partitions_idle", |b| {
+        b.iter(|| {
+            let answer = bench.call(session_fetch_frame(name, session_id, epoch, records));
+            epoch += 1;
+            black_box(answer)
+        })
+    });
+    group.finish();
+    // Still in the session, still answering nothing new.
+    let answer = bench.call(session_fetch_frame(name, session_id, epoch, records));
+    assert_eq!(fetch_session_answer(&answer), (0, session_id, 0));
+}
+
+criterion_group!(benches, bench_produce, bench_fetch, bench_fetch_session);
 criterion_main!(benches);

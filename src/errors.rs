@@ -68,6 +68,10 @@ pub enum ApiError {
     },
     #[error("unknown topic id")]
     UnknownTopicId,
+    /// INVALID_TIMESTAMP: a record's timestamp out of the topic's range, or a producer that set
+    /// LogAppendTime (Kafka's `LogValidator#validateTimestamp`).
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
     #[error("the topic id in the request does not match the topic's")]
     InconsistentTopicId,
     #[error("fetch session id not found")]
@@ -164,6 +168,7 @@ impl ApiError {
             UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
             InvalidRecord(_) | RecordErrors { .. } => ResponseError::InvalidRecord,
             UnknownTopicId => ResponseError::UnknownTopicId,
+            InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
             InconsistentTopicId => ResponseError::InconsistentTopicId,
             FetchSessionIdNotFound => ResponseError::FetchSessionIdNotFound,
             InvalidFetchSessionEpoch => ResponseError::InvalidFetchSessionEpoch,
@@ -237,6 +242,7 @@ impl ApiError {
             | KafkaStorageError(m)
             | LogDirNotFound(m)
             | InvalidRecord(m)
+            | InvalidTimestamp(m)
             | PolicyViolation(m)
             | InconsistentClusterId(m)
             | UnknownServerError(m)
@@ -365,6 +371,7 @@ mod tests {
             ),
             (ApiError::UnknownServerError(String::new()), -1),
             (ApiError::UnknownTopicId, 100),
+            (ApiError::InvalidTimestamp(String::new()), 32),
             (ApiError::InconsistentTopicId, 103),
             (ApiError::PreferredLeaderNotAvailable, 80),
             (ApiError::EligibleLeadersNotAvailable, 83),

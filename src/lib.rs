@@ -47,3 +47,5 @@ pub mod protocol;
 pub mod quorum;
 pub mod replica;
 pub mod server;
+#[cfg(test)]
+pub(crate) mod sim_rng;

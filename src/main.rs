@@ -169,30 +169,14 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match kafkaiq::limits::raise_open_files_limit() {
-        Ok(l) => {
-            tracing::info!(
-                soft_before = l.soft_before,
-                soft = l.soft,
-                hard = l.hard,
-                reserve_for_connections = kafkaiq::limits::CONNECTION_DESCRIPTOR_RESERVE,
-                "open files limit (RLIMIT_NOFILE)"
-            );
-            if l.soft <= kafkaiq::limits::CONNECTION_DESCRIPTOR_RESERVE {
-                tracing::warn!(
-                    soft = l.soft,
-                    "the open files limit leaves no room for partition logs beyond the connection reserve"
-                );
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "cannot read or raise RLIMIT_NOFILE"),
-    }
     let args = Args::parse();
     match args.command {
         Some(Command::LocalCluster(cluster)) => return local_cluster(cluster),
         Some(Command::Leadership(l)) => return leadership(l),
         None => {}
     }
+    // A node only: a command prints nothing but its own output.
+    raise_open_files_limit();
 
     let mut raw = match &args.config {
         Some(path) => RawConfig::from_file(path)?,
@@ -257,6 +241,29 @@ fn main() -> anyhow::Result<()> {
         running.shutdown().await.context("shutdown failed")?;
         Ok(())
     })
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit for a node's logs and connections, and
+/// logs the outcome.
+fn raise_open_files_limit() {
+    match kafkaiq::limits::raise_open_files_limit() {
+        Ok(l) => {
+            tracing::info!(
+                soft_before = l.soft_before,
+                soft = l.soft,
+                hard = l.hard,
+                reserve_for_connections = kafkaiq::limits::CONNECTION_DESCRIPTOR_RESERVE,
+                "open files limit (RLIMIT_NOFILE)"
+            );
+            if l.soft <= kafkaiq::limits::CONNECTION_DESCRIPTOR_RESERVE {
+                tracing::warn!(
+                    soft = l.soft,
+                    "the open files limit leaves no room for partition logs beyond the connection reserve"
+                );
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot read or raise RLIMIT_NOFILE"),
+    }
 }
 
 /// How long a SIGTERM during startup waits for the startup to finish before abandoning it.

@@ -6,6 +6,10 @@
 //!   REQUEST_TIMED_OUT at `timeout_ms`; with every follower running it answers once they have
 //!   all moved, so each follower's log already starts at the offset when the answer arrives,
 //!   and a new leader after a kill -9 of the old one does not serve the deleted records.
+//! - A partition that lost every ISR member stays offline while its topic forbids unclean
+//!   election, and gets its surviving replica as leader from the controller's periodic check
+//!   (`unclean.leader.election.interval.ms`, KAFKA-12670) once the topic's
+//!   `unclean.leader.election.enable` is turned on, with no broker changing state.
 //!
 //! Every wait has a deadline; nothing sleeps a fixed time to let something happen.
 
@@ -13,11 +17,18 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    BrokerId, DeleteRecordsRequest, FetchRequest, ProduceRequest, TopicName,
+    BrokerId, CreateTopicsRequest, DeleteRecordsRequest, FetchRequest,
+    IncrementalAlterConfigsRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -60,10 +71,14 @@ async fn create_topic(cluster: &Cluster, name: &str, configs: &[(&str, &str)]) -
         })
         .await;
     cluster
-        .wait_for(&format!("{name} has a leader and a full ISR"), DEADLINE, || async {
-            let p = cluster.partitions_anywhere(name).await?.remove(&0)?;
-            (p.leader > 0 && p.isr.len() == 3).then_some(p.leader)
-        })
+        .wait_for(
+            &format!("{name} has a leader and a full ISR"),
+            DEADLINE,
+            || async {
+                let p = cluster.partitions_anywhere(name).await?.remove(&0)?;
+                (p.leader > 0 && p.isr.len() == 3).then_some(p.leader)
+            },
+        )
         .await
 }
 
@@ -119,7 +134,9 @@ async fn log_start_offset(cluster: &Cluster, id: i32, topic: &str, offset: i64) 
                 .with_partition(0)
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(1024)])]);
-    let r = client.try_call(12, &request, Duration::from_secs(2)).await?;
+    let r = client
+        .try_call(12, &request, Duration::from_secs(2))
+        .await?;
     let p = r.responses.first()?.partitions.first()?;
     (p.error_code == 0).then_some(p.log_start_offset)
 }
@@ -141,7 +158,10 @@ async fn delete_records_waits_for_every_alive_replica_to_move_its_log_start_offs
     let (code, low, took) = delete_records(&cluster, leader, TOPIC, 3, 1_000).await;
     assert_eq!(code, REQUEST_TIMED_OUT, "answered after {took:?}");
     assert_eq!(low, 3);
-    assert!(took >= Duration::from_millis(1_000), "answered after {took:?}");
+    assert!(
+        took >= Duration::from_millis(1_000),
+        "answered after {took:?}"
+    );
     cluster.signal(followers[0], libc::SIGCONT);
 
     // Every follower running: answered once each has moved, so each already starts there.
@@ -167,5 +187,138 @@ async fn delete_records_waits_for_every_alive_replica_to_move_its_log_start_offs
         })
         .await;
     assert_eq!(start, 6, "the new leader {next}'s log start offset");
+    cluster.stop_all();
+}
+
+/// CreateTopics of one partition on exactly `replicas` through node `id`: the error code.
+async fn create_assigned(cluster: &Cluster, id: i32, topic: &str, replicas: &[i32]) -> Option<i16> {
+    let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(topic_name(topic))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids(
+                    replicas.iter().map(|&b| BrokerId(b)).collect(),
+                )])]);
+    let r = client
+        .try_call(7, &request, Duration::from_secs(10))
+        .await?;
+    Some(r.topics[0].error_code)
+}
+
+/// IncrementalAlterConfigs SET of one topic key through node `id`: the error code.
+async fn set_topic_config(cluster: &Cluster, id: i32, topic: &str, key: &str, value: &str) -> i16 {
+    let mut client = RawClient::connect(cluster.nodes[&id].client_addr()).await;
+    let s = |v: &str| StrBytes::from_string(v.to_owned());
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(topic))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(s(key))
+                .with_config_operation(0)
+                .with_value(Some(s(value)))]),
+    ]);
+    client.call(1, &request).await.responses[0].error_code
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turning_on_unclean_election_elects_a_leader_for_an_offline_partition() {
+    const TOPIC: &str = "offline";
+    const CHECK_MS: u64 = 300;
+    // Three voters and two broker-only nodes (4, 5) holding the partition, so both of its
+    // replicas can die while the quorum stays up.
+    let interval = format!("unclean.leader.election.interval.ms={CHECK_MS}");
+    let mut cluster = Cluster::start_observed(
+        ClusterKind::from_env(),
+        "admin-unclean",
+        NODES,
+        2,
+        &[&interval],
+        |_| Vec::new(),
+    );
+    for id in 1..=NODES + 2 {
+        cluster.await_listening(id);
+    }
+    cluster
+        .wait_for("the topic on brokers 4 and 5", DEADLINE, || async {
+            matches!(
+                create_assigned(&cluster, 1, TOPIC, &[4, 5]).await,
+                Some(0 | 36)
+            )
+            .then_some(())
+        })
+        .await;
+    let leader = cluster
+        .wait_for("a leader and a full ISR", DEADLINE, || async {
+            let p = cluster.partitions_anywhere(TOPIC).await?.remove(&0)?;
+            (p.leader > 0 && p.isr.len() == 2).then_some(p.leader)
+        })
+        .await;
+    let survivor = if leader == 4 { 5 } else { 4 };
+
+    // The survivor dies first and leaves the ISR; then the leader: no ISR member is left.
+    cluster.kill(survivor);
+    cluster
+        .wait_for("the ISR shrinks to the leader", DEADLINE, || async {
+            let p = cluster.partitions_anywhere(TOPIC).await?.remove(&0)?;
+            (p.isr == vec![leader]).then_some(())
+        })
+        .await;
+    cluster.kill(leader);
+    cluster
+        .wait_for("the partition goes offline", DEADLINE, || async {
+            let p = cluster.partitions_anywhere(TOPIC).await?.remove(&0)?;
+            (p.leader == -1).then_some(())
+        })
+        .await;
+    cluster.spawn(survivor);
+    cluster.await_listening(survivor);
+    cluster
+        .wait_for("the survivor registered and unfenced", DEADLINE, || async {
+            let m = cluster.metadata(1, &[]).await?;
+            m.brokers
+                .iter()
+                .any(|b| b.node_id.0 == survivor)
+                .then_some(())
+        })
+        .await;
+    // Unclean election is off: several checks pass and the partition stays offline.
+    let watch_until = Instant::now() + Duration::from_millis(4 * CHECK_MS);
+    while Instant::now() < watch_until {
+        let p = cluster
+            .partitions_anywhere(TOPIC)
+            .await
+            .unwrap()
+            .remove(&0)
+            .unwrap();
+        assert_eq!(p.leader, -1, "elected while unclean election is off: {p:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let on_at = Instant::now();
+    assert_eq!(
+        set_topic_config(&cluster, 1, TOPIC, "unclean.leader.election.enable", "true").await,
+        0
+    );
+    let p = cluster
+        .wait_for("the survivor elected", DEADLINE, || async {
+            let p = cluster.partitions_anywhere(TOPIC).await?.remove(&0)?;
+            (p.leader == survivor).then_some(p)
+        })
+        .await;
+    assert_eq!(
+        p.isr,
+        vec![survivor],
+        "an unclean leader is alone in the ISR"
+    );
+    println!(
+        "unclean election: leader {survivor} {} ms after the config change",
+        on_at.elapsed().as_millis()
+    );
     cluster.stop_all();
 }

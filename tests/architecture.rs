@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
         "allocator",
         "protocol",
         "metrics",
+        "sim_rng",
     ],
     &["config", "metadata", "fetch_session", "client"],
     &["replica", "quorum"],

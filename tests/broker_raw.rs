@@ -817,6 +817,81 @@ async fn a_fetch_session_never_reads_a_topic_created_again_under_its_old_id() {
     broker.shutdown().await.unwrap();
 }
 
+/// `batch` with its header changed by `edit` and the CRC computed again.
+fn patched(batch: Bytes, edit: impl FnOnce(&mut [u8])) -> Bytes {
+    let mut v = batch.to_vec();
+    edit(&mut v);
+    let crc = crc32c::crc32c(&v[21..]);
+    v[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(v)
+}
+
+/// Sets a one-record batch's first and largest timestamps.
+fn at_timestamp(v: &mut [u8], timestamp: i64) {
+    v[27..35].copy_from_slice(&timestamp.to_be_bytes());
+    v[35..43].copy_from_slice(&timestamp.to_be_bytes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_refuses_what_kafkas_log_validator_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    create_topic(&mut client, "valid", 1, &[]).await;
+    let before = [("message.timestamp.before.max.ms", "60000")];
+    create_topic(&mut client, "valid-old", 1, &before).await;
+    let append_time = [("message.timestamp.type", "LogAppendTime")];
+    create_topic(&mut client, "valid-lat", 1, &append_time).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let hour = 3_600_000;
+    let one = || batch(&["x"], None);
+    let timed = |ts: i64| patched(one(), |v| at_timestamp(v, ts));
+
+    // message.timestamp.after.max.ms, 1 h by default: 2 h ahead is refused, 10 min is not.
+    assert_eq!(
+        produce(&mut client, "valid", 1, timed(now + 2 * hour)).await,
+        (32, -1),
+        "INVALID_TIMESTAMP"
+    );
+    assert_eq!(
+        produce(&mut client, "valid", 1, timed(now + hour / 6)).await,
+        (0, 0)
+    );
+    // message.timestamp.before.max.ms: 10 min old is refused with a 1 min bound; -1 is exempt.
+    assert_eq!(
+        produce(&mut client, "valid-old", 1, timed(now - hour / 6)).await,
+        (32, -1)
+    );
+    assert_eq!(
+        produce(&mut client, "valid-old", 1, timed(-1)).await,
+        (0, 0)
+    );
+    // A producer that sets LogAppendTime itself, on a LogAppendTime topic.
+    let log_append_time = patched(one(), |v| v[22] |= 0x08);
+    assert_eq!(
+        produce(&mut client, "valid-lat", 1, log_append_time).await,
+        (32, -1)
+    );
+    // A control batch, and a producer id with a negative base sequence: INVALID_RECORD.
+    let control = patched(one(), |v| v[22] |= 0x20);
+    assert_eq!(produce(&mut client, "valid", 1, control).await, (87, -1));
+    let no_sequence = patched(batch(&["x"], Some((7, 0, 0))), |v| {
+        v[53..57].copy_from_slice(&(-1i32).to_be_bytes())
+    });
+    assert_eq!(
+        produce(&mut client, "valid", 1, no_sequence).await,
+        (87, -1)
+    );
+
+    // Nothing refused was stored.
+    let r = client.call(12, &fetch_request("valid", 0, -1, 0)).await;
+    assert_eq!(r.responses[0].partitions[0].high_watermark, 1);
+    broker.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_connections_and_idle_connections_are_enforced() {
     let dir = tempfile::tempdir().unwrap();

@@ -119,3 +119,27 @@ controller.listener.names=CONTROLLER\nlog.dirs={}\n",
     assert!(stderr.contains("only PLAINTEXT"), "{stderr}");
     assert!(!dir.path().join("data").exists(), "nothing is written");
 }
+
+/// A command prints only its own output: not the broker's startup lines (the open-files
+/// limit a node raises and logs).
+#[test]
+fn commands_print_only_their_own_output() {
+    for args in [
+        vec!["--help"],
+        vec!["leadership", "--help"],
+        vec!["local-cluster", "--help"],
+    ] {
+        let out = kafkaiq()
+            .args(&args)
+            .env("RUST_LOG", "info")
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!all.contains("RLIMIT_NOFILE"), "{args:?}: {all}");
+        assert_no_panic(&all);
+    }
+}

@@ -2,7 +2,8 @@
 //! driven with raw frames: a partition moved while it is written and read (the future replica
 //! seen in DescribeLogDirs, paced by `replica.alter.log.dirs.io.max.bytes.per.second` so the
 //! move lasts seconds), every acknowledged record readable after the move and after a restart,
-//! a restart in the middle of a move, and the per-partition error codes Kafka answers.
+//! a restart in the middle of a move, a topic config changed during a move kept after it, and
+//! the per-partition error codes Kafka answers.
 
 mod common;
 
@@ -343,6 +344,64 @@ async fn a_restart_in_the_middle_of_a_move_keeps_the_current_replica_and_every_r
     assert_eq!(values(&read_all(&mut client, topic).await), expected);
     expected.extend(produce_many(&mut client, topic, "c", 5).await);
     assert_eq!(values(&read_all(&mut client, topic).await), expected);
+    drop(client);
+    broker.shutdown().await.unwrap();
+}
+
+/// A topic config changed while its partition moves between log dirs is the config the moved
+/// log runs with: `max.message.bytes` lowered during the move refuses a large batch after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_change_during_a_move_is_kept_after_the_swap() {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    const MESSAGE_TOO_LARGE: i16 = 10;
+    let root = tempfile::tempdir().unwrap();
+    let broker = start(root.path()).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    let topic = "reconfigured";
+    create_topic(&mut client, topic, 1).await;
+    let (_, to) = source_and_destination(&mut client, root.path(), topic).await;
+    produce_many(&mut client, topic, "before", 100).await;
+    assert_eq!(
+        alter(&mut client, 2, &[(&to, topic, 0)]).await,
+        vec![(topic.into(), 0, 0)]
+    );
+    let lower = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(topic))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(s("max.message.bytes"))
+                .with_config_operation(0)
+                .with_value(Some(s("2000")))]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = client.call(1, &lower).await;
+    assert_eq!(r.responses[0].error_code, 0);
+    assert_eq!(
+        replicas_of(&mut client, topic).await.len(),
+        2,
+        "the config changed while the move was under way"
+    );
+    let deadline = Instant::now() + DEADLINE;
+    while replicas_of(&mut client, topic).await != vec![(to.clone(), false, 0)] {
+        assert!(Instant::now() < deadline, "the move did not complete");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let big = "x".repeat(3000);
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch(&[big.as_str()], None)))])]);
+    let r: ProduceResponse = client.call(9, &request).await;
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code, MESSAGE_TOO_LARGE,
+        "max.message.bytes set during the move"
+    );
     drop(client);
     broker.shutdown().await.unwrap();
 }

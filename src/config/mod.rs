@@ -322,6 +322,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("offsets.topic.num.partitions", Some("50"), Int, true),
     def("offsets.topic.replication.factor", Some("3"), Int, true),
     def("process.roles", None, List, true),
+    def("producer.id.expiration.ms", Some("86400000"), Long, true),
     def(
         "replica.alter.log.dirs.io.max.bytes.per.second",
         Some("9223372036854775807"),
@@ -370,6 +371,12 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         false,
     ),
     def("unclean.leader.election.enable", Some("false"), Bool, true),
+    def(
+        "unclean.leader.election.interval.ms",
+        Some("300000"),
+        Long,
+        true,
+    ),
 ];
 
 pub fn broker_config_def(name: &str) -> Option<&'static BrokerConfigDef> {
@@ -446,6 +453,8 @@ pub struct BrokerConfig {
     pub log_index_interval_bytes: u32,
     pub log_index_size_max_bytes: u32,
     pub log_message_timestamp_type: TimestampType,
+    /// `producer.id.expiration.ms`: how long a producer's state outlives its last batch.
+    pub producer_id_expiration_ms: i64,
     pub socket_request_max_bytes: usize,
     pub max_connections: usize,
     pub connections_max_idle_ms: u64,
@@ -463,6 +472,9 @@ pub struct BrokerConfig {
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_per_broker_percentage: i32,
     pub leader_imbalance_check_interval_ms: i64,
+    /// `unclean.leader.election.interval.ms`: how often the active controller looks for
+    /// partitions without a leader whose topic allows unclean election (KAFKA-12670).
+    pub unclean_leader_election_interval_ms: i64,
     pub group_initial_rebalance_delay_ms: i64,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -821,6 +833,9 @@ impl BrokerConfig {
             log_index_interval_bytes: r.int_at_least("log.index.interval.bytes", 0)? as u32,
             log_index_size_max_bytes: r.int_at_least("log.index.size.max.bytes", 4)? as u32,
             log_message_timestamp_type: timestamp_type,
+            producer_id_expiration_ms: r
+                .long_at_least("producer.id.expiration.ms", 1)?
+                .unwrap_or(86_400_000),
             socket_request_max_bytes,
             max_connections,
             connections_max_idle_ms: r
@@ -840,6 +855,9 @@ impl BrokerConfig {
             auto_leader_rebalance_enable: r.bool("auto.leader.rebalance.enable")?,
             leader_imbalance_per_broker_percentage: percentage,
             leader_imbalance_check_interval_ms,
+            unclean_leader_election_interval_ms: r
+                .long_at_least("unclean.leader.election.interval.ms", 1)?
+                .unwrap_or(300_000),
             group_initial_rebalance_delay_ms: i64::from(
                 r.int_at_least("group.initial.rebalance.delay.ms", 0)?,
             ),
@@ -923,6 +941,11 @@ impl BrokerConfig {
             flush_messages: self.log_flush_interval_messages,
             flush_ms: self.log_flush_interval_ms,
             message_timestamp_type: self.log_message_timestamp_type,
+            producer_id_expiration_ms: self.producer_id_expiration_ms,
+            // From the broker's `log.message.timestamp.*.max.ms` or the topic's override
+            // (`topic::log_config`).
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: 3_600_000,
             // Per topic, from the effective `cleanup.policy` (`topic::log_config`).
             compact: false,
         }
@@ -1019,6 +1042,23 @@ log.retention.check.interval.ms=300000\n";
         assert!(err.to_string().contains("num.partitions"), "{err}");
         let err = validated("auto.create.topics.enable=maybe\n").unwrap_err();
         assert!(err.to_string().contains("auto.create.topics.enable"));
+    }
+
+    #[test]
+    fn producer_id_expiration_is_configurable_and_checked() {
+        let expiration = |text: &str| {
+            validated(text).map(|v| v.config.default_log_config().producer_id_expiration_ms)
+        };
+        assert_eq!(expiration("").unwrap(), 86_400_000);
+        assert_eq!(
+            expiration("producer.id.expiration.ms=5000\n").unwrap(),
+            5_000
+        );
+        let err = expiration("producer.id.expiration.ms=0\n").unwrap_err();
+        assert!(
+            err.to_string().contains("producer.id.expiration.ms"),
+            "{err}"
+        );
     }
 
     #[test]

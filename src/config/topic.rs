@@ -439,6 +439,21 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -
     if let Some(v) = long("flush.ms") {
         c.flush_ms = v;
     }
+    let broker_long = |k: &str| {
+        broker
+            .value_of(k)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    if let Some(v) = long("message.timestamp.before.max.ms")
+        .or_else(|| broker_long("log.message.timestamp.before.max.ms"))
+    {
+        c.message_timestamp_before_max_ms = v;
+    }
+    if let Some(v) = long("message.timestamp.after.max.ms")
+        .or_else(|| broker_long("log.message.timestamp.after.max.ms"))
+    {
+        c.message_timestamp_after_max_ms = v;
+    }
     match overrides.get("message.timestamp.type").map(String::as_str) {
         Some("LogAppendTime") => c.message_timestamp_type = TimestampType::LogAppendTime,
         Some("CreateTime") => c.message_timestamp_type = TimestampType::CreateTime,

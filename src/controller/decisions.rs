@@ -33,7 +33,10 @@ pub use brokers::{
     broker_heartbeat, check_cluster_id, controlled_shutdown_step, fence_broker, register_broker,
     register_local_broker, unfence_broker, HeartbeatOutcome, Registered,
 };
-pub use leadership::{leadership_summary, rebalance_pass, BrokerLeadership};
+pub use leadership::{
+    has_leaderless_partitions, leadership_summary, rebalance_pass, unclean_election_pass,
+    BrokerLeadership,
+};
 pub use reassignment::{
     alter_reassignments, list_reassignments, OngoingReassignment, ReassignmentItem,
     ReassignmentResult,
@@ -66,9 +69,8 @@ impl Default for ControllerSettings {
 impl ControllerSettings {
     pub fn from_config(config: &BrokerConfig) -> ControllerSettings {
         ControllerSettings {
-            unclean_leader_election_enable: config
-                .value_of("unclean.leader.election.enable")
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            // Parsed (strictly) once, by the config's KRaft stage.
+            unclean_leader_election_enable: config.kraft.unclean_leader_election_enable,
             auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
             // Validated to 0..=100 by the config.
             leader_imbalance_per_broker_percentage: u32::try_from(
@@ -954,7 +956,10 @@ pub(super) mod tests {
         let none = alter_topic_configs(
             &image,
             "t",
-            &[op("segment.ms", Delete, None), op("no.such.key", Delete, None)],
+            &[
+                op("segment.ms", Delete, None),
+                op("no.such.key", Delete, None),
+            ],
         );
         assert!(none.unwrap().is_empty());
         // The throttled-replicas lists are LIST-typed: APPEND and SUBTRACT work.

@@ -34,6 +34,7 @@ use crate::quorum::durable::DurableError;
 use raft::eraftpb::Message;
 use tokio::sync::Semaphore;
 
+use super::decisions::has_leaderless_partitions;
 use super::forward::{QuorumDescription, VoterDescription};
 use super::request::{decide, Finish, Request};
 use crate::config::BrokerConfig;
@@ -195,6 +196,15 @@ pub(crate) struct ControllerCore<D: Durable> {
     next_rebalance_ms: Option<u64>,
     /// Set by a committed pass that left electable partitions for the next one.
     rebalance_more: Arc<AtomicBool>,
+    /// When the next unclean election pass is due (only while active and some partition has
+    /// no leader): `unclean.leader.election.interval.ms` after a partition is first seen
+    /// leaderless and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit
+    /// its bound (Kafka's `maybeScheduleNextElectUncleanLeaders`).
+    next_unclean_ms: Option<u64>,
+    unclean_more: Arc<AtomicBool>,
+    /// Whether the image at this metadata offset has a partition without a leader: looked up
+    /// once per image, not on every tick.
+    leaderless_at: Option<(u64, bool)>,
     /// The latest time the caller gave (for events that come without one).
     last_now_ms: u64,
     /// Every applied entry, for broker-only nodes' fetches.
@@ -234,6 +244,9 @@ impl<D: Durable> ControllerCore<D> {
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
             next_rebalance_ms: None,
             rebalance_more: Arc::new(AtomicBool::new(false)),
+            next_unclean_ms: None,
+            unclean_more: Arc::new(AtomicBool::new(false)),
+            leaderless_at: None,
             last_now_ms: 0,
             feed: Arc::default(),
         }
@@ -434,6 +447,46 @@ impl<D: Durable> ControllerCore<D> {
         self.expire_in_flight(now_ms);
         self.expire_sessions(now_ms);
         self.maybe_rebalance(now_ms);
+        self.maybe_elect_unclean_leaders(now_ms);
+    }
+
+    fn some_partition_leaderless(&mut self) -> bool {
+        let offset = self.image.metadata_offset;
+        match self.leaderless_at {
+            Some((at, leaderless)) if at == offset => leaderless,
+            _ => {
+                let leaderless = has_leaderless_partitions(&self.image);
+                self.leaderless_at = Some((offset, leaderless));
+                leaderless
+            }
+        }
+    }
+
+    /// Queues an unclean election pass when one is due and some partition has no leader,
+    /// decided in turn with the requests (the pass itself picks the topics that allow it).
+    fn maybe_elect_unclean_leaders(&mut self, now_ms: u64) {
+        if !self.is_active() || !self.some_partition_leaderless() {
+            self.next_unclean_ms = None;
+            return;
+        }
+        let interval_ms = u64::try_from(self.config.unclean_leader_election_interval_ms)
+            .unwrap_or(1)
+            .max(1);
+        let Some(due) = self.next_unclean_ms else {
+            self.next_unclean_ms = Some(now_ms + interval_ms);
+            return;
+        };
+        if self.unclean_more.swap(false, Ordering::AcqRel) {
+            self.next_unclean_ms = Some(due.min(now_ms + LEADER_IMBALANCE_RECHECK_MS));
+            return;
+        }
+        if now_ms < due {
+            return;
+        }
+        self.next_unclean_ms = Some(now_ms + interval_ms);
+        self.queued.push_back(Request::ElectUncleanLeaders {
+            more: self.unclean_more.clone(),
+        });
     }
 
     /// Queues an automatic leader rebalancing pass when one is due (Kafka's

@@ -111,6 +111,11 @@ pub(crate) enum Request {
     Rebalance {
         more: Arc<std::sync::atomic::AtomicBool>,
     },
+    /// The controller's own: one periodic unclean election pass over the partitions without a
+    /// leader ([`decisions::unclean_election_pass`]); `more` as for `Rebalance`.
+    ElectUncleanLeaders {
+        more: Arc<std::sync::atomic::AtomicBool>,
+    },
 }
 
 /// Answers a request once its pass is committed: with the committed image, or the commit error.
@@ -374,6 +379,26 @@ fn decide_records(config: &BrokerConfig, image: &MetadataImage, request: Request
                 }),
             }
         }
+        Request::ElectUncleanLeaders { more } => {
+            let settings = decisions::ControllerSettings::from_config(config);
+            let (records, elected, left) = decisions::unclean_election_pass(
+                image,
+                &settings,
+                LEADER_ELECTIONS_PER_IMBALANCE_PASS_MAX,
+            );
+            for (topic, partition) in &elected {
+                tracing::error!(%topic, partition, "unclean leader election for an offline partition");
+            }
+            Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    more.store(
+                        left && committed.is_ok(),
+                        std::sync::atomic::Ordering::Release,
+                    )
+                }),
+            }
+        }
     }
 }
 
@@ -439,6 +464,7 @@ impl Request {
                 (kind, *broker_id)
             }
             Request::Rebalance { .. } => (CauseKind::AutoRebalance, -1),
+            Request::ElectUncleanLeaders { .. } => (CauseKind::UncleanElection, -1),
             Request::DeleteTopic { .. }
             | Request::AlterTopicConfigs { .. }
             | Request::AllocateProducerIds { .. }
@@ -462,7 +488,8 @@ impl Request {
             Request::AlterPartition { reply, .. } => drop(reply.send(Err(error))),
             Request::FenceBroker { .. }
             | Request::BootstrapClusterId { .. }
-            | Request::Rebalance { .. } => {}
+            | Request::Rebalance { .. }
+            | Request::ElectUncleanLeaders { .. } => {}
         }
     }
 }

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
-use crate::replica::sim::Rng;
+use crate::sim_rng::Rng;
 
 const PARTITIONS: i32 = 4;
 const CONSUMERS: usize = 2;

@@ -51,7 +51,10 @@ pub async fn handle(
                     topic: name.clone(),
                     partition: p.partition_index,
                 };
-                (p.partition_index, delete_on_leader(ctx, &image, &tp, deletes, p.offset))
+                (
+                    p.partition_index,
+                    delete_on_leader(ctx, &image, &tp, deletes, p.offset),
+                )
             })
             .collect();
         outcomes.push((t.name, partitions));

@@ -233,6 +233,14 @@ impl MetadataImage {
         self.brokers.get(&node_id)
     }
 
+    /// Whether this image holds broker `node_id`'s registration as incarnation `incarnation`:
+    /// for a broker that registered after it started, proof that the image is at least as new
+    /// as everything committed before it started.
+    pub fn holds_incarnation(&self, node_id: i32, incarnation: Uuid) -> bool {
+        self.broker(node_id)
+            .is_some_and(|b| b.incarnation_id == incarnation)
+    }
+
     /// Registered and unfenced: shown to clients (Kafka's "alive" brokers).
     pub fn is_broker_alive(&self, node_id: i32) -> bool {
         self.broker(node_id).is_some_and(|b| !b.fenced)

@@ -49,6 +49,38 @@ struct Deliveries {
     /// The last image delivered.
     delivered: Arc<MetadataImage>,
     listeners: Vec<Arc<dyn ImageListener>>,
+    /// Listeners waiting for this node to catch up with the quorum.
+    held: Option<Held>,
+}
+
+/// Listeners that see no image until one passes `caught_up` (Kafka's `MetadataLoader`, which
+/// publishes nothing before it has reached the quorum's high watermark): a restarted node
+/// replays its log only as far as it last knew to be committed, and an image from there may be
+/// long superseded. The first image that passes reaches them as one change from the empty
+/// image; every later one follows in order. The cache's applied offset (what a broker's
+/// heartbeat reports as caught up) stays where it was until then.
+struct Held {
+    listeners: Vec<Arc<dyn ImageListener>>,
+    caught_up: Box<dyn Fn(&MetadataImage) -> bool + Send>,
+}
+
+impl Deliveries {
+    /// Hands the held listeners the last image delivered, if it passes; true once none wait.
+    fn release_if_caught_up(&mut self) -> bool {
+        let Some(held) = &self.held else {
+            return true;
+        };
+        if !(held.caught_up)(&self.delivered) {
+            return false;
+        }
+        let held = self.held.take().expect("checked above");
+        let empty = MetadataImage::default();
+        for listener in held.listeners {
+            listener.on_image(&empty, &self.delivered);
+            self.listeners.push(listener);
+        }
+        true
+    }
 }
 
 type Job = Box<dyn FnOnce(&mut Deliveries) + Send>;
@@ -109,6 +141,7 @@ impl MetadataPublisher {
             cache,
             delivered: image.clone(),
             listeners: Vec::new(),
+            held: None,
         };
         (image, deliveries)
     }
@@ -150,6 +183,27 @@ impl MetadataPublisher {
         }
     }
 
+    /// Adds listeners that see nothing until an image delivered passes `caught_up` (see
+    /// [`Held`]); then each is called with the empty image → that image, and with every image
+    /// after it. Returns at once. Call at most once.
+    pub fn add_listeners_once_caught_up(
+        &self,
+        listeners: Vec<Arc<dyn ImageListener>>,
+        caught_up: impl Fn(&MetadataImage) -> bool + Send + 'static,
+    ) {
+        let job: Job = Box::new(move |d: &mut Deliveries| {
+            assert!(d.held.is_none(), "listeners are held once");
+            d.held = Some(Held {
+                listeners,
+                caught_up: Box::new(caught_up),
+            });
+            if d.release_if_caught_up() {
+                d.cache.mark_applied(d.delivered.metadata_offset);
+            }
+        });
+        Self::submit(&mut self.lock(), job);
+    }
+
     /// Runs `f` once every image published so far has been delivered (at once if deliveries
     /// are inline). The controller answers a committed request from here, so what it answered
     /// is in this node's cache, and in its replica manager, when the answer is read.
@@ -178,8 +232,10 @@ impl MetadataPublisher {
                 for listener in &d.listeners {
                     listener.on_image(&previous, &delivered);
                 }
-                d.cache.mark_applied(delivered.metadata_offset);
                 d.delivered = delivered;
+                if d.release_if_caught_up() {
+                    d.cache.mark_applied(d.delivered.metadata_offset);
+                }
             }),
         );
         next
@@ -265,6 +321,31 @@ mod tests {
             3,
             "nothing is delivered once closed"
         );
+    }
+
+    #[test]
+    fn held_listeners_see_nothing_before_catching_up_then_one_change_from_empty() {
+        let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
+        let publisher = MetadataPublisher::new(cache.clone(), image_at(3));
+        let (gate_tx, gate_rx) = mpsc::channel();
+        drop(gate_tx);
+        let held = Arc::new(Slow {
+            seen: Mutex::new(Vec::new()),
+            gate: Mutex::new(gate_rx),
+        });
+        publisher.add_listeners_once_caught_up(vec![held.clone()], |i| i.metadata_offset >= 6);
+        publisher.publish_image(image_at(4));
+        publisher.publish_image(image_at(5));
+        assert!(
+            held.seen.lock().unwrap().is_empty(),
+            "no image before catching up"
+        );
+        assert_eq!(cache.applied_offset(), 3, "nothing applied while held");
+        assert_eq!(cache.image().metadata_offset, 5, "the cache still follows");
+        publisher.publish_image(image_at(6));
+        publisher.publish_image(image_at(7));
+        assert_eq!(*held.seen.lock().unwrap(), vec![6, 7]);
+        assert_eq!(cache.applied_offset(), 7);
     }
 
     #[test]

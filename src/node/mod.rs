@@ -314,8 +314,19 @@ impl Node {
             // as a broker, hosts no partitions and serves no clients.
             tracing::info!("controller-only node: no broker registration");
         } else {
-            publisher.add_listener(replicas.clone());
-            publisher.add_listener(groups.clone());
+            // The replica manager and the group coordinator act on nothing until this node has
+            // caught up with the quorum: the replay at startup stops at the commit index last
+            // persisted, and leaderships, epochs and deletions from there may be long
+            // superseded. This incarnation's registration was committed after the node started,
+            // so an image holding it holds everything committed before (Kafka's
+            // `MetadataLoader` waits for the high watermark). Until then the applied offset a
+            // heartbeat reports stays behind the registration, and the broker stays fenced.
+            let (node_id, incarnation) = (config.node_id, registration.incarnation_id);
+            let hosts: Vec<Arc<dyn crate::metadata::ImageListener>> =
+                vec![replicas.clone(), groups.clone()];
+            publisher.add_listeners_once_caught_up(hosts, move |image| {
+                image.holds_incarnation(node_id, incarnation)
+            });
             let (mut lifecycle, controller_watch) = lifecycle::BrokerLifecycle::new(
                 config.clone(),
                 cluster_id.clone(),

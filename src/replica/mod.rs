@@ -459,8 +459,7 @@ impl ReplicaManager {
             let (Some(topic), Some(p)) = (image.topic(&tp.topic), self.hosted(tp)) else {
                 continue;
             };
-            p.log()
-                .update_config(topic_config::log_config(&topic.configs, &self.config));
+            p.update_log_config(topic_config::log_config(&topic.configs, &self.config));
             p.set_min_insync_replicas(topic_config::min_insync_replicas(
                 &topic.configs,
                 &self.config,
@@ -533,7 +532,7 @@ impl ReplicaManager {
         self.node_id
     }
 
-    fn hosted(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+    pub(crate) fn hosted(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
         self.partitions
             .read()
             .unwrap_or_else(|e| e.into_inner())

@@ -346,6 +346,17 @@ impl Partition {
         self.lock().clone()
     }
 
+    /// A topic config change: applies to the current log and to a future log being filled by a
+    /// move between log dirs, under the state lock so a swap cannot come between the two and
+    /// leave the partition on a log with the old config.
+    pub fn update_log_config(&self, config: kafkaiq_storage::LogConfig) {
+        let _state = self.lock();
+        if let Some(future) = self.future_log() {
+            future.update_config(config.clone());
+        }
+        self.log().update_config(config);
+    }
+
     pub fn set_min_insync_replicas(&self, value: i32) {
         self.lock().min_insync_replicas = value;
     }
@@ -367,6 +378,18 @@ impl Partition {
             return Ok(false);
         }
         self.assert_leader_epoch_not_backwards(&state, reg);
+        if let Some(latest) = self
+            .log()
+            .latest_epoch()
+            .filter(|&latest| reg.leader_epoch < latest)
+        {
+            // Leading at an epoch the log has already seen superseded would pop the newer
+            // entries off the epoch cache (`assign` drops every entry at or above it), and
+            // followers would then find no divergence where there is one. The metadata behind
+            // such a registration is stale; a newer image follows.
+            tracing::warn!(topic = %self.tp.topic, partition = self.tp.partition, leader_epoch = reg.leader_epoch, log_latest_epoch = latest, "refused to become leader at a leader epoch below the log's latest");
+            return Ok(false);
+        }
         let is_new_leader = state.role != Role::Leader;
         let is_new_leader_epoch = reg.leader_epoch > state.leader_epoch;
         let start_offset = self.log().log_end_offset();

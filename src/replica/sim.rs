@@ -36,6 +36,7 @@ use crate::errors::ApiError;
 use crate::metadata::{
     BrokerRegistration, LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRegistration,
 };
+use crate::sim_rng::Rng;
 
 const NODES: [i32; 3] = [1, 2, 3];
 const MIN_ISR: i32 = 2;
@@ -48,30 +49,6 @@ const PRODUCE_TIMEOUT_STEPS: u64 = 20;
 const PRODUCER_ID: i64 = 9;
 /// Small fetches, so a follower often catches up in several rounds.
 const FETCH_BYTES_MAX: usize = 400;
-
-/// xorshift64*: small, fast, seedable (also drives the fetch-session simulation).
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1)
-    }
-
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    pub(crate) fn chance(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
-}
 
 struct Node {
     dir: PathBuf,

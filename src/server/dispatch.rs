@@ -208,7 +208,9 @@ async fn handle_supported(
         RequestKind::CreatePartitions(r) => {
             Some(handlers::create_partitions::handle(ctx, version, r).await)
         }
-        RequestKind::DeleteRecords(r) => Some(handlers::delete_records::handle(ctx, version, r).await),
+        RequestKind::DeleteRecords(r) => {
+            Some(handlers::delete_records::handle(ctx, version, r).await)
+        }
         RequestKind::DescribeConfigs(r) => {
             Some(handlers::describe_configs::handle(ctx, version, r))
         }

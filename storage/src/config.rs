@@ -74,6 +74,14 @@ pub struct LogConfig {
     pub flush_ms: i64,
     /// `message.timestamp.type`, CreateTime
     pub message_timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms`, i64::MAX: how old a CreateTime timestamp a producer
+    /// may write (checked by the produce path).
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`, 3600000 (1 h): how far ahead of the broker's clock.
+    pub message_timestamp_after_max_ms: i64,
+    /// `producer.id.expiration.ms` (a broker key), 86400000: producers idle this long (by the
+    /// timestamp of their last batch) are forgotten.
+    pub producer_id_expiration_ms: i64,
     /// Whether `cleanup.policy` (`delete`) includes `compact`: Kafka's `LogConfig.compact`. A
     /// compacted log refuses records without a key.
     pub compact: bool,
@@ -92,6 +100,9 @@ impl Default for LogConfig {
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
             message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: 3_600_000,
+            producer_id_expiration_ms: crate::producer_state::PRODUCER_ID_EXPIRATION_MS_DEFAULT,
             compact: false,
         }
     }

@@ -33,7 +33,6 @@ use crate::flusher::{Flusher, RollFlush};
 use crate::handles::HandlePool;
 use crate::producer_state::{
     increment_sequence, LeaderAppendCheck, ProducerBatch, ProducerStateManager,
-    PRODUCER_ID_EXPIRATION_MS_DEFAULT,
 };
 use crate::segment::{remove_segment_files, LogSegment, RecoveryOutcome};
 
@@ -218,8 +217,15 @@ impl Log {
                 || !seg.load_clean(interval)?;
             let mut truncated = false;
             if must_recover {
+                // Kafka's `LogSegment#recover`: a batch registers its epoch only when it is
+                // newer than the cache's latest. Recovery may start mid-log, after the entries
+                // of the epochs it replays; `assign` of an older epoch would drop them and
+                // move where those epochs start (a follower would then find no divergence).
                 let mut on_batch = |h: &BatchHeader| {
-                    if h.partition_leader_epoch >= 0 && epoch_error.is_none() {
+                    let newer = epochs
+                        .latest_epoch()
+                        .is_none_or(|latest| h.partition_leader_epoch > latest);
+                    if h.partition_leader_epoch >= 0 && newer && epoch_error.is_none() {
                         if let Err(e) = epochs.assign(h.partition_leader_epoch, h.base_offset) {
                             epoch_error = Some(e);
                         }
@@ -290,7 +296,7 @@ impl Log {
         };
         epochs.truncate_from_end(log_end_offset)?;
         epochs.truncate_from_start(log_start_offset)?;
-        let mut producers = ProducerStateManager::new(dir, PRODUCER_ID_EXPIRATION_MS_DEFAULT)?;
+        let mut producers = ProducerStateManager::new(dir, config.producer_id_expiration_ms)?;
         producers.truncate_and_reload(log_start_offset, log_end_offset, now_ms)?;
         replay_producer_state(&segments, &mut producers, log_end_offset)?;
         sync_dir(dir)?;
@@ -338,6 +344,9 @@ impl Log {
     /// New settings apply from the next append/roll/retention pass; index sizes from the next
     /// segment.
     pub fn update_config(&self, config: LogConfig) {
+        self.producers
+            .lock()
+            .set_producer_id_expiration_ms(config.producer_id_expiration_ms);
         *self.config.write() = config;
     }
 

@@ -426,10 +426,11 @@ impl LogManager {
         let dest = self.log_dirs[dir_index].join(tp.dir_name());
         std::fs::rename(future.dir(), &dest).at(&dest)?;
         sync_dir(&self.log_dirs[dir_index])?;
+        // The current log's config is the topic's latest: a change during the move is kept.
         let log = Arc::new(Log::open_in(
             &self.pool,
             &dest,
-            future.config(),
+            current.config(),
             future.log_end_offset(),
             true,
             now_ms,

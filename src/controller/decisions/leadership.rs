@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::partition_change::{build, Election, Target, NO_LEADER};
+use super::partition_change::{build, unclean_enabled, Election, Target, NO_LEADER};
 use super::ControllerSettings;
 use crate::metadata::{MetadataImage, MetadataRecord};
 
@@ -134,6 +134,56 @@ pub fn rebalance_pass(
     (records, elected, false)
 }
 
+/// Whether some partition has no leader (Kafka's `areSomePartitionsLeaderless`): only then does
+/// the controller schedule [`unclean_election_pass`].
+pub fn has_leaderless_partitions(image: &MetadataImage) -> bool {
+    image
+        .topics
+        .values()
+        .any(|t| t.partitions.values().any(|p| p.leader == NO_LEADER))
+}
+
+/// One periodic pass over the partitions without a leader (Kafka's
+/// `maybeTriggerUncleanLeaderElectionForLeaderlessPartitions`, KAFKA-12670): each whose topic
+/// allows unclean election (its own config, else the broker default) gets the first active ISR
+/// member, else the first active replica (alone in the ISR, RECOVERING); at most
+/// `max_elections`. Without it a topic whose `unclean.leader.election.enable` is turned on after
+/// its partitions lost every ISR member stays offline until a broker changes state.
+/// Returns the records, the partitions elected, and whether the bound left some for another
+/// pass.
+pub fn unclean_election_pass(
+    image: &MetadataImage,
+    settings: &ControllerSettings,
+    max_elections: usize,
+) -> (Vec<MetadataRecord>, Vec<(String, i32)>, bool) {
+    let mut records = Vec::new();
+    let mut elected = Vec::new();
+    let acceptable = |r: i32| image.is_broker_active(r);
+    for topic in image.topics.values() {
+        if !unclean_enabled(image, settings, topic) {
+            continue;
+        }
+        for (&partition, reg) in &topic.partitions {
+            if reg.leader != NO_LEADER {
+                continue;
+            }
+            if elected.len() == max_elections {
+                return (records, elected, true);
+            }
+            let Some(next) = build(reg, Target::of(reg), Election::Unclean, &acceptable) else {
+                continue;
+            };
+            records.push(MetadataRecord::Partition {
+                topic_id: topic.id,
+                partition,
+                registration: next,
+            });
+            elected.push((topic.name.clone(), partition));
+        }
+    }
+    (records, elected, false)
+}
+
 #[cfg(test)]
 #[allow(clippy::type_complexity)]
 mod tests {
@@ -184,6 +234,47 @@ mod tests {
             .filter(|(_, r)| r.replicas[0] == broker)
             .map(|(&p, _)| p)
             .collect()
+    }
+
+    #[test]
+    fn unclean_election_pass_elects_only_where_the_topic_allows_it() {
+        use crate::controller::decisions::fence_broker;
+        // "t" and "u", two partitions each of RF 2 on brokers 1 and 2; broker 2 fenced, then
+        // broker 1: every partition keeps its last ISR member and has no leader.
+        let image = with_topic(&cluster(2), &spec("t", 2, 2), 1);
+        let image = with_topic(&image, &spec("u", 2, 2), 2);
+        let image = image.apply(&fence_broker(&image, &settings(), 2, None));
+        let image = image.apply(&fence_broker(&image, &settings(), 1, None));
+        assert!(has_leaderless_partitions(&image));
+        // Broker 2 comes back: not in any ISR, so only an unclean election can pick it.
+        let broker_epoch = image.broker(2).unwrap().broker_epoch;
+        let image = image.apply(&[MetadataRecord::BrokerRegistrationChange {
+            node_id: 2,
+            broker_epoch,
+            fenced: Some(false),
+            in_controlled_shutdown: None,
+        }]);
+        let (records, elected, more) = unclean_election_pass(&image, &settings(), 10);
+        assert!(
+            records.is_empty() && elected.is_empty() && !more,
+            "off by default"
+        );
+        let topic_id = image.topic("u").unwrap().id;
+        let image = image.apply(&[MetadataRecord::TopicConfig {
+            topic_id,
+            name: "unclean.leader.election.enable".into(),
+            value: Some("true".into()),
+        }]);
+        let (records, elected, more) = unclean_election_pass(&image, &settings(), 1);
+        assert_eq!((elected.clone(), more), (vec![("u".to_string(), 0)], true));
+        let image = image.apply(&records);
+        let reg = partition(&image, "u", 0);
+        assert_eq!((reg.leader, reg.isr.clone()), (2, vec![2]));
+        let (records, elected, more) = unclean_election_pass(&image, &settings(), 10);
+        assert_eq!((elected, more), (vec![("u".to_string(), 1)], false));
+        let image = image.apply(&records);
+        assert_eq!(partition(&image, "t", 0).leader, NO_LEADER, "t forbids it");
+        assert!(has_leaderless_partitions(&image));
     }
 
     #[test]

@@ -347,8 +347,10 @@ impl Coordinator {
     /// with no offsets, producing tombstones. Kafka's rules: offsets of an Empty group expire
     /// a retention period after the group became empty; offsets of a "simple" group (no
     /// protocol type) a retention period after their commit; a Stable consumer group only
-    /// expires offsets of topics it does not subscribe to; an explicit per-commit expiry (v1
-    /// records) wins.
+    /// expires offsets of topics it does not subscribe to; no other group expires any. Where
+    /// offsets do expire, an explicit per-commit expiry (OffsetCommit v2–v4 `retention_time_ms`,
+    /// v1 records) replaces the retention period, as in Kafka's `GroupMetadata#getExpiredOffsets`;
+    /// it never expires the offsets of an active group's subscribed topics.
     pub fn expire_offsets(&mut self, now_ms: i64) -> Outcome {
         self.start_operation();
         let retention = self.config.offsets_retention_ms;
@@ -367,9 +369,6 @@ impl Coordinator {
                 .offsets
                 .iter()
                 .filter(|((topic, _), value)| {
-                    if value.expire_timestamp_ms >= 0 {
-                        return now_ms >= value.expire_timestamp_ms;
-                    }
                     let base = match (&group.protocol_type, group.state) {
                         (None, _) => Some(value.commit_timestamp_ms),
                         (Some(_), GroupState::Empty) => Some(group.state_timestamp_ms),
@@ -378,7 +377,13 @@ impl Coordinator {
                         }
                         _ => None,
                     };
-                    base.is_some_and(|b| now_ms - b >= retention)
+                    base.is_some_and(|b| {
+                        if value.expire_timestamp_ms >= 0 {
+                            now_ms >= value.expire_timestamp_ms
+                        } else {
+                            now_ms - b >= retention
+                        }
+                    })
                 })
                 .map(|(k, _)| k.clone())
                 .collect();

@@ -131,6 +131,54 @@ fn offset_delete_refuses_subscribed_topics() {
     assert_eq!(r.error_code, E::GroupIdNotFound.code());
 }
 
+/// OffsetCommit v2 with `retention_time_ms`: an explicit expiry for each offset.
+fn commit_with_retention(
+    h: &mut H,
+    group: &str,
+    generation: i32,
+    member: &str,
+    topic: &str,
+    retention_time_ms: i64,
+) {
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(s(member))
+        .with_retention_time_ms(retention_time_ms)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(topic)))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(5)])]);
+    let (t, out) = h.call(2, GroupRequest::OffsetCommit(req));
+    let Some(GroupResponse::OffsetCommit(r)) = out.response_for(t) else {
+        panic!("no commit response")
+    };
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+}
+
+#[test]
+fn an_explicit_retention_expires_offsets_only_where_kafka_expires_them() {
+    // A Stable consumer group: its subscribed topic's offset stays past the explicit expiry;
+    // an unsubscribed topic's offset goes at it.
+    let mut h = H::new();
+    let (ids, g) = h.stable_group(1);
+    commit_with_retention(&mut h, G, g, &ids[0], "t", 1_000);
+    commit_with_retention(&mut h, G, g, &ids[0], "other", 1_000);
+    let now = h.now;
+    assert!(h.c.expire_offsets(now + 999).records.is_empty());
+    let out = h.c.expire_offsets(now + 10_000);
+    assert_eq!(out.records.len(), 1, "only the unsubscribed topic's offset");
+    h.check(&out);
+    assert_eq!(h.fetch(8, G, "t", 0).0, 5);
+    assert_eq!(h.fetch(8, G, "other", 0).0, -1);
+    // A simple group (no members): the explicit expiry applies.
+    commit_with_retention(&mut h, "simple", -1, "", "t", 1_000);
+    let now = h.now;
+    assert!(h.c.expire_offsets(now + 999).records.is_empty());
+    assert_eq!(h.c.expire_offsets(now + 1_000).records.len(), 2);
+}
+
 #[test]
 fn offsets_expire_after_retention() {
     let retention = 7 * 24 * 3_600 * 1_000;

@@ -1057,3 +1057,27 @@ async fn a_parked_acks_all_wait_ends_when_the_high_watermark_moves() {
     );
     assert_eq!(purgatory.parked(), 0);
 }
+
+/// A restarted node given a stale registration (leader epoch 2 after its log saw epoch 3)
+/// refuses to lead at it: the epoch cache keeps its entries, and a current registration is
+/// taken afterwards.
+#[test]
+fn leading_at_an_epoch_below_the_logs_latest_is_refused_and_leaves_the_epoch_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = {
+        let p = partition(dir.path(), 1);
+        p.make_leader(&reg(&[1], &[1], ME, (2, 2)), T0).unwrap();
+        p.append_records_to_leader(&simple(5, 5, 0), 1, T0).unwrap();
+        p.make_leader(&reg(&[1], &[1], ME, (3, 3)), T0).unwrap();
+        p.append_records_to_leader(&simple(5, 5, 0), 1, T0).unwrap();
+        p.log().epoch_entries()
+    };
+    assert_eq!(before, vec![(2, 0), (3, 5)]);
+    // The same log, opened again as after a restart.
+    let p = partition(dir.path(), 1);
+    assert!(!p.make_leader(&reg(&[1], &[1], ME, (2, 2)), T0).unwrap());
+    assert_eq!(p.log().epoch_entries(), before);
+    assert_ne!(p.state().role, Role::Leader);
+    assert!(p.make_leader(&reg(&[1], &[1], ME, (4, 4)), T0).unwrap());
+    assert_eq!(p.log().epoch_entries(), vec![(2, 0), (3, 5), (4, 10)]);
+}

@@ -647,6 +647,28 @@ fn leader_epochs_follow_appends_truncation_and_reopen() {
 }
 
 #[test]
+fn producers_expire_after_the_configured_producer_id_expiration() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        producer_id_expiration_ms: 5_000,
+        ..small_config()
+    };
+    let log = Log::open(dir.path(), config.clone(), 0, false, 0).unwrap();
+    // The batch's timestamp is 1,000 (the builder's default).
+    log.append_as_leader(&idempotent(7, 0, 0, 1), 0, 0).unwrap();
+    assert_eq!(log.remove_expired_producers(5_999), 0);
+    assert_eq!(log.remove_expired_producers(6_000), 1);
+    // A changed config applies to the open log.
+    log.append_as_leader(&idempotent(8, 0, 0, 1), 0, 0).unwrap();
+    log.update_config(LogConfig {
+        producer_id_expiration_ms: 60_000,
+        ..config
+    });
+    assert_eq!(log.remove_expired_producers(6_000), 0);
+    assert_eq!(log.remove_expired_producers(61_000), 1);
+}
+
+#[test]
 fn idempotent_producers_duplicates_sequences_and_epochs() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
@@ -1001,4 +1023,34 @@ fn without_a_flusher_a_roll_fsyncs_inline() {
     log.append_as_leader(&simple(4, 10, 0), 0, 0).unwrap();
     log.roll(1).unwrap();
     assert_eq!(log.recovery_point(), 4);
+}
+
+/// Recovery after a crash starts at the segment holding the recovery point, here in the middle
+/// of epoch 5. Its batches must not rewrite the epoch cache: epochs 3, 5 and 7 keep their start
+/// offsets, so OffsetForLeaderEpoch(3) still answers where epoch 5 began, and recovery logs no
+/// conflicting entry.
+#[test]
+fn recovery_from_mid_log_leaves_the_epoch_cache_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    for epoch in [3, 5, 7] {
+        for _ in 0..12 {
+            log.append_as_leader(&simple(2, 10, 0), epoch, 0).unwrap();
+        }
+    }
+    let before = log.epoch_entries();
+    let start_of = |e: i32| before.iter().find(|(epoch, _)| *epoch == e).unwrap().1;
+    let mid_epoch_5 = log
+        .segment_base_offsets()
+        .into_iter()
+        .find(|&b| b > start_of(5) && b < start_of(7))
+        .expect("a segment starting inside epoch 5");
+    log.flush().unwrap();
+    drop(log);
+    // As after kill -9: not a clean shutdown, recovery point inside epoch 5.
+    let log = Log::open(dir.path(), small_config(), mid_epoch_5, false, 0).unwrap();
+    assert_eq!(log.epoch_entries(), before);
+    assert_eq!(log.end_offset_for_epoch(3).end_offset, start_of(5));
+    assert_eq!(log.end_offset_for_epoch(5).end_offset, start_of(7));
+    assert_eq!(log.end_offset_for_epoch(4).epoch, 3);
 }
