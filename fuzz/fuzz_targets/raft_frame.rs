@@ -87,7 +87,7 @@ fn message(b: &mut Bytes<'_>, term: u64) -> Message {
             index: if b.u8() % 4 == 0 {
                 b.near(4)
             } else {
-                m.index + 1 + i as u64
+                m.index.saturating_add(1 + i as u64)
             },
             term: b.near(m.term),
             data: (0..usize::from(b.u8() % 8))

@@ -27,6 +27,9 @@ pub struct Local<'a> {
     pub voters: &'a [u64],
     pub term: u64,
     pub last_index: u64,
+    /// The commit index, and the term of the latest snapshot (0 without one).
+    pub committed: u64,
+    pub snapshot_term: u64,
     pub is_leader: bool,
     /// The leader of this voter's term, if it knows one (itself when it leads).
     pub leader: Option<u64>,
@@ -80,7 +83,10 @@ pub fn check(m: &Message, local: &Local<'_>, entry_check: EntryCheck) -> Result<
     }
     check_new_term(m, local)?;
     match kind {
-        MessageType::MsgAppend => check_entries(m, entry_check),
+        MessageType::MsgAppend => {
+            check_anchor(m, local)?;
+            check_entries(m, entry_check)
+        }
         MessageType::MsgSnapshot => check_snapshot(m, local, entry_check),
         MessageType::MsgAppendResponse if local.is_leader && !m.reject => {
             if m.index > local.last_index {
@@ -126,6 +132,27 @@ fn check_new_term(m: &Message, local: &Local<'_>) -> Result<(), StepError> {
         }
         _ => Ok(()),
     }
+}
+
+/// An append anchored at or past the commit index in a term older than the snapshot's cannot
+/// come from a leader (its log holds the snapshot's entries, and terms only grow along a log);
+/// the library, looking for where the logs part, would search below the snapshot and panic.
+/// Nor is an append anchored past index 0 in term 0: the library reads the term of an index
+/// past its log as 0, takes the anchor as matching and commits past its log.
+fn check_anchor(m: &Message, local: &Local<'_>) -> Result<(), StepError> {
+    if m.index > 0 && m.log_term == 0 {
+        return Err(StepError::Inconsistent(format!(
+            "append after index {} of term 0",
+            m.index
+        )));
+    }
+    if m.index >= local.committed && m.log_term < local.snapshot_term {
+        return Err(StepError::Inconsistent(format!(
+            "append after index {} of term {}, older than the snapshot's term {}",
+            m.index, m.log_term, local.snapshot_term
+        )));
+    }
+    Ok(())
 }
 
 /// An append's entries follow its `index` one by one, in terms no later than the message's

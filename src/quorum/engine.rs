@@ -259,6 +259,12 @@ impl<D: Durable> QuorumEngine<D> {
             voters: &self.voters,
             term: raft.term,
             last_index,
+            committed: raft.raft_log.committed,
+            // A snapshot just received and not yet polled counts too.
+            snapshot_term: raft
+                .raft_log
+                .term(raft.raft_log.first_index() - 1)
+                .unwrap_or(0),
             is_leader: self.is_leader(),
             leader: (raft.leader_id != raft::INVALID_ID).then_some(raft.leader_id),
             leader_in_lease: in_lease.then_some(raft.leader_id),

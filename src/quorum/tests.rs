@@ -613,3 +613,38 @@ fn hostile_terms_entries_snapshots_and_types_are_refused() {
     assert_eq!(c.items(follower), vec![b"real".to_vec(), b"after".to_vec()]);
     assert_eq!(c.elect(), leader);
 }
+
+#[test]
+fn appends_anchored_where_no_leader_could_are_refused() {
+    // Found by the raft_frame fuzz target: raft-rs searches below the snapshot for where the
+    // logs part and panics ("term(..) must be valid"), or reads the term past its log as 0,
+    // takes such an anchor as matching and commits past its log ("out of range").
+    let mut c = Cluster::new(&[1, 2, 3]);
+    c.propose(b"a");
+    c.propose(b"b");
+    let (follower, _, leader, last, term) = follower_view(&mut c);
+    let (engine, app) = c.nodes.get_mut(&follower).unwrap();
+    engine.compact(app.applied_index, app.encode()).unwrap();
+    let mut m = Message::default();
+    m.set_msg_type(raft::eraftpb::MessageType::MsgAppend);
+    m.from = leader;
+    m.to = follower;
+    m.term = term;
+    m.index = last;
+    m.log_term = 0;
+    assert!(matches!(
+        engine.step(m.clone()),
+        Err(super::engine::StepError::Inconsistent(_))
+    ));
+    m.index = last + 2;
+    m.commit = last + 2;
+    assert!(matches!(
+        engine.step(m),
+        Err(super::engine::StepError::Inconsistent(_))
+    ));
+    c.propose(b"c");
+    assert_eq!(
+        c.items(follower),
+        vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]
+    );
+}
