@@ -149,7 +149,17 @@ async fn delete_records_waits_for_every_alive_replica_to_move_its_log_start_offs
     let leader = create_topic(&cluster, TOPIC, &[("min.insync.replicas", "1")]).await;
     let values: Vec<String> = (0..10).map(|i| format!("v{i}")).collect();
     let values: Vec<&str> = values.iter().map(String::as_str).collect();
-    assert_eq!(produce(&cluster, leader, TOPIC, &values).await, 0);
+    // The leader named in Metadata may not have applied that image yet: NOT_LEADER_OR_FOLLOWER
+    // (nothing written) until it has.
+    cluster
+        .wait_for("the leader takes the records", DEADLINE, || async {
+            match produce(&cluster, leader, TOPIC, &values).await {
+                0 => Some(()),
+                6 => None,
+                other => panic!("produce answered {other}"),
+            }
+        })
+        .await;
     let followers: Vec<i32> = (1..=NODES).filter(|n| *n != leader).collect();
 
     // A stopped follower cannot move its log start offset: the request times out, answering
