@@ -318,38 +318,7 @@ fn new_directory_id() -> String {
 
 /// Kafka's `Uuid.fromString`: 22 characters of URL-safe base64 without padding, 16 bytes.
 fn decode_kafka_uuid(text: &str) -> Option<u128> {
-    if text.len() != 22 {
-        return None;
-    }
-    let mut value: u128 = 0;
-    let mut bits = 0u32;
-    let mut out: Vec<u8> = Vec::with_capacity(16);
-    let mut acc: u32 = 0;
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' => 62,
-            b'_' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // Like Java's base64 decoder, the 4 bits left over after the 16th byte are ignored.
-    if out.len() != 16 {
-        return None;
-    }
-    for b in out {
-        value = (value << 8) | u128::from(b);
-    }
-    Some(value)
+    kafkaiq_storage::partition_metadata::decode_uuid(text)
 }
 
 fn write_file_durably(path: &Path, bytes: &[u8]) -> Result<(), MetaPropertiesError> {

@@ -33,11 +33,12 @@ pub mod read_replica;
 pub(crate) mod sim;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use kafkaiq_storage::parallel;
+use kafkaiq_storage::partition_metadata;
 use kafkaiq_storage::LogManager;
 use kafkaiq_storage::TopicPartition;
 use tokio::sync::watch;
@@ -73,8 +74,12 @@ pub struct ReplicaManager {
     /// Partitions whose log could not be opened or created, with the error: produce, fetch
     /// and the other partition requests answer KAFKA_STORAGE_ERROR at once.
     offline: RwLock<HashMap<TopicPartition, String>>,
-    /// High watermarks read from `replication-offset-checkpoint` at startup.
-    checkpointed_high_watermarks: HashMap<TopicPartition, i64>,
+    /// High watermarks read from `replication-offset-checkpoint` at startup, each taken by the
+    /// first incarnation of its partition (a log deleted and created again starts at 0).
+    checkpointed_high_watermarks: Mutex<HashMap<TopicPartition, i64>>,
+    /// Whether the logs found on disk at startup were checked against the first image
+    /// ([`Self::stray_logs`]).
+    strays_checked: AtomicBool,
     pub purgatory: Purgatory,
     /// The brokers and controller of the latest image applied.
     pub brokers: Arc<BrokerView>,
@@ -130,7 +135,8 @@ impl ReplicaManager {
             clock,
             partitions: RwLock::new(HashMap::new()),
             offline: RwLock::new(HashMap::new()),
-            checkpointed_high_watermarks,
+            checkpointed_high_watermarks: Mutex::new(checkpointed_high_watermarks),
+            strays_checked: AtomicBool::new(false),
             purgatory: Purgatory::default(),
             brokers,
             fetchers,
@@ -331,13 +337,15 @@ impl ReplicaManager {
         let log = self
             .log_manager
             .get_or_create(&tp, log_config.clone(), self.clock.now_ms())?;
+        Self::claim_for_topic(&tp, &log, topic.id)?;
         // A log recovered at startup was opened with the broker defaults; the topic's own
         // configuration applies from here on.
         log.update_config(log_config);
         let hw = self
             .checkpointed_high_watermarks
-            .get(&tp)
-            .copied()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&tp)
             .unwrap_or(0);
         let partition = Arc::new(Partition::new(
             tp.clone(),
@@ -356,6 +364,59 @@ impl ReplicaManager {
         Ok(partition)
     }
 
+    /// Records the topic id in a log's `partition.metadata`, or checks the one recorded: a log
+    /// of another incarnation of the topic is never served (INCONSISTENT_TOPIC_ID).
+    fn claim_for_topic(
+        tp: &TopicPartition,
+        log: &kafkaiq_storage::Log,
+        topic_id: uuid::Uuid,
+    ) -> Result<(), ApiError> {
+        match partition_metadata::read(log.dir()) {
+            Ok(Some(id)) if id == topic_id.as_u128() => Ok(()),
+            Ok(Some(id)) => {
+                tracing::error!(topic = %tp.topic, partition = tp.partition,
+                    on_disk = %uuid::Uuid::from_u128(id), image = %topic_id,
+                    "log belongs to another incarnation of the topic; not serving it");
+                Err(ApiError::InconsistentTopicId)
+            }
+            Ok(None) => partition_metadata::write(log.dir(), topic_id.as_u128()).map_err(|e| {
+                ApiError::KafkaStorageError(format!("cannot write {tp}'s partition.metadata: {e}"))
+            }),
+            Err(e) => Err(ApiError::KafkaStorageError(e.to_string())),
+        }
+    }
+
+    /// Logs found on disk that the first image after startup does not place here (Kafka's
+    /// `isStrayKraftReplica`): their topic is gone, the partition's replicas no longer include
+    /// this node, or `partition.metadata` names another incarnation of the topic (deleted and
+    /// created again while this node was down). Deleted before anything is led or followed, so
+    /// a re-created topic starts from an empty log. A log without `partition.metadata` (written
+    /// before the file was kept) is taken as the image's topic.
+    fn stray_logs(&self, image: &MetadataImage) -> Vec<TopicPartition> {
+        let mut strays = Vec::new();
+        for (tp, log) in self.log_manager.logs() {
+            let placed = image.topic(&tp.topic).filter(|topic| {
+                topic
+                    .partitions
+                    .get(&tp.partition)
+                    .is_some_and(|p| p.replicas.contains(&self.node_id))
+            });
+            let stray = match placed {
+                None => true,
+                Some(topic) => matches!(
+                    partition_metadata::read(log.dir()),
+                    Ok(Some(id)) if id != topic.id.as_u128()
+                ),
+            };
+            if stray {
+                tracing::warn!(topic = %tp.topic, partition = tp.partition,
+                    "stray log: not a replica of this node in the current metadata; deleting it");
+                strays.push(tp);
+            }
+        }
+        strays
+    }
+
     /// Stops a partition this node no longer hosts and deletes its log (Kafka's
     /// `stopPartitions` with `deleteLocalLog`).
     fn remove_partition(&self, tp: &TopicPartition) {
@@ -370,6 +431,10 @@ impl ReplicaManager {
         }
         self.offline
             .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(tp);
+        self.checkpointed_high_watermarks
+            .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(tp);
         if let Err(e) = self.log_manager.delete(tp) {
@@ -603,7 +668,10 @@ impl ImageListener for ReplicaManager {
         // First, so partitions becoming leaders judge ISR eligibility and fetchers reach
         // leaders by this image's registrations.
         self.brokers.update(next);
-        let changes = local_changes(previous, next, self.node_id);
+        let mut changes = local_changes(previous, next, self.node_id);
+        if !self.strays_checked.swap(true, Ordering::SeqCst) {
+            changes.delete.extend(self.stray_logs(next));
+        }
         if !changes.is_empty() {
             self.apply_local_changes(next, &changes);
         }

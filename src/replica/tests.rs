@@ -76,6 +76,26 @@ impl Fixture {
         self.image = next;
     }
 
+    /// Stops the manager (high watermarks checkpointed, logs closed) and starts a new one on
+    /// the same log dir, with no image applied yet, as a restarted node.
+    fn restart(self) -> Fixture {
+        self.manager.checkpoint_high_watermarks().unwrap();
+        let Fixture {
+            _dir: dir, manager, ..
+        } = self;
+        let config = manager.config.clone();
+        drop(manager);
+        let logs = Arc::new(
+            LogManager::open(&[dir.path().to_path_buf()], config.default_log_config(), 0).unwrap(),
+        );
+        let manager = ReplicaManager::new(config, logs, Arc::new(ManualClock::new(2_000_000)));
+        Fixture {
+            _dir: dir,
+            manager,
+            image: MetadataImage::empty("c".into(), 1),
+        }
+    }
+
     fn get(&self, topic: &str, partition: i32) -> Result<Arc<Partition>, ApiError> {
         self.manager
             .partition_or_error(&self.image, &TopicPartition::new(topic, partition))
@@ -200,6 +220,79 @@ fn a_deleted_and_recreated_topic_starts_from_empty_logs() {
     );
     assert_eq!(old.state().role, Role::Follower);
     assert_eq!(f.get("t", 1).unwrap().state().role, Role::Leader);
+}
+
+#[test]
+fn logs_the_first_image_after_a_restart_does_not_place_here_are_deleted() {
+    let mut f = Fixture::new();
+    let mut records = Vec::new();
+    for (name, id) in [("recreated", 1), ("deleted", 2), ("kept", 3), ("moved", 4)] {
+        records.extend(topic_records(name, id, &[reg(&[1], 1, (0, 0))]));
+    }
+    f.publish(records);
+    let mut dirs = BTreeMap::new();
+    for name in ["recreated", "deleted", "kept", "moved"] {
+        let p = f.get(name, 0).unwrap();
+        p.append_records_to_leader(&simple(5, 10, 0), 1, 0).unwrap();
+        assert_eq!(
+            partition_metadata::read(p.log().dir()).unwrap(),
+            Some(p.topic_id.as_u128()),
+            "partition.metadata of {name}"
+        );
+        dirs.insert(name, p.log().dir().to_path_buf());
+    }
+
+    // While this node was down: "recreated" was deleted and created again under a new id,
+    // "deleted" was deleted, "moved" was reassigned to other nodes.
+    let mut f = f.restart();
+    let mut records = Vec::new();
+    records.extend(topic_records("recreated", 11, &[reg(&[1, 2], 1, (0, 0))]));
+    records.extend(topic_records("kept", 3, &[reg(&[1, 2], 1, (1, 1))]));
+    records.extend(topic_records("moved", 4, &[reg(&[2, 3], 2, (1, 1))]));
+    f.publish(records);
+
+    let recreated = f.get("recreated", 0).unwrap();
+    assert_eq!(
+        recreated.log().log_end_offset(),
+        0,
+        "the old incarnation's records are gone"
+    );
+    assert_eq!(recreated.high_watermark(), 0);
+    assert_eq!(
+        partition_metadata::read(recreated.log().dir()).unwrap(),
+        Some(11)
+    );
+    assert_eq!(f.get("kept", 0).unwrap().log().log_end_offset(), 5);
+    assert!(
+        !dirs["deleted"].exists(),
+        "a deleted topic's log is removed"
+    );
+    assert!(!dirs["moved"].exists(), "a replica moved away is removed");
+    for gone in ["deleted", "moved"] {
+        assert!(f
+            .manager
+            .log_manager
+            .get(&TopicPartition::new(gone, 0))
+            .is_none());
+    }
+}
+
+#[test]
+fn a_log_of_another_incarnation_is_never_served() {
+    let mut f = Fixture::new();
+    f.publish(topic_records("t", 1, &[reg(&[1], 1, (0, 0))]));
+    let p = f.get("t", 0).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    assert_eq!(
+        ReplicaManager::claim_for_topic(&tp, &p.log(), Uuid::from_u128(1)),
+        Ok(())
+    );
+    // The file names another topic id, as a log left by a deleted incarnation would.
+    partition_metadata::write(p.log().dir(), 99).unwrap();
+    assert_eq!(
+        ReplicaManager::claim_for_topic(&tp, &p.log(), Uuid::from_u128(1)),
+        Err(ApiError::InconsistentTopicId)
+    );
 }
 
 #[test]

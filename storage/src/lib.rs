@@ -33,6 +33,7 @@ pub mod log;
 pub mod manager;
 mod mmap;
 pub mod parallel;
+pub mod partition_metadata;
 pub mod producer_state;
 pub mod segment;
 
