@@ -44,7 +44,19 @@ impl Coordinator {
         }
         let group = self.group(&group_id).expect("group exists");
         if !self.accept_joining_member(group, &member_id) {
-            fail(self, ResponseError::GroupMaxSizeReached);
+            // As Kafka: a known member refused for a full group leaves it, so the rebalance
+            // under way completes without waiting for it; the answer carries no member id.
+            self.remove_member(&group_id, &member_id, ResponseError::GroupMaxSizeReached);
+            self.respond(
+                ctx.token,
+                join_error(v, ResponseError::GroupMaxSizeReached, ""),
+            );
+            if self
+                .group(&group_id)
+                .is_some_and(|g| g.state == GroupState::PreparingRebalance)
+            {
+                self.maybe_complete_join(&group_id, now_ms);
+            }
             return self.maybe_dispose(&group_id);
         }
         let protocols: Vec<(String, Bytes)> = req

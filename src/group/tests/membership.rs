@@ -546,6 +546,42 @@ fn group_max_size_rejects_extra_members() {
 }
 
 #[test]
+fn a_known_member_refused_for_a_full_group_leaves_it_and_the_rebalance_completes() {
+    let mut h = H::with(GroupConfig {
+        initial_rebalance_delay_ms: 0,
+        max_size: 2,
+        ..GroupConfig::default()
+    });
+    let (ids, g) = h.stable_group(2);
+    let (a, b) = (ids[0].clone(), ids[1].clone());
+    // A changes its subscription: a rebalance starts, A waits in it.
+    let (ta, out) = h.join_v(9, &a, None, &["t", "u"]);
+    assert!(out.responses.is_empty());
+    // A new member takes the second place in the rebalance.
+    let (c, tc, _) = h.join_new();
+    // B rejoins too late: the group is full; B leaves it, and the rebalance completes with A
+    // and C instead of waiting for B.
+    let (tb, out) = h.join_v(9, &b, None, &["t"]);
+    let refused = join_of(&out, tb);
+    assert_eq!(refused.error_code, E::GroupMaxSizeReached.code());
+    assert_eq!(refused.member_id.as_str(), "");
+    let (ja, jc) = (join_of(&out, ta), join_of(&out, tc));
+    assert_eq!((ja.error_code, jc.error_code), (0, 0));
+    assert_eq!(ja.generation_id, g + 1);
+    // The leader's answer lists the members.
+    let leader = if ja.members.is_empty() { &jc } else { &ja };
+    let mut members: Vec<String> = leader
+        .members
+        .iter()
+        .map(|m| m.member_id.to_string())
+        .collect();
+    members.sort();
+    let mut expected = vec![a, c];
+    expected.sort();
+    assert_eq!(members, expected);
+}
+
+#[test]
 fn sync_and_commit_rules_during_rebalance() {
     let mut h = H::new();
     let (ids, g) = h.stable_group(2);
