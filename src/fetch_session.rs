@@ -391,7 +391,7 @@ mod tests {
         }
     }
 
-    fn spec(topic: &str, partition: i32, offset: i64) -> FetchPartitionSpec {
+    pub(super) fn spec(topic: &str, partition: i32, offset: i64) -> FetchPartitionSpec {
         FetchPartitionSpec {
             topic: topic.into(),
             topic_id: uuid::Uuid::nil(),

@@ -79,16 +79,7 @@ struct Sim {
 }
 
 fn spec(partition: i32, offset: i64) -> FetchPartitionSpec {
-    FetchPartitionSpec {
-        topic: "t".into(),
-        topic_id: uuid::Uuid::nil(),
-        partition,
-        fetch_offset: offset,
-        partition_max_bytes: 1 << 20,
-        current_leader_epoch: -1,
-        log_start_offset: -1,
-        last_fetched_epoch: -1,
-    }
+    super::tests::spec("t", partition, offset)
 }
 
 impl Sim {
