@@ -20,6 +20,11 @@ use super::engine::StepError;
 /// campaign far from overflowing the library's u64.
 pub const RAFT_TERM_MAX: u64 = i32::MAX as u64;
 
+/// The largest log index a message may name (its commit, anchor, hints, entries, snapshot):
+/// Kafka's offsets are int64, and keeping every index this far below `u64::MAX` keeps the
+/// library's `index + 1` from overflowing (a snapshot at `u64::MAX` panics in its restore).
+pub const RAFT_INDEX_MAX: u64 = i64::MAX as u64;
+
 /// This voter's state, as far as the checks need it.
 #[derive(Debug, Clone)]
 pub struct Local<'a> {
@@ -81,6 +86,7 @@ pub fn check(m: &Message, local: &Local<'_>, entry_check: EntryCheck) -> Result<
     if m.term > RAFT_TERM_MAX {
         return Err(StepError::TermTooLarge(m.term));
     }
+    check_indexes(m)?;
     check_new_term(m, local)?;
     match kind {
         MessageType::MsgAppend => {
@@ -99,6 +105,27 @@ pub fn check(m: &Message, local: &Local<'_>, entry_check: EntryCheck) -> Result<
         }
         _ => Ok(()),
     }
+}
+
+/// Every index the message names, its entries' and snapshot's included, is at most
+/// [`RAFT_INDEX_MAX`].
+fn check_indexes(m: &Message) -> Result<(), StepError> {
+    let named = [
+        m.index,
+        m.commit,
+        m.reject_hint,
+        m.request_snapshot,
+        m.get_snapshot().get_metadata().index,
+    ];
+    let largest = named
+        .into_iter()
+        .chain(m.entries.iter().map(|e| e.index))
+        .max()
+        .unwrap_or(0);
+    if largest > RAFT_INDEX_MAX {
+        return Err(StepError::IndexTooLarge(largest));
+    }
+    Ok(())
 }
 
 /// A message of a later term, while this follower still hears its leader, cannot be genuine

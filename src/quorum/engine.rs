@@ -87,6 +87,8 @@ pub enum StepError {
     NoTerm(MessageType),
     #[error("term {0} beyond the largest epoch (2^31 - 1)")]
     TermTooLarge(u64),
+    #[error("index {0} beyond the largest offset (2^63 - 1)")]
+    IndexTooLarge(u64),
     #[error("a leader's message from voter {from} in the term voter {leader} leads")]
     SecondLeader { from: u64, leader: u64 },
     #[error("a new term from voter {from} while leader {leader} is heard")]

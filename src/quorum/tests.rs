@@ -580,6 +580,15 @@ fn hostile_terms_entries_snapshots_and_types_are_refused() {
     meta.index = last + 10;
     meta.term = term;
     meta.mut_conf_state().voters = vec![leader];
+    // Found by the raft_frame fuzz target: raft-rs restores a snapshot at `u64::MAX` and
+    // overflows computing the index after it.
+    let mut snapshot_at_the_end = snapshot.clone();
+    let meta = snapshot_at_the_end.mut_snapshot().mut_metadata();
+    meta.index = u64::MAX;
+    meta.mut_conf_state().voters = c.voters.clone();
+    let mut commit_at_the_end = append(vec![], term);
+    commit_at_the_end.set_msg_type(MsgHeartbeat);
+    commit_at_the_end.commit = super::admit::RAFT_INDEX_MAX + 1;
     let mut timeout_now = append(vec![], term);
     timeout_now.set_msg_type(MsgTimeoutNow);
     let mut transfer = append(vec![], term);
@@ -599,6 +608,8 @@ fn hostile_terms_entries_snapshots_and_types_are_refused() {
             append(vec![entry(last + 1, term, b"x")], term),
         ),
         ("a snapshot naming other voters", snapshot),
+        ("a snapshot at the last u64 index", snapshot_at_the_end),
+        ("a commit beyond an int64 offset", commit_at_the_end),
         ("a leader transfer's TimeoutNow", timeout_now),
         ("a leader transfer", transfer),
     ];
