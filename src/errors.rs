@@ -58,13 +58,14 @@ pub enum ApiError {
     UnknownLeaderEpoch,
     #[error("invalid record: {0}")]
     InvalidRecord(String),
-    /// INVALID_RECORD naming the refused records: (index in the batch, why) for a Produce
-    /// response's `record_errors`, and `message` for its `error_message` (Kafka's
-    /// `RecordValidationException`).
+    /// INVALID_RECORD, or INVALID_TIMESTAMP when a timestamp is among the reasons, naming the
+    /// refused records: (index in the batch, why) for a Produce response's `record_errors`, and
+    /// `message` for its `error_message` (Kafka's `RecordValidationException`).
     #[error("invalid record: {message}")]
     RecordErrors {
         message: String,
         record_errors: Vec<(i32, String)>,
+        invalid_timestamp: bool,
     },
     #[error("unknown topic id")]
     UnknownTopicId,
@@ -166,6 +167,10 @@ impl ApiError {
             KafkaStorageError(_) => ResponseError::KafkaStorageError,
             FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
             UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
+            RecordErrors {
+                invalid_timestamp: true,
+                ..
+            } => ResponseError::InvalidTimestamp,
             InvalidRecord(_) | RecordErrors { .. } => ResponseError::InvalidRecord,
             UnknownTopicId => ResponseError::UnknownTopicId,
             InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
@@ -317,9 +322,11 @@ impl From<StorageError> for ApiError {
             StorageError::RecordErrors {
                 message,
                 record_errors,
+                invalid_timestamp,
             } => ApiError::RecordErrors {
                 message,
                 record_errors,
+                invalid_timestamp,
             },
             e @ StorageError::Undecompressable(_) => ApiError::UnknownServerError(e.to_string()),
             StorageError::RecordTooLarge { size, max } => {
@@ -366,8 +373,17 @@ mod tests {
                 ApiError::RecordErrors {
                     message: String::new(),
                     record_errors: Vec::new(),
+                    invalid_timestamp: false,
                 },
                 87,
+            ),
+            (
+                ApiError::RecordErrors {
+                    message: String::new(),
+                    record_errors: Vec::new(),
+                    invalid_timestamp: true,
+                },
+                32,
             ),
             (ApiError::UnknownServerError(String::new()), -1),
             (ApiError::UnknownTopicId, 100),

@@ -860,6 +860,21 @@ async fn produce_refuses_what_kafkas_log_validator_refuses() {
         produce(&mut client, "valid", 1, timed(now + hour / 6)).await,
         (0, 0)
     );
+    // Every record's timestamp is checked: here the header's first and largest are in range,
+    // the second record is two hours old.
+    let spec = kafkaiq_storage::batch::builder::Spec {
+        base_timestamp: now,
+        ..Default::default()
+    };
+    let hidden = kafkaiq_storage::batch::builder::batch_with_timestamp_deltas(
+        &spec,
+        &[b"a", b"b"],
+        &[0, -2 * hour],
+    );
+    assert_eq!(
+        produce(&mut client, "valid-old", 1, Bytes::from(hidden)).await,
+        (32, -1)
+    );
     // message.timestamp.before.max.ms: 10 min old is refused with a 1 min bound; -1 is exempt.
     assert_eq!(
         produce(&mut client, "valid-old", 1, timed(now - hour / 6)).await,

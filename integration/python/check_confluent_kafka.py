@@ -1,5 +1,5 @@
 """confluent-kafka (librdkafka) against a broker: AdminClient, idempotent producer, group
-consumer, offsets_for_times and list_offsets.
+consumer, offsets_for_times and list_offsets, and the produce refusals of Kafka's LogValidator.
 
 Usage: check_confluent_kafka.py BOOTSTRAP. Exits non-zero on the first wrong outcome.
 """
@@ -124,6 +124,25 @@ check(cluster.controller.id == 1 and [n.id for n in cluster.nodes] == [1], "desc
 td = admin.describe_topics(TopicCollection([topic]))[topic].result()
 check(len(td.partitions) == 4 and all(p.leader.id == 1 and [n.id for n in p.isr] == [1]
                                       for p in td.partitions), "describe_topics")
+# What Kafka's LogValidator refuses reaches librdkafka's delivery reports with Kafka's error:
+# a timestamp past message.timestamp.after.max.ms (1 h), and a keyless record on a compacted topic.
+compacted = topic + "-compacted"
+wait(admin.create_topics([NewTopic(compacted, 1, 1, config={"cleanup.policy": "compact"})]))
+refusals = []
+plain = Producer({"bootstrap.servers": B, "linger.ms": 0})
+now_ms = int(time.time() * 1000)
+# One flush each: a refusal covers the whole batch, as in Kafka.
+for t, key, ts in [(topic, b"late", now_ms + 2 * 3600_000), (compacted, None, now_ms),
+                   (compacted, b"k", now_ms)]:
+    plain.produce(t, key=key, value=b"v", partition=0, timestamp=ts,
+                  on_delivery=lambda err, m: refusals.append((m.topic(), m.key(), err and err.name())))
+    check(plain.flush(30) == 0, "refusals: flushed")
+check(sorted(refusals, key=str) == sorted([(topic, b"late", "INVALID_TIMESTAMP"),
+                                           (compacted, None, "INVALID_RECORD"),
+                                           (compacted, b"k", None)], key=str),
+      "delivery reports: INVALID_TIMESTAMP, INVALID_RECORD, then accepted (%s)" % refusals)
+wait(admin.delete_topics([compacted]))
+
 wait(admin.delete_consumer_groups([group]))
 check(group not in [g.group_id for g in admin.list_consumer_groups().result().valid],
       "delete_consumer_groups")

@@ -100,7 +100,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
                             "produce request without record batches".into(),
                         ));
                     }
-                    validate_client_batches(records, &p.log().config(), now_ms, &tp)?;
+                    validate_client_batches(records, &p.log().config(), &tp)?;
                     match p.append_records_to_leader_in_epoch(records, acks, now_ms) {
                         Ok((info, epoch)) => {
                             if !info.duplicate {
@@ -351,21 +351,14 @@ mod tests {
 }
 
 /// Kafka's `LogValidator` rules for batches from a client that the batch headers decide, checked
-/// before the append (the log checks sizes, CRCs and counts; `__consumer_offsets` writes do not
-/// come this way):
+/// before the append (the log checks sizes, CRCs and counts, and each record's key and timestamp;
+/// `__consumer_offsets` writes do not come this way):
 /// - a control batch is refused ("Clients are not allowed to write control records"), and so is
 ///   a batch with a producer id and a negative base sequence: both INVALID_RECORD;
-/// - on a CreateTime topic, a timestamp more than `message.timestamp.before.max.ms` before now
-///   or `message.timestamp.after.max.ms` after it is INVALID_TIMESTAMP (-1, no timestamp, is
-///   exempt); on a LogAppendTime topic a batch that set LogAppendTime itself is refused.
-///
-/// Kafka checks the timestamp of every record; here the batch's first and largest timestamps
-/// are checked, which reading the headers gives without decompressing. A record between them
-/// is in range whenever both are, unless a producer writes negative timestamp deltas.
+/// - on a LogAppendTime topic a batch that set LogAppendTime itself is INVALID_TIMESTAMP.
 fn validate_client_batches(
     records: &[u8],
     config: &kafkaiq_storage::LogConfig,
-    now_ms: i64,
     tp: &TopicPartition,
 ) -> Result<(), ApiError> {
     use kafkaiq_storage::batch::BatchHeader;
@@ -384,26 +377,13 @@ fn validate_client_batches(
                 h.base_sequence, h.producer_id
             )));
         }
-        match config.message_timestamp_type {
-            TimestampType::CreateTime => {
-                let earliest = now_ms.saturating_sub(config.message_timestamp_before_max_ms);
-                let latest = now_ms.saturating_add(config.message_timestamp_after_max_ms);
-                for ts in [h.base_timestamp, h.max_timestamp] {
-                    if ts != -1 && !(earliest..=latest).contains(&ts) {
-                        return Err(ApiError::InvalidTimestamp(format!(
-                            "Timestamp {ts} of message in topic partition {tp} is out of range. \
-                             The timestamp should be within [{earliest}, {latest}]"
-                        )));
-                    }
-                }
-            }
-            TimestampType::LogAppendTime if h.timestamp_type() == TimestampType::LogAppendTime => {
-                return Err(ApiError::InvalidTimestamp(format!(
-                    "Invalid timestamp type in topic partition {tp}. Producer should not set \
-                     timestamp type to LogAppendTime."
-                )));
-            }
-            TimestampType::LogAppendTime => {}
+        if config.message_timestamp_type == TimestampType::LogAppendTime
+            && h.timestamp_type() == TimestampType::LogAppendTime
+        {
+            return Err(ApiError::InvalidTimestamp(format!(
+                "Invalid timestamp type in topic partition {tp}. Producer should not set \
+                 timestamp type to LogAppendTime."
+            )));
         }
         let size = h.size_in_bytes();
         if size == 0 || pos + size >= records.len() {

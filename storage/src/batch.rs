@@ -181,37 +181,64 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
         .copy_from_slice(&epoch.to_be_bytes());
 }
 
-/// Marks the batch as LogAppendTime with `timestamp` as its max timestamp and recomputes the
-/// CRC, as Kafka's `DefaultRecordBatch.setMaxTimestamp` does. Record timestamps are left alone:
-/// readers take every record's timestamp from the batch's max timestamp for this type.
-pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) {
-    let attributes = be_i16(batch, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK;
-    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
-    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&timestamp.to_be_bytes());
-    let crc = compute_crc(batch);
-    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+/// The timestamp type and max timestamp a leader stores in a batch's header (Kafka's
+/// `DefaultRecordBatch.setMaxTimestamp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxTimestamp {
+    /// A LogAppendTime topic: the append time.
+    LogAppendTime(i64),
+    /// A CreateTime topic: the largest record timestamp, as [`check_records`] computed it.
+    CreateTime(i64),
 }
 
-/// The header of `batch` as a leader stores it: `base_offset` and `epoch` stamped and, with
-/// `log_append_time`, the LogAppendTime attribute and max timestamp set and the CRC recomputed
-/// over the new header and the unchanged records. The records are not copied: a leader writes
-/// this header followed by the producer's record bytes.
+/// Sets the batch's timestamp type and max timestamp and, if they changed, recomputes the CRC,
+/// as Kafka's `DefaultRecordBatch.setMaxTimestamp` does. Record timestamps are left alone:
+/// readers take every record's timestamp from the batch's max timestamp for LogAppendTime.
+pub fn set_max_timestamp(batch: &mut [u8], max: MaxTimestamp) {
+    if set_max_timestamp_in_header(batch, max) {
+        let crc = compute_crc(batch);
+        batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
+/// Marks the batch as LogAppendTime with `timestamp` as its max timestamp; see
+/// [`set_max_timestamp`].
+pub fn set_log_append_time(batch: &mut [u8], timestamp: i64) {
+    set_max_timestamp(batch, MaxTimestamp::LogAppendTime(timestamp));
+}
+
+/// Writes `max` into the header at the start of `batch`; true when something changed (the CRC
+/// must then be recomputed).
+fn set_max_timestamp_in_header(batch: &mut [u8], max: MaxTimestamp) -> bool {
+    let old_attributes = be_i16(batch, ATTRIBUTES_OFFSET);
+    let (attributes, timestamp) = match max {
+        MaxTimestamp::LogAppendTime(t) => (old_attributes | TIMESTAMP_TYPE_MASK, t),
+        MaxTimestamp::CreateTime(t) => (old_attributes & !TIMESTAMP_TYPE_MASK, t),
+    };
+    if attributes == old_attributes && be_i64(batch, MAX_TIMESTAMP_OFFSET) == timestamp {
+        return false;
+    }
+    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&timestamp.to_be_bytes());
+    true
+}
+
+/// The header of `batch` as a leader stores it: `base_offset` and `epoch` stamped, the
+/// timestamp type and max timestamp set to `max` and, if they changed, the CRC recomputed over
+/// the new header and the unchanged records. The records are not copied: a leader writes this
+/// header followed by the producer's record bytes.
 pub fn leader_header(
     batch: &[u8],
     base_offset: i64,
     epoch: i32,
-    log_append_time: Option<i64>,
+    max: MaxTimestamp,
 ) -> [u8; RECORD_BATCH_OVERHEAD] {
     let mut header: [u8; RECORD_BATCH_OVERHEAD] = batch[..RECORD_BATCH_OVERHEAD]
         .try_into()
         .expect("a whole header");
     set_base_offset(&mut header, base_offset);
     set_partition_leader_epoch(&mut header, epoch);
-    if let Some(timestamp) = log_append_time {
-        let attributes = be_i16(&header, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK;
-        header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
-        header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
-            .copy_from_slice(&timestamp.to_be_bytes());
+    if set_max_timestamp_in_header(&mut header, max) {
         // (crc32c_combine would avoid the second pass but costs more than it on 16 KiB)
         let crc = crc32c::crc32c_append(
             crc32c::crc32c(&header[ATTRIBUTES_OFFSET..]),
@@ -499,22 +526,15 @@ pub fn offset_of_max_timestamp(batch: &[u8]) -> Option<i64> {
 }
 
 /// For a produce to a compacted topic (Kafka's `LogValidator.validateKey`): the indexes, within
-/// `batch`, of its records that have no key. Reads each record's length, attributes, timestamp
-/// and offset deltas and key length and skips the rest, streaming through a compressed batch
-/// ([`compression::reader`], bounded by [`compression::STREAMED_RECORDS_BYTES_MAX`]) as Kafka's
-/// `skipKeyValueIterator` does, so memory stays a few buffers. Like Kafka's record iterator it
-/// reads exactly `recordsCount` records and requires nothing after them.
-///
-/// Errors, as Kafka answers them: records that end early or leave bytes behind, or that do not
-/// parse, are [`StorageError::InvalidRecord`] (INVALID_RECORD); data that does not decompress
-/// is [`StorageError::Undecompressable`] (Kafka's "Failed to decompress record stream").
+/// `batch`, of its records that have no key. See [`check_records`] for how records are read and
+/// which errors a batch whose records cannot be read gets.
 pub fn records_without_key(batch: &[u8]) -> Result<KeylessRecords> {
     records_without_key_within(batch, compression::STREAMED_RECORDS_BYTES_MAX)
 }
 
-/// The most records without a key named one by one in a refusal: a batch of millions of tiny
-/// records compresses to a few KB, and a message per record would cost gigabytes to hold and
-/// answer. The count is of all of them.
+/// The most refused records named one by one in a refusal: a batch of millions of tiny records
+/// compresses to a few KB, and a message per record would cost gigabytes to hold and answer.
+/// The count is of all of them.
 pub const RECORD_ERRORS_LISTED_MAX: usize = 1_000;
 
 /// The records of a batch without a key: how many, and the indexes of the first
@@ -532,9 +552,142 @@ impl KeylessRecords {
 }
 
 fn records_without_key_within(batch: &[u8], max_bytes: usize) -> Result<KeylessRecords> {
+    let rules = RecordRules {
+        require_key: true,
+        timestamp_range: None,
+    };
+    let checked = check_records_within(batch, &rules, max_bytes)?;
+    Ok(KeylessRecords {
+        total: checked.refused_total,
+        listed: checked.refused.iter().map(|r| r.index).collect(),
+    })
+}
+
+/// What Kafka's `LogValidator` requires of each record of a batch from a client.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordRules {
+    /// A compacted topic: every record has a key.
+    pub require_key: bool,
+    /// A CreateTime topic: every record's timestamp, but -1 (none), lies in this range
+    /// (`message.timestamp.before.max.ms` before now .. `message.timestamp.after.max.ms` after).
+    pub timestamp_range: Option<(i64, i64)>,
+}
+
+/// Why a record is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordRefusal {
+    /// No key, on a compacted topic.
+    NoKey,
+    /// A CreateTime timestamp out of range: the timestamp and the record's offset as sent.
+    TimestampOutOfRange { timestamp: i64, offset: i64 },
+    /// No timestamp in a batch that set LogAppendTime itself.
+    LogAppendTimeFromProducer,
+}
+
+/// A refused record: its index in the batch and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefusedRecord {
+    pub index: i32,
+    pub why: RecordRefusal,
+}
+
+/// What one pass over a batch's records found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckedRecords {
+    /// The largest record timestamp (-1 when no record has one), which the batch header's max
+    /// timestamp must be: Kafka recomputes it rather than trust the producer's header.
+    pub max_timestamp: i64,
+    /// How many records are refused, and the first [`RECORD_ERRORS_LISTED_MAX`] of them.
+    pub refused_total: u64,
+    pub refused: Vec<RefusedRecord>,
+}
+
+/// Checks every record of a produced batch against `rules`, one error per record (a missing key
+/// before a timestamp, as Kafka's `LogValidator.validateRecord` orders them), and computes the
+/// batch's real max timestamp. A batch marked LogAppendTime gives each record the header's max
+/// timestamp, as Kafka's record iterator does.
+///
+/// Reads each record's length, attributes, timestamp and offset deltas and key length and skips
+/// the rest, streaming through a compressed batch ([`compression::reader`], bounded by
+/// [`compression::STREAMED_RECORDS_BYTES_MAX`]) as Kafka's `skipKeyValueIterator` does, so
+/// memory stays a few buffers. Like Kafka's record iterator it reads exactly `recordsCount`
+/// records and requires nothing after them.
+///
+/// Errors, as Kafka answers them: records that end early or leave bytes behind, or that do not
+/// parse, are [`StorageError::InvalidRecord`] (INVALID_RECORD); data that does not decompress
+/// is [`StorageError::Undecompressable`] (Kafka's "Failed to decompress record stream").
+pub fn check_records(batch: &[u8], rules: &RecordRules) -> Result<CheckedRecords> {
+    check_records_within(batch, rules, compression::STREAMED_RECORDS_BYTES_MAX)
+}
+
+fn check_records_within(
+    batch: &[u8],
+    rules: &RecordRules,
+    max_bytes: usize,
+) -> Result<CheckedRecords> {
+    let header = BatchHeader::parse(batch)?;
+    let log_append_time = header.timestamp_type() == TimestampType::LogAppendTime;
+    let mut checked = CheckedRecords {
+        max_timestamp: NO_TIMESTAMP,
+        ..CheckedRecords::default()
+    };
+    walk_records(batch, &header, max_bytes, |record| {
+        let timestamp = if log_append_time {
+            header.max_timestamp
+        } else {
+            header.base_timestamp.wrapping_add(record.timestamp_delta)
+        };
+        checked.max_timestamp = checked.max_timestamp.max(timestamp);
+        let why = if rules.require_key && record.key_length < 0 {
+            Some(RecordRefusal::NoKey)
+        } else {
+            match rules.timestamp_range {
+                Some((earliest, latest))
+                    if timestamp != NO_TIMESTAMP && !(earliest..=latest).contains(&timestamp) =>
+                {
+                    Some(RecordRefusal::TimestampOutOfRange {
+                        timestamp,
+                        offset: header.base_offset.wrapping_add(record.offset_delta),
+                    })
+                }
+                Some(_) if timestamp == NO_TIMESTAMP && log_append_time => {
+                    Some(RecordRefusal::LogAppendTimeFromProducer)
+                }
+                _ => None,
+            }
+        };
+        if let Some(why) = why {
+            checked.refused_total += 1;
+            if checked.refused.len() < RECORD_ERRORS_LISTED_MAX {
+                checked.refused.push(RefusedRecord {
+                    index: record.index,
+                    why,
+                });
+            }
+        }
+    })?;
+    Ok(checked)
+}
+
+/// The fields of a record a produce check reads.
+#[derive(Debug, Clone, Copy)]
+struct RecordFields {
+    index: i32,
+    timestamp_delta: i64,
+    offset_delta: i64,
+    key_length: i64,
+}
+
+/// Streams through the records of `batch` (decompressing at most `max_bytes`), reading each
+/// one's fields up to its key length and skipping the rest; see [`check_records`].
+fn walk_records(
+    batch: &[u8],
+    header: &BatchHeader,
+    max_bytes: usize,
+    mut each: impl FnMut(RecordFields),
+) -> Result<()> {
     use std::io::Read;
 
-    let header = BatchHeader::parse(batch)?;
     let end = header.size_in_bytes().min(batch.len());
     let section = batch.get(RECORD_BATCH_OVERHEAD..end).unwrap_or_default();
     let codec = header.compression_codec() as u8;
@@ -552,7 +705,6 @@ fn records_without_key_within(batch: &[u8], max_bytes: usize) -> Result<KeylessR
     };
     let invalid_structure = || StorageError::InvalidRecord("Found invalid record structure".into());
     let mut reader = compression::reader(codec, section, max_bytes).map_err(to_storage)?;
-    let mut without_key = KeylessRecords::default();
     for index in 0..header.records_count {
         let length = read_varint_from(&mut reader, 5)
             .map_err(io_error)?
@@ -570,17 +722,17 @@ fn records_without_key_within(batch: &[u8], max_bytes: usize) -> Result<KeylessR
                 .map_err(io_error)?
                 .ok_or_else(invalid_structure)?;
         }
-        let key_length = fields[2];
+        let [timestamp_delta, offset_delta, key_length] = fields;
         let rest = length - body.count as i64;
         if length < 0 || rest < 0 || key_length > rest {
             return Err(invalid_structure());
         }
-        if key_length < 0 {
-            without_key.total += 1;
-            if without_key.listed.len() < RECORD_ERRORS_LISTED_MAX {
-                without_key.listed.push(index);
-            }
-        }
+        each(RecordFields {
+            index,
+            timestamp_delta,
+            offset_delta,
+            key_length,
+        });
         let skipped = std::io::copy(&mut (&mut reader).take(rest as u64), &mut std::io::sink())
             .map_err(io_error)?;
         if skipped != rest as u64 {
@@ -593,7 +745,7 @@ fn records_without_key_within(batch: &[u8], max_bytes: usize) -> Result<KeylessR
             "Incorrect declared batch size, records still remaining in file".into(),
         ));
     }
-    Ok(without_key)
+    Ok(())
 }
 
 /// Counts the bytes read through it.
@@ -805,14 +957,17 @@ mod tests {
     #[test]
     fn leader_header_matches_rewriting_the_whole_batch() {
         let b = simple(4, 30, 10);
-        for lat in [None, Some(123_456)] {
-            let header = leader_header(&b, 77, 3, lat);
+        let kept = BatchHeader::parse(&b).unwrap().max_timestamp;
+        for max in [
+            MaxTimestamp::CreateTime(kept),
+            MaxTimestamp::CreateTime(kept + 5),
+            MaxTimestamp::LogAppendTime(123_456),
+        ] {
+            let header = leader_header(&b, 77, 3, max);
             let mut whole = b.clone();
             set_base_offset(&mut whole, 77);
             set_partition_leader_epoch(&mut whole, 3);
-            if let Some(ts) = lat {
-                set_log_append_time(&mut whole, ts);
-            }
+            set_max_timestamp(&mut whole, max);
             assert_eq!(&header[..], &whole[..RECORD_BATCH_OVERHEAD]);
             let mut joined = header.to_vec();
             joined.extend_from_slice(&b[RECORD_BATCH_OVERHEAD..]);

@@ -18,13 +18,15 @@ pub enum StorageError {
     /// delta, ...): Kafka's INVALID_RECORD (87).
     #[error("invalid record batch: {0}")]
     InvalidRecord(String),
-    /// Records a compacted topic refuses (Kafka's `RecordValidationException`): INVALID_RECORD
-    /// (87) with `message` as the response's error message and one (index of the record in its
-    /// batch, message) per refused record as its `record_errors`.
+    /// Records `LogValidator` refuses (Kafka's `RecordValidationException`): INVALID_TIMESTAMP
+    /// (32) if any timestamp is refused, else INVALID_RECORD (87), with `message` as the
+    /// response's error message and one (index of the record in its batch, message) per refused
+    /// record as its `record_errors`.
     #[error("{message}")]
     RecordErrors {
         message: String,
         record_errors: Vec<(i32, String)>,
+        invalid_timestamp: bool,
     },
     /// A compressed batch whose records do not decompress, found where the records must be read
     /// (a compacted topic's append): Kafka's "Failed to decompress record stream", which it

@@ -474,56 +474,87 @@ impl Log {
 
     // ---------------------------------------------------------------- writes
 
-    /// Appends a produce request's batches: validates them, assigns offsets from the log end
-    /// offset, stamps `leader_epoch` and, with LogAppendTime, `now_ms`.
-    /// A compacted log refuses a batch with any record without a key, as Kafka's `LogValidator`
-    /// does, naming each such record (its index in the batch) and writing nothing. Batches are
-    /// checked in order; the first with such records fails the append.
-    fn check_keys(&self, records: &[u8], batches: &[BatchHeader]) -> Result<()> {
-        let mut position = 0usize;
-        for h in batches {
-            let batch = &records[position..position + h.size_in_bytes()];
-            position += h.size_in_bytes();
-            let without_key = batch::records_without_key(batch)?;
-            if without_key.is_empty() {
-                continue;
-            }
-            // Kafka names the partition as `TopicPartition.toString`: the directory's name.
-            let tp = self
-                .dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let record_errors: Vec<(i32, String)> = without_key
-                .listed
-                .into_iter()
-                .map(|index| {
+    /// Checks each record of a produce request's batches as Kafka's `LogValidator` does (see
+    /// [`batch::check_records`]): on a compacted log every record has a key; on a CreateTime
+    /// log every timestamp lies within `message.timestamp.before.max.ms` /
+    /// `message.timestamp.after.max.ms` of `now_ms`. Returns each batch's max timestamp as its
+    /// header must be stored. The first batch with refused records fails the append, naming
+    /// each (its index in the batch), and nothing is written: INVALID_TIMESTAMP if any
+    /// timestamp is refused, INVALID_RECORD otherwise.
+    ///
+    /// A LogAppendTime log that is not compacted reads no record: every timestamp is replaced,
+    /// and a producer's own LogAppendTime is refused from the header before this.
+    fn check_records(
+        &self,
+        records: &[u8],
+        batches: &[BatchHeader],
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<Vec<batch::MaxTimestamp>> {
+        let rules = batch::RecordRules {
+            require_key: config.compact,
+            timestamp_range: (config.message_timestamp_type == TimestampType::CreateTime).then(
+                || {
                     (
-                        index,
-                        format!(
-                            "Compacted topic cannot accept message without key in topic partition {tp}"
-                        ),
+                        now_ms.saturating_sub(config.message_timestamp_before_max_ms),
+                        now_ms.saturating_add(config.message_timestamp_after_max_ms),
                     )
-                })
-                .collect();
-            let shown: Vec<String> = record_errors
-                .iter()
-                .take(3)
-                .map(|(index, message)| {
-                    format!("RecordError(batchIndex={index}, message='{message}')")
-                })
-                .collect();
-            let message = format!(
-                "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
-                without_key.total,
-                shown.join(", ")
-            );
-            return Err(StorageError::RecordErrors {
-                message,
-                record_errors,
-            });
+                },
+            ),
+        };
+        let mut position = 0usize;
+        let mut max_timestamps = Vec::with_capacity(batches.len());
+        for h in batches {
+            let b = &records[position..position + h.size_in_bytes()];
+            position += h.size_in_bytes();
+            if rules.timestamp_range.is_none() {
+                max_timestamps.push(batch::MaxTimestamp::LogAppendTime(now_ms));
+                if !rules.require_key {
+                    continue;
+                }
+            }
+            let checked = batch::check_records(b, &rules)?;
+            if checked.refused_total > 0 {
+                return Err(self.refusal(&checked, &rules));
+            }
+            if rules.timestamp_range.is_some() {
+                max_timestamps.push(batch::MaxTimestamp::CreateTime(checked.max_timestamp));
+            }
         }
-        Ok(())
+        Ok(max_timestamps)
+    }
+
+    /// Kafka's `RecordValidationException` for the refused records of one batch.
+    fn refusal(&self, checked: &batch::CheckedRecords, rules: &batch::RecordRules) -> StorageError {
+        // Kafka names the partition as `TopicPartition.toString`: the directory's name.
+        let tp = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let record_errors: Vec<(i32, String)> = checked
+            .refused
+            .iter()
+            .map(|r| (r.index, refusal_message(r.why, &tp, rules)))
+            .collect();
+        let shown: Vec<String> = record_errors
+            .iter()
+            .take(3)
+            .map(|(index, message)| format!("RecordError(batchIndex={index}, message='{message}')"))
+            .collect();
+        let message = format!(
+            "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+            checked.refused_total,
+            shown.join(", ")
+        );
+        StorageError::RecordErrors {
+            message,
+            record_errors,
+            invalid_timestamp: checked
+                .refused
+                .iter()
+                .any(|r| r.why != batch::RecordRefusal::NoKey),
+        }
     }
 
     pub fn append_as_leader(
@@ -546,9 +577,7 @@ impl Log {
                 max: config.segment_bytes as usize,
             });
         }
-        if config.compact {
-            self.check_keys(records, &valid)?;
-        }
+        let max_timestamps = self.check_records(records, &valid, &config, now_ms)?;
         let mut w = self.lock_writer()?;
         w.last_now_ms = now_ms;
         let log_append_time = match config.message_timestamp_type {
@@ -563,7 +592,7 @@ impl Log {
         let mut new_headers = Vec::with_capacity(valid.len());
         let producers = self.producers.lock();
         let mut pending = producers.prepare_append();
-        for h in &valid {
+        for (h, &max_timestamp) in valid.iter().zip(&max_timestamps) {
             if h.has_producer_id() && !h.is_control() {
                 let last_sequence = increment_sequence(h.base_sequence, h.last_offset_delta);
                 let check = pending.validate_leader_append(
@@ -597,12 +626,7 @@ impl Log {
                 pending.stage(staged);
             }
             let b = &records[position..position + h.size_in_bytes()];
-            let header = batch::leader_header(
-                b,
-                next,
-                leader_epoch,
-                (log_append_time >= 0).then_some(log_append_time),
-            );
+            let header = batch::leader_header(b, next, leader_epoch, max_timestamp);
             let h = BatchHeader::parse(&header).expect("rewritten header parses");
             next = h.next_offset();
             position += h.size_in_bytes();
@@ -1477,3 +1501,21 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+/// The message Kafka's `LogValidator` gives a refused record in `tp`.
+fn refusal_message(why: batch::RecordRefusal, tp: &str, rules: &batch::RecordRules) -> String {
+    match why {
+        batch::RecordRefusal::NoKey => {
+            format!("Compacted topic cannot accept message without key in topic partition {tp}")
+        }
+        batch::RecordRefusal::TimestampOutOfRange { timestamp, offset } => {
+            let (earliest, latest) = rules.timestamp_range.unwrap_or_default();
+            format!(
+                "Timestamp {timestamp} of message with offset {offset} is out of range. The timestamp should be within [{earliest}, {latest}]"
+            )
+        }
+        batch::RecordRefusal::LogAppendTimeFromProducer => format!(
+            "Invalid timestamp type in topic partition {tp}. Producer should not set timestamp type to LogAppendTime."
+        ),
+    }
+}

@@ -933,6 +933,7 @@ fn a_compacted_log_refuses_records_without_a_key_and_writes_nothing() {
         Err(StorageError::RecordErrors {
             message,
             record_errors,
+            invalid_timestamp: false,
         }) => {
             let why =
                 "Compacted topic cannot accept message without key in topic partition compacted-0";
@@ -1053,4 +1054,97 @@ fn recovery_from_mid_log_leaves_the_epoch_cache_as_it_was() {
     assert_eq!(log.end_offset_for_epoch(3).end_offset, start_of(5));
     assert_eq!(log.end_offset_for_epoch(5).end_offset, start_of(7));
     assert_eq!(log.end_offset_for_epoch(4).epoch, 3);
+}
+
+#[test]
+fn every_record_timestamp_is_checked_and_the_max_timestamp_recomputed() {
+    // Kafka's LogValidator checks each record's timestamp, not the header's, and stores the
+    // batch with the max timestamp of its records, whatever the producer wrote there.
+    use crate::batch::builder::{batch_with_timestamp_deltas, compressed, Spec};
+    use crate::compression::{CODEC_LZ4, CODEC_NONE};
+    let now = 10_000_000;
+    let config = LogConfig {
+        message_timestamp_before_max_ms: 60_000,
+        message_timestamp_after_max_ms: 60_000,
+        ..LogConfig::default()
+    };
+    for codec in [CODEC_NONE, CODEC_LZ4] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(&dir.path().join("t-0"), config.clone(), 0, false, 0).unwrap();
+        let spec = Spec {
+            base_timestamp: now,
+            ..Spec::default()
+        };
+        let values: [&[u8]; 3] = [b"a", b"b", b"c"];
+        let pack = |b: Vec<u8>| {
+            if codec == CODEC_NONE {
+                b
+            } else {
+                compressed(&b, codec, false)
+            }
+        };
+        // Record 1 is two hours old: header first and max timestamps are in range.
+        let hidden = pack(batch_with_timestamp_deltas(
+            &spec,
+            &values,
+            &[0, -7_200_000, 5],
+        ));
+        match log.append_as_leader(&hidden, 0, now) {
+            Err(StorageError::RecordErrors {
+                record_errors,
+                invalid_timestamp: true,
+                message,
+            }) => {
+                assert_eq!(record_errors.len(), 1, "{message}");
+                assert_eq!(record_errors[0].0, 1);
+                assert!(
+                    record_errors[0].1.starts_with(&format!(
+                        "Timestamp {} of message with offset 1 is out of range. The timestamp should be within [{}, {}]",
+                        now - 7_200_000,
+                        now - 60_000,
+                        now + 60_000
+                    )),
+                    "{}",
+                    record_errors[0].1
+                );
+            }
+            other => panic!("codec {codec}: {other:?}"),
+        }
+        assert_eq!(log.log_end_offset(), 0);
+        // A header whose max timestamp lies is stored with its records' real max.
+        let mut lying = pack(batch_with_timestamp_deltas(&spec, &values, &[0, 30, 5]));
+        lying[35..43].copy_from_slice(&(now - 50_000).to_be_bytes());
+        let crc = crate::batch::compute_crc(&lying);
+        lying[17..21].copy_from_slice(&crc.to_be_bytes());
+        let info = log.append_as_leader(&lying, 0, now).unwrap();
+        assert_eq!(info.max_timestamp, now + 30, "codec {codec}");
+        // One that claims LogAppendTime on this CreateTime topic gives each record its max
+        // timestamp, as Kafka reads such a batch, and is stored as CreateTime.
+        let mut claims_append_time = pack(batch_with_timestamp_deltas(&spec, &values, &[0, 1, 2]));
+        claims_append_time[35..43].copy_from_slice(&(now + 7).to_be_bytes());
+        let attributes =
+            i16::from_be_bytes([claims_append_time[21], claims_append_time[22]]) | 0x08;
+        claims_append_time[21..23].copy_from_slice(&attributes.to_be_bytes());
+        let crc = crate::batch::compute_crc(&claims_append_time);
+        claims_append_time[17..21].copy_from_slice(&crc.to_be_bytes());
+        log.append_as_leader(&claims_append_time, 0, now).unwrap();
+        let stored = log.read(0, 1 << 20, i64::MAX, false).unwrap().records;
+        let headers: Vec<BatchHeader> = BatchIter::new(&stored).map(|(_, h)| h).collect();
+        assert_eq!(
+            headers
+                .iter()
+                .map(|h| (h.max_timestamp, h.timestamp_type()))
+                .collect::<Vec<_>>(),
+            vec![
+                (now + 30, TimestampType::CreateTime),
+                (now + 7, TimestampType::CreateTime)
+            ],
+            "codec {codec}"
+        );
+        for (at, h) in BatchIter::new(&stored) {
+            assert!(crate::batch::crc_valid(&stored[at..at + h.size_in_bytes()]));
+        }
+        let t = log.fetch_offset_by_timestamp(now + 1).unwrap().unwrap();
+        assert_eq!((t.timestamp, t.offset), (now + 30, 1), "codec {codec}");
+    }
 }
