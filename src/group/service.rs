@@ -262,14 +262,21 @@ impl GroupService {
     }
 
     /// Under the lock, after writes of `partition` became durable: groups whose assignment they
-    /// carry become Stable ([`Coordinator::settle_assignments`]); their answers go out from a
-    /// task of their own.
+    /// carry become Stable ([`Coordinator::settle_assignments`]).
     fn settle_locked(&self, inner: &mut Inner, partition: i32, now: i64) {
         let outcome = inner.machine.settle_assignments(partition, now);
-        let delivery = self.write_locked(inner, outcome, now);
+        self.answer_detached(inner, outcome, now);
+    }
+
+    /// Under the lock: writes `outcome` (an operation without records) and sends its answers
+    /// from a task of their own, waiting for no later write: what they say is durable, or an
+    /// error.
+    fn answer_detached(&self, inner: &mut Inner, outcome: Outcome, now: i64) {
+        let mut delivery = self.write_locked(inner, outcome, now);
         if delivery.answers.is_empty() {
             return;
         }
+        delivery.waits.clear();
         if let Some(me) = self.me.upgrade() {
             tokio::spawn(async move {
                 me.deliver(delivery).await;
@@ -279,13 +286,14 @@ impl GroupService {
 
     /// A write whose wait timed out becomes durable once the high watermark covers it, even if
     /// nobody waits for it any more.
-    /// Returns the partitions observed.
+    /// Returns the partitions where a write became durable.
     fn observe_high_watermarks(&self, inner: &mut Inner) -> Vec<i32> {
         let mut observed = Vec::new();
         for partition in inner.machine.partitions_with_pending_writes() {
             if let Ok(hw) = self.log.high_watermark(partition) {
-                inner.machine.observe_high_watermark(partition, hw);
-                observed.push(partition);
+                if inner.machine.observe_high_watermark(partition, hw) {
+                    observed.push(partition);
+                }
             }
         }
         observed
@@ -351,9 +359,10 @@ impl GroupService {
             {
                 Durability::Durable => {
                     let mut inner = self.lock();
-                    inner.machine.observe_high_watermark(partition, offset);
-                    let now = self.clock.now_ms();
-                    self.settle_locked(&mut inner, partition, now);
+                    if inner.machine.observe_high_watermark(partition, offset) {
+                        let now = self.clock.now_ms();
+                        self.settle_locked(&mut inner, partition, now);
+                    }
                 }
                 Durability::Unknown => {
                     tracing::warn!(
@@ -362,6 +371,10 @@ impl GroupService {
                         "group write not durable in time; it stays pending"
                     );
                     delivery.failed.insert(partition, WriteFailure::TimedOut);
+                    let mut inner = self.lock();
+                    let now = self.clock.now_ms();
+                    let outcome = inner.machine.abandon_pending_assignments(partition, now);
+                    self.answer_detached(&mut inner, outcome, now);
                 }
                 Durability::NotLeader => {
                     delivery.failed.insert(partition, WriteFailure::NotLeader);

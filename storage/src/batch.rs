@@ -600,6 +600,8 @@ pub struct CheckedRecords {
     /// How many records are refused, and the first [`RECORD_ERRORS_LISTED_MAX`] of them.
     pub refused_total: u64,
     pub refused: Vec<RefusedRecord>,
+    /// Whether any refused record (listed or not) is refused for its timestamp.
+    pub timestamp_refused: bool,
 }
 
 /// Checks every record of a produced batch against `rules`, one error per record (a missing key
@@ -658,6 +660,7 @@ fn check_records_within(
         };
         if let Some(why) = why {
             checked.refused_total += 1;
+            checked.timestamp_refused |= why != RecordRefusal::NoKey;
             if checked.refused.len() < RECORD_ERRORS_LISTED_MAX {
                 checked.refused.push(RefusedRecord {
                     index: record.index,

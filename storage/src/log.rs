@@ -482,8 +482,8 @@ impl Log {
     /// each (its index in the batch), and nothing is written: INVALID_TIMESTAMP if any
     /// timestamp is refused, INVALID_RECORD otherwise.
     ///
-    /// A LogAppendTime log that is not compacted reads no record: every timestamp is replaced,
-    /// and a producer's own LogAppendTime is refused from the header before this.
+    /// On a LogAppendTime log the records are read for their structure only: every timestamp
+    /// is replaced, and a producer's own LogAppendTime is refused from the header before this.
     fn check_records(
         &self,
         records: &[u8],
@@ -507,19 +507,14 @@ impl Log {
         for h in batches {
             let b = &records[position..position + h.size_in_bytes()];
             position += h.size_in_bytes();
-            if rules.timestamp_range.is_none() {
-                max_timestamps.push(batch::MaxTimestamp::LogAppendTime(now_ms));
-                if !rules.require_key {
-                    continue;
-                }
-            }
             let checked = batch::check_records(b, &rules)?;
             if checked.refused_total > 0 {
                 return Err(self.refusal(&checked, &rules));
             }
-            if rules.timestamp_range.is_some() {
-                max_timestamps.push(batch::MaxTimestamp::CreateTime(checked.max_timestamp));
-            }
+            max_timestamps.push(match rules.timestamp_range {
+                Some(_) => batch::MaxTimestamp::CreateTime(checked.max_timestamp),
+                None => batch::MaxTimestamp::LogAppendTime(now_ms),
+            });
         }
         Ok(max_timestamps)
     }
@@ -542,18 +537,20 @@ impl Log {
             .take(3)
             .map(|(index, message)| format!("RecordError(batchIndex={index}, message='{message}')"))
             .collect();
-        let message = format!(
-            "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
-            checked.refused_total,
-            shown.join(", ")
-        );
+        // Kafka's `LogValidator.processRecordErrors` words the two cases differently.
+        let message = if checked.timestamp_refused {
+            "One or more records have been rejected due to invalid timestamp".to_owned()
+        } else {
+            format!(
+                "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+                checked.refused_total,
+                shown.join(", ")
+            )
+        };
         StorageError::RecordErrors {
             message,
             record_errors,
-            invalid_timestamp: checked
-                .refused
-                .iter()
-                .any(|r| r.why != batch::RecordRefusal::NoKey),
+            invalid_timestamp: checked.timestamp_refused,
         }
     }
 

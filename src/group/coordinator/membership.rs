@@ -656,6 +656,35 @@ impl Coordinator {
         self.finish_operation()
     }
 
+    /// The writes of `partition` did not become durable within `offsets.commit.timeout.ms`. As
+    /// Kafka fails such a write, every group still waiting for its assignment to be durable
+    /// answers its parked SyncGroups COORDINATOR_NOT_AVAILABLE and rebalances. The write stays
+    /// pending; if it lands later it settles nothing (the group has moved on).
+    pub fn abandon_pending_assignments(&mut self, partition: i32, now_ms: i64) -> super::Outcome {
+        self.start_operation();
+        let waiting: Vec<String> = self
+            .groups_of(partition)
+            .filter(|g| g.state == GroupState::CompletingRebalance && g.assignment_pending)
+            .map(|g| g.group_id.clone())
+            .collect();
+        for group_id in waiting {
+            let group = self.group_mut(&group_id).expect("group exists");
+            let parked: Vec<Parked> = group
+                .members
+                .iter_mut()
+                .filter_map(|(_, m)| m.awaiting_sync.take())
+                .collect();
+            for p in parked {
+                self.respond(
+                    p.token,
+                    sync_error(p.api_version, ResponseError::CoordinatorNotAvailable),
+                );
+            }
+            self.prepare_rebalance(&group_id, now_ms);
+        }
+        self.finish_operation()
+    }
+
     fn stabilize(&mut self, group_id: &str, now_ms: i64) {
         let group = self.group_mut(group_id).expect("group exists");
         group.transition(GroupState::Stable, now_ms);

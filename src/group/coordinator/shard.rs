@@ -152,11 +152,12 @@ impl Coordinator {
     }
 
     /// The high watermark of `partition` is at least `high_watermark`: every pending write it
-    /// covers is durable now.
-    pub fn observe_high_watermark(&mut self, partition: i32, high_watermark: i64) {
+    /// covers is durable now. True when one became durable.
+    pub fn observe_high_watermark(&mut self, partition: i32, high_watermark: i64) -> bool {
         let Some(shard) = self.shards.get_mut(&partition) else {
-            return;
+            return false;
         };
+        let mut advanced = false;
         while shard
             .pending
             .front()
@@ -164,7 +165,9 @@ impl Coordinator {
         {
             let write = shard.pending.pop_front().expect("checked above");
             shard.durable = write.state;
+            advanced = true;
         }
+        advanced
     }
 
     /// The offset the high watermark of `partition` must reach for everything decided on it so

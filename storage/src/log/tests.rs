@@ -1148,3 +1148,25 @@ fn every_record_timestamp_is_checked_and_the_max_timestamp_recomputed() {
         assert_eq!((t.timestamp, t.offset), (now + 30, 1), "codec {codec}");
     }
 }
+
+#[test]
+fn a_log_append_time_log_refuses_records_that_do_not_parse() {
+    // Kafka's LogValidator walks the records of every batch, whatever the timestamp type: a
+    // batch claiming more records than it holds is INVALID_RECORD, never stored.
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        message_timestamp_type: TimestampType::LogAppendTime,
+        ..LogConfig::default()
+    };
+    let log = Log::open(&dir.path().join("t-0"), config, 0, false, 0).unwrap();
+    let mut b = builder::batch(&builder::Spec::default(), &[b"a", b"b", b"c"]);
+    b[23..27].copy_from_slice(&3i32.to_be_bytes()); // last offset delta
+    b[57..61].copy_from_slice(&4i32.to_be_bytes()); // records count
+    let crc = crate::batch::compute_crc(&b);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert!(matches!(
+        log.append_as_leader(&b, 0, 5_000),
+        Err(StorageError::InvalidRecord(_))
+    ));
+    assert_eq!(log.log_end_offset(), 0);
+}
