@@ -13,10 +13,10 @@ KAFKAIQ_BIN="${KAFKAIQ_BIN:-$root/target/release/kafkaiq}"
 # shellcheck source=../lib/broker.sh
 source "$root/integration/lib/broker.sh"
 
-PROMETHEUS_CLIENT_VERSION=0.26.0
+# shellcheck source=../lib/python-clients.sh
+source "$root/integration/lib/python-clients.sh"
 
-venv="$root/integration/.venv"
-python="$venv/bin/python"
+PROMETHEUS_CLIENT_VERSION=0.26.0
 step() { echo "47-metrics: $*" >&2; }
 fail() {
     echo "47-metrics: FAIL: $*" >&2
@@ -24,20 +24,10 @@ fail() {
     exit 1
 }
 
+python_venv
 if ! "$python" -c "import importlib.metadata, sys
 sys.exit(importlib.metadata.version('prometheus_client') != '$PROMETHEUS_CLIENT_VERSION')" 2>/dev/null; then
     step "installing prometheus_client $PROMETHEUS_CLIENT_VERSION into $venv"
-    if ! python3 -m venv "$venv" >&2; then
-        # Debian's python3 splits venv support into python3-venv.
-        if [[ $(id -u) -eq 0 ]]; then
-            DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2
-        else
-            sudo -n env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-            sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2
-        fi
-        python3 -m venv "$venv" >&2
-    fi
     "$venv/bin/pip" install -q --disable-pip-version-check \
         "prometheus_client==$PROMETHEUS_CLIENT_VERSION" >&2
 fi

@@ -17,12 +17,11 @@ set -euo pipefail
 root="${KAFKAIQ_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 KAFKAIQ_BIN="${KAFKAIQ_BIN:-$root/target/release/kafkaiq}"
 name=48-page
-PLAYWRIGHT_VERSION=1.56.0
-CONFLUENT_KAFKA_VERSION=2.16.1
-CHROMIUM=/usr/bin/chromium
+# shellcheck source=../lib/python-clients.sh
+source "$root/integration/lib/python-clients.sh"
 
-venv="$root/integration/.venv"
-python="$venv/bin/python"
+PLAYWRIGHT_VERSION=1.56.0
+CHROMIUM=/usr/bin/chromium
 step() { echo "$name: $*" >&2; }
 as_root() {
     if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo -n "$@"; fi
@@ -33,17 +32,11 @@ if [[ ! -x "$CHROMIUM" ]]; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2
 fi
+python_clients
 if ! "$python" -c "import importlib.metadata as m, sys
-sys.exit(m.version('playwright') != '$PLAYWRIGHT_VERSION' or m.version('confluent_kafka') != '$CONFLUENT_KAFKA_VERSION')" 2>/dev/null; then
-    step "installing playwright $PLAYWRIGHT_VERSION and confluent-kafka $CONFLUENT_KAFKA_VERSION into $venv"
-    if ! python3 -m venv "$venv" >&2; then
-        # Debian's python3 splits venv support into python3-venv.
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2
-        python3 -m venv "$venv" >&2
-    fi
-    "$venv/bin/pip" install -q --disable-pip-version-check \
-        "playwright==$PLAYWRIGHT_VERSION" "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >&2
+sys.exit(m.version('playwright') != '$PLAYWRIGHT_VERSION')" 2>/dev/null; then
+    step "installing playwright $PLAYWRIGHT_VERSION into $venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "playwright==$PLAYWRIGHT_VERSION" >&2
 fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/page.XXXXXX")"
