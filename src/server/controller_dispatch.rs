@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
-use super::dispatch::DispatchError;
+use super::dispatch::{DispatchError, FORWARDED};
 use super::ConnectionInfo;
 use crate::config::BrokerConfig;
 use crate::context::Context;
@@ -35,19 +35,11 @@ use crate::quorum::wire;
 /// small ([`CONTROLLER_REQUEST_BYTES_MAX`]), so a stranger cannot make a controller buffer
 /// 256 MiB per connection with a heartbeat.
 pub fn frame_max_bytes(config: &BrokerConfig, api_key: i16) -> usize {
-    let forwarded = [
-        ApiKey::CreateTopics,
-        ApiKey::DeleteTopics,
-        ApiKey::CreatePartitions,
-        ApiKey::IncrementalAlterConfigs,
-        ApiKey::ElectLeaders,
-        ApiKey::AlterPartitionReassignments,
-    ];
     if api_key == wire::RAFT_MESSAGE_API_KEY {
         config
             .socket_request_max_bytes
             .max(METADATA_SNAPSHOT_BYTES_MAX + CONTROLLER_FRAME_OVERHEAD_BYTES)
-    } else if forwarded.iter().any(|k| *k as i16 == api_key) {
+    } else if FORWARDED.iter().any(|k| *k as i16 == api_key) {
         config.socket_request_max_bytes
     } else {
         config
