@@ -124,6 +124,13 @@ pub const METADATA_SNAPSHOT_ENTRIES: usize = 4_096;
 /// What a Raft snapshot message adds around the snapshot itself (header, protobuf framing).
 pub const CONTROLLER_FRAME_OVERHEAD_BYTES: usize = 64 * 1024;
 
+/// Largest frame the controller listener reads for an API that is neither a Raft message
+/// (which may carry a snapshot) nor a metadata change forwarded from a client (bounded as the
+/// client listener bounds it, `socket.request.max.bytes`): the broker lifecycle, AlterPartition,
+/// ApiVersions, DescribeQuorum, the observers' fetch. The largest of them, an AlterPartition
+/// naming every partition a leader has, is a few hundred KiB at 10,000 partitions.
+pub const CONTROLLER_REQUEST_BYTES_MAX: usize = 8 * 1024 * 1024;
+
 /// Raft messages queued for one peer voter; beyond it a message is dropped and the peer
 /// reported unreachable (the library resends what matters).
 pub const RAFT_PEER_QUEUE_MESSAGES_MAX: usize = 1_024;
@@ -264,6 +271,12 @@ pub const CLIENT_EVENTS_QUEUED_MAX: usize = 256;
 /// one more is closed on accept. A Prometheus server and a few browser tabs need a handful;
 /// the bound keeps a misbehaving scraper from taking the broker's file descriptors or time.
 pub const HTTP_CONNECTIONS_MAX: usize = 16;
+
+/// HTTP connections one client address may hold open at once, so that one client
+/// reconnecting in a loop (or holding silent connections) cannot take every one of the
+/// `HTTP_CONNECTIONS_MAX` slots; half of them leaves room for a browser's six parallel
+/// connections and a scraper on the same host.
+pub const HTTP_CONNECTIONS_PER_CLIENT_MAX: usize = 8;
 
 /// Largest HTTP request head (request line and headers) read; a larger one is answered 431.
 /// No request the listener serves has a body, and browsers send well under 8 KiB of headers.

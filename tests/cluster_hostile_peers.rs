@@ -3,7 +3,8 @@
 //! it was — the same quorum leader and epoch, every broker alive, every partition led where it
 //! was, no forged record in the metadata log.
 //!
-//! - A client API (Metadata, Produce) on the controller listener closes the connection.
+//! - A client API (Metadata, Produce) on the controller listener closes the connection, as does
+//!   a lifecycle API frame claiming more than the small bound of those APIs.
 //! - BrokerHeartbeat with a wrong broker epoch: STALE_BROKER_EPOCH, even with want_fence; sent to
 //!   a controller that is not active: NOT_CONTROLLER.
 //! - BrokerRegistration of a new incarnation for a live node id: DUPLICATE_BROKER_REGISTRATION.
@@ -145,6 +146,12 @@ async fn hostile_and_confused_peers_change_nothing() {
                 .with_records(Some(common::batch(&["x"], None)))])]);
     let (_, produce) = probe.encode(9, &produce);
     assert_closed_after(active_addr, &produce, "Produce on the controller listener").await;
+    // Frame bounds per API: a BrokerHeartbeat (key 63) claiming 20 MiB is past the small bound
+    // of the lifecycle APIs and is closed once its key arrives, not awaited (only a Raft
+    // message, which may carry a snapshot, is read up to 256 MiB).
+    let mut oversized = (20i32 << 20).to_be_bytes().to_vec();
+    oversized.extend_from_slice(&63i16.to_be_bytes());
+    assert_closed_after(active_addr, &oversized, "a 20 MiB BrokerHeartbeat frame").await;
 
     // An observer's metadata fetch: a well-formed one is answered with the committed log (from
     // the start: entries, or the image as a snapshot); a truncated one closes the connection.

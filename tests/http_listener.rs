@@ -17,7 +17,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn name(s: &str) -> TopicName {
@@ -294,6 +294,52 @@ async fn a_silent_client_gets_408_and_holds_up_nothing() {
     };
     assert_eq!(status.0, 200);
     drop(client);
+    broker.shutdown().await.unwrap();
+}
+
+/// One client address holds at most `HTTP_CONNECTIONS_PER_CLIENT_MAX` of the listener's slots:
+/// while it tries to hold all of them (silent connections), the ones past its bound are closed
+/// unanswered at once and a client from another address (127.0.0.2) is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_hold_every_http_slot() {
+    use kafkaiq::limits::{HTTP_CONNECTIONS_MAX, HTTP_CONNECTIONS_PER_CLIENT_MAX};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &["http.listener=127.0.0.1:0"]).await;
+    let http = broker.http_addr.expect("an HTTP listener");
+    let mut held = Vec::new();
+    for _ in 0..HTTP_CONNECTIONS_MAX {
+        held.push(TcpStream::connect(http).await.unwrap());
+    }
+    let other = tokio::net::TcpSocket::new_v4().unwrap();
+    other.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut other = other.connect(http).await.unwrap();
+    other
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), other.read_to_end(&mut out))
+        .await
+        .expect("answered")
+        .unwrap();
+    assert!(
+        !out.is_empty(),
+        "a client from another address was refused: one address holds every slot"
+    );
+    assert_eq!(parse_http(out).0, 200);
+    let mut closed = 0;
+    for s in &mut held {
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(300), s.read(&mut byte)).await
+        {
+            closed += 1;
+        }
+    }
+    assert_eq!(
+        closed,
+        HTTP_CONNECTIONS_MAX - HTTP_CONNECTIONS_PER_CLIENT_MAX
+    );
+    drop(held);
     broker.shutdown().await.unwrap();
 }
 

@@ -545,31 +545,30 @@ impl<D: Durable> ControllerCore<D> {
         }
     }
 
-    /// A registration of a new incarnation while the registered one still heartbeats on an
-    /// open connection of its own: two processes claim one node id (a copied configuration, a
-    /// confused peer). Refused as Kafka refuses it, DUPLICATE_BROKER_REGISTRATION. A restart
-    /// is not refused: the old process's connection closed when it died, which ended its
-    /// session ([`Self::connection_closed`]), so the new incarnation registers at once.
-    fn is_duplicate_registration(&self, request: &Request) -> bool {
-        let Request::BrokerRegistration {
-            registration,
-            connection,
-            ..
-        } = request
-        else {
+    /// A registration of a new incarnation while the registered one has a valid session —
+    /// unfenced, and heard from within `broker.session.timeout.ms` (or, just after a failover,
+    /// within the grace every live broker gets) — whichever connection it came on: refused as
+    /// Kafka's `ClusterControlManager.registerBroker` refuses it, DUPLICATE_BROKER_REGISTRATION
+    /// (a second process with the same node id, or a forger). A restart is seldom refused: the
+    /// old process's connection closed when it died, which ended its session
+    /// ([`Self::connection_closed`]); if not, the new incarnation's retries succeed once the old
+    /// session expires. A registered broker not yet unfenced has no valid session (Kafka's
+    /// `hasValidSession` likewise), so a restart during startup replaces it.
+    fn is_duplicate_registration(&self, request: &Request, now_ms: u64) -> bool {
+        let Request::BrokerRegistration { registration, .. } = request else {
             return false;
         };
-        let Some(session) = self.sessions.get(&registration.node_id) else {
+        let node_id = registration.node_id;
+        let Some(registered) = self.image.broker(node_id) else {
             return false;
         };
-        let live_elsewhere = session.broker_epoch.is_some()
-            && session.connection.is_some()
-            && session.connection != *connection;
-        live_elsewhere
-            && self
-                .image
-                .broker(registration.node_id)
-                .is_some_and(|b| !b.fenced && b.incarnation_id != registration.incarnation_id)
+        if registered.fenced || registered.incarnation_id == registration.incarnation_id {
+            return false;
+        }
+        self.sessions.get(&node_id).is_some_and(|s| {
+            s.broker_epoch == Some(registered.broker_epoch)
+                && (now_ms < s.deadline_ms || self.heartbeat_pending(node_id))
+        })
     }
 
     /// Whether every active broker but `broker_id` has reported replaying the metadata log to
@@ -871,7 +870,7 @@ impl<D: Durable> ControllerCore<D> {
         let mut heartbeat_brokers = Vec::new();
         let taken: Vec<Request> = self.queued.drain(..take).collect();
         for mut request in taken {
-            if self.is_duplicate_registration(&request) {
+            if self.is_duplicate_registration(&request, now_ms) {
                 request.refuse(ApiError::DuplicateBrokerRegistration);
                 continue;
             }

@@ -771,6 +771,160 @@ fn control_plane_simulation() {
     }
 }
 
+/// Two voters as bare [`ControllerCore`]s with broker sessions of `SESSION_MS`, stepped by
+/// hand on a manual clock: every message delivered at once, except that while `held` no
+/// append is acknowledged (so a pass stays in flight).
+struct SessionVoters {
+    cores: Vec<ControllerCore<MemState>>,
+    caches: Vec<Arc<MetadataCache>>,
+    active: usize,
+    now: u64,
+}
+
+impl SessionVoters {
+    const SESSION_MS: u64 = 1_000;
+
+    fn start() -> SessionVoters {
+        let lifecycle = super::driver::Lifecycle {
+            session_timeout_ms: Self::SESSION_MS,
+            failover_grace_ms: Self::SESSION_MS,
+        };
+        let mut caches = Vec::new();
+        let cores = (1..=2u64)
+            .map(|id| {
+                let quorum = QuorumConfig {
+                    node_id: id,
+                    voters: vec![1, 2],
+                    election_ticks: 10,
+                    heartbeat_ticks: 2,
+                    fixed_election_ticks: Some(10 + 3 * id as usize),
+                };
+                let engine = QuorumEngine::open(&quorum, MemState::new()).unwrap();
+                let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
+                caches.push(cache.clone());
+                let publisher = Arc::new(MetadataPublisher::new(
+                    cache,
+                    MetadataImage::empty(String::new(), id as i32),
+                ));
+                ControllerCore::new(
+                    config_for(id),
+                    engine,
+                    publisher,
+                    "sessions".into(),
+                    Some(lifecycle),
+                    Arc::new(super::forward::QuorumState::new()),
+                )
+            })
+            .collect();
+        let mut voters = SessionVoters {
+            cores,
+            caches,
+            active: 0,
+            now: 0,
+        };
+        voters.active = loop {
+            voters.step(false);
+            if let Some(i) = voters.cores.iter().position(|c| c.is_active()) {
+                if !voters.caches[i].image().cluster_id.is_empty() {
+                    break i;
+                }
+            }
+            voters.now += TICK.as_millis() as u64;
+            assert!(voters.now < 60_000, "no active controller");
+        };
+        voters
+    }
+
+    fn step(&mut self, held: bool) {
+        let now = self.now;
+        let mut messages = Vec::new();
+        for core in self.cores.iter_mut() {
+            core.tick(now);
+            messages.extend(core.advance(now).unwrap());
+        }
+        while !messages.is_empty() {
+            for m in std::mem::take(&mut messages) {
+                if held && m.get_msg_type() == raft::eraftpb::MessageType::MsgAppendResponse {
+                    continue;
+                }
+                self.cores[m.to as usize - 1].peer_message(m);
+            }
+            for core in self.cores.iter_mut() {
+                messages.extend(core.advance(now).unwrap());
+            }
+        }
+    }
+
+    fn image(&self) -> Arc<MetadataImage> {
+        self.caches[self.active].image()
+    }
+
+    /// BrokerRegistration of broker `id` as `incarnation` on `connection`, decided in one step.
+    fn register(
+        &mut self,
+        id: i32,
+        incarnation: u128,
+        connection: Option<u64>,
+    ) -> Result<i64, ApiError> {
+        let registration = BrokerRegistration::new(id, uuid::Uuid::from_u128(incarnation), None)
+            .with_listener(
+                "PLAINTEXT",
+                "127.0.0.1",
+                9097,
+                crate::metadata::security_protocol::PLAINTEXT,
+            );
+        let (tx, mut rx) = oneshot::channel();
+        let cluster_id = self.image().cluster_id.clone();
+        self.cores[self.active].request(Request::BrokerRegistration {
+            registration,
+            cluster_id,
+            connection,
+            reply: tx,
+        });
+        self.step(false);
+        rx.try_recv().expect("registration answered")
+    }
+
+    /// Queues a heartbeat of broker `id` at `broker_epoch`, caught up with the image.
+    fn heartbeat(
+        &mut self,
+        id: i32,
+        broker_epoch: i64,
+        connection: Option<u64>,
+    ) -> oneshot::Receiver<Result<super::HeartbeatOutcome, ApiError>> {
+        let (tx, rx) = oneshot::channel();
+        let metadata_offset = self.image().metadata_offset as i64;
+        self.cores[self.active].request(Request::BrokerHeartbeat {
+            broker_id: id,
+            broker_epoch,
+            metadata_offset,
+            want_fence: false,
+            want_shut_down: false,
+            connection,
+            peers_replayed: false,
+            reply: tx,
+        });
+        rx
+    }
+
+    /// Registers broker `id` and heartbeats until it is unfenced; its broker epoch.
+    fn register_unfenced(&mut self, id: i32, incarnation: u128, connection: Option<u64>) -> i64 {
+        let broker_epoch = self
+            .register(id, incarnation, connection)
+            .expect("registered");
+        for _ in 0..3 {
+            let _answer = self.heartbeat(id, broker_epoch, connection);
+            self.now += 100;
+            self.step(false);
+        }
+        assert!(
+            self.image().is_broker_alive(id),
+            "the broker is unfenced once caught up"
+        );
+        broker_epoch
+    }
+}
+
 /// Two voters with broker sessions (no nemesis). The follower's acknowledgements of appends
 /// are lost (its heartbeat answers are not, so the leader stays leader), so a pass stays in
 /// flight; the broker's heartbeats meanwhile queue behind it. They renew its session
@@ -780,120 +934,13 @@ fn control_plane_simulation() {
 /// over, each fencing a write of thousands of partition changes that delayed the next.
 #[test]
 fn heartbeats_waiting_behind_a_write_in_flight_keep_their_broker_in_session() {
-    use super::driver::Lifecycle;
-    const SESSION_MS: u64 = 1_000;
-    let lifecycle = Lifecycle {
-        session_timeout_ms: SESSION_MS,
-        failover_grace_ms: SESSION_MS,
-    };
-    let mut caches = Vec::new();
-    let mut cores: Vec<ControllerCore<MemState>> = (1..=2u64)
-        .map(|id| {
-            let quorum = QuorumConfig {
-                node_id: id,
-                voters: vec![1, 2],
-                election_ticks: 10,
-                heartbeat_ticks: 2,
-                fixed_election_ticks: Some(10 + 3 * id as usize),
-            };
-            let engine = QuorumEngine::open(&quorum, MemState::new()).unwrap();
-            let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
-            caches.push(cache.clone());
-            let publisher = Arc::new(MetadataPublisher::new(
-                cache,
-                MetadataImage::empty(String::new(), id as i32),
-            ));
-            ControllerCore::new(
-                config_for(id),
-                engine,
-                publisher,
-                "sessions".into(),
-                Some(lifecycle),
-                Arc::new(super::forward::QuorumState::new()),
-            )
-        })
-        .collect();
-    let mut now = 0u64;
-    // Every message delivered at once, but while `held` no append is acknowledged.
-    let step = |cores: &mut Vec<ControllerCore<MemState>>, now: u64, held: bool| {
-        let mut messages = Vec::new();
-        for core in cores.iter_mut() {
-            core.tick(now);
-            messages.extend(core.advance(now).unwrap());
-        }
-        while !messages.is_empty() {
-            for m in std::mem::take(&mut messages) {
-                if held && m.get_msg_type() == raft::eraftpb::MessageType::MsgAppendResponse {
-                    continue;
-                }
-                cores[m.to as usize - 1].peer_message(m);
-            }
-            for core in cores.iter_mut() {
-                messages.extend(core.advance(now).unwrap());
-            }
-        }
-    };
-    let active = loop {
-        step(&mut cores, now, false);
-        if let Some(i) = cores.iter().position(|c| c.is_active()) {
-            if !caches[i].image().cluster_id.is_empty() {
-                break i;
-            }
-        }
-        now += TICK.as_millis() as u64;
-        assert!(
-            now < 60_000,
-            "no active controller: {:?}",
-            cores
-                .iter()
-                .map(|c| (c.is_active(), c.engine().is_leader(), c.engine().term()))
-                .collect::<Vec<_>>()
-        );
-    };
-    let cluster_id = caches[active].image().cluster_id.clone();
-
-    let registration = BrokerRegistration::new(7, uuid::Uuid::from_u128(7), None).with_listener(
-        "PLAINTEXT",
-        "127.0.0.1",
-        9097,
-        crate::metadata::security_protocol::PLAINTEXT,
-    );
-    let (tx, mut rx) = oneshot::channel();
-    cores[active].request(Request::BrokerRegistration {
-        registration,
-        cluster_id,
-        connection: Some(1),
-        reply: tx,
-    });
-    step(&mut cores, now, false);
-    let broker_epoch = rx.try_recv().expect("registered").expect("registered");
-    let heartbeat = |cores: &mut Vec<ControllerCore<MemState>>| {
-        let (tx, rx) = oneshot::channel();
-        cores[active].request(Request::BrokerHeartbeat {
-            broker_id: 7,
-            broker_epoch,
-            metadata_offset: caches[active].image().metadata_offset as i64,
-            want_fence: false,
-            want_shut_down: false,
-            connection: Some(1),
-            peers_replayed: false,
-            reply: tx,
-        });
-        rx
-    };
-    for _ in 0..3 {
-        let _answer = heartbeat(&mut cores);
-        now += 100;
-        step(&mut cores, now, false);
-    }
-    assert!(
-        caches[active].image().is_broker_alive(7),
-        "the broker is unfenced once caught up"
-    );
+    let mut voters = SessionVoters::start();
+    let broker_epoch = voters.register_unfenced(7, 7, Some(1));
+    let active = voters.active;
 
     // Appends go unacknowledged: a CreateTopic's pass stays in flight.
     let (tx, _rx) = oneshot::channel();
-    cores[active].request(Request::CreateTopic {
+    voters.cores[active].request(Request::CreateTopic {
         spec: CreateTopicSpec {
             name: "held".into(),
             num_partitions: 1,
@@ -903,18 +950,24 @@ fn heartbeats_waiting_behind_a_write_in_flight_keep_their_broker_in_session() {
         validate_only: false,
         reply: tx,
     });
-    step(&mut cores, now, true);
-    assert!(cores[active].backlog().1.is_some(), "the pass is in flight");
+    voters.step(true);
+    assert!(
+        voters.cores[active].backlog().1.is_some(),
+        "the pass is in flight"
+    );
     // Heartbeats keep coming, every 300 ms, for five session timeouts.
     let mut answers = Vec::new();
-    let until = now + 5 * SESSION_MS;
-    while now < until {
-        answers.push(heartbeat(&mut cores));
-        now += 300;
-        step(&mut cores, now, true);
+    let until = voters.now + 5 * SessionVoters::SESSION_MS;
+    while voters.now < until {
+        answers.push(voters.heartbeat(7, broker_epoch, Some(1)));
+        voters.now += 300;
+        voters.step(true);
     }
-    assert!(cores[active].is_active(), "still the active controller");
-    let (waiting, in_flight) = cores[active].backlog();
+    assert!(
+        voters.cores[active].is_active(),
+        "still the active controller"
+    );
+    let (waiting, in_flight) = voters.cores[active].backlog();
     assert!(in_flight.is_some(), "the pass is still in flight");
     assert_eq!(
         waiting,
@@ -923,15 +976,69 @@ fn heartbeats_waiting_behind_a_write_in_flight_keep_their_broker_in_session() {
     );
     // Acknowledged again: the write commits and the waiting heartbeats are answered unfenced.
     for _ in 0..10 {
-        now += TICK.as_millis() as u64;
-        step(&mut cores, now, false);
+        voters.now += TICK.as_millis() as u64;
+        voters.step(false);
     }
-    assert!(caches[active].image().topic("held").is_some());
-    assert!(caches[active].image().is_broker_alive(7));
+    assert!(voters.image().topic("held").is_some());
+    assert!(voters.image().is_broker_alive(7));
     for mut rx in answers {
         let outcome = rx.try_recv().expect("answered").expect("heartbeat");
         assert!(!outcome.is_fenced);
     }
+}
+
+/// A registration of another incarnation for a broker whose session is valid (unfenced,
+/// heard from within the session timeout) is refused DUPLICATE_BROKER_REGISTRATION whichever
+/// connection it comes on — the broker's own, another, none (as after a failover, when the
+/// session has no connection yet) — as Kafka's `ClusterControlManager.registerBroker` refuses
+/// it; the broker keeps its id and epoch. Once it has been silent past the session timeout,
+/// a new incarnation registers.
+#[test]
+fn a_second_incarnation_is_refused_while_the_registered_one_is_in_session() {
+    let mut voters = SessionVoters::start();
+    let broker_epoch = voters.register_unfenced(7, 7, Some(1));
+    let no_connection_epoch = voters.register_unfenced(8, 8, None);
+    for (id, forged_on) in [
+        (7, Some(1)),
+        (7, Some(2)),
+        (7, None),
+        (8, Some(3)),
+        (8, None),
+    ] {
+        assert_eq!(
+            voters.register(id, 0xbad, forged_on),
+            Err(ApiError::DuplicateBrokerRegistration),
+            "broker {id}, forged registration on connection {forged_on:?}"
+        );
+    }
+    let image = voters.image();
+    let registered = image.broker(7).unwrap();
+    assert_eq!(registered.incarnation_id, uuid::Uuid::from_u128(7));
+    assert_eq!(registered.broker_epoch, broker_epoch);
+    assert!(image.is_broker_alive(7) && image.is_broker_alive(8));
+    let mut answer = voters.heartbeat(7, broker_epoch, Some(1));
+    voters.now += 100;
+    voters.step(false);
+    assert!(!answer.try_recv().unwrap().unwrap().is_fenced);
+    // The same incarnation again (a retried request) is answered with its epoch.
+    assert_eq!(voters.register(7, 7, Some(1)), Ok(broker_epoch));
+
+    // Broker 8 falls silent; once its session has expired a new incarnation takes its id.
+    let until = voters.now + 2 * SessionVoters::SESSION_MS;
+    while voters.now < until {
+        let _answer = voters.heartbeat(7, broker_epoch, Some(1));
+        voters.now += 300;
+        voters.step(false);
+    }
+    assert!(!voters.image().is_broker_alive(8), "fenced once silent");
+    let new_epoch = voters
+        .register(8, 0x8b, Some(4))
+        .expect("a new incarnation");
+    assert!(new_epoch > no_connection_epoch);
+    assert_eq!(
+        voters.image().broker(8).unwrap().incarnation_id,
+        uuid::Uuid::from_u128(0x8b)
+    );
 }
 
 /// Node 1 leads `t-0` in two leader epochs, with records in each; its voter crashes, and while

@@ -31,7 +31,9 @@ use crate::limits::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
-    #[error("frame size {size} is outside 0..={max} (socket.request.max.bytes)")]
+    #[error(
+        "frame size {size} is outside 0..={max} (socket.request.max.bytes, or the API's bound)"
+    )]
     BadSize { size: i32, max: usize },
     #[error("connection closed inside a frame")]
     Truncated,
@@ -47,6 +49,16 @@ pub enum FrameError {
 pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     max_bytes: usize,
+) -> Result<Option<Bytes>, FrameError> {
+    read_frame_per_api(reader, max_bytes, |_| max_bytes).await
+}
+
+/// As [`read_frame`], and once the request's API key (the body's first two bytes) has arrived,
+/// the size is checked against `max_for_api(key)` too, before the rest is read.
+pub async fn read_frame_per_api<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max_bytes: usize,
+    max_for_api: impl Fn(i16) -> usize,
 ) -> Result<Option<Bytes>, FrameError> {
     let mut size = [0u8; 4];
     let mut filled = 0;
@@ -70,8 +82,23 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     }
     let size = size as usize;
     let mut body = Vec::with_capacity(size.min(64 * 1024));
-    let read = reader.take(size as u64).read_to_end(&mut body).await?;
-    if read < size {
+    let key_bytes = size.min(2);
+    let read = reader.take(key_bytes as u64).read_to_end(&mut body).await?;
+    if read < key_bytes {
+        return Err(FrameError::Truncated);
+    }
+    if key_bytes == 2 {
+        let api_max = max_for_api(i16::from_be_bytes([body[0], body[1]]));
+        if size > api_max {
+            return Err(FrameError::BadSize {
+                size: size as i32,
+                max: api_max,
+            });
+        }
+    }
+    let rest = size - key_bytes;
+    let read = reader.take(rest as u64).read_to_end(&mut body).await?;
+    if read < rest {
         return Err(FrameError::Truncated);
     }
     Ok(Some(Bytes::from(body)))
@@ -110,11 +137,18 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
     );
     let max_bytes = match info.listener {
         ListenerKind::Client => ctx.config.socket_request_max_bytes,
-        // A snapshot for a voter far behind is one message of up to the whole image.
+        // A snapshot for a voter far behind is one message of up to the whole image; other
+        // APIs get smaller bounds (`controller_dispatch::frame_max_bytes`).
         ListenerKind::Controller => ctx
             .config
             .socket_request_max_bytes
             .max(METADATA_SNAPSHOT_BYTES_MAX + CONTROLLER_FRAME_OVERHEAD_BYTES),
+    };
+    let config = ctx.config.clone();
+    let listener = info.listener;
+    let max_for_api = move |api_key: i16| match listener {
+        ListenerKind::Client => max_bytes,
+        ListenerKind::Controller => controller_dispatch::frame_max_bytes(&config, api_key),
     };
     let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
     // Bytes of frames read but not yet handled are bounded by one maximal frame, so pipelining
@@ -123,7 +157,8 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
 
     let read_loop = async move {
         loop {
-            match tokio::time::timeout(idle, read_frame(&mut reader, max_bytes)).await {
+            let frame = read_frame_per_api(&mut reader, max_bytes, &max_for_api);
+            match tokio::time::timeout(idle, frame).await {
                 Err(_) => {
                     tracing::debug!(%peer, "closing idle connection (connections.max.idle.ms)");
                     break;
@@ -230,5 +265,34 @@ mod tests {
             Bytes::new()
         );
         assert!(read_frame(&mut input, 1024).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_frame_past_its_apis_bound_is_refused_once_the_key_arrives() {
+        let bound = |key: i16| if key == 7 { 1024 } else { 16 };
+        // Key 5, 100 bytes claimed, only the key sent: refused without waiting for the body.
+        let mut input: &[u8] = &[0, 0, 0, 100, 0, 5];
+        assert!(matches!(
+            read_frame_per_api(&mut input, 1024, bound)
+                .await
+                .unwrap_err(),
+            FrameError::BadSize { size: 100, max: 16 }
+        ));
+        let mut frame = vec![0, 0, 0, 100, 0, 7];
+        frame.extend_from_slice(&[9; 98]);
+        let mut input: &[u8] = &frame;
+        let body = read_frame_per_api(&mut input, 1024, bound)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((body.len(), &body[..3]), (100, &[0u8, 7, 9][..]));
+        let mut input: &[u8] = &[0, 0, 0, 1, 0xff];
+        assert_eq!(
+            read_frame_per_api(&mut input, 1024, bound)
+                .await
+                .unwrap()
+                .unwrap(),
+            Bytes::from_static(&[0xff])
+        );
     }
 }

@@ -15,14 +15,38 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
-use super::dispatch::DispatchError;
+use super::dispatch::{DispatchError, FORWARDED};
 use super::ConnectionInfo;
+use crate::config::BrokerConfig;
 use crate::context::Context;
 use crate::controller::observer;
 use crate::handlers;
 use crate::handlers::api_versions::CONTROLLER_SUPPORTED;
+use crate::limits::{
+    CONTROLLER_FRAME_OVERHEAD_BYTES, CONTROLLER_REQUEST_BYTES_MAX, METADATA_SNAPSHOT_BYTES_MAX,
+};
 use crate::protocol::{self, DecodeError};
 use crate::quorum::wire;
+
+/// The largest frame of API `api_key` the controller listener reads, checked as soon as the
+/// key (the body's first two bytes) has arrived and before the rest is read: a Raft message
+/// may carry a snapshot of the whole image; a metadata change forwarded from a client is
+/// bounded as the client listener bounded it (`socket.request.max.bytes`); anything else is
+/// small ([`CONTROLLER_REQUEST_BYTES_MAX`]), so a stranger cannot make a controller buffer
+/// 256 MiB per connection with a heartbeat.
+pub fn frame_max_bytes(config: &BrokerConfig, api_key: i16) -> usize {
+    if api_key == wire::RAFT_MESSAGE_API_KEY {
+        config
+            .socket_request_max_bytes
+            .max(METADATA_SNAPSHOT_BYTES_MAX + CONTROLLER_FRAME_OVERHEAD_BYTES)
+    } else if FORWARDED.iter().any(|k| *k as i16 == api_key) {
+        config.socket_request_max_bytes
+    } else {
+        config
+            .socket_request_max_bytes
+            .min(CONTROLLER_REQUEST_BYTES_MAX)
+    }
+}
 
 /// Handles one frame of the controller listener. `Ok(None)`: nothing to send (Raft messages).
 pub async fn handle_frame(
@@ -125,4 +149,37 @@ pub async fn handle_frame(
         correlation_id,
         &body,
     )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_raft_messages_and_forwarded_changes_get_large_frames() {
+        let config = BrokerConfig::default_single_node();
+        let client_bound = config.socket_request_max_bytes;
+        assert_eq!(
+            frame_max_bytes(&config, wire::RAFT_MESSAGE_API_KEY),
+            METADATA_SNAPSHOT_BYTES_MAX + CONTROLLER_FRAME_OVERHEAD_BYTES
+        );
+        assert_eq!(
+            frame_max_bytes(&config, ApiKey::CreateTopics as i16),
+            client_bound
+        );
+        for small in [
+            ApiKey::BrokerHeartbeat as i16,
+            ApiKey::BrokerRegistration as i16,
+            ApiKey::AlterPartition as i16,
+            ApiKey::ApiVersions as i16,
+            observer::METADATA_FETCH_API_KEY,
+            -1,
+        ] {
+            assert_eq!(
+                frame_max_bytes(&config, small),
+                CONTROLLER_REQUEST_BYTES_MAX,
+                "{small}"
+            );
+        }
+    }
 }

@@ -36,7 +36,7 @@ pub enum DispatchError {
 }
 
 /// The requests a node that is not the active controller forwards to it.
-const FORWARDED: &[ApiKey] = &[
+pub(crate) const FORWARDED: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,

@@ -4,12 +4,14 @@
 //! bounded read of the request head and a formatted response are all it needs.
 //!
 //! It can never stall the broker: it runs on its own task, holds at most
-//! [`HTTP_CONNECTIONS_MAX`] connections (one more is closed on accept), reads at most
+//! [`HTTP_CONNECTIONS_MAX`] connections, at most [`HTTP_CONNECTIONS_PER_CLIENT_MAX`] of them
+//! from one client address (one more is closed on accept), reads at most
 //! [`HTTP_REQUEST_HEAD_BYTES_MAX`] within [`HTTP_REQUEST_TIMEOUT_MS`], bounds every write by
 //! [`HTTP_RESPONSE_WRITE_TIMEOUT_MS`], and computes a scrape or a view on a blocking thread.
 //! A request it cannot serve gets a 4xx: 400 (malformed), 404 (unknown path), 405 (not GET
 //! or HEAD), 408 (too slow), 413 (a body), 431 (head too large), 505 (not HTTP/1.x).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,16 +20,22 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+use super::per_ip::PerIpSlots;
+use crate::config::ConnectionsPerIp;
 use crate::context::Context;
 use crate::insight;
 use crate::limits::{
-    HTTP_CONNECTIONS_MAX, HTTP_REQUEST_HEAD_BYTES_MAX, HTTP_REQUEST_TIMEOUT_MS,
-    HTTP_RESPONSE_WRITE_TIMEOUT_MS,
+    HTTP_CONNECTIONS_MAX, HTTP_CONNECTIONS_PER_CLIENT_MAX, HTTP_REQUEST_HEAD_BYTES_MAX,
+    HTTP_REQUEST_TIMEOUT_MS, HTTP_RESPONSE_WRITE_TIMEOUT_MS,
 };
 
 /// Accepts HTTP connections until `shutdown` turns true.
 pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
     let permits = Arc::new(Semaphore::new(HTTP_CONNECTIONS_MAX));
+    let per_client = PerIpSlots::new(ConnectionsPerIp {
+        default_max: HTTP_CONNECTIONS_PER_CLIENT_MAX,
+        overrides: BTreeMap::new(),
+    });
     let mut connections = JoinSet::new();
     let mut backoff_ms = 5u64;
     loop {
@@ -37,12 +45,16 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut shutdown: watch
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((s, _)) => { backoff_ms = 5; s }
+                let (stream, peer) = match accepted {
+                    Ok(a) => { backoff_ms = 5; a }
                     Err(e) => {
                         super::accept_failed(&ctx, &e, &mut backoff_ms, "http accept failed").await;
                         continue;
                     }
+                };
+                let Ok(client_slot) = per_client.try_take(peer.ip()) else {
+                    tracing::debug!(%peer, max = HTTP_CONNECTIONS_PER_CLIENT_MAX, "http connections of one client at their bound; closing a new one");
+                    continue;
                 };
                 let Ok(permit) = permits.clone().try_acquire_owned() else {
                     tracing::debug!(max = HTTP_CONNECTIONS_MAX, "http connections at their bound; closing a new one");
@@ -51,7 +63,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut shutdown: watch
                 let ctx = ctx.clone();
                 connections.spawn(async move {
                     connection(stream, ctx).await;
-                    drop(permit);
+                    drop((permit, client_slot));
                 });
             }
         }

@@ -52,10 +52,9 @@ pub fn check_cluster_id(image: &MetadataImage, cluster_id: &str) -> Result<(), A
 ///   fenced. Its old incarnation is fenced in the same batch: it leaves every ISR and its
 ///   leaderships move (or the partitions wait, leaderless, for it to return).
 ///
-/// Unlike Kafka, a new incarnation replaces the old at once instead of being refused
-/// (DUPLICATE_BROKER_REGISTRATION) until the old session expires: a node id belongs to one
-/// process, so a new incarnation means the old process is gone, and waiting out
-/// `broker.session.timeout.ms` would only keep its partitions leaderless for longer.
+/// A new incarnation is refused (DUPLICATE_BROKER_REGISTRATION) while the old one's session is
+/// valid, as in Kafka; that is the controller thread's to judge, since sessions are not in the
+/// image (`driver`'s `is_duplicate_registration`). One that gets here replaces the old at once.
 pub fn register_broker(
     image: &MetadataImage,
     settings: &ControllerSettings,
