@@ -12,6 +12,7 @@
 //! * [`segment`]: one `.log` file with its two indexes.
 //! * [`log`]: a partition's log — append, read, roll, retention, truncation, recovery.
 //! * [`manager`]: every log of the broker, the per-dir checkpoint files, the clean-shutdown marker.
+//! * [`deleter`]: removes deleted logs' renamed `-delete` directories in the background.
 //! * [`parallel`]: filesystem work for many partitions on a few threads at once.
 //! * [`epoch`]: the leader epoch cache (`leader-epoch-checkpoint`).
 //! * [`producer_state`]: idempotent producers' sequence state and its snapshots.
@@ -24,6 +25,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod compression;
 pub mod config;
+pub mod deleter;
 pub mod epoch;
 pub mod error;
 pub mod flusher;

@@ -1206,20 +1206,24 @@ impl Log {
         self.producers.lock().remove_expired_producers(now_ms)
     }
 
-    /// DeleteTopics: removes the log's directory. The log is unusable afterwards.
-    pub fn delete(&self) -> Result<()> {
-        let _w = self.lock_writer()?;
+    /// DeleteTopics: takes the log offline and renames its directory to `dest` (a `-delete`
+    /// name in the same log dir), fsyncing the log dir, so that from here on no open finds the
+    /// log whatever becomes of the removal ([`crate::LogManager::delete`] queues it). A log
+    /// offline after an I/O error is renamed the same way; one whose directory is already gone
+    /// has nothing to rename.
+    pub(crate) fn rename_for_deletion(&self, dest: &Path) -> Result<bool> {
+        let _w = self.writer.lock();
         *self.offline_reason.lock() = "the log was deleted".into();
         self.offline.store(true, Ordering::Release);
-        match std::fs::remove_dir_all(&self.dir) {
+        match std::fs::rename(&self.dir, dest) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(StorageError::io(&self.dir, e)),
         }
-        if let Some(parent) = self.dir.parent() {
+        if let Some(parent) = dest.parent() {
             sync_dir(parent)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     // ---------------------------------------------------------------- reads

@@ -40,6 +40,7 @@ use crate::checkpoint::{
     RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 use crate::config::{LogConfig, TopicPartition};
+use crate::deleter::Deleter;
 use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::Flusher;
 use crate::handles::{HandleLimits, HandlePool, HandleStats};
@@ -78,6 +79,8 @@ pub struct LogManager {
     pool: Arc<HandlePool>,
     /// Where every log's rolls send their fsyncs.
     flusher: Arc<Flusher>,
+    /// Removes deleted logs' renamed directories in the background.
+    deleter: Arc<Deleter>,
     default_config: LogConfig,
     logs: RwLock<HashMap<TopicPartition, Entry>>,
     /// Serialises log creation, deletion and checkpoint writes.
@@ -99,21 +102,32 @@ const FUTURE_DIR_SUFFIX: &str = "-future";
 /// Suffix of a replaced log's directory name, removed right after the swap or at the next open.
 const DELETE_DIR_SUFFIX: &str = "-delete";
 
+/// Longest file name the log dirs' filesystems take (Kafka caps its renamed directories' names
+/// at this).
+const DIR_NAME_BYTES_MAX: usize = 255;
+
 /// `<topic>-<partition>.<32 hex digits><suffix>`, unique per process and time, as Kafka's
-/// `UnifiedLog.logFutureDirName` / `logDeleteDirName` are.
+/// `LocalLog.logFutureDirName` / `logDeleteDirName` are; the topic is cut so the name stays
+/// within [`DIR_NAME_BYTES_MAX`] (a 249-character topic would not fit otherwise). Nothing reads
+/// the topic back from such a name: these directories are only ever removed.
 fn unique_dir_name(tp: &TopicPartition, suffix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!(
-        "{}.{:016x}{:08x}{:08x}{suffix}",
-        tp.dir_name(),
+    let full_suffix = format!(
+        "-{}.{:016x}{:08x}{:08x}{suffix}",
+        tp.partition,
         nanos,
         std::process::id(),
         n as u32
-    )
+    );
+    let mut topic_len = tp.topic.len().min(DIR_NAME_BYTES_MAX - full_suffix.len());
+    while !tp.topic.is_char_boundary(topic_len) {
+        topic_len -= 1;
+    }
+    format!("{}{full_suffix}", &tp.topic[..topic_len])
 }
 
 fn checkpoint(dir: &Path, name: &str) -> CheckpointFile<OffsetCheckpointEntry> {
@@ -169,6 +183,7 @@ impl LogManager {
     ) -> Result<LogManager> {
         let pool = HandlePool::new(limits);
         let flusher = Flusher::start().at(Path::new("log-flusher thread"))?;
+        let deleter = Deleter::start().at(Path::new("log-deleter thread"))?;
         let mut logs = HashMap::new();
         for (dir_index, dir) in log_dirs.iter().enumerate() {
             std::fs::create_dir_all(dir).at(dir)?;
@@ -184,7 +199,9 @@ impl LogManager {
                 }
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if name.ends_with(FUTURE_DIR_SUFFIX) || name.ends_with(DELETE_DIR_SUFFIX) {
-                    tracing::warn!(dir = %entry.path().display(), "removing the log of an unfinished move between log dirs, or a replaced one");
+                    // Never loaded: a deleted log (the removal cut short by a crash), a
+                    // replaced one, or an unfinished move between log dirs.
+                    tracing::warn!(dir = %entry.path().display(), "removing a deleted or replaced log, or the log of an unfinished move between log dirs");
                     std::fs::remove_dir_all(entry.path()).at(&entry.path())?;
                     sync_dir(dir)?;
                     continue;
@@ -244,6 +261,7 @@ impl LogManager {
             log_dirs: log_dirs.to_vec(),
             pool,
             flusher,
+            deleter,
             default_config,
             logs: RwLock::new(logs),
             admin: Mutex::new(()),
@@ -374,7 +392,7 @@ impl LogManager {
             },
         );
         if let Some(old) = replaced {
-            old.log.delete()?;
+            self.delete_dir_of(tp, &old.log)?;
         }
         Ok(log)
     }
@@ -385,7 +403,17 @@ impl LogManager {
         let Some(entry) = self.future_logs.write().remove(tp) else {
             return Ok(());
         };
-        entry.log.delete()
+        self.delete_dir_of(tp, &entry.log)
+    }
+
+    /// Renames `log`'s directory (of `tp`) to a `-delete` name and queues its removal.
+    fn delete_dir_of(&self, tp: &TopicPartition, log: &Log) -> Result<()> {
+        let parent = log.dir().parent().unwrap_or(Path::new("."));
+        let dest = parent.join(unique_dir_name(tp, DELETE_DIR_SUFFIX));
+        if log.rename_for_deletion(&dest)? {
+            self.deleter.submit(dest);
+        }
+        Ok(())
     }
 
     /// Kafka's `replaceCurrentWithFutureLog`: the future log of `tp`, which the caller has
@@ -467,16 +495,12 @@ impl LogManager {
         );
         self.future_logs.write().remove(tp);
         self.preferred_dirs.lock().remove(tp);
-        // The new log is in place; what is left of the old one is removed now or, if this
-        // fails, at the next open.
-        match renamed.and_then(|()| std::fs::remove_dir_all(&deleted).at(&deleted)) {
-            Ok(()) => {
-                if let Some(parent) = &source_parent {
-                    let _ = sync_dir(parent);
-                }
-            }
+        // The new log is in place; what is left of the old one is removed in the background
+        // or, if that is cut short, at the next open.
+        match renamed {
+            Ok(()) => self.deleter.submit(deleted),
             Err(e) => {
-                tracing::warn!(partition = %tp, error = %e, "could not remove the replaced log")
+                tracing::warn!(partition = %tp, error = %e, "could not rename the replaced log")
             }
         }
         Ok(log)
@@ -629,17 +653,20 @@ impl LogManager {
         by_partition(&self.logs.read())
     }
 
-    /// Removes the log and its directory (DeleteTopics, or a replica moved away).
+    /// Removes the log (DeleteTopics, or a replica moved away): its directory is renamed to
+    /// `<topic>-<partition>.<unique id>-delete` at once and removed in the background, so a
+    /// crash at any point leaves either the whole log under its own name, for the next first
+    /// image to judge, or a `-delete` directory, which the next open removes unread.
     pub fn delete(&self, tp: &TopicPartition) -> Result<()> {
         let _admin = self.admin.lock();
         self.preferred_dirs.lock().remove(tp);
         if let Some(future) = self.future_logs.write().remove(tp) {
-            future.log.delete()?;
+            self.delete_dir_of(tp, &future.log)?;
         }
         let Some(entry) = self.logs.write().remove(tp) else {
             return Ok(());
         };
-        entry.log.delete()
+        self.delete_dir_of(tp, &entry.log)
     }
 
     fn logs_by_dir(&self) -> Vec<Vec<(TopicPartition, Arc<Log>)>> {
@@ -949,6 +976,95 @@ mod tests {
         manager.delete(&tps[3]).unwrap();
         assert!(manager.get(&tps[3]).is_none());
         assert!(!dirs[1].join("orders-3").exists());
+        wait_until_no_delete_dirs(&dirs[1]);
+    }
+
+    /// The background removal of deleted logs ends within a deadline.
+    fn wait_until_no_subdirs(dir: &Path) {
+        wait_until(dir, |names| names.is_empty());
+    }
+
+    fn wait_until_no_delete_dirs(dir: &Path) {
+        wait_until(dir, |names| !names.iter().any(|n| n.ends_with("-delete")));
+    }
+
+    fn wait_until(dir: &Path, done: impl Fn(&[String]) -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done(&subdirs(dir)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still there: {:?}",
+                subdirs(dir)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Deletion renames the log to `<topic>-<partition>.<32 hex>-delete` before anything is
+    /// removed; a crash before the background removal ends (here: it never runs, and part of
+    /// the renamed log is already gone) leaves a directory the next open removes and never
+    /// loads, so the partition created again starts empty.
+    #[test]
+    fn a_deleted_log_is_renamed_first_and_never_loaded_after_a_crash() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("d");
+        let mut manager = LogManager::open(std::slice::from_ref(&dir), config(), 0).unwrap();
+        let (paused, queue) = Deleter::manual();
+        manager.deleter = paused;
+        let tp = TopicPartition::new("t", 0);
+        let log = manager.get_or_create(&tp, config(), 0).unwrap();
+        for i in 0..40 {
+            log.append_as_leader(&simple(2, 100, i), 1, 0).unwrap();
+        }
+        drop(log);
+        manager.delete(&tp).unwrap();
+        assert!(manager.get(&tp).is_none());
+        let names = subdirs(&dir);
+        assert_eq!(names.len(), 1, "{names:?}");
+        let id = names[0]
+            .strip_prefix("t-0.")
+            .and_then(|n| n.strip_suffix("-delete"))
+            .unwrap_or_else(|| panic!("not a delete dir name: {}", names[0]));
+        assert!(
+            id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
+        let renamed = queue.try_recv().expect("the removal was queued");
+        assert_eq!(renamed, dir.join(&names[0]));
+        std::fs::remove_file(renamed.join("leader-epoch-checkpoint")).unwrap();
+        drop(manager);
+
+        let manager = LogManager::open(std::slice::from_ref(&dir), config(), 0).unwrap();
+        assert!(manager.logs().is_empty());
+        assert!(subdirs(&dir).is_empty(), "{:?}", subdirs(&dir));
+        let again = manager.get_or_create(&tp, config(), 0).unwrap();
+        assert_eq!(again.log_end_offset(), 0);
+        assert_eq!(again.latest_epoch(), None);
+    }
+
+    /// Renamed directories' names keep within 255 bytes as Kafka's do, cutting the topic: a
+    /// topic of Kafka's longest name (249 characters) can be moved and deleted.
+    #[test]
+    fn a_topic_of_the_longest_name_is_moved_and_deleted() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        let tp = TopicPartition::new("x".repeat(249), 12);
+        let name = unique_dir_name(&tp, DELETE_DIR_SUFFIX);
+        assert_eq!(name.len(), DIR_NAME_BYTES_MAX);
+        assert!(name.starts_with("xxx") && name.contains("x-12.") && name.ends_with("-delete"));
+        let current = manager.get_or_create(&tp, config(), 0).unwrap();
+        let from = log_dir_of(&dirs, &current);
+        current.append_as_leader(&simple(2, 100, 0), 1, 0).unwrap();
+        let future = manager
+            .create_future(&tp, 1 - from, config(), 0, 0)
+            .unwrap();
+        copy_all(&current, &future);
+        manager.replace_current_with_future(&tp, 2, 0).unwrap();
+        drop((current, future));
+        wait_until_no_subdirs(&dirs[from]);
+        manager.delete(&tp).unwrap();
+        wait_until_no_subdirs(&dirs[1 - from]);
     }
 
     #[test]
@@ -1059,7 +1175,7 @@ mod tests {
         assert_eq!(manager.dir_index_of(&tp), Some(1));
         assert!(manager.future(&tp).is_none());
         assert_eq!(log.dir(), dirs[1].join("t-0"));
-        assert_eq!(subdirs(&dirs[0]), Vec::<String>::new());
+        wait_until_no_subdirs(&dirs[0]);
         assert_eq!(subdirs(&dirs[1]), vec!["t-0".to_string()]);
         assert_eq!(
             (
@@ -1148,7 +1264,7 @@ mod tests {
         manager.create_future(&a, 1, config(), 0, 0).unwrap();
         assert_eq!(subdirs(&dirs[1]).len(), 1);
         manager.delete_future(&a).unwrap();
-        assert!(subdirs(&dirs[1]).is_empty());
+        wait_until_no_subdirs(&dirs[1]);
 
         assert!(manager.is_log_dir_online(0) && manager.is_log_dir_online(1));
         let log = manager.get(&later).unwrap();
