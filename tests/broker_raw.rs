@@ -1157,7 +1157,8 @@ async fn admin_apis_configs_partitions_records_and_deletion() {
         .unwrap();
     assert_eq!(hours.value.as_deref(), Some("1"));
     assert_eq!(hours.config_source, 4, "STATIC_BROKER_CONFIG");
-    assert!(hours.read_only);
+    // A dynamic broker config, as in Kafka: not read-only.
+    assert!(!hours.read_only);
     let r = client.call(4, &describe(2, "nope")).await;
     assert_eq!(r.results[0].error_code, 3);
 
@@ -1592,7 +1593,8 @@ async fn compact_only_topics_skip_retention_and_refuse_delete_records() {
 
 /// `kafka-reassign-partitions --list` and `--verify`: no reassignment is ever in progress, and
 /// clearing broker-level throttles (IncrementalAlterConfigs DELETE of keys never set) succeeds
-/// as in Kafka, while setting a broker config is still refused.
+/// as in Kafka; setting a throttle rate (a dynamic broker config) succeeds, setting a key that
+/// cannot change at runtime is refused with INVALID_REQUEST.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reassignments_list_empty_and_broker_throttle_deletes_succeed() {
     use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -1623,26 +1625,30 @@ async fn reassignments_list_empty_and_broker_throttle_deletes_succeed() {
         assert_eq!(r.error_code, 0);
         assert!(r.topics.is_empty());
     }
-    let alter = |op: i8| {
+    let alter = |key: &'static str, op: i8| {
         IncrementalAlterConfigsRequest::default().with_resources(vec![
             AlterConfigsResource::default()
                 .with_resource_type(4)
                 .with_resource_name(StrBytes::from_static_str("1"))
                 .with_configs(vec![AlterableConfig::default()
-                    .with_name(StrBytes::from_static_str(
-                        "leader.replication.throttled.rate",
-                    ))
+                    .with_name(StrBytes::from_static_str(key))
                     .with_config_operation(op)
                     .with_value(Some(StrBytes::from_static_str("100")))]),
         ])
     };
-    let r = client.call(1, &alter(1)).await;
+    let throttle = "leader.replication.throttled.rate";
+    let r = client.call(1, &alter(throttle, 1)).await;
     assert_eq!(
         r.responses[0].error_code, 0,
         "DELETE of an unset broker config"
     );
-    let r = client.call(1, &alter(0)).await;
-    assert_eq!(r.responses[0].error_code, 42, "SET is INVALID_REQUEST");
+    let r = client.call(1, &alter(throttle, 0)).await;
+    assert_eq!(
+        r.responses[0].error_code, 0,
+        "SET of a dynamic broker config"
+    );
+    let r = client.call(1, &alter("num.io.threads", 0)).await;
+    assert_eq!(r.responses[0].error_code, 42, "SET of a read-only key");
     broker.shutdown().await.unwrap();
 }
 

@@ -5,7 +5,9 @@
 #   --describe --under-replicated-partitions / --unavailable-partitions (nothing to report on one
 #   node), a second --create of the same topic fails, --delete.
 # - ConfigCommand (kafka-configs): topic --describe, --alter --add-config / --delete-config, an
-#   invalid value refused, broker --describe --all.
+#   invalid value refused, broker --describe --all; dynamic broker configs per broker
+#   (--entity-name 1) and cluster default (--entity-default) added, described with their
+#   sources and synonyms, deleted, and a key that cannot change at runtime refused.
 # - ConsoleProducer with keys and headers, ConsoleConsumer printing partition, offset, headers and
 #   key.
 # - GetOffsetShell: latest (-1), earliest (-2) and max timestamp (-3).
@@ -16,10 +18,10 @@
 #   (the only replica already leads; unknown topics and partitions fail with the controller's
 #   messages). On one node no election can move a leader; the multi-broker outcomes ("Successfully
 #   completed leader election", PREFERRED_LEADER_NOT_AVAILABLE) wait for a suite on a cluster.
-# - ReassignPartitionsCommand --list (none in progress), --generate, --execute (to the current
-#   replicas: accepted, nothing moves, without --throttle: broker configs cannot be SET
-#   dynamically yet), --verify (which clears throttles), --cancel (nothing active) and an unknown
-#   broker refused by the tool.
+# - ReassignPartitionsCommand --list (none in progress), --generate, --execute --throttle (to the
+#   current replicas: accepted, nothing moves, the broker throttle rates set), --verify (which
+#   clears broker and topic throttles), --cancel (nothing active) and an unknown broker refused
+#   by the tool.
 # - LogDirsCommand (DescribeLogDirs), FeatureCommand describe (ApiVersions features), ClusterTool
 #   cluster-id, EndToEndLatency.
 #
@@ -116,6 +118,23 @@ expect_text "local.retention.ms=-2 sensitive=false"
 ok $C --describe --entity-type brokers --entity-name 1 --all
 expect_text "log.retention.hours=168 sensitive=false"
 expect_text "num.partitions=1 sensitive=false"
+# Dynamic broker configs: per broker and the cluster default, then gone again.
+ok $C --alter --entity-type brokers --entity-name 1 --add-config message.max.bytes=2000000
+ok $C --alter --entity-type brokers --entity-default --add-config log.retention.ms=7200000
+ok $C --describe --entity-type brokers --entity-name 1
+expect_text "Dynamic configs for broker 1 are:"
+expect_text "message.max.bytes=2000000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:message.max.bytes=2000000, DEFAULT_CONFIG:message.max.bytes=1048588}"
+ok $C --describe --entity-type brokers --entity-default
+expect_text "Default configs for brokers in the cluster are:"
+expect_text "log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000"
+expect_no_text "message.max.bytes"
+run $C --alter --entity-type brokers --entity-name 1 --add-config num.io.threads=4
+[[ $rc -ne 0 ]] || fail "num.io.threads changed at runtime"
+expect_text "Cannot update these configs dynamically"
+ok $C --alter --entity-type brokers --entity-name 1 --delete-config message.max.bytes
+ok $C --alter --entity-type brokers --entity-default --delete-config log.retention.ms
+ok $C --describe --entity-type brokers --entity-name 1
+expect_no_text "message.max.bytes="
 
 step "ConsoleProducer / ConsoleConsumer with keys and headers"
 printf 'k1\tv1\nk1\tv2\nk1\tv3\n' >"$work/plain"
@@ -199,8 +218,10 @@ expect_line "Proposed partition reassignment configuration"
     { cat "$work/out" >&2; fail "--generate: current and proposed are not [1] for every partition"; }
 echo '{"version":1,"partitions":[{"topic":"cli","partition":0,"replicas":[1]}]}' \
     >"$work/reassign.json"
-ok $R --bootstrap-server "$B" --execute --reassignment-json-file "$work/reassign.json"
+ok $R --bootstrap-server "$B" --execute --reassignment-json-file "$work/reassign.json" \
+    --throttle 10000000
 expect_line '{"version":1,"partitions":[{"topic":"cli","partition":0,"replicas":[1],"log_dirs":["any"]}]}'
+expect_text "The inter-broker throttle limit was set to 10000000 B/s"
 expect_line "Save this to use as the --reassignment-json-file option during rollback"
 expect_line "Successfully started partition reassignment for cli-0"
 ok $R --bootstrap-server "$B" --list
@@ -208,7 +229,10 @@ expect_line "No partition reassignments found."
 # --verify also clears replication throttles: broker and topic config deletes.
 ok $R --bootstrap-server "$B" --verify --reassignment-json-file "$work/reassign.json"
 expect_line "Reassignment of partition cli-0 is completed."
+expect_line "Clearing broker-level throttles on broker 1"
 expect_line "Clearing topic-level throttles on topic cli"
+ok $C --describe --entity-type brokers --entity-name 1
+expect_no_text "throttled.rate"
 ok $R --bootstrap-server "$B" --cancel --reassignment-json-file "$work/reassign.json"
 expect_line "None of the specified partition reassignments are active."
 echo '{"version":1,"partitions":[{"topic":"cli","partition":0,"replicas":[2]}]}' \

@@ -20,6 +20,7 @@ use thiserror::Error;
 
 use crate::limits;
 
+pub mod dynamic;
 pub mod kraft;
 pub mod topic;
 
@@ -433,6 +434,8 @@ impl HttpListener {
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub raw: RawConfig,
+    /// The dynamic broker configs laid over `raw` ([`dynamic::effective`]); empty at startup.
+    pub dynamic: BTreeMap<String, String>,
     pub node_id: i32,
     pub listener: Listener,
     /// What Metadata tells clients to connect to; defaults to the listener.
@@ -892,6 +895,7 @@ impl BrokerConfig {
             .map_err(|reason| r.invalid("http.listener", reason))?;
 
         let config = BrokerConfig {
+            dynamic: BTreeMap::new(),
             replica_fetcher,
             node_id,
             listener,

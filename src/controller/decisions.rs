@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
+use crate::config::dynamic;
 use crate::config::topic as topic_config;
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
@@ -554,6 +555,75 @@ pub fn alter_topic_configs(
         .filter(|name| t.configs.get(name) != configs.get(name))
         .map(|name| MetadataRecord::TopicConfig {
             topic_id: t.id,
+            value: configs.get(&name).cloned(),
+            name,
+        })
+        .collect())
+}
+
+/// IncrementalAlterConfigs on one BROKER resource (`resource`: a node id, or "" for the cluster
+/// default): one `BrokerConfig` record per key whose value changes. Only
+/// [`dynamic::DYNAMIC_BROKER_KEYS`] may be set (none is LIST-typed, so APPEND and SUBTRACT are
+/// refused as for a topic's scalar keys); each value is checked as startup checks it. A DELETE
+/// of a key with no value writes nothing, as in Kafka.
+pub fn alter_broker_configs(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    resource: &str,
+    ops: &[(String, AlterConfigOp, Option<String>)],
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    let before = image
+        .broker_configs
+        .get(resource)
+        .cloned()
+        .unwrap_or_default();
+    let mut configs = before.clone();
+    let mut seen = BTreeSet::new();
+    let refused: Vec<&str> = ops
+        .iter()
+        .filter(|(name, op, _)| *op != AlterConfigOp::Delete && !dynamic::is_dynamic(name))
+        .map(|(name, _, _)| name.as_str())
+        .collect();
+    if !refused.is_empty() {
+        return Err(ApiError::InvalidRequest(format!(
+            "Cannot update these configs dynamically: Set({})",
+            refused.join(", ")
+        )));
+    }
+    for (name, op, value) in ops {
+        if !seen.insert(name.clone()) {
+            return Err(ApiError::InvalidRequest(format!(
+                "Error due to duplicate config keys: {name}"
+            )));
+        }
+        match op {
+            AlterConfigOp::Delete => {
+                configs.remove(name);
+            }
+            AlterConfigOp::Set => {
+                let v = value.clone().ok_or_else(|| {
+                    ApiError::InvalidRequest(format!("Null value not supported for : {name}"))
+                })?;
+                dynamic::check_value(config, name, &v).map_err(ApiError::InvalidConfig)?;
+                configs.insert(name.clone(), v);
+            }
+            AlterConfigOp::Append | AlterConfigOp::Subtract => {
+                return Err(ApiError::InvalidConfig(format!(
+                    "Can't {} to key {name} because its type is not LIST.",
+                    if *op == AlterConfigOp::Append {
+                        "APPEND"
+                    } else {
+                        "SUBTRACT"
+                    }
+                )));
+            }
+        }
+    }
+    Ok(seen
+        .into_iter()
+        .filter(|name| before.get(name) != configs.get(name))
+        .map(|name| MetadataRecord::BrokerConfig {
+            resource: resource.to_owned(),
             value: configs.get(&name).cloned(),
             name,
         })

@@ -328,6 +328,23 @@ impl ControllerChannel {
         .await
     }
 
+    /// Applies IncrementalAlterConfigs operations to one BROKER resource; see
+    /// [`decisions::alter_broker_configs`].
+    pub async fn alter_broker_configs(
+        &self,
+        resource: String,
+        ops: Vec<(String, AlterConfigOp, Option<String>)>,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        self.call(|reply| Request::AlterBrokerConfigs {
+            resource,
+            ops,
+            validate_only,
+            reply,
+        })
+        .await
+    }
+
     /// ElectLeaders; see [`decisions::elect_leaders`].
     pub async fn elect_leaders(
         &self,

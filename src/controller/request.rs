@@ -45,6 +45,12 @@ pub(crate) enum Request {
         validate_only: bool,
         reply: Reply<()>,
     },
+    AlterBrokerConfigs {
+        resource: String,
+        ops: Vec<(String, AlterConfigOp, Option<String>)>,
+        validate_only: bool,
+        reply: Reply<()>,
+    },
     ElectLeaders {
         election: ElectionType,
         partitions: Option<Vec<(String, i32)>>,
@@ -223,6 +229,15 @@ fn decide_records(config: &BrokerConfig, image: &MetadataImage, request: Request
             reply,
         } => {
             let records = decisions::alter_topic_configs(image, &topic, &ops);
+            unless_validating(validate_only, reply, records)
+        }
+        Request::AlterBrokerConfigs {
+            resource,
+            ops,
+            validate_only,
+            reply,
+        } => {
+            let records = decisions::alter_broker_configs(image, config, &resource, &ops);
             unless_validating(validate_only, reply, records)
         }
         Request::ElectLeaders {
@@ -467,6 +482,7 @@ impl Request {
             Request::ElectUncleanLeaders { .. } => (CauseKind::UncleanElection, -1),
             Request::DeleteTopic { .. }
             | Request::AlterTopicConfigs { .. }
+            | Request::AlterBrokerConfigs { .. }
             | Request::AllocateProducerIds { .. }
             | Request::BootstrapClusterId { .. } => (CauseKind::Unknown, -1),
         }
@@ -478,7 +494,8 @@ impl Request {
             Request::CreateTopic { reply, .. } => drop(reply.send(Err(error))),
             Request::DeleteTopic { reply, .. }
             | Request::CreatePartitions { reply, .. }
-            | Request::AlterTopicConfigs { reply, .. } => drop(reply.send(Err(error))),
+            | Request::AlterTopicConfigs { reply, .. }
+            | Request::AlterBrokerConfigs { reply, .. } => drop(reply.send(Err(error))),
             Request::ElectLeaders { reply, .. } => drop(reply.send(Err(error))),
             Request::AlterPartitionReassignments { reply, .. } => drop(reply.send(Err(error))),
             Request::RegisterBroker { reply, .. } => drop(reply.send(Err(error))),

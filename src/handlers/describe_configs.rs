@@ -1,6 +1,7 @@
 //! DescribeConfigs (key 32), v1-4: topic configs (effective value, source, synonyms) and broker
-//! configs (set value or Kafka default). Broker configs are read-only: this broker has no
-//! dynamic broker configuration yet.
+//! configs (effective value, Kafka's sources DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+//! STATIC_BROKER_CONFIG, DEFAULT_CONFIG, and synonyms). Only the dynamic keys of
+//! [`crate::config::dynamic`] are reported writable.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, ResponseKind};
 
 use super::str_bytes;
+use crate::config::dynamic::{self, BrokerSource};
 use crate::config::topic::{ConfigSource, TopicConfigKind, TOPIC_CONFIG_DEFS};
 use crate::config::{ConfigKind, BROKER_CONFIG_DEFS};
 use crate::context::Context;
@@ -48,6 +50,28 @@ fn wanted(keys: &Option<Vec<kafka_protocol::protocol::StrBytes>>, name: &str) ->
     }
 }
 
+/// A topic key that falls back to its broker synonym takes that synonym's source, which may be
+/// a dynamic broker config.
+fn topic_source(
+    def: &crate::config::topic::TopicConfigDef,
+    source: ConfigSource,
+    ctx: &Context,
+    image: &crate::metadata::MetadataImage,
+) -> i8 {
+    if source != ConfigSource::StaticBroker {
+        return source as i8;
+    }
+    def.broker_synonyms
+        .iter()
+        .find_map(|s| {
+            let first = dynamic::synonyms(&ctx.config, &image.broker_configs, s)
+                .first()?
+                .1;
+            (first != BrokerSource::Default).then_some(first as i8)
+        })
+        .unwrap_or(source as i8)
+}
+
 fn describe_topic(
     ctx: &Arc<Context>,
     version: i16,
@@ -57,15 +81,15 @@ fn describe_topic(
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
     let image = ctx.image();
     let topic = image.topic(name).ok_or(ApiError::UnknownTopicOrPartition)?;
+    let broker = ctx.replicas.effective_config();
     let mut out = Vec::new();
     for def in TOPIC_CONFIG_DEFS.iter().filter(|d| wanted(keys, d.name)) {
-        let (value, source) =
-            crate::config::topic::effective_value(def, &topic.configs, &ctx.config);
+        let (value, source) = crate::config::topic::effective_value(def, &topic.configs, &broker);
         let mut entry = DescribeConfigsResourceResult::default()
             .with_name(str_bytes(def.name))
             .with_value(Some(str_bytes(&value)))
             .with_read_only(false)
-            .with_config_source(source as i8);
+            .with_config_source(topic_source(def, source, ctx, &image) as i8);
         if include_synonyms {
             let mut synonyms = Vec::new();
             if let Some(v) = topic.configs.get(def.name) {
@@ -77,13 +101,15 @@ fn describe_topic(
                 );
             }
             for s in def.broker_synonyms {
-                if ctx.config.is_set(s) {
-                    synonyms.push(
-                        DescribeConfigsSynonym::default()
-                            .with_name(str_bytes(s))
-                            .with_value(ctx.config.value_of(s).as_deref().map(str_bytes))
-                            .with_source(ConfigSource::StaticBroker as i8),
-                    );
+                for (v, source) in dynamic::synonyms(&ctx.config, &image.broker_configs, s) {
+                    if source != BrokerSource::Default {
+                        synonyms.push(
+                            DescribeConfigsSynonym::default()
+                                .with_name(str_bytes(s))
+                                .with_value(Some(str_bytes(&v)))
+                                .with_source(source as i8),
+                        );
+                    }
                 }
             }
             // Kafka lists a default synonym only for keys with a broker-level counterpart.
@@ -107,6 +133,19 @@ fn describe_topic(
     Ok(out)
 }
 
+/// A BROKER resource must name this node or be the cluster default (""), as Kafka checks.
+pub fn check_broker_resource(node_id: i32, resource_name: &str) -> Result<(), ApiError> {
+    if resource_name.is_empty() || resource_name == node_id.to_string() {
+        return Ok(());
+    }
+    Err(ApiError::InvalidRequest(format!(
+        "Unexpected broker id, expected {node_id} or empty string, but received {resource_name}"
+    )))
+}
+
+/// Kafka's `ConfigHelper` for a BROKER resource: this node's every key with its effective value,
+/// source and synonyms (per broker, cluster default, static, default); for the cluster default
+/// resource ("") only the keys set there.
 fn describe_broker(
     ctx: &Arc<Context>,
     version: i16,
@@ -114,34 +153,47 @@ fn describe_broker(
     keys: &Option<Vec<kafka_protocol::protocol::StrBytes>>,
     include_synonyms: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
-    // "" is the cluster-wide default resource.
-    if !resource_name.is_empty() && resource_name != ctx.node_id.to_string() {
-        return Err(ApiError::InvalidRequest(format!(
-            "Unexpected broker id, expected {} or empty string, but received {resource_name}",
-            ctx.node_id
-        )));
-    }
+    check_broker_resource(ctx.node_id, resource_name)?;
+    let image = ctx.image();
+    let per_broker = !resource_name.is_empty();
+    let names = BROKER_CONFIG_DEFS
+        .iter()
+        .map(|d| (d.name, broker_config_type(d.kind)))
+        .chain(dynamic::DYNAMIC_BROKER_KEYS.iter().filter_map(|k| {
+            dynamic::dynamic_only_default(k).map(|_| (*k, broker_config_type(ConfigKind::Long)))
+        }));
     let mut out = Vec::new();
-    for def in BROKER_CONFIG_DEFS.iter().filter(|d| wanted(keys, d.name)) {
-        let value = ctx.config.value_of(def.name);
-        let source = if ctx.config.is_set(def.name) {
-            ConfigSource::StaticBroker
-        } else {
-            ConfigSource::Default
+    for (name, config_type) in names.filter(|(n, _)| wanted(keys, n)) {
+        let mut synonyms = dynamic::synonyms(&ctx.config, &image.broker_configs, name);
+        if !per_broker {
+            synonyms.retain(|(_, s)| *s != BrokerSource::DynamicBroker);
+            if synonyms.first().map(|(_, s)| *s) != Some(BrokerSource::DynamicDefaultBroker) {
+                continue;
+            }
+        }
+        let (value, source) = match synonyms.first() {
+            Some((v, s)) => (Some(v.clone()), *s),
+            // Derived values (log.dirs, node.id) without a default of their own.
+            None => (ctx.config.value_of(name), BrokerSource::Default),
         };
         let mut entry = DescribeConfigsResourceResult::default()
-            .with_name(str_bytes(def.name))
+            .with_name(str_bytes(name))
             .with_value(value.as_deref().map(str_bytes))
-            .with_read_only(true)
+            .with_read_only(!dynamic::is_dynamic(name))
             .with_config_source(source as i8);
         if include_synonyms {
-            entry.synonyms = vec![DescribeConfigsSynonym::default()
-                .with_name(str_bytes(def.name))
-                .with_value(value.as_deref().map(str_bytes))
-                .with_source(source as i8)];
+            entry.synonyms = synonyms
+                .iter()
+                .map(|(v, s)| {
+                    DescribeConfigsSynonym::default()
+                        .with_name(str_bytes(name))
+                        .with_value(Some(str_bytes(v)))
+                        .with_source(*s as i8)
+                })
+                .collect();
         }
         if version >= 3 {
-            entry.config_type = broker_config_type(def.kind);
+            entry.config_type = config_type;
             // No documentation strings here: null, as Kafka answers when none is included.
             entry.documentation = None;
         }

@@ -104,9 +104,12 @@ impl ReplicaManager {
     /// cancellation, an error or the broker's shutdown.
     async fn run_move(self: Arc<Self>, partition: Arc<Partition>, future: Arc<Log>) {
         let tp = partition.tp.clone();
-        let rate = self.config.replica_alter_log_dirs_io_max_bytes_per_second;
-        let step_bytes = LOG_DIR_MOVE_STEP_BYTES_MAX.min(rate.clamp(1, i64::MAX) as usize);
         loop {
+            // Read at each step: a dynamic broker config change applies to running moves.
+            let rate = self
+                .effective_config()
+                .replica_alter_log_dirs_io_max_bytes_per_second;
+            let step_bytes = LOG_DIR_MOVE_STEP_BYTES_MAX.min(rate.clamp(1, i64::MAX) as usize);
             if self.moves_stopped.load(Ordering::Acquire) {
                 return;
             }

@@ -46,6 +46,7 @@ use tokio::task::JoinHandle;
 
 use crate::client::{Client, ClientConfig, Endpoint};
 use crate::clock::SharedClock;
+use crate::config::dynamic;
 use crate::config::topic as topic_config;
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
@@ -68,6 +69,8 @@ use purgatory::Purgatory;
 pub struct ReplicaManager {
     node_id: i32,
     config: Arc<BrokerConfig>,
+    /// `config` with the image's dynamic broker configs laid over it: what logs run with.
+    effective: RwLock<Arc<BrokerConfig>>,
     pub log_manager: Arc<LogManager>,
     clock: SharedClock,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
@@ -130,7 +133,7 @@ impl ReplicaManager {
         ));
         ReplicaManager {
             node_id: config.node_id,
-            config,
+            config: config.clone(),
             log_manager,
             clock,
             partitions: RwLock::new(HashMap::new()),
@@ -145,6 +148,7 @@ impl ReplicaManager {
             moves: Mutex::new(Vec::new()),
             moves_stopped: AtomicBool::new(false),
             move_pacing: Mutex::new(tokio::time::Instant::now()),
+            effective: RwLock::new(config.clone()),
         }
     }
 
@@ -340,7 +344,7 @@ impl ReplicaManager {
         {
             return Ok(p.clone());
         }
-        let log_config = topic_config::log_config(&topic.configs, &self.config);
+        let log_config = topic_config::log_config(&topic.configs, &self.effective_config());
         let log = self
             .log_manager
             .get_or_create(&tp, log_config.clone(), self.clock.now_ms())?;
@@ -360,7 +364,7 @@ impl ReplicaManager {
             log,
             self.node_id,
             hw,
-            topic_config::min_insync_replicas(&topic.configs, &self.config),
+            topic_config::min_insync_replicas(&topic.configs, &self.effective_config()),
             self.config.replica_lag_time_max_ms,
             self.brokers.clone(),
         ));
@@ -531,10 +535,13 @@ impl ReplicaManager {
             let (Some(topic), Some(p)) = (image.topic(&tp.topic), self.hosted(tp)) else {
                 continue;
             };
-            p.update_log_config(topic_config::log_config(&topic.configs, &self.config));
+            p.update_log_config(topic_config::log_config(
+                &topic.configs,
+                &self.effective_config(),
+            ));
             p.set_min_insync_replicas(topic_config::min_insync_replicas(
                 &topic.configs,
-                &self.config,
+                &self.effective_config(),
             ));
         }
     }
@@ -627,7 +634,7 @@ impl ReplicaManager {
                     let topic = image.topic(&tp.topic)?;
                     Some((
                         tp.clone(),
-                        topic_config::log_config(&topic.configs, &self.config),
+                        topic_config::log_config(&topic.configs, &self.effective_config()),
                     ))
                 })
                 .collect()
@@ -670,12 +677,55 @@ impl ReplicaManager {
     }
 }
 
+impl ReplicaManager {
+    /// The broker configuration with the dynamic broker configs of the latest image.
+    pub fn effective_config(&self) -> Arc<BrokerConfig> {
+        self.effective
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Lays the image's dynamic broker configs over `server.properties` (Kafka's
+    /// `DynamicBrokerConfig#updateBrokerConfig`): whether they changed, in which case every
+    /// hosted log takes the new defaults at once, without a restart.
+    fn apply_dynamic_config(&self, image: &MetadataImage) -> bool {
+        let overlay = dynamic::overlay(&image.broker_configs, self.node_id);
+        if overlay == self.effective_config().dynamic {
+            return false;
+        }
+        match dynamic::effective(&self.config, &image.broker_configs) {
+            Ok(c) => {
+                tracing::info!(dynamic = ?c.dynamic, "dynamic broker configs applied");
+                *self.effective.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c);
+                true
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "dynamic broker configs not applied");
+                false
+            }
+        }
+    }
+
+    fn hosted_partitions(&self) -> Vec<TopicPartition> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+}
+
 impl ImageListener for ReplicaManager {
     fn on_image(&self, previous: &MetadataImage, next: &MetadataImage) {
         // First, so partitions becoming leaders judge ISR eligibility and fetchers reach
         // leaders by this image's registrations.
         self.brokers.update(next);
         let mut changes = local_changes(previous, next, self.node_id);
+        if self.apply_dynamic_config(next) {
+            changes.reconfigure.extend(self.hosted_partitions());
+        }
         if !self.strays_checked.swap(true, Ordering::SeqCst) {
             changes.delete.extend(self.stray_logs(next));
         }

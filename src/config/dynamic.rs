@@ -1,0 +1,157 @@
+//! Dynamic broker configs (Kafka's `DynamicBrokerConfig`): the keys IncrementalAlterConfigs may
+//! set on a BROKER resource — per broker (resource name = the node id) or as the cluster default
+//! (empty name) — kept in the metadata log as `BrokerConfig` records, and the configuration the
+//! broker runs with once they are laid over `server.properties`. Precedence, as in Kafka: per
+//! broker, then cluster default, then the static file, then the key's default.
+//!
+//! Only the keys that KafkaIQ acts on are dynamic here; Kafka's other dynamic keys (thread
+//! pools, listeners, SASL/SSL, the log cleaner) are refused like its read-only keys, with
+//! INVALID_REQUEST "Cannot update these configs dynamically".
+
+use std::collections::BTreeMap;
+
+use super::{BrokerConfig, ConfigError};
+
+/// `leader.replication.throttled.rate` / `follower.replication.throttled.rate` default
+/// (Kafka's `QuotaConfig.QUOTA_BYTES_PER_SECOND_DEFAULT`, Long.MAX_VALUE: unthrottled).
+pub const THROTTLED_RATE_DEFAULT: &str = "9223372036854775807";
+
+/// The keys a BROKER resource may set at runtime.
+pub const DYNAMIC_BROKER_KEYS: &[&str] = &[
+    "message.max.bytes",
+    "log.retention.ms",
+    "log.retention.minutes",
+    "log.retention.hours",
+    "log.retention.bytes",
+    "log.segment.bytes",
+    "log.roll.ms",
+    "log.roll.hours",
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+];
+
+/// Keys that are dynamic but not in `server.properties` definitions: (key, default).
+const DYNAMIC_ONLY_KEYS: &[(&str, &str)] = &[
+    ("leader.replication.throttled.rate", THROTTLED_RATE_DEFAULT),
+    (
+        "follower.replication.throttled.rate",
+        THROTTLED_RATE_DEFAULT,
+    ),
+];
+
+pub fn is_dynamic(key: &str) -> bool {
+    DYNAMIC_BROKER_KEYS.contains(&key)
+}
+
+/// The default of a dynamic-only key, `None` for keys defined in `server.properties`.
+pub fn dynamic_only_default(key: &str) -> Option<&'static str> {
+    DYNAMIC_ONLY_KEYS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, d)| *d)
+}
+
+/// Where a broker key's value comes from (Kafka's `ConfigEntry.ConfigSource` codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerSource {
+    DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
+    StaticBroker = 4,
+    Default = 5,
+}
+
+/// The dynamic layers that apply to node `node_id`: (per broker, cluster default).
+pub fn layers(
+    broker_configs: &BTreeMap<String, BTreeMap<String, String>>,
+    node_id: i32,
+) -> [(BrokerSource, Option<&BTreeMap<String, String>>); 2] {
+    [
+        (
+            BrokerSource::DynamicBroker,
+            broker_configs.get(&node_id.to_string()),
+        ),
+        (BrokerSource::DynamicDefaultBroker, broker_configs.get("")),
+    ]
+}
+
+/// Every value of `key` from the highest precedence down, with its source: Kafka's synonyms.
+pub fn synonyms(
+    config: &BrokerConfig,
+    broker_configs: &BTreeMap<String, BTreeMap<String, String>>,
+    key: &str,
+) -> Vec<(String, BrokerSource)> {
+    let mut out: Vec<(String, BrokerSource)> = layers(broker_configs, config.node_id)
+        .into_iter()
+        .filter_map(|(source, layer)| Some((layer?.get(key)?.clone(), source)))
+        .collect();
+    if config.is_set(key) {
+        out.extend(
+            config
+                .value_of(key)
+                .map(|v| (v, BrokerSource::StaticBroker)),
+        );
+    }
+    let default = dynamic_only_default(key)
+        .map(str::to_owned)
+        .or_else(|| super::broker_config_def(key).and_then(|d| d.default.map(str::to_owned)));
+    out.extend(default.map(|v| (v, BrokerSource::Default)));
+    out
+}
+
+/// The configuration node `config.node_id` runs with: `server.properties` with the dynamic
+/// values of the image laid over it. A value that no longer validates is an error naming its
+/// key; the controller checks values before committing them, so this happens only for
+/// records written by another version.
+pub fn effective(
+    config: &BrokerConfig,
+    broker_configs: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<BrokerConfig, ConfigError> {
+    let overlay = overlay(broker_configs, config.node_id);
+    if overlay.is_empty() {
+        return Ok(config.clone());
+    }
+    let mut raw = config.raw.clone();
+    for (k, v) in &overlay {
+        if dynamic_only_default(k).is_none() {
+            raw.set(k, v);
+        }
+    }
+    let mut c = BrokerConfig::from_raw(raw)?.config;
+    c.dynamic = overlay;
+    Ok(c)
+}
+
+/// The dynamic values that apply to `node_id`, per-broker ones over the cluster default.
+pub fn overlay(
+    broker_configs: &BTreeMap<String, BTreeMap<String, String>>,
+    node_id: i32,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (_, layer) in layers(broker_configs, node_id).into_iter().rev() {
+        for (k, v) in layer.into_iter().flatten() {
+            if is_dynamic(k) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Checks one value for a dynamic key the way startup checks it: an error message naming the
+/// key, or `Ok`.
+pub fn check_value(config: &BrokerConfig, key: &str, value: &str) -> Result<(), String> {
+    if dynamic_only_default(key).is_some() {
+        return match value.trim().parse::<i64>() {
+            Ok(v) if v >= 0 => Ok(()),
+            _ => Err(format!(
+                "Invalid value {value} for configuration {key}: must be a long at least 0"
+            )),
+        };
+    }
+    let mut raw = config.raw.clone();
+    raw.set(key, value);
+    BrokerConfig::from_raw(raw)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,216 @@
+//! Dynamic broker configs on one node (the [`common::cluster`] harness; Apache Kafka with
+//! `KAFKAIQ_CLUSTER_BROKER=kafka`), over raw frames, checked as Kafka behaves:
+//!
+//! - IncrementalAlterConfigs on BROKER "1" sets `message.max.bytes`, and produce refuses a
+//!   larger batch from then on, without a restart, and still after one (the value lives in the
+//!   metadata log); the cluster default (BROKER "") applies under the per-broker value and
+//!   alone once that is deleted.
+//! - DescribeConfigs reports the value with Kafka's source (DYNAMIC_BROKER_CONFIG,
+//!   DYNAMIC_DEFAULT_BROKER_CONFIG, DEFAULT_CONFIG) and synonyms in precedence order; the
+//!   default resource lists only what is set there.
+//! - A key that cannot change at runtime is refused with INVALID_REQUEST, a bad value with
+//!   INVALID_CONFIG, and another broker's id with INVALID_REQUEST.
+//!
+//! Every wait has a deadline; nothing sleeps a fixed time to let something happen.
+
+mod common;
+
+use std::time::Duration;
+
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    DescribeConfigsRequest, IncrementalAlterConfigsRequest, ProduceRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use common::cluster::{Cluster, ClusterKind};
+use common::{batch, RawClient};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+const TOPIC: &str = "sized";
+const MESSAGE_TOO_LARGE: i16 = 10;
+const INVALID_CONFIG: i16 = 40;
+const INVALID_REQUEST: i16 = 42;
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_owned())
+}
+
+/// IncrementalAlterConfigs of BROKER `resource` through node 1: (error code, message).
+async fn alter(cluster: &Cluster, resource: &str, op: i8, key: &str, value: &str) -> (i16, String) {
+    let mut client = RawClient::connect(cluster.nodes[&1].client_addr()).await;
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s(resource))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(s(key))
+                .with_config_operation(op)
+                .with_value((op == SET).then(|| s(value)))]),
+    ]);
+    let r = client.call(1, &request).await;
+    let r = &r.responses[0];
+    let message = r.error_message.as_ref().map(|m| m.to_string());
+    (r.error_code, message.unwrap_or_default())
+}
+
+/// DescribeConfigs of `key` on BROKER `resource` through node 1: (value, source, synonyms as
+/// (value, source)); `None` if the resource does not list the key.
+async fn describe(
+    cluster: &Cluster,
+    resource: &str,
+    key: &str,
+) -> Option<(String, i8, Vec<(String, i8)>)> {
+    let mut client = RawClient::connect(cluster.nodes[&1].client_addr()).await;
+    let request = DescribeConfigsRequest::default()
+        .with_include_synonyms(true)
+        .with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s(resource))
+            .with_configuration_keys(Some(vec![s(key)]))]);
+    let r = client.call(4, &request).await;
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    let c = r.results[0]
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == key)?;
+    let value = |v: &Option<StrBytes>| v.as_ref().map(|v| v.to_string()).unwrap_or_default();
+    let synonyms = c
+        .synonyms
+        .iter()
+        .map(|y| (value(&y.value), y.source))
+        .collect();
+    Some((value(&c.value), c.config_source, synonyms))
+}
+
+/// Produces one record of `size` bytes to `TOPIC`-0 through node 1: the error code.
+async fn produce(cluster: &Cluster, size: usize) -> Option<i16> {
+    let mut client = RawClient::try_connect(cluster.nodes[&1].client_addr()).await?;
+    let value = "x".repeat(size);
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch(&[&value], None)))])]);
+    let r = client
+        .try_call(9, &request, Duration::from_secs(10))
+        .await?;
+    Some(r.responses[0].partition_responses[0].error_code)
+}
+
+/// Waits until a record of `size` bytes gets `code` (dynamic configs apply once the node has the
+/// image that holds them).
+async fn await_produce(cluster: &Cluster, size: usize, code: i16) {
+    cluster
+        .wait_for(
+            &format!("a {size}-byte record answered {code}"),
+            DEADLINE,
+            || async { (produce(cluster, size).await? == code).then_some(()) },
+        )
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_max_bytes_changes_at_runtime_and_survives_a_restart() {
+    let mut cluster = Cluster::start(ClusterKind::from_env(), "dynamic-broker", 1, &[]);
+    cluster.await_listening(1);
+    cluster
+        .wait_for("topic created", DEADLINE, || async {
+            matches!(
+                cluster.create_topic_configured(1, TOPIC, 1, 1, &[]).await,
+                Some(0 | 36)
+            )
+            .then_some(())
+        })
+        .await;
+    await_produce(&cluster, 3_000, 0).await;
+    let default = describe(&cluster, "1", "message.max.bytes").await.unwrap();
+    assert_eq!(default.1, 5, "{default:?}");
+
+    assert_eq!(
+        alter(&cluster, "1", SET, "message.max.bytes", "2000")
+            .await
+            .0,
+        0
+    );
+    await_produce(&cluster, 3_000, MESSAGE_TOO_LARGE).await;
+    await_produce(&cluster, 1_000, 0).await;
+    let (value, source, synonyms) = describe(&cluster, "1", "message.max.bytes").await.unwrap();
+    assert_eq!((value.as_str(), source), ("2000", 2));
+    assert_eq!(synonyms[0], ("2000".to_owned(), 2));
+    assert_eq!(synonyms.last().unwrap().1, 5, "{synonyms:?}");
+
+    // The cluster default sits under the per-broker value.
+    assert_eq!(
+        alter(&cluster, "", SET, "message.max.bytes", "2500")
+            .await
+            .0,
+        0
+    );
+    let (_, default_source, _) = describe(&cluster, "", "message.max.bytes").await.unwrap();
+    assert_eq!(default_source, 3);
+    assert_eq!(describe(&cluster, "", "num.io.threads").await, None);
+    let synonyms = cluster
+        .wait_for("the default among the synonyms", DEADLINE, || async {
+            let (_, _, synonyms) = describe(&cluster, "1", "message.max.bytes").await?;
+            (synonyms.len() >= 3).then_some(synonyms)
+        })
+        .await;
+    assert_eq!(
+        synonyms[..2],
+        [("2000".to_owned(), 2), ("2500".to_owned(), 3)]
+    );
+
+    // Refused: a key that cannot change at runtime, a bad value, another broker.
+    let (code, message) = alter(&cluster, "1", SET, "num.io.threads", "4").await;
+    assert_eq!(code, INVALID_REQUEST, "{message}");
+    assert!(
+        message.contains("Cannot update these configs dynamically"),
+        "{message}"
+    );
+    assert_eq!(
+        alter(&cluster, "1", SET, "message.max.bytes", "lots")
+            .await
+            .0,
+        INVALID_CONFIG
+    );
+    assert_eq!(
+        alter(&cluster, "7", SET, "message.max.bytes", "1").await.0,
+        INVALID_REQUEST
+    );
+
+    // Kept in the metadata log: a restarted node applies it before serving.
+    cluster.stop(1);
+    cluster.spawn(1);
+    cluster.await_listening(1);
+    await_produce(&cluster, 3_000, MESSAGE_TOO_LARGE).await;
+    let (value, source, _) = describe(&cluster, "1", "message.max.bytes").await.unwrap();
+    assert_eq!((value.as_str(), source), ("2000", 2));
+
+    // Without the per-broker value the default's 2500 applies; without both, the static one.
+    assert_eq!(
+        alter(&cluster, "1", DELETE, "message.max.bytes", "")
+            .await
+            .0,
+        0
+    );
+    await_produce(&cluster, 2_200, 0).await;
+    await_produce(&cluster, 3_000, MESSAGE_TOO_LARGE).await;
+    assert_eq!(
+        alter(&cluster, "", DELETE, "message.max.bytes", "").await.0,
+        0
+    );
+    await_produce(&cluster, 3_000, 0).await;
+    let (_, source, _) = describe(&cluster, "1", "message.max.bytes").await.unwrap();
+    assert_eq!(source, 5);
+    cluster.stop_all();
+}
