@@ -50,6 +50,7 @@ const NODES: i32 = 3;
 const DEADLINE: Duration = Duration::from_secs(60);
 const REQUEST_TIMED_OUT: i16 = 7;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const NOT_CONTROLLER: i16 = 41;
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 fn topic_name(topic: &str) -> TopicName {
@@ -284,26 +285,57 @@ async fn parked_answer(parked: tokio::task::JoinHandle<(i16, i64, Duration)>) ->
 async fn parked_delete_records_ends_with_kafkas_error_when_its_partition_moves_or_is_deleted() {
     // Broker 3 stays stopped (registered, unfenced) for the rest of the test, so a DeleteRecords
     // through node 1 parks until something else ends it.
-    let cluster = Arc::new(start(
+    let mut cluster = start(
         "admin-delete-records-ends",
         &["broker.session.timeout.ms=60000"],
-    ));
+    );
+    // Node 3 is stopped below and must stay an unfenced broker: it must not be the active
+    // controller (a new one would decide about it). If it is, it is restarted until another
+    // voter leads the quorum.
+    while cluster
+        .wait_for("a controller", DEADLINE, || async {
+            cluster.controller_seen_by(1).await
+        })
+        .await
+        == 3
+    {
+        cluster.kill(3);
+        cluster.spawn(3);
+        cluster.await_listening(3);
+        cluster
+            .wait_for("a controller other than 3", DEADLINE, || async {
+                cluster.controller_seen_by(1).await.filter(|c| *c != 3)
+            })
+            .await;
+    }
+    let cluster = Arc::new(cluster);
     create_led_by_1(&cluster, "dropped", 10).await;
     create_led_by_1(&cluster, "moved", 10).await;
     cluster.signal(3, libc::SIGSTOP);
 
     // The topic is deleted: node 1 no longer hosts the partition (Kafka's HostedPartition.None).
     let parked = park_delete_records(&cluster, "dropped", 4).await;
-    let mut client = RawClient::connect(cluster.nodes[&2].client_addr()).await;
-    let request = DeleteTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topic_names(vec![topic_name("dropped")]);
-    let r = client.call(4, &request).await;
-    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    // The stopped node may be the controller: until a new one is elected the forwarded
+    // request answers NOT_CONTROLLER, which clients retry.
+    cluster
+        .wait_for("DeleteTopics through node 2", DEADLINE, || async {
+            let mut client = RawClient::connect(cluster.nodes[&2].client_addr()).await;
+            let request = DeleteTopicsRequest::default()
+                .with_timeout_ms(30_000)
+                .with_topic_names(vec![topic_name("dropped")]);
+            let r = client.call(4, &request).await;
+            match r.responses[0].error_code {
+                0 => Some(()),
+                NOT_CONTROLLER => None,
+                other => panic!("DeleteTopics answered {other}: {r:?}"),
+            }
+        })
+        .await;
     assert_eq!(
         parked_answer(parked).await,
         (UNKNOWN_TOPIC_OR_PARTITION, -1)
     );
+    let mut client = RawClient::connect(cluster.nodes[&2].client_addr()).await;
 
     // Leadership moves to 2 (preferred after the reorder) while 1 keeps its replica.
     let parked = park_delete_records(&cluster, "moved", 4).await;
