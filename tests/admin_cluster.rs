@@ -2,10 +2,14 @@
 //! frames, checked as Kafka behaves:
 //!
 //! - DeleteRecords waits until every replica on an alive broker has moved its log start offset
-//!   (Kafka's `DelayedDeleteRecords`): with a follower stopped (SIGSTOP) it answers
-//!   REQUEST_TIMED_OUT at `timeout_ms`; with every follower running it answers once they have
-//!   all moved, so each follower's log already starts at the offset when the answer arrives,
-//!   and a new leader after a kill -9 of the old one does not serve the deleted records.
+//!   to the requested offset (Kafka's `DelayedDeleteRecords`): with a follower stopped (SIGSTOP)
+//!   it answers REQUEST_TIMED_OUT at `timeout_ms` with the low watermark seen on arrival, and at
+//!   once for an offset that follower's log start already reached even though the leader's log
+//!   starts further; with every follower running it answers once they have all moved, so each
+//!   follower's log already starts at the offset when the answer arrives, and a new leader after
+//!   a kill -9 of the old one does not serve the deleted records. A parked request ends with
+//!   UNKNOWN_TOPIC_OR_PARTITION when its topic is deleted and NOT_LEADER_OR_FOLLOWER when
+//!   leadership moves (preferred election after a reorder), not at its timeout.
 //! - A partition that lost every ISR member stays offline while its topic forbids unclean
 //!   election, and gets its surviving replica as leader from the controller's periodic check
 //!   (`unclean.leader.election.interval.ms`, KAFKA-12670) once the topic's
@@ -15,20 +19,26 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
 use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, DeleteRecordsRequest, FetchRequest,
-    IncrementalAlterConfigsRequest, ProduceRequest, TopicName,
+    AlterPartitionReassignmentsRequest, BrokerId, CreateTopicsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, ElectLeadersRequest, FetchRequest, IncrementalAlterConfigsRequest,
+    ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -39,6 +49,8 @@ const NODES: i32 = 3;
 /// How long a cluster condition may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(60);
 const REQUEST_TIMED_OUT: i16 = 7;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_owned()))
@@ -162,19 +174,26 @@ async fn delete_records_waits_for_every_alive_replica_to_move_its_log_start_offs
         .await;
     let followers: Vec<i32> = (1..=NODES).filter(|n| *n != leader).collect();
 
+    // Every follower running: answered once each has moved, so each already starts there.
+    let (code, low, took) = delete_records(&cluster, leader, TOPIC, 3, 30_000).await;
+    assert_eq!((code, low), (0, 3), "answered after {took:?}");
+
     // A stopped follower cannot move its log start offset: the request times out, answering
-    // the leader's new log start offset, as Kafka does.
+    // the low watermark seen when it arrived (the stopped follower's 3), as Kafka does.
     cluster.signal(followers[0], libc::SIGSTOP);
-    let (code, low, took) = delete_records(&cluster, leader, TOPIC, 3, 1_000).await;
+    let (code, low, took) = delete_records(&cluster, leader, TOPIC, 6, 1_000).await;
     assert_eq!(code, REQUEST_TIMED_OUT, "answered after {took:?}");
     assert_eq!(low, 3);
     assert!(
         took >= Duration::from_millis(1_000),
         "answered after {took:?}"
     );
+    // The wait is for the requested offset, not for the leader's log start (already 6): the
+    // stopped follower's 3 satisfies a request for 3 at once.
+    let (code, low, took) = delete_records(&cluster, leader, TOPIC, 3, 20_000).await;
+    assert_eq!((code, low), (0, 3), "answered after {took:?}");
     cluster.signal(followers[0], libc::SIGCONT);
 
-    // Every follower running: answered once each has moved, so each already starts there.
     let (code, low, took) = delete_records(&cluster, leader, TOPIC, 6, 30_000).await;
     assert_eq!((code, low), (0, 6), "answered after {took:?}");
     for &id in &followers {
@@ -198,6 +217,127 @@ async fn delete_records_waits_for_every_alive_replica_to_move_its_log_start_offs
         .await;
     assert_eq!(start, 6, "the new leader {next}'s log start offset");
     cluster.stop_all();
+}
+
+/// Partition 0 of `topic` on brokers 1, 2, 3 (1 preferred) with `count` records: waits until 1
+/// leads with a full ISR and has taken them.
+async fn create_led_by_1(cluster: &Cluster, topic: &str, count: usize) {
+    cluster
+        .wait_for(&format!("{topic} created"), DEADLINE, || async {
+            matches!(
+                create_assigned(cluster, 1, topic, &[1, 2, 3]).await,
+                Some(0 | 36)
+            )
+            .then_some(())
+        })
+        .await;
+    cluster
+        .wait_for(&format!("{topic} led by 1, full ISR"), DEADLINE, || async {
+            let p = cluster.partitions_anywhere(topic).await?.remove(&0)?;
+            (p.leader == 1 && p.isr.len() == 3).then_some(())
+        })
+        .await;
+    let values: Vec<String> = (0..count).map(|i| format!("v{i}")).collect();
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    cluster
+        .wait_for(&format!("1 takes {topic}'s records"), DEADLINE, || async {
+            match produce(cluster, 1, topic, &values).await {
+                0 => Some(()),
+                6 => None,
+                other => panic!("produce answered {other}"),
+            }
+        })
+        .await;
+}
+
+/// Starts a DeleteRecords of `topic`-0 before `offset` through node 1 with a long timeout and
+/// returns once node 1's log starts at `offset`: the handler moves the log start and parks in the
+/// same poll, so the request is parked from then on.
+async fn park_delete_records(
+    cluster: &Arc<Cluster>,
+    topic: &'static str,
+    offset: i64,
+) -> tokio::task::JoinHandle<(i16, i64, Duration)> {
+    let parked = {
+        let cluster = cluster.clone();
+        tokio::spawn(async move { delete_records(&cluster, 1, topic, offset, 40_000).await })
+    };
+    cluster
+        .wait_for("node 1's log start moved", DEADLINE, || async move {
+            (log_start_offset(cluster, 1, topic, offset).await? == offset).then_some(())
+        })
+        .await;
+    parked
+}
+
+/// Waits for a parked DeleteRecords' answer, which must come well before its timeout.
+async fn parked_answer(parked: tokio::task::JoinHandle<(i16, i64, Duration)>) -> (i16, i64) {
+    let (code, low, took) = tokio::time::timeout(DEADLINE, parked)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(took < Duration::from_secs(30), "answered after {took:?}");
+    (code, low)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_delete_records_ends_with_kafkas_error_when_its_partition_moves_or_is_deleted() {
+    // Broker 3 stays stopped (registered, unfenced) for the rest of the test, so a DeleteRecords
+    // through node 1 parks until something else ends it.
+    let cluster = Arc::new(start(
+        "admin-delete-records-ends",
+        &["broker.session.timeout.ms=60000"],
+    ));
+    create_led_by_1(&cluster, "dropped", 10).await;
+    create_led_by_1(&cluster, "moved", 10).await;
+    cluster.signal(3, libc::SIGSTOP);
+
+    // The topic is deleted: node 1 no longer hosts the partition (Kafka's HostedPartition.None).
+    let parked = park_delete_records(&cluster, "dropped", 4).await;
+    let mut client = RawClient::connect(cluster.nodes[&2].client_addr()).await;
+    let request = DeleteTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topic_names(vec![topic_name("dropped")]);
+    let r = client.call(4, &request).await;
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    assert_eq!(
+        parked_answer(parked).await,
+        (UNKNOWN_TOPIC_OR_PARTITION, -1)
+    );
+
+    // Leadership moves to 2 (preferred after the reorder) while 1 keeps its replica.
+    let parked = park_delete_records(&cluster, "moved", 4).await;
+    let reorder = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![ReassignableTopic::default()
+            .with_name(topic_name("moved"))
+            .with_partitions(vec![ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(Some(vec![
+                    BrokerId(2),
+                    BrokerId(1),
+                    BrokerId(3),
+                ]))])]);
+    let r = client.call(0, &reorder).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    cluster
+        .wait_for("2 preferred", DEADLINE, || async {
+            let p = cluster.partitions_anywhere("moved").await?.remove(&0)?;
+            (p.replicas.first() == Some(&2)).then_some(())
+        })
+        .await;
+    let elect = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_timeout_ms(30_000)
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic(topic_name("moved"))
+            .with_partitions(vec![0])]));
+    let r = client.call(2, &elect).await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(parked_answer(parked).await, (NOT_LEADER_OR_FOLLOWER, -1));
+
+    cluster.signal(3, libc::SIGCONT);
+    Arc::into_inner(cluster).unwrap().stop_all();
 }
 
 /// CreateTopics of one partition on exactly `replicas` through node `id`: the error code.

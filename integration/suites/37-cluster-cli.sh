@@ -9,6 +9,10 @@
 # - MetadataQuorumCommand describe --status (by --bootstrap-server and --bootstrap-controller):
 #   3 voters, a leader among them; describe --replication: a row per voter, one Leader.
 # - BrokerApiVersionsCommand (the Java AdminClient's node list): 3 unfenced brokers.
+# - Static group members (KIP-345), 2 and 3 of them joining at the same moment, with librdkafka
+#   (integration/python/check_static_members.py) and the Java consumer
+#   (integration/programs/StaticMembers.java): one assignment each, and a restarted member gets
+#   its partitions back without a rebalance (the files set group.initial.rebalance.delay.ms=0).
 # - kill -9 of the node leading the most partitions: TopicCommand --describe shows none led by it
 #   and every partition led by another replica; restarted, kcat -L lists 3 brokers again.
 #
@@ -21,6 +25,9 @@ root="${KAFKAIQ_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 KAFKAIQ_BIN="${KAFKAIQ_BIN:-$root/target/release/kafkaiq}"
 name=37-cluster-cli
 libs="$("$root/integration/kafka-libs.sh")"
+# shellcheck source=../lib/python-clients.sh
+source "$root/integration/lib/python-clients.sh"
+python_clients
 work="$(mktemp -d "${TMPDIR:-/tmp}/cluster-cli.XXXXXX")"
 B=127.0.0.1:9092
 T=org.apache.kafka.tools
@@ -176,6 +183,16 @@ done < <(grep 'Partition: ' "$work/out")
 grep 'Partition: ' "$work/out" >&2
 for n in 1 2 3; do
     [[ ${preferred[$n]:-0} == 2 ]] || { cat "$work/out" >&2; fail "broker $n preferred leader of ${preferred[$n]:-0}, not 2"; }
+done
+
+step "static members: librdkafka and the Java consumer, 2 and 3 members"
+ok $T.TopicCommand --bootstrap-server "$B" --create --topic static-java --partitions 6 --replication-factor 3
+for n in 2 3; do
+    timeout 120 "$python" "$root/integration/python/check_static_members.py" "$B" "$n" >&2 ||
+        fail "librdkafka static members ($n)"
+    run "$root/integration/programs/StaticMembers.java" "$B" static-java 6 "$n"
+    cat "$work/out" >&2
+    [[ $rc -eq 0 ]] || fail "Java static members ($n)"
 done
 
 if [[ "${BROKER_UNDER_TEST:-kafkaiq}" != apache-kafka ]]; then

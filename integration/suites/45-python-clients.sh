@@ -19,35 +19,15 @@ KAFKAIQ_BIN="${KAFKAIQ_BIN:-$root/target/release/kafkaiq}"
 # shellcheck source=../lib/broker.sh
 source "$root/integration/lib/broker.sh"
 
-CONFLUENT_KAFKA_VERSION=2.16.1
-KAFKA_PYTHON_VERSION=3.0.12
-
-venv="$root/integration/.venv"
-python="$venv/bin/python"
+# shellcheck source=../lib/python-clients.sh
+source "$root/integration/lib/python-clients.sh"
 step() { echo "45-python-clients: $*" >&2; }
 fail() {
     echo "45-python-clients: FAIL: $*" >&2
     broker_log_tail 60
     exit 1
 }
-
-if ! "$python" -c "import confluent_kafka, kafka, sys
-sys.exit(confluent_kafka.__version__ != '$CONFLUENT_KAFKA_VERSION' or kafka.__version__ != '$KAFKA_PYTHON_VERSION')" 2>/dev/null; then
-    step "installing confluent-kafka $CONFLUENT_KAFKA_VERSION and kafka-python $KAFKA_PYTHON_VERSION into $venv"
-    if ! python3 -m venv "$venv" >&2; then
-        # Debian's python3 splits venv support into python3-venv.
-        if [[ $(id -u) -eq 0 ]]; then
-            DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2
-        else
-            sudo -n env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-            sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2
-        fi
-        python3 -m venv "$venv" >&2
-    fi
-    "$venv/bin/pip" install -q --disable-pip-version-check \
-        "confluent-kafka==$CONFLUENT_KAFKA_VERSION" "kafka-python==$KAFKA_PYTHON_VERSION" >&2
-fi
+python_clients
 
 cleanup() {
     local status=$?

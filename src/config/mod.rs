@@ -8,9 +8,11 @@
 //!
 //! Kafka's property names and defaults throughout. Topic-level configs (and the broker keys they
 //! fall back to) live in [`topic`]. This module does no I/O except reading the
-//! properties file it is pointed at.
+//! properties file it is pointed at and resolving the host names of
+//! `max.connections.per.ip.overrides`.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
 use kafkaiq_storage::TimestampType;
@@ -227,6 +229,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("controller.quorum.voters", None, List, true),
     def("default.replication.factor", Some("1"), Int, true),
     def("delete.topic.enable", Some("true"), Bool, true),
+    def("fetch.max.bytes", Some("57671680"), Int, true),
     def("group.initial.rebalance.delay.ms", Some("3000"), Int, true),
     def("group.max.session.timeout.ms", Some("1800000"), Int, true),
     def("group.max.size", Some("2147483647"), Int, true),
@@ -301,6 +304,8 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("log.roll.ms", None, Long, true),
     def("log.segment.bytes", Some("1073741824"), Int, true),
     def("max.connections", Some("2147483647"), Int, true),
+    def("max.connections.per.ip", Some("2147483647"), Int, true),
+    def("max.connections.per.ip.overrides", Some(""), Str, true),
     def("message.max.bytes", Some("1048588"), Int, true),
     def("metadata.log.dir", None, Str, true),
     def("min.insync.replicas", Some("1"), Int, true),
@@ -457,7 +462,15 @@ pub struct BrokerConfig {
     pub producer_id_expiration_ms: i64,
     pub socket_request_max_bytes: usize,
     pub max_connections: usize,
+    /// `max.connections.per.ip` and its overrides: connections one client address may hold
+    /// open on one listener.
+    pub connections_per_ip: ConnectionsPerIp,
+    /// `connections.max.idle.ms`: a connection that moves no byte either way for this long is
+    /// closed (a client that stops reading its answers included).
     pub connections_max_idle_ms: u64,
+    /// `fetch.max.bytes`: the most record bytes one Fetch answer carries, whatever the request
+    /// asks (consumers and followers alike, as in Kafka).
+    pub fetch_max_bytes: usize,
     pub broker_rack: Option<String>,
     /// `replica.selector.class`: who serves a consumer's fetch (KIP-392).
     pub replica_selector: ReplicaSelector,
@@ -660,6 +673,79 @@ fn replica_fetcher_config(
     })
 }
 
+/// `max.connections.per.ip` and `max.connections.per.ip.overrides`, as Kafka's
+/// `ConnectionQuotas` applies them: a new connection from an address already holding its
+/// maximum is closed at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionsPerIp {
+    pub default_max: usize,
+    pub overrides: BTreeMap<IpAddr, usize>,
+}
+
+impl ConnectionsPerIp {
+    /// The most connections `ip` may hold (an IPv4 client seen on an IPv6 socket counts as its
+    /// IPv4 address).
+    pub fn max_for(&self, ip: IpAddr) -> usize {
+        let ip = ip.to_canonical();
+        self.overrides.get(&ip).copied().unwrap_or(self.default_max)
+    }
+}
+
+/// Reads the per-address connection limits. The overrides are Kafka's `host:n,ip:n` (split at
+/// the last colon, so IPv6 addresses work); a host name is resolved once, at startup, and its
+/// limit applies to every address it resolves to (Kafka takes the first; `localhost` may list
+/// `::1` before `127.0.0.1`). A count below zero refuses every connection, as it does in Kafka.
+fn connections_per_ip_config(r: &Reader) -> Result<ConnectionsPerIp, ConfigError> {
+    const KEY: &str = "max.connections.per.ip.overrides";
+    let default_max = r.int_at_least("max.connections.per.ip", 0)? as usize;
+    let mut overrides = BTreeMap::new();
+    for entry in r.value(KEY).unwrap_or("").split(',').map(str::trim) {
+        if entry.is_empty() {
+            continue;
+        }
+        let (host, count) = entry
+            .rsplit_once(':')
+            .ok_or_else(|| r.invalid(KEY, "each entry must be host:count"))?;
+        let count: i32 = count
+            .trim()
+            .parse()
+            .map_err(|_| r.invalid(KEY, &format!("`{entry}`: the count is not a number")))?;
+        for ip in resolve_host(host.trim())
+            .map_err(|reason| r.invalid(KEY, &format!("`{entry}`: {reason}")))?
+        {
+            overrides.insert(ip, count.max(0) as usize);
+        }
+    }
+    if default_max == 0 && overrides.is_empty() {
+        return Err(r.invalid(
+            "max.connections.per.ip",
+            "can be set to zero only if max.connections.per.ip.overrides is set",
+        ));
+    }
+    Ok(ConnectionsPerIp {
+        default_max,
+        overrides,
+    })
+}
+
+/// The addresses of `host`: itself if it is an IP address, else what the resolver answers.
+fn resolve_host(host: &str) -> Result<Vec<IpAddr>, String> {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok(vec![ip.to_canonical()]);
+    }
+    if bare.is_empty() {
+        return Err("no host".to_owned());
+    }
+    let addrs = (bare, 0u16)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {bare}: {e}"))?;
+    Ok(addrs.map(|a| a.ip().to_canonical()).collect())
+}
+
 impl BrokerConfig {
     /// Validates raw properties into a typed configuration.
     pub fn from_raw(raw: RawConfig) -> Result<Validated, ConfigError> {
@@ -838,6 +924,8 @@ impl BrokerConfig {
                 .unwrap_or(86_400_000),
             socket_request_max_bytes,
             max_connections,
+            connections_per_ip: connections_per_ip_config(&r)?,
+            fetch_max_bytes: r.int_at_least("fetch.max.bytes", 1024)? as usize,
             connections_max_idle_ms: r
                 .long_at_least("connections.max.idle.ms", 1)?
                 .unwrap_or(600_000) as u64,
@@ -976,6 +1064,41 @@ mod tests {
                 port: 9644
             })
         );
+    }
+
+    #[test]
+    fn fetch_and_per_address_connection_limits_are_kafkas() {
+        let c = BrokerConfig::default_single_node();
+        assert_eq!(c.fetch_max_bytes, 57_671_680);
+        assert_eq!(c.connections_per_ip.default_max, i32::MAX as usize);
+        assert!(c.connections_per_ip.overrides.is_empty());
+        let c = validated(
+            "max.connections.per.ip=0\nmax.connections.per.ip.overrides=127.0.0.1:3, [::1]:4,10.0.0.7:-1\n",
+        )
+        .unwrap()
+        .config
+        .connections_per_ip;
+        assert_eq!(c.max_for("127.0.0.1".parse().unwrap()), 3);
+        assert_eq!(c.max_for("::ffff:127.0.0.1".parse().unwrap()), 3);
+        assert_eq!(c.max_for("::1".parse().unwrap()), 4);
+        assert_eq!(c.max_for("10.0.0.7".parse().unwrap()), 0);
+        assert_eq!(c.max_for("10.0.0.8".parse().unwrap()), 0);
+        for (bad, key) in [
+            ("max.connections.per.ip=0\n", "max.connections.per.ip"),
+            ("max.connections.per.ip=-1\n", "max.connections.per.ip"),
+            (
+                "max.connections.per.ip.overrides=127.0.0.1\n",
+                "max.connections.per.ip.overrides",
+            ),
+            (
+                "max.connections.per.ip.overrides=127.0.0.1:many\n",
+                "max.connections.per.ip.overrides",
+            ),
+            ("fetch.max.bytes=1023\n", "fetch.max.bytes"),
+        ] {
+            let err = validated(bad).unwrap_err().to_string();
+            assert!(err.contains(key), "{bad}: {err}");
+        }
     }
 
     #[test]

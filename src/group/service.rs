@@ -229,6 +229,13 @@ impl GroupService {
             };
             inner.machine.handle(&ctx, request, now)
         });
+        if let Some(failure) = delivery.failed.values().next() {
+            // The failed operation is rolled back, parking included: a request it parked
+            // (a leader's SyncGroup waiting for its assignment to be durable) gets the failure.
+            if let Some(tx) = self.lock().waiters.remove(&token) {
+                let _ = tx.send(GroupResponse::error_only(api, failure.error(api)));
+            }
+        }
         self.deliver(delivery).await;
         match rx.await {
             Ok(response) => response,
@@ -246,20 +253,42 @@ impl GroupService {
     /// and reports each append. Returns what must happen outside the lock.
     fn decide(&self, decide: impl FnOnce(&mut Inner, i64) -> Outcome) -> Delivery {
         let mut inner = self.lock();
-        self.observe_high_watermarks(&mut inner);
         let now = self.clock.now_ms();
+        for partition in self.observe_high_watermarks(&mut inner) {
+            self.settle_locked(&mut inner, partition, now);
+        }
         let outcome = decide(&mut inner, now);
         self.write_locked(&mut inner, outcome, now)
     }
 
+    /// Under the lock, after writes of `partition` became durable: groups whose assignment they
+    /// carry become Stable ([`Coordinator::settle_assignments`]); their answers go out from a
+    /// task of their own.
+    fn settle_locked(&self, inner: &mut Inner, partition: i32, now: i64) {
+        let outcome = inner.machine.settle_assignments(partition, now);
+        let delivery = self.write_locked(inner, outcome, now);
+        if delivery.answers.is_empty() {
+            return;
+        }
+        if let Some(me) = self.me.upgrade() {
+            tokio::spawn(async move {
+                me.deliver(delivery).await;
+            });
+        }
+    }
+
     /// A write whose wait timed out becomes durable once the high watermark covers it, even if
     /// nobody waits for it any more.
-    fn observe_high_watermarks(&self, inner: &mut Inner) {
+    /// Returns the partitions observed.
+    fn observe_high_watermarks(&self, inner: &mut Inner) -> Vec<i32> {
+        let mut observed = Vec::new();
         for partition in inner.machine.partitions_with_pending_writes() {
             if let Ok(hw) = self.log.high_watermark(partition) {
                 inner.machine.observe_high_watermark(partition, hw);
+                observed.push(partition);
             }
         }
+        observed
     }
 
     fn write_locked(&self, inner: &mut Inner, outcome: Outcome, now_ms: i64) -> Delivery {
@@ -320,10 +349,12 @@ impl GroupService {
                 .wait_for_high_watermark(partition, offset, timeout)
                 .await
             {
-                Durability::Durable => self
-                    .lock()
-                    .machine
-                    .observe_high_watermark(partition, offset),
+                Durability::Durable => {
+                    let mut inner = self.lock();
+                    inner.machine.observe_high_watermark(partition, offset);
+                    let now = self.clock.now_ms();
+                    self.settle_locked(&mut inner, partition, now);
+                }
                 Durability::Unknown => {
                     tracing::warn!(
                         partition,

@@ -1,10 +1,13 @@
 //! DeleteRecords (key 21), v0-2: move a partition's log start offset forward (offset -1 = the
 //! high watermark), then wait, as Kafka's `DelayedDeleteRecords` does, until the partition's low
 //! watermark — the lowest log start offset over the leader, its followers on alive brokers and a
-//! future log — has reached it, so that no replica that could become leader still holds the
-//! deleted records. The answer is that low watermark; past `timeout_ms` a partition still
-//! waiting gets REQUEST_TIMED_OUT (with the leader's new log start offset), one whose
-//! leadership moved NOT_LEADER_OR_FOLLOWER. Offsets beyond the high watermark get
+//! future log — has reached the requested offset (even when the leader's log already started
+//! beyond it), so that no replica that could become leader still holds the deleted records. The
+//! answer is that low watermark. While waiting, each partition is looked up again as Kafka's
+//! `tryComplete` does: one no longer hosted here gets UNKNOWN_TOPIC_OR_PARTITION, one whose log
+//! went offline KAFKA_STORAGE_ERROR, one this node no longer leads NOT_LEADER_OR_FOLLOWER. Past
+//! `timeout_ms` a partition still waiting gets REQUEST_TIMED_OUT with the low watermark seen
+//! when the request arrived, as in Kafka. Offsets beyond the high watermark get
 //! OFFSET_OUT_OF_RANGE and topics whose `cleanup.policy` lacks `delete` get POLICY_VIOLATION, as
 //! in Kafka.
 
@@ -23,11 +26,16 @@ use crate::errors::ApiError;
 use crate::limits::DELETE_RECORDS_TIMEOUT_MS_MAX;
 use crate::replica::partition::Partition;
 
-/// One partition of the request after its log start offset moved on the leader: the partition
-/// and the offset its low watermark must reach.
+/// One partition of the request after its log start offset moved on the leader (Kafka's
+/// `DeleteRecordsPartitionStatus`).
 struct Pending {
-    partition: Arc<Partition>,
+    tp: TopicPartition,
+    /// The requested offset, which the low watermark must reach.
     required_offset: i64,
+    /// The low watermark just after the leader's move: the answer on timeout.
+    initial_low_watermark: i64,
+    /// `Some` once the partition is done: its low watermark, or the error that ended the wait.
+    done: Option<Result<i64, ApiError>>,
 }
 
 pub async fn handle(
@@ -59,16 +67,19 @@ pub async fn handle(
             .collect();
         outcomes.push((t.name, partitions));
     }
-    let pending: Vec<&Pending> = outcomes
+    let watched: Vec<Arc<Partition>> = outcomes
         .iter()
         .flat_map(|(_, ps)| ps.iter().filter_map(|(_, r)| r.as_ref().ok()))
+        .filter_map(|p| ctx.replicas.hosted(&p.tp))
         .collect();
-    let watched: Vec<Arc<Partition>> = pending.iter().map(|p| p.partition.clone()).collect();
     let timeout_ms = i64::from(request.timeout_ms).clamp(0, DELETE_RECORDS_TIMEOUT_MS_MAX);
     ctx.replicas
         .purgatory
         .wait_until(&watched, Duration::from_millis(timeout_ms as u64), || {
-            let done = pending.iter().all(|p| low_watermark_outcome(p).is_some());
+            let done = outcomes
+                .iter_mut()
+                .flat_map(|(_, ps)| ps.iter_mut().filter_map(|(_, r)| r.as_mut().ok()))
+                .fold(true, |all, p| try_complete(ctx, p) && all);
             async move { done.then_some(()) }
         })
         .await;
@@ -104,28 +115,46 @@ fn delete_on_leader(
     }
     let required_offset = partition.delete_records_before(offset)?;
     Ok(Pending {
-        partition,
+        tp: tp.clone(),
         required_offset,
+        initial_low_watermark: partition.low_watermark()?,
+        done: None,
     })
 }
 
-/// `Some` once the partition is done: its low watermark reached the offset, or it is no longer
-/// the leader (Kafka's `DelayedDeleteRecords#tryComplete`).
-fn low_watermark_outcome(p: &Pending) -> Option<Result<i64, ApiError>> {
-    match p.partition.low_watermark() {
-        Ok(low) if low >= p.required_offset => Some(Ok(low)),
-        Ok(_) => None,
-        Err(e) => Some(Err(e)),
+/// Kafka's `DelayedDeleteRecords#tryComplete` for one partition, looked up again since it may
+/// have been deleted or lost its leadership meanwhile: whether it is done.
+fn try_complete(ctx: &Context, p: &mut Pending) -> bool {
+    if p.done.is_none() {
+        p.done = match ctx.replicas.hosted_or_offline(&p.tp) {
+            Ok(Some(partition)) => match partition.low_watermark() {
+                Ok(low) if low >= p.required_offset => Some(Ok(low)),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            },
+            Ok(None) => Some(Err(ApiError::UnknownTopicOrPartition)),
+            Err(e) => Some(Err(e)),
+        };
     }
+    p.done.is_some()
 }
 
 fn answer(index: i32, outcome: Result<Pending, ApiError>) -> DeleteRecordsPartitionResult {
     let r = DeleteRecordsPartitionResult::default().with_partition_index(index);
-    let (low, error) = match outcome.map(|p| (low_watermark_outcome(&p), p.required_offset)) {
-        Ok((Some(Ok(low)), _)) => (low, None),
-        // Kafka answers a timed-out partition with the leader's new log start offset.
-        Ok((None, leader_start)) => (leader_start, Some(ApiError::RequestTimedOut)),
-        Ok((Some(Err(e)), _)) | Err(e) => (-1, Some(e)),
+    let (low, error) = match outcome {
+        Ok(Pending {
+            done: Some(Ok(low)),
+            ..
+        }) => (low, None),
+        Ok(Pending {
+            done: None,
+            initial_low_watermark,
+            ..
+        }) => (initial_low_watermark, Some(ApiError::RequestTimedOut)),
+        Ok(Pending {
+            done: Some(Err(e)), ..
+        })
+        | Err(e) => (-1, Some(e)),
     };
     let mut r = r.with_low_watermark(low);
     if let Some(e) = error {

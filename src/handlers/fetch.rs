@@ -5,7 +5,7 @@
 //! moves, the bytes now readable are counted from the log's positions (no records are read),
 //! and once they reach `min_bytes` — or something changed that must be answered (an error,
 //! a leadership change, a diverging epoch) — or `max_wait_ms` passes, it is read once more and
-//! answered (Kafka's `DelayedFetch`). `max_bytes` bounds the response and `partition_max_bytes`
+//! answered (Kafka's `DelayedFetch`). `max_bytes` (at most `fetch.max.bytes`) bounds the response and `partition_max_bytes`
 //! each partition, except that the first batch of the first partition with data is always
 //! returned whole (KIP-74), so a batch larger than the limits still makes progress. Records are
 //! never `None` on the wire (librdkafka rejects a -1 record set size).
@@ -360,12 +360,16 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
         }
     };
 
-    let max_bytes = if version >= 3 {
+    // The broker's `fetch.max.bytes` caps what any fetch may ask (Kafka's `handleFetchRequest`
+    // takes the smaller, for followers too: they ask for `replica.fetch.response.max.bytes`),
+    // so a 2 GiB `max_bytes` cannot make one answer copy 2 GiB of segments into memory.
+    let requested_max_bytes = if version >= 3 {
         request.max_bytes.max(0) as usize
     } else {
         usize::MAX
     };
-    let min_bytes = request.min_bytes.max(0) as usize;
+    let max_bytes = requested_max_bytes.min(ctx.config.fetch_max_bytes);
+    let min_bytes = (request.min_bytes.max(0) as usize).min(max_bytes);
     let max_wait_ms = i64::from(request.max_wait_ms).clamp(0, FETCH_WAIT_MS_MAX) as u64;
 
     // Client metadata (KIP-392) comes with every v11+ fetch; its rack may be empty.

@@ -284,30 +284,37 @@ impl ReplicaManager {
         image: &MetadataImage,
         tp: &TopicPartition,
     ) -> Result<Arc<Partition>, ApiError> {
-        if let Some(p) = self
-            .partitions
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(tp)
-        {
-            return Ok(p.clone());
-        }
-        if let Some(error) = self
-            .offline
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(tp)
-        {
-            return Err(ApiError::KafkaStorageError(format!(
-                "the log of {}-{} on broker {} is offline: {error}",
-                tp.topic, tp.partition, self.node_id
-            )));
+        if let Some(p) = self.hosted_or_offline(tp)? {
+            return Ok(p);
         }
         match image.topic(&tp.topic) {
             Some(t) if t.partitions.contains_key(&tp.partition) => {
                 Err(ApiError::NotLeaderOrFollower)
             }
             _ => Err(ApiError::UnknownTopicOrPartition),
+        }
+    }
+
+    /// Kafka's `getPartition`: the partition if hosted here, `None` if not, KAFKA_STORAGE_ERROR
+    /// if its log is offline.
+    pub fn hosted_or_offline(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Option<Arc<Partition>>, ApiError> {
+        if let Some(p) = self.hosted(tp) {
+            return Ok(Some(p));
+        }
+        match self
+            .offline
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tp)
+        {
+            Some(error) => Err(ApiError::KafkaStorageError(format!(
+                "the log of {}-{} on broker {} is offline: {error}",
+                tp.topic, tp.partition, self.node_id
+            ))),
+            None => Ok(None),
         }
     }
 

@@ -1208,6 +1208,9 @@ impl Partition {
     }
 
     /// DeleteRecords: moves the log start offset, which may not pass the high watermark.
+    /// Returns the requested offset (-1 resolved to the high watermark), which the low
+    /// watermark must reach even when the log already started beyond it (Kafka's
+    /// `LogDeleteRecordsResult.requestedOffset`).
     pub fn delete_records_before(&self, offset: i64) -> Result<i64, ApiError> {
         let state = self.lock();
         Self::require_leader(&state)?;
@@ -1220,9 +1223,9 @@ impl Partition {
             return Err(ApiError::OffsetOutOfRange);
         }
         drop(state);
-        let low = self.log().delete_records_before(target)?;
+        self.log().delete_records_before(target)?;
         self.wake_watchers();
-        Ok(low)
+        Ok(target)
     }
 
     /// Kafka's `lowWatermarkIfLeader`: the lowest log start offset over this log, the remote

@@ -7,12 +7,18 @@
 //! connection one by one is what Kafka does (a channel is muted while a request is in flight) and
 //! what idempotent producers rely on: batches of one producer arrive in sequence order and must
 //! be appended in that order.
+//!
+//! `connections.max.idle.ms` covers both directions, as Kafka's selector does (a channel is
+//! active while bytes move either way): no frame read for that long closes the connection, and
+//! so does an answer of which no byte could be written for that long — a client that sends
+//! requests and never reads its answers would otherwise pin the connection, its queued
+//! requests and an answer in memory forever.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
@@ -69,6 +75,30 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         return Err(FrameError::Truncated);
     }
     Ok(Some(Bytes::from(body)))
+}
+
+/// Writes all of `bytes`, failing with `TimedOut` once no byte could be written for `idle`
+/// (the peer stopped reading). A slow reader that keeps taking bytes is never cut off.
+pub async fn write_unless_stuck<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    mut bytes: &[u8],
+    idle: Duration,
+) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        let written = tokio::time::timeout(idle, writer.write(bytes))
+            .await
+            .map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client read nothing for connections.max.idle.ms",
+                )
+            })??;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        bytes = &bytes[written..];
+    }
+    Ok(())
 }
 
 pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
@@ -138,8 +168,8 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
             match outcome {
                 Ok(Some(response)) => {
                     let writing = Instant::now();
-                    if let Err(e) = writer.write_all(&response).await {
-                        tracing::debug!(%peer, error = %e, "write failed");
+                    if let Err(e) = write_unless_stuck(&mut writer, &response, idle).await {
+                        tracing::debug!(%peer, error = %e, "closing connection: write failed");
                         break;
                     }
                     if produce {

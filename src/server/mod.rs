@@ -4,13 +4,15 @@
 //! `server` owns sockets and nothing else: it reads length-prefixed frames (bounded by
 //! `socket.request.max.bytes`, checked before allocating), hands each to [`dispatch`], and writes
 //! responses strictly in request order. A frame that cannot be decoded closes only its own
-//! connection. `max.connections` bounds open connections; a connection with no request for
+//! connection. `max.connections` bounds open connections, `max.connections.per.ip` those of one
+//! client address ([`per_ip`]); a connection that moves no byte either way for
 //! `connections.max.idle.ms` is closed.
 
 pub mod connection;
 pub mod controller_dispatch;
 pub mod dispatch;
 pub mod http;
+pub mod per_ip;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,6 +67,7 @@ async fn serve_kind(
     kind: ListenerKind,
 ) {
     let permits = Arc::new(Semaphore::new(ctx.config.max_connections));
+    let per_ip = per_ip::PerIpSlots::new(ctx.config.connections_per_ip.clone());
     let mut connections = JoinSet::new();
     let mut backoff_ms = 5u64;
     loop {
@@ -89,6 +92,14 @@ async fn serve_kind(
                         continue;
                     }
                 };
+                let ip_slot = match per_ip.try_take(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(max) => {
+                        tracing::info!(%peer, max, "max.connections.per.ip reached; closing new connection");
+                        drop(stream);
+                        continue;
+                    }
+                };
                 configure_accepted(&stream);
                 let ctx = ctx.clone();
                 let info = ConnectionInfo {
@@ -98,7 +109,7 @@ async fn serve_kind(
                 };
                 connections.spawn(async move {
                     connection::run(stream, info, ctx).await;
-                    drop(permit);
+                    drop((permit, ip_slot));
                 });
             }
         }

@@ -232,6 +232,54 @@ impl RawClient {
     }
 }
 
+/// One row of `/proc/net/tcp` / `/proc/net/tcp6`: a socket of this network namespace.
+struct TcpRow {
+    local_port: Option<u16>,
+    remote_port: Option<u16>,
+    /// The kernel's TCP state: 1 is ESTABLISHED.
+    state: u8,
+    send_queue: u64,
+    receive_queue: u64,
+}
+
+fn tcp_rows() -> Vec<TcpRow> {
+    let mut rows = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 5 {
+                continue;
+            }
+            let port = |a: &str| {
+                a.rsplit(':')
+                    .next()
+                    .and_then(|p| u16::from_str_radix(p, 16).ok())
+            };
+            let (tx, rx) = f[4].split_once(':').unwrap_or(("", ""));
+            let queued = |q: &str| u64::from_str_radix(q, 16).unwrap_or(u64::MAX);
+            rows.push(TcpRow {
+                local_port: port(f[1]),
+                remote_port: port(f[2]),
+                state: u8::from_str_radix(f[3], 16).unwrap_or(0),
+                send_queue: queued(tx),
+                receive_queue: queued(rx),
+            });
+        }
+    }
+    rows
+}
+
+/// Whether the socket on `local_port` connected to `remote_port` (both in this process's
+/// network namespace) is still ESTABLISHED; false once its owner closed it (gone, or closing).
+pub fn tcp_established(local_port: u16, remote_port: u16) -> bool {
+    tcp_rows().iter().any(|r| {
+        r.local_port == Some(local_port) && r.remote_port == Some(remote_port) && r.state == 1
+    })
+}
+
 /// Waits until the broker has read everything the client on local port `client_port` sent to
 /// the broker on `broker_port`: the kernel's queues of both ends of the connection, both in
 /// this process's network namespace (`/proc/net/tcp`), are empty. With an in-process broker,
@@ -240,33 +288,15 @@ impl RawClient {
 pub async fn wait_until_read_by_broker(client_port: u16, broker_port: u16) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let mut client_end = None;
-        let mut broker_end = None;
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            let Ok(text) = std::fs::read_to_string(table) else {
-                continue;
-            };
-            for line in text.lines().skip(1) {
-                let f: Vec<&str> = line.split_whitespace().collect();
-                if f.len() < 5 {
-                    continue;
-                }
-                let port = |a: &str| {
-                    a.rsplit(':')
-                        .next()
-                        .and_then(|p| u16::from_str_radix(p, 16).ok())
-                };
-                let (local, remote) = (port(f[1]), port(f[2]));
-                let (tx, rx) = f[4].split_once(':').unwrap_or(("", ""));
-                let queued = |q: &str| u64::from_str_radix(q, 16).unwrap_or(u64::MAX);
-                if local == Some(client_port) && remote == Some(broker_port) {
-                    client_end = Some(queued(tx));
-                }
-                if local == Some(broker_port) && remote == Some(client_port) {
-                    broker_end = Some(queued(rx));
-                }
-            }
-        }
+        let rows = tcp_rows();
+        let client_end = rows
+            .iter()
+            .find(|r| r.local_port == Some(client_port) && r.remote_port == Some(broker_port))
+            .map(|r| r.send_queue);
+        let broker_end = rows
+            .iter()
+            .find(|r| r.local_port == Some(broker_port) && r.remote_port == Some(client_port))
+            .map(|r| r.receive_queue);
         assert!(
             client_end.is_some() && broker_end.is_some(),
             "no connection 127.0.0.1:{client_port} <-> :{broker_port} in /proc/net/tcp"

@@ -602,10 +602,11 @@ impl Coordinator {
                 }
                 let group = self.group_mut(&group_id).expect("group exists");
                 group.pending_sync.remove(&member_id);
+                let written = group.assignment_pending;
                 if group.pending_sync.is_empty() {
                     self.cancel(&group_id, TimerKind::Sync);
                 }
-                if is_leader {
+                if is_leader && !written {
                     self.complete_sync(&group_id, &req, now_ms);
                 }
             }
@@ -613,8 +614,9 @@ impl Coordinator {
     }
 
     /// The leader's SyncGroup: store every member's assignment (members the leader left out get
-    /// an empty one), persist the group, move to Stable and answer every waiting member.
-    pub(super) fn complete_sync(&mut self, group_id: &str, req: &SyncGroupRequest, now_ms: i64) {
+    /// an empty one) and persist the group. The group stays CompletingRebalance, its members'
+    /// SyncGroups parked, until the write is durable ([`Coordinator::settle_assignments`]).
+    pub(super) fn complete_sync(&mut self, group_id: &str, req: &SyncGroupRequest, _now_ms: i64) {
         let group = self.group_mut(group_id).expect("group exists");
         let mut given: HashMap<&str, &Bytes> = HashMap::new();
         for a in &req.assignments {
@@ -626,6 +628,36 @@ impl Coordinator {
                 .map(|b| (*b).clone())
                 .unwrap_or_default();
         }
+        group.assignment_pending = true;
+        self.write_group_metadata(group_id);
+    }
+
+    /// The writes of `partition` the high watermark covers are durable: every group whose
+    /// leader's assignment is among them moves to Stable and answers its members' SyncGroups,
+    /// as Kafka does in the append's callback. A group that left CompletingRebalance meanwhile
+    /// (a member joined) is not touched: its members were answered REBALANCE_IN_PROGRESS.
+    pub fn settle_assignments(&mut self, partition: i32, now_ms: i64) -> super::Outcome {
+        self.start_operation();
+        let settled: Vec<String> = self
+            .groups_of(partition)
+            .filter(|g| g.state == GroupState::CompletingRebalance && g.assignment_pending)
+            .filter(|g| {
+                self.durable_group(&g.group_id).is_some_and(|d| {
+                    d.assignment_pending
+                        && d.state == GroupState::CompletingRebalance
+                        && d.generation_id == g.generation_id
+                })
+            })
+            .map(|g| g.group_id.clone())
+            .collect();
+        for group_id in settled {
+            self.stabilize(&group_id, now_ms);
+        }
+        self.finish_operation()
+    }
+
+    fn stabilize(&mut self, group_id: &str, now_ms: i64) {
+        let group = self.group_mut(group_id).expect("group exists");
         group.transition(GroupState::Stable, now_ms);
         let mut answers = Vec::new();
         for member in group.members.iter_mut().map(|(_, m)| m) {
@@ -633,7 +665,6 @@ impl Coordinator {
                 answers.push((p, member.member_id.clone(), member.assignment.clone()));
             }
         }
-        self.write_group_metadata(group_id);
         let group = self.group(group_id).expect("group exists");
         let mut responses = Vec::new();
         for (p, member_id, assignment) in answers {

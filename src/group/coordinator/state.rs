@@ -98,6 +98,11 @@ pub(super) struct Group {
     pub(super) pending_sync: HashSet<String>,
     pub(super) initial_join: Option<InitialJoin>,
     pub(super) new_member_added: bool,
+    /// The leader's assignment is written and the group waits, in CompletingRebalance, for the
+    /// write to become durable before it is Stable and the members get their assignments
+    /// (Kafka moves to Stable in the append's callback). A join meanwhile starts a new
+    /// rebalance and the waiting SyncGroups get REBALANCE_IN_PROGRESS, as in Kafka.
+    pub(super) assignment_pending: bool,
     /// Topics the members subscribe to, when the protocol is "consumer" and every
     /// subscription parsed; `None` means unknown (treated as subscribed to everything).
     pub(super) subscribed_topics: Option<HashSet<String>>,
@@ -122,6 +127,7 @@ impl Group {
             pending_sync: HashSet::new(),
             initial_join: None,
             new_member_added: false,
+            assignment_pending: false,
             subscribed_topics: Some(HashSet::new()),
             offsets: OrdMap::new(),
             next_join_seq: 0,
@@ -130,6 +136,7 @@ impl Group {
 
     pub(super) fn transition(&mut self, state: GroupState, now_ms: i64) {
         self.state = state;
+        self.assignment_pending = false;
         self.state_timestamp_ms = now_ms;
     }
 

@@ -68,7 +68,7 @@ fn a_failed_generation_change_is_rolled_back() {
 }
 
 #[test]
-fn a_failed_sync_forgets_the_parked_syncs_it_answered() {
+fn a_failed_sync_write_is_rolled_back_and_the_retry_answers_every_parked_sync() {
     let mut h = H::new();
     let (_, ta, _) = h.join_new();
     let (_, tb, _) = h.join_new();
@@ -86,20 +86,51 @@ fn a_failed_sync_forgets_the_parked_syncs_it_answered() {
     h.fail_appends = true;
     let assignment: [(&str, &[u8]); 2] = [(&leader, b"L"), (&follower, b"F")];
     let (_, out) = h.sync(5, &leader, g, &assignment);
-    assert_eq!(
-        out.responses.len(),
-        2,
-        "answered (the shell turns both into errors)"
-    );
+    // Nothing is answered before the assignment is durable; the shell answers the leader's
+    // request, rolled back with its operation, with the append's failure.
+    assert!(out.responses.is_empty());
     h.fail_appends = false;
     assert_eq!(h.c.group_state(G), Some(GroupState::CompletingRebalance));
-    // The leader retries; the follower's old request, already answered, is not answered again.
+    // The leader retries; once its write is durable both syncs are answered.
     let (t_leader, out) = h.sync(5, &leader, g, &assignment);
     assert_eq!(sync_of(&out, t_leader), (0, Bytes::from_static(b"L")));
-    assert!(out.response_for(t_follower).is_none());
+    assert_eq!(sync_of(&out, t_follower), (0, Bytes::from_static(b"F")));
     assert_eq!(h.c.group_state(G), Some(GroupState::Stable));
     let (t, out) = h.sync(5, &follower, g, &[]);
     assert_eq!(sync_of(&out, t), (0, Bytes::from_static(b"F")));
+}
+
+#[test]
+fn a_join_while_the_assignment_is_written_restarts_the_rebalance_as_in_kafka() {
+    // Kafka moves a group to Stable only when the leader's assignment is durable; a member
+    // joining before that starts a new rebalance and the syncs get REBALANCE_IN_PROGRESS, so a
+    // member never gets an assignment that is revoked before it could be used.
+    let mut h = H::new();
+    let (_, ta, _) = h.join_new();
+    let out = h.advance(0);
+    let ra = join_of(&out, ta);
+    let leader = ra.member_id.to_string();
+    let g = ra.generation_id;
+    h.hold_high_watermark = true;
+    let assignment: [(&str, &[u8]); 1] = [(&leader, b"L")];
+    let (t_leader, out) = h.sync(5, &leader, g, &assignment);
+    assert!(
+        out.responses.is_empty(),
+        "parked until the assignment is durable"
+    );
+    let (_, tb, out) = h.join_new();
+    assert_eq!(
+        sync_of(&out, t_leader).0,
+        27,
+        "REBALANCE_IN_PROGRESS to the parked sync"
+    );
+    let released = h.release_high_watermark();
+    assert!(
+        released.responses.is_empty(),
+        "the old generation never settles"
+    );
+    assert_eq!(h.c.group_state(G), Some(GroupState::PreparingRebalance));
+    let _ = tb;
 }
 
 #[test]

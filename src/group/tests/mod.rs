@@ -57,6 +57,14 @@ fn subscription(topics: &[&str]) -> Bytes {
 /// The machine plus a perfect in-memory `__consumer_offsets` by default: every append lands
 /// and the high watermark follows at once. `fail_appends` and `hold_high_watermark` make the
 /// log fail appends or stop the high watermark, for the durability tests.
+/// Adds `more` to `all`.
+fn merge(all: &mut Outcome, more: Outcome) {
+    all.records.extend(more.records);
+    all.responses.extend(more.responses);
+    all.timers.extend(more.timers);
+    all.partitions.extend(more.partitions);
+}
+
 struct H {
     c: Coordinator,
     now: i64,
@@ -111,14 +119,15 @@ impl H {
             client_id: "client".into(),
             client_host: "/127.0.0.1".into(),
         };
-        let out = self.c.handle(&ctx, req, self.now);
-        self.check(&out);
+        let mut out = self.c.handle(&ctx, req, self.now);
+        self.check(&mut out);
         (token, out)
     }
 
     /// Checks every response encodes at its version, then plays the log's part: appends the
-    /// records and reports the append (and the high watermark) to the machine.
-    fn check(&mut self, out: &Outcome) {
+    /// records and reports the append (and the high watermark) to the machine, as the service
+    /// does; the answers of groups whose assignment became durable join `out`.
+    fn check(&mut self, out: &mut Outcome) {
         for (token, response) in &out.responses {
             let v = self.versions.get(token).copied().unwrap_or(0);
             encode_response(
@@ -148,17 +157,30 @@ impl H {
             if !self.hold_high_watermark {
                 self.high_watermark.insert(p, end);
                 self.c.observe_high_watermark(p, end);
+                let settled = self.settle(p);
+                merge(out, settled);
             }
         }
     }
 
-    /// The held high watermarks catch up with the log.
-    fn release_high_watermark(&mut self) {
+    /// Groups whose assignment the high watermark now covers become Stable.
+    fn settle(&mut self, p: i32) -> Outcome {
+        let mut settled = self.c.settle_assignments(p, self.now);
+        self.check(&mut settled);
+        settled
+    }
+
+    /// The held high watermarks catch up with the log; returns the answers that releases.
+    fn release_high_watermark(&mut self) -> Outcome {
         self.hold_high_watermark = false;
+        let mut all = Outcome::default();
         for (p, end) in self.log_end.clone() {
             self.high_watermark.insert(p, end);
             self.c.observe_high_watermark(p, end);
+            let settled = self.settle(p);
+            merge(&mut all, settled);
         }
+        all
     }
 
     /// The records below the high watermark: what a restart would replay.
@@ -197,12 +219,9 @@ impl H {
         self.now += ms;
         let mut all = Outcome::default();
         for p in self.c.due_partitions(self.now) {
-            let out = self.c.tick(p, self.now);
-            self.check(&out);
-            all.records.extend(out.records);
-            all.responses.extend(out.responses);
-            all.timers.extend(out.timers);
-            all.partitions.extend(out.partitions);
+            let mut out = self.c.tick(p, self.now);
+            self.check(&mut out);
+            merge(&mut all, out);
         }
         all
     }

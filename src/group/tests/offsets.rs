@@ -167,9 +167,9 @@ fn an_explicit_retention_expires_offsets_only_where_kafka_expires_them() {
     commit_with_retention(&mut h, G, g, &ids[0], "other", 1_000);
     let now = h.now;
     assert!(h.c.expire_offsets(now + 999).records.is_empty());
-    let out = h.c.expire_offsets(now + 10_000);
+    let mut out = h.c.expire_offsets(now + 10_000);
     assert_eq!(out.records.len(), 1, "only the unsubscribed topic's offset");
-    h.check(&out);
+    h.check(&mut out);
     assert_eq!(h.fetch(8, G, "t", 0).0, 5);
     assert_eq!(h.fetch(8, G, "other", 0).0, -1);
     // A simple group (no members): the explicit expiry applies.
@@ -190,7 +190,7 @@ fn offsets_expire_after_retention() {
         .expire_offsets(committed_at + retention - 1)
         .records
         .is_empty());
-    let out = h.c.expire_offsets(committed_at + retention);
+    let mut out = h.c.expire_offsets(committed_at + retention);
     assert_eq!(
         out.records.len(),
         2,
@@ -202,7 +202,7 @@ fn offsets_expire_after_retention() {
         Some(GroupState::Empty),
         "not gone until the tombstones are durable"
     );
-    h.check(&out);
+    h.check(&mut out);
     assert_eq!(h.c.group_state("simple"), None);
     // A stable group's offsets for subscribed topics never expire.
     let mut h = H::new();
