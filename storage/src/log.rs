@@ -130,7 +130,15 @@ pub struct Log {
     /// Where a roll sends the fsyncs of the segment it closed (the [`crate::LogManager`]
     /// installs it, with this log's own weak reference); without one a roll fsyncs inline.
     background: OnceLock<(Weak<Log>, Arc<Flusher>)>,
+    /// Called after a truncation moved the recovery point: writes the log dir's
+    /// recovery-point checkpoint (the [`crate::LogManager`] installs it).
+    truncation_hook: OnceLock<TruncationHook>,
 }
+
+/// Writes the recovery points of a log's dir after a truncation (Kafka's `LogManager.truncateTo`
+/// checkpoints them at once: a checkpointed recovery point above the truncated log end would,
+/// after a power loss, skip the CRC recovery of batches written there since).
+pub type TruncationHook = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 
 /// Called with a log dir and the error when a log in that dir goes offline after an I/O error
 /// (Kafka's `LogDirFailureChannel#maybeAddOfflineLogDir`). It runs on the failing call's
@@ -321,6 +329,7 @@ impl Log {
             retired: AtomicBool::new(false),
             failure_hook: OnceLock::new(),
             background: OnceLock::new(),
+            truncation_hook: OnceLock::new(),
         })
     }
 
@@ -328,6 +337,19 @@ impl Log {
     /// The first installed hook stays.
     pub(crate) fn set_failure_hook(&self, log_dir: PathBuf, hook: LogDirFailureHook) {
         let _ = self.failure_hook.set((log_dir, hook));
+    }
+
+    /// Installs the hook called after a truncation moved the recovery point. The first stays.
+    pub(crate) fn set_truncation_hook(&self, hook: TruncationHook) {
+        let _ = self.truncation_hook.set(hook);
+    }
+
+    /// Runs the truncation hook if the recovery point is no longer `before`.
+    fn after_truncation(&self, before: i64) -> Result<()> {
+        match self.truncation_hook.get() {
+            Some(hook) if self.recovery_point() != before => hook(),
+            _ => Ok(()),
+        }
     }
 
     /// Rolls from now on leave their fsyncs to `flusher`. The first installed flusher stays.
@@ -810,6 +832,12 @@ impl Log {
     /// leader, registered `(epoch, LEO)` and lost leadership before writing anything must not
     /// keep claiming that epoch, or its fetches would diverge from the new leader forever.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
+        let before = self.recovery_point();
+        self.truncate_batches_to(offset)?;
+        self.after_truncation(before)
+    }
+
+    fn truncate_batches_to(&self, offset: i64) -> Result<()> {
         let w = self.lock_writer()?;
         self.check_not_negative(offset)?;
         if offset >= self.log_end_offset() {
@@ -875,10 +903,13 @@ impl Log {
     /// Deletes every segment and restarts the log, empty, at `offset` (a follower whose leader
     /// no longer has the offsets it needs).
     pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
+        let before = self.recovery_point();
         let w = self.lock_writer()?;
         self.check_not_negative(offset)?;
         let r = self.truncate_fully_locked(&w, offset);
-        self.guard(r)
+        drop(w);
+        self.guard(r)?;
+        self.after_truncation(before)
     }
 
     fn truncate_fully_locked(&self, _w: &MutexGuard<'_, Writer>, offset: i64) -> Result<()> {

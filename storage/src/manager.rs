@@ -44,7 +44,7 @@ use crate::deleter::Deleter;
 use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::Flusher;
 use crate::handles::{HandleLimits, HandlePool, HandleStats};
-use crate::log::{sync_dir, Log, LogDirFailureHook};
+use crate::log::{sync_dir, Log, LogDirFailureHook, TruncationHook};
 use crate::parallel;
 
 /// Kafka's clean-shutdown marker file in each log directory.
@@ -82,9 +82,9 @@ pub struct LogManager {
     /// Removes deleted logs' renamed directories in the background.
     deleter: Arc<Deleter>,
     default_config: LogConfig,
-    logs: RwLock<HashMap<TopicPartition, Entry>>,
+    logs: Arc<RwLock<HashMap<TopicPartition, Entry>>>,
     /// Serialises log creation, deletion and checkpoint writes.
-    admin: Mutex<()>,
+    admin: Arc<Mutex<()>>,
     last_checkpoint_ms: Mutex<i64>,
     /// Told when a log goes offline after an I/O error ([`LogManager::on_log_dir_failure`]).
     failure_hook: Mutex<Option<LogDirFailureHook>>,
@@ -257,19 +257,48 @@ impl LogManager {
                 sync_dir(dir)?;
             }
         }
-        Ok(LogManager {
+        let manager = LogManager {
             log_dirs: log_dirs.to_vec(),
             pool,
             flusher,
             deleter,
             default_config,
-            logs: RwLock::new(logs),
-            admin: Mutex::new(()),
+            logs: Arc::new(RwLock::new(logs)),
+            admin: Arc::default(),
             last_checkpoint_ms: Mutex::new(now_ms),
             failure_hook: Mutex::new(None),
             future_logs: RwLock::new(HashMap::new()),
             preferred_dirs: Mutex::new(HashMap::new()),
             offline_dirs: Arc::default(),
+        };
+        for entry in manager.logs.read().values() {
+            entry
+                .log
+                .set_truncation_hook(manager.truncation_hook(entry.dir_index));
+        }
+        Ok(manager)
+    }
+
+    /// What a log of dir `dir_index` calls after a truncation: that dir's recovery points are
+    /// checkpointed at once, as Kafka's `LogManager.truncateTo` does. Holds the manager's
+    /// state weakly (the logs hold the hook).
+    fn truncation_hook(&self, dir_index: usize) -> TruncationHook {
+        let logs = Arc::downgrade(&self.logs);
+        let admin = Arc::downgrade(&self.admin);
+        let dir = self.log_dirs[dir_index].clone();
+        Arc::new(move || {
+            let (Some(logs), Some(admin)) = (logs.upgrade(), admin.upgrade()) else {
+                return Ok(());
+            };
+            let _admin = admin.lock();
+            let mut in_dir: Vec<_> = logs
+                .read()
+                .iter()
+                .filter(|(_, e)| e.dir_index == dir_index)
+                .map(|(tp, e)| (tp.clone(), e.log.clone()))
+                .collect();
+            in_dir.sort_by(|a, b| a.0.cmp(&b.0));
+            write_recovery_points(&dir, &in_dir)
         })
     }
 
@@ -479,6 +508,7 @@ impl LogManager {
         if let Some(hook) = self.failure_hook.lock().clone() {
             log.set_failure_hook(self.log_dirs[dir_index].clone(), hook);
         }
+        log.set_truncation_hook(self.truncation_hook(dir_index));
         current.retire();
         let source_parent = current.dir().parent().map(Path::to_path_buf);
         let deleted = source_parent
@@ -599,6 +629,7 @@ impl LogManager {
                     if let Some(hook) = self.failure_hook.lock().clone() {
                         log.set_failure_hook(self.log_dirs[dir_index].clone(), hook);
                     }
+                    log.set_truncation_hook(self.truncation_hook(dir_index));
                     created[dir_index].push((i, tp, log));
                 }
                 Err(e) => {
@@ -710,12 +741,8 @@ impl LogManager {
     pub fn checkpoint_recovery_points_and_log_start_offsets(&self) -> Result<()> {
         let _admin = self.admin.lock();
         for (dir, logs) in self.log_dirs.iter().zip(self.logs_by_dir()) {
+            write_recovery_points(dir, &logs)?;
             let online: Vec<_> = logs.iter().filter(|(_, log)| !log.is_offline()).collect();
-            let recovery: Vec<OffsetCheckpointEntry> = online
-                .iter()
-                .map(|(tp, log)| entry(tp, log.recovery_point()))
-                .collect();
-            checkpoint(dir, RECOVERY_POINT_CHECKPOINT_FILE).write(&recovery)?;
             // Like Kafka, only where the start offset is not implied by the first segment.
             let starts: Vec<OffsetCheckpointEntry> = online
                 .iter()
@@ -796,6 +823,18 @@ impl LogManager {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// Writes `recovery-point-offset-checkpoint` of log dir `dir` holding `logs`. Offline logs are
+/// left out (they are recovered from scratch next time).
+fn write_recovery_points(dir: &Path, logs: &[(TopicPartition, Arc<Log>)]) -> Result<()> {
+    let recovery: Vec<OffsetCheckpointEntry> = logs
+        .iter()
+        .filter(|(_, log)| !log.is_offline())
+        .map(|(tp, log)| entry(tp, log.recovery_point()))
+        .collect();
+    checkpoint(dir, RECOVERY_POINT_CHECKPOINT_FILE).write(&recovery)?;
+    Ok(())
 }
 
 fn entry(tp: &TopicPartition, offset: i64) -> OffsetCheckpointEntry {
@@ -977,6 +1016,46 @@ mod tests {
         assert!(manager.get(&tps[3]).is_none());
         assert!(!dirs[1].join("orders-3").exists());
         wait_until_no_delete_dirs(&dirs[1]);
+    }
+
+    /// A truncation writes the recovery-point checkpoint at once (Kafka's
+    /// `LogManager.truncateTo`): left at the old recovery point, the checkpoint would let a
+    /// recovery after a power loss skip the batches appended past the truncation point.
+    #[test]
+    fn a_truncation_checkpoints_the_recovery_point_at_once() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = vec![root.path().join("d1"), root.path().join("d2")];
+        let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        let tps: Vec<_> = (0..2).map(|p| TopicPartition::new("t", p)).collect();
+        for tp in &tps {
+            let log = manager.get_or_create(tp, config(), 0).unwrap();
+            for i in 0..50 {
+                log.append_as_leader(&simple(2, 100, i), 1, 0).unwrap();
+            }
+            log.flush().unwrap();
+        }
+        manager
+            .checkpoint_recovery_points_and_log_start_offsets()
+            .unwrap();
+        let log = manager.get(&tps[0]).unwrap();
+        let dir = &dirs[log_dir_of(&dirs, &log)];
+        let recovery_points = || read_offsets(dir, RECOVERY_POINT_CHECKPOINT_FILE).unwrap();
+        assert_eq!(recovery_points().get(&tps[0]), Some(&100));
+
+        log.truncate_to(40).unwrap();
+        assert_eq!(log.recovery_point(), 40);
+        assert_eq!(recovery_points().get(&tps[0]), Some(&40));
+        log.truncate_fully_and_start_at(7).unwrap();
+        assert_eq!(recovery_points().get(&tps[0]), Some(&7));
+        let other = manager.get(&tps[1]).unwrap();
+        let other_dir = &dirs[log_dir_of(&dirs, &other)];
+        assert_eq!(
+            read_offsets(other_dir, RECOVERY_POINT_CHECKPOINT_FILE)
+                .unwrap()
+                .get(&tps[1]),
+            Some(&100),
+            "the other log keeps its recovery point"
+        );
     }
 
     /// The background removal of deleted logs ends within a deadline.
