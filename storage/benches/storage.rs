@@ -20,6 +20,10 @@ use kafkaiq_storage::{Log, LogConfig};
 const BATCH_BYTES: usize = 16 * 1024;
 const RESET_BYTES: usize = 64 << 20;
 
+/// The clock the benches append at, and their records' timestamps: a produce refuses
+/// timestamps more than `message.timestamp.after.max.ms` ahead of it.
+const NOW_MS: i64 = 1_700_000_000_000;
+
 /// A batch of 16 records whose size is exactly 16 KiB.
 fn batch_16k() -> Vec<u8> {
     let mut value_len = BATCH_BYTES / 16;
@@ -28,7 +32,7 @@ fn batch_16k() -> Vec<u8> {
         let values: Vec<&[u8]> = (0..16).map(|_| value.as_slice()).collect();
         let b = batch(
             &Spec {
-                base_timestamp: 1_700_000_000_000,
+                base_timestamp: NOW_MS,
                 ..Spec::default()
             },
             &values,
@@ -64,7 +68,7 @@ fn append(c: &mut Criterion) {
                 let n = (iters - done).min(per_reset as u64);
                 let start = Instant::now();
                 for _ in 0..n {
-                    log.append_as_leader(&b, 1, 0).unwrap();
+                    log.append_as_leader(&b, 1, NOW_MS).unwrap();
                 }
                 total += start.elapsed();
                 done += n;
@@ -111,7 +115,7 @@ fn read(c: &mut Criterion) {
     )
     .unwrap();
     for _ in 0..(RESET_BYTES / b.len()) {
-        log.append_as_leader(&b, 1, 0).unwrap();
+        log.append_as_leader(&b, 1, NOW_MS).unwrap();
     }
     let leo = log.log_end_offset();
     let fetch_bytes = 1 << 20;
@@ -155,13 +159,13 @@ fn read(c: &mut Criterion) {
     let value = [9u8; 100];
     let small = batch(
         &Spec {
-            base_timestamp: 1_700_000_000_000,
+            base_timestamp: NOW_MS,
             ..Spec::default()
         },
         &[&value],
     );
     for _ in 0..((16 << 20) / small.len()) {
-        small_log.append_as_leader(&small, 1, 0).unwrap();
+        small_log.append_as_leader(&small, 1, NOW_MS).unwrap();
     }
     let small_leo = small_log.log_end_offset();
     group.throughput(Throughput::Bytes(small.len() as u64));
