@@ -20,11 +20,11 @@
 //! ```
 //!
 //! This module parses and validates headers and rewrites the fields a broker may change. It
-//! never decodes records on the read path, nor on the append path of a topic that is not
-//! compacted. The exceptions: ListOffsets, whose [`first_record_timestamp_at_least`] and
-//! [`offset_of_max_timestamp`] read record timestamps and offsets, decompressing a compressed
-//! batch first ([`crate::compression`]); and a compacted topic's append, which refuses records
-//! without a key ([`records_without_key`], Kafka's `LogValidator`).
+//! never decodes records on the read path. The exceptions: ListOffsets, whose
+//! [`first_record_timestamp_at_least`] and [`offset_of_max_timestamp`] read record timestamps
+//! and offsets, decompressing a compressed batch first ([`crate::compression`]); and a leader's
+//! append of a produced batch, which reads each record's timestamp delta and key length once
+//! ([`check_records`], Kafka's `LogValidator`).
 
 use crate::compression;
 use crate::config::TimestampType;
@@ -525,10 +525,10 @@ pub fn offset_of_max_timestamp(batch: &[u8]) -> Option<i64> {
     }
 }
 
-/// For a produce to a compacted topic (Kafka's `LogValidator.validateKey`): the indexes, within
-/// `batch`, of its records that have no key. See [`check_records`] for how records are read and
-/// which errors a batch whose records cannot be read gets.
-pub fn records_without_key(batch: &[u8]) -> Result<KeylessRecords> {
+/// The indexes, within `batch`, of its records that have no key: [`check_records`] with the
+/// compacted topic's rule alone, for the tests of how records are read.
+#[cfg(test)]
+fn records_without_key(batch: &[u8]) -> Result<KeylessRecords> {
     records_without_key_within(batch, compression::STREAMED_RECORDS_BYTES_MAX)
 }
 
@@ -539,18 +539,21 @@ pub const RECORD_ERRORS_LISTED_MAX: usize = 1_000;
 
 /// The records of a batch without a key: how many, and the indexes of the first
 /// [`RECORD_ERRORS_LISTED_MAX`].
+#[cfg(test)]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeylessRecords {
-    pub total: u64,
-    pub listed: Vec<i32>,
+struct KeylessRecords {
+    total: u64,
+    listed: Vec<i32>,
 }
 
+#[cfg(test)]
 impl KeylessRecords {
-    pub fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self.total == 0
     }
 }
 
+#[cfg(test)]
 fn records_without_key_within(batch: &[u8], max_bytes: usize) -> Result<KeylessRecords> {
     let rules = RecordRules {
         require_key: true,

@@ -8,8 +8,8 @@
 //!   iterate the decompressed records), so [`crate::batch`] decompresses the batch it has
 //!   already narrowed the search to ([`decompress`]) and parses the records the same way as an
 //!   uncompressed batch's.
-//! - A produce to a compacted topic: every record needs a key (Kafka's `LogValidator`), so
-//!   [`crate::batch::records_without_key`] reads each record's key length from a [`reader`]
+//! - A produce: every record's key (on a compacted topic) and timestamp are checked (Kafka's
+//!   `LogValidator`), so [`crate::batch::check_records`] reads them from a [`reader`]
 //!   over the records, streaming as Kafka's `skipKeyValueIterator` does: memory stays a few
 //!   buffers whatever the batch expands to.
 //!
