@@ -11,6 +11,10 @@
 //! - A key that cannot change at runtime is refused with INVALID_REQUEST, a bad value with
 //!   INVALID_CONFIG, and another broker's id with INVALID_REQUEST.
 //!
+//! - Legacy AlterConfigs (key 33) on BROKER "1" replaces the broker's whole set of dynamic
+//!   configs: keys it does not list lose their dynamic value; validate_only changes nothing;
+//!   refusals as above, but a bad value is INVALID_REQUEST, as Kafka's broker answers it.
+//!
 //! Every wait has a deadline; nothing sleeps a fixed time to let something happen.
 
 mod common;
@@ -23,7 +27,8 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    DescribeConfigsRequest, IncrementalAlterConfigsRequest, ProduceRequest, TopicName,
+    AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest, ProduceRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -212,5 +217,110 @@ async fn message_max_bytes_changes_at_runtime_and_survives_a_restart() {
     await_produce(&cluster, 3_000, 0).await;
     let (_, source, _) = describe(&cluster, "1", "message.max.bytes").await.unwrap();
     assert_eq!(source, 5);
+    cluster.stop_all();
+}
+
+/// Legacy AlterConfigs of BROKER `resource` through node 1 with `configs`: (error code,
+/// message).
+async fn replace(
+    cluster: &Cluster,
+    resource: &str,
+    configs: &[(&str, &str)],
+    validate_only: bool,
+) -> (i16, String) {
+    use kafka_protocol::messages::alter_configs_request::{
+        AlterConfigsResource as Resource, AlterableConfig as Config,
+    };
+    let mut client = RawClient::connect(cluster.nodes[&1].client_addr()).await;
+    let request = AlterConfigsRequest::default()
+        .with_validate_only(validate_only)
+        .with_resources(vec![Resource::default()
+            .with_resource_type(4)
+            .with_resource_name(s(resource))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| Config::default().with_name(s(k)).with_value(Some(s(v))))
+                    .collect(),
+            )]);
+    let r = client.call(2, &request).await;
+    let r = &r.responses[0];
+    let message = r.error_message.as_ref().map(|m| m.to_string());
+    (r.error_code, message.unwrap_or_default())
+}
+
+/// Waits until `key` on BROKER "1" has `value` from `source`.
+async fn await_described(cluster: &Cluster, key: &str, value: &str, source: i8) {
+    cluster
+        .wait_for(
+            &format!("{key} = {value} from source {source}"),
+            DEADLINE,
+            || async {
+                let (v, s, _) = describe(cluster, "1", key).await?;
+                (v == value && s == source).then_some(())
+            },
+        )
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_alter_configs_replaces_a_brokers_whole_set_of_dynamic_configs() {
+    let mut cluster = Cluster::start(ClusterKind::from_env(), "legacy-alter-configs", 1, &[]);
+    cluster.await_listening(1);
+    let set = |key, value| alter(&cluster, "1", SET, key, value);
+    cluster
+        .wait_for("the node answers", DEADLINE, || async {
+            (set("message.max.bytes", "2000").await.0 == 0).then_some(())
+        })
+        .await;
+    assert_eq!(set("log.retention.ms", "1234567").await.0, 0);
+    await_described(&cluster, "message.max.bytes", "2000", 2).await;
+    await_described(&cluster, "log.retention.ms", "1234567", 2).await;
+
+    // validate_only: checked, nothing changes.
+    let only_bytes = [("log.retention.bytes", "5000000")];
+    assert_eq!(replace(&cluster, "1", &only_bytes, true).await.0, 0);
+    // Refused as IncrementalAlterConfigs refuses, and nothing changes either.
+    let (code, message) = replace(&cluster, "1", &[("log.dirs", "/elsewhere")], false).await;
+    assert_eq!(code, INVALID_REQUEST, "{message}");
+    // A bad value: INVALID_REQUEST here, where IncrementalAlterConfigs says INVALID_CONFIG
+    // (Kafka's broker checks this API's values itself before forwarding).
+    let bad = [("log.retention.bytes", "lots")];
+    let (code, message) = replace(&cluster, "1", &bad, false).await;
+    assert_eq!(code, INVALID_REQUEST, "{message}");
+    assert!(message.contains("log.retention.bytes"), "{message}");
+    assert_eq!(
+        replace(&cluster, "7", &only_bytes, false).await.0,
+        INVALID_REQUEST
+    );
+    assert_ne!(
+        describe(&cluster, "1", "log.retention.bytes")
+            .await
+            .unwrap()
+            .1,
+        2,
+        "validate_only and refused requests changed nothing"
+    );
+    await_described(&cluster, "message.max.bytes", "2000", 2).await;
+
+    // The listed key is set; the keys not listed lose their dynamic value.
+    assert_eq!(replace(&cluster, "1", &only_bytes, false).await.0, 0);
+    await_described(&cluster, "log.retention.bytes", "5000000", 2).await;
+    let (_, source, _) = describe(&cluster, "1", "message.max.bytes").await.unwrap();
+    assert_ne!(source, 2, "message.max.bytes still dynamic");
+    let (_, source, _) = describe(&cluster, "1", "log.retention.ms").await.unwrap();
+    assert_ne!(source, 2, "log.retention.ms still dynamic");
+    // An empty set removes every dynamic value of the broker.
+    assert_eq!(replace(&cluster, "1", &[], false).await.0, 0);
+    cluster
+        .wait_for(
+            "log.retention.bytes no longer dynamic",
+            DEADLINE,
+            || async {
+                let (_, source, _) = describe(&cluster, "1", "log.retention.bytes").await?;
+                (source != 2).then_some(())
+            },
+        )
+        .await;
     cluster.stop_all();
 }

@@ -630,6 +630,57 @@ pub fn alter_broker_configs(
         .collect())
 }
 
+/// A resource whose configs a legacy AlterConfigs replaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigResource {
+    Topic(String),
+    /// A broker id, or "" for the cluster default.
+    Broker(String),
+}
+
+/// Legacy AlterConfigs (key 33; Kafka's `ConfigurationControlManager#legacyAlterConfigs`):
+/// `configs` become the resource's whole set of configs — each listed key set (a null value
+/// deletes it), every other key the resource has deleted — with the checks
+/// IncrementalAlterConfigs makes. Decided against the controller's image, so a change
+/// committed meanwhile is replaced too, never merged.
+pub fn replace_configs(
+    image: &MetadataImage,
+    config: &BrokerConfig,
+    resource: &ConfigResource,
+    configs: &[(String, Option<String>)],
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    let current = match resource {
+        ConfigResource::Topic(topic) => image
+            .topic(topic)
+            .ok_or(ApiError::UnknownTopicOrPartition)?
+            .configs
+            .clone(),
+        ConfigResource::Broker(name) => image.broker_configs.get(name).cloned().unwrap_or_default(),
+    };
+    let listed: BTreeSet<&str> = configs.iter().map(|(k, _)| k.as_str()).collect();
+    let ops: Vec<(String, AlterConfigOp, Option<String>)> = configs
+        .iter()
+        .map(|(k, v)| {
+            let op = if v.is_some() {
+                AlterConfigOp::Set
+            } else {
+                AlterConfigOp::Delete
+            };
+            (k.clone(), op, v.clone())
+        })
+        .chain(
+            current
+                .keys()
+                .filter(|k| !listed.contains(k.as_str()))
+                .map(|k| (k.clone(), AlterConfigOp::Delete, None)),
+        )
+        .collect();
+    match resource {
+        ConfigResource::Topic(topic) => alter_topic_configs(image, topic, &ops),
+        ConfigResource::Broker(name) => alter_broker_configs(image, config, name, &ops),
+    }
+}
+
 /// The outcome of ElectLeaders for one partition.
 pub type ElectionResult = (String, i32, Result<(), ApiError>);
 

@@ -42,8 +42,9 @@ use crate::quorum::durable::{DiskState, Durable, DurableError};
 use crate::quorum::transport::{Transport, TransportEvent};
 use crate::quorum::{QuorumConfig, QuorumEngine};
 pub use decisions::{
-    AlterConfigOp, AlterPartitionItem, AlterPartitionResult, CreateTopicSpec, ElectionResult,
-    ElectionType, HeartbeatOutcome, ProducerIdBlock, ReassignmentItem, ReassignmentResult,
+    AlterConfigOp, AlterPartitionItem, AlterPartitionResult, ConfigResource, CreateTopicSpec,
+    ElectionResult, ElectionType, HeartbeatOutcome, ProducerIdBlock, ReassignmentItem,
+    ReassignmentResult,
 };
 use driver::{ControllerCore, Event};
 pub use forward::{QuorumDescription, VoterDescription};
@@ -339,6 +340,22 @@ impl ControllerChannel {
         self.call(|reply| Request::AlterBrokerConfigs {
             resource,
             ops,
+            validate_only,
+            reply,
+        })
+        .await
+    }
+
+    /// Legacy AlterConfigs; see [`decisions::replace_configs`].
+    pub async fn replace_configs(
+        &self,
+        resource: ConfigResource,
+        configs: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        self.call(|reply| Request::ReplaceConfigs {
+            resource,
+            configs,
             validate_only,
             reply,
         })

@@ -11,7 +11,7 @@ use super::decisions::{
     self, AlterPartitionItem, AlterPartitionResult, CreateTopicSpec, ElectionResult, ElectionType,
     HeartbeatOutcome, ProducerIdBlock, ReassignmentItem, ReassignmentResult,
 };
-use super::{random_uuid, AlterConfigOp};
+use super::{random_uuid, AlterConfigOp, ConfigResource};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::LEADER_ELECTIONS_PER_IMBALANCE_PASS_MAX;
@@ -48,6 +48,13 @@ pub(crate) enum Request {
     AlterBrokerConfigs {
         resource: String,
         ops: Vec<(String, AlterConfigOp, Option<String>)>,
+        validate_only: bool,
+        reply: Reply<()>,
+    },
+    /// Legacy AlterConfigs: `configs` become the whole set of the resource's configs.
+    ReplaceConfigs {
+        resource: ConfigResource,
+        configs: Vec<(String, Option<String>)>,
         validate_only: bool,
         reply: Reply<()>,
     },
@@ -238,6 +245,15 @@ fn decide_records(config: &BrokerConfig, image: &MetadataImage, request: Request
             reply,
         } => {
             let records = decisions::alter_broker_configs(image, config, &resource, &ops);
+            unless_validating(validate_only, reply, records)
+        }
+        Request::ReplaceConfigs {
+            resource,
+            configs,
+            validate_only,
+            reply,
+        } => {
+            let records = decisions::replace_configs(image, config, &resource, &configs);
             unless_validating(validate_only, reply, records)
         }
         Request::ElectLeaders {
@@ -483,6 +499,7 @@ impl Request {
             Request::DeleteTopic { .. }
             | Request::AlterTopicConfigs { .. }
             | Request::AlterBrokerConfigs { .. }
+            | Request::ReplaceConfigs { .. }
             | Request::AllocateProducerIds { .. }
             | Request::BootstrapClusterId { .. } => (CauseKind::Unknown, -1),
         }
@@ -495,7 +512,8 @@ impl Request {
             Request::DeleteTopic { reply, .. }
             | Request::CreatePartitions { reply, .. }
             | Request::AlterTopicConfigs { reply, .. }
-            | Request::AlterBrokerConfigs { reply, .. } => drop(reply.send(Err(error))),
+            | Request::AlterBrokerConfigs { reply, .. }
+            | Request::ReplaceConfigs { reply, .. } => drop(reply.send(Err(error))),
             Request::ElectLeaders { reply, .. } => drop(reply.send(Err(error))),
             Request::AlterPartitionReassignments { reply, .. } => drop(reply.send(Err(error))),
             Request::RegisterBroker { reply, .. } => drop(reply.send(Err(error))),

@@ -63,6 +63,14 @@ fn check_broker_name(name: &str) -> Result<(), ApiError> {
     }
 }
 
+/// The BROKER resource names a request that arrived on `receiver` may carry.
+pub fn check_broker_name_on(ctx: &Context, name: &str, receiver: Receiver) -> Result<(), ApiError> {
+    match receiver {
+        Receiver::Broker => check_broker_resource(ctx.node_id, name),
+        Receiver::Controller => check_broker_name(name),
+    }
+}
+
 async fn alter(
     ctx: &Context,
     res: &AlterConfigsResource,
@@ -77,10 +85,7 @@ async fn alter(
                 .await
         }
         RESOURCE_BROKER => {
-            match receiver {
-                Receiver::Broker => check_broker_resource(ctx.node_id, &name)?,
-                Receiver::Controller => check_broker_name(&name)?,
-            }
+            check_broker_name_on(ctx, &name, receiver)?;
             ctx.controller
                 .alter_broker_configs(name, ops(res)?, validate_only)
                 .await

@@ -4,6 +4,7 @@
 //! (`replica`, `controller`, the metadata image). They hold no state of their own and never
 //! write a numeric error code: codes come from [`crate::errors::ApiError::code`].
 
+pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
 pub mod api_versions;

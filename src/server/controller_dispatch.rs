@@ -115,6 +115,10 @@ pub async fn handle_frame(
         RequestKind::CreatePartitions(r) => {
             handlers::create_partitions::handle(ctx, version, r).await
         }
+        RequestKind::AlterConfigs(r) => {
+            use handlers::incremental_alter_configs::Receiver;
+            handlers::alter_configs::handle_on(ctx, version, r, Receiver::Controller).await
+        }
         RequestKind::IncrementalAlterConfigs(r) => {
             use handlers::incremental_alter_configs::{handle_on, Receiver};
             handle_on(ctx, version, r, Receiver::Controller).await

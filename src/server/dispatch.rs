@@ -41,10 +41,32 @@ pub(crate) const FORWARDED: &[ApiKey] = &[
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::AlterConfigs,
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
     ApiKey::DescribeQuorum,
 ];
+
+/// Whether a config change names a BROKER resource other than this node or the default: the
+/// broker refuses it itself (Kafka's `ConfigAdminManager` checks before forwarding), as the
+/// controller, which takes any broker's change, cannot tell who was asked.
+fn names_another_broker(node_id: i32, body: &RequestKind) -> bool {
+    let foreign = |resource_type: i8, name: &str| {
+        resource_type == handlers::describe_configs::RESOURCE_BROKER
+            && handlers::describe_configs::check_broker_resource(node_id, name).is_err()
+    };
+    match body {
+        RequestKind::IncrementalAlterConfigs(r) => r
+            .resources
+            .iter()
+            .any(|res| foreign(res.resource_type, &res.resource_name)),
+        RequestKind::AlterConfigs(r) => r
+            .resources
+            .iter()
+            .any(|res| foreign(res.resource_type, &res.resource_name)),
+        _ => false,
+    }
+}
 
 /// Handles one frame. `Ok(None)` means "send nothing" (acks=0 produce).
 pub async fn handle_frame(
@@ -124,6 +146,7 @@ fn api_name(api_key: ApiKey) -> &'static str {
         CreatePartitions,
         DeleteGroups,
         ElectLeaders,
+        AlterConfigs,
         IncrementalAlterConfigs,
         ListPartitionReassignments,
         OffsetDelete,
@@ -162,7 +185,10 @@ async fn handle_supported(
     // Metadata changes are the active controller's; elsewhere they are forwarded to it, and its
     // answer goes back as it is (Kafka's forwarding). If it cannot be reached the local handler
     // answers, with NOT_CONTROLLER where it cannot decide.
-    let request_body = if FORWARDED.contains(&api_key) && !ctx.controller.is_active() {
+    let request_body = if FORWARDED.contains(&api_key)
+        && !ctx.controller.is_active()
+        && !names_another_broker(ctx.node_id, &request.body)
+    {
         match ctx
             .controller
             .forward(api_key, version, request.body.clone())
@@ -214,6 +240,15 @@ async fn handle_supported(
         RequestKind::DescribeConfigs(r) => {
             Some(handlers::describe_configs::handle(ctx, version, r))
         }
+        RequestKind::AlterConfigs(r) => Some(
+            handlers::alter_configs::handle_on(
+                ctx,
+                version,
+                r,
+                handlers::incremental_alter_configs::Receiver::Broker,
+            )
+            .await,
+        ),
         RequestKind::IncrementalAlterConfigs(r) => {
             Some(handlers::incremental_alter_configs::handle(ctx, version, r).await)
         }
