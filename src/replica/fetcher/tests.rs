@@ -769,3 +769,79 @@ async fn a_topic_created_again_in_the_same_leader_epoch_replaces_the_deleted_one
     );
     h.manager.shutdown().await;
 }
+
+/// KIP-73 on the follower: a throttled partition that is not caught up is left out of the
+/// fetcher's requests while the follower quota is exceeded; one in sync is always fetched.
+#[tokio::test]
+async fn a_throttled_follower_waits_while_its_quota_is_exceeded_unless_in_sync() {
+    use crate::clock::SystemClock;
+    use crate::config::QuotaWindow;
+    use crate::replica::quota::{ReplicationQuota, Throttled};
+
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let view = brokers();
+    let other = TopicPartition::new("u", 0);
+    let leader = partition(dirs[0].path(), LEADER, &view);
+    let leader_other = partition_of(other.clone(), dirs[1].path(), LEADER, &view);
+    for p in [&leader, &leader_other] {
+        p.make_leader(&reg(LEADER, 1, 1), T0).unwrap();
+        p.append_records_to_leader(&records(3), 1, T0).unwrap();
+    }
+    let follower = partition(dirs[2].path(), FOLLOWER, &view);
+    let follower_other = partition_of(other.clone(), dirs[3].path(), FOLLOWER, &view);
+    for p in [&follower, &follower_other] {
+        p.make_follower(&reg(LEADER, 1, 1)).unwrap();
+    }
+    let fake = FakeLeader::with(&leader);
+    fake.partitions
+        .lock()
+        .unwrap()
+        .insert(other.clone(), leader_other.clone());
+    let h = fetchers(fake.clone(), &view);
+    let window = QuotaWindow {
+        samples: 11,
+        window_ms: 1_000,
+    };
+    let quota = Arc::new(ReplicationQuota::new(window, Arc::new(SystemClock)));
+    quota.mark_throttled("t", Some(Throttled::All));
+    quota.set_bound(1);
+    quota.record(1_000);
+    h.manager.set_quota(quota.clone());
+    h.manager.add_partitions(vec![
+        target(&follower, 1),
+        FetchTarget {
+            tp: other.clone(),
+            ..target(&follower_other, 1)
+        },
+    ]);
+    // The unthrottled partition is copied and fetched again and again meanwhile.
+    eventually("the unthrottled partition is copied", || {
+        follower_other.log().log_end_offset() == 3
+    })
+    .await;
+    let fetches = fake.fetches.load(Ordering::SeqCst);
+    eventually("several more fetches", || {
+        fake.fetches.load(Ordering::SeqCst) >= fetches + 5
+    })
+    .await;
+    assert_eq!(follower.log().log_end_offset(), 0, "throttled: not fetched");
+    // A higher rate lets it through, and its bytes count against the quota.
+    quota.set_bound(i64::MAX);
+    eventually("the throttled partition catches up", || {
+        h.manager
+            .fetch_state(&tp())
+            .is_some_and(|(_, s)| s.fetch_offset == 3 && s.lag == Some(0))
+    })
+    .await;
+    quota.set_bound(1);
+    assert!(quota.is_exceeded());
+    // In sync: fetched although the quota is exceeded.
+    leader
+        .append_records_to_leader(&records(2), -1, T0)
+        .unwrap();
+    eventually("an in-sync replica keeps up", || {
+        follower.log().log_end_offset() == 5
+    })
+    .await;
+    h.manager.shutdown().await;
+}
