@@ -1191,3 +1191,49 @@ fn a_log_append_time_log_refuses_records_that_do_not_parse() {
     ));
     assert_eq!(log.log_end_offset(), 0);
 }
+
+/// An inactive segment whose indexes have no entries (a segment smaller than
+/// `index.interval.bytes`) keeps them empty when the log opens again: preallocating them would
+/// leave files full of zeros that the next unclean open takes for corrupt indexes, recovering
+/// every segment from the first such one instead of from the recovery point.
+#[test]
+fn empty_indexes_of_inactive_segments_stay_empty_across_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 1024,
+        segment_index_bytes: 4096,
+        index_interval_bytes: 1 << 20,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir.path(), config.clone(), 0, false, 0).unwrap();
+    for i in 0..20 {
+        log.append_as_leader(&simple(2, 100, i), 0, 0).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 3, "{bases:?}");
+    let active = *bases.last().unwrap();
+    log.close().unwrap();
+    drop(log);
+    let index_lens = |base: i64| {
+        ["index", "timeindex"].map(|ext| {
+            std::fs::metadata(dir.path().join(format!("{base:020}.{ext}")))
+                .unwrap()
+                .len()
+        })
+    };
+    let inactive = &bases[..bases.len() - 1];
+    let trimmed: Vec<[u64; 2]> = inactive.iter().map(|b| index_lens(*b)).collect();
+    assert!(
+        trimmed.iter().all(|[offsets, _]| *offsets == 0),
+        "{trimmed:?}"
+    );
+    // Opened cleanly, then left as a kill -9 leaves it.
+    let log = Log::open(dir.path(), config.clone(), active, true, 0).unwrap();
+    assert_eq!(log.segment_base_offsets(), bases);
+    drop(log);
+    let after: Vec<[u64; 2]> = inactive.iter().map(|b| index_lens(*b)).collect();
+    assert_eq!(after, trimmed, "empty indexes were preallocated again");
+    let log = Log::open(dir.path(), config, active, false, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 40);
+    assert_eq!(log.segment_base_offsets(), bases);
+}
