@@ -864,7 +864,8 @@ impl<D: Durable> ControllerCore<D> {
         }
         let take = self.queued.len().min(CONTROLLER_BATCH_REQUESTS_MAX);
         let mut working: Option<MetadataImage> = None;
-        let mut records: Vec<MetadataRecord> = Vec::new();
+        // Each decided request's records, kept apart so that none is split across log entries.
+        let mut records: Vec<Vec<MetadataRecord>> = Vec::new();
         let mut finishes = Vec::with_capacity(take);
         let mut heartbeats = Vec::new();
         let mut heartbeat_brokers = Vec::new();
@@ -879,17 +880,24 @@ impl<D: Durable> ControllerCore<D> {
                 Request::BrokerHeartbeat { broker_id, .. } => Some(*broker_id),
                 _ => None,
             };
+            let user_op = request.is_user_op();
             let decided = decide(
                 &self.config,
                 working.as_ref().unwrap_or(&self.image),
                 request,
                 wall_clock_ms(),
             );
+            if user_op {
+                if let Err(e) = super::decisions::check_user_op_size(&decided.records) {
+                    (decided.finish)(Err(&e));
+                    continue;
+                }
+            }
             if !decided.records.is_empty() {
                 working
                     .get_or_insert_with(|| (*self.image).clone())
                     .apply_in_place(&decided.records);
-                records.extend(decided.records);
+                records.push(decided.records);
             }
             match heartbeat {
                 Some(broker_id) => {
@@ -924,28 +932,13 @@ impl<D: Durable> ControllerCore<D> {
         }
     }
 
-    /// Proposes records as entries of at most [`METADATA_RECORD_BYTES_MAX`] each (one entry
-    /// unless the pass is very large). Returns the last entry's place.
-    fn propose(&mut self, records: &[MetadataRecord]) -> Result<Proposal, ApiError> {
-        let mut entries: Vec<Vec<u8>> = vec![Vec::new()];
-        let mut one = Vec::new();
-        for r in records {
-            one.clear();
-            r.encode(&mut one)
-                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-            if one.len() > METADATA_RECORD_BYTES_MAX {
-                return Err(ApiError::InvalidRequest(format!(
-                    "a metadata record of {} bytes exceeds {METADATA_RECORD_BYTES_MAX}",
-                    one.len()
-                )));
-            }
-            let current = entries.last_mut().expect("at least one");
-            if current.len() + one.len() > METADATA_RECORD_BYTES_MAX {
-                entries.push(one.clone());
-            } else {
-                current.extend_from_slice(&one);
-            }
-        }
+    /// Proposes the records of a pass, one group per decided request, as entries of at most
+    /// [`METADATA_RECORD_BYTES_MAX`] each: a group never spans entries unless it alone is larger
+    /// (only the controller's own changes can be; a client's are bounded by
+    /// [`super::decisions::check_user_op_size`]), so a client's change commits whole or not at
+    /// all. Returns the last entry's place.
+    fn propose(&mut self, groups: &[Vec<MetadataRecord>]) -> Result<Proposal, ApiError> {
+        let entries = pack_entries(groups)?;
         let mut last = None;
         for data in entries {
             last = Some(
@@ -954,7 +947,7 @@ impl<D: Durable> ControllerCore<D> {
                     .map_err(|_| ApiError::NotController)?,
             );
         }
-        Ok(last.expect("at least one entry"))
+        last.ok_or_else(|| ApiError::UnknownServerError("a pass with no records".into()))
     }
 
     fn apply(&mut self, apply: Apply) -> Result<(), ControllerError> {
@@ -1111,6 +1104,52 @@ impl<D: Durable> ControllerCore<D> {
     }
 }
 
+/// The log entries a pass's groups of records become (see `ControllerCore::propose`).
+fn pack_entries(groups: &[Vec<MetadataRecord>]) -> Result<Vec<Vec<u8>>, ApiError> {
+    let mut entries: Vec<Vec<u8>> = vec![Vec::new()];
+    for group in groups {
+        let encoded = encode_group(group)?;
+        let current = entries.last_mut().expect("at least one");
+        if current.len() + encoded.iter().map(Vec::len).sum::<usize>() <= METADATA_RECORD_BYTES_MAX
+        {
+            encoded
+                .iter()
+                .for_each(|one| current.extend_from_slice(one));
+            continue;
+        }
+        entries.push(Vec::new());
+        for one in encoded {
+            let current = entries.last_mut().expect("at least one");
+            if current.len() + one.len() > METADATA_RECORD_BYTES_MAX {
+                entries.push(one);
+            } else {
+                current.extend_from_slice(&one);
+            }
+        }
+    }
+    entries.retain(|e| !e.is_empty());
+    Ok(entries)
+}
+
+/// Each record of a group encoded on its own, each checked against [`METADATA_RECORD_BYTES_MAX`].
+fn encode_group(group: &[MetadataRecord]) -> Result<Vec<Vec<u8>>, ApiError> {
+    group
+        .iter()
+        .map(|r| {
+            let mut one = Vec::new();
+            r.encode(&mut one)
+                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+            if one.len() > METADATA_RECORD_BYTES_MAX {
+                return Err(ApiError::InvalidRequest(format!(
+                    "a metadata record of {} bytes exceeds {METADATA_RECORD_BYTES_MAX}",
+                    one.len()
+                )));
+            }
+            Ok(one)
+        })
+        .collect()
+}
+
 fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1210,5 +1249,40 @@ fn stop<D: Durable>(mut core: ControllerCore<D>, events: &Receiver<Event>) {
         if let Event::Request(r) = event {
             r.refuse(ApiError::NotController);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `count` records of about 60 KB each.
+    fn group(count: usize) -> Vec<MetadataRecord> {
+        (0..count)
+            .map(|i| MetadataRecord::TopicConfig {
+                topic_id: uuid::Uuid::from_u128(i as u128),
+                name: "x".into(),
+                value: Some("v".repeat(60_000)),
+            })
+            .collect()
+    }
+
+    fn decoded_lengths(entries: &[Vec<u8>]) -> Vec<usize> {
+        entries
+            .iter()
+            .map(|e| MetadataRecord::decode_all(e).unwrap().len())
+            .collect()
+    }
+
+    #[test]
+    fn a_request_s_records_never_straddle_two_entries_unless_alone_too_large() {
+        // Ten and ten fit one entry each, not together: the second group starts an entry
+        // rather than putting part of itself in the first.
+        let entries = pack_entries(&[group(10), group(10), group(2)]).unwrap();
+        assert_eq!(decoded_lengths(&entries), vec![10, 12]);
+        assert!(entries.iter().all(|e| e.len() <= METADATA_RECORD_BYTES_MAX));
+        // A group larger than an entry (only the controller's own) is split by records.
+        let entries = pack_entries(&[group(2), group(30)]).unwrap();
+        assert_eq!(decoded_lengths(&entries), vec![2, 17, 13]);
     }
 }
