@@ -290,8 +290,8 @@ async fn a_deletion_cut_short_by_kill_9_never_brings_the_topic_back() {
     let mut client = connect(port).await;
     let (error, _, _) = fetch_from_start(&mut client, "gone").await;
     assert_eq!(error, 3, "UNKNOWN_TOPIC_OR_PARTITION: the topic came back");
-    // The `-delete` dir is removed before the node listens; a log the kill left under its own
-    // name is a stray of the first image, renamed and removed in the background.
+    // The `-delete` dir is never loaded and is removed in the background; a log the kill left
+    // under its own name is a stray of the first image, renamed and removed the same way.
     let deadline = Instant::now() + Duration::from_secs(30);
     while !dirs_starting_with(&data, "gone-").is_empty() {
         assert!(

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The fault-injection short run (integration/faults/README.md): a three-node cluster under
-# thirteen faults, one of each kind — kill -9 of a leader, a follower, the active controller and
+# fourteen faults, one of each kind — kill -9 of a leader, a follower, the active controller and
 # two nodes at once, SIGSTOP past replica.lag.time.max.ms and past the session timeout, cuts
 # between nodes (a leader isolated, a follower cut from its leader, a one-way cut, a flapping
 # link), slow links (latency added around a leader, between a follower and its leader), a full
-# log-dir disk — with idempotent acks=all producers and consumers (librdkafka and the Java
+# log-dir disk, a topic deleted and created again while a replica is down — with idempotent acks=all producers and consumers (librdkafka and the Java
 # client) checked like Jepsen. Passes only if the checker's last line ends in "valid".
 #
 # BROKER_UNDER_TEST=apache-kafka runs the same schedule against Apache Kafka 4.1.1. The seed

@@ -354,6 +354,13 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("replica.lag.time.max.ms", Some("30000"), Long, true),
     def("replica.selector.class", None, Str, true),
     def("replica.socket.timeout.ms", Some("30000"), Int, true),
+    def("replication.quota.window.num", Some("11"), Int, true),
+    def(
+        "replication.quota.window.size.seconds",
+        Some("1"),
+        Int,
+        true,
+    ),
     def(
         "share.coordinator.state.topic.min.isr",
         Some("2"),
@@ -485,6 +492,9 @@ pub struct BrokerConfig {
     /// `replica.alter.log.dirs.io.max.bytes.per.second`: how fast a replica moving to another
     /// log dir (AlterReplicaLogDirs) is copied, in bytes per second over all moves.
     pub replica_alter_log_dirs_io_max_bytes_per_second: i64,
+    /// `replication.quota.window.num` × `replication.quota.window.size.seconds`: the sampled
+    /// windows the replication throttle rates are measured over (KIP-73).
+    pub replication_quota_window: QuotaWindow,
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_per_broker_percentage: i32,
     pub leader_imbalance_check_interval_ms: i64,
@@ -534,6 +544,13 @@ impl ReplicaSelector {
             Some(_) => Err("the only replica selector is org.apache.kafka.common.replica.RackAwareReplicaSelector (or RackAwareReplicaSelector); leave it unset for the leader to serve every read"),
         }
     }
+}
+
+/// `replication.quota.window.num` / `replication.quota.window.size.seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaWindow {
+    pub samples: usize,
+    pub window_ms: i64,
 }
 
 /// How followers fetch from leaders, in Kafka's keys and defaults.
@@ -944,6 +961,11 @@ impl BrokerConfig {
             replica_alter_log_dirs_io_max_bytes_per_second: r
                 .long_at_least("replica.alter.log.dirs.io.max.bytes.per.second", 1)?
                 .unwrap_or(i64::MAX),
+            replication_quota_window: QuotaWindow {
+                samples: r.int_at_least("replication.quota.window.num", 1)? as usize,
+                window_ms: i64::from(r.int_at_least("replication.quota.window.size.seconds", 1)?)
+                    * 1_000,
+            },
             auto_leader_rebalance_enable: r.bool("auto.leader.rebalance.enable")?,
             leader_imbalance_per_broker_percentage: percentage,
             leader_imbalance_check_interval_ms,

@@ -318,15 +318,25 @@ impl GroupService {
             by_partition.entry(r.partition).or_default().push(r);
         }
         let mut failed = BTreeMap::new();
+        let mut failed_assignments = Vec::new();
         for (partition, records) in by_partition {
             match self.log.append(partition, &records, now_ms) {
                 Ok(end_offset) => inner.machine.write_appended(partition, end_offset),
                 Err(e) => {
                     tracing::error!(partition, error = %e, "appending group records failed; the change is rolled back");
-                    inner.machine.write_failed(partition, &answered, now_ms);
-                    failed.insert(partition, WriteFailure::Append(e));
+                    let failure = WriteFailure::Append(e);
+                    let sync_error = failure.error(ApiKey::SyncGroup);
+                    failed_assignments.push(
+                        inner
+                            .machine
+                            .write_failed(partition, &answered, sync_error, now_ms),
+                    );
+                    failed.insert(partition, failure);
                 }
             }
+        }
+        for outcome in failed_assignments {
+            self.answer_detached(inner, outcome, now_ms);
         }
         let waits = outcome
             .partitions

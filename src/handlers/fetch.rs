@@ -208,8 +208,15 @@ fn read_all(
             }
             params.max_bytes = params.max_bytes.min(remaining);
             params.min_one_message = total == 0;
-            let read = p.read(spec.fetch_offset, &params)?;
+            let mut read = p.read(spec.fetch_offset, &params)?;
             as_leader = read.as_leader;
+            if read.as_leader
+                && params.is_from_follower()
+                && ctx.replicas.leader_throttles(&p, params.replica_id)
+            {
+                // KIP-73: the partition's offsets are answered, its records wait.
+                read.records = Bytes::new();
+            }
             if let Some(end) = read.diverging_epoch {
                 diverging = Some((end.epoch, end.end_offset));
             } else if first_read && params.is_from_follower() {
@@ -276,6 +283,13 @@ fn parked_fetch_ready(
             .partition
             .bytes_available(spec.fetch_offset, &p.start, &params)
         {
+            // Bytes a throttled follower may not have yet do not complete its fetch (Kafka's
+            // `DelayedFetch` skips them likewise).
+            Some(_)
+                if params.is_from_follower()
+                    && ctx
+                        .replicas
+                        .leader_throttles(&p.partition, params.replica_id) => {}
             Some(bytes) => {
                 available += (bytes as usize).min(params.max_bytes);
                 if available >= min_bytes {
@@ -286,6 +300,26 @@ fn parked_fetch_ready(
         }
     }
     false
+}
+
+/// Counts the record bytes of throttled partitions answered to a follower against the leader
+/// quota, in-sync followers' included (Kafka's `sizeOfThrottledPartitions`), so what they take
+/// leaves less for the others.
+fn record_throttled_bytes(ctx: &Context, plan: &SessionPlan, reads: &[PartitionRead]) {
+    let quota = &ctx.replicas.leader_quota;
+    let bytes: usize = reads
+        .iter()
+        .filter_map(|r| {
+            let (records, _) = r.result.as_ref().ok()?;
+            let spec = &plan.partitions[r.spec_index];
+            let tp = TopicPartition {
+                topic: spec.topic.clone(),
+                partition: spec.partition,
+            };
+            (!records.is_empty() && quota.is_throttled(&tp)).then_some(records.len())
+        })
+        .sum();
+    quota.record(bytes);
 }
 
 pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> ResponseKind {
@@ -420,6 +454,9 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
         reads = read_all(ctx, &plan, &base, client_rack, max_bytes, false).0;
     }
 
+    if base.is_from_follower() {
+        record_throttled_bytes(ctx, &plan, &reads);
+    }
     let read_committed = base.isolation == FetchIsolation::TxnCommitted;
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
     let answered_image = ctx.image();

@@ -28,6 +28,7 @@ pub mod local_changes;
 mod log_dir_move;
 pub mod partition;
 pub mod purgatory;
+pub mod quota;
 pub mod read_replica;
 #[cfg(test)]
 pub(crate) mod sim;
@@ -65,6 +66,7 @@ pub use partition::{
     ReplicationStatus, Role,
 };
 use purgatory::Purgatory;
+use quota::ReplicationQuota;
 
 pub struct ReplicaManager {
     node_id: i32,
@@ -96,6 +98,11 @@ pub struct ReplicaManager {
     moves_stopped: AtomicBool,
     /// When the next copy step of any move may start (`replica.alter.log.dirs.io.max.bytes.per.second`).
     move_pacing: Mutex<tokio::time::Instant>,
+    /// KIP-73: the bytes this broker sends to throttled followers as leader
+    /// (`leader.replication.throttled.rate`) and fetches for throttled partitions as follower
+    /// (`follower.replication.throttled.rate`).
+    pub leader_quota: Arc<ReplicationQuota>,
+    pub follower_quota: Arc<ReplicationQuota>,
 }
 
 impl std::fmt::Debug for ReplicaManager {
@@ -117,6 +124,9 @@ impl ReplicaManager {
             HashMap::new()
         });
         let brokers = Arc::new(BrokerView::default());
+        let window = config.replication_quota_window;
+        let leader_quota = Arc::new(ReplicationQuota::new(window, clock.clone()));
+        let follower_quota = Arc::new(ReplicationQuota::new(window, clock.clone()));
         let fetchers = ReplicaFetcherManager::new(
             config.node_id,
             config.replica_fetcher.clone(),
@@ -124,6 +134,7 @@ impl ReplicaManager {
             brokers.clone(),
             config.kraft.inter_broker_listener_name.clone(),
         );
+        fetchers.set_quota(follower_quota.clone());
         let stats = ReplicaStats::default();
         let alter_partition = Arc::new(AlterPartitionManager::new(
             config.node_id,
@@ -149,7 +160,19 @@ impl ReplicaManager {
             moves_stopped: AtomicBool::new(false),
             move_pacing: Mutex::new(tokio::time::Instant::now()),
             effective: RwLock::new(config.clone()),
+            leader_quota,
+            follower_quota,
         }
+    }
+
+    /// Kafka's `shouldLeaderThrottle`: whether this leader answers `replica_id`'s fetch of `p`
+    /// without records for now (a throttled partition, a follower outside the ISR, the leader
+    /// quota exceeded).
+    pub fn leader_throttles(&self, p: &Partition, replica_id: i32) -> bool {
+        let quota = &self.leader_quota;
+        // Cheapest test first: nearly every partition is unthrottled.
+        quota.is_throttled(&p.tp)
+            && quota::should_throttle(true, p.in_sync(replica_id), quota.is_exceeded())
     }
 
     /// Starts what runs in the background, until `shutdown`: the fetchers (of the partitions
@@ -707,6 +730,56 @@ impl ReplicaManager {
         }
     }
 
+    /// The throttle rates of the effective config (Long.MAX when unset: unthrottled).
+    fn apply_throttle_rates(&self) {
+        let config = self.effective_config();
+        let rate = |key: &str| {
+            config
+                .dynamic
+                .get(key)
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .unwrap_or(i64::MAX)
+        };
+        self.leader_quota
+            .set_bound(rate("leader.replication.throttled.rate"));
+        self.follower_quota
+            .set_bound(rate("follower.replication.throttled.rate"));
+    }
+
+    /// The throttled partitions of each topic whose image changed (Kafka's
+    /// `TopicConfigHandler#updateThrottledList`), this broker's entries of
+    /// `leader.replication.throttled.replicas` and `follower.replication.throttled.replicas`.
+    fn update_throttled_replicas(&self, previous: &MetadataImage, next: &MetadataImage) {
+        for name in previous.topics.keys() {
+            if !next.topics.contains_key(name) {
+                self.leader_quota.mark_throttled(name, None);
+                self.follower_quota.mark_throttled(name, None);
+            }
+        }
+        for (name, topic) in &next.topics {
+            if previous
+                .topics
+                .get(name)
+                .is_some_and(|before| Arc::ptr_eq(before, topic))
+            {
+                continue;
+            }
+            for (key, quota) in [
+                ("leader.replication.throttled.replicas", &self.leader_quota),
+                (
+                    "follower.replication.throttled.replicas",
+                    &self.follower_quota,
+                ),
+            ] {
+                let throttled = topic
+                    .configs
+                    .get(key)
+                    .and_then(|v| quota::throttled_partitions(v, self.node_id));
+                quota.mark_throttled(name, throttled);
+            }
+        }
+    }
+
     fn hosted_partitions(&self) -> Vec<TopicPartition> {
         self.partitions
             .read()
@@ -724,8 +797,10 @@ impl ImageListener for ReplicaManager {
         self.brokers.update(next);
         let mut changes = local_changes(previous, next, self.node_id);
         if self.apply_dynamic_config(next) {
+            self.apply_throttle_rates();
             changes.reconfigure.extend(self.hosted_partitions());
         }
+        self.update_throttled_replicas(previous, next);
         if !self.strays_checked.swap(true, Ordering::SeqCst) {
             changes.delete.extend(self.stray_logs(next));
         }

@@ -361,6 +361,11 @@ impl Partition {
         self.lock().min_insync_replicas = value;
     }
 
+    /// Whether `replica_id` is in the committed ISR (Kafka's `inSyncReplicaIds`).
+    pub fn in_sync(&self, replica_id: i32) -> bool {
+        self.lock().isr().contains(&replica_id)
+    }
+
     /// What this leader knows of a remote replica, if it is one.
     pub fn remote_replica(&self, replica_id: i32) -> Option<ReplicaState> {
         self.lock().remote_replicas.get(&replica_id).copied()

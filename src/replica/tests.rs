@@ -51,6 +51,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
     manager: ReplicaManager,
     image: MetadataImage,
+    clock: ManualClock,
 }
 
 impl Fixture {
@@ -61,11 +62,13 @@ impl Fixture {
         let logs = Arc::new(
             LogManager::open(&[dir.path().to_path_buf()], config.default_log_config(), 0).unwrap(),
         );
-        let manager = ReplicaManager::new(config, logs, Arc::new(ManualClock::new(1_000_000)));
+        let clock = ManualClock::new(1_000_000);
+        let manager = ReplicaManager::new(config, logs, Arc::new(clock.clone()));
         Fixture {
             _dir: dir,
             manager,
             image: MetadataImage::empty("c".into(), 1),
+            clock,
         }
     }
 
@@ -88,11 +91,13 @@ impl Fixture {
         let logs = Arc::new(
             LogManager::open(&[dir.path().to_path_buf()], config.default_log_config(), 0).unwrap(),
         );
-        let manager = ReplicaManager::new(config, logs, Arc::new(ManualClock::new(2_000_000)));
+        let clock = ManualClock::new(2_000_000);
+        let manager = ReplicaManager::new(config, logs, Arc::new(clock.clone()));
         Fixture {
             _dir: dir,
             manager,
             image: MetadataImage::empty("c".into(), 1),
+            clock,
         }
     }
 
@@ -320,6 +325,82 @@ fn topic_config_changes_reach_hosted_partitions() {
         assert_eq!(p.log().config().retention_ms, 12345);
         assert_eq!(p.state().min_insync_replicas, 2);
     }
+}
+
+fn topic_config(topic: u128, name: &str, value: Option<&str>) -> MetadataRecord {
+    MetadataRecord::TopicConfig {
+        topic_id: Uuid::from_u128(topic),
+        name: name.into(),
+        value: value.map(str::to_owned),
+    }
+}
+
+fn broker_config(name: &str, value: &str) -> MetadataRecord {
+    MetadataRecord::BrokerConfig {
+        resource: String::new(),
+        name: name.into(),
+        value: Some(value.into()),
+    }
+}
+
+/// KIP-73 on the leader: the image's throttled replicas and rate decide which follower fetches
+/// get no records, and only while the leader quota is exceeded.
+#[test]
+fn a_leader_holds_back_throttled_followers_outside_the_isr_while_its_quota_is_exceeded() {
+    let mut f = Fixture::new();
+    let mut out_of_sync = reg(&[1, 2, 3], 1, (0, 0));
+    out_of_sync.isr = vec![1, 3];
+    f.publish(topic_records("t", 1, &[out_of_sync.clone(), out_of_sync]));
+    f.publish(vec![
+        topic_config(1, "leader.replication.throttled.replicas", Some("0:1,1:2")),
+        broker_config("leader.replication.throttled.rate", "1000"),
+    ]);
+    let (p0, p1) = (f.get("t", 0).unwrap(), f.get("t", 1).unwrap());
+    assert!(
+        !f.manager.leader_throttles(&p0, 2),
+        "quota not exceeded yet"
+    );
+    // 11 s of traffic at 2,000 B/s: twice the rate.
+    for _ in 0..11 {
+        f.manager.leader_quota.record(2_000);
+        f.clock.advance_ms(1_000);
+    }
+    assert!(f.manager.leader_throttles(&p0, 2), "out of sync: held back");
+    assert!(
+        !f.manager.leader_throttles(&p0, 3),
+        "in the ISR: never held back"
+    );
+    assert!(
+        !f.manager.leader_throttles(&p1, 2),
+        "1:2 names broker 2, not this leader"
+    );
+    // A higher rate releases it at once, without a restart.
+    f.publish(vec![broker_config(
+        "leader.replication.throttled.rate",
+        "5000",
+    )]);
+    assert!(!f.manager.leader_throttles(&p0, 2));
+    f.publish(vec![broker_config(
+        "leader.replication.throttled.rate",
+        "1000",
+    )]);
+    assert!(f.manager.leader_throttles(&p0, 2));
+    // Deleting the config removes the throttle.
+    f.publish(vec![topic_config(
+        1,
+        "leader.replication.throttled.replicas",
+        None,
+    )]);
+    assert!(!f.manager.leader_throttles(&p0, 2));
+    // The samples age out: 11 windows later the quota has room again.
+    f.publish(vec![topic_config(
+        1,
+        "leader.replication.throttled.replicas",
+        Some("*"),
+    )]);
+    assert!(f.manager.leader_throttles(&p0, 2));
+    f.clock.advance_ms(11_000);
+    assert!(!f.manager.leader_throttles(&p0, 2));
 }
 
 mod alter_partition {

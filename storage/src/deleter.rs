@@ -2,7 +2,7 @@
 //! `<topic>-<partition>.<unique id>-delete` (one fsynced rename: the log is gone for every
 //! later open, however far the removal got), then this thread removes the renamed directory,
 //! as Kafka's `LogManager` removes `logsToBeDeleted` in the background. A crash before the
-//! removal ends leaves a `-delete` directory, which the next open removes and never loads.
+//! removal ends leaves a `-delete` directory, which the next open never loads and queues here.
 //!
 //! One thread (`log-deleter`) per [`crate::LogManager`], in submission order, so a big log's
 //! removal does not hold up the metadata image that deleted it. The thread ends when the

@@ -22,7 +22,12 @@
 //! - `disk-full-leader`: a leader's log dir (its own tmpfs) filled until writes fail with
 //!   ENOSPC; held until leadership moves (or 30 s); healed by freeing the space and restarting
 //!   the node (as an operator replaces a failed disk: Kafka halts a broker whose last log dir
-//!   failed).
+//!   failed);
+//! - `recreate-topic-follower-down`: a side topic (one partition on every node, the victim its
+//!   preferred leader) gets records, the victim is killed, the topic is deleted and created
+//!   again under the same name and gets new records, the victim restarts; once it leads the
+//!   new topic again, reading it must give exactly the new records from offset 0. A record of
+//!   the deleted incarnation, or the new records at other offsets, is a problem of the run.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -51,7 +56,16 @@ pub const KINDS: &[&str] = &[
     "latency-leader",
     "latency-follower",
     "disk-full-leader",
+    "recreate-topic-follower-down",
 ];
+
+/// The side topic `recreate-topic-follower-down` deletes and creates again.
+const RECREATED_TOPIC: &str = "faults-recreated";
+/// Records written to each incarnation of it.
+const RECREATED_OLD_RECORDS: usize = 20;
+const RECREATED_NEW_RECORDS: usize = 5;
+/// How long the side topic may take to be created, deleted, led or caught up.
+const RECREATED_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The kinds that need nftables.
 pub fn needs_net(kind: &str) -> bool {
@@ -102,6 +116,8 @@ pub struct Nemesis<'a> {
     down: Vec<i32>,
     /// Nodes that may exit by themselves (a full disk).
     may_exit: Vec<i32>,
+    /// Incarnations of [`RECREATED_TOPIC`] so far: record values name theirs.
+    incarnation: u32,
 }
 
 impl<'a> Nemesis<'a> {
@@ -123,6 +139,7 @@ impl<'a> Nemesis<'a> {
             problems: Vec::new(),
             down: Vec::new(),
             may_exit: Vec::new(),
+            incarnation: 0,
         }
     }
 
@@ -287,7 +304,8 @@ impl<'a> Nemesis<'a> {
             | "pause-follower-past-lag"
             | "partition-follower-from-leader"
             | "latency-follower"
-            | "flapping-link" => vec![follower],
+            | "flapping-link"
+            | "recreate-topic-follower-down" => vec![follower],
             "kill-two" => vec![leader, follower],
             "kill-controller" => {
                 let ask = self.reachable();
@@ -425,6 +443,10 @@ impl<'a> Nemesis<'a> {
                 self.may_exit.clear();
                 moved
             }
+            "recreate-topic-follower-down" => {
+                self.recreate_while_down(follower)?;
+                None
+            }
             _ => unreachable!(),
         };
         self.down.clear();
@@ -439,6 +461,9 @@ impl<'a> Nemesis<'a> {
         let balanced_ms = self
             .wait(BALANCED_DEADLINE, |n| n.healthy().filter(Self::balanced))
             .map(|(t, _)| t);
+        if kind == "recreate-topic-follower-down" {
+            self.check_recreated(follower)?;
+        }
         // The schedule's quiet interval: normal operation before the next fault.
         std::thread::sleep(Duration::from_millis(self.rng.range(1000, 2000)));
         Ok(FaultRecord {
@@ -452,6 +477,133 @@ impl<'a> Nemesis<'a> {
             balanced_ms,
             window_end_ms: self.now(),
         })
+    }
+
+    /// The side topic with `victim` as its preferred leader, written to; then, with the victim
+    /// killed, deleted and created again and written to; then the victim restarted.
+    fn recreate_while_down(&mut self, victim: i32) -> Result<()> {
+        self.incarnation += 1;
+        let k = self.incarnation;
+        let mut replicas = vec![victim];
+        replicas.extend(self.cluster.nodes.keys().copied().filter(|n| *n != victim));
+        let old: Vec<String> = (0..RECREATED_OLD_RECORDS)
+            .map(|j| format!("incarnation-{k}-deleted-{j}"))
+            .collect();
+        self.create_and_write(&replicas, &old, true)?;
+        self.cluster.kill(victim);
+        self.down = vec![victim];
+        let ask = self.reachable()[0];
+        let addr = self.cluster.nodes[&ask].client_addr();
+        match crate::wire::delete_topic(addr, RECREATED_TOPIC) {
+            Some(0) => {}
+            other => bail!("deleting {RECREATED_TOPIC} while node {victim} is down: {other:?}"),
+        }
+        let gone = self.wait(RECREATED_DEADLINE, |n| {
+            let ask = n.reachable();
+            n.cluster
+                .partitions(RECREATED_TOPIC, &ask)
+                .is_none()
+                .then_some(())
+        });
+        if gone.is_none() {
+            bail!("{RECREATED_TOPIC} still listed {RECREATED_DEADLINE:?} after its deletion");
+        }
+        let new: Vec<String> = (0..RECREATED_NEW_RECORDS)
+            .map(|j| format!("incarnation-{k}-new-{j}"))
+            .collect();
+        self.create_and_write(&replicas, &new, false)?;
+        self.cluster.spawn(victim)?;
+        Ok(())
+    }
+
+    /// Creates the side topic on `replicas` (retrying while the deletion before still settles)
+    /// and writes `values` to its leader with acks=all, expecting them at offset 0; with
+    /// `all_replicas`, waits until every replica is in the ISR first, so each holds them.
+    fn create_and_write(
+        &mut self,
+        replicas: &[i32],
+        values: &[String],
+        all_replicas: bool,
+    ) -> Result<()> {
+        let created = self.wait(RECREATED_DEADLINE, |n| {
+            let ask = n.reachable()[0];
+            let addr = n.cluster.nodes[&ask].client_addr();
+            // 36 TOPIC_ALREADY_EXISTS: created by an earlier try whose answer was lost.
+            matches!(
+                crate::wire::create_assigned(addr, RECREATED_TOPIC, replicas),
+                Some(0 | 36)
+            )
+            .then_some(())
+        });
+        if created.is_none() {
+            bail!("{RECREATED_TOPIC} could not be created within {RECREATED_DEADLINE:?}");
+        }
+        let written = self.wait(RECREATED_DEADLINE, |n| {
+            let ask = n.reachable();
+            let (_, p) = n.cluster.partitions(RECREATED_TOPIC, &ask)?;
+            let s = p.get(&0)?;
+            let ready = s.leader > 0 && (!all_replicas || s.isr.len() == replicas.len());
+            if !ready {
+                return None;
+            }
+            let addr = n.cluster.nodes.get(&s.leader)?.client_addr();
+            crate::wire::produce(addr, RECREATED_TOPIC, values)
+        });
+        match written {
+            Some((_, (0, 0))) => Ok(()),
+            Some((_, answer)) => {
+                self.problems.push(format!(
+                    "incarnation {} of {RECREATED_TOPIC}: its first write was answered {answer:?} (error, base offset), not at offset 0",
+                    self.incarnation
+                ));
+                Ok(())
+            }
+            None => bail!("{RECREATED_TOPIC}: no write within {RECREATED_DEADLINE:?}"),
+        }
+    }
+
+    /// After the heal: `victim` leads the side topic again (a preferred election, retried until
+    /// it is back in the ISR) and what it serves is exactly this incarnation's records. Then the
+    /// topic is deleted for the next fault.
+    fn check_recreated(&mut self, victim: i32) -> Result<()> {
+        let addr = self.cluster.nodes[&victim].client_addr();
+        let led = self.wait(RECREATED_DEADLINE, |n| {
+            let (_, p) = n.cluster.partitions(RECREATED_TOPIC, &[victim])?;
+            let s = p.get(&0)?;
+            if s.leader == victim && s.isr.len() == s.replicas.len() {
+                return Some(());
+            }
+            crate::wire::elect_preferred(addr, RECREATED_TOPIC);
+            None
+        });
+        if led.is_none() {
+            bail!(
+                "node {victim} did not lead {RECREATED_TOPIC} again within {RECREATED_DEADLINE:?}"
+            );
+        }
+        let k = self.incarnation;
+        let expected: Vec<(i64, String)> = (0..RECREATED_NEW_RECORDS)
+            .map(|j| (j as i64, format!("incarnation-{k}-new-{j}")))
+            .collect();
+        match crate::wire::read_all(addr, RECREATED_TOPIC) {
+            Some(Ok(read)) if read == expected => {
+                println!("faults: recreate-topic-follower-down on node {victim}: it serves only incarnation {k}'s {RECREATED_NEW_RECORDS} records, from offset 0");
+            }
+            Some(Ok(read)) => {
+                let resurrected = read.iter().filter(|(_, v)| v.contains("-deleted-")).count();
+                self.problems.push(format!(
+                    "recreate-topic-follower-down on node {victim}: incarnation {k} of {RECREATED_TOPIC} serves {} records ({resurrected} of a deleted incarnation), first {:?}, expected {expected:?}",
+                    read.len(),
+                    read.iter().take(3).collect::<Vec<_>>()
+                ));
+            }
+            other => bail!("reading {RECREATED_TOPIC} from node {victim}: {other:?}"),
+        }
+        let deleted = crate::wire::delete_topic(addr, RECREATED_TOPIC);
+        if deleted != Some(0) {
+            bail!("deleting {RECREATED_TOPIC} after the check: {deleted:?}");
+        }
+        Ok(())
     }
 
     /// Removes whatever a failed run may have left (cuts, stopped nodes).

@@ -629,6 +629,7 @@ impl Coordinator {
                 .unwrap_or_default();
         }
         group.assignment_pending = true;
+        self.assignments_written.push(group_id.to_owned());
         self.write_group_metadata(group_id);
     }
 
@@ -661,26 +662,38 @@ impl Coordinator {
     /// answers its parked SyncGroups COORDINATOR_NOT_AVAILABLE and rebalances. The write stays
     /// pending; if it lands later it settles nothing (the group has moved on).
     pub fn abandon_pending_assignments(&mut self, partition: i32, now_ms: i64) -> super::Outcome {
-        self.start_operation();
         let waiting: Vec<String> = self
             .groups_of(partition)
             .filter(|g| g.state == GroupState::CompletingRebalance && g.assignment_pending)
             .map(|g| g.group_id.clone())
             .collect();
-        for group_id in waiting {
-            let group = self.group_mut(&group_id).expect("group exists");
+        self.fail_assignments(&waiting, ResponseError::CoordinatorNotAvailable, now_ms)
+    }
+
+    /// Storing the assignment of each of `group_ids` failed: a group still completing its
+    /// rebalance answers its parked SyncGroups with `error` and rebalances (Kafka's
+    /// `resetAndPropagateAssignmentWithError` followed by a new rebalance).
+    pub(super) fn fail_assignments(
+        &mut self,
+        group_ids: &[String],
+        error: ResponseError,
+        now_ms: i64,
+    ) -> super::Outcome {
+        self.start_operation();
+        for group_id in group_ids {
+            if self.group(group_id).map(|g| g.state) != Some(GroupState::CompletingRebalance) {
+                continue;
+            }
+            let group = self.group_mut(group_id).expect("group exists");
             let parked: Vec<Parked> = group
                 .members
                 .iter_mut()
                 .filter_map(|(_, m)| m.awaiting_sync.take())
                 .collect();
             for p in parked {
-                self.respond(
-                    p.token,
-                    sync_error(p.api_version, ResponseError::CoordinatorNotAvailable),
-                );
+                self.respond(p.token, sync_error(p.api_version, error));
             }
-            self.prepare_rebalance(&group_id, now_ms);
+            self.prepare_rebalance(group_id, now_ms);
         }
         self.finish_operation()
     }

@@ -161,6 +161,8 @@ pub struct Coordinator {
     member_id_seed: u64,
     member_id_counter: u64,
     out: Outcome,
+    /// Groups whose leader's assignment the current operation writes.
+    assignments_written: Vec<String>,
 }
 
 fn s(v: &str) -> StrBytes {
@@ -189,6 +191,7 @@ impl Coordinator {
             member_id_seed,
             member_id_counter: 0,
             out: Outcome::default(),
+            assignments_written: Vec::new(),
         }
     }
 

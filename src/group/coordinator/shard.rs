@@ -29,6 +29,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use kafka_protocol::error::ResponseError;
+
 use super::state::Group;
 use super::{Coordinator, PartitionStatus, TimerKey, Token};
 use crate::limits::GROUP_PENDING_WRITES_PER_PARTITION_MAX;
@@ -60,6 +62,9 @@ pub(super) struct Shard {
     /// The last operation produced records here and the caller has not yet said whether their
     /// append succeeded; no other operation may run until it has.
     awaiting_append: bool,
+    /// The groups whose leader's assignment that awaited write carries: if it fails, their
+    /// parked SyncGroups get the failure and they rebalance ([`Coordinator::write_failed`]).
+    assignments_in_flight: Vec<String>,
 }
 
 impl Shard {
@@ -70,6 +75,7 @@ impl Shard {
             durable: ShardState::default(),
             pending: VecDeque::new(),
             awaiting_append: false,
+            assignments_in_flight: Vec::new(),
         }
     }
 
@@ -125,6 +131,7 @@ impl Coordinator {
             .expect("partition has a shard");
         assert!(shard.awaiting_append, "no write is awaiting its append");
         shard.awaiting_append = false;
+        shard.assignments_in_flight.clear();
         shard.push_pending(end_offset);
     }
 
@@ -135,7 +142,17 @@ impl Coordinator {
     /// Timers the failed operation ran come back; those already due wait
     /// [`TIMER_RETRY_BACKOFF_MS`](super::timers::TIMER_RETRY_BACKOFF_MS), so a partition that
     /// cannot be written to does not spin.
-    pub fn write_failed(&mut self, partition: i32, answered: &[Token], now_ms: i64) {
+    ///
+    /// If the write carried a leader's assignment, the returned operation answers the group's
+    /// other parked SyncGroups with `sync_error` and starts a rebalance, as Kafka does when
+    /// storing an assignment fails; the caller delivers it like any other outcome.
+    pub fn write_failed(
+        &mut self,
+        partition: i32,
+        answered: &[Token],
+        sync_error: ResponseError,
+        now_ms: i64,
+    ) -> super::Outcome {
         let shard = self
             .shards
             .get_mut(&partition)
@@ -143,12 +160,14 @@ impl Coordinator {
         assert!(shard.awaiting_append, "no write is awaiting its append");
         shard.awaiting_append = false;
         shard.latest = shard.last_written().clone();
+        let assignments = std::mem::take(&mut shard.assignments_in_flight);
         self.forget_parked(partition, answered);
         self.postpone_due_timers(partition, now_ms);
         if let Some(shard) = self.shards.get_mut(&partition) {
             shard.settle_without_records();
         }
         self.out = Default::default();
+        self.fail_assignments(&assignments, sync_error, now_ms)
     }
 
     /// The high watermark of `partition` is at least `high_watermark`: every pending write it
@@ -197,12 +216,19 @@ impl Coordinator {
     /// those it only changed settle now.
     pub(super) fn finish_operation(&mut self) -> super::Outcome {
         let out = std::mem::take(&mut self.out);
+        let assignments = std::mem::take(&mut self.assignments_written);
         for partition in &out.partitions {
+            let in_flight: Vec<String> = assignments
+                .iter()
+                .filter(|g| self.partition_for(g) == *partition)
+                .cloned()
+                .collect();
             let Some(shard) = self.shards.get_mut(partition) else {
                 continue;
             };
             if out.records.iter().any(|r| r.partition == *partition) {
                 shard.awaiting_append = true;
+                shard.assignments_in_flight = in_flight;
             } else {
                 shard.settle_without_records();
             }
@@ -218,6 +244,7 @@ impl Coordinator {
             "an operation started before the previous one's append was reported"
         );
         debug_assert!(self.out == Default::default());
+        debug_assert!(self.assignments_written.is_empty());
     }
 
     /// Notes that the current operation decided on `partition`'s latest state. A partition

@@ -68,7 +68,10 @@ fn a_failed_generation_change_is_rolled_back() {
 }
 
 #[test]
-fn a_failed_sync_write_is_rolled_back_and_the_retry_answers_every_parked_sync() {
+fn a_failed_sync_write_answers_every_parked_sync_and_rebalances_as_in_kafka() {
+    // Kafka answers every member waiting in SyncGroup with the append's error and starts a new
+    // rebalance when storing the leader's assignment fails; the leader's own request is answered
+    // by the shell with the same failure.
     let mut h = H::new();
     let (_, ta, _) = h.join_new();
     let (_, tb, _) = h.join_new();
@@ -85,19 +88,31 @@ fn a_failed_sync_write_is_rolled_back_and_the_retry_answers_every_parked_sync() 
     assert!(out.responses.is_empty(), "the follower's sync parks");
     h.fail_appends = true;
     let assignment: [(&str, &[u8]); 2] = [(&leader, b"L"), (&follower, b"F")];
-    let (_, out) = h.sync(5, &leader, g, &assignment);
-    // Nothing is answered before the assignment is durable; the shell answers the leader's
-    // request, rolled back with its operation, with the append's failure.
-    assert!(out.responses.is_empty());
-    h.fail_appends = false;
-    assert_eq!(h.c.group_state(G), Some(GroupState::CompletingRebalance));
-    // The leader retries; once its write is durable both syncs are answered.
     let (t_leader, out) = h.sync(5, &leader, g, &assignment);
+    h.fail_appends = false;
+    assert!(
+        out.response_for(t_leader).is_none(),
+        "the leader's request is answered by the shell"
+    );
+    assert_eq!(
+        sync_of(&out, t_follower).0,
+        15,
+        "COORDINATOR_NOT_AVAILABLE to the parked follower"
+    );
+    assert_eq!(h.c.group_state(G), Some(GroupState::PreparingRebalance));
+    // Both rejoin and the next generation completes as usual.
+    let (tj1, mut out) = h.join_v(9, &leader, None, &["t"]);
+    let (tj2, more) = h.join_v(9, &follower, None, &["t"]);
+    merge(&mut out, more);
+    merge(&mut out, h.advance(0));
+    let g2 = join_of(&out, tj1).generation_id;
+    assert_eq!(join_of(&out, tj2).generation_id, g2);
+    assert!(g2 > g);
+    let (t_follower, _) = h.sync(5, &follower, g2, &[]);
+    let (t_leader, out) = h.sync(5, &leader, g2, &assignment);
     assert_eq!(sync_of(&out, t_leader), (0, Bytes::from_static(b"L")));
     assert_eq!(sync_of(&out, t_follower), (0, Bytes::from_static(b"F")));
     assert_eq!(h.c.group_state(G), Some(GroupState::Stable));
-    let (t, out) = h.sync(5, &follower, g, &[]);
-    assert_eq!(sync_of(&out, t), (0, Bytes::from_static(b"F")));
 }
 
 #[test]

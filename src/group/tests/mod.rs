@@ -145,7 +145,10 @@ impl H {
         partitions.dedup();
         for p in partitions {
             if self.fail_appends {
-                self.c.write_failed(p, &answered, self.now);
+                let failed =
+                    self.c
+                        .write_failed(p, &answered, E::CoordinatorNotAvailable, self.now);
+                merge(out, failed);
                 continue;
             }
             let records: Vec<_> = out.records.iter().filter(|r| r.partition == p).collect();

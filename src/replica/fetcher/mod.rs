@@ -37,6 +37,8 @@ use tokio::task::JoinHandle;
 
 use super::brokers::BrokerView;
 use super::partition::Partition;
+use super::quota::ReplicationQuota;
+use crate::clock::SystemClock;
 use crate::config::ReplicaFetcherConfig;
 use leader::{ClientLeaderEndPoint, LeaderEndPointFactory};
 use state::PartitionFetchState;
@@ -74,6 +76,8 @@ pub struct ReplicaFetcherManager {
     config: ReplicaFetcherConfig,
     brokers: Arc<BrokerView>,
     endpoints: LeaderEndPointFactory,
+    /// The follower side of replication throttling (KIP-73), shared by every fetcher.
+    quota: Mutex<Arc<ReplicationQuota>>,
     inner: Mutex<Inner>,
 }
 
@@ -121,12 +125,24 @@ impl ReplicaFetcherManager {
             config,
             brokers,
             endpoints,
+            quota: Mutex::new(Arc::new(ReplicationQuota::new(
+                crate::config::QuotaWindow {
+                    samples: 11,
+                    window_ms: 1_000,
+                },
+                Arc::new(SystemClock),
+            ))),
             inner: Mutex::new(Inner {
                 fetchers: BTreeMap::new(),
                 running: None,
                 stopped: Vec::new(),
             }),
         }
+    }
+
+    /// The follower quota fetchers started from now on check (set before they start).
+    pub fn set_quota(&self, quota: Arc<ReplicationQuota>) {
+        *self.quota.lock().unwrap_or_else(|e| e.into_inner()) = quota;
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -164,14 +180,15 @@ impl ReplicaFetcherManager {
             brokers: self.brokers.clone(),
             node_id: self.node_id,
             backoff: Duration::from_millis(self.config.backoff_ms),
+            quota: self.quota.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             shutdown,
         };
         fetcher.task = Some(runtime.spawn(task.run()));
     }
 
     /// Kafka's `addFetcherForPartitions`: each target joins the fetcher of its leader and
-    /// index. A partition already fetched in the same leader epoch keeps its state; otherwise
-    /// it starts from its log (see [`PartitionFetchState::initial`]).
+    /// index. A partition already fetched in the same leader epoch, of the same topic id, keeps
+    /// its state; otherwise it starts from its log (see [`PartitionFetchState::initial`]).
     pub fn add_partitions(&self, targets: Vec<FetchTarget>) {
         if targets.is_empty() {
             return;
@@ -193,9 +210,10 @@ impl ReplicaFetcherManager {
             });
             {
                 let mut partitions = fetcher.shared.lock();
-                let same_epoch = partitions
-                    .get(&target.tp)
-                    .is_some_and(|f| f.state.current_leader_epoch == target.leader_epoch);
+                let same_epoch = partitions.get(&target.tp).is_some_and(|f| {
+                    f.state.current_leader_epoch == target.leader_epoch
+                        && f.state.topic_id == target.partition.topic_id
+                });
                 if !same_epoch {
                     let log = target.partition.log();
                     let state = PartitionFetchState::initial(

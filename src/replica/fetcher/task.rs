@@ -7,8 +7,8 @@
 //! diverged log to where the leader's epoch ends; find the leader's offsets after
 //! OFFSET_OUT_OF_RANGE; back off `replica.fetch.backoff.ms` after an error; drop a partition
 //! whose epoch the leader has moved past. An answer is applied only if the partition is still
-//! in the state the request was built from (same leader epoch, same fetch offset), and the
-//! partition itself refuses writes from any other leader epoch.
+//! in the state the request was built from (same topic id, leader epoch and fetch offset), and
+//! the partition itself refuses writes from any other leader epoch.
 //!
 //! The lock over the partitions is a `std::sync::Mutex`, held while answers are applied (appends
 //! and truncations are short, page-cache writes, as a produce's append is), never across an
@@ -31,6 +31,7 @@ use super::state::{
 use crate::errors::ApiError;
 use crate::replica::brokers::BrokerView;
 use crate::replica::partition::Partition;
+use crate::replica::quota::{self, ReplicationQuota};
 
 /// A partition a fetcher holds.
 pub struct Fetched {
@@ -90,6 +91,9 @@ pub struct FetcherTask {
     pub brokers: Arc<BrokerView>,
     pub node_id: i32,
     pub backoff: Duration,
+    /// The follower quota (KIP-73): throttled partitions not caught up are left out of a
+    /// request while it is exceeded, and their bytes are counted in it.
+    pub quota: Arc<ReplicationQuota>,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -112,9 +116,12 @@ impl FetcherTask {
                 break;
             }
             self.truncate_to_high_watermarks();
-            let specs = self.ready_partitions(Instant::now());
+            let (specs, throttled) = self.ready_partitions(Instant::now());
             if specs.is_empty() {
-                self.wait_for_work().await;
+                // Only throttled partitions to fetch: look again after a backoff, as Kafka's
+                // fetcher waits `replica.fetch.backoff.ms` on an empty request.
+                let recheck = throttled.then(|| Instant::now() + self.backoff);
+                self.wait_for_work(recheck).await;
                 continue;
             }
             let broker_epoch = self.brokers.get().broker_epoch(self.node_id);
@@ -152,14 +159,16 @@ impl FetcherTask {
         );
     }
 
-    /// Sleeps until partitions are added, a delayed one is due, or the fetcher stops.
-    async fn wait_for_work(&mut self) {
+    /// Sleeps until partitions are added, a delayed one is due, `recheck` comes, or the
+    /// fetcher stops.
+    async fn wait_for_work(&mut self, recheck: Option<Instant>) {
         let now = Instant::now();
         let next_due = self
             .shared
             .lock()
             .values()
             .filter_map(|f| f.state.delayed_until.filter(|at| *at > now))
+            .chain(recheck)
             .min();
         let sleep = async {
             match next_due {
@@ -199,11 +208,26 @@ impl FetcherTask {
         }
     }
 
-    fn ready_partitions(&self, now: Instant) -> Vec<FetchPartitionSpec> {
-        self.shared
+    /// The partitions to fetch now, and whether the follower quota held any back (Kafka's
+    /// `buildFetch` with `shouldFollowerThrottle`).
+    fn ready_partitions(&self, now: Instant) -> (Vec<FetchPartitionSpec>, bool) {
+        let mut exceeded = None;
+        let mut held_back = false;
+        let specs = self
+            .shared
             .lock()
             .iter()
             .filter(|(_, f)| f.state.is_ready_for_fetch(now))
+            .filter(|(tp, f)| {
+                if !self.quota.is_throttled(tp) {
+                    return true;
+                }
+                let in_sync = f.state.lag.is_some_and(|lag| lag <= 0);
+                let exceeded = *exceeded.get_or_insert_with(|| self.quota.is_exceeded());
+                let throttle = quota::should_throttle(true, in_sync, exceeded);
+                held_back |= throttle;
+                !throttle
+            })
             .map(|(tp, f)| FetchPartitionSpec {
                 tp: tp.clone(),
                 topic_id: f.state.topic_id,
@@ -212,7 +236,8 @@ impl FetcherTask {
                 current_leader_epoch: f.state.current_leader_epoch,
                 log_start_offset: f.partition.log().log_start_offset(),
             })
-            .collect()
+            .collect();
+        (specs, held_back)
     }
 
     /// Delays the partitions of a failed request that are still as they were.
@@ -249,9 +274,15 @@ impl FetcherTask {
                 continue;
             }
             let next = match state::answer_action(&answer) {
-                AnswerAction::Append => appended
-                    .remove(&tp)
-                    .unwrap_or_else(|| append(&tp, fetched, &answer)),
+                AnswerAction::Append => {
+                    // In-sync replicas' bytes count too, so the total stays near the bound.
+                    if self.quota.is_throttled(&tp) {
+                        self.quota.record(answer.records.len());
+                    }
+                    appended
+                        .remove(&tp)
+                        .unwrap_or_else(|| append(&tp, fetched, &answer))
+                }
                 AnswerAction::Truncate { epoch, end_offset } => {
                     truncate(&tp, fetched, epoch, end_offset)
                 }
@@ -490,9 +521,12 @@ async fn outgrown(shared: &FetcherShared, specs: &[FetchPartitionSpec]) {
     }
 }
 
-/// The partition is in the state the request was built from.
+/// The partition is in the state the request was built from, of the same topic incarnation
+/// (a topic deleted and created again under its name while the fetch was in flight may be at
+/// the same leader epoch and fetch offset: the answer about the old one is not for it).
 fn unchanged(state: &PartitionFetchState, spec: &FetchPartitionSpec) -> bool {
     state.phase == Phase::Fetching
+        && state.topic_id == spec.topic_id
         && state.current_leader_epoch == spec.current_leader_epoch
         && state.fetch_offset == spec.fetch_offset
 }
