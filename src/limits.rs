@@ -117,7 +117,9 @@ pub const LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT: i64 = 300_000;
 pub const LOG_RETENTION_INITIAL_DELAY_MS: i64 = 30_000;
 
 /// Largest metadata snapshot (the whole image as records): about 4,000 × the 10,000-partition
-/// topic limit. A snapshot file or snapshot message claiming more is corruption.
+/// topic limit. A snapshot file or snapshot message claiming more is corruption. The controller
+/// keeps the image below it (client changes that would cross it are refused) and never writes a
+/// larger snapshot.
 pub const METADATA_SNAPSHOT_BYTES_MAX: usize = 256 * 1024 * 1024;
 
 /// The metadata log is compacted into a snapshot once this many entries follow the last one,

@@ -41,7 +41,7 @@ use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
     CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, LEADER_IMBALANCE_RECHECK_MS,
-    METADATA_RECORD_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
+    METADATA_RECORD_BYTES_MAX, METADATA_SNAPSHOT_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
 };
 use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
 use crate::quorum::durable::Durable;
@@ -190,6 +190,9 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
     snapshot_entries: usize,
+    /// The largest snapshot this voter writes (and every voter reads):
+    /// `METADATA_SNAPSHOT_BYTES_MAX`, smaller in tests.
+    snapshot_bytes_max: usize,
     /// When the next automatic leader rebalancing pass is due (only while active and
     /// `auto.leader.rebalance.enable`): `leader.imbalance.check.interval` after becoming active
     /// and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit its bound.
@@ -242,6 +245,7 @@ impl<D: Durable> ControllerCore<D> {
             peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
+            snapshot_bytes_max: METADATA_SNAPSHOT_BYTES_MAX,
             next_rebalance_ms: None,
             rebalance_more: Arc::new(AtomicBool::new(false)),
             next_unclean_ms: None,
@@ -259,6 +263,45 @@ impl<D: Durable> ControllerCore<D> {
     #[cfg(test)]
     pub(crate) fn set_snapshot_entries(&mut self, entries: usize) {
         self.snapshot_entries = entries;
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_snapshot_bytes_max(&mut self, bytes: usize) {
+        self.snapshot_bytes_max = bytes;
+    }
+
+    /// The bound on [`MetadataImage::snapshot_bytes_bound`] past which a client's change is
+    /// refused: the snapshot bound less a 1/64 reserve (4 MiB at 256 MiB) for what the
+    /// controller's own changes add beyond that bound (broker registrations, producer-id
+    /// blocks), so that no snapshot ever needs to be larger than every voter reads.
+    fn image_bytes_max(&self) -> usize {
+        self.snapshot_bytes_max - self.snapshot_bytes_max / 64
+    }
+
+    /// Refuses a client's change that would grow the image past [`Self::image_bytes_max`]
+    /// (one that shrinks it is taken even there);
+    /// otherwise the image after it.
+    fn admit_user_op(
+        &self,
+        base: &MetadataImage,
+        records: &[MetadataRecord],
+    ) -> Result<MetadataImage, ApiError> {
+        super::decisions::check_user_op_size(records)?;
+        let after = base.apply(records);
+        let bound = after.snapshot_bytes_bound();
+        // A change that does not grow the image (a deletion) is taken even past the bound.
+        if bound > self.image_bytes_max() && bound > base.snapshot_bytes_bound() {
+            // Kafka has no such bound; POLICY_VIOLATION is its answer to an operation the
+            // cluster's rules refuse whatever the client retries (its own answer to an
+            // operation too large for one batch), where a retriable error would be retried
+            // forever.
+            return Err(ApiError::PolicyViolation(format!(
+                "Unable to perform the operation: the cluster's metadata would grow to {bound} \
+                 bytes, past its limit of {} bytes.",
+                self.image_bytes_max()
+            )));
+        }
+        Ok(after)
     }
 
     /// Whether this voter is the active controller.
@@ -887,11 +930,17 @@ impl<D: Durable> ControllerCore<D> {
                 request,
                 wall_clock_ms(),
             );
-            if user_op {
-                if let Err(e) = super::decisions::check_user_op_size(&decided.records) {
-                    (decided.finish)(Err(&e));
-                    continue;
+            if user_op && !decided.records.is_empty() {
+                let base = working.as_ref().unwrap_or(&self.image);
+                match self.admit_user_op(base, &decided.records) {
+                    Ok(after) => {
+                        working = Some(after);
+                        records.push(decided.records);
+                        finishes.push(decided.finish);
+                    }
+                    Err(e) => (decided.finish)(Err(&e)),
                 }
+                continue;
             }
             if !decided.records.is_empty() {
                 working
@@ -1096,6 +1145,18 @@ impl<D: Durable> ControllerCore<D> {
         for r in self.image.to_records() {
             // Every record of the image was encoded once already.
             r.encode(&mut data).expect("a record of the image encodes");
+        }
+        if data.len() > self.snapshot_bytes_max {
+            // Never written: no voter would read it back. Client changes are refused well
+            // before this; the log keeps its entries (replay stays correct, only longer).
+            tracing::error!(
+                offset = self.applied_index,
+                bytes = data.len(),
+                max = self.snapshot_bytes_max,
+                "metadata snapshot not taken: the image is larger than a snapshot may be"
+            );
+            self.since_snapshot = 0;
+            return Ok(());
         }
         self.engine.compact(self.applied_index, data)?;
         self.since_snapshot = 0;
