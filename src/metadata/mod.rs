@@ -494,7 +494,7 @@ impl MetadataImage {
     /// controller's own changes have grown it as far as they can without a client asking for
     /// anything: every partition's leadership history full and every ISR holding every replica.
     /// The controller keeps this under the snapshot bound by refusing client changes that would
-    /// cross it. O(image): measured once per pass that holds a client change.
+    /// cross it. O(image): measured for each client change that writes records.
     pub fn snapshot_bytes_bound(&self) -> usize {
         let mut total = 0;
         let mut one = Vec::new();
