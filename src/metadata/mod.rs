@@ -490,10 +490,62 @@ impl MetadataImage {
         records
     }
 
+    /// An upper bound on the bytes of this image's snapshot (its records, encoded) once the
+    /// controller's own changes have grown it as far as they can without a client asking for
+    /// anything: every partition's leadership history full and every ISR holding every replica.
+    /// The controller keeps this under the snapshot bound by refusing client changes that would
+    /// cross it. O(image): measured for each client change that writes records.
+    pub fn snapshot_bytes_bound(&self) -> usize {
+        let mut total = 0;
+        let mut one = Vec::new();
+        for r in self.to_records() {
+            if matches!(r, MetadataRecord::PartitionHistory { .. }) {
+                continue; // Counted full below.
+            }
+            one.clear();
+            // A record that does not encode was refused before it entered the image.
+            if r.encode(&mut one).is_ok() {
+                total += one.len();
+            }
+        }
+        let mut full_history_bytes: HashMap<usize, usize> = HashMap::new();
+        for t in self.topics.values() {
+            for reg in t.partitions.values() {
+                let n = reg.replicas.len();
+                total += *full_history_bytes
+                    .entry(n)
+                    .or_insert_with(|| full_history_record_bytes(n));
+                total += 4 * n.saturating_sub(reg.isr.len());
+            }
+        }
+        total
+    }
+
     fn topic_mut(&mut self, topic_id: &Uuid) -> Option<&mut TopicImage> {
         let name = self.topic_names_by_id.get(topic_id)?;
         self.topics.get_mut(name).map(Arc::make_mut)
     }
+}
+
+/// The encoded bytes of a partition's history record holding as many changes as it keeps, each
+/// with ISRs of `replicas` members.
+fn full_history_record_bytes(replicas: usize) -> usize {
+    let ids: Vec<i32> = (0..replicas as i32).collect();
+    let change = LeadershipChange {
+        cause: ChangeCause::UNKNOWN,
+        leader_before: 0,
+        leader: 0,
+        leader_epoch: 0,
+        isr_before: ids.clone(),
+        isr: ids,
+    };
+    let record = MetadataRecord::PartitionHistory {
+        topic_id: Uuid::nil(),
+        partition: 0,
+        changes: vec![change; crate::limits::LEADERSHIP_HISTORY_PER_PARTITION_MAX],
+    };
+    let mut out = Vec::new();
+    record.encode(&mut out).map_or(0, |()| out.len())
 }
 
 /// Reacts to every newly published image: the replica manager creates, leads, follows and
