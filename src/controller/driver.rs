@@ -193,6 +193,10 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// The largest snapshot this voter writes (and every voter reads):
     /// `METADATA_SNAPSHOT_BYTES_MAX`, smaller in tests.
     snapshot_bytes_max: usize,
+    /// An upper bound on the snapshot size after the last client change this voter admitted,
+    /// with the term it was active in: what [`Self::admit_user_op`] adds each change's growth
+    /// to, instead of walking the whole image for every change.
+    snapshot_bound: std::cell::Cell<Option<(u64, usize)>>,
     /// When the next automatic leader rebalancing pass is due (only while active and
     /// `auto.leader.rebalance.enable`): `leader.imbalance.check.interval` after becoming active
     /// and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit its bound.
@@ -246,6 +250,7 @@ impl<D: Durable> ControllerCore<D> {
             since_snapshot: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
             snapshot_bytes_max: METADATA_SNAPSHOT_BYTES_MAX,
+            snapshot_bound: std::cell::Cell::new(None),
             next_rebalance_ms: None,
             rebalance_more: Arc::new(AtomicBool::new(false)),
             next_unclean_ms: None,
@@ -281,6 +286,12 @@ impl<D: Durable> ControllerCore<D> {
     /// Refuses a client's change that would grow the image past [`Self::image_bytes_max`]
     /// (one that shrinks it is taken even there);
     /// otherwise the image after it.
+    ///
+    /// The bound is kept as an upper estimate: the last admitted change's bound plus this
+    /// change's [`MetadataImage::snapshot_growth_bound`]. Only past half the limit (or on a new
+    /// term, when another controller may have admitted changes) is the image walked for its exact
+    /// bound, so a client change costs O(its records), not O(image). The controller's own
+    /// changes between two client changes add no more than the reserve covers.
     fn admit_user_op(
         &self,
         base: &MetadataImage,
@@ -288,7 +299,17 @@ impl<D: Durable> ControllerCore<D> {
     ) -> Result<MetadataImage, ApiError> {
         super::decisions::check_user_op_size(records)?;
         let after = base.apply(records);
-        let bound = after.snapshot_bytes_bound();
+        let term = self.engine.term();
+        let estimate = match self.snapshot_bound.get() {
+            Some((t, bound)) if t == term => bound,
+            _ => base.snapshot_bytes_bound(),
+        }
+        .saturating_add(MetadataImage::snapshot_growth_bound(records));
+        let bound = if estimate > self.image_bytes_max() / 2 {
+            after.snapshot_bytes_bound()
+        } else {
+            estimate
+        };
         // A change that does not grow the image (a deletion) is taken even past the bound.
         if bound > self.image_bytes_max() && bound > base.snapshot_bytes_bound() {
             // Kafka has no such bound; POLICY_VIOLATION is its answer to an operation the
@@ -301,6 +322,7 @@ impl<D: Durable> ControllerCore<D> {
                 self.image_bytes_max()
             )));
         }
+        self.snapshot_bound.set(Some((term, bound)));
         Ok(after)
     }
 
