@@ -2,6 +2,11 @@
 //! resource name = this node's id, or the cluster default, empty name) with SET / DELETE /
 //! APPEND / SUBTRACT, validated and committed through the controller (validate_only supported).
 //! Which broker keys may change is [`crate::config::dynamic`]'s.
+//!
+//! A broker takes a BROKER resource only for its own id (or the default), as Kafka's
+//! `ConfigAdminManager` checks; the controller listener, which receives what brokers forward,
+//! takes any broker id (Kafka's `ControllerConfigurationValidator#validateBrokerName`): a
+//! change for broker 2 sent to broker 2 is committed by whichever node is the controller.
 
 use std::sync::Arc;
 
@@ -35,10 +40,34 @@ fn ops(res: &AlterConfigsResource) -> Result<Ops, ApiError> {
         .collect()
 }
 
+/// Where the request arrived: a broker's client listener, or the controller listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receiver {
+    Broker,
+    Controller,
+}
+
+/// Kafka's controller-side check of a BROKER resource name: empty or a broker id.
+fn check_broker_name(name: &str) -> Result<(), ApiError> {
+    if name.is_empty() {
+        return Ok(());
+    }
+    match name.parse::<i32>() {
+        Ok(id) if id >= 0 => Ok(()),
+        Ok(_) => Err(ApiError::InvalidRequest(
+            "Invalid negative broker ID.".into(),
+        )),
+        Err(_) => Err(ApiError::InvalidRequest(format!(
+            "Invalid broker name {name}"
+        ))),
+    }
+}
+
 async fn alter(
     ctx: &Context,
     res: &AlterConfigsResource,
     validate_only: bool,
+    receiver: Receiver,
 ) -> Result<(), ApiError> {
     let name = res.resource_name.as_str().to_owned();
     match res.resource_type {
@@ -48,7 +77,10 @@ async fn alter(
                 .await
         }
         RESOURCE_BROKER => {
-            check_broker_resource(ctx.node_id, &name)?;
+            match receiver {
+                Receiver::Broker => check_broker_resource(ctx.node_id, &name)?,
+                Receiver::Controller => check_broker_name(&name)?,
+            }
             ctx.controller
                 .alter_broker_configs(name, ops(res)?, validate_only)
                 .await
@@ -61,12 +93,21 @@ async fn alter(
 
 pub async fn handle(
     ctx: &Arc<Context>,
+    version: i16,
+    request: IncrementalAlterConfigsRequest,
+) -> ResponseKind {
+    handle_on(ctx, version, request, Receiver::Broker).await
+}
+
+pub async fn handle_on(
+    ctx: &Arc<Context>,
     _version: i16,
     request: IncrementalAlterConfigsRequest,
+    receiver: Receiver,
 ) -> ResponseKind {
     let mut responses = Vec::with_capacity(request.resources.len());
     for res in request.resources {
-        let result = alter(ctx, &res, request.validate_only).await;
+        let result = alter(ctx, &res, request.validate_only, receiver).await;
         let mut r = AlterConfigsResourceResponse::default()
             .with_resource_type(res.resource_type)
             .with_resource_name(res.resource_name);

@@ -116,7 +116,8 @@ pub async fn handle_frame(
             handlers::create_partitions::handle(ctx, version, r).await
         }
         RequestKind::IncrementalAlterConfigs(r) => {
-            handlers::incremental_alter_configs::handle(ctx, version, r).await
+            use handlers::incremental_alter_configs::{handle_on, Receiver};
+            handle_on(ctx, version, r, Receiver::Controller).await
         }
         RequestKind::ElectLeaders(r) => handlers::elect_leaders::handle(ctx, version, r).await,
         RequestKind::AlterPartitionReassignments(r) => {
