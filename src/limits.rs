@@ -62,8 +62,9 @@ pub const TOPIC_NAME_CHARS_MAX: usize = 249;
 /// `max.request.partition.size.limit` default.
 pub const DESCRIBE_TOPIC_PARTITIONS_PER_RESPONSE_MAX: i32 = 2_000;
 
-/// One record of the metadata log. Records are tiny (a topic, a partition, a config); a frame
-/// claiming more than this is corruption, not data.
+/// One entry of the metadata log (a batch of records committed together), and so one record at
+/// most. Records are tiny (a topic, a partition, a config); a frame claiming more than this is
+/// corruption, not data.
 pub const METADATA_RECORD_BYTES_MAX: usize = 1 << 20;
 
 /// Longest string (host, topic name, config name or value) a metadata record can hold: its
@@ -79,14 +80,16 @@ pub const LEADERSHIP_HISTORY_PER_PARTITION_MAX: usize = 16;
 /// Changes `/api/history` returns at most, newest first (the page's "recent changes").
 pub const HISTORY_API_CHANGES_MAX: usize = 500;
 
-/// Metadata records committed together are written in frames of at most this many records, so
-/// one frame stays below `METADATA_RECORD_BYTES_MAX` (a partition record is ~45 bytes plus 4 per
-/// replica). It exceeds `PARTITIONS_PER_TOPIC_MAX` plus every topic config, so creating or
-/// growing one topic is always a single frame: replayed whole or not at all after a crash. Only
-/// the startup election of every local partition may span frames, and each of its records
-/// stands alone.
-pub const METADATA_RECORDS_PER_FRAME_MAX: usize = 12_000;
-const _: () = assert!(METADATA_RECORDS_PER_FRAME_MAX > PARTITIONS_PER_TOPIC_MAX as usize + 100);
+/// Records one client-initiated metadata change (a CreateTopics request, a CreatePartitions, an
+/// ElectLeaders, ...) may write. Kafka's controller refuses an operation past its
+/// `MAX_RECORDS_PER_USER_OP` (10,000) with POLICY_VIOLATION, and commits what it accepts as one
+/// atomic batch; so does ours, whose bound is larger so that one topic at
+/// `PARTITIONS_PER_TOPIC_MAX` with every topic config is still one operation. The encoded records
+/// must also fit one log entry (`METADATA_RECORD_BYTES_MAX`): that is what makes them atomic.
+/// Only the controller's own changes (a broker's registration re-electing every partition it
+/// hosts) may span entries, and each of their records stands alone.
+pub const METADATA_RECORDS_PER_USER_OP_MAX: usize = 12_000;
+const _: () = assert!(METADATA_RECORDS_PER_USER_OP_MAX > PARTITIONS_PER_TOPIC_MAX as usize + 100);
 
 /// Delayed operations one partition keeps in its watch list before pruning those that are gone
 /// (answered or timed out); the global bound on parked operations is
@@ -114,7 +117,9 @@ pub const LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT: i64 = 300_000;
 pub const LOG_RETENTION_INITIAL_DELAY_MS: i64 = 30_000;
 
 /// Largest metadata snapshot (the whole image as records): about 4,000 × the 10,000-partition
-/// topic limit. A snapshot file or snapshot message claiming more is corruption.
+/// topic limit. A snapshot file or snapshot message claiming more is corruption. The controller
+/// keeps the image below it (client changes that would cross it are refused) and never writes a
+/// larger snapshot.
 pub const METADATA_SNAPSHOT_BYTES_MAX: usize = 256 * 1024 * 1024;
 
 /// The metadata log is compacted into a snapshot once this many entries follow the last one,

@@ -662,6 +662,15 @@ async fn idempotent_producer_duplicates_and_sequence_gaps() {
         45,
         "OUT_OF_ORDER_SEQUENCE_NUMBER"
     );
+    // A new batch and a retried one in one request: refused whole, as Kafka takes one batch
+    // per partition, never answered as the retry with the new batch left unwritten.
+    let mut two = BytesMut::from(&batch(&["new"], Some((init2.producer_id.0, 0, 0)))[..]);
+    two.extend_from_slice(&batch(&["a", "b"], Some((pid, 0, 0))));
+    assert_eq!(
+        produce(&mut client, "idem", -1, two.freeze()).await.0,
+        87,
+        "INVALID_RECORD"
+    );
     let r = client.call(12, &fetch_request("idem", 0, -1, 0)).await;
     assert_eq!(r.responses[0].partitions[0].high_watermark, 3);
     broker.shutdown().await.unwrap();

@@ -5,6 +5,8 @@
 #   broker_stop                    stops it (SIGTERM, SIGKILL after BROKER_SHUTDOWN_TIMEOUT_S) and
 #                                  removes its temp dir; returns 1 (printing why and the tail of
 #                                  its output) if the broker misbehaved: see below
+#   broker_restart                 stops it as broker_stop does (failing the same way) and starts
+#                                  it again on the same ports and data
 #   broker_log_tail                prints the last lines of the broker's output
 #   free_port                      prints a free 127.0.0.1 TCP port
 #
@@ -53,16 +55,22 @@ broker_start() {
     fi
     BROKER_KIND="${BROKER_UNDER_TEST:-kafkaiq}"
     BROKER_DIR="$(mktemp -d "${TMPDIR:-/tmp}/broker-under-test.XXXXXX")"
-    local port
-    port="$(free_port)"
-    BROKER_BOOTSTRAP="127.0.0.1:$port"
+    BROKER_BOOTSTRAP="127.0.0.1:$(free_port)"
+    _broker_controller_port="$(free_port)"
     # KafkaIQ's HTTP listener (metrics, leadership page) on a free port, not the default 9644
     # another broker on this machine may hold.
     BROKER_HTTP_PORT="$(free_port)"
+    _broker_settings=("$@")
+    _broker_launch
+}
+
+# Starts the broker of the last broker_start on its ports and data; waits until it listens.
+_broker_launch() {
+    local port=${BROKER_BOOTSTRAP##*:}
     case "$BROKER_KIND" in
         apache-kafka)
-            "$_broker_lib_dir/../apache-kafka.sh" "$BROKER_DIR/kafka" "$port" "$(free_port)" "$@" \
-                >"$BROKER_DIR/broker.log" 2>&1 &
+            "$_broker_lib_dir/../apache-kafka.sh" "$BROKER_DIR/kafka" "$port" \
+                "$_broker_controller_port" "${_broker_settings[@]}" >>"$BROKER_DIR/broker.log" 2>&1 &
             ;;
         kafkaiq)
             if [[ -z "${KAFKAIQ_BIN:-}" || ! -x "$KAFKAIQ_BIN" ]]; then
@@ -74,8 +82,8 @@ broker_start() {
                 --override "log.dirs=$BROKER_DIR/data"
                 --override "http.listener=127.0.0.1:$BROKER_HTTP_PORT")
             local kv
-            for kv in "$@"; do args+=(--override "$kv"); done
-            RUST_LOG="${RUST_LOG:-info}" "$KAFKAIQ_BIN" "${args[@]}" >"$BROKER_DIR/broker.log" 2>&1 &
+            for kv in "${_broker_settings[@]}"; do args+=(--override "$kv"); done
+            RUST_LOG="${RUST_LOG:-info}" "$KAFKAIQ_BIN" "${args[@]}" >>"$BROKER_DIR/broker.log" 2>&1 &
             ;;
         *)
             echo "broker_start: unknown BROKER_UNDER_TEST=$BROKER_KIND" >&2
@@ -98,6 +106,19 @@ broker_start() {
         sleep 0.2
     done
     echo "broker: $BROKER_KIND serving $BROKER_BOOTSTRAP (pid $BROKER_PID, dir $BROKER_DIR)" >&2
+}
+
+# Stops the broker (as broker_stop does, failing on the same misbehaviour) and starts it again
+# on the same ports and data. Not possible for an external broker.
+broker_restart() {
+    if [[ -z "${BROKER_PID:-}" ]]; then
+        echo "broker_restart: no broker was started here" >&2
+        return 1
+    fi
+    local dir=$BROKER_DIR
+    KEEP_BROKER_DIR=1 broker_stop || return 1
+    BROKER_DIR=$dir
+    _broker_launch
 }
 
 broker_log_tail() {

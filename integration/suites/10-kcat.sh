@@ -5,7 +5,9 @@
 #
 # Old librdkafka enables MsgVer2, zstd, lz4, idempotence and offsets-for-times only when the
 # broker advertises particular exact versions (see shared client-compat notes), so this suite
-# also checks that the broker's ApiVersions ranges suit old clients.
+# also checks that the broker's ApiVersions ranges suit old clients. Last, a topic deleted
+# (TopicCommand), the broker restarted and the topic created again by kcat's producer: kcat reads
+# only the new record, at offset 0.
 # Broker selection as in integration/lib/broker.sh (BROKER_UNDER_TEST, KAFKA_BOOTSTRAP).
 set -euo pipefail
 
@@ -149,4 +151,30 @@ if grep -Eq 'err: ' "$work/L1"; then
     fail "kcat -L shows partition errors"
 fi
 echo "10-kcat: kcat -L shows all ${#CODECS[@]} topics with $PARTITIONS partitions, each led by broker $broker_id" >&2
+
+# A topic deleted (Kafka's TopicCommand), the broker restarted, and the topic created again by
+# the producer (auto-creation): only the new record is read, at offset 0; the deleted log is
+# never loaded again.
+if [[ "$BROKER_KIND" != external ]]; then
+    libs="$("$root/integration/kafka-libs.sh")"
+    topic=recreated
+    seq 1 500 | sed 's/^/old-/' | kcat -b "$B" -P -t "$topic" -p 0 2>"$work/re.err" ||
+        { cat "$work/re.err" >&2; fail "kcat -P to $topic"; }
+    java -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" org.apache.kafka.tools.TopicCommand \
+        --bootstrap-server "$B" --delete --topic "$topic" >"$work/re.out" 2>&1 ||
+        { cat "$work/re.out" >&2; fail "TopicCommand --delete --topic $topic"; }
+    deadline=$((SECONDS + 30))
+    while kcat -b "$B" -L -m 5 2>/dev/null | grep -q "topic \"$topic\""; do
+        ((SECONDS < deadline)) || fail "$topic still listed 30 s after its deletion"
+        sleep 0.2
+    done
+    broker_restart || fail "restarting the broker"
+    echo new | kcat -b "$B" -P -t "$topic" -p 0 -X message.timeout.ms=60000 2>"$work/re.err" ||
+        { cat "$work/re.err" >&2; fail "kcat -P to $topic created again"; }
+    timeout 60 kcat -b "$B" -C -t "$topic" -o beginning -e -q -f '%p %o %s\n' >"$work/re.out" 2>"$work/re.err" ||
+        { cat "$work/re.err" >&2; fail "kcat -C of $topic created again"; }
+    [[ "$(cat "$work/re.out")" == "0 0 new" ]] ||
+        { head -3 "$work/re.out" >&2; fail "$topic created again: not only the new record at offset 0 ($(wc -l <"$work/re.out") records)"; }
+    echo "10-kcat: a topic deleted, the broker restarted, created again: only its new record, at offset 0" >&2
+fi
 echo "10-kcat: ok ($BROKER_KIND)" >&2

@@ -13,6 +13,9 @@
 #   (integration/python/check_static_members.py) and the Java consumer
 #   (integration/programs/StaticMembers.java): one assignment each, and a restarted member gets
 #   its partitions back without a rebalance (the files set group.initial.rebalance.delay.ms=0).
+# - A topic on replicas 3,1,2 with 500 records, deleted while node 3 is stopped (SIGTERM), node 3
+#   restarted and the topic created again on 3,1,2 (integration/programs/PartitionRecords.java,
+#   kcat): one record produced lands at offset 0, and the Java consumer and kcat read only it.
 # - kill -9 of the node leading the most partitions: TopicCommand --describe shows none led by it
 #   and every partition led by another replica; restarted, kcat -L lists 3 brokers again.
 #
@@ -194,6 +197,49 @@ for n in 2 3; do
     cat "$work/out" >&2
     [[ $rc -eq 0 ]] || fail "Java static members ($n)"
 done
+
+if [[ "${BROKER_UNDER_TEST:-kafkaiq}" != apache-kafka ]]; then
+    # A topic deleted while one of its replicas is down, then created again on the same
+    # replicas: the returning node still has the old partition in its log dir, and must delete
+    # it rather than serve it (Apache Kafka 4.1.1 serves only the new record, at offset 0).
+    program=("$root/integration/programs/PartitionRecords.java")
+    step "delete and create again while node 3 is down"
+    started=$SECONDS
+    ok $T.TopicCommand --bootstrap-server "$B" --create --topic recreated --replica-assignment 3:1:2
+    led_by_3() {
+        run $T.TopicCommand --bootstrap-server "$B" --describe --topic recreated
+        [[ $rc -eq 0 ]] && grep -q 'Leader: 3.*Isr: [123],[123],[123]' "$work/out"
+    }
+    wait_for 30 "recreated-0 led by node 3 with 3 in sync" led_by_3
+    seq 1 500 | sed 's/^/old-/' | kcat -P -b "$B" -t recreated -p 0 -X acks=all 2>"$work/kcat.err" ||
+        { cat "$work/kcat.err" >&2; fail "kcat -P of 500 records"; }
+    ok "${program[@]}" read "$B" recreated 30000
+    [[ $(wc -l <"$work/out") == 500 ]] || { tail "$work/out" >&2; fail "500 records before the delete"; }
+    kill -TERM "${pids[3]}"
+    wait "${pids[3]}" || fail "node 3 did not exit cleanly on SIGTERM"
+    unset "pids[3]"
+    ok $T.TopicCommand --bootstrap-server "$B" --delete --topic recreated
+    gone() {
+        run $T.TopicCommand --bootstrap-server "$B" --list
+        [[ $rc -eq 0 ]] && ! grep -qx recreated "$work/out"
+    }
+    wait_for 30 "recreated deleted" gone
+    [[ -d "$work/node-3/data/recreated-0" ]] || fail "node 3 does not hold the deleted topic's log"
+    start_node 3
+    wait_for 60 "node 3 back and unfenced" unfenced
+    ok $T.TopicCommand --bootstrap-server "$B" --create --topic recreated --replica-assignment 3:1:2
+    wait_for 30 "the new recreated-0 led by node 3 with 3 in sync" led_by_3
+    ok "${program[@]}" produce "$B" recreated new
+    [[ "$(cat "$work/out")" == "offset 0" ]] || { cat "$work/out" >&2; fail "the new record not at offset 0"; }
+    ok "${program[@]}" read "$B" recreated 30000
+    [[ "$(cat "$work/out")" == "0 new" ]] ||
+        { head -3 "$work/out" >&2; fail "Java consumer: not only the new record at offset 0"; }
+    timeout 60 kcat -C -b "$B" -t recreated -o beginning -e -q -f '%o %s\n' >"$work/kcat" 2>"$work/kcat.err" ||
+        { cat "$work/kcat.err" >&2; fail "kcat -C of recreated"; }
+    [[ "$(cat "$work/kcat")" == "0 new" ]] ||
+        { head -3 "$work/kcat" >&2; fail "kcat: not only the new record at offset 0"; }
+    step "created again: the Java consumer and kcat read only the new record ($((SECONDS - started)) s)"
+fi
 
 if [[ "${BROKER_UNDER_TEST:-kafkaiq}" != apache-kafka ]]; then
     # The Apache Kafka nodes are children of apache-kafka-cluster.sh; this part kills a

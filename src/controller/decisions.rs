@@ -25,8 +25,8 @@ use crate::config::topic as topic_config;
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
-    METADATA_STRING_BYTES_MAX, PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE,
-    TOPIC_NAME_CHARS_MAX,
+    METADATA_RECORDS_PER_USER_OP_MAX, METADATA_RECORD_BYTES_MAX, METADATA_STRING_BYTES_MAX,
+    PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE, TOPIC_NAME_CHARS_MAX,
 };
 use crate::metadata::{LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRegistration};
 pub use alter_partition::{alter_partition, AlterPartitionItem, AlterPartitionResult};
@@ -287,6 +287,40 @@ fn new_partitions(
         .collect()
 }
 
+/// A topic's partition count against [`PARTITIONS_PER_TOPIC_MAX`], however it was asked for
+/// (a count or a manual assignment).
+fn check_partition_count(count: i64) -> Result<(), ApiError> {
+    if count > PARTITIONS_PER_TOPIC_MAX as i64 {
+        return Err(ApiError::InvalidPartitions(format!(
+            "Number of partitions {count} exceeds the limit of {PARTITIONS_PER_TOPIC_MAX}."
+        )));
+    }
+    Ok(())
+}
+
+/// The records of one client-initiated change against [`METADATA_RECORDS_PER_USER_OP_MAX`] and
+/// one log entry ([`METADATA_RECORD_BYTES_MAX`] encoded): beyond either, Kafka's controller
+/// refuses the whole operation with POLICY_VIOLATION and this message.
+pub fn check_user_op_size(records: &[MetadataRecord]) -> Result<(), ApiError> {
+    let too_large =
+        || ApiError::PolicyViolation("Unable to perform excessively large batch operation.".into());
+    if records.len() > METADATA_RECORDS_PER_USER_OP_MAX {
+        return Err(too_large());
+    }
+    let mut bytes = 0usize;
+    let mut one = Vec::new();
+    for r in records {
+        one.clear();
+        r.encode(&mut one)
+            .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+        bytes += one.len();
+        if bytes > METADATA_RECORD_BYTES_MAX {
+            return Err(too_large());
+        }
+    }
+    Ok(())
+}
+
 /// The replicas of each partition of a new topic: the manual assignment, checked, or a
 /// placement of `num.partitions` × `default.replication.factor` where the spec says -1.
 fn topic_assignments(
@@ -303,6 +337,7 @@ fn topic_assignments(
                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
             ));
         }
+        check_partition_count(spec.assignments.len() as i64)?;
         let rf = spec.assignments[0].1.len();
         let mut sorted = spec.assignments.clone();
         sorted.sort_by_key(|(p, _)| *p);
@@ -325,11 +360,7 @@ fn topic_assignments(
             "Number of partitions was set to an invalid non-positive value.".into(),
         ));
     }
-    if num_partitions > PARTITIONS_PER_TOPIC_MAX {
-        return Err(ApiError::InvalidPartitions(format!(
-            "Number of partitions {num_partitions} exceeds the limit of {PARTITIONS_PER_TOPIC_MAX}."
-        )));
-    }
+    check_partition_count(num_partitions as i64)?;
     let rf = match spec.replication_factor {
         -1 => config.default_replication_factor,
         n => n,
@@ -424,11 +455,7 @@ pub fn create_partitions(
             "Topic already has {current} partition(s)."
         )));
     }
-    if count > PARTITIONS_PER_TOPIC_MAX {
-        return Err(ApiError::InvalidPartitions(format!(
-            "Number of partitions {count} exceeds the limit of {PARTITIONS_PER_TOPIC_MAX}."
-        )));
-    }
+    check_partition_count(count as i64)?;
     let rf = t
         .partitions
         .values()
@@ -974,6 +1001,16 @@ pub(super) mod tests {
                     ..spec("x", -1, -1)
                 },
                 39,
+            ),
+            // A manual assignment is held to the partition cap too.
+            (
+                CreateTopicSpec {
+                    assignments: (0..=PARTITIONS_PER_TOPIC_MAX)
+                        .map(|p| (p, vec![1]))
+                        .collect(),
+                    ..spec("x", -1, -1)
+                },
+                37,
             ),
         ];
         for (s, code) in cases {

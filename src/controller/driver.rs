@@ -41,7 +41,7 @@ use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
     CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, LEADER_IMBALANCE_RECHECK_MS,
-    METADATA_RECORD_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
+    METADATA_RECORD_BYTES_MAX, METADATA_SNAPSHOT_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
 };
 use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
 use crate::quorum::durable::Durable;
@@ -190,6 +190,13 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
     snapshot_entries: usize,
+    /// The largest snapshot this voter writes (and every voter reads):
+    /// `METADATA_SNAPSHOT_BYTES_MAX`, smaller in tests.
+    snapshot_bytes_max: usize,
+    /// An upper bound on the snapshot size after the last client change this voter admitted,
+    /// with the term it was active in: what [`Self::admit_user_op`] adds each change's growth
+    /// to, instead of walking the whole image for every change.
+    snapshot_bound: std::cell::Cell<Option<(u64, usize)>>,
     /// When the next automatic leader rebalancing pass is due (only while active and
     /// `auto.leader.rebalance.enable`): `leader.imbalance.check.interval` after becoming active
     /// and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit its bound.
@@ -242,6 +249,8 @@ impl<D: Durable> ControllerCore<D> {
             peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
+            snapshot_bytes_max: METADATA_SNAPSHOT_BYTES_MAX,
+            snapshot_bound: std::cell::Cell::new(None),
             next_rebalance_ms: None,
             rebalance_more: Arc::new(AtomicBool::new(false)),
             next_unclean_ms: None,
@@ -259,6 +268,62 @@ impl<D: Durable> ControllerCore<D> {
     #[cfg(test)]
     pub(crate) fn set_snapshot_entries(&mut self, entries: usize) {
         self.snapshot_entries = entries;
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_snapshot_bytes_max(&mut self, bytes: usize) {
+        self.snapshot_bytes_max = bytes;
+    }
+
+    /// The bound on [`MetadataImage::snapshot_bytes_bound`] past which a client's change is
+    /// refused: the snapshot bound less a 1/64 reserve (4 MiB at 256 MiB) for what the
+    /// controller's own changes add beyond that bound (broker registrations, producer-id
+    /// blocks), so that no snapshot ever needs to be larger than every voter reads.
+    fn image_bytes_max(&self) -> usize {
+        self.snapshot_bytes_max - self.snapshot_bytes_max / 64
+    }
+
+    /// Refuses a client's change that would grow the image past [`Self::image_bytes_max`]
+    /// (one that shrinks it is taken even there);
+    /// otherwise the image after it.
+    ///
+    /// The bound is kept as an upper estimate: the last admitted change's bound plus this
+    /// change's [`MetadataImage::snapshot_growth_bound`]. Only past half the limit (or on a new
+    /// term, when another controller may have admitted changes) is the image walked for its exact
+    /// bound, so a client change costs O(its records), not O(image). The controller's own
+    /// changes between two client changes add no more than the reserve covers.
+    fn admit_user_op(
+        &self,
+        base: &MetadataImage,
+        records: &[MetadataRecord],
+    ) -> Result<MetadataImage, ApiError> {
+        super::decisions::check_user_op_size(records)?;
+        let after = base.apply(records);
+        let term = self.engine.term();
+        let estimate = match self.snapshot_bound.get() {
+            Some((t, bound)) if t == term => bound,
+            _ => base.snapshot_bytes_bound(),
+        }
+        .saturating_add(MetadataImage::snapshot_growth_bound(records));
+        let bound = if estimate > self.image_bytes_max() / 2 {
+            after.snapshot_bytes_bound()
+        } else {
+            estimate
+        };
+        // A change that does not grow the image (a deletion) is taken even past the bound.
+        if bound > self.image_bytes_max() && bound > base.snapshot_bytes_bound() {
+            // Kafka has no such bound; POLICY_VIOLATION is its answer to an operation the
+            // cluster's rules refuse whatever the client retries (its own answer to an
+            // operation too large for one batch), where a retriable error would be retried
+            // forever.
+            return Err(ApiError::PolicyViolation(format!(
+                "Unable to perform the operation: the cluster's metadata would grow to {bound} \
+                 bytes, past its limit of {} bytes.",
+                self.image_bytes_max()
+            )));
+        }
+        self.snapshot_bound.set(Some((term, bound)));
+        Ok(after)
     }
 
     /// Whether this voter is the active controller.
@@ -864,7 +929,8 @@ impl<D: Durable> ControllerCore<D> {
         }
         let take = self.queued.len().min(CONTROLLER_BATCH_REQUESTS_MAX);
         let mut working: Option<MetadataImage> = None;
-        let mut records: Vec<MetadataRecord> = Vec::new();
+        // Each decided request's records, kept apart so that none is split across log entries.
+        let mut records: Vec<Vec<MetadataRecord>> = Vec::new();
         let mut finishes = Vec::with_capacity(take);
         let mut heartbeats = Vec::new();
         let mut heartbeat_brokers = Vec::new();
@@ -879,17 +945,30 @@ impl<D: Durable> ControllerCore<D> {
                 Request::BrokerHeartbeat { broker_id, .. } => Some(*broker_id),
                 _ => None,
             };
+            let user_op = request.is_user_op();
             let decided = decide(
                 &self.config,
                 working.as_ref().unwrap_or(&self.image),
                 request,
                 wall_clock_ms(),
             );
+            if user_op && !decided.records.is_empty() {
+                let base = working.as_ref().unwrap_or(&self.image);
+                match self.admit_user_op(base, &decided.records) {
+                    Ok(after) => {
+                        working = Some(after);
+                        records.push(decided.records);
+                        finishes.push(decided.finish);
+                    }
+                    Err(e) => (decided.finish)(Err(&e)),
+                }
+                continue;
+            }
             if !decided.records.is_empty() {
                 working
                     .get_or_insert_with(|| (*self.image).clone())
                     .apply_in_place(&decided.records);
-                records.extend(decided.records);
+                records.push(decided.records);
             }
             match heartbeat {
                 Some(broker_id) => {
@@ -924,28 +1003,13 @@ impl<D: Durable> ControllerCore<D> {
         }
     }
 
-    /// Proposes records as entries of at most [`METADATA_RECORD_BYTES_MAX`] each (one entry
-    /// unless the pass is very large). Returns the last entry's place.
-    fn propose(&mut self, records: &[MetadataRecord]) -> Result<Proposal, ApiError> {
-        let mut entries: Vec<Vec<u8>> = vec![Vec::new()];
-        let mut one = Vec::new();
-        for r in records {
-            one.clear();
-            r.encode(&mut one)
-                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
-            if one.len() > METADATA_RECORD_BYTES_MAX {
-                return Err(ApiError::InvalidRequest(format!(
-                    "a metadata record of {} bytes exceeds {METADATA_RECORD_BYTES_MAX}",
-                    one.len()
-                )));
-            }
-            let current = entries.last_mut().expect("at least one");
-            if current.len() + one.len() > METADATA_RECORD_BYTES_MAX {
-                entries.push(one.clone());
-            } else {
-                current.extend_from_slice(&one);
-            }
-        }
+    /// Proposes the records of a pass, one group per decided request, as entries of at most
+    /// [`METADATA_RECORD_BYTES_MAX`] each: a group never spans entries unless it alone is larger
+    /// (only the controller's own changes can be; a client's are bounded by
+    /// [`super::decisions::check_user_op_size`]), so a client's change commits whole or not at
+    /// all. Returns the last entry's place.
+    fn propose(&mut self, groups: &[Vec<MetadataRecord>]) -> Result<Proposal, ApiError> {
+        let entries = pack_entries(groups)?;
         let mut last = None;
         for data in entries {
             last = Some(
@@ -954,7 +1018,7 @@ impl<D: Durable> ControllerCore<D> {
                     .map_err(|_| ApiError::NotController)?,
             );
         }
-        Ok(last.expect("at least one entry"))
+        last.ok_or_else(|| ApiError::UnknownServerError("a pass with no records".into()))
     }
 
     fn apply(&mut self, apply: Apply) -> Result<(), ControllerError> {
@@ -1104,11 +1168,69 @@ impl<D: Durable> ControllerCore<D> {
             // Every record of the image was encoded once already.
             r.encode(&mut data).expect("a record of the image encodes");
         }
+        if data.len() > self.snapshot_bytes_max {
+            // Never written: no voter would read it back. Client changes are refused well
+            // before this; the log keeps its entries (replay stays correct, only longer).
+            tracing::error!(
+                offset = self.applied_index,
+                bytes = data.len(),
+                max = self.snapshot_bytes_max,
+                "metadata snapshot not taken: the image is larger than a snapshot may be"
+            );
+            self.since_snapshot = 0;
+            return Ok(());
+        }
         self.engine.compact(self.applied_index, data)?;
         self.since_snapshot = 0;
         tracing::info!(offset = self.applied_index, "metadata snapshot taken");
         Ok(())
     }
+}
+
+/// The log entries a pass's groups of records become (see `ControllerCore::propose`).
+fn pack_entries(groups: &[Vec<MetadataRecord>]) -> Result<Vec<Vec<u8>>, ApiError> {
+    let mut entries: Vec<Vec<u8>> = vec![Vec::new()];
+    for group in groups {
+        let encoded = encode_group(group)?;
+        let current = entries.last_mut().expect("at least one");
+        if current.len() + encoded.iter().map(Vec::len).sum::<usize>() <= METADATA_RECORD_BYTES_MAX
+        {
+            encoded
+                .iter()
+                .for_each(|one| current.extend_from_slice(one));
+            continue;
+        }
+        entries.push(Vec::new());
+        for one in encoded {
+            let current = entries.last_mut().expect("at least one");
+            if current.len() + one.len() > METADATA_RECORD_BYTES_MAX {
+                entries.push(one);
+            } else {
+                current.extend_from_slice(&one);
+            }
+        }
+    }
+    entries.retain(|e| !e.is_empty());
+    Ok(entries)
+}
+
+/// Each record of a group encoded on its own, each checked against [`METADATA_RECORD_BYTES_MAX`].
+fn encode_group(group: &[MetadataRecord]) -> Result<Vec<Vec<u8>>, ApiError> {
+    group
+        .iter()
+        .map(|r| {
+            let mut one = Vec::new();
+            r.encode(&mut one)
+                .map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+            if one.len() > METADATA_RECORD_BYTES_MAX {
+                return Err(ApiError::InvalidRequest(format!(
+                    "a metadata record of {} bytes exceeds {METADATA_RECORD_BYTES_MAX}",
+                    one.len()
+                )));
+            }
+            Ok(one)
+        })
+        .collect()
 }
 
 fn wall_clock_ms() -> i64 {
@@ -1210,5 +1332,40 @@ fn stop<D: Durable>(mut core: ControllerCore<D>, events: &Receiver<Event>) {
         if let Event::Request(r) = event {
             r.refuse(ApiError::NotController);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `count` records of about 60 KB each.
+    fn group(count: usize) -> Vec<MetadataRecord> {
+        (0..count)
+            .map(|i| MetadataRecord::TopicConfig {
+                topic_id: uuid::Uuid::from_u128(i as u128),
+                name: "x".into(),
+                value: Some("v".repeat(60_000)),
+            })
+            .collect()
+    }
+
+    fn decoded_lengths(entries: &[Vec<u8>]) -> Vec<usize> {
+        entries
+            .iter()
+            .map(|e| MetadataRecord::decode_all(e).unwrap().len())
+            .collect()
+    }
+
+    #[test]
+    fn a_request_s_records_never_straddle_two_entries_unless_alone_too_large() {
+        // Ten and ten fit one entry each, not together: the second group starts an entry
+        // rather than putting part of itself in the first.
+        let entries = pack_entries(&[group(10), group(10), group(2)]).unwrap();
+        assert_eq!(decoded_lengths(&entries), vec![10, 12]);
+        assert!(entries.iter().all(|e| e.len() <= METADATA_RECORD_BYTES_MAX));
+        // A group larger than an entry (only the controller's own) is split by records.
+        let entries = pack_entries(&[group(2), group(30)]).unwrap();
+        assert_eq!(decoded_lengths(&entries), vec![2, 17, 13]);
     }
 }

@@ -290,6 +290,22 @@ impl ControllerChannel {
         .await
     }
 
+    /// Creates the topics of one CreateTopics request (or only validates them), decided
+    /// together and committed as one batch: every topic created is in the same commit. Returns
+    /// each topic as it is (or would be), or its error, in the order given.
+    pub async fn create_topics(
+        &self,
+        specs: Vec<CreateTopicSpec>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<Arc<TopicImage>, ApiError>>, ApiError> {
+        self.call(|reply| Request::CreateTopics {
+            specs,
+            validate_only,
+            reply,
+        })
+        .await
+    }
+
     pub async fn delete_topic(&self, topic_id: Uuid) -> Result<(), ApiError> {
         self.call(|reply| Request::DeleteTopic { topic_id, reply })
             .await

@@ -28,6 +28,13 @@ pub(crate) enum Request {
         validate_only: bool,
         reply: Reply<Arc<TopicImage>>,
     },
+    /// Every topic of one CreateTopics request: decided together and committed as one batch
+    /// (each topic's answer in the request's order), as Kafka's controller does.
+    CreateTopics {
+        specs: Vec<CreateTopicSpec>,
+        validate_only: bool,
+        reply: Reply<Vec<Result<Arc<TopicImage>, ApiError>>>,
+    },
     DeleteTopic {
         topic_id: Uuid,
         reply: Reply<()>,
@@ -207,13 +214,36 @@ fn decide_records(config: &BrokerConfig, image: &MetadataImage, request: Request
             validate_only,
             reply,
         } => {
-            let records = decisions::create_topic(image, config, &spec, random_uuid());
+            let (records, mut results) = create_topics(config, image, std::slice::from_ref(&spec));
+            let records = results.pop().expect("one topic").map(|()| records);
             if validate_only {
                 let topic = records.map(|r| image.apply(&r).topics[&spec.name].clone());
                 return Decided::answer(reply, topic);
             }
             let name = spec.name;
             Decided::commit(reply, records, move |image| image.topics[&name].clone())
+        }
+        Request::CreateTopics {
+            specs,
+            validate_only,
+            reply,
+        } => {
+            let (records, results) = create_topics(config, image, &specs);
+            let names: Vec<String> = specs.into_iter().map(|s| s.name).collect();
+            if validate_only {
+                let after = image.apply(&records);
+                return Decided::answer(reply, Ok(created(&after, &names, results)));
+            }
+            Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    let answers = match committed {
+                        Ok(image) => created(image, &names, results),
+                        Err(e) => results.into_iter().map(|r| r.and(Err(e.clone()))).collect(),
+                    };
+                    let _ = reply.send(Ok(answers));
+                }),
+            }
         }
         Request::DeleteTopic { topic_id, reply } => {
             let records = decisions::delete_topic(image, config, topic_id);
@@ -433,6 +463,49 @@ fn decide_records(config: &BrokerConfig, image: &MetadataImage, request: Request
     }
 }
 
+/// The records of a CreateTopics request and each topic's outcome: each topic decided against
+/// the image the earlier ones leave; if their records together are more than one operation may
+/// write, none is created and every topic gets Kafka's POLICY_VIOLATION.
+fn create_topics(
+    config: &BrokerConfig,
+    image: &MetadataImage,
+    specs: &[CreateTopicSpec],
+) -> (Vec<MetadataRecord>, Vec<Result<(), ApiError>>) {
+    let mut working: Option<MetadataImage> = None;
+    let mut records = Vec::new();
+    let mut results = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let base = working.as_ref().unwrap_or(image);
+        match decisions::create_topic(base, config, spec, random_uuid()) {
+            Ok(topic) => {
+                working
+                    .get_or_insert_with(|| image.clone())
+                    .apply_in_place(&topic);
+                records.extend(topic);
+                results.push(Ok(()));
+            }
+            Err(e) => results.push(Err(e)),
+        }
+    }
+    match decisions::check_user_op_size(&records) {
+        Ok(()) => (records, results),
+        Err(e) => (Vec::new(), specs.iter().map(|_| Err(e.clone())).collect()),
+    }
+}
+
+/// Each topic's answer: the topic as `image` holds it, or its error.
+fn created(
+    image: &MetadataImage,
+    names: &[String],
+    results: Vec<Result<(), ApiError>>,
+) -> Vec<Result<Arc<TopicImage>, ApiError>> {
+    names
+        .iter()
+        .zip(results)
+        .map(|(name, r)| r.map(|()| image.topics[name].clone()))
+        .collect()
+}
+
 fn unless_validating(
     validate_only: bool,
     reply: Reply<()>,
@@ -450,9 +523,9 @@ impl Request {
     /// (-1 for none).
     fn cause(&self) -> (CauseKind, i32) {
         match self {
-            Request::CreateTopic { .. } | Request::CreatePartitions { .. } => {
-                (CauseKind::Created, -1)
-            }
+            Request::CreateTopic { .. }
+            | Request::CreateTopics { .. }
+            | Request::CreatePartitions { .. } => (CauseKind::Created, -1),
             Request::ElectLeaders { election, .. } => match election {
                 ElectionType::Preferred => (CauseKind::PreferredElection, -1),
                 ElectionType::Unclean => (CauseKind::UncleanElection, -1),
@@ -505,10 +578,28 @@ impl Request {
         }
     }
 
+    /// Whether a client asked for this change (directly, or forwarded by a broker): its records
+    /// are bounded as one operation ([`decisions::check_user_op_size`]) and committed in one
+    /// log entry. The controller's own changes and the brokers' lifecycle are not bounded so.
+    pub(crate) fn is_user_op(&self) -> bool {
+        matches!(
+            self,
+            Request::CreateTopic { .. }
+                | Request::CreateTopics { .. }
+                | Request::DeleteTopic { .. }
+                | Request::CreatePartitions { .. }
+                | Request::AlterTopicConfigs { .. }
+                | Request::AlterBrokerConfigs { .. }
+                | Request::ElectLeaders { .. }
+                | Request::AlterPartitionReassignments { .. }
+        )
+    }
+
     /// Answers the request without deciding it (the controller is not active, or stopping).
     pub(crate) fn refuse(self, error: ApiError) {
         match self {
             Request::CreateTopic { reply, .. } => drop(reply.send(Err(error))),
+            Request::CreateTopics { reply, .. } => drop(reply.send(Err(error))),
             Request::DeleteTopic { reply, .. }
             | Request::CreatePartitions { reply, .. }
             | Request::AlterTopicConfigs { reply, .. }

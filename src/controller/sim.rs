@@ -22,7 +22,7 @@ use crate::errors::ApiError;
 use crate::metadata::{
     BrokerRegistration, ImageListener, MetadataCache, MetadataImage, MetadataPublisher,
 };
-use crate::quorum::durable::MemState;
+use crate::quorum::durable::{Durable, MemState};
 use crate::quorum::{QuorumConfig, QuorumEngine};
 
 /// A small, fast, seedable generator (SplitMix64).
@@ -1283,11 +1283,19 @@ impl SimCluster {
         &mut self,
         make: impl FnOnce(oneshot::Sender<Result<T, ApiError>>) -> Request,
     ) -> T {
+        self.try_request(make).expect("request succeeds")
+    }
+
+    /// [`SimCluster::request`], answered with success or the error.
+    fn try_request<T>(
+        &mut self,
+        make: impl FnOnce(oneshot::Sender<Result<T, ApiError>>) -> Request,
+    ) -> Result<T, ApiError> {
         let active = self.run_until("an active controller", |s| s.active());
         let (tx, mut rx) = oneshot::channel();
         self.cores[active].as_mut().unwrap().request(make(tx));
         self.run_until("an answer", |_| match rx.try_recv() {
-            Ok(answer) => Some(answer.expect("request succeeds")),
+            Ok(answer) => Some(answer),
             Err(oneshot::error::TryRecvError::Empty) => None,
             Err(e) => panic!("request dropped: {e}"),
         })
@@ -1343,4 +1351,86 @@ impl SimCluster {
             reply,
         });
     }
+}
+
+/// A topic of `partitions` partitions on broker 1, created through the active controller.
+fn create_wide(sim: &mut SimCluster, name: &str, partitions: i32) -> Result<(), ApiError> {
+    sim.try_request(|reply| Request::CreateTopic {
+        spec: CreateTopicSpec {
+            name: name.into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: (0..partitions).map(|p| (p, vec![1])).collect(),
+            ..Default::default()
+        },
+        validate_only: false,
+        reply,
+    })
+    .map(|_| ())
+}
+
+/// The metadata bound, small: client changes stop with POLICY_VIOLATION before the image
+/// could outgrow a snapshot, and every snapshot written is within the bound.
+#[test]
+fn client_changes_stop_before_the_image_outgrows_a_snapshot() {
+    const SNAPSHOT_BYTES_MAX: usize = 64 * 1024;
+    let mut sim = SimCluster::new(1);
+    let core = sim.cores[0].as_mut().unwrap();
+    core.set_snapshot_bytes_max(SNAPSHOT_BYTES_MAX);
+    core.set_snapshot_entries(4);
+    sim.register(1, 1);
+    let mut created = 0;
+    let refused = loop {
+        assert!(created < 1_000, "no client change was ever refused");
+        match create_wide(&mut sim, &format!("t{created}"), 10) {
+            Ok(()) => created += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(refused.code(), 44, "{refused}");
+    assert!(created > 4, "only {created} topics fit");
+    let image = sim.caches[0].image();
+    assert_eq!(image.topics.len(), created);
+    assert!(image.snapshot_bytes_bound() <= SNAPSHOT_BYTES_MAX);
+    let snapshot = sim.durables[0].clone().recover().unwrap().snapshot;
+    assert!(snapshot.get_metadata().index > 0, "a snapshot was taken");
+    assert!(snapshot.data.len() <= SNAPSHOT_BYTES_MAX);
+    // A change that shrinks the image is still taken, and so is a new topic once room is made.
+    let id = image.topic("t0").unwrap().id;
+    sim.request(|reply| Request::DeleteTopic {
+        topic_id: id,
+        reply,
+    });
+    create_wide(&mut sim, "again", 10).expect("room was made");
+}
+
+/// A snapshot larger than the bound is never written (no voter would read it): the voter
+/// keeps its log and goes on.
+#[test]
+fn an_image_past_the_snapshot_bound_is_not_snapshotted() {
+    let mut sim = SimCluster::new(1);
+    sim.cores[0].as_mut().unwrap().set_snapshot_entries(4);
+    sim.register(1, 1);
+    for i in 0..6 {
+        create_wide(&mut sim, &format!("t{i}"), 10).unwrap();
+    }
+    let before = sim.durables[0].clone().recover().unwrap().snapshot;
+    assert!(before.get_metadata().index > 0, "a snapshot was taken");
+    // The bound falls below the image (as a smaller bound in a newer version would).
+    sim.cores[0].as_mut().unwrap().set_snapshot_bytes_max(100);
+    for i in 0..5 {
+        let id = sim.caches[0].image().topic(&format!("t{i}")).unwrap().id;
+        sim.request(|reply| Request::DeleteTopic {
+            topic_id: id,
+            reply,
+        });
+    }
+    let after = sim.durables[0].clone().recover().unwrap();
+    assert_eq!(
+        after.snapshot.get_metadata().index,
+        before.get_metadata().index,
+        "no snapshot past the bound"
+    );
+    assert!(after.entries.len() >= 4, "the log kept its entries");
+    assert_eq!(sim.caches[0].image().topics.len(), 1);
 }

@@ -1,14 +1,18 @@
 //! CreateTopics (key 19), v2-7: each topic goes through the controller (validate_only
 //! supported); v5+ answers carry the topic's partitions, replication factor and configs.
 //!
-//! The topics of one request are submitted to the controller together, so its driver decides
-//! them in one pass (up to `CONTROLLER_BATCH_REQUESTS_MAX` per pass) and they share one quorum
-//! commit, as Kafka's controller handles one CreateTopics request as one event. Each topic still
-//! gets its own answer (and error), in the request's order.
+//! The topics of one request are one request to the controller, decided together and committed
+//! as one batch (one log entry): after a crash or a failover either every topic created is
+//! there or none is, as with Kafka's controller, which handles one CreateTopics request as one
+//! atomic operation. Their records together are bounded as one operation
+//! (`METADATA_RECORDS_PER_USER_OP_MAX`, one log entry); past it every topic is answered
+//! POLICY_VIOLATION, as Kafka answers. Each topic still gets its own answer (and error), in the
+//! request's order.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -60,6 +64,34 @@ fn logs_created(
     )))
 }
 
+fn spec_of(name: String, t: &CreatableTopic) -> CreateTopicSpec {
+    CreateTopicSpec {
+        name,
+        num_partitions: t.num_partitions,
+        replication_factor: t.replication_factor,
+        assignments: t
+            .assignments
+            .iter()
+            .map(|a| {
+                (
+                    a.partition_index,
+                    a.broker_ids.iter().map(|b| b.0).collect(),
+                )
+            })
+            .collect(),
+        configs: t
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.as_str().to_owned(),
+                    c.value.as_ref().map(|v| v.as_str().to_owned()),
+                )
+            })
+            .collect(),
+    }
+}
+
 pub async fn handle(
     ctx: &Arc<Context>,
     version: i16,
@@ -69,11 +101,11 @@ pub async fn handle(
     for t in &request.topics {
         *seen.entry(t.name.0.as_str().to_owned()).or_default() += 1;
     }
-    // Every topic's decision, started at once; `None` for a duplicated name.
-    let mut pending = tokio::task::JoinSet::new();
+    // Every topic but the duplicated names, decided together and committed as one batch.
     let mut outcomes: Vec<Option<Result<Arc<crate::metadata::TopicImage>, ApiError>>> =
         Vec::with_capacity(request.topics.len());
-    for (i, t) in request.topics.iter().enumerate() {
+    let mut specs = Vec::new();
+    for t in &request.topics {
         let name = t.name.0.as_str().to_owned();
         if seen[&name] > 1 {
             outcomes.push(Some(Err(ApiError::InvalidRequest(format!(
@@ -82,49 +114,31 @@ pub async fn handle(
             continue;
         }
         outcomes.push(None);
-        let spec = CreateTopicSpec {
-            name,
-            num_partitions: t.num_partitions,
-            replication_factor: t.replication_factor,
-            assignments: t
-                .assignments
-                .iter()
-                .map(|a| {
-                    (
-                        a.partition_index,
-                        a.broker_ids.iter().map(|b| b.0).collect(),
-                    )
-                })
-                .collect(),
-            configs: t
-                .configs
-                .iter()
-                .map(|c| {
-                    (
-                        c.name.as_str().to_owned(),
-                        c.value.as_ref().map(|v| v.as_str().to_owned()),
-                    )
-                })
-                .collect(),
-        };
-        let controller = ctx.controller.clone();
-        let validate_only = request.validate_only;
-        pending.spawn(async move { (i, controller.create_topic(spec, validate_only).await) });
+        specs.push(spec_of(name, t));
     }
-    while let Some(done) = pending.join_next().await {
-        match done {
-            Ok((i, result)) => {
-                let name = request.topics[i].name.0.as_str();
-                outcomes[i] = Some(result.and_then(|topic| {
-                    if request.validate_only {
-                        Ok(topic)
-                    } else {
-                        logs_created(ctx, name, topic)
-                    }
-                }))
-            }
-            Err(e) => tracing::error!(error = %e, "a topic creation task failed"),
+    let decided = match ctx
+        .controller
+        .create_topics(specs, request.validate_only)
+        .await
+    {
+        Ok(each) => each,
+        Err(e) => outcomes.iter().map(|_| Err(e.clone())).collect(),
+    };
+    let mut decided = decided.into_iter();
+    for (i, outcome) in outcomes.iter_mut().enumerate() {
+        if outcome.is_some() {
+            continue;
         }
+        let name = request.topics[i].name.0.as_str();
+        *outcome = decided.next().map(|result| {
+            result.and_then(|topic| {
+                if request.validate_only {
+                    Ok(topic)
+                } else {
+                    logs_created(ctx, name, topic)
+                }
+            })
+        });
     }
     let mut results = Vec::with_capacity(request.topics.len());
     for (t, outcome) in request.topics.into_iter().zip(outcomes) {

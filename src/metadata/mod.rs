@@ -490,10 +490,83 @@ impl MetadataImage {
         records
     }
 
+    /// An upper bound on the bytes of this image's snapshot (its records, encoded) once the
+    /// controller's own changes have grown it as far as they can without a client asking for
+    /// anything: every partition's leadership history full and every ISR holding every replica.
+    /// The controller keeps this under the snapshot bound by refusing client changes that would
+    /// cross it. O(image): measured for each client change that writes records.
+    pub fn snapshot_bytes_bound(&self) -> usize {
+        let mut total = 0;
+        let mut one = Vec::new();
+        for r in self.to_records() {
+            if matches!(r, MetadataRecord::PartitionHistory { .. }) {
+                continue; // Counted full below.
+            }
+            one.clear();
+            // A record that does not encode was refused before it entered the image.
+            if r.encode(&mut one).is_ok() {
+                total += one.len();
+            }
+        }
+        let mut full_history_bytes: HashMap<usize, usize> = HashMap::new();
+        for t in self.topics.values() {
+            for reg in t.partitions.values() {
+                let n = reg.replicas.len();
+                total += *full_history_bytes
+                    .entry(n)
+                    .or_insert_with(|| full_history_record_bytes(n));
+                total += 4 * n.saturating_sub(reg.isr.len());
+            }
+        }
+        total
+    }
+
+    /// An upper bound on how much applying `records` can grow [`Self::snapshot_bytes_bound`]:
+    /// each record's own encoding (a snapshot holds no record larger than the change that made
+    /// it, save a partition's history) plus, for each partition record, a full history and a
+    /// full ISR. A removal counts as no growth. O(records), where the exact bound walks the
+    /// whole image.
+    pub fn snapshot_growth_bound(records: &[MetadataRecord]) -> usize {
+        let mut total = 0;
+        let mut one = Vec::new();
+        for r in records {
+            one.clear();
+            if r.encode(&mut one).is_ok() {
+                total += one.len();
+            }
+            if let MetadataRecord::Partition { registration, .. } = r {
+                let n = registration.replicas.len();
+                total += full_history_record_bytes(n) + 4 * n;
+            }
+        }
+        total
+    }
+
     fn topic_mut(&mut self, topic_id: &Uuid) -> Option<&mut TopicImage> {
         let name = self.topic_names_by_id.get(topic_id)?;
         self.topics.get_mut(name).map(Arc::make_mut)
     }
+}
+
+/// The encoded bytes of a partition's history record holding as many changes as it keeps, each
+/// with ISRs of `replicas` members.
+fn full_history_record_bytes(replicas: usize) -> usize {
+    let ids: Vec<i32> = (0..replicas as i32).collect();
+    let change = LeadershipChange {
+        cause: ChangeCause::UNKNOWN,
+        leader_before: 0,
+        leader: 0,
+        leader_epoch: 0,
+        isr_before: ids.clone(),
+        isr: ids,
+    };
+    let record = MetadataRecord::PartitionHistory {
+        topic_id: Uuid::nil(),
+        partition: 0,
+        changes: vec![change; crate::limits::LEADERSHIP_HISTORY_PER_PARTITION_MAX],
+    };
+    let mut out = Vec::new();
+    record.encode(&mut out).map_or(0, |()| out.len())
 }
 
 /// Reacts to every newly published image: the replica manager creates, leads, follows and
@@ -587,6 +660,44 @@ mod tests {
         let image = image.apply(&[MetadataRecord::RemoveTopic { topic_id: id }]);
         assert!(image.topic("t").is_none());
         assert!(image.topic_by_id(&id).is_none());
+    }
+
+    #[test]
+    fn a_change_grows_the_snapshot_bound_by_at_most_its_growth_bound() {
+        let mut image = MetadataImage::empty("c".into(), 1);
+        for t in 0..20u128 {
+            let id = Uuid::from_u128(t + 1);
+            let mut records = vec![MetadataRecord::Topic {
+                name: format!("topic-{t}"),
+                topic_id: id,
+            }];
+            for p in 0..(t as i32 % 4 + 1) {
+                records.push(MetadataRecord::Partition {
+                    topic_id: id,
+                    partition: p,
+                    registration: PartitionRegistration {
+                        replicas: vec![1, 2, 3],
+                        isr: vec![1],
+                        leader: 1,
+                        leader_epoch: 0,
+                        partition_epoch: 0,
+                        leader_recovery_state: LeaderRecoveryState::Recovered,
+                        adding_replicas: vec![],
+                        removing_replicas: vec![],
+                    },
+                });
+            }
+            records.push(MetadataRecord::TopicConfig {
+                topic_id: id,
+                name: "retention.ms".into(),
+                value: Some("x".repeat(t as usize * 10)),
+            });
+            let after = image.apply(&records);
+            let grown = after.snapshot_bytes_bound() - image.snapshot_bytes_bound();
+            let bound = MetadataImage::snapshot_growth_bound(&records);
+            assert!(grown <= bound, "topic {t}: grew {grown}, bound {bound}");
+            image = after;
+        }
     }
 
     fn broker(node_id: i32, incarnation: u128) -> BrokerRegistration {

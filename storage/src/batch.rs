@@ -252,8 +252,8 @@ pub fn leader_header(
 /// How strictly [`validate_batches`] checks the batches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Validation {
-    /// A produce request: every batch complete, `recordsCount == lastOffsetDelta + 1 > 0`,
-    /// each batch at most `max.message.bytes`.
+    /// A produce request: exactly one batch, as Kafka takes, complete, with
+    /// `recordsCount == lastOffsetDelta + 1 > 0`, at most `max.message.bytes`.
     Leader { max_message_bytes: usize },
     /// A leader's batches copied by a follower: whole batches with valid CRCs; a trailing
     /// partial batch (a fetch response cut at its byte limit) is ignored, as Kafka does; size
@@ -305,6 +305,13 @@ pub fn validate_batches(records: &[u8], mode: Validation) -> Result<(Vec<BatchHe
             )));
         }
         check_counts(&header, mode)?;
+        if matches!(mode, Validation::Leader { .. }) && !headers.is_empty() {
+            // Kafka's LogValidator takes one v2 batch per partition and produce request; a
+            // second one could otherwise ride on the first one's duplicate check unwritten.
+            return Err(StorageError::InvalidRecord(
+                "Compressed outer record has more than one batch".into(),
+            ));
+        }
         headers.push(header);
         pos += size;
     }
@@ -619,7 +626,8 @@ pub struct CheckedRecords {
 /// records and requires nothing after them.
 ///
 /// Errors, as Kafka answers them: records that end early or leave bytes behind, or that do not
-/// parse, are [`StorageError::InvalidRecord`] (INVALID_RECORD); data that does not decompress
+/// parse, or whose offset deltas are not 0, 1, 2, ... (which Kafka stores or rewrites instead),
+/// are [`StorageError::InvalidRecord`] (INVALID_RECORD); data that does not decompress
 /// is [`StorageError::Undecompressable`] (Kafka's "Failed to decompress record stream").
 pub fn check_records(batch: &[u8], rules: &RecordRules) -> Result<CheckedRecords> {
     check_records_within(batch, rules, compression::STREAMED_RECORDS_BYTES_MAX)
@@ -636,7 +644,11 @@ fn check_records_within(
         max_timestamp: NO_TIMESTAMP,
         ..CheckedRecords::default()
     };
+    let mut misnumbered = None;
     walk_records(batch, &header, max_bytes, |record| {
+        if record.offset_delta != record.index as i64 && misnumbered.is_none() {
+            misnumbered = Some((record.index, record.offset_delta));
+        }
         let timestamp = if log_append_time {
             header.max_timestamp
         } else {
@@ -672,6 +684,14 @@ fn check_records_within(
             }
         }
     })?;
+    if let Some((index, delta)) = misnumbered {
+        // Kafka keeps an uncompressed batch's deltas as sent and rewrites a compressed one;
+        // either way a batch numbered otherwise would show its records at offsets it does not
+        // cover. No client numbers them so: refused, not stored or rewritten.
+        return Err(StorageError::InvalidRecord(format!(
+            "record {index} of the batch has offset delta {delta}: a batch's records are numbered 0, 1, 2, ..."
+        )));
+    }
     Ok(checked)
 }
 
@@ -1037,6 +1057,29 @@ mod tests {
         );
         // a follower accepts fewer records than the offset range (compaction)
         assert!(validate_batches(&b, Validation::Follower).is_ok());
+    }
+
+    #[test]
+    fn refuses_records_numbered_other_than_by_their_position() {
+        let b = builder::batch(&builder::Spec::default(), &[b"a", b"b"]);
+        assert!(check_records(&b, &RecordRules::default()).is_ok());
+        // Record 0 is 8 bytes (length, attributes, three one-byte varints, value "a", no
+        // headers); record 1's offset delta follows its length, attributes and timestamp delta.
+        let delta_at = RECORD_BATCH_OVERHEAD + 8 + 3;
+        assert_eq!(b[delta_at], 2, "zig-zag 1");
+        let mut twice_zero = b.clone();
+        twice_zero[delta_at] = 0;
+        let crc = compute_crc(&twice_zero);
+        twice_zero[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        assert!(
+            validate_batches(&twice_zero, LEADER).is_ok(),
+            "the header is sound"
+        );
+        let e = check_records(&twice_zero, &RecordRules::default()).unwrap_err();
+        assert!(
+            matches!(e, StorageError::InvalidRecord(ref m) if m.contains("offset delta 0")),
+            "{e}"
+        );
     }
 
     #[test]

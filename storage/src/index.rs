@@ -46,7 +46,10 @@ struct IndexFile {
 impl IndexFile {
     /// Opens or creates the index at `path`, without mapping it. A new file is preallocated to
     /// `max_bytes`; an existing one keeps its length and its entry count is derived from it (a
-    /// trimmed file), unless `fresh`, which empties it (for a rebuild).
+    /// trimmed file; an empty one stays empty: it is an inactive segment's index without
+    /// entries, and a preallocated file of zeros would look corrupt after a crash), unless
+    /// `fresh`, which empties it (for a rebuild). The active segment's indexes are resized to
+    /// full size by their log.
     fn open(path: &Path, entry_bytes: usize, max_bytes: usize, fresh: bool) -> Result<IndexFile> {
         let max_bytes = max_bytes / entry_bytes * entry_bytes;
         let existing = match std::fs::metadata(path) {
@@ -55,7 +58,7 @@ impl IndexFile {
             Err(e) => return Err(crate::StorageError::io(path, e)),
         };
         let (entries, len) = match existing {
-            Some(file_len) if file_len > 0 && !fresh => {
+            Some(file_len) if !fresh => {
                 let len = file_len / entry_bytes * entry_bytes;
                 if len != file_len {
                     Self::reopen_path(path, false)?

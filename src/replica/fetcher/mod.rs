@@ -187,8 +187,8 @@ impl ReplicaFetcherManager {
     }
 
     /// Kafka's `addFetcherForPartitions`: each target joins the fetcher of its leader and
-    /// index. A partition already fetched in the same leader epoch keeps its state; otherwise
-    /// it starts from its log (see [`PartitionFetchState::initial`]).
+    /// index. A partition already fetched in the same leader epoch, of the same topic id, keeps
+    /// its state; otherwise it starts from its log (see [`PartitionFetchState::initial`]).
     pub fn add_partitions(&self, targets: Vec<FetchTarget>) {
         if targets.is_empty() {
             return;
@@ -210,9 +210,10 @@ impl ReplicaFetcherManager {
             });
             {
                 let mut partitions = fetcher.shared.lock();
-                let same_epoch = partitions
-                    .get(&target.tp)
-                    .is_some_and(|f| f.state.current_leader_epoch == target.leader_epoch);
+                let same_epoch = partitions.get(&target.tp).is_some_and(|f| {
+                    f.state.current_leader_epoch == target.leader_epoch
+                        && f.state.topic_id == target.partition.topic_id
+                });
                 if !same_epoch {
                     let log = target.partition.log();
                     let state = PartitionFetchState::initial(

@@ -7,8 +7,8 @@
 //! diverged log to where the leader's epoch ends; find the leader's offsets after
 //! OFFSET_OUT_OF_RANGE; back off `replica.fetch.backoff.ms` after an error; drop a partition
 //! whose epoch the leader has moved past. An answer is applied only if the partition is still
-//! in the state the request was built from (same leader epoch, same fetch offset), and the
-//! partition itself refuses writes from any other leader epoch.
+//! in the state the request was built from (same topic id, leader epoch and fetch offset), and
+//! the partition itself refuses writes from any other leader epoch.
 //!
 //! The lock over the partitions is a `std::sync::Mutex`, held while answers are applied (appends
 //! and truncations are short, page-cache writes, as a produce's append is), never across an
@@ -521,9 +521,12 @@ async fn outgrown(shared: &FetcherShared, specs: &[FetchPartitionSpec]) {
     }
 }
 
-/// The partition is in the state the request was built from.
+/// The partition is in the state the request was built from, of the same topic incarnation
+/// (a topic deleted and created again under its name while the fetch was in flight may be at
+/// the same leader epoch and fetch offset: the answer about the old one is not for it).
 fn unchanged(state: &PartitionFetchState, spec: &FetchPartitionSpec) -> bool {
     state.phase == Phase::Fetching
+        && state.topic_id == spec.topic_id
         && state.current_leader_epoch == spec.current_leader_epoch
         && state.fetch_offset == spec.fetch_offset
 }

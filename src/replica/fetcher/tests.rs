@@ -4,7 +4,7 @@
 //! copying, divergence, truncation and out-of-range recovery run on real logs end to end.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,10 +61,21 @@ fn partition_of(
     node_id: i32,
     view: &Arc<BrokerView>,
 ) -> Arc<Partition> {
+    partition_of_topic(tp, 7, dir, node_id, view)
+}
+
+/// A partition of the topic incarnation `topic_id`.
+fn partition_of_topic(
+    tp: TopicPartition,
+    topic_id: u128,
+    dir: &std::path::Path,
+    node_id: i32,
+    view: &Arc<BrokerView>,
+) -> Arc<Partition> {
     let log = Arc::new(Log::open(dir, LogConfig::default(), 0, false, 0).unwrap());
     Arc::new(Partition::new(
         tp,
-        Uuid::from_u128(7),
+        Uuid::from_u128(topic_id),
         log,
         node_id,
         0,
@@ -102,6 +113,10 @@ struct FakeLeader {
     park_ms: AtomicU64,
     abandoned: Arc<tokio::sync::Notify>,
     abandons: AtomicUsize,
+    /// The next fetch is answered only once `release` is notified (or it is abandoned).
+    hold_next: AtomicBool,
+    held: AtomicUsize,
+    release: Arc<tokio::sync::Notify>,
 }
 
 impl FakeLeader {
@@ -188,7 +203,18 @@ impl LeaderEndPoint for FakeLeader {
             ms => ms,
         });
         let abandoned = self.abandoned.clone();
+        let hold = self.hold_next.swap(false, Ordering::SeqCst);
+        if hold {
+            self.held.fetch_add(1, Ordering::SeqCst);
+        }
+        let release = self.release.clone();
         Box::pin(async move {
+            if hold {
+                tokio::select! {
+                    _ = release.notified() => {}
+                    _ = abandoned.notified() => return Err(ApiError::RequestTimedOut),
+                }
+            }
             // A leader with nothing new parks the fetch (`replica.fetch.wait.max.ms`); closing
             // the connection ends it.
             if answers.iter().all(|(_, a)| a.records.is_empty()) {
@@ -582,6 +608,165 @@ async fn a_partition_added_while_a_fetch_is_parked_is_fetched_at_once() {
     h.manager.add_partitions(vec![to(&tp1, &follower1)]);
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(fake.abandons.load(Ordering::SeqCst), 1);
+    h.manager.shutdown().await;
+}
+
+/// Records whose values are all `value`.
+fn records_of(count: usize, value: &[u8]) -> Vec<u8> {
+    batch(&Spec::default(), &vec![value; count])
+}
+
+/// A leader of topic incarnation `topic_id` with `first` then `second` appended in epoch 1,
+/// and a follower in epoch 1 that already holds `first` (copied as it is), so it fetches at
+/// the end of `first` in the Fetching phase.
+fn incarnation(
+    topic_id: u128,
+    dirs: (&std::path::Path, &std::path::Path),
+    first: &[u8],
+    second: &[u8],
+    view: &Arc<BrokerView>,
+) -> (Arc<Partition>, Arc<Partition>) {
+    let leader = partition_of_topic(tp(), topic_id, dirs.0, LEADER, view);
+    leader.make_leader(&reg(LEADER, 1, 1), T0).unwrap();
+    leader.append_records_to_leader(first, 1, T0).unwrap();
+    let follower = partition_of_topic(tp(), topic_id, dirs.1, FOLLOWER, view);
+    follower.make_follower(&reg(LEADER, 1, 1)).unwrap();
+    follower.append_as_follower(&log_bytes(&leader), 1).unwrap();
+    leader.append_records_to_leader(second, 1, T0).unwrap();
+    (leader, follower)
+}
+
+/// A topic deleted and created again while a fetch of it was in flight. The new incarnation's
+/// follower is fetching in the same leader epoch from the same offset as the old one was when
+/// the old leader answered; that answer, released only then, is about the old topic id and is
+/// never appended to the new topic's log (the fetch is given up and asked again of the new
+/// topic).
+#[tokio::test]
+async fn an_answer_about_a_deleted_topic_never_reaches_the_topic_created_again() {
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let view = brokers();
+    let (old_leader, old_follower) = incarnation(
+        7,
+        (dirs[0].path(), dirs[1].path()),
+        &records_of(3, b"old"),
+        &records_of(2, b"old"),
+        &view,
+    );
+    let fake = FakeLeader::with(&old_leader);
+    fake.hold_next.store(true, Ordering::SeqCst);
+    // A second partition keeps the fetcher (and its fetch in flight) alive across the removal.
+    let other = TopicPartition::new("u", 0);
+    let other_dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let other_leader = partition_of(other.clone(), other_dirs.0.path(), LEADER, &view);
+    other_leader.make_leader(&reg(LEADER, 1, 1), T0).unwrap();
+    let other_follower = partition_of(other.clone(), other_dirs.1.path(), FOLLOWER, &view);
+    other_follower.make_follower(&reg(LEADER, 1, 1)).unwrap();
+    fake.partitions
+        .lock()
+        .unwrap()
+        .insert(other.clone(), other_leader);
+    let h = fetchers(fake.clone(), &view);
+    h.manager.add_partitions(vec![
+        target(&old_follower, 1),
+        FetchTarget {
+            tp: other,
+            partition: other_follower,
+            leader: LEADER,
+            leader_epoch: 1,
+        },
+    ]);
+    eventually("the old topic's fetch at offset 3 is held", || {
+        fake.held.load(Ordering::SeqCst) == 1
+    })
+    .await;
+
+    // Deleted, and created again under topic id 8 with three records of its own.
+    h.manager.remove_partitions(&[tp()]);
+    let (new_leader, new_follower) = incarnation(
+        8,
+        (dirs[2].path(), dirs[3].path()),
+        &records_of(3, b"new"),
+        &records_of(1, b"new"),
+        &view,
+    );
+    fake.partitions
+        .lock()
+        .unwrap()
+        .insert(tp(), new_leader.clone());
+    h.manager.add_partitions(vec![target(&new_follower, 1)]);
+    let state = h.manager.fetch_state(&tp()).unwrap().1;
+    assert_eq!(
+        (
+            state.topic_id,
+            state.phase,
+            state.current_leader_epoch,
+            state.fetch_offset
+        ),
+        (Uuid::from_u128(8), Phase::Fetching, 1, 3),
+        "the new topic fetches in the epoch and from the offset the held answer was asked at"
+    );
+    fake.release.notify_one();
+
+    eventually("the new follower has records past offset 3", || {
+        new_follower.log().log_end_offset() > 3
+    })
+    .await;
+    let copied = log_bytes(&new_follower);
+    assert!(
+        !copied.windows(3).any(|w| w == b"old"),
+        "a record of the deleted topic reached the new one"
+    );
+    assert_eq!(
+        copied,
+        log_bytes(&new_leader),
+        "only the new topic's records"
+    );
+    h.manager.shutdown().await;
+}
+
+/// A topic created again under its name and handed to the fetcher in the leader epoch the
+/// deleted one was fetched in, without being removed first: the fetcher drops the old topic's
+/// partition and fetches the new one.
+#[tokio::test]
+async fn a_topic_created_again_in_the_same_leader_epoch_replaces_the_deleted_one() {
+    let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let view = brokers();
+    let (old_leader, old_follower) = incarnation(
+        7,
+        (dirs[0].path(), dirs[1].path()),
+        &records_of(1, b"old"),
+        &records_of(1, b"old"),
+        &view,
+    );
+    let fake = FakeLeader::with(&old_leader);
+    let h = fetchers(fake.clone(), &view);
+    h.manager.add_partitions(vec![target(&old_follower, 1)]);
+    eventually("the old topic is copied", || {
+        old_follower.log().log_end_offset() == 2
+    })
+    .await;
+
+    let (new_leader, new_follower) = incarnation(
+        8,
+        (dirs[2].path(), dirs[3].path()),
+        &records_of(1, b"new"),
+        &records_of(2, b"new"),
+        &view,
+    );
+    fake.partitions
+        .lock()
+        .unwrap()
+        .insert(tp(), new_leader.clone());
+    h.manager.add_partitions(vec![target(&new_follower, 1)]);
+    eventually("the new topic is copied", || {
+        new_follower.log().log_end_offset() == 3
+    })
+    .await;
+    assert_eq!(log_bytes(&new_follower), log_bytes(&new_leader));
+    assert_eq!(
+        h.manager.fetch_state(&tp()).unwrap().1.topic_id,
+        Uuid::from_u128(8)
+    );
     h.manager.shutdown().await;
 }
 

@@ -23,7 +23,15 @@ fn leader_append_assigns_offsets_and_epoch() {
     let log = Log::open(dir.path(), LogConfig::default(), 0, false, 0).unwrap();
     let mut two = simple(3, 10, 100);
     two.extend_from_slice(&simple(2, 10, 200));
-    let info = log.append_as_leader(&two, 5, 1_000).unwrap();
+    assert!(
+        matches!(
+            log.append_as_leader(&two, 5, 1_000),
+            Err(StorageError::InvalidRecord(_))
+        ),
+        "a produce request carries one batch per partition, as Kafka's LogValidator requires"
+    );
+    assert_eq!(log.log_end_offset(), 0);
+    let info = log.append_as_leader(&simple(3, 10, 100), 5, 1_000).unwrap();
     assert_eq!(
         (
             info.first_offset,
@@ -31,8 +39,10 @@ fn leader_append_assigns_offsets_and_epoch() {
             info.batch_count,
             info.record_count
         ),
-        (0, 4, 2, 5)
+        (0, 2, 1, 3)
     );
+    let info = log.append_as_leader(&simple(2, 10, 200), 5, 1_000).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (3, 4));
     assert_eq!((info.log_append_time, info.max_timestamp), (-1, 201));
     assert_eq!(log.log_end_offset(), 5);
     let info = log.append_as_leader(&simple(1, 10, 300), 6, 1_000).unwrap();
@@ -699,10 +709,21 @@ fn idempotent_producers_duplicates_sequences_and_epochs() {
         log.append_as_leader(&idempotent(7, 0, 5, 1), 0, 0),
         Err(StorageError::InvalidProducerEpoch(_))
     ));
-    // two batches of one producer in one request are checked in order
-    let mut two = idempotent(7, 1, 1, 1);
-    two.extend_from_slice(&idempotent(7, 1, 2, 2));
-    assert_eq!(log.append_as_leader(&two, 0, 0).unwrap().last_offset, 9);
+    // A new batch riding with a duplicate in one request is refused whole, never dropped
+    // behind the duplicate's answer.
+    let mut two = idempotent(8, 0, 0, 1);
+    two.extend_from_slice(&idempotent(7, 1, 0, 1));
+    assert!(matches!(
+        log.append_as_leader(&two, 0, 0),
+        Err(StorageError::InvalidRecord(_))
+    ));
+    log.append_as_leader(&idempotent(7, 1, 1, 1), 0, 0).unwrap();
+    assert_eq!(
+        log.append_as_leader(&idempotent(7, 1, 2, 2), 0, 0)
+            .unwrap()
+            .last_offset,
+        9
+    );
     let leo = log.log_end_offset();
     drop(log);
     // unclean reopen without a snapshot: state rebuilt from batch headers
@@ -1169,4 +1190,50 @@ fn a_log_append_time_log_refuses_records_that_do_not_parse() {
         Err(StorageError::InvalidRecord(_))
     ));
     assert_eq!(log.log_end_offset(), 0);
+}
+
+/// An inactive segment whose indexes have no entries (a segment smaller than
+/// `index.interval.bytes`) keeps them empty when the log opens again: preallocating them would
+/// leave files full of zeros that the next unclean open takes for corrupt indexes, recovering
+/// every segment from the first such one instead of from the recovery point.
+#[test]
+fn empty_indexes_of_inactive_segments_stay_empty_across_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 1024,
+        segment_index_bytes: 4096,
+        index_interval_bytes: 1 << 20,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir.path(), config.clone(), 0, false, 0).unwrap();
+    for i in 0..20 {
+        log.append_as_leader(&simple(2, 100, i), 0, 0).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 3, "{bases:?}");
+    let active = *bases.last().unwrap();
+    log.close().unwrap();
+    drop(log);
+    let index_lens = |base: i64| {
+        ["index", "timeindex"].map(|ext| {
+            std::fs::metadata(dir.path().join(format!("{base:020}.{ext}")))
+                .unwrap()
+                .len()
+        })
+    };
+    let inactive = &bases[..bases.len() - 1];
+    let trimmed: Vec<[u64; 2]> = inactive.iter().map(|b| index_lens(*b)).collect();
+    assert!(
+        trimmed.iter().all(|[offsets, _]| *offsets == 0),
+        "{trimmed:?}"
+    );
+    // Opened cleanly, then left as a kill -9 leaves it.
+    let log = Log::open(dir.path(), config.clone(), active, true, 0).unwrap();
+    assert_eq!(log.segment_base_offsets(), bases);
+    drop(log);
+    let after: Vec<[u64; 2]> = inactive.iter().map(|b| index_lens(*b)).collect();
+    assert_eq!(after, trimmed, "empty indexes were preallocated again");
+    let log = Log::open(dir.path(), config, active, false, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 40);
+    assert_eq!(log.segment_base_offsets(), bases);
 }
