@@ -325,18 +325,18 @@ impl GroupService {
                 Err(e) => {
                     tracing::error!(partition, error = %e, "appending group records failed; the change is rolled back");
                     let failure = WriteFailure::Append(e);
-                    let sync_error = failure.error(ApiKey::SyncGroup);
-                    failed_assignments.push(
-                        inner
-                            .machine
-                            .write_failed(partition, &answered, sync_error, now_ms),
-                    );
+                    let groups = inner.machine.write_failed(partition, &answered, now_ms);
+                    failed_assignments.push((groups, failure.error(ApiKey::SyncGroup)));
                     failed.insert(partition, failure);
                 }
             }
         }
-        for outcome in failed_assignments {
-            self.answer_detached(inner, outcome, now_ms);
+        // Only once every partition of the operation is reported may another operation run.
+        for (groups, sync_error) in failed_assignments {
+            if !groups.is_empty() {
+                let failing = inner.machine.fail_assignments(&groups, sync_error, now_ms);
+                self.answer_detached(inner, failing, now_ms);
+            }
         }
         let waits = outcome
             .partitions

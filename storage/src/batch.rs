@@ -305,9 +305,12 @@ pub fn validate_batches(records: &[u8], mode: Validation) -> Result<(Vec<BatchHe
             )));
         }
         check_counts(&header, mode)?;
-        if matches!(mode, Validation::Leader { .. }) && !headers.is_empty() {
+        let idempotent = header.producer_id >= 0 || headers.iter().any(|h: &BatchHeader| h.producer_id >= 0);
+        if matches!(mode, Validation::Leader { .. }) && !headers.is_empty() && idempotent {
             // Kafka's LogValidator takes one v2 batch per partition and produce request; a
             // second one could otherwise ride on the first one's duplicate check unwritten.
+            // Batches without a producer (the group coordinator's writes) may still come
+            // several at once.
             return Err(StorageError::InvalidRecord(
                 "Compressed outer record has more than one batch".into(),
             ));

@@ -1318,6 +1318,8 @@ mod tests {
         }
 
         let manager = LogManager::open(&dirs, config(), 0).unwrap();
+        // The `-delete` dir is never loaded; the log-deleter thread removes it.
+        wait_until_no_delete_dirs(&dirs[0]);
         assert_eq!(
             subdirs(&dirs[0]),
             vec!["m-0".to_string(), "twice-0".to_string()]

@@ -673,7 +673,7 @@ impl Coordinator {
     /// Storing the assignment of each of `group_ids` failed: a group still completing its
     /// rebalance answers its parked SyncGroups with `error` and rebalances (Kafka's
     /// `resetAndPropagateAssignmentWithError` followed by a new rebalance).
-    pub(super) fn fail_assignments(
+    pub fn fail_assignments(
         &mut self,
         group_ids: &[String],
         error: ResponseError,

@@ -29,8 +29,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use kafka_protocol::error::ResponseError;
-
 use super::state::Group;
 use super::{Coordinator, PartitionStatus, TimerKey, Token};
 use crate::limits::GROUP_PENDING_WRITES_PER_PARTITION_MAX;
@@ -143,16 +141,10 @@ impl Coordinator {
     /// [`TIMER_RETRY_BACKOFF_MS`](super::timers::TIMER_RETRY_BACKOFF_MS), so a partition that
     /// cannot be written to does not spin.
     ///
-    /// If the write carried a leader's assignment, the returned operation answers the group's
-    /// other parked SyncGroups with `sync_error` and starts a rebalance, as Kafka does when
-    /// storing an assignment fails; the caller delivers it like any other outcome.
-    pub fn write_failed(
-        &mut self,
-        partition: i32,
-        answered: &[Token],
-        sync_error: ResponseError,
-        now_ms: i64,
-    ) -> super::Outcome {
+    /// Returns the groups whose leader's assignment the write carried: once every partition of
+    /// the operation is reported, the caller passes them to [`Coordinator::fail_assignments`],
+    /// as Kafka answers their parked SyncGroups with the error and rebalances.
+    pub fn write_failed(&mut self, partition: i32, answered: &[Token], now_ms: i64) -> Vec<String> {
         let shard = self
             .shards
             .get_mut(&partition)
@@ -167,7 +159,7 @@ impl Coordinator {
             shard.settle_without_records();
         }
         self.out = Default::default();
-        self.fail_assignments(&assignments, sync_error, now_ms)
+        assignments
     }
 
     /// The high watermark of `partition` is at least `high_watermark`: every pending write it

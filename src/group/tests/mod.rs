@@ -143,12 +143,10 @@ impl H {
         partitions.dedup();
         partitions.sort_unstable();
         partitions.dedup();
+        let mut failed_assignments = Vec::new();
         for p in partitions {
             if self.fail_appends {
-                let failed =
-                    self.c
-                        .write_failed(p, &answered, E::CoordinatorNotAvailable, self.now);
-                merge(out, failed);
+                failed_assignments.extend(self.c.write_failed(p, &answered, self.now));
                 continue;
             }
             let records: Vec<_> = out.records.iter().filter(|r| r.partition == p).collect();
@@ -163,6 +161,14 @@ impl H {
                 let settled = self.settle(p);
                 merge(out, settled);
             }
+        }
+        // As the service does, once every partition of the operation is reported.
+        if !failed_assignments.is_empty() {
+            let mut failed =
+                self.c
+                    .fail_assignments(&failed_assignments, E::CoordinatorNotAvailable, self.now);
+            self.check(&mut failed);
+            merge(out, failed);
         }
     }
 
