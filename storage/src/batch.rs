@@ -306,7 +306,7 @@ pub fn validate_batches(records: &[u8], mode: Validation) -> Result<(Vec<BatchHe
         }
         check_counts(&header, mode)?;
         let idempotent =
-            header.producer_id >= 0 || headers.iter().any(|h: &BatchHeader| h.producer_id >= 0);
+            header.has_producer_id() || headers.iter().any(BatchHeader::has_producer_id);
         if matches!(mode, Validation::Leader { .. }) && !headers.is_empty() && idempotent {
             // Kafka's LogValidator takes one v2 batch per partition and produce request; a
             // second one could otherwise ride on the first one's duplicate check unwritten.
