@@ -127,3 +127,27 @@ fn the_checker_sees_uses_and_skips_comments() {
         vec![(1, "replica".to_owned()), (3, "errors".to_owned())]
     );
 }
+
+/// Storage stays behind the replica layer: handlers translate between the wire and the core, and
+/// name partitions, logs and offsets only through `crate::replica`.
+#[test]
+fn handlers_do_not_use_storage() {
+    let handlers = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/handlers");
+    let mut files = Vec::new();
+    rust_files(&handlers, &mut files);
+    let mut violations = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.find("//").map_or(line, |i| &line[..i]);
+            if code.contains("kafkaiq_storage") {
+                violations.push(format!("{}:{}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "handlers using kafkaiq_storage:\n{}",
+        violations.join("\n")
+    );
+}

@@ -16,11 +16,11 @@ use kafka_protocol::messages::alter_replica_log_dirs_response::{
 use kafka_protocol::messages::{
     AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ResponseKind,
 };
-use kafkaiq_storage::TopicPartition;
 
 use super::topic_name;
 use crate::context::Context;
 use crate::errors::code_of;
+use crate::replica::TopicPartition;
 
 pub fn handle(
     ctx: &Arc<Context>,

@@ -18,13 +18,13 @@ use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
-use kafkaiq_storage::TopicPartition;
 
 use crate::config::topic::cleanup_policy_deletes;
 use crate::context::Context;
 use crate::errors::ApiError;
 use crate::limits::DELETE_RECORDS_TIMEOUT_MS_MAX;
 use crate::replica::partition::Partition;
+use crate::replica::TopicPartition;
 
 /// One partition of the request after its log start offset moved on the leader (Kafka's
 /// `DeleteRecordsPartitionStatus`).

@@ -4,15 +4,14 @@
 
 use std::sync::Arc;
 
+use crate::context::Context;
+use crate::replica::TopicPartition;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
 };
-use kafkaiq_storage::TopicPartition;
-
-use crate::context::Context;
 
 pub fn handle(
     ctx: &Arc<Context>,
@@ -41,8 +40,10 @@ pub fn handle(
                         ctx.replicas
                             .partition_or_error(&image, &tp)
                             .and_then(|partition| {
-                                partition.check_leader_and_epoch(p.current_leader_epoch, true)?;
-                                Ok(partition.log().end_offset_for_epoch(p.leader_epoch))
+                                partition.last_offset_for_leader_epoch(
+                                    p.current_leader_epoch,
+                                    p.leader_epoch,
+                                )
                             });
                     match result {
                         Ok(end) => {
