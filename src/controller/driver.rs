@@ -36,7 +36,7 @@ use tokio::sync::Semaphore;
 
 use super::decisions::has_leaderless_partitions;
 use super::forward::{QuorumDescription, VoterDescription};
-use super::request::{decide, Finish, Request};
+use super::request::{decide, Finish, IdSource, Request};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
@@ -96,6 +96,17 @@ const CAMPAIGN_RETRIES: u8 = 3;
 /// it is closed: long enough for a live one to reconnect and heartbeat, short enough that a
 /// broker that died with the old controller loses its leaderships well within a second.
 const DISCONNECTED_VOTER_GRACE_MS: u64 = 100;
+
+/// When an event happens, as the caller's clocks say: the controller reads no clock itself, so
+/// the simulation replays a history exactly from its seed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Now {
+    /// A monotonic clock, in ms: every deadline, timeout and schedule.
+    pub(crate) mono_ms: u64,
+    /// The wall clock, in ms since the epoch: only timestamps reported (DescribeQuorum) or
+    /// recorded (a change's cause), never a decision.
+    pub(crate) wall_ms: i64,
+}
 
 /// One tick of the quorum's clock.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
@@ -212,8 +223,11 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// Whether the image at this metadata offset has a partition without a leader: looked up
     /// once per image, not on every tick.
     leaderless_at: Option<(u64, bool)>,
-    /// The latest time the caller gave (for events that come without one).
-    last_now_ms: u64,
+    /// The latest time the caller gave (for events that come without one); its monotonic part
+    /// never goes back.
+    now: Now,
+    /// New topic ids (see [`IdSource`]).
+    new_id: IdSource,
     /// Every applied entry, for broker-only nodes' fetches.
     feed: Arc<super::observer::MetadataFeed>,
 }
@@ -256,13 +270,28 @@ impl<D: Durable> ControllerCore<D> {
             next_unclean_ms: None,
             unclean_more: Arc::new(AtomicBool::new(false)),
             leaderless_at: None,
-            last_now_ms: 0,
+            now: Now::default(),
+            new_id: Box::new(super::random_uuid),
             feed: Arc::default(),
         }
     }
 
     pub(crate) fn feed(&self) -> Arc<super::observer::MetadataFeed> {
         self.feed.clone()
+    }
+
+    /// Takes new topic ids from `ids` instead of at random (the simulation's come from its seed).
+    #[cfg(test)]
+    pub(crate) fn set_id_source(&mut self, ids: IdSource) {
+        self.new_id = ids;
+    }
+
+    /// Takes the time an event came with.
+    fn observe_time(&mut self, now: Now) {
+        self.now = Now {
+            mono_ms: self.now.mono_ms.max(now.mono_ms),
+            wall_ms: now.wall_ms,
+        };
     }
 
     #[cfg(test)]
@@ -336,7 +365,8 @@ impl<D: Durable> ControllerCore<D> {
     /// A heartbeat of a broker's current session renews the session now, on arrival, as
     /// Kafka's `BrokerHeartbeatTracker` notes contact before the event queue: a controller
     /// busy with a large write must not fence the brokers whose heartbeats wait behind it.
-    pub(crate) fn request(&mut self, request: Request) {
+    pub(crate) fn request(&mut self, request: Request, now: Now) {
+        self.observe_time(now);
         if let (
             Request::BrokerHeartbeat {
                 broker_id,
@@ -350,7 +380,7 @@ impl<D: Durable> ControllerCore<D> {
                 if s.broker_epoch == Some(*broker_epoch) {
                     s.deadline_ms = s
                         .deadline_ms
-                        .max(self.last_now_ms + lifecycle.session_timeout_ms);
+                        .max(self.now.mono_ms + lifecycle.session_timeout_ms);
                 }
             }
         }
@@ -374,7 +404,8 @@ impl<D: Durable> ControllerCore<D> {
     /// Only a message the voter accepts, of this voter's term or later, marks its connection:
     /// a confused peer (a wrong node id, a stale term) cannot make a closed connection look like
     /// the leader's and start an election.
-    pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64) {
+    pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64, now: Now) {
+        self.observe_time(now);
         let (from, term) = (message.from, message.term);
         if let Err(reason) = self.check_peer_connection(from, connection) {
             tracing::debug!(from, connection, reason, "raft message refused");
@@ -384,8 +415,8 @@ impl<D: Durable> ControllerCore<D> {
         match self.engine.step(message) {
             Ok(()) if term >= current => {
                 self.peer_connections.insert(connection, from);
-                self.peer_bound.insert(from, (connection, self.last_now_ms));
-                self.peer_seen_ms.insert(from, wall_clock_ms());
+                self.peer_bound.insert(from, (connection, self.now.mono_ms));
+                self.peer_seen_ms.insert(from, self.now.wall_ms);
             }
             Ok(()) => {}
             Err(e) => tracing::debug!(error = %e, "raft message refused"),
@@ -401,7 +432,7 @@ impl<D: Durable> ControllerCore<D> {
             Some((bound, last_ms))
                 if *bound != connection
                     && self.peer_connections.contains_key(bound)
-                    && self.last_now_ms.saturating_sub(*last_ms)
+                    && self.now.mono_ms.saturating_sub(*last_ms)
                         < self.config.kraft.election_timeout_ms =>
             {
                 Err("the voter's messages come on another live connection")
@@ -415,7 +446,8 @@ impl<D: Durable> ControllerCore<D> {
     /// waiting out the election timeout ([`QuorumEngine::leader_connection_lost`]), so the
     /// controller fails over in a few round trips. A broker whose heartbeats came on it is
     /// fenced.
-    pub(crate) fn connection_closed(&mut self, connection: u64) {
+    pub(crate) fn connection_closed(&mut self, connection: u64, now: Now) {
+        self.observe_time(now);
         let closed: Vec<(i32, Option<i64>)> = self
             .sessions
             .iter()
@@ -455,7 +487,7 @@ impl<D: Durable> ControllerCore<D> {
                 if let Some(session) = self.sessions.get_mut(&(peer as i32)) {
                     if session.connection.is_none() {
                         let grace = lifecycle.failover_grace_ms.min(DISCONNECTED_VOTER_GRACE_MS);
-                        session.deadline_ms = session.deadline_ms.min(self.last_now_ms + grace);
+                        session.deadline_ms = session.deadline_ms.min(self.now.mono_ms + grace);
                     }
                 }
             }
@@ -472,7 +504,8 @@ impl<D: Durable> ControllerCore<D> {
 
     /// Takes a Raft message from a peer (the simulation's network, which has no connections).
     #[cfg(test)]
-    pub(crate) fn peer_message(&mut self, message: Message) {
+    pub(crate) fn peer_message(&mut self, message: Message, now: Now) {
+        self.observe_time(now);
         if let Err(e) = self.engine.step(message) {
             tracing::debug!(error = %e, "raft message refused");
         }
@@ -506,8 +539,9 @@ impl<D: Durable> ControllerCore<D> {
             .min()
     }
 
-    pub(crate) fn tick(&mut self, now_ms: u64) {
-        self.last_now_ms = self.last_now_ms.max(now_ms);
+    pub(crate) fn tick(&mut self, now: Now) {
+        self.observe_time(now);
+        let now_ms = now.mono_ms;
         self.engine.tick();
         self.expire_in_flight(now_ms);
         self.expire_sessions(now_ms);
@@ -798,8 +832,9 @@ impl<D: Durable> ControllerCore<D> {
     /// Starts a pass if it can, then polls and applies until nothing more happens. Returns the
     /// messages for peers. An error means this voter can no longer keep its state durable: the
     /// caller stops it.
-    pub(crate) fn advance(&mut self, now_ms: u64) -> Result<Vec<Message>, ControllerError> {
-        self.last_now_ms = self.last_now_ms.max(now_ms);
+    pub(crate) fn advance(&mut self, now: Now) -> Result<Vec<Message>, ControllerError> {
+        self.observe_time(now);
+        let now_ms = now.mono_ms;
         let mut messages = Vec::new();
         if let Some((delay, lost)) = self.campaign_after.take() {
             self.campaign_due_ms = Some((now_ms + delay, lost, 0));
@@ -868,7 +903,7 @@ impl<D: Durable> ControllerCore<D> {
     /// Updates what DescribeQuorum reports: the leader's view of every voter.
     fn describe_quorum(&mut self) {
         let status = self.engine.status();
-        let wall_ms = wall_clock_ms();
+        let wall_ms = self.now.wall_ms;
         let leader_end = status
             .voters
             .iter()
@@ -950,7 +985,8 @@ impl<D: Durable> ControllerCore<D> {
                 &self.config,
                 working.as_ref().unwrap_or(&self.image),
                 request,
-                wall_clock_ms(),
+                self.now.wall_ms,
+                &mut self.new_id,
             );
             if user_op && !decided.records.is_empty() {
                 let base = working.as_ref().unwrap_or(&self.image);
@@ -1102,7 +1138,7 @@ impl<D: Durable> ControllerCore<D> {
         let elapsed_ms =
             self.in_flight
                 .as_ref()
-                .map_or(0, |p| self.last_now_ms.saturating_sub(p.proposed_ms)) as f64;
+                .map_or(0, |p| self.now.mono_ms.saturating_sub(p.proposed_ms)) as f64;
         for e in &elections {
             tracing::debug!(topic = %e.topic, partition = e.partition, from = e.previous_leader, to = e.leader, reason = e.reason.as_str(), "leader elected");
             self.state.stats.elected(e.reason, 1, elapsed_ms);
@@ -1233,10 +1269,20 @@ fn encode_group(group: &[MetadataRecord]) -> Result<Vec<Vec<u8>>, ApiError> {
         .collect()
 }
 
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// The thread's clocks: the only place the controller reads the time.
+struct Clocks {
+    started: Instant,
+}
+
+impl Clocks {
+    fn now(&self) -> Now {
+        Now {
+            mono_ms: self.started.elapsed().as_millis() as u64,
+            wall_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        }
+    }
 }
 
 /// The controller thread's loop: events from `events` (requests, each returning its permit to
@@ -1254,10 +1300,11 @@ pub(crate) fn run<D: Durable>(
     replayed: tokio::sync::oneshot::Sender<()>,
     mut outbox: Outbox,
 ) -> Result<(), ControllerError> {
-    let started = Instant::now();
-    let now_ms = || started.elapsed().as_millis() as u64;
+    let clocks = Clocks {
+        started: Instant::now(),
+    };
     let mut next_tick = Instant::now() + TICK;
-    match core.advance(now_ms()) {
+    match core.advance(clocks.now()) {
         Ok(messages) => outbox(messages),
         Err(e) => {
             stop(core, &events);
@@ -1271,7 +1318,9 @@ pub(crate) fn run<D: Durable>(
     loop {
         let mut wait = next_tick.saturating_duration_since(Instant::now());
         if let Some(due) = core.next_due_ms() {
-            wait = wait.min(Duration::from_millis(due.saturating_sub(now_ms())));
+            wait = wait.min(Duration::from_millis(
+                due.saturating_sub(clocks.now().mono_ms),
+            ));
         }
         let first = match events.recv_timeout(wait) {
             Ok(event) => Some(event),
@@ -1287,20 +1336,21 @@ pub(crate) fn run<D: Durable>(
             }
         }
         let mut shutdown = false;
+        let now = clocks.now();
         for event in batch {
             match event {
                 Event::Request(r) => {
                     permits.add_permits(1);
-                    core.request(r);
+                    core.request(r, now);
                 }
                 Event::Peer {
                     message,
                     connection,
                 } => {
                     peers_queued.fetch_sub(1, Ordering::Relaxed);
-                    core.peer_message_on(message, connection)
+                    core.peer_message_on(message, connection, now)
                 }
-                Event::ConnectionClosed(connection) => core.connection_closed(connection),
+                Event::ConnectionClosed(connection) => core.connection_closed(connection, now),
                 Event::PeerUnreachable(peer) => core.peer_unreachable(peer),
                 Event::SnapshotSent { peer, delivered } => core.snapshot_sent(peer, delivered),
                 Event::Shutdown => shutdown = true,
@@ -1310,10 +1360,10 @@ pub(crate) fn run<D: Durable>(
             break;
         }
         if Instant::now() >= next_tick {
-            core.tick(now_ms());
+            core.tick(clocks.now());
             next_tick = Instant::now() + TICK;
         }
-        match core.advance(now_ms()) {
+        match core.advance(clocks.now()) {
             Ok(messages) if !messages.is_empty() => outbox(messages),
             Ok(_) => {}
             Err(e) => {

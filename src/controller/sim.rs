@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use raft::eraftpb::Message;
 use tokio::sync::oneshot;
 
-use super::driver::{ControllerCore, TICK};
+use super::driver::{ControllerCore, Now, TICK};
 use super::request::Request;
 use super::{CreateTopicSpec, ElectionType, ProducerIdBlock};
 use crate::config::{BrokerConfig, RawConfig};
@@ -24,6 +24,16 @@ use crate::metadata::{
 };
 use crate::quorum::durable::{Durable, MemState};
 use crate::quorum::{QuorumConfig, QuorumEngine};
+
+/// The simulated clocks at `ms` into a run: the wall clock is the monotonic one from a fixed
+/// epoch, so that a seed alone decides every timestamp too.
+fn at(ms: u64) -> Now {
+    const SIM_EPOCH_MS: i64 = 1_700_000_000_000;
+    Now {
+        mono_ms: ms,
+        wall_ms: SIM_EPOCH_MS + ms as i64,
+    }
+}
 
 /// A small, fast, seedable generator (SplitMix64).
 struct Rng(u64);
@@ -146,6 +156,9 @@ struct Sim {
     voters: Vec<u64>,
     /// Snapshot messages whose sending failed, (from, to), to be reported to the sender.
     failed_snapshots: Vec<(u64, u64)>,
+    /// How many topic ids the nodes have taken: every id comes from this count, so a seed
+    /// decides them (one count for all nodes, so a restarted node never repeats one).
+    ids_taken: Arc<std::sync::atomic::AtomicU64>,
 }
 
 fn config_for(node_id: u64) -> Arc<BrokerConfig> {
@@ -179,6 +192,7 @@ impl Sim {
             topic_counter: 0,
             voters: ids.clone(),
             failed_snapshots: Vec::new(),
+            ids_taken: Arc::default(),
         };
         for i in 0..voters {
             sim.start(i);
@@ -221,6 +235,11 @@ impl Sim {
         );
         // Small snapshots, so compaction and snapshot installs happen within a run.
         core.set_snapshot_entries(16);
+        let ids = self.ids_taken.clone();
+        core.set_id_source(Box::new(move || {
+            let n = ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            uuid::Uuid::from_u128(0x5eed_0000_0000_0000_0000_0000_0000_0000 | u128::from(n))
+        }));
         node.live = Some(Live {
             core,
             cache,
@@ -263,7 +282,7 @@ impl Sim {
         };
         let messages = live
             .core
-            .advance(now)
+            .advance(at(now))
             .unwrap_or_else(|e| panic!("memory state cannot fail: {e}"));
         self.send(messages);
     }
@@ -289,7 +308,7 @@ impl Sim {
             if let Some(live) = self.nodes[i].live.as_mut() {
                 let snapshot_from =
                     (m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot).then_some(m.from);
-                live.core.peer_message(m);
+                live.core.peer_message(m, at(self.now_ms));
                 self.advance(i);
                 // Written to a live connection: the sender's transport reports it sent.
                 if let Some(from) = snapshot_from {
@@ -404,7 +423,12 @@ impl Sim {
                 )
             }
         };
-        self.nodes[i].live.as_mut().unwrap().core.request(request);
+        self.nodes[i]
+            .live
+            .as_mut()
+            .unwrap()
+            .core
+            .request(request, at(self.now_ms));
         self.pending.push(pending);
         self.advance(i);
     }
@@ -566,7 +590,7 @@ impl Sim {
         self.now_ms += TICK.as_millis() as u64;
         for i in 0..self.nodes.len() {
             if let Some(live) = self.nodes[i].live.as_mut() {
-                live.core.tick(self.now_ms);
+                live.core.tick(at(self.now_ms));
             }
             self.advance(i);
         }
@@ -687,16 +711,23 @@ impl Sim {
                 crate::metadata::security_protocol::PLAINTEXT,
             );
         let (reg_tx, _reg_rx) = oneshot::channel();
+        let now = at(self.now_ms);
         let core = &mut self.nodes[active].live.as_mut().unwrap().core;
-        core.request(Request::RegisterBroker {
-            registration,
-            reply: reg_tx,
-        });
-        core.request(Request::CreateTopic {
-            spec,
-            validate_only: false,
-            reply: tx,
-        });
+        core.request(
+            Request::RegisterBroker {
+                registration,
+                reply: reg_tx,
+            },
+            now,
+        );
+        core.request(
+            Request::CreateTopic {
+                spec,
+                validate_only: false,
+                reply: tx,
+            },
+            now,
+        );
         self.advance(active);
         for _ in 0..50 {
             self.step_without_faults();
@@ -729,7 +760,7 @@ impl Sim {
         self.now_ms += TICK.as_millis() as u64;
         for i in 0..self.nodes.len() {
             if let Some(live) = self.nodes[i].live.as_mut() {
-                live.core.tick(self.now_ms);
+                live.core.tick(at(self.now_ms));
             }
             self.advance(i);
         }
@@ -839,18 +870,18 @@ impl SessionVoters {
         let now = self.now;
         let mut messages = Vec::new();
         for core in self.cores.iter_mut() {
-            core.tick(now);
-            messages.extend(core.advance(now).unwrap());
+            core.tick(at(now));
+            messages.extend(core.advance(at(now)).unwrap());
         }
         while !messages.is_empty() {
             for m in std::mem::take(&mut messages) {
                 if held && m.get_msg_type() == raft::eraftpb::MessageType::MsgAppendResponse {
                     continue;
                 }
-                self.cores[m.to as usize - 1].peer_message(m);
+                self.cores[m.to as usize - 1].peer_message(m, at(now));
             }
             for core in self.cores.iter_mut() {
-                messages.extend(core.advance(now).unwrap());
+                messages.extend(core.advance(at(now)).unwrap());
             }
         }
     }
@@ -875,12 +906,15 @@ impl SessionVoters {
             );
         let (tx, mut rx) = oneshot::channel();
         let cluster_id = self.image().cluster_id.clone();
-        self.cores[self.active].request(Request::BrokerRegistration {
-            registration,
-            cluster_id,
-            connection,
-            reply: tx,
-        });
+        self.cores[self.active].request(
+            Request::BrokerRegistration {
+                registration,
+                cluster_id,
+                connection,
+                reply: tx,
+            },
+            at(self.now),
+        );
         self.step(false);
         rx.try_recv().expect("registration answered")
     }
@@ -894,16 +928,19 @@ impl SessionVoters {
     ) -> oneshot::Receiver<Result<super::HeartbeatOutcome, ApiError>> {
         let (tx, rx) = oneshot::channel();
         let metadata_offset = self.image().metadata_offset as i64;
-        self.cores[self.active].request(Request::BrokerHeartbeat {
-            broker_id: id,
-            broker_epoch,
-            metadata_offset,
-            want_fence: false,
-            want_shut_down: false,
-            connection,
-            peers_replayed: false,
-            reply: tx,
-        });
+        self.cores[self.active].request(
+            Request::BrokerHeartbeat {
+                broker_id: id,
+                broker_epoch,
+                metadata_offset,
+                want_fence: false,
+                want_shut_down: false,
+                connection,
+                peers_replayed: false,
+                reply: tx,
+            },
+            at(self.now),
+        );
         rx
     }
 
@@ -940,16 +977,19 @@ fn heartbeats_waiting_behind_a_write_in_flight_keep_their_broker_in_session() {
 
     // Appends go unacknowledged: a CreateTopic's pass stays in flight.
     let (tx, _rx) = oneshot::channel();
-    voters.cores[active].request(Request::CreateTopic {
-        spec: CreateTopicSpec {
-            name: "held".into(),
-            num_partitions: 1,
-            replication_factor: 1,
-            ..Default::default()
+    voters.cores[active].request(
+        Request::CreateTopic {
+            spec: CreateTopicSpec {
+                name: "held".into(),
+                num_partitions: 1,
+                replication_factor: 1,
+                ..Default::default()
+            },
+            validate_only: false,
+            reply: tx,
         },
-        validate_only: false,
-        reply: tx,
-    });
+        at(voters.now),
+    );
     voters.step(true);
     assert!(
         voters.cores[active].backlog().1.is_some(),
@@ -1253,17 +1293,17 @@ impl SimCluster {
         let now = self.now_ms;
         let mut messages = Vec::new();
         for core in self.cores.iter_mut().flatten() {
-            core.tick(now);
-            messages.extend(core.advance(now).unwrap());
+            core.tick(at(now));
+            messages.extend(core.advance(at(now)).unwrap());
         }
         while !messages.is_empty() {
             for m in std::mem::take(&mut messages) {
                 if let Some(core) = self.cores[m.to as usize - 1].as_mut() {
-                    core.peer_message(m);
+                    core.peer_message(m, at(now));
                 }
             }
             for core in self.cores.iter_mut().flatten() {
-                messages.extend(core.advance(now).unwrap());
+                messages.extend(core.advance(at(now)).unwrap());
             }
         }
     }
@@ -1293,7 +1333,10 @@ impl SimCluster {
     ) -> Result<T, ApiError> {
         let active = self.run_until("an active controller", |s| s.active());
         let (tx, mut rx) = oneshot::channel();
-        self.cores[active].as_mut().unwrap().request(make(tx));
+        self.cores[active]
+            .as_mut()
+            .unwrap()
+            .request(make(tx), at(self.now_ms));
         self.run_until("an answer", |_| match rx.try_recv() {
             Ok(answer) => Some(answer),
             Err(oneshot::error::TryRecvError::Empty) => None,
@@ -1327,14 +1370,14 @@ impl SimCluster {
     fn fence(&mut self, id: i32) {
         let active = self.run_until("an active controller", |s| s.active());
         let epoch = self.caches[active].image().broker(id).unwrap().broker_epoch;
-        self.cores[active]
-            .as_mut()
-            .unwrap()
-            .request(Request::FenceBroker {
+        self.cores[active].as_mut().unwrap().request(
+            Request::FenceBroker {
                 broker_id: id,
                 broker_epoch: epoch,
                 after_failover: false,
-            });
+            },
+            at(self.now_ms),
+        );
         self.step();
     }
 
