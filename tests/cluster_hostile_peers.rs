@@ -159,16 +159,16 @@ async fn hostile_and_confused_peers_change_nothing() {
     // Chunks of a large Raft message: one claiming a message past the snapshot bound, one that
     // continues nothing, and one from a node that is not a voter each close their connection.
     let voter = if active == 1 { 2 } else { 1 };
-    let mut huge = encode_chunks(voter, "hostile", &[7u8; RAFT_CHUNK_BYTES + 1], || 1)
-        .remove(0)
-        .to_vec();
+    let message = [7u8; RAFT_CHUNK_BYTES + 1];
+    let chunks = |from| encode_chunks(from, "hostile", &message, || 1).collect::<Vec<_>>();
+    let mut huge = chunks(voter)[0].to_vec();
     let total_at = huge.len() - RAFT_CHUNK_BYTES - 8;
     huge[total_at..total_at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
     assert_closed_after(active_addr, &huge, "a chunk of a 4 GiB message").await;
-    let second = encode_chunks(voter, "hostile", &[7u8; RAFT_CHUNK_BYTES + 1], || 1).remove(1);
-    assert_closed_after(active_addr, &second, "a chunk continuing nothing").await;
-    let stranger = encode_chunks(9, "hostile", &[7u8; RAFT_CHUNK_BYTES + 1], || 1).remove(0);
-    assert_closed_after(active_addr, &stranger, "a chunk from a non-voter").await;
+    let second = &chunks(voter)[1];
+    assert_closed_after(active_addr, second, "a chunk continuing nothing").await;
+    let stranger = &chunks(9)[0];
+    assert_closed_after(active_addr, stranger, "a chunk from a non-voter").await;
 
     // An observer's metadata fetch: a well-formed one is answered with the committed log (from
     // the start: entries, or the image as a snapshot); a truncated one closes the connection.

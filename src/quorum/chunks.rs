@@ -72,19 +72,20 @@ pub fn is_chunk_frame(frame: &[u8]) -> bool {
 }
 
 /// The frames (size prefixes included) that carry `message`, an encoded Raft message larger
-/// than one chunk, from voter `from`. `correlation` gives each frame its id.
-pub fn encode_chunks(
+/// than one chunk, from voter `from`, built one at a time as they are written (a snapshot is
+/// not held twice). `correlation` gives each frame its id.
+pub fn encode_chunks<'a>(
     from: u64,
-    client_id: &str,
-    message: &[u8],
-    mut correlation: impl FnMut() -> i32,
-) -> Vec<Bytes> {
+    client_id: &'a str,
+    message: &'a [u8],
+    mut correlation: impl FnMut() -> i32 + 'a,
+) -> impl Iterator<Item = Bytes> + 'a {
     debug_assert!(message.len() <= REASSEMBLY_BYTES_MAX);
     let client = client_id.as_bytes();
     message
         .chunks(RAFT_CHUNK_BYTES)
         .enumerate()
-        .map(|(i, bytes)| {
+        .map(move |(i, bytes)| {
             let len = 2 + 2 + 4 + 2 + client.len() + 8 + 4 + 4 + bytes.len();
             let mut out = BytesMut::with_capacity(4 + len);
             out.put_i32(len as i32);
@@ -99,7 +100,6 @@ pub fn encode_chunks(
             out.put_slice(bytes);
             out.freeze()
         })
-        .collect()
 }
 
 /// A chunk frame's content (the frame without its size prefix).
@@ -214,7 +214,10 @@ mod tests {
     #[test]
     fn a_whole_chunk_frame_fits_the_listener_bound() {
         let longest_client_id = "c".repeat(i16::MAX as usize);
-        let frame = &encode_chunks(1, &longest_client_id, &[0; RAFT_CHUNK_BYTES + 1], || 0)[0];
+        let message = [0; RAFT_CHUNK_BYTES + 1];
+        let frame = encode_chunks(1, &longest_client_id, &message, || 0)
+            .next()
+            .unwrap();
         assert!(frame.len() - 4 <= crate::limits::RAFT_FRAME_BYTES_MAX);
     }
 
@@ -224,7 +227,6 @@ mod tests {
             id += 1;
             id
         })
-        .iter()
         .map(|f| {
             let body = f.slice(4..);
             assert!(is_chunk_frame(&body));
@@ -310,7 +312,8 @@ mod tests {
 
     #[test]
     fn truncated_or_unknown_chunk_frames_are_refused() {
-        let frame = encode_chunks(2, "x", &message(RAFT_CHUNK_BYTES + 1), || 1)[0].slice(4..);
+        let m = message(RAFT_CHUNK_BYTES + 1);
+        let frame = encode_chunks(2, "x", &m, || 1).next().unwrap().slice(4..);
         assert_eq!(decode_chunk(&frame.slice(..12)), Err(ChunkError::Short));
         let mut bad = frame.to_vec();
         bad[3] = 1;

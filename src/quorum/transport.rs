@@ -25,7 +25,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::wire;
+use super::{chunks, wire};
 use crate::limits::{RAFT_PEER_QUEUE_MESSAGES_MAX, RAFT_RECONNECT_BACKOFF_MS_MAX};
 
 /// What the transport tells the voter.
@@ -146,11 +146,10 @@ async fn peer_task(
                 }
             }
         }
-        let frames = wire::encode_frames(node_id, &client_id, &message, || {
-            correlation.fetch_add(1, Ordering::Relaxed)
-        });
+        let next_id = || correlation.fetch_add(1, Ordering::Relaxed);
+        let frames = wire::encode_frames(next_id(), &client_id, &message);
         let (_, stream) = connection.as_mut().expect("connected above");
-        match write_frames(stream, &frames).await {
+        match write_frames(stream, node_id, &client_id, frames, next_id).await {
             Ok(()) => {
                 if snapshot {
                     report(TransportEvent::SnapshotSent {
@@ -168,12 +167,24 @@ async fn peer_task(
     }
 }
 
-/// Writes a message's frames in order (a chunked message's chunks one after another).
-async fn write_frames(stream: &mut OwnedWriteHalf, frames: &[bytes::Bytes]) -> std::io::Result<()> {
-    for frame in frames {
-        stream.write_all(frame).await?;
+/// Writes a message's frames in order (a chunked message's chunks one after another, each
+/// built as it is written).
+async fn write_frames(
+    stream: &mut OwnedWriteHalf,
+    from: u64,
+    client_id: &str,
+    frames: wire::Frames,
+    next_id: impl FnMut() -> i32,
+) -> std::io::Result<()> {
+    match frames {
+        wire::Frames::Whole(frame) => stream.write_all(&frame).await,
+        wire::Frames::Chunked(body) => {
+            for frame in chunks::encode_chunks(from, client_id, &body, next_id) {
+                stream.write_all(&frame).await?;
+            }
+            Ok(())
+        }
     }
-    Ok(())
 }
 
 /// What a peer task wakes up to.

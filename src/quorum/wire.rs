@@ -13,7 +13,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use protobuf::Message as _;
 use raft::eraftpb::Message;
 
-use super::chunks::{self, RAFT_CHUNK_BYTES};
+use super::chunks::RAFT_CHUNK_BYTES;
 
 /// KafkaIQ's private API key for Raft messages between controllers.
 pub const RAFT_MESSAGE_API_KEY: i16 = 32_000;
@@ -34,22 +34,23 @@ pub fn is_raft_frame(frame: &[u8]) -> bool {
     frame.len() >= 2 && i16::from_be_bytes([frame[0], frame[1]]) == RAFT_MESSAGE_API_KEY
 }
 
-/// The frames (size prefixes included) that carry `message` from voter `from`: one Raft frame,
-/// or chunk frames ([`super::chunks`]) for a message larger than one chunk. `correlation` gives
-/// each frame its id.
-pub fn encode_frames(
-    from: u64,
-    client_id: &str,
-    message: &Message,
-    mut correlation: impl FnMut() -> i32,
-) -> Vec<Bytes> {
+/// What carries one Raft message: one Raft frame, or the message's encoding to go as chunk
+/// frames ([`super::chunks`]) when it is larger than one chunk.
+pub enum Frames {
+    Whole(Bytes),
+    Chunked(Vec<u8>),
+}
+
+/// The frames that carry `message` (built with [`encode_request`] or, chunked, by
+/// [`chunks::encode_chunks`] as they are written).
+pub fn encode_frames(correlation_id: i32, client_id: &str, message: &Message) -> Frames {
     let body = message
         .write_to_bytes()
         .expect("a raft message always encodes");
     if body.len() > RAFT_CHUNK_BYTES {
-        return chunks::encode_chunks(from, client_id, &body, correlation);
+        return Frames::Chunked(body);
     }
-    vec![frame_of(correlation(), client_id, &body)]
+    Frames::Whole(frame_of(correlation_id, client_id, &body))
 }
 
 /// A Raft request frame, size prefix included.
