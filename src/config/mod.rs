@@ -309,6 +309,12 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     def("max.connections.per.ip.overrides", Some(""), Str, true),
     def("message.max.bytes", Some("1048588"), Int, true),
     def("metadata.log.dir", None, Str, true),
+    def(
+        "metadata.log.max.record.bytes.between.snapshots",
+        Some("20971520"),
+        Long,
+        true,
+    ),
     def("min.insync.replicas", Some("1"), Int, true),
     def("node.id", Some("1"), Int, true),
     def("num.io.threads", Some("8"), Int, false),
@@ -470,6 +476,10 @@ pub struct BrokerConfig {
     pub log_message_timestamp_type: TimestampType,
     /// `producer.id.expiration.ms`: how long a producer's state outlives its last batch.
     pub producer_id_expiration_ms: i64,
+    /// `metadata.log.max.record.bytes.between.snapshots`: the controller snapshots the image
+    /// once the entries applied since the last snapshot hold this many bytes (or
+    /// `METADATA_SNAPSHOT_ENTRIES` entries, whichever comes first).
+    pub metadata_snapshot_record_bytes: u64,
     pub socket_request_max_bytes: usize,
     pub max_connections: usize,
     /// `max.connections.per.ip` and its overrides: connections one client address may hold
@@ -943,6 +953,9 @@ impl BrokerConfig {
             producer_id_expiration_ms: r
                 .long_at_least("producer.id.expiration.ms", 1)?
                 .unwrap_or(86_400_000),
+            metadata_snapshot_record_bytes: r
+                .long_at_least("metadata.log.max.record.bytes.between.snapshots", 1)?
+                .unwrap_or(20 * 1024 * 1024) as u64,
             socket_request_max_bytes,
             max_connections,
             connections_per_ip: connections_per_ip_config(&r)?,

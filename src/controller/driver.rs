@@ -200,6 +200,9 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// Entries applied since the last snapshot; a snapshot is taken at
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
+    /// Bytes of the entries applied since the last snapshot; a snapshot is taken at
+    /// `metadata.log.max.record.bytes.between.snapshots` too.
+    since_snapshot_bytes: u64,
     snapshot_entries: usize,
     /// The largest snapshot this voter writes (and every voter reads):
     /// `METADATA_SNAPSHOT_BYTES_MAX`, smaller in tests.
@@ -262,6 +265,7 @@ impl<D: Durable> ControllerCore<D> {
             peer_seen_ms: std::collections::HashMap::new(),
             peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
+            since_snapshot_bytes: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
             snapshot_bytes_max: METADATA_SNAPSHOT_BYTES_MAX,
             snapshot_bound: std::cell::Cell::new(None),
@@ -1068,6 +1072,7 @@ impl<D: Durable> ControllerCore<D> {
                 );
                 self.applied_index = committed.index;
                 self.since_snapshot += 1;
+                self.since_snapshot_bytes += committed.data.len() as u64;
                 // Every entry moves the image's metadata offset, a new leader's empty one too,
                 // so the offset means the same on every node (a snapshot's is its index).
                 let records = MetadataRecord::decode_all(&committed.data).map_err(|e| {
@@ -1111,6 +1116,7 @@ impl<D: Durable> ControllerCore<D> {
                 self.feed.reset(index);
                 self.applied_index = index;
                 self.since_snapshot = 0;
+                self.since_snapshot_bytes = 0;
                 // A snapshot from the leader covers whatever this voter had proposed; whether
                 // its own entries made it is unknown.
                 if let Some(pass) = &self.in_flight {
@@ -1196,7 +1202,9 @@ impl<D: Durable> ControllerCore<D> {
     }
 
     fn maybe_snapshot(&mut self) -> Result<(), DurableError> {
-        if self.since_snapshot < self.snapshot_entries {
+        if self.since_snapshot < self.snapshot_entries
+            && self.since_snapshot_bytes < self.config.metadata_snapshot_record_bytes
+        {
             return Ok(());
         }
         let mut data = Vec::new();
@@ -1214,10 +1222,12 @@ impl<D: Durable> ControllerCore<D> {
                 "metadata snapshot not taken: the image is larger than a snapshot may be"
             );
             self.since_snapshot = 0;
+            self.since_snapshot_bytes = 0;
             return Ok(());
         }
         self.engine.compact(self.applied_index, data)?;
         self.since_snapshot = 0;
+        self.since_snapshot_bytes = 0;
         tracing::info!(offset = self.applied_index, "metadata snapshot taken");
         Ok(())
     }
