@@ -44,7 +44,7 @@ use crate::limits::{
     METADATA_RECORD_BYTES_MAX, METADATA_SNAPSHOT_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
 };
 use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
-use crate::quorum::durable::Durable;
+use crate::quorum::durable::{persist, Durable};
 use crate::quorum::{Apply, Proposal, QuorumEngine};
 
 /// Why the controller thread stopped by itself: the node cannot go on without it.
@@ -165,7 +165,10 @@ struct InFlight {
 /// milliseconds of a monotonic clock). The thread ([`run`]) and the simulation drive it.
 pub(crate) struct ControllerCore<D: Durable> {
     config: Arc<BrokerConfig>,
-    engine: QuorumEngine<D>,
+    engine: QuorumEngine,
+    /// Where the engine's writes are made durable, each poll's before anything of it is sent
+    /// or applied.
+    durable: D,
     publisher: Arc<MetadataPublisher>,
     image: Arc<MetadataImage>,
     /// The cluster id this voter proposes if it is the first active controller of a cluster
@@ -238,7 +241,8 @@ pub(crate) struct ControllerCore<D: Durable> {
 impl<D: Durable> ControllerCore<D> {
     pub(crate) fn new(
         config: Arc<BrokerConfig>,
-        engine: QuorumEngine<D>,
+        engine: QuorumEngine,
+        durable: D,
         publisher: Arc<MetadataPublisher>,
         proposed_cluster_id: String,
         lifecycle: Option<Lifecycle>,
@@ -247,6 +251,7 @@ impl<D: Durable> ControllerCore<D> {
         ControllerCore {
             config,
             engine,
+            durable,
             image: publisher.image(),
             publisher,
             proposed_cluster_id,
@@ -806,7 +811,7 @@ impl<D: Durable> ControllerCore<D> {
     }
 
     #[cfg(test)]
-    pub(crate) fn engine(&self) -> &QuorumEngine<D> {
+    pub(crate) fn engine(&self) -> &QuorumEngine {
         &self.engine
     }
 
@@ -867,7 +872,8 @@ impl<D: Durable> ControllerCore<D> {
             }
             self.publish_controller_id();
             self.maybe_start_pass(now_ms);
-            let out = self.engine.poll()?;
+            let out = self.engine.poll();
+            persist(&mut self.durable, &out.persist)?;
             let progressed = !out.apply.is_empty();
             messages.extend(out.messages);
             for apply in out.apply {
@@ -1225,7 +1231,9 @@ impl<D: Durable> ControllerCore<D> {
             self.since_snapshot_bytes = 0;
             return Ok(());
         }
-        self.engine.compact(self.applied_index, data)?;
+        if let Some(write) = self.engine.compact(self.applied_index, data) {
+            persist(&mut self.durable, std::slice::from_ref(&write))?;
+        }
         self.since_snapshot = 0;
         self.since_snapshot_bytes = 0;
         tracing::info!(offset = self.applied_index, "metadata snapshot taken");

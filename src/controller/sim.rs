@@ -278,7 +278,7 @@ impl Sim {
             // Different per voter and fixed, so the seed alone decides the run.
             fixed_election_ticks: Some(10 + 3 * node.id as usize),
         };
-        let engine = QuorumEngine::open(&quorum, node.durable.clone()).unwrap();
+        let engine = QuorumEngine::open(&quorum, node.durable.clone().recover().unwrap());
         let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
         let publisher = Arc::new(MetadataPublisher::new(
             cache.clone(),
@@ -292,6 +292,7 @@ impl Sim {
         let mut core = ControllerCore::new(
             config_for(node.id),
             engine,
+            node.durable.clone(),
             publisher,
             format!("sim-{}", node.id),
             None,
@@ -951,7 +952,8 @@ impl SessionVoters {
                     heartbeat_ticks: 2,
                     fixed_election_ticks: Some(10 + 3 * id as usize),
                 };
-                let engine = QuorumEngine::open(&quorum, MemState::new()).unwrap();
+                let durable = MemState::new();
+                let engine = QuorumEngine::open(&quorum, durable.clone().recover().unwrap());
                 let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
                 caches.push(cache.clone());
                 let publisher = Arc::new(MetadataPublisher::new(
@@ -961,6 +963,7 @@ impl SessionVoters {
                 ControllerCore::new(
                     config_for(id),
                     engine,
+                    durable,
                     publisher,
                     "sessions".into(),
                     Some(lifecycle),
@@ -1371,7 +1374,7 @@ impl SimCluster {
             heartbeat_ticks: 2,
             fixed_election_ticks: Some(10 + 3 * id as usize),
         };
-        let engine = QuorumEngine::open(&quorum, self.durables[i].clone()).unwrap();
+        let engine = QuorumEngine::open(&quorum, self.durables[i].clone().recover().unwrap());
         self.caches[i] = Arc::new(MetadataCache::new(MetadataImage::default()));
         self.publishers[i] = Arc::new(MetadataPublisher::new(
             self.caches[i].clone(),
@@ -1380,6 +1383,7 @@ impl SimCluster {
         self.cores[i] = Some(ControllerCore::new(
             config_for(id),
             engine,
+            self.durables[i].clone(),
             self.publishers[i].clone(),
             "scenario".into(),
             None,
