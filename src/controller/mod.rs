@@ -20,6 +20,7 @@ pub mod elections;
 mod forward;
 pub mod observer;
 mod request;
+mod sessions;
 #[cfg(test)]
 mod sim;
 
