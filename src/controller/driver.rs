@@ -23,8 +23,8 @@
 //! directories); that is why it is a thread and not a tokio task. It enters the node's tokio
 //! runtime, so listeners may spawn tasks.
 
-use std::collections::{BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,13 +36,14 @@ use tokio::sync::Semaphore;
 
 use super::decisions::has_leaderless_partitions;
 use super::forward::{QuorumDescription, VoterDescription};
-use super::request::{decide, Finish, IdSource, Request};
+use super::passes::{Answer, InFlight, Passes};
+use super::request::{decide, IdSource, Request};
 use super::sessions::{BrokerSessions, Fence};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
-    CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, LEADER_IMBALANCE_RECHECK_MS,
-    METADATA_RECORD_BYTES_MAX, METADATA_SNAPSHOT_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
+    CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, METADATA_RECORD_BYTES_MAX,
+    METADATA_SNAPSHOT_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
 };
 use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
 use crate::quorum::durable::{persist, Durable};
@@ -109,24 +110,6 @@ pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 pub(crate) use super::sessions::Lifecycle;
 
-/// A pass whose entries are proposed but not yet applied.
-struct InFlight {
-    /// The pass's last entry; the pass is committed when the entry applied at its index has its
-    /// term.
-    last: Proposal,
-    /// Answered once this node has acted on the committed image.
-    finishes: Vec<Finish>,
-    /// Broker heartbeats: answered at commit. What they answer (fenced, caught up, may shut
-    /// down) is the broker's own state, not this node's cache, and a broker sends its next
-    /// heartbeat only after this answer, so it must not wait for this node's replica manager.
-    heartbeats: Vec<Finish>,
-    /// The brokers whose heartbeats are in the pass: in contact, not expired while it runs.
-    heartbeat_brokers: Vec<i32>,
-    deadline_ms: u64,
-    /// When it was proposed (the quorum clock), for the election time.
-    proposed_ms: u64,
-}
-
 /// The controller without its thread: events in, messages out, time given by the caller (in
 /// milliseconds of a monotonic clock). The thread ([`run`]) and the simulation drive it.
 pub(crate) struct ControllerCore<D: Durable> {
@@ -152,8 +135,7 @@ pub(crate) struct ControllerCore<D: Durable> {
     applied_index: u64,
     /// The leader term in which this voter applied an entry of its own: it is active then.
     active_term: Option<u64>,
-    queued: VecDeque<Request>,
-    in_flight: Option<InFlight>,
+    passes: Passes,
     /// Controller-listener connections carrying a peer voter's messages, by connection id.
     peer_connections: std::collections::HashMap<u64, u64>,
     /// Each peer voter's latest connection, and when (quorum clock) it last carried a message
@@ -177,18 +159,6 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// with the term it was active in: what [`Self::admit_user_op`] adds each change's growth
     /// to, instead of walking the whole image for every change.
     snapshot_bound: std::cell::Cell<Option<(u64, usize)>>,
-    /// When the next automatic leader rebalancing pass is due (only while active and
-    /// `auto.leader.rebalance.enable`): `leader.imbalance.check.interval` after becoming active
-    /// and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit its bound.
-    next_rebalance_ms: Option<u64>,
-    /// Set by a committed pass that left electable partitions for the next one.
-    rebalance_more: Arc<AtomicBool>,
-    /// When the next unclean election pass is due (only while active and some partition has
-    /// no leader): `unclean.leader.election.interval.ms` after a partition is first seen
-    /// leaderless and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit
-    /// its bound (Kafka's `maybeScheduleNextElectUncleanLeaders`).
-    next_unclean_ms: Option<u64>,
-    unclean_more: Arc<AtomicBool>,
     /// Whether the image at this metadata offset has a partition without a leader: looked up
     /// once per image, not on every tick.
     leaderless_at: Option<(u64, bool)>,
@@ -225,8 +195,7 @@ impl<D: Durable> ControllerCore<D> {
             state,
             applied_index: 0,
             active_term: None,
-            queued: VecDeque::new(),
-            in_flight: None,
+            passes: Passes::default(),
             peer_connections: std::collections::HashMap::new(),
             peer_bound: std::collections::HashMap::new(),
             peer_seen_ms: std::collections::HashMap::new(),
@@ -236,10 +205,6 @@ impl<D: Durable> ControllerCore<D> {
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
             snapshot_bytes_max: METADATA_SNAPSHOT_BYTES_MAX,
             snapshot_bound: std::cell::Cell::new(None),
-            next_rebalance_ms: None,
-            rebalance_more: Arc::new(AtomicBool::new(false)),
-            next_unclean_ms: None,
-            unclean_more: Arc::new(AtomicBool::new(false)),
             leaderless_at: None,
             now: Now::default(),
             new_id: Box::new(super::random_uuid),
@@ -347,7 +312,7 @@ impl<D: Durable> ControllerCore<D> {
             self.sessions
                 .heartbeat_arrived(*broker_id, *broker_epoch, self.now.mono_ms);
         }
-        self.queued.push_back(request);
+        self.passes.queued.push_back(request);
     }
 
     /// Takes a Raft message from a peer, noting which connection carries that peer's messages:
@@ -403,7 +368,8 @@ impl<D: Durable> ControllerCore<D> {
         let fences = self
             .sessions
             .connection_closed(connection, self.is_active(), &self.image);
-        self.queued
+        self.passes
+            .queued
             .extend(fences.into_iter().map(Fence::into_request));
         if let Some(peer) = self.peer_connections.remove(&connection) {
             if self
@@ -462,7 +428,9 @@ impl<D: Durable> ControllerCore<D> {
         self.observe_time(now);
         let now_ms = now.mono_ms;
         self.engine.tick();
-        self.expire_in_flight(now_ms);
+        if let Some(answer) = self.passes.expire(now_ms) {
+            self.answer(answer);
+        }
         self.expire_sessions(now_ms);
         self.maybe_rebalance(now_ms);
         self.maybe_elect_unclean_leaders(now_ms);
@@ -483,55 +451,31 @@ impl<D: Durable> ControllerCore<D> {
     /// Queues an unclean election pass when one is due and some partition has no leader,
     /// decided in turn with the requests (the pass itself picks the topics that allow it).
     fn maybe_elect_unclean_leaders(&mut self, now_ms: u64) {
-        if !self.is_active() || !self.some_partition_leaderless() {
-            self.next_unclean_ms = None;
-            return;
-        }
-        let interval_ms = u64::try_from(self.config.unclean_leader_election_interval_ms)
-            .unwrap_or(1)
-            .max(1);
-        let Some(due) = self.next_unclean_ms else {
-            self.next_unclean_ms = Some(now_ms + interval_ms);
-            return;
-        };
-        if self.unclean_more.swap(false, Ordering::AcqRel) {
-            self.next_unclean_ms = Some(due.min(now_ms + LEADER_IMBALANCE_RECHECK_MS));
-            return;
-        }
-        if now_ms < due {
-            return;
-        }
-        self.next_unclean_ms = Some(now_ms + interval_ms);
-        self.queued.push_back(Request::ElectUncleanLeaders {
-            more: self.unclean_more.clone(),
+        let wanted = self.is_active() && self.some_partition_leaderless();
+        let interval_ms = wanted.then(|| {
+            u64::try_from(self.config.unclean_leader_election_interval_ms)
+                .unwrap_or(1)
+                .max(1)
         });
+        if let Some(more) = self.passes.unclean.due(interval_ms, now_ms) {
+            self.passes
+                .queued
+                .push_back(Request::ElectUncleanLeaders { more });
+        }
     }
 
     /// Queues an automatic leader rebalancing pass when one is due (Kafka's
     /// `maybeScheduleNextBalancePartitionLeaders`), decided in turn with the requests.
     fn maybe_rebalance(&mut self, now_ms: u64) {
-        if !self.is_active() || !self.config.auto_leader_rebalance_enable {
-            self.next_rebalance_ms = None;
-            return;
-        }
-        let interval_ms = u64::try_from(self.config.leader_imbalance_check_interval_ms)
-            .unwrap_or(1)
-            .max(1);
-        let Some(due) = self.next_rebalance_ms else {
-            self.next_rebalance_ms = Some(now_ms + interval_ms);
-            return;
-        };
-        if self.rebalance_more.swap(false, Ordering::AcqRel) {
-            self.next_rebalance_ms = Some(due.min(now_ms + LEADER_IMBALANCE_RECHECK_MS));
-            return;
-        }
-        if now_ms < due {
-            return;
-        }
-        self.next_rebalance_ms = Some(now_ms + interval_ms);
-        self.queued.push_back(Request::Rebalance {
-            more: self.rebalance_more.clone(),
+        let wanted = self.is_active() && self.config.auto_leader_rebalance_enable;
+        let interval_ms = wanted.then(|| {
+            u64::try_from(self.config.leader_imbalance_check_interval_ms)
+                .unwrap_or(1)
+                .max(1)
         });
+        if let Some(more) = self.passes.rebalance.due(interval_ms, now_ms) {
+            self.passes.queued.push_back(Request::Rebalance { more });
+        }
     }
 
     /// Fences brokers whose session passed its deadline.
@@ -539,10 +483,11 @@ impl<D: Durable> ControllerCore<D> {
         if !self.is_active() {
             return;
         }
-        let fences = self.sessions.expire(now_ms, &self.image, |id| {
-            heartbeat_pending(&self.in_flight, &self.queued, id)
-        });
-        self.queued
+        let fences = self
+            .sessions
+            .expire(now_ms, &self.image, |id| self.passes.heartbeat_pending(id));
+        self.passes
+            .queued
             .extend(fences.into_iter().map(Fence::into_request));
     }
 
@@ -550,7 +495,7 @@ impl<D: Durable> ControllerCore<D> {
     /// failover grace, and writes the cluster id if the log has none yet.
     fn became_active(&mut self, now_ms: u64) {
         if self.image.cluster_id.is_empty() {
-            self.queued.push_front(Request::BootstrapClusterId {
+            self.passes.queued.push_front(Request::BootstrapClusterId {
                 cluster_id: self.proposed_cluster_id.clone(),
             });
         }
@@ -573,21 +518,45 @@ impl<D: Durable> ControllerCore<D> {
     #[cfg(test)]
     pub(crate) fn backlog(&self) -> (usize, Option<u64>) {
         (
-            self.queued.len(),
-            self.in_flight.as_ref().map(|p| p.last.index),
+            self.passes.queued.len(),
+            self.passes.in_flight.as_ref().map(|p| p.last.index),
         )
     }
 
     /// Refuses everything still waiting (NOT_CONTROLLER; a pass in flight, whose outcome is
     /// unknown, REQUEST_TIMED_OUT).
     pub(crate) fn stop(&mut self) {
-        for r in self.queued.drain(..) {
+        let (waiting, pass) = self.passes.stop();
+        for r in waiting {
             r.refuse(ApiError::NotController);
         }
-        if let Some(pass) = self.in_flight.take() {
-            let e = ApiError::RequestTimedOut;
-            for f in pass.heartbeats.into_iter().chain(pass.finishes) {
-                f(Err(&e));
+        if let Some(answer) = pass {
+            self.answer(answer);
+        }
+    }
+
+    /// Carries out what a pass owes its callers.
+    fn answer(&self, answer: Answer) {
+        match answer {
+            Answer::Committed {
+                heartbeats,
+                finishes,
+            } => {
+                // The controller thread goes on while this node acts on the image.
+                let image = self.image.clone();
+                for f in heartbeats {
+                    f(Ok(&image));
+                }
+                self.publisher.after_delivered(move || {
+                    for f in finishes {
+                        f(Ok(&image));
+                    }
+                });
+            }
+            Answer::Failed { finishes, error } => {
+                for f in finishes {
+                    f(Err(&error));
+                }
             }
         }
     }
@@ -636,8 +605,8 @@ impl<D: Durable> ControllerCore<D> {
             if progressed {
                 self.maybe_snapshot()?;
             }
-            let more =
-                self.became_active_pending || (!self.queued.is_empty() && self.in_flight.is_none());
+            let more = self.became_active_pending
+                || (!self.passes.queued.is_empty() && self.passes.in_flight.is_none());
             if !progressed || !more {
                 return Ok(messages);
             }
@@ -713,11 +682,11 @@ impl<D: Durable> ControllerCore<D> {
     }
 
     fn maybe_start_pass(&mut self, now_ms: u64) {
-        if self.in_flight.is_some() || self.queued.is_empty() {
+        if self.passes.in_flight.is_some() || self.passes.queued.is_empty() {
             return;
         }
         if !self.engine.is_leader() {
-            for r in self.queued.drain(..) {
+            for r in self.passes.queued.drain(..) {
                 r.refuse(ApiError::NotController);
             }
             return;
@@ -726,19 +695,19 @@ impl<D: Durable> ControllerCore<D> {
             // A new leader first applies an entry of its own term; requests wait for that.
             return;
         }
-        let take = self.queued.len().min(CONTROLLER_BATCH_REQUESTS_MAX);
+        let take = self.passes.queued.len().min(CONTROLLER_BATCH_REQUESTS_MAX);
         let mut working: Option<MetadataImage> = None;
         // Each decided request's records, kept apart so that none is split across log entries.
         let mut records: Vec<Vec<MetadataRecord>> = Vec::new();
         let mut finishes = Vec::with_capacity(take);
         let mut heartbeats = Vec::new();
         let mut heartbeat_brokers = Vec::new();
-        let taken: Vec<Request> = self.queued.drain(..take).collect();
+        let taken: Vec<Request> = self.passes.queued.drain(..take).collect();
         for mut request in taken {
             let duplicate =
                 self.sessions
                     .is_duplicate_registration(&request, &self.image, now_ms, |id| {
-                        heartbeat_pending(&self.in_flight, &self.queued, id)
+                        self.passes.heartbeat_pending(id)
                     });
             if duplicate {
                 request.refuse(ApiError::DuplicateBrokerRegistration);
@@ -791,7 +760,7 @@ impl<D: Durable> ControllerCore<D> {
         }
         match self.propose(&records) {
             Ok(last) => {
-                self.in_flight = Some(InFlight {
+                self.passes.in_flight = Some(InFlight {
                     last,
                     finishes,
                     heartbeats,
@@ -863,7 +832,9 @@ impl<D: Durable> ControllerCore<D> {
                     self.active_term = Some(committed.term);
                     self.became_active_pending = true;
                 }
-                self.resolve_in_flight(committed.index, committed.term);
+                if let Some(answer) = self.passes.resolve(committed.index, committed.term) {
+                    self.answer(answer);
+                }
                 self.feed
                     .append(committed.index, bytes::Bytes::from(committed.data));
             }
@@ -884,14 +855,8 @@ impl<D: Durable> ControllerCore<D> {
                 self.since_snapshot_bytes = 0;
                 // A snapshot from the leader covers whatever this voter had proposed; whether
                 // its own entries made it is unknown.
-                if let Some(pass) = &self.in_flight {
-                    if pass.last.index <= index {
-                        let pass = self.in_flight.take().expect("checked");
-                        let e = ApiError::RequestTimedOut;
-                        for f in pass.heartbeats.into_iter().chain(pass.finishes) {
-                            f(Err(&e));
-                        }
-                    }
+                if let Some(answer) = self.passes.snapshot_installed(index) {
+                    self.answer(answer);
                 }
                 let _ = term;
             }
@@ -906,63 +871,10 @@ impl<D: Durable> ControllerCore<D> {
         if elections.is_empty() {
             return;
         }
-        let elapsed_ms =
-            self.in_flight
-                .as_ref()
-                .map_or(0, |p| self.now.mono_ms.saturating_sub(p.proposed_ms)) as f64;
+        let elapsed_ms = self.passes.in_flight_for_ms(self.now.mono_ms) as f64;
         for e in &elections {
             tracing::debug!(topic = %e.topic, partition = e.partition, from = e.previous_leader, to = e.leader, reason = e.reason.as_str(), "leader elected");
             self.state.stats.elected(e.reason, 1, elapsed_ms);
-        }
-    }
-
-    /// Answers the in-flight pass once the entry at its last index is applied.
-    fn resolve_in_flight(&mut self, index: u64, term: u64) {
-        let Some(pass) = &self.in_flight else {
-            return;
-        };
-        if index < pass.last.index {
-            return;
-        }
-        let pass = self.in_flight.take().expect("checked");
-        if index == pass.last.index && term == pass.last.term {
-            // Answered once this node has acted on the image too (its cache shows what was
-            // answered, its replica logs exist); the controller thread goes on meanwhile.
-            let image = self.image.clone();
-            for f in pass.heartbeats {
-                f(Ok(&image));
-            }
-            let finishes = pass.finishes;
-            self.publisher.after_delivered(move || {
-                for f in finishes {
-                    f(Ok(&image));
-                }
-            });
-        } else {
-            // Another leader's entry took the place of ours: nothing of the pass was committed
-            // (entries of a term are committed in order, so its earlier ones went too).
-            let e = ApiError::NotController;
-            for f in pass.heartbeats.into_iter().chain(pass.finishes) {
-                f(Err(&e));
-            }
-        }
-    }
-
-    fn expire_in_flight(&mut self, now_ms: u64) {
-        if self
-            .in_flight
-            .as_ref()
-            .is_some_and(|p| now_ms >= p.deadline_ms)
-        {
-            let pass = self.in_flight.take().expect("checked");
-            tracing::warn!(
-                offset = pass.last.index,
-                "metadata write not committed in time; its outcome is unknown"
-            );
-            let e = ApiError::RequestTimedOut;
-            for f in pass.heartbeats.into_iter().chain(pass.finishes) {
-                f(Err(&e));
-            }
         }
     }
 
@@ -998,21 +910,6 @@ impl<D: Durable> ControllerCore<D> {
         tracing::info!(offset = self.applied_index, "metadata snapshot taken");
         Ok(())
     }
-}
-
-/// Whether a heartbeat of `broker_id` waits in `queued` or in the pass `in_flight`: the
-/// broker is in contact and this controller has not answered yet.
-fn heartbeat_pending(
-    in_flight: &Option<InFlight>,
-    queued: &VecDeque<Request>,
-    broker_id: i32,
-) -> bool {
-    in_flight
-        .as_ref()
-        .is_some_and(|p| p.heartbeat_brokers.contains(&broker_id))
-        || queued
-            .iter()
-            .any(|r| matches!(r, Request::BrokerHeartbeat { broker_id: b, .. } if *b == broker_id))
 }
 
 /// The log entries a pass's groups of records become (see `ControllerCore::propose`).

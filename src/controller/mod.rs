@@ -19,6 +19,7 @@ mod driver;
 pub mod elections;
 mod forward;
 pub mod observer;
+mod passes;
 mod request;
 mod sessions;
 #[cfg(test)]
