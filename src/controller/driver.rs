@@ -389,6 +389,7 @@ impl<D: Durable> ControllerCore<D> {
             Ok(()) if term >= current => {
                 self.peer_connections.insert(connection, from);
                 self.peer_bound.insert(from, (connection, self.last_now_ms));
+                self.state.link_peer(from, Some(connection));
                 self.peer_seen_ms.insert(from, wall_clock_ms());
             }
             Ok(()) => {}
@@ -450,6 +451,7 @@ impl<D: Durable> ControllerCore<D> {
                 .is_some_and(|(c, _)| *c == connection)
             {
                 self.peer_bound.remove(&peer);
+                self.state.link_peer(peer, None);
             }
             // A voter's Raft connection closed and its broker has not yet reached this
             // controller (a session started by [`Self::became_active`]): the process most
