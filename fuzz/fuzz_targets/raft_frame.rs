@@ -136,7 +136,7 @@ fuzz_target!(|data: &[u8]| {
         let message = if chunks::is_chunk_frame(frame) {
             chunks::decode_chunk(&frame.clone().into())
                 .ok()
-                .and_then(|c| reassembly.accept(1, c).ok().flatten())
+                .and_then(|c| reassembly.accept(1, None, c).ok().flatten())
                 .and_then(|body| wire::decode_message(&body).ok())
         } else {
             wire::decode_request(frame).ok().map(|(_, m)| m)

@@ -333,6 +333,7 @@ impl<D: Durable> ControllerCore<D> {
             Ok(()) if term >= current => {
                 self.peer_connections.insert(connection, from);
                 self.peer_bound.insert(from, (connection, self.now.mono_ms));
+                self.state.link_peer(from, Some(connection));
                 self.peer_seen_ms.insert(from, self.now.wall_ms);
             }
             Ok(()) => {}
@@ -378,6 +379,7 @@ impl<D: Durable> ControllerCore<D> {
                 .is_some_and(|(c, _)| *c == connection)
             {
                 self.peer_bound.remove(&peer);
+                self.state.link_peer(peer, None);
             }
             if self.is_active() {
                 self.sessions.voter_disconnected(peer, self.now.mono_ms);

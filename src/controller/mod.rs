@@ -268,12 +268,18 @@ impl ControllerChannel {
     /// the message, once whole, goes on as [`Self::peer_message`]. An error means the
     /// connection must close.
     pub fn peer_chunk(&self, chunk: Chunk, connection: u64) -> Result<(), ChunkError> {
-        let whole = self.reassembly().accept(connection, chunk)?;
+        let (from, link) = (chunk.from, self.state.peer_link(chunk.from));
+        let whole = self.reassembly().accept(connection, link, chunk)?;
         if let Some(body) = whole {
-            match wire::decode_message(&body) {
-                Ok(message) => self.peer_message(message, connection),
-                Err(e) => return Err(ChunkError::Undecodable(e.to_string())),
+            let message =
+                wire::decode_message(&body).map_err(|e| ChunkError::Undecodable(e.to_string()))?;
+            if message.from != from {
+                return Err(ChunkError::Undecodable(format!(
+                    "a message from {} in chunks from {from}",
+                    message.from
+                )));
             }
+            self.peer_message(message, connection);
         }
         Ok(())
     }

@@ -150,19 +150,28 @@ impl Reassembly {
     }
 
     /// Takes one chunk that came on `connection`; the whole encoded message once its last
-    /// chunk is in. An error means the connection must close.
-    pub fn accept(&mut self, connection: u64, chunk: Chunk) -> Result<Option<Vec<u8>>, ChunkError> {
+    /// chunk is in. `link` is the connection that carries the claimed sender's accepted
+    /// messages, if one does: a chunk in its name on another connection is refused, as a whole
+    /// message would be, and never disturbs what that connection sends. An error means the
+    /// connection must close; a message in progress on another connection stays.
+    pub fn accept(
+        &mut self,
+        connection: u64,
+        link: Option<u64>,
+        chunk: Chunk,
+    ) -> Result<Option<Vec<u8>>, ChunkError> {
         if !self.peers.contains(&chunk.from) {
             return Err(ChunkError::NotAVoter(chunk.from));
         }
+        if link.is_some_and(|l| l != connection) {
+            return Err(ChunkError::OutOfPlace(
+                "the voter's messages come on another live connection",
+            ));
+        }
         let total = chunk.total as usize;
         if total > REASSEMBLY_BYTES_MAX {
+            self.drop_partial(chunk.from, connection);
             return Err(ChunkError::TooLarge(chunk.total));
-        }
-        if chunk.bytes.is_empty() || chunk.bytes.len() > RAFT_CHUNK_BYTES {
-            return Err(ChunkError::OutOfPlace(
-                "a chunk holds 1 to RAFT_CHUNK_BYTES bytes",
-            ));
         }
         if chunk.position == 0 {
             // A message starts: whatever this voter had in progress was lost with its
@@ -176,24 +185,47 @@ impl Reassembly {
                 },
             );
         }
-        let Some(partial) = self.partial.get_mut(&chunk.from) else {
-            return Err(ChunkError::OutOfPlace("no message in progress"));
+        let Some(partial) = self
+            .partial
+            .get_mut(&chunk.from)
+            .filter(|p| p.connection == connection)
+        else {
+            return Err(ChunkError::OutOfPlace(
+                "no message in progress on this connection",
+            ));
         };
-        let follows = partial.connection == connection
-            && partial.total == total
+        let end = partial.bytes.len() + chunk.bytes.len();
+        let follows = partial.total == total
             && partial.bytes.len() == chunk.position as usize
-            && partial.bytes.len() + chunk.bytes.len() <= total;
+            && !chunk.bytes.is_empty()
+            && chunk.bytes.len() <= RAFT_CHUNK_BYTES
+            && end <= total;
         if !follows {
             self.partial.remove(&chunk.from);
             return Err(ChunkError::OutOfPlace(
                 "not the next chunk of the message in progress",
             ));
         }
+        if end > partial.bytes.capacity() {
+            // Grows as a Vec does, but never past the message's size.
+            let target = (partial.bytes.capacity() * 2).clamp(end, total);
+            partial.bytes.reserve_exact(target - partial.bytes.len());
+        }
         partial.bytes.extend_from_slice(&chunk.bytes);
-        if partial.bytes.len() < total {
+        if end < total {
             return Ok(None);
         }
         Ok(self.partial.remove(&chunk.from).map(|p| p.bytes))
+    }
+
+    fn drop_partial(&mut self, from: u64, connection: u64) {
+        if self
+            .partial
+            .get(&from)
+            .is_some_and(|p| p.connection == connection)
+        {
+            self.partial.remove(&from);
+        }
     }
 
     /// Forgets what came on a connection that closed.
@@ -253,7 +285,7 @@ mod tests {
         let mut whole = None;
         for c in chunks {
             assert!(whole.is_none(), "complete only at the last chunk");
-            whole = r.accept(7, c).unwrap();
+            whole = r.accept(7, None, c).unwrap();
         }
         assert_eq!(whole.as_deref(), Some(&m[..]));
         assert_eq!(r.held_bytes(), 0);
@@ -264,14 +296,15 @@ mod tests {
         let first = frames_of(&message(2 * RAFT_CHUNK_BYTES + 1));
         let second = message(RAFT_CHUNK_BYTES + 5);
         let mut r = Reassembly::new(vec![2]);
-        assert_eq!(r.accept(1, first[0].clone()).unwrap(), None);
-        // The sender reconnected and sent its next message from the start.
+        assert_eq!(r.accept(1, Some(1), first[0].clone()).unwrap(), None);
+        // The sender reconnected (its old connection no longer carries its messages) and sent
+        // its next message from the start.
         let mut whole = None;
         for c in frames_of(&second) {
-            whole = r.accept(2, c).unwrap();
+            whole = r.accept(2, Some(2), c).unwrap();
         }
         assert_eq!(whole, Some(second));
-        assert_eq!(r.accept(3, first[0].clone()).unwrap(), None);
+        assert_eq!(r.accept(3, None, first[0].clone()).unwrap(), None);
         assert_eq!(r.held_bytes(), RAFT_CHUNK_BYTES);
         r.connection_closed(3);
         assert_eq!(r.held_bytes(), 0);
@@ -282,32 +315,49 @@ mod tests {
         let chunks = frames_of(&message(3 * RAFT_CHUNK_BYTES));
         let mut r = Reassembly::new(vec![2]);
         // A gap.
-        r.accept(1, chunks[0].clone()).unwrap();
-        assert!(matches!(
-            r.accept(1, chunks[2].clone()),
-            Err(ChunkError::OutOfPlace(_))
-        ));
+        r.accept(1, None, chunks[0].clone()).unwrap();
+        let gap = r.accept(1, None, chunks[2].clone());
+        assert!(matches!(gap, Err(ChunkError::OutOfPlace(_))));
         assert_eq!(r.held_bytes(), 0, "the broken message is dropped");
-        // A continuation with nothing in progress, or on another connection.
-        assert!(r.accept(1, chunks[1].clone()).is_err());
-        r.accept(1, chunks[0].clone()).unwrap();
-        assert!(r.accept(9, chunks[1].clone()).is_err());
+        // A continuation with nothing in progress.
+        assert!(r.accept(1, None, chunks[1].clone()).is_err());
         // A size that changes mid-message, or past the bound, or from a non-voter.
-        r.accept(1, chunks[0].clone()).unwrap();
+        r.accept(1, None, chunks[0].clone()).unwrap();
         let mut other = chunks[1].clone();
         other.total += 1;
-        assert!(r.accept(1, other).is_err());
+        assert!(r.accept(1, None, other).is_err());
         let mut huge = chunks[0].clone();
         huge.total = u32::MAX;
-        assert_eq!(r.accept(1, huge), Err(ChunkError::TooLarge(u32::MAX)));
+        assert_eq!(r.accept(1, None, huge), Err(ChunkError::TooLarge(u32::MAX)));
         let mut stranger = chunks[0].clone();
         stranger.from = 5;
-        assert_eq!(r.accept(1, stranger), Err(ChunkError::NotAVoter(5)));
+        assert_eq!(r.accept(1, None, stranger), Err(ChunkError::NotAVoter(5)));
         // More bytes than the message claims.
         let mut over = chunks[0].clone();
         over.total = 10;
-        assert!(r.accept(1, over).is_err());
+        assert!(r.accept(1, None, over).is_err());
         assert_eq!(r.held_bytes(), 0);
+    }
+
+    /// A stranger claiming the sender's id on another connection, while the sender's own
+    /// connection carries its messages, cannot cut short or replace what it sends.
+    #[test]
+    fn chunks_in_a_voters_name_on_another_connection_disturb_nothing() {
+        let m = message(3 * RAFT_CHUNK_BYTES + 9);
+        let chunks = frames_of(&m);
+        let mut r = Reassembly::new(vec![2]);
+        r.accept(1, Some(1), chunks[0].clone()).unwrap();
+        for forged in [chunks[0].clone(), chunks[1].clone(), chunks[3].clone()] {
+            assert!(r.accept(6, Some(1), forged).is_err());
+        }
+        // Before the voter's connection is known, a forged continuation on another
+        // connection is refused and leaves the message in progress alone too.
+        assert!(r.accept(6, None, chunks[2].clone()).is_err());
+        let mut whole = None;
+        for c in &chunks[1..] {
+            whole = r.accept(1, Some(1), c.clone()).unwrap();
+        }
+        assert_eq!(whole, Some(m));
     }
 
     #[test]

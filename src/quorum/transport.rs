@@ -148,6 +148,7 @@ async fn peer_task(
         }
         let next_id = || correlation.fetch_add(1, Ordering::Relaxed);
         let frames = wire::encode_frames(next_id(), &client_id, &message);
+        drop(message); // A snapshot is held once, encoded.
         let (_, stream) = connection.as_mut().expect("connected above");
         match write_frames(stream, node_id, &client_id, frames, next_id).await {
             Ok(()) => {
@@ -218,6 +219,25 @@ mod tests {
         m
     }
 
+    /// A transport from voter 1 to voter 2, which is a listener here; and what it reports.
+    async fn transport_to_listener() -> (
+        TcpListener,
+        Transport,
+        tokio::sync::mpsc::UnboundedReceiver<TransportEvent>,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
+        let transport = Transport::start(
+            1,
+            BTreeMap::from([(2, address)]),
+            Arc::new(move |e| {
+                let _ = events_tx.send(e);
+            }),
+        );
+        (listener, transport, events)
+    }
+
     async fn read_frame(stream: &mut TcpStream) -> Vec<u8> {
         let len = stream.read_i32().await.expect("frame size") as usize;
         let mut frame = vec![0u8; len];
@@ -237,16 +257,7 @@ mod tests {
     #[tokio::test]
     async fn a_snapshot_travels_in_chunks_and_is_reported_once_all_are_written() {
         use crate::quorum::chunks::{self, Reassembly, RAFT_CHUNK_BYTES};
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap().to_string();
-        let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-        let transport = Transport::start(
-            1,
-            BTreeMap::from([(2, address)]),
-            Arc::new(move |e| {
-                let _ = events_tx.send(e);
-            }),
-        );
+        let (listener, transport, mut events) = transport_to_listener().await;
         let mut snapshot = message(0);
         snapshot.set_msg_type(MessageType::MsgSnapshot);
         let data: Vec<u8> = (0..5 * RAFT_CHUNK_BYTES + 3).map(|i| i as u8).collect();
@@ -270,7 +281,7 @@ mod tests {
             );
             frames += 1;
             let chunk = chunks::decode_chunk(&frame).unwrap();
-            if let Some(whole) = reassembly.accept(9, chunk).unwrap() {
+            if let Some(whole) = reassembly.accept(9, None, chunk).unwrap() {
                 break whole;
             }
         };
@@ -291,16 +302,7 @@ mod tests {
     /// after that reaches the new process, on a new connection.
     #[tokio::test]
     async fn a_connection_the_peer_closes_is_dropped_before_the_next_message() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap().to_string();
-        let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-        let transport = Transport::start(
-            1,
-            BTreeMap::from([(2, address)]),
-            Arc::new(move |e| {
-                let _ = events_tx.send(e);
-            }),
-        );
+        let (listener, transport, mut events) = transport_to_listener().await;
         let deadline = Duration::from_secs(10);
         transport.send(vec![message(1)]);
         let (mut old, _) = tokio::time::timeout(deadline, listener.accept())
