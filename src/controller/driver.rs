@@ -23,7 +23,6 @@
 //! directories); that is why it is a thread and not a tokio task. It enters the node's tokio
 //! runtime, so listeners may spawn tasks.
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -35,10 +34,10 @@ use raft::eraftpb::Message;
 use tokio::sync::Semaphore;
 
 use super::decisions::has_leaderless_partitions;
-use super::forward::{QuorumDescription, VoterDescription};
 use super::passes::{Answer, InFlight, Passes};
 use super::request::{decide, IdSource, Request};
 use super::sessions::{BrokerSessions, Fence};
+use super::voter::Voter;
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
@@ -84,16 +83,6 @@ pub(crate) enum Event {
 /// Where the engine's outgoing messages go (the peer transport; nowhere for a single voter).
 pub(crate) type Outbox = Box<dyn FnMut(Vec<Message>) + Send>;
 
-/// Between the campaigns of the voters that lost their leader's connection, in rank order: the
-/// first campaigns at once, the next only if no leader emerged by then.
-const CAMPAIGN_STAGGER_MS: u64 = 150;
-
-/// A voter still a pre-candidate this long after campaigning campaigns again, at most
-/// [`CAMPAIGN_RETRIES`] times: its pre-vote may have reached a voter that had not yet seen the
-/// leader's connection close and still honoured the lease, which ignores it without answering.
-const CAMPAIGN_RETRY_MS: u64 = 30;
-const CAMPAIGN_RETRIES: u8 = 3;
-
 /// When an event happens, as the caller's clocks say: the controller reads no clock itself, so
 /// the simulation replays a history exactly from its seed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -110,11 +99,14 @@ pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 pub(crate) use super::sessions::Lifecycle;
 
-/// The controller without its thread: events in, messages out, time given by the caller (in
-/// milliseconds of a monotonic clock). The thread ([`run`]) and the simulation drive it.
+/// The controller without its thread: events in, messages out, time given by the caller
+/// ([`Now`]). The thread ([`run`]) and the simulation drive it. It joins three parts, each
+/// with its own state, taking its inputs with their time and returning what to do: the
+/// [`Voter`] (the quorum engine, campaigns, peer connections), the [`BrokerSessions`]
+/// (returning [`Fence`]s) and the [`Passes`] (returning [`Answer`]s).
 pub(crate) struct ControllerCore<D: Durable> {
     config: Arc<BrokerConfig>,
-    engine: QuorumEngine,
+    voter: Voter,
     /// Where the engine's writes are made durable, each poll's before anything of it is sent
     /// or applied.
     durable: D,
@@ -126,25 +118,12 @@ pub(crate) struct ControllerCore<D: Durable> {
     sessions: BrokerSessions,
     /// Set when this voter just became active; handled by the next advance (it needs the time).
     became_active_pending: bool,
-    /// After the leader's connection closed: campaign this many ms from then (this voter's
-    /// rank × [`CAMPAIGN_STAGGER_MS`]) unless a leader other than the lost one is known.
-    campaign_after: Option<(u64, u64)>,
-    campaign_due_ms: Option<(u64, u64, u8)>,
     /// Whether this voter is active, and who leads, for the node's channels.
     state: Arc<super::forward::QuorumState>,
     applied_index: u64,
     /// The leader term in which this voter applied an entry of its own: it is active then.
     active_term: Option<u64>,
     passes: Passes,
-    /// Controller-listener connections carrying a peer voter's messages, by connection id.
-    peer_connections: std::collections::HashMap<u64, u64>,
-    /// Each peer voter's latest connection, and when (quorum clock) it last carried a message
-    /// the voter accepted.
-    peer_bound: std::collections::HashMap<u64, (u64, u64)>,
-    /// Wall-clock ms of the last message from each peer, and of when each voter last had every
-    /// entry (DescribeQuorum's timestamps; reporting only, never a decision).
-    peer_seen_ms: std::collections::HashMap<u64, i64>,
-    peer_caught_up_ms: std::collections::HashMap<u64, i64>,
     /// Entries applied since the last snapshot; a snapshot is taken at
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
@@ -183,23 +162,17 @@ impl<D: Durable> ControllerCore<D> {
     ) -> ControllerCore<D> {
         ControllerCore {
             config,
-            engine,
+            voter: Voter::new(engine),
             durable,
             image: publisher.image(),
             publisher,
             proposed_cluster_id,
             sessions: BrokerSessions::new(lifecycle),
             became_active_pending: false,
-            campaign_after: None,
-            campaign_due_ms: None,
             state,
             applied_index: 0,
             active_term: None,
             passes: Passes::default(),
-            peer_connections: std::collections::HashMap::new(),
-            peer_bound: std::collections::HashMap::new(),
-            peer_seen_ms: std::collections::HashMap::new(),
-            peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
             since_snapshot_bytes: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
@@ -264,7 +237,7 @@ impl<D: Durable> ControllerCore<D> {
     ) -> Result<MetadataImage, ApiError> {
         super::decisions::check_user_op_size(records)?;
         let after = base.apply(records);
-        let term = self.engine.term();
+        let term = self.voter.engine.term();
         let estimate = match self.snapshot_bound.get() {
             Some((t, bound)) if t == term => bound,
             _ => base.snapshot_bytes_bound(),
@@ -293,7 +266,7 @@ impl<D: Durable> ControllerCore<D> {
 
     /// Whether this voter is the active controller.
     pub(crate) fn is_active(&self) -> bool {
-        self.engine.is_leader() && self.active_term == Some(self.engine.term())
+        self.voter.engine.is_leader() && self.active_term == Some(self.voter.engine.term())
     }
 
     /// Queues a request; it is decided at the next [`ControllerCore::advance`] that can.
@@ -315,47 +288,16 @@ impl<D: Durable> ControllerCore<D> {
         self.passes.queued.push_back(request);
     }
 
-    /// Takes a Raft message from a peer, noting which connection carries that peer's messages:
-    /// when it closes, the peer's process is gone (or cut off).
-    ///
-    /// Only a message the voter accepts, of this voter's term or later, marks its connection:
-    /// a confused peer (a wrong node id, a stale term) cannot make a closed connection look like
-    /// the leader's and start an election.
+    /// Takes a Raft message from a peer on a controller-listener connection (see
+    /// [`Voter::peer_message_on`]).
     pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64, now: Now) {
         self.observe_time(now);
-        let (from, term) = (message.from, message.term);
-        if let Err(reason) = self.check_peer_connection(from, connection) {
-            tracing::debug!(from, connection, reason, "raft message refused");
-            return;
-        }
-        let current = self.engine.term();
-        match self.engine.step(message) {
-            Ok(()) if term >= current => {
-                self.peer_connections.insert(connection, from);
-                self.peer_bound.insert(from, (connection, self.now.mono_ms));
-                self.state.link_peer(from, Some(connection));
-                self.peer_seen_ms.insert(from, self.now.wall_ms);
-            }
-            Ok(()) => {}
-            Err(e) => tracing::debug!(error = %e, "raft message refused"),
-        }
-    }
-
-    /// A voter's messages come on one connection (its transport keeps one per peer). A message
-    /// in its name on another, while that one is open and was heard within the election
-    /// timeout, is not the voter's: refused, so nobody can speak for a live voter (a restarted
-    /// voter's old connection closes, or falls silent, before its new one is needed).
-    fn check_peer_connection(&self, from: u64, connection: u64) -> Result<(), &'static str> {
-        match self.peer_bound.get(&from) {
-            Some((bound, last_ms))
-                if *bound != connection
-                    && self.peer_connections.contains_key(bound)
-                    && self.now.mono_ms.saturating_sub(*last_ms)
-                        < self.config.kraft.election_timeout_ms =>
-            {
-                Err("the voter's messages come on another live connection")
-            }
-            _ => Ok(()),
+        let election_timeout_ms = self.config.kraft.election_timeout_ms;
+        if let Some(peer) =
+            self.voter
+                .peer_message_on(message, connection, self.now, election_timeout_ms)
+        {
+            self.state.link_peer(peer, Some(connection));
         }
     }
 
@@ -372,25 +314,13 @@ impl<D: Durable> ControllerCore<D> {
         self.passes
             .queued
             .extend(fences.into_iter().map(Fence::into_request));
-        if let Some(peer) = self.peer_connections.remove(&connection) {
-            if self
-                .peer_bound
-                .get(&peer)
-                .is_some_and(|(c, _)| *c == connection)
-            {
-                self.peer_bound.remove(&peer);
-                self.state.link_peer(peer, None);
+        if let Some(closed) = self.voter.connection_closed(connection) {
+            if closed.unbound {
+                self.state.link_peer(closed.peer, None);
             }
             if self.is_active() {
-                self.sessions.voter_disconnected(peer, self.now.mono_ms);
-            }
-            if let Some(rank) = self.engine.leader_connection_lost(peer) {
-                tracing::info!(
-                    leader = peer,
-                    rank,
-                    "connection from the quorum leader closed"
-                );
-                self.campaign_after = Some((rank as u64 * CAMPAIGN_STAGGER_MS, peer));
+                self.sessions
+                    .voter_disconnected(closed.peer, self.now.mono_ms);
             }
         }
     }
@@ -399,17 +329,17 @@ impl<D: Durable> ControllerCore<D> {
     #[cfg(test)]
     pub(crate) fn peer_message(&mut self, message: Message, now: Now) {
         self.observe_time(now);
-        if let Err(e) = self.engine.step(message) {
+        if let Err(e) = self.voter.engine.step(message) {
             tracing::debug!(error = %e, "raft message refused");
         }
     }
 
     pub(crate) fn peer_unreachable(&mut self, peer: u64) {
-        self.engine.report_unreachable(peer);
+        self.voter.engine.report_unreachable(peer);
     }
 
     pub(crate) fn snapshot_sent(&mut self, peer: u64, delivered: bool) {
-        self.engine.report_snapshot(peer, delivered);
+        self.voter.engine.report_snapshot(peer, delivered);
     }
 
     /// One tick of the quorum clock, at `now_ms`.
@@ -420,7 +350,7 @@ impl<D: Durable> ControllerCore<D> {
             .is_active()
             .then(|| self.sessions.next_deadline_ms())
             .flatten();
-        [self.campaign_due_ms.map(|c| c.0), sessions]
+        [self.voter.next_campaign_ms(), sessions]
             .into_iter()
             .flatten()
             .min()
@@ -429,7 +359,7 @@ impl<D: Durable> ControllerCore<D> {
     pub(crate) fn tick(&mut self, now: Now) {
         self.observe_time(now);
         let now_ms = now.mono_ms;
-        self.engine.tick();
+        self.voter.engine.tick();
         if let Some(answer) = self.passes.expire(now_ms) {
             self.answer(answer);
         }
@@ -501,19 +431,18 @@ impl<D: Durable> ControllerCore<D> {
                 cluster_id: self.proposed_cluster_id.clone(),
             });
         }
-        let connected: BTreeSet<u64> = self.peer_connections.values().copied().collect();
         self.sessions.became_active(
             &self.image,
-            self.engine.node_id(),
-            self.engine.voters(),
-            &connected,
+            self.voter.engine.node_id(),
+            self.voter.engine.voters(),
+            &self.voter.connected(),
             now_ms,
         );
     }
 
     #[cfg(test)]
     pub(crate) fn engine(&self) -> &QuorumEngine {
-        &self.engine
+        &self.voter.engine
     }
 
     /// Requests waiting, and the last index of the pass in flight (for traces).
@@ -570,26 +499,7 @@ impl<D: Durable> ControllerCore<D> {
         self.observe_time(now);
         let now_ms = now.mono_ms;
         let mut messages = Vec::new();
-        if let Some((delay, lost)) = self.campaign_after.take() {
-            self.campaign_due_ms = Some((now_ms + delay, lost, 0));
-        }
-        if let Some((due, lost, attempts)) = self.campaign_due_ms {
-            let leader = self.engine.leader_id();
-            if self.engine.is_leader() || (leader != 0 && leader != lost) {
-                self.campaign_due_ms = None;
-            } else if attempts > 0 && !self.engine.is_pre_candidate() {
-                // Past the pre-vote (a real election, which must not be restarted), or back
-                // to following.
-                self.campaign_due_ms = None;
-            } else if now_ms >= due {
-                self.engine.campaign();
-                self.campaign_due_ms = (attempts < CAMPAIGN_RETRIES).then_some((
-                    now_ms + CAMPAIGN_RETRY_MS,
-                    lost,
-                    attempts + 1,
-                ));
-            }
-        }
+        self.voter.campaign_if_due(now_ms);
         self.expire_sessions(now_ms);
         loop {
             if std::mem::take(&mut self.became_active_pending) {
@@ -597,7 +507,7 @@ impl<D: Durable> ControllerCore<D> {
             }
             self.publish_controller_id();
             self.maybe_start_pass(now_ms);
-            let out = self.engine.poll();
+            let out = self.voter.engine.poll();
             persist(&mut self.durable, &out.persist)?;
             let progressed = !out.apply.is_empty();
             messages.extend(out.messages);
@@ -618,7 +528,7 @@ impl<D: Durable> ControllerCore<D> {
     /// Keeps the image's `controller_id` (what DescribeCluster and Metadata name as the active
     /// controller) on the quorum leader this voter knows.
     fn publish_controller_id(&mut self) {
-        let leader = self.engine.leader_id();
+        let leader = self.voter.engine.leader_id();
         self.state.set(
             self.is_active(),
             if leader == 0 { -1 } else { leader as i32 },
@@ -637,57 +547,15 @@ impl<D: Durable> ControllerCore<D> {
 
     /// Updates what DescribeQuorum reports: the leader's view of every voter.
     fn describe_quorum(&mut self) {
-        let status = self.engine.status();
-        let wall_ms = self.now.wall_ms;
-        let leader_end = status
-            .voters
-            .iter()
-            .find(|v| v.node_id == status.node_id)
-            .map_or(0, |v| v.log_end);
-        let voters = status
-            .voters
-            .iter()
-            .map(|v| {
-                let me = v.node_id == status.node_id;
-                if v.log_end >= leader_end && status.is_leader {
-                    self.peer_caught_up_ms.insert(v.node_id, wall_ms);
-                }
-                VoterDescription {
-                    node_id: v.node_id as i32,
-                    log_end_offset: if status.is_leader || me {
-                        v.log_end as i64
-                    } else {
-                        -1
-                    },
-                    last_fetch_timestamp: if me {
-                        wall_ms
-                    } else {
-                        self.peer_seen_ms.get(&v.node_id).map_or(-1, |t| *t)
-                    },
-                    last_caught_up_timestamp: self
-                        .peer_caught_up_ms
-                        .get(&v.node_id)
-                        .map_or(-1, |t| *t),
-                }
-            })
-            .collect();
-        *self.state.status.lock().unwrap_or_else(|e| e.into_inner()) = QuorumDescription {
-            leader_id: if status.leader_id == 0 {
-                -1
-            } else {
-                status.leader_id as i32
-            },
-            leader_epoch: status.term as i32,
-            high_watermark: status.commit as i64,
-            voters,
-        };
+        let description = self.voter.describe(self.now.wall_ms);
+        *self.state.status.lock().unwrap_or_else(|e| e.into_inner()) = description;
     }
 
     fn maybe_start_pass(&mut self, now_ms: u64) {
         if self.passes.in_flight.is_some() || self.passes.queued.is_empty() {
             return;
         }
-        if !self.engine.is_leader() {
+        if !self.voter.engine.is_leader() {
             for r in self.passes.queued.drain(..) {
                 r.refuse(ApiError::NotController);
             }
@@ -789,7 +657,8 @@ impl<D: Durable> ControllerCore<D> {
         let mut last = None;
         for data in entries {
             last = Some(
-                self.engine
+                self.voter
+                    .engine
                     .propose(data)
                     .map_err(|_| ApiError::NotController)?,
             );
@@ -822,8 +691,8 @@ impl<D: Durable> ControllerCore<D> {
                 if self.active_term == Some(committed.term) {
                     self.count_elections(&before);
                 }
-                if self.engine.is_leader()
-                    && committed.term == self.engine.term()
+                if self.voter.engine.is_leader()
+                    && committed.term == self.voter.engine.term()
                     && self.active_term != Some(committed.term)
                 {
                     tracing::info!(
@@ -904,7 +773,7 @@ impl<D: Durable> ControllerCore<D> {
             self.since_snapshot_bytes = 0;
             return Ok(());
         }
-        if let Some(write) = self.engine.compact(self.applied_index, data) {
+        if let Some(write) = self.voter.engine.compact(self.applied_index, data) {
             persist(&mut self.durable, std::slice::from_ref(&write))?;
         }
         self.since_snapshot = 0;

@@ -24,6 +24,7 @@ mod request;
 mod sessions;
 #[cfg(test)]
 mod sim;
+mod voter;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
