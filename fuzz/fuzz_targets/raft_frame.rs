@@ -26,7 +26,7 @@ fn metadata(data: &[u8]) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-fn voter() -> QuorumEngine<MemState> {
+fn voter() -> QuorumEngine {
     let mut durable = MemState::new();
     let entries: Vec<Entry> = (1..=4)
         .map(|index| Entry {
@@ -47,7 +47,7 @@ fn voter() -> QuorumEngine<MemState> {
         heartbeat_ticks: 1,
         fixed_election_ticks: Some(4),
     };
-    let mut engine = QuorumEngine::open(&config, durable).expect("memory");
+    let mut engine = QuorumEngine::open(&config, durable.recover().expect("memory"));
     engine.set_entry_check(metadata);
     engine
 }

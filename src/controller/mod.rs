@@ -20,6 +20,7 @@ pub mod elections;
 mod forward;
 pub mod observer;
 mod request;
+mod sessions;
 #[cfg(test)]
 mod sim;
 
@@ -635,7 +636,8 @@ async fn spawn<D: Durable + 'static>(
         heartbeat_ticks: 1,
         fixed_election_ticks: None,
     };
-    let mut engine = QuorumEngine::open(&quorum, durable)?;
+    let mut durable = durable;
+    let mut engine = QuorumEngine::open(&quorum, durable.recover()?);
     engine.set_entry_check(check_entry);
     let lifecycle = (!config.kraft.standalone).then(|| {
         let session = config.kraft.broker_session_timeout_ms;
@@ -652,6 +654,7 @@ async fn spawn<D: Durable + 'static>(
     let core = ControllerCore::new(
         config,
         engine,
+        durable,
         publisher,
         cluster_id.to_owned(),
         lifecycle,
