@@ -8,8 +8,8 @@
 //!    is in flight, it starts a pass: it takes the requests waiting (up to
 //!    [`CONTROLLER_BATCH_REQUESTS_MAX`]), decides each against the image the earlier ones leave,
 //!    and proposes their records as log entries;
-//! 2. it polls the quorum engine, which persists (fsync) what must be durable, and sends what
-//!    it returns to the peers;
+//! 2. it polls the quorum engine, makes durable (fsync) the writes the poll returns, and only
+//!    then sends the poll's messages to the peers;
 //! 3. it applies committed entries in order through the [`MetadataPublisher`] (new image,
 //!    listeners told), and answers the requests of a pass once its last entry is applied —
 //!    only then, so no client sees a change the quorum has not committed.
