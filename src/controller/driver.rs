@@ -3,14 +3,16 @@
 //! `QuorumController`, one event queue run by one thread).
 //!
 //! The loop takes events (requests from [`super::ControllerChannel`]s, Raft messages from peers,
-//! ticks), and after each:
+//! ticks), hands each to the [`ControllerCore`] with the time it read, and carries out the
+//! [`Command`]s the core returns, in order ([`Effects`]). After each batch of events:
 //! 1. if this voter leads and has applied an entry of its own term (it is *active*) and no pass
 //!    is in flight, it starts a pass: it takes the requests waiting (up to
 //!    [`CONTROLLER_BATCH_REQUESTS_MAX`]), decides each against the image the earlier ones leave,
 //!    and proposes their records as log entries;
 //! 2. it polls the quorum engine, makes durable (fsync) the writes the poll returns, and only
 //!    then sends the poll's messages to the peers;
-//! 3. it applies committed entries in order through the [`MetadataPublisher`] (new image,
+//! 3. it applies committed entries in order through the node's
+//!    [`MetadataPublisher`](crate::metadata::MetadataPublisher) (new image,
 //!    listeners told), and answers the requests of a pass once its last entry is applied —
 //!    only then, so no client sees a change the quorum has not committed.
 //!
@@ -33,6 +35,7 @@ use crate::quorum::durable::DurableError;
 use raft::eraftpb::Message;
 use tokio::sync::Semaphore;
 
+use super::command::{Command, Effects, Publish};
 use super::decisions::has_leaderless_partitions;
 use super::passes::{Answer, InFlight, Passes};
 use super::request::{decide, IdSource, Request};
@@ -44,8 +47,8 @@ use crate::limits::{
     CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, METADATA_RECORD_BYTES_MAX,
     METADATA_SNAPSHOT_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
 };
-use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
-use crate::quorum::durable::{persist, Durable};
+use crate::metadata::{MetadataImage, MetadataRecord};
+use crate::quorum::durable::Durable;
 use crate::quorum::{Apply, Proposal, QuorumEngine};
 
 /// Why the controller thread stopped by itself: the node cannot go on without it.
@@ -99,18 +102,17 @@ pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 pub(crate) use super::sessions::Lifecycle;
 
-/// The controller without its thread: events in, messages out, time given by the caller
-/// ([`Now`]). The thread ([`run`]) and the simulation drive it. It joins three parts, each
-/// with its own state, taking its inputs with their time and returning what to do: the
-/// [`Voter`] (the quorum engine, campaigns, peer connections), the [`BrokerSessions`]
-/// (returning [`Fence`]s) and the [`Passes`] (returning [`Answer`]s).
-pub(crate) struct ControllerCore<D: Durable> {
+/// The controller without its thread: events in, [`Command`]s out (persist, send, publish,
+/// answer), time given by the caller ([`Now`]). The thread ([`run`]) and the simulation drive
+/// it and carry out its commands ([`Effects`]); it does no I/O and reads no clock. It joins
+/// three parts, each with its own state, taking its inputs with their time and returning what
+/// to do: the [`Voter`] (the quorum engine, campaigns, peer connections), the
+/// [`BrokerSessions`] (returning [`Fence`]s) and the [`Passes`] (returning [`Answer`]s).
+pub(crate) struct ControllerCore {
     config: Arc<BrokerConfig>,
     voter: Voter,
-    /// Where the engine's writes are made durable, each poll's before anything of it is sent
-    /// or applied.
-    durable: D,
-    publisher: Arc<MetadataPublisher>,
+    /// The latest image: the one published last, or to be published by the commands not yet
+    /// taken. Decisions are made on it.
     image: Arc<MetadataImage>,
     /// The cluster id this voter proposes if it is the first active controller of a cluster
     /// (the one its `meta.properties` holds, or a new one). The log's ClusterId record decides.
@@ -146,26 +148,25 @@ pub(crate) struct ControllerCore<D: Durable> {
     now: Now,
     /// New topic ids (see [`IdSource`]).
     new_id: IdSource,
-    /// Every applied entry, for broker-only nodes' fetches.
-    feed: Arc<super::observer::MetadataFeed>,
+    /// The commands decided since the caller last took them, in the order they take effect.
+    commands: Vec<Command>,
 }
 
-impl<D: Durable> ControllerCore<D> {
+impl ControllerCore {
+    /// A core over `engine`, starting from `image` (the replay of the log up to the snapshot
+    /// it recovered, as published).
     pub(crate) fn new(
         config: Arc<BrokerConfig>,
         engine: QuorumEngine,
-        durable: D,
-        publisher: Arc<MetadataPublisher>,
+        image: Arc<MetadataImage>,
         proposed_cluster_id: String,
         lifecycle: Option<Lifecycle>,
         state: Arc<super::forward::QuorumState>,
-    ) -> ControllerCore<D> {
+    ) -> ControllerCore {
         ControllerCore {
             config,
             voter: Voter::new(engine),
-            durable,
-            image: publisher.image(),
-            publisher,
+            image,
             proposed_cluster_id,
             sessions: BrokerSessions::new(lifecycle),
             became_active_pending: false,
@@ -181,12 +182,8 @@ impl<D: Durable> ControllerCore<D> {
             leaderless_at: None,
             now: Now::default(),
             new_id: Box::new(super::random_uuid),
-            feed: Arc::default(),
+            commands: Vec::new(),
         }
-    }
-
-    pub(crate) fn feed(&self) -> Arc<super::observer::MetadataFeed> {
-        self.feed.clone()
     }
 
     /// Takes new topic ids from `ids` instead of at random (the simulation's come from its seed).
@@ -455,50 +452,26 @@ impl<D: Durable> ControllerCore<D> {
     }
 
     /// Refuses everything still waiting (NOT_CONTROLLER; a pass in flight, whose outcome is
-    /// unknown, REQUEST_TIMED_OUT).
-    pub(crate) fn stop(&mut self) {
-        let (waiting, pass) = self.passes.stop();
-        for r in waiting {
-            r.refuse(ApiError::NotController);
-        }
-        if let Some(answer) = pass {
+    /// unknown, REQUEST_TIMED_OUT). Returns the commands not yet taken, these answers last.
+    pub(crate) fn stop(&mut self) -> Vec<Command> {
+        for answer in self.passes.stop() {
             self.answer(answer);
         }
+        std::mem::take(&mut self.commands)
     }
 
-    /// Carries out what a pass owes its callers.
-    fn answer(&self, answer: Answer) {
-        match answer {
-            Answer::Committed {
-                heartbeats,
-                finishes,
-            } => {
-                // The controller thread goes on while this node acts on the image.
-                let image = self.image.clone();
-                for f in heartbeats {
-                    f(Ok(&image));
-                }
-                self.publisher.after_delivered(move || {
-                    for f in finishes {
-                        f(Ok(&image));
-                    }
-                });
-            }
-            Answer::Failed { finishes, error } => {
-                for f in finishes {
-                    f(Err(&error));
-                }
-            }
-        }
+    /// Queues what a pass owes its callers.
+    fn answer(&mut self, answer: Answer) {
+        self.commands.push(Command::Answer(answer));
     }
 
     /// Starts a pass if it can, then polls and applies until nothing more happens. Returns the
-    /// messages for peers. An error means this voter can no longer keep its state durable: the
-    /// caller stops it.
-    pub(crate) fn advance(&mut self, now: Now) -> Result<Vec<Message>, ControllerError> {
+    /// commands decided since they were last taken (this and earlier events'), in the order
+    /// they must take effect. An error means the committed log does not decode: the caller
+    /// stops this voter.
+    pub(crate) fn advance(&mut self, now: Now) -> Result<Vec<Command>, ControllerError> {
         self.observe_time(now);
         let now_ms = now.mono_ms;
-        let mut messages = Vec::new();
         self.voter.campaign_if_due(now_ms);
         self.expire_sessions(now_ms);
         loop {
@@ -508,19 +481,24 @@ impl<D: Durable> ControllerCore<D> {
             self.publish_controller_id();
             self.maybe_start_pass(now_ms);
             let out = self.voter.engine.poll();
-            persist(&mut self.durable, &out.persist)?;
+            // The poll's writes take effect before anything of it is sent or applied.
+            if !out.persist.is_empty() {
+                self.commands.push(Command::Persist(out.persist));
+            }
             let progressed = !out.apply.is_empty();
-            messages.extend(out.messages);
+            if !out.messages.is_empty() {
+                self.commands.push(Command::Send(out.messages));
+            }
             for apply in out.apply {
                 self.apply(apply)?;
             }
             if progressed {
-                self.maybe_snapshot()?;
+                self.maybe_snapshot();
             }
             let more = self.became_active_pending
                 || (!self.passes.queued.is_empty() && self.passes.in_flight.is_none());
             if !progressed || !more {
-                return Ok(messages);
+                return Ok(std::mem::take(&mut self.commands));
             }
         }
     }
@@ -541,7 +519,9 @@ impl<D: Durable> ControllerCore<D> {
         if self.image.controller_id != leader {
             let mut next = (*self.image).clone();
             next.controller_id = leader;
-            self.image = self.publisher.publish_image(next);
+            self.image = Arc::new(next);
+            self.commands
+                .push(Command::Publish(Publish::ControllerId(self.image.clone())));
         }
     }
 
@@ -556,9 +536,11 @@ impl<D: Durable> ControllerCore<D> {
             return;
         }
         if !self.voter.engine.is_leader() {
-            for r in self.passes.queued.drain(..) {
-                r.refuse(ApiError::NotController);
-            }
+            let requests = self.passes.queued.drain(..).collect();
+            self.answer(Answer::Refused {
+                requests,
+                error: ApiError::NotController,
+            });
             return;
         }
         if !self.is_active() {
@@ -580,7 +562,10 @@ impl<D: Durable> ControllerCore<D> {
                         self.passes.heartbeat_pending(id)
                     });
             if duplicate {
-                request.refuse(ApiError::DuplicateBrokerRegistration);
+                self.answer(Answer::Refused {
+                    requests: vec![request],
+                    error: ApiError::DuplicateBrokerRegistration,
+                });
                 continue;
             }
             self.sessions.observe(&mut request, &self.image, now_ms);
@@ -604,7 +589,10 @@ impl<D: Durable> ControllerCore<D> {
                         records.push(decided.records);
                         finishes.push(decided.finish);
                     }
-                    Err(e) => (decided.finish)(Err(&e)),
+                    Err(error) => self.answer(Answer::Failed {
+                        finishes: vec![decided.finish],
+                        error,
+                    }),
                 }
                 continue;
             }
@@ -623,9 +611,10 @@ impl<D: Durable> ControllerCore<D> {
             }
         }
         if records.is_empty() {
-            for f in heartbeats.into_iter().chain(finishes) {
-                f(Ok(&self.image));
-            }
+            self.answer(Answer::Unchanged {
+                image: self.image.clone(),
+                finishes: heartbeats.into_iter().chain(finishes).collect(),
+            });
             return;
         }
         match self.propose(&records) {
@@ -639,11 +628,10 @@ impl<D: Durable> ControllerCore<D> {
                     proposed_ms: now_ms,
                 });
             }
-            Err(e) => {
-                for f in heartbeats.into_iter().chain(finishes) {
-                    f(Err(&e));
-                }
-            }
+            Err(error) => self.answer(Answer::Failed {
+                finishes: heartbeats.into_iter().chain(finishes).collect(),
+                error,
+            }),
         }
     }
 
@@ -687,7 +675,14 @@ impl<D: Durable> ControllerCore<D> {
                     }
                 })?;
                 let before = self.image.clone();
-                self.image = self.publisher.publish(committed.index, &records);
+                let mut next = (*self.image).clone();
+                next.apply_batch(committed.index, &records);
+                self.image = Arc::new(next);
+                self.commands.push(Command::Publish(Publish::Entry {
+                    image: self.image.clone(),
+                    index: committed.index,
+                    data: bytes::Bytes::from(committed.data),
+                }));
                 if self.active_term == Some(committed.term) {
                     self.count_elections(&before);
                 }
@@ -703,11 +698,12 @@ impl<D: Durable> ControllerCore<D> {
                     self.active_term = Some(committed.term);
                     self.became_active_pending = true;
                 }
-                if let Some(answer) = self.passes.resolve(committed.index, committed.term) {
+                if let Some(answer) =
+                    self.passes
+                        .resolve(committed.index, committed.term, &self.image)
+                {
                     self.answer(answer);
                 }
-                self.feed
-                    .append(committed.index, bytes::Bytes::from(committed.data));
             }
             Apply::Snapshot { index, term, data } => {
                 let records =
@@ -719,8 +715,9 @@ impl<D: Durable> ControllerCore<D> {
                 let mut image = MetadataImage::empty(String::new(), self.image.controller_id);
                 image.apply_in_place(&records);
                 image.metadata_offset = index;
-                self.image = self.publisher.publish_image(image);
-                self.feed.reset(index);
+                self.image = Arc::new(image);
+                self.commands
+                    .push(Command::Publish(Publish::Snapshot(self.image.clone())));
                 self.applied_index = index;
                 self.since_snapshot = 0;
                 self.since_snapshot_bytes = 0;
@@ -749,11 +746,11 @@ impl<D: Durable> ControllerCore<D> {
         }
     }
 
-    fn maybe_snapshot(&mut self) -> Result<(), DurableError> {
+    fn maybe_snapshot(&mut self) {
         if self.since_snapshot < self.snapshot_entries
             && self.since_snapshot_bytes < self.config.metadata_snapshot_record_bytes
         {
-            return Ok(());
+            return;
         }
         let mut data = Vec::new();
         for r in self.image.to_records() {
@@ -771,15 +768,14 @@ impl<D: Durable> ControllerCore<D> {
             );
             self.since_snapshot = 0;
             self.since_snapshot_bytes = 0;
-            return Ok(());
+            return;
         }
         if let Some(write) = self.voter.engine.compact(self.applied_index, data) {
-            persist(&mut self.durable, std::slice::from_ref(&write))?;
+            self.commands.push(Command::Persist(vec![write]));
         }
         self.since_snapshot = 0;
         self.since_snapshot_bytes = 0;
         tracing::info!(offset = self.applied_index, "metadata snapshot taken");
-        Ok(())
     }
 }
 
@@ -847,13 +843,15 @@ impl Clocks {
 
 /// The controller thread's loop: events from `events` (requests, each returning its permit to
 /// `permits`), ticks every [`TICK`], and after each batch of events one
-/// [`ControllerCore::advance`], whose messages go to `outbox`. `replayed` is told once the log
-/// is replayed as far as this voter knows it committed. `peers_queued` counts the Raft messages
+/// [`ControllerCore::advance`], whose commands take effect through `effects` (the messages they
+/// send go to `outbox`). `replayed` is told once the log is replayed as far as this voter knows
+/// it committed. `peers_queued` counts the Raft messages
 /// waiting in `events` (the channel's senders drop those beyond
 /// [`crate::limits::RAFT_INBOUND_QUEUE_MESSAGES_MAX`]). Runs until shutdown (`Ok`) or until the
 /// voter cannot go on (the error says why; the node must stop).
 pub(crate) fn run<D: Durable>(
-    mut core: ControllerCore<D>,
+    mut core: ControllerCore,
+    mut effects: Effects<D>,
     events: Receiver<Event>,
     permits: Arc<Semaphore>,
     peers_queued: Arc<AtomicUsize>,
@@ -864,15 +862,15 @@ pub(crate) fn run<D: Durable>(
         started: Instant::now(),
     };
     let mut next_tick = Instant::now() + TICK;
-    match core.advance(clocks.now()) {
+    match advance(&mut core, &mut effects, clocks.now()) {
         Ok(messages) => outbox(messages),
         Err(e) => {
-            stop(core, &events);
+            stop(core, effects, &events);
             return Err(e);
         }
     }
     // The replayed image is in the cache (and acted on) before anyone is told it is ready.
-    core.publisher.after_delivered(move || {
+    effects.publisher().after_delivered(move || {
         let _ = replayed.send(());
     });
     loop {
@@ -923,21 +921,35 @@ pub(crate) fn run<D: Durable>(
             core.tick(clocks.now());
             next_tick = Instant::now() + TICK;
         }
-        match core.advance(clocks.now()) {
+        match advance(&mut core, &mut effects, clocks.now()) {
             Ok(messages) if !messages.is_empty() => outbox(messages),
             Ok(_) => {}
             Err(e) => {
-                stop(core, &events);
+                stop(core, effects, &events);
                 return Err(e);
             }
         }
     }
-    stop(core, &events);
+    stop(core, effects, &events);
     Ok(())
 }
 
-fn stop<D: Durable>(mut core: ControllerCore<D>, events: &Receiver<Event>) {
-    core.stop();
+/// One [`ControllerCore::advance`] and its commands carried out: the messages to send.
+fn advance<D: Durable>(
+    core: &mut ControllerCore,
+    effects: &mut Effects<D>,
+    now: Now,
+) -> Result<Vec<Message>, ControllerError> {
+    let commands = core.advance(now)?;
+    effects.carry_out(commands)
+}
+
+fn stop<D: Durable>(mut core: ControllerCore, mut effects: Effects<D>, events: &Receiver<Event>) {
+    // Only answers are left to carry out (the writes of a voter that stops on a failed write
+    // are not retried: every answer of a pass after it then says its outcome is unknown).
+    if let Err(e) = effects.carry_out(core.stop()) {
+        tracing::debug!(error = %e, "writes of a stopping controller not made durable");
+    }
     while let Ok(event) = events.try_recv() {
         if let Event::Request(r) = event {
             r.refuse(ApiError::NotController);

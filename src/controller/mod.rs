@@ -14,6 +14,7 @@
 //! Callers hold a [`ControllerChannel`], never the thread. The controller never touches
 //! partition data; the replica layer reacts to published images.
 
+mod command;
 pub mod decisions;
 mod driver;
 pub mod elections;
@@ -656,13 +657,13 @@ async fn spawn<D: Durable + 'static>(
     let core = ControllerCore::new(
         config,
         engine,
-        durable,
-        publisher,
+        publisher.image(),
         cluster_id.to_owned(),
         lifecycle,
         state.clone(),
     );
-    let feed = core.feed();
+    let effects = command::Effects::new(durable, publisher);
+    let feed = effects.feed();
     let (events, rx) = mpsc::channel();
     let peers_queued = Arc::new(AtomicUsize::new(0));
     let (failed_tx, failed) = watch::channel(None);
@@ -701,7 +702,15 @@ async fn spawn<D: Durable + 'static>(
         .spawn(move || {
             let _runtime = runtime.enter();
             let run = std::panic::AssertUnwindSafe(|| {
-                driver::run(core, rx, driver_permits, queued, replayed_tx, outbox)
+                driver::run(
+                    core,
+                    effects,
+                    rx,
+                    driver_permits,
+                    queued,
+                    replayed_tx,
+                    outbox,
+                )
             });
             // The thread never ends unnoticed: an error or a panic is the node's to act on.
             let reason = match std::panic::catch_unwind(run) {

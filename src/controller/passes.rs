@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::request::{Finish, Request};
 use crate::errors::ApiError;
 use crate::limits::LEADER_IMBALANCE_RECHECK_MS;
+use crate::metadata::MetadataImage;
 use crate::quorum::Proposal;
 
 /// A pass whose entries are proposed but not yet applied.
@@ -40,17 +41,28 @@ impl InFlight {
     }
 }
 
-/// What a pass owes its callers.
+/// What a pass owes its callers (carried out as a [`super::command::Command::Answer`]).
 pub(crate) enum Answer {
-    /// It committed: the heartbeats are answered at once, the rest once this node has acted
-    /// on the committed image (its cache shows what was answered, its replica logs exist).
+    /// It committed, giving `image`: the heartbeats are answered at once, the rest once this
+    /// node has acted on the image (its cache shows what was answered, its replica logs exist).
     Committed {
+        image: Arc<MetadataImage>,
         heartbeats: Vec<Finish>,
+        finishes: Vec<Finish>,
+    },
+    /// It had nothing to write: every caller is answered at once, with `image`.
+    Unchanged {
+        image: Arc<MetadataImage>,
         finishes: Vec<Finish>,
     },
     /// It failed, or its outcome is unknown: every caller gets `error`.
     Failed {
         finishes: Vec<Finish>,
+        error: ApiError,
+    },
+    /// Requests refused undecided (this voter is not active, or stops).
+    Refused {
+        requests: Vec<Request>,
         error: ApiError,
     },
 }
@@ -113,15 +125,21 @@ impl Passes {
             )
     }
 
-    /// The entry at `index` of `term` was applied: the answer of the pass in flight once it
-    /// reaches the pass's last entry.
-    pub(crate) fn resolve(&mut self, index: u64, term: u64) -> Option<Answer> {
+    /// The entry at `index` of `term` was applied, giving `image`: the answer of the pass in
+    /// flight once it reaches the pass's last entry.
+    pub(crate) fn resolve(
+        &mut self,
+        index: u64,
+        term: u64,
+        image: &Arc<MetadataImage>,
+    ) -> Option<Answer> {
         if index < self.in_flight.as_ref()?.last.index {
             return None;
         }
         let pass = self.in_flight.take().expect("checked");
         if index == pass.last.index && term == pass.last.term {
             return Some(Answer::Committed {
+                image: image.clone(),
                 heartbeats: pass.heartbeats,
                 finishes: pass.finishes,
             });
@@ -161,14 +179,18 @@ impl Passes {
             .map_or(0, |p| now_ms.saturating_sub(p.proposed_ms))
     }
 
-    /// Stopping: the requests still waiting, and the pass in flight's answer (its outcome is
-    /// unknown).
-    pub(crate) fn stop(&mut self) -> (Vec<Request>, Option<Answer>) {
-        let waiting = self.queued.drain(..).collect();
+    /// Stopping: the requests still waiting are refused (NOT_CONTROLLER), the pass in flight
+    /// fails (REQUEST_TIMED_OUT: its outcome is unknown).
+    pub(crate) fn stop(&mut self) -> Vec<Answer> {
+        let requests: Vec<Request> = self.queued.drain(..).collect();
+        let refused = (!requests.is_empty()).then_some(Answer::Refused {
+            requests,
+            error: ApiError::NotController,
+        });
         let pass = self
             .in_flight
             .take()
             .map(|p| p.fail(ApiError::RequestTimedOut));
-        (waiting, pass)
+        refused.into_iter().chain(pass).collect()
     }
 }

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use raft::eraftpb::Message;
 use tokio::sync::oneshot;
 
+use super::command::Effects;
 use super::driver::{ControllerCore, Now, TICK};
 use super::request::Request;
 use super::{CreateTopicSpec, ElectionType, ProducerIdBlock};
@@ -33,6 +34,24 @@ fn at(ms: u64) -> Now {
         mono_ms: ms,
         wall_ms: SIM_EPOCH_MS + ms as i64,
     }
+}
+
+/// One advance of `core` at `now`, its commands carried out through `effects` in order (as the
+/// controller thread does): the messages to send.
+fn advance(core: &mut ControllerCore, effects: &mut Effects<MemState>, now: Now) -> Vec<Message> {
+    let commands = core
+        .advance(now)
+        .unwrap_or_else(|e| panic!("the simulation's log decodes: {e}"));
+    effects
+        .carry_out(commands)
+        .unwrap_or_else(|e| panic!("memory state cannot fail: {e}"))
+}
+
+/// A crashed voter's callers are answered (its commands carried out: answers only).
+fn crash(mut core: ControllerCore, mut effects: Effects<MemState>) {
+    effects
+        .carry_out(core.stop())
+        .unwrap_or_else(|e| panic!("memory state cannot fail: {e}"));
 }
 
 /// A small, fast, seedable generator (SplitMix64).
@@ -144,7 +163,8 @@ impl ImageListener for Recorder {
 }
 
 struct Live {
-    core: ControllerCore<MemState>,
+    core: ControllerCore,
+    effects: Effects<MemState>,
     cache: Arc<MetadataCache>,
     recorder: Arc<Recorder>,
 }
@@ -292,8 +312,7 @@ impl Sim {
         let mut core = ControllerCore::new(
             config_for(node.id),
             engine,
-            node.durable.clone(),
-            publisher,
+            publisher.image(),
             format!("sim-{}", node.id),
             None,
             Arc::new(super::forward::QuorumState::new()),
@@ -307,14 +326,15 @@ impl Sim {
         }));
         node.live = Some(Live {
             core,
+            effects: Effects::new(node.durable.clone(), publisher),
             cache,
             recorder,
         });
     }
 
     fn crash(&mut self, i: usize) {
-        if let Some(mut live) = self.nodes[i].live.take() {
-            live.core.stop();
+        if let Some(live) = self.nodes[i].live.take() {
+            crash(live.core, live.effects);
         }
     }
 
@@ -346,10 +366,7 @@ impl Sim {
         let Some(live) = self.nodes[i].live.as_mut() else {
             return;
         };
-        let messages = live
-            .core
-            .advance(at(now))
-            .unwrap_or_else(|e| panic!("memory state cannot fail: {e}"));
+        let messages = advance(&mut live.core, &mut live.effects, at(now));
         self.send(messages);
     }
 
@@ -928,7 +945,8 @@ fn control_plane_simulation() {
 /// hand on a manual clock: every message delivered at once, except that while `held` no
 /// append is acknowledged (so a pass stays in flight).
 struct SessionVoters {
-    cores: Vec<ControllerCore<MemState>>,
+    cores: Vec<ControllerCore>,
+    effects: Vec<Effects<MemState>>,
     caches: Vec<Arc<MetadataCache>>,
     active: usize,
     now: u64,
@@ -943,6 +961,7 @@ impl SessionVoters {
             failover_grace_ms: Self::SESSION_MS,
         };
         let mut caches = Vec::new();
+        let mut effects = Vec::new();
         let cores = (1..=2u64)
             .map(|id| {
                 let quorum = QuorumConfig {
@@ -960,11 +979,12 @@ impl SessionVoters {
                     cache,
                     MetadataImage::empty(String::new(), id as i32),
                 ));
+                let image = publisher.image();
+                effects.push(Effects::new(durable, publisher));
                 ControllerCore::new(
                     config_for(id),
                     engine,
-                    durable,
-                    publisher,
+                    image,
                     "sessions".into(),
                     Some(lifecycle),
                     Arc::new(super::forward::QuorumState::new()),
@@ -973,6 +993,7 @@ impl SessionVoters {
             .collect();
         let mut voters = SessionVoters {
             cores,
+            effects,
             caches,
             active: 0,
             now: 0,
@@ -993,9 +1014,9 @@ impl SessionVoters {
     fn step(&mut self, held: bool) {
         let now = self.now;
         let mut messages = Vec::new();
-        for core in self.cores.iter_mut() {
+        for (core, effects) in self.cores.iter_mut().zip(&mut self.effects) {
             core.tick(at(now));
-            messages.extend(core.advance(at(now)).unwrap());
+            messages.extend(advance(core, effects, at(now)));
         }
         while !messages.is_empty() {
             for m in std::mem::take(&mut messages) {
@@ -1004,8 +1025,8 @@ impl SessionVoters {
                 }
                 self.cores[m.to as usize - 1].peer_message(m, at(now));
             }
-            for core in self.cores.iter_mut() {
-                messages.extend(core.advance(at(now)).unwrap());
+            for (core, effects) in self.cores.iter_mut().zip(&mut self.effects) {
+                messages.extend(advance(core, effects, at(now)));
             }
         }
     }
@@ -1334,7 +1355,9 @@ async fn a_restarted_voter_applies_no_superseded_image_to_its_replica_manager() 
 /// Voters driven in lock step, every message delivered at once, for scenarios that need a
 /// specific sequence of events rather than a random one.
 struct SimCluster {
-    cores: Vec<Option<ControllerCore<MemState>>>,
+    cores: Vec<Option<ControllerCore>>,
+    /// Where each live voter's commands take effect.
+    effects: Vec<Option<Effects<MemState>>>,
     durables: Vec<MemState>,
     caches: Vec<Arc<MetadataCache>>,
     publishers: Vec<Arc<MetadataPublisher>>,
@@ -1345,6 +1368,7 @@ impl SimCluster {
     fn new(voters: u64) -> SimCluster {
         let mut sim = SimCluster {
             cores: Vec::new(),
+            effects: Vec::new(),
             durables: (1..=voters).map(|_| MemState::new()).collect(),
             caches: Vec::new(),
             publishers: Vec::new(),
@@ -1352,6 +1376,7 @@ impl SimCluster {
         };
         for i in 0..voters as usize {
             sim.cores.push(None);
+            sim.effects.push(None);
             sim.caches
                 .push(Arc::new(MetadataCache::new(MetadataImage::default())));
             sim.publishers.push(Arc::new(MetadataPublisher::new(
@@ -1383,18 +1408,29 @@ impl SimCluster {
         self.cores[i] = Some(ControllerCore::new(
             config_for(id),
             engine,
-            self.durables[i].clone(),
-            self.publishers[i].clone(),
+            self.publishers[i].image(),
             "scenario".into(),
             None,
             Arc::new(super::forward::QuorumState::new()),
         ));
+        self.effects[i] = Some(Effects::new(
+            self.durables[i].clone(),
+            self.publishers[i].clone(),
+        ));
     }
 
     fn crash(&mut self, i: usize) {
-        if let Some(mut core) = self.cores[i].take() {
-            core.stop();
+        if let (Some(core), Some(effects)) = (self.cores[i].take(), self.effects[i].take()) {
+            crash(core, effects);
         }
+    }
+
+    /// Every live voter with where its commands take effect.
+    fn live(&mut self) -> impl Iterator<Item = (&mut ControllerCore, &mut Effects<MemState>)> {
+        self.cores
+            .iter_mut()
+            .zip(&mut self.effects)
+            .filter_map(|(c, e)| Some((c.as_mut()?, e.as_mut()?)))
     }
 
     /// What node `i + 1` hosts, held until its image holds broker `i + 1` as `incarnation`.
@@ -1417,9 +1453,9 @@ impl SimCluster {
         self.now_ms += TICK.as_millis() as u64;
         let now = self.now_ms;
         let mut messages = Vec::new();
-        for core in self.cores.iter_mut().flatten() {
+        for (core, effects) in self.live() {
             core.tick(at(now));
-            messages.extend(core.advance(at(now)).unwrap());
+            messages.extend(advance(core, effects, at(now)));
         }
         while !messages.is_empty() {
             for m in std::mem::take(&mut messages) {
@@ -1427,8 +1463,8 @@ impl SimCluster {
                     core.peer_message(m, at(now));
                 }
             }
-            for core in self.cores.iter_mut().flatten() {
-                messages.extend(core.advance(at(now)).unwrap());
+            for (core, effects) in self.live() {
+                messages.extend(advance(core, effects, at(now)));
             }
         }
     }
