@@ -200,6 +200,7 @@ impl Log {
         now_ms: i64,
     ) -> Result<Log> {
         std::fs::create_dir_all(dir).at(dir)?;
+        let swapped = cleaning::recover_swaps(dir)?;
         let mut bases = Vec::new();
         for entry in std::fs::read_dir(dir).at(dir)? {
             let entry = entry.at(dir)?;
@@ -221,6 +222,7 @@ impl Log {
         for (i, &base) in bases.iter().enumerate() {
             let seg = LogSegment::open(dir, base, index_bytes, now_ms, pool)?;
             let must_recover = recovered_from.is_some()
+                || swapped.contains(&base)
                 || (!had_clean_shutdown && i >= first_unflushed)
                 || !seg.load_clean(interval)?;
             let mut truncated = false;
@@ -666,17 +668,18 @@ impl Log {
         Ok(info)
     }
 
-    /// Appends a leader's batches as they are (offsets and epochs kept). The first batch must
-    /// start at the log end offset and each next batch where the previous one ended.
+    /// Appends a leader's batches as they are (offsets and epochs kept). Each batch must start
+    /// at or after the log end offset, or where the previous one ended: a compacted leader's
+    /// log has gaps, which the copy keeps (Kafka refuses only offsets that go back).
     pub fn append_as_follower(&self, records: &[u8]) -> Result<LogAppendInfo> {
         self.check_online()?;
         let (headers, used) = batch::validate_batches(records, Validation::Follower)?;
         let w = self.lock_writer()?;
         let mut expected = self.log_end_offset();
         for h in &headers {
-            if h.base_offset != expected {
+            if h.base_offset < expected {
                 return Err(StorageError::NonMonotonicAppend(format!(
-                    "batch at offset {} but the log expects {expected} (last offset {})",
+                    "batch at offset {} but the log is already at {expected} (last offset {})",
                     h.base_offset,
                     h.last_offset()
                 )));
@@ -1526,6 +1529,9 @@ fn replay_producer_state(
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir).and_then(|f| f.sync_all()).at(dir)
 }
+
+mod cleaning;
+pub use cleaning::{CleaningView, CLEANED_SUFFIX, SWAP_SUFFIX};
 
 #[cfg(test)]
 mod tests;
