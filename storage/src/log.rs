@@ -114,6 +114,9 @@ pub struct Log {
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
     recovery_point: AtomicI64,
+    /// The cleaner checkpoint: offsets below it were cleaned (-1 when never cleaned). A
+    /// truncation below it pulls it down, as Kafka's `maybeTruncateCheckpoint` does.
+    cleaned_up_to: AtomicI64,
     /// Upper bound for retention and DeleteRecords (Kafka never deletes at or past the high
     /// watermark); `i64::MAX` until the caller sets one.
     high_watermark: AtomicI64,
@@ -324,6 +327,7 @@ impl Log {
             log_start_offset: AtomicI64::new(log_start_offset),
             log_end_offset: AtomicI64::new(log_end_offset),
             recovery_point: AtomicI64::new(recovery_point),
+            cleaned_up_to: AtomicI64::new(-1),
             high_watermark: AtomicI64::new(i64::MAX),
             truncation_generation: AtomicU64::new(0),
             offline: AtomicBool::new(false),
@@ -379,6 +383,18 @@ impl Log {
     }
     pub fn log_end_offset(&self) -> i64 {
         self.log_end_offset.load(Ordering::Acquire)
+    }
+    /// The cleaner checkpoint: where the last cleaning ended (-1 when never cleaned).
+    pub fn cleaned_up_to(&self) -> i64 {
+        self.cleaned_up_to.load(Ordering::Acquire)
+    }
+    /// Records a cleaning's end (or the checkpoint read at startup).
+    pub fn set_cleaned_up_to(&self, offset: i64) {
+        self.cleaned_up_to.store(offset, Ordering::Release);
+    }
+    /// The high watermark the caller last set (`i64::MAX` when none).
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
     }
     pub fn recovery_point(&self) -> i64 {
         self.recovery_point.load(Ordering::Acquire)
@@ -891,6 +907,7 @@ impl Log {
             let leo = active.next_offset();
             self.log_end_offset.store(leo, Ordering::Release);
             self.recovery_point.fetch_min(leo, Ordering::AcqRel);
+            self.cleaned_up_to.fetch_min(leo, Ordering::AcqRel);
             self.epochs.lock().truncate_from_end(leo)?;
             let mut producers = self.producers.lock();
             producers.delete_snapshots_after(leo)?;
@@ -935,6 +952,7 @@ impl Log {
             self.log_start_offset.store(offset, Ordering::Release);
             self.log_end_offset.store(offset, Ordering::Release);
             self.recovery_point.store(offset, Ordering::Release);
+            self.cleaned_up_to.store(-1, Ordering::Release);
             self.epochs.lock().clear()?;
             self.producers.lock().truncate_fully_and_start_at(offset)?;
             Ok(())

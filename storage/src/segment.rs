@@ -313,6 +313,12 @@ impl LogSegment {
         }
     }
 
+    /// The max timestamp of the segment's first batch (Kafka's `getFirstBatchTimestamp`), `None`
+    /// when it holds no batch.
+    pub fn first_batch_timestamp(&self) -> Result<Option<i64>> {
+        Ok(self.headers_from_first()?.map(|(_, h)| h.max_timestamp))
+    }
+
     /// Entries in the offset index and in the time index.
     pub fn index_entries(&self) -> (usize, usize) {
         (

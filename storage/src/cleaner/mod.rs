@@ -19,6 +19,7 @@
 //! meanwhile (a truncation, a deletion) makes the swap refuse, and the cleaning is abandoned.
 
 pub mod filter;
+pub mod manager;
 pub mod offset_map;
 
 use std::sync::Arc;

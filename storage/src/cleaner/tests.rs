@@ -363,3 +363,119 @@ fn an_open_finishes_a_committed_swap_and_discards_an_uncommitted_one() {
     assert!(!leftover.exists());
     let _ = cleaned;
 }
+
+#[test]
+fn the_manager_cleans_the_filthiest_due_log_and_keeps_kafkas_checkpoint() {
+    use crate::manager::LogManager;
+    use crate::TopicPartition;
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().to_path_buf()];
+    let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
+    let a = TopicPartition::new("a", 0);
+    let b = TopicPartition::new("b", 0);
+    let plain = TopicPartition::new("plain", 0);
+    let la = manager.get_or_create(&a, config(), NOW).unwrap();
+    let lb = manager.get_or_create(&b, config(), NOW).unwrap();
+    let lp = manager
+        .get_or_create(
+            &plain,
+            LogConfig {
+                compact: false,
+                ..config()
+            },
+            NOW,
+        )
+        .unwrap();
+    fill(&la, 400, 400, 4, 0); // every key once: a cleaning keeps it all
+    fill(&lb, 400, 7, 4, 0);
+    fill(&lp, 400, 5, 4, 0);
+    let mut map = OffsetMap::new(1 << 16);
+    let mut cleaned = Vec::new();
+    while let Some(report) = manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW)
+        .unwrap()
+    {
+        assert!(
+            matches!(report.outcome, CleanOutcome::Cleaned { .. }),
+            "{report:?}"
+        );
+        assert!(report.dirty_ratio > 0.5);
+        cleaned.push(report.tp.dir_name());
+        assert!(cleaned.len() <= 2, "{cleaned:?}");
+    }
+    cleaned.sort();
+    assert_eq!(cleaned, ["a-0", "b-0"]);
+    assert_eq!(records(&la).len(), 400);
+    assert_eq!(
+        records(&lb).len(),
+        7 + (400 - lb.cleaning_view().active_base_offset as usize)
+    );
+    assert_eq!(
+        records(&lp).len(),
+        400,
+        "a log that is not compacted is never cleaned"
+    );
+    let text = std::fs::read_to_string(dir.path().join("cleaner-offset-checkpoint")).unwrap();
+    let active = |l: &Log| l.cleaning_view().active_base_offset;
+    assert_eq!(
+        text,
+        format!("0\n2\na 0 {}\nb 0 {}\n", active(&la), active(&lb))
+    );
+
+    // Barely dirty: below min.cleanable.dirty.ratio, nothing is due.
+    fill(&la, 8, 400, 4, 0);
+    la.roll(NOW).unwrap();
+    assert!(manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW)
+        .unwrap()
+        .is_none());
+    // Past max.compaction.lag.ms the same log is due whatever its ratio.
+    la.update_config(LogConfig {
+        max_compaction_lag_ms: 1,
+        ..config()
+    });
+    let report = manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW)
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.tp, a);
+    assert!(report.dirty_ratio < 0.5);
+    la.update_config(config());
+
+    // The checkpoint survives a restart: nothing is dirty after it.
+    manager.shutdown().unwrap();
+    drop((la, lb, lp, manager));
+    let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
+    for tp in [&a, &b] {
+        manager.get(tp).unwrap().update_config(config());
+    }
+    assert!(manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW)
+        .unwrap()
+        .is_none());
+    assert!(manager.uncleanable_partitions().is_empty());
+}
+
+#[test]
+fn records_younger_than_the_min_compaction_lag_stay_dirty() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(
+        dir.path(),
+        LogConfig {
+            min_compaction_lag_ms: 10_000,
+            ..config()
+        },
+        0,
+        false,
+        NOW,
+    )
+    .unwrap();
+    fill(&log, 200, 5, 4, 0); // record timestamps ~1000
+    log.roll(NOW).unwrap();
+    // At "now" = 5000 every record is younger than 10 s: nothing to clean.
+    let range = manager::cleanable_range(&log, 5_000).unwrap();
+    assert_eq!(range.first_uncleanable, 0);
+    // Later they are old enough.
+    let range = manager::cleanable_range(&log, 20_000).unwrap();
+    assert_eq!(range.first_uncleanable, 200);
+}
