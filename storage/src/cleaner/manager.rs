@@ -2,7 +2,7 @@
 //!
 //! A compacted log's cleanable part runs from its first dirty offset (the cleaner checkpoint,
 //! or the log start) to its first uncleanable offset: the smallest of the high watermark, the
-//! active segment's base, and the base of the first segment holding a record younger than
+//! active segment's base, the recovery point (what is fsynced), and the base of the first segment holding a record younger than
 //! `min.compaction.lag.ms`. Its dirty ratio is the size of the segments in that part over the
 //! size of all segments up to it. The cleaner takes the log with the highest ratio among those
 //! above their `min.cleanable.dirty.ratio`, or with a dirty record older than
@@ -59,7 +59,12 @@ pub fn cleanable_range(log: &Log, now_ms: i64) -> Result<CleanableRange> {
         checkpoint
     };
     let view = log.cleaning_view();
-    let mut first_uncleanable = log.high_watermark().min(view.active_base_offset);
+    // Only what is durable: a cleaning must not drop a record for a newer one that a power
+    // loss could still take (Kafka cleans up to the high watermark alone).
+    let mut first_uncleanable = log
+        .high_watermark()
+        .min(view.active_base_offset)
+        .min(log.recovery_point());
     let lag = log.config().min_compaction_lag_ms;
     if lag > 0 {
         for (i, seg) in view.segments.iter().enumerate() {

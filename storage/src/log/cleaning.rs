@@ -11,8 +11,9 @@
 //!    pinned files), dir fsynced;
 //! 3. the `.swap` files get their final names, dir fsynced.
 //!
-//! Opening a log finishes or discards a swap cut short: `.cleaned` files are removed (the
-//! cleaning never committed); a `<base>.log.swap` replaces every segment whose base offset lies
+//! Opening a log finishes or discards a swap cut short: `.cleaned` files, and index `.swap`
+//! files without their log's, are removed (the cleaning never committed); a `<base>.log.swap`
+//! replaces every segment whose base offset lies
 //! in `[base, the swap's next offset)`, and its indexes are rebuilt.
 
 use std::collections::HashMap;
@@ -101,6 +102,24 @@ pub(crate) fn recover_swaps(dir: &Path) -> Result<Vec<i64>> {
         }
     }
     swaps.sort_unstable();
+    // An index `.swap` without its log's `.swap` is from a swap cut before its commit point.
+    for entry in std::fs::read_dir(dir).at(dir)? {
+        let entry = entry.at(dir)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(stem) = name.strip_suffix(SWAP_SUFFIX) else {
+            continue;
+        };
+        let index_base = stem
+            .strip_suffix(".index")
+            .or_else(|| stem.strip_suffix(".timeindex"))
+            .filter(|b| b.len() == 20 && b.bytes().all(|c| c.is_ascii_digit()))
+            .and_then(|b| b.parse::<i64>().ok());
+        if index_base.is_some_and(|b| !swaps.contains(&b)) {
+            remove_if_present(&entry.path())?;
+            changed = true;
+        }
+    }
     let mut bases = Vec::new();
     for entry in std::fs::read_dir(dir).at(dir)? {
         let entry = entry.at(dir)?;
