@@ -68,7 +68,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         log.roll(NOW_MS)?;
         log.flush()?;
-        while let Some(report) = manager.clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW_MS)? {
+        while let Some(report) =
+            manager.clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW_MS, &mut |_| {})?
+        {
             if !matches!(report.outcome, CleanOutcome::Cleaned { .. }) {
                 return Err(format!("cleaning did not finish: {report:?}").into());
             }

@@ -809,6 +809,7 @@ impl LogManager {
         map: &mut crate::cleaner::OffsetMap,
         load_factor: f64,
         now_ms: i64,
+        throttle: &mut dyn FnMut(u64),
     ) -> Result<Option<CleanReport>> {
         let chosen = {
             let mut state = self.cleaning.lock();
@@ -835,7 +836,7 @@ impl LogManager {
             now_ms,
             load_factor,
         };
-        let result = crate::cleaner::clean(&chosen.log, chosen.range, map, &settings);
+        let result = crate::cleaner::clean(&chosen.log, chosen.range, map, &settings, throttle);
         let still_ours = self
             .get(&chosen.tp)
             .is_some_and(|l| Arc::ptr_eq(&l, &chosen.log));

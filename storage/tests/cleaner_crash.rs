@@ -100,7 +100,7 @@ fn cleaner_crash_child() {
         if rng % 8 == 0 {
             log.roll(0).unwrap();
             manager
-                .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, 0)
+                .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, 0, &mut |_| {})
                 .unwrap();
         }
         if rng % 13 == 0 {

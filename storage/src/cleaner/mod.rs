@@ -124,6 +124,7 @@ fn build_offset_map(
     range: CleanableRange,
     map: &mut OffsetMap,
     load_factor: f64,
+    throttle: &mut dyn FnMut(u64),
 ) -> Result<(u64, u64)> {
     map.clear();
     let max_entries = ((map.slots() as f64) * load_factor) as usize;
@@ -149,6 +150,7 @@ fn build_offset_map(
                     return Ok(false);
                 }
                 bytes += batch.len() as u64;
+                throttle(batch.len() as u64);
                 if !h.is_control() {
                     let section = &batch[crate::batch::RECORD_BATCH_OVERHEAD..];
                     let codec = h.compression_codec() as u8;
@@ -276,6 +278,7 @@ fn clean_group(
     upper_bound: i64,
     settings: &CleanSettings,
     stats: &mut CleanerStats,
+    throttle: &mut dyn FnMut(u64),
 ) -> Result<bool> {
     let config = log.config();
     let base = group[0].base_offset();
@@ -302,6 +305,7 @@ fn clean_group(
     for seg in group {
         for_each_batch(seg, seg.base_offset(), i64::MAX, |batch, h| {
             stats.bytes_read += batch.len() as u64;
+            throttle(batch.len() as u64);
             let retention = if h.has_producer_id()
                 && producers.get(&h.producer_id) == Some(&h.last_offset())
                 || h.next_offset() == upper_bound
@@ -325,6 +329,7 @@ fn clean_group(
             stats.records_written += f.records_kept as u64;
             if let Some(w) = f.written {
                 stats.bytes_written += w.size_in_bytes() as u64;
+                throttle(w.size_in_bytes() as u64);
                 headers.push(w);
             }
             if out.len() >= READ_CHUNK_BYTES {
@@ -345,12 +350,14 @@ fn clean_group(
 }
 
 /// Cleans `log` once over `range` with `map` (cleared first). The caller chooses the log and
-/// the range, keeps the cleaner checkpoint, and throttles.
+/// the range and keeps the cleaner checkpoint; `throttle` is told every byte read and written
+/// (`log.cleaner.io.max.bytes.per.second`: it may sleep).
 pub fn clean(
     log: &Log,
     range: CleanableRange,
     map: &mut OffsetMap,
     settings: &CleanSettings,
+    throttle: &mut dyn FnMut(u64),
 ) -> Result<CleanOutcome> {
     let mut view = log.cleaning_view();
     let range = CleanableRange {
@@ -362,7 +369,7 @@ pub fn clean(
         return Ok(CleanOutcome::Nothing);
     }
     let mut stats = CleanerStats::default();
-    let (bytes, records) = build_offset_map(&view, range, map, settings.load_factor)?;
+    let (bytes, records) = build_offset_map(&view, range, map, settings.load_factor, throttle)?;
     stats.map_bytes_read = bytes;
     stats.map_records_read = records;
     stats.map_utilization = map.utilization();
@@ -394,6 +401,7 @@ pub fn clean(
             range.first_uncleanable,
             settings,
             &mut stats,
+            throttle,
         )? {
             return Ok(CleanOutcome::Abandoned { stats });
         }

@@ -88,7 +88,7 @@ fn clean_all(log: &Log, map: &mut OffsetMap, now_ms: i64) -> CleanOutcome {
         first_dirty: 0,
         first_uncleanable: i64::MAX,
     };
-    clean(log, range, map, &settings(now_ms)).unwrap()
+    clean(log, range, map, &settings(now_ms), &mut |_| {}).unwrap()
 }
 
 #[test]
@@ -168,7 +168,7 @@ fn a_small_map_cleans_in_several_passes_to_the_same_result() {
             first_dirty,
             first_uncleanable: i64::MAX,
         };
-        match clean(&log, range, &mut map, &settings(NOW)).unwrap() {
+        match clean(&log, range, &mut map, &settings(NOW), &mut |_| {}).unwrap() {
             CleanOutcome::Cleaned { end_offset, .. } => {
                 assert!(end_offset > first_dirty);
                 first_dirty = end_offset;
@@ -403,7 +403,7 @@ fn the_manager_cleans_the_filthiest_due_log_and_keeps_kafkas_checkpoint() {
     let mut map = OffsetMap::new(1 << 16);
     let mut cleaned = Vec::new();
     while let Some(report) = manager
-        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW)
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
         .unwrap()
     {
         assert!(
@@ -438,7 +438,7 @@ fn the_manager_cleans_the_filthiest_due_log_and_keeps_kafkas_checkpoint() {
     la.roll(NOW).unwrap();
     la.flush().unwrap();
     assert!(manager
-        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW)
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
         .unwrap()
         .is_none());
     // Past max.compaction.lag.ms the same log is due whatever its ratio.
@@ -447,7 +447,7 @@ fn the_manager_cleans_the_filthiest_due_log_and_keeps_kafkas_checkpoint() {
         ..config()
     });
     let report = manager
-        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW)
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
         .unwrap()
         .unwrap();
     assert_eq!(report.tp, a);
@@ -462,7 +462,7 @@ fn the_manager_cleans_the_filthiest_due_log_and_keeps_kafkas_checkpoint() {
         manager.get(tp).unwrap().update_config(config());
     }
     assert!(manager
-        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW)
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
         .unwrap()
         .is_none());
     assert!(manager.uncleanable_partitions().is_empty());
@@ -490,4 +490,33 @@ fn records_younger_than_the_min_compaction_lag_stay_dirty() {
     // Later they are old enough.
     let range = manager::cleanable_range(&log, 20_000).unwrap();
     assert_eq!(range.first_uncleanable, 200);
+}
+
+#[test]
+fn the_throttle_is_told_every_byte_read_and_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    fill(&log, 300, 6, 4, 3);
+    log.roll(NOW).unwrap();
+    let mut told = 0u64;
+    let range = CleanableRange {
+        first_dirty: 0,
+        first_uncleanable: i64::MAX,
+    };
+    let outcome = clean(
+        &log,
+        range,
+        &mut OffsetMap::new(1 << 16),
+        &settings(NOW),
+        &mut |bytes| told += bytes,
+    )
+    .unwrap();
+    let CleanOutcome::Cleaned { stats, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert!(stats.bytes_written > 0 && stats.map_bytes_read > 0);
+    assert_eq!(
+        told,
+        stats.map_bytes_read + stats.bytes_read + stats.bytes_written
+    );
 }
