@@ -1075,6 +1075,7 @@ impl BrokerConfig {
             message_timestamp_after_max_ms: 3_600_000,
             // Per topic, from the effective `cleanup.policy` (`topic::log_config`).
             compact: false,
+            ..kafkaiq_storage::LogConfig::default()
         }
     }
 }

@@ -24,6 +24,7 @@ use crate::config::BrokerConfig;
 use crate::context::Context;
 use crate::controller::new_cluster_id;
 
+pub mod cleaner;
 mod lifecycle;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::service::GroupService;

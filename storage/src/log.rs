@@ -114,6 +114,9 @@ pub struct Log {
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
     recovery_point: AtomicI64,
+    /// The cleaner checkpoint: offsets below it were cleaned (-1 when never cleaned). A
+    /// truncation below it pulls it down, as Kafka's `maybeTruncateCheckpoint` does.
+    cleaned_up_to: AtomicI64,
     /// Upper bound for retention and DeleteRecords (Kafka never deletes at or past the high
     /// watermark); `i64::MAX` until the caller sets one.
     high_watermark: AtomicI64,
@@ -200,6 +203,7 @@ impl Log {
         now_ms: i64,
     ) -> Result<Log> {
         std::fs::create_dir_all(dir).at(dir)?;
+        let swapped = cleaning::recover_swaps(dir)?;
         let mut bases = Vec::new();
         for entry in std::fs::read_dir(dir).at(dir)? {
             let entry = entry.at(dir)?;
@@ -221,6 +225,7 @@ impl Log {
         for (i, &base) in bases.iter().enumerate() {
             let seg = LogSegment::open(dir, base, index_bytes, now_ms, pool)?;
             let must_recover = recovered_from.is_some()
+                || swapped.contains(&base)
                 || (!had_clean_shutdown && i >= first_unflushed)
                 || !seg.load_clean(interval)?;
             let mut truncated = false;
@@ -322,6 +327,7 @@ impl Log {
             log_start_offset: AtomicI64::new(log_start_offset),
             log_end_offset: AtomicI64::new(log_end_offset),
             recovery_point: AtomicI64::new(recovery_point),
+            cleaned_up_to: AtomicI64::new(-1),
             high_watermark: AtomicI64::new(i64::MAX),
             truncation_generation: AtomicU64::new(0),
             offline: AtomicBool::new(false),
@@ -377,6 +383,18 @@ impl Log {
     }
     pub fn log_end_offset(&self) -> i64 {
         self.log_end_offset.load(Ordering::Acquire)
+    }
+    /// The cleaner checkpoint: where the last cleaning ended (-1 when never cleaned).
+    pub fn cleaned_up_to(&self) -> i64 {
+        self.cleaned_up_to.load(Ordering::Acquire)
+    }
+    /// Records a cleaning's end (or the checkpoint read at startup).
+    pub fn set_cleaned_up_to(&self, offset: i64) {
+        self.cleaned_up_to.store(offset, Ordering::Release);
+    }
+    /// The high watermark the caller last set (`i64::MAX` when none).
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
     }
     pub fn recovery_point(&self) -> i64 {
         self.recovery_point.load(Ordering::Acquire)
@@ -666,17 +684,18 @@ impl Log {
         Ok(info)
     }
 
-    /// Appends a leader's batches as they are (offsets and epochs kept). The first batch must
-    /// start at the log end offset and each next batch where the previous one ended.
+    /// Appends a leader's batches as they are (offsets and epochs kept). Each batch must start
+    /// at or after the log end offset, or where the previous one ended: a compacted leader's
+    /// log has gaps, which the copy keeps (Kafka refuses only offsets that go back).
     pub fn append_as_follower(&self, records: &[u8]) -> Result<LogAppendInfo> {
         self.check_online()?;
         let (headers, used) = batch::validate_batches(records, Validation::Follower)?;
         let w = self.lock_writer()?;
         let mut expected = self.log_end_offset();
         for h in &headers {
-            if h.base_offset != expected {
+            if h.base_offset < expected {
                 return Err(StorageError::NonMonotonicAppend(format!(
-                    "batch at offset {} but the log expects {expected} (last offset {})",
+                    "batch at offset {} but the log is already at {expected} (last offset {})",
                     h.base_offset,
                     h.last_offset()
                 )));
@@ -888,6 +907,7 @@ impl Log {
             let leo = active.next_offset();
             self.log_end_offset.store(leo, Ordering::Release);
             self.recovery_point.fetch_min(leo, Ordering::AcqRel);
+            self.cleaned_up_to.fetch_min(leo, Ordering::AcqRel);
             self.epochs.lock().truncate_from_end(leo)?;
             let mut producers = self.producers.lock();
             producers.delete_snapshots_after(leo)?;
@@ -932,6 +952,7 @@ impl Log {
             self.log_start_offset.store(offset, Ordering::Release);
             self.log_end_offset.store(offset, Ordering::Release);
             self.recovery_point.store(offset, Ordering::Release);
+            self.cleaned_up_to.store(-1, Ordering::Release);
             self.epochs.lock().clear()?;
             self.producers.lock().truncate_fully_and_start_at(offset)?;
             Ok(())
@@ -1526,6 +1547,9 @@ fn replay_producer_state(
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir).and_then(|f| f.sync_all()).at(dir)
 }
+
+mod cleaning;
+pub use cleaning::{CleaningView, CLEANED_SUFFIX, SWAP_SUFFIX};
 
 #[cfg(test)]
 mod tests;

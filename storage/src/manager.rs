@@ -31,13 +31,14 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::checkpoint::{
-    CheckpointFile, OffsetCheckpointEntry, LOG_START_OFFSET_CHECKPOINT_FILE,
-    RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
+    CheckpointFile, OffsetCheckpointEntry, CLEANER_OFFSET_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 use crate::config::{LogConfig, TopicPartition};
 use crate::deleter::Deleter;
@@ -95,6 +96,25 @@ pub struct LogManager {
     preferred_dirs: Mutex<HashMap<TopicPartition, usize>>,
     /// Indexes of the log dirs where a log had an I/O error.
     offline_dirs: Arc<Mutex<HashSet<PathBuf>>>,
+    /// Compacted logs a cleaner thread is cleaning now, and those a cleaning failed on (Kafka's
+    /// `uncleanablePartitions`: skipped until the broker restarts or the log is recreated).
+    cleaning: Mutex<CleaningState>,
+}
+
+#[derive(Default)]
+struct CleaningState {
+    in_progress: HashSet<TopicPartition>,
+    uncleanable: HashMap<TopicPartition, Weak<Log>>,
+}
+
+/// What one call of [`LogManager::clean_filthiest`] did.
+#[derive(Debug, Clone)]
+pub struct CleanReport {
+    pub tp: TopicPartition,
+    /// The log's dirty ratio when it was chosen.
+    pub dirty_ratio: f64,
+    pub range: crate::cleaner::CleanableRange,
+    pub outcome: crate::cleaner::CleanOutcome,
 }
 
 /// Suffix of a future log's directory name.
@@ -191,6 +211,7 @@ impl LogManager {
             let clean = marker.exists();
             let recovery_points = read_offsets(dir, RECOVERY_POINT_CHECKPOINT_FILE)?;
             let log_start_offsets = read_offsets(dir, LOG_START_OFFSET_CHECKPOINT_FILE)?;
+            let cleaned_up_to = read_offsets(dir, CLEANER_OFFSET_CHECKPOINT_FILE)?;
             let mut found = Vec::new();
             for entry in std::fs::read_dir(dir).at(dir)? {
                 let entry = entry.at(dir)?;
@@ -237,6 +258,9 @@ impl LogManager {
                         log.maybe_increment_log_start_offset(lso)?;
                     }
                 }
+                if let Some(&offset) = cleaned_up_to.get(&tp) {
+                    log.set_cleaned_up_to(offset);
+                }
                 tracing::info!(partition = %tp, log_end_offset = log.log_end_offset(), clean, "loaded log");
                 if let Some(other) = logs.get(&tp) {
                     // A crash between the two renames of a move: both copies hold the same
@@ -278,6 +302,7 @@ impl LogManager {
             future_logs: RwLock::new(HashMap::new()),
             preferred_dirs: Mutex::new(HashMap::new()),
             offline_dirs: Arc::default(),
+            cleaning: Mutex::default(),
         };
         for entry in manager.logs.read().values() {
             entry
@@ -742,6 +767,110 @@ impl LogManager {
             }
         }
         Ok(all)
+    }
+
+    /// Writes `cleaner-offset-checkpoint` in log dir `dir_index` with the cleaner checkpoint of
+    /// each of its logs that has one.
+    fn checkpoint_cleaner_offsets(&self, dir_index: usize) -> Result<()> {
+        let _admin = self.admin.lock();
+        let logs = &self.logs_by_dir()[dir_index];
+        let entries: Vec<OffsetCheckpointEntry> = logs
+            .iter()
+            .filter(|(_, log)| log.cleaned_up_to() >= 0)
+            .map(|(tp, log)| entry(tp, log.cleaned_up_to()))
+            .collect();
+        checkpoint(&self.log_dirs[dir_index], CLEANER_OFFSET_CHECKPOINT_FILE).write(&entries)?;
+        Ok(())
+    }
+
+    /// Compacted logs a cleaning failed on (Kafka's `uncleanable-partitions-count`).
+    pub fn uncleanable_partitions(&self) -> Vec<TopicPartition> {
+        let mut all: Vec<_> = self.cleaning.lock().uncleanable.keys().cloned().collect();
+        all.sort();
+        all
+    }
+
+    /// Every compacted log with its cleanable part measured (the leadership page's dirty
+    /// ratios, the cleaner's choice).
+    pub fn compacted_logs(&self, now_ms: i64) -> Vec<crate::cleaner::manager::LogToClean> {
+        self.logs()
+            .into_iter()
+            .filter(|(_, log)| log.config().compact && !log.is_offline())
+            .filter_map(|(tp, log)| crate::cleaner::manager::measure(&tp, &log, now_ms).ok())
+            .collect()
+    }
+
+    /// One cleaner pass (Kafka's `CleanerThread.cleanFilthiestLog`): cleans the filthiest due
+    /// compacted log that no other thread is cleaning, with `map`, and checkpoints where it
+    /// got to. `None` when no log is due. A cleaning that fails marks its log uncleanable;
+    /// one whose log was deleted or replaced meanwhile is simply dropped.
+    pub fn clean_filthiest(
+        &self,
+        map: &mut crate::cleaner::OffsetMap,
+        load_factor: f64,
+        now_ms: i64,
+        throttle: &mut dyn FnMut(u64),
+    ) -> Result<Option<CleanReport>> {
+        let chosen = {
+            let mut state = self.cleaning.lock();
+            state.uncleanable.retain(|_, log| log.strong_count() > 0);
+            let candidates: Vec<_> = self
+                .compacted_logs(now_ms)
+                .into_iter()
+                .filter(|c| {
+                    !state.in_progress.contains(&c.tp)
+                        && !state
+                            .uncleanable
+                            .get(&c.tp)
+                            .is_some_and(|w| w.as_ptr() == Arc::as_ptr(&c.log))
+                })
+                .collect();
+            let Some(chosen) = crate::cleaner::manager::filthiest(candidates) else {
+                return Ok(None);
+            };
+            state.in_progress.insert(chosen.tp.clone());
+            chosen
+        };
+        let settings = crate::cleaner::CleanSettings {
+            delete_retention_ms: chosen.log.config().delete_retention_ms,
+            now_ms,
+            load_factor,
+        };
+        let result = crate::cleaner::clean(&chosen.log, chosen.range, map, &settings, throttle);
+        let still_ours = self
+            .get(&chosen.tp)
+            .is_some_and(|l| Arc::ptr_eq(&l, &chosen.log));
+        let mut state = self.cleaning.lock();
+        state.in_progress.remove(&chosen.tp);
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(_) if !still_ours => crate::cleaner::CleanOutcome::Abandoned {
+                stats: Default::default(),
+            },
+            Err(e) => {
+                tracing::error!(partition = %chosen.tp, error = %e,
+                    "cleaning failed; the partition is uncleanable until it is recreated or the broker restarts");
+                state
+                    .uncleanable
+                    .insert(chosen.tp.clone(), Arc::downgrade(&chosen.log));
+                return Err(e);
+            }
+        };
+        drop(state);
+        if let crate::cleaner::CleanOutcome::Cleaned { end_offset, .. } = outcome {
+            if still_ours {
+                chosen.log.set_cleaned_up_to(end_offset);
+                if let Some(dir_index) = self.dir_index_of(&chosen.tp) {
+                    self.checkpoint_cleaner_offsets(dir_index)?;
+                }
+            }
+        }
+        Ok(Some(CleanReport {
+            tp: chosen.tp.clone(),
+            dirty_ratio: chosen.dirty_ratio(),
+            range: chosen.range,
+            outcome,
+        }))
     }
 
     /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` in every
