@@ -656,22 +656,6 @@ fn plaintext_only(listeners: &[NamedListener], key: &str) -> Result<(), ConfigEr
     }
 }
 
-fn timing(raw: &RawConfig, key: &str, default: u64, min: u64) -> Result<u64, ConfigError> {
-    match raw.get(key) {
-        None => Ok(default),
-        Some(v) => {
-            let parsed: i32 = v
-                .trim()
-                .parse()
-                .map_err(|_| invalid(raw, key, "not a 32-bit integer"))?;
-            if i64::from(parsed) < min as i64 {
-                return Err(invalid(raw, key, format!("must be at least {min}")));
-            }
-            Ok(parsed as u64)
-        }
-    }
-}
-
 /// Parses and checks the KRaft keys. `node_id` is the one `from_raw` read (node.id, else
 /// broker.id, else 1); `log_dirs` gives the metadata log dir its default.
 pub(crate) fn parse(
@@ -1087,8 +1071,9 @@ pub(crate) fn parse(
         }
     };
 
-    let broker_heartbeat_interval_ms = timing(raw, BROKER_HEARTBEAT_INTERVAL_MS, 2_000, 1)?;
-    let broker_session_timeout_ms = timing(raw, BROKER_SESSION_TIMEOUT_MS, 9_000, 1)?;
+    let r = super::Reader { raw };
+    let broker_heartbeat_interval_ms = r.i32(BROKER_HEARTBEAT_INTERVAL_MS)? as u64;
+    let broker_session_timeout_ms = r.i32(BROKER_SESSION_TIMEOUT_MS)? as u64;
     if broker_session_timeout_ms <= broker_heartbeat_interval_ms {
         warnings.push(format!(
             "broker.session.timeout.ms={broker_session_timeout_ms} is not longer than \
@@ -1096,23 +1081,9 @@ pub(crate) fn parse(
              fenced between two heartbeats"
         ));
     }
-    let election_timeout_ms = timing(raw, QUORUM_ELECTION_TIMEOUT_MS, 1_000, 0)?;
-    let fetch_timeout_ms = timing(raw, QUORUM_FETCH_TIMEOUT_MS, 2_000, 0)?;
-    let unclean_leader_election_enable = match raw
-        .get(UNCLEAN_LEADER_ELECTION_ENABLE)
-        .map(|v| v.trim().to_ascii_lowercase())
-    {
-        None => false,
-        Some(v) if v == "true" => true,
-        Some(v) if v == "false" => false,
-        Some(_) => {
-            return Err(invalid(
-                raw,
-                UNCLEAN_LEADER_ELECTION_ENABLE,
-                "must be true or false",
-            ))
-        }
-    };
+    let election_timeout_ms = r.i32(QUORUM_ELECTION_TIMEOUT_MS)? as u64;
+    let fetch_timeout_ms = r.i32(QUORUM_FETCH_TIMEOUT_MS)? as u64;
+    let unclean_leader_election_enable = r.bool(UNCLEAN_LEADER_ELECTION_ENABLE)?;
     let metadata_log_dir = match raw.get(METADATA_LOG_DIR).map(str::trim) {
         Some("") => return Err(invalid(raw, METADATA_LOG_DIR, "must not be empty")),
         Some(dir) => PathBuf::from(dir),

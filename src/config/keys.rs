@@ -1,0 +1,414 @@
+//! The broker key table: one row per key Kafka's `server.properties` may hold, with its name,
+//! Kafka default, kind, validation and synonyms (the keys that give the same setting in other
+//! units). `BrokerConfig::from_raw`, the KRaft parsing ([`super::kraft`]), DescribeConfigs and
+//! the dynamic broker configs all read keys through this table, so a default or a bound is
+//! written exactly once.
+
+use super::{kraft, ConfigError, RawConfig};
+
+/// How a broker key's value is typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigKind {
+    Int,
+    Long,
+    Bool,
+    Str,
+    List,
+    Double,
+}
+
+/// What a value must satisfy beyond its kind (Kafka's `ConfigDef.Validator`s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    Any,
+    AtLeast(i64),
+    /// `min..=max`; below `min` is "at least", above is "between".
+    Between(i64, i64),
+    OneOf(&'static [&'static str]),
+}
+
+/// One broker key the broker knows: its Kafka default (None = null) and whether changing it
+/// needs a restart (all of ours do: there are no dynamic broker configs yet).
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerConfigDef {
+    pub name: &'static str,
+    pub default: Option<&'static str>,
+    pub kind: ConfigKind,
+    /// false for keys that are accepted because stock `server.properties` files contain them,
+    /// but which have no effect on a single KafkaIQ process (thread counts, socket buffers).
+    pub effective: bool,
+    pub check: Check,
+    /// Keys that set the same value in other units, in precedence order after this one: (key,
+    /// how many of this key's units one of theirs is). `log.retention.ms` is set by
+    /// `log.retention.minutes` (× 60,000) and `log.retention.hours` (× 3,600,000).
+    pub synonyms: &'static [(&'static str, i64)],
+}
+
+const fn key(
+    name: &'static str,
+    default: Option<&'static str>,
+    kind: ConfigKind,
+) -> BrokerConfigDef {
+    BrokerConfigDef {
+        name,
+        default,
+        kind,
+        effective: true,
+        check: Check::Any,
+        synonyms: &[],
+    }
+}
+
+impl BrokerConfigDef {
+    const fn inert(mut self) -> Self {
+        self.effective = false;
+        self
+    }
+
+    const fn at_least(mut self, min: i64) -> Self {
+        self.check = Check::AtLeast(min);
+        self
+    }
+
+    const fn between(mut self, min: i64, max: i64) -> Self {
+        self.check = Check::Between(min, max);
+        self
+    }
+
+    const fn one_of(mut self, values: &'static [&'static str]) -> Self {
+        self.check = Check::OneOf(values);
+        self
+    }
+
+    const fn synonyms(mut self, synonyms: &'static [(&'static str, i64)]) -> Self {
+        self.synonyms = synonyms;
+        self
+    }
+}
+
+pub(crate) const HOUR_MS: i64 = 3_600_000;
+
+use ConfigKind::*;
+
+/// Every broker key we accept, sorted by name. Defaults are Kafka's, except `listeners` and
+/// `log.dirs`, whose defaults are the embedded single-node setup (127.0.0.1:9092,
+/// ./kafkaiq-data).
+pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
+    key(kraft::ADVERTISED_LISTENERS, None, List),
+    key("auto.create.topics.enable", Some("true"), Bool),
+    key("auto.leader.rebalance.enable", Some("true"), Bool),
+    key(kraft::BROKER_HEARTBEAT_INTERVAL_MS, Some("2000"), Int).at_least(1),
+    key(kraft::BROKER_ID, None, Int).at_least(0),
+    key("broker.rack", None, Str),
+    key(kraft::BROKER_SESSION_TIMEOUT_MS, Some("9000"), Int).at_least(1),
+    key("compression.type", Some("producer"), Str),
+    key("connections.max.idle.ms", Some("600000"), Long).at_least(1),
+    key(kraft::CONTROLLER_LISTENER_NAMES, None, List),
+    key("controller.quorum.append.linger.ms", Some("25"), Int).inert(),
+    key(kraft::QUORUM_BOOTSTRAP_SERVERS, None, List),
+    key(
+        "controller.quorum.election.backoff.max.ms",
+        Some("1000"),
+        Int,
+    )
+    .inert(),
+    key(kraft::QUORUM_ELECTION_TIMEOUT_MS, Some("1000"), Int).at_least(0),
+    key(kraft::QUORUM_FETCH_TIMEOUT_MS, Some("2000"), Int).at_least(0),
+    key("controller.quorum.request.timeout.ms", Some("2000"), Int).inert(),
+    key("controller.quorum.retry.backoff.ms", Some("20"), Int).inert(),
+    key(kraft::QUORUM_VOTERS, None, List),
+    key("default.replication.factor", Some("1"), Int).at_least(1),
+    key("delete.topic.enable", Some("true"), Bool),
+    key("fetch.max.bytes", Some("57671680"), Int).at_least(1024),
+    key("group.initial.rebalance.delay.ms", Some("3000"), Int).at_least(0),
+    key("group.max.session.timeout.ms", Some("1800000"), Int),
+    key("group.max.size", Some("2147483647"), Int).at_least(1),
+    key("group.min.session.timeout.ms", Some("6000"), Int),
+    key("initial.broker.registration.timeout.ms", Some("60000"), Int).inert(),
+    // No default: a Kafka `server.properties` names no HTTP listener, and several nodes on one
+    // host must not fight over one port. The embedded setup (no `--config`) turns it on
+    // (`RawConfig::embedded`).
+    key("http.listener", None, Str),
+    key(kraft::INTER_BROKER_LISTENER_NAME, None, Str),
+    key(
+        kraft::INTER_BROKER_SECURITY_PROTOCOL,
+        Some("PLAINTEXT"),
+        Str,
+    ),
+    key("leader.imbalance.check.interval.ms", None, Long)
+        .at_least(1)
+        .synonyms(&[("leader.imbalance.check.interval.seconds", 1_000)]),
+    key("leader.imbalance.check.interval.seconds", Some("300"), Long).at_least(1),
+    key("leader.imbalance.per.broker.percentage", Some("10"), Int).between(0, 100),
+    key(
+        kraft::LISTENER_SECURITY_PROTOCOL_MAP,
+        Some(kraft::DEFAULT_SECURITY_PROTOCOL_MAP),
+        List,
+    ),
+    key(kraft::LISTENERS, Some("PLAINTEXT://127.0.0.1:9092"), List),
+    key("log.cleanup.policy", Some("delete"), List),
+    key("log.dir", Some("/tmp/kafka-logs"), Str),
+    key("log.dirs", None, List),
+    key(
+        "log.flush.interval.messages",
+        Some("9223372036854775807"),
+        Long,
+    )
+    .at_least(1),
+    key("log.flush.interval.ms", None, Long).at_least(0),
+    key(
+        "log.flush.scheduler.interval.ms",
+        Some("9223372036854775807"),
+        Long,
+    )
+    .inert(),
+    key("log.index.interval.bytes", Some("4096"), Int).at_least(0),
+    key("log.index.size.max.bytes", Some("10485760"), Int).at_least(4),
+    key("log.message.timestamp.type", Some("CreateTime"), Str)
+        .one_of(&["CreateTime", "LogAppendTime"]),
+    key("log.retention.bytes", Some("-1"), Long),
+    key("log.retention.check.interval.ms", Some("300000"), Long),
+    key("log.retention.hours", Some("168"), Int),
+    key("log.retention.minutes", None, Int),
+    key("log.retention.ms", None, Long).synonyms(&[
+        ("log.retention.minutes", 60_000),
+        ("log.retention.hours", HOUR_MS),
+    ]),
+    key("log.roll.hours", Some("168"), Int).at_least(1),
+    key("log.roll.ms", None, Long)
+        .at_least(1)
+        .synonyms(&[("log.roll.hours", HOUR_MS)]),
+    key("log.segment.bytes", Some("1073741824"), Int).at_least(14),
+    key("max.connections", Some("2147483647"), Int).at_least(0),
+    key("max.connections.per.ip", Some("2147483647"), Int).at_least(0),
+    key("max.connections.per.ip.overrides", Some(""), Str),
+    key("message.max.bytes", Some("1048588"), Int).at_least(0),
+    key(kraft::METADATA_LOG_DIR, None, Str),
+    key("min.insync.replicas", Some("1"), Int).at_least(1),
+    key(kraft::NODE_ID, Some("1"), Int)
+        .at_least(0)
+        .synonyms(&[(kraft::BROKER_ID, 1)]),
+    key("num.io.threads", Some("8"), Int).inert(),
+    key("num.network.threads", Some("3"), Int).inert(),
+    key("num.partitions", Some("1"), Int).at_least(1),
+    key("num.recovery.threads.per.data.dir", Some("2"), Int).at_least(1),
+    key("num.replica.fetchers", Some("1"), Int).at_least(1),
+    key("offset.metadata.max.bytes", Some("4096"), Int).at_least(0),
+    key("offsets.commit.timeout.ms", Some("5000"), Int).at_least(1),
+    key("offsets.retention.check.interval.ms", Some("600000"), Long).at_least(1),
+    key("offsets.retention.minutes", Some("10080"), Int).at_least(1),
+    key("offsets.topic.num.partitions", Some("50"), Int).at_least(1),
+    key("offsets.topic.replication.factor", Some("3"), Int).at_least(1),
+    key(kraft::PROCESS_ROLES, None, List),
+    key("producer.id.expiration.ms", Some("86400000"), Long).at_least(1),
+    key(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        Some("9223372036854775807"),
+        Long,
+    )
+    .at_least(1),
+    key("replica.fetch.backoff.ms", Some("1000"), Int).at_least(0),
+    key("replica.fetch.max.bytes", Some("1048576"), Int).at_least(0),
+    key("replica.fetch.min.bytes", Some("1"), Int).at_least(1),
+    key("replica.fetch.response.max.bytes", Some("10485760"), Int).at_least(0),
+    key("replica.fetch.wait.max.ms", Some("500"), Int).at_least(0),
+    key(
+        "replica.high.watermark.checkpoint.interval.ms",
+        Some("5000"),
+        Long,
+    )
+    .inert(),
+    key("replica.lag.time.max.ms", Some("30000"), Long).at_least(1),
+    key("replica.selector.class", None, Str),
+    key("replica.socket.timeout.ms", Some("30000"), Int).at_least(1),
+    key("replication.quota.window.num", Some("11"), Int).at_least(1),
+    key("replication.quota.window.size.seconds", Some("1"), Int).at_least(1),
+    key("share.coordinator.state.topic.min.isr", Some("2"), Int).inert(),
+    key(
+        "share.coordinator.state.topic.replication.factor",
+        Some("3"),
+        Int,
+    )
+    .inert(),
+    key("socket.receive.buffer.bytes", Some("102400"), Int).inert(),
+    key("socket.request.max.bytes", Some("104857600"), Int).at_least(1),
+    key("socket.send.buffer.bytes", Some("102400"), Int).inert(),
+    key("transaction.state.log.min.isr", Some("2"), Int).inert(),
+    key("transaction.state.log.replication.factor", Some("3"), Int).inert(),
+    key(kraft::UNCLEAN_LEADER_ELECTION_ENABLE, Some("false"), Bool),
+    key("unclean.leader.election.interval.ms", Some("300000"), Long).at_least(1),
+];
+
+pub fn broker_config_def(name: &str) -> Option<&'static BrokerConfigDef> {
+    BROKER_CONFIG_DEFS.iter().find(|d| d.name == name)
+}
+
+/// Reads broker keys from raw properties through the table: a key's value is the one written,
+/// else its default; typed getters apply the row's check, and every error names the key.
+pub(crate) struct Reader<'a> {
+    pub raw: &'a RawConfig,
+}
+
+impl Reader<'_> {
+    pub fn value(&self, key: &str) -> Option<&str> {
+        self.raw
+            .get(key)
+            .or_else(|| broker_config_def(key).and_then(|d| d.default))
+    }
+
+    pub fn invalid(&self, key: &str, reason: &str) -> ConfigError {
+        ConfigError::Invalid {
+            key: key.to_owned(),
+            value: self.raw.get(key).unwrap_or_default().to_owned(),
+            reason: reason.to_owned(),
+        }
+    }
+
+    /// The value of a Long key, type-checked only.
+    pub fn long(&self, key: &str) -> Result<Option<i64>, ConfigError> {
+        match self.value(key) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<i64>()
+                .map(Some)
+                .map_err(|_| self.invalid(key, "not a 64-bit integer")),
+        }
+    }
+
+    /// The value of an Int key, type-checked only.
+    pub fn int(&self, key: &str) -> Result<Option<i32>, ConfigError> {
+        match self.value(key) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<i32>()
+                .map(Some)
+                .map_err(|_| self.invalid(key, "not a 32-bit integer")),
+        }
+    }
+
+    fn checked(&self, key: &str, v: i64) -> Result<i64, ConfigError> {
+        match broker_config_def(key).map_or(Check::Any, |d| d.check) {
+            Check::AtLeast(min) | Check::Between(min, _) if v < min => {
+                Err(self.invalid(key, &format!("must be at least {min}")))
+            }
+            Check::Between(min, max) if v > max => {
+                Err(self.invalid(key, &format!("must be between {min} and {max}")))
+            }
+            _ => Ok(v),
+        }
+    }
+
+    /// An Int key, checked; `None` only for a key without default that is not set.
+    pub fn opt_i32(&self, key: &str) -> Result<Option<i32>, ConfigError> {
+        self.int(key)?
+            .map(|v| self.checked(key, i64::from(v)).map(|v| v as i32))
+            .transpose()
+    }
+
+    /// A Long key, checked; `None` only for a key without default that is not set.
+    pub fn opt_i64(&self, key: &str) -> Result<Option<i64>, ConfigError> {
+        self.long(key)?.map(|v| self.checked(key, v)).transpose()
+    }
+
+    /// An Int key with a default, checked.
+    pub fn i32(&self, key: &str) -> Result<i32, ConfigError> {
+        self.opt_i32(key)?
+            .ok_or_else(|| self.invalid(key, "missing"))
+    }
+
+    /// A Long key with a default, checked.
+    pub fn i64(&self, key: &str) -> Result<i64, ConfigError> {
+        self.opt_i64(key)?
+            .ok_or_else(|| self.invalid(key, "missing"))
+    }
+
+    pub fn bool(&self, key: &str) -> Result<bool, ConfigError> {
+        match self.value(key).map(|v| v.to_ascii_lowercase()) {
+            Some(v) if v == "true" => Ok(true),
+            Some(v) if v == "false" => Ok(false),
+            _ => Err(self.invalid(key, "must be true or false")),
+        }
+    }
+
+    /// A key whose row lists the values it may take.
+    pub fn one_of(&self, key: &str) -> Result<&str, ConfigError> {
+        let allowed = match broker_config_def(key).map(|d| d.check) {
+            Some(Check::OneOf(values)) => values,
+            _ => &[],
+        };
+        match self.value(key) {
+            Some(v) if allowed.contains(&v) => Ok(v),
+            _ => Err(self.invalid(key, &format!("must be {}", allowed.join(" or ")))),
+        }
+    }
+
+    /// A number set by a key or one of its synonyms, in the key's units: the first of them (in
+    /// the row's precedence order) that is written, else the first that has a default.
+    pub fn with_synonyms(&self, key: &str) -> Result<Option<i64>, ConfigError> {
+        let synonyms = broker_config_def(key).map_or(&[][..], |d| d.synonyms);
+        let chain = || std::iter::once((key, 1)).chain(synonyms.iter().copied());
+        let chosen = chain()
+            .find(|(name, _)| self.raw.get(name).is_some())
+            .or_else(|| chain().find(|(name, _)| self.value(name).is_some()));
+        let Some((name, factor)) = chosen else {
+            return Ok(None);
+        };
+        let value = match broker_config_def(name).map(|d| d.kind) {
+            Some(Int) => self.opt_i32(name)?.map(i64::from),
+            _ => self.opt_i64(name)?,
+        };
+        Ok(value.map(|v| v * factor))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every default in the table passes its own row's kind and check, and every synonym is a
+    /// row of the table: a default that its own validation refuses would stop every startup.
+    #[test]
+    fn every_default_passes_its_row_and_every_synonym_is_a_row() {
+        let raw = RawConfig::default();
+        let r = Reader { raw: &raw };
+        for d in BROKER_CONFIG_DEFS {
+            if d.default.is_some() {
+                match (d.kind, d.check) {
+                    (_, Check::OneOf(_)) => drop(r.one_of(d.name).unwrap()),
+                    (Int, _) => drop(r.i32(d.name).unwrap()),
+                    (Long, _) => drop(r.i64(d.name).unwrap()),
+                    (Bool, _) => drop(r.bool(d.name).unwrap()),
+                    _ => {}
+                }
+            }
+            for (synonym, factor) in d.synonyms {
+                assert!(broker_config_def(synonym).is_some(), "{synonym}");
+                assert!(*factor >= 1, "{synonym}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_value_outside_its_rows_check_names_the_key() {
+        let mut raw = RawConfig::default();
+        raw.set("leader.imbalance.per.broker.percentage", "101");
+        raw.set("log.segment.bytes", "13");
+        raw.set("log.message.timestamp.type", "Now");
+        let r = Reader { raw: &raw };
+        let err = r.i32("leader.imbalance.per.broker.percentage").unwrap_err();
+        assert!(
+            err.to_string().contains("must be between 0 and 100"),
+            "{err}"
+        );
+        let err = r.i32("log.segment.bytes").unwrap_err().to_string();
+        assert!(
+            err.contains("`log.segment.bytes`") && err.contains("at least 14"),
+            "{err}"
+        );
+        let err = r.one_of("log.message.timestamp.type").unwrap_err();
+        assert!(
+            err.to_string().contains("CreateTime or LogAppendTime"),
+            "{err}"
+        );
+    }
+}
