@@ -129,6 +129,10 @@ pub const METADATA_SNAPSHOT_ENTRIES: usize = 4_096;
 /// What a Raft snapshot message adds around the snapshot itself (header, protobuf framing).
 pub const CONTROLLER_FRAME_OVERHEAD_BYTES: usize = 64 * 1024;
 
+/// Largest Raft frame the controller listener reads: a message of up to one chunk
+/// (`quorum::chunks::RAFT_CHUNK_BYTES`), or one chunk of a larger message, and its header.
+pub const RAFT_FRAME_BYTES_MAX: usize = 64 * 1024 + CONTROLLER_FRAME_OVERHEAD_BYTES;
+
 /// Largest frame the controller listener reads for an API that is neither a Raft message
 /// (which may carry a snapshot) nor a metadata change forwarded from a client (bounded as the
 /// client listener bounds it, `socket.request.max.bytes`): the broker lifecycle, AlterPartition,

@@ -184,6 +184,12 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     key("max.connections.per.ip.overrides", Some(""), Str),
     key("message.max.bytes", Some("1048588"), Int).at_least(0),
     key(kraft::METADATA_LOG_DIR, None, Str),
+    key(
+        "metadata.log.max.record.bytes.between.snapshots",
+        Some("20971520"),
+        Long,
+    )
+    .at_least(1),
     key("min.insync.replicas", Some("1"), Int).at_least(1),
     key(kraft::NODE_ID, Some("1"), Int)
         .at_least(0)

@@ -225,6 +225,10 @@ pub struct BrokerConfig {
     pub log_message_timestamp_type: TimestampType,
     /// `producer.id.expiration.ms`: how long a producer's state outlives its last batch.
     pub producer_id_expiration_ms: i64,
+    /// `metadata.log.max.record.bytes.between.snapshots`: the controller snapshots the image
+    /// once the entries applied since the last snapshot hold this many bytes (or
+    /// `METADATA_SNAPSHOT_ENTRIES` entries, whichever comes first).
+    pub metadata_snapshot_record_bytes: u64,
     pub socket_request_max_bytes: usize,
     pub max_connections: usize,
     /// `max.connections.per.ip` and its overrides: connections one client address may hold
@@ -591,6 +595,9 @@ impl BrokerConfig {
             log_index_size_max_bytes: r.i32("log.index.size.max.bytes")? as u32,
             log_message_timestamp_type: timestamp_type,
             producer_id_expiration_ms: r.i64("producer.id.expiration.ms")?,
+            metadata_snapshot_record_bytes: r
+                .i64("metadata.log.max.record.bytes.between.snapshots")?
+                as u64,
             socket_request_max_bytes,
             max_connections,
             connections_per_ip: connections_per_ip_config(&r)?,

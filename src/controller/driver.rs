@@ -23,7 +23,7 @@
 //! directories); that is why it is a thread and not a tokio task. It enters the node's tokio
 //! runtime, so listeners may spawn tasks.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -36,7 +36,8 @@ use tokio::sync::Semaphore;
 
 use super::decisions::has_leaderless_partitions;
 use super::forward::{QuorumDescription, VoterDescription};
-use super::request::{decide, Finish, Request};
+use super::request::{decide, Finish, IdSource, Request};
+use super::sessions::{BrokerSessions, Fence};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
@@ -44,7 +45,7 @@ use crate::limits::{
     METADATA_RECORD_BYTES_MAX, METADATA_SNAPSHOT_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
 };
 use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
-use crate::quorum::durable::Durable;
+use crate::quorum::durable::{persist, Durable};
 use crate::quorum::{Apply, Proposal, QuorumEngine};
 
 /// Why the controller thread stopped by itself: the node cannot go on without it.
@@ -92,45 +93,21 @@ const CAMPAIGN_STAGGER_MS: u64 = 150;
 const CAMPAIGN_RETRY_MS: u64 = 30;
 const CAMPAIGN_RETRIES: u8 = 3;
 
-/// How long a new active controller waits for the broker of a voter whose Raft connection to
-/// it is closed: long enough for a live one to reconnect and heartbeat, short enough that a
-/// broker that died with the old controller loses its leaderships well within a second.
-const DISCONNECTED_VOTER_GRACE_MS: u64 = 100;
+/// When an event happens, as the caller's clocks say: the controller reads no clock itself, so
+/// the simulation replays a history exactly from its seed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Now {
+    /// A monotonic clock, in ms: every deadline, timeout and schedule.
+    pub(crate) mono_ms: u64,
+    /// The wall clock, in ms since the epoch: only timestamps reported (DescribeQuorum) or
+    /// recorded (a change's cause), never a decision.
+    pub(crate) wall_ms: i64,
+}
 
 /// One tick of the quorum's clock.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
-/// The liveness timing of brokers (`broker.session.timeout.ms`, `broker.heartbeat.interval.ms`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Lifecycle {
-    pub(crate) session_timeout_ms: u64,
-    /// How long a new active controller waits for a broker it has not heard from yet: a broker
-    /// heartbeats at once when its controller changes, so a heartbeat interval and a second
-    /// are plenty, and a broker that died with the old controller is fenced that soon.
-    pub(crate) failover_grace_ms: u64,
-}
-
-/// What the active controller knows of one broker's session.
-#[derive(Debug, Clone, Copy)]
-struct Session {
-    /// The incarnation the session belongs to (from its heartbeats); `None` between a
-    /// registration and its first heartbeat.
-    broker_epoch: Option<i64>,
-    deadline_ms: u64,
-    /// The controller-listener connection its requests come on; when it closes, the broker's
-    /// process is gone (or cut off) and it is fenced at once (decision 5).
-    connection: Option<u64>,
-    /// Started by [`CoreDriver::became_active`] and not yet renewed by a heartbeat: if it
-    /// expires, the broker never reached this controller after the failover.
-    from_failover: bool,
-    /// How far the broker has replayed the metadata log, as its last heartbeat said (-1 before
-    /// one reached this controller).
-    metadata_offset: i64,
-    /// In controlled shutdown: the offset of the first image that showed it leading nothing
-    /// (Kafka's `controlledShutdownOffset`); it may stop once every other active broker has
-    /// replayed that far.
-    leads_nothing_from: Option<u64>,
-}
+pub(crate) use super::sessions::Lifecycle;
 
 /// A pass whose entries are proposed but not yet applied.
 struct InFlight {
@@ -154,16 +131,16 @@ struct InFlight {
 /// milliseconds of a monotonic clock). The thread ([`run`]) and the simulation drive it.
 pub(crate) struct ControllerCore<D: Durable> {
     config: Arc<BrokerConfig>,
-    engine: QuorumEngine<D>,
+    engine: QuorumEngine,
+    /// Where the engine's writes are made durable, each poll's before anything of it is sent
+    /// or applied.
+    durable: D,
     publisher: Arc<MetadataPublisher>,
     image: Arc<MetadataImage>,
     /// The cluster id this voter proposes if it is the first active controller of a cluster
     /// (the one its `meta.properties` holds, or a new one). The log's ClusterId record decides.
     proposed_cluster_id: String,
-    /// Broker sessions, by broker id (only on the active controller, and only in a cluster: a
-    /// standalone node's own broker never heartbeats).
-    sessions: std::collections::HashMap<i32, Session>,
-    lifecycle: Option<Lifecycle>,
+    sessions: BrokerSessions,
     /// Set when this voter just became active; handled by the next advance (it needs the time).
     became_active_pending: bool,
     /// After the leader's connection closed: campaign this many ms from then (this voter's
@@ -189,6 +166,9 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// Entries applied since the last snapshot; a snapshot is taken at
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
+    /// Bytes of the entries applied since the last snapshot; a snapshot is taken at
+    /// `metadata.log.max.record.bytes.between.snapshots` too.
+    since_snapshot_bytes: u64,
     snapshot_entries: usize,
     /// The largest snapshot this voter writes (and every voter reads):
     /// `METADATA_SNAPSHOT_BYTES_MAX`, smaller in tests.
@@ -212,8 +192,11 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// Whether the image at this metadata offset has a partition without a leader: looked up
     /// once per image, not on every tick.
     leaderless_at: Option<(u64, bool)>,
-    /// The latest time the caller gave (for events that come without one).
-    last_now_ms: u64,
+    /// The latest time the caller gave (for events that come without one); its monotonic part
+    /// never goes back.
+    now: Now,
+    /// New topic ids (see [`IdSource`]).
+    new_id: IdSource,
     /// Every applied entry, for broker-only nodes' fetches.
     feed: Arc<super::observer::MetadataFeed>,
 }
@@ -221,7 +204,8 @@ pub(crate) struct ControllerCore<D: Durable> {
 impl<D: Durable> ControllerCore<D> {
     pub(crate) fn new(
         config: Arc<BrokerConfig>,
-        engine: QuorumEngine<D>,
+        engine: QuorumEngine,
+        durable: D,
         publisher: Arc<MetadataPublisher>,
         proposed_cluster_id: String,
         lifecycle: Option<Lifecycle>,
@@ -230,11 +214,11 @@ impl<D: Durable> ControllerCore<D> {
         ControllerCore {
             config,
             engine,
+            durable,
             image: publisher.image(),
             publisher,
             proposed_cluster_id,
-            sessions: std::collections::HashMap::new(),
-            lifecycle,
+            sessions: BrokerSessions::new(lifecycle),
             became_active_pending: false,
             campaign_after: None,
             campaign_due_ms: None,
@@ -248,6 +232,7 @@ impl<D: Durable> ControllerCore<D> {
             peer_seen_ms: std::collections::HashMap::new(),
             peer_caught_up_ms: std::collections::HashMap::new(),
             since_snapshot: 0,
+            since_snapshot_bytes: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
             snapshot_bytes_max: METADATA_SNAPSHOT_BYTES_MAX,
             snapshot_bound: std::cell::Cell::new(None),
@@ -256,13 +241,28 @@ impl<D: Durable> ControllerCore<D> {
             next_unclean_ms: None,
             unclean_more: Arc::new(AtomicBool::new(false)),
             leaderless_at: None,
-            last_now_ms: 0,
+            now: Now::default(),
+            new_id: Box::new(super::random_uuid),
             feed: Arc::default(),
         }
     }
 
     pub(crate) fn feed(&self) -> Arc<super::observer::MetadataFeed> {
         self.feed.clone()
+    }
+
+    /// Takes new topic ids from `ids` instead of at random (the simulation's come from its seed).
+    #[cfg(test)]
+    pub(crate) fn set_id_source(&mut self, ids: IdSource) {
+        self.new_id = ids;
+    }
+
+    /// Takes the time an event came with.
+    fn observe_time(&mut self, now: Now) {
+        self.now = Now {
+            mono_ms: self.now.mono_ms.max(now.mono_ms),
+            wall_ms: now.wall_ms,
+        };
     }
 
     #[cfg(test)]
@@ -336,36 +336,18 @@ impl<D: Durable> ControllerCore<D> {
     /// A heartbeat of a broker's current session renews the session now, on arrival, as
     /// Kafka's `BrokerHeartbeatTracker` notes contact before the event queue: a controller
     /// busy with a large write must not fence the brokers whose heartbeats wait behind it.
-    pub(crate) fn request(&mut self, request: Request) {
-        if let (
-            Request::BrokerHeartbeat {
-                broker_id,
-                broker_epoch,
-                ..
-            },
-            Some(lifecycle),
-        ) = (&request, self.lifecycle)
+    pub(crate) fn request(&mut self, request: Request, now: Now) {
+        self.observe_time(now);
+        if let Request::BrokerHeartbeat {
+            broker_id,
+            broker_epoch,
+            ..
+        } = &request
         {
-            if let Some(s) = self.sessions.get_mut(broker_id) {
-                if s.broker_epoch == Some(*broker_epoch) {
-                    s.deadline_ms = s
-                        .deadline_ms
-                        .max(self.last_now_ms + lifecycle.session_timeout_ms);
-                }
-            }
+            self.sessions
+                .heartbeat_arrived(*broker_id, *broker_epoch, self.now.mono_ms);
         }
         self.queued.push_back(request);
-    }
-
-    /// Whether a heartbeat of `broker_id` waits in the queue or in the in-flight pass: the
-    /// broker is in contact and this controller has not answered yet.
-    fn heartbeat_pending(&self, broker_id: i32) -> bool {
-        self.in_flight
-            .as_ref()
-            .is_some_and(|p| p.heartbeat_brokers.contains(&broker_id))
-            || self.queued.iter().any(
-                |r| matches!(r, Request::BrokerHeartbeat { broker_id: b, .. } if *b == broker_id),
-            )
     }
 
     /// Takes a Raft message from a peer, noting which connection carries that peer's messages:
@@ -374,7 +356,8 @@ impl<D: Durable> ControllerCore<D> {
     /// Only a message the voter accepts, of this voter's term or later, marks its connection:
     /// a confused peer (a wrong node id, a stale term) cannot make a closed connection look like
     /// the leader's and start an election.
-    pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64) {
+    pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64, now: Now) {
+        self.observe_time(now);
         let (from, term) = (message.from, message.term);
         if let Err(reason) = self.check_peer_connection(from, connection) {
             tracing::debug!(from, connection, reason, "raft message refused");
@@ -384,8 +367,9 @@ impl<D: Durable> ControllerCore<D> {
         match self.engine.step(message) {
             Ok(()) if term >= current => {
                 self.peer_connections.insert(connection, from);
-                self.peer_bound.insert(from, (connection, self.last_now_ms));
-                self.peer_seen_ms.insert(from, wall_clock_ms());
+                self.peer_bound.insert(from, (connection, self.now.mono_ms));
+                self.state.link_peer(from, Some(connection));
+                self.peer_seen_ms.insert(from, self.now.wall_ms);
             }
             Ok(()) => {}
             Err(e) => tracing::debug!(error = %e, "raft message refused"),
@@ -401,7 +385,7 @@ impl<D: Durable> ControllerCore<D> {
             Some((bound, last_ms))
                 if *bound != connection
                     && self.peer_connections.contains_key(bound)
-                    && self.last_now_ms.saturating_sub(*last_ms)
+                    && self.now.mono_ms.saturating_sub(*last_ms)
                         < self.config.kraft.election_timeout_ms =>
             {
                 Err("the voter's messages come on another live connection")
@@ -415,30 +399,13 @@ impl<D: Durable> ControllerCore<D> {
     /// waiting out the election timeout ([`QuorumEngine::leader_connection_lost`]), so the
     /// controller fails over in a few round trips. A broker whose heartbeats came on it is
     /// fenced.
-    pub(crate) fn connection_closed(&mut self, connection: u64) {
-        let closed: Vec<(i32, Option<i64>)> = self
+    pub(crate) fn connection_closed(&mut self, connection: u64, now: Now) {
+        self.observe_time(now);
+        let fences = self
             .sessions
-            .iter()
-            .filter(|(_, s)| s.connection == Some(connection))
-            .map(|(id, s)| (*id, s.broker_epoch))
-            .collect();
-        for (broker_id, epoch) in closed {
-            self.sessions.remove(&broker_id);
-            if let (Some(broker_epoch), true) = (epoch, self.is_active()) {
-                if self.image.is_broker_alive(broker_id) {
-                    tracing::info!(
-                        broker_id,
-                        broker_epoch,
-                        "broker's controller connection closed; fencing it"
-                    );
-                    self.queued.push_back(Request::FenceBroker {
-                        broker_id,
-                        broker_epoch,
-                        after_failover: false,
-                    });
-                }
-            }
-        }
+            .connection_closed(connection, self.is_active(), &self.image);
+        self.queued
+            .extend(fences.into_iter().map(Fence::into_request));
         if let Some(peer) = self.peer_connections.remove(&connection) {
             if self
                 .peer_bound
@@ -446,18 +413,10 @@ impl<D: Durable> ControllerCore<D> {
                 .is_some_and(|(c, _)| *c == connection)
             {
                 self.peer_bound.remove(&peer);
+                self.state.link_peer(peer, None);
             }
-            // A voter's Raft connection closed and its broker has not yet reached this
-            // controller (a session started by [`Self::became_active`]): the process most
-            // likely died with it. Its broker gets the short grace a disconnected voter gets
-            // on failover instead of the whole failover grace.
-            if let (true, Some(lifecycle)) = (self.is_active(), self.lifecycle) {
-                if let Some(session) = self.sessions.get_mut(&(peer as i32)) {
-                    if session.connection.is_none() {
-                        let grace = lifecycle.failover_grace_ms.min(DISCONNECTED_VOTER_GRACE_MS);
-                        session.deadline_ms = session.deadline_ms.min(self.last_now_ms + grace);
-                    }
-                }
+            if self.is_active() {
+                self.sessions.voter_disconnected(peer, self.now.mono_ms);
             }
             if let Some(rank) = self.engine.leader_connection_lost(peer) {
                 tracing::info!(
@@ -472,7 +431,8 @@ impl<D: Durable> ControllerCore<D> {
 
     /// Takes a Raft message from a peer (the simulation's network, which has no connections).
     #[cfg(test)]
-    pub(crate) fn peer_message(&mut self, message: Message) {
+    pub(crate) fn peer_message(&mut self, message: Message, now: Now) {
+        self.observe_time(now);
         if let Err(e) = self.engine.step(message) {
             tracing::debug!(error = %e, "raft message refused");
         }
@@ -492,13 +452,7 @@ impl<D: Durable> ControllerCore<D> {
     pub(crate) fn next_due_ms(&self) -> Option<u64> {
         let sessions = self
             .is_active()
-            .then(|| {
-                self.sessions
-                    .values()
-                    .filter(|s| s.broker_epoch.is_some())
-                    .map(|s| s.deadline_ms)
-                    .min()
-            })
+            .then(|| self.sessions.next_deadline_ms())
             .flatten();
         [self.campaign_due_ms.map(|c| c.0), sessions]
             .into_iter()
@@ -506,8 +460,9 @@ impl<D: Durable> ControllerCore<D> {
             .min()
     }
 
-    pub(crate) fn tick(&mut self, now_ms: u64) {
-        self.last_now_ms = self.last_now_ms.max(now_ms);
+    pub(crate) fn tick(&mut self, now: Now) {
+        self.observe_time(now);
+        let now_ms = now.mono_ms;
         self.engine.tick();
         self.expire_in_flight(now_ms);
         self.expire_sessions(now_ms);
@@ -586,139 +541,11 @@ impl<D: Durable> ControllerCore<D> {
         if !self.is_active() {
             return;
         }
-        let expired: Vec<(i32, i64, bool)> = self
-            .sessions
-            .iter()
-            .filter(|(_, s)| now_ms >= s.deadline_ms)
-            .filter_map(|(id, s)| s.broker_epoch.map(|e| (*id, e, s.from_failover)))
-            .filter(|(id, _, _)| !self.heartbeat_pending(*id))
-            .collect();
-        for (broker_id, broker_epoch, after_failover) in expired {
-            self.sessions.remove(&broker_id);
-            if self.image.is_broker_alive(broker_id) {
-                tracing::info!(
-                    broker_id,
-                    broker_epoch,
-                    "broker session expired; fencing it"
-                );
-                self.queued.push_back(Request::FenceBroker {
-                    broker_id,
-                    broker_epoch,
-                    after_failover,
-                });
-            }
-        }
-    }
-
-    /// A registration of a new incarnation while the registered one has a valid session —
-    /// unfenced, and heard from within `broker.session.timeout.ms` (or, just after a failover,
-    /// within the grace every live broker gets) — whichever connection it came on: refused as
-    /// Kafka's `ClusterControlManager.registerBroker` refuses it, DUPLICATE_BROKER_REGISTRATION
-    /// (a second process with the same node id, or a forger). A restart is seldom refused: the
-    /// old process's connection closed when it died, which ended its session
-    /// ([`Self::connection_closed`]); if not, the new incarnation's retries succeed once the old
-    /// session expires. A registered broker not yet unfenced has no valid session (Kafka's
-    /// `hasValidSession` likewise), so a restart during startup replaces it.
-    fn is_duplicate_registration(&self, request: &Request, now_ms: u64) -> bool {
-        let Request::BrokerRegistration { registration, .. } = request else {
-            return false;
-        };
-        let node_id = registration.node_id;
-        let Some(registered) = self.image.broker(node_id) else {
-            return false;
-        };
-        if registered.fenced || registered.incarnation_id == registration.incarnation_id {
-            return false;
-        }
-        self.sessions.get(&node_id).is_some_and(|s| {
-            s.broker_epoch == Some(registered.broker_epoch)
-                && (now_ms < s.deadline_ms || self.heartbeat_pending(node_id))
-        })
-    }
-
-    /// Whether every active broker but `broker_id` has reported replaying the metadata log to
-    /// `offset` or further (Kafka's `lowestActiveOffset`); one without a heartbeat to this
-    /// controller yet has not.
-    fn peers_replayed_past(&self, broker_id: i32, offset: i64) -> bool {
-        self.image
-            .brokers
-            .values()
-            .filter(|b| b.node_id != broker_id && self.image.is_broker_active(b.node_id))
-            .all(|b| {
-                self.sessions
-                    .get(&b.node_id)
-                    .is_some_and(|s| s.metadata_offset >= offset)
-            })
-    }
-
-    /// Notes what a lifecycle request says about its broker's session before it is decided,
-    /// and for a heartbeat in controlled shutdown whether the others have replayed far enough.
-    fn observe(&mut self, request: &mut Request, now_ms: u64) {
-        let Some(lifecycle) = self.lifecycle else {
-            return;
-        };
-        match request {
-            Request::BrokerRegistration {
-                registration,
-                connection,
-                ..
-            } => {
-                self.sessions.insert(
-                    registration.node_id,
-                    Session {
-                        broker_epoch: None,
-                        deadline_ms: now_ms + lifecycle.session_timeout_ms,
-                        connection: *connection,
-                        from_failover: false,
-                        metadata_offset: -1,
-                        leads_nothing_from: None,
-                    },
-                );
-            }
-            Request::BrokerHeartbeat {
-                broker_id,
-                broker_epoch,
-                metadata_offset,
-                want_shut_down,
-                connection,
-                peers_replayed,
-                ..
-            } => {
-                let Some(b) = self.image.broker(*broker_id) else {
-                    return;
-                };
-                if b.broker_epoch != *broker_epoch {
-                    return;
-                }
-                let previous = self.sessions.get(broker_id);
-                let leads_nothing = b.in_controlled_shutdown
-                    && !self
-                        .image
-                        .topics
-                        .values()
-                        .any(|t| t.partitions.values().any(|p| p.leader == *broker_id));
-                let leads_nothing_from = if *want_shut_down && leads_nothing {
-                    previous
-                        .and_then(|s| s.leads_nothing_from)
-                        .or(Some(self.image.metadata_offset))
-                } else {
-                    None
-                };
-                let session = Session {
-                    broker_epoch: Some(*broker_epoch),
-                    deadline_ms: now_ms + lifecycle.session_timeout_ms,
-                    connection: connection.or_else(|| previous.and_then(|s| s.connection)),
-                    from_failover: false,
-                    metadata_offset: *metadata_offset,
-                    leads_nothing_from,
-                };
-                self.sessions.insert(*broker_id, session);
-                *peers_replayed = leads_nothing_from.is_some_and(|from| {
-                    self.peers_replayed_past(*broker_id, i64::try_from(from).unwrap_or(i64::MAX))
-                });
-            }
-            _ => {}
-        }
+        let fences = self.sessions.expire(now_ms, &self.image, |id| {
+            heartbeat_pending(&self.in_flight, &self.queued, id)
+        });
+        self.queued
+            .extend(fences.into_iter().map(Fence::into_request));
     }
 
     /// A new active controller starts a session for every live broker, due after the
@@ -729,46 +556,18 @@ impl<D: Durable> ControllerCore<D> {
                 cluster_id: self.proposed_cluster_id.clone(),
             });
         }
-        let Some(lifecycle) = self.lifecycle else {
-            return;
-        };
-        // A voter whose Raft connection to this node is not open is most likely the process
-        // that died with the old controller (a live voter keeps one open, answering the
-        // leader): its broker gets only a short grace to reach this controller.
-        let connected: std::collections::HashSet<u64> =
-            self.peer_connections.values().copied().collect();
-        let me = self.engine.node_id();
-        let voters = self.engine.voters().to_vec();
-        self.sessions = self
-            .image
-            .brokers
-            .values()
-            .filter(|b| !b.fenced)
-            .map(|b| {
-                let id = b.node_id as u64;
-                let gone = id != me && voters.contains(&id) && !connected.contains(&id);
-                let grace = if gone {
-                    lifecycle.failover_grace_ms.min(DISCONNECTED_VOTER_GRACE_MS)
-                } else {
-                    lifecycle.failover_grace_ms
-                };
-                (
-                    b.node_id,
-                    Session {
-                        broker_epoch: Some(b.broker_epoch),
-                        deadline_ms: now_ms + grace,
-                        connection: None,
-                        from_failover: true,
-                        metadata_offset: -1,
-                        leads_nothing_from: None,
-                    },
-                )
-            })
-            .collect();
+        let connected: BTreeSet<u64> = self.peer_connections.values().copied().collect();
+        self.sessions.became_active(
+            &self.image,
+            self.engine.node_id(),
+            self.engine.voters(),
+            &connected,
+            now_ms,
+        );
     }
 
     #[cfg(test)]
-    pub(crate) fn engine(&self) -> &QuorumEngine<D> {
+    pub(crate) fn engine(&self) -> &QuorumEngine {
         &self.engine
     }
 
@@ -798,8 +597,9 @@ impl<D: Durable> ControllerCore<D> {
     /// Starts a pass if it can, then polls and applies until nothing more happens. Returns the
     /// messages for peers. An error means this voter can no longer keep its state durable: the
     /// caller stops it.
-    pub(crate) fn advance(&mut self, now_ms: u64) -> Result<Vec<Message>, ControllerError> {
-        self.last_now_ms = self.last_now_ms.max(now_ms);
+    pub(crate) fn advance(&mut self, now: Now) -> Result<Vec<Message>, ControllerError> {
+        self.observe_time(now);
+        let now_ms = now.mono_ms;
         let mut messages = Vec::new();
         if let Some((delay, lost)) = self.campaign_after.take() {
             self.campaign_due_ms = Some((now_ms + delay, lost, 0));
@@ -828,7 +628,8 @@ impl<D: Durable> ControllerCore<D> {
             }
             self.publish_controller_id();
             self.maybe_start_pass(now_ms);
-            let out = self.engine.poll()?;
+            let out = self.engine.poll();
+            persist(&mut self.durable, &out.persist)?;
             let progressed = !out.apply.is_empty();
             messages.extend(out.messages);
             for apply in out.apply {
@@ -868,7 +669,7 @@ impl<D: Durable> ControllerCore<D> {
     /// Updates what DescribeQuorum reports: the leader's view of every voter.
     fn describe_quorum(&mut self) {
         let status = self.engine.status();
-        let wall_ms = wall_clock_ms();
+        let wall_ms = self.now.wall_ms;
         let leader_end = status
             .voters
             .iter()
@@ -936,11 +737,16 @@ impl<D: Durable> ControllerCore<D> {
         let mut heartbeat_brokers = Vec::new();
         let taken: Vec<Request> = self.queued.drain(..take).collect();
         for mut request in taken {
-            if self.is_duplicate_registration(&request, now_ms) {
+            let duplicate =
+                self.sessions
+                    .is_duplicate_registration(&request, &self.image, now_ms, |id| {
+                        heartbeat_pending(&self.in_flight, &self.queued, id)
+                    });
+            if duplicate {
                 request.refuse(ApiError::DuplicateBrokerRegistration);
                 continue;
             }
-            self.observe(&mut request, now_ms);
+            self.sessions.observe(&mut request, &self.image, now_ms);
             let heartbeat = match &request {
                 Request::BrokerHeartbeat { broker_id, .. } => Some(*broker_id),
                 _ => None,
@@ -950,7 +756,8 @@ impl<D: Durable> ControllerCore<D> {
                 &self.config,
                 working.as_ref().unwrap_or(&self.image),
                 request,
-                wall_clock_ms(),
+                self.now.wall_ms,
+                &mut self.new_id,
             );
             if user_op && !decided.records.is_empty() {
                 let base = working.as_ref().unwrap_or(&self.image);
@@ -1032,6 +839,7 @@ impl<D: Durable> ControllerCore<D> {
                 );
                 self.applied_index = committed.index;
                 self.since_snapshot += 1;
+                self.since_snapshot_bytes += committed.data.len() as u64;
                 // Every entry moves the image's metadata offset, a new leader's empty one too,
                 // so the offset means the same on every node (a snapshot's is its index).
                 let records = MetadataRecord::decode_all(&committed.data).map_err(|e| {
@@ -1075,6 +883,7 @@ impl<D: Durable> ControllerCore<D> {
                 self.feed.reset(index);
                 self.applied_index = index;
                 self.since_snapshot = 0;
+                self.since_snapshot_bytes = 0;
                 // A snapshot from the leader covers whatever this voter had proposed; whether
                 // its own entries made it is unknown.
                 if let Some(pass) = &self.in_flight {
@@ -1102,7 +911,7 @@ impl<D: Durable> ControllerCore<D> {
         let elapsed_ms =
             self.in_flight
                 .as_ref()
-                .map_or(0, |p| self.last_now_ms.saturating_sub(p.proposed_ms)) as f64;
+                .map_or(0, |p| self.now.mono_ms.saturating_sub(p.proposed_ms)) as f64;
         for e in &elections {
             tracing::debug!(topic = %e.topic, partition = e.partition, from = e.previous_leader, to = e.leader, reason = e.reason.as_str(), "leader elected");
             self.state.stats.elected(e.reason, 1, elapsed_ms);
@@ -1160,7 +969,9 @@ impl<D: Durable> ControllerCore<D> {
     }
 
     fn maybe_snapshot(&mut self) -> Result<(), DurableError> {
-        if self.since_snapshot < self.snapshot_entries {
+        if self.since_snapshot < self.snapshot_entries
+            && self.since_snapshot_bytes < self.config.metadata_snapshot_record_bytes
+        {
             return Ok(());
         }
         let mut data = Vec::new();
@@ -1178,13 +989,32 @@ impl<D: Durable> ControllerCore<D> {
                 "metadata snapshot not taken: the image is larger than a snapshot may be"
             );
             self.since_snapshot = 0;
+            self.since_snapshot_bytes = 0;
             return Ok(());
         }
-        self.engine.compact(self.applied_index, data)?;
+        if let Some(write) = self.engine.compact(self.applied_index, data) {
+            persist(&mut self.durable, std::slice::from_ref(&write))?;
+        }
         self.since_snapshot = 0;
+        self.since_snapshot_bytes = 0;
         tracing::info!(offset = self.applied_index, "metadata snapshot taken");
         Ok(())
     }
+}
+
+/// Whether a heartbeat of `broker_id` waits in `queued` or in the pass `in_flight`: the
+/// broker is in contact and this controller has not answered yet.
+fn heartbeat_pending(
+    in_flight: &Option<InFlight>,
+    queued: &VecDeque<Request>,
+    broker_id: i32,
+) -> bool {
+    in_flight
+        .as_ref()
+        .is_some_and(|p| p.heartbeat_brokers.contains(&broker_id))
+        || queued
+            .iter()
+            .any(|r| matches!(r, Request::BrokerHeartbeat { broker_id: b, .. } if *b == broker_id))
 }
 
 /// The log entries a pass's groups of records become (see `ControllerCore::propose`).
@@ -1233,10 +1063,20 @@ fn encode_group(group: &[MetadataRecord]) -> Result<Vec<Vec<u8>>, ApiError> {
         .collect()
 }
 
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// The thread's clocks: the only place the controller reads the time.
+struct Clocks {
+    started: Instant,
+}
+
+impl Clocks {
+    fn now(&self) -> Now {
+        Now {
+            mono_ms: self.started.elapsed().as_millis() as u64,
+            wall_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        }
+    }
 }
 
 /// The controller thread's loop: events from `events` (requests, each returning its permit to
@@ -1254,10 +1094,11 @@ pub(crate) fn run<D: Durable>(
     replayed: tokio::sync::oneshot::Sender<()>,
     mut outbox: Outbox,
 ) -> Result<(), ControllerError> {
-    let started = Instant::now();
-    let now_ms = || started.elapsed().as_millis() as u64;
+    let clocks = Clocks {
+        started: Instant::now(),
+    };
     let mut next_tick = Instant::now() + TICK;
-    match core.advance(now_ms()) {
+    match core.advance(clocks.now()) {
         Ok(messages) => outbox(messages),
         Err(e) => {
             stop(core, &events);
@@ -1271,7 +1112,9 @@ pub(crate) fn run<D: Durable>(
     loop {
         let mut wait = next_tick.saturating_duration_since(Instant::now());
         if let Some(due) = core.next_due_ms() {
-            wait = wait.min(Duration::from_millis(due.saturating_sub(now_ms())));
+            wait = wait.min(Duration::from_millis(
+                due.saturating_sub(clocks.now().mono_ms),
+            ));
         }
         let first = match events.recv_timeout(wait) {
             Ok(event) => Some(event),
@@ -1287,20 +1130,21 @@ pub(crate) fn run<D: Durable>(
             }
         }
         let mut shutdown = false;
+        let now = clocks.now();
         for event in batch {
             match event {
                 Event::Request(r) => {
                     permits.add_permits(1);
-                    core.request(r);
+                    core.request(r, now);
                 }
                 Event::Peer {
                     message,
                     connection,
                 } => {
                     peers_queued.fetch_sub(1, Ordering::Relaxed);
-                    core.peer_message_on(message, connection)
+                    core.peer_message_on(message, connection, now)
                 }
-                Event::ConnectionClosed(connection) => core.connection_closed(connection),
+                Event::ConnectionClosed(connection) => core.connection_closed(connection, now),
                 Event::PeerUnreachable(peer) => core.peer_unreachable(peer),
                 Event::SnapshotSent { peer, delivered } => core.snapshot_sent(peer, delivered),
                 Event::Shutdown => shutdown = true,
@@ -1310,10 +1154,10 @@ pub(crate) fn run<D: Durable>(
             break;
         }
         if Instant::now() >= next_tick {
-            core.tick(now_ms());
+            core.tick(clocks.now());
             next_tick = Instant::now() + TICK;
         }
-        match core.advance(now_ms()) {
+        match core.advance(clocks.now()) {
             Ok(messages) if !messages.is_empty() => outbox(messages),
             Ok(_) => {}
             Err(e) => {
