@@ -27,6 +27,33 @@ pub enum Check {
     OneOf(&'static [&'static str]),
 }
 
+/// The settings a key fills: a field of [`super::BrokerConfig`] or of one of its parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The node itself: `node.id`, `broker.rack`, the log dirs, the HTTP listener.
+    Broker,
+    /// [`super::kraft::KraftConfig`]: roles, quorum, listeners, sessions, the metadata log.
+    Kraft,
+    /// [`super::LogSettings`]
+    Log,
+    /// [`super::TopicDefaults`]
+    Topics,
+    /// [`super::SocketSettings`]
+    Socket,
+    /// [`super::ReplicaSettings`]
+    Replica,
+    /// [`super::ElectionSettings`]
+    Elections,
+    /// [`super::GroupSettings`]
+    Group,
+    /// No struct: read as the broker synonym of a topic key ([`super::topic`]) when a topic
+    /// does not set it.
+    TopicConfigs,
+    /// Nothing: accepted because stock `server.properties` files contain it, but without
+    /// effect on a single KafkaIQ process (thread counts, socket buffers).
+    Unused,
+}
+
 /// One broker key the broker knows: its Kafka default (None = null) and whether changing it
 /// needs a restart (all of ours do: there are no dynamic broker configs yet).
 #[derive(Debug, Clone, Copy)]
@@ -34,7 +61,9 @@ pub struct BrokerConfigDef {
     pub name: &'static str,
     pub default: Option<&'static str>,
     pub kind: ConfigKind,
-    /// false for keys that are accepted because stock `server.properties` files contain them,
+    /// The settings struct the key fills.
+    pub part: Part,
+    /// false (exactly the [`Part::Unused`] keys) for keys that are accepted because stock `server.properties` files contain them,
     /// but which have no effect on a single KafkaIQ process (thread counts, socket buffers).
     pub effective: bool,
     pub check: Check,
@@ -45,6 +74,7 @@ pub struct BrokerConfigDef {
 }
 
 const fn key(
+    part: Part,
     name: &'static str,
     default: Option<&'static str>,
     kind: ConfigKind,
@@ -53,18 +83,14 @@ const fn key(
         name,
         default,
         kind,
-        effective: true,
+        part,
+        effective: !matches!(part, Part::Unused),
         check: Check::Any,
         synonyms: &[],
     }
 }
 
 impl BrokerConfigDef {
-    const fn inert(mut self) -> Self {
-        self.effective = false;
-        self
-    }
-
     const fn at_least(mut self, min: i64) -> Self {
         self.check = Check::AtLeast(min);
         self
@@ -89,160 +115,253 @@ impl BrokerConfigDef {
 pub(crate) const HOUR_MS: i64 = 3_600_000;
 
 use ConfigKind::*;
+use Part::*;
 
 /// Every broker key we accept, sorted by name. Defaults are Kafka's, except `listeners` and
 /// `log.dirs`, whose defaults are the embedded single-node setup (127.0.0.1:9092,
 /// ./kafkaiq-data).
 pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
-    key(kraft::ADVERTISED_LISTENERS, None, List),
-    key("auto.create.topics.enable", Some("true"), Bool),
-    key("auto.leader.rebalance.enable", Some("true"), Bool),
-    key(kraft::BROKER_HEARTBEAT_INTERVAL_MS, Some("2000"), Int).at_least(1),
-    key(kraft::BROKER_ID, None, Int).at_least(0),
-    key("broker.rack", None, Str),
-    key(kraft::BROKER_SESSION_TIMEOUT_MS, Some("9000"), Int).at_least(1),
-    key("compression.type", Some("producer"), Str),
-    key("connections.max.idle.ms", Some("600000"), Long).at_least(1),
-    key(kraft::CONTROLLER_LISTENER_NAMES, None, List),
-    key("controller.quorum.append.linger.ms", Some("25"), Int).inert(),
-    key(kraft::QUORUM_BOOTSTRAP_SERVERS, None, List),
+    key(Kraft, kraft::ADVERTISED_LISTENERS, None, List),
+    key(Topics, "auto.create.topics.enable", Some("true"), Bool),
     key(
+        Elections,
+        "auto.leader.rebalance.enable",
+        Some("true"),
+        Bool,
+    ),
+    key(
+        Kraft,
+        kraft::BROKER_HEARTBEAT_INTERVAL_MS,
+        Some("2000"),
+        Int,
+    )
+    .at_least(1),
+    key(Broker, kraft::BROKER_ID, None, Int).at_least(0),
+    key(Broker, "broker.rack", None, Str),
+    key(Kraft, kraft::BROKER_SESSION_TIMEOUT_MS, Some("9000"), Int).at_least(1),
+    key(TopicConfigs, "compression.type", Some("producer"), Str),
+    key(Socket, "connections.max.idle.ms", Some("600000"), Long).at_least(1),
+    key(Kraft, kraft::CONTROLLER_LISTENER_NAMES, None, List),
+    key(
+        Unused,
+        "controller.quorum.append.linger.ms",
+        Some("25"),
+        Int,
+    ),
+    key(Kraft, kraft::QUORUM_BOOTSTRAP_SERVERS, None, List),
+    key(
+        Unused,
         "controller.quorum.election.backoff.max.ms",
         Some("1000"),
         Int,
-    )
-    .inert(),
-    key(kraft::QUORUM_ELECTION_TIMEOUT_MS, Some("1000"), Int).at_least(0),
-    key(kraft::QUORUM_FETCH_TIMEOUT_MS, Some("2000"), Int).at_least(0),
-    key("controller.quorum.request.timeout.ms", Some("2000"), Int).inert(),
-    key("controller.quorum.retry.backoff.ms", Some("20"), Int).inert(),
-    key(kraft::QUORUM_VOTERS, None, List),
-    key("default.replication.factor", Some("1"), Int).at_least(1),
-    key("delete.topic.enable", Some("true"), Bool),
-    key("fetch.max.bytes", Some("57671680"), Int).at_least(1024),
-    key("group.initial.rebalance.delay.ms", Some("3000"), Int).at_least(0),
-    key("group.max.session.timeout.ms", Some("1800000"), Int),
-    key("group.max.size", Some("2147483647"), Int).at_least(1),
-    key("group.min.session.timeout.ms", Some("6000"), Int),
-    key("initial.broker.registration.timeout.ms", Some("60000"), Int).inert(),
+    ),
+    key(Kraft, kraft::QUORUM_ELECTION_TIMEOUT_MS, Some("1000"), Int).at_least(0),
+    key(Kraft, kraft::QUORUM_FETCH_TIMEOUT_MS, Some("2000"), Int).at_least(0),
+    key(
+        Unused,
+        "controller.quorum.request.timeout.ms",
+        Some("2000"),
+        Int,
+    ),
+    key(
+        Unused,
+        "controller.quorum.retry.backoff.ms",
+        Some("20"),
+        Int,
+    ),
+    key(Kraft, kraft::QUORUM_VOTERS, None, List),
+    key(Topics, "default.replication.factor", Some("1"), Int).at_least(1),
+    key(Topics, "delete.topic.enable", Some("true"), Bool),
+    key(Replica, "fetch.max.bytes", Some("57671680"), Int).at_least(1024),
+    key(Group, "group.initial.rebalance.delay.ms", Some("3000"), Int).at_least(0),
+    key(Group, "group.max.session.timeout.ms", Some("1800000"), Int),
+    key(Group, "group.max.size", Some("2147483647"), Int).at_least(1),
+    key(Group, "group.min.session.timeout.ms", Some("6000"), Int),
+    key(
+        Unused,
+        "initial.broker.registration.timeout.ms",
+        Some("60000"),
+        Int,
+    ),
     // No default: a Kafka `server.properties` names no HTTP listener, and several nodes on one
     // host must not fight over one port. The embedded setup (no `--config`) turns it on
     // (`RawConfig::embedded`).
-    key("http.listener", None, Str),
-    key(kraft::INTER_BROKER_LISTENER_NAME, None, Str),
+    key(Broker, "http.listener", None, Str),
+    key(Kraft, kraft::INTER_BROKER_LISTENER_NAME, None, Str),
     key(
+        Kraft,
         kraft::INTER_BROKER_SECURITY_PROTOCOL,
         Some("PLAINTEXT"),
         Str,
     ),
-    key("leader.imbalance.check.interval.ms", None, Long)
+    key(Elections, "leader.imbalance.check.interval.ms", None, Long)
         .at_least(1)
         .synonyms(&[("leader.imbalance.check.interval.seconds", 1_000)]),
-    key("leader.imbalance.check.interval.seconds", Some("300"), Long).at_least(1),
-    key("leader.imbalance.per.broker.percentage", Some("10"), Int).between(0, 100),
     key(
+        Elections,
+        "leader.imbalance.check.interval.seconds",
+        Some("300"),
+        Long,
+    )
+    .at_least(1),
+    key(
+        Elections,
+        "leader.imbalance.per.broker.percentage",
+        Some("10"),
+        Int,
+    )
+    .between(0, 100),
+    key(
+        Kraft,
         kraft::LISTENER_SECURITY_PROTOCOL_MAP,
         Some(kraft::DEFAULT_SECURITY_PROTOCOL_MAP),
         List,
     ),
-    key(kraft::LISTENERS, Some("PLAINTEXT://127.0.0.1:9092"), List),
-    key("log.cleanup.policy", Some("delete"), List),
-    key("log.dir", Some("/tmp/kafka-logs"), Str),
-    key("log.dirs", None, List),
     key(
+        Kraft,
+        kraft::LISTENERS,
+        Some("PLAINTEXT://127.0.0.1:9092"),
+        List,
+    ),
+    key(TopicConfigs, "log.cleanup.policy", Some("delete"), List),
+    key(Broker, "log.dir", Some("/tmp/kafka-logs"), Str),
+    key(Broker, "log.dirs", None, List),
+    key(
+        Log,
         "log.flush.interval.messages",
         Some("9223372036854775807"),
         Long,
     )
     .at_least(1),
-    key("log.flush.interval.ms", None, Long).at_least(0),
+    key(Log, "log.flush.interval.ms", None, Long).at_least(0),
     key(
+        Unused,
         "log.flush.scheduler.interval.ms",
         Some("9223372036854775807"),
         Long,
-    )
-    .inert(),
-    key("log.index.interval.bytes", Some("4096"), Int).at_least(0),
-    key("log.index.size.max.bytes", Some("10485760"), Int).at_least(4),
-    key("log.message.timestamp.type", Some("CreateTime"), Str)
+    ),
+    key(Log, "log.index.interval.bytes", Some("4096"), Int).at_least(0),
+    key(Log, "log.index.size.max.bytes", Some("10485760"), Int).at_least(4),
+    key(Log, "log.message.timestamp.type", Some("CreateTime"), Str)
         .one_of(&["CreateTime", "LogAppendTime"]),
-    key("log.retention.bytes", Some("-1"), Long),
-    key("log.retention.check.interval.ms", Some("300000"), Long),
-    key("log.retention.hours", Some("168"), Int),
-    key("log.retention.minutes", None, Int),
-    key("log.retention.ms", None, Long).synonyms(&[
+    key(Log, "log.retention.bytes", Some("-1"), Long),
+    key(Log, "log.retention.check.interval.ms", Some("300000"), Long),
+    key(Log, "log.retention.hours", Some("168"), Int),
+    key(Log, "log.retention.minutes", None, Int),
+    key(Log, "log.retention.ms", None, Long).synonyms(&[
         ("log.retention.minutes", 60_000),
         ("log.retention.hours", HOUR_MS),
     ]),
-    key("log.roll.hours", Some("168"), Int).at_least(1),
-    key("log.roll.ms", None, Long)
+    key(Log, "log.roll.hours", Some("168"), Int).at_least(1),
+    key(Log, "log.roll.ms", None, Long)
         .at_least(1)
         .synonyms(&[("log.roll.hours", HOUR_MS)]),
-    key("log.segment.bytes", Some("1073741824"), Int).at_least(14),
-    key("max.connections", Some("2147483647"), Int).at_least(0),
-    key("max.connections.per.ip", Some("2147483647"), Int).at_least(0),
-    key("max.connections.per.ip.overrides", Some(""), Str),
-    key("message.max.bytes", Some("1048588"), Int).at_least(0),
-    key(kraft::METADATA_LOG_DIR, None, Str),
+    key(Log, "log.segment.bytes", Some("1073741824"), Int).at_least(14),
+    key(Socket, "max.connections", Some("2147483647"), Int).at_least(0),
+    key(Socket, "max.connections.per.ip", Some("2147483647"), Int).at_least(0),
+    key(Socket, "max.connections.per.ip.overrides", Some(""), Str),
+    key(Log, "message.max.bytes", Some("1048588"), Int).at_least(0),
+    key(Kraft, kraft::METADATA_LOG_DIR, None, Str),
     key(
-        "metadata.log.max.record.bytes.between.snapshots",
+        Kraft,
+        kraft::METADATA_SNAPSHOT_RECORD_BYTES,
         Some("20971520"),
         Long,
     )
     .at_least(1),
-    key("min.insync.replicas", Some("1"), Int).at_least(1),
-    key(kraft::NODE_ID, Some("1"), Int)
+    key(Topics, "min.insync.replicas", Some("1"), Int).at_least(1),
+    key(Broker, kraft::NODE_ID, Some("1"), Int)
         .at_least(0)
         .synonyms(&[(kraft::BROKER_ID, 1)]),
-    key("num.io.threads", Some("8"), Int).inert(),
-    key("num.network.threads", Some("3"), Int).inert(),
-    key("num.partitions", Some("1"), Int).at_least(1),
-    key("num.recovery.threads.per.data.dir", Some("2"), Int).at_least(1),
-    key("num.replica.fetchers", Some("1"), Int).at_least(1),
-    key("offset.metadata.max.bytes", Some("4096"), Int).at_least(0),
-    key("offsets.commit.timeout.ms", Some("5000"), Int).at_least(1),
-    key("offsets.retention.check.interval.ms", Some("600000"), Long).at_least(1),
-    key("offsets.retention.minutes", Some("10080"), Int).at_least(1),
-    key("offsets.topic.num.partitions", Some("50"), Int).at_least(1),
-    key("offsets.topic.replication.factor", Some("3"), Int).at_least(1),
-    key(kraft::PROCESS_ROLES, None, List),
-    key("producer.id.expiration.ms", Some("86400000"), Long).at_least(1),
+    key(Unused, "num.io.threads", Some("8"), Int),
+    key(Unused, "num.network.threads", Some("3"), Int),
+    key(Topics, "num.partitions", Some("1"), Int).at_least(1),
+    key(Log, "num.recovery.threads.per.data.dir", Some("2"), Int).at_least(1),
+    key(Replica, "num.replica.fetchers", Some("1"), Int).at_least(1),
+    key(Group, "offset.metadata.max.bytes", Some("4096"), Int).at_least(0),
+    key(Group, "offsets.commit.timeout.ms", Some("5000"), Int).at_least(1),
     key(
+        Group,
+        "offsets.retention.check.interval.ms",
+        Some("600000"),
+        Long,
+    )
+    .at_least(1),
+    key(Group, "offsets.retention.minutes", Some("10080"), Int).at_least(1),
+    key(Group, "offsets.topic.num.partitions", Some("50"), Int).at_least(1),
+    key(Group, "offsets.topic.replication.factor", Some("3"), Int).at_least(1),
+    key(Kraft, kraft::PROCESS_ROLES, None, List),
+    key(Log, "producer.id.expiration.ms", Some("86400000"), Long).at_least(1),
+    key(
+        Replica,
         "replica.alter.log.dirs.io.max.bytes.per.second",
         Some("9223372036854775807"),
         Long,
     )
     .at_least(1),
-    key("replica.fetch.backoff.ms", Some("1000"), Int).at_least(0),
-    key("replica.fetch.max.bytes", Some("1048576"), Int).at_least(0),
-    key("replica.fetch.min.bytes", Some("1"), Int).at_least(1),
-    key("replica.fetch.response.max.bytes", Some("10485760"), Int).at_least(0),
-    key("replica.fetch.wait.max.ms", Some("500"), Int).at_least(0),
+    key(Replica, "replica.fetch.backoff.ms", Some("1000"), Int).at_least(0),
+    key(Replica, "replica.fetch.max.bytes", Some("1048576"), Int).at_least(0),
+    key(Replica, "replica.fetch.min.bytes", Some("1"), Int).at_least(1),
     key(
+        Replica,
+        "replica.fetch.response.max.bytes",
+        Some("10485760"),
+        Int,
+    )
+    .at_least(0),
+    key(Replica, "replica.fetch.wait.max.ms", Some("500"), Int).at_least(0),
+    key(
+        Unused,
         "replica.high.watermark.checkpoint.interval.ms",
         Some("5000"),
         Long,
-    )
-    .inert(),
-    key("replica.lag.time.max.ms", Some("30000"), Long).at_least(1),
-    key("replica.selector.class", None, Str),
-    key("replica.socket.timeout.ms", Some("30000"), Int).at_least(1),
-    key("replication.quota.window.num", Some("11"), Int).at_least(1),
-    key("replication.quota.window.size.seconds", Some("1"), Int).at_least(1),
-    key("share.coordinator.state.topic.min.isr", Some("2"), Int).inert(),
+    ),
+    key(Replica, "replica.lag.time.max.ms", Some("30000"), Long).at_least(1),
+    key(Replica, "replica.selector.class", None, Str),
+    key(Replica, "replica.socket.timeout.ms", Some("30000"), Int).at_least(1),
+    key(Replica, "replication.quota.window.num", Some("11"), Int).at_least(1),
     key(
+        Replica,
+        "replication.quota.window.size.seconds",
+        Some("1"),
+        Int,
+    )
+    .at_least(1),
+    key(
+        Unused,
+        "share.coordinator.state.topic.min.isr",
+        Some("2"),
+        Int,
+    ),
+    key(
+        Unused,
         "share.coordinator.state.topic.replication.factor",
         Some("3"),
         Int,
+    ),
+    key(Unused, "socket.receive.buffer.bytes", Some("102400"), Int),
+    key(Socket, "socket.request.max.bytes", Some("104857600"), Int).at_least(1),
+    key(Unused, "socket.send.buffer.bytes", Some("102400"), Int),
+    key(Unused, "transaction.state.log.min.isr", Some("2"), Int),
+    key(
+        Unused,
+        "transaction.state.log.replication.factor",
+        Some("3"),
+        Int,
+    ),
+    key(
+        Kraft,
+        kraft::UNCLEAN_LEADER_ELECTION_ENABLE,
+        Some("false"),
+        Bool,
+    ),
+    key(
+        Elections,
+        "unclean.leader.election.interval.ms",
+        Some("300000"),
+        Long,
     )
-    .inert(),
-    key("socket.receive.buffer.bytes", Some("102400"), Int).inert(),
-    key("socket.request.max.bytes", Some("104857600"), Int).at_least(1),
-    key("socket.send.buffer.bytes", Some("102400"), Int).inert(),
-    key("transaction.state.log.min.isr", Some("2"), Int).inert(),
-    key("transaction.state.log.replication.factor", Some("3"), Int).inert(),
-    key(kraft::UNCLEAN_LEADER_ELECTION_ENABLE, Some("false"), Bool),
-    key("unclean.leader.election.interval.ms", Some("300000"), Long).at_least(1),
+    .at_least(1),
 ];
 
 pub fn broker_config_def(name: &str) -> Option<&'static BrokerConfigDef> {
@@ -255,8 +374,8 @@ pub(crate) struct Reader<'a> {
     pub raw: &'a RawConfig,
 }
 
-impl Reader<'_> {
-    pub fn value(&self, key: &str) -> Option<&str> {
+impl<'a> Reader<'a> {
+    pub fn value(&self, key: &str) -> Option<&'a str> {
         self.raw
             .get(key)
             .or_else(|| broker_config_def(key).and_then(|d| d.default))
@@ -314,6 +433,14 @@ impl Reader<'_> {
     /// A Long key, checked; `None` only for a key without default that is not set.
     pub fn opt_i64(&self, key: &str) -> Result<Option<i64>, ConfigError> {
         self.long(key)?.map(|v| self.checked(key, v)).transpose()
+    }
+
+    /// The default a Long key's row gives it.
+    pub fn default_i64(&self, key: &str) -> Result<i64, ConfigError> {
+        broker_config_def(key)
+            .and_then(|d| d.default)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| self.invalid(key, "no numeric default"))
     }
 
     /// An Int key with a default, checked.

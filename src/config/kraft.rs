@@ -33,6 +33,7 @@ pub const QUORUM_ELECTION_TIMEOUT_MS: &str = "controller.quorum.election.timeout
 pub const QUORUM_FETCH_TIMEOUT_MS: &str = "controller.quorum.fetch.timeout.ms";
 pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
 pub const METADATA_LOG_DIR: &str = "metadata.log.dir";
+pub const METADATA_SNAPSHOT_RECORD_BYTES: &str = "metadata.log.max.record.bytes.between.snapshots";
 
 /// Kafka's `listener.security.protocol.map` default: every protocol named after itself.
 pub const DEFAULT_SECURITY_PROTOCOL_MAP: &str =
@@ -202,6 +203,10 @@ pub struct KraftConfig {
     pub unclean_leader_election_enable: bool,
     /// `metadata.log.dir`, else the first of `log.dirs`.
     pub metadata_log_dir: PathBuf,
+    /// `metadata.log.max.record.bytes.between.snapshots`: the controller snapshots the image
+    /// once the entries applied since the last snapshot hold this many bytes (or
+    /// `METADATA_SNAPSHOT_ENTRIES` entries, whichever comes first).
+    pub metadata_snapshot_record_bytes: u64,
 }
 
 impl KraftConfig {
@@ -591,7 +596,9 @@ fn security_protocol_map(
     controller_names: &[String],
 ) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
     let explicit = raw.get(LISTENER_SECURITY_PROTOCOL_MAP);
-    let text = explicit.unwrap_or(DEFAULT_SECURITY_PROTOCOL_MAP);
+    let text = super::Reader { raw }
+        .value(LISTENER_SECURITY_PROTOCOL_MAP)
+        .unwrap_or_default();
     let mut map = BTreeMap::new();
     for entry in csv(text) {
         let Some((name, protocol)) = entry.rsplit_once(':') else {
@@ -798,9 +805,9 @@ pub(crate) fn parse(
             name
         }
         None => {
-            let text = raw
-                .get(INTER_BROKER_SECURITY_PROTOCOL)
-                .unwrap_or("PLAINTEXT");
+            let text = super::Reader { raw }
+                .value(INTER_BROKER_SECURITY_PROTOCOL)
+                .unwrap_or_default();
             match SecurityProtocol::from_name(text.trim()) {
                 Some(SecurityProtocol::Plaintext) => "PLAINTEXT".to_owned(),
                 Some(other) => {
@@ -1089,6 +1096,7 @@ pub(crate) fn parse(
         Some(dir) => PathBuf::from(dir),
         None => log_dirs[0].clone(),
     };
+    let metadata_snapshot_record_bytes = r.i64(METADATA_SNAPSHOT_RECORD_BYTES)? as u64;
 
     let listener = listener.to_listener();
     let mut advertised_listeners = advertised_brokers;
@@ -1111,6 +1119,7 @@ pub(crate) fn parse(
             fetch_timeout_ms,
             unclean_leader_election_enable,
             metadata_log_dir,
+            metadata_snapshot_record_bytes,
         },
         listener,
         advertised_listener,

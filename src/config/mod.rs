@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use kafkaiq_storage::TimestampType;
 use thiserror::Error;
 
 use crate::limits;
@@ -23,10 +22,14 @@ use crate::limits;
 pub mod dynamic;
 mod keys;
 pub mod kraft;
+mod settings;
 pub mod topic;
 
 use keys::Reader;
-pub use keys::{broker_config_def, BrokerConfigDef, Check, ConfigKind, BROKER_CONFIG_DEFS};
+pub use keys::{broker_config_def, BrokerConfigDef, Check, ConfigKind, Part, BROKER_CONFIG_DEFS};
+pub use settings::{
+    ElectionSettings, GroupSettings, LogSettings, ReplicaSettings, SocketSettings, TopicDefaults,
+};
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -208,71 +211,14 @@ pub struct BrokerConfig {
     /// timings, the metadata log dir (see [`kraft`]).
     pub kraft: kraft::KraftConfig,
     pub log_dirs: Vec<PathBuf>,
-    pub num_partitions: i32,
-    pub default_replication_factor: i16,
-    pub auto_create_topics_enable: bool,
-    pub delete_topic_enable: bool,
-    pub min_insync_replicas: i32,
-    pub message_max_bytes: u32,
-    pub log_segment_bytes: u32,
-    pub log_roll_ms: i64,
-    pub log_retention_ms: i64,
-    pub log_retention_bytes: i64,
-    pub log_flush_interval_messages: i64,
-    pub log_flush_interval_ms: i64,
-    pub log_index_interval_bytes: u32,
-    pub log_index_size_max_bytes: u32,
-    pub log_message_timestamp_type: TimestampType,
-    /// `producer.id.expiration.ms`: how long a producer's state outlives its last batch.
-    pub producer_id_expiration_ms: i64,
-    /// `metadata.log.max.record.bytes.between.snapshots`: the controller snapshots the image
-    /// once the entries applied since the last snapshot hold this many bytes (or
-    /// `METADATA_SNAPSHOT_ENTRIES` entries, whichever comes first).
-    pub metadata_snapshot_record_bytes: u64,
-    pub socket_request_max_bytes: usize,
-    pub max_connections: usize,
-    /// `max.connections.per.ip` and its overrides: connections one client address may hold
-    /// open on one listener.
-    pub connections_per_ip: ConnectionsPerIp,
-    /// `connections.max.idle.ms`: a connection that moves no byte either way for this long is
-    /// closed (a client that stops reading its answers included).
-    pub connections_max_idle_ms: u64,
-    /// `fetch.max.bytes`: the most record bytes one Fetch answer carries, whatever the request
-    /// asks (consumers and followers alike, as in Kafka).
-    pub fetch_max_bytes: usize,
+    /// `broker.rack`
     pub broker_rack: Option<String>,
-    /// `replica.selector.class`: who serves a consumer's fetch (KIP-392).
-    pub replica_selector: ReplicaSelector,
-    pub offsets_topic_num_partitions: i32,
-    pub replica_lag_time_max_ms: i64,
-    /// `num.recovery.threads.per.data.dir`: threads per log dir that load (and recover) the
-    /// logs at startup.
-    pub num_recovery_threads_per_data_dir: usize,
-    /// `replica.alter.log.dirs.io.max.bytes.per.second`: how fast a replica moving to another
-    /// log dir (AlterReplicaLogDirs) is copied, in bytes per second over all moves.
-    pub replica_alter_log_dirs_io_max_bytes_per_second: i64,
-    /// `replication.quota.window.num` × `replication.quota.window.size.seconds`: the sampled
-    /// windows the replication throttle rates are measured over (KIP-73).
-    pub replication_quota_window: QuotaWindow,
-    pub auto_leader_rebalance_enable: bool,
-    pub leader_imbalance_per_broker_percentage: i32,
-    pub leader_imbalance_check_interval_ms: i64,
-    /// `unclean.leader.election.interval.ms`: how often the active controller looks for
-    /// partitions without a leader whose topic allows unclean election (KAFKA-12670).
-    pub unclean_leader_election_interval_ms: i64,
-    pub group_initial_rebalance_delay_ms: i64,
-    pub group_min_session_timeout_ms: i32,
-    pub group_max_session_timeout_ms: i32,
-    pub group_max_size: usize,
-    pub offset_metadata_max_bytes: usize,
-    /// `offsets.retention.minutes`, in milliseconds.
-    pub offsets_retention_ms: i64,
-    pub offsets_retention_check_interval_ms: u64,
-    pub offsets_topic_replication_factor: i16,
-    pub offsets_commit_timeout_ms: u64,
-    /// The replica fetcher's keys (`num.replica.fetchers`, `replica.fetch.*`,
-    /// `replica.socket.timeout.ms`).
-    pub replica_fetcher: ReplicaFetcherConfig,
+    pub log: LogSettings,
+    pub topics: TopicDefaults,
+    pub socket: SocketSettings,
+    pub replica: ReplicaSettings,
+    pub elections: ElectionSettings,
+    pub group: GroupSettings,
 }
 
 /// `replica.selector.class`: how a leader picks the replica a consumer should read from
@@ -534,101 +480,30 @@ impl BrokerConfig {
             advertised_listener,
         } = kraft::parse(&raw, node_id, &log_dirs, &mut warnings)?;
 
-        let log_retention_ms = r.with_synonyms("log.retention.ms")?.unwrap_or_default();
-        if log_retention_ms < -1 {
-            return Err(r.invalid("log.retention.ms", "must be -1 or at least 0"));
-        }
-        let log_roll_ms = r.with_synonyms("log.roll.ms")?.unwrap_or_default();
-
-        let message_max_bytes = r.i32("message.max.bytes")? as u32;
-        let log_segment_bytes = r.i32("log.segment.bytes")? as u32;
-
-        let timestamp_type = match r.one_of("log.message.timestamp.type")? {
-            "LogAppendTime" => TimestampType::LogAppendTime,
-            _ => TimestampType::CreateTime,
-        };
-
-        let socket_request_max_bytes = r.i32("socket.request.max.bytes")? as usize;
-        let max_connections_configured = r.i32("max.connections")? as usize;
-        let max_connections = if raw.get("max.connections").is_some() {
-            max_connections_configured
-        } else {
-            limits::CONNECTIONS_MAX_DEFAULT
-        };
-
-        let leader_imbalance_check_interval_ms = leader_imbalance_check_interval_ms(&r)?;
-        let percentage = r.i32("leader.imbalance.per.broker.percentage")?;
-        let default_replication_factor = r.i32("default.replication.factor")?;
-        let offsets_topic_replication_factor = r.i32("offsets.topic.replication.factor")?;
-        let offsets_retention_check_interval_ms =
-            r.i64("offsets.retention.check.interval.ms")? as u64;
-
-        let replica_lag_time_max_ms = r.i64("replica.lag.time.max.ms")?;
-        let replica_fetcher = replica_fetcher_config(&r, replica_lag_time_max_ms)?;
+        let log = LogSettings::read(&r)?;
+        let socket = SocketSettings::read(&r)?;
+        let elections = ElectionSettings::read(&r)?;
+        let topics = TopicDefaults::read(&r)?;
+        let group = GroupSettings::read(&r)?;
+        let replica = ReplicaSettings::read(&r)?;
         let http_listener = HttpListener::parse(r.value("http.listener").unwrap_or("none"))
             .map_err(|reason| r.invalid("http.listener", reason))?;
 
         let config = BrokerConfig {
             dynamic: BTreeMap::new(),
-            replica_fetcher,
             node_id,
             listener,
             advertised_listener,
             http_listener,
             kraft,
             log_dirs,
-            num_partitions: r.i32("num.partitions")?,
-            default_replication_factor: i16::try_from(default_replication_factor)
-                .map_err(|_| r.invalid("default.replication.factor", "too large"))?,
-            auto_create_topics_enable: r.bool("auto.create.topics.enable")?,
-            delete_topic_enable: r.bool("delete.topic.enable")?,
-            min_insync_replicas: r.i32("min.insync.replicas")?,
-            message_max_bytes,
-            log_segment_bytes,
-            log_roll_ms,
-            log_retention_ms,
-            log_retention_bytes: r.i64("log.retention.bytes")?,
-            log_flush_interval_messages: r.i64("log.flush.interval.messages")?,
-            // Kafka's null: flushed only by the OS.
-            log_flush_interval_ms: r.opt_i64("log.flush.interval.ms")?.unwrap_or(i64::MAX),
-            log_index_interval_bytes: r.i32("log.index.interval.bytes")? as u32,
-            log_index_size_max_bytes: r.i32("log.index.size.max.bytes")? as u32,
-            log_message_timestamp_type: timestamp_type,
-            producer_id_expiration_ms: r.i64("producer.id.expiration.ms")?,
-            metadata_snapshot_record_bytes: r
-                .i64("metadata.log.max.record.bytes.between.snapshots")?
-                as u64,
-            socket_request_max_bytes,
-            max_connections,
-            connections_per_ip: connections_per_ip_config(&r)?,
-            fetch_max_bytes: r.i32("fetch.max.bytes")? as usize,
-            connections_max_idle_ms: r.i64("connections.max.idle.ms")? as u64,
             broker_rack: raw.get("broker.rack").map(str::to_owned),
-            replica_selector: ReplicaSelector::parse(raw.get("replica.selector.class"))
-                .map_err(|reason| r.invalid("replica.selector.class", reason))?,
-            offsets_topic_num_partitions: r.i32("offsets.topic.num.partitions")?,
-            replica_lag_time_max_ms,
-            num_recovery_threads_per_data_dir: r.i32("num.recovery.threads.per.data.dir")? as usize,
-            replica_alter_log_dirs_io_max_bytes_per_second: r
-                .i64("replica.alter.log.dirs.io.max.bytes.per.second")?,
-            replication_quota_window: QuotaWindow {
-                samples: r.i32("replication.quota.window.num")? as usize,
-                window_ms: i64::from(r.i32("replication.quota.window.size.seconds")?) * 1_000,
-            },
-            auto_leader_rebalance_enable: r.bool("auto.leader.rebalance.enable")?,
-            leader_imbalance_per_broker_percentage: percentage,
-            leader_imbalance_check_interval_ms,
-            unclean_leader_election_interval_ms: r.i64("unclean.leader.election.interval.ms")?,
-            group_initial_rebalance_delay_ms: i64::from(r.i32("group.initial.rebalance.delay.ms")?),
-            group_min_session_timeout_ms: r.i32("group.min.session.timeout.ms")?,
-            group_max_session_timeout_ms: r.i32("group.max.session.timeout.ms")?,
-            group_max_size: r.i32("group.max.size")? as usize,
-            offset_metadata_max_bytes: r.i32("offset.metadata.max.bytes")? as usize,
-            offsets_retention_ms: i64::from(r.i32("offsets.retention.minutes")?) * 60_000,
-            offsets_retention_check_interval_ms,
-            offsets_topic_replication_factor: i16::try_from(offsets_topic_replication_factor)
-                .map_err(|_| r.invalid("offsets.topic.replication.factor", "too large"))?,
-            offsets_commit_timeout_ms: r.i32("offsets.commit.timeout.ms")? as u64,
+            log,
+            topics,
+            socket,
+            replica,
+            elections,
+            group,
             raw,
         };
         Ok(Validated { config, warnings })
@@ -656,13 +531,15 @@ impl BrokerConfig {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
-            "log.retention.ms" => Some(self.log_retention_ms.to_string()),
-            "log.roll.ms" => Some(self.log_roll_ms.to_string()),
-            "log.flush.interval.ms" => Some(self.log_flush_interval_ms.to_string()),
+            "log.retention.ms" => Some(self.log.retention_ms.to_string()),
+            "log.roll.ms" => Some(self.log.roll_ms.to_string()),
+            "log.flush.interval.ms" => Some(self.log.flush_interval_ms.to_string()),
             "node.id" | "broker.id" => Some(self.node_id.to_string()),
-            "leader.imbalance.check.interval.ms" => {
-                Some(self.leader_imbalance_check_interval_ms.to_string())
-            }
+            "leader.imbalance.check.interval.ms" => Some(
+                self.elections
+                    .leader_imbalance_check_interval_ms
+                    .to_string(),
+            ),
             _ => broker_config_def(key).and_then(|d| d.default.map(str::to_owned)),
         }
     }
@@ -689,17 +566,17 @@ impl BrokerConfig {
     /// The default log config for a topic without overrides, derived from broker keys.
     pub fn default_log_config(&self) -> kafkaiq_storage::LogConfig {
         kafkaiq_storage::LogConfig {
-            segment_bytes: self.log_segment_bytes,
-            segment_ms: self.log_roll_ms,
-            segment_index_bytes: self.log_index_size_max_bytes,
-            index_interval_bytes: self.log_index_interval_bytes,
-            retention_ms: self.log_retention_ms,
-            retention_bytes: self.log_retention_bytes,
-            max_message_bytes: self.message_max_bytes,
-            flush_messages: self.log_flush_interval_messages,
-            flush_ms: self.log_flush_interval_ms,
-            message_timestamp_type: self.log_message_timestamp_type,
-            producer_id_expiration_ms: self.producer_id_expiration_ms,
+            segment_bytes: self.log.segment_bytes,
+            segment_ms: self.log.roll_ms,
+            segment_index_bytes: self.log.index_size_max_bytes,
+            index_interval_bytes: self.log.index_interval_bytes,
+            retention_ms: self.log.retention_ms,
+            retention_bytes: self.log.retention_bytes,
+            max_message_bytes: self.log.message_max_bytes,
+            flush_messages: self.log.flush_interval_messages,
+            flush_ms: self.log.flush_interval_ms,
+            message_timestamp_type: self.log.message_timestamp_type,
+            producer_id_expiration_ms: self.log.producer_id_expiration_ms,
             // From the broker's `log.message.timestamp.*.max.ms` or the topic's override
             // (`topic::log_config`).
             message_timestamp_before_max_ms: i64::MAX,
@@ -726,8 +603,8 @@ mod tests {
         assert_eq!(c.listener.port, 9092);
         assert_eq!(c.log_dirs, vec![PathBuf::from("./kafkaiq-data")]);
         assert_eq!(c.node_id, 1);
-        assert_eq!(c.log_retention_ms, 168 * HOUR_MS);
-        assert_eq!(c.leader_imbalance_check_interval_ms, 300_000);
+        assert_eq!(c.log.retention_ms, 168 * HOUR_MS);
+        assert_eq!(c.elections.leader_imbalance_check_interval_ms, 300_000);
         assert_eq!(
             c.http_listener,
             Some(HttpListener {
@@ -740,15 +617,15 @@ mod tests {
     #[test]
     fn fetch_and_per_address_connection_limits_are_kafkas() {
         let c = BrokerConfig::default_single_node();
-        assert_eq!(c.fetch_max_bytes, 57_671_680);
-        assert_eq!(c.connections_per_ip.default_max, i32::MAX as usize);
-        assert!(c.connections_per_ip.overrides.is_empty());
+        assert_eq!(c.replica.fetch_max_bytes, 57_671_680);
+        assert_eq!(c.socket.connections_per_ip.default_max, i32::MAX as usize);
+        assert!(c.socket.connections_per_ip.overrides.is_empty());
         let c = validated(
             "max.connections.per.ip=0\nmax.connections.per.ip.overrides=127.0.0.1:3, [::1]:4,10.0.0.7:-1\n",
         )
         .unwrap()
         .config
-        .connections_per_ip;
+        .socket.connections_per_ip;
         assert_eq!(c.max_for("127.0.0.1".parse().unwrap()), 3);
         assert_eq!(c.max_for("::ffff:127.0.0.1".parse().unwrap()), 3);
         assert_eq!(c.max_for("::1".parse().unwrap()), 4);
@@ -857,7 +734,7 @@ log.retention.check.interval.ms=300000\n";
 
     #[test]
     fn replica_selector_is_unset_rack_aware_or_refused_naming_the_key() {
-        let selector = |text: &str| validated(text).map(|v| v.config.replica_selector);
+        let selector = |text: &str| validated(text).map(|v| v.config.replica.selector);
         assert_eq!(selector("").unwrap(), ReplicaSelector::Leader);
         assert_eq!(
             selector("replica.selector.class=\n").unwrap(),
@@ -894,24 +771,24 @@ log.retention.check.interval.ms=300000\n";
     #[test]
     fn group_coordinator_keys_have_kafka_defaults_and_bad_values_name_the_key() {
         let c = BrokerConfig::default_single_node();
-        assert_eq!(c.group_min_session_timeout_ms, 6_000);
-        assert_eq!(c.group_max_session_timeout_ms, 1_800_000);
-        assert_eq!(c.group_max_size, i32::MAX as usize);
-        assert_eq!(c.offset_metadata_max_bytes, 4_096);
-        assert_eq!(c.offsets_retention_ms, 10_080 * 60_000);
-        assert_eq!(c.offsets_retention_check_interval_ms, 600_000);
-        assert_eq!(c.offsets_topic_replication_factor, 3);
-        assert_eq!(c.offsets_commit_timeout_ms, 5_000);
+        assert_eq!(c.group.min_session_timeout_ms, 6_000);
+        assert_eq!(c.group.max_session_timeout_ms, 1_800_000);
+        assert_eq!(c.group.max_size, i32::MAX as usize);
+        assert_eq!(c.group.offset_metadata_max_bytes, 4_096);
+        assert_eq!(c.group.offsets_retention_ms, 10_080 * 60_000);
+        assert_eq!(c.group.offsets_retention_check_interval_ms, 600_000);
+        assert_eq!(c.group.offsets_topic_replication_factor, 3);
+        assert_eq!(c.group.offsets_commit_timeout_ms, 5_000);
         let v = validated(
             "group.max.size=7\noffsets.retention.minutes=2\noffsets.topic.replication.factor=1\n\
 offsets.commit.timeout.ms=250\noffsets.retention.check.interval.ms=1000\n",
         )
         .unwrap();
-        assert_eq!(v.config.group_max_size, 7);
-        assert_eq!(v.config.offsets_retention_ms, 120_000);
-        assert_eq!(v.config.offsets_topic_replication_factor, 1);
-        assert_eq!(v.config.offsets_commit_timeout_ms, 250);
-        assert_eq!(v.config.offsets_retention_check_interval_ms, 1_000);
+        assert_eq!(v.config.group.max_size, 7);
+        assert_eq!(v.config.group.offsets_retention_ms, 120_000);
+        assert_eq!(v.config.group.offsets_topic_replication_factor, 1);
+        assert_eq!(v.config.group.offsets_commit_timeout_ms, 250);
+        assert_eq!(v.config.group.offsets_retention_check_interval_ms, 1_000);
         for line in [
             "group.min.session.timeout.ms=soon",
             "group.max.session.timeout.ms=99999999999",
@@ -933,7 +810,7 @@ offsets.commit.timeout.ms=250\noffsets.retention.check.interval.ms=1000\n",
     fn replica_fetcher_keys_have_kafka_defaults_and_are_checked_against_each_other() {
         let c = BrokerConfig::default_single_node();
         assert_eq!(
-            c.replica_fetcher,
+            c.replica.fetcher,
             ReplicaFetcherConfig {
                 num_replica_fetchers: 1,
                 wait_max_ms: 500,
@@ -951,13 +828,13 @@ replica.socket.timeout.ms=1000\n",
         )
         .unwrap();
         assert!(v.warnings.is_empty(), "{:?}", v.warnings);
-        assert_eq!(v.config.replica_fetcher.num_replica_fetchers, 3);
-        assert_eq!(v.config.replica_fetcher.wait_max_ms, 100);
-        assert_eq!(v.config.replica_fetcher.min_bytes, 10);
-        assert_eq!(v.config.replica_fetcher.max_bytes, 2048);
-        assert_eq!(v.config.replica_fetcher.response_max_bytes, 4096);
-        assert_eq!(v.config.replica_fetcher.backoff_ms, 50);
-        assert_eq!(v.config.replica_fetcher.socket_timeout_ms, 1000);
+        assert_eq!(v.config.replica.fetcher.num_replica_fetchers, 3);
+        assert_eq!(v.config.replica.fetcher.wait_max_ms, 100);
+        assert_eq!(v.config.replica.fetcher.min_bytes, 10);
+        assert_eq!(v.config.replica.fetcher.max_bytes, 2048);
+        assert_eq!(v.config.replica.fetcher.response_max_bytes, 4096);
+        assert_eq!(v.config.replica.fetcher.backoff_ms, 50);
+        assert_eq!(v.config.replica.fetcher.socket_timeout_ms, 1000);
         for (text, key) in [
             ("num.replica.fetchers=0", "num.replica.fetchers"),
             ("num.replica.fetchers=100000", "num.replica.fetchers"),
@@ -987,22 +864,28 @@ replica.socket.timeout.ms=1000\n",
     #[test]
     fn retention_precedence_is_ms_then_minutes_then_hours() {
         let v = validated("log.retention.hours=1\nlog.retention.minutes=2\n").unwrap();
-        assert_eq!(v.config.log_retention_ms, 120_000);
+        assert_eq!(v.config.log.retention_ms, 120_000);
         let v = validated("log.retention.hours=1\nlog.retention.ms=5\n").unwrap();
-        assert_eq!(v.config.log_retention_ms, 5);
+        assert_eq!(v.config.log.retention_ms, 5);
     }
 
     #[test]
     fn imbalance_interval_accepts_seconds_or_ms_but_not_conflicting_both() {
         let v = validated("leader.imbalance.check.interval.seconds=10\n").unwrap();
-        assert_eq!(v.config.leader_imbalance_check_interval_ms, 10_000);
+        assert_eq!(
+            v.config.elections.leader_imbalance_check_interval_ms,
+            10_000
+        );
         let v = validated("leader.imbalance.check.interval.ms=2500\n").unwrap();
-        assert_eq!(v.config.leader_imbalance_check_interval_ms, 2_500);
+        assert_eq!(v.config.elections.leader_imbalance_check_interval_ms, 2_500);
         let v = validated(
             "leader.imbalance.check.interval.ms=10000\nleader.imbalance.check.interval.seconds=10\n",
         )
         .unwrap();
-        assert_eq!(v.config.leader_imbalance_check_interval_ms, 10_000);
+        assert_eq!(
+            v.config.elections.leader_imbalance_check_interval_ms,
+            10_000
+        );
         let err = validated(
             "leader.imbalance.check.interval.ms=300000\nleader.imbalance.check.interval.seconds=10\n",
         )
@@ -1015,7 +898,7 @@ replica.socket.timeout.ms=1000\n",
         let mut raw = RawConfig::parse("num.partitions=3\n", Path::new("x")).unwrap();
         raw.apply_override("num.partitions=7").unwrap();
         let v = BrokerConfig::from_raw(raw).unwrap();
-        assert_eq!(v.config.num_partitions, 7);
+        assert_eq!(v.config.topics.num_partitions, 7);
     }
 
     #[test]

@@ -489,7 +489,7 @@ impl<D: Durable> ControllerCore<D> {
             self.next_unclean_ms = None;
             return;
         }
-        let interval_ms = u64::try_from(self.config.unclean_leader_election_interval_ms)
+        let interval_ms = u64::try_from(self.config.elections.unclean_leader_election_interval_ms)
             .unwrap_or(1)
             .max(1);
         let Some(due) = self.next_unclean_ms else {
@@ -512,11 +512,11 @@ impl<D: Durable> ControllerCore<D> {
     /// Queues an automatic leader rebalancing pass when one is due (Kafka's
     /// `maybeScheduleNextBalancePartitionLeaders`), decided in turn with the requests.
     fn maybe_rebalance(&mut self, now_ms: u64) {
-        if !self.is_active() || !self.config.auto_leader_rebalance_enable {
+        if !self.is_active() || !self.config.elections.auto_leader_rebalance_enable {
             self.next_rebalance_ms = None;
             return;
         }
-        let interval_ms = u64::try_from(self.config.leader_imbalance_check_interval_ms)
+        let interval_ms = u64::try_from(self.config.elections.leader_imbalance_check_interval_ms)
             .unwrap_or(1)
             .max(1);
         let Some(due) = self.next_rebalance_ms else {
@@ -970,7 +970,7 @@ impl<D: Durable> ControllerCore<D> {
 
     fn maybe_snapshot(&mut self) -> Result<(), DurableError> {
         if self.since_snapshot < self.snapshot_entries
-            && self.since_snapshot_bytes < self.config.metadata_snapshot_record_bytes
+            && self.since_snapshot_bytes < self.config.kraft.metadata_snapshot_record_bytes
         {
             return Ok(());
         }
