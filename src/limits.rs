@@ -109,9 +109,6 @@ pub const RUNTIME_PROBE_INTERVAL_MS: u64 = 5;
 /// `log.retention.check.interval.ms`).
 pub const LOG_PERIODIC_INTERVAL_MS: u64 = 1_000;
 
-/// Kafka's default `log.retention.check.interval.ms`, used if the configured value is unusable.
-pub const LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT: i64 = 300_000;
-
 /// Kafka's `log.initial.task.delay.ms`: the first retention check waits this long after start
 /// (or one interval, if shorter).
 pub const LOG_RETENTION_INITIAL_DELAY_MS: i64 = 30_000;

@@ -382,7 +382,7 @@ impl ControllerCore {
     fn maybe_elect_unclean_leaders(&mut self, now_ms: u64) {
         let wanted = self.is_active() && self.some_partition_leaderless();
         let interval_ms = wanted.then(|| {
-            u64::try_from(self.config.unclean_leader_election_interval_ms)
+            u64::try_from(self.config.elections.unclean_leader_election_interval_ms)
                 .unwrap_or(1)
                 .max(1)
         });
@@ -396,9 +396,9 @@ impl ControllerCore {
     /// Queues an automatic leader rebalancing pass when one is due (Kafka's
     /// `maybeScheduleNextBalancePartitionLeaders`), decided in turn with the requests.
     fn maybe_rebalance(&mut self, now_ms: u64) {
-        let wanted = self.is_active() && self.config.auto_leader_rebalance_enable;
+        let wanted = self.is_active() && self.config.elections.auto_leader_rebalance_enable;
         let interval_ms = wanted.then(|| {
-            u64::try_from(self.config.leader_imbalance_check_interval_ms)
+            u64::try_from(self.config.elections.leader_imbalance_check_interval_ms)
                 .unwrap_or(1)
                 .max(1)
         });
@@ -748,7 +748,7 @@ impl ControllerCore {
 
     fn maybe_snapshot(&mut self) {
         if self.since_snapshot < self.snapshot_entries
-            && self.since_snapshot_bytes < self.config.metadata_snapshot_record_bytes
+            && self.since_snapshot_bytes < self.config.kraft.metadata_snapshot_record_bytes
         {
             return;
         }

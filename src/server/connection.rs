@@ -133,12 +133,13 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
         IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX,
     );
     let max_bytes = match info.listener {
-        ListenerKind::Client => ctx.config.socket_request_max_bytes,
+        ListenerKind::Client => ctx.config.socket.request_max_bytes,
         // The largest of the per-API bounds (`controller_dispatch::frame_max_bytes`); a
         // snapshot for a voter far behind comes in chunks.
         ListenerKind::Controller => ctx
             .config
-            .socket_request_max_bytes
+            .socket
+            .request_max_bytes
             .max(RAFT_FRAME_BYTES_MAX),
     };
     let config = ctx.config.clone();
@@ -147,7 +148,7 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
         ListenerKind::Client => max_bytes,
         ListenerKind::Controller => controller_dispatch::frame_max_bytes(&config, api_key),
     };
-    let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
+    let idle = Duration::from_millis(ctx.config.socket.connections_max_idle_ms);
     // Bytes of frames read but not yet handled are bounded by one maximal frame, so pipelining
     // never holds more than about twice `socket.request.max.bytes` per connection.
     let queued_bytes = Arc::new(Semaphore::new(max_bytes.min(u32::MAX as usize)));

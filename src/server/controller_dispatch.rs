@@ -36,10 +36,11 @@ pub fn frame_max_bytes(config: &BrokerConfig, api_key: i16) -> usize {
     if api_key == wire::RAFT_MESSAGE_API_KEY || api_key == chunks::RAFT_CHUNK_API_KEY {
         RAFT_FRAME_BYTES_MAX
     } else if FORWARDED.iter().any(|k| *k as i16 == api_key) {
-        config.socket_request_max_bytes
+        config.socket.request_max_bytes
     } else {
         config
-            .socket_request_max_bytes
+            .socket
+            .request_max_bytes
             .min(CONTROLLER_REQUEST_BYTES_MAX)
     }
 }
@@ -164,7 +165,7 @@ mod tests {
     #[test]
     fn raft_frames_are_one_chunk_and_only_forwarded_changes_get_client_sized_frames() {
         let config = BrokerConfig::default_single_node();
-        let client_bound = config.socket_request_max_bytes;
+        let client_bound = config.socket.request_max_bytes;
         for raft in [wire::RAFT_MESSAGE_API_KEY, chunks::RAFT_CHUNK_API_KEY] {
             assert_eq!(frame_max_bytes(&config, raft), RAFT_FRAME_BYTES_MAX);
         }
