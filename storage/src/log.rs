@@ -726,7 +726,7 @@ impl Log {
                 &config,
                 size_bytes,
                 max_timestamp,
-                last.last_offset(),
+                (first.base_offset, last.last_offset()),
                 now_ms,
             )?;
             active.append(parts, headers, config.index_interval_bytes as usize)
@@ -779,26 +779,35 @@ impl Log {
         config: &LogConfig,
         messages_bytes: usize,
         max_timestamp_in_messages: i64,
-        max_offset_in_messages: i64,
+        (first_offset, max_offset): (i64, i64),
         now_ms: i64,
     ) -> Result<Arc<LogSegment>> {
         let active = self.active();
         let size = active.size();
-        let should_roll = size > 0
+        // The offset check holds for an empty segment too: a follower copying a compacted
+        // leader's log may jump more than 2^31 offsets; the new segment then starts at the
+        // batch's first offset (Kafka's `maybeRoll`).
+        let should_roll = (size > 0
             && (size + messages_bytes as u64 > config.segment_bytes as u64
                 || active.time_waited_for_roll(now_ms, max_timestamp_in_messages)
                     > config.segment_ms
-                || active.indexes_full()
-                || !active.can_convert_to_relative_offset(max_offset_in_messages));
+                || active.indexes_full()))
+            || !active.can_convert_to_relative_offset(max_offset);
         if should_roll {
-            return self.roll_locked(w, now_ms);
+            return self.roll_locked(w, now_ms, first_offset);
         }
         Ok(active)
     }
 
-    fn roll_locked(&self, _w: &MutexGuard<'_, Writer>, now_ms: i64) -> Result<Arc<LogSegment>> {
+    /// Rolls a new segment at the log end offset, or at `at_least` when that is beyond it.
+    fn roll_locked(
+        &self,
+        _w: &MutexGuard<'_, Writer>,
+        now_ms: i64,
+        at_least: i64,
+    ) -> Result<Arc<LogSegment>> {
         let active = self.active();
-        let new_base = self.log_end_offset();
+        let new_base = self.log_end_offset().max(at_least);
         if active.size() == 0 && active.base_offset() == new_base {
             return Ok(active);
         }
@@ -838,7 +847,7 @@ impl Log {
     pub fn roll(&self, now_ms: i64) -> Result<()> {
         let mut w = self.lock_writer()?;
         w.last_now_ms = now_ms;
-        let r = self.roll_locked(&w, now_ms).map(|_| ());
+        let r = self.roll_locked(&w, now_ms, i64::MIN).map(|_| ());
         self.guard(r)
     }
 
@@ -1075,7 +1084,7 @@ impl Log {
             return Ok(0);
         }
         if count == segments.len() {
-            self.roll_locked(w, now_ms)?;
+            self.roll_locked(w, now_ms, i64::MIN)?;
         }
         let all = self.segments();
         let (gone, keep) = all.split_at(count);
