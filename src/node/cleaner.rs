@@ -126,7 +126,9 @@ impl LogCleaner {
                             let cleaned = match result {
                                 Ok(Some(report)) => {
                                     record(id, &report, started.elapsed(), &stats);
-                                    true
+                                    // Nothing to clean after all (the uncleanable offset
+                                    // inside a segment): back off rather than spin.
+                                    !matches!(report.outcome, CleanOutcome::Nothing)
                                 }
                                 Ok(None) => false,
                                 Err(e) => {
@@ -250,6 +252,7 @@ mod tests {
         }
         log.roll(0).unwrap();
         log.flush().unwrap();
+        log.update_high_watermark(log.log_end_offset());
         (logs, log)
     }
 
