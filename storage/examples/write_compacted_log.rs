@@ -68,6 +68,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         log.roll(NOW_MS)?;
         log.flush()?;
+        log.update_high_watermark(log.log_end_offset());
         while let Some(report) =
             manager.clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW_MS, &mut |_| {})?
         {

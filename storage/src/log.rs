@@ -351,9 +351,11 @@ impl Log {
     }
 
     /// Runs the truncation hook if the recovery point is no longer `before`.
-    fn after_truncation(&self, before: i64) -> Result<()> {
+    /// Tells the hook (which checkpoints the dir) when a truncation moved the recovery point or
+    /// the cleaner checkpoint (`before`: both, as they were).
+    fn after_truncation(&self, before: (i64, i64)) -> Result<()> {
         match self.truncation_hook.get() {
-            Some(hook) if self.recovery_point() != before => hook(),
+            Some(hook) if (self.recovery_point(), self.cleaned_up_to()) != before => hook(),
             _ => Ok(()),
         }
     }
@@ -388,7 +390,7 @@ impl Log {
     pub fn cleaned_up_to(&self) -> i64 {
         self.cleaned_up_to.load(Ordering::Acquire)
     }
-    /// Records a cleaning's end (or the checkpoint read at startup).
+    /// Sets the cleaner checkpoint read at startup.
     pub fn set_cleaned_up_to(&self, offset: i64) {
         self.cleaned_up_to.store(offset, Ordering::Release);
     }
@@ -860,7 +862,7 @@ impl Log {
     /// leader, registered `(epoch, LEO)` and lost leadership before writing anything must not
     /// keep claiming that epoch, or its fetches would diverge from the new leader forever.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
-        let before = self.recovery_point();
+        let before = (self.recovery_point(), self.cleaned_up_to());
         self.truncate_batches_to(offset)?;
         self.after_truncation(before)
     }
@@ -932,7 +934,7 @@ impl Log {
     /// Deletes every segment and restarts the log, empty, at `offset` (a follower whose leader
     /// no longer has the offsets it needs).
     pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
-        let before = self.recovery_point();
+        let before = (self.recovery_point(), self.cleaned_up_to());
         let w = self.lock_writer()?;
         self.check_not_negative(offset)?;
         let r = self.truncate_fully_locked(&w, offset);

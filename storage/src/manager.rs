@@ -331,7 +331,10 @@ impl LogManager {
                 .map(|(tp, e)| (tp.clone(), e.log.clone()))
                 .collect();
             in_dir.sort_by(|a, b| a.0.cmp(&b.0));
-            write_recovery_points(&dir, &in_dir)
+            write_recovery_points(&dir, &in_dir)?;
+            // A truncation may have pulled a cleaner checkpoint down (Kafka's
+            // `maybeTruncateCleanerCheckpointToActiveSegmentBaseOffset`).
+            write_cleaner_offsets(&dir, &in_dir)
         })
     }
 
@@ -505,7 +508,7 @@ impl LogManager {
             }
         };
         let (dir_index, future) = future;
-        let (_, current) = current;
+        let (current_dir, current) = current;
         assert_eq!(
             future.log_end_offset(),
             current.log_end_offset(),
@@ -558,6 +561,10 @@ impl LogManager {
         );
         self.future_logs.write().remove(tp);
         self.preferred_dirs.lock().remove(tp);
+        // The old dir's cleaner checkpoint must not name the log that left it.
+        if current.cleaned_up_to() >= 0 {
+            self.write_cleaner_offsets_of(current_dir)?;
+        }
         // The new log is in place; what is left of the old one is removed in the background
         // or, if that is cut short, at the next open.
         match renamed {
@@ -730,7 +737,12 @@ impl LogManager {
         let Some(entry) = self.logs.write().remove(tp) else {
             return Ok(());
         };
-        self.delete_dir_of(tp, &entry.log)
+        self.delete_dir_of(tp, &entry.log)?;
+        // A topic created again under the name must not inherit the deleted log's checkpoint.
+        if entry.log.cleaned_up_to() >= 0 {
+            self.write_cleaner_offsets_of(entry.dir_index)?;
+        }
+        Ok(())
     }
 
     fn logs_by_dir(&self) -> Vec<Vec<(TopicPartition, Arc<Log>)>> {
@@ -773,14 +785,12 @@ impl LogManager {
     /// each of its logs that has one.
     fn checkpoint_cleaner_offsets(&self, dir_index: usize) -> Result<()> {
         let _admin = self.admin.lock();
-        let logs = &self.logs_by_dir()[dir_index];
-        let entries: Vec<OffsetCheckpointEntry> = logs
-            .iter()
-            .filter(|(_, log)| log.cleaned_up_to() >= 0)
-            .map(|(tp, log)| entry(tp, log.cleaned_up_to()))
-            .collect();
-        checkpoint(&self.log_dirs[dir_index], CLEANER_OFFSET_CHECKPOINT_FILE).write(&entries)?;
-        Ok(())
+        self.write_cleaner_offsets_of(dir_index)
+    }
+
+    /// [`write_cleaner_offsets`] for dir `dir_index`; the caller holds the admin lock.
+    fn write_cleaner_offsets_of(&self, dir_index: usize) -> Result<()> {
+        write_cleaner_offsets(&self.log_dirs[dir_index], &self.logs_by_dir()[dir_index])
     }
 
     /// Compacted logs a cleaning failed on (Kafka's `uncleanable-partitions-count`).
@@ -831,20 +841,34 @@ impl LogManager {
             state.in_progress.insert(chosen.tp.clone());
             chosen
         };
+        /// Takes the log off the in-progress set however the cleaning ends (a panic included).
+        struct InProgress<'a>(&'a Mutex<CleaningState>, TopicPartition);
+        impl Drop for InProgress<'_> {
+            fn drop(&mut self) {
+                self.0.lock().in_progress.remove(&self.1);
+            }
+        }
+        let in_progress = InProgress(&self.cleaning, chosen.tp.clone());
         let settings = crate::cleaner::CleanSettings {
             delete_retention_ms: chosen.log.config().delete_retention_ms,
             now_ms,
             load_factor,
         };
+        let generation = chosen.log.cleaning_view().truncation_generation;
         let result = crate::cleaner::clean(&chosen.log, chosen.range, map, &settings, throttle);
         let still_ours = self
             .get(&chosen.tp)
             .is_some_and(|l| Arc::ptr_eq(&l, &chosen.log));
+        drop(in_progress);
+        // A failure while the log changed under the cleaning (a truncation read half-way, a
+        // deletion) is the change's doing, not the log's: the next pass tries again.
+        let moved_on = !still_ours
+            || chosen.log.is_offline()
+            || chosen.log.cleaning_view().truncation_generation != generation;
         let mut state = self.cleaning.lock();
-        state.in_progress.remove(&chosen.tp);
         let outcome = match result {
             Ok(outcome) => outcome,
-            Err(_) if !still_ours => crate::cleaner::CleanOutcome::Abandoned {
+            Err(_) if moved_on => crate::cleaner::CleanOutcome::Abandoned {
                 stats: Default::default(),
             },
             Err(e) => {
@@ -857,12 +881,9 @@ impl LogManager {
             }
         };
         drop(state);
-        if let crate::cleaner::CleanOutcome::Cleaned { end_offset, .. } = outcome {
-            if still_ours {
-                chosen.log.set_cleaned_up_to(end_offset);
-                if let Some(dir_index) = self.dir_index_of(&chosen.tp) {
-                    self.checkpoint_cleaner_offsets(dir_index)?;
-                }
+        if let crate::cleaner::CleanOutcome::Cleaned { .. } = outcome {
+            if let Some(dir_index) = self.dir_index_of(&chosen.tp).filter(|_| still_ours) {
+                self.checkpoint_cleaner_offsets(dir_index)?;
             }
         }
         Ok(Some(CleanReport {
@@ -971,6 +992,18 @@ fn write_recovery_points(dir: &Path, logs: &[(TopicPartition, Arc<Log>)]) -> Res
         .map(|(tp, log)| entry(tp, log.recovery_point()))
         .collect();
     checkpoint(dir, RECOVERY_POINT_CHECKPOINT_FILE).write(&recovery)?;
+    Ok(())
+}
+
+/// Writes `cleaner-offset-checkpoint` in `dir` with the cleaner checkpoint of each of `logs`
+/// that has one: a log deleted, moved away or never cleaned leaves no entry behind.
+fn write_cleaner_offsets(dir: &Path, logs: &[(TopicPartition, Arc<Log>)]) -> Result<()> {
+    let entries: Vec<OffsetCheckpointEntry> = logs
+        .iter()
+        .filter(|(_, log)| log.cleaned_up_to() >= 0)
+        .map(|(tp, log)| entry(tp, log.cleaned_up_to()))
+        .collect();
+    checkpoint(dir, CLEANER_OFFSET_CHECKPOINT_FILE).write(&entries)?;
     Ok(())
 }
 

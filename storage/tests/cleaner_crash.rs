@@ -13,11 +13,13 @@
 //! `KAFKAIQ_CLEANER_CRASH_ITERATIONS` (default 30) sets the number of kills,
 //! `KAFKAIQ_CRASH_SEED` the seed; a failure prints the seed.
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use common::splitmix;
 
 use kafkaiq_storage::batch::builder::{batch_with_keys, Spec};
 use kafkaiq_storage::batch::{BatchIter, RECORD_BATCH_OVERHEAD};
@@ -27,13 +29,6 @@ use kafkaiq_storage::{LogConfig, LogManager, TopicPartition};
 const ITERATIONS_DEFAULT: usize = 30;
 const KEYS: u64 = 40;
 const RECORDS_PER_BATCH: i64 = 4;
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
 
 fn tp() -> TopicPartition {
     TopicPartition::new("compacted", 0)
@@ -96,6 +91,8 @@ fn cleaner_crash_child() {
     loop {
         let offset = log.log_end_offset();
         log.append_as_leader(&batch_at(offset), 0, 0).unwrap();
+        // A single replica: everything appended is committed.
+        log.update_high_watermark(log.log_end_offset());
         rng = splitmix(rng);
         if rng % 8 == 0 {
             log.roll(0).unwrap();
@@ -202,65 +199,30 @@ fn verify(dir: &Path, flushed: i64) -> (i64, usize) {
 
 #[test]
 fn a_killed_cleaner_loses_and_duplicates_nothing() {
-    let iterations: usize = std::env::var("KAFKAIQ_CLEANER_CRASH_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(ITERATIONS_DEFAULT);
-    let seed: u64 = std::env::var("KAFKAIQ_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("cleaner crash test seed {seed} (KAFKAIQ_CRASH_SEED to repeat)");
-    let exe = std::env::current_exe().unwrap();
+    let iterations = common::iterations("KAFKAIQ_CLEANER_CRASH_ITERATIONS", ITERATIONS_DEFAULT);
+    let seed = common::seed("cleaner crash test");
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("dir");
     let mut rng = seed;
     let (mut max_leo, mut flushed, mut readable) = (0i64, 0i64, 0usize);
     for _ in 0..iterations {
         rng = splitmix(rng);
-        let mut child = Command::new(&exe)
-            .args([
-                "cleaner_crash_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("KAFKAIQ_CRASH_DIR", &dir)
-            .env("KAFKAIQ_CRASH_CHILD_SEED", rng.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut out = String::new();
-        while !out.contains("started") {
-            if stdout.read_line(&mut out).unwrap() == 0 {
-                break;
-            }
-        }
+        let child_seed = rng;
         rng = splitmix(rng);
-        std::thread::sleep(Duration::from_millis(20 + rng % 150));
-        let still_running = child.try_wait().unwrap().is_none();
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        stdout.read_to_string(&mut out).unwrap();
-        assert!(
-            still_running,
-            "seed {seed}: the child stopped by itself: {out}"
+        let killed = common::run_and_kill(
+            "cleaner_crash_child",
+            &[
+                ("KAFKAIQ_CRASH_DIR", dir.display().to_string()),
+                ("KAFKAIQ_CRASH_CHILD_SEED", child_seed.to_string()),
+            ],
+            Duration::from_millis(20 + rng % 150),
         );
-        flushed = out
-            .lines()
-            .filter_map(|l| l.strip_prefix("flushed "))
-            .filter_map(|n| n.trim().parse::<i64>().ok())
-            .max()
-            .unwrap_or(0)
-            .max(flushed);
+        assert!(
+            killed.was_running,
+            "seed {seed}: the child stopped by itself: {}",
+            killed.stdout
+        );
+        flushed = common::flushed(&killed.stdout).unwrap_or(0).max(flushed);
         let (leo, now_readable) = verify(&dir, flushed);
         max_leo = max_leo.max(leo);
         readable = now_readable;

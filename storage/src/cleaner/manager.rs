@@ -59,6 +59,13 @@ pub fn cleanable_range(log: &Log, now_ms: i64) -> Result<CleanableRange> {
         checkpoint
     };
     let view = log.cleaning_view();
+    if log.high_watermark() == i64::MAX {
+        // No high watermark yet (a log no partition has taken up): nothing is known committed.
+        return Ok(CleanableRange {
+            first_dirty,
+            first_uncleanable: first_dirty,
+        });
+    }
     // Only what is durable: a cleaning must not drop a record for a newer one that a power
     // loss could still take (Kafka cleans up to the high watermark alone).
     let mut first_uncleanable = log

@@ -67,7 +67,7 @@ pub struct CleanerStats {
 /// How a cleaning ended.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CleanOutcome {
-    /// Cleaned up to `end_offset` (exclusive): the new cleaner checkpoint.
+    /// Cleaned up to `end_offset` (exclusive): the log's cleaner checkpoint now.
     Cleaned {
         end_offset: i64,
         stats: CleanerStats,
@@ -349,8 +349,9 @@ fn clean_group(
     Ok(swapped)
 }
 
-/// Cleans `log` once over `range` with `map` (cleared first). The caller chooses the log and
-/// the range and keeps the cleaner checkpoint; `throttle` is told every byte read and written
+/// Cleans `log` once over `range` with `map` (cleared first) and moves the log's cleaner
+/// checkpoint to where it ended. The caller chooses the log and the range and writes the
+/// checkpoint file; `throttle` is told every byte read and written
 /// (`log.cleaner.io.max.bytes.per.second`: it may sleep).
 pub fn clean(
     log: &Log,
@@ -362,8 +363,13 @@ pub fn clean(
     let mut view = log.cleaning_view();
     let range = CleanableRange {
         first_dirty: range.first_dirty.max(log.log_start_offset()),
-        // Never the active segment, whatever the caller passed.
-        first_uncleanable: range.first_uncleanable.min(view.active_base_offset),
+        // Never the active segment, the high watermark or the recovery point as they are once
+        // the view is taken, whatever the caller measured before.
+        first_uncleanable: range
+            .first_uncleanable
+            .min(view.active_base_offset)
+            .min(log.high_watermark())
+            .min(log.recovery_point()),
     };
     if view.segments.is_empty() || range.first_dirty >= range.first_uncleanable {
         return Ok(CleanOutcome::Nothing);
@@ -405,6 +411,9 @@ pub fn clean(
         )? {
             return Ok(CleanOutcome::Abandoned { stats });
         }
+    }
+    if !log.finish_cleaning(&view, end_offset)? {
+        return Ok(CleanOutcome::Abandoned { stats });
     }
     Ok(CleanOutcome::Cleaned { end_offset, stats })
 }

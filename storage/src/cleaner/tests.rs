@@ -389,6 +389,16 @@ fn the_manager_cleans_the_filthiest_due_log_and_keeps_kafkas_checkpoint() {
     fill(&la, 400, 400, 4, 0); // every key once: a cleaning keeps it all
     fill(&lb, 400, 7, 4, 0);
     fill(&lp, 400, 5, 4, 0);
+    // Nothing is cleanable before a partition gives the log a high watermark.
+    assert_eq!(
+        manager::cleanable_range(&la, NOW)
+            .unwrap()
+            .first_uncleanable,
+        0
+    );
+    for l in [&la, &lb, &lp] {
+        l.update_high_watermark(l.log_end_offset());
+    }
     // The cleaner cleans only what is fsynced (below the recovery point).
     assert_eq!(
         manager::cleanable_range(&la, NOW)
@@ -437,6 +447,7 @@ fn the_manager_cleans_the_filthiest_due_log_and_keeps_kafkas_checkpoint() {
     fill(&la, 8, 400, 4, 0);
     la.roll(NOW).unwrap();
     la.flush().unwrap();
+    la.update_high_watermark(la.log_end_offset());
     assert!(manager
         .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
         .unwrap()
@@ -459,7 +470,10 @@ fn the_manager_cleans_the_filthiest_due_log_and_keeps_kafkas_checkpoint() {
     drop((la, lb, lp, manager));
     let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
     for tp in [&a, &b] {
-        manager.get(tp).unwrap().update_config(config());
+        let log = manager.get(tp).unwrap();
+        log.update_config(config());
+        log.update_high_watermark(log.log_end_offset());
+        assert!(log.cleaned_up_to() > 0, "{tp:?} checkpoint read back");
     }
     assert!(manager
         .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
@@ -484,6 +498,7 @@ fn records_younger_than_the_min_compaction_lag_stay_dirty() {
     .unwrap();
     fill(&log, 200, 5, 4, 0); // record timestamps ~1000
     log.roll(NOW).unwrap();
+    log.update_high_watermark(200);
     // At "now" = 5000 every record is younger than 10 s: nothing to clean.
     let range = manager::cleanable_range(&log, 5_000).unwrap();
     assert_eq!(range.first_uncleanable, 0);
@@ -518,5 +533,49 @@ fn the_throttle_is_told_every_byte_read_and_written() {
     assert_eq!(
         told,
         stats.map_bytes_read + stats.bytes_read + stats.bytes_written
+    );
+}
+
+#[test]
+fn a_truncation_or_a_deletion_rewrites_the_cleaner_checkpoint_file() {
+    use crate::manager::LogManager;
+    use crate::TopicPartition;
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().to_path_buf()];
+    let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
+    let (a, b) = (TopicPartition::new("a", 0), TopicPartition::new("b", 0));
+    for tp in [&a, &b] {
+        let log = manager.get_or_create(tp, config(), NOW).unwrap();
+        fill(&log, 200, 5, 4, 0);
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        log.update_high_watermark(200);
+    }
+    let mut map = OffsetMap::new(1 << 16);
+    while manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
+        .unwrap()
+        .is_some()
+    {}
+    let file = dir.path().join("cleaner-offset-checkpoint");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "0\n2\na 0 200\nb 0 200\n"
+    );
+    // A follower truncation below the checkpoint: on disk at once, not at the next cleaning.
+    // (Batches go whole: the log ends at the last kept batch at or below 100.)
+    let la = manager.get(&a).unwrap();
+    la.truncate_to(100).unwrap();
+    let leo = la.log_end_offset();
+    assert!(leo <= 100, "{leo}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("0\n2\na 0 {leo}\nb 0 200\n")
+    );
+    // A deleted topic leaves no entry for one created again under its name.
+    manager.delete(&b).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("0\n1\na 0 {leo}\n")
     );
 }

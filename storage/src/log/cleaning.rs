@@ -166,6 +166,18 @@ impl Log {
         }
     }
 
+    /// Records where a cleaning ended, unless a truncation happened since `view` was taken (it
+    /// may have pulled the checkpoint below what the cleaning covered). Under the writer lock,
+    /// so no truncation falls between the check and the store.
+    pub(crate) fn finish_cleaning(&self, view: &CleaningView, end_offset: i64) -> Result<bool> {
+        let _w = self.lock_writer()?;
+        if self.truncation_generation.load(Ordering::SeqCst) != view.truncation_generation {
+            return Ok(false);
+        }
+        self.cleaned_up_to.store(end_offset, Ordering::Release);
+        Ok(true)
+    }
+
     /// For each producer id with state, the last offset of its last data batch: the batch a
     /// cleaning keeps (empty if need be) so the producer's sequence survives a restart.
     pub fn last_data_offsets_of_producers(&self) -> HashMap<i64, i64> {
