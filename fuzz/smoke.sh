@@ -14,7 +14,7 @@
 # - FUZZ_SMOKE_RUNS executions per target (default 500,000 for decode_request, a few seconds;
 #   a tenth of it for raft_frame, whose every input builds a voter), seed 1, from 256 generated
 #   seed inputs (decode_request: every API version's body, random bytes; raft_frame: random
-#   field bytes) in a fresh corpus. Any crash (a panic, an abort, an oversized allocation) fails
+#   field bytes, and runs of chunk frames) in a fresh corpus. Any crash (a panic, an abort, an oversized allocation) fails
 #   with the input saved in fuzz/artifacts/<target>/; so does a run that did not execute all its
 #   runs.
 #
@@ -55,6 +55,18 @@ for i in range(256):
     # is its body; for raft_frame the rest is read as message fields.
     body = bytes(r.getrandbits(8) for _ in range(r.randrange(0, 512)))
     open(f"{sys.argv[1]}/seed-{i:03d}", "wb").write(bytes([1, i >> 8, i & 0xff]) + body)
+# raft_frame: raw chunk frames (an even first byte), a message cut in pieces as
+# quorum::chunks lays them out (key 32002, version 0, id, client id, sender, size, position).
+for i in range(16):
+    message = bytes(r.getrandbits(8) for _ in range(r.randrange(8, 200)))
+    pieces = [message[p:p + 48] for p in range(0, len(message), 48)]
+    out = bytearray([0])
+    for n, piece in enumerate(pieces):
+        frame = (32002).to_bytes(2, "big") + bytes(4) + (1).to_bytes(2, "big") + b"f"
+        frame += (2).to_bytes(8, "big") + len(message).to_bytes(4, "big")
+        frame += (n * 48).to_bytes(4, "big") + piece
+        out += len(frame).to_bytes(2, "big") + frame
+    open(f"{sys.argv[1]}/seed-chunks-{i:02d}", "wb").write(bytes(out))
 PY
 
 host="$(rustc -vV | sed -n 's/^host: //p')"

@@ -109,9 +109,6 @@ pub const RUNTIME_PROBE_INTERVAL_MS: u64 = 5;
 /// `log.retention.check.interval.ms`).
 pub const LOG_PERIODIC_INTERVAL_MS: u64 = 1_000;
 
-/// Kafka's default `log.retention.check.interval.ms`, used if the configured value is unusable.
-pub const LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT: i64 = 300_000;
-
 /// Kafka's `log.initial.task.delay.ms`: the first retention check waits this long after start
 /// (or one interval, if shorter).
 pub const LOG_RETENTION_INITIAL_DELAY_MS: i64 = 30_000;
@@ -128,6 +125,10 @@ pub const METADATA_SNAPSHOT_ENTRIES: usize = 4_096;
 
 /// What a Raft snapshot message adds around the snapshot itself (header, protobuf framing).
 pub const CONTROLLER_FRAME_OVERHEAD_BYTES: usize = 64 * 1024;
+
+/// Largest Raft frame the controller listener reads: a message of up to one chunk
+/// (`quorum::chunks::RAFT_CHUNK_BYTES`), or one chunk of a larger message, and its header.
+pub const RAFT_FRAME_BYTES_MAX: usize = 64 * 1024 + CONTROLLER_FRAME_OVERHEAD_BYTES;
 
 /// Largest frame the controller listener reads for an API that is neither a Raft message
 /// (which may carry a snapshot) nor a metadata change forwarded from a client (bounded as the

@@ -30,7 +30,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafkaiq::controller::observer;
-use kafkaiq::quorum::wire;
+use kafkaiq::quorum::chunks::{encode_chunks, RAFT_CHUNK_BYTES};
+use kafkaiq::quorum::wire::{self, RAFT_MESSAGE_API_KEY};
 use raft::eraftpb::{Entry, Message, MessageType};
 
 const STALE_BROKER_EPOCH: i16 = 77;
@@ -147,11 +148,27 @@ async fn hostile_and_confused_peers_change_nothing() {
     let (_, produce) = probe.encode(9, &produce);
     assert_closed_after(active_addr, &produce, "Produce on the controller listener").await;
     // Frame bounds per API: a BrokerHeartbeat (key 63) claiming 20 MiB is past the small bound
-    // of the lifecycle APIs and is closed once its key arrives, not awaited (only a Raft
-    // message, which may carry a snapshot, is read up to 256 MiB).
+    // of the lifecycle APIs and is closed once its key arrives, not awaited. A Raft message is
+    // at most one chunk: a 1 MiB one is closed the same way (a snapshot comes in chunks).
     let mut oversized = (20i32 << 20).to_be_bytes().to_vec();
     oversized.extend_from_slice(&63i16.to_be_bytes());
     assert_closed_after(active_addr, &oversized, "a 20 MiB BrokerHeartbeat frame").await;
+    let mut oversized = (1i32 << 20).to_be_bytes().to_vec();
+    oversized.extend_from_slice(&RAFT_MESSAGE_API_KEY.to_be_bytes());
+    assert_closed_after(active_addr, &oversized, "a 1 MiB Raft frame").await;
+    // Chunks of a large Raft message: one claiming a message past the snapshot bound, one that
+    // continues nothing, and one from a node that is not a voter each close their connection.
+    let voter = if active == 1 { 2 } else { 1 };
+    let message = [7u8; RAFT_CHUNK_BYTES + 1];
+    let chunks = |from| encode_chunks(from, "hostile", &message, || 1).collect::<Vec<_>>();
+    let mut huge = chunks(voter)[0].to_vec();
+    let total_at = huge.len() - RAFT_CHUNK_BYTES - 8;
+    huge[total_at..total_at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+    assert_closed_after(active_addr, &huge, "a chunk of a 4 GiB message").await;
+    let second = &chunks(voter)[1];
+    assert_closed_after(active_addr, second, "a chunk continuing nothing").await;
+    let stranger = &chunks(9)[0];
+    assert_closed_after(active_addr, stranger, "a chunk from a non-voter").await;
 
     // An observer's metadata fetch: a well-formed one is answered with the committed log (from
     // the start: entries, or the image as a snapshot); a truncated one closes the connection.

@@ -4,7 +4,8 @@
 //! of four entries, two committed, in term 3, with a poll after each and a tick now and then.
 //!
 //! Inputs whose first byte is even are raw frames (`u16` length, then a frame without its size
-//! prefix, as the controller listener hands it to `quorum::wire::decode_request`). Otherwise
+//! prefix, as the controller listener hands it to `quorum::wire::decode_request`, or to
+//! `quorum::chunks::decode_chunk` and the voter's `Reassembly` for a chunk frame). Otherwise
 //! each message is built field by field from the bytes — type, sender, addressee, terms and
 //! indexes near the voter's, entries — and travels through the frame encoding first, so
 //! mutations spend their time in the voter rather than in protobuf.
@@ -13,6 +14,7 @@
 
 use kafkaiq::metadata::MetadataRecord;
 use kafkaiq::quorum::durable::{Durable, MemState};
+use kafkaiq::quorum::chunks::{self, Reassembly};
 use kafkaiq::quorum::{wire, QuorumConfig, QuorumEngine};
 use libfuzzer_sys::fuzz_target;
 use protobuf::ProtobufEnum;
@@ -24,7 +26,7 @@ fn metadata(data: &[u8]) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-fn voter() -> QuorumEngine<MemState> {
+fn voter() -> QuorumEngine {
     let mut durable = MemState::new();
     let entries: Vec<Entry> = (1..=4)
         .map(|index| Entry {
@@ -45,7 +47,7 @@ fn voter() -> QuorumEngine<MemState> {
         heartbeat_ticks: 1,
         fixed_election_ticks: Some(4),
     };
-    let mut engine = QuorumEngine::open(&config, durable).expect("memory");
+    let mut engine = QuorumEngine::open(&config, durable.recover().expect("memory"));
     engine.set_entry_check(metadata);
     engine
 }
@@ -129,8 +131,17 @@ fuzz_target!(|data: &[u8]| {
         }
         [] => {}
     }
+    let mut reassembly = Reassembly::new(vec![2, 3]);
     for (i, frame) in frames.iter().enumerate() {
-        if let Ok((_, m)) = wire::decode_request(frame) {
+        let message = if chunks::is_chunk_frame(frame) {
+            chunks::decode_chunk(&frame.clone().into())
+                .ok()
+                .and_then(|c| reassembly.accept(1, None, c).ok().flatten())
+                .and_then(|body| wire::decode_message(&body).ok())
+        } else {
+            wire::decode_request(frame).ok().map(|(_, m)| m)
+        };
+        if let Some(m) = message {
             let _ = engine.step(m);
         }
         let _ = engine.poll();

@@ -13,6 +13,9 @@
 #   - the producer snapshot at the log end offset (written on close) and the per-dir checkpoint
 #     files (the sample deletes records below offset 50, so the log start offset is checkpointed
 #     and the first leader epoch entry moves up to it).
+# Then a compacted log, cleaned twice by the storage crate's log cleaner
+# (storage/examples/write_compacted_log.rs): every rewritten batch valid in every codec, one
+# record left per key at its latest offset, tombstones kept with a delete horizon, indexes sane.
 # Any error text in the tool's output or a non-zero exit fails the suite. Three negative
 # controls (a flipped byte in a .log, a wrong .index position, a wrong .timeindex timestamp) must
 # each be reported, so a checker that has gone blind fails too.
@@ -324,6 +327,73 @@ if [[ $(stat -c %s "$victim") -ge 12 ]]; then
 else
     fail "$(basename "$victim") has no entry to corrupt"
 fi
+
+# ---------------------------------------------------------------------------------------------
+# A compacted log after two cleanings (storage/examples/write_compacted_log.rs: every codec,
+# an idempotent producer, tombstones). Every batch must be valid (the rewritten compressed ones
+# included) and offsets must only grow; gaps are what compaction leaves, and DumpLogSegments
+# lists them as "Non-consecutive offsets", which is not an error here. Exactly the latest record
+# of each key must be left, the tombstones' batches must carry a delete horizon, and the
+# indexes of the rewritten segments must verify.
+compacted_example="$root/target/release/examples/write_compacted_log"
+if [[ -z "${KAFKAIQ_BIN:-}" || ! -x "$compacted_example" ]]; then
+    cargo build --release -p kafkaiq-storage --example write_compacted_log -j "${CARGO_BUILD_JOBS:-2}" >&2
+fi
+echo "writing and cleaning a compacted log"
+csummary="$("$compacted_example" "$work/compacted")"
+echo "  $csummary"
+declare -A cwritten
+for kv in $csummary; do cwritten["${kv%%=*}"]="${kv#*=}"; done
+cdir="${cwritten[partition_dir]}"
+mapfile -t clogs < <(ls "$cdir"/*.log)
+mapfile -t cindexes < <(ls "$cdir"/*.index "$cdir"/*.timeindex)
+[[ "${cwritten[cleanings]}" -ge 2 ]] || fail "the compacted sample was cleaned ${cwritten[cleanings]} time(s), expected 2"
+echo "DumpLogSegments --deep-iteration --print-data-log over ${#clogs[@]} cleaned .log files"
+error_pattern="${error_pattern/|Non-consecutive/}" run_dls compacted --deep-iteration --print-data-log \
+    --files "$(joined "${clogs[@]}")" || fail "deep iteration of the cleaned .log files"
+awk '
+    function field(name,   i) { for (i = 1; i < NF; i++) if ($i == name ":") return $(i + 1); return "" }
+    function bad(msg) { print "error " msg; errors++ }
+    BEGIN { last = -1 }
+    /^baseOffset: / {
+        if (field("isvalid") != "true") bad("invalid batch at " field("baseOffset"))
+        if ($0 ~ /deleteHorizonMs: OptionalLong\[/) horizons++
+        batches++; next
+    }
+    /^\| offset: / {
+        off = $3 + 0
+        if (off <= last) bad("record at " off " after " last)
+        last = off
+        key = ""; for (i = 1; i < NF; i++) if ($i == "key:") key = $(i + 1)
+        if (key == "") bad("record at " off " has no key")
+        if ($0 ~ / payload: /) { if (index($0, " payload: value-" off "-") == 0) bad("record at " off " does not hold value-" off "-") }
+        else tombstones++
+        if (key in seen) bad("key " key " at " seen[key] " and " off)
+        seen[key] = off; records++
+        next
+    }
+    END {
+        for (k in seen) print "key " k " " seen[k]
+        print "count batches " batches + 0
+        print "count records " records + 0
+        print "count tombstones " tombstones + 0
+        print "count horizons " horizons + 0
+    }' "$work/compacted.out" >"$work/compacted.summary"
+grep '^error ' "$work/compacted.summary" | head -20 | sed 's/^error /FAIL: /' >&2 || true
+grep -q '^error ' "$work/compacted.summary" && fail "the cleaned log is not what compaction must leave"
+declare -A cread
+while read -r _ key value; do cread[$key]="$value"; done < <(grep '^count ' "$work/compacted.summary")
+expect_equal "records left after cleaning (one per key)" "${cread[records]}" "${cwritten[keys]}"
+expect_equal "tombstones kept within delete.retention.ms" "${cread[tombstones]}" "${cwritten[tombstones]}"
+[[ "${cread[horizons]}" -ge 1 ]] || fail "no batch carries a delete horizon, though tombstones were kept"
+if diff <(grep '^key ' "$work/compacted.summary" | cut -d' ' -f2- | sort) <(sort "$work/compacted/expected") >"$work/compacted.diff"; then
+    echo "  each key's latest record, at its offset: ${cwritten[keys]} keys"
+else
+    fail "keys and offsets left differ from each key's latest write: $(head -5 "$work/compacted.diff" | tr '\n' ' ')"
+fi
+echo "DumpLogSegments --verify-index-only over ${#cindexes[@]} index files of the cleaned log"
+run_dls compacted-verify --verify-index-only --files "$(joined "${cindexes[@]}")" ||
+    fail "index verification of the cleaned log"
 
 if [[ $failures -gt 0 ]]; then
     echo "20-dump-log-segments: $failures check(s) failed" >&2

@@ -33,6 +33,7 @@ pub const QUORUM_ELECTION_TIMEOUT_MS: &str = "controller.quorum.election.timeout
 pub const QUORUM_FETCH_TIMEOUT_MS: &str = "controller.quorum.fetch.timeout.ms";
 pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
 pub const METADATA_LOG_DIR: &str = "metadata.log.dir";
+pub const METADATA_SNAPSHOT_RECORD_BYTES: &str = "metadata.log.max.record.bytes.between.snapshots";
 
 /// Kafka's `listener.security.protocol.map` default: every protocol named after itself.
 pub const DEFAULT_SECURITY_PROTOCOL_MAP: &str =
@@ -202,6 +203,10 @@ pub struct KraftConfig {
     pub unclean_leader_election_enable: bool,
     /// `metadata.log.dir`, else the first of `log.dirs`.
     pub metadata_log_dir: PathBuf,
+    /// `metadata.log.max.record.bytes.between.snapshots`: the controller snapshots the image
+    /// once the entries applied since the last snapshot hold this many bytes (or
+    /// `METADATA_SNAPSHOT_ENTRIES` entries, whichever comes first).
+    pub metadata_snapshot_record_bytes: u64,
 }
 
 impl KraftConfig {
@@ -591,7 +596,9 @@ fn security_protocol_map(
     controller_names: &[String],
 ) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
     let explicit = raw.get(LISTENER_SECURITY_PROTOCOL_MAP);
-    let text = explicit.unwrap_or(DEFAULT_SECURITY_PROTOCOL_MAP);
+    let text = super::Reader { raw }
+        .value(LISTENER_SECURITY_PROTOCOL_MAP)
+        .unwrap_or_default();
     let mut map = BTreeMap::new();
     for entry in csv(text) {
         let Some((name, protocol)) = entry.rsplit_once(':') else {
@@ -653,22 +660,6 @@ fn plaintext_only(listeners: &[NamedListener], key: &str) -> Result<(), ConfigEr
                 l.name, l.protocol, l.name
             ),
         )),
-    }
-}
-
-fn timing(raw: &RawConfig, key: &str, default: u64, min: u64) -> Result<u64, ConfigError> {
-    match raw.get(key) {
-        None => Ok(default),
-        Some(v) => {
-            let parsed: i32 = v
-                .trim()
-                .parse()
-                .map_err(|_| invalid(raw, key, "not a 32-bit integer"))?;
-            if i64::from(parsed) < min as i64 {
-                return Err(invalid(raw, key, format!("must be at least {min}")));
-            }
-            Ok(parsed as u64)
-        }
     }
 }
 
@@ -814,9 +805,9 @@ pub(crate) fn parse(
             name
         }
         None => {
-            let text = raw
-                .get(INTER_BROKER_SECURITY_PROTOCOL)
-                .unwrap_or("PLAINTEXT");
+            let text = super::Reader { raw }
+                .value(INTER_BROKER_SECURITY_PROTOCOL)
+                .unwrap_or_default();
             match SecurityProtocol::from_name(text.trim()) {
                 Some(SecurityProtocol::Plaintext) => "PLAINTEXT".to_owned(),
                 Some(other) => {
@@ -1087,8 +1078,9 @@ pub(crate) fn parse(
         }
     };
 
-    let broker_heartbeat_interval_ms = timing(raw, BROKER_HEARTBEAT_INTERVAL_MS, 2_000, 1)?;
-    let broker_session_timeout_ms = timing(raw, BROKER_SESSION_TIMEOUT_MS, 9_000, 1)?;
+    let r = super::Reader { raw };
+    let broker_heartbeat_interval_ms = r.i32(BROKER_HEARTBEAT_INTERVAL_MS)? as u64;
+    let broker_session_timeout_ms = r.i32(BROKER_SESSION_TIMEOUT_MS)? as u64;
     if broker_session_timeout_ms <= broker_heartbeat_interval_ms {
         warnings.push(format!(
             "broker.session.timeout.ms={broker_session_timeout_ms} is not longer than \
@@ -1096,28 +1088,15 @@ pub(crate) fn parse(
              fenced between two heartbeats"
         ));
     }
-    let election_timeout_ms = timing(raw, QUORUM_ELECTION_TIMEOUT_MS, 1_000, 0)?;
-    let fetch_timeout_ms = timing(raw, QUORUM_FETCH_TIMEOUT_MS, 2_000, 0)?;
-    let unclean_leader_election_enable = match raw
-        .get(UNCLEAN_LEADER_ELECTION_ENABLE)
-        .map(|v| v.trim().to_ascii_lowercase())
-    {
-        None => false,
-        Some(v) if v == "true" => true,
-        Some(v) if v == "false" => false,
-        Some(_) => {
-            return Err(invalid(
-                raw,
-                UNCLEAN_LEADER_ELECTION_ENABLE,
-                "must be true or false",
-            ))
-        }
-    };
+    let election_timeout_ms = r.i32(QUORUM_ELECTION_TIMEOUT_MS)? as u64;
+    let fetch_timeout_ms = r.i32(QUORUM_FETCH_TIMEOUT_MS)? as u64;
+    let unclean_leader_election_enable = r.bool(UNCLEAN_LEADER_ELECTION_ENABLE)?;
     let metadata_log_dir = match raw.get(METADATA_LOG_DIR).map(str::trim) {
         Some("") => return Err(invalid(raw, METADATA_LOG_DIR, "must not be empty")),
         Some(dir) => PathBuf::from(dir),
         None => log_dirs[0].clone(),
     };
+    let metadata_snapshot_record_bytes = r.i64(METADATA_SNAPSHOT_RECORD_BYTES)? as u64;
 
     let listener = listener.to_listener();
     let mut advertised_listeners = advertised_brokers;
@@ -1140,6 +1119,7 @@ pub(crate) fn parse(
             fetch_timeout_ms,
             unclean_leader_election_enable,
             metadata_log_dir,
+            metadata_snapshot_record_bytes,
         },
         listener,
         advertised_listener,

@@ -15,14 +15,21 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use kafkaiq_storage::TimestampType;
 use thiserror::Error;
 
 use crate::limits;
 
 pub mod dynamic;
+mod keys;
 pub mod kraft;
+mod settings;
 pub mod topic;
+
+use keys::Reader;
+pub use keys::{broker_config_def, BrokerConfigDef, Check, ConfigKind, Part, BROKER_CONFIG_DEFS};
+pub use settings::{
+    ElectionSettings, GroupSettings, LogSettings, ReplicaSettings, SocketSettings, TopicDefaults,
+};
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -147,255 +154,6 @@ impl RawConfig {
     }
 }
 
-/// How a broker key's value is checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigKind {
-    Int,
-    Long,
-    Bool,
-    Str,
-    List,
-    Double,
-}
-
-/// One broker key the broker knows: its Kafka default (None = null) and whether changing it
-/// needs a restart (all of ours do: there are no dynamic broker configs yet).
-#[derive(Debug, Clone, Copy)]
-pub struct BrokerConfigDef {
-    pub name: &'static str,
-    pub default: Option<&'static str>,
-    pub kind: ConfigKind,
-    /// false for keys that are accepted because stock `server.properties` files contain them,
-    /// but which have no effect on a single KafkaIQ process (thread counts, socket buffers).
-    pub effective: bool,
-}
-
-const fn def(
-    name: &'static str,
-    default: Option<&'static str>,
-    kind: ConfigKind,
-    effective: bool,
-) -> BrokerConfigDef {
-    BrokerConfigDef {
-        name,
-        default,
-        kind,
-        effective,
-    }
-}
-
-use ConfigKind::*;
-
-/// Every broker key we accept, sorted by name. Defaults are Kafka's, except `listeners` and
-/// `log.dirs`, whose defaults are the embedded single-node setup (127.0.0.1:9092,
-/// ./kafkaiq-data).
-pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
-    def("advertised.listeners", None, List, true),
-    def("auto.create.topics.enable", Some("true"), Bool, true),
-    def("auto.leader.rebalance.enable", Some("true"), Bool, true),
-    def("broker.heartbeat.interval.ms", Some("2000"), Int, true),
-    def("broker.id", None, Int, true),
-    def("broker.rack", None, Str, true),
-    def("broker.session.timeout.ms", Some("9000"), Int, true),
-    def("compression.type", Some("producer"), Str, true),
-    def("connections.max.idle.ms", Some("600000"), Long, true),
-    def("controller.listener.names", None, List, true),
-    def("controller.quorum.append.linger.ms", Some("25"), Int, false),
-    def("controller.quorum.bootstrap.servers", None, List, true),
-    def(
-        "controller.quorum.election.backoff.max.ms",
-        Some("1000"),
-        Int,
-        false,
-    ),
-    def(
-        "controller.quorum.election.timeout.ms",
-        Some("1000"),
-        Int,
-        true,
-    ),
-    def(
-        "controller.quorum.fetch.timeout.ms",
-        Some("2000"),
-        Int,
-        true,
-    ),
-    def(
-        "controller.quorum.request.timeout.ms",
-        Some("2000"),
-        Int,
-        false,
-    ),
-    def("controller.quorum.retry.backoff.ms", Some("20"), Int, false),
-    def("controller.quorum.voters", None, List, true),
-    def("default.replication.factor", Some("1"), Int, true),
-    def("delete.topic.enable", Some("true"), Bool, true),
-    def("fetch.max.bytes", Some("57671680"), Int, true),
-    def("group.initial.rebalance.delay.ms", Some("3000"), Int, true),
-    def("group.max.session.timeout.ms", Some("1800000"), Int, true),
-    def("group.max.size", Some("2147483647"), Int, true),
-    def("group.min.session.timeout.ms", Some("6000"), Int, true),
-    def(
-        "initial.broker.registration.timeout.ms",
-        Some("60000"),
-        Int,
-        false,
-    ),
-    // No default: a Kafka `server.properties` names no HTTP listener, and several nodes on one
-    // host must not fight over one port. The embedded setup (no `--config`) turns it on
-    // (`RawConfig::embedded`).
-    def("http.listener", None, Str, true),
-    def("inter.broker.listener.name", None, Str, true),
-    def(
-        "inter.broker.security.protocol",
-        Some("PLAINTEXT"),
-        Str,
-        true,
-    ),
-    def("leader.imbalance.check.interval.ms", None, Long, true),
-    def(
-        "leader.imbalance.check.interval.seconds",
-        Some("300"),
-        Long,
-        true,
-    ),
-    def(
-        "leader.imbalance.per.broker.percentage",
-        Some("10"),
-        Int,
-        true,
-    ),
-    def(
-        "listener.security.protocol.map",
-        Some(kraft::DEFAULT_SECURITY_PROTOCOL_MAP),
-        List,
-        true,
-    ),
-    def("listeners", Some("PLAINTEXT://127.0.0.1:9092"), List, true),
-    def("log.cleanup.policy", Some("delete"), List, true),
-    def("log.dir", Some("/tmp/kafka-logs"), Str, true),
-    def("log.dirs", None, List, true),
-    def(
-        "log.flush.interval.messages",
-        Some("9223372036854775807"),
-        Long,
-        true,
-    ),
-    def("log.flush.interval.ms", None, Long, true),
-    def(
-        "log.flush.scheduler.interval.ms",
-        Some("9223372036854775807"),
-        Long,
-        false,
-    ),
-    def("log.index.interval.bytes", Some("4096"), Int, true),
-    def("log.index.size.max.bytes", Some("10485760"), Int, true),
-    def("log.message.timestamp.type", Some("CreateTime"), Str, true),
-    def("log.retention.bytes", Some("-1"), Long, true),
-    def(
-        "log.retention.check.interval.ms",
-        Some("300000"),
-        Long,
-        true,
-    ),
-    def("log.retention.hours", Some("168"), Int, true),
-    def("log.retention.minutes", None, Int, true),
-    def("log.retention.ms", None, Long, true),
-    def("log.roll.hours", Some("168"), Int, true),
-    def("log.roll.ms", None, Long, true),
-    def("log.segment.bytes", Some("1073741824"), Int, true),
-    def("max.connections", Some("2147483647"), Int, true),
-    def("max.connections.per.ip", Some("2147483647"), Int, true),
-    def("max.connections.per.ip.overrides", Some(""), Str, true),
-    def("message.max.bytes", Some("1048588"), Int, true),
-    def("metadata.log.dir", None, Str, true),
-    def("min.insync.replicas", Some("1"), Int, true),
-    def("node.id", Some("1"), Int, true),
-    def("num.io.threads", Some("8"), Int, false),
-    def("num.network.threads", Some("3"), Int, false),
-    def("num.partitions", Some("1"), Int, true),
-    def("num.recovery.threads.per.data.dir", Some("2"), Int, true),
-    def("num.replica.fetchers", Some("1"), Int, true),
-    def("offset.metadata.max.bytes", Some("4096"), Int, true),
-    def("offsets.commit.timeout.ms", Some("5000"), Int, true),
-    def(
-        "offsets.retention.check.interval.ms",
-        Some("600000"),
-        Long,
-        true,
-    ),
-    def("offsets.retention.minutes", Some("10080"), Int, true),
-    def("offsets.topic.num.partitions", Some("50"), Int, true),
-    def("offsets.topic.replication.factor", Some("3"), Int, true),
-    def("process.roles", None, List, true),
-    def("producer.id.expiration.ms", Some("86400000"), Long, true),
-    def(
-        "replica.alter.log.dirs.io.max.bytes.per.second",
-        Some("9223372036854775807"),
-        Long,
-        true,
-    ),
-    def("replica.fetch.backoff.ms", Some("1000"), Int, true),
-    def("replica.fetch.max.bytes", Some("1048576"), Int, true),
-    def("replica.fetch.min.bytes", Some("1"), Int, true),
-    def(
-        "replica.fetch.response.max.bytes",
-        Some("10485760"),
-        Int,
-        true,
-    ),
-    def("replica.fetch.wait.max.ms", Some("500"), Int, true),
-    def(
-        "replica.high.watermark.checkpoint.interval.ms",
-        Some("5000"),
-        Long,
-        false,
-    ),
-    def("replica.lag.time.max.ms", Some("30000"), Long, true),
-    def("replica.selector.class", None, Str, true),
-    def("replica.socket.timeout.ms", Some("30000"), Int, true),
-    def("replication.quota.window.num", Some("11"), Int, true),
-    def(
-        "replication.quota.window.size.seconds",
-        Some("1"),
-        Int,
-        true,
-    ),
-    def(
-        "share.coordinator.state.topic.min.isr",
-        Some("2"),
-        Int,
-        false,
-    ),
-    def(
-        "share.coordinator.state.topic.replication.factor",
-        Some("3"),
-        Int,
-        false,
-    ),
-    def("socket.receive.buffer.bytes", Some("102400"), Int, false),
-    def("socket.request.max.bytes", Some("104857600"), Int, true),
-    def("socket.send.buffer.bytes", Some("102400"), Int, false),
-    def("transaction.state.log.min.isr", Some("2"), Int, false),
-    def(
-        "transaction.state.log.replication.factor",
-        Some("3"),
-        Int,
-        false,
-    ),
-    def("unclean.leader.election.enable", Some("false"), Bool, true),
-    def(
-        "unclean.leader.election.interval.ms",
-        Some("300000"),
-        Long,
-        true,
-    ),
-];
-
-pub fn broker_config_def(name: &str) -> Option<&'static BrokerConfigDef> {
-    BROKER_CONFIG_DEFS.iter().find(|d| d.name == name)
-}
-
 /// A listener: `NAME://host:port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
@@ -453,67 +211,14 @@ pub struct BrokerConfig {
     /// timings, the metadata log dir (see [`kraft`]).
     pub kraft: kraft::KraftConfig,
     pub log_dirs: Vec<PathBuf>,
-    pub num_partitions: i32,
-    pub default_replication_factor: i16,
-    pub auto_create_topics_enable: bool,
-    pub delete_topic_enable: bool,
-    pub min_insync_replicas: i32,
-    pub message_max_bytes: u32,
-    pub log_segment_bytes: u32,
-    pub log_roll_ms: i64,
-    pub log_retention_ms: i64,
-    pub log_retention_bytes: i64,
-    pub log_flush_interval_messages: i64,
-    pub log_flush_interval_ms: i64,
-    pub log_index_interval_bytes: u32,
-    pub log_index_size_max_bytes: u32,
-    pub log_message_timestamp_type: TimestampType,
-    /// `producer.id.expiration.ms`: how long a producer's state outlives its last batch.
-    pub producer_id_expiration_ms: i64,
-    pub socket_request_max_bytes: usize,
-    pub max_connections: usize,
-    /// `max.connections.per.ip` and its overrides: connections one client address may hold
-    /// open on one listener.
-    pub connections_per_ip: ConnectionsPerIp,
-    /// `connections.max.idle.ms`: a connection that moves no byte either way for this long is
-    /// closed (a client that stops reading its answers included).
-    pub connections_max_idle_ms: u64,
-    /// `fetch.max.bytes`: the most record bytes one Fetch answer carries, whatever the request
-    /// asks (consumers and followers alike, as in Kafka).
-    pub fetch_max_bytes: usize,
+    /// `broker.rack`
     pub broker_rack: Option<String>,
-    /// `replica.selector.class`: who serves a consumer's fetch (KIP-392).
-    pub replica_selector: ReplicaSelector,
-    pub offsets_topic_num_partitions: i32,
-    pub replica_lag_time_max_ms: i64,
-    /// `num.recovery.threads.per.data.dir`: threads per log dir that load (and recover) the
-    /// logs at startup.
-    pub num_recovery_threads_per_data_dir: usize,
-    /// `replica.alter.log.dirs.io.max.bytes.per.second`: how fast a replica moving to another
-    /// log dir (AlterReplicaLogDirs) is copied, in bytes per second over all moves.
-    pub replica_alter_log_dirs_io_max_bytes_per_second: i64,
-    /// `replication.quota.window.num` × `replication.quota.window.size.seconds`: the sampled
-    /// windows the replication throttle rates are measured over (KIP-73).
-    pub replication_quota_window: QuotaWindow,
-    pub auto_leader_rebalance_enable: bool,
-    pub leader_imbalance_per_broker_percentage: i32,
-    pub leader_imbalance_check_interval_ms: i64,
-    /// `unclean.leader.election.interval.ms`: how often the active controller looks for
-    /// partitions without a leader whose topic allows unclean election (KAFKA-12670).
-    pub unclean_leader_election_interval_ms: i64,
-    pub group_initial_rebalance_delay_ms: i64,
-    pub group_min_session_timeout_ms: i32,
-    pub group_max_session_timeout_ms: i32,
-    pub group_max_size: usize,
-    pub offset_metadata_max_bytes: usize,
-    /// `offsets.retention.minutes`, in milliseconds.
-    pub offsets_retention_ms: i64,
-    pub offsets_retention_check_interval_ms: u64,
-    pub offsets_topic_replication_factor: i16,
-    pub offsets_commit_timeout_ms: u64,
-    /// The replica fetcher's keys (`num.replica.fetchers`, `replica.fetch.*`,
-    /// `replica.socket.timeout.ms`).
-    pub replica_fetcher: ReplicaFetcherConfig,
+    pub log: LogSettings,
+    pub topics: TopicDefaults,
+    pub socket: SocketSettings,
+    pub replica: ReplicaSettings,
+    pub elections: ElectionSettings,
+    pub group: GroupSettings,
 }
 
 /// `replica.selector.class`: how a leader picks the replica a consumer should read from
@@ -581,76 +286,6 @@ pub struct Validated {
     pub warnings: Vec<String>,
 }
 
-struct Reader<'a> {
-    raw: &'a RawConfig,
-}
-
-impl Reader<'_> {
-    fn value(&self, key: &str) -> Option<&str> {
-        self.raw
-            .get(key)
-            .or_else(|| broker_config_def(key).and_then(|d| d.default))
-    }
-
-    fn invalid(&self, key: &str, reason: &str) -> ConfigError {
-        ConfigError::Invalid {
-            key: key.to_owned(),
-            value: self.raw.get(key).unwrap_or_default().to_owned(),
-            reason: reason.to_owned(),
-        }
-    }
-
-    fn long(&self, key: &str) -> Result<Option<i64>, ConfigError> {
-        match self.value(key) {
-            None => Ok(None),
-            Some(v) => v
-                .parse::<i64>()
-                .map(Some)
-                .map_err(|_| self.invalid(key, "not a 64-bit integer")),
-        }
-    }
-
-    fn int(&self, key: &str) -> Result<Option<i32>, ConfigError> {
-        match self.value(key) {
-            None => Ok(None),
-            Some(v) => v
-                .parse::<i32>()
-                .map(Some)
-                .map_err(|_| self.invalid(key, "not a 32-bit integer")),
-        }
-    }
-
-    /// An Int key with a default (so it always has a value), any value accepted.
-    fn int_with_default(&self, key: &str) -> Result<i32, ConfigError> {
-        self.int(key)?.ok_or_else(|| self.invalid(key, "missing"))
-    }
-
-    fn int_at_least(&self, key: &str, min: i32) -> Result<i32, ConfigError> {
-        let v = self.int_with_default(key)?;
-        if v < min {
-            return Err(self.invalid(key, &format!("must be at least {min}")));
-        }
-        Ok(v)
-    }
-
-    fn long_at_least(&self, key: &str, min: i64) -> Result<Option<i64>, ConfigError> {
-        match self.long(key)? {
-            Some(v) if v < min => Err(self.invalid(key, &format!("must be at least {min}"))),
-            other => Ok(other),
-        }
-    }
-
-    fn bool(&self, key: &str) -> Result<bool, ConfigError> {
-        match self.value(key).map(|v| v.to_ascii_lowercase()) {
-            Some(v) if v == "true" => Ok(true),
-            Some(v) if v == "false" => Ok(false),
-            _ => Err(self.invalid(key, "must be true or false")),
-        }
-    }
-}
-
-const HOUR_MS: i64 = 3_600_000;
-
 /// The replica fetcher's keys, checked one by one and against each other as Kafka's
 /// `KafkaConfig` checks them: the leader may not park a fetch for longer than the fetcher's
 /// request timeout, nor for longer than the lag that shrinks the ISR.
@@ -658,7 +293,7 @@ fn replica_fetcher_config(
     r: &Reader<'_>,
     replica_lag_time_max_ms: i64,
 ) -> Result<ReplicaFetcherConfig, ConfigError> {
-    let num_replica_fetchers = r.int_at_least("num.replica.fetchers", 1)?;
+    let num_replica_fetchers = r.i32("num.replica.fetchers")?;
     if num_replica_fetchers as usize > limits::REPLICA_FETCHERS_PER_BROKER_MAX {
         return Err(r.invalid(
             "num.replica.fetchers",
@@ -668,8 +303,8 @@ fn replica_fetcher_config(
             ),
         ));
     }
-    let wait_max_ms = r.int_at_least("replica.fetch.wait.max.ms", 0)?;
-    let socket_timeout_ms = r.int_at_least("replica.socket.timeout.ms", 1)?;
+    let wait_max_ms = r.i32("replica.fetch.wait.max.ms")?;
+    let socket_timeout_ms = r.i32("replica.socket.timeout.ms")?;
     if socket_timeout_ms < wait_max_ms {
         return Err(r.invalid(
             "replica.socket.timeout.ms",
@@ -685,10 +320,10 @@ fn replica_fetcher_config(
     Ok(ReplicaFetcherConfig {
         num_replica_fetchers: num_replica_fetchers as usize,
         wait_max_ms: wait_max_ms as u64,
-        min_bytes: r.int_at_least("replica.fetch.min.bytes", 1)?,
-        max_bytes: r.int_at_least("replica.fetch.max.bytes", 0)?,
-        response_max_bytes: r.int_at_least("replica.fetch.response.max.bytes", 0)?,
-        backoff_ms: r.int_at_least("replica.fetch.backoff.ms", 0)? as u64,
+        min_bytes: r.i32("replica.fetch.min.bytes")?,
+        max_bytes: r.i32("replica.fetch.max.bytes")?,
+        response_max_bytes: r.i32("replica.fetch.response.max.bytes")?,
+        backoff_ms: r.i32("replica.fetch.backoff.ms")? as u64,
         socket_timeout_ms: socket_timeout_ms as u64,
     })
 }
@@ -717,7 +352,7 @@ impl ConnectionsPerIp {
 /// `::1` before `127.0.0.1`). A count below zero refuses every connection, as it does in Kafka.
 fn connections_per_ip_config(r: &Reader) -> Result<ConnectionsPerIp, ConfigError> {
     const KEY: &str = "max.connections.per.ip.overrides";
-    let default_max = r.int_at_least("max.connections.per.ip", 0)? as usize;
+    let default_max = r.i32("max.connections.per.ip")? as usize;
     let mut overrides = BTreeMap::new();
     for entry in r.value(KEY).unwrap_or("").split(',').map(str::trim) {
         if entry.is_empty() {
@@ -766,6 +401,23 @@ fn resolve_host(host: &str) -> Result<Vec<IpAddr>, String> {
     Ok(addrs.map(|a| a.ip().to_canonical()).collect())
 }
 
+/// `leader.imbalance.check.interval.ms`, or its synonym in seconds; both written must agree.
+fn leader_imbalance_check_interval_ms(r: &Reader) -> Result<i64, ConfigError> {
+    const MS: &str = "leader.imbalance.check.interval.ms";
+    const SECONDS: &str = "leader.imbalance.check.interval.seconds";
+    let seconds = r.raw.get(SECONDS).map(|_| r.i64(SECONDS)).transpose()?;
+    let ms = r.opt_i64(MS)?;
+    if let (Some(s), Some(m)) = (seconds, ms) {
+        if s * 1000 != m {
+            return Err(r.invalid(
+                MS,
+                &format!("conflicts with {SECONDS}={s}; set one of them"),
+            ));
+        }
+    }
+    Ok(r.with_synonyms(MS)?.unwrap_or_default())
+}
+
 impl BrokerConfig {
     /// Validates raw properties into a typed configuration.
     pub fn from_raw(raw: RawConfig) -> Result<Validated, ConfigError> {
@@ -786,31 +438,28 @@ impl BrokerConfig {
                     // value never goes unnoticed.
                     let r = Reader { raw: &raw };
                     match d.kind {
-                        Int => {
+                        ConfigKind::Int => {
                             r.int(key)?;
                         }
-                        Long => {
+                        ConfigKind::Long => {
                             r.long(key)?;
                         }
-                        Bool => {
+                        ConfigKind::Bool => {
                             r.bool(key)?;
                         }
-                        Double => {
+                        ConfigKind::Double => {
                             let v = raw.get(key).unwrap_or_default();
                             v.parse::<f64>()
                                 .map_err(|_| r.invalid(key, "not a number"))?;
                         }
-                        Str | List => {}
+                        ConfigKind::Str | ConfigKind::List => {}
                     }
                 }
             }
         }
         let r = Reader { raw: &raw };
 
-        let node_id = match (raw.get("node.id"), raw.get("broker.id")) {
-            (Some(_), _) | (None, None) => r.int_at_least("node.id", 0)?,
-            (None, Some(_)) => r.int_at_least("broker.id", 0)?,
-        };
+        let node_id = r.with_synonyms(kraft::NODE_ID)?.unwrap_or_default() as i32;
 
         let log_dirs: Vec<PathBuf> = match (raw.get("log.dirs"), raw.get("log.dir")) {
             (Some(dirs), _) => dirs
@@ -831,160 +480,30 @@ impl BrokerConfig {
             advertised_listener,
         } = kraft::parse(&raw, node_id, &log_dirs, &mut warnings)?;
 
-        let log_retention_ms = match r.long("log.retention.ms")? {
-            Some(ms) => ms,
-            None => match r.int("log.retention.minutes")? {
-                Some(m) => i64::from(m) * 60_000,
-                None => i64::from(r.int("log.retention.hours")?.unwrap_or(168)) * HOUR_MS,
-            },
-        };
-        if log_retention_ms < -1 {
-            return Err(r.invalid("log.retention.ms", "must be -1 or at least 0"));
-        }
-        let log_roll_ms = match r.long_at_least("log.roll.ms", 1)? {
-            Some(ms) => ms,
-            None => i64::from(r.int_at_least("log.roll.hours", 1)?) * HOUR_MS,
-        };
-
-        let message_max_bytes = r.int_at_least("message.max.bytes", 0)? as u32;
-        let log_segment_bytes = r.int_at_least("log.segment.bytes", 14)? as u32;
-
-        let timestamp_type = match r.value("log.message.timestamp.type") {
-            Some("CreateTime") => TimestampType::CreateTime,
-            Some("LogAppendTime") => TimestampType::LogAppendTime,
-            _ => {
-                return Err(r.invalid(
-                    "log.message.timestamp.type",
-                    "must be CreateTime or LogAppendTime",
-                ))
-            }
-        };
-
-        let socket_request_max_bytes = r.int_at_least("socket.request.max.bytes", 1)? as usize;
-        let max_connections_configured = r.int_at_least("max.connections", 0)? as usize;
-        let max_connections = if raw.get("max.connections").is_some() {
-            max_connections_configured
-        } else {
-            limits::CONNECTIONS_MAX_DEFAULT
-        };
-
-        let leader_imbalance_check_interval_ms = {
-            let seconds = raw
-                .get("leader.imbalance.check.interval.seconds")
-                .map(|_| r.long_at_least("leader.imbalance.check.interval.seconds", 1))
-                .transpose()?
-                .flatten();
-            let ms = r.long_at_least("leader.imbalance.check.interval.ms", 1)?;
-            match (seconds, ms) {
-                (Some(s), Some(m)) if s * 1000 != m => {
-                    return Err(r.invalid(
-                        "leader.imbalance.check.interval.ms",
-                        &format!(
-                            "conflicts with leader.imbalance.check.interval.seconds={s}; set one of them"
-                        ),
-                    ))
-                }
-                (_, Some(m)) => m,
-                (Some(s), None) => s * 1000,
-                (None, None) => 300_000,
-            }
-        };
-
-        let percentage = r.int_at_least("leader.imbalance.per.broker.percentage", 0)?;
-        if percentage > 100 {
-            return Err(r.invalid(
-                "leader.imbalance.per.broker.percentage",
-                "must be between 0 and 100",
-            ));
-        }
-        let default_replication_factor = r.int_at_least("default.replication.factor", 1)?;
-        let offsets_topic_replication_factor =
-            r.int_at_least("offsets.topic.replication.factor", 1)?;
-        let offsets_retention_check_interval_ms = r
-            .long_at_least("offsets.retention.check.interval.ms", 1)?
-            .unwrap_or(600_000) as u64;
-
-        let replica_lag_time_max_ms = r
-            .long_at_least("replica.lag.time.max.ms", 1)?
-            .unwrap_or(30_000);
-        let replica_fetcher = replica_fetcher_config(&r, replica_lag_time_max_ms)?;
+        let log = LogSettings::read(&r)?;
+        let socket = SocketSettings::read(&r)?;
+        let elections = ElectionSettings::read(&r)?;
+        let topics = TopicDefaults::read(&r)?;
+        let group = GroupSettings::read(&r)?;
+        let replica = ReplicaSettings::read(&r)?;
         let http_listener = HttpListener::parse(r.value("http.listener").unwrap_or("none"))
             .map_err(|reason| r.invalid("http.listener", reason))?;
 
         let config = BrokerConfig {
             dynamic: BTreeMap::new(),
-            replica_fetcher,
             node_id,
             listener,
             advertised_listener,
             http_listener,
             kraft,
             log_dirs,
-            num_partitions: r.int_at_least("num.partitions", 1)?,
-            default_replication_factor: i16::try_from(default_replication_factor)
-                .map_err(|_| r.invalid("default.replication.factor", "too large"))?,
-            auto_create_topics_enable: r.bool("auto.create.topics.enable")?,
-            delete_topic_enable: r.bool("delete.topic.enable")?,
-            min_insync_replicas: r.int_at_least("min.insync.replicas", 1)?,
-            message_max_bytes,
-            log_segment_bytes,
-            log_roll_ms,
-            log_retention_ms,
-            log_retention_bytes: r.long("log.retention.bytes")?.unwrap_or(-1),
-            log_flush_interval_messages: r
-                .long_at_least("log.flush.interval.messages", 1)?
-                .unwrap_or(i64::MAX),
-            log_flush_interval_ms: r
-                .long_at_least("log.flush.interval.ms", 0)?
-                .unwrap_or(i64::MAX),
-            log_index_interval_bytes: r.int_at_least("log.index.interval.bytes", 0)? as u32,
-            log_index_size_max_bytes: r.int_at_least("log.index.size.max.bytes", 4)? as u32,
-            log_message_timestamp_type: timestamp_type,
-            producer_id_expiration_ms: r
-                .long_at_least("producer.id.expiration.ms", 1)?
-                .unwrap_or(86_400_000),
-            socket_request_max_bytes,
-            max_connections,
-            connections_per_ip: connections_per_ip_config(&r)?,
-            fetch_max_bytes: r.int_at_least("fetch.max.bytes", 1024)? as usize,
-            connections_max_idle_ms: r
-                .long_at_least("connections.max.idle.ms", 1)?
-                .unwrap_or(600_000) as u64,
             broker_rack: raw.get("broker.rack").map(str::to_owned),
-            replica_selector: ReplicaSelector::parse(raw.get("replica.selector.class"))
-                .map_err(|reason| r.invalid("replica.selector.class", reason))?,
-            offsets_topic_num_partitions: r.int_at_least("offsets.topic.num.partitions", 1)?,
-            replica_lag_time_max_ms,
-            num_recovery_threads_per_data_dir: r
-                .int_at_least("num.recovery.threads.per.data.dir", 1)?
-                as usize,
-            replica_alter_log_dirs_io_max_bytes_per_second: r
-                .long_at_least("replica.alter.log.dirs.io.max.bytes.per.second", 1)?
-                .unwrap_or(i64::MAX),
-            replication_quota_window: QuotaWindow {
-                samples: r.int_at_least("replication.quota.window.num", 1)? as usize,
-                window_ms: i64::from(r.int_at_least("replication.quota.window.size.seconds", 1)?)
-                    * 1_000,
-            },
-            auto_leader_rebalance_enable: r.bool("auto.leader.rebalance.enable")?,
-            leader_imbalance_per_broker_percentage: percentage,
-            leader_imbalance_check_interval_ms,
-            unclean_leader_election_interval_ms: r
-                .long_at_least("unclean.leader.election.interval.ms", 1)?
-                .unwrap_or(300_000),
-            group_initial_rebalance_delay_ms: i64::from(
-                r.int_at_least("group.initial.rebalance.delay.ms", 0)?,
-            ),
-            group_min_session_timeout_ms: r.int_with_default("group.min.session.timeout.ms")?,
-            group_max_session_timeout_ms: r.int_with_default("group.max.session.timeout.ms")?,
-            group_max_size: r.int_at_least("group.max.size", 1)? as usize,
-            offset_metadata_max_bytes: r.int_at_least("offset.metadata.max.bytes", 0)? as usize,
-            offsets_retention_ms: i64::from(r.int_at_least("offsets.retention.minutes", 1)?)
-                * 60_000,
-            offsets_retention_check_interval_ms,
-            offsets_topic_replication_factor: i16::try_from(offsets_topic_replication_factor)
-                .map_err(|_| r.invalid("offsets.topic.replication.factor", "too large"))?,
-            offsets_commit_timeout_ms: r.int_at_least("offsets.commit.timeout.ms", 1)? as u64,
+            log,
+            topics,
+            socket,
+            replica,
+            elections,
+            group,
             raw,
         };
         Ok(Validated { config, warnings })
@@ -1012,13 +531,15 @@ impl BrokerConfig {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
-            "log.retention.ms" => Some(self.log_retention_ms.to_string()),
-            "log.roll.ms" => Some(self.log_roll_ms.to_string()),
-            "log.flush.interval.ms" => Some(self.log_flush_interval_ms.to_string()),
+            "log.retention.ms" => Some(self.log.retention_ms.to_string()),
+            "log.roll.ms" => Some(self.log.roll_ms.to_string()),
+            "log.flush.interval.ms" => Some(self.log.flush_interval_ms.to_string()),
             "node.id" | "broker.id" => Some(self.node_id.to_string()),
-            "leader.imbalance.check.interval.ms" => {
-                Some(self.leader_imbalance_check_interval_ms.to_string())
-            }
+            "leader.imbalance.check.interval.ms" => Some(
+                self.elections
+                    .leader_imbalance_check_interval_ms
+                    .to_string(),
+            ),
             _ => broker_config_def(key).and_then(|d| d.default.map(str::to_owned)),
         }
     }
@@ -1045,29 +566,31 @@ impl BrokerConfig {
     /// The default log config for a topic without overrides, derived from broker keys.
     pub fn default_log_config(&self) -> kafkaiq_storage::LogConfig {
         kafkaiq_storage::LogConfig {
-            segment_bytes: self.log_segment_bytes,
-            segment_ms: self.log_roll_ms,
-            segment_index_bytes: self.log_index_size_max_bytes,
-            index_interval_bytes: self.log_index_interval_bytes,
-            retention_ms: self.log_retention_ms,
-            retention_bytes: self.log_retention_bytes,
-            max_message_bytes: self.message_max_bytes,
-            flush_messages: self.log_flush_interval_messages,
-            flush_ms: self.log_flush_interval_ms,
-            message_timestamp_type: self.log_message_timestamp_type,
-            producer_id_expiration_ms: self.producer_id_expiration_ms,
+            segment_bytes: self.log.segment_bytes,
+            segment_ms: self.log.roll_ms,
+            segment_index_bytes: self.log.index_size_max_bytes,
+            index_interval_bytes: self.log.index_interval_bytes,
+            retention_ms: self.log.retention_ms,
+            retention_bytes: self.log.retention_bytes,
+            max_message_bytes: self.log.message_max_bytes,
+            flush_messages: self.log.flush_interval_messages,
+            flush_ms: self.log.flush_interval_ms,
+            message_timestamp_type: self.log.message_timestamp_type,
+            producer_id_expiration_ms: self.log.producer_id_expiration_ms,
             // From the broker's `log.message.timestamp.*.max.ms` or the topic's override
             // (`topic::log_config`).
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: 3_600_000,
             // Per topic, from the effective `cleanup.policy` (`topic::log_config`).
             compact: false,
+            ..kafkaiq_storage::LogConfig::default()
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::keys::HOUR_MS;
     use super::*;
 
     fn validated(lines: &str) -> Result<Validated, ConfigError> {
@@ -1081,8 +604,8 @@ mod tests {
         assert_eq!(c.listener.port, 9092);
         assert_eq!(c.log_dirs, vec![PathBuf::from("./kafkaiq-data")]);
         assert_eq!(c.node_id, 1);
-        assert_eq!(c.log_retention_ms, 168 * HOUR_MS);
-        assert_eq!(c.leader_imbalance_check_interval_ms, 300_000);
+        assert_eq!(c.log.retention_ms, 168 * HOUR_MS);
+        assert_eq!(c.elections.leader_imbalance_check_interval_ms, 300_000);
         assert_eq!(
             c.http_listener,
             Some(HttpListener {
@@ -1095,15 +618,15 @@ mod tests {
     #[test]
     fn fetch_and_per_address_connection_limits_are_kafkas() {
         let c = BrokerConfig::default_single_node();
-        assert_eq!(c.fetch_max_bytes, 57_671_680);
-        assert_eq!(c.connections_per_ip.default_max, i32::MAX as usize);
-        assert!(c.connections_per_ip.overrides.is_empty());
+        assert_eq!(c.replica.fetch_max_bytes, 57_671_680);
+        assert_eq!(c.socket.connections_per_ip.default_max, i32::MAX as usize);
+        assert!(c.socket.connections_per_ip.overrides.is_empty());
         let c = validated(
             "max.connections.per.ip=0\nmax.connections.per.ip.overrides=127.0.0.1:3, [::1]:4,10.0.0.7:-1\n",
         )
         .unwrap()
         .config
-        .connections_per_ip;
+        .socket.connections_per_ip;
         assert_eq!(c.max_for("127.0.0.1".parse().unwrap()), 3);
         assert_eq!(c.max_for("::ffff:127.0.0.1".parse().unwrap()), 3);
         assert_eq!(c.max_for("::1".parse().unwrap()), 4);
@@ -1212,7 +735,7 @@ log.retention.check.interval.ms=300000\n";
 
     #[test]
     fn replica_selector_is_unset_rack_aware_or_refused_naming_the_key() {
-        let selector = |text: &str| validated(text).map(|v| v.config.replica_selector);
+        let selector = |text: &str| validated(text).map(|v| v.config.replica.selector);
         assert_eq!(selector("").unwrap(), ReplicaSelector::Leader);
         assert_eq!(
             selector("replica.selector.class=\n").unwrap(),
@@ -1249,24 +772,24 @@ log.retention.check.interval.ms=300000\n";
     #[test]
     fn group_coordinator_keys_have_kafka_defaults_and_bad_values_name_the_key() {
         let c = BrokerConfig::default_single_node();
-        assert_eq!(c.group_min_session_timeout_ms, 6_000);
-        assert_eq!(c.group_max_session_timeout_ms, 1_800_000);
-        assert_eq!(c.group_max_size, i32::MAX as usize);
-        assert_eq!(c.offset_metadata_max_bytes, 4_096);
-        assert_eq!(c.offsets_retention_ms, 10_080 * 60_000);
-        assert_eq!(c.offsets_retention_check_interval_ms, 600_000);
-        assert_eq!(c.offsets_topic_replication_factor, 3);
-        assert_eq!(c.offsets_commit_timeout_ms, 5_000);
+        assert_eq!(c.group.min_session_timeout_ms, 6_000);
+        assert_eq!(c.group.max_session_timeout_ms, 1_800_000);
+        assert_eq!(c.group.max_size, i32::MAX as usize);
+        assert_eq!(c.group.offset_metadata_max_bytes, 4_096);
+        assert_eq!(c.group.offsets_retention_ms, 10_080 * 60_000);
+        assert_eq!(c.group.offsets_retention_check_interval_ms, 600_000);
+        assert_eq!(c.group.offsets_topic_replication_factor, 3);
+        assert_eq!(c.group.offsets_commit_timeout_ms, 5_000);
         let v = validated(
             "group.max.size=7\noffsets.retention.minutes=2\noffsets.topic.replication.factor=1\n\
 offsets.commit.timeout.ms=250\noffsets.retention.check.interval.ms=1000\n",
         )
         .unwrap();
-        assert_eq!(v.config.group_max_size, 7);
-        assert_eq!(v.config.offsets_retention_ms, 120_000);
-        assert_eq!(v.config.offsets_topic_replication_factor, 1);
-        assert_eq!(v.config.offsets_commit_timeout_ms, 250);
-        assert_eq!(v.config.offsets_retention_check_interval_ms, 1_000);
+        assert_eq!(v.config.group.max_size, 7);
+        assert_eq!(v.config.group.offsets_retention_ms, 120_000);
+        assert_eq!(v.config.group.offsets_topic_replication_factor, 1);
+        assert_eq!(v.config.group.offsets_commit_timeout_ms, 250);
+        assert_eq!(v.config.group.offsets_retention_check_interval_ms, 1_000);
         for line in [
             "group.min.session.timeout.ms=soon",
             "group.max.session.timeout.ms=99999999999",
@@ -1288,7 +811,7 @@ offsets.commit.timeout.ms=250\noffsets.retention.check.interval.ms=1000\n",
     fn replica_fetcher_keys_have_kafka_defaults_and_are_checked_against_each_other() {
         let c = BrokerConfig::default_single_node();
         assert_eq!(
-            c.replica_fetcher,
+            c.replica.fetcher,
             ReplicaFetcherConfig {
                 num_replica_fetchers: 1,
                 wait_max_ms: 500,
@@ -1306,13 +829,13 @@ replica.socket.timeout.ms=1000\n",
         )
         .unwrap();
         assert!(v.warnings.is_empty(), "{:?}", v.warnings);
-        assert_eq!(v.config.replica_fetcher.num_replica_fetchers, 3);
-        assert_eq!(v.config.replica_fetcher.wait_max_ms, 100);
-        assert_eq!(v.config.replica_fetcher.min_bytes, 10);
-        assert_eq!(v.config.replica_fetcher.max_bytes, 2048);
-        assert_eq!(v.config.replica_fetcher.response_max_bytes, 4096);
-        assert_eq!(v.config.replica_fetcher.backoff_ms, 50);
-        assert_eq!(v.config.replica_fetcher.socket_timeout_ms, 1000);
+        assert_eq!(v.config.replica.fetcher.num_replica_fetchers, 3);
+        assert_eq!(v.config.replica.fetcher.wait_max_ms, 100);
+        assert_eq!(v.config.replica.fetcher.min_bytes, 10);
+        assert_eq!(v.config.replica.fetcher.max_bytes, 2048);
+        assert_eq!(v.config.replica.fetcher.response_max_bytes, 4096);
+        assert_eq!(v.config.replica.fetcher.backoff_ms, 50);
+        assert_eq!(v.config.replica.fetcher.socket_timeout_ms, 1000);
         for (text, key) in [
             ("num.replica.fetchers=0", "num.replica.fetchers"),
             ("num.replica.fetchers=100000", "num.replica.fetchers"),
@@ -1342,22 +865,28 @@ replica.socket.timeout.ms=1000\n",
     #[test]
     fn retention_precedence_is_ms_then_minutes_then_hours() {
         let v = validated("log.retention.hours=1\nlog.retention.minutes=2\n").unwrap();
-        assert_eq!(v.config.log_retention_ms, 120_000);
+        assert_eq!(v.config.log.retention_ms, 120_000);
         let v = validated("log.retention.hours=1\nlog.retention.ms=5\n").unwrap();
-        assert_eq!(v.config.log_retention_ms, 5);
+        assert_eq!(v.config.log.retention_ms, 5);
     }
 
     #[test]
     fn imbalance_interval_accepts_seconds_or_ms_but_not_conflicting_both() {
         let v = validated("leader.imbalance.check.interval.seconds=10\n").unwrap();
-        assert_eq!(v.config.leader_imbalance_check_interval_ms, 10_000);
+        assert_eq!(
+            v.config.elections.leader_imbalance_check_interval_ms,
+            10_000
+        );
         let v = validated("leader.imbalance.check.interval.ms=2500\n").unwrap();
-        assert_eq!(v.config.leader_imbalance_check_interval_ms, 2_500);
+        assert_eq!(v.config.elections.leader_imbalance_check_interval_ms, 2_500);
         let v = validated(
             "leader.imbalance.check.interval.ms=10000\nleader.imbalance.check.interval.seconds=10\n",
         )
         .unwrap();
-        assert_eq!(v.config.leader_imbalance_check_interval_ms, 10_000);
+        assert_eq!(
+            v.config.elections.leader_imbalance_check_interval_ms,
+            10_000
+        );
         let err = validated(
             "leader.imbalance.check.interval.ms=300000\nleader.imbalance.check.interval.seconds=10\n",
         )
@@ -1370,7 +899,7 @@ replica.socket.timeout.ms=1000\n",
         let mut raw = RawConfig::parse("num.partitions=3\n", Path::new("x")).unwrap();
         raw.apply_override("num.partitions=7").unwrap();
         let v = BrokerConfig::from_raw(raw).unwrap();
-        assert_eq!(v.config.num_partitions, 7);
+        assert_eq!(v.config.topics.num_partitions, 7);
     }
 
     #[test]

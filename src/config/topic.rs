@@ -402,8 +402,8 @@ pub fn effective_value(
 /// Broker synonyms in hours/minutes are converted to the topic key's milliseconds.
 fn broker_synonym_in_topic_units(topic_key: &str, synonym: &str, broker: &BrokerConfig) -> String {
     match (topic_key, synonym) {
-        ("retention.ms", _) => broker.log_retention_ms.to_string(),
-        ("segment.ms", _) => broker.log_roll_ms.to_string(),
+        ("retention.ms", _) => broker.log.retention_ms.to_string(),
+        ("segment.ms", _) => broker.log.roll_ms.to_string(),
         _ => broker.value_of(synonym).unwrap_or_default(),
     }
 }
@@ -423,12 +423,6 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -
     }
     if let Some(v) = long("index.interval.bytes") {
         c.index_interval_bytes = v as u32;
-    }
-    if let Some(v) = long("retention.ms") {
-        c.retention_ms = v;
-    }
-    if let Some(v) = long("retention.bytes") {
-        c.retention_bytes = v;
     }
     if let Some(v) = long("max.message.bytes") {
         c.max_message_bytes = v as u32;
@@ -459,49 +453,65 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -
         Some("CreateTime") => c.message_timestamp_type = TimestampType::CreateTime,
         _ => {}
     }
-    c.compact = cleanup_policy_compacts(overrides, broker);
-    if !cleanup_policy_deletes(overrides, broker) {
-        // Kafka applies time and size retention only to logs whose policy includes `delete`;
-        // a compact-only log (such as `__consumer_offsets`) keeps its segments.
-        c.retention_ms = -1;
-        c.retention_bytes = -1;
-    }
+    let settings = TopicSettings::resolve(overrides, broker);
+    c.compact = settings.cleanup_compacts;
+    c.retention_ms = settings.retention_ms;
+    c.retention_bytes = settings.retention_bytes;
     c
 }
 
-/// Whether the topic's effective `cleanup.policy` includes `delete`: Kafka's `LogConfig.delete`,
-/// which gates retention and DeleteRecords (POLICY_VIOLATION otherwise).
-pub fn cleanup_policy_deletes(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> bool {
-    let Some(def) = topic_config_def("cleanup.policy") else {
-        return true;
-    };
-    let (policy, _) = effective_value(def, overrides, broker);
-    policy
-        .split(',')
-        .any(|p| p.trim().eq_ignore_ascii_case("delete"))
+/// The effective values of a topic that the broker acts on outside the log's own settings: its
+/// override, else the broker's key, else the default. Every reader of a topic's
+/// `min.insync.replicas`, retention or `cleanup.policy` takes them from here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicSettings {
+    pub min_insync_replicas: i32,
+    /// The effective `cleanup.policy` includes `delete`: Kafka's `LogConfig.delete`, which
+    /// gates retention and DeleteRecords (POLICY_VIOLATION otherwise).
+    pub cleanup_deletes: bool,
+    /// The effective `cleanup.policy` includes `compact`: Kafka's `LogConfig.compact`, under
+    /// which a produce of a record without a key is refused (INVALID_RECORD).
+    pub cleanup_compacts: bool,
+    /// `retention.ms`; -1 (keep) when the policy does not include `delete`.
+    pub retention_ms: i64,
+    /// `retention.bytes`; -1 (keep) when the policy does not include `delete`.
+    pub retention_bytes: i64,
 }
 
-/// Whether the topic's effective `cleanup.policy` includes `compact`: Kafka's `LogConfig.compact`,
-/// under which a produce of a record without a key is refused (INVALID_RECORD).
-pub fn cleanup_policy_compacts(
-    overrides: &BTreeMap<String, String>,
-    broker: &BrokerConfig,
-) -> bool {
-    let Some(def) = topic_config_def("cleanup.policy") else {
-        return false;
-    };
-    let (policy, _) = effective_value(def, overrides, broker);
-    policy
-        .split(',')
-        .any(|p| p.trim().eq_ignore_ascii_case("compact"))
-}
-
-/// The topic's `min.insync.replicas`.
-pub fn min_insync_replicas(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> i32 {
-    overrides
-        .get("min.insync.replicas")
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(broker.min_insync_replicas)
+impl TopicSettings {
+    /// The settings of a topic with these overrides on this broker.
+    pub fn resolve(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> TopicSettings {
+        let long = |k: &str| overrides.get(k).and_then(|v| v.trim().parse::<i64>().ok());
+        let policy = |name: &str| {
+            topic_config_def("cleanup.policy").map(|def| {
+                effective_value(def, overrides, broker)
+                    .0
+                    .split(',')
+                    .any(|p| p.trim().eq_ignore_ascii_case(name))
+            })
+        };
+        let cleanup_deletes = policy("delete").unwrap_or(true);
+        // Kafka applies time and size retention only to logs whose policy includes `delete`; a
+        // compact-only log (such as `__consumer_offsets`) keeps its segments.
+        let (retention_ms, retention_bytes) = if cleanup_deletes {
+            (
+                long("retention.ms").unwrap_or(broker.log.retention_ms),
+                long("retention.bytes").unwrap_or(broker.log.retention_bytes),
+            )
+        } else {
+            (-1, -1)
+        };
+        TopicSettings {
+            min_insync_replicas: overrides
+                .get("min.insync.replicas")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(broker.topics.min_insync_replicas),
+            cleanup_deletes,
+            cleanup_compacts: policy("compact").unwrap_or(false),
+            retention_ms,
+            retention_bytes,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -547,6 +557,31 @@ mod tests {
     }
 
     #[test]
+    fn topic_settings_take_the_override_else_the_broker_key() {
+        let broker = BrokerConfig::from_raw({
+            let mut r = crate::config::RawConfig::default();
+            r.set("min.insync.replicas", "2");
+            r.set("log.cleanup.policy", "compact");
+            r.set("log.retention.bytes", "1000");
+            r
+        })
+        .unwrap()
+        .config;
+        let mut overrides = BTreeMap::new();
+        let s = TopicSettings::resolve(&overrides, &broker);
+        assert_eq!(s.min_insync_replicas, 2);
+        assert!(s.cleanup_compacts && !s.cleanup_deletes);
+        assert_eq!((s.retention_ms, s.retention_bytes), (-1, -1));
+        overrides.insert("min.insync.replicas".to_owned(), "3".to_owned());
+        overrides.insert("cleanup.policy".to_owned(), "delete".to_owned());
+        let s = TopicSettings::resolve(&overrides, &broker);
+        assert_eq!(s.min_insync_replicas, 3);
+        assert!(!s.cleanup_compacts && s.cleanup_deletes);
+        assert_eq!(s.retention_ms, 168 * 3_600_000);
+        assert_eq!(s.retention_bytes, 1000);
+    }
+
+    #[test]
     fn effective_value_prefers_override_then_broker_then_default() {
         let broker = BrokerConfig::from_raw({
             let mut r = crate::config::RawConfig::default();
@@ -573,11 +608,11 @@ mod tests {
         );
         assert_eq!(log_config(&overrides, &broker).retention_ms, 5);
         overrides.insert("cleanup.policy".to_owned(), "compact".to_owned());
-        assert!(!cleanup_policy_deletes(&overrides, &broker));
+        assert!(!TopicSettings::resolve(&overrides, &broker).cleanup_deletes);
         assert_eq!(log_config(&overrides, &broker).retention_ms, -1);
         assert_eq!(log_config(&overrides, &broker).retention_bytes, -1);
         overrides.insert("cleanup.policy".to_owned(), "compact, delete".to_owned());
-        assert!(cleanup_policy_deletes(&overrides, &broker));
+        assert!(TopicSettings::resolve(&overrides, &broker).cleanup_deletes);
         assert!(log_config(&overrides, &broker).compact);
         overrides.insert("cleanup.policy".to_owned(), "delete".to_owned());
         assert!(!log_config(&overrides, &broker).compact);

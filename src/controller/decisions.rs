@@ -57,13 +57,13 @@ pub struct ControllerSettings {
 }
 
 impl Default for ControllerSettings {
-    /// Kafka's defaults.
+    /// Kafka's defaults, as the broker key table gives them.
     fn default() -> ControllerSettings {
-        ControllerSettings {
-            unclean_leader_election_enable: false,
-            auto_leader_rebalance_enable: true,
-            leader_imbalance_per_broker_percentage: 10,
-        }
+        ControllerSettings::from_config(
+            &BrokerConfig::from_raw(crate::config::RawConfig::default())
+                .expect("the key table's defaults are valid")
+                .config,
+        )
     }
 }
 
@@ -72,10 +72,10 @@ impl ControllerSettings {
         ControllerSettings {
             // Parsed (strictly) once, by the config's KRaft stage.
             unclean_leader_election_enable: config.kraft.unclean_leader_election_enable,
-            auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
+            auto_leader_rebalance_enable: config.elections.auto_leader_rebalance_enable,
             // Validated to 0..=100 by the config.
             leader_imbalance_per_broker_percentage: u32::try_from(
-                config.leader_imbalance_per_broker_percentage,
+                config.elections.leader_imbalance_per_broker_percentage,
             )
             .unwrap_or(0),
         }
@@ -352,7 +352,7 @@ fn topic_assignments(
         return Ok(sorted);
     }
     let num_partitions = match spec.num_partitions {
-        -1 => config.num_partitions,
+        -1 => config.topics.num_partitions,
         n => n,
     };
     if num_partitions <= 0 {
@@ -362,7 +362,7 @@ fn topic_assignments(
     }
     check_partition_count(num_partitions as i64)?;
     let rf = match spec.replication_factor {
-        -1 => config.default_replication_factor,
+        -1 => config.topics.default_replication_factor,
         n => n,
     };
     if rf <= 0 {
@@ -424,7 +424,7 @@ pub fn delete_topic(
     config: &BrokerConfig,
     topic_id: Uuid,
 ) -> Result<Vec<MetadataRecord>, ApiError> {
-    if !config.delete_topic_enable {
+    if !config.topics.delete_topic_enable {
         return Err(ApiError::TopicDeletionDisabled);
     }
     if image.topic_by_id(&topic_id).is_none() {
@@ -1316,8 +1316,9 @@ pub(super) mod tests {
         assert!(settings.unclean_leader_election_enable);
         assert!(!settings.auto_leader_rebalance_enable);
         assert_eq!(settings.leader_imbalance_per_broker_percentage, 0);
-        let defaults = ControllerSettings::from_config(&super::tests::config());
-        assert_eq!(defaults, ControllerSettings::default(), "Kafka's defaults");
+        let defaults = ControllerSettings::default();
+        assert!(defaults.auto_leader_rebalance_enable, "Kafka's default");
+        assert_eq!(defaults.leader_imbalance_per_broker_percentage, 10);
         assert!(
             !ControllerSettings::from_config(&super::tests::config())
                 .unclean_leader_election_enable

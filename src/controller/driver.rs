@@ -3,14 +3,16 @@
 //! `QuorumController`, one event queue run by one thread).
 //!
 //! The loop takes events (requests from [`super::ControllerChannel`]s, Raft messages from peers,
-//! ticks), and after each:
+//! ticks), hands each to the [`ControllerCore`] with the time it read, and carries out the
+//! [`Command`]s the core returns, in order ([`Effects`]). After each batch of events:
 //! 1. if this voter leads and has applied an entry of its own term (it is *active*) and no pass
 //!    is in flight, it starts a pass: it takes the requests waiting (up to
 //!    [`CONTROLLER_BATCH_REQUESTS_MAX`]), decides each against the image the earlier ones leave,
 //!    and proposes their records as log entries;
-//! 2. it polls the quorum engine, which persists (fsync) what must be durable, and sends what
-//!    it returns to the peers;
-//! 3. it applies committed entries in order through the [`MetadataPublisher`] (new image,
+//! 2. it polls the quorum engine, makes durable (fsync) the writes the poll returns, and only
+//!    then sends the poll's messages to the peers;
+//! 3. it applies committed entries in order through the node's
+//!    [`MetadataPublisher`](crate::metadata::MetadataPublisher) (new image,
 //!    listeners told), and answers the requests of a pass once its last entry is applied —
 //!    only then, so no client sees a change the quorum has not committed.
 //!
@@ -23,8 +25,7 @@
 //! directories); that is why it is a thread and not a tokio task. It enters the node's tokio
 //! runtime, so listeners may spawn tasks.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,16 +35,19 @@ use crate::quorum::durable::DurableError;
 use raft::eraftpb::Message;
 use tokio::sync::Semaphore;
 
+use super::command::{Command, Effects, Publish};
 use super::decisions::has_leaderless_partitions;
-use super::forward::{QuorumDescription, VoterDescription};
-use super::request::{decide, Finish, Request};
+use super::passes::{Answer, InFlight, Passes};
+use super::request::{decide, IdSource, Request};
+use super::sessions::{BrokerSessions, Fence};
+use super::voter::Voter;
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::{
-    CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, LEADER_IMBALANCE_RECHECK_MS,
-    METADATA_RECORD_BYTES_MAX, METADATA_SNAPSHOT_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
+    CONTROLLER_BATCH_REQUESTS_MAX, CONTROLLER_WRITE_TIMEOUT_MS, METADATA_RECORD_BYTES_MAX,
+    METADATA_SNAPSHOT_BYTES_MAX, METADATA_SNAPSHOT_ENTRIES,
 };
-use crate::metadata::{MetadataImage, MetadataPublisher, MetadataRecord};
+use crate::metadata::{MetadataImage, MetadataRecord};
 use crate::quorum::durable::Durable;
 use crate::quorum::{Apply, Proposal, QuorumEngine};
 
@@ -82,113 +86,52 @@ pub(crate) enum Event {
 /// Where the engine's outgoing messages go (the peer transport; nowhere for a single voter).
 pub(crate) type Outbox = Box<dyn FnMut(Vec<Message>) + Send>;
 
-/// Between the campaigns of the voters that lost their leader's connection, in rank order: the
-/// first campaigns at once, the next only if no leader emerged by then.
-const CAMPAIGN_STAGGER_MS: u64 = 150;
-
-/// A voter still a pre-candidate this long after campaigning campaigns again, at most
-/// [`CAMPAIGN_RETRIES`] times: its pre-vote may have reached a voter that had not yet seen the
-/// leader's connection close and still honoured the lease, which ignores it without answering.
-const CAMPAIGN_RETRY_MS: u64 = 30;
-const CAMPAIGN_RETRIES: u8 = 3;
-
-/// How long a new active controller waits for the broker of a voter whose Raft connection to
-/// it is closed: long enough for a live one to reconnect and heartbeat, short enough that a
-/// broker that died with the old controller loses its leaderships well within a second.
-const DISCONNECTED_VOTER_GRACE_MS: u64 = 100;
+/// When an event happens, as the caller's clocks say: the controller reads no clock itself, so
+/// the simulation replays a history exactly from its seed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Now {
+    /// A monotonic clock, in ms: every deadline, timeout and schedule.
+    pub(crate) mono_ms: u64,
+    /// The wall clock, in ms since the epoch: only timestamps reported (DescribeQuorum) or
+    /// recorded (a change's cause), never a decision.
+    pub(crate) wall_ms: i64,
+}
 
 /// One tick of the quorum's clock.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
-/// The liveness timing of brokers (`broker.session.timeout.ms`, `broker.heartbeat.interval.ms`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Lifecycle {
-    pub(crate) session_timeout_ms: u64,
-    /// How long a new active controller waits for a broker it has not heard from yet: a broker
-    /// heartbeats at once when its controller changes, so a heartbeat interval and a second
-    /// are plenty, and a broker that died with the old controller is fenced that soon.
-    pub(crate) failover_grace_ms: u64,
-}
+pub(crate) use super::sessions::Lifecycle;
 
-/// What the active controller knows of one broker's session.
-#[derive(Debug, Clone, Copy)]
-struct Session {
-    /// The incarnation the session belongs to (from its heartbeats); `None` between a
-    /// registration and its first heartbeat.
-    broker_epoch: Option<i64>,
-    deadline_ms: u64,
-    /// The controller-listener connection its requests come on; when it closes, the broker's
-    /// process is gone (or cut off) and it is fenced at once (decision 5).
-    connection: Option<u64>,
-    /// Started by [`CoreDriver::became_active`] and not yet renewed by a heartbeat: if it
-    /// expires, the broker never reached this controller after the failover.
-    from_failover: bool,
-    /// How far the broker has replayed the metadata log, as its last heartbeat said (-1 before
-    /// one reached this controller).
-    metadata_offset: i64,
-    /// In controlled shutdown: the offset of the first image that showed it leading nothing
-    /// (Kafka's `controlledShutdownOffset`); it may stop once every other active broker has
-    /// replayed that far.
-    leads_nothing_from: Option<u64>,
-}
-
-/// A pass whose entries are proposed but not yet applied.
-struct InFlight {
-    /// The pass's last entry; the pass is committed when the entry applied at its index has its
-    /// term.
-    last: Proposal,
-    /// Answered once this node has acted on the committed image.
-    finishes: Vec<Finish>,
-    /// Broker heartbeats: answered at commit. What they answer (fenced, caught up, may shut
-    /// down) is the broker's own state, not this node's cache, and a broker sends its next
-    /// heartbeat only after this answer, so it must not wait for this node's replica manager.
-    heartbeats: Vec<Finish>,
-    /// The brokers whose heartbeats are in the pass: in contact, not expired while it runs.
-    heartbeat_brokers: Vec<i32>,
-    deadline_ms: u64,
-    /// When it was proposed (the quorum clock), for the election time.
-    proposed_ms: u64,
-}
-
-/// The controller without its thread: events in, messages out, time given by the caller (in
-/// milliseconds of a monotonic clock). The thread ([`run`]) and the simulation drive it.
-pub(crate) struct ControllerCore<D: Durable> {
+/// The controller without its thread: events in, [`Command`]s out (persist, send, publish,
+/// answer), time given by the caller ([`Now`]). The thread ([`run`]) and the simulation drive
+/// it and carry out its commands ([`Effects`]); it does no I/O and reads no clock. It joins
+/// three parts, each with its own state, taking its inputs with their time and returning what
+/// to do: the [`Voter`] (the quorum engine, campaigns, peer connections), the
+/// [`BrokerSessions`] (returning [`Fence`]s) and the [`Passes`] (returning [`Answer`]s).
+pub(crate) struct ControllerCore {
     config: Arc<BrokerConfig>,
-    engine: QuorumEngine<D>,
-    publisher: Arc<MetadataPublisher>,
+    voter: Voter,
+    /// The latest image: the one published last, or to be published by the commands not yet
+    /// taken. Decisions are made on it.
     image: Arc<MetadataImage>,
     /// The cluster id this voter proposes if it is the first active controller of a cluster
     /// (the one its `meta.properties` holds, or a new one). The log's ClusterId record decides.
     proposed_cluster_id: String,
-    /// Broker sessions, by broker id (only on the active controller, and only in a cluster: a
-    /// standalone node's own broker never heartbeats).
-    sessions: std::collections::HashMap<i32, Session>,
-    lifecycle: Option<Lifecycle>,
+    sessions: BrokerSessions,
     /// Set when this voter just became active; handled by the next advance (it needs the time).
     became_active_pending: bool,
-    /// After the leader's connection closed: campaign this many ms from then (this voter's
-    /// rank × [`CAMPAIGN_STAGGER_MS`]) unless a leader other than the lost one is known.
-    campaign_after: Option<(u64, u64)>,
-    campaign_due_ms: Option<(u64, u64, u8)>,
     /// Whether this voter is active, and who leads, for the node's channels.
     state: Arc<super::forward::QuorumState>,
     applied_index: u64,
     /// The leader term in which this voter applied an entry of its own: it is active then.
     active_term: Option<u64>,
-    queued: VecDeque<Request>,
-    in_flight: Option<InFlight>,
-    /// Controller-listener connections carrying a peer voter's messages, by connection id.
-    peer_connections: std::collections::HashMap<u64, u64>,
-    /// Each peer voter's latest connection, and when (quorum clock) it last carried a message
-    /// the voter accepted.
-    peer_bound: std::collections::HashMap<u64, (u64, u64)>,
-    /// Wall-clock ms of the last message from each peer, and of when each voter last had every
-    /// entry (DescribeQuorum's timestamps; reporting only, never a decision).
-    peer_seen_ms: std::collections::HashMap<u64, i64>,
-    peer_caught_up_ms: std::collections::HashMap<u64, i64>,
+    passes: Passes,
     /// Entries applied since the last snapshot; a snapshot is taken at
     /// `snapshot_entries` (`METADATA_SNAPSHOT_ENTRIES`, smaller in tests).
     since_snapshot: usize,
+    /// Bytes of the entries applied since the last snapshot; a snapshot is taken at
+    /// `metadata.log.max.record.bytes.between.snapshots` too.
+    since_snapshot_bytes: u64,
     snapshot_entries: usize,
     /// The largest snapshot this voter writes (and every voter reads):
     /// `METADATA_SNAPSHOT_BYTES_MAX`, smaller in tests.
@@ -197,72 +140,64 @@ pub(crate) struct ControllerCore<D: Durable> {
     /// with the term it was active in: what [`Self::admit_user_op`] adds each change's growth
     /// to, instead of walking the whole image for every change.
     snapshot_bound: std::cell::Cell<Option<(u64, usize)>>,
-    /// When the next automatic leader rebalancing pass is due (only while active and
-    /// `auto.leader.rebalance.enable`): `leader.imbalance.check.interval` after becoming active
-    /// and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit its bound.
-    next_rebalance_ms: Option<u64>,
-    /// Set by a committed pass that left electable partitions for the next one.
-    rebalance_more: Arc<AtomicBool>,
-    /// When the next unclean election pass is due (only while active and some partition has
-    /// no leader): `unclean.leader.election.interval.ms` after a partition is first seen
-    /// leaderless and after each pass, [`LEADER_IMBALANCE_RECHECK_MS`] after a pass that hit
-    /// its bound (Kafka's `maybeScheduleNextElectUncleanLeaders`).
-    next_unclean_ms: Option<u64>,
-    unclean_more: Arc<AtomicBool>,
     /// Whether the image at this metadata offset has a partition without a leader: looked up
     /// once per image, not on every tick.
     leaderless_at: Option<(u64, bool)>,
-    /// The latest time the caller gave (for events that come without one).
-    last_now_ms: u64,
-    /// Every applied entry, for broker-only nodes' fetches.
-    feed: Arc<super::observer::MetadataFeed>,
+    /// The latest time the caller gave (for events that come without one); its monotonic part
+    /// never goes back.
+    now: Now,
+    /// New topic ids (see [`IdSource`]).
+    new_id: IdSource,
+    /// The commands decided since the caller last took them, in the order they take effect.
+    commands: Vec<Command>,
 }
 
-impl<D: Durable> ControllerCore<D> {
+impl ControllerCore {
+    /// A core over `engine`, starting from `image` (the replay of the log up to the snapshot
+    /// it recovered, as published).
     pub(crate) fn new(
         config: Arc<BrokerConfig>,
-        engine: QuorumEngine<D>,
-        publisher: Arc<MetadataPublisher>,
+        engine: QuorumEngine,
+        image: Arc<MetadataImage>,
         proposed_cluster_id: String,
         lifecycle: Option<Lifecycle>,
         state: Arc<super::forward::QuorumState>,
-    ) -> ControllerCore<D> {
+    ) -> ControllerCore {
         ControllerCore {
             config,
-            engine,
-            image: publisher.image(),
-            publisher,
+            voter: Voter::new(engine),
+            image,
             proposed_cluster_id,
-            sessions: std::collections::HashMap::new(),
-            lifecycle,
+            sessions: BrokerSessions::new(lifecycle),
             became_active_pending: false,
-            campaign_after: None,
-            campaign_due_ms: None,
             state,
             applied_index: 0,
             active_term: None,
-            queued: VecDeque::new(),
-            in_flight: None,
-            peer_connections: std::collections::HashMap::new(),
-            peer_bound: std::collections::HashMap::new(),
-            peer_seen_ms: std::collections::HashMap::new(),
-            peer_caught_up_ms: std::collections::HashMap::new(),
+            passes: Passes::default(),
             since_snapshot: 0,
+            since_snapshot_bytes: 0,
             snapshot_entries: METADATA_SNAPSHOT_ENTRIES,
             snapshot_bytes_max: METADATA_SNAPSHOT_BYTES_MAX,
             snapshot_bound: std::cell::Cell::new(None),
-            next_rebalance_ms: None,
-            rebalance_more: Arc::new(AtomicBool::new(false)),
-            next_unclean_ms: None,
-            unclean_more: Arc::new(AtomicBool::new(false)),
             leaderless_at: None,
-            last_now_ms: 0,
-            feed: Arc::default(),
+            now: Now::default(),
+            new_id: Box::new(super::random_uuid),
+            commands: Vec::new(),
         }
     }
 
-    pub(crate) fn feed(&self) -> Arc<super::observer::MetadataFeed> {
-        self.feed.clone()
+    /// Takes new topic ids from `ids` instead of at random (the simulation's come from its seed).
+    #[cfg(test)]
+    pub(crate) fn set_id_source(&mut self, ids: IdSource) {
+        self.new_id = ids;
+    }
+
+    /// Takes the time an event came with.
+    fn observe_time(&mut self, now: Now) {
+        self.now = Now {
+            mono_ms: self.now.mono_ms.max(now.mono_ms),
+            wall_ms: now.wall_ms,
+        };
     }
 
     #[cfg(test)]
@@ -299,7 +234,7 @@ impl<D: Durable> ControllerCore<D> {
     ) -> Result<MetadataImage, ApiError> {
         super::decisions::check_user_op_size(records)?;
         let after = base.apply(records);
-        let term = self.engine.term();
+        let term = self.voter.engine.term();
         let estimate = match self.snapshot_bound.get() {
             Some((t, bound)) if t == term => bound,
             _ => base.snapshot_bytes_bound(),
@@ -328,7 +263,7 @@ impl<D: Durable> ControllerCore<D> {
 
     /// Whether this voter is the active controller.
     pub(crate) fn is_active(&self) -> bool {
-        self.engine.is_leader() && self.active_term == Some(self.engine.term())
+        self.voter.engine.is_leader() && self.active_term == Some(self.voter.engine.term())
     }
 
     /// Queues a request; it is decided at the next [`ControllerCore::advance`] that can.
@@ -336,77 +271,30 @@ impl<D: Durable> ControllerCore<D> {
     /// A heartbeat of a broker's current session renews the session now, on arrival, as
     /// Kafka's `BrokerHeartbeatTracker` notes contact before the event queue: a controller
     /// busy with a large write must not fence the brokers whose heartbeats wait behind it.
-    pub(crate) fn request(&mut self, request: Request) {
-        if let (
-            Request::BrokerHeartbeat {
-                broker_id,
-                broker_epoch,
-                ..
-            },
-            Some(lifecycle),
-        ) = (&request, self.lifecycle)
+    pub(crate) fn request(&mut self, request: Request, now: Now) {
+        self.observe_time(now);
+        if let Request::BrokerHeartbeat {
+            broker_id,
+            broker_epoch,
+            ..
+        } = &request
         {
-            if let Some(s) = self.sessions.get_mut(broker_id) {
-                if s.broker_epoch == Some(*broker_epoch) {
-                    s.deadline_ms = s
-                        .deadline_ms
-                        .max(self.last_now_ms + lifecycle.session_timeout_ms);
-                }
-            }
+            self.sessions
+                .heartbeat_arrived(*broker_id, *broker_epoch, self.now.mono_ms);
         }
-        self.queued.push_back(request);
+        self.passes.queued.push_back(request);
     }
 
-    /// Whether a heartbeat of `broker_id` waits in the queue or in the in-flight pass: the
-    /// broker is in contact and this controller has not answered yet.
-    fn heartbeat_pending(&self, broker_id: i32) -> bool {
-        self.in_flight
-            .as_ref()
-            .is_some_and(|p| p.heartbeat_brokers.contains(&broker_id))
-            || self.queued.iter().any(
-                |r| matches!(r, Request::BrokerHeartbeat { broker_id: b, .. } if *b == broker_id),
-            )
-    }
-
-    /// Takes a Raft message from a peer, noting which connection carries that peer's messages:
-    /// when it closes, the peer's process is gone (or cut off).
-    ///
-    /// Only a message the voter accepts, of this voter's term or later, marks its connection:
-    /// a confused peer (a wrong node id, a stale term) cannot make a closed connection look like
-    /// the leader's and start an election.
-    pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64) {
-        let (from, term) = (message.from, message.term);
-        if let Err(reason) = self.check_peer_connection(from, connection) {
-            tracing::debug!(from, connection, reason, "raft message refused");
-            return;
-        }
-        let current = self.engine.term();
-        match self.engine.step(message) {
-            Ok(()) if term >= current => {
-                self.peer_connections.insert(connection, from);
-                self.peer_bound.insert(from, (connection, self.last_now_ms));
-                self.peer_seen_ms.insert(from, wall_clock_ms());
-            }
-            Ok(()) => {}
-            Err(e) => tracing::debug!(error = %e, "raft message refused"),
-        }
-    }
-
-    /// A voter's messages come on one connection (its transport keeps one per peer). A message
-    /// in its name on another, while that one is open and was heard within the election
-    /// timeout, is not the voter's: refused, so nobody can speak for a live voter (a restarted
-    /// voter's old connection closes, or falls silent, before its new one is needed).
-    fn check_peer_connection(&self, from: u64, connection: u64) -> Result<(), &'static str> {
-        match self.peer_bound.get(&from) {
-            Some((bound, last_ms))
-                if *bound != connection
-                    && self.peer_connections.contains_key(bound)
-                    && self.last_now_ms.saturating_sub(*last_ms)
-                        < self.config.kraft.election_timeout_ms =>
-            {
-                Err("the voter's messages come on another live connection")
-            }
-            _ => Ok(()),
+    /// Takes a Raft message from a peer on a controller-listener connection (see
+    /// [`Voter::peer_message_on`]).
+    pub(crate) fn peer_message_on(&mut self, message: Message, connection: u64, now: Now) {
+        self.observe_time(now);
+        let election_timeout_ms = self.config.kraft.election_timeout_ms;
+        if let Some(peer) =
+            self.voter
+                .peer_message_on(message, connection, self.now, election_timeout_ms)
+        {
+            self.state.link_peer(peer, Some(connection));
         }
     }
 
@@ -415,75 +303,40 @@ impl<D: Durable> ControllerCore<D> {
     /// waiting out the election timeout ([`QuorumEngine::leader_connection_lost`]), so the
     /// controller fails over in a few round trips. A broker whose heartbeats came on it is
     /// fenced.
-    pub(crate) fn connection_closed(&mut self, connection: u64) {
-        let closed: Vec<(i32, Option<i64>)> = self
+    pub(crate) fn connection_closed(&mut self, connection: u64, now: Now) {
+        self.observe_time(now);
+        let fences = self
             .sessions
-            .iter()
-            .filter(|(_, s)| s.connection == Some(connection))
-            .map(|(id, s)| (*id, s.broker_epoch))
-            .collect();
-        for (broker_id, epoch) in closed {
-            self.sessions.remove(&broker_id);
-            if let (Some(broker_epoch), true) = (epoch, self.is_active()) {
-                if self.image.is_broker_alive(broker_id) {
-                    tracing::info!(
-                        broker_id,
-                        broker_epoch,
-                        "broker's controller connection closed; fencing it"
-                    );
-                    self.queued.push_back(Request::FenceBroker {
-                        broker_id,
-                        broker_epoch,
-                        after_failover: false,
-                    });
-                }
+            .connection_closed(connection, self.is_active(), &self.image);
+        self.passes
+            .queued
+            .extend(fences.into_iter().map(Fence::into_request));
+        if let Some(closed) = self.voter.connection_closed(connection) {
+            if closed.unbound {
+                self.state.link_peer(closed.peer, None);
             }
-        }
-        if let Some(peer) = self.peer_connections.remove(&connection) {
-            if self
-                .peer_bound
-                .get(&peer)
-                .is_some_and(|(c, _)| *c == connection)
-            {
-                self.peer_bound.remove(&peer);
-            }
-            // A voter's Raft connection closed and its broker has not yet reached this
-            // controller (a session started by [`Self::became_active`]): the process most
-            // likely died with it. Its broker gets the short grace a disconnected voter gets
-            // on failover instead of the whole failover grace.
-            if let (true, Some(lifecycle)) = (self.is_active(), self.lifecycle) {
-                if let Some(session) = self.sessions.get_mut(&(peer as i32)) {
-                    if session.connection.is_none() {
-                        let grace = lifecycle.failover_grace_ms.min(DISCONNECTED_VOTER_GRACE_MS);
-                        session.deadline_ms = session.deadline_ms.min(self.last_now_ms + grace);
-                    }
-                }
-            }
-            if let Some(rank) = self.engine.leader_connection_lost(peer) {
-                tracing::info!(
-                    leader = peer,
-                    rank,
-                    "connection from the quorum leader closed"
-                );
-                self.campaign_after = Some((rank as u64 * CAMPAIGN_STAGGER_MS, peer));
+            if self.is_active() {
+                self.sessions
+                    .voter_disconnected(closed.peer, self.now.mono_ms);
             }
         }
     }
 
     /// Takes a Raft message from a peer (the simulation's network, which has no connections).
     #[cfg(test)]
-    pub(crate) fn peer_message(&mut self, message: Message) {
-        if let Err(e) = self.engine.step(message) {
+    pub(crate) fn peer_message(&mut self, message: Message, now: Now) {
+        self.observe_time(now);
+        if let Err(e) = self.voter.engine.step(message) {
             tracing::debug!(error = %e, "raft message refused");
         }
     }
 
     pub(crate) fn peer_unreachable(&mut self, peer: u64) {
-        self.engine.report_unreachable(peer);
+        self.voter.engine.report_unreachable(peer);
     }
 
     pub(crate) fn snapshot_sent(&mut self, peer: u64, delivered: bool) {
-        self.engine.report_snapshot(peer, delivered);
+        self.voter.engine.report_snapshot(peer, delivered);
     }
 
     /// One tick of the quorum clock, at `now_ms`.
@@ -492,24 +345,21 @@ impl<D: Durable> ControllerCore<D> {
     pub(crate) fn next_due_ms(&self) -> Option<u64> {
         let sessions = self
             .is_active()
-            .then(|| {
-                self.sessions
-                    .values()
-                    .filter(|s| s.broker_epoch.is_some())
-                    .map(|s| s.deadline_ms)
-                    .min()
-            })
+            .then(|| self.sessions.next_deadline_ms())
             .flatten();
-        [self.campaign_due_ms.map(|c| c.0), sessions]
+        [self.voter.next_campaign_ms(), sessions]
             .into_iter()
             .flatten()
             .min()
     }
 
-    pub(crate) fn tick(&mut self, now_ms: u64) {
-        self.last_now_ms = self.last_now_ms.max(now_ms);
-        self.engine.tick();
-        self.expire_in_flight(now_ms);
+    pub(crate) fn tick(&mut self, now: Now) {
+        self.observe_time(now);
+        let now_ms = now.mono_ms;
+        self.voter.engine.tick();
+        if let Some(answer) = self.passes.expire(now_ms) {
+            self.answer(answer);
+        }
         self.expire_sessions(now_ms);
         self.maybe_rebalance(now_ms);
         self.maybe_elect_unclean_leaders(now_ms);
@@ -530,55 +380,31 @@ impl<D: Durable> ControllerCore<D> {
     /// Queues an unclean election pass when one is due and some partition has no leader,
     /// decided in turn with the requests (the pass itself picks the topics that allow it).
     fn maybe_elect_unclean_leaders(&mut self, now_ms: u64) {
-        if !self.is_active() || !self.some_partition_leaderless() {
-            self.next_unclean_ms = None;
-            return;
-        }
-        let interval_ms = u64::try_from(self.config.unclean_leader_election_interval_ms)
-            .unwrap_or(1)
-            .max(1);
-        let Some(due) = self.next_unclean_ms else {
-            self.next_unclean_ms = Some(now_ms + interval_ms);
-            return;
-        };
-        if self.unclean_more.swap(false, Ordering::AcqRel) {
-            self.next_unclean_ms = Some(due.min(now_ms + LEADER_IMBALANCE_RECHECK_MS));
-            return;
-        }
-        if now_ms < due {
-            return;
-        }
-        self.next_unclean_ms = Some(now_ms + interval_ms);
-        self.queued.push_back(Request::ElectUncleanLeaders {
-            more: self.unclean_more.clone(),
+        let wanted = self.is_active() && self.some_partition_leaderless();
+        let interval_ms = wanted.then(|| {
+            u64::try_from(self.config.elections.unclean_leader_election_interval_ms)
+                .unwrap_or(1)
+                .max(1)
         });
+        if let Some(more) = self.passes.unclean.due(interval_ms, now_ms) {
+            self.passes
+                .queued
+                .push_back(Request::ElectUncleanLeaders { more });
+        }
     }
 
     /// Queues an automatic leader rebalancing pass when one is due (Kafka's
     /// `maybeScheduleNextBalancePartitionLeaders`), decided in turn with the requests.
     fn maybe_rebalance(&mut self, now_ms: u64) {
-        if !self.is_active() || !self.config.auto_leader_rebalance_enable {
-            self.next_rebalance_ms = None;
-            return;
-        }
-        let interval_ms = u64::try_from(self.config.leader_imbalance_check_interval_ms)
-            .unwrap_or(1)
-            .max(1);
-        let Some(due) = self.next_rebalance_ms else {
-            self.next_rebalance_ms = Some(now_ms + interval_ms);
-            return;
-        };
-        if self.rebalance_more.swap(false, Ordering::AcqRel) {
-            self.next_rebalance_ms = Some(due.min(now_ms + LEADER_IMBALANCE_RECHECK_MS));
-            return;
-        }
-        if now_ms < due {
-            return;
-        }
-        self.next_rebalance_ms = Some(now_ms + interval_ms);
-        self.queued.push_back(Request::Rebalance {
-            more: self.rebalance_more.clone(),
+        let wanted = self.is_active() && self.config.elections.auto_leader_rebalance_enable;
+        let interval_ms = wanted.then(|| {
+            u64::try_from(self.config.elections.leader_imbalance_check_interval_ms)
+                .unwrap_or(1)
+                .max(1)
         });
+        if let Some(more) = self.passes.rebalance.due(interval_ms, now_ms) {
+            self.passes.queued.push_back(Request::Rebalance { more });
+        }
     }
 
     /// Fences brokers whose session passed its deadline.
@@ -586,241 +412,67 @@ impl<D: Durable> ControllerCore<D> {
         if !self.is_active() {
             return;
         }
-        let expired: Vec<(i32, i64, bool)> = self
+        let fences = self
             .sessions
-            .iter()
-            .filter(|(_, s)| now_ms >= s.deadline_ms)
-            .filter_map(|(id, s)| s.broker_epoch.map(|e| (*id, e, s.from_failover)))
-            .filter(|(id, _, _)| !self.heartbeat_pending(*id))
-            .collect();
-        for (broker_id, broker_epoch, after_failover) in expired {
-            self.sessions.remove(&broker_id);
-            if self.image.is_broker_alive(broker_id) {
-                tracing::info!(
-                    broker_id,
-                    broker_epoch,
-                    "broker session expired; fencing it"
-                );
-                self.queued.push_back(Request::FenceBroker {
-                    broker_id,
-                    broker_epoch,
-                    after_failover,
-                });
-            }
-        }
-    }
-
-    /// A registration of a new incarnation while the registered one has a valid session —
-    /// unfenced, and heard from within `broker.session.timeout.ms` (or, just after a failover,
-    /// within the grace every live broker gets) — whichever connection it came on: refused as
-    /// Kafka's `ClusterControlManager.registerBroker` refuses it, DUPLICATE_BROKER_REGISTRATION
-    /// (a second process with the same node id, or a forger). A restart is seldom refused: the
-    /// old process's connection closed when it died, which ended its session
-    /// ([`Self::connection_closed`]); if not, the new incarnation's retries succeed once the old
-    /// session expires. A registered broker not yet unfenced has no valid session (Kafka's
-    /// `hasValidSession` likewise), so a restart during startup replaces it.
-    fn is_duplicate_registration(&self, request: &Request, now_ms: u64) -> bool {
-        let Request::BrokerRegistration { registration, .. } = request else {
-            return false;
-        };
-        let node_id = registration.node_id;
-        let Some(registered) = self.image.broker(node_id) else {
-            return false;
-        };
-        if registered.fenced || registered.incarnation_id == registration.incarnation_id {
-            return false;
-        }
-        self.sessions.get(&node_id).is_some_and(|s| {
-            s.broker_epoch == Some(registered.broker_epoch)
-                && (now_ms < s.deadline_ms || self.heartbeat_pending(node_id))
-        })
-    }
-
-    /// Whether every active broker but `broker_id` has reported replaying the metadata log to
-    /// `offset` or further (Kafka's `lowestActiveOffset`); one without a heartbeat to this
-    /// controller yet has not.
-    fn peers_replayed_past(&self, broker_id: i32, offset: i64) -> bool {
-        self.image
-            .brokers
-            .values()
-            .filter(|b| b.node_id != broker_id && self.image.is_broker_active(b.node_id))
-            .all(|b| {
-                self.sessions
-                    .get(&b.node_id)
-                    .is_some_and(|s| s.metadata_offset >= offset)
-            })
-    }
-
-    /// Notes what a lifecycle request says about its broker's session before it is decided,
-    /// and for a heartbeat in controlled shutdown whether the others have replayed far enough.
-    fn observe(&mut self, request: &mut Request, now_ms: u64) {
-        let Some(lifecycle) = self.lifecycle else {
-            return;
-        };
-        match request {
-            Request::BrokerRegistration {
-                registration,
-                connection,
-                ..
-            } => {
-                self.sessions.insert(
-                    registration.node_id,
-                    Session {
-                        broker_epoch: None,
-                        deadline_ms: now_ms + lifecycle.session_timeout_ms,
-                        connection: *connection,
-                        from_failover: false,
-                        metadata_offset: -1,
-                        leads_nothing_from: None,
-                    },
-                );
-            }
-            Request::BrokerHeartbeat {
-                broker_id,
-                broker_epoch,
-                metadata_offset,
-                want_shut_down,
-                connection,
-                peers_replayed,
-                ..
-            } => {
-                let Some(b) = self.image.broker(*broker_id) else {
-                    return;
-                };
-                if b.broker_epoch != *broker_epoch {
-                    return;
-                }
-                let previous = self.sessions.get(broker_id);
-                let leads_nothing = b.in_controlled_shutdown
-                    && !self
-                        .image
-                        .topics
-                        .values()
-                        .any(|t| t.partitions.values().any(|p| p.leader == *broker_id));
-                let leads_nothing_from = if *want_shut_down && leads_nothing {
-                    previous
-                        .and_then(|s| s.leads_nothing_from)
-                        .or(Some(self.image.metadata_offset))
-                } else {
-                    None
-                };
-                let session = Session {
-                    broker_epoch: Some(*broker_epoch),
-                    deadline_ms: now_ms + lifecycle.session_timeout_ms,
-                    connection: connection.or_else(|| previous.and_then(|s| s.connection)),
-                    from_failover: false,
-                    metadata_offset: *metadata_offset,
-                    leads_nothing_from,
-                };
-                self.sessions.insert(*broker_id, session);
-                *peers_replayed = leads_nothing_from.is_some_and(|from| {
-                    self.peers_replayed_past(*broker_id, i64::try_from(from).unwrap_or(i64::MAX))
-                });
-            }
-            _ => {}
-        }
+            .expire(now_ms, &self.image, |id| self.passes.heartbeat_pending(id));
+        self.passes
+            .queued
+            .extend(fences.into_iter().map(Fence::into_request));
     }
 
     /// A new active controller starts a session for every live broker, due after the
     /// failover grace, and writes the cluster id if the log has none yet.
     fn became_active(&mut self, now_ms: u64) {
         if self.image.cluster_id.is_empty() {
-            self.queued.push_front(Request::BootstrapClusterId {
+            self.passes.queued.push_front(Request::BootstrapClusterId {
                 cluster_id: self.proposed_cluster_id.clone(),
             });
         }
-        let Some(lifecycle) = self.lifecycle else {
-            return;
-        };
-        // A voter whose Raft connection to this node is not open is most likely the process
-        // that died with the old controller (a live voter keeps one open, answering the
-        // leader): its broker gets only a short grace to reach this controller.
-        let connected: std::collections::HashSet<u64> =
-            self.peer_connections.values().copied().collect();
-        let me = self.engine.node_id();
-        let voters = self.engine.voters().to_vec();
-        self.sessions = self
-            .image
-            .brokers
-            .values()
-            .filter(|b| !b.fenced)
-            .map(|b| {
-                let id = b.node_id as u64;
-                let gone = id != me && voters.contains(&id) && !connected.contains(&id);
-                let grace = if gone {
-                    lifecycle.failover_grace_ms.min(DISCONNECTED_VOTER_GRACE_MS)
-                } else {
-                    lifecycle.failover_grace_ms
-                };
-                (
-                    b.node_id,
-                    Session {
-                        broker_epoch: Some(b.broker_epoch),
-                        deadline_ms: now_ms + grace,
-                        connection: None,
-                        from_failover: true,
-                        metadata_offset: -1,
-                        leads_nothing_from: None,
-                    },
-                )
-            })
-            .collect();
+        self.sessions.became_active(
+            &self.image,
+            self.voter.engine.node_id(),
+            self.voter.engine.voters(),
+            &self.voter.connected(),
+            now_ms,
+        );
     }
 
     #[cfg(test)]
-    pub(crate) fn engine(&self) -> &QuorumEngine<D> {
-        &self.engine
+    pub(crate) fn engine(&self) -> &QuorumEngine {
+        &self.voter.engine
     }
 
     /// Requests waiting, and the last index of the pass in flight (for traces).
     #[cfg(test)]
     pub(crate) fn backlog(&self) -> (usize, Option<u64>) {
         (
-            self.queued.len(),
-            self.in_flight.as_ref().map(|p| p.last.index),
+            self.passes.queued.len(),
+            self.passes.in_flight.as_ref().map(|p| p.last.index),
         )
     }
 
     /// Refuses everything still waiting (NOT_CONTROLLER; a pass in flight, whose outcome is
-    /// unknown, REQUEST_TIMED_OUT).
-    pub(crate) fn stop(&mut self) {
-        for r in self.queued.drain(..) {
-            r.refuse(ApiError::NotController);
+    /// unknown, REQUEST_TIMED_OUT). Returns the commands not yet taken, these answers last.
+    pub(crate) fn stop(&mut self) -> Vec<Command> {
+        for answer in self.passes.stop() {
+            self.answer(answer);
         }
-        if let Some(pass) = self.in_flight.take() {
-            let e = ApiError::RequestTimedOut;
-            for f in pass.heartbeats.into_iter().chain(pass.finishes) {
-                f(Err(&e));
-            }
-        }
+        std::mem::take(&mut self.commands)
+    }
+
+    /// Queues what a pass owes its callers.
+    fn answer(&mut self, answer: Answer) {
+        self.commands.push(Command::Answer(answer));
     }
 
     /// Starts a pass if it can, then polls and applies until nothing more happens. Returns the
-    /// messages for peers. An error means this voter can no longer keep its state durable: the
-    /// caller stops it.
-    pub(crate) fn advance(&mut self, now_ms: u64) -> Result<Vec<Message>, ControllerError> {
-        self.last_now_ms = self.last_now_ms.max(now_ms);
-        let mut messages = Vec::new();
-        if let Some((delay, lost)) = self.campaign_after.take() {
-            self.campaign_due_ms = Some((now_ms + delay, lost, 0));
-        }
-        if let Some((due, lost, attempts)) = self.campaign_due_ms {
-            let leader = self.engine.leader_id();
-            if self.engine.is_leader() || (leader != 0 && leader != lost) {
-                self.campaign_due_ms = None;
-            } else if attempts > 0 && !self.engine.is_pre_candidate() {
-                // Past the pre-vote (a real election, which must not be restarted), or back
-                // to following.
-                self.campaign_due_ms = None;
-            } else if now_ms >= due {
-                self.engine.campaign();
-                self.campaign_due_ms = (attempts < CAMPAIGN_RETRIES).then_some((
-                    now_ms + CAMPAIGN_RETRY_MS,
-                    lost,
-                    attempts + 1,
-                ));
-            }
-        }
+    /// commands decided since they were last taken (this and earlier events'), in the order
+    /// they must take effect. An error means the committed log does not decode: the caller
+    /// stops this voter.
+    pub(crate) fn advance(&mut self, now: Now) -> Result<Vec<Command>, ControllerError> {
+        self.observe_time(now);
+        let now_ms = now.mono_ms;
+        self.voter.campaign_if_due(now_ms);
         self.expire_sessions(now_ms);
         loop {
             if std::mem::take(&mut self.became_active_pending) {
@@ -828,19 +480,25 @@ impl<D: Durable> ControllerCore<D> {
             }
             self.publish_controller_id();
             self.maybe_start_pass(now_ms);
-            let out = self.engine.poll()?;
+            let out = self.voter.engine.poll();
+            // The poll's writes take effect before anything of it is sent or applied.
+            if !out.persist.is_empty() {
+                self.commands.push(Command::Persist(out.persist));
+            }
             let progressed = !out.apply.is_empty();
-            messages.extend(out.messages);
+            if !out.messages.is_empty() {
+                self.commands.push(Command::Send(out.messages));
+            }
             for apply in out.apply {
                 self.apply(apply)?;
             }
             if progressed {
-                self.maybe_snapshot()?;
+                self.maybe_snapshot();
             }
-            let more =
-                self.became_active_pending || (!self.queued.is_empty() && self.in_flight.is_none());
+            let more = self.became_active_pending
+                || (!self.passes.queued.is_empty() && self.passes.in_flight.is_none());
             if !progressed || !more {
-                return Ok(messages);
+                return Ok(std::mem::take(&mut self.commands));
             }
         }
     }
@@ -848,7 +506,7 @@ impl<D: Durable> ControllerCore<D> {
     /// Keeps the image's `controller_id` (what DescribeCluster and Metadata name as the active
     /// controller) on the quorum leader this voter knows.
     fn publish_controller_id(&mut self) {
-        let leader = self.engine.leader_id();
+        let leader = self.voter.engine.leader_id();
         self.state.set(
             self.is_active(),
             if leader == 0 { -1 } else { leader as i32 },
@@ -861,86 +519,56 @@ impl<D: Durable> ControllerCore<D> {
         if self.image.controller_id != leader {
             let mut next = (*self.image).clone();
             next.controller_id = leader;
-            self.image = self.publisher.publish_image(next);
+            self.image = Arc::new(next);
+            self.commands
+                .push(Command::Publish(Publish::ControllerId(self.image.clone())));
         }
     }
 
     /// Updates what DescribeQuorum reports: the leader's view of every voter.
     fn describe_quorum(&mut self) {
-        let status = self.engine.status();
-        let wall_ms = wall_clock_ms();
-        let leader_end = status
-            .voters
-            .iter()
-            .find(|v| v.node_id == status.node_id)
-            .map_or(0, |v| v.log_end);
-        let voters = status
-            .voters
-            .iter()
-            .map(|v| {
-                let me = v.node_id == status.node_id;
-                if v.log_end >= leader_end && status.is_leader {
-                    self.peer_caught_up_ms.insert(v.node_id, wall_ms);
-                }
-                VoterDescription {
-                    node_id: v.node_id as i32,
-                    log_end_offset: if status.is_leader || me {
-                        v.log_end as i64
-                    } else {
-                        -1
-                    },
-                    last_fetch_timestamp: if me {
-                        wall_ms
-                    } else {
-                        self.peer_seen_ms.get(&v.node_id).map_or(-1, |t| *t)
-                    },
-                    last_caught_up_timestamp: self
-                        .peer_caught_up_ms
-                        .get(&v.node_id)
-                        .map_or(-1, |t| *t),
-                }
-            })
-            .collect();
-        *self.state.status.lock().unwrap_or_else(|e| e.into_inner()) = QuorumDescription {
-            leader_id: if status.leader_id == 0 {
-                -1
-            } else {
-                status.leader_id as i32
-            },
-            leader_epoch: status.term as i32,
-            high_watermark: status.commit as i64,
-            voters,
-        };
+        let description = self.voter.describe(self.now.wall_ms);
+        *self.state.status.lock().unwrap_or_else(|e| e.into_inner()) = description;
     }
 
     fn maybe_start_pass(&mut self, now_ms: u64) {
-        if self.in_flight.is_some() || self.queued.is_empty() {
+        if self.passes.in_flight.is_some() || self.passes.queued.is_empty() {
             return;
         }
-        if !self.engine.is_leader() {
-            for r in self.queued.drain(..) {
-                r.refuse(ApiError::NotController);
-            }
+        if !self.voter.engine.is_leader() {
+            let requests = self.passes.queued.drain(..).collect();
+            self.answer(Answer::Refused {
+                requests,
+                error: ApiError::NotController,
+            });
             return;
         }
         if !self.is_active() {
             // A new leader first applies an entry of its own term; requests wait for that.
             return;
         }
-        let take = self.queued.len().min(CONTROLLER_BATCH_REQUESTS_MAX);
+        let take = self.passes.queued.len().min(CONTROLLER_BATCH_REQUESTS_MAX);
         let mut working: Option<MetadataImage> = None;
         // Each decided request's records, kept apart so that none is split across log entries.
         let mut records: Vec<Vec<MetadataRecord>> = Vec::new();
         let mut finishes = Vec::with_capacity(take);
         let mut heartbeats = Vec::new();
         let mut heartbeat_brokers = Vec::new();
-        let taken: Vec<Request> = self.queued.drain(..take).collect();
+        let taken: Vec<Request> = self.passes.queued.drain(..take).collect();
         for mut request in taken {
-            if self.is_duplicate_registration(&request, now_ms) {
-                request.refuse(ApiError::DuplicateBrokerRegistration);
+            let duplicate =
+                self.sessions
+                    .is_duplicate_registration(&request, &self.image, now_ms, |id| {
+                        self.passes.heartbeat_pending(id)
+                    });
+            if duplicate {
+                self.answer(Answer::Refused {
+                    requests: vec![request],
+                    error: ApiError::DuplicateBrokerRegistration,
+                });
                 continue;
             }
-            self.observe(&mut request, now_ms);
+            self.sessions.observe(&mut request, &self.image, now_ms);
             let heartbeat = match &request {
                 Request::BrokerHeartbeat { broker_id, .. } => Some(*broker_id),
                 _ => None,
@@ -950,7 +578,8 @@ impl<D: Durable> ControllerCore<D> {
                 &self.config,
                 working.as_ref().unwrap_or(&self.image),
                 request,
-                wall_clock_ms(),
+                self.now.wall_ms,
+                &mut self.new_id,
             );
             if user_op && !decided.records.is_empty() {
                 let base = working.as_ref().unwrap_or(&self.image);
@@ -960,7 +589,10 @@ impl<D: Durable> ControllerCore<D> {
                         records.push(decided.records);
                         finishes.push(decided.finish);
                     }
-                    Err(e) => (decided.finish)(Err(&e)),
+                    Err(error) => self.answer(Answer::Failed {
+                        finishes: vec![decided.finish],
+                        error,
+                    }),
                 }
                 continue;
             }
@@ -979,14 +611,15 @@ impl<D: Durable> ControllerCore<D> {
             }
         }
         if records.is_empty() {
-            for f in heartbeats.into_iter().chain(finishes) {
-                f(Ok(&self.image));
-            }
+            self.answer(Answer::Unchanged {
+                image: self.image.clone(),
+                finishes: heartbeats.into_iter().chain(finishes).collect(),
+            });
             return;
         }
         match self.propose(&records) {
             Ok(last) => {
-                self.in_flight = Some(InFlight {
+                self.passes.in_flight = Some(InFlight {
                     last,
                     finishes,
                     heartbeats,
@@ -995,11 +628,10 @@ impl<D: Durable> ControllerCore<D> {
                     proposed_ms: now_ms,
                 });
             }
-            Err(e) => {
-                for f in heartbeats.into_iter().chain(finishes) {
-                    f(Err(&e));
-                }
-            }
+            Err(error) => self.answer(Answer::Failed {
+                finishes: heartbeats.into_iter().chain(finishes).collect(),
+                error,
+            }),
         }
     }
 
@@ -1013,7 +645,8 @@ impl<D: Durable> ControllerCore<D> {
         let mut last = None;
         for data in entries {
             last = Some(
-                self.engine
+                self.voter
+                    .engine
                     .propose(data)
                     .map_err(|_| ApiError::NotController)?,
             );
@@ -1032,6 +665,7 @@ impl<D: Durable> ControllerCore<D> {
                 );
                 self.applied_index = committed.index;
                 self.since_snapshot += 1;
+                self.since_snapshot_bytes += committed.data.len() as u64;
                 // Every entry moves the image's metadata offset, a new leader's empty one too,
                 // so the offset means the same on every node (a snapshot's is its index).
                 let records = MetadataRecord::decode_all(&committed.data).map_err(|e| {
@@ -1041,12 +675,19 @@ impl<D: Durable> ControllerCore<D> {
                     }
                 })?;
                 let before = self.image.clone();
-                self.image = self.publisher.publish(committed.index, &records);
+                let mut next = (*self.image).clone();
+                next.apply_batch(committed.index, &records);
+                self.image = Arc::new(next);
+                self.commands.push(Command::Publish(Publish::Entry {
+                    image: self.image.clone(),
+                    index: committed.index,
+                    data: bytes::Bytes::from(committed.data),
+                }));
                 if self.active_term == Some(committed.term) {
                     self.count_elections(&before);
                 }
-                if self.engine.is_leader()
-                    && committed.term == self.engine.term()
+                if self.voter.engine.is_leader()
+                    && committed.term == self.voter.engine.term()
                     && self.active_term != Some(committed.term)
                 {
                     tracing::info!(
@@ -1057,9 +698,12 @@ impl<D: Durable> ControllerCore<D> {
                     self.active_term = Some(committed.term);
                     self.became_active_pending = true;
                 }
-                self.resolve_in_flight(committed.index, committed.term);
-                self.feed
-                    .append(committed.index, bytes::Bytes::from(committed.data));
+                if let Some(answer) =
+                    self.passes
+                        .resolve(committed.index, committed.term, &self.image)
+                {
+                    self.answer(answer);
+                }
             }
             Apply::Snapshot { index, term, data } => {
                 let records =
@@ -1071,20 +715,16 @@ impl<D: Durable> ControllerCore<D> {
                 let mut image = MetadataImage::empty(String::new(), self.image.controller_id);
                 image.apply_in_place(&records);
                 image.metadata_offset = index;
-                self.image = self.publisher.publish_image(image);
-                self.feed.reset(index);
+                self.image = Arc::new(image);
+                self.commands
+                    .push(Command::Publish(Publish::Snapshot(self.image.clone())));
                 self.applied_index = index;
                 self.since_snapshot = 0;
+                self.since_snapshot_bytes = 0;
                 // A snapshot from the leader covers whatever this voter had proposed; whether
                 // its own entries made it is unknown.
-                if let Some(pass) = &self.in_flight {
-                    if pass.last.index <= index {
-                        let pass = self.in_flight.take().expect("checked");
-                        let e = ApiError::RequestTimedOut;
-                        for f in pass.heartbeats.into_iter().chain(pass.finishes) {
-                            f(Err(&e));
-                        }
-                    }
+                if let Some(answer) = self.passes.snapshot_installed(index) {
+                    self.answer(answer);
                 }
                 let _ = term;
             }
@@ -1099,69 +739,18 @@ impl<D: Durable> ControllerCore<D> {
         if elections.is_empty() {
             return;
         }
-        let elapsed_ms =
-            self.in_flight
-                .as_ref()
-                .map_or(0, |p| self.last_now_ms.saturating_sub(p.proposed_ms)) as f64;
+        let elapsed_ms = self.passes.in_flight_for_ms(self.now.mono_ms) as f64;
         for e in &elections {
             tracing::debug!(topic = %e.topic, partition = e.partition, from = e.previous_leader, to = e.leader, reason = e.reason.as_str(), "leader elected");
             self.state.stats.elected(e.reason, 1, elapsed_ms);
         }
     }
 
-    /// Answers the in-flight pass once the entry at its last index is applied.
-    fn resolve_in_flight(&mut self, index: u64, term: u64) {
-        let Some(pass) = &self.in_flight else {
-            return;
-        };
-        if index < pass.last.index {
-            return;
-        }
-        let pass = self.in_flight.take().expect("checked");
-        if index == pass.last.index && term == pass.last.term {
-            // Answered once this node has acted on the image too (its cache shows what was
-            // answered, its replica logs exist); the controller thread goes on meanwhile.
-            let image = self.image.clone();
-            for f in pass.heartbeats {
-                f(Ok(&image));
-            }
-            let finishes = pass.finishes;
-            self.publisher.after_delivered(move || {
-                for f in finishes {
-                    f(Ok(&image));
-                }
-            });
-        } else {
-            // Another leader's entry took the place of ours: nothing of the pass was committed
-            // (entries of a term are committed in order, so its earlier ones went too).
-            let e = ApiError::NotController;
-            for f in pass.heartbeats.into_iter().chain(pass.finishes) {
-                f(Err(&e));
-            }
-        }
-    }
-
-    fn expire_in_flight(&mut self, now_ms: u64) {
-        if self
-            .in_flight
-            .as_ref()
-            .is_some_and(|p| now_ms >= p.deadline_ms)
+    fn maybe_snapshot(&mut self) {
+        if self.since_snapshot < self.snapshot_entries
+            && self.since_snapshot_bytes < self.config.kraft.metadata_snapshot_record_bytes
         {
-            let pass = self.in_flight.take().expect("checked");
-            tracing::warn!(
-                offset = pass.last.index,
-                "metadata write not committed in time; its outcome is unknown"
-            );
-            let e = ApiError::RequestTimedOut;
-            for f in pass.heartbeats.into_iter().chain(pass.finishes) {
-                f(Err(&e));
-            }
-        }
-    }
-
-    fn maybe_snapshot(&mut self) -> Result<(), DurableError> {
-        if self.since_snapshot < self.snapshot_entries {
-            return Ok(());
+            return;
         }
         let mut data = Vec::new();
         for r in self.image.to_records() {
@@ -1178,12 +767,15 @@ impl<D: Durable> ControllerCore<D> {
                 "metadata snapshot not taken: the image is larger than a snapshot may be"
             );
             self.since_snapshot = 0;
-            return Ok(());
+            self.since_snapshot_bytes = 0;
+            return;
         }
-        self.engine.compact(self.applied_index, data)?;
+        if let Some(write) = self.voter.engine.compact(self.applied_index, data) {
+            self.commands.push(Command::Persist(vec![write]));
+        }
         self.since_snapshot = 0;
+        self.since_snapshot_bytes = 0;
         tracing::info!(offset = self.applied_index, "metadata snapshot taken");
-        Ok(())
     }
 }
 
@@ -1233,45 +825,60 @@ fn encode_group(group: &[MetadataRecord]) -> Result<Vec<Vec<u8>>, ApiError> {
         .collect()
 }
 
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// The thread's clocks: the only place the controller reads the time.
+struct Clocks {
+    started: Instant,
+}
+
+impl Clocks {
+    fn now(&self) -> Now {
+        Now {
+            mono_ms: self.started.elapsed().as_millis() as u64,
+            wall_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        }
+    }
 }
 
 /// The controller thread's loop: events from `events` (requests, each returning its permit to
 /// `permits`), ticks every [`TICK`], and after each batch of events one
-/// [`ControllerCore::advance`], whose messages go to `outbox`. `replayed` is told once the log
-/// is replayed as far as this voter knows it committed. `peers_queued` counts the Raft messages
+/// [`ControllerCore::advance`], whose commands take effect through `effects` (the messages they
+/// send go to `outbox`). `replayed` is told once the log is replayed as far as this voter knows
+/// it committed. `peers_queued` counts the Raft messages
 /// waiting in `events` (the channel's senders drop those beyond
 /// [`crate::limits::RAFT_INBOUND_QUEUE_MESSAGES_MAX`]). Runs until shutdown (`Ok`) or until the
 /// voter cannot go on (the error says why; the node must stop).
 pub(crate) fn run<D: Durable>(
-    mut core: ControllerCore<D>,
+    mut core: ControllerCore,
+    mut effects: Effects<D>,
     events: Receiver<Event>,
     permits: Arc<Semaphore>,
     peers_queued: Arc<AtomicUsize>,
     replayed: tokio::sync::oneshot::Sender<()>,
     mut outbox: Outbox,
 ) -> Result<(), ControllerError> {
-    let started = Instant::now();
-    let now_ms = || started.elapsed().as_millis() as u64;
+    let clocks = Clocks {
+        started: Instant::now(),
+    };
     let mut next_tick = Instant::now() + TICK;
-    match core.advance(now_ms()) {
+    match advance(&mut core, &mut effects, clocks.now()) {
         Ok(messages) => outbox(messages),
         Err(e) => {
-            stop(core, &events);
+            stop(core, effects, &events);
             return Err(e);
         }
     }
     // The replayed image is in the cache (and acted on) before anyone is told it is ready.
-    core.publisher.after_delivered(move || {
+    effects.publisher().after_delivered(move || {
         let _ = replayed.send(());
     });
     loop {
         let mut wait = next_tick.saturating_duration_since(Instant::now());
         if let Some(due) = core.next_due_ms() {
-            wait = wait.min(Duration::from_millis(due.saturating_sub(now_ms())));
+            wait = wait.min(Duration::from_millis(
+                due.saturating_sub(clocks.now().mono_ms),
+            ));
         }
         let first = match events.recv_timeout(wait) {
             Ok(event) => Some(event),
@@ -1287,20 +894,21 @@ pub(crate) fn run<D: Durable>(
             }
         }
         let mut shutdown = false;
+        let now = clocks.now();
         for event in batch {
             match event {
                 Event::Request(r) => {
                     permits.add_permits(1);
-                    core.request(r);
+                    core.request(r, now);
                 }
                 Event::Peer {
                     message,
                     connection,
                 } => {
                     peers_queued.fetch_sub(1, Ordering::Relaxed);
-                    core.peer_message_on(message, connection)
+                    core.peer_message_on(message, connection, now)
                 }
-                Event::ConnectionClosed(connection) => core.connection_closed(connection),
+                Event::ConnectionClosed(connection) => core.connection_closed(connection, now),
                 Event::PeerUnreachable(peer) => core.peer_unreachable(peer),
                 Event::SnapshotSent { peer, delivered } => core.snapshot_sent(peer, delivered),
                 Event::Shutdown => shutdown = true,
@@ -1310,24 +918,38 @@ pub(crate) fn run<D: Durable>(
             break;
         }
         if Instant::now() >= next_tick {
-            core.tick(now_ms());
+            core.tick(clocks.now());
             next_tick = Instant::now() + TICK;
         }
-        match core.advance(now_ms()) {
+        match advance(&mut core, &mut effects, clocks.now()) {
             Ok(messages) if !messages.is_empty() => outbox(messages),
             Ok(_) => {}
             Err(e) => {
-                stop(core, &events);
+                stop(core, effects, &events);
                 return Err(e);
             }
         }
     }
-    stop(core, &events);
+    stop(core, effects, &events);
     Ok(())
 }
 
-fn stop<D: Durable>(mut core: ControllerCore<D>, events: &Receiver<Event>) {
-    core.stop();
+/// One [`ControllerCore::advance`] and its commands carried out: the messages to send.
+fn advance<D: Durable>(
+    core: &mut ControllerCore,
+    effects: &mut Effects<D>,
+    now: Now,
+) -> Result<Vec<Message>, ControllerError> {
+    let commands = core.advance(now)?;
+    effects.carry_out(commands)
+}
+
+fn stop<D: Durable>(mut core: ControllerCore, mut effects: Effects<D>, events: &Receiver<Event>) {
+    // Only answers are left to carry out (the writes of a voter that stops on a failed write
+    // are not retried: every answer of a pass after it then says its outcome is unknown).
+    if let Err(e) = effects.carry_out(core.stop()) {
+        tracing::debug!(error = %e, "writes of a stopping controller not made durable");
+    }
     while let Ok(event) = events.try_recv() {
         if let Event::Request(r) = event {
             r.refuse(ApiError::NotController);

@@ -28,6 +28,9 @@ pub(crate) struct QuorumState {
     pub(crate) status: std::sync::Mutex<QuorumDescription>,
     /// Leader elections this voter committed as active controller.
     pub(crate) stats: crate::metrics::ControllerStats,
+    /// The controller-listener connection carrying each peer voter's accepted messages (the
+    /// controller thread's binding): a chunk in a voter's name on another connection is refused.
+    peer_links: std::sync::Mutex<std::collections::HashMap<u64, u64>>,
 }
 
 /// What DescribeQuorum reports, as of the controller thread's last pass.
@@ -57,7 +60,24 @@ impl QuorumState {
             leader: AtomicI32::new(-1),
             status: std::sync::Mutex::new(QuorumDescription::default()),
             stats: crate::metrics::ControllerStats::default(),
+            peer_links: Default::default(),
         }
+    }
+
+    /// Notes that `connection` carries `voter`'s accepted messages (or, with `None`, that the
+    /// one which did closed).
+    pub(crate) fn link_peer(&self, voter: u64, connection: Option<u64>) {
+        let mut links = self.peer_links.lock().unwrap_or_else(|e| e.into_inner());
+        match connection {
+            Some(c) => links.insert(voter, c),
+            None => links.remove(&voter),
+        };
+    }
+
+    /// The connection carrying `voter`'s accepted messages, if one does.
+    pub(crate) fn peer_link(&self, voter: u64) -> Option<u64> {
+        let links = self.peer_links.lock().unwrap_or_else(|e| e.into_inner());
+        links.get(&voter).copied()
     }
 
     pub(crate) fn description(&self) -> QuorumDescription {

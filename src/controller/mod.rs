@@ -14,14 +14,18 @@
 //! Callers hold a [`ControllerChannel`], never the thread. The controller never touches
 //! partition data; the replica layer reacts to published images.
 
+mod command;
 pub mod decisions;
 mod driver;
 pub mod elections;
 mod forward;
 pub mod observer;
+mod passes;
 mod request;
+mod sessions;
 #[cfg(test)]
 mod sim;
+mod voter;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -38,8 +42,10 @@ use crate::limits::{CONTROLLER_QUEUE_REQUESTS_MAX, RAFT_INBOUND_QUEUE_MESSAGES_M
 use crate::metadata::{
     BrokerRegistration, MetadataCache, MetadataImage, MetadataPublisher, MetadataRecord, TopicImage,
 };
+use crate::quorum::chunks::{Chunk, ChunkError, Reassembly};
 use crate::quorum::durable::{DiskState, Durable, DurableError};
 use crate::quorum::transport::{Transport, TransportEvent};
+use crate::quorum::wire;
 use crate::quorum::{QuorumConfig, QuorumEngine};
 pub use decisions::{
     AlterConfigOp, AlterPartitionItem, AlterPartitionResult, ConfigResource, CreateTopicSpec,
@@ -121,6 +127,8 @@ pub struct ControllerChannel {
     peers_queued: Arc<AtomicUsize>,
     /// Why the controller thread stopped by itself, once it has.
     failed: watch::Receiver<Option<String>>,
+    /// Large Raft messages from peer voters, being put back together from their chunks.
+    chunks: Arc<std::sync::Mutex<Reassembly>>,
 }
 
 impl ControllerChannel {
@@ -258,6 +266,32 @@ impl ControllerChannel {
         }
     }
 
+    /// Takes one chunk of a large Raft message from a peer voter ([`crate::quorum::chunks`]);
+    /// the message, once whole, goes on as [`Self::peer_message`]. An error means the
+    /// connection must close.
+    pub fn peer_chunk(&self, chunk: Chunk, connection: u64) -> Result<(), ChunkError> {
+        let (from, link) = (chunk.from, self.state.peer_link(chunk.from));
+        let whole = self.reassembly().accept(connection, link, chunk)?;
+        if let Some(body) = whole {
+            let message =
+                wire::decode_message(&body).map_err(|e| ChunkError::Undecodable(e.to_string()))?;
+            if message.from != from {
+                return Err(ChunkError::Undecodable(format!(
+                    "a message from {} in chunks from {from}",
+                    message.from
+                )));
+            }
+            self.peer_message(message, connection);
+        }
+        Ok(())
+    }
+
+    fn reassembly(&self) -> std::sync::MutexGuard<'_, Reassembly> {
+        self.chunks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Completes with the reason once the controller thread has stopped by itself (its state
     /// cannot be kept durable, or the committed metadata is corrupt): the node must stop, as
     /// Kafka's controller halts the process on such a fault. Never completes otherwise.
@@ -273,6 +307,7 @@ impl ControllerChannel {
     /// A controller-listener connection closed (a peer voter's, or a broker's lifecycle
     /// connection).
     pub fn connection_closed(&self, connection: u64) {
+        self.reassembly().connection_closed(connection);
         let _ = self.events.send(Event::ConnectionClosed(connection));
     }
 
@@ -604,7 +639,8 @@ async fn spawn<D: Durable + 'static>(
         heartbeat_ticks: 1,
         fixed_election_ticks: None,
     };
-    let mut engine = QuorumEngine::open(&quorum, durable)?;
+    let mut durable = durable;
+    let mut engine = QuorumEngine::open(&quorum, durable.recover()?);
     engine.set_entry_check(check_entry);
     let lifecycle = (!config.kraft.standalone).then(|| {
         let session = config.kraft.broker_session_timeout_ms;
@@ -621,12 +657,13 @@ async fn spawn<D: Durable + 'static>(
     let core = ControllerCore::new(
         config,
         engine,
-        publisher,
+        publisher.image(),
         cluster_id.to_owned(),
         lifecycle,
         state.clone(),
     );
-    let feed = core.feed();
+    let effects = command::Effects::new(durable, publisher);
+    let feed = effects.feed();
     let (events, rx) = mpsc::channel();
     let peers_queued = Arc::new(AtomicUsize::new(0));
     let (failed_tx, failed) = watch::channel(None);
@@ -637,6 +674,9 @@ async fn spawn<D: Durable + 'static>(
         .filter(|(id, _)| **id != node_id)
         .map(|(id, endpoint)| (*id, endpoint.clone()))
         .collect();
+    let chunks = Arc::new(std::sync::Mutex::new(Reassembly::new(
+        remote.keys().copied().collect(),
+    )));
     let outbox: driver::Outbox = if remote.is_empty() {
         Box::new(|_| {})
     } else {
@@ -662,7 +702,15 @@ async fn spawn<D: Durable + 'static>(
         .spawn(move || {
             let _runtime = runtime.enter();
             let run = std::panic::AssertUnwindSafe(|| {
-                driver::run(core, rx, driver_permits, queued, replayed_tx, outbox)
+                driver::run(
+                    core,
+                    effects,
+                    rx,
+                    driver_permits,
+                    queued,
+                    replayed_tx,
+                    outbox,
+                )
             });
             // The thread never ends unnoticed: an error or a panic is the node's to act on.
             let reason = match std::panic::catch_unwind(run) {
@@ -706,6 +754,7 @@ async fn spawn<D: Durable + 'static>(
             feed,
             peers_queued,
             failed,
+            chunks,
         },
         task,
     ))

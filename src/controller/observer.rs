@@ -39,6 +39,7 @@ use super::ControllerChannel;
 use crate::config::BrokerConfig;
 use crate::limits::CONTROLLER_QUEUE_REQUESTS_MAX;
 use crate::metadata::{MetadataCache, MetadataImage, MetadataPublisher, MetadataRecord};
+use crate::quorum::chunks::Reassembly;
 use crate::quorum::durable::DurableError;
 
 /// KafkaIQ's private API key for an observer's fetch of the metadata log.
@@ -388,6 +389,8 @@ pub fn start(
         peers_queued: Arc::default(),
         // No controller thread to fail: never completes.
         failed: tokio::sync::watch::channel(None).1,
+        // Not a voter: a chunk sent here names no peer it accepts.
+        chunks: Arc::new(Mutex::new(Reassembly::new(Vec::new()))),
     };
     let task = tokio::spawn(run(
         config.node_id,

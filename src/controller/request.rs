@@ -11,7 +11,7 @@ use super::decisions::{
     self, AlterPartitionItem, AlterPartitionResult, CreateTopicSpec, ElectionResult, ElectionType,
     HeartbeatOutcome, ProducerIdBlock, ReassignmentItem, ReassignmentResult,
 };
-use super::{random_uuid, AlterConfigOp, ConfigResource};
+use super::{AlterConfigOp, ConfigResource};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::limits::LEADER_ELECTIONS_PER_IMBALANCE_PASS_MAX;
@@ -179,17 +179,22 @@ impl Decided {
     }
 }
 
-/// Decides `request` against `image` at wall-clock `now_ms`. A decision that changes partitions
-/// has its records led by a [`MetadataRecord::ChangeCause`] saying why, so the image's history
-/// ([`crate::metadata::history`]) knows.
+/// Where a decision's new ids (topic ids) come from: random on a node, from the seed in the
+/// simulation, so that the decisions themselves hold no randomness.
+pub(crate) type IdSource = Box<dyn FnMut() -> Uuid + Send>;
+
+/// Decides `request` against `image` at wall-clock `now_ms`, taking new ids from `new_id`. A
+/// decision that changes partitions has its records led by a [`MetadataRecord::ChangeCause`]
+/// saying why, so the image's history ([`crate::metadata::history`]) knows.
 pub(crate) fn decide(
     config: &BrokerConfig,
     image: &MetadataImage,
     request: Request,
     now_ms: i64,
+    new_id: &mut dyn FnMut() -> Uuid,
 ) -> Decided {
     let (kind, broker_id) = request.cause();
-    let mut decided = decide_records(config, image, request);
+    let mut decided = decide_records(config, image, request, new_id);
     if decided
         .records
         .iter()
@@ -207,14 +212,20 @@ pub(crate) fn decide(
     decided
 }
 
-fn decide_records(config: &BrokerConfig, image: &MetadataImage, request: Request) -> Decided {
+fn decide_records(
+    config: &BrokerConfig,
+    image: &MetadataImage,
+    request: Request,
+    new_id: &mut dyn FnMut() -> Uuid,
+) -> Decided {
     match request {
         Request::CreateTopic {
             spec,
             validate_only,
             reply,
         } => {
-            let (records, mut results) = create_topics(config, image, std::slice::from_ref(&spec));
+            let (records, mut results) =
+                create_topics(config, image, std::slice::from_ref(&spec), new_id);
             let records = results.pop().expect("one topic").map(|()| records);
             if validate_only {
                 let topic = records.map(|r| image.apply(&r).topics[&spec.name].clone());
@@ -228,7 +239,7 @@ fn decide_records(config: &BrokerConfig, image: &MetadataImage, request: Request
             validate_only,
             reply,
         } => {
-            let (records, results) = create_topics(config, image, &specs);
+            let (records, results) = create_topics(config, image, &specs, new_id);
             let names: Vec<String> = specs.into_iter().map(|s| s.name).collect();
             if validate_only {
                 let after = image.apply(&records);
@@ -470,13 +481,14 @@ fn create_topics(
     config: &BrokerConfig,
     image: &MetadataImage,
     specs: &[CreateTopicSpec],
+    new_id: &mut dyn FnMut() -> Uuid,
 ) -> (Vec<MetadataRecord>, Vec<Result<(), ApiError>>) {
     let mut working: Option<MetadataImage> = None;
     let mut records = Vec::new();
     let mut results = Vec::with_capacity(specs.len());
     for spec in specs {
         let base = working.as_ref().unwrap_or(image);
-        match decisions::create_topic(base, config, spec, random_uuid()) {
+        match decisions::create_topic(base, config, spec, new_id()) {
             Ok(topic) => {
                 working
                     .get_or_insert_with(|| image.clone())

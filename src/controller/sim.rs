@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use raft::eraftpb::Message;
 use tokio::sync::oneshot;
 
-use super::driver::{ControllerCore, TICK};
+use super::command::Effects;
+use super::driver::{ControllerCore, Now, TICK};
 use super::request::Request;
 use super::{CreateTopicSpec, ElectionType, ProducerIdBlock};
 use crate::config::{BrokerConfig, RawConfig};
@@ -24,6 +25,34 @@ use crate::metadata::{
 };
 use crate::quorum::durable::{Durable, MemState};
 use crate::quorum::{QuorumConfig, QuorumEngine};
+
+/// The simulated clocks at `ms` into a run: the wall clock is the monotonic one from a fixed
+/// epoch, so that a seed alone decides every timestamp too.
+fn at(ms: u64) -> Now {
+    const SIM_EPOCH_MS: i64 = 1_700_000_000_000;
+    Now {
+        mono_ms: ms,
+        wall_ms: SIM_EPOCH_MS + ms as i64,
+    }
+}
+
+/// One advance of `core` at `now`, its commands carried out through `effects` in order (as the
+/// controller thread does): the messages to send.
+fn advance(core: &mut ControllerCore, effects: &mut Effects<MemState>, now: Now) -> Vec<Message> {
+    let commands = core
+        .advance(now)
+        .unwrap_or_else(|e| panic!("the simulation's log decodes: {e}"));
+    effects
+        .carry_out(commands)
+        .unwrap_or_else(|e| panic!("memory state cannot fail: {e}"))
+}
+
+/// A crashed voter's callers are answered (its commands carried out: answers only).
+fn crash(mut core: ControllerCore, mut effects: Effects<MemState>) {
+    effects
+        .carry_out(core.stop())
+        .unwrap_or_else(|e| panic!("memory state cannot fail: {e}"));
+}
 
 /// A small, fast, seedable generator (SplitMix64).
 struct Rng(u64);
@@ -54,28 +83,88 @@ type Leaders = BTreeMap<(uuid::Uuid, i32), (i32, i32)>;
 struct Recorder {
     /// (metadata offset, leaders) of each image.
     images: Mutex<Vec<(u64, Leaders)>>,
+    /// The run's history and the node this recorder listens on, when the run keeps one.
+    history: Option<(History, u64)>,
 }
+
+fn leaders_of(image: &MetadataImage) -> Leaders {
+    image
+        .topics
+        .values()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |(p, r)| ((t.id, *p), (r.leader_epoch, r.leader)))
+        })
+        .collect()
+}
+
+/// A message as the history keeps it: its header, and each entry's place and a digest of its
+/// data (SipHash with fixed keys, the same in every run).
+fn describe(m: &Message) -> String {
+    use std::hash::{Hash, Hasher};
+    let entries: Vec<(u64, u64, u64)> = m
+        .entries
+        .iter()
+        .map(|e| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            e.data.hash(&mut h);
+            (e.index, e.term, h.finish())
+        })
+        .collect();
+    let snapshot = m.get_snapshot().get_metadata();
+    format!(
+        "{}→{} {:?} term {} index {} log term {} commit {} reject {} hint {} entries {entries:?} snapshot {}/{}",
+        m.from,
+        m.to,
+        m.get_msg_type(),
+        m.term,
+        m.index,
+        m.log_term,
+        m.commit,
+        m.reject,
+        m.reject_hint,
+        snapshot.index,
+        snapshot.term
+    )
+}
+
+/// Everything a simulated run did, in order: each message a node sent and its fate, each image
+/// a node published, each client request, answer and fault. One seed must always give the same.
+type History = Arc<Mutex<Vec<String>>>;
 
 impl ImageListener for Recorder {
     fn on_image(&self, _previous: &MetadataImage, next: &MetadataImage) {
-        let leaders = next
-            .topics
-            .values()
-            .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .map(move |(p, r)| ((t.id, *p), (r.leader_epoch, r.leader)))
-            })
-            .collect();
+        if let Some((history, node)) = &self.history {
+            let brokers: Vec<(i32, i64, bool)> = next
+                .brokers
+                .values()
+                .map(|b| (b.node_id, b.broker_epoch, b.fenced))
+                .collect();
+            let topics: Vec<(&String, uuid::Uuid, usize)> = next
+                .topics
+                .values()
+                .map(|t| (&t.name, t.id, t.partitions.len()))
+                .collect();
+            history.lock().unwrap().push(format!(
+                "node {node} image {} cluster {:?} controller {} brokers {brokers:?} topics {topics:?} leaders {:?} next pid {}",
+                next.metadata_offset,
+                next.cluster_id,
+                next.controller_id,
+                leaders_of(next),
+                next.next_producer_id_block_start
+            ));
+        }
         self.images
             .lock()
             .unwrap()
-            .push((next.metadata_offset, leaders));
+            .push((next.metadata_offset, leaders_of(next)));
     }
 }
 
 struct Live {
-    core: ControllerCore<MemState>,
+    core: ControllerCore,
+    effects: Effects<MemState>,
     cache: Arc<MetadataCache>,
     recorder: Arc<Recorder>,
 }
@@ -146,6 +235,10 @@ struct Sim {
     voters: Vec<u64>,
     /// Snapshot messages whose sending failed, (from, to), to be reported to the sender.
     failed_snapshots: Vec<(u64, u64)>,
+    /// How many topic ids the nodes have taken: every id comes from this count, so a seed
+    /// decides them (one count for all nodes, so a restarted node never repeats one).
+    ids_taken: Arc<std::sync::atomic::AtomicU64>,
+    history: History,
 }
 
 fn config_for(node_id: u64) -> Arc<BrokerConfig> {
@@ -179,6 +272,8 @@ impl Sim {
             topic_counter: 0,
             voters: ids.clone(),
             failed_snapshots: Vec::new(),
+            ids_taken: Arc::default(),
+            history: History::default(),
         };
         for i in 0..voters {
             sim.start(i);
@@ -203,39 +298,49 @@ impl Sim {
             // Different per voter and fixed, so the seed alone decides the run.
             fixed_election_ticks: Some(10 + 3 * node.id as usize),
         };
-        let engine = QuorumEngine::open(&quorum, node.durable.clone()).unwrap();
+        let engine = QuorumEngine::open(&quorum, node.durable.clone().recover().unwrap());
         let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
         let publisher = Arc::new(MetadataPublisher::new(
             cache.clone(),
             MetadataImage::empty(String::new(), node.id as i32),
         ));
-        let recorder = Arc::new(Recorder::default());
+        let recorder = Arc::new(Recorder {
+            history: Some((self.history.clone(), node.id)),
+            ..Recorder::default()
+        });
         publisher.add_listener(recorder.clone());
         let mut core = ControllerCore::new(
             config_for(node.id),
             engine,
-            publisher,
+            publisher.image(),
             format!("sim-{}", node.id),
             None,
             Arc::new(super::forward::QuorumState::new()),
         );
         // Small snapshots, so compaction and snapshot installs happen within a run.
         core.set_snapshot_entries(16);
+        let ids = self.ids_taken.clone();
+        core.set_id_source(Box::new(move || {
+            let n = ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            uuid::Uuid::from_u128(0x5eed_0000_0000_0000_0000_0000_0000_0000 | u128::from(n))
+        }));
         node.live = Some(Live {
             core,
+            effects: Effects::new(node.durable.clone(), publisher),
             cache,
             recorder,
         });
     }
 
     fn crash(&mut self, i: usize) {
-        if let Some(mut live) = self.nodes[i].live.take() {
-            live.core.stop();
+        if let Some(live) = self.nodes[i].live.take() {
+            crash(live.core, live.effects);
         }
     }
 
     fn send(&mut self, messages: Vec<Message>) {
         for m in messages {
+            self.note(format!("send {}", describe(&m)));
             if self.cut.contains(&(m.from, m.to)) || self.rng.chance(10) {
                 // A cut link or a lost message: to the sender's transport, a failed connection.
                 if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot {
@@ -261,10 +366,7 @@ impl Sim {
         let Some(live) = self.nodes[i].live.as_mut() else {
             return;
         };
-        let messages = live
-            .core
-            .advance(now)
-            .unwrap_or_else(|e| panic!("memory state cannot fail: {e}"));
+        let messages = advance(&mut live.core, &mut live.effects, at(now));
         self.send(messages);
     }
 
@@ -289,7 +391,7 @@ impl Sim {
             if let Some(live) = self.nodes[i].live.as_mut() {
                 let snapshot_from =
                     (m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot).then_some(m.from);
-                live.core.peer_message(m);
+                live.core.peer_message(m, at(self.now_ms));
                 self.advance(i);
                 // Written to a live connection: the sender's transport reports it sent.
                 if let Some(from) = snapshot_from {
@@ -404,58 +506,78 @@ impl Sim {
                 )
             }
         };
-        self.nodes[i].live.as_mut().unwrap().core.request(request);
+        self.note(format!("request to node {}", self.nodes[i].id));
+        self.nodes[i]
+            .live
+            .as_mut()
+            .unwrap()
+            .core
+            .request(request, at(self.now_ms));
         self.pending.push(pending);
         self.advance(i);
     }
 
     /// Collects answers that arrived.
     fn collect_answers(&mut self) {
+        use oneshot::error::TryRecvError::Empty;
         let pending = std::mem::take(&mut self.pending);
         for p in pending {
             match p {
                 Pending::CreateTopic(name, mut rx) => match rx.try_recv() {
-                    Ok(Ok(_)) => {
-                        self.acknowledged_topics.insert(name);
-                    }
-                    Ok(Err(_)) | Err(oneshot::error::TryRecvError::Closed) => {}
-                    Err(oneshot::error::TryRecvError::Empty) => {
-                        self.pending.push(Pending::CreateTopic(name, rx))
+                    Err(Empty) => self.pending.push(Pending::CreateTopic(name, rx)),
+                    answer => {
+                        let id = answer.as_ref().map(|r| r.as_ref().map(|t| t.id));
+                        self.note(format!("answer: create {name}: {id:?}"));
+                        if let Ok(Ok(_)) = answer {
+                            self.acknowledged_topics.insert(name);
+                        }
                     }
                 },
                 Pending::ProducerIds(mut rx) => match rx.try_recv() {
-                    Ok(Ok(block)) => {
-                        if let Some(other) = self.blocks.iter().find(|b| {
-                            b.first < block.first + block.size && block.first < b.first + b.size
-                        }) {
-                            self.fail(format!(
-                                "producer id blocks {other:?} and {block:?} overlap"
-                            ));
+                    Err(Empty) => self.pending.push(Pending::ProducerIds(rx)),
+                    answer => {
+                        self.note(format!("answer: producer ids {answer:?}"));
+                        if let Ok(Ok(block)) = answer {
+                            self.check_block(block);
                         }
-                        self.blocks.push(block);
-                    }
-                    Ok(Err(_)) | Err(oneshot::error::TryRecvError::Closed) => {}
-                    Err(oneshot::error::TryRecvError::Empty) => {
-                        self.pending.push(Pending::ProducerIds(rx))
                     }
                 },
-                Pending::Other(mut rx) => {
-                    if let Err(oneshot::error::TryRecvError::Empty) = rx.try_recv() {
-                        self.pending.push(Pending::Other(rx));
-                    }
-                }
-                Pending::Elect(mut rx) => {
-                    if let Err(oneshot::error::TryRecvError::Empty) = rx.try_recv() {
-                        self.pending.push(Pending::Elect(rx));
-                    }
-                }
-                Pending::Register(mut rx) => {
-                    if let Err(oneshot::error::TryRecvError::Empty) = rx.try_recv() {
-                        self.pending.push(Pending::Register(rx));
-                    }
-                }
+                Pending::Other(mut rx) => match rx.try_recv() {
+                    Err(Empty) => self.pending.push(Pending::Other(rx)),
+                    answer => self.note(format!("answer: {answer:?}")),
+                },
+                Pending::Elect(mut rx) => match rx.try_recv() {
+                    Err(Empty) => self.pending.push(Pending::Elect(rx)),
+                    answer => self.note(format!("answer: elect {answer:?}")),
+                },
+                Pending::Register(mut rx) => match rx.try_recv() {
+                    Err(Empty) => self.pending.push(Pending::Register(rx)),
+                    answer => self.note(format!("answer: register {answer:?}")),
+                },
             }
         }
+    }
+
+    /// A producer id block handed out: it overlaps no other.
+    fn check_block(&mut self, block: ProducerIdBlock) {
+        if let Some(other) = self
+            .blocks
+            .iter()
+            .find(|b| b.first < block.first + block.size && block.first < b.first + b.size)
+        {
+            self.fail(format!(
+                "producer id blocks {other:?} and {block:?} overlap"
+            ));
+        }
+        self.blocks.push(block);
+    }
+
+    /// Adds to the run's history, at the current time.
+    fn note(&self, what: String) {
+        self.history
+            .lock()
+            .unwrap()
+            .push(format!("{} ms {what}", self.now_ms));
     }
 
     fn nemesis(&mut self) {
@@ -494,6 +616,13 @@ impl Sim {
             }
             _ => self.cut.clear(),
         }
+        let live: Vec<u64> = self
+            .nodes
+            .iter()
+            .filter(|n| n.live.is_some())
+            .map(|n| n.id)
+            .collect();
+        self.note(format!("faults: live {live:?} cut {:?}", self.cut));
     }
 
     fn check_invariants(&mut self) {
@@ -566,7 +695,7 @@ impl Sim {
         self.now_ms += TICK.as_millis() as u64;
         for i in 0..self.nodes.len() {
             if let Some(live) = self.nodes[i].live.as_mut() {
-                live.core.tick(self.now_ms);
+                live.core.tick(at(self.now_ms));
             }
             self.advance(i);
         }
@@ -687,16 +816,23 @@ impl Sim {
                 crate::metadata::security_protocol::PLAINTEXT,
             );
         let (reg_tx, _reg_rx) = oneshot::channel();
+        let now = at(self.now_ms);
         let core = &mut self.nodes[active].live.as_mut().unwrap().core;
-        core.request(Request::RegisterBroker {
-            registration,
-            reply: reg_tx,
-        });
-        core.request(Request::CreateTopic {
-            spec,
-            validate_only: false,
-            reply: tx,
-        });
+        core.request(
+            Request::RegisterBroker {
+                registration,
+                reply: reg_tx,
+            },
+            now,
+        );
+        core.request(
+            Request::CreateTopic {
+                spec,
+                validate_only: false,
+                reply: tx,
+            },
+            now,
+        );
         self.advance(active);
         for _ in 0..50 {
             self.step_without_faults();
@@ -729,7 +865,7 @@ impl Sim {
         self.now_ms += TICK.as_millis() as u64;
         for i in 0..self.nodes.len() {
             if let Some(live) = self.nodes[i].live.as_mut() {
-                live.core.tick(self.now_ms);
+                live.core.tick(at(self.now_ms));
             }
             self.advance(i);
         }
@@ -747,13 +883,47 @@ impl Sim {
     }
 }
 
-fn run_seed(seed: u64) {
+/// Runs one seed and checks it; returns its history.
+fn run_seed(seed: u64) -> Vec<String> {
     let voters = [1, 3, 3, 5][(seed % 4) as usize];
     let mut sim = Sim::new(seed, voters);
     for _ in 0..300 {
         sim.step();
     }
     sim.heal_and_check();
+    let history = sim.history.lock().unwrap().clone();
+    history
+}
+
+/// One seed replays one cluster history exactly: every message sent and its fate, every image
+/// published on every node, every request, answer and fault, in order — nothing in the
+/// controller reads a clock or draws a random number of its own. A different seed gives a
+/// different history (the check is not vacuous).
+#[test]
+fn a_seed_replays_its_cluster_history_exactly() {
+    for seed in [2, 7] {
+        let first = run_seed(seed);
+        let second = run_seed(seed);
+        assert!(
+            first.len() > 1_000 && first.iter().any(|e| e.contains("answer: create")),
+            "seed {seed}: a history of {} events",
+            first.len()
+        );
+        if let Some(at) = (0..first.len().min(second.len())).find(|&i| first[i] != second[i]) {
+            panic!(
+                "seed {seed} diverged at event {at}:\n  first:  {}\n  second: {}",
+                first[at], second[at]
+            );
+        }
+        assert_eq!(first.len(), second.len(), "seed {seed}: history lengths");
+        let other = run_seed(seed + 4);
+        assert_ne!(
+            first,
+            other,
+            "seeds {seed} and {} gave one history",
+            seed + 4
+        );
+    }
 }
 
 #[test]
@@ -775,7 +945,8 @@ fn control_plane_simulation() {
 /// hand on a manual clock: every message delivered at once, except that while `held` no
 /// append is acknowledged (so a pass stays in flight).
 struct SessionVoters {
-    cores: Vec<ControllerCore<MemState>>,
+    cores: Vec<ControllerCore>,
+    effects: Vec<Effects<MemState>>,
     caches: Vec<Arc<MetadataCache>>,
     active: usize,
     now: u64,
@@ -790,6 +961,7 @@ impl SessionVoters {
             failover_grace_ms: Self::SESSION_MS,
         };
         let mut caches = Vec::new();
+        let mut effects = Vec::new();
         let cores = (1..=2u64)
             .map(|id| {
                 let quorum = QuorumConfig {
@@ -799,17 +971,20 @@ impl SessionVoters {
                     heartbeat_ticks: 2,
                     fixed_election_ticks: Some(10 + 3 * id as usize),
                 };
-                let engine = QuorumEngine::open(&quorum, MemState::new()).unwrap();
+                let durable = MemState::new();
+                let engine = QuorumEngine::open(&quorum, durable.clone().recover().unwrap());
                 let cache = Arc::new(MetadataCache::new(MetadataImage::default()));
                 caches.push(cache.clone());
                 let publisher = Arc::new(MetadataPublisher::new(
                     cache,
                     MetadataImage::empty(String::new(), id as i32),
                 ));
+                let image = publisher.image();
+                effects.push(Effects::new(durable, publisher));
                 ControllerCore::new(
                     config_for(id),
                     engine,
-                    publisher,
+                    image,
                     "sessions".into(),
                     Some(lifecycle),
                     Arc::new(super::forward::QuorumState::new()),
@@ -818,6 +993,7 @@ impl SessionVoters {
             .collect();
         let mut voters = SessionVoters {
             cores,
+            effects,
             caches,
             active: 0,
             now: 0,
@@ -838,19 +1014,19 @@ impl SessionVoters {
     fn step(&mut self, held: bool) {
         let now = self.now;
         let mut messages = Vec::new();
-        for core in self.cores.iter_mut() {
-            core.tick(now);
-            messages.extend(core.advance(now).unwrap());
+        for (core, effects) in self.cores.iter_mut().zip(&mut self.effects) {
+            core.tick(at(now));
+            messages.extend(advance(core, effects, at(now)));
         }
         while !messages.is_empty() {
             for m in std::mem::take(&mut messages) {
                 if held && m.get_msg_type() == raft::eraftpb::MessageType::MsgAppendResponse {
                     continue;
                 }
-                self.cores[m.to as usize - 1].peer_message(m);
+                self.cores[m.to as usize - 1].peer_message(m, at(now));
             }
-            for core in self.cores.iter_mut() {
-                messages.extend(core.advance(now).unwrap());
+            for (core, effects) in self.cores.iter_mut().zip(&mut self.effects) {
+                messages.extend(advance(core, effects, at(now)));
             }
         }
     }
@@ -875,12 +1051,15 @@ impl SessionVoters {
             );
         let (tx, mut rx) = oneshot::channel();
         let cluster_id = self.image().cluster_id.clone();
-        self.cores[self.active].request(Request::BrokerRegistration {
-            registration,
-            cluster_id,
-            connection,
-            reply: tx,
-        });
+        self.cores[self.active].request(
+            Request::BrokerRegistration {
+                registration,
+                cluster_id,
+                connection,
+                reply: tx,
+            },
+            at(self.now),
+        );
         self.step(false);
         rx.try_recv().expect("registration answered")
     }
@@ -894,16 +1073,19 @@ impl SessionVoters {
     ) -> oneshot::Receiver<Result<super::HeartbeatOutcome, ApiError>> {
         let (tx, rx) = oneshot::channel();
         let metadata_offset = self.image().metadata_offset as i64;
-        self.cores[self.active].request(Request::BrokerHeartbeat {
-            broker_id: id,
-            broker_epoch,
-            metadata_offset,
-            want_fence: false,
-            want_shut_down: false,
-            connection,
-            peers_replayed: false,
-            reply: tx,
-        });
+        self.cores[self.active].request(
+            Request::BrokerHeartbeat {
+                broker_id: id,
+                broker_epoch,
+                metadata_offset,
+                want_fence: false,
+                want_shut_down: false,
+                connection,
+                peers_replayed: false,
+                reply: tx,
+            },
+            at(self.now),
+        );
         rx
     }
 
@@ -940,16 +1122,19 @@ fn heartbeats_waiting_behind_a_write_in_flight_keep_their_broker_in_session() {
 
     // Appends go unacknowledged: a CreateTopic's pass stays in flight.
     let (tx, _rx) = oneshot::channel();
-    voters.cores[active].request(Request::CreateTopic {
-        spec: CreateTopicSpec {
-            name: "held".into(),
-            num_partitions: 1,
-            replication_factor: 1,
-            ..Default::default()
+    voters.cores[active].request(
+        Request::CreateTopic {
+            spec: CreateTopicSpec {
+                name: "held".into(),
+                num_partitions: 1,
+                replication_factor: 1,
+                ..Default::default()
+            },
+            validate_only: false,
+            reply: tx,
         },
-        validate_only: false,
-        reply: tx,
-    });
+        at(voters.now),
+    );
     voters.step(true);
     assert!(
         voters.cores[active].backlog().1.is_some(),
@@ -1170,7 +1355,9 @@ async fn a_restarted_voter_applies_no_superseded_image_to_its_replica_manager() 
 /// Voters driven in lock step, every message delivered at once, for scenarios that need a
 /// specific sequence of events rather than a random one.
 struct SimCluster {
-    cores: Vec<Option<ControllerCore<MemState>>>,
+    cores: Vec<Option<ControllerCore>>,
+    /// Where each live voter's commands take effect.
+    effects: Vec<Option<Effects<MemState>>>,
     durables: Vec<MemState>,
     caches: Vec<Arc<MetadataCache>>,
     publishers: Vec<Arc<MetadataPublisher>>,
@@ -1181,6 +1368,7 @@ impl SimCluster {
     fn new(voters: u64) -> SimCluster {
         let mut sim = SimCluster {
             cores: Vec::new(),
+            effects: Vec::new(),
             durables: (1..=voters).map(|_| MemState::new()).collect(),
             caches: Vec::new(),
             publishers: Vec::new(),
@@ -1188,6 +1376,7 @@ impl SimCluster {
         };
         for i in 0..voters as usize {
             sim.cores.push(None);
+            sim.effects.push(None);
             sim.caches
                 .push(Arc::new(MetadataCache::new(MetadataImage::default())));
             sim.publishers.push(Arc::new(MetadataPublisher::new(
@@ -1210,7 +1399,7 @@ impl SimCluster {
             heartbeat_ticks: 2,
             fixed_election_ticks: Some(10 + 3 * id as usize),
         };
-        let engine = QuorumEngine::open(&quorum, self.durables[i].clone()).unwrap();
+        let engine = QuorumEngine::open(&quorum, self.durables[i].clone().recover().unwrap());
         self.caches[i] = Arc::new(MetadataCache::new(MetadataImage::default()));
         self.publishers[i] = Arc::new(MetadataPublisher::new(
             self.caches[i].clone(),
@@ -1219,17 +1408,29 @@ impl SimCluster {
         self.cores[i] = Some(ControllerCore::new(
             config_for(id),
             engine,
-            self.publishers[i].clone(),
+            self.publishers[i].image(),
             "scenario".into(),
             None,
             Arc::new(super::forward::QuorumState::new()),
         ));
+        self.effects[i] = Some(Effects::new(
+            self.durables[i].clone(),
+            self.publishers[i].clone(),
+        ));
     }
 
     fn crash(&mut self, i: usize) {
-        if let Some(mut core) = self.cores[i].take() {
-            core.stop();
+        if let (Some(core), Some(effects)) = (self.cores[i].take(), self.effects[i].take()) {
+            crash(core, effects);
         }
+    }
+
+    /// Every live voter with where its commands take effect.
+    fn live(&mut self) -> impl Iterator<Item = (&mut ControllerCore, &mut Effects<MemState>)> {
+        self.cores
+            .iter_mut()
+            .zip(&mut self.effects)
+            .filter_map(|(c, e)| Some((c.as_mut()?, e.as_mut()?)))
     }
 
     /// What node `i + 1` hosts, held until its image holds broker `i + 1` as `incarnation`.
@@ -1252,18 +1453,18 @@ impl SimCluster {
         self.now_ms += TICK.as_millis() as u64;
         let now = self.now_ms;
         let mut messages = Vec::new();
-        for core in self.cores.iter_mut().flatten() {
-            core.tick(now);
-            messages.extend(core.advance(now).unwrap());
+        for (core, effects) in self.live() {
+            core.tick(at(now));
+            messages.extend(advance(core, effects, at(now)));
         }
         while !messages.is_empty() {
             for m in std::mem::take(&mut messages) {
                 if let Some(core) = self.cores[m.to as usize - 1].as_mut() {
-                    core.peer_message(m);
+                    core.peer_message(m, at(now));
                 }
             }
-            for core in self.cores.iter_mut().flatten() {
-                messages.extend(core.advance(now).unwrap());
+            for (core, effects) in self.live() {
+                messages.extend(advance(core, effects, at(now)));
             }
         }
     }
@@ -1293,7 +1494,10 @@ impl SimCluster {
     ) -> Result<T, ApiError> {
         let active = self.run_until("an active controller", |s| s.active());
         let (tx, mut rx) = oneshot::channel();
-        self.cores[active].as_mut().unwrap().request(make(tx));
+        self.cores[active]
+            .as_mut()
+            .unwrap()
+            .request(make(tx), at(self.now_ms));
         self.run_until("an answer", |_| match rx.try_recv() {
             Ok(answer) => Some(answer),
             Err(oneshot::error::TryRecvError::Empty) => None,
@@ -1327,14 +1531,14 @@ impl SimCluster {
     fn fence(&mut self, id: i32) {
         let active = self.run_until("an active controller", |s| s.active());
         let epoch = self.caches[active].image().broker(id).unwrap().broker_epoch;
-        self.cores[active]
-            .as_mut()
-            .unwrap()
-            .request(Request::FenceBroker {
+        self.cores[active].as_mut().unwrap().request(
+            Request::FenceBroker {
                 broker_id: id,
                 broker_epoch: epoch,
                 after_failover: false,
-            });
+            },
+            at(self.now_ms),
+        );
         self.step();
     }
 

@@ -48,8 +48,9 @@ pub use coordinator::{
 /// Name of the internal topic holding group metadata and committed offsets.
 pub const OFFSETS_TOPIC_NAME: &str = "__consumer_offsets";
 
-/// `group.max.size` default: Kafka's `Integer.MAX_VALUE`.
-pub const GROUP_MAX_SIZE_DEFAULT: usize = i32::MAX as usize;
+/// How long a brand-new member may wait in a rebalance before it is dropped (Kafka's
+/// `GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`, 5 minutes; not a key).
+pub const NEW_MEMBER_JOIN_TIMEOUT_MS: i64 = 300_000;
 
 /// Group coordinator settings, with Kafka's property names and defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +64,8 @@ pub struct GroupConfig {
     pub initial_rebalance_delay_ms: i64,
     /// `group.max.size`
     pub max_size: usize,
-    /// How long a brand-new member may wait in a rebalance before it is dropped (Kafka's
-    /// `GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`, 5 minutes).
+    /// How long a brand-new member may wait in a rebalance before it is dropped
+    /// ([`NEW_MEMBER_JOIN_TIMEOUT_MS`]).
     pub new_member_join_timeout_ms: i64,
     /// `offset.metadata.max.bytes`
     pub offset_metadata_max_bytes: usize,
@@ -78,30 +79,26 @@ impl GroupConfig {
     /// The coordinator's settings from the broker's validated configuration.
     pub fn from_broker(config: &crate::config::BrokerConfig) -> Self {
         Self {
-            min_session_timeout_ms: config.group_min_session_timeout_ms,
-            max_session_timeout_ms: config.group_max_session_timeout_ms,
-            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
-            max_size: config.group_max_size,
-            new_member_join_timeout_ms: GroupConfig::default().new_member_join_timeout_ms,
-            offset_metadata_max_bytes: config.offset_metadata_max_bytes,
-            offsets_retention_ms: config.offsets_retention_ms,
-            offsets_topic_num_partitions: config.offsets_topic_num_partitions,
+            min_session_timeout_ms: config.group.min_session_timeout_ms,
+            max_session_timeout_ms: config.group.max_session_timeout_ms,
+            initial_rebalance_delay_ms: config.group.initial_rebalance_delay_ms,
+            max_size: config.group.max_size,
+            new_member_join_timeout_ms: NEW_MEMBER_JOIN_TIMEOUT_MS,
+            offset_metadata_max_bytes: config.group.offset_metadata_max_bytes,
+            offsets_retention_ms: config.group.offsets_retention_ms,
+            offsets_topic_num_partitions: config.group.offsets_topic_num_partitions,
         }
     }
 }
 
 impl Default for GroupConfig {
+    /// Kafka's defaults, as the broker key table gives them.
     fn default() -> Self {
-        Self {
-            min_session_timeout_ms: 6_000,
-            max_session_timeout_ms: 1_800_000,
-            initial_rebalance_delay_ms: 3_000,
-            max_size: GROUP_MAX_SIZE_DEFAULT,
-            new_member_join_timeout_ms: 300_000,
-            offset_metadata_max_bytes: 4_096,
-            offsets_retention_ms: 7 * 24 * 60 * 60 * 1_000,
-            offsets_topic_num_partitions: 50,
-        }
+        Self::from_broker(
+            &crate::config::BrokerConfig::from_raw(crate::config::RawConfig::default())
+                .expect("the key table's defaults are valid")
+                .config,
+        )
     }
 }
 

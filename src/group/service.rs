@@ -149,7 +149,7 @@ impl std::fmt::Debug for GroupService {
 /// the brokers that happen to be up, so a first FindCoordinator during a rolling start does not
 /// create a topic of one replica that a later failover would lose.
 pub fn offsets_topic_replication_factor(config: &BrokerConfig) -> i16 {
-    let configured = config.offsets_topic_replication_factor;
+    let configured = config.group.offsets_topic_replication_factor;
     if config.kraft.voter_ids().len() <= 1 {
         configured.min(1)
     } else {
@@ -195,8 +195,8 @@ impl GroupService {
             node_id: config.node_id,
             config: group_config,
             offsets_topic_replication_factor: offsets_topic_replication_factor(config),
-            retention_check_interval_ms: config.offsets_retention_check_interval_ms,
-            commit_timeout_ms: config.offsets_commit_timeout_ms,
+            retention_check_interval_ms: config.group.offsets_retention_check_interval_ms,
+            commit_timeout_ms: config.group.offsets_commit_timeout_ms,
             timer_wake: Notify::new(),
             me: me.clone(),
         })

@@ -19,7 +19,7 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
 
-use crate::config::topic::cleanup_policy_deletes;
+use crate::config::topic::TopicSettings;
 use crate::context::Context;
 use crate::errors::ApiError;
 use crate::limits::DELETE_RECORDS_TIMEOUT_MS_MAX;
@@ -48,9 +48,9 @@ pub async fn handle(
     let mut outcomes: Vec<(_, Vec<(i32, Result<Pending, ApiError>)>)> = Vec::new();
     for t in request.topics {
         let name = t.name.0.as_str().to_owned();
-        let deletes = image
-            .topic(&name)
-            .is_none_or(|topic| cleanup_policy_deletes(&topic.configs, &ctx.config));
+        let deletes = image.topic(&name).is_none_or(|topic| {
+            TopicSettings::resolve(&topic.configs, &ctx.config).cleanup_deletes
+        });
         let partitions = t
             .partitions
             .into_iter()

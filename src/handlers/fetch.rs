@@ -130,7 +130,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
     } else {
         usize::MAX
     };
-    let max_bytes = requested_max_bytes.min(ctx.config.fetch_max_bytes);
+    let max_bytes = requested_max_bytes.min(ctx.config.replica.fetch_max_bytes);
     let min_bytes = (request.min_bytes.max(0) as usize).min(max_bytes);
     let max_wait_ms = i64::from(request.max_wait_ms).clamp(0, FETCH_WAIT_MS_MAX) as u64;
 

@@ -184,7 +184,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) 
                     ));
                     continue;
                 }
-                if !(allow_auto_create && ctx.config.auto_create_topics_enable)
+                if !(allow_auto_create && ctx.config.topics.auto_create_topics_enable)
                     || is_internal_topic(&name)
                 {
                     out.push(error_topic(

@@ -22,7 +22,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::config::topic as topic_config;
+use crate::config::topic::TopicSettings;
 use crate::context::Context;
 use crate::metadata::MetadataImage;
 use crate::replica::partition::PartitionState;
@@ -344,7 +344,7 @@ fn per_partition(
         let leader = s.role == Role::Leader;
         let isr = if leader { s.isr().len() as i64 } else { 0 };
         let min = image.topic(&tp.topic).map_or(s.min_insync_replicas, |t| {
-            topic_config::min_insync_replicas(&t.configs, &ctx.config)
+            TopicSettings::resolve(&t.configs, &ctx.config).min_insync_replicas
         });
         under_replicated
             .get_or_create(&labels)

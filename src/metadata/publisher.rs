@@ -221,8 +221,12 @@ impl MetadataPublisher {
 
     /// Publishes a whole new image (a snapshot loaded in place of the current state).
     pub fn publish_image(&self, next: MetadataImage) -> Arc<MetadataImage> {
+        self.publish_shared(Arc::new(next))
+    }
+
+    /// Publishes an image already shared (the controller's, which it goes on deciding on).
+    pub fn publish_shared(&self, next: Arc<MetadataImage>) -> Arc<MetadataImage> {
         let mut state = self.lock();
-        let next = Arc::new(next);
         let previous = std::mem::replace(&mut state.image, next.clone());
         let delivered = next.clone();
         Self::submit(

@@ -24,13 +24,13 @@ use crate::config::BrokerConfig;
 use crate::context::Context;
 use crate::controller::new_cluster_id;
 
+pub mod cleaner;
 mod lifecycle;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::service::GroupService;
 use crate::limits::{
     HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS, LOG_PERIODIC_INTERVAL_MS,
-    LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT, LOG_RETENTION_INITIAL_DELAY_MS,
-    RUNTIME_PROBE_INTERVAL_MS,
+    LOG_RETENTION_INITIAL_DELAY_MS, RUNTIME_PROBE_INTERVAL_MS,
 };
 use crate::metadata::{security_protocol, BrokerRegistration, MetadataCache, MetadataImage};
 use crate::producer_ids::ProducerIdManager;
@@ -231,7 +231,7 @@ impl Node {
             config.default_log_config(),
             clock.now_ms(),
             handle_limits,
-            config.num_recovery_threads_per_data_dir,
+            config.log.num_recovery_threads_per_data_dir,
         )?);
         let handles = log_manager.handle_stats();
         tracing::info!(
@@ -610,12 +610,7 @@ async fn periodic(ctx: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
     let mut hw_tick =
         tokio::time::interval(Duration::from_millis(HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS));
     let mut log_tick = tokio::time::interval(Duration::from_millis(LOG_PERIODIC_INTERVAL_MS));
-    let retention_interval_ms = ctx
-        .config
-        .value_of("log.retention.check.interval.ms")
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .filter(|v| *v > 0)
-        .unwrap_or(LOG_RETENTION_CHECK_INTERVAL_MS_DEFAULT);
+    let retention_interval_ms = ctx.config.log.retention_check_interval_ms;
     let mut next_retention_ms =
         ctx.clock.now_ms() + retention_interval_ms.min(LOG_RETENTION_INITIAL_DELAY_MS);
     loop {

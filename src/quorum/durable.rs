@@ -65,6 +65,39 @@ pub trait Durable: Send {
     fn save_snapshot(&mut self, snapshot: &Snapshot, keep_later: bool) -> Result<(), DurableError>;
 }
 
+/// One durable write a voter's engine asks for (see `QuorumEngine::poll` and `compact`): the
+/// engine decides what must be durable, its caller makes it so.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Persist {
+    /// See [`Durable::append`].
+    Entries(Vec<Entry>),
+    HardState(HardState),
+    /// See [`Durable::save_snapshot`].
+    Snapshot {
+        snapshot: Snapshot,
+        keep_later: bool,
+    },
+}
+
+/// Makes `writes` durable, in order. An error means the voter's state can no longer be kept
+/// durable: it must stop.
+pub fn persist<D: Durable + ?Sized>(
+    durable: &mut D,
+    writes: &[Persist],
+) -> Result<(), DurableError> {
+    for write in writes {
+        match write {
+            Persist::Entries(entries) => durable.append(entries)?,
+            Persist::HardState(hard_state) => durable.set_hard_state(hard_state)?,
+            Persist::Snapshot {
+                snapshot,
+                keep_later,
+            } => durable.save_snapshot(snapshot, *keep_later)?,
+        }
+    }
+    Ok(())
+}
+
 fn encode_entry(e: &Entry, out: &mut Vec<u8>) {
     out.extend_from_slice(&e.index.to_be_bytes());
     out.extend_from_slice(&e.term.to_be_bytes());

@@ -1,17 +1,17 @@
 //! One voter of the metadata quorum, as a synchronous engine over the `raft` crate (TiKV's
 //! raft-rs): inputs are ticks, messages from peers and proposals; [`QuorumEngine::poll`]
-//! persists what the library asks (through [`Durable`]) and returns what the caller must do —
-//! messages to send, committed entries and snapshots to apply, in order.
+//! returns what the caller must do — the writes to make durable ([`Persist`]) first, then
+//! messages to send and committed entries and snapshots to apply, in order.
 //!
-//! No I/O but the durable writes, no clock (a tick is a unit of time the caller chooses), no
-//! threads: the controller runs it on its own thread, and the simulation runs many of them in
-//! one loop from a seed.
+//! No I/O at all, no clock (a tick is a unit of time the caller chooses), no threads: the
+//! controller runs it on its own thread, and the simulation runs many of them in one loop from
+//! a seed.
 
 use raft::eraftpb::{ConfState, Entry, EntryType, Message, MessageType, Snapshot};
 use raft::{RawNode, StateRole};
 
 use super::admit;
-use super::durable::{Durable, DurableError, EntryCheck};
+use super::durable::{EntryCheck, Persist, Recovered};
 use super::storage::RaftStore;
 
 /// Timing and identity of one voter, in ticks.
@@ -51,9 +51,12 @@ pub enum Apply {
     },
 }
 
-/// What one [`QuorumEngine::poll`] produced.
+/// What one [`QuorumEngine::poll`] produced. The caller makes `persist` durable, in order,
+/// before it sends any of `messages` or applies any of `apply` (Raft's rule: what a message
+/// says was written must survive a crash).
 #[derive(Debug, Default)]
 pub struct Output {
+    pub persist: Vec<Persist>,
     pub messages: Vec<Message>,
     pub apply: Vec<Apply>,
 }
@@ -118,10 +121,9 @@ pub struct QuorumStatus {
     pub voters: Vec<VoterStatus>,
 }
 
-pub struct QuorumEngine<D: Durable> {
+pub struct QuorumEngine {
     node: RawNode<RaftStore>,
     store: RaftStore,
-    durable: D,
     node_id: u64,
     voters: Vec<u64>,
     /// The snapshot recovery found, handed to the caller by the first poll.
@@ -150,12 +152,11 @@ impl slog::Drain for TracingDrain {
     }
 }
 
-impl<D: Durable> QuorumEngine<D> {
-    /// Recovers the voter's durable state and starts it as a follower. The first poll hands out
-    /// the recovered snapshot (if any), then the entries committed after it, to be applied
-    /// again: the caller's state is rebuilt by the same path that built it.
-    pub fn open(config: &QuorumConfig, mut durable: D) -> Result<QuorumEngine<D>, DurableError> {
-        let mut recovered = durable.recover()?;
+impl QuorumEngine {
+    /// Starts the voter as a follower from what was durable (`Durable::recover`). The first
+    /// poll hands out the recovered snapshot (if any), then the entries committed after it, to
+    /// be applied again: the caller's state is rebuilt by the same path that built it.
+    pub fn open(config: &QuorumConfig, mut recovered: Recovered) -> QuorumEngine {
         let applied = recovered.snapshot.get_metadata().index;
         // The commit index is not written on every change (it can be learnt again), but a
         // snapshot is only ever taken of committed entries.
@@ -195,7 +196,6 @@ impl<D: Durable> QuorumEngine<D> {
         let mut engine = QuorumEngine {
             node,
             store,
-            durable,
             node_id: config.node_id,
             voters: config.voters.clone(),
             recovered: snapshot_apply,
@@ -205,7 +205,7 @@ impl<D: Durable> QuorumEngine<D> {
         if engine.voters == [engine.node_id] {
             let _ = engine.node.campaign();
         }
-        Ok(engine)
+        engine
     }
 
     pub fn node_id(&self) -> u64 {
@@ -353,11 +353,10 @@ impl<D: Durable> QuorumEngine<D> {
         })
     }
 
-    /// Handles everything the library has ready: persists entries, hard state and received
-    /// snapshots (each durable before anything depending on it is sent), and returns messages
-    /// and what to apply. Call after every input. An error means the voter's state can no
-    /// longer be kept durable: the caller must stop this voter.
-    pub fn poll(&mut self) -> Result<Output, DurableError> {
+    /// Handles everything the library has ready, and returns the entries, hard state and
+    /// received snapshots to make durable, the messages and what to apply (see [`Output`] for
+    /// the order the caller keeps). Call after every input.
+    pub fn poll(&mut self) -> Output {
         let mut out = Output::default();
         out.apply.extend(self.recovered.take());
         while self.node.has_ready() {
@@ -365,7 +364,10 @@ impl<D: Durable> QuorumEngine<D> {
             out.messages.extend(ready.take_messages());
             if !ready.snapshot().is_empty() {
                 let snapshot = ready.snapshot().clone();
-                self.durable.save_snapshot(&snapshot, false)?;
+                out.persist.push(Persist::Snapshot {
+                    snapshot: snapshot.clone(),
+                    keep_later: false,
+                });
                 let meta = snapshot.get_metadata();
                 out.apply.push(Apply::Snapshot {
                     index: meta.index,
@@ -376,11 +378,11 @@ impl<D: Durable> QuorumEngine<D> {
             }
             Self::collect(&mut out, ready.take_committed_entries());
             if !ready.entries().is_empty() {
-                self.durable.append(ready.entries())?;
+                out.persist.push(Persist::Entries(ready.entries().to_vec()));
                 self.store.append(ready.entries());
             }
             if let Some(hs) = ready.hs() {
-                self.durable.set_hard_state(hs)?;
+                out.persist.push(Persist::HardState(hs.clone()));
                 self.store.set_hard_state(hs.clone());
             }
             out.messages.extend(ready.take_persisted_messages());
@@ -392,7 +394,7 @@ impl<D: Durable> QuorumEngine<D> {
             Self::collect(&mut out, light.take_committed_entries());
             self.node.advance_apply();
         }
-        Ok(out)
+        out
     }
 
     fn collect(out: &mut Output, entries: Vec<Entry>) {
@@ -411,11 +413,10 @@ impl<D: Durable> QuorumEngine<D> {
     }
 
     /// Takes a snapshot of the caller's state as of `applied` (an index it has applied) and
-    /// drops the log entries it covers, so the log and replay stay bounded.
-    pub fn compact(&mut self, applied: u64, data: Vec<u8>) -> Result<(), DurableError> {
-        let Some(term) = self.store.term_of(applied) else {
-            return Ok(()); // Already covered by a snapshot.
-        };
+    /// drops the log entries it covers, so the log and replay stay bounded. Returns the write
+    /// that makes it durable (`None` if a snapshot covers `applied` already).
+    pub fn compact(&mut self, applied: u64, data: Vec<u8>) -> Option<Persist> {
+        let term = self.store.term_of(applied)?;
         let mut snapshot = Snapshot::default();
         snapshot.data = data.into();
         let meta = snapshot.mut_metadata();
@@ -424,9 +425,11 @@ impl<D: Durable> QuorumEngine<D> {
         let mut cs = ConfState::default();
         cs.voters = self.store.voters();
         meta.set_conf_state(cs);
-        self.durable.save_snapshot(&snapshot, true)?;
-        self.store.compact_to(snapshot);
-        Ok(())
+        self.store.compact_to(snapshot.clone());
+        Some(Persist::Snapshot {
+            snapshot,
+            keep_later: true,
+        })
     }
 
     /// Entries in the log after the latest snapshot.

@@ -10,6 +10,8 @@
 //! - [`storage`]: the library's in-memory view of the log, mirroring what is durable.
 //! - [`durable`]: the voter's files (`raft.log`, `quorum-state`, `snapshot`) or, in the
 //!   simulation, memory that outlives a simulated crash.
+//! - [`transport`], [`wire`], [`chunks`]: Raft messages between voters, in Kafka request
+//!   frames on the controller listener; a large one (a snapshot) in bounded chunks.
 //! - [`frames`]: the CRC32C-framed file format and its replay rules (only a torn tail is ever
 //!   cut).
 //!
@@ -21,6 +23,7 @@
 #![allow(clippy::field_reassign_with_default)]
 
 pub mod admit;
+pub mod chunks;
 pub mod durable;
 pub mod engine;
 pub mod frames;

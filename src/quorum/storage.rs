@@ -1,6 +1,7 @@
 //! The Raft library's view of a voter's log: `raft::Storage` over memory that mirrors what
-//! [`super::durable`] has made durable. The engine writes to the durable side first and to this
-//! one after, so the library never sees an entry that could be lost by a crash.
+//! [`super::durable`] makes durable. The engine updates it as it hands out the matching
+//! [`super::durable::Persist`] writes, and its caller makes those durable before it sends or
+//! applies anything of the same poll, so nothing leaves the voter that a crash could lose.
 //!
 //! Semantics follow the library's own `MemStorage`; the difference is that [`RaftStore`] keeps
 //! the latest snapshot *with its data* (the encoded metadata image), which the leader sends to

@@ -5,8 +5,27 @@ use std::collections::{BTreeMap, VecDeque};
 
 use raft::eraftpb::{Entry, HardState, Message};
 
-use super::durable::{DiskState, Durable, DurableError, MemState};
-use super::engine::{Apply, QuorumConfig, QuorumEngine};
+use super::durable::{persist, DiskState, Durable, DurableError, MemState};
+use super::engine::{Apply, Output, QuorumConfig, QuorumEngine};
+
+/// Polls `engine` and makes its writes durable on `disk` before anything else, as the
+/// controller does.
+fn poll(engine: &mut QuorumEngine, disk: &MemState) -> Output {
+    let out = engine.poll();
+    persist(&mut disk.clone(), &out.persist).unwrap();
+    out
+}
+
+/// Compacts `engine` at what `app` applied, durably on `disk`.
+fn compact(engine: &mut QuorumEngine, app: &App, disk: &MemState) {
+    if let Some(write) = engine.compact(app.applied_index, app.encode()) {
+        persist(&mut disk.clone(), &[write]).unwrap();
+    }
+}
+
+fn open(node_id: u64, voters: &[u64], disk: &MemState) -> QuorumEngine {
+    QuorumEngine::open(&config(node_id, voters), disk.clone().recover().unwrap())
+}
 
 fn config(node_id: u64, voters: &[u64]) -> QuorumConfig {
     QuorumConfig {
@@ -68,7 +87,7 @@ fn decode_items(mut data: &[u8]) -> Vec<Vec<u8>> {
 /// Voters in one process with a lossless network that delivers in order when asked.
 struct Cluster {
     voters: Vec<u64>,
-    nodes: BTreeMap<u64, (QuorumEngine<MemState>, App)>,
+    nodes: BTreeMap<u64, (QuorumEngine, App)>,
     disks: BTreeMap<u64, MemState>,
     in_flight: VecDeque<Message>,
 }
@@ -88,8 +107,7 @@ impl Cluster {
     }
 
     fn start(&mut self, id: u64) {
-        let engine =
-            QuorumEngine::open(&config(id, &self.voters), self.disks[&id].clone()).unwrap();
+        let engine = open(id, &self.voters, &self.disks[&id]);
         self.nodes.insert(id, (engine, App::default()));
     }
 
@@ -99,8 +117,8 @@ impl Cluster {
     }
 
     fn poll_all(&mut self) {
-        for (engine, app) in self.nodes.values_mut() {
-            let out = engine.poll().unwrap();
+        for (id, (engine, app)) in self.nodes.iter_mut() {
+            let out = poll(engine, &self.disks[id]);
             self.in_flight.extend(out.messages);
             app.apply(out.apply);
         }
@@ -116,7 +134,7 @@ impl Cluster {
             let to = m.to;
             if let Some((engine, app)) = self.nodes.get_mut(&to) {
                 let _ = engine.step(m);
-                let out = engine.poll().unwrap();
+                let out = poll(engine, &self.disks[&to]);
                 self.in_flight.extend(out.messages);
                 app.apply(out.apply);
             }
@@ -178,21 +196,21 @@ impl Cluster {
 #[test]
 fn a_single_voter_leads_at_once_and_commits_its_proposals() {
     let disk = MemState::new();
-    let mut engine = QuorumEngine::open(&config(1, &[1]), disk.clone()).unwrap();
+    let mut engine = open(1, &[1], &disk);
     let mut app = App::default();
-    app.apply(engine.poll().unwrap().apply);
+    app.apply(poll(&mut engine, &disk).apply);
     assert!(engine.is_leader());
     let p = engine.propose(b"a".to_vec()).unwrap();
-    let out = engine.poll().unwrap();
+    let out = poll(&mut engine, &disk);
     assert!(out.messages.is_empty());
     app.apply(out.apply);
     assert_eq!(app.items, vec![b"a".to_vec()]);
     assert_eq!(app.applied_index, p.index);
     // Restart: the entry is replayed from durable state, and the voter leads again.
     drop(engine);
-    let mut engine = QuorumEngine::open(&config(1, &[1]), disk).unwrap();
+    let mut engine = open(1, &[1], &disk);
     let mut app = App::default();
-    app.apply(engine.poll().unwrap().apply);
+    app.apply(poll(&mut engine, &disk).apply);
     assert!(engine.is_leader());
     assert_eq!(app.items, vec![b"a".to_vec()]);
     assert!(engine.term() > p.term);
@@ -270,8 +288,8 @@ fn a_voter_far_behind_catches_up_from_a_snapshot() {
         c.propose(&[i]);
     }
     // Every live voter compacts its log at what it has applied.
-    for (engine, app) in c.nodes.values_mut() {
-        engine.compact(app.applied_index, app.encode()).unwrap();
+    for (id, (engine, app)) in c.nodes.iter_mut() {
+        compact(engine, app, &c.disks[id]);
         assert_eq!(engine.log_entries(), 0);
     }
     c.start(lagging);
@@ -287,7 +305,7 @@ fn a_voter_far_behind_catches_up_from_a_snapshot() {
 
 #[test]
 fn messages_from_strangers_and_local_types_are_refused() {
-    let mut engine = QuorumEngine::open(&config(1, &[1, 2, 3]), MemState::new()).unwrap();
+    let mut engine = open(1, &[1, 2, 3], &MemState::new());
     let mut m = Message::default();
     m.from = 2;
     m.to = 9;
@@ -635,7 +653,7 @@ fn appends_anchored_where_no_leader_could_are_refused() {
     c.propose(b"b");
     let (follower, _, leader, last, term) = follower_view(&mut c);
     let (engine, app) = c.nodes.get_mut(&follower).unwrap();
-    engine.compact(app.applied_index, app.encode()).unwrap();
+    compact(engine, app, &c.disks[&follower]);
     let mut m = Message::default();
     m.set_msg_type(raft::eraftpb::MessageType::MsgAppend);
     m.from = leader;

@@ -25,7 +25,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::wire;
+use super::{chunks, wire};
 use crate::limits::{RAFT_PEER_QUEUE_MESSAGES_MAX, RAFT_RECONNECT_BACKOFF_MS_MAX};
 
 /// What the transport tells the voter.
@@ -56,6 +56,7 @@ impl Transport {
             let (tx, rx) = mpsc::channel(RAFT_PEER_QUEUE_MESSAGES_MAX);
             senders.insert(peer, tx);
             tokio::spawn(peer_task(
+                node_id,
                 peer,
                 address,
                 client_id.clone(),
@@ -90,6 +91,7 @@ impl Transport {
 }
 
 async fn peer_task(
+    node_id: u64,
     peer: u64,
     address: String,
     client_id: String,
@@ -144,10 +146,11 @@ async fn peer_task(
                 }
             }
         }
-        let id = correlation.fetch_add(1, Ordering::Relaxed);
-        let frame = wire::encode_request(id, &client_id, &message);
+        let next_id = || correlation.fetch_add(1, Ordering::Relaxed);
+        let frames = wire::encode_frames(next_id(), &client_id, &message);
+        drop(message); // A snapshot is held once, encoded.
         let (_, stream) = connection.as_mut().expect("connected above");
-        match stream.write_all(&frame).await {
+        match write_frames(stream, node_id, &client_id, frames, next_id).await {
             Ok(()) => {
                 if snapshot {
                     report(TransportEvent::SnapshotSent {
@@ -161,6 +164,26 @@ async fn peer_task(
                 connection = None;
                 fail(&report, peer, snapshot);
             }
+        }
+    }
+}
+
+/// Writes a message's frames in order (a chunked message's chunks one after another, each
+/// built as it is written).
+async fn write_frames(
+    stream: &mut OwnedWriteHalf,
+    from: u64,
+    client_id: &str,
+    frames: wire::Frames,
+    next_id: impl FnMut() -> i32,
+) -> std::io::Result<()> {
+    match frames {
+        wire::Frames::Whole(frame) => stream.write_all(&frame).await,
+        wire::Frames::Chunked(body) => {
+            for frame in chunks::encode_chunks(from, client_id, &body, next_id) {
+                stream.write_all(&frame).await?;
+            }
+            Ok(())
         }
     }
 }
@@ -196,20 +219,15 @@ mod tests {
         m
     }
 
-    async fn read_message(stream: &mut TcpStream) -> Message {
-        let len = stream.read_i32().await.expect("frame size") as usize;
-        let mut frame = vec![0u8; len];
-        stream.read_exact(&mut frame).await.expect("frame");
-        wire::decode_request(&frame).expect("a raft frame").1
-    }
-
-    /// A restarted peer: its old connection closes with the old process. The first message
-    /// after that reaches the new process, on a new connection.
-    #[tokio::test]
-    async fn a_connection_the_peer_closes_is_dropped_before_the_next_message() {
+    /// A transport from voter 1 to voter 2, which is a listener here; and what it reports.
+    async fn transport_to_listener() -> (
+        TcpListener,
+        Transport,
+        tokio::sync::mpsc::UnboundedReceiver<TransportEvent>,
+    ) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap().to_string();
-        let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
         let transport = Transport::start(
             1,
             BTreeMap::from([(2, address)]),
@@ -217,6 +235,74 @@ mod tests {
                 let _ = events_tx.send(e);
             }),
         );
+        (listener, transport, events)
+    }
+
+    async fn read_frame(stream: &mut TcpStream) -> Vec<u8> {
+        let len = stream.read_i32().await.expect("frame size") as usize;
+        let mut frame = vec![0u8; len];
+        stream.read_exact(&mut frame).await.expect("frame");
+        frame
+    }
+
+    async fn read_message(stream: &mut TcpStream) -> Message {
+        wire::decode_request(&read_frame(stream).await)
+            .expect("a raft frame")
+            .1
+    }
+
+    /// A snapshot larger than a chunk goes out as chunk frames, none larger than a chunk and
+    /// its header, that put together give the message; it is reported delivered once the last
+    /// is written.
+    #[tokio::test]
+    async fn a_snapshot_travels_in_chunks_and_is_reported_once_all_are_written() {
+        use crate::quorum::chunks::{self, Reassembly, RAFT_CHUNK_BYTES};
+        let (listener, transport, mut events) = transport_to_listener().await;
+        let mut snapshot = message(0);
+        snapshot.set_msg_type(MessageType::MsgSnapshot);
+        let data: Vec<u8> = (0..5 * RAFT_CHUNK_BYTES + 3).map(|i| i as u8).collect();
+        snapshot.mut_snapshot().data = data.into();
+        snapshot.mut_snapshot().mut_metadata().index = 40;
+        transport.send(vec![snapshot.clone(), message(7)]);
+        let deadline = Duration::from_secs(10);
+        let (mut stream, _) = tokio::time::timeout(deadline, listener.accept())
+            .await
+            .unwrap()
+            .unwrap();
+        let mut reassembly = Reassembly::new(vec![1]);
+        let mut frames = 0;
+        let whole = loop {
+            let frame = bytes::Bytes::from(read_frame(&mut stream).await);
+            assert!(chunks::is_chunk_frame(&frame), "every frame is a chunk");
+            assert!(
+                frame.len() <= RAFT_CHUNK_BYTES + 64,
+                "{} bytes",
+                frame.len()
+            );
+            frames += 1;
+            let chunk = chunks::decode_chunk(&frame).unwrap();
+            if let Some(whole) = reassembly.accept(9, None, chunk).unwrap() {
+                break whole;
+            }
+        };
+        assert!(frames >= 6, "{frames} chunks");
+        assert_eq!(wire::decode_message(&whole).unwrap(), snapshot);
+        // The small message after it travels whole.
+        assert_eq!(read_message(&mut stream).await.commit, 7);
+        let delivered = loop {
+            match tokio::time::timeout(deadline, events.recv()).await.unwrap() {
+                Some(TransportEvent::SnapshotSent { peer: 2, delivered }) => break delivered,
+                other => assert!(matches!(other, Some(TransportEvent::Unreachable(_)))),
+            }
+        };
+        assert!(delivered);
+    }
+
+    /// A restarted peer: its old connection closes with the old process. The first message
+    /// after that reaches the new process, on a new connection.
+    #[tokio::test]
+    async fn a_connection_the_peer_closes_is_dropped_before_the_next_message() {
+        let (listener, transport, mut events) = transport_to_listener().await;
         let deadline = Duration::from_secs(10);
         transport.send(vec![message(1)]);
         let (mut old, _) = tokio::time::timeout(deadline, listener.accept())

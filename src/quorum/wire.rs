@@ -6,11 +6,14 @@
 //! Kafka uses, so no Kafka client or broker sends it by accident; the controller listener
 //! checks for it before handing a frame to the Kafka decoder. Such a request has no response
 //! (like a Produce with acks=0): a voter's answers travel on its own connection to the sender.
-//! The Raft library tolerates messages lost, repeated or reordered.
+//! The Raft library tolerates messages lost, repeated or reordered. A message larger than
+//! [`RAFT_CHUNK_BYTES`] travels in chunks instead ([`super::chunks`]).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use protobuf::Message as _;
 use raft::eraftpb::Message;
+
+use super::chunks::RAFT_CHUNK_BYTES;
 
 /// KafkaIQ's private API key for Raft messages between controllers.
 pub const RAFT_MESSAGE_API_KEY: i16 = 32_000;
@@ -31,11 +34,34 @@ pub fn is_raft_frame(frame: &[u8]) -> bool {
     frame.len() >= 2 && i16::from_be_bytes([frame[0], frame[1]]) == RAFT_MESSAGE_API_KEY
 }
 
+/// What carries one Raft message: one Raft frame, or the message's encoding to go as chunk
+/// frames ([`super::chunks`]) when it is larger than one chunk.
+pub enum Frames {
+    Whole(Bytes),
+    Chunked(Vec<u8>),
+}
+
+/// The frames that carry `message` (built with [`encode_request`] or, chunked, by
+/// [`chunks::encode_chunks`] as they are written).
+pub fn encode_frames(correlation_id: i32, client_id: &str, message: &Message) -> Frames {
+    let body = message
+        .write_to_bytes()
+        .expect("a raft message always encodes");
+    if body.len() > RAFT_CHUNK_BYTES {
+        return Frames::Chunked(body);
+    }
+    Frames::Whole(frame_of(correlation_id, client_id, &body))
+}
+
 /// A Raft request frame, size prefix included.
 pub fn encode_request(correlation_id: i32, client_id: &str, message: &Message) -> Bytes {
     let body = message
         .write_to_bytes()
         .expect("a raft message always encodes");
+    frame_of(correlation_id, client_id, &body)
+}
+
+fn frame_of(correlation_id: i32, client_id: &str, body: &[u8]) -> Bytes {
     let client = client_id.as_bytes();
     let len = 2 + 2 + 4 + 2 + client.len() + body.len();
     let mut out = BytesMut::with_capacity(4 + len);
@@ -45,7 +71,7 @@ pub fn encode_request(correlation_id: i32, client_id: &str, message: &Message) -
     out.put_i32(correlation_id);
     out.put_i16(client.len() as i16);
     out.put_slice(client);
-    out.put_slice(&body);
+    out.put_slice(body);
     out.freeze()
 }
 
@@ -64,10 +90,14 @@ pub fn decode_request(frame: &[u8]) -> Result<(i32, Message), WireError> {
     if frame.len() < body_start {
         return Err(WireError::Short);
     }
+    Ok((correlation_id, decode_message(&frame[body_start..])?))
+}
+
+/// A Raft message from its encoding (a Raft frame's body, or a message put back together from
+/// chunks).
+pub fn decode_message(body: &[u8]) -> Result<Message, WireError> {
     // protobuf-2's parser checks every length against the bytes present.
-    let message = Message::parse_from_bytes(&frame[body_start..])
-        .map_err(|e| WireError::Decode(e.to_string()))?;
-    Ok((correlation_id, message))
+    Message::parse_from_bytes(body).map_err(|e| WireError::Decode(e.to_string()))
 }
 
 #[cfg(test)]

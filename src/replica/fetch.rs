@@ -298,7 +298,7 @@ impl ReplicaManager {
         fetch_offset: i64,
         client_rack: &str,
     ) -> Result<Option<(i32, Offsets)>, ApiError> {
-        let selector = self.config.replica_selector;
+        let selector = self.config.replica.selector;
         if selector == ReplicaSelector::Leader || params.is_from_follower() {
             return Ok(None);
         }

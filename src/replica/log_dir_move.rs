@@ -108,7 +108,8 @@ impl ReplicaManager {
             // Read at each step: a dynamic broker config change applies to running moves.
             let rate = self
                 .effective_config()
-                .replica_alter_log_dirs_io_max_bytes_per_second;
+                .replica
+                .alter_log_dirs_io_max_bytes_per_second;
             let step_bytes = LOG_DIR_MOVE_STEP_BYTES_MAX.min(rate.clamp(1, i64::MAX) as usize);
             if self.moves_stopped.load(Ordering::Acquire) {
                 return;

@@ -54,7 +54,7 @@ use tokio::task::JoinHandle;
 use crate::client::{Client, ClientConfig, Endpoint};
 use crate::clock::SharedClock;
 use crate::config::dynamic;
-use crate::config::topic as topic_config;
+use crate::config::topic::{self as topic_config, TopicSettings};
 use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::metadata::{ImageListener, MetadataImage, TopicImage};
@@ -130,13 +130,13 @@ impl ReplicaManager {
             HashMap::new()
         });
         let brokers = Arc::new(BrokerView::default());
-        let window = config.replication_quota_window;
+        let window = config.replica.quota_window;
         let leader_quota = Arc::new(ReplicationQuota::new(window, clock.clone()));
         let follower_quota = Arc::new(ReplicationQuota::new(window, clock.clone()));
         let fetchers = ReplicaFetcherManager::new(
             config.node_id,
-            config.replica_fetcher.clone(),
-            config.message_max_bytes as usize,
+            config.replica.fetcher.clone(),
+            config.log.message_max_bytes as usize,
             brokers.clone(),
             config.kraft.inter_broker_listener_name.clone(),
         );
@@ -222,7 +222,7 @@ impl ReplicaManager {
             "isr expiration",
             tokio::spawn(async move {
                 let period =
-                    Duration::from_millis((me.config.replica_lag_time_max_ms / 2).max(1) as u64);
+                    Duration::from_millis((me.config.replica.lag_time_max_ms / 2).max(1) as u64);
                 let mut tick = tokio::time::interval(period);
                 tick.tick().await;
                 loop {
@@ -393,8 +393,8 @@ impl ReplicaManager {
             log,
             self.node_id,
             hw,
-            topic_config::min_insync_replicas(&topic.configs, &self.effective_config()),
-            self.config.replica_lag_time_max_ms,
+            TopicSettings::resolve(&topic.configs, &self.effective_config()).min_insync_replicas,
+            self.config.replica.lag_time_max_ms,
             self.brokers.clone(),
         ));
         self.partitions
@@ -568,10 +568,10 @@ impl ReplicaManager {
                 &topic.configs,
                 &self.effective_config(),
             ));
-            p.set_min_insync_replicas(topic_config::min_insync_replicas(
-                &topic.configs,
-                &self.effective_config(),
-            ));
+            p.set_min_insync_replicas(
+                TopicSettings::resolve(&topic.configs, &self.effective_config())
+                    .min_insync_replicas,
+            );
         }
     }
 

@@ -24,10 +24,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::{controller_dispatch, dispatch, ConnectionInfo, ListenerKind};
 use crate::context::Context;
-use crate::limits::{
-    CONTROLLER_FRAME_OVERHEAD_BYTES, IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX,
-    METADATA_SNAPSHOT_BYTES_MAX,
-};
+use crate::limits::{IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX, RAFT_FRAME_BYTES_MAX};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -136,13 +133,14 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
         IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX,
     );
     let max_bytes = match info.listener {
-        ListenerKind::Client => ctx.config.socket_request_max_bytes,
-        // A snapshot for a voter far behind is one message of up to the whole image; other
-        // APIs get smaller bounds (`controller_dispatch::frame_max_bytes`).
+        ListenerKind::Client => ctx.config.socket.request_max_bytes,
+        // The largest of the per-API bounds (`controller_dispatch::frame_max_bytes`); a
+        // snapshot for a voter far behind comes in chunks.
         ListenerKind::Controller => ctx
             .config
-            .socket_request_max_bytes
-            .max(METADATA_SNAPSHOT_BYTES_MAX + CONTROLLER_FRAME_OVERHEAD_BYTES),
+            .socket
+            .request_max_bytes
+            .max(RAFT_FRAME_BYTES_MAX),
     };
     let config = ctx.config.clone();
     let listener = info.listener;
@@ -150,7 +148,7 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
         ListenerKind::Client => max_bytes,
         ListenerKind::Controller => controller_dispatch::frame_max_bytes(&config, api_key),
     };
-    let idle = Duration::from_millis(ctx.config.connections_max_idle_ms);
+    let idle = Duration::from_millis(ctx.config.socket.connections_max_idle_ms);
     // Bytes of frames read but not yet handled are bounded by one maximal frame, so pipelining
     // never holds more than about twice `socket.request.max.bytes` per connection.
     let queued_bytes = Arc::new(Semaphore::new(max_bytes.min(u32::MAX as usize)));

@@ -22,28 +22,25 @@ use crate::context::Context;
 use crate::controller::observer;
 use crate::handlers;
 use crate::handlers::api_versions::CONTROLLER_SUPPORTED;
-use crate::limits::{
-    CONTROLLER_FRAME_OVERHEAD_BYTES, CONTROLLER_REQUEST_BYTES_MAX, METADATA_SNAPSHOT_BYTES_MAX,
-};
+use crate::limits::{CONTROLLER_REQUEST_BYTES_MAX, RAFT_FRAME_BYTES_MAX};
 use crate::protocol::{self, DecodeError};
-use crate::quorum::wire;
+use crate::quorum::{chunks, wire};
 
 /// The largest frame of API `api_key` the controller listener reads, checked as soon as the
 /// key (the body's first two bytes) has arrived and before the rest is read: a Raft message
-/// may carry a snapshot of the whole image; a metadata change forwarded from a client is
-/// bounded as the client listener bounded it (`socket.request.max.bytes`); anything else is
-/// small ([`CONTROLLER_REQUEST_BYTES_MAX`]), so a stranger cannot make a controller buffer
-/// 256 MiB per connection with a heartbeat.
+/// or a chunk of a larger one (a snapshot) is at most [`RAFT_FRAME_BYTES_MAX`]; a metadata
+/// change forwarded from a client is bounded as the client listener bounded it
+/// (`socket.request.max.bytes`); anything else is small ([`CONTROLLER_REQUEST_BYTES_MAX`]), so
+/// a stranger cannot make a controller buffer much per connection with a heartbeat.
 pub fn frame_max_bytes(config: &BrokerConfig, api_key: i16) -> usize {
-    if api_key == wire::RAFT_MESSAGE_API_KEY {
-        config
-            .socket_request_max_bytes
-            .max(METADATA_SNAPSHOT_BYTES_MAX + CONTROLLER_FRAME_OVERHEAD_BYTES)
+    if api_key == wire::RAFT_MESSAGE_API_KEY || api_key == chunks::RAFT_CHUNK_API_KEY {
+        RAFT_FRAME_BYTES_MAX
     } else if FORWARDED.iter().any(|k| *k as i16 == api_key) {
-        config.socket_request_max_bytes
+        config.socket.request_max_bytes
     } else {
         config
-            .socket_request_max_bytes
+            .socket
+            .request_max_bytes
             .min(CONTROLLER_REQUEST_BYTES_MAX)
     }
 }
@@ -57,6 +54,11 @@ pub async fn handle_frame(
     if wire::is_raft_frame(&frame) {
         let (_, message) = wire::decode_request(&frame).map_err(DispatchError::Raft)?;
         ctx.controller.peer_message(message, conn.id);
+        return Ok(None);
+    }
+    if chunks::is_chunk_frame(&frame) {
+        let chunk = chunks::decode_chunk(&frame)?;
+        ctx.controller.peer_chunk(chunk, conn.id)?;
         return Ok(None);
     }
     if observer::is_fetch_frame(&frame) {
@@ -161,13 +163,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_raft_messages_and_forwarded_changes_get_large_frames() {
+    fn raft_frames_are_one_chunk_and_only_forwarded_changes_get_client_sized_frames() {
         let config = BrokerConfig::default_single_node();
-        let client_bound = config.socket_request_max_bytes;
-        assert_eq!(
-            frame_max_bytes(&config, wire::RAFT_MESSAGE_API_KEY),
-            METADATA_SNAPSHOT_BYTES_MAX + CONTROLLER_FRAME_OVERHEAD_BYTES
-        );
+        let client_bound = config.socket.request_max_bytes;
+        for raft in [wire::RAFT_MESSAGE_API_KEY, chunks::RAFT_CHUNK_API_KEY] {
+            assert_eq!(frame_max_bytes(&config, raft), RAFT_FRAME_BYTES_MAX);
+        }
         assert_eq!(
             frame_max_bytes(&config, ApiKey::CreateTopics as i16),
             client_bound

@@ -32,6 +32,8 @@ pub enum DispatchError {
     #[error(transparent)]
     Raft(#[from] crate::quorum::wire::WireError),
     #[error(transparent)]
+    RaftChunk(#[from] crate::quorum::chunks::ChunkError),
+    #[error(transparent)]
     MetadataFetch(crate::controller::observer::FetchWireError),
 }
 

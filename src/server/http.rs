@@ -21,6 +21,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use super::per_ip::PerIpSlots;
+use crate::config::topic::TopicSettings;
 use crate::config::ConnectionsPerIp;
 use crate::context::Context;
 use crate::insight;
@@ -195,17 +196,15 @@ fn route(path: &str, ctx: &Context) -> Response {
         "/api/brokers" => json(insight::views::brokers(
             &ctx.image(),
             ctx.node_id,
-            ctx.config.leader_imbalance_per_broker_percentage,
+            ctx.config.elections.leader_imbalance_per_broker_percentage,
         )),
         "/api/partitions" => {
             let image = ctx.image();
             let local = insight::local_partitions(ctx);
             json(insight::views::partitions(&image, &local, |topic| {
-                image
-                    .topic(topic)
-                    .map_or(ctx.config.min_insync_replicas, |t| {
-                        crate::config::topic::min_insync_replicas(&t.configs, &ctx.config)
-                    })
+                let configs = image.topic(topic).map(|t| &t.configs);
+                TopicSettings::resolve(configs.unwrap_or(&BTreeMap::new()), &ctx.config)
+                    .min_insync_replicas
             }))
         }
         "/api/history" => {

@@ -66,8 +66,8 @@ async fn serve_kind(
     mut shutdown: watch::Receiver<bool>,
     kind: ListenerKind,
 ) {
-    let permits = Arc::new(Semaphore::new(ctx.config.max_connections));
-    let per_ip = per_ip::PerIpSlots::new(ctx.config.connections_per_ip.clone());
+    let permits = Arc::new(Semaphore::new(ctx.config.socket.max_connections));
+    let per_ip = per_ip::PerIpSlots::new(ctx.config.socket.connections_per_ip.clone());
     let mut connections = JoinSet::new();
     let mut backoff_ms = 5u64;
     loop {
@@ -87,7 +87,7 @@ async fn serve_kind(
                 let permit = match permits.clone().try_acquire_owned() {
                     Ok(p) => p,
                     Err(_) => {
-                        tracing::warn!(%peer, max = ctx.config.max_connections, "max.connections reached; closing new connection");
+                        tracing::warn!(%peer, max = ctx.config.socket.max_connections, "max.connections reached; closing new connection");
                         drop(stream);
                         continue;
                     }

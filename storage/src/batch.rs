@@ -8,7 +8,8 @@
 //! 12 partitionLeaderEpoch int32  <- stamped by the leader, outside the CRC
 //! 16 magic int8 (= 2)
 //! 17 crc uint32                  CRC32C over attributes .. end of batch
-//! 21 attributes int16            bits 0-2 compression, 3 timestamp type, 4 transactional, 5 control
+//! 21 attributes int16            bits 0-2 compression, 3 timestamp type, 4 transactional, 5 control,
+//!                                6 delete horizon set (base timestamp holds it)
 //! 23 lastOffsetDelta int32
 //! 27 baseTimestamp int64
 //! 35 maxTimestamp int64
@@ -53,6 +54,10 @@ pub const COMPRESSION_CODEC_MASK: i16 = 0x07;
 pub const TIMESTAMP_TYPE_MASK: i16 = 0x08;
 pub const TRANSACTIONAL_FLAG_MASK: i16 = 0x10;
 pub const CONTROL_FLAG_MASK: i16 = 0x20;
+/// Set by the log cleaner on a batch holding tombstones (or, later, a transaction marker):
+/// the base timestamp field then holds the delete horizon, the time after which a cleaning
+/// may remove them (KIP-534). Record timestamps stay exact: their deltas are taken from it.
+pub const DELETE_HORIZON_FLAG_MASK: i16 = 0x40;
 
 pub const NO_PRODUCER_ID: i64 = -1;
 pub const NO_PRODUCER_EPOCH: i16 = -1;
@@ -157,6 +162,10 @@ impl BatchHeader {
     }
     pub fn has_producer_id(&self) -> bool {
         self.producer_id > NO_PRODUCER_ID
+    }
+    /// The delete horizon a cleaning stamped on the batch (see [`DELETE_HORIZON_FLAG_MASK`]).
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_FLAG_MASK != 0).then_some(self.base_timestamp)
     }
 }
 
@@ -394,7 +403,8 @@ impl Iterator for BatchIter<'_> {
     }
 }
 
-fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
+/// A zig-zag varint (or varlong) at `pos`, advancing it; `None` past the end or beyond 64 bits.
+pub(crate) fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
     let mut value: u64 = 0;
     let mut shift = 0u32;
     loop {
@@ -411,6 +421,16 @@ fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
     }
     // zig-zag
     Some(((value >> 1) as i64) ^ -((value & 1) as i64))
+}
+
+/// Appends `v` as a zig-zag varint (varlong).
+pub(crate) fn put_varint(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        out.push((z as u8) | 0x80);
+        z >>= 7;
+    }
+    out.push(z as u8);
 }
 
 /// What a scan of a batch's records found.
@@ -812,15 +832,6 @@ pub mod builder {
 
     use super::*;
 
-    fn put_varint(out: &mut Vec<u8>, v: i64) {
-        let mut z = ((v << 1) ^ (v >> 63)) as u64;
-        while z >= 0x80 {
-            out.push((z as u8) | 0x80);
-            z >>= 7;
-        }
-        out.push(z as u8);
-    }
-
     /// Header fields of a built batch.
     #[derive(Clone, Debug)]
     pub struct Spec {
@@ -854,16 +865,32 @@ pub mod builder {
     /// One batch of `values.len()` records; record i has timestamp base + `deltas[i]`.
     pub fn batch_with_timestamp_deltas(spec: &Spec, values: &[&[u8]], deltas: &[i64]) -> Vec<u8> {
         let keys = vec![None; values.len()];
-        build(spec, &keys, values, deltas)
+        let values: Vec<Option<&[u8]>> = values.iter().map(|v| Some(*v)).collect();
+        build(spec, &keys, &values, deltas)
     }
 
     /// One batch of records with these keys (`None`: a null key) and values.
     pub fn batch_with_keys(spec: &Spec, keys: &[Option<&[u8]>], values: &[&[u8]]) -> Vec<u8> {
         let deltas: Vec<i64> = (0..values.len() as i64).collect();
-        build(spec, keys, values, &deltas)
+        let values: Vec<Option<&[u8]>> = values.iter().map(|v| Some(*v)).collect();
+        build(spec, keys, &values, &deltas)
     }
 
-    fn build(spec: &Spec, keys: &[Option<&[u8]>], values: &[&[u8]], deltas: &[i64]) -> Vec<u8> {
+    /// One batch of keyed records whose value may be null (a tombstone); record i has timestamp
+    /// base + i.
+    pub fn batch_with_tombstones(spec: &Spec, records: &[(&[u8], Option<&[u8]>)]) -> Vec<u8> {
+        let deltas: Vec<i64> = (0..records.len() as i64).collect();
+        let keys: Vec<Option<&[u8]>> = records.iter().map(|(k, _)| Some(*k)).collect();
+        let values: Vec<Option<&[u8]>> = records.iter().map(|(_, v)| *v).collect();
+        build(spec, &keys, &values, &deltas)
+    }
+
+    fn build(
+        spec: &Spec,
+        keys: &[Option<&[u8]>],
+        values: &[Option<&[u8]>],
+        deltas: &[i64],
+    ) -> Vec<u8> {
         assert_eq!(values.len(), deltas.len(), "one timestamp delta per value");
         assert_eq!(values.len(), keys.len(), "one key per value");
         let mut records = Vec::new();
@@ -879,8 +906,13 @@ pub mod builder {
                 }
                 None => put_varint(&mut body, -1),
             }
-            put_varint(&mut body, value.len() as i64);
-            body.extend_from_slice(value);
+            match value {
+                Some(value) => {
+                    put_varint(&mut body, value.len() as i64);
+                    body.extend_from_slice(value);
+                }
+                None => put_varint(&mut body, -1),
+            }
             put_varint(&mut body, 0); // headers
             put_varint(&mut records, body.len() as i64);
             records.extend_from_slice(&body);

@@ -35,6 +35,9 @@ pub const RECOVERY_POINT_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoi
 pub const REPLICATION_OFFSET_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
 /// Name of the per-log-dir file holding each log's log start offset.
 pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
+/// Where the cleaner has cleaned each compacted log of the dir up to (Kafka's
+/// `cleaner-offset-checkpoint`, same format).
+pub const CLEANER_OFFSET_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 
 /// The version Kafka writes in offset and leader epoch checkpoint files.
 pub const CHECKPOINT_VERSION: i32 = 0;

@@ -344,9 +344,15 @@ fn append_snappy_block(
     Ok(())
 }
 
+/// Whether a snappy records section uses the xerial framing the Java client writes (the
+/// cleaner rewrites a batch in the framing it came in).
+pub fn is_xerial(section: &[u8]) -> bool {
+    section.len() >= XERIAL_HEADER_BYTES && section[..XERIAL_MAGIC.len()] == XERIAL_MAGIC
+}
+
 /// Compresses `data` with `codec` the way producers do (snappy: xerial framing when
-/// `xerial`, else a raw block). For tests of the decompression path and tools that build
-/// batches; the broker never compresses.
+/// `xerial`, else a raw block). The log cleaner rewrites a compressed batch it shrinks with
+/// the batch's own codec; the append path never compresses.
 pub fn compress(codec: u8, data: &[u8], xerial: bool) -> Vec<u8> {
     use std::io::Write;
     match codec {

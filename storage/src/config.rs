@@ -85,6 +85,17 @@ pub struct LogConfig {
     /// Whether `cleanup.policy` (`delete`) includes `compact`: Kafka's `LogConfig.compact`. A
     /// compacted log refuses records without a key.
     pub compact: bool,
+    /// `min.cleanable.dirty.ratio`, 0.5: the share of a compacted log's cleanable bytes that
+    /// must be dirty before the cleaner picks it.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`, 0: records younger than this stay uncleaned.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`, i64::MAX: a dirty record older than this makes its log
+    /// cleanable whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`, 86400000: how long a tombstone stays readable after the cleaning
+    /// that first reached it.
+    pub delete_retention_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -104,6 +115,10 @@ impl Default for LogConfig {
             message_timestamp_after_max_ms: 3_600_000,
             producer_id_expiration_ms: crate::producer_state::PRODUCER_ID_EXPIRATION_MS_DEFAULT,
             compact: false,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 86_400_000,
         }
     }
 }

@@ -12,6 +12,7 @@
 //! * [`segment`]: one `.log` file with its two indexes.
 //! * [`log`]: a partition's log — append, read, roll, retention, truncation, recovery.
 //! * [`manager`]: every log of the broker, the per-dir checkpoint files, the clean-shutdown marker.
+//! * [`cleaner`]: log compaction — the key → offset map, one cleaning of a log, the batch filter.
 //! * [`deleter`]: removes deleted logs' renamed `-delete` directories in the background.
 //! * [`parallel`]: filesystem work for many partitions on a few threads at once.
 //! * [`epoch`]: the leader epoch cache (`leader-epoch-checkpoint`).
@@ -23,6 +24,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod compression;
 pub mod config;
 pub mod deleter;

@@ -114,6 +114,9 @@ pub struct Log {
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
     recovery_point: AtomicI64,
+    /// The cleaner checkpoint: offsets below it were cleaned (-1 when never cleaned). A
+    /// truncation below it pulls it down, as Kafka's `maybeTruncateCheckpoint` does.
+    cleaned_up_to: AtomicI64,
     /// Upper bound for retention and DeleteRecords (Kafka never deletes at or past the high
     /// watermark); `i64::MAX` until the caller sets one.
     high_watermark: AtomicI64,
@@ -200,6 +203,7 @@ impl Log {
         now_ms: i64,
     ) -> Result<Log> {
         std::fs::create_dir_all(dir).at(dir)?;
+        let swapped = cleaning::recover_swaps(dir)?;
         let mut bases = Vec::new();
         for entry in std::fs::read_dir(dir).at(dir)? {
             let entry = entry.at(dir)?;
@@ -221,6 +225,7 @@ impl Log {
         for (i, &base) in bases.iter().enumerate() {
             let seg = LogSegment::open(dir, base, index_bytes, now_ms, pool)?;
             let must_recover = recovered_from.is_some()
+                || swapped.contains(&base)
                 || (!had_clean_shutdown && i >= first_unflushed)
                 || !seg.load_clean(interval)?;
             let mut truncated = false;
@@ -322,6 +327,7 @@ impl Log {
             log_start_offset: AtomicI64::new(log_start_offset),
             log_end_offset: AtomicI64::new(log_end_offset),
             recovery_point: AtomicI64::new(recovery_point),
+            cleaned_up_to: AtomicI64::new(-1),
             high_watermark: AtomicI64::new(i64::MAX),
             truncation_generation: AtomicU64::new(0),
             offline: AtomicBool::new(false),
@@ -345,9 +351,11 @@ impl Log {
     }
 
     /// Runs the truncation hook if the recovery point is no longer `before`.
-    fn after_truncation(&self, before: i64) -> Result<()> {
+    /// Tells the hook (which checkpoints the dir) when a truncation moved the recovery point or
+    /// the cleaner checkpoint (`before`: both, as they were).
+    fn after_truncation(&self, before: (i64, i64)) -> Result<()> {
         match self.truncation_hook.get() {
-            Some(hook) if self.recovery_point() != before => hook(),
+            Some(hook) if (self.recovery_point(), self.cleaned_up_to()) != before => hook(),
             _ => Ok(()),
         }
     }
@@ -377,6 +385,18 @@ impl Log {
     }
     pub fn log_end_offset(&self) -> i64 {
         self.log_end_offset.load(Ordering::Acquire)
+    }
+    /// The cleaner checkpoint: where the last cleaning ended (-1 when never cleaned).
+    pub fn cleaned_up_to(&self) -> i64 {
+        self.cleaned_up_to.load(Ordering::Acquire)
+    }
+    /// Sets the cleaner checkpoint read at startup.
+    pub fn set_cleaned_up_to(&self, offset: i64) {
+        self.cleaned_up_to.store(offset, Ordering::Release);
+    }
+    /// The high watermark the caller last set (`i64::MAX` when none).
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
     }
     pub fn recovery_point(&self) -> i64 {
         self.recovery_point.load(Ordering::Acquire)
@@ -666,17 +686,18 @@ impl Log {
         Ok(info)
     }
 
-    /// Appends a leader's batches as they are (offsets and epochs kept). The first batch must
-    /// start at the log end offset and each next batch where the previous one ended.
+    /// Appends a leader's batches as they are (offsets and epochs kept). Each batch must start
+    /// at or after the log end offset, or where the previous one ended: a compacted leader's
+    /// log has gaps, which the copy keeps (Kafka refuses only offsets that go back).
     pub fn append_as_follower(&self, records: &[u8]) -> Result<LogAppendInfo> {
         self.check_online()?;
         let (headers, used) = batch::validate_batches(records, Validation::Follower)?;
         let w = self.lock_writer()?;
         let mut expected = self.log_end_offset();
         for h in &headers {
-            if h.base_offset != expected {
+            if h.base_offset < expected {
                 return Err(StorageError::NonMonotonicAppend(format!(
-                    "batch at offset {} but the log expects {expected} (last offset {})",
+                    "batch at offset {} but the log is already at {expected} (last offset {})",
                     h.base_offset,
                     h.last_offset()
                 )));
@@ -707,7 +728,7 @@ impl Log {
                 &config,
                 size_bytes,
                 max_timestamp,
-                last.last_offset(),
+                (first.base_offset, last.last_offset()),
                 now_ms,
             )?;
             active.append(parts, headers, config.index_interval_bytes as usize)
@@ -760,26 +781,35 @@ impl Log {
         config: &LogConfig,
         messages_bytes: usize,
         max_timestamp_in_messages: i64,
-        max_offset_in_messages: i64,
+        (first_offset, max_offset): (i64, i64),
         now_ms: i64,
     ) -> Result<Arc<LogSegment>> {
         let active = self.active();
         let size = active.size();
-        let should_roll = size > 0
+        // The offset check holds for an empty segment too: a follower copying a compacted
+        // leader's log may jump more than 2^31 offsets; the new segment then starts at the
+        // batch's first offset (Kafka's `maybeRoll`).
+        let should_roll = (size > 0
             && (size + messages_bytes as u64 > config.segment_bytes as u64
                 || active.time_waited_for_roll(now_ms, max_timestamp_in_messages)
                     > config.segment_ms
-                || active.indexes_full()
-                || !active.can_convert_to_relative_offset(max_offset_in_messages));
+                || active.indexes_full()))
+            || !active.can_convert_to_relative_offset(max_offset);
         if should_roll {
-            return self.roll_locked(w, now_ms);
+            return self.roll_locked(w, now_ms, first_offset);
         }
         Ok(active)
     }
 
-    fn roll_locked(&self, _w: &MutexGuard<'_, Writer>, now_ms: i64) -> Result<Arc<LogSegment>> {
+    /// Rolls a new segment at the log end offset, or at `at_least` when that is beyond it.
+    fn roll_locked(
+        &self,
+        _w: &MutexGuard<'_, Writer>,
+        now_ms: i64,
+        at_least: i64,
+    ) -> Result<Arc<LogSegment>> {
         let active = self.active();
-        let new_base = self.log_end_offset();
+        let new_base = self.log_end_offset().max(at_least);
         if active.size() == 0 && active.base_offset() == new_base {
             return Ok(active);
         }
@@ -819,7 +849,7 @@ impl Log {
     pub fn roll(&self, now_ms: i64) -> Result<()> {
         let mut w = self.lock_writer()?;
         w.last_now_ms = now_ms;
-        let r = self.roll_locked(&w, now_ms).map(|_| ());
+        let r = self.roll_locked(&w, now_ms, i64::MIN).map(|_| ());
         self.guard(r)
     }
 
@@ -832,7 +862,7 @@ impl Log {
     /// leader, registered `(epoch, LEO)` and lost leadership before writing anything must not
     /// keep claiming that epoch, or its fetches would diverge from the new leader forever.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
-        let before = self.recovery_point();
+        let before = (self.recovery_point(), self.cleaned_up_to());
         self.truncate_batches_to(offset)?;
         self.after_truncation(before)
     }
@@ -888,6 +918,7 @@ impl Log {
             let leo = active.next_offset();
             self.log_end_offset.store(leo, Ordering::Release);
             self.recovery_point.fetch_min(leo, Ordering::AcqRel);
+            self.cleaned_up_to.fetch_min(leo, Ordering::AcqRel);
             self.epochs.lock().truncate_from_end(leo)?;
             let mut producers = self.producers.lock();
             producers.delete_snapshots_after(leo)?;
@@ -903,7 +934,7 @@ impl Log {
     /// Deletes every segment and restarts the log, empty, at `offset` (a follower whose leader
     /// no longer has the offsets it needs).
     pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
-        let before = self.recovery_point();
+        let before = (self.recovery_point(), self.cleaned_up_to());
         let w = self.lock_writer()?;
         self.check_not_negative(offset)?;
         let r = self.truncate_fully_locked(&w, offset);
@@ -932,6 +963,7 @@ impl Log {
             self.log_start_offset.store(offset, Ordering::Release);
             self.log_end_offset.store(offset, Ordering::Release);
             self.recovery_point.store(offset, Ordering::Release);
+            self.cleaned_up_to.store(-1, Ordering::Release);
             self.epochs.lock().clear()?;
             self.producers.lock().truncate_fully_and_start_at(offset)?;
             Ok(())
@@ -1054,7 +1086,7 @@ impl Log {
             return Ok(0);
         }
         if count == segments.len() {
-            self.roll_locked(w, now_ms)?;
+            self.roll_locked(w, now_ms, i64::MIN)?;
         }
         let all = self.segments();
         let (gone, keep) = all.split_at(count);
@@ -1526,6 +1558,9 @@ fn replay_producer_state(
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir).and_then(|f| f.sync_all()).at(dir)
 }
+
+mod cleaning;
+pub use cleaning::{CleaningView, CLEANED_SUFFIX, SWAP_SUFFIX};
 
 #[cfg(test)]
 mod tests;

@@ -31,13 +31,14 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::checkpoint::{
-    CheckpointFile, OffsetCheckpointEntry, LOG_START_OFFSET_CHECKPOINT_FILE,
-    RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
+    CheckpointFile, OffsetCheckpointEntry, CLEANER_OFFSET_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 use crate::config::{LogConfig, TopicPartition};
 use crate::deleter::Deleter;
@@ -95,6 +96,25 @@ pub struct LogManager {
     preferred_dirs: Mutex<HashMap<TopicPartition, usize>>,
     /// Indexes of the log dirs where a log had an I/O error.
     offline_dirs: Arc<Mutex<HashSet<PathBuf>>>,
+    /// Compacted logs a cleaner thread is cleaning now, and those a cleaning failed on (Kafka's
+    /// `uncleanablePartitions`: skipped until the broker restarts or the log is recreated).
+    cleaning: Mutex<CleaningState>,
+}
+
+#[derive(Default)]
+struct CleaningState {
+    in_progress: HashSet<TopicPartition>,
+    uncleanable: HashMap<TopicPartition, Weak<Log>>,
+}
+
+/// What one call of [`LogManager::clean_filthiest`] did.
+#[derive(Debug, Clone)]
+pub struct CleanReport {
+    pub tp: TopicPartition,
+    /// The log's dirty ratio when it was chosen.
+    pub dirty_ratio: f64,
+    pub range: crate::cleaner::CleanableRange,
+    pub outcome: crate::cleaner::CleanOutcome,
 }
 
 /// Suffix of a future log's directory name.
@@ -191,6 +211,7 @@ impl LogManager {
             let clean = marker.exists();
             let recovery_points = read_offsets(dir, RECOVERY_POINT_CHECKPOINT_FILE)?;
             let log_start_offsets = read_offsets(dir, LOG_START_OFFSET_CHECKPOINT_FILE)?;
+            let cleaned_up_to = read_offsets(dir, CLEANER_OFFSET_CHECKPOINT_FILE)?;
             let mut found = Vec::new();
             for entry in std::fs::read_dir(dir).at(dir)? {
                 let entry = entry.at(dir)?;
@@ -237,6 +258,9 @@ impl LogManager {
                         log.maybe_increment_log_start_offset(lso)?;
                     }
                 }
+                if let Some(&offset) = cleaned_up_to.get(&tp) {
+                    log.set_cleaned_up_to(offset);
+                }
                 tracing::info!(partition = %tp, log_end_offset = log.log_end_offset(), clean, "loaded log");
                 if let Some(other) = logs.get(&tp) {
                     // A crash between the two renames of a move: both copies hold the same
@@ -278,6 +302,7 @@ impl LogManager {
             future_logs: RwLock::new(HashMap::new()),
             preferred_dirs: Mutex::new(HashMap::new()),
             offline_dirs: Arc::default(),
+            cleaning: Mutex::default(),
         };
         for entry in manager.logs.read().values() {
             entry
@@ -306,7 +331,10 @@ impl LogManager {
                 .map(|(tp, e)| (tp.clone(), e.log.clone()))
                 .collect();
             in_dir.sort_by(|a, b| a.0.cmp(&b.0));
-            write_recovery_points(&dir, &in_dir)
+            write_recovery_points(&dir, &in_dir)?;
+            // A truncation may have pulled a cleaner checkpoint down (Kafka's
+            // `maybeTruncateCleanerCheckpointToActiveSegmentBaseOffset`).
+            write_cleaner_offsets(&dir, &in_dir)
         })
     }
 
@@ -480,7 +508,7 @@ impl LogManager {
             }
         };
         let (dir_index, future) = future;
-        let (_, current) = current;
+        let (current_dir, current) = current;
         assert_eq!(
             future.log_end_offset(),
             current.log_end_offset(),
@@ -533,6 +561,10 @@ impl LogManager {
         );
         self.future_logs.write().remove(tp);
         self.preferred_dirs.lock().remove(tp);
+        // The old dir's cleaner checkpoint must not name the log that left it.
+        if current.cleaned_up_to() >= 0 {
+            self.write_cleaner_offsets_of(current_dir)?;
+        }
         // The new log is in place; what is left of the old one is removed in the background
         // or, if that is cut short, at the next open.
         match renamed {
@@ -705,7 +737,12 @@ impl LogManager {
         let Some(entry) = self.logs.write().remove(tp) else {
             return Ok(());
         };
-        self.delete_dir_of(tp, &entry.log)
+        self.delete_dir_of(tp, &entry.log)?;
+        // A topic created again under the name must not inherit the deleted log's checkpoint.
+        if entry.log.cleaned_up_to() >= 0 {
+            self.write_cleaner_offsets_of(entry.dir_index)?;
+        }
+        Ok(())
     }
 
     fn logs_by_dir(&self) -> Vec<Vec<(TopicPartition, Arc<Log>)>> {
@@ -742,6 +779,119 @@ impl LogManager {
             }
         }
         Ok(all)
+    }
+
+    /// Writes `cleaner-offset-checkpoint` in log dir `dir_index` with the cleaner checkpoint of
+    /// each of its logs that has one.
+    fn checkpoint_cleaner_offsets(&self, dir_index: usize) -> Result<()> {
+        let _admin = self.admin.lock();
+        self.write_cleaner_offsets_of(dir_index)
+    }
+
+    /// [`write_cleaner_offsets`] for dir `dir_index`; the caller holds the admin lock.
+    fn write_cleaner_offsets_of(&self, dir_index: usize) -> Result<()> {
+        write_cleaner_offsets(&self.log_dirs[dir_index], &self.logs_by_dir()[dir_index])
+    }
+
+    /// Compacted logs a cleaning failed on (Kafka's `uncleanable-partitions-count`).
+    pub fn uncleanable_partitions(&self) -> Vec<TopicPartition> {
+        let mut all: Vec<_> = self.cleaning.lock().uncleanable.keys().cloned().collect();
+        all.sort();
+        all
+    }
+
+    /// Every compacted log with its cleanable part measured (the leadership page's dirty
+    /// ratios, the cleaner's choice).
+    pub fn compacted_logs(&self, now_ms: i64) -> Vec<crate::cleaner::manager::LogToClean> {
+        self.logs()
+            .into_iter()
+            .filter(|(_, log)| log.config().compact && !log.is_offline())
+            .filter_map(|(tp, log)| crate::cleaner::manager::measure(&tp, &log, now_ms).ok())
+            .collect()
+    }
+
+    /// One cleaner pass (Kafka's `CleanerThread.cleanFilthiestLog`): cleans the filthiest due
+    /// compacted log that no other thread is cleaning, with `map`, and checkpoints where it
+    /// got to. `None` when no log is due. A cleaning that fails marks its log uncleanable;
+    /// one whose log was deleted or replaced meanwhile is simply dropped.
+    pub fn clean_filthiest(
+        &self,
+        map: &mut crate::cleaner::OffsetMap,
+        load_factor: f64,
+        now_ms: i64,
+        throttle: &mut dyn FnMut(u64),
+    ) -> Result<Option<CleanReport>> {
+        let chosen = {
+            let mut state = self.cleaning.lock();
+            state.uncleanable.retain(|_, log| log.strong_count() > 0);
+            let candidates: Vec<_> = self
+                .compacted_logs(now_ms)
+                .into_iter()
+                .filter(|c| {
+                    !state.in_progress.contains(&c.tp)
+                        && !state
+                            .uncleanable
+                            .get(&c.tp)
+                            .is_some_and(|w| w.as_ptr() == Arc::as_ptr(&c.log))
+                })
+                .collect();
+            let Some(chosen) = crate::cleaner::manager::filthiest(candidates) else {
+                return Ok(None);
+            };
+            state.in_progress.insert(chosen.tp.clone());
+            chosen
+        };
+        /// Takes the log off the in-progress set however the cleaning ends (a panic included).
+        struct InProgress<'a>(&'a Mutex<CleaningState>, TopicPartition);
+        impl Drop for InProgress<'_> {
+            fn drop(&mut self) {
+                self.0.lock().in_progress.remove(&self.1);
+            }
+        }
+        let in_progress = InProgress(&self.cleaning, chosen.tp.clone());
+        let settings = crate::cleaner::CleanSettings {
+            delete_retention_ms: chosen.log.config().delete_retention_ms,
+            now_ms,
+            load_factor,
+        };
+        let generation = chosen.log.cleaning_view().truncation_generation;
+        let result = crate::cleaner::clean(&chosen.log, chosen.range, map, &settings, throttle);
+        let still_ours = self
+            .get(&chosen.tp)
+            .is_some_and(|l| Arc::ptr_eq(&l, &chosen.log));
+        drop(in_progress);
+        // A failure while the log changed under the cleaning (a truncation read half-way, a
+        // deletion) is the change's doing, not the log's: the next pass tries again.
+        let moved_on = !still_ours
+            || chosen.log.is_offline()
+            || chosen.log.cleaning_view().truncation_generation != generation;
+        let mut state = self.cleaning.lock();
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(_) if moved_on => crate::cleaner::CleanOutcome::Abandoned {
+                stats: Default::default(),
+            },
+            Err(e) => {
+                tracing::error!(partition = %chosen.tp, error = %e,
+                    "cleaning failed; the partition is uncleanable until it is recreated or the broker restarts");
+                state
+                    .uncleanable
+                    .insert(chosen.tp.clone(), Arc::downgrade(&chosen.log));
+                return Err(e);
+            }
+        };
+        drop(state);
+        if let crate::cleaner::CleanOutcome::Cleaned { .. } = outcome {
+            if let Some(dir_index) = self.dir_index_of(&chosen.tp).filter(|_| still_ours) {
+                self.checkpoint_cleaner_offsets(dir_index)?;
+            }
+        }
+        Ok(Some(CleanReport {
+            tp: chosen.tp.clone(),
+            dirty_ratio: chosen.dirty_ratio(),
+            range: chosen.range,
+            outcome,
+        }))
     }
 
     /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` in every
@@ -842,6 +992,18 @@ fn write_recovery_points(dir: &Path, logs: &[(TopicPartition, Arc<Log>)]) -> Res
         .map(|(tp, log)| entry(tp, log.recovery_point()))
         .collect();
     checkpoint(dir, RECOVERY_POINT_CHECKPOINT_FILE).write(&recovery)?;
+    Ok(())
+}
+
+/// Writes `cleaner-offset-checkpoint` in `dir` with the cleaner checkpoint of each of `logs`
+/// that has one: a log deleted, moved away or never cleaned leaves no entry behind.
+fn write_cleaner_offsets(dir: &Path, logs: &[(TopicPartition, Arc<Log>)]) -> Result<()> {
+    let entries: Vec<OffsetCheckpointEntry> = logs
+        .iter()
+        .filter(|(_, log)| log.cleaned_up_to() >= 0)
+        .map(|(tp, log)| entry(tp, log.cleaned_up_to()))
+        .collect();
+    checkpoint(dir, CLEANER_OFFSET_CHECKPOINT_FILE).write(&entries)?;
     Ok(())
 }
 

@@ -145,7 +145,20 @@ impl LogSegment {
         now_ms: i64,
         pool: &Arc<HandlePool>,
     ) -> Result<LogSegment> {
-        let log_path = dir.join(log_file_name(base_offset));
+        Self::create_with_suffix(dir, base_offset, "", index_bytes, now_ms, pool)
+    }
+
+    /// [`Self::create`] with `suffix` after each file's name: the cleaner writes a segment as
+    /// `.cleaned` files before it swaps them in.
+    pub fn create_with_suffix(
+        dir: &Path,
+        base_offset: i64,
+        suffix: &str,
+        index_bytes: usize,
+        now_ms: i64,
+        pool: &Arc<HandlePool>,
+    ) -> Result<LogSegment> {
+        let log_path = dir.join(log_file_name(base_offset) + suffix);
         let file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -157,6 +170,7 @@ impl LogSegment {
         Self::with_file(
             dir,
             base_offset,
+            suffix,
             Some(file),
             0,
             index_bytes,
@@ -180,6 +194,7 @@ impl LogSegment {
         Self::with_file(
             dir,
             base_offset,
+            "",
             None,
             size,
             index_bytes,
@@ -193,6 +208,7 @@ impl LogSegment {
     fn with_file(
         dir: &Path,
         base_offset: i64,
+        suffix: &str,
         file: Option<File>,
         size: u64,
         index_bytes: usize,
@@ -200,9 +216,9 @@ impl LogSegment {
         now_ms: i64,
         pool: &Arc<HandlePool>,
     ) -> Result<LogSegment> {
-        let log_path = dir.join(log_file_name(base_offset));
-        let index_path = dir.join(index_file_name(base_offset));
-        let time_index_path = dir.join(time_index_file_name(base_offset));
+        let log_path = dir.join(log_file_name(base_offset) + suffix);
+        let index_path = dir.join(index_file_name(base_offset) + suffix);
+        let time_index_path = dir.join(time_index_file_name(base_offset) + suffix);
         let offset_index = OffsetIndex::open(&index_path, base_offset, index_bytes, fresh)?;
         let time_index = TimeIndex::open(&time_index_path, base_offset, index_bytes, fresh)?;
         let file = LogFile {
@@ -295,6 +311,41 @@ impl LogSegment {
             Some(ts) if ts >= 0 => max_timestamp_in_messages - ts,
             _ => now_ms - w.created_ms,
         }
+    }
+
+    /// The max timestamp of the segment's first batch (Kafka's `getFirstBatchTimestamp`), `None`
+    /// when it holds no batch.
+    pub fn first_batch_timestamp(&self) -> Result<Option<i64>> {
+        Ok(self.headers_from_first()?.map(|(_, h)| h.max_timestamp))
+    }
+
+    /// Entries in the offset index and in the time index.
+    pub fn index_entries(&self) -> (usize, usize) {
+        (
+            self.offset_index.with(|i| i.entries()),
+            self.time_index.with(|i| i.entries()),
+        )
+    }
+
+    /// The `.log` file's modification time, in ms since the epoch (0 when unknown).
+    pub fn last_modified_ms(&self) -> i64 {
+        std::fs::metadata(&self.log_path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+
+    /// Sets the `.log` file's modification time (a cleaned segment keeps the time of the last
+    /// segment it replaces, as in Kafka).
+    pub fn set_last_modified_ms(&self, ms: i64) -> Result<()> {
+        let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+        self.handle()?.set_modified(time).at(&self.log_path)
+    }
+
+    /// The paths of the segment's `.log`, `.index` and `.timeindex` files.
+    pub fn paths(&self) -> [&Path; 3] {
+        [&self.log_path, &self.index_path, &self.time_index_path]
     }
 
     pub fn indexes_full(&self) -> bool {

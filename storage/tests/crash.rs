@@ -9,10 +9,12 @@
 //! `KAFKAIQ_CRASH_ITERATIONS` (default 60) sets the number of kills, `KAFKAIQ_CRASH_SEED` the
 //! seed; a failure prints the seed.
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::splitmix;
 
 use kafkaiq_storage::batch::builder::{batch, Spec};
 use kafkaiq_storage::batch::BatchIter;
@@ -21,13 +23,6 @@ use kafkaiq_storage::{LogConfig, LogManager, TopicPartition};
 const ITERATIONS_DEFAULT: usize = 60;
 /// Kills per log directory before a fresh one is started (keeps the verification reads small).
 const KILLS_PER_DIR: usize = 10;
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
 
 fn tp() -> TopicPartition {
     TopicPartition::new("crash", 0)
@@ -233,21 +228,8 @@ fn tear(dir: &Path, rng: u64) -> bool {
 
 #[test]
 fn crash_recovery_keeps_a_valid_prefix() {
-    let iterations: usize = std::env::var("KAFKAIQ_CRASH_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(ITERATIONS_DEFAULT);
-    let seed: u64 = std::env::var("KAFKAIQ_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("crash test seed {seed} (KAFKAIQ_CRASH_SEED to repeat)");
-    let exe = std::env::current_exe().unwrap();
+    let iterations = common::iterations("KAFKAIQ_CRASH_ITERATIONS", ITERATIONS_DEFAULT);
+    let seed = common::seed("crash test");
     let root = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let mut rng = seed;
@@ -261,47 +243,25 @@ fn crash_recovery_keeps_a_valid_prefix() {
             verify(&dir, 0, false).log_end_offset
         };
         rng = splitmix(rng);
-        let mut child = Command::new(&exe)
-            .args([
-                "crash_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("KAFKAIQ_CRASH_DIR", &dir)
-            .env("KAFKAIQ_CRASH_CHILD_SEED", rng.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Let it start (the "started" line), then kill it at a random moment.
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut out = String::new();
-        while !out.contains("started") {
-            if stdout.read_line(&mut out).unwrap() == 0 {
-                break;
-            }
-        }
+        let child_seed = rng;
         rng = splitmix(rng);
-        std::thread::sleep(Duration::from_millis(5 + rng % 120));
-        let still_running = child.try_wait().unwrap().is_none();
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        // Killed at a random moment once it has started.
+        let killed = common::run_and_kill(
+            "crash_child",
+            &[
+                ("KAFKAIQ_CRASH_DIR", dir.display().to_string()),
+                ("KAFKAIQ_CRASH_CHILD_SEED", child_seed.to_string()),
+            ],
+            Duration::from_millis(5 + rng % 120),
+        );
         kills += 1;
-        killed_mid_run += still_running as usize;
-        stdout.read_to_string(&mut out).unwrap();
+        killed_mid_run += killed.was_running as usize;
+        let out = killed.stdout;
         assert!(
             out.contains("started"),
             "seed {seed}: the child did not start: {out}"
         );
-        let flushed = out
-            .lines()
-            .filter_map(|l| l.strip_prefix("flushed "))
-            .filter_map(|n| n.trim().parse::<i64>().ok())
-            .max()
-            .unwrap_or(0)
-            .max(flushed_before);
+        let flushed = common::flushed(&out).unwrap_or(0).max(flushed_before);
         rng = splitmix(rng);
         if rng % 2 == 0 && tear(&dir, rng >> 1) {
             tears += 1;

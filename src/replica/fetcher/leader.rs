@@ -327,7 +327,9 @@ mod tests {
     }
 
     fn config() -> ReplicaFetcherConfig {
-        crate::config::BrokerConfig::default_single_node().replica_fetcher
+        crate::config::BrokerConfig::default_single_node()
+            .replica
+            .fetcher
     }
 
     #[test]

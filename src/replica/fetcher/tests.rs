@@ -259,7 +259,7 @@ struct Harness {
 fn fetchers(leader: Arc<FakeLeader>, view: &Arc<BrokerView>) -> Harness {
     let config = ReplicaFetcherConfig {
         backoff_ms: 20,
-        ..BrokerConfig::default_single_node().replica_fetcher
+        ..BrokerConfig::default_single_node().replica.fetcher
     };
     let endpoints: LeaderEndPointFactory =
         Arc::new(move |_, _| leader.clone() as Arc<dyn LeaderEndPoint>);
@@ -503,7 +503,7 @@ async fn partitions_hash_to_fetchers_per_leader_and_nothing_fetches_before_start
     let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
     let config = ReplicaFetcherConfig {
         num_replica_fetchers: 3,
-        ..BrokerConfig::default_single_node().replica_fetcher
+        ..BrokerConfig::default_single_node().replica.fetcher
     };
     let fake = Arc::new(FakeLeader::default());
     let endpoints: LeaderEndPointFactory = {

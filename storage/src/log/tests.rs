@@ -105,7 +105,7 @@ fn rejects_bad_batches_with_typed_errors() {
 }
 
 #[test]
-fn follower_append_keeps_offsets_and_rejects_gaps_and_overlaps() {
+fn follower_append_keeps_offsets_and_gaps_and_rejects_overlaps() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), LogConfig::default(), 0, false, 0).unwrap();
     let mut b = simple(3, 10, 0);
@@ -116,7 +116,7 @@ fn follower_append_keeps_offsets_and_rejects_gaps_and_overlaps() {
         log.append_as_follower(&b),
         Err(StorageError::NonMonotonicAppend(_))
     ));
-    batch::set_base_offset(&mut b, 5);
+    batch::set_base_offset(&mut b, 1);
     assert!(matches!(
         log.append_as_follower(&b),
         Err(StorageError::NonMonotonicAppend(_))
@@ -124,6 +124,20 @@ fn follower_append_keeps_offsets_and_rejects_gaps_and_overlaps() {
     batch::set_base_offset(&mut b, 3);
     log.append_as_follower(&b).unwrap();
     assert_eq!(log.log_end_offset(), 6);
+    // A gap (a compacted leader's log) is kept as it is.
+    batch::set_base_offset(&mut b, 10);
+    log.append_as_follower(&b).unwrap();
+    assert_eq!(log.log_end_offset(), 13);
+    // One past what a segment can address from its base: a new segment starts at the batch.
+    let far = 13 + i32::MAX as i64 + 100;
+    batch::set_base_offset(&mut b, far);
+    log.append_as_follower(&b).unwrap();
+    assert_eq!(log.log_end_offset(), far + 3);
+    assert_eq!(log.segment_base_offsets().last(), Some(&far));
+    log.verify_indexes().unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), LogConfig::default(), 0, false, 0).unwrap();
+    assert_eq!(log.log_end_offset(), far + 3, "an unclean open keeps it");
     let read = log.read(3, 1 << 20, i64::MAX, false).unwrap();
     let (_, h) = BatchIter::new(&read.records).next().unwrap();
     assert_eq!((h.base_offset, h.partition_leader_epoch), (3, 4));

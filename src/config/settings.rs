@@ -1,0 +1,260 @@
+//! The settings each part of the broker runs with, one struct per part, each filled from the
+//! key table ([`super::keys`]) by its own `read`. A key's row names the struct it fills
+//! ([`super::Part`]); the struct documents the meaning, the row the default and the bounds.
+
+use kafkaiq_storage::TimestampType;
+
+use super::keys::Reader;
+use super::{
+    connections_per_ip_config, leader_imbalance_check_interval_ms, replica_fetcher_config,
+    ConfigError, ConnectionsPerIp, QuotaWindow, ReplicaFetcherConfig, ReplicaSelector,
+};
+use crate::limits;
+
+/// The log defaults a topic without overrides gets, and how logs are loaded
+/// (`log.*`, `message.max.bytes`, `producer.id.expiration.ms`,
+/// `num.recovery.threads.per.data.dir`).
+#[derive(Debug, Clone)]
+pub struct LogSettings {
+    /// `message.max.bytes`
+    pub message_max_bytes: u32,
+    /// `log.segment.bytes`
+    pub segment_bytes: u32,
+    /// `log.roll.ms`, else `log.roll.hours`.
+    pub roll_ms: i64,
+    /// `log.retention.ms`, else `log.retention.minutes`, else `log.retention.hours`.
+    pub retention_ms: i64,
+    /// `log.retention.bytes`
+    pub retention_bytes: i64,
+    /// `log.flush.interval.messages`
+    pub flush_interval_messages: i64,
+    /// `log.flush.interval.ms`; Kafka's null (flushed only by the OS) is `i64::MAX`.
+    pub flush_interval_ms: i64,
+    /// `log.index.interval.bytes`
+    pub index_interval_bytes: u32,
+    /// `log.index.size.max.bytes`
+    pub index_size_max_bytes: u32,
+    /// `log.message.timestamp.type`
+    pub message_timestamp_type: TimestampType,
+    /// `producer.id.expiration.ms`: how long a producer's state outlives its last batch.
+    pub producer_id_expiration_ms: i64,
+    /// `log.retention.check.interval.ms`: how often retention runs; a value not above 0 runs it
+    /// at the default interval.
+    pub retention_check_interval_ms: i64,
+    /// `num.recovery.threads.per.data.dir`: threads per log dir that load (and recover) the
+    /// logs at startup.
+    pub num_recovery_threads_per_data_dir: usize,
+}
+
+impl LogSettings {
+    pub(crate) fn read(r: &Reader<'_>) -> Result<LogSettings, ConfigError> {
+        const RETENTION_CHECK: &str = "log.retention.check.interval.ms";
+        let retention_ms = r.with_synonyms("log.retention.ms")?.unwrap_or_default();
+        if retention_ms < -1 {
+            return Err(r.invalid("log.retention.ms", "must be -1 or at least 0"));
+        }
+        let roll_ms = r.with_synonyms("log.roll.ms")?.unwrap_or_default();
+        let message_max_bytes = r.i32("message.max.bytes")? as u32;
+        let segment_bytes = r.i32("log.segment.bytes")? as u32;
+        let message_timestamp_type = match r.one_of("log.message.timestamp.type")? {
+            "LogAppendTime" => TimestampType::LogAppendTime,
+            _ => TimestampType::CreateTime,
+        };
+        Ok(LogSettings {
+            message_max_bytes,
+            segment_bytes,
+            roll_ms,
+            retention_ms,
+            retention_bytes: r.i64("log.retention.bytes")?,
+            flush_interval_messages: r.i64("log.flush.interval.messages")?,
+            flush_interval_ms: r.opt_i64("log.flush.interval.ms")?.unwrap_or(i64::MAX),
+            index_interval_bytes: r.i32("log.index.interval.bytes")? as u32,
+            index_size_max_bytes: r.i32("log.index.size.max.bytes")? as u32,
+            message_timestamp_type,
+            producer_id_expiration_ms: r.i64("producer.id.expiration.ms")?,
+            retention_check_interval_ms: Some(r.i64(RETENTION_CHECK)?)
+                .filter(|v| *v > 0)
+                .map_or_else(|| r.default_i64(RETENTION_CHECK), Ok)?,
+            num_recovery_threads_per_data_dir: r.i32("num.recovery.threads.per.data.dir")? as usize,
+        })
+    }
+}
+
+/// How topics are created and deleted, and the broker's `min.insync.replicas` (a topic's own
+/// value is resolved by [`super::topic::TopicSettings`]).
+#[derive(Debug, Clone)]
+pub struct TopicDefaults {
+    /// `num.partitions`
+    pub num_partitions: i32,
+    /// `default.replication.factor`
+    pub default_replication_factor: i16,
+    /// `auto.create.topics.enable`
+    pub auto_create_topics_enable: bool,
+    /// `delete.topic.enable`
+    pub delete_topic_enable: bool,
+    /// `min.insync.replicas`
+    pub min_insync_replicas: i32,
+}
+
+impl TopicDefaults {
+    pub(crate) fn read(r: &Reader<'_>) -> Result<TopicDefaults, ConfigError> {
+        let default_replication_factor = r.i32("default.replication.factor")?;
+        Ok(TopicDefaults {
+            num_partitions: r.i32("num.partitions")?,
+            default_replication_factor: i16::try_from(default_replication_factor)
+                .map_err(|_| r.invalid("default.replication.factor", "too large"))?,
+            auto_create_topics_enable: r.bool("auto.create.topics.enable")?,
+            delete_topic_enable: r.bool("delete.topic.enable")?,
+            min_insync_replicas: r.i32("min.insync.replicas")?,
+        })
+    }
+}
+
+/// The client listener's connections and request frames.
+#[derive(Debug, Clone)]
+pub struct SocketSettings {
+    /// `socket.request.max.bytes`
+    pub request_max_bytes: usize,
+    /// `max.connections`; when not written, [`limits::CONNECTIONS_MAX_DEFAULT`] rather than
+    /// Kafka's `Integer.MAX_VALUE`.
+    pub max_connections: usize,
+    /// `max.connections.per.ip` and its overrides: connections one client address may hold
+    /// open on one listener.
+    pub connections_per_ip: ConnectionsPerIp,
+    /// `connections.max.idle.ms`: a connection that moves no byte either way for this long is
+    /// closed (a client that stops reading its answers included).
+    pub connections_max_idle_ms: u64,
+}
+
+impl SocketSettings {
+    pub(crate) fn read(r: &Reader<'_>) -> Result<SocketSettings, ConfigError> {
+        let request_max_bytes = r.i32("socket.request.max.bytes")? as usize;
+        let max_connections_configured = r.i32("max.connections")? as usize;
+        let max_connections = if r.raw.get("max.connections").is_some() {
+            max_connections_configured
+        } else {
+            limits::CONNECTIONS_MAX_DEFAULT
+        };
+        Ok(SocketSettings {
+            request_max_bytes,
+            max_connections,
+            connections_per_ip: connections_per_ip_config(r)?,
+            connections_max_idle_ms: r.i64("connections.max.idle.ms")? as u64,
+        })
+    }
+}
+
+/// Replication: the ISR, the fetch answers, who serves reads, the replica fetcher and the
+/// throttles.
+#[derive(Debug, Clone)]
+pub struct ReplicaSettings {
+    /// `replica.lag.time.max.ms`
+    pub lag_time_max_ms: i64,
+    /// `fetch.max.bytes`: the most record bytes one Fetch answer carries, whatever the request
+    /// asks (consumers and followers alike, as in Kafka).
+    pub fetch_max_bytes: usize,
+    /// `replica.selector.class`: who serves a consumer's fetch (KIP-392).
+    pub selector: ReplicaSelector,
+    /// `replica.alter.log.dirs.io.max.bytes.per.second`: how fast a replica moving to another
+    /// log dir (AlterReplicaLogDirs) is copied, in bytes per second over all moves.
+    pub alter_log_dirs_io_max_bytes_per_second: i64,
+    /// `replication.quota.window.num` × `replication.quota.window.size.seconds`: the sampled
+    /// windows the replication throttle rates are measured over (KIP-73).
+    pub quota_window: QuotaWindow,
+    /// The replica fetcher's keys (`num.replica.fetchers`, `replica.fetch.*`,
+    /// `replica.socket.timeout.ms`).
+    pub fetcher: ReplicaFetcherConfig,
+}
+
+impl ReplicaSettings {
+    pub(crate) fn read(r: &Reader<'_>) -> Result<ReplicaSettings, ConfigError> {
+        let lag_time_max_ms = r.i64("replica.lag.time.max.ms")?;
+        let fetcher = replica_fetcher_config(r, lag_time_max_ms)?;
+        Ok(ReplicaSettings {
+            lag_time_max_ms,
+            fetch_max_bytes: r.i32("fetch.max.bytes")? as usize,
+            selector: ReplicaSelector::parse(r.raw.get("replica.selector.class"))
+                .map_err(|reason| r.invalid("replica.selector.class", reason))?,
+            alter_log_dirs_io_max_bytes_per_second: r
+                .i64("replica.alter.log.dirs.io.max.bytes.per.second")?,
+            quota_window: QuotaWindow {
+                samples: r.i32("replication.quota.window.num")? as usize,
+                window_ms: i64::from(r.i32("replication.quota.window.size.seconds")?) * 1_000,
+            },
+            fetcher,
+        })
+    }
+}
+
+/// How the active controller moves leaderships on its own: preferred-leader rebalancing and
+/// unclean elections.
+#[derive(Debug, Clone)]
+pub struct ElectionSettings {
+    /// `auto.leader.rebalance.enable`
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.per.broker.percentage` (0–100)
+    pub leader_imbalance_per_broker_percentage: i32,
+    /// `leader.imbalance.check.interval.ms`, else `leader.imbalance.check.interval.seconds`.
+    pub leader_imbalance_check_interval_ms: i64,
+    /// `unclean.leader.election.interval.ms`: how often the active controller looks for
+    /// partitions without a leader whose topic allows unclean election (KAFKA-12670).
+    pub unclean_leader_election_interval_ms: i64,
+}
+
+impl ElectionSettings {
+    pub(crate) fn read(r: &Reader<'_>) -> Result<ElectionSettings, ConfigError> {
+        let leader_imbalance_check_interval_ms = leader_imbalance_check_interval_ms(r)?;
+        Ok(ElectionSettings {
+            auto_leader_rebalance_enable: r.bool("auto.leader.rebalance.enable")?,
+            leader_imbalance_per_broker_percentage: r
+                .i32("leader.imbalance.per.broker.percentage")?,
+            leader_imbalance_check_interval_ms,
+            unclean_leader_election_interval_ms: r.i64("unclean.leader.election.interval.ms")?,
+        })
+    }
+}
+
+/// The group coordinator and its `__consumer_offsets` topic (`group.*`, `offset*`).
+#[derive(Debug, Clone)]
+pub struct GroupSettings {
+    /// `group.initial.rebalance.delay.ms`
+    pub initial_rebalance_delay_ms: i64,
+    /// `group.min.session.timeout.ms`
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`
+    pub max_session_timeout_ms: i32,
+    /// `group.max.size`
+    pub max_size: usize,
+    /// `offset.metadata.max.bytes`
+    pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes`, in milliseconds.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`
+    pub offsets_retention_check_interval_ms: u64,
+    /// `offsets.topic.num.partitions`
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.replication.factor`
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.commit.timeout.ms`
+    pub offsets_commit_timeout_ms: u64,
+}
+
+impl GroupSettings {
+    pub(crate) fn read(r: &Reader<'_>) -> Result<GroupSettings, ConfigError> {
+        let offsets_topic_replication_factor = r.i32("offsets.topic.replication.factor")?;
+        Ok(GroupSettings {
+            initial_rebalance_delay_ms: i64::from(r.i32("group.initial.rebalance.delay.ms")?),
+            min_session_timeout_ms: r.i32("group.min.session.timeout.ms")?,
+            max_session_timeout_ms: r.i32("group.max.session.timeout.ms")?,
+            max_size: r.i32("group.max.size")? as usize,
+            offset_metadata_max_bytes: r.i32("offset.metadata.max.bytes")? as usize,
+            offsets_retention_ms: i64::from(r.i32("offsets.retention.minutes")?) * 60_000,
+            offsets_retention_check_interval_ms: r.i64("offsets.retention.check.interval.ms")?
+                as u64,
+            offsets_topic_num_partitions: r.i32("offsets.topic.num.partitions")?,
+            offsets_topic_replication_factor: i16::try_from(offsets_topic_replication_factor)
+                .map_err(|_| r.invalid("offsets.topic.replication.factor", "too large"))?,
+            offsets_commit_timeout_ms: r.i32("offsets.commit.timeout.ms")? as u64,
+        })
+    }
+}

@@ -1,0 +1,323 @@
+//! The log cleaner threads (Kafka's `LogCleaner`): `log.cleaner.threads` threads, each with its
+//! own key → offset map of `log.cleaner.dedupe.buffer.size / threads` bytes, that clean the
+//! filthiest due compacted log in turn ([`LogManager::clean_filthiest`]) and back off
+//! `log.cleaner.backoff.ms` when none is due. Reads and writes of all threads share one
+//! throttle, `log.cleaner.io.max.bytes.per.second`. Each cleaning is logged with its MB/s read
+//! and written, and feeds the `kafka.log:type=LogCleaner` gauges ([`CleanerStats`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use kafkaiq_storage::cleaner::{CleanOutcome, OffsetMap};
+use kafkaiq_storage::LogManager;
+
+use crate::clock::SharedClock;
+
+/// The cleaner's settings (Kafka's `CleanerConfig`), from the `log.cleaner.*` broker keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanerSettings {
+    /// `log.cleaner.enable`
+    pub enable: bool,
+    /// `log.cleaner.threads`
+    pub threads: usize,
+    /// `log.cleaner.dedupe.buffer.size`, shared by the threads.
+    pub dedupe_buffer_size: u64,
+    /// `log.cleaner.io.buffer.load.factor`
+    pub load_factor: f64,
+    /// `log.cleaner.backoff.ms`
+    pub backoff_ms: u64,
+    /// `log.cleaner.io.max.bytes.per.second`
+    pub io_max_bytes_per_second: f64,
+}
+
+/// What the cleaner threads report (Kafka's `LogCleaner` and `LogCleanerManager` gauges).
+#[derive(Debug, Default)]
+pub struct CleanerStats {
+    /// Written over read bytes of the last cleaning, in percent (`cleaner-recopy-percent`).
+    pub recopy_percent: AtomicU64,
+    /// Seconds the last cleaning took (`max-clean-time-secs`).
+    pub clean_time_secs: AtomicU64,
+    /// The map's fill when the last cleaning stopped mapping, in percent
+    /// (`max-buffer-utilization-percent`).
+    pub buffer_utilization_percent: AtomicU64,
+    /// Cleanings done and bytes they read and wrote since startup.
+    pub cleanings: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+}
+
+/// Kafka's `Throttler`: keeps the bytes told per second at or under a rate by sleeping, checked
+/// every [`THROTTLE_CHECK_MS`].
+struct Throttler {
+    bytes_per_second: f64,
+    period: Mutex<(Instant, u64)>,
+}
+
+const THROTTLE_CHECK_MS: u64 = 300;
+
+impl Throttler {
+    fn maybe_throttle(&self, bytes: u64) {
+        if !self.bytes_per_second.is_finite() || self.bytes_per_second <= 0.0 {
+            return;
+        }
+        let mut period = self.period.lock().expect("throttle lock");
+        period.1 += bytes;
+        let elapsed = period.0.elapsed();
+        if elapsed < Duration::from_millis(THROTTLE_CHECK_MS) {
+            return;
+        }
+        let due = Duration::from_secs_f64(period.1 as f64 / self.bytes_per_second);
+        if due > elapsed {
+            std::thread::sleep(due - elapsed);
+        }
+        *period = (Instant::now(), 0);
+    }
+}
+
+/// The running cleaner threads.
+pub struct LogCleaner {
+    threads: Vec<std::thread::JoinHandle<()>>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    pub stats: Arc<CleanerStats>,
+}
+
+impl LogCleaner {
+    /// Starts the threads (none when `log.cleaner.enable` is false: compacted logs then grow,
+    /// as in Kafka).
+    pub fn start(
+        settings: &CleanerSettings,
+        logs: Arc<LogManager>,
+        clock: SharedClock,
+    ) -> std::io::Result<LogCleaner> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let stats = Arc::new(CleanerStats::default());
+        let throttler = Arc::new(Throttler {
+            bytes_per_second: settings.io_max_bytes_per_second,
+            period: Mutex::new((Instant::now(), 0)),
+        });
+        let mut threads = Vec::new();
+        let count = if settings.enable { settings.threads } else { 0 };
+        let map_bytes =
+            (settings.dedupe_buffer_size / count.max(1) as u64).min(i32::MAX as u64) as usize;
+        for id in 0..count {
+            let (logs, clock, stop, stats, throttler) = (
+                logs.clone(),
+                clock.clone(),
+                stop.clone(),
+                stats.clone(),
+                throttler.clone(),
+            );
+            let (load_factor, backoff) = (settings.load_factor, settings.backoff_ms);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("kafka-log-cleaner-thread-{id}"))
+                    .spawn(move || {
+                        let mut map = OffsetMap::new(map_bytes);
+                        loop {
+                            let started = Instant::now();
+                            let mut throttle = |bytes: u64| throttler.maybe_throttle(bytes);
+                            let result = logs.clean_filthiest(
+                                &mut map,
+                                load_factor,
+                                clock.now_ms(),
+                                &mut throttle,
+                            );
+                            let cleaned = match result {
+                                Ok(Some(report)) => {
+                                    record(id, &report, started.elapsed(), &stats);
+                                    // Nothing to clean after all (the uncleanable offset
+                                    // inside a segment): back off rather than spin.
+                                    !matches!(report.outcome, CleanOutcome::Nothing)
+                                }
+                                Ok(None) => false,
+                                Err(e) => {
+                                    tracing::warn!(thread = id, error = %e, "log cleaning failed");
+                                    false
+                                }
+                            };
+                            let (lock, wake) = &*stop;
+                            let mut stopped = lock.lock().expect("cleaner stop lock");
+                            if !cleaned && !*stopped {
+                                stopped = wake
+                                    .wait_timeout(stopped, Duration::from_millis(backoff))
+                                    .expect("cleaner stop lock")
+                                    .0;
+                            }
+                            if *stopped {
+                                return;
+                            }
+                        }
+                    })?,
+            );
+        }
+        Ok(LogCleaner {
+            threads,
+            stop,
+            stats,
+        })
+    }
+
+    /// Stops the threads after the cleaning each is in (a swap is never cut short here).
+    pub fn shutdown(self) {
+        let (lock, wake) = &*self.stop;
+        *lock.lock().expect("cleaner stop lock") = true;
+        wake.notify_all();
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Logs one cleaning (Kafka's per-pass report) and updates the gauges.
+fn record(
+    thread: usize,
+    report: &kafkaiq_storage::manager::CleanReport,
+    elapsed: Duration,
+    stats: &CleanerStats,
+) {
+    let s = match &report.outcome {
+        CleanOutcome::Cleaned { stats, .. } | CleanOutcome::Abandoned { stats } => *stats,
+        CleanOutcome::Nothing => return,
+    };
+    let secs = elapsed.as_secs_f64().max(1e-6);
+    let mb = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    let read = s.map_bytes_read + s.bytes_read;
+    tracing::info!(
+        thread,
+        partition = %format!("{}-{}", report.tp.topic, report.tp.partition),
+        dirty_section = %format!("[{}, {})", report.range.first_dirty, report.range.first_uncleanable),
+        outcome = match report.outcome { CleanOutcome::Cleaned { .. } => "cleaned", _ => "abandoned" },
+        mb_read = mb(read),
+        mb_written = mb(s.bytes_written),
+        mb_per_sec_read = mb(read) / secs,
+        mb_per_sec_written = mb(s.bytes_written) / secs,
+        seconds = secs,
+        buffer_utilization = s.map_utilization,
+        records_before = s.records_read,
+        records_after = s.records_written,
+        "log cleaner pass"
+    );
+    let percent = |n: u64, d: u64| if d == 0 { 0 } else { n * 100 / d };
+    stats
+        .recopy_percent
+        .store(percent(s.bytes_written, s.bytes_read), Ordering::Relaxed);
+    stats
+        .clean_time_secs
+        .store(elapsed.as_secs(), Ordering::Relaxed);
+    stats
+        .buffer_utilization_percent
+        .store((s.map_utilization * 100.0) as u64, Ordering::Relaxed);
+    stats.cleanings.fetch_add(1, Ordering::Relaxed);
+    stats.bytes_read.fetch_add(read, Ordering::Relaxed);
+    stats
+        .bytes_written
+        .fetch_add(s.bytes_written, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafkaiq_storage::batch::builder::{batch_with_keys, Spec};
+    use kafkaiq_storage::{LogConfig, TopicPartition};
+
+    fn settings() -> CleanerSettings {
+        CleanerSettings {
+            enable: true,
+            threads: 2,
+            dedupe_buffer_size: 1 << 20,
+            load_factor: 0.9,
+            backoff_ms: 20,
+            io_max_bytes_per_second: f64::MAX,
+        }
+    }
+
+    /// A compacted log of 2,000 records over 10 keys in 4 KiB segments, flushed.
+    fn dirty_log(dir: &std::path::Path) -> (Arc<LogManager>, Arc<kafkaiq_storage::Log>) {
+        let config = LogConfig {
+            segment_bytes: 4096,
+            compact: true,
+            ..LogConfig::default()
+        };
+        let logs = Arc::new(LogManager::open(&[dir.to_path_buf()], config.clone(), 0).unwrap());
+        let log = logs
+            .get_or_create(&TopicPartition::new("t", 0), config, 0)
+            .unwrap();
+        for i in 0..500 {
+            let keys: Vec<String> = (0..4).map(|r| format!("k{}", (i * 4 + r) % 10)).collect();
+            let ks: Vec<Option<&[u8]>> = keys.iter().map(|k| Some(k.as_bytes())).collect();
+            let vs: [&[u8]; 4] = [b"v"; 4];
+            log.append_as_leader(&batch_with_keys(&Spec::default(), &ks, &vs), 0, 0)
+                .unwrap();
+        }
+        log.roll(0).unwrap();
+        log.flush().unwrap();
+        log.update_high_watermark(log.log_end_offset());
+        (logs, log)
+    }
+
+    #[test]
+    fn the_threads_clean_a_dirty_compacted_log_and_stop_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (logs, log) = dirty_log(dir.path());
+        let before = log.size_bytes();
+        let cleaner = LogCleaner::start(
+            &settings(),
+            logs.clone(),
+            Arc::new(crate::clock::SystemClock),
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // The checkpoint moves inside the cleaning, the counters right after it.
+        while log.cleaned_up_to() < 0 || cleaner.stats.cleanings.load(Ordering::Relaxed) == 0 {
+            assert!(Instant::now() < deadline, "not cleaned in 30 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            log.size_bytes() < before / 10,
+            "{} of {before} bytes",
+            log.size_bytes()
+        );
+        assert_eq!(cleaner.stats.cleanings.load(Ordering::Relaxed), 1);
+        assert!(cleaner.stats.recopy_percent.load(Ordering::Relaxed) < 10);
+        cleaner.shutdown();
+    }
+
+    #[test]
+    fn a_disabled_cleaner_starts_no_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let (logs, log) = dirty_log(dir.path());
+        let cleaner = LogCleaner::start(
+            &CleanerSettings {
+                enable: false,
+                ..settings()
+            },
+            logs,
+            Arc::new(crate::clock::SystemClock),
+        )
+        .unwrap();
+        assert!(cleaner.threads.is_empty());
+        cleaner.shutdown();
+        assert_eq!(log.cleaned_up_to(), -1);
+    }
+
+    #[test]
+    fn the_throttle_holds_the_rate() {
+        let t = Throttler {
+            bytes_per_second: 1_000_000.0,
+            period: Mutex::new((Instant::now(), 0)),
+        };
+        let started = Instant::now();
+        for _ in 0..100 {
+            t.maybe_throttle(5_000); // 500 kB at 1 MB/s: about half a second
+        }
+        t.maybe_throttle(0);
+        std::thread::sleep(Duration::from_millis(THROTTLE_CHECK_MS));
+        t.maybe_throttle(0);
+        assert!(
+            started.elapsed() >= Duration::from_millis(450),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}

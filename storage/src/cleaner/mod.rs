@@ -1,0 +1,422 @@
+//! Log compaction: one cleaning of one log (Kafka's `Cleaner`).
+//!
+//! A cleaning takes the log's dirty part `[first_dirty, first_uncleanable)` and
+//!
+//! 1. maps each key in it to its latest offset ([`OffsetMap`], bounded memory): when the map
+//!    reaches its load factor the cleaning stops there, and the rest waits for the next one;
+//! 2. rewrites every segment from the log's start up to the end of what was mapped, in groups
+//!    of consecutive segments that fit one segment (`segment.bytes`, the index size, offsets
+//!    within 2^31 of the base), keeping each record that is the latest for its key, unless it
+//!    is a tombstone whose delete horizon has passed; records past the mapped part stay;
+//! 3. swaps each rewritten group in for its segments ([`Log::replace_segments`], crash-safe).
+//!
+//! Offsets never change: a cleaned log has gaps, which reads skip. Batches keep their header
+//! fields ([`filter`]); the last batch of each producer with state and the batch ending the
+//! cleaning round stay, empty if need be. Control batches are kept whole until transactions
+//! exist (the seam: their removal depends on the transaction index).
+//!
+//! The cleaner reads inactive segments only, without the log's writer lock; whatever changed
+//! meanwhile (a truncation, a deletion) makes the swap refuse, and the cleaning is abandoned.
+
+pub mod filter;
+pub mod manager;
+pub mod offset_map;
+
+use std::sync::Arc;
+
+use crate::batch::{BatchHeader, BatchIter};
+use crate::error::Result;
+use crate::log::{CleaningView, Log, CLEANED_SUFFIX};
+use crate::segment::LogSegment;
+use filter::{filter_batch, BatchRetention, Record};
+pub use offset_map::OffsetMap;
+
+/// Kafka's `log.cleaner.io.buffer.load.factor`: the share of the map's slots filled before a
+/// cleaning stops mapping.
+pub const DEFAULT_LOAD_FACTOR: f64 = 0.9;
+
+/// Bytes of batches read at a time from a segment (a batch larger than this is read whole).
+const READ_CHUNK_BYTES: usize = 1 << 20;
+
+/// The part of a log a cleaning may clean (Kafka's `LogToClean`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanableRange {
+    /// The first offset not yet cleaned (the cleaner checkpoint, at least the log start).
+    pub first_dirty: i64,
+    /// The first offset a cleaning must not reach: the active segment, the first segment
+    /// younger than `min.compaction.lag.ms`, the high watermark.
+    pub first_uncleanable: i64,
+}
+
+/// What one cleaning read and wrote (Kafka's `CleanerStats`).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct CleanerStats {
+    pub map_bytes_read: u64,
+    pub map_records_read: u64,
+    pub bytes_read: u64,
+    pub records_read: u64,
+    pub bytes_written: u64,
+    pub records_written: u64,
+    /// Records without a key found in a compacted log, removed.
+    pub invalid_records: u64,
+    pub segments_cleaned: usize,
+    /// Share of the map's slots in use when mapping stopped.
+    pub map_utilization: f64,
+}
+
+/// How a cleaning ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CleanOutcome {
+    /// Cleaned up to `end_offset` (exclusive): the log's cleaner checkpoint now.
+    Cleaned {
+        end_offset: i64,
+        stats: CleanerStats,
+    },
+    /// Nothing in the range to clean.
+    Nothing,
+    /// The log changed under the cleaning (truncated, segments deleted); nothing was swapped
+    /// from the group that noticed on. Groups swapped before it stay cleaned.
+    Abandoned { stats: CleanerStats },
+}
+
+/// Settings of one cleaning, from the log's config and the cleaner's.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanSettings {
+    /// `delete.retention.ms`: how long a tombstone stays readable after the cleaning that
+    /// first reached it.
+    pub delete_retention_ms: i64,
+    pub now_ms: i64,
+    pub load_factor: f64,
+}
+
+/// Calls `each` with every whole batch of `segment` from the one holding `from` on, up to the
+/// batch holding `until` (exclusive), until it returns false.
+fn for_each_batch(
+    segment: &LogSegment,
+    from: i64,
+    until: i64,
+    mut each: impl FnMut(&[u8], &BatchHeader) -> Result<bool>,
+) -> Result<()> {
+    let mut next = from;
+    loop {
+        let Some((bytes, _)) = segment.read(next, READ_CHUNK_BYTES, i64::MAX, true)? else {
+            return Ok(());
+        };
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        for (at, h) in BatchIter::new(&bytes) {
+            if h.base_offset >= until {
+                return Ok(());
+            }
+            if !each(&bytes[at..at + h.size_in_bytes()], &h)? {
+                return Ok(());
+            }
+            next = h.next_offset();
+        }
+    }
+}
+
+/// Fills `map` from the dirty range; returns the bytes and records read. The map's latest
+/// offset ends at the last offset it covers.
+fn build_offset_map(
+    view: &CleaningView,
+    range: CleanableRange,
+    map: &mut OffsetMap,
+    load_factor: f64,
+    throttle: &mut dyn FnMut(u64),
+) -> Result<(u64, u64)> {
+    map.clear();
+    let max_entries = ((map.slots() as f64) * load_factor) as usize;
+    let (mut bytes, mut records) = (0u64, 0u64);
+    let segments = &view.segments;
+    for (i, seg) in segments.iter().enumerate() {
+        let upper = segments
+            .get(i + 1)
+            .map_or(range.first_uncleanable, |n| n.base_offset())
+            .min(range.first_uncleanable);
+        if upper <= range.first_dirty || seg.base_offset() >= range.first_uncleanable {
+            continue;
+        }
+        let mut full = false;
+        for_each_batch(
+            seg,
+            range.first_dirty.max(seg.base_offset()),
+            upper,
+            |batch, h| {
+                if h.last_offset() >= upper {
+                    // Straddles the uncleanable offset: not mapped, and it ends the range.
+                    full = true;
+                    return Ok(false);
+                }
+                bytes += batch.len() as u64;
+                throttle(batch.len() as u64);
+                if !h.is_control() {
+                    let section = &batch[crate::batch::RECORD_BATCH_OVERHEAD..];
+                    let codec = h.compression_codec() as u8;
+                    let decompressed;
+                    let raw: &[u8] = if codec == crate::compression::CODEC_NONE {
+                        section
+                    } else {
+                        decompressed = crate::compression::decompress(
+                            codec,
+                            section,
+                            crate::compression::DECOMPRESSED_RECORDS_BYTES_MAX,
+                        )
+                        .map_err(|e| {
+                            crate::StorageError::CorruptRecord(format!(
+                                "batch at offset {}: {e}",
+                                h.base_offset
+                            ))
+                        })?;
+                        &decompressed
+                    };
+                    for r in filter::parse_records(raw, h)? {
+                        records += 1;
+                        let Some(key) = r.key else { continue };
+                        if r.offset < range.first_dirty {
+                            continue;
+                        }
+                        if map.size() >= max_entries && map.get(key) < 0 {
+                            full = true;
+                            return Ok(false);
+                        }
+                        map.put(key, r.offset);
+                    }
+                }
+                if h.last_offset() >= range.first_dirty {
+                    map.update_latest_offset(h.last_offset());
+                }
+                Ok(true)
+            },
+        )?;
+        if full {
+            break;
+        }
+        // The whole segment is covered, gaps after its last batch included.
+        map.update_latest_offset(upper - 1);
+    }
+    Ok((bytes, records))
+}
+
+/// Groups consecutive segments into runs that one segment can hold (Kafka's
+/// `groupSegmentsBySize`).
+fn group_segments(
+    segments: &[Arc<LogSegment>],
+    max_bytes: u64,
+    max_index_bytes: usize,
+    first_uncleanable: i64,
+) -> Vec<Vec<Arc<LogSegment>>> {
+    // Offset index entries are 8 bytes, time index entries 12 (one kept for the roll).
+    let (max_offsets, max_times) = (
+        max_index_bytes / 8,
+        (max_index_bytes / 12).saturating_sub(1),
+    );
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < segments.len() {
+        let first = &segments[i];
+        let mut size = first.size();
+        let (mut offsets, mut times) = first.index_entries();
+        let mut group = vec![first.clone()];
+        i += 1;
+        while i < segments.len() {
+            let s = &segments[i];
+            let (o, t) = s.index_entries();
+            let last_offset_bound = segments
+                .get(i + 1)
+                .map_or(first_uncleanable, |n| n.base_offset())
+                - 1;
+            let fits = size + s.size() <= max_bytes
+                && offsets + o <= max_offsets
+                && times + t <= max_times
+                && (s.size() == 0 || last_offset_bound - first.base_offset() <= i32::MAX as i64);
+            if !fits {
+                break;
+            }
+            size += s.size();
+            offsets += o;
+            times += t;
+            group.push(s.clone());
+            i += 1;
+        }
+        groups.push(group);
+    }
+    groups
+}
+
+/// Whether a record stays (Kafka's `shouldRetainRecord`): past the mapped part, or the latest
+/// for its key and not a tombstone whose horizon has passed. A record without a key goes.
+fn retain(
+    map: &mut OffsetMap,
+    h: &BatchHeader,
+    r: &Record<'_>,
+    now_ms: i64,
+    stats: &mut CleanerStats,
+) -> bool {
+    if r.offset > map.latest_offset() {
+        return true;
+    }
+    let Some(key) = r.key else {
+        stats.invalid_records += 1;
+        return false;
+    };
+    let latest = r.offset >= map.get(key);
+    let deletes_retained = h.delete_horizon_ms().is_none_or(|horizon| now_ms < horizon);
+    latest && (r.has_value || deletes_retained)
+}
+
+/// Rewrites one group of segments into a new segment and swaps it in. Returns false when the
+/// log changed under the cleaning.
+#[allow(clippy::too_many_arguments)]
+fn clean_group(
+    log: &Log,
+    view: &mut CleaningView,
+    group: &[Arc<LogSegment>],
+    map: &mut OffsetMap,
+    producers: &std::collections::HashMap<i64, i64>,
+    upper_bound: i64,
+    settings: &CleanSettings,
+    stats: &mut CleanerStats,
+    throttle: &mut dyn FnMut(u64),
+) -> Result<bool> {
+    let config = log.config();
+    let base = group[0].base_offset();
+    let cleaned = LogSegment::create_with_suffix(
+        log.dir(),
+        base,
+        CLEANED_SUFFIX,
+        config.segment_index_bytes as usize,
+        settings.now_ms,
+        log.handle_pool(),
+    )?;
+    let interval = config.index_interval_bytes as usize;
+    let new_horizon = settings.now_ms.saturating_add(settings.delete_retention_ms);
+    let mut out = Vec::new();
+    let mut headers = Vec::new();
+    let flush = |out: &mut Vec<u8>, headers: &mut Vec<BatchHeader>| -> Result<()> {
+        if !out.is_empty() {
+            cleaned.append(&[out], headers, interval)?;
+        }
+        out.clear();
+        headers.clear();
+        Ok(())
+    };
+    for seg in group {
+        for_each_batch(seg, seg.base_offset(), i64::MAX, |batch, h| {
+            stats.bytes_read += batch.len() as u64;
+            throttle(batch.len() as u64);
+            let retention = if h.has_producer_id()
+                && producers.get(&h.producer_id) == Some(&h.last_offset())
+                || h.next_offset() == upper_bound
+            {
+                BatchRetention::RetainEmpty
+            } else {
+                BatchRetention::DeleteEmpty
+            };
+            let control = h.is_control();
+            let mut invalid = CleanerStats::default();
+            let f = filter_batch(
+                batch,
+                h,
+                retention,
+                |r| control || retain(map, h, r, settings.now_ms, &mut invalid),
+                new_horizon,
+                &mut out,
+            )?;
+            stats.invalid_records += invalid.invalid_records;
+            stats.records_read += f.records_read as u64;
+            stats.records_written += f.records_kept as u64;
+            if let Some(w) = f.written {
+                stats.bytes_written += w.size_in_bytes() as u64;
+                throttle(w.size_in_bytes() as u64);
+                headers.push(w);
+            }
+            if out.len() >= READ_CHUNK_BYTES {
+                flush(&mut out, &mut headers)?;
+            }
+            Ok(true)
+        })?;
+    }
+    flush(&mut out, &mut headers)?;
+    cleaned.on_become_inactive()?;
+    cleaned.flush()?;
+    cleaned.set_last_modified_ms(group.last().expect("a group").last_modified_ms())?;
+    let swapped = log.replace_segments(view, cleaned, group)?;
+    if swapped {
+        stats.segments_cleaned += group.len();
+    }
+    Ok(swapped)
+}
+
+/// Cleans `log` once over `range` with `map` (cleared first) and moves the log's cleaner
+/// checkpoint to where it ended. The caller chooses the log and the range and writes the
+/// checkpoint file; `throttle` is told every byte read and written
+/// (`log.cleaner.io.max.bytes.per.second`: it may sleep).
+pub fn clean(
+    log: &Log,
+    range: CleanableRange,
+    map: &mut OffsetMap,
+    settings: &CleanSettings,
+    throttle: &mut dyn FnMut(u64),
+) -> Result<CleanOutcome> {
+    let mut view = log.cleaning_view();
+    let range = CleanableRange {
+        first_dirty: range.first_dirty.max(log.log_start_offset()),
+        // Never the active segment, the high watermark or the recovery point as they are once
+        // the view is taken, whatever the caller measured before.
+        first_uncleanable: range
+            .first_uncleanable
+            .min(view.active_base_offset)
+            .min(log.high_watermark())
+            .min(log.recovery_point()),
+    };
+    if view.segments.is_empty() || range.first_dirty >= range.first_uncleanable {
+        return Ok(CleanOutcome::Nothing);
+    }
+    let mut stats = CleanerStats::default();
+    let (bytes, records) = build_offset_map(&view, range, map, settings.load_factor, throttle)?;
+    stats.map_bytes_read = bytes;
+    stats.map_records_read = records;
+    stats.map_utilization = map.utilization();
+    if map.latest_offset() < range.first_dirty {
+        return Ok(CleanOutcome::Nothing);
+    }
+    let end_offset = map.latest_offset() + 1;
+    let producers = log.last_data_offsets_of_producers();
+    let to_clean: Vec<Arc<LogSegment>> = view
+        .segments
+        .iter()
+        .filter(|s| s.base_offset() < end_offset)
+        .cloned()
+        .collect();
+    let config = log.config();
+    let groups = group_segments(
+        &to_clean,
+        config.segment_bytes as u64,
+        config.segment_index_bytes as usize,
+        range.first_uncleanable,
+    );
+    for group in &groups {
+        if !clean_group(
+            log,
+            &mut view,
+            group,
+            map,
+            &producers,
+            range.first_uncleanable,
+            settings,
+            &mut stats,
+            throttle,
+        )? {
+            return Ok(CleanOutcome::Abandoned { stats });
+        }
+    }
+    if !log.finish_cleaning(&view, end_offset)? {
+        return Ok(CleanOutcome::Abandoned { stats });
+    }
+    Ok(CleanOutcome::Cleaned { end_offset, stats })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,581 @@
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::batch::builder::{batch_with_keys, batch_with_tombstones, compressed, Spec};
+use crate::batch::RECORD_BATCH_OVERHEAD;
+use crate::compression;
+use crate::config::LogConfig;
+
+const NOW: i64 = 1_000_000;
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 2048,
+        segment_index_bytes: 4096,
+        index_interval_bytes: 128,
+        compact: true,
+        ..LogConfig::default()
+    }
+}
+
+fn settings(now_ms: i64) -> CleanSettings {
+    CleanSettings {
+        delete_retention_ms: 1_000,
+        now_ms,
+        load_factor: DEFAULT_LOAD_FACTOR,
+    }
+}
+
+/// (offset, key, value) of every record readable from the log's start, across its gaps.
+fn records(log: &Log) -> Vec<(i64, Vec<u8>, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let read = log.read(next, 1 << 20, i64::MAX, true).unwrap();
+        assert!(!read.records.is_empty(), "stuck at {next}");
+        for (at, h) in BatchIter::new(&read.records) {
+            let batch = &read.records[at..at + h.size_in_bytes()];
+            assert!(crate::batch::crc_valid(batch));
+            let section = &batch[RECORD_BATCH_OVERHEAD..];
+            let raw =
+                compression::decompress(h.compression_codec() as u8, section, 1 << 24).unwrap();
+            for r in filter::parse_records(&raw, &h).unwrap() {
+                if r.offset >= next {
+                    out.push((
+                        r.offset,
+                        r.key.unwrap().to_vec(),
+                        r.value.map(|v| v.to_vec()),
+                    ));
+                }
+            }
+            next = h.next_offset();
+        }
+    }
+    out
+}
+
+/// Writes `count` records over `keys` keys, value "v<offset>", in batches of `per_batch`.
+fn fill(log: &Log, count: usize, keys: usize, per_batch: usize, codec: u8) {
+    let mut i = log.log_end_offset() as usize;
+    let end = i + count;
+    while i < end {
+        let n = per_batch.min(end - i);
+        let key_strings: Vec<String> = (i..i + n).map(|o| format!("key-{}", o % keys)).collect();
+        let value_strings: Vec<String> = (i..i + n).map(|o| format!("v{o}")).collect();
+        let ks: Vec<Option<&[u8]>> = key_strings.iter().map(|k| Some(k.as_bytes())).collect();
+        let vs: Vec<&[u8]> = value_strings.iter().map(|v| v.as_bytes()).collect();
+        let b = batch_with_keys(&Spec::default(), &ks, &vs);
+        let b = if codec == 0 {
+            b
+        } else {
+            compressed(&b, codec, codec == 2)
+        };
+        log.append_as_leader(&b, 0, NOW).unwrap();
+        i += n;
+    }
+}
+
+/// The latest value per key, as a reader of the whole log sees it.
+fn latest(records: &[(i64, Vec<u8>, Option<Vec<u8>>)]) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+    records
+        .iter()
+        .map(|(_, k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn clean_all(log: &Log, map: &mut OffsetMap, now_ms: i64) -> CleanOutcome {
+    let range = CleanableRange {
+        first_dirty: 0,
+        first_uncleanable: i64::MAX,
+    };
+    clean(log, range, map, &settings(now_ms), &mut |_| {}).unwrap()
+}
+
+#[test]
+fn a_cleaning_keeps_the_latest_value_of_each_key_at_its_offset_for_every_codec() {
+    for codec in 0..=4u8 {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+        fill(&log, 400, 10, 4, codec);
+        log.roll(NOW).unwrap();
+        let before = records(&log);
+        let segments_before = log.segment_count();
+        assert!(segments_before > 5, "{segments_before}");
+        let mut map = OffsetMap::new(1 << 16);
+        let CleanOutcome::Cleaned { end_offset, stats } = clean_all(&log, &mut map, NOW) else {
+            panic!("codec {codec}: not cleaned");
+        };
+        assert_eq!(end_offset, 400);
+        let after = records(&log);
+        assert_eq!(latest(&after), latest(&before), "codec {codec}");
+        assert_eq!(after.len(), 10, "codec {codec}: one record per key");
+        for (offset, key, value) in &after {
+            assert_eq!(value.as_deref(), Some(format!("v{offset}").as_bytes()));
+            assert!(*offset >= 390, "{key:?} at {offset}");
+        }
+        assert!(log.size_bytes() < 2048, "{}", log.size_bytes());
+        assert_eq!(log.log_end_offset(), 400);
+        // Each full segment was its own group; the next cleaning groups the small ones.
+        clean_all(&log, &mut map, NOW);
+        assert!(log.segment_count() <= 2, "{} segments", log.segment_count());
+        assert_eq!(records(&log), after);
+        log.verify_indexes().unwrap();
+        assert_eq!(stats.records_written, 10);
+        assert!(stats.bytes_written < stats.bytes_read);
+        // What was cleaned survives a reopen, clean or not.
+        log.close().unwrap();
+        drop(log);
+        let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+        assert_eq!(records(&log), after, "codec {codec} after reopen");
+        log.verify_indexes().unwrap();
+    }
+}
+
+#[test]
+fn the_active_segment_and_records_past_the_uncleanable_offset_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    fill(&log, 200, 5, 4, 0);
+    let active = log.segment_base_offsets().last().copied().unwrap();
+    assert!(active < 200);
+    let mut map = OffsetMap::new(1 << 16);
+    let CleanOutcome::Cleaned { end_offset, .. } = clean_all(&log, &mut map, NOW) else {
+        panic!("not cleaned");
+    };
+    assert_eq!(end_offset, active);
+    let after = records(&log);
+    // Everything from the active segment on is still there, untouched.
+    let tail: Vec<i64> = after.iter().map(|r| r.0).filter(|&o| o >= active).collect();
+    assert_eq!(tail, (active..200).collect::<Vec<_>>());
+    // Below it, one record per key (the latest below the active segment or later).
+    assert!(after.iter().filter(|r| r.0 < active).count() <= 5);
+    assert_eq!(latest(&after).len(), 5);
+}
+
+#[test]
+fn a_small_map_cleans_in_several_passes_to_the_same_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    fill(&log, 600, 40, 4, 0);
+    log.roll(NOW).unwrap();
+    let expected = latest(&records(&log));
+    // Room for 10 keys at the load factor: 40 keys take several cleanings.
+    let mut map = OffsetMap::new(offset_map::BYTES_PER_ENTRY * 12);
+    let mut first_dirty = 0;
+    let mut passes = 0;
+    loop {
+        let range = CleanableRange {
+            first_dirty,
+            first_uncleanable: i64::MAX,
+        };
+        match clean(&log, range, &mut map, &settings(NOW), &mut |_| {}).unwrap() {
+            CleanOutcome::Cleaned { end_offset, .. } => {
+                assert!(end_offset > first_dirty);
+                first_dirty = end_offset;
+                passes += 1;
+            }
+            CleanOutcome::Nothing => break,
+            CleanOutcome::Abandoned { .. } => panic!("abandoned"),
+        }
+        assert!(map.size() <= 11, "the map never grows past its bound");
+    }
+    assert!(passes > 2, "{passes} passes");
+    let after = records(&log);
+    assert_eq!(latest(&after), expected);
+    // A last cleaning with a map big enough leaves one record per key.
+    let mut big = OffsetMap::new(1 << 16);
+    clean_all(&log, &mut big, NOW);
+    assert_eq!(records(&log).len(), 40);
+    assert_eq!(latest(&records(&log)), expected);
+}
+
+#[test]
+fn a_tombstone_stays_for_delete_retention_after_the_cleaning_that_reached_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    fill(&log, 40, 4, 4, 0);
+    let tomb = batch_with_tombstones(&Spec::default(), &[(b"key-1", None), (b"key-2", None)]);
+    log.append_as_leader(&tomb, 0, NOW).unwrap();
+    log.roll(NOW).unwrap();
+    let mut map = OffsetMap::new(1 << 16);
+    clean_all(&log, &mut map, NOW);
+    let after = latest(&records(&log));
+    assert_eq!(after.len(), 4);
+    assert_eq!(after[b"key-1".as_slice()], None);
+    assert_eq!(after[b"key-2".as_slice()], None);
+    // Still within delete.retention.ms (1 s) of that cleaning: kept.
+    clean_all(&log, &mut map, NOW + 999);
+    assert_eq!(latest(&records(&log)).len(), 4);
+    // Past it: gone, and the keys with them.
+    clean_all(&log, &mut map, NOW + 1_000);
+    let after = latest(&records(&log));
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(!after.contains_key(b"key-1".as_slice()));
+}
+
+#[test]
+fn the_last_batch_of_a_producer_stays_even_when_all_its_records_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    let spec = Spec {
+        producer_id: 42,
+        producer_epoch: 3,
+        base_sequence: 0,
+        ..Spec::default()
+    };
+    let b = batch_with_keys(&spec, &[Some(b"k"), Some(b"k")], &[b"1", b"2"]);
+    log.append_as_leader(&b, 0, NOW).unwrap();
+    // Later plain writes of the same key make the producer's records obsolete.
+    fill(&log, 8, 1, 4, 0);
+    let keyed: Vec<Option<&[u8]>> = vec![Some(b"k"); 4];
+    log.append_as_leader(
+        &batch_with_keys(&Spec::default(), &keyed, &[b"a", b"b", b"c", b"d"]),
+        0,
+        NOW,
+    )
+    .unwrap();
+    log.roll(NOW).unwrap();
+    let mut map = OffsetMap::new(1 << 16);
+    clean_all(&log, &mut map, NOW);
+    let read = log.read(0, 1 << 20, i64::MAX, true).unwrap();
+    let (_, first) = BatchIter::new(&read.records).next().unwrap();
+    assert_eq!((first.producer_id, first.producer_epoch), (42, 3));
+    assert_eq!(
+        (first.base_offset, first.last_offset(), first.records_count),
+        (0, 1, 0)
+    );
+    assert_eq!(log.last_producer_epoch(42), Some(3));
+    // Reopened from the log alone (no producer snapshot), the producer is still known.
+    drop(log);
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "snapshot") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    assert_eq!(log.last_producer_epoch(42), Some(3));
+}
+
+#[test]
+fn a_follower_copies_a_cleaned_log_batch_for_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    fill(&log, 100, 3, 4, 1);
+    log.roll(NOW).unwrap();
+    clean_all(&log, &mut OffsetMap::new(1 << 16), NOW);
+    let follower_dir = tempfile::tempdir().unwrap();
+    let follower = Log::open(follower_dir.path(), config(), 0, false, NOW).unwrap();
+    let mut next = 0;
+    while next < log.log_end_offset() {
+        let read = log.read(next, 4096, i64::MAX, true).unwrap();
+        follower.append_as_follower(&read.records).unwrap();
+        next = follower.log_end_offset();
+    }
+    assert_eq!(records(&follower), records(&log));
+    assert_eq!(follower.log_end_offset(), log.log_end_offset());
+}
+
+#[test]
+fn a_swap_refuses_once_the_log_was_truncated_and_leaves_no_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    fill(&log, 200, 5, 4, 0);
+    log.roll(NOW).unwrap();
+    let mut view = log.cleaning_view();
+    let old = view.segments[..2].to_vec();
+    let cleaned = LogSegment::create_with_suffix(
+        dir.path(),
+        old[0].base_offset(),
+        crate::log::CLEANED_SUFFIX,
+        4096,
+        NOW,
+        log.handle_pool(),
+    )
+    .unwrap();
+    log.truncate_to(150).unwrap();
+    assert_eq!(log.log_end_offset(), 148, "batches of 4 go whole");
+    assert!(!log.replace_segments(&mut view, cleaned, &old).unwrap());
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(records(&log).len(), 148);
+}
+
+/// Copies a log dir's files (a crash "image").
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn an_open_finishes_a_committed_swap_and_discards_an_uncommitted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    fill(&log, 300, 6, 4, 0);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    let before = records(&log);
+    let before_image = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), before_image.path());
+    clean_all(&log, &mut OffsetMap::new(1 << 16), NOW);
+    let cleaned = records(&log);
+    let first_cleaned = log.segment_base_offsets()[0];
+    let cleaned_log = std::fs::read(
+        dir.path()
+            .join(crate::segment::log_file_name(first_cleaned)),
+    )
+    .unwrap();
+    drop(log);
+
+    // A crash after step 1 (the .swap exists, the old segments too): the swap is finished.
+    let committed = tempfile::tempdir().unwrap();
+    copy_dir(before_image.path(), committed.path());
+    let swap = committed
+        .path()
+        .join(crate::segment::log_file_name(first_cleaned) + crate::log::SWAP_SUFFIX);
+    std::fs::write(&swap, &cleaned_log).unwrap();
+    let log = Log::open(committed.path(), config(), 0, false, NOW).unwrap();
+    let got = records(&log);
+    assert_eq!(latest(&got), latest(&before));
+    // The first group is the cleaned one; the others, still dirty, are read as they were.
+    assert!(got.len() < before.len());
+    assert!(got.iter().all(|r| before.contains(r)));
+    log.verify_indexes().unwrap();
+    assert!(!swap.exists());
+    drop(log);
+
+    // A crash before step 1 (only .cleaned files): discarded, the log is as before.
+    let uncommitted = tempfile::tempdir().unwrap();
+    copy_dir(before_image.path(), uncommitted.path());
+    let leftover = uncommitted
+        .path()
+        .join(crate::segment::log_file_name(first_cleaned) + crate::log::CLEANED_SUFFIX);
+    std::fs::write(&leftover, &cleaned_log).unwrap();
+    let log = Log::open(uncommitted.path(), config(), 0, false, NOW).unwrap();
+    assert_eq!(records(&log), before);
+    assert!(!leftover.exists());
+    let _ = cleaned;
+}
+
+#[test]
+fn the_manager_cleans_the_filthiest_due_log_and_keeps_kafkas_checkpoint() {
+    use crate::manager::LogManager;
+    use crate::TopicPartition;
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().to_path_buf()];
+    let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
+    let a = TopicPartition::new("a", 0);
+    let b = TopicPartition::new("b", 0);
+    let plain = TopicPartition::new("plain", 0);
+    let la = manager.get_or_create(&a, config(), NOW).unwrap();
+    let lb = manager.get_or_create(&b, config(), NOW).unwrap();
+    let lp = manager
+        .get_or_create(
+            &plain,
+            LogConfig {
+                compact: false,
+                ..config()
+            },
+            NOW,
+        )
+        .unwrap();
+    fill(&la, 400, 400, 4, 0); // every key once: a cleaning keeps it all
+    fill(&lb, 400, 7, 4, 0);
+    fill(&lp, 400, 5, 4, 0);
+    // Nothing is cleanable before a partition gives the log a high watermark.
+    assert_eq!(
+        manager::cleanable_range(&la, NOW)
+            .unwrap()
+            .first_uncleanable,
+        0
+    );
+    for l in [&la, &lb, &lp] {
+        l.update_high_watermark(l.log_end_offset());
+    }
+    // The cleaner cleans only what is fsynced (below the recovery point).
+    assert_eq!(
+        manager::cleanable_range(&la, NOW)
+            .unwrap()
+            .first_uncleanable,
+        la.recovery_point()
+            .min(la.cleaning_view().active_base_offset)
+    );
+    for l in [&la, &lb, &lp] {
+        l.flush().unwrap();
+    }
+    let mut map = OffsetMap::new(1 << 16);
+    let mut cleaned = Vec::new();
+    while let Some(report) = manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
+        .unwrap()
+    {
+        assert!(
+            matches!(report.outcome, CleanOutcome::Cleaned { .. }),
+            "{report:?}"
+        );
+        assert!(report.dirty_ratio > 0.5);
+        cleaned.push(report.tp.dir_name());
+        assert!(cleaned.len() <= 2, "{cleaned:?} {report:?}");
+    }
+    cleaned.sort();
+    assert_eq!(cleaned, ["a-0", "b-0"]);
+    assert_eq!(records(&la).len(), 400);
+    assert_eq!(
+        records(&lb).len(),
+        7 + (400 - lb.cleaning_view().active_base_offset as usize)
+    );
+    assert_eq!(
+        records(&lp).len(),
+        400,
+        "a log that is not compacted is never cleaned"
+    );
+    let text = std::fs::read_to_string(dir.path().join("cleaner-offset-checkpoint")).unwrap();
+    let active = |l: &Log| l.cleaning_view().active_base_offset;
+    assert_eq!(
+        text,
+        format!("0\n2\na 0 {}\nb 0 {}\n", active(&la), active(&lb))
+    );
+
+    // Barely dirty: below min.cleanable.dirty.ratio, nothing is due.
+    fill(&la, 8, 400, 4, 0);
+    la.roll(NOW).unwrap();
+    la.flush().unwrap();
+    la.update_high_watermark(la.log_end_offset());
+    assert!(manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
+        .unwrap()
+        .is_none());
+    // Past max.compaction.lag.ms the same log is due whatever its ratio.
+    la.update_config(LogConfig {
+        max_compaction_lag_ms: 1,
+        ..config()
+    });
+    let report = manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.tp, a);
+    assert!(report.dirty_ratio < 0.5);
+    la.update_config(config());
+
+    // The checkpoint survives a restart: nothing is dirty after it.
+    manager.shutdown().unwrap();
+    drop((la, lb, lp, manager));
+    let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
+    for tp in [&a, &b] {
+        let log = manager.get(tp).unwrap();
+        log.update_config(config());
+        log.update_high_watermark(log.log_end_offset());
+        assert!(log.cleaned_up_to() > 0, "{tp:?} checkpoint read back");
+    }
+    assert!(manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
+        .unwrap()
+        .is_none());
+    assert!(manager.uncleanable_partitions().is_empty());
+}
+
+#[test]
+fn records_younger_than_the_min_compaction_lag_stay_dirty() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(
+        dir.path(),
+        LogConfig {
+            min_compaction_lag_ms: 10_000,
+            ..config()
+        },
+        0,
+        false,
+        NOW,
+    )
+    .unwrap();
+    fill(&log, 200, 5, 4, 0); // record timestamps ~1000
+    log.roll(NOW).unwrap();
+    log.update_high_watermark(200);
+    // At "now" = 5000 every record is younger than 10 s: nothing to clean.
+    let range = manager::cleanable_range(&log, 5_000).unwrap();
+    assert_eq!(range.first_uncleanable, 0);
+    // Later they are old enough.
+    let range = manager::cleanable_range(&log, 20_000).unwrap();
+    assert_eq!(range.first_uncleanable, 200);
+}
+
+#[test]
+fn the_throttle_is_told_every_byte_read_and_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    fill(&log, 300, 6, 4, 3);
+    log.roll(NOW).unwrap();
+    let mut told = 0u64;
+    let range = CleanableRange {
+        first_dirty: 0,
+        first_uncleanable: i64::MAX,
+    };
+    let outcome = clean(
+        &log,
+        range,
+        &mut OffsetMap::new(1 << 16),
+        &settings(NOW),
+        &mut |bytes| told += bytes,
+    )
+    .unwrap();
+    let CleanOutcome::Cleaned { stats, .. } = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert!(stats.bytes_written > 0 && stats.map_bytes_read > 0);
+    assert_eq!(
+        told,
+        stats.map_bytes_read + stats.bytes_read + stats.bytes_written
+    );
+}
+
+#[test]
+fn a_truncation_or_a_deletion_rewrites_the_cleaner_checkpoint_file() {
+    use crate::manager::LogManager;
+    use crate::TopicPartition;
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().to_path_buf()];
+    let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
+    let (a, b) = (TopicPartition::new("a", 0), TopicPartition::new("b", 0));
+    for tp in [&a, &b] {
+        let log = manager.get_or_create(tp, config(), NOW).unwrap();
+        fill(&log, 200, 5, 4, 0);
+        log.roll(NOW).unwrap();
+        log.flush().unwrap();
+        log.update_high_watermark(200);
+    }
+    let mut map = OffsetMap::new(1 << 16);
+    while manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
+        .unwrap()
+        .is_some()
+    {}
+    let file = dir.path().join("cleaner-offset-checkpoint");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "0\n2\na 0 200\nb 0 200\n"
+    );
+    // A follower truncation below the checkpoint: on disk at once, not at the next cleaning.
+    // (Batches go whole: the log ends at the last kept batch at or below 100.)
+    let la = manager.get(&a).unwrap();
+    la.truncate_to(100).unwrap();
+    let leo = la.log_end_offset();
+    assert!(leo <= 100, "{leo}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("0\n2\na 0 {leo}\nb 0 200\n")
+    );
+    // A deleted topic leaves no entry for one created again under its name.
+    manager.delete(&b).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("0\n1\na 0 {leo}\n")
+    );
+}

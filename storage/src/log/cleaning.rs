@@ -1,0 +1,288 @@
+//! What the log cleaner needs of a [`Log`]: a consistent view of its inactive segments, the
+//! producers whose last batch must stay, and the crash-safe swap of cleaned segments
+//! (Kafka's `UnifiedLog.replaceSegments` and the `.swap` handling of `LogLoader`).
+//!
+//! A cleaned segment is written as `<base>.log.cleaned` (and `.index.cleaned`,
+//! `.timeindex.cleaned`) beside the segments it replaces, then swapped in under the writer lock:
+//!
+//! 1. the `.cleaned` files are renamed `.swap`, the `.log` last, and the dir is fsynced: from
+//!    here the swap is committed;
+//! 2. the replaced segments' files are removed (readers holding them keep reading their
+//!    pinned files), dir fsynced;
+//! 3. the `.swap` files get their final names, dir fsynced.
+//!
+//! Opening a log finishes or discards a swap cut short: `.cleaned` files, and index `.swap`
+//! files without their log's, are removed (the cleaning never committed); a `<base>.log.swap`
+//! replaces every segment whose base offset lies
+//! in `[base, the swap's next offset)`, and its indexes are rebuilt.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{parse_segment_base, sync_dir, Log};
+use crate::batch::{BatchHeader, RECORD_BATCH_OVERHEAD};
+use crate::error::{IoContext, Result, StorageError};
+use crate::segment::{remove_segment_files, LogSegment};
+
+/// Suffix of a cleaned segment's files before the swap.
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+/// Suffix of a cleaned segment's files while the swap is under way.
+pub const SWAP_SUFFIX: &str = ".swap";
+
+/// The inactive segments a cleaning may read, and what must not change before its swap.
+#[derive(Clone)]
+pub struct CleaningView {
+    /// Every segment but the active one, in order.
+    pub segments: Vec<Arc<LogSegment>>,
+    /// Where the active segment starts: no cleaning reaches it.
+    pub active_base_offset: i64,
+    pub(crate) truncation_generation: u64,
+}
+
+fn rename(from: &Path, to: &Path) -> Result<()> {
+    match std::fs::rename(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StorageError::io(from, e)),
+    }
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StorageError::io(path, e)),
+    }
+}
+
+/// The offset after the last whole batch of a `.log` file (its base offset when it holds none).
+fn next_offset_of_file(path: &Path, base_offset: i64) -> Result<i64> {
+    let mut file = std::io::BufReader::with_capacity(1 << 16, std::fs::File::open(path).at(path)?);
+    let len = std::fs::metadata(path).at(path)?.len();
+    let mut position = 0u64;
+    let mut next = base_offset;
+    let mut header = [0u8; RECORD_BATCH_OVERHEAD];
+    while position + RECORD_BATCH_OVERHEAD as u64 <= len {
+        file.read_exact(&mut header).at(path)?;
+        let Ok(h) = BatchHeader::parse(&header) else {
+            break;
+        };
+        let size = h.size_in_bytes() as u64;
+        if position + size > len {
+            break;
+        }
+        next = h.next_offset();
+        std::io::copy(
+            &mut (&mut file).take(size - RECORD_BATCH_OVERHEAD as u64),
+            &mut std::io::sink(),
+        )
+        .at(path)?;
+        position += size;
+    }
+    Ok(next)
+}
+
+/// Finishes or discards a cleaner's swap cut short in `dir` (see the module docs). Returns the
+/// base offsets of the segments swapped in, whose indexes must be rebuilt.
+pub(crate) fn recover_swaps(dir: &Path) -> Result<Vec<i64>> {
+    let mut swaps = Vec::new();
+    let mut changed = false;
+    for entry in std::fs::read_dir(dir).at(dir)? {
+        let entry = entry.at(dir)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.ends_with(CLEANED_SUFFIX) {
+            remove_if_present(&entry.path())?;
+            changed = true;
+        } else if let Some(base) = name.strip_suffix(SWAP_SUFFIX).and_then(parse_segment_base) {
+            swaps.push(base);
+        }
+    }
+    swaps.sort_unstable();
+    // An index `.swap` without its log's `.swap` is from a swap cut before its commit point.
+    for entry in std::fs::read_dir(dir).at(dir)? {
+        let entry = entry.at(dir)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(stem) = name.strip_suffix(SWAP_SUFFIX) else {
+            continue;
+        };
+        let index_base = stem
+            .strip_suffix(".index")
+            .or_else(|| stem.strip_suffix(".timeindex"))
+            .filter(|b| b.len() == 20 && b.bytes().all(|c| c.is_ascii_digit()))
+            .and_then(|b| b.parse::<i64>().ok());
+        if index_base.is_some_and(|b| !swaps.contains(&b)) {
+            remove_if_present(&entry.path())?;
+            changed = true;
+        }
+    }
+    let mut bases = Vec::new();
+    for entry in std::fs::read_dir(dir).at(dir)? {
+        let entry = entry.at(dir)?;
+        if let Some(base) = entry.file_name().to_str().and_then(parse_segment_base) {
+            bases.push(base);
+        }
+    }
+    for &base in &swaps {
+        let swap = dir.join(crate::segment::log_file_name(base) + SWAP_SUFFIX);
+        let next = next_offset_of_file(&swap, base)?;
+        tracing::info!(dir = %dir.display(), segment = base, next_offset = next,
+            "finishing the swap of a cleaned segment");
+        for &old in bases
+            .iter()
+            .filter(|&&b| b >= base && b < next.max(base + 1))
+        {
+            remove_segment_files(dir, old)?;
+        }
+        for name in [
+            crate::segment::index_file_name(base),
+            crate::segment::time_index_file_name(base),
+        ] {
+            remove_if_present(&dir.join(name.clone() + SWAP_SUFFIX))?;
+            // Rebuilt from the log on open.
+            remove_if_present(&dir.join(name))?;
+        }
+        rename(&swap, &dir.join(crate::segment::log_file_name(base)))?;
+        changed = true;
+    }
+    if changed {
+        sync_dir(dir)?;
+    }
+    Ok(swaps)
+}
+
+impl Log {
+    /// The inactive segments, with what a swap checks has not changed since.
+    pub fn cleaning_view(&self) -> CleaningView {
+        let segments = self.segments();
+        CleaningView {
+            segments: segments[..segments.len() - 1].to_vec(),
+            active_base_offset: segments.last().expect("a log has a segment").base_offset(),
+            truncation_generation: self.truncation_generation.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Records where a cleaning ended, unless a truncation happened since `view` was taken (it
+    /// may have pulled the checkpoint below what the cleaning covered). Under the writer lock,
+    /// so no truncation falls between the check and the store.
+    pub(crate) fn finish_cleaning(&self, view: &CleaningView, end_offset: i64) -> Result<bool> {
+        let _w = self.lock_writer()?;
+        if self.truncation_generation.load(Ordering::SeqCst) != view.truncation_generation {
+            return Ok(false);
+        }
+        self.cleaned_up_to.store(end_offset, Ordering::Release);
+        Ok(true)
+    }
+
+    /// For each producer id with state, the last offset of its last data batch: the batch a
+    /// cleaning keeps (empty if need be) so the producer's sequence survives a restart.
+    pub fn last_data_offsets_of_producers(&self) -> HashMap<i64, i64> {
+        self.producers
+            .lock()
+            .producers()
+            .filter_map(|p| p.last_batch().map(|b| (p.producer_id, b.last_offset)))
+            .collect()
+    }
+
+    /// Swaps `cleaned` (written with [`CLEANED_SUFFIX`] files, flushed) in for `old`, which
+    /// must still be consecutive segments of the log, none truncated since `view` was taken.
+    /// Returns false, removing the cleaned files and changing nothing else, when the log moved
+    /// on (a truncation, a retention or DeleteRecords deletion, a replacement of the log).
+    /// After a swap `view` stays valid for the next group of the same cleaning.
+    pub fn replace_segments(
+        &self,
+        view: &mut CleaningView,
+        cleaned: LogSegment,
+        old: &[Arc<LogSegment>],
+    ) -> Result<bool> {
+        let base = cleaned.base_offset();
+        let cleaned_paths: Vec<_> = cleaned.paths().iter().map(|p| p.to_path_buf()).collect();
+        drop(cleaned);
+        let discard = |paths: &[std::path::PathBuf]| -> Result<bool> {
+            for p in paths {
+                remove_if_present(p)?;
+            }
+            Ok(false)
+        };
+        let w = self.lock_writer()?;
+        let segments = self.segments();
+        let first = segments
+            .iter()
+            .position(|s| old.first().is_some_and(|o| Arc::ptr_eq(s, o)));
+        let in_place = first.is_some_and(|i| {
+            i + old.len() < segments.len()
+                && segments[i..i + old.len()]
+                    .iter()
+                    .zip(old)
+                    .all(|(a, b)| Arc::ptr_eq(a, b))
+        });
+        if !in_place
+            || self.truncation_generation.load(Ordering::SeqCst) != view.truncation_generation
+            || self.retired.load(Ordering::Acquire)
+        {
+            drop(w);
+            return discard(&cleaned_paths);
+        }
+        let first = first.expect("checked");
+        let r = (|| {
+            // 1. Commit: `.cleaned` → `.swap`, the log file last.
+            let swap_paths: Vec<_> = cleaned_paths
+                .iter()
+                .map(|p| {
+                    let s = p.to_str().expect("segment paths are UTF-8");
+                    std::path::PathBuf::from(
+                        s.strip_suffix(CLEANED_SUFFIX)
+                            .expect("a cleaned file")
+                            .to_owned()
+                            + SWAP_SUFFIX,
+                    )
+                })
+                .collect();
+            for (from, to) in cleaned_paths.iter().zip(&swap_paths).rev() {
+                rename(from, to)?;
+            }
+            sync_dir(&self.dir)?;
+            // 2. The replaced segments go; readers holding them read their pinned files.
+            for seg in old {
+                seg.delete_files()?;
+            }
+            sync_dir(&self.dir)?;
+            // 3. Final names.
+            for to in swap_paths.iter().rev() {
+                let s = to.to_str().expect("segment paths are UTF-8");
+                rename(
+                    to,
+                    Path::new(s.strip_suffix(SWAP_SUFFIX).expect("a swap file")),
+                )?;
+            }
+            sync_dir(&self.dir)?;
+            let config = self.config();
+            let seg = LogSegment::open(
+                &self.dir,
+                base,
+                config.segment_index_bytes as usize,
+                w.last_now_ms,
+                &self.pool,
+            )?;
+            let interval = config.index_interval_bytes as usize;
+            if !seg.load_clean(interval)? {
+                seg.recover(interval, config.segment_index_bytes as usize, &mut |_| {})?;
+                seg.on_roll()?;
+            }
+            let mut list = segments[..first].to_vec();
+            list.push(Arc::new(seg));
+            list.extend_from_slice(&segments[first + old.len()..]);
+            // Byte positions into the replaced segments (parked fetches) are void now.
+            view.truncation_generation =
+                self.truncation_generation.fetch_add(2, Ordering::SeqCst) + 2;
+            self.set_segments(list);
+            Ok(true)
+        })();
+        drop(w);
+        self.guard(r)
+    }
+}
