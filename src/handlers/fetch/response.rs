@@ -1,7 +1,6 @@
 //! The Fetch answer: each partition's read as `PartitionData`, in plan order, grouped by topic;
 //! in an incremental session (KIP-227) only the partitions the session cache says changed.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,7 +12,8 @@ use kafka_protocol::messages::{BrokerId, FetchResponse, ResponseKind};
 use crate::context::Context;
 use crate::errors::ApiError;
 use crate::fetch_session::SessionPlan;
-use crate::handlers::{alive_endpoint, client_listener, current_leader, str_bytes, topic_name};
+use crate::handlers::current_leader::CurrentLeaders;
+use crate::handlers::{client_listener, topic_name};
 use crate::replica::fetch::PartitionRead;
 use crate::replica::{FetchIsolation, FetchParams};
 
@@ -26,9 +26,7 @@ pub(super) fn encode(
 ) -> ResponseKind {
     let read_committed = base.isolation == FetchIsolation::TxnCommitted;
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
-    let answered_image = ctx.image();
-    let listener = client_listener(ctx);
-    let mut leader_endpoints: BTreeMap<i32, NodeEndpoint> = BTreeMap::new();
+    let mut leaders = CurrentLeaders::new(ctx.image(), client_listener(ctx));
     for read in reads {
         let spec = &plan.partitions[read.spec_index];
         let mut data = PartitionData::default()
@@ -74,20 +72,10 @@ pub(super) fn encode(
                         ApiError::NotLeaderOrFollower | ApiError::FencedLeaderEpoch
                     )
                 {
-                    let (leader, epoch) =
-                        current_leader(&answered_image, &spec.topic, spec.partition);
+                    let (leader, epoch) = leaders.name(&spec.topic, spec.partition);
                     data.current_leader = LeaderIdAndEpoch::default()
-                        .with_leader_id(BrokerId(leader))
+                        .with_leader_id(leader)
                         .with_leader_epoch(epoch);
-                    if let Some((b, e)) = alive_endpoint(&answered_image, listener, leader) {
-                        leader_endpoints.entry(leader).or_insert_with(|| {
-                            NodeEndpoint::default()
-                                .with_node_id(BrokerId(leader))
-                                .with_host(str_bytes(&e.host))
-                                .with_port(i32::from(e.port))
-                                .with_rack(b.rack.as_deref().map(str_bytes))
-                        });
-                    }
                 }
                 data.high_watermark = -1;
                 data.last_stable_offset = -1;
@@ -139,7 +127,13 @@ pub(super) fn encode(
         response.session_id = plan.session_id;
     }
     if version >= 16 {
-        response.node_endpoints = leader_endpoints.into_values().collect();
+        response.node_endpoints = leaders.node_endpoints(|e| {
+            NodeEndpoint::default()
+                .with_node_id(e.node_id)
+                .with_host(e.host)
+                .with_port(e.port)
+                .with_rack(e.rack)
+        });
     }
     ResponseKind::Fetch(response)
 }
