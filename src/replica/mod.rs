@@ -22,6 +22,7 @@ pub mod alter_partition;
 pub mod append;
 pub mod brokers;
 pub mod decisions;
+pub mod delete_records;
 pub mod fetch;
 pub mod fetch_params;
 pub mod fetcher;
