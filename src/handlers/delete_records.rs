@@ -3,23 +3,22 @@
 //! start offset and wait for its low watermark (the rules: [`crate::replica::delete_records`]),
 //! and encodes each partition's low watermark or error.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
 
 use super::topic_name;
-use crate::context::Context;
+use crate::metadata::MetadataImage;
 use crate::replica::delete_records::{PartitionDeleted, TopicDeletes};
+use crate::replica::ReplicaManager;
 
 pub async fn handle(
-    ctx: &Arc<Context>,
+    replicas: &ReplicaManager,
+    image: &MetadataImage,
     _version: i16,
     request: DeleteRecordsRequest,
 ) -> ResponseKind {
-    let image = ctx.image();
     let topics = request
         .topics
         .into_iter()
@@ -32,9 +31,8 @@ pub async fn handle(
                 .collect(),
         })
         .collect();
-    let deleted = ctx
-        .replicas
-        .delete_records(&image, topics, request.timeout_ms)
+    let deleted = replicas
+        .delete_records(image, topics, request.timeout_ms)
         .await;
     let topics = deleted
         .into_iter()

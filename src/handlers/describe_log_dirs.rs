@@ -4,18 +4,20 @@
 //! one's `offset_lag`, and a replica moving to another dir under its destination with
 //! `is_future_key`). Disk totals (v4) are reported as unknown (-1).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, ResponseKind};
+use std::collections::BTreeMap;
 
 use super::{str_bytes, topic_name};
-use crate::context::Context;
+use crate::replica::ReplicaManager;
 
-pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeLogDirsRequest) -> ResponseKind {
+pub fn handle(
+    replicas: &ReplicaManager,
+    version: i16,
+    request: DescribeLogDirsRequest,
+) -> ResponseKind {
     let wanted = |topic: &str, partition: i32| match &request.topics {
         None => true,
         Some(list) => list
@@ -23,24 +25,24 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeLogDirsRequest)
             .any(|t| t.topic.0.as_str() == topic && t.partitions.contains(&partition)),
     };
     // log dir -> topic -> partitions
-    let dirs: BTreeMap<std::path::PathBuf, BTreeMap<String, Vec<DescribeLogDirsPartition>>> = ctx
-        .replicas
-        .log_dir_replicas(|tp| wanted(&tp.topic, tp.partition))
-        .into_iter()
-        .map(|(dir, replicas)| {
-            let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
-            for r in replicas {
-                topics.entry(r.tp.topic).or_default().push(
-                    DescribeLogDirsPartition::default()
-                        .with_partition_index(r.tp.partition)
-                        .with_partition_size(r.size_bytes as i64)
-                        .with_offset_lag(r.offset_lag)
-                        .with_is_future_key(r.is_future),
-                );
-            }
-            (dir, topics)
-        })
-        .collect();
+    let dirs: BTreeMap<std::path::PathBuf, BTreeMap<String, Vec<DescribeLogDirsPartition>>> =
+        replicas
+            .log_dir_replicas(|tp| wanted(&tp.topic, tp.partition))
+            .into_iter()
+            .map(|(dir, replicas)| {
+                let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
+                for r in replicas {
+                    topics.entry(r.tp.topic).or_default().push(
+                        DescribeLogDirsPartition::default()
+                            .with_partition_index(r.tp.partition)
+                            .with_partition_size(r.size_bytes as i64)
+                            .with_offset_lag(r.offset_lag)
+                            .with_is_future_key(r.is_future),
+                    );
+                }
+                (dir, topics)
+            })
+            .collect();
     let results = dirs
         .into_iter()
         .map(|(dir, topics)| {

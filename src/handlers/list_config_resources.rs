@@ -19,7 +19,6 @@ use kafka_protocol::messages::{
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
-use crate::context::Context;
 use crate::errors::ApiError;
 use crate::metadata::MetadataImage;
 
@@ -45,11 +44,11 @@ fn supported_types(version: i16) -> &'static [i8] {
 }
 
 pub fn handle(
-    ctx: &Arc<Context>,
+    image: &MetadataImage,
     version: i16,
     request: ListConfigResourcesRequest,
 ) -> ResponseKind {
-    ResponseKind::ListConfigResources(list(&ctx.image(), version, &request.resource_types))
+    ResponseKind::ListConfigResources(list(image, version, &request.resource_types))
 }
 
 fn list(image: &MetadataImage, version: i16, asked: &[i8]) -> ListConfigResourcesResponse {

@@ -3,6 +3,12 @@
 //! Handlers translate between the wire types of `kafka-protocol` and calls on the core
 //! (`replica`, `controller`, the metadata image). They hold no state of their own and never
 //! write a numeric error code: codes come from [`crate::errors::ApiError::code`].
+//!
+//! A handler receives what it uses: its parameters are the services it calls (the group
+//! coordinator, the controller channel, the replica manager, the metadata image or cache, the
+//! client's listener), which `server::dispatch` borrows from the [`Context`]. A handler that
+//! takes only the group coordinator cannot reach storage or the controller. The handlers that
+//! still take the whole `Context` are listed in `tests/architecture.rs`.
 
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
