@@ -18,15 +18,15 @@ use crate::metadata::{MetadataCache, MetadataRecord, PartitionRegistration};
 
 const TOPIC_ID: u128 = 7;
 
-struct Fixture {
+pub(super) struct Fixture {
     _dir: tempfile::TempDir,
-    manager: ReplicaManager,
-    cache: MetadataCache,
+    pub(super) manager: ReplicaManager,
+    pub(super) cache: MetadataCache,
 }
 
 impl Fixture {
     /// This node (1) leads topic `t`, one partition per entry of `replicas`, in epoch 0.
-    fn new(replicas: &[&[i32]]) -> Fixture {
+    pub(super) fn new(replicas: &[&[i32]]) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let config = Arc::new(BrokerConfig::default_single_node());
         let logs = Arc::new(
@@ -49,20 +49,20 @@ impl Fixture {
         f
     }
 
-    fn publish(&self, records: Vec<MetadataRecord>) {
+    pub(super) fn publish(&self, records: Vec<MetadataRecord>) {
         let previous = self.cache.image();
         let next = previous.apply(&records);
         self.manager.on_image(&previous, &next);
         self.cache.publish(Arc::new(next));
     }
 
-    fn get(&self, index: i32) -> Arc<Partition> {
+    pub(super) fn get(&self, index: i32) -> Arc<Partition> {
         self.manager
             .partition_or_error(&self.cache.image(), &TopicPartition::new("t", index))
             .unwrap()
     }
 
-    async fn fetch(
+    pub(super) async fn fetch(
         &self,
         specs: Vec<FetchPartitionSpec>,
         request: FetchRequestParams<'_>,
@@ -95,7 +95,7 @@ fn partition(index: i32, replicas: &[i32], leader_epoch: i32) -> MetadataRecord 
     }
 }
 
-fn spec(index: i32, fetch_offset: i64) -> FetchPartitionSpec {
+pub(super) fn spec(index: i32, fetch_offset: i64) -> FetchPartitionSpec {
     FetchPartitionSpec {
         topic: "t".into(),
         topic_id: Uuid::nil(),
@@ -108,7 +108,11 @@ fn spec(index: i32, fetch_offset: i64) -> FetchPartitionSpec {
     }
 }
 
-fn request(replica_id: i32, min_bytes: usize, max_wait_ms: u64) -> FetchRequestParams<'static> {
+pub(super) fn request(
+    replica_id: i32,
+    min_bytes: usize,
+    max_wait_ms: u64,
+) -> FetchRequestParams<'static> {
     FetchRequestParams {
         base: FetchParams {
             replica_id,

@@ -1,6 +1,6 @@
 //! The leadership core: [`ReplicaManager`] maps topic-partitions to [`Partition`]s, reacts to
 //! metadata images, checkpoints high watermarks and owns the [`purgatory::Purgatory`] of
-//! delayed produce and fetch.
+//! delayed produce, fetch and DeleteRecords.
 //!
 //! Each image becomes [`local_changes::LocalChanges`] (a pure diff: partitions to lead, to
 //! follow, to delete, to reconfigure), which the manager applies in that order after deleting
@@ -817,6 +817,8 @@ impl ImageListener for ReplicaManager {
     }
 }
 
+#[cfg(test)]
+mod delete_records_tests;
 #[cfg(test)]
 mod fetch_tests;
 #[cfg(test)]
