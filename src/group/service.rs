@@ -501,7 +501,10 @@ impl GroupService {
                 // Offsets must never be deleted by time or size retention.
                 ("cleanup.policy".into(), Some("compact".into())),
                 ("compression.type".into(), Some("producer".into())),
-                ("segment.bytes".into(), Some("104857600".into())),
+                (
+                    "segment.bytes".into(),
+                    Some(self.config.offsets_topic_segment_bytes.to_string()),
+                ),
             ],
         };
         match self.controller.ensure_topic(spec).await {

@@ -14,22 +14,7 @@ use kafkaiq_storage::LogManager;
 
 use crate::clock::SharedClock;
 
-/// The cleaner's settings (Kafka's `CleanerConfig`), from the `log.cleaner.*` broker keys.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CleanerSettings {
-    /// `log.cleaner.enable`
-    pub enable: bool,
-    /// `log.cleaner.threads`
-    pub threads: usize,
-    /// `log.cleaner.dedupe.buffer.size`, shared by the threads.
-    pub dedupe_buffer_size: u64,
-    /// `log.cleaner.io.buffer.load.factor`
-    pub load_factor: f64,
-    /// `log.cleaner.backoff.ms`
-    pub backoff_ms: u64,
-    /// `log.cleaner.io.max.bytes.per.second`
-    pub io_max_bytes_per_second: f64,
-}
+pub use crate::config::CleanerSettings;
 
 /// What the cleaner threads report (Kafka's `LogCleaner` and `LogCleanerManager` gauges).
 #[derive(Debug, Default)]
@@ -89,17 +74,16 @@ impl LogCleaner {
         settings: &CleanerSettings,
         logs: Arc<LogManager>,
         clock: SharedClock,
+        stats: Arc<CleanerStats>,
     ) -> std::io::Result<LogCleaner> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let stats = Arc::new(CleanerStats::default());
         let throttler = Arc::new(Throttler {
             bytes_per_second: settings.io_max_bytes_per_second,
             period: Mutex::new((Instant::now(), 0)),
         });
         let mut threads = Vec::new();
         let count = if settings.enable { settings.threads } else { 0 };
-        let map_bytes =
-            (settings.dedupe_buffer_size / count.max(1) as u64).min(i32::MAX as u64) as usize;
+        let map_bytes = settings.map_bytes();
         for id in 0..count {
             let (logs, clock, stop, stats, throttler) = (
                 logs.clone(),
@@ -265,6 +249,7 @@ mod tests {
             &settings(),
             logs.clone(),
             Arc::new(crate::clock::SystemClock),
+            Default::default(),
         )
         .unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -294,6 +279,7 @@ mod tests {
             },
             logs,
             Arc::new(crate::clock::SystemClock),
+            Default::default(),
         )
         .unwrap();
         assert!(cleaner.threads.is_empty());
