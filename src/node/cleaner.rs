@@ -5,7 +5,7 @@
 //! throttle, `log.cleaner.io.max.bytes.per.second`. Each cleaning is logged with its MB/s read
 //! and written, and feeds the `kafka.log:type=LogCleaner` gauges ([`CleanerStats`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,22 +15,7 @@ use kafkaiq_storage::LogManager;
 use crate::clock::SharedClock;
 
 pub use crate::config::CleanerSettings;
-
-/// What the cleaner threads report (Kafka's `LogCleaner` and `LogCleanerManager` gauges).
-#[derive(Debug, Default)]
-pub struct CleanerStats {
-    /// Written over read bytes of the last cleaning, in percent (`cleaner-recopy-percent`).
-    pub recopy_percent: AtomicU64,
-    /// Seconds the last cleaning took (`max-clean-time-secs`).
-    pub clean_time_secs: AtomicU64,
-    /// The map's fill when the last cleaning stopped mapping, in percent
-    /// (`max-buffer-utilization-percent`).
-    pub buffer_utilization_percent: AtomicU64,
-    /// Cleanings done and bytes they read and wrote since startup.
-    pub cleanings: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub bytes_written: AtomicU64,
-}
+pub use crate::metrics::CleanerStats;
 
 /// Kafka's `Throttler`: keeps the bytes told per second at or under a rate by sleeping, checked
 /// every [`THROTTLE_CHECK_MS`].
