@@ -36,6 +36,8 @@ pub struct Context {
     pub request_stats: RequestStats,
     /// The async runtime's wake-up lateness (`node::runtime_probe` observes it).
     pub runtime_stats: RuntimeStats,
+    /// What the log cleaner threads report (`node::cleaner` fills them).
+    pub cleaner_stats: Arc<crate::metrics::CleanerStats>,
 }
 
 impl std::fmt::Debug for Context {

@@ -60,7 +60,12 @@ pub async fn run(bootstrap: &str, view: View) -> Result<String, String> {
     Ok(match view {
         View::Brokers => brokers_table(&crate::insight::views::brokers(&image, -1, 10)),
         View::Partitions { under_replicated } => partitions_table(
-            &crate::insight::views::partitions(&image, &Default::default(), |_| 1),
+            &crate::insight::views::partitions(
+                &image,
+                &Default::default(),
+                &Default::default(),
+                |_| 1,
+            ),
             under_replicated,
         ),
         View::History { .. } => unreachable!("answered above"),

@@ -400,3 +400,20 @@ mod tests {
         );
     }
 }
+
+/// What the log cleaner threads report (Kafka's `LogCleaner` gauges; `node::cleaner` fills
+/// them).
+#[derive(Debug, Default)]
+pub struct CleanerStats {
+    /// Written over read bytes of the last cleaning, in percent (`cleaner-recopy-percent`).
+    pub recopy_percent: AtomicU64,
+    /// Seconds the last cleaning took (`max-clean-time-secs`).
+    pub clean_time_secs: AtomicU64,
+    /// The map's fill when the last cleaning stopped mapping, in percent
+    /// (`max-buffer-utilization-percent`).
+    pub buffer_utilization_percent: AtomicU64,
+    /// Cleanings done and bytes they read and wrote since startup.
+    pub cleanings: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+}

@@ -46,6 +46,8 @@ pub enum Part {
     Elections,
     /// [`super::GroupSettings`]
     Group,
+    /// [`super::CleanerSettings`]
+    Cleaner,
     /// No struct: read as the broker synonym of a topic key ([`super::topic`]) when a topic
     /// does not set it.
     TopicConfigs,
@@ -223,6 +225,57 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         Some("PLAINTEXT://127.0.0.1:9092"),
         List,
     ),
+    key(Cleaner, "log.cleaner.backoff.ms", Some("15000"), Long).at_least(0),
+    key(
+        Cleaner,
+        "log.cleaner.dedupe.buffer.size",
+        Some("134217728"),
+        Long,
+    ),
+    key(
+        TopicConfigs,
+        "log.cleaner.delete.retention.ms",
+        Some("86400000"),
+        Long,
+    )
+    .at_least(0),
+    key(Cleaner, "log.cleaner.enable", Some("true"), Bool),
+    key(
+        Cleaner,
+        "log.cleaner.io.buffer.load.factor",
+        Some("0.9"),
+        Double,
+    ),
+    // The cleaner reads segments through the page cache (mapped), without an I/O buffer.
+    key(Unused, "log.cleaner.io.buffer.size", Some("524288"), Int).at_least(0),
+    key(
+        Cleaner,
+        "log.cleaner.io.max.bytes.per.second",
+        Some("1.7976931348623157E308"),
+        Double,
+    ),
+    key(
+        TopicConfigs,
+        "log.cleaner.max.compaction.lag.ms",
+        Some("9223372036854775807"),
+        Long,
+    )
+    .at_least(1),
+    key(
+        TopicConfigs,
+        "log.cleaner.min.cleanable.ratio",
+        Some("0.5"),
+        Double,
+    )
+    .between(0, 1),
+    key(
+        TopicConfigs,
+        "log.cleaner.min.compaction.lag.ms",
+        Some("0"),
+        Long,
+    )
+    .at_least(0),
+    key(Cleaner, "log.cleaner.threads", Some("1"), Int).at_least(0),
     key(TopicConfigs, "log.cleanup.policy", Some("delete"), List),
     key(Broker, "log.dir", Some("/tmp/kafka-logs"), Str),
     key(Broker, "log.dirs", None, List),
@@ -290,6 +343,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     key(Group, "offsets.retention.minutes", Some("10080"), Int).at_least(1),
     key(Group, "offsets.topic.num.partitions", Some("50"), Int).at_least(1),
     key(Group, "offsets.topic.replication.factor", Some("3"), Int).at_least(1),
+    key(Group, "offsets.topic.segment.bytes", Some("104857600"), Int).at_least(1),
     key(Kraft, kraft::PROCESS_ROLES, None, List),
     key(Log, "producer.id.expiration.ms", Some("86400000"), Long).at_least(1),
     key(
@@ -455,6 +509,27 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| self.invalid(key, "missing"))
     }
 
+    /// A Double key with a default, checked against its row's bounds as a real number.
+    pub fn f64(&self, key: &str) -> Result<f64, ConfigError> {
+        let v = self
+            .value(key)
+            .ok_or_else(|| self.invalid(key, "missing"))?
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| !v.is_nan())
+            .ok_or_else(|| self.invalid(key, "not a number"))?;
+        match broker_config_def(key).map_or(Check::Any, |d| d.check) {
+            Check::AtLeast(min) | Check::Between(min, _) if v < min as f64 => {
+                Err(self.invalid(key, &format!("must be at least {min}")))
+            }
+            Check::Between(min, max) if v > max as f64 => {
+                Err(self.invalid(key, &format!("must be between {min} and {max}")))
+            }
+            _ => Ok(v),
+        }
+    }
+
     pub fn bool(&self, key: &str) -> Result<bool, ConfigError> {
         match self.value(key).map(|v| v.to_ascii_lowercase()) {
             Some(v) if v == "true" => Ok(true),
@@ -511,6 +586,7 @@ mod tests {
                     (Int, _) => drop(r.i32(d.name).unwrap()),
                     (Long, _) => drop(r.i64(d.name).unwrap()),
                     (Bool, _) => drop(r.bool(d.name).unwrap()),
+                    (Double, _) => drop(r.f64(d.name).unwrap()),
                     _ => {}
                 }
             }

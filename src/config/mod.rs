@@ -28,7 +28,8 @@ pub mod topic;
 use keys::Reader;
 pub use keys::{broker_config_def, BrokerConfigDef, Check, ConfigKind, Part, BROKER_CONFIG_DEFS};
 pub use settings::{
-    ElectionSettings, GroupSettings, LogSettings, ReplicaSettings, SocketSettings, TopicDefaults,
+    CleanerSettings, ElectionSettings, GroupSettings, LogSettings, ReplicaSettings, SocketSettings,
+    TopicDefaults,
 };
 
 #[derive(Debug, Error)]
@@ -219,6 +220,7 @@ pub struct BrokerConfig {
     pub replica: ReplicaSettings,
     pub elections: ElectionSettings,
     pub group: GroupSettings,
+    pub cleaner: CleanerSettings,
 }
 
 /// `replica.selector.class`: how a leader picks the replica a consumer should read from
@@ -439,18 +441,16 @@ impl BrokerConfig {
                     let r = Reader { raw: &raw };
                     match d.kind {
                         ConfigKind::Int => {
-                            r.int(key)?;
+                            r.opt_i32(key)?;
                         }
                         ConfigKind::Long => {
-                            r.long(key)?;
+                            r.opt_i64(key)?;
                         }
                         ConfigKind::Bool => {
                             r.bool(key)?;
                         }
                         ConfigKind::Double => {
-                            let v = raw.get(key).unwrap_or_default();
-                            v.parse::<f64>()
-                                .map_err(|_| r.invalid(key, "not a number"))?;
+                            r.f64(key)?;
                         }
                         ConfigKind::Str | ConfigKind::List => {}
                     }
@@ -486,6 +486,7 @@ impl BrokerConfig {
         let topics = TopicDefaults::read(&r)?;
         let group = GroupSettings::read(&r)?;
         let replica = ReplicaSettings::read(&r)?;
+        let cleaner = CleanerSettings::read(&r)?;
         let http_listener = HttpListener::parse(r.value("http.listener").unwrap_or("none"))
             .map_err(|reason| r.invalid("http.listener", reason))?;
 
@@ -504,6 +505,7 @@ impl BrokerConfig {
             replica,
             elections,
             group,
+            cleaner,
             raw,
         };
         Ok(Validated { config, warnings })
@@ -714,6 +716,94 @@ log.retention.check.interval.ms=300000\n";
         assert!(err.to_string().contains("num.partitions"), "{err}");
         let err = validated("auto.create.topics.enable=maybe\n").unwrap_err();
         assert!(err.to_string().contains("auto.create.topics.enable"));
+    }
+
+    #[test]
+    fn cleaner_keys_are_read_and_invalid_ones_name_the_key() {
+        let c = validated("").unwrap().config.cleaner;
+        assert!(c.enable);
+        assert_eq!((c.threads, c.backoff_ms), (1, 15_000));
+        assert_eq!(c.dedupe_buffer_size, 128 << 20);
+        assert_eq!(c.load_factor, 0.9);
+        assert_eq!(c.io_max_bytes_per_second, f64::MAX);
+        let c = validated(
+            "log.cleaner.enable=false\nlog.cleaner.threads=2\nlog.cleaner.dedupe.buffer.size=1000000\n\
+             log.cleaner.io.max.bytes.per.second=5e6\nlog.cleaner.backoff.ms=100\n",
+        )
+        .unwrap()
+        .config
+        .cleaner;
+        assert!(!c.enable);
+        assert_eq!((c.threads, c.map_bytes(), c.backoff_ms), (2, 500_000, 100));
+        assert_eq!(c.io_max_bytes_per_second, 5e6);
+        for (text, key) in [
+            (
+                "log.cleaner.min.cleanable.ratio=1.5\n",
+                "log.cleaner.min.cleanable.ratio",
+            ),
+            (
+                "log.cleaner.min.cleanable.ratio=-0.1\n",
+                "log.cleaner.min.cleanable.ratio",
+            ),
+            ("log.cleaner.threads=-1\n", "log.cleaner.threads"),
+            ("log.cleaner.backoff.ms=-1\n", "log.cleaner.backoff.ms"),
+            (
+                "log.cleaner.io.buffer.load.factor=x\n",
+                "log.cleaner.io.buffer.load.factor",
+            ),
+            (
+                "log.cleaner.max.compaction.lag.ms=0\n",
+                "log.cleaner.max.compaction.lag.ms",
+            ),
+            (
+                "log.cleaner.delete.retention.ms=-5\n",
+                "log.cleaner.delete.retention.ms",
+            ),
+            // 47 bytes hold one 24-byte entry, which a 0.9 load factor may not fill.
+            (
+                "log.cleaner.dedupe.buffer.size=47\n",
+                "log.cleaner.dedupe.buffer.size",
+            ),
+            (
+                "log.cleaner.threads=4\nlog.cleaner.dedupe.buffer.size=100\n",
+                "log.cleaner.dedupe.buffer.size",
+            ),
+        ] {
+            let err = validated(text).unwrap_err().to_string();
+            assert!(err.contains(&format!("`{key}`")), "{text}: {err}");
+        }
+        // A disabled cleaner needs no map.
+        assert!(validated("log.cleaner.enable=false\nlog.cleaner.dedupe.buffer.size=1\n").is_ok());
+        assert!(validated("log.cleaner.dedupe.buffer.size=72\n").is_ok());
+    }
+
+    #[test]
+    fn a_topic_takes_the_cleaner_keys_from_its_override_then_the_broker() {
+        let broker = validated(
+            "log.cleaner.min.cleanable.ratio=0.2\nlog.cleaner.delete.retention.ms=1000\n",
+        )
+        .unwrap()
+        .config;
+        let mut overrides = BTreeMap::new();
+        let c = topic::log_config(&overrides, &broker);
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.2);
+        assert_eq!(c.delete_retention_ms, 1000);
+        assert_eq!(
+            (c.min_compaction_lag_ms, c.max_compaction_lag_ms),
+            (0, i64::MAX)
+        );
+        for (k, v) in [
+            ("min.cleanable.dirty.ratio", "0.01"),
+            ("delete.retention.ms", "5"),
+            ("min.compaction.lag.ms", "7"),
+            ("max.compaction.lag.ms", "9"),
+        ] {
+            overrides.insert(k.to_owned(), v.to_owned());
+        }
+        let c = topic::log_config(&overrides, &broker);
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.01);
+        assert_eq!(c.delete_retention_ms, 5);
+        assert_eq!((c.min_compaction_lag_ms, c.max_compaction_lag_ms), (7, 9));
     }
 
     #[test]

@@ -235,6 +235,8 @@ pub struct GroupSettings {
     pub offsets_topic_num_partitions: i32,
     /// `offsets.topic.replication.factor`
     pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.segment.bytes`
+    pub offsets_topic_segment_bytes: i32,
     /// `offsets.commit.timeout.ms`
     pub offsets_commit_timeout_ms: u64,
 }
@@ -255,6 +257,63 @@ impl GroupSettings {
             offsets_topic_replication_factor: i16::try_from(offsets_topic_replication_factor)
                 .map_err(|_| r.invalid("offsets.topic.replication.factor", "too large"))?,
             offsets_commit_timeout_ms: r.i32("offsets.commit.timeout.ms")? as u64,
+            offsets_topic_segment_bytes: r.i32("offsets.topic.segment.bytes")?,
         })
+    }
+}
+
+/// The log cleaner (Kafka's `CleanerConfig`, the `log.cleaner.*` keys that are not a topic's
+/// fallback): its threads and their shared memory and I/O budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanerSettings {
+    /// `log.cleaner.enable`
+    pub enable: bool,
+    /// `log.cleaner.threads`
+    pub threads: usize,
+    /// `log.cleaner.dedupe.buffer.size`: the key → offset maps of all threads together.
+    pub dedupe_buffer_size: u64,
+    /// `log.cleaner.io.buffer.load.factor`: how full a map may get (above 1 is taken as 1).
+    pub load_factor: f64,
+    /// `log.cleaner.backoff.ms`
+    pub backoff_ms: u64,
+    /// `log.cleaner.io.max.bytes.per.second`: the bytes all threads read and write per second.
+    pub io_max_bytes_per_second: f64,
+}
+
+impl CleanerSettings {
+    pub(crate) fn read(r: &Reader<'_>) -> Result<CleanerSettings, ConfigError> {
+        const DEDUPE: &str = "log.cleaner.dedupe.buffer.size";
+        let settings = CleanerSettings {
+            enable: r.bool("log.cleaner.enable")?,
+            threads: r.i32("log.cleaner.threads")? as usize,
+            dedupe_buffer_size: r.i64(DEDUPE)?.max(0) as u64,
+            load_factor: r.f64("log.cleaner.io.buffer.load.factor")?.min(1.0),
+            backoff_ms: r.i64("log.cleaner.backoff.ms")? as u64,
+            io_max_bytes_per_second: r.f64("log.cleaner.io.max.bytes.per.second")?,
+        };
+        // Kafka refuses to start a cleaner whose map cannot hold even one key: it would never
+        // make progress.
+        if settings.enable && settings.threads > 0 {
+            let slots =
+                settings.map_bytes() / kafkaiq_storage::cleaner::offset_map::BYTES_PER_ENTRY;
+            if slots as f64 * settings.load_factor <= 1.0 {
+                return Err(r.invalid(
+                    DEDUPE,
+                    &format!(
+                        "the offset map of each of the {} cleaner threads is too small to hold \
+                         one key; increase log.cleaner.dedupe.buffer.size or decrease \
+                         log.cleaner.threads",
+                        settings.threads
+                    ),
+                ));
+            }
+        }
+        Ok(settings)
+    }
+
+    /// The bytes of each thread's key → offset map: the buffer shared by the threads, at most
+    /// 2 GiB each (as in Kafka).
+    pub fn map_bytes(&self) -> usize {
+        (self.dedupe_buffer_size / self.threads.max(1) as u64).min(i32::MAX as u64) as usize
     }
 }

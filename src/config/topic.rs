@@ -453,6 +453,24 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -
         Some("CreateTime") => c.message_timestamp_type = TimestampType::CreateTime,
         _ => {}
     }
+    // The cleaner's keys: the topic's override, else the broker's `log.cleaner.*` key, else
+    // Kafka's default (values were validated when set).
+    let effective =
+        |k: &str| topic_config_def(k).map(|def| effective_value(def, overrides, broker).0);
+    let number = |k: &str| effective(k).and_then(|v| v.trim().parse::<f64>().ok());
+    let whole = |k: &str| effective(k).and_then(|v| v.trim().parse::<i64>().ok());
+    if let Some(v) = number("min.cleanable.dirty.ratio") {
+        c.min_cleanable_dirty_ratio = v;
+    }
+    if let Some(v) = whole("min.compaction.lag.ms") {
+        c.min_compaction_lag_ms = v;
+    }
+    if let Some(v) = whole("max.compaction.lag.ms") {
+        c.max_compaction_lag_ms = v;
+    }
+    if let Some(v) = whole("delete.retention.ms") {
+        c.delete_retention_ms = v;
+    }
     let settings = TopicSettings::resolve(overrides, broker);
     c.compact = settings.cleanup_compacts;
     c.retention_ms = settings.retention_ms;

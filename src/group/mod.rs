@@ -73,6 +73,9 @@ pub struct GroupConfig {
     pub offsets_retention_ms: i64,
     /// `offsets.topic.num.partitions`
     pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.segment.bytes`: the offsets topic's `segment.bytes` when it is created
+    /// (smaller segments are compacted sooner).
+    pub offsets_topic_segment_bytes: i32,
 }
 
 impl GroupConfig {
@@ -87,6 +90,7 @@ impl GroupConfig {
             offset_metadata_max_bytes: config.group.offset_metadata_max_bytes,
             offsets_retention_ms: config.group.offsets_retention_ms,
             offsets_topic_num_partitions: config.group.offsets_topic_num_partitions,
+            offsets_topic_segment_bytes: config.group.offsets_topic_segment_bytes,
         }
     }
 }

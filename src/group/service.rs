@@ -501,7 +501,10 @@ impl GroupService {
                 // Offsets must never be deleted by time or size retention.
                 ("cleanup.policy".into(), Some("compact".into())),
                 ("compression.type".into(), Some("producer".into())),
-                ("segment.bytes".into(), Some("104857600".into())),
+                (
+                    "segment.bytes".into(),
+                    Some(self.config.offsets_topic_segment_bytes.to_string()),
+                ),
             ],
         };
         match self.controller.ensure_topic(spec).await {
@@ -551,12 +554,19 @@ impl GroupService {
                     return;
                 }
             };
+            // Each batch ends at its header's last offset: a batch the cleaner emptied (kept
+            // for its producer's state) is stepped over rather than taken for the log's end.
+            let ends = batch_last_offsets(&records);
+            let ends = (ends.len() == sets.len()).then_some(ends);
             let mut last = offset - 1;
             let mut inner = self.lock();
             if inner.loaded.get(&partition) != Some(&leader_epoch) {
                 return; // Leadership moved on while loading.
             }
-            for set in sets {
+            for (i, set) in sets.into_iter().enumerate() {
+                if let Some(end) = ends.as_ref().map(|e| e[i]) {
+                    last = last.max(end);
+                }
                 for record in set.records {
                     last = last.max(record.offset);
                     if record.control {
@@ -612,6 +622,28 @@ impl GroupService {
             );
         }
     }
+}
+
+/// The last offset of each whole v2 batch in `records`: its base offset plus its last offset
+/// delta, from the header (a batch may hold fewer records, or none, after compaction).
+fn batch_last_offsets(records: &[u8]) -> Vec<i64> {
+    let mut at = 0usize;
+    let mut ends = Vec::new();
+    while records.len() >= at + 27 {
+        let field = |from: usize, to: usize| &records[at + from..at + to];
+        let base = i64::from_be_bytes(field(0, 8).try_into().expect("8 bytes"));
+        let length = i32::from_be_bytes(field(8, 12).try_into().expect("4 bytes"));
+        let Some(size) = usize::try_from(length).ok().and_then(|l| l.checked_add(12)) else {
+            break;
+        };
+        if length < 15 || records.len() < at + size {
+            break;
+        }
+        let delta = i32::from_be_bytes(field(23, 27).try_into().expect("4 bytes"));
+        ends.push(base + i64::from(delta));
+        at += size;
+    }
+    ends
 }
 
 impl ImageListener for GroupService {
@@ -677,6 +709,45 @@ impl ImageListener for GroupService {
             }
             Err(_) => load(),
         }
+    }
+}
+
+#[cfg(test)]
+mod batch_end_tests {
+    use super::*;
+
+    #[test]
+    fn each_batch_ends_at_its_headers_last_offset_even_when_it_holds_no_record() {
+        let record = |n: usize| crate::group::CoordinatorRecord {
+            partition: 0,
+            key: bytes::Bytes::from(format!("k{n}")),
+            value: Some(bytes::Bytes::from_static(b"v")),
+        };
+        let mut bytes = super::super::log::encode_batch(&[record(0), record(1)], 5, 0)
+            .unwrap()
+            .to_vec();
+        let written = batch_last_offsets(&bytes);
+        assert_eq!(written.last(), Some(&6));
+        // A batch emptied by the cleaner: offsets 8..=20 in its header, no record.
+        let mut empty = vec![0u8; 61];
+        empty[0..8].copy_from_slice(&8i64.to_be_bytes());
+        empty[8..12].copy_from_slice(&49i32.to_be_bytes());
+        empty[16] = 2;
+        empty[23..27].copy_from_slice(&12i32.to_be_bytes());
+        empty[43..51].copy_from_slice(&7i64.to_be_bytes()); // producer id
+        let crc = crc32c::crc32c(&empty[21..]);
+        empty[17..21].copy_from_slice(&crc.to_be_bytes());
+        bytes.extend_from_slice(&empty);
+        let with_empty = [written.clone(), vec![20]].concat();
+        assert_eq!(batch_last_offsets(&bytes), with_empty);
+        let sets = RecordBatchDecoder::decode_all(&mut bytes::Bytes::from(bytes.clone())).unwrap();
+        assert_eq!(
+            sets.len(),
+            with_empty.len(),
+            "one set per batch, the empty one included"
+        );
+        // A torn tail is not a batch.
+        assert_eq!(batch_last_offsets(&bytes[..bytes.len() - 1]), written);
     }
 }
 

@@ -318,6 +318,56 @@ pub fn scrape(ctx: &Context) -> String {
 
     r.register("kafkaiq_runtime_wake_lateness_ms", "How late in ms a task of the async runtime that sleeps 5 ms at a time wakes after its deadline (worker threads blocked by synchronous work or waiting for a CPU; includes up to 1 ms of timer granularity)", ctx.runtime_stats.wake_lateness_ms.clone());
 
+    // kafka.log:type=LogCleaner and LogCleanerManager
+    let cleaner = &ctx.cleaner_stats;
+    let compacted = ctx.replicas.log_manager.compacted_logs(ctx.clock.now_ms());
+    let max_dirty = compacted
+        .iter()
+        .map(|l| l.dirty_ratio())
+        .fold(0.0f64, f64::max);
+    gauge(
+        &mut r,
+        "kafka_log_logcleaner_max_dirty_percent",
+        "Dirty share in percent of the filthiest compacted log on this broker",
+        (max_dirty * 100.0) as i64,
+    );
+    gauge(
+        &mut r,
+        "kafka_log_logcleaner_cleaner_recopy_percent",
+        "Bytes the last cleaning wrote over those it read, in percent",
+        cleaner
+            .recopy_percent
+            .load(std::sync::atomic::Ordering::Relaxed) as i64,
+    );
+    gauge(
+        &mut r,
+        "kafka_log_logcleaner_max_clean_time_secs",
+        "Seconds the last cleaning took",
+        cleaner
+            .clean_time_secs
+            .load(std::sync::atomic::Ordering::Relaxed) as i64,
+    );
+    gauge(
+        &mut r,
+        "kafka_log_logcleaner_max_buffer_utilization_percent",
+        "How full the key to offset map was when the last cleaning stopped filling it, in percent",
+        cleaner
+            .buffer_utilization_percent
+            .load(std::sync::atomic::Ordering::Relaxed) as i64,
+    );
+    gauge(
+        &mut r,
+        "kafka_log_logcleanermanager_uncleanable_partitions_count",
+        "Compacted partitions a cleaning failed on; they are not cleaned again until a restart",
+        ctx.replicas.log_manager.uncleanable_partitions().len() as i64,
+    );
+    gauge(
+        &mut r,
+        "kafkaiq_log_cleaner_cleanings",
+        "Cleanings done since startup",
+        cleaner.cleanings.load(std::sync::atomic::Ordering::Relaxed) as i64,
+    );
+
     // kafka.cluster:type=Partition, for every partition hosted here (0 where not leader)
     per_partition(&mut r, &local, &image, ctx);
 

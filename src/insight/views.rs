@@ -159,10 +159,12 @@ fn local_view(state: &PartitionState, log_end_offset: i64) -> Value {
 }
 
 /// `/api/partitions`: every partition of the image, worst health first, then by topic and
-/// partition. `min_isr` gives a topic's effective `min.insync.replicas`.
+/// partition. `min_isr` gives a topic's effective `min.insync.replicas`; `dirty` the dirty
+/// ratio of each compacted log on this node (the share of its cleanable bytes not yet cleaned).
 pub fn partitions(
     image: &MetadataImage,
     local: &HashMap<TopicPartition, (PartitionState, i64)>,
+    dirty: &HashMap<TopicPartition, f64>,
     min_isr: impl Fn(&str) -> i32,
 ) -> Value {
     let mut rows: Vec<(Health, &str, i32, Value)> = Vec::new();
@@ -178,6 +180,7 @@ pub fn partitions(
                 .get(&tp)
                 .filter(|(s, _)| s.role == Role::Leader)
                 .map(|(s, leo)| local_view(s, *leo));
+            let dirty_ratio = dirty.get(&tp).map(|r| (r * 1000.0).round() / 1000.0);
             rows.push((
                 health,
                 &topic.name,
@@ -201,6 +204,7 @@ pub fn partitions(
                         .and_then(|h| h.back())
                         .map(|c| change_view(&topic.name, index, c)),
                     "local": leads_here,
+                    "dirty_ratio": dirty_ratio,
                 }),
             ));
         }
@@ -374,7 +378,7 @@ mod tests {
             partition(-1, &[3], &[3]),
             partition(2, &[1, 2], &[2]),
         ]);
-        let v = partitions(&image, &HashMap::new(), |_| 1);
+        let v = partitions(&image, &HashMap::new(), &HashMap::new(), |_| 1);
         let rows = v["partitions"].as_array().unwrap();
         let order: Vec<(i64, &str)> = rows
             .iter()
@@ -503,7 +507,7 @@ mod tests {
         assert_eq!(parse_topic_partition("orders"), None);
         assert_eq!(parse_topic_partition("-3"), None);
 
-        let rows = partitions(&image, &HashMap::new(), |_| 1);
+        let rows = partitions(&image, &HashMap::new(), &HashMap::new(), |_| 1);
         let p0 = rows["partitions"]
             .as_array()
             .unwrap()

@@ -5,7 +5,7 @@
 //! throttle, `log.cleaner.io.max.bytes.per.second`. Each cleaning is logged with its MB/s read
 //! and written, and feeds the `kafka.log:type=LogCleaner` gauges ([`CleanerStats`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,38 +14,8 @@ use kafkaiq_storage::LogManager;
 
 use crate::clock::SharedClock;
 
-/// The cleaner's settings (Kafka's `CleanerConfig`), from the `log.cleaner.*` broker keys.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CleanerSettings {
-    /// `log.cleaner.enable`
-    pub enable: bool,
-    /// `log.cleaner.threads`
-    pub threads: usize,
-    /// `log.cleaner.dedupe.buffer.size`, shared by the threads.
-    pub dedupe_buffer_size: u64,
-    /// `log.cleaner.io.buffer.load.factor`
-    pub load_factor: f64,
-    /// `log.cleaner.backoff.ms`
-    pub backoff_ms: u64,
-    /// `log.cleaner.io.max.bytes.per.second`
-    pub io_max_bytes_per_second: f64,
-}
-
-/// What the cleaner threads report (Kafka's `LogCleaner` and `LogCleanerManager` gauges).
-#[derive(Debug, Default)]
-pub struct CleanerStats {
-    /// Written over read bytes of the last cleaning, in percent (`cleaner-recopy-percent`).
-    pub recopy_percent: AtomicU64,
-    /// Seconds the last cleaning took (`max-clean-time-secs`).
-    pub clean_time_secs: AtomicU64,
-    /// The map's fill when the last cleaning stopped mapping, in percent
-    /// (`max-buffer-utilization-percent`).
-    pub buffer_utilization_percent: AtomicU64,
-    /// Cleanings done and bytes they read and wrote since startup.
-    pub cleanings: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub bytes_written: AtomicU64,
-}
+pub use crate::config::CleanerSettings;
+pub use crate::metrics::CleanerStats;
 
 /// Kafka's `Throttler`: keeps the bytes told per second at or under a rate by sleeping, checked
 /// every [`THROTTLE_CHECK_MS`].
@@ -89,17 +59,16 @@ impl LogCleaner {
         settings: &CleanerSettings,
         logs: Arc<LogManager>,
         clock: SharedClock,
+        stats: Arc<CleanerStats>,
     ) -> std::io::Result<LogCleaner> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let stats = Arc::new(CleanerStats::default());
         let throttler = Arc::new(Throttler {
             bytes_per_second: settings.io_max_bytes_per_second,
             period: Mutex::new((Instant::now(), 0)),
         });
         let mut threads = Vec::new();
         let count = if settings.enable { settings.threads } else { 0 };
-        let map_bytes =
-            (settings.dedupe_buffer_size / count.max(1) as u64).min(i32::MAX as u64) as usize;
+        let map_bytes = settings.map_bytes();
         for id in 0..count {
             let (logs, clock, stop, stats, throttler) = (
                 logs.clone(),
@@ -265,6 +234,7 @@ mod tests {
             &settings(),
             logs.clone(),
             Arc::new(crate::clock::SystemClock),
+            Default::default(),
         )
         .unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -294,6 +264,7 @@ mod tests {
             },
             logs,
             Arc::new(crate::clock::SystemClock),
+            Default::default(),
         )
         .unwrap();
         assert!(cleaner.threads.is_empty());

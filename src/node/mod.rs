@@ -91,6 +91,8 @@ pub struct Node {
     log_dirs_failed: watch::Receiver<bool>,
     /// Closed at shutdown, once nothing publishes any more, before the logs are closed.
     publisher: Arc<crate::metadata::MetadataPublisher>,
+    /// The log cleaner threads (brokers only); stopped before the logs are closed.
+    cleaner: Option<cleaner::LogCleaner>,
 }
 
 /// Installs the log manager's failure hook: the log dirs that failed so far, and a flag raised
@@ -288,6 +290,7 @@ impl Node {
             fetch_served: Default::default(),
             request_stats: Default::default(),
             runtime_stats: Default::default(),
+            cleaner_stats: Default::default(),
         });
         // Voters must hear each other before the quorum can elect anyone.
         if let Some(listener) = listeners.controller {
@@ -356,6 +359,24 @@ impl Node {
         // The replica fetchers, the AlterPartition sender and the ISR expiry check; the
         // fetchers have stopped by the time these tasks end, before the logs are closed.
         tasks.extend(replicas.start(shutdown_rx.clone()));
+        // The log cleaner: it cleans a log only once its partition has given it a high
+        // watermark, so it may start before every partition has one.
+        let cleaner = if config.kraft.is_broker() {
+            Some(
+                cleaner::LogCleaner::start(
+                    &config.cleaner,
+                    replicas.log_manager.clone(),
+                    clock.clone(),
+                    context.cleaner_stats.clone(),
+                )
+                .map_err(|source| StartupError::Io {
+                    path: "log cleaner threads".into(),
+                    source,
+                })?,
+            )
+        } else {
+            None
+        };
         tasks.push((
             "periodic",
             tokio::spawn(periodic(context.clone(), shutdown_rx.clone())),
@@ -388,6 +409,7 @@ impl Node {
             controlled_shutdown,
             log_dirs_failed,
             publisher,
+            cleaner,
         })
     }
 
@@ -444,7 +466,12 @@ impl Node {
         }
         let replicas = self.context.replicas.clone();
         let publisher = self.publisher.clone();
+        let cleaner = self.cleaner.take();
         let closed = tokio::task::spawn_blocking(move || {
+            // A cleaning in progress finishes (or is abandoned) before the logs close.
+            if let Some(cleaner) = cleaner {
+                cleaner.shutdown();
+            }
             // What was committed before the controller stopped is applied first.
             publisher.close();
             if let Err(e) = replicas.checkpoint_high_watermarks() {

@@ -201,11 +201,26 @@ fn route(path: &str, ctx: &Context) -> Response {
         "/api/partitions" => {
             let image = ctx.image();
             let local = insight::local_partitions(ctx);
-            json(insight::views::partitions(&image, &local, |topic| {
-                let configs = image.topic(topic).map(|t| &t.configs);
-                TopicSettings::resolve(configs.unwrap_or(&BTreeMap::new()), &ctx.config)
-                    .min_insync_replicas
-            }))
+            let dirty = ctx
+                .replicas
+                .log_manager
+                .compacted_logs(ctx.clock.now_ms())
+                .into_iter()
+                .map(|l| {
+                    let ratio = l.dirty_ratio();
+                    (l.tp, ratio)
+                })
+                .collect();
+            json(insight::views::partitions(
+                &image,
+                &local,
+                &dirty,
+                |topic| {
+                    let configs = image.topic(topic).map(|t| &t.configs);
+                    TopicSettings::resolve(configs.unwrap_or(&BTreeMap::new()), &ctx.config)
+                        .min_insync_replicas
+                },
+            ))
         }
         "/api/history" => {
             json(insight::views::history(&ctx.image(), None).expect("no partition asked for"))

@@ -539,7 +539,8 @@ impl ProducerStateManager {
         Ok(())
     }
 
-    fn delete_snapshot(&mut self, offset: i64) -> Result<(), ProducerStateError> {
+    /// Deletes the snapshot at `offset`, if there is one (its segment was replaced).
+    pub(crate) fn delete_snapshot(&mut self, offset: i64) -> Result<(), ProducerStateError> {
         if let Some(path) = self.snapshots.remove(&offset) {
             match fs::remove_file(&path) {
                 Ok(()) => {}

@@ -619,6 +619,11 @@ impl Cluster {
         };
     }
 
+    /// Node `id`'s log dir.
+    pub fn node_data_dir(&self, id: i32) -> PathBuf {
+        self.nodes[&id].data_dir()
+    }
+
     /// The bytes of every `.log` segment of `topic`-`partition` on node `id`, in offset order.
     pub fn log_bytes(&self, id: i32, topic: &str, partition: i32) -> Vec<u8> {
         let dir = self.nodes[&id]

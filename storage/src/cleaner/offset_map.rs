@@ -7,9 +7,15 @@
 //!
 //! Slots are probed by double hashing over a prime number of slots, which visits every slot
 //! once: an absent key costs about `1 / (1 - load)` probes (10 at the load the cleaner stops
-//! filling at), where Kafka's linear tail costs far more. The table is allocated zeroed and
-//! dropped after each cleaning, so the pages a small log never hashes into are never touched:
-//! memory in use follows the keys mapped, up to the configured bound.
+//! filling at), where Kafka's linear tail costs far more.
+//!
+//! Kafka allocates the whole buffer up front. Here the table starts at [`INITIAL_SLOTS`] and
+//! doubles (rehashing the stored hashes) whenever it is [`GROW_AT`] full, up to the largest
+//! prime number of slots the configured bytes hold; each cleaning starts again from the initial
+//! table. So memory follows the keys of the dirty section, and never exceeds the bound except
+//! while the last doubling copies the table, when the old half-size table is still held (1.5 ×
+//! the bound at most, for that moment). Capacity, and so the number of cleaning passes, is
+//! Kafka's: the bound's slots at the load factor.
 
 use twox_hash::XxHash3_128;
 
@@ -26,8 +32,16 @@ fn is_empty(slot: &Slot) -> bool {
     slot[0] == 0 && slot[1] == 0
 }
 
+/// The table a map starts each cleaning with (a prime number; 1.5 MiB).
+pub const INITIAL_SLOTS: usize = 65_521;
+
+/// The share of the table in use at which it doubles (below the bound).
+pub const GROW_AT: f64 = 0.5;
+
 pub struct OffsetMap {
     slots: Vec<Slot>,
+    /// The most slots the configured memory holds: the table's bound.
+    max_slots: usize,
     /// Keys mapped (occupied slots).
     entries: usize,
     /// The last offset the map covers: the cleaner keeps every record after it.
@@ -73,11 +87,13 @@ pub fn slots_for(memory: usize) -> usize {
 }
 
 impl OffsetMap {
-    /// A map in at most `memory` bytes; nothing is touched until keys are put.
+    /// A map of at most `memory` bytes, starting small (see the module's note).
     /// `memory` must hold at least two slots (48 bytes); the config check refuses less.
     pub fn new(memory: usize) -> OffsetMap {
+        let max_slots = slots_for(memory);
         OffsetMap {
-            slots: vec![EMPTY; slots_for(memory)],
+            slots: vec![EMPTY; max_slots.min(INITIAL_SLOTS)],
+            max_slots,
             entries: 0,
             latest_offset: -1,
             lookups: 0,
@@ -85,7 +101,13 @@ impl OffsetMap {
         }
     }
 
+    /// The slots the map may grow to: its capacity at a load factor of 1.
     pub fn slots(&self) -> usize {
+        self.max_slots
+    }
+
+    /// The slots allocated now.
+    pub fn allocated_slots(&self) -> usize {
         self.slots.len()
     }
 
@@ -104,9 +126,25 @@ impl OffsetMap {
         self.latest_offset = offset;
     }
 
-    /// Share of the slots in use.
+    /// Share of the map's capacity in use (Kafka's buffer utilization).
     pub fn utilization(&self) -> f64 {
-        self.entries as f64 / self.slots.len() as f64
+        self.entries as f64 / self.max_slots as f64
+    }
+
+    /// Doubles the table (capped at the bound), placing every stored hash again.
+    fn grow(&mut self) {
+        let target = (self.slots.len() * 2).min(self.max_slots);
+        let mut n = target;
+        while !is_prime(n) {
+            n -= 1;
+        }
+        let old = std::mem::replace(&mut self.slots, vec![EMPTY; n]);
+        for slot in old.iter().filter(|s| !is_empty(s)) {
+            let at = self
+                .find((slot[0], slot[1]))
+                .expect("a larger table has room for every key of the smaller");
+            self.slots[at] = *slot;
+        }
     }
 
     /// Probes past the first per lookup.
@@ -140,6 +178,11 @@ impl OffsetMap {
     /// map is full (the caller stops filling well before: Kafka's load factor).
     pub fn put(&mut self, key: &[u8], offset: i64) -> bool {
         let h = hash(key);
+        if self.slots.len() < self.max_slots
+            && (self.entries + 1) as f64 > self.slots.len() as f64 * GROW_AT
+        {
+            self.grow();
+        }
         let Some(at) = self.find(h) else {
             return false;
         };
@@ -162,11 +205,10 @@ impl OffsetMap {
         }
     }
 
-    /// Empties the map, giving its pages back (a fresh zeroed allocation of the same size).
+    /// Empties the map, giving its memory back (a fresh zeroed table of the initial size).
     pub fn clear(&mut self) {
-        let n = self.slots.len();
         self.slots = Vec::new();
-        self.slots = vec![EMPTY; n];
+        self.slots = vec![EMPTY; self.max_slots.min(INITIAL_SLOTS)];
         self.entries = 0;
         self.latest_offset = -1;
         self.lookups = 0;
@@ -219,6 +261,32 @@ mod tests {
         for i in (0..7i64).filter(|&i| i != 3) {
             assert_eq!(map.get(&i.to_be_bytes()), i);
         }
+    }
+
+    #[test]
+    fn the_table_grows_with_the_keys_up_to_its_bound_and_clear_shrinks_it() {
+        let bound = 24 * 1_000_003;
+        let mut map = OffsetMap::new(bound);
+        assert_eq!(map.slots(), slots_for(bound));
+        assert_eq!(map.allocated_slots(), INITIAL_SLOTS);
+        for i in 0..100_000i64 {
+            assert!(map.put(format!("k{i}").as_bytes(), i));
+        }
+        let grown = map.allocated_slots();
+        assert!(grown > 200_000 && grown < 600_000, "{grown}");
+        for i in 0..100_000i64 {
+            assert_eq!(map.get(format!("k{i}").as_bytes()), i);
+        }
+        // Up to the bound and no further: capacity is the bound's, as in Kafka.
+        let max_keys = (map.slots() as f64 * 0.9) as i64;
+        for i in 100_000..max_keys {
+            assert!(map.put(format!("k{i}").as_bytes(), i));
+        }
+        assert_eq!(map.allocated_slots(), map.slots());
+        assert_eq!(map.get(b"k7"), 7);
+        map.clear();
+        assert_eq!(map.allocated_slots(), INITIAL_SLOTS);
+        assert_eq!(map.get(b"k7"), -1);
     }
 
     #[test]

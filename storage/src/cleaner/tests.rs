@@ -132,6 +132,36 @@ fn a_cleaning_keeps_the_latest_value_of_each_key_at_its_offset_for_every_codec()
 }
 
 #[test]
+fn the_producer_snapshots_of_replaced_segments_go_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    fill(&log, 400, 10, 4, 0);
+    log.roll(NOW).unwrap();
+    let snapshots = || {
+        let mut v: Vec<i64> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.unwrap().path();
+                (p.extension()? == "snapshot").then(|| p.file_stem()?.to_str()?.parse().ok())?
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(snapshots().len() > 5, "{:?}", snapshots());
+    let mut map = OffsetMap::new(1 << 16);
+    clean_all(&log, &mut map, NOW);
+    clean_all(&log, &mut map, NOW);
+    let bases = log.segment_base_offsets();
+    assert!(
+        snapshots().iter().all(|o| bases.contains(o)),
+        "snapshots {:?}, segments {bases:?}",
+        snapshots()
+    );
+    assert!(snapshots().contains(&400), "{:?}", snapshots());
+}
+
+#[test]
 fn the_active_segment_and_records_past_the_uncleanable_offset_stay() {
     let dir = tempfile::tempdir().unwrap();
     let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();

@@ -280,6 +280,12 @@ impl Log {
             view.truncation_generation =
                 self.truncation_generation.fetch_add(2, Ordering::SeqCst) + 2;
             self.set_segments(list);
+            // The producer snapshots of the replaced segments go with them (as Kafka's
+            // replaceSegments does): else each roll of a compacted log would leave one for good.
+            let mut producers = self.producers.lock();
+            for seg in old.iter().filter(|s| s.base_offset() != base) {
+                producers.delete_snapshot(seg.base_offset())?;
+            }
             Ok(true)
         })();
         drop(w);

@@ -72,6 +72,15 @@ public final class BrokerUnderTest implements AutoCloseable {
      * broker keeps its own.
      */
     public static BrokerUnderTest start(int logDirs) throws Exception {
+        return start(logDirs, List.of());
+    }
+
+    /**
+     * As {@link #start(int)}, with broker settings ({@code key=value}, Kafka's names) given to
+     * either broker the same way: {@code --override} for KafkaIQ, server.properties lines for
+     * Apache Kafka. An external broker keeps its own.
+     */
+    public static BrokerUnderTest start(int logDirs, List<String> settings) throws Exception {
         String external = System.getenv("KAFKA_BOOTSTRAP");
         if (external != null && !external.isBlank()) {
             BrokerUnderTest b = new BrokerUnderTest("external", external, null, null, List.of());
@@ -94,6 +103,7 @@ public final class BrokerUnderTest implements AutoCloseable {
                 if (logDirs > 1) {
                     cmd.add("log.dirs=" + logDirsUnder(dir.resolve("kafka").toAbsolutePath(), logDirs));
                 }
+                cmd.addAll(settings);
             }
             case "kafkaiq" -> {
                 String bin = System.getenv("KAFKAIQ_BIN");
@@ -108,6 +118,9 @@ public final class BrokerUnderTest implements AutoCloseable {
                         "--override", "listeners=" + listener,
                         "--override", "advertised.listeners=" + listener,
                         "--override", "log.dirs=" + logDirsUnder(dir.toAbsolutePath(), logDirs)));
+                for (String kv : settings) {
+                    cmd.addAll(List.of("--override", kv));
+                }
             }
             default -> throw new IllegalStateException("unknown BROKER_UNDER_TEST=" + selected);
         }
