@@ -10,8 +10,6 @@
 //! (once as a broker, once as its broker logger). KafkaIQ has no client-metrics subscriptions and
 //! no group configs, so those types list nothing.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::list_config_resources_response::ConfigResource;
 use kafka_protocol::messages::{
     ListConfigResourcesRequest, ListConfigResourcesResponse, ResponseKind,
@@ -102,7 +100,7 @@ mod tests {
         for name in ["b", "a"] {
             image.topics.insert(
                 name.to_owned(),
-                Arc::new(crate::metadata::TopicImage {
+                std::sync::Arc::new(crate::metadata::TopicImage {
                     name: name.to_owned(),
                     id: uuid::Uuid::from_u128(1),
                     partitions: Default::default(),
