@@ -282,9 +282,12 @@ impl Log {
             self.set_segments(list);
             // The producer snapshots of the replaced segments go with them (as Kafka's
             // replaceSegments does): else each roll of a compacted log would leave one for good.
+            // Best effort: the swap is done, and a snapshot left behind is only a file.
             let mut producers = self.producers.lock();
             for seg in old.iter().filter(|s| s.base_offset() != base) {
-                producers.delete_snapshot(seg.base_offset())?;
+                if let Err(e) = producers.delete_snapshot(seg.base_offset()) {
+                    tracing::warn!(dir = %self.dir.display(), error = %e, "cannot delete the producer snapshot of a replaced segment");
+                }
             }
             Ok(true)
         })();
