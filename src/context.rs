@@ -1,8 +1,9 @@
 //! The services a request handler uses, and nothing else: no sockets, no startup.
 //!
-//! [`crate::node`] builds one `Context` per process and hands it to the server; handlers reach
-//! the metadata image, the replica manager, the controller, the group coordinator and the fetch
-//! session cache through it. A handler can be tested against a hand-built context.
+//! [`crate::node`] builds one `Context` per process and hands it to the server, which passes
+//! each handler the parts it uses: the metadata image, the replica manager, the controller, the
+//! group coordinator, the fetch session cache. A handler can be tested against a hand-built
+//! context, or against the parts it takes.
 
 use std::sync::Arc;
 

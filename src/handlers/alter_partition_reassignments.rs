@@ -4,8 +4,6 @@
 //! see `controller::decisions::alter_reassignments` for the rules and errors. v1 carries
 //! `allow_replication_factor_change` (KIP-860; v0 always allows it), echoed in the response.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
 };
@@ -14,12 +12,12 @@ use kafka_protocol::messages::{
 };
 
 use super::{str_bytes, topic_name};
-use crate::context::Context;
+use crate::controller::ControllerChannel;
 use crate::controller::ReassignmentItem;
 use crate::errors::ApiError;
 
 pub async fn handle(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
     version: i16,
     request: AlterPartitionReassignmentsRequest,
 ) -> ResponseKind {
@@ -37,8 +35,7 @@ pub async fn handle(
         .collect();
     let mut response = AlterPartitionReassignmentsResponse::default()
         .with_allow_replication_factor_change(allow_replication_factor_change);
-    let results = match ctx
-        .controller
+    let results = match controller
         .alter_partition_reassignments(items, allow_replication_factor_change)
         .await
     {

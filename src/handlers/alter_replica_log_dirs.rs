@@ -16,18 +16,19 @@ use kafka_protocol::messages::alter_replica_log_dirs_response::{
 use kafka_protocol::messages::{
     AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ResponseKind,
 };
-use kafkaiq_storage::TopicPartition;
 
 use super::topic_name;
-use crate::context::Context;
 use crate::errors::code_of;
+use crate::metadata::MetadataImage;
+use crate::replica::ReplicaManager;
+use crate::replica::TopicPartition;
 
 pub fn handle(
-    ctx: &Arc<Context>,
+    replicas: &Arc<ReplicaManager>,
+    image: &MetadataImage,
     _version: i16,
     request: AlterReplicaLogDirsRequest,
 ) -> ResponseKind {
-    let image = ctx.image();
     // A partition named under two dirs is answered once, for the last (Kafka builds a map).
     let mut wanted: BTreeMap<TopicPartition, String> = BTreeMap::new();
     for dir in &request.dirs {
@@ -42,7 +43,7 @@ pub fn handle(
     }
     let mut results: BTreeMap<String, Vec<AlterReplicaLogDirPartitionResult>> = BTreeMap::new();
     for (tp, dir) in wanted {
-        let outcome = ctx.replicas.alter_replica_log_dir(&image, &tp, &dir);
+        let outcome = replicas.alter_replica_log_dir(image, &tp, &dir);
         if let Err(e) = &outcome {
             tracing::warn!(partition = %tp, dir, error = %e, "unable to alter log dir");
         }

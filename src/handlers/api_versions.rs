@@ -8,8 +8,6 @@
 //! request time (the connection is closed). Maxima are capped at what is implemented: Fetch
 //! stops at 17 (v18's follower high watermark is not used yet).
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
@@ -17,7 +15,6 @@ use kafka_protocol::messages::api_versions_response::{
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::context::Context;
 use crate::errors::ApiError;
 use crate::protocol;
 
@@ -122,7 +119,7 @@ pub const METADATA_VERSION_LEVEL: i16 = 27;
 /// updated (no UpdateFeatures), so the epoch is that of the first metadata record.
 const FINALIZED_FEATURES_EPOCH: i64 = 0;
 
-pub fn handle(_broker: &Arc<Context>, version: i16, request: ApiVersionsRequest) -> ResponseKind {
+pub fn handle(version: i16, request: ApiVersionsRequest) -> ResponseKind {
     handle_of(SUPPORTED, version, request)
 }
 

@@ -3,8 +3,6 @@
 //! v0). Each carries the connection it came on, so the controller can fence a broker the moment
 //! that connection closes. Answers NOT_CONTROLLER where this node is not the active controller.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::alter_partition_response::{
     PartitionData as AlterPartitionPartitionResponse, TopicData as AlterPartitionTopicResponse,
 };
@@ -14,12 +12,12 @@ use kafka_protocol::messages::{
     BrokerRegistrationRequest, BrokerRegistrationResponse, ProducerId, ResponseKind,
 };
 
-use crate::context::Context;
 use crate::controller::AlterPartitionItem;
+use crate::controller::ControllerChannel;
 use crate::metadata::BrokerRegistration;
 
 pub async fn broker_registration(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
     request: BrokerRegistrationRequest,
     connection: u64,
 ) -> ResponseKind {
@@ -36,8 +34,7 @@ pub async fn broker_registration(
             l.security_protocol,
         );
     }
-    let result = ctx
-        .controller
+    let result = controller
         .broker_registration(
             registration,
             request.cluster_id.to_string(),
@@ -53,12 +50,11 @@ pub async fn broker_registration(
 }
 
 pub async fn broker_heartbeat(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
     request: BrokerHeartbeatRequest,
     connection: u64,
 ) -> ResponseKind {
-    let result = ctx
-        .controller
+    let result = controller
         .broker_heartbeat(
             request.broker_id.0,
             request.broker_epoch,
@@ -84,7 +80,7 @@ pub async fn broker_heartbeat(
 }
 
 pub async fn alter_partition(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
     version: i16,
     request: AlterPartitionRequest,
 ) -> ResponseKind {
@@ -109,8 +105,7 @@ pub async fn alter_partition(
             });
         }
     }
-    let result = ctx
-        .controller
+    let result = controller
         .alter_partition(request.broker_id.0, request.broker_epoch, version, items)
         .await;
     let mut response = AlterPartitionResponse::default();
@@ -148,16 +143,12 @@ pub async fn alter_partition(
 }
 
 pub async fn allocate_producer_ids(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
     request: AllocateProducerIdsRequest,
 ) -> ResponseKind {
     let mut response =
         AllocateProducerIdsResponse::default().with_producer_id_start(ProducerId(-1));
-    match ctx
-        .controller
-        .allocate_producer_ids(request.broker_id.0)
-        .await
-    {
+    match controller.allocate_producer_ids(request.broker_id.0).await {
         Ok(block) => {
             response.producer_id_start = ProducerId(block.first);
             response.producer_id_len = block.size as i32;

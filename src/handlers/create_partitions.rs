@@ -1,16 +1,14 @@
 //! CreatePartitions (key 37), v0-3: grow a topic through the controller (validate_only
 //! supported, optional manual assignments).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse, ResponseKind};
 
 use super::str_bytes;
-use crate::context::Context;
+use crate::controller::ControllerChannel;
 
 pub async fn handle(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
     _version: i16,
     request: CreatePartitionsRequest,
 ) -> ResponseKind {
@@ -22,8 +20,7 @@ pub async fn handle(
                     .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
                     .collect()
             });
-            let result = ctx
-                .controller
+            let result = controller
                 .create_partitions(
                     t.name.0.as_str().to_owned(),
                     t.count,

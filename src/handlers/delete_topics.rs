@@ -1,18 +1,18 @@
 //! DeleteTopics (key 20), v1-6: by name, or by topic id (v6), through the controller. The
 //! replica manager deletes the partitions' logs when the new image is published.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind};
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
-use crate::context::Context;
+use crate::controller::ControllerChannel;
 use crate::errors::ApiError;
+use crate::metadata::MetadataCache;
 
 pub async fn handle(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
+    cache: &MetadataCache,
     version: i16,
     request: DeleteTopicsRequest,
 ) -> ResponseKind {
@@ -40,7 +40,7 @@ pub async fn handle(
     let mut responses = Vec::with_capacity(wanted.len());
     for (name, id) in wanted {
         {
-            let image = ctx.image();
+            let image = cache.image();
             let resolved = match &name {
                 Some(n) => image
                     .topic(n)
@@ -52,7 +52,7 @@ pub async fn handle(
                     .ok_or(ApiError::UnknownTopicId),
             };
             let result = match resolved {
-                Ok((n, id)) => ctx.controller.delete_topic(id).await.map(|_| (n, id)),
+                Ok((n, id)) => controller.delete_topic(id).await.map(|_| (n, id)),
                 Err(e) => Err(e),
             };
             let mut r = DeletableTopicResult::default();

@@ -4,8 +4,6 @@
 //! answers NOT_LEADER_OR_FOLLOWER, as Kafka's does (brokers forward the request to the active
 //! controller). The quorum's log is reported as Kafka's `__cluster_metadata` partition 0.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::describe_quorum_response::{
     Listener, Node, PartitionData, ReplicaState, TopicData,
 };
@@ -14,15 +12,21 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::context::Context;
+use crate::config::kraft::KraftConfig;
+use crate::controller::ControllerChannel;
 use crate::errors::ApiError;
 
 /// The name Kafka's tools expect for the metadata log.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
 
-pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeQuorumRequest) -> ResponseKind {
-    let quorum = ctx.controller.quorum();
-    let active = ctx.controller.is_active();
+pub fn handle(
+    controller: &ControllerChannel,
+    kraft: &KraftConfig,
+    version: i16,
+    request: DescribeQuorumRequest,
+) -> ResponseKind {
+    let quorum = controller.quorum();
+    let active = controller.is_active();
     let mut topics = Vec::with_capacity(request.topics.len());
     for t in request.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
@@ -74,16 +78,12 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeQuorumRequest) 
     }
     let mut response = DescribeQuorumResponse::default().with_topics(topics);
     if version >= 2 {
-        let listener = ctx
-            .config
-            .kraft
+        let listener = kraft
             .controller_listener_names
             .first()
             .cloned()
             .unwrap_or_else(|| "CONTROLLER".to_owned());
-        response.nodes = ctx
-            .config
-            .kraft
+        response.nodes = kraft
             .voters
             .iter()
             .map(|v| {

@@ -15,32 +15,29 @@
 //! - per partition: leader (-1 unless alive with the client's listener), leader epoch, replicas,
 //!   ISR, offline replicas, and empty eligible leader replica lists (no KIP-966 ELR here).
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
-
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
 };
 use kafka_protocol::messages::{
     BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, ResponseKind,
 };
+use std::collections::BTreeSet;
 use uuid::Uuid;
 
 use super::metadata::is_internal_topic;
-use super::{alive_endpoint, client_listener, topic_name};
-use crate::context::Context;
+use super::{alive_endpoint, topic_name};
 use crate::controller::decisions::validate_topic_name;
 use crate::errors::ApiError;
 use crate::limits::DESCRIBE_TOPIC_PARTITIONS_PER_RESPONSE_MAX;
 use crate::metadata::{MetadataImage, TopicImage};
 
 pub fn handle(
-    ctx: &Arc<Context>,
+    image: &MetadataImage,
+    listener: &str,
     _version: i16,
     request: DescribeTopicPartitionsRequest,
 ) -> ResponseKind {
-    let image = ctx.image();
-    ResponseKind::DescribeTopicPartitions(describe(&image, client_listener(ctx), &request))
+    ResponseKind::DescribeTopicPartitions(describe(image, listener, &request))
 }
 
 /// The response for `request` against `image`, with endpoints of `listener`.

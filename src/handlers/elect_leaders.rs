@@ -4,18 +4,18 @@
 //! is listed and partitions that need no election (ELECTION_NOT_NEEDED) are left out; named
 //! partitions are all answered.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, ResponseKind};
 
 use super::{str_bytes, topic_name};
-use crate::context::Context;
 use crate::controller::decisions::ElectionType;
+use crate::controller::ControllerChannel;
 use crate::errors::ApiError;
+use crate::metadata::MetadataCache;
 
 pub async fn handle(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
+    cache: &MetadataCache,
     version: i16,
     request: ElectLeadersRequest,
 ) -> ResponseKind {
@@ -48,7 +48,7 @@ pub async fn handle(
             })
             .collect()
     });
-    let results = match ctx.controller.elect_leaders(election, partitions).await {
+    let results = match controller.elect_leaders(election, partitions).await {
         Ok(results) => results,
         Err(e) => {
             if version >= 1 {
@@ -62,7 +62,7 @@ pub async fn handle(
     if all {
         // Every topic, those without a partition to report included (in name order, as the
         // decision goes through them).
-        for name in ctx.image().topics.keys() {
+        for name in cache.image().topics.keys() {
             let mut t = ReplicaElectionResult::default().with_topic(topic_name(name));
             while let Some((_, partition, result)) = results.next_if(|(t, _, _)| t == name) {
                 t.partition_result.push(partition_result(partition, result));

@@ -6,8 +6,6 @@
 //! use through the controller, as Kafka does. Transaction coordinators do not exist here, so
 //! transaction keys get COORDINATOR_NOT_AVAILABLE.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{
     BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, ResponseKind,
@@ -15,7 +13,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::str_bytes;
-use crate::context::Context;
+use crate::group::service::GroupService;
 use crate::group::OFFSETS_TOPIC_NAME;
 
 /// `key_type` of a consumer group.
@@ -29,7 +27,12 @@ struct Found {
     port: i32,
 }
 
-async fn find(ctx: &Arc<Context>, key_type: i8, key: &str) -> Result<Found, (i16, String)> {
+async fn find(
+    groups: &GroupService,
+    listener: &str,
+    key_type: i8,
+    key: &str,
+) -> Result<Found, (i16, String)> {
     let fail = |e: ResponseError, msg: &str| Err((e.code(), msg.to_owned()));
     match key_type {
         KEY_TYPE_GROUP => {}
@@ -46,20 +49,20 @@ async fn find(ctx: &Arc<Context>, key_type: i8, key: &str) -> Result<Found, (i16
             )
         }
     }
-    let image = match ctx.groups.ensure_offsets_topic().await {
+    let image = match groups.ensure_offsets_topic().await {
         Ok(image) => image,
         Err(e) => {
             tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC_NAME}");
             return fail(ResponseError::CoordinatorNotAvailable, &e.to_string());
         }
     };
-    let partition = ctx.groups.partition_for(key);
+    let partition = groups.partition_for(key);
     let leader = image
         .topic(OFFSETS_TOPIC_NAME)
         .and_then(|t| t.partitions.get(&partition))
         .map(|reg| reg.leader)
         .unwrap_or(-1);
-    match super::alive_endpoint(&image, super::client_listener(ctx), leader) {
+    match super::alive_endpoint(&image, listener, leader) {
         Some((b, e)) => Ok(Found {
             node_id: b.node_id,
             host: e.host.clone(),
@@ -72,8 +75,10 @@ async fn find(ctx: &Arc<Context>, key_type: i8, key: &str) -> Result<Found, (i16
     }
 }
 
+/// `listener`: the client's (`handlers::client_listener`), whose endpoint is answered.
 pub async fn handle(
-    ctx: &Arc<Context>,
+    groups: &GroupService,
+    listener: &str,
     version: i16,
     request: FindCoordinatorRequest,
 ) -> ResponseKind {
@@ -86,7 +91,7 @@ pub async fn handle(
         let mut coordinators = Vec::with_capacity(request.coordinator_keys.len());
         for key in &request.coordinator_keys {
             let c = Coordinator::default().with_key(key.clone());
-            coordinators.push(match find(ctx, key_type, key).await {
+            coordinators.push(match find(groups, listener, key_type, key).await {
                 Ok(f) => c
                     .with_node_id(BrokerId(f.node_id))
                     .with_host(str_bytes(&f.host))
@@ -102,7 +107,7 @@ pub async fn handle(
             FindCoordinatorResponse::default().with_coordinators(coordinators),
         );
     }
-    let response = match find(ctx, key_type, &request.key).await {
+    let response = match find(groups, listener, key_type, &request.key).await {
         Ok(f) => FindCoordinatorResponse::default()
             .with_node_id(BrokerId(f.node_id))
             .with_host(str_bytes(&f.host))

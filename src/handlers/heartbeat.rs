@@ -2,16 +2,17 @@
 //!
 //! The group coordinator ([`crate::group`]) decides; this handler only passes the request on.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{HeartbeatRequest, ResponseKind};
 
-use crate::context::Context;
-use crate::group::service::Caller;
+use crate::group::service::{Caller, GroupService};
 use crate::group::GroupRequest;
 
-pub async fn handle(ctx: &Arc<Context>, caller: Caller, request: HeartbeatRequest) -> ResponseKind {
-    ctx.groups
+pub async fn handle(
+    groups: &GroupService,
+    caller: Caller,
+    request: HeartbeatRequest,
+) -> ResponseKind {
+    groups
         .call(caller, GroupRequest::Heartbeat(request))
         .await
         .into_response_kind()

@@ -2,17 +2,17 @@
 //! from the controller's persisted id blocks, as Kafka does for requests without a
 //! transactional id. Transactions are not implemented, so a transactional id is refused.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
 };
 
-use crate::context::Context;
+use crate::controller::ControllerChannel;
 use crate::errors::ApiError;
+use crate::producer_ids::ProducerIdManager;
 
 pub async fn handle(
-    ctx: &Arc<Context>,
+    producer_ids: &ProducerIdManager,
+    controller: &ControllerChannel,
     _version: i16,
     request: InitProducerIdRequest,
 ) -> ResponseKind {
@@ -22,7 +22,7 @@ pub async fn handle(
     let result = if request.transactional_id.is_some() {
         Err(ApiError::TransactionalIdAuthorizationFailed)
     } else {
-        ctx.producer_ids.next_id(&ctx.controller).await
+        producer_ids.next_id(controller).await
     };
     match result {
         Ok(id) => {

@@ -2,16 +2,17 @@
 //!
 //! The group coordinator ([`crate::group`]) decides; this handler only passes the request on.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{JoinGroupRequest, ResponseKind};
 
-use crate::context::Context;
-use crate::group::service::Caller;
+use crate::group::service::{Caller, GroupService};
 use crate::group::GroupRequest;
 
-pub async fn handle(ctx: &Arc<Context>, caller: Caller, request: JoinGroupRequest) -> ResponseKind {
-    ctx.groups
+pub async fn handle(
+    groups: &GroupService,
+    caller: Caller,
+    request: JoinGroupRequest,
+) -> ResponseKind {
+    groups
         .call(caller, GroupRequest::JoinGroup(request))
         .await
         .into_response_kind()

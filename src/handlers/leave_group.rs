@@ -2,20 +2,17 @@
 //!
 //! The group coordinator ([`crate::group`]) decides; this handler only passes the request on.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{LeaveGroupRequest, ResponseKind};
 
-use crate::context::Context;
-use crate::group::service::Caller;
+use crate::group::service::{Caller, GroupService};
 use crate::group::GroupRequest;
 
 pub async fn handle(
-    ctx: &Arc<Context>,
+    groups: &GroupService,
     caller: Caller,
     request: LeaveGroupRequest,
 ) -> ResponseKind {
-    ctx.groups
+    groups
         .call(caller, GroupRequest::LeaveGroup(request))
         .await
         .into_response_kind()

@@ -10,8 +10,6 @@
 //! (once as a broker, once as its broker logger). KafkaIQ has no client-metrics subscriptions and
 //! no group configs, so those types list nothing.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::list_config_resources_response::ConfigResource;
 use kafka_protocol::messages::{
     ListConfigResourcesRequest, ListConfigResourcesResponse, ResponseKind,
@@ -19,7 +17,6 @@ use kafka_protocol::messages::{
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
-use crate::context::Context;
 use crate::errors::ApiError;
 use crate::metadata::MetadataImage;
 
@@ -45,11 +42,11 @@ fn supported_types(version: i16) -> &'static [i8] {
 }
 
 pub fn handle(
-    ctx: &Arc<Context>,
+    image: &MetadataImage,
     version: i16,
     request: ListConfigResourcesRequest,
 ) -> ResponseKind {
-    ResponseKind::ListConfigResources(list(&ctx.image(), version, &request.resource_types))
+    ResponseKind::ListConfigResources(list(image, version, &request.resource_types))
 }
 
 fn list(image: &MetadataImage, version: i16, asked: &[i8]) -> ListConfigResourcesResponse {
@@ -103,7 +100,7 @@ mod tests {
         for name in ["b", "a"] {
             image.topics.insert(
                 name.to_owned(),
-                Arc::new(crate::metadata::TopicImage {
+                std::sync::Arc::new(crate::metadata::TopicImage {
                     name: name.to_owned(),
                     id: uuid::Uuid::from_u128(1),
                     partitions: Default::default(),

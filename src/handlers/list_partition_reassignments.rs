@@ -4,8 +4,6 @@
 //! controller, named topics that do not exist and named partitions that are not being reassigned
 //! are left out rather than reported as errors (`controller::decisions::list_reassignments`).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::list_partition_reassignments_response::{
     OngoingPartitionReassignment, OngoingTopicReassignment,
 };
@@ -14,11 +12,11 @@ use kafka_protocol::messages::{
 };
 
 use super::topic_name;
-use crate::context::Context;
 use crate::controller::decisions::list_reassignments;
+use crate::metadata::MetadataImage;
 
 pub fn handle(
-    ctx: &Arc<Context>,
+    image: &MetadataImage,
     _version: i16,
     request: ListPartitionReassignmentsRequest,
 ) -> ResponseKind {
@@ -29,7 +27,7 @@ pub fn handle(
             .collect()
     });
     let brokers = |ids: Vec<i32>| ids.into_iter().map(BrokerId).collect::<Vec<_>>();
-    let topics = list_reassignments(&ctx.image(), named.as_deref())
+    let topics = list_reassignments(image, named.as_deref())
         .into_iter()
         .map(|(name, partitions)| {
             OngoingTopicReassignment::default()

@@ -3,6 +3,12 @@
 //! Handlers translate between the wire types of `kafka-protocol` and calls on the core
 //! (`replica`, `controller`, the metadata image). They hold no state of their own and never
 //! write a numeric error code: codes come from [`crate::errors::ApiError::code`].
+//!
+//! A handler receives what it uses: its parameters are the services it calls (the group
+//! coordinator, the controller channel, the replica manager, the metadata image or cache, the
+//! client's listener), which `server::dispatch` borrows from the [`Context`]. A handler that
+//! takes only the group coordinator cannot reach storage or the controller. The handlers that
+//! still take the whole `Context` are listed in `tests/architecture.rs`.
 
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
@@ -11,6 +17,7 @@ pub mod api_versions;
 pub mod broker_lifecycle;
 pub mod create_partitions;
 pub mod create_topics;
+mod current_leader;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
@@ -76,13 +83,4 @@ pub(crate) fn alive_endpoint<'a>(
         .broker(node_id)
         .filter(|b| !b.fenced)
         .and_then(|b| b.endpoint(listener).map(|e| (b, e)))
-}
-
-/// The current leader of a partition and its epoch, as KIP-951 names it in NOT_LEADER_OR_FOLLOWER
-/// answers: from the image, (-1, -1) for a partition it does not know.
-pub(crate) fn current_leader(image: &MetadataImage, topic: &str, partition: i32) -> (i32, i32) {
-    image
-        .topic(topic)
-        .and_then(|t| t.partitions.get(&partition))
-        .map_or((-1, -1), |p| (p.leader, p.leader_epoch))
 }

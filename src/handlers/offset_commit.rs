@@ -7,8 +7,6 @@
 //! nothing left is answered without the coordinator, so even a group this node does not
 //! coordinate gets those per-partition answers.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -16,29 +14,27 @@ use kafka_protocol::messages::{
     OffsetCommitRequest, OffsetCommitResponse, ResponseKind, TopicName,
 };
 
-use crate::context::Context;
 use crate::errors::ApiError;
-use crate::group::service::Caller;
+use crate::group::service::{Caller, GroupService};
 use crate::group::{GroupRequest, GroupResponse};
 use crate::metadata::MetadataImage;
 
 pub async fn handle(
-    ctx: &Arc<Context>,
+    groups: &GroupService,
+    image: &MetadataImage,
     caller: Caller,
     mut request: OffsetCommitRequest,
 ) -> ResponseKind {
-    let unknown = take_unknown_partitions(&ctx.image(), &mut request);
+    let unknown = take_unknown_partitions(image, &mut request);
     if unknown.is_empty() {
-        return ctx
-            .groups
+        return groups
             .call(caller, GroupRequest::OffsetCommit(request))
             .await
             .into_response_kind();
     }
     let mut response = OffsetCommitResponse::default();
     if !request.topics.is_empty() {
-        match ctx
-            .groups
+        match groups
             .call(caller, GroupRequest::OffsetCommit(request))
             .await
         {
@@ -148,7 +144,7 @@ mod tests {
         };
         image.topics.insert(
             "known".to_owned(),
-            Arc::new(crate::metadata::TopicImage {
+            std::sync::Arc::new(crate::metadata::TopicImage {
                 name: "known".to_owned(),
                 id: uuid::Uuid::from_u128(7),
                 partitions: [(0, partition.clone()), (1, partition)].into(),

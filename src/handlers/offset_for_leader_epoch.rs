@@ -2,24 +2,22 @@
 //! epoch cache (Kafka's `endOffsetFor`). Leader-only, for consumers too, with
 //! `current_leader_epoch` fencing.
 
-use std::sync::Arc;
-
+use crate::metadata::MetadataImage;
+use crate::replica::ReplicaManager;
+use crate::replica::TopicPartition;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
 };
-use kafkaiq_storage::TopicPartition;
-
-use crate::context::Context;
 
 pub fn handle(
-    ctx: &Arc<Context>,
+    replicas: &ReplicaManager,
+    image: &MetadataImage,
     _version: i16,
     request: OffsetForLeaderEpochRequest,
 ) -> ResponseKind {
-    let image = ctx.image();
     let topics = request
         .topics
         .into_iter()
@@ -37,13 +35,14 @@ pub fn handle(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
-                    let result =
-                        ctx.replicas
-                            .partition_or_error(&image, &tp)
-                            .and_then(|partition| {
-                                partition.check_leader_and_epoch(p.current_leader_epoch, true)?;
-                                Ok(partition.log().end_offset_for_epoch(p.leader_epoch))
-                            });
+                    let result = replicas
+                        .partition_or_error(image, &tp)
+                        .and_then(|partition| {
+                            partition.last_offset_for_leader_epoch(
+                                p.current_leader_epoch,
+                                p.leader_epoch,
+                            )
+                        });
                     match result {
                         Ok(end) => {
                             r.leader_epoch = end.epoch;

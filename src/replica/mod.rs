@@ -1,6 +1,6 @@
 //! The leadership core: [`ReplicaManager`] maps topic-partitions to [`Partition`]s, reacts to
 //! metadata images, checkpoints high watermarks and owns the [`purgatory::Purgatory`] of
-//! delayed produce and fetch.
+//! delayed produce, fetch and DeleteRecords.
 //!
 //! Each image becomes [`local_changes::LocalChanges`] (a pure diff: partitions to lead, to
 //! follow, to delete, to reconfigure), which the manager applies in that order after deleting
@@ -19,13 +19,18 @@
 //! its log; the broker view is a leaf. None is held across an await.
 
 pub mod alter_partition;
+pub mod append;
 pub mod brokers;
 pub mod decisions;
+pub mod delete_records;
+pub mod fetch;
 pub mod fetch_params;
 pub mod fetcher;
 pub mod isr;
+pub mod list_offsets;
 pub mod local_changes;
 mod log_dir_move;
+pub mod log_dirs;
 pub mod partition;
 pub mod purgatory;
 pub mod quota;
@@ -41,7 +46,9 @@ use std::time::Duration;
 use kafkaiq_storage::parallel;
 use kafkaiq_storage::partition_metadata;
 use kafkaiq_storage::LogManager;
-use kafkaiq_storage::TopicPartition;
+/// A partition's name, as every caller of the replica layer names it; storage's own type, so the
+/// layers above never import `kafkaiq-storage` to name a partition.
+pub use kafkaiq_storage::TopicPartition;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -810,5 +817,9 @@ impl ImageListener for ReplicaManager {
     }
 }
 
+#[cfg(test)]
+mod delete_records_tests;
+#[cfg(test)]
+mod fetch_tests;
 #[cfg(test)]
 mod tests;

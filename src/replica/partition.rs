@@ -1015,6 +1015,18 @@ impl Partition {
         })
     }
 
+    /// The end offset of `leader_epoch` in this leader's log (Kafka's
+    /// `Partition#lastOffsetForLeaderEpoch`), after the leadership and `current_leader_epoch`
+    /// checks: OffsetForLeaderEpoch is answered by the leader only, for consumers too.
+    pub fn last_offset_for_leader_epoch(
+        &self,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    ) -> Result<EpochEndOffset, ApiError> {
+        self.check_leader_and_epoch(current_leader_epoch, true)?;
+        Ok(self.log().end_offset_for_epoch(leader_epoch))
+    }
+
     /// [`Partition::check_leader_and_epoch`] for a leader-only request, with where the current
     /// leader epoch starts in the log (ListOffsets answers OFFSET_NOT_AVAILABLE to clients while
     /// a new leader's high watermark is below it).

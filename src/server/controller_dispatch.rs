@@ -113,9 +113,11 @@ pub async fn handle_frame(
             handlers::api_versions::handle_of(CONTROLLER_SUPPORTED, version, r)
         }
         RequestKind::CreateTopics(r) => handlers::create_topics::handle(ctx, version, r).await,
-        RequestKind::DeleteTopics(r) => handlers::delete_topics::handle(ctx, version, r).await,
+        RequestKind::DeleteTopics(r) => {
+            handlers::delete_topics::handle(&ctx.controller, &ctx.cache, version, r).await
+        }
         RequestKind::CreatePartitions(r) => {
-            handlers::create_partitions::handle(ctx, version, r).await
+            handlers::create_partitions::handle(&ctx.controller, version, r).await
         }
         RequestKind::AlterConfigs(r) => {
             use handlers::incremental_alter_configs::Receiver;
@@ -125,28 +127,32 @@ pub async fn handle_frame(
             use handlers::incremental_alter_configs::{handle_on, Receiver};
             handle_on(ctx, version, r, Receiver::Controller).await
         }
-        RequestKind::ElectLeaders(r) => handlers::elect_leaders::handle(ctx, version, r).await,
+        RequestKind::ElectLeaders(r) => {
+            handlers::elect_leaders::handle(&ctx.controller, &ctx.cache, version, r).await
+        }
         RequestKind::AlterPartitionReassignments(r) => {
-            handlers::alter_partition_reassignments::handle(ctx, version, r).await
+            handlers::alter_partition_reassignments::handle(&ctx.controller, version, r).await
         }
         RequestKind::ListPartitionReassignments(r) => {
-            handlers::list_partition_reassignments::handle(ctx, version, r)
+            handlers::list_partition_reassignments::handle(&ctx.image(), version, r)
         }
         RequestKind::DescribeCluster(r) => {
             handlers::describe_cluster::handle_controllers(ctx, version, r)
         }
         RequestKind::BrokerRegistration(r) => {
-            handlers::broker_lifecycle::broker_registration(ctx, r, conn.id).await
+            handlers::broker_lifecycle::broker_registration(&ctx.controller, r, conn.id).await
         }
         RequestKind::BrokerHeartbeat(r) => {
-            handlers::broker_lifecycle::broker_heartbeat(ctx, r, conn.id).await
+            handlers::broker_lifecycle::broker_heartbeat(&ctx.controller, r, conn.id).await
         }
         RequestKind::AlterPartition(r) => {
-            handlers::broker_lifecycle::alter_partition(ctx, version, r).await
+            handlers::broker_lifecycle::alter_partition(&ctx.controller, version, r).await
         }
-        RequestKind::DescribeQuorum(r) => handlers::describe_quorum::handle(ctx, version, r),
+        RequestKind::DescribeQuorum(r) => {
+            handlers::describe_quorum::handle(&ctx.controller, &ctx.config.kraft, version, r)
+        }
         RequestKind::AllocateProducerIds(r) => {
-            handlers::broker_lifecycle::allocate_producer_ids(ctx, r).await
+            handlers::broker_lifecycle::allocate_producer_ids(&ctx.controller, r).await
         }
         _ => return Err(DispatchError::NoHandler(api_key)),
     };

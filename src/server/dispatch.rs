@@ -210,7 +210,7 @@ async fn handle_supported(
         request.body
     };
     let body: Option<ResponseKind> = match request_body {
-        RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(ctx, version, r)),
+        RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(version, r)),
         RequestKind::Metadata(r) => Some(handlers::metadata::handle(ctx, version, r).await),
         RequestKind::Produce(r) => match handlers::produce::handle(ctx, version, r).await {
             handlers::produce::ProduceReply::Respond(body) => Some(*body),
@@ -221,23 +221,27 @@ async fn handle_supported(
         },
         RequestKind::Fetch(r) => Some(handlers::fetch::handle(ctx, version, r).await),
         RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(ctx, version, r).await),
-        RequestKind::InitProducerId(r) => {
-            Some(handlers::init_producer_id::handle(ctx, version, r).await)
-        }
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            Some(handlers::offset_for_leader_epoch::handle(ctx, version, r))
-        }
+        RequestKind::InitProducerId(r) => Some(
+            handlers::init_producer_id::handle(&ctx.producer_ids, &ctx.controller, version, r)
+                .await,
+        ),
+        RequestKind::OffsetForLeaderEpoch(r) => Some(handlers::offset_for_leader_epoch::handle(
+            &ctx.replicas,
+            &ctx.image(),
+            version,
+            r,
+        )),
         RequestKind::CreateTopics(r) => {
             Some(handlers::create_topics::handle(ctx, version, r).await)
         }
         RequestKind::DeleteTopics(r) => {
-            Some(handlers::delete_topics::handle(ctx, version, r).await)
+            Some(handlers::delete_topics::handle(&ctx.controller, &ctx.cache, version, r).await)
         }
         RequestKind::CreatePartitions(r) => {
-            Some(handlers::create_partitions::handle(ctx, version, r).await)
+            Some(handlers::create_partitions::handle(&ctx.controller, version, r).await)
         }
         RequestKind::DeleteRecords(r) => {
-            Some(handlers::delete_records::handle(ctx, version, r).await)
+            Some(handlers::delete_records::handle(&ctx.replicas, &ctx.image(), version, r).await)
         }
         RequestKind::DescribeConfigs(r) => {
             Some(handlers::describe_configs::handle(ctx, version, r))
@@ -254,51 +258,86 @@ async fn handle_supported(
         RequestKind::IncrementalAlterConfigs(r) => {
             Some(handlers::incremental_alter_configs::handle(ctx, version, r).await)
         }
-        RequestKind::AlterReplicaLogDirs(r) => {
-            Some(handlers::alter_replica_log_dirs::handle(ctx, version, r))
-        }
-        RequestKind::DescribeLogDirs(r) => {
-            Some(handlers::describe_log_dirs::handle(ctx, version, r))
-        }
+        RequestKind::AlterReplicaLogDirs(r) => Some(handlers::alter_replica_log_dirs::handle(
+            &ctx.replicas,
+            &ctx.image(),
+            version,
+            r,
+        )),
+        RequestKind::DescribeLogDirs(r) => Some(handlers::describe_log_dirs::handle(
+            &ctx.replicas,
+            version,
+            r,
+        )),
         RequestKind::ElectLeaders(r) => {
-            Some(handlers::elect_leaders::handle(ctx, version, r).await)
+            Some(handlers::elect_leaders::handle(&ctx.controller, &ctx.cache, version, r).await)
         }
         RequestKind::AlterPartitionReassignments(r) => {
-            Some(handlers::alter_partition_reassignments::handle(ctx, version, r).await)
+            Some(handlers::alter_partition_reassignments::handle(&ctx.controller, version, r).await)
         }
         RequestKind::ListPartitionReassignments(r) => Some(
-            handlers::list_partition_reassignments::handle(ctx, version, r),
+            handlers::list_partition_reassignments::handle(&ctx.image(), version, r),
         ),
-        RequestKind::DescribeQuorum(r) => Some(handlers::describe_quorum::handle(ctx, version, r)),
+        RequestKind::DescribeQuorum(r) => Some(handlers::describe_quorum::handle(
+            &ctx.controller,
+            &ctx.config.kraft,
+            version,
+            r,
+        )),
         RequestKind::DescribeCluster(r) => {
             Some(handlers::describe_cluster::handle(ctx, version, r))
         }
-        RequestKind::ListConfigResources(r) => {
-            Some(handlers::list_config_resources::handle(ctx, version, r))
-        }
+        RequestKind::ListConfigResources(r) => Some(handlers::list_config_resources::handle(
+            &ctx.image(),
+            version,
+            r,
+        )),
         RequestKind::DescribeTopicPartitions(r) => {
-            Some(handlers::describe_topic_partitions::handle(ctx, version, r))
+            Some(handlers::describe_topic_partitions::handle(
+                &ctx.image(),
+                handlers::client_listener(ctx),
+                version,
+                r,
+            ))
         }
-        RequestKind::FindCoordinator(r) => {
-            Some(handlers::find_coordinator::handle(ctx, version, r).await)
+        RequestKind::FindCoordinator(r) => Some(
+            handlers::find_coordinator::handle(
+                &ctx.groups,
+                handlers::client_listener(ctx),
+                version,
+                r,
+            )
+            .await,
+        ),
+        RequestKind::JoinGroup(r) => {
+            Some(handlers::join_group::handle(&ctx.groups, caller(), r).await)
         }
-        RequestKind::JoinGroup(r) => Some(handlers::join_group::handle(ctx, caller(), r).await),
-        RequestKind::SyncGroup(r) => Some(handlers::sync_group::handle(ctx, caller(), r).await),
-        RequestKind::Heartbeat(r) => Some(handlers::heartbeat::handle(ctx, caller(), r).await),
-        RequestKind::LeaveGroup(r) => Some(handlers::leave_group::handle(ctx, caller(), r).await),
+        RequestKind::SyncGroup(r) => {
+            Some(handlers::sync_group::handle(&ctx.groups, caller(), r).await)
+        }
+        RequestKind::Heartbeat(r) => {
+            Some(handlers::heartbeat::handle(&ctx.groups, caller(), r).await)
+        }
+        RequestKind::LeaveGroup(r) => {
+            Some(handlers::leave_group::handle(&ctx.groups, caller(), r).await)
+        }
         RequestKind::OffsetCommit(r) => {
-            Some(handlers::offset_commit::handle(ctx, caller(), r).await)
+            Some(handlers::offset_commit::handle(&ctx.groups, &ctx.image(), caller(), r).await)
         }
-        RequestKind::OffsetFetch(r) => Some(handlers::offset_fetch::handle(ctx, caller(), r).await),
-        RequestKind::ListGroups(r) => Some(handlers::list_groups::handle(ctx, caller(), r).await),
+        RequestKind::OffsetFetch(r) => {
+            Some(handlers::offset_fetch::handle(&ctx.groups, caller(), r).await)
+        }
+        RequestKind::ListGroups(r) => {
+            Some(handlers::list_groups::handle(&ctx.groups, caller(), r).await)
+        }
         RequestKind::DescribeGroups(r) => {
-            Some(handlers::describe_groups::handle(ctx, caller(), r).await)
+            Some(handlers::describe_groups::handle(&ctx.groups, caller(), r).await)
         }
         RequestKind::DeleteGroups(r) => {
-            Some(handlers::delete_groups::handle(ctx, caller(), r).await)
+            Some(handlers::delete_groups::handle(&ctx.groups, caller(), r).await)
         }
         RequestKind::OffsetDelete(r) => {
-            Some(handlers::offset_delete::handle(ctx, caller(), r).await)
+            Some(handlers::offset_delete::handle(&ctx.groups, caller(), r).await)
         }
         _ => return Err(DispatchError::NoHandler(api_key)),
     };
