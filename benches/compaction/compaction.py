@@ -17,7 +17,8 @@ Throughput is MB read per second of cleaning from the broker's own pass lines (K
 pass" mb_read/seconds; Kafka: "MB of log processed in ... seconds" from LogCleaner's INFO logger),
 summed over passes. Wall time runs from the alter being acknowledged to the last pass line.
 Memory is VmHWM (peak RSS) after cleaning minus VmRSS just before the alter; for the JVM this is
-resident growth, not heap use (Kafka's dedupe buffer is allocated off-heap... see the report).
+resident growth, not heap use: Kafka allocates its dedupe buffer on the heap when the cleaner
+thread starts, so that buffer is already resident before the cleaning and not in the growth.
 Standard library only.
 """
 
