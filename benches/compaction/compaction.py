@@ -64,7 +64,8 @@ logger.server.level = info
 
 KIQ_PASS = re.compile(r"log cleaner pass.*?mb_read=([\d.e+-]+).*?seconds=([\d.e+-]+)"
                       r"(?:.*?records_before=(\d+))?(?:.*?records_after=(\d+))?")
-KAFKA_PASS = re.compile(r"([\d.]+) MB of log processed in ([\d.]+) seconds")
+# Kafka formats with a thousands separator ("%,.1f").
+KAFKA_PASS = re.compile(r"([\d,.]+) MB of log processed in ([\d,.]+) seconds")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -89,7 +90,8 @@ def tool(lib, main, args, timeout=120):
 def passes(broker) -> list[tuple[float, float]]:
     text = ANSI.sub("", broker.log.read_text(errors="replace"))
     pat = KIQ_PASS if broker.key == "kafkaiq" else KAFKA_PASS
-    return [(float(m.group(1)), float(m.group(2))) for m in pat.finditer(text)]
+    num = lambda t: float(t.replace(",", ""))
+    return [(num(m.group(1)), num(m.group(2))) for m in pat.finditer(text)]
 
 
 def make_data(path: Path, records: int, keys: int, value_bytes: int) -> dict[str, str]:
