@@ -122,6 +122,9 @@ pub struct Log {
     high_watermark: AtomicI64,
     /// Odd while a truncation rewrites bytes in place; readers retry when it moved.
     truncation_generation: AtomicU64,
+    /// Truncations only (a cleaning's swap moves `truncation_generation` but loses no byte
+    /// above the recovery point): a flush that raced one does not move the recovery point.
+    truncations: AtomicU64,
     offline: AtomicBool,
     offline_reason: Mutex<String>,
     /// Set once the log was replaced by a copy in another log dir: it refuses every write
@@ -330,6 +333,7 @@ impl Log {
             cleaned_up_to: AtomicI64::new(-1),
             high_watermark: AtomicI64::new(i64::MAX),
             truncation_generation: AtomicU64::new(0),
+            truncations: AtomicU64::new(0),
             offline: AtomicBool::new(false),
             offline_reason: Mutex::new(String::new()),
             retired: AtomicBool::new(false),
@@ -898,6 +902,7 @@ impl Log {
             return self.guard(r);
         }
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
+        self.truncations.fetch_add(1, Ordering::SeqCst);
         let r = (|| {
             let config = self.config();
             let segments = self.segments();
@@ -927,6 +932,7 @@ impl Log {
             Ok(())
         })();
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
+        self.truncations.fetch_add(1, Ordering::SeqCst);
         drop(w);
         self.guard(r)
     }
@@ -945,6 +951,7 @@ impl Log {
 
     fn truncate_fully_locked(&self, _w: &MutexGuard<'_, Writer>, offset: i64) -> Result<()> {
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
+        self.truncations.fetch_add(1, Ordering::SeqCst);
         let r = (|| {
             let config = self.config();
             let old = self.segments();
@@ -969,6 +976,7 @@ impl Log {
             Ok(())
         })();
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
+        self.truncations.fetch_add(1, Ordering::SeqCst);
         r
     }
 
@@ -1109,7 +1117,7 @@ impl Log {
             (
                 self.log_end_offset(),
                 self.segments(),
-                self.truncation_generation.load(Ordering::SeqCst),
+                self.truncations.load(Ordering::SeqCst),
             )
         };
         let recovery_point = self.recovery_point();
@@ -1127,7 +1135,7 @@ impl Log {
         })();
         self.guard(r)?;
         let _w = self.writer.lock();
-        if self.truncation_generation.load(Ordering::SeqCst) == generation {
+        if self.truncations.load(Ordering::SeqCst) == generation {
             self.recovery_point
                 .fetch_max(target.min(self.log_end_offset()), Ordering::AcqRel);
         }
@@ -1141,16 +1149,13 @@ impl Log {
     pub(crate) fn flush_rolled(&self, upto: i64, snapshot: Option<&Path>) -> Result<()> {
         let (segments, generation) = {
             let _w = self.lock_writer()?;
-            (
-                self.segments(),
-                self.truncation_generation.load(Ordering::SeqCst),
-            )
+            (self.segments(), self.truncations.load(Ordering::SeqCst))
         };
         if !self.fsync_rolled(&segments, upto, snapshot)? {
             return Ok(());
         }
         let _w = self.writer.lock();
-        if self.truncation_generation.load(Ordering::SeqCst) == generation {
+        if self.truncations.load(Ordering::SeqCst) == generation {
             self.recovery_point
                 .fetch_max(upto.min(self.log_end_offset()), Ordering::AcqRel);
         }
