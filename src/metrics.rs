@@ -417,3 +417,38 @@ pub struct CleanerStats {
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
 }
+
+/// What the group coordinator's loads of `__consumer_offsets` partitions cost (Kafka's
+/// `group-coordinator-metrics` `partition-load-time-max` / `-avg`). A compacted offsets topic
+/// keeps them flat however many commits a group made.
+#[derive(Debug, Default)]
+pub struct GroupLoadStats {
+    /// Partitions loaded since startup.
+    pub loads: AtomicU64,
+    /// Records replayed by every load since startup, and by the last one.
+    pub records: AtomicU64,
+    pub last_records: AtomicU64,
+    /// The longest load and all loads together, in ms.
+    pub max_ms: AtomicU64,
+    pub total_ms: AtomicU64,
+}
+
+impl GroupLoadStats {
+    pub fn record(&self, records: u64, elapsed_ms: u64) {
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        self.records.fetch_add(records, Ordering::Relaxed);
+        self.last_records.store(records, Ordering::Relaxed);
+        self.max_ms.fetch_max(elapsed_ms, Ordering::Relaxed);
+        self.total_ms.fetch_add(elapsed_ms, Ordering::Relaxed);
+    }
+
+    /// The mean load time in ms (0 before the first load).
+    pub fn avg_ms(&self) -> u64 {
+        let loads = self.loads.load(Ordering::Relaxed);
+        if loads == 0 {
+            0
+        } else {
+            self.total_ms.load(Ordering::Relaxed) / loads
+        }
+    }
+}

@@ -299,3 +299,166 @@ async fn parked_joins_and_syncs_session_expiry_and_restart() {
     wait_for_state(&mut c, "Empty").await;
     broker.shutdown().await.unwrap();
 }
+
+/// Commits `rounds` × `partitions` offsets of topic `t` for the simple (memberless) group
+/// `group`, round `r` committing offset `r` on every partition.
+async fn commit_rounds(client: &mut common::RawClient, group: &str, partitions: i32, rounds: i64) {
+    // FindCoordinator creates `__consumer_offsets`, as a client's first step does.
+    let found: FindCoordinatorResponse = client
+        .call(3, &FindCoordinatorRequest::default().with_key(s(group)))
+        .await;
+    assert_eq!(found.error_code, 0);
+    for round in 1..=rounds {
+        let commit = OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(s(""))
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(
+                    (0..partitions)
+                        .map(|p| {
+                            OffsetCommitRequestPartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(round)
+                                .with_committed_metadata(Some(s("m")))
+                        })
+                        .collect(),
+                )]);
+        // The first commit may find the new coordinator partition still loading.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let r: OffsetCommitResponse = client.call(8, &commit).await;
+            let code = r.topics[0].partitions[0].error_code;
+            let retriable = [
+                ResponseError::CoordinatorNotAvailable.code(),
+                ResponseError::NotCoordinator.code(),
+                ResponseError::CoordinatorLoadInProgress.code(),
+            ];
+            if round == 1 && retriable.contains(&code) && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            for p in &r.topics[0].partitions {
+                assert_eq!(p.error_code, 0, "round {round}: {r:?}");
+            }
+            break;
+        }
+    }
+}
+
+/// Bytes of `__consumer_offsets-0`'s `.log` segments under `dir`.
+fn offsets_log_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir.join("__consumer_offsets-0"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Records the group coordinator replays when it loads `__consumer_offsets` after `ROUNDS`
+/// rounds of commits on `PARTITIONS` partitions, through a restart (the load a coordinator
+/// move makes): with `cleaner` on, the log cleaner compacts the offsets topic down to about one
+/// record per committed partition, so the load stays small however many commits were made;
+/// off, the load replays every commit. Either way the last commit is what OffsetFetch answers.
+async fn records_loaded_after_a_restart(cleaner: bool) -> u64 {
+    const PARTITIONS: i32 = 10;
+    const ROUNDS: i64 = 1_000;
+    const GROUP_NAME: &str = "commit-heavy";
+    let dir = tempfile::tempdir().unwrap();
+    let enable = format!("log.cleaner.enable={cleaner}");
+    let overrides = [
+        "offsets.topic.num.partitions=1",
+        "offsets.topic.segment.bytes=65536",
+        "log.cleaner.backoff.ms=50",
+        enable.as_str(),
+    ];
+    let broker = common::start_broker(dir.path(), &overrides).await;
+    let mut client = common::RawClient::connect(broker.local_addr).await;
+    let created: CreateTopicsResponse = client
+        .call(
+            7,
+            &CreateTopicsRequest::default()
+                .with_timeout_ms(5_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_num_partitions(PARTITIONS)
+                    .with_replication_factor(1)]),
+        )
+        .await;
+    assert_eq!(created.topics[0].error_code, 0);
+    commit_rounds(&mut client, GROUP_NAME, PARTITIONS, ROUNDS).await;
+    let written = offsets_log_bytes(dir.path());
+    if cleaner {
+        // Everything but the active segment is compacted to the last commit per partition.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while offsets_log_bytes(dir.path()) > 65_536 + 8_192 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "__consumer_offsets still holds {} of {written} bytes",
+                offsets_log_bytes(dir.path())
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    drop(client);
+    broker.shutdown().await.unwrap();
+
+    let broker = common::start_broker(dir.path(), &overrides).await;
+    let mut client = common::RawClient::connect(broker.local_addr).await;
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s(GROUP_NAME)))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_partition_indexes((0..PARTITIONS).collect())]));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let r: OffsetFetchResponse = loop {
+        let r: OffsetFetchResponse = client.call(7, &fetch).await;
+        if r.error_code != ResponseError::CoordinatorLoadInProgress.code() {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "still loading");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(r.error_code, 0);
+    for p in &r.topics[0].partitions {
+        assert_eq!(
+            (p.error_code, p.committed_offset),
+            (0, ROUNDS),
+            "partition {}",
+            p.partition_index
+        );
+    }
+    let loads = broker.context.groups.load_stats();
+    assert_eq!(loads.loads.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let records = loads
+        .last_records
+        .load(std::sync::atomic::Ordering::Relaxed);
+    drop(client);
+    broker.shutdown().await.unwrap();
+    records
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_offsets_topic_keeps_the_coordinator_load_small() {
+    let commits = 10_000;
+    let uncleaned = records_loaded_after_a_restart(false).await;
+    assert_eq!(
+        uncleaned, commits,
+        "without the cleaner every commit is replayed"
+    );
+    let cleaned = records_loaded_after_a_restart(true).await;
+    eprintln!(
+        "records loaded after {commits} commits: {uncleaned} uncompacted, {cleaned} compacted"
+    );
+    // At most the active segment (64 KiB of commit records, under 2,000) and one record per
+    // partition from the cleaned part, however many commits came before.
+    assert!(
+        cleaned < 2_000,
+        "{cleaned} records replayed after {commits} commits"
+    );
+}

@@ -130,6 +130,8 @@ pub struct GroupService {
     /// `offsets.commit.timeout.ms`: how long a write waits for the high watermark.
     commit_timeout_ms: u64,
     timer_wake: Notify,
+    /// What loads of `__consumer_offsets` partitions replayed and took.
+    load_stats: crate::metrics::GroupLoadStats,
     me: Weak<GroupService>,
 }
 
@@ -198,8 +200,14 @@ impl GroupService {
             retention_check_interval_ms: config.group.offsets_retention_check_interval_ms,
             commit_timeout_ms: config.group.offsets_commit_timeout_ms,
             timer_wake: Notify::new(),
+            load_stats: Default::default(),
             me: me.clone(),
         })
+    }
+
+    /// What the loads of `__consumer_offsets` partitions replayed and took.
+    pub fn load_stats(&self) -> &crate::metrics::GroupLoadStats {
+        &self.load_stats
     }
 
     pub fn config(&self) -> &GroupConfig {
@@ -607,6 +615,7 @@ impl GroupService {
             self.timer_wake.notify_one();
         }
         let elapsed_ms = started.elapsed().as_millis() as u64;
+        self.load_stats.record(replayed, elapsed_ms);
         if replayed > 0 {
             tracing::info!(
                 partition,

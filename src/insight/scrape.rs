@@ -318,6 +318,29 @@ pub fn scrape(ctx: &Context) -> String {
 
     r.register("kafkaiq_runtime_wake_lateness_ms", "How late in ms a task of the async runtime that sleeps 5 ms at a time wakes after its deadline (worker threads blocked by synchronous work or waiting for a CPU; includes up to 1 ms of timer granularity)", ctx.runtime_stats.wake_lateness_ms.clone());
 
+    // kafka.server:type=group-coordinator-metrics
+    let loads = ctx.groups.load_stats();
+    gauge(
+        &mut r,
+        "kafka_server_group_coordinator_metrics_partition_load_time_max",
+        "The longest load of a __consumer_offsets partition by this coordinator since startup, in ms",
+        loads.max_ms.load(std::sync::atomic::Ordering::Relaxed) as i64,
+    );
+    gauge(
+        &mut r,
+        "kafka_server_group_coordinator_metrics_partition_load_time_avg",
+        "The mean load time of a __consumer_offsets partition by this coordinator, in ms",
+        loads.avg_ms() as i64,
+    );
+    gauge(
+        &mut r,
+        "kafkaiq_group_coordinator_last_load_records",
+        "Records the last load of a __consumer_offsets partition replayed (bounded when the topic is compacted)",
+        loads
+            .last_records
+            .load(std::sync::atomic::Ordering::Relaxed) as i64,
+    );
+
     // kafka.log:type=LogCleaner and LogCleanerManager
     let cleaner = &ctx.cleaner_stats;
     let compacted = ctx.replicas.log_manager.compacted_logs(ctx.clock.now_ms());
