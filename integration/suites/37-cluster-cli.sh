@@ -11,7 +11,7 @@
 # - BrokerApiVersionsCommand (the Java AdminClient's node list): 3 unfenced brokers.
 # - Static group members (KIP-345), 2 and 3 of them joining at the same moment, with librdkafka
 #   (integration/python/check_static_members.py) and the Java consumer
-#   (integration/programs/StaticMembers.java): one assignment each, and a restarted member gets
+#   (integration/programs/StaticMembers.java): each is assigned, every partition once, and a restarted member gets
 #   its partitions back without a rebalance (the files set group.initial.rebalance.delay.ms=0).
 # - A topic on replicas 3,1,2 with 500 records, deleted while node 3 is stopped (SIGTERM), node 3
 #   restarted and the topic created again on 3,1,2 (integration/programs/PartitionRecords.java,
