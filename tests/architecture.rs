@@ -158,14 +158,11 @@ fn handlers_do_not_use_storage() {
 const HANDLERS_TAKING_CONTEXT: &[&str] = &[
     "alter_configs.rs",
     "create_topics.rs",
-    "describe_cluster.rs",
     "describe_configs.rs",
     "fetch.rs",
     "fetch/response.rs",
     "incremental_alter_configs.rs",
     "list_offsets.rs",
-    "metadata.rs",
-    "mod.rs",
     "produce.rs",
     "produce/response.rs",
 ];

@@ -50,7 +50,7 @@ pub mod sync_group;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::context::Context;
+use crate::config::BrokerConfig;
 use crate::metadata::{BrokerRegistration, Endpoint, MetadataImage};
 
 /// Wire string from a Rust string.
@@ -68,8 +68,8 @@ pub(crate) fn topic_name(s: &str) -> TopicName {
 /// Seam: connections do not carry their listener yet, and a node serves clients on one
 /// listener, so this is that listener. When the server accepts on several, dispatch passes the
 /// connection's listener name to the handlers and this goes.
-pub(crate) fn client_listener(ctx: &Context) -> &str {
-    &ctx.config.listener.name
+pub(crate) fn client_listener(config: &BrokerConfig) -> &str {
+    &config.listener.name
 }
 
 /// Broker `node_id` and its endpoint on `listener`, if it is registered, unfenced and has that

@@ -136,9 +136,13 @@ pub async fn handle_frame(
         RequestKind::ListPartitionReassignments(r) => {
             handlers::list_partition_reassignments::handle(&ctx.image(), version, r)
         }
-        RequestKind::DescribeCluster(r) => {
-            handlers::describe_cluster::handle_controllers(ctx, version, r)
-        }
+        RequestKind::DescribeCluster(r) => handlers::describe_cluster::handle_controllers(
+            &ctx.image(),
+            &ctx.controller,
+            &ctx.config.kraft,
+            version,
+            r,
+        ),
         RequestKind::BrokerRegistration(r) => {
             handlers::broker_lifecycle::broker_registration(&ctx.controller, r, conn.id).await
         }

@@ -211,7 +211,17 @@ async fn handle_supported(
     };
     let body: Option<ResponseKind> = match request_body {
         RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(version, r)),
-        RequestKind::Metadata(r) => Some(handlers::metadata::handle(ctx, version, r).await),
+        RequestKind::Metadata(r) => Some(
+            handlers::metadata::handle(
+                &ctx.cache,
+                &ctx.controller,
+                handlers::client_listener(&ctx.config),
+                ctx.config.topics.auto_create_topics_enable,
+                version,
+                r,
+            )
+            .await,
+        ),
         RequestKind::Produce(r) => match handlers::produce::handle(ctx, version, r).await {
             handlers::produce::ProduceReply::Respond(body) => Some(*body),
             handlers::produce::ProduceReply::Nothing => None,
@@ -284,9 +294,12 @@ async fn handle_supported(
             version,
             r,
         )),
-        RequestKind::DescribeCluster(r) => {
-            Some(handlers::describe_cluster::handle(ctx, version, r))
-        }
+        RequestKind::DescribeCluster(r) => Some(handlers::describe_cluster::handle(
+            &ctx.image(),
+            handlers::client_listener(&ctx.config),
+            version,
+            r,
+        )),
         RequestKind::ListConfigResources(r) => Some(handlers::list_config_resources::handle(
             &ctx.image(),
             version,
@@ -295,7 +308,7 @@ async fn handle_supported(
         RequestKind::DescribeTopicPartitions(r) => {
             Some(handlers::describe_topic_partitions::handle(
                 &ctx.image(),
-                handlers::client_listener(ctx),
+                handlers::client_listener(&ctx.config),
                 version,
                 r,
             ))
@@ -303,7 +316,7 @@ async fn handle_supported(
         RequestKind::FindCoordinator(r) => Some(
             handlers::find_coordinator::handle(
                 &ctx.groups,
-                handlers::client_listener(ctx),
+                handlers::client_listener(&ctx.config),
                 version,
                 r,
             )

@@ -26,7 +26,7 @@ pub(super) fn encode(
 ) -> ResponseKind {
     let read_committed = base.isolation == FetchIsolation::TxnCommitted;
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
-    let mut leaders = CurrentLeaders::new(ctx.image(), client_listener(ctx));
+    let mut leaders = CurrentLeaders::new(ctx.image(), client_listener(&ctx.config));
     for read in reads {
         let spec = &plan.partitions[read.spec_index];
         let mut data = PartitionData::default()

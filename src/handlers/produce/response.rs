@@ -19,7 +19,7 @@ pub(super) fn encode(
     request: &ProduceRequest,
     appended: Vec<TopicAppend>,
 ) -> ProduceResponse {
-    let mut leaders = CurrentLeaders::new(ctx.image(), client_listener(ctx));
+    let mut leaders = CurrentLeaders::new(ctx.image(), client_listener(&ctx.config));
     let responses = appended
         .into_iter()
         .zip(&request.topic_data)
