@@ -156,12 +156,8 @@ fn handlers_do_not_use_storage() {
 /// calls (the group coordinator, the controller channel, the replica manager, the image…),
 /// never the whole `Context`. The handlers below still take it and are left to narrow.
 const HANDLERS_TAKING_CONTEXT: &[&str] = &[
-    "alter_configs.rs",
-    "create_topics.rs",
-    "describe_configs.rs",
     "fetch.rs",
     "fetch/response.rs",
-    "incremental_alter_configs.rs",
     "list_offsets.rs",
     "produce.rs",
     "produce/response.rs",

@@ -241,9 +241,16 @@ async fn handle_supported(
             version,
             r,
         )),
-        RequestKind::CreateTopics(r) => {
-            Some(handlers::create_topics::handle(ctx, version, r).await)
-        }
+        RequestKind::CreateTopics(r) => Some(
+            handlers::create_topics::handle(
+                &ctx.controller,
+                &ctx.replicas,
+                &ctx.config,
+                version,
+                r,
+            )
+            .await,
+        ),
         RequestKind::DeleteTopics(r) => {
             Some(handlers::delete_topics::handle(&ctx.controller, &ctx.cache, version, r).await)
         }
@@ -253,21 +260,28 @@ async fn handle_supported(
         RequestKind::DeleteRecords(r) => {
             Some(handlers::delete_records::handle(&ctx.replicas, &ctx.image(), version, r).await)
         }
-        RequestKind::DescribeConfigs(r) => {
-            Some(handlers::describe_configs::handle(ctx, version, r))
-        }
+        RequestKind::DescribeConfigs(r) => Some(handlers::describe_configs::handle(
+            &ctx.cache,
+            &ctx.replicas,
+            &ctx.config,
+            version,
+            r,
+        )),
         RequestKind::AlterConfigs(r) => Some(
             handlers::alter_configs::handle_on(
-                ctx,
+                &ctx.controller,
                 version,
                 r,
-                handlers::incremental_alter_configs::Receiver::Broker,
+                handlers::incremental_alter_configs::Receiver::Broker {
+                    node_id: ctx.node_id,
+                },
             )
             .await,
         ),
-        RequestKind::IncrementalAlterConfigs(r) => {
-            Some(handlers::incremental_alter_configs::handle(ctx, version, r).await)
-        }
+        RequestKind::IncrementalAlterConfigs(r) => Some(
+            handlers::incremental_alter_configs::handle(&ctx.controller, ctx.node_id, version, r)
+                .await,
+        ),
         RequestKind::AlterReplicaLogDirs(r) => Some(handlers::alter_replica_log_dirs::handle(
             &ctx.replicas,
             &ctx.image(),
