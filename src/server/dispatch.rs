@@ -16,6 +16,7 @@ use crate::context::Context;
 use crate::group::service::Caller;
 use crate::handlers;
 use crate::protocol::{self, DecodeError};
+use crate::replica::append::AppendStats;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
@@ -164,6 +165,20 @@ fn api_name(api_key: ApiKey) -> &'static str {
     )
 }
 
+/// What a Produce uses, of the node's services.
+fn produce_services(ctx: &Context) -> handlers::produce::ProduceServices<'_> {
+    handlers::produce::ProduceServices {
+        cache: &ctx.cache,
+        replicas: &ctx.replicas,
+        clock: &*ctx.clock,
+        stats: AppendStats {
+            topics: &ctx.topic_stats,
+            requests: &ctx.request_stats,
+        },
+        listener: handlers::client_listener(&ctx.config),
+    }
+}
+
 /// A decoded request of an advertised version: forwarded or handled, its response encoded.
 async fn handle_supported(
     ctx: &Arc<Context>,
@@ -222,15 +237,19 @@ async fn handle_supported(
             )
             .await,
         ),
-        RequestKind::Produce(r) => match handlers::produce::handle(ctx, version, r).await {
-            handlers::produce::ProduceReply::Respond(body) => Some(*body),
-            handlers::produce::ProduceReply::Nothing => None,
-            handlers::produce::ProduceReply::CloseConnection => {
-                return Err(DispatchError::AcksZeroProduceFailed)
+        RequestKind::Produce(r) => {
+            match handlers::produce::handle(produce_services(ctx), version, r).await {
+                handlers::produce::ProduceReply::Respond(body) => Some(*body),
+                handlers::produce::ProduceReply::Nothing => None,
+                handlers::produce::ProduceReply::CloseConnection => {
+                    return Err(DispatchError::AcksZeroProduceFailed)
+                }
             }
-        },
+        }
         RequestKind::Fetch(r) => Some(handlers::fetch::handle(ctx, version, r).await),
-        RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(ctx, version, r).await),
+        RequestKind::ListOffsets(r) => {
+            Some(handlers::list_offsets::handle(&ctx.cache, &ctx.replicas, version, r).await)
+        }
         RequestKind::InitProducerId(r) => Some(
             handlers::init_producer_id::handle(&ctx.producer_ids, &ctx.controller, version, r)
                 .await,
