@@ -179,6 +179,19 @@ fn produce_services(ctx: &Context) -> handlers::produce::ProduceServices<'_> {
     }
 }
 
+/// What a Fetch uses, of the node's services.
+fn fetch_services(ctx: &Context) -> handlers::fetch::FetchServices<'_> {
+    handlers::fetch::FetchServices {
+        cache: &ctx.cache,
+        replicas: &ctx.replicas,
+        sessions: &ctx.fetch_sessions,
+        fetch_max_bytes: ctx.config.replica.fetch_max_bytes,
+        topic_stats: &ctx.topic_stats,
+        served: &ctx.fetch_served,
+        listener: handlers::client_listener(&ctx.config),
+    }
+}
+
 /// A decoded request of an advertised version: forwarded or handled, its response encoded.
 async fn handle_supported(
     ctx: &Arc<Context>,
@@ -246,7 +259,9 @@ async fn handle_supported(
                 }
             }
         }
-        RequestKind::Fetch(r) => Some(handlers::fetch::handle(ctx, version, r).await),
+        RequestKind::Fetch(r) => {
+            Some(handlers::fetch::handle(fetch_services(ctx), version, r).await)
+        }
         RequestKind::ListOffsets(r) => {
             Some(handlers::list_offsets::handle(&ctx.cache, &ctx.replicas, version, r).await)
         }
