@@ -6,9 +6,11 @@
 //!
 //! A handler receives what it uses: its parameters are the services it calls (the group
 //! coordinator, the controller channel, the replica manager, the metadata image or cache, the
-//! client's listener), which `server::dispatch` borrows from the [`Context`]. A handler that
-//! takes only the group coordinator cannot reach storage or the controller. The handlers that
-//! still take the whole `Context` are listed in `tests/architecture.rs`.
+//! config values it reads, the client's listener), which `server::dispatch` borrows from the
+//! node's [`Context`](crate::context::Context). Produce and Fetch, which use more, take one
+//! struct of them each ([`produce::ProduceServices`], [`fetch::FetchServices`]). A handler that
+//! takes only the group coordinator cannot reach storage or the controller; no handler names
+//! `Context` (`tests/architecture.rs` checks it).
 
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
