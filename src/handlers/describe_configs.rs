@@ -90,7 +90,7 @@ fn describe_topic(
             .with_name(str_bytes(def.name))
             .with_value(Some(str_bytes(&value)))
             .with_read_only(false)
-            .with_config_source(topic_source(def, source, config, &image) as i8);
+            .with_config_source(topic_source(def, source, config, &image));
         if include_synonyms {
             let mut synonyms = Vec::new();
             if let Some(v) = topic.configs.get(def.name) {
