@@ -2,8 +2,8 @@
 //!
 //! [`crate::node`] builds one `Context` per process and hands it to the server, which passes
 //! each handler the parts it uses: the metadata image, the replica manager, the controller, the
-//! group coordinator, the fetch session cache. A handler can be tested against a hand-built
-//! context, or against the parts it takes.
+//! group coordinator, the fetch session cache, config values, counters. No handler takes the
+//! whole `Context`, so a handler is tested against the parts it takes.
 
 use std::sync::Arc;
 

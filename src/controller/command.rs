@@ -2,10 +2,11 @@
 //! [`Effects`], which carries them out on a node (the controller thread) or in the simulation.
 //!
 //! The core decides and keeps its own state; it writes no file, sends no message, publishes no
-//! image and answers no caller itself. It returns those as commands, in the order they must take
-//! effect (the openraft engine's way): a poll's writes come before the messages and the images
-//! that say they were written, so carrying the commands out in order keeps Raft's rule that
-//! nothing is sent or applied before it is durable.
+//! image, answers no caller and writes nothing other threads read ([`QuorumState`]) itself. It
+//! returns those as commands, in the order they must take effect (the openraft engine's way): a
+//! poll's writes come before the messages and the images that say they were written, so
+//! carrying the commands out in order keeps Raft's rule that nothing is sent or applied before
+//! it is durable.
 
 use std::sync::Arc;
 
@@ -13,10 +14,12 @@ use bytes::Bytes;
 use raft::eraftpb::Message;
 
 use super::driver::ControllerError;
+use super::forward::{QuorumDescription, QuorumState};
 use super::observer::MetadataFeed;
 use super::passes::Answer;
 use crate::errors::ApiError;
 use crate::metadata::{MetadataImage, MetadataPublisher};
+use crate::metrics::ElectionReason;
 use crate::quorum::durable::{persist, Durable, Persist};
 
 /// One thing the controller's core asks to be done; a list of them is carried out in order.
@@ -29,6 +32,24 @@ pub(crate) enum Command {
     Publish(Publish),
     /// Answer the callers of a pass, or refuse requests.
     Answer(Answer),
+    /// Tell the node's other threads (channels, DescribeQuorum, metrics, the chunk reassembly).
+    Report(Report),
+}
+
+/// What the node's other threads read of the controller ([`QuorumState`]).
+pub(crate) enum Report {
+    /// Whether this voter is the active controller, and the quorum leader it knows (-1: none).
+    Leadership { active: bool, leader: i32 },
+    /// What DescribeQuorum answers.
+    Quorum(QuorumDescription),
+    /// A leader elected by an applied entry, `elapsed_ms` after its pass was decided.
+    Elected {
+        reason: ElectionReason,
+        elapsed_ms: f64,
+    },
+    /// The controller-listener connection carrying a peer voter's accepted messages (none once
+    /// it closed).
+    PeerLink { voter: u64, connection: Option<u64> },
 }
 
 /// A new image, and what it means for the feed broker-only nodes fetch from.
@@ -45,19 +66,26 @@ pub(crate) enum Publish {
     ControllerId(Arc<MetadataImage>),
 }
 
-/// Where a controller's commands take effect: its durable state, its publisher and the feed.
+/// Where a controller's commands take effect: its durable state, its publisher, the feed and
+/// what the node's other threads read.
 pub(crate) struct Effects<D: Durable> {
     durable: D,
     publisher: Arc<MetadataPublisher>,
     feed: Arc<MetadataFeed>,
+    state: Arc<QuorumState>,
 }
 
 impl<D: Durable> Effects<D> {
-    pub(crate) fn new(durable: D, publisher: Arc<MetadataPublisher>) -> Effects<D> {
+    pub(crate) fn new(
+        durable: D,
+        publisher: Arc<MetadataPublisher>,
+        state: Arc<QuorumState>,
+    ) -> Effects<D> {
         Effects {
             durable,
             publisher,
             feed: Arc::default(),
+            state,
         }
     }
 
@@ -73,8 +101,9 @@ impl<D: Durable> Effects<D> {
     /// Carries out `commands` in order and returns the messages to send to peers (sent after
     /// every write of the list is durable). A write that fails stops it: what it has not carried
     /// out yet is not sent or published, and a committed pass not yet answered gets
-    /// REQUEST_TIMED_OUT (its outcome, as far as its callers can know, is unknown). The error
-    /// means this voter can no longer keep its state durable: the caller stops it.
+    /// REQUEST_TIMED_OUT (its outcome, as far as its callers can know, is unknown); reports are
+    /// still made (they say what the core saw, not what is durable). The error means this voter
+    /// can no longer keep its state durable: the caller stops it.
     pub(crate) fn carry_out(
         &mut self,
         commands: Vec<Command>,
@@ -86,8 +115,10 @@ impl<D: Durable> Effects<D> {
                 Command::Persist(writes) => {
                     if let Err(e) = persist(&mut self.durable, &writes) {
                         for command in commands {
-                            if let Command::Answer(answer) = command {
-                                self.answer(answer.unknown());
+                            match command {
+                                Command::Answer(answer) => self.answer(answer.unknown()),
+                                Command::Report(report) => self.report(report),
+                                _ => {}
                             }
                         }
                         return Err(e.into());
@@ -96,9 +127,23 @@ impl<D: Durable> Effects<D> {
                 Command::Send(sent) => messages.extend(sent),
                 Command::Publish(publish) => self.publish(publish),
                 Command::Answer(answer) => self.answer(answer),
+                Command::Report(report) => self.report(report),
             }
         }
         Ok(messages)
+    }
+
+    fn report(&self, report: Report) {
+        match report {
+            Report::Leadership { active, leader } => self.state.set(active, leader),
+            Report::Quorum(description) => {
+                *self.state.status.lock().unwrap_or_else(|e| e.into_inner()) = description;
+            }
+            Report::Elected { reason, elapsed_ms } => {
+                self.state.stats.elected(reason, 1, elapsed_ms);
+            }
+            Report::PeerLink { voter, connection } => self.state.link_peer(voter, connection),
+        }
     }
 
     fn publish(&self, publish: Publish) {
@@ -188,7 +233,12 @@ mod tests {
     use crate::quorum::{QuorumConfig, QuorumEngine};
 
     /// A single voter's core at time 0, and where its commands take effect.
-    fn single_voter() -> (ControllerCore, Effects<MemState>, Arc<MetadataCache>) {
+    fn single_voter() -> (
+        ControllerCore,
+        Effects<MemState>,
+        Arc<MetadataCache>,
+        Arc<QuorumState>,
+    ) {
         let mut raw = RawConfig::default();
         raw.set("node.id", "1");
         let config = Arc::new(BrokerConfig::from_raw(raw).unwrap().config);
@@ -206,15 +256,14 @@ mod tests {
             cache.clone(),
             MetadataImage::empty(String::new(), 1),
         ));
-        let core = ControllerCore::new(
-            config,
-            engine,
-            publisher.image(),
-            "commands".into(),
-            None,
-            Arc::new(crate::controller::forward::QuorumState::new()),
-        );
-        (core, Effects::new(durable, publisher), cache)
+        let core = ControllerCore::new(config, engine, publisher.image(), "commands".into(), None);
+        let state = Arc::new(QuorumState::new());
+        (
+            core,
+            Effects::new(durable, publisher, state.clone()),
+            cache,
+            state,
+        )
     }
 
     /// Checks that every entry a command publishes was persisted by an earlier command, and
@@ -250,7 +299,7 @@ mod tests {
 
     #[test]
     fn the_core_returns_writes_before_the_images_and_answers_that_depend_on_them() {
-        let (mut core, mut effects, cache) = single_voter();
+        let (mut core, mut effects, cache, _) = single_voter();
         let mut persisted = BTreeSet::new();
         let mut now = Now::default();
         while !core.is_active() {
@@ -290,5 +339,38 @@ mod tests {
         let block = answer.try_recv().unwrap().unwrap();
         assert!(block.size > 0);
         assert_eq!(cache.image().metadata_offset, published[0]);
+    }
+
+    #[test]
+    fn what_other_threads_read_is_written_only_by_carrying_out_the_reports() {
+        use std::sync::atomic::Ordering;
+        let reported = |state: &QuorumState| {
+            (
+                state.active.load(Ordering::Acquire),
+                state.leader.load(Ordering::Acquire),
+                state.status.lock().unwrap().leader_id,
+            )
+        };
+        let (mut core, mut effects, _, state) = single_voter();
+        let mut now = Now::default();
+        let mut commands = Vec::new();
+        while !core.is_active() {
+            now.mono_ms += 100;
+            core.tick(now);
+            commands.extend(core.advance(now).unwrap());
+            assert!(now.mono_ms < 10_000, "a single voter never became active");
+        }
+        commands.extend(core.advance(now).unwrap());
+        // Active, and it says so in its commands; nothing the node's threads read has moved.
+        assert!(commands.iter().any(|c| matches!(
+            c,
+            Command::Report(Report::Leadership {
+                active: true,
+                leader: 1
+            })
+        )));
+        assert_eq!(reported(&state), (false, -1, 0));
+        effects.carry_out(commands).unwrap();
+        assert_eq!(reported(&state), (true, 1, 1));
     }
 }

@@ -35,7 +35,7 @@ use crate::quorum::durable::DurableError;
 use raft::eraftpb::Message;
 use tokio::sync::Semaphore;
 
-use super::command::{Command, Effects, Publish};
+use super::command::{Command, Effects, Publish, Report};
 use super::decisions::has_leaderless_partitions;
 use super::passes::{Answer, InFlight, Passes};
 use super::request::{decide, IdSource, Request};
@@ -103,7 +103,7 @@ pub(crate) const TICK: Duration = Duration::from_millis(100);
 pub(crate) use super::sessions::Lifecycle;
 
 /// The controller without its thread: events in, [`Command`]s out (persist, send, publish,
-/// answer), time given by the caller ([`Now`]). The thread ([`run`]) and the simulation drive
+/// answer, report), time given by the caller ([`Now`]). The thread ([`run`]) and the simulation drive
 /// it and carry out its commands ([`Effects`]); it does no I/O and reads no clock. It joins
 /// three parts, each with its own state, taking its inputs with their time and returning what
 /// to do: the [`Voter`] (the quorum engine, campaigns, peer connections), the
@@ -120,8 +120,6 @@ pub(crate) struct ControllerCore {
     sessions: BrokerSessions,
     /// Set when this voter just became active; handled by the next advance (it needs the time).
     became_active_pending: bool,
-    /// Whether this voter is active, and who leads, for the node's channels.
-    state: Arc<super::forward::QuorumState>,
     applied_index: u64,
     /// The leader term in which this voter applied an entry of its own: it is active then.
     active_term: Option<u64>,
@@ -161,7 +159,6 @@ impl ControllerCore {
         image: Arc<MetadataImage>,
         proposed_cluster_id: String,
         lifecycle: Option<Lifecycle>,
-        state: Arc<super::forward::QuorumState>,
     ) -> ControllerCore {
         ControllerCore {
             config,
@@ -170,7 +167,6 @@ impl ControllerCore {
             proposed_cluster_id,
             sessions: BrokerSessions::new(lifecycle),
             became_active_pending: false,
-            state,
             applied_index: 0,
             active_term: None,
             passes: Passes::default(),
@@ -294,7 +290,10 @@ impl ControllerCore {
             self.voter
                 .peer_message_on(message, connection, self.now, election_timeout_ms)
         {
-            self.state.link_peer(peer, Some(connection));
+            self.report(Report::PeerLink {
+                voter: peer,
+                connection: Some(connection),
+            });
         }
     }
 
@@ -313,7 +312,10 @@ impl ControllerCore {
             .extend(fences.into_iter().map(Fence::into_request));
         if let Some(closed) = self.voter.connection_closed(connection) {
             if closed.unbound {
-                self.state.link_peer(closed.peer, None);
+                self.report(Report::PeerLink {
+                    voter: closed.peer,
+                    connection: None,
+                });
             }
             if self.is_active() {
                 self.sessions
@@ -465,6 +467,11 @@ impl ControllerCore {
         self.commands.push(Command::Answer(answer));
     }
 
+    /// Queues what the node's other threads are told.
+    fn report(&mut self, report: Report) {
+        self.commands.push(Command::Report(report));
+    }
+
     /// Starts a pass if it can, then polls and applies until nothing more happens. Returns the
     /// commands decided since they were last taken (this and earlier events'), in the order
     /// they must take effect. An error means the committed log does not decode: the caller
@@ -507,10 +514,10 @@ impl ControllerCore {
     /// controller) on the quorum leader this voter knows.
     fn publish_controller_id(&mut self) {
         let leader = self.voter.engine.leader_id();
-        self.state.set(
-            self.is_active(),
-            if leader == 0 { -1 } else { leader as i32 },
-        );
+        self.report(Report::Leadership {
+            active: self.is_active(),
+            leader: if leader == 0 { -1 } else { leader as i32 },
+        });
         self.describe_quorum();
         if leader == 0 {
             return; // No leader known (raft's "none").
@@ -528,7 +535,7 @@ impl ControllerCore {
     /// Updates what DescribeQuorum reports: the leader's view of every voter.
     fn describe_quorum(&mut self) {
         let description = self.voter.describe(self.now.wall_ms);
-        *self.state.status.lock().unwrap_or_else(|e| e.into_inner()) = description;
+        self.report(Report::Quorum(description));
     }
 
     fn maybe_start_pass(&mut self, now_ms: u64) {
@@ -734,7 +741,7 @@ impl ControllerCore {
 
     /// Counts the leaders the entry just applied elected (only the active controller counts,
     /// so a sum over the cluster's nodes is the cluster's count, as with Kafka's meters).
-    fn count_elections(&self, before: &MetadataImage) {
+    fn count_elections(&mut self, before: &MetadataImage) {
         let elections = super::elections::elections(before, &self.image);
         if elections.is_empty() {
             return;
@@ -742,7 +749,10 @@ impl ControllerCore {
         let elapsed_ms = self.passes.in_flight_for_ms(self.now.mono_ms) as f64;
         for e in &elections {
             tracing::debug!(topic = %e.topic, partition = e.partition, from = e.previous_leader, to = e.leader, reason = e.reason.as_str(), "leader elected");
-            self.state.stats.elected(e.reason, 1, elapsed_ms);
+            self.report(Report::Elected {
+                reason: e.reason,
+                elapsed_ms,
+            });
         }
     }
 

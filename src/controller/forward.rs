@@ -17,7 +17,8 @@ use crate::errors::ApiError;
 use crate::limits::CONTROLLER_FORWARD_TIMEOUT_MS;
 
 /// What the controller thread tells the rest of the node about the quorum, without a round
-/// trip through its queue.
+/// trip through its queue: written only by carrying out the core's
+/// [`Report`](super::command::Report)s.
 #[derive(Debug)]
 pub(crate) struct QuorumState {
     /// Whether this node's voter is the active controller.

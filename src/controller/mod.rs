@@ -660,9 +660,8 @@ async fn spawn<D: Durable + 'static>(
         publisher.image(),
         cluster_id.to_owned(),
         lifecycle,
-        state.clone(),
     );
-    let effects = command::Effects::new(durable, publisher);
+    let effects = command::Effects::new(durable, publisher, state.clone());
     let feed = effects.feed();
     let (events, rx) = mpsc::channel();
     let peers_queued = Arc::new(AtomicUsize::new(0));

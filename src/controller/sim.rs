@@ -47,6 +47,11 @@ fn advance(core: &mut ControllerCore, effects: &mut Effects<MemState>, now: Now)
         .unwrap_or_else(|e| panic!("memory state cannot fail: {e}"))
 }
 
+/// What a simulated node's other threads would read of its controller (nothing reads it here).
+fn quorum_state() -> Arc<super::forward::QuorumState> {
+    Arc::new(super::forward::QuorumState::new())
+}
+
 /// A crashed voter's callers are answered (its commands carried out: answers only).
 fn crash(mut core: ControllerCore, mut effects: Effects<MemState>) {
     effects
@@ -315,7 +320,6 @@ impl Sim {
             publisher.image(),
             format!("sim-{}", node.id),
             None,
-            Arc::new(super::forward::QuorumState::new()),
         );
         // Small snapshots, so compaction and snapshot installs happen within a run.
         core.set_snapshot_entries(16);
@@ -326,7 +330,7 @@ impl Sim {
         }));
         node.live = Some(Live {
             core,
-            effects: Effects::new(node.durable.clone(), publisher),
+            effects: Effects::new(node.durable.clone(), publisher, quorum_state()),
             cache,
             recorder,
         });
@@ -980,14 +984,13 @@ impl SessionVoters {
                     MetadataImage::empty(String::new(), id as i32),
                 ));
                 let image = publisher.image();
-                effects.push(Effects::new(durable, publisher));
+                effects.push(Effects::new(durable, publisher, quorum_state()));
                 ControllerCore::new(
                     config_for(id),
                     engine,
                     image,
                     "sessions".into(),
                     Some(lifecycle),
-                    Arc::new(super::forward::QuorumState::new()),
                 )
             })
             .collect();
@@ -1411,11 +1414,11 @@ impl SimCluster {
             self.publishers[i].image(),
             "scenario".into(),
             None,
-            Arc::new(super::forward::QuorumState::new()),
         ));
         self.effects[i] = Some(Effects::new(
             self.durables[i].clone(),
             self.publishers[i].clone(),
+            quorum_state(),
         ));
     }
 

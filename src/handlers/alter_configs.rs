@@ -3,8 +3,6 @@
 //! controller like IncrementalAlterConfigs ([`super::incremental_alter_configs`]), whose
 //! resource-name checks it shares (validate_only supported).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ResponseKind};
@@ -12,12 +10,11 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, Respon
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::incremental_alter_configs::{check_broker_name_on, Receiver};
 use super::str_bytes;
-use crate::context::Context;
-use crate::controller::ConfigResource;
+use crate::controller::{ConfigResource, ControllerChannel};
 use crate::errors::ApiError;
 
 async fn replace(
-    ctx: &Context,
+    controller: &ControllerChannel,
     res: &AlterConfigsResource,
     validate_only: bool,
     receiver: Receiver,
@@ -26,7 +23,7 @@ async fn replace(
     let resource = match res.resource_type {
         RESOURCE_TOPIC => ConfigResource::Topic(name),
         RESOURCE_BROKER => {
-            check_broker_name_on(ctx, &name, receiver)?;
+            check_broker_name_on(&name, receiver)?;
             ConfigResource::Broker(name)
         }
         other => {
@@ -46,7 +43,7 @@ async fn replace(
         })
         .collect();
     let broker = matches!(resource, ConfigResource::Broker(_));
-    ctx.controller
+    controller
         .replace_configs(resource, configs, validate_only)
         .await
         .map_err(|e| match e {
@@ -58,14 +55,14 @@ async fn replace(
 }
 
 pub async fn handle_on(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
     _version: i16,
     request: AlterConfigsRequest,
     receiver: Receiver,
 ) -> ResponseKind {
     let mut responses = Vec::with_capacity(request.resources.len());
     for res in request.resources {
-        let result = replace(ctx, &res, request.validate_only, receiver).await;
+        let result = replace(controller, &res, request.validate_only, receiver).await;
         let mut r = AlterConfigsResourceResponse::default()
             .with_resource_type(res.resource_type)
             .with_resource_name(res.resource_name);

@@ -20,9 +20,10 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, Respon
 
 use super::str_bytes;
 use crate::config::topic::{effective_value, TOPIC_CONFIG_DEFS};
-use crate::context::Context;
-use crate::controller::CreateTopicSpec;
+use crate::config::BrokerConfig;
+use crate::controller::{ControllerChannel, CreateTopicSpec};
 use crate::errors::ApiError;
+use crate::replica::ReplicaManager;
 
 /// Partitions named at most in a CreateTopics error about logs that could not be created.
 const OFFLINE_PARTITIONS_NAMED_MAX: usize = 10;
@@ -35,11 +36,11 @@ const OFFLINE_PARTITIONS_NAMED_MAX: usize = 10;
 /// be used, instead of timing out on its first produce. Kafka takes the log dir offline and
 /// answers success; the partitions are then offline in its Metadata.
 fn logs_created(
-    ctx: &Context,
+    replicas: &ReplicaManager,
     name: &str,
     topic: Arc<crate::metadata::TopicImage>,
 ) -> Result<Arc<crate::metadata::TopicImage>, ApiError> {
-    let offline = ctx.replicas.offline_partitions_of(name);
+    let offline = replicas.offline_partitions_of(name);
     let Some((_, error)) = offline.first() else {
         return Ok(topic);
     };
@@ -52,7 +53,7 @@ fn logs_created(
     Err(ApiError::KafkaStorageError(format!(
         "Topic '{name}' was created, but broker {} could not create the log of {} of its {} \
          partitions ({}{}), which are offline there: {error}",
-        ctx.replicas.node_id(),
+        replicas.node_id(),
         offline.len(),
         topic.partitions.len(),
         named.join(", "),
@@ -92,8 +93,12 @@ fn spec_of(name: String, t: &CreatableTopic) -> CreateTopicSpec {
     }
 }
 
+/// `replicas`: this node's replica manager, asked which of a created topic's logs it could not
+/// create; `config`: the broker config a topic's answered configs fall back to.
 pub async fn handle(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
+    replicas: &ReplicaManager,
+    config: &BrokerConfig,
     version: i16,
     request: CreateTopicsRequest,
 ) -> ResponseKind {
@@ -116,11 +121,7 @@ pub async fn handle(
         outcomes.push(None);
         specs.push(spec_of(name, t));
     }
-    let decided = match ctx
-        .controller
-        .create_topics(specs, request.validate_only)
-        .await
-    {
+    let decided = match controller.create_topics(specs, request.validate_only).await {
         Ok(each) => each,
         Err(e) => outcomes.iter().map(|_| Err(e.clone())).collect(),
     };
@@ -135,7 +136,7 @@ pub async fn handle(
                 if request.validate_only {
                     Ok(topic)
                 } else {
-                    logs_created(ctx, name, topic)
+                    logs_created(replicas, name, topic)
                 }
             })
         });
@@ -168,7 +169,7 @@ pub async fn handle(
                                 .iter()
                                 .map(|def| {
                                     let (value, source) =
-                                        effective_value(def, &topic.configs, &ctx.config);
+                                        effective_value(def, &topic.configs, config);
                                     CreatableTopicConfigs::default()
                                         .with_name(str_bytes(def.name))
                                         .with_value(Some(str_bytes(&value)))

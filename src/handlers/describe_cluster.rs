@@ -2,24 +2,28 @@
 //! brokers (with rack) at their endpoint of the client's listener; v2's
 //! `include_fenced_brokers` adds the fenced ones, marked `is_fenced` (KIP-1073).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{
     BrokerId, DescribeClusterRequest, DescribeClusterResponse, ResponseKind,
 };
 
-use super::{client_listener, str_bytes};
-use crate::context::Context;
+use super::str_bytes;
+use crate::config::kraft::KraftConfig;
+use crate::controller::ControllerChannel;
 use crate::errors::ApiError;
+use crate::metadata::MetadataImage;
 
 /// `endpoint_type` 1 = brokers, 2 = controllers (KIP-919).
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
-pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeClusterRequest) -> ResponseKind {
-    let image = ctx.image();
-    let listener = client_listener(ctx);
+/// `listener`: the client's (`handlers::client_listener`), whose endpoints are answered.
+pub fn handle(
+    image: &MetadataImage,
+    listener: &str,
+    version: i16,
+    request: DescribeClusterRequest,
+) -> ResponseKind {
     let include_fenced = version >= 2 && request.include_fenced_brokers;
     let brokers = image
         .brokers
@@ -60,14 +64,15 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeClusterRequest)
 /// controller endpoints, and the active controller; brokers are the broker listener's to
 /// describe, as in Kafka.
 pub fn handle_controllers(
-    ctx: &Arc<Context>,
+    image: &MetadataImage,
+    controller: &ControllerChannel,
+    kraft: &KraftConfig,
     version: i16,
     request: DescribeClusterRequest,
 ) -> ResponseKind {
-    let image = ctx.image();
     let mut response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&image.cluster_id))
-        .with_controller_id(BrokerId(ctx.controller.active_controller()));
+        .with_controller_id(BrokerId(controller.active_controller()));
     if version < 1 || request.endpoint_type != ENDPOINT_TYPE_CONTROLLERS {
         let e = ApiError::UnsupportedEndpointType(
             "The controller listener only describes controllers".into(),
@@ -77,9 +82,7 @@ pub fn handle_controllers(
         return ResponseKind::DescribeCluster(response);
     }
     response.endpoint_type = ENDPOINT_TYPE_CONTROLLERS;
-    response.brokers = ctx
-        .config
-        .kraft
+    response.brokers = kraft
         .voters
         .iter()
         .map(|v| {

@@ -3,8 +3,6 @@
 //! STATIC_BROKER_CONFIG, DEFAULT_CONFIG, and synonyms). Only the dynamic keys of
 //! [`crate::config::dynamic`] are reported writable.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -13,9 +11,10 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, 
 use super::str_bytes;
 use crate::config::dynamic::{self, BrokerSource};
 use crate::config::topic::{ConfigSource, TopicConfigKind, TOPIC_CONFIG_DEFS};
-use crate::config::{ConfigKind, BROKER_CONFIG_DEFS};
-use crate::context::Context;
+use crate::config::{BrokerConfig, ConfigKind, BROKER_CONFIG_DEFS};
 use crate::errors::ApiError;
+use crate::metadata::{MetadataCache, MetadataImage};
+use crate::replica::ReplicaManager;
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
@@ -55,8 +54,8 @@ fn wanted(keys: &Option<Vec<kafka_protocol::protocol::StrBytes>>, name: &str) ->
 fn topic_source(
     def: &crate::config::topic::TopicConfigDef,
     source: ConfigSource,
-    ctx: &Context,
-    image: &crate::metadata::MetadataImage,
+    config: &BrokerConfig,
+    image: &MetadataImage,
 ) -> i8 {
     if source != ConfigSource::StaticBroker {
         return source as i8;
@@ -64,7 +63,7 @@ fn topic_source(
     def.broker_synonyms
         .iter()
         .find_map(|s| {
-            let first = dynamic::synonyms(&ctx.config, &image.broker_configs, s)
+            let first = dynamic::synonyms(config, &image.broker_configs, s)
                 .first()?
                 .1;
             (first != BrokerSource::Default).then_some(first as i8)
@@ -73,15 +72,17 @@ fn topic_source(
 }
 
 fn describe_topic(
-    ctx: &Arc<Context>,
+    cache: &MetadataCache,
+    replicas: &ReplicaManager,
+    config: &BrokerConfig,
     version: i16,
     name: &str,
     keys: &Option<Vec<kafka_protocol::protocol::StrBytes>>,
     include_synonyms: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
-    let image = ctx.image();
+    let image = cache.image();
     let topic = image.topic(name).ok_or(ApiError::UnknownTopicOrPartition)?;
-    let broker = ctx.replicas.effective_config();
+    let broker = replicas.effective_config();
     let mut out = Vec::new();
     for def in TOPIC_CONFIG_DEFS.iter().filter(|d| wanted(keys, d.name)) {
         let (value, source) = crate::config::topic::effective_value(def, &topic.configs, &broker);
@@ -89,7 +90,7 @@ fn describe_topic(
             .with_name(str_bytes(def.name))
             .with_value(Some(str_bytes(&value)))
             .with_read_only(false)
-            .with_config_source(topic_source(def, source, ctx, &image) as i8);
+            .with_config_source(topic_source(def, source, config, &image));
         if include_synonyms {
             let mut synonyms = Vec::new();
             if let Some(v) = topic.configs.get(def.name) {
@@ -101,7 +102,7 @@ fn describe_topic(
                 );
             }
             for s in def.broker_synonyms {
-                for (v, source) in dynamic::synonyms(&ctx.config, &image.broker_configs, s) {
+                for (v, source) in dynamic::synonyms(config, &image.broker_configs, s) {
                     if source != BrokerSource::Default {
                         synonyms.push(
                             DescribeConfigsSynonym::default()
@@ -147,14 +148,15 @@ pub fn check_broker_resource(node_id: i32, resource_name: &str) -> Result<(), Ap
 /// source and synonyms (per broker, cluster default, static, default); for the cluster default
 /// resource ("") only the keys set there.
 fn describe_broker(
-    ctx: &Arc<Context>,
+    cache: &MetadataCache,
+    config: &BrokerConfig,
     version: i16,
     resource_name: &str,
     keys: &Option<Vec<kafka_protocol::protocol::StrBytes>>,
     include_synonyms: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
-    check_broker_resource(ctx.node_id, resource_name)?;
-    let image = ctx.image();
+    check_broker_resource(config.node_id, resource_name)?;
+    let image = cache.image();
     let per_broker = !resource_name.is_empty();
     let names = BROKER_CONFIG_DEFS
         .iter()
@@ -164,7 +166,7 @@ fn describe_broker(
         }));
     let mut out = Vec::new();
     for (name, config_type) in names.filter(|(n, _)| wanted(keys, n)) {
-        let mut synonyms = dynamic::synonyms(&ctx.config, &image.broker_configs, name);
+        let mut synonyms = dynamic::synonyms(config, &image.broker_configs, name);
         if !per_broker {
             synonyms.retain(|(_, s)| *s != BrokerSource::DynamicBroker);
             if synonyms.first().map(|(_, s)| *s) != Some(BrokerSource::DynamicDefaultBroker) {
@@ -174,7 +176,7 @@ fn describe_broker(
         let (value, source) = match synonyms.first() {
             Some((v, s)) => (Some(v.clone()), *s),
             // Derived values (log.dirs, node.id) without a default of their own.
-            None => (ctx.config.value_of(name), BrokerSource::Default),
+            None => (config.value_of(name), BrokerSource::Default),
         };
         let mut entry = DescribeConfigsResourceResult::default()
             .with_name(str_bytes(name))
@@ -202,7 +204,15 @@ fn describe_broker(
     Ok(out)
 }
 
-pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeConfigsRequest) -> ResponseKind {
+/// `replicas` gives the effective broker config (`server.properties` with the dynamic broker
+/// configs laid over), `config` the static one, whose node id names this broker's resource.
+pub fn handle(
+    cache: &MetadataCache,
+    replicas: &ReplicaManager,
+    config: &BrokerConfig,
+    version: i16,
+    request: DescribeConfigsRequest,
+) -> ResponseKind {
     let include_synonyms = request.include_synonyms;
     let results = request
         .resources
@@ -211,14 +221,17 @@ pub fn handle(ctx: &Arc<Context>, version: i16, request: DescribeConfigsRequest)
             let name = res.resource_name.as_str().to_owned();
             let result = match res.resource_type {
                 RESOURCE_TOPIC => describe_topic(
-                    ctx,
+                    cache,
+                    replicas,
+                    config,
                     version,
                     &name,
                     &res.configuration_keys,
                     include_synonyms,
                 ),
                 RESOURCE_BROKER => describe_broker(
-                    ctx,
+                    cache,
+                    config,
                     version,
                     &name,
                     &res.configuration_keys,

@@ -10,16 +10,31 @@
 
 mod response;
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
 use uuid::Uuid;
 
-use crate::context::Context;
-use crate::fetch_session::{FetchPartitionSpec, SessionRequest};
+use crate::fetch_session::{FetchPartitionSpec, FetchSessionCache, SessionRequest};
 use crate::limits::FETCH_WAIT_MS_MAX;
+use crate::metadata::MetadataCache;
+use crate::metrics::{BrokerTopicStats, FetchServedStats};
 use crate::replica::fetch::FetchRequestParams;
-use crate::replica::{FetchIsolation, FetchParams};
+use crate::replica::{FetchIsolation, FetchParams, ReplicaManager};
+
+/// What a Fetch uses, borrowed from the node's services by `server::dispatch`.
+#[derive(Clone, Copy)]
+pub struct FetchServices<'a> {
+    /// The image topic ids are resolved in, read again for the answer's current leaders.
+    pub cache: &'a MetadataCache,
+    pub replicas: &'a ReplicaManager,
+    pub sessions: &'a FetchSessionCache,
+    /// The broker's `fetch.max.bytes`, the most any fetch may ask.
+    pub fetch_max_bytes: usize,
+    /// Bytes out per topic (consumers only) and record bytes served by role.
+    pub topic_stats: &'a BrokerTopicStats,
+    pub served: &'a FetchServedStats,
+    /// The client's listener (`handlers::client_listener`), whose leader endpoints are answered.
+    pub listener: &'a str,
+}
 
 /// The request-level part of every partition's [`FetchParams`].
 fn request_params(version: i16, request: &FetchRequest) -> FetchParams {
@@ -50,9 +65,13 @@ fn request_params(version: i16, request: &FetchRequest) -> FetchParams {
     }
 }
 
-pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> ResponseKind {
+pub async fn handle(
+    services: FetchServices<'_>,
+    version: i16,
+    request: FetchRequest,
+) -> ResponseKind {
     let base = request_params(version, &request);
-    let image = ctx.image();
+    let image = services.cache.image();
     // v13+ names topics by id; an unknown id keeps an empty name (UNKNOWN_TOPIC_ID below).
     let resolve = |name: &kafka_protocol::messages::TopicName, id: &Uuid| -> (String, Uuid) {
         if version >= 13 {
@@ -109,9 +128,9 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
         session_id,
         epoch,
         privileged: base.is_from_follower(),
-        now_ms: ctx.replicas.now_ms(),
+        now_ms: services.replicas.now_ms(),
     };
-    let plan = match ctx.fetch_sessions.plan(session, requested, &forgotten) {
+    let plan = match services.sessions.plan(session, requested, &forgotten) {
         Ok(plan) => plan,
         Err(e) => {
             let mut response = FetchResponse::default();
@@ -130,7 +149,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
     } else {
         usize::MAX
     };
-    let max_bytes = requested_max_bytes.min(ctx.config.replica.fetch_max_bytes);
+    let max_bytes = requested_max_bytes.min(services.fetch_max_bytes);
     let min_bytes = (request.min_bytes.max(0) as usize).min(max_bytes);
     let max_wait_ms = i64::from(request.max_wait_ms).clamp(0, FETCH_WAIT_MS_MAX) as u64;
 
@@ -142,9 +161,9 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: FetchRequest) -> 
         min_bytes,
         max_wait_ms,
     };
-    let reads = ctx
+    let reads = services
         .replicas
-        .fetch_messages(&ctx.cache, &plan, &request_params)
+        .fetch_messages(services.cache, &plan, &request_params)
         .await;
-    response::encode(ctx, version, &request_params.base, &plan, reads)
+    response::encode(&services, version, &request_params.base, &plan, reads)
 }

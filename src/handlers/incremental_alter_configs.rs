@@ -8,8 +8,6 @@
 //! takes any broker id (Kafka's `ControllerConfigurationValidator#validateBrokerName`): a
 //! change for broker 2 sent to broker 2 is committed by whichever node is the controller.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{
@@ -18,8 +16,7 @@ use kafka_protocol::messages::{
 
 use super::describe_configs::{check_broker_resource, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
-use crate::context::Context;
-use crate::controller::AlterConfigOp;
+use crate::controller::{AlterConfigOp, ControllerChannel};
 use crate::errors::ApiError;
 
 type Ops = Vec<(String, AlterConfigOp, Option<String>)>;
@@ -40,10 +37,11 @@ fn ops(res: &AlterConfigsResource) -> Result<Ops, ApiError> {
         .collect()
 }
 
-/// Where the request arrived: a broker's client listener, or the controller listener.
+/// Where the request arrived: the client listener of broker `node_id`, or the controller
+/// listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Receiver {
-    Broker,
+    Broker { node_id: i32 },
     Controller,
 }
 
@@ -64,15 +62,15 @@ fn check_broker_name(name: &str) -> Result<(), ApiError> {
 }
 
 /// The BROKER resource names a request that arrived on `receiver` may carry.
-pub fn check_broker_name_on(ctx: &Context, name: &str, receiver: Receiver) -> Result<(), ApiError> {
+pub fn check_broker_name_on(name: &str, receiver: Receiver) -> Result<(), ApiError> {
     match receiver {
-        Receiver::Broker => check_broker_resource(ctx.node_id, name),
+        Receiver::Broker { node_id } => check_broker_resource(node_id, name),
         Receiver::Controller => check_broker_name(name),
     }
 }
 
 async fn alter(
-    ctx: &Context,
+    controller: &ControllerChannel,
     res: &AlterConfigsResource,
     validate_only: bool,
     receiver: Receiver,
@@ -80,13 +78,13 @@ async fn alter(
     let name = res.resource_name.as_str().to_owned();
     match res.resource_type {
         RESOURCE_TOPIC => {
-            ctx.controller
+            controller
                 .alter_topic_configs(name, ops(res)?, validate_only)
                 .await
         }
         RESOURCE_BROKER => {
-            check_broker_name_on(ctx, &name, receiver)?;
-            ctx.controller
+            check_broker_name_on(&name, receiver)?;
+            controller
                 .alter_broker_configs(name, ops(res)?, validate_only)
                 .await
         }
@@ -96,23 +94,25 @@ async fn alter(
     }
 }
 
+/// On the client listener of broker `node_id`.
 pub async fn handle(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
+    node_id: i32,
     version: i16,
     request: IncrementalAlterConfigsRequest,
 ) -> ResponseKind {
-    handle_on(ctx, version, request, Receiver::Broker).await
+    handle_on(controller, version, request, Receiver::Broker { node_id }).await
 }
 
 pub async fn handle_on(
-    ctx: &Arc<Context>,
+    controller: &ControllerChannel,
     _version: i16,
     request: IncrementalAlterConfigsRequest,
     receiver: Receiver,
 ) -> ResponseKind {
     let mut responses = Vec::with_capacity(request.resources.len());
     for res in request.resources {
-        let result = alter(ctx, &res, request.validate_only, receiver).await;
+        let result = alter(controller, &res, request.validate_only, receiver).await;
         let mut r = AlterConfigsResourceResponse::default()
             .with_resource_type(res.resource_type)
             .with_resource_name(res.resource_name);

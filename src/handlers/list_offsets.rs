@@ -13,17 +13,22 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 
-use crate::context::Context;
 use crate::errors::ApiError;
+use crate::metadata::MetadataCache;
 use crate::replica::list_offsets::FoundOffset;
-use crate::replica::TopicPartition;
+use crate::replica::{ReplicaManager, TopicPartition};
 
 /// Answers on a blocking thread: a lookup by timestamp reads index files and may decompress a
 /// batch, which must not hold a tokio worker (the replica fetchers, heartbeats and the Raft
 /// transport share them).
-pub async fn handle(ctx: &Arc<Context>, version: i16, request: ListOffsetsRequest) -> ResponseKind {
-    let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || answer(&ctx, version, request))
+pub async fn handle(
+    cache: &Arc<MetadataCache>,
+    replicas: &Arc<ReplicaManager>,
+    version: i16,
+    request: ListOffsetsRequest,
+) -> ResponseKind {
+    let (cache, replicas) = (cache.clone(), replicas.clone());
+    tokio::task::spawn_blocking(move || answer(&cache, &replicas, version, request))
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
@@ -45,7 +50,12 @@ fn duplicate_partitions(request: &ListOffsetsRequest) -> HashSet<(&str, i32)> {
     duplicates
 }
 
-fn answer(ctx: &Arc<Context>, version: i16, request: ListOffsetsRequest) -> ResponseKind {
+fn answer(
+    cache: &MetadataCache,
+    replicas: &ReplicaManager,
+    version: i16,
+    request: ListOffsetsRequest,
+) -> ResponseKind {
     let from_replica = request.replica_id.0 >= 0;
     let duplicates: HashSet<(String, i32)> = duplicate_partitions(&request)
         .into_iter()
@@ -76,8 +86,8 @@ fn answer(ctx: &Arc<Context>, version: i16, request: ListOffsetsRequest) -> Resp
                             "partition {tp} named more than once"
                         )))
                     } else {
-                        ctx.replicas.fetch_offset_for_timestamp(
-                            &ctx.image(),
+                        replicas.fetch_offset_for_timestamp(
+                            &cache.image(),
                             &tp,
                             p.timestamp,
                             epoch,

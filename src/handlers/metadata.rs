@@ -10,8 +10,6 @@
 //! does while a new topic's leaders are being elected); invalid names get
 //! INVALID_TOPIC_EXCEPTION and are never created.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -20,12 +18,11 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Resp
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
-use super::{alive_endpoint, client_listener, str_bytes, topic_name};
-use crate::context::Context;
+use super::{alive_endpoint, str_bytes, topic_name};
 use crate::controller::decisions::validate_topic_name;
-use crate::controller::CreateTopicSpec;
+use crate::controller::{ControllerChannel, CreateTopicSpec};
 use crate::errors::ApiError;
-use crate::metadata::{MetadataImage, TopicImage};
+use crate::metadata::{MetadataCache, MetadataImage, TopicImage};
 
 /// Kafka's internal topics (`Topic.isInternal`).
 pub fn is_internal_topic(name: &str) -> bool {
@@ -131,9 +128,17 @@ fn distinct_topics(list: Vec<MetadataRequestTopic>) -> Vec<MetadataRequestTopic>
         .collect()
 }
 
-pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) -> ResponseKind {
-    let mut image = ctx.image();
-    let listener = client_listener(ctx);
+/// `cache`: read again after an auto-creation; `listener`: the client's
+/// (`handlers::client_listener`); `auto_create_topics_enable`: the broker's key of that name.
+pub async fn handle(
+    cache: &MetadataCache,
+    controller: &ControllerChannel,
+    listener: &str,
+    auto_create_topics_enable: bool,
+    version: i16,
+    request: MetadataRequest,
+) -> ResponseKind {
+    let mut image = cache.image();
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let requested: Option<Vec<_>> = match request.topics {
         None => None,
@@ -184,9 +189,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) 
                     ));
                     continue;
                 }
-                if !(allow_auto_create && ctx.config.topics.auto_create_topics_enable)
-                    || is_internal_topic(&name)
-                {
+                if !(allow_auto_create && auto_create_topics_enable) || is_internal_topic(&name) {
                     out.push(error_topic(
                         Some(&name),
                         Uuid::nil(),
@@ -201,7 +204,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) 
                     replication_factor: -1,
                     ..Default::default()
                 };
-                let code = match ctx.controller.ensure_topic(spec).await {
+                let code = match controller.ensure_topic(spec).await {
                     // Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; the
                     // client refreshes metadata and finds the leaders.
                     Ok(_) | Err(ApiError::TopicAlreadyExists(_)) => {
@@ -213,7 +216,7 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: MetadataRequest) 
                         ResponseError::UnknownTopicOrPartition
                     }
                 };
-                image = ctx.image();
+                image = cache.image();
                 out.push(error_topic(Some(&name), Uuid::nil(), code, version));
             }
             out

@@ -6,9 +6,11 @@
 //!
 //! A handler receives what it uses: its parameters are the services it calls (the group
 //! coordinator, the controller channel, the replica manager, the metadata image or cache, the
-//! client's listener), which `server::dispatch` borrows from the [`Context`]. A handler that
-//! takes only the group coordinator cannot reach storage or the controller. The handlers that
-//! still take the whole `Context` are listed in `tests/architecture.rs`.
+//! config values it reads, the client's listener), which `server::dispatch` borrows from the
+//! node's [`Context`](crate::context::Context). Produce and Fetch, which use more, take one
+//! struct of them each ([`produce::ProduceServices`], [`fetch::FetchServices`]). A handler that
+//! takes only the group coordinator cannot reach storage or the controller; no handler names
+//! `Context` (`tests/architecture.rs` checks it).
 
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
@@ -50,7 +52,7 @@ pub mod sync_group;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::context::Context;
+use crate::config::BrokerConfig;
 use crate::metadata::{BrokerRegistration, Endpoint, MetadataImage};
 
 /// Wire string from a Rust string.
@@ -68,8 +70,8 @@ pub(crate) fn topic_name(s: &str) -> TopicName {
 /// Seam: connections do not carry their listener yet, and a node serves clients on one
 /// listener, so this is that listener. When the server accepts on several, dispatch passes the
 /// connection's listener name to the handlers and this goes.
-pub(crate) fn client_listener(ctx: &Context) -> &str {
-    &ctx.config.listener.name
+pub(crate) fn client_listener(config: &BrokerConfig) -> &str {
+    &config.listener.name
 }
 
 /// Broker `node_id` and its endpoint on `listener`, if it is registered, unfenced and has that

@@ -21,12 +21,26 @@
 
 mod response;
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{ProduceRequest, ResponseKind};
 
-use crate::context::Context;
+use crate::clock::Clock;
+use crate::metadata::MetadataCache;
 use crate::replica::append::{AppendParams, AppendStats, PartitionRecords, TopicRecords};
+use crate::replica::ReplicaManager;
+
+/// What a Produce uses, borrowed from the node's services by `server::dispatch`.
+#[derive(Clone, Copy)]
+pub struct ProduceServices<'a> {
+    /// The image topics are resolved in, and read again for the answer's current leaders.
+    pub cache: &'a MetadataCache,
+    pub replicas: &'a ReplicaManager,
+    /// The time of the append (`log.message.timestamp.type=LogAppendTime`).
+    pub clock: &'a dyn Clock,
+    /// Bytes and messages in per topic, and the produce stages' times.
+    pub stats: AppendStats<'a>,
+    /// The client's listener (`handlers::client_listener`), whose leader endpoints are answered.
+    pub listener: &'a str,
+}
 
 /// What the connection does with a produce request's outcome.
 #[derive(Debug)]
@@ -39,13 +53,17 @@ pub enum ProduceReply {
     CloseConnection,
 }
 
-pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -> ProduceReply {
-    let image = ctx.image();
+pub async fn handle(
+    services: ProduceServices<'_>,
+    version: i16,
+    request: ProduceRequest,
+) -> ProduceReply {
+    let image = services.cache.image();
     let params = AppendParams {
         acks: request.acks,
         timeout_ms: request.timeout_ms,
         transactional: request.transactional_id.is_some(),
-        now_ms: ctx.clock.now_ms(),
+        now_ms: services.clock.now_ms(),
     };
     let topics = request
         .topic_data
@@ -74,13 +92,9 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
             }
         })
         .collect();
-    let stats = AppendStats {
-        topics: &ctx.topic_stats,
-        requests: &ctx.request_stats,
-    };
-    let appended = ctx
+    let appended = services
         .replicas
-        .append_records(&image, params, topics, stats)
+        .append_records(&image, params, topics, services.stats)
         .await;
 
     if params.acks == 0 {
@@ -94,6 +108,6 @@ pub async fn handle(ctx: &Arc<Context>, version: i16, request: ProduceRequest) -
         };
     }
 
-    let response = response::encode(ctx, version, &request, appended);
+    let response = response::encode(&services, version, &request, appended);
     ProduceReply::Respond(Box::new(ResponseKind::Produce(response)))
 }

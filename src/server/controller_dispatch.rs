@@ -112,7 +112,10 @@ pub async fn handle_frame(
         RequestKind::ApiVersions(r) => {
             handlers::api_versions::handle_of(CONTROLLER_SUPPORTED, version, r)
         }
-        RequestKind::CreateTopics(r) => handlers::create_topics::handle(ctx, version, r).await,
+        RequestKind::CreateTopics(r) => {
+            handlers::create_topics::handle(&ctx.controller, &ctx.replicas, &ctx.config, version, r)
+                .await
+        }
         RequestKind::DeleteTopics(r) => {
             handlers::delete_topics::handle(&ctx.controller, &ctx.cache, version, r).await
         }
@@ -121,11 +124,12 @@ pub async fn handle_frame(
         }
         RequestKind::AlterConfigs(r) => {
             use handlers::incremental_alter_configs::Receiver;
-            handlers::alter_configs::handle_on(ctx, version, r, Receiver::Controller).await
+            handlers::alter_configs::handle_on(&ctx.controller, version, r, Receiver::Controller)
+                .await
         }
         RequestKind::IncrementalAlterConfigs(r) => {
             use handlers::incremental_alter_configs::{handle_on, Receiver};
-            handle_on(ctx, version, r, Receiver::Controller).await
+            handle_on(&ctx.controller, version, r, Receiver::Controller).await
         }
         RequestKind::ElectLeaders(r) => {
             handlers::elect_leaders::handle(&ctx.controller, &ctx.cache, version, r).await
@@ -136,9 +140,13 @@ pub async fn handle_frame(
         RequestKind::ListPartitionReassignments(r) => {
             handlers::list_partition_reassignments::handle(&ctx.image(), version, r)
         }
-        RequestKind::DescribeCluster(r) => {
-            handlers::describe_cluster::handle_controllers(ctx, version, r)
-        }
+        RequestKind::DescribeCluster(r) => handlers::describe_cluster::handle_controllers(
+            &ctx.image(),
+            &ctx.controller,
+            &ctx.config.kraft,
+            version,
+            r,
+        ),
         RequestKind::BrokerRegistration(r) => {
             handlers::broker_lifecycle::broker_registration(&ctx.controller, r, conn.id).await
         }

@@ -16,6 +16,7 @@ use crate::context::Context;
 use crate::group::service::Caller;
 use crate::handlers;
 use crate::protocol::{self, DecodeError};
+use crate::replica::append::AppendStats;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
@@ -164,6 +165,33 @@ fn api_name(api_key: ApiKey) -> &'static str {
     )
 }
 
+/// What a Produce uses, of the node's services.
+fn produce_services(ctx: &Context) -> handlers::produce::ProduceServices<'_> {
+    handlers::produce::ProduceServices {
+        cache: &ctx.cache,
+        replicas: &ctx.replicas,
+        clock: &*ctx.clock,
+        stats: AppendStats {
+            topics: &ctx.topic_stats,
+            requests: &ctx.request_stats,
+        },
+        listener: handlers::client_listener(&ctx.config),
+    }
+}
+
+/// What a Fetch uses, of the node's services.
+fn fetch_services(ctx: &Context) -> handlers::fetch::FetchServices<'_> {
+    handlers::fetch::FetchServices {
+        cache: &ctx.cache,
+        replicas: &ctx.replicas,
+        sessions: &ctx.fetch_sessions,
+        fetch_max_bytes: ctx.config.replica.fetch_max_bytes,
+        topic_stats: &ctx.topic_stats,
+        served: &ctx.fetch_served,
+        listener: handlers::client_listener(&ctx.config),
+    }
+}
+
 /// A decoded request of an advertised version: forwarded or handled, its response encoded.
 async fn handle_supported(
     ctx: &Arc<Context>,
@@ -211,16 +239,32 @@ async fn handle_supported(
     };
     let body: Option<ResponseKind> = match request_body {
         RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(version, r)),
-        RequestKind::Metadata(r) => Some(handlers::metadata::handle(ctx, version, r).await),
-        RequestKind::Produce(r) => match handlers::produce::handle(ctx, version, r).await {
-            handlers::produce::ProduceReply::Respond(body) => Some(*body),
-            handlers::produce::ProduceReply::Nothing => None,
-            handlers::produce::ProduceReply::CloseConnection => {
-                return Err(DispatchError::AcksZeroProduceFailed)
+        RequestKind::Metadata(r) => Some(
+            handlers::metadata::handle(
+                &ctx.cache,
+                &ctx.controller,
+                handlers::client_listener(&ctx.config),
+                ctx.config.topics.auto_create_topics_enable,
+                version,
+                r,
+            )
+            .await,
+        ),
+        RequestKind::Produce(r) => {
+            match handlers::produce::handle(produce_services(ctx), version, r).await {
+                handlers::produce::ProduceReply::Respond(body) => Some(*body),
+                handlers::produce::ProduceReply::Nothing => None,
+                handlers::produce::ProduceReply::CloseConnection => {
+                    return Err(DispatchError::AcksZeroProduceFailed)
+                }
             }
-        },
-        RequestKind::Fetch(r) => Some(handlers::fetch::handle(ctx, version, r).await),
-        RequestKind::ListOffsets(r) => Some(handlers::list_offsets::handle(ctx, version, r).await),
+        }
+        RequestKind::Fetch(r) => {
+            Some(handlers::fetch::handle(fetch_services(ctx), version, r).await)
+        }
+        RequestKind::ListOffsets(r) => {
+            Some(handlers::list_offsets::handle(&ctx.cache, &ctx.replicas, version, r).await)
+        }
         RequestKind::InitProducerId(r) => Some(
             handlers::init_producer_id::handle(&ctx.producer_ids, &ctx.controller, version, r)
                 .await,
@@ -231,9 +275,16 @@ async fn handle_supported(
             version,
             r,
         )),
-        RequestKind::CreateTopics(r) => {
-            Some(handlers::create_topics::handle(ctx, version, r).await)
-        }
+        RequestKind::CreateTopics(r) => Some(
+            handlers::create_topics::handle(
+                &ctx.controller,
+                &ctx.replicas,
+                &ctx.config,
+                version,
+                r,
+            )
+            .await,
+        ),
         RequestKind::DeleteTopics(r) => {
             Some(handlers::delete_topics::handle(&ctx.controller, &ctx.cache, version, r).await)
         }
@@ -243,21 +294,28 @@ async fn handle_supported(
         RequestKind::DeleteRecords(r) => {
             Some(handlers::delete_records::handle(&ctx.replicas, &ctx.image(), version, r).await)
         }
-        RequestKind::DescribeConfigs(r) => {
-            Some(handlers::describe_configs::handle(ctx, version, r))
-        }
+        RequestKind::DescribeConfigs(r) => Some(handlers::describe_configs::handle(
+            &ctx.cache,
+            &ctx.replicas,
+            &ctx.config,
+            version,
+            r,
+        )),
         RequestKind::AlterConfigs(r) => Some(
             handlers::alter_configs::handle_on(
-                ctx,
+                &ctx.controller,
                 version,
                 r,
-                handlers::incremental_alter_configs::Receiver::Broker,
+                handlers::incremental_alter_configs::Receiver::Broker {
+                    node_id: ctx.node_id,
+                },
             )
             .await,
         ),
-        RequestKind::IncrementalAlterConfigs(r) => {
-            Some(handlers::incremental_alter_configs::handle(ctx, version, r).await)
-        }
+        RequestKind::IncrementalAlterConfigs(r) => Some(
+            handlers::incremental_alter_configs::handle(&ctx.controller, ctx.node_id, version, r)
+                .await,
+        ),
         RequestKind::AlterReplicaLogDirs(r) => Some(handlers::alter_replica_log_dirs::handle(
             &ctx.replicas,
             &ctx.image(),
@@ -284,9 +342,12 @@ async fn handle_supported(
             version,
             r,
         )),
-        RequestKind::DescribeCluster(r) => {
-            Some(handlers::describe_cluster::handle(ctx, version, r))
-        }
+        RequestKind::DescribeCluster(r) => Some(handlers::describe_cluster::handle(
+            &ctx.image(),
+            handlers::client_listener(&ctx.config),
+            version,
+            r,
+        )),
         RequestKind::ListConfigResources(r) => Some(handlers::list_config_resources::handle(
             &ctx.image(),
             version,
@@ -295,7 +356,7 @@ async fn handle_supported(
         RequestKind::DescribeTopicPartitions(r) => {
             Some(handlers::describe_topic_partitions::handle(
                 &ctx.image(),
-                handlers::client_listener(ctx),
+                handlers::client_listener(&ctx.config),
                 version,
                 r,
             ))
@@ -303,7 +364,7 @@ async fn handle_supported(
         RequestKind::FindCoordinator(r) => Some(
             handlers::find_coordinator::handle(
                 &ctx.groups,
-                handlers::client_listener(ctx),
+                handlers::client_listener(&ctx.config),
                 version,
                 r,
             )

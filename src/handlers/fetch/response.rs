@@ -1,24 +1,22 @@
 //! The Fetch answer: each partition's read as `PartitionData`, in plan order, grouped by topic;
 //! in an incremental session (KIP-227) only the partitions the session cache says changed.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
     EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchResponse, ResponseKind};
 
-use crate::context::Context;
+use super::FetchServices;
 use crate::errors::ApiError;
 use crate::fetch_session::SessionPlan;
 use crate::handlers::current_leader::CurrentLeaders;
-use crate::handlers::{client_listener, topic_name};
+use crate::handlers::topic_name;
 use crate::replica::fetch::PartitionRead;
 use crate::replica::{FetchIsolation, FetchParams};
 
 pub(super) fn encode(
-    ctx: &Arc<Context>,
+    services: &FetchServices<'_>,
     version: i16,
     base: &FetchParams,
     plan: &SessionPlan,
@@ -26,7 +24,7 @@ pub(super) fn encode(
 ) -> ResponseKind {
     let read_committed = base.isolation == FetchIsolation::TxnCommitted;
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
-    let mut leaders = CurrentLeaders::new(ctx.image(), client_listener(ctx));
+    let mut leaders = CurrentLeaders::new(services.cache.image(), services.listener);
     for read in reads {
         let spec = &plan.partitions[read.spec_index];
         let mut data = PartitionData::default()
@@ -57,9 +55,12 @@ pub(super) fn encode(
                     || read.preferred_read_replica.is_some();
                 if base.replica_id < 0 {
                     // Consumers only: a follower's fetch is replication, not `BytesOut`.
-                    ctx.topic_stats.fetched(&spec.topic, records.len() as u64);
+                    services
+                        .topic_stats
+                        .fetched(&spec.topic, records.len() as u64);
                 }
-                ctx.fetch_served
+                services
+                    .served
                     .served(base.replica_id, read.as_leader, records.len() as u64);
                 data.records = Some(records);
                 (has, offsets.high_watermark, offsets.log_start_offset)
@@ -88,7 +89,7 @@ pub(super) fn encode(
         // No transactions: read_committed gets an empty list, read_uncommitted null, as Kafka.
         data.aborted_transactions = read_committed.then(Vec::new);
         if plan.incremental
-            && !ctx.fetch_sessions.should_send(
+            && !services.sessions.should_send(
                 plan.session_id,
                 spec,
                 hw,
@@ -99,7 +100,7 @@ pub(super) fn encode(
             continue;
         }
         if !plan.incremental && plan.session_id != 0 {
-            ctx.fetch_sessions.should_send(
+            services.sessions.should_send(
                 plan.session_id,
                 spec,
                 hw,

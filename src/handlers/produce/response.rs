@@ -7,19 +7,19 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
-use crate::context::Context;
+use super::ProduceServices;
 use crate::errors::ApiError;
 use crate::handlers::current_leader::CurrentLeaders;
-use crate::handlers::{client_listener, str_bytes, topic_name};
+use crate::handlers::{str_bytes, topic_name};
 use crate::replica::append::{PartitionAppend, TopicAppend};
 
 pub(super) fn encode(
-    ctx: &Context,
+    services: &ProduceServices<'_>,
     version: i16,
     request: &ProduceRequest,
     appended: Vec<TopicAppend>,
 ) -> ProduceResponse {
-    let mut leaders = CurrentLeaders::new(ctx.image(), client_listener(ctx));
+    let mut leaders = CurrentLeaders::new(services.cache.image(), services.listener);
     let responses = appended
         .into_iter()
         .zip(&request.topic_data)
