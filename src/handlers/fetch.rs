@@ -8,69 +8,25 @@
 //! From v16 a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer names the partition's current
 //! leader and epoch, and the response lists the endpoints of the leaders it names (KIP-951).
 
+mod request;
 mod response;
+mod services;
+
+pub use services::FetchServices;
 
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ResponseKind};
 use uuid::Uuid;
 
-use crate::fetch_session::{FetchPartitionSpec, FetchSessionCache, SessionRequest};
+use crate::fetch_session::{FetchPartitionSpec, SessionRequest};
 use crate::limits::FETCH_WAIT_MS_MAX;
-use crate::metadata::MetadataCache;
-use crate::metrics::{BrokerTopicStats, FetchServedStats};
 use crate::replica::fetch::FetchRequestParams;
-use crate::replica::{FetchIsolation, FetchParams, ReplicaManager};
-
-/// What a Fetch uses, borrowed from the node's services by `server::dispatch`.
-#[derive(Clone, Copy)]
-pub struct FetchServices<'a> {
-    /// The image topic ids are resolved in, read again for the answer's current leaders.
-    pub cache: &'a MetadataCache,
-    pub replicas: &'a ReplicaManager,
-    pub sessions: &'a FetchSessionCache,
-    /// The broker's `fetch.max.bytes`, the most any fetch may ask.
-    pub fetch_max_bytes: usize,
-    /// Bytes out per topic (consumers only) and record bytes served by role.
-    pub topic_stats: &'a BrokerTopicStats,
-    pub served: &'a FetchServedStats,
-    /// The client's listener (`handlers::client_listener`), whose leader endpoints are answered.
-    pub listener: &'a str,
-}
-
-/// The request-level part of every partition's [`FetchParams`].
-fn request_params(version: i16, request: &FetchRequest) -> FetchParams {
-    // v15+ carries the replica id and broker epoch in replica_state.
-    let (replica_id, replica_epoch) = if version >= 15 {
-        (
-            request.replica_state.replica_id.0,
-            request.replica_state.replica_epoch,
-        )
-    } else {
-        (request.replica_id.0, -1)
-    };
-    let isolation_level = if version >= 4 {
-        request.isolation_level
-    } else {
-        0
-    };
-    FetchParams {
-        replica_id,
-        replica_epoch,
-        isolation: FetchIsolation::of(replica_id, isolation_level),
-        // Client metadata (the rack id, KIP-392) is in every v11+ request.
-        fetch_only_leader: FetchParams::fetch_only_leader(replica_id, version >= 11),
-        current_leader_epoch: None,
-        last_fetched_epoch: None,
-        max_bytes: 0,
-        min_one_message: false,
-    }
-}
 
 pub async fn handle(
     services: FetchServices<'_>,
     version: i16,
     request: FetchRequest,
 ) -> ResponseKind {
-    let base = request_params(version, &request);
+    let base = request::request_params(version, &request);
     let image = services.cache.image();
     // v13+ names topics by id; an unknown id keeps an empty name (UNKNOWN_TOPIC_ID below).
     let resolve = |name: &kafka_protocol::messages::TopicName, id: &Uuid| -> (String, Uuid) {
