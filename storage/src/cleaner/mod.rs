@@ -28,8 +28,8 @@ use crate::batch::{BatchHeader, BatchIter};
 use crate::error::Result;
 use crate::log::{CleaningView, Log, CLEANED_SUFFIX};
 use crate::segment::LogSegment;
-use filter::{filter_batch, BatchRetention, Record};
-pub use offset_map::OffsetMap;
+use filter::{filter_batch_with, BatchRetention, Record};
+pub use offset_map::{KeyHash, OffsetMap};
 
 /// Kafka's `log.cleaner.io.buffer.load.factor`: the share of the map's slots filled before a
 /// cleaning stops mapping.
@@ -128,7 +128,8 @@ fn build_offset_map(
 ) -> Result<(u64, u64)> {
     map.clear();
     let max_entries = ((map.slots() as f64) * load_factor) as usize;
-    let (mut bytes, mut records) = (0u64, 0u64);
+    let (mut bytes, mut records_read) = (0u64, 0u64);
+    let mut hashes = Vec::new();
     let segments = &view.segments;
     for (i, seg) in segments.iter().enumerate() {
         let upper = segments
@@ -171,17 +172,27 @@ fn build_offset_map(
                         })?;
                         &decompressed
                     };
-                    for r in filter::parse_records(raw, h)? {
-                        records += 1;
-                        let Some(key) = r.key else { continue };
-                        if r.offset < range.first_dirty {
+                    let records = filter::parse_records(raw, h)?;
+                    hashes.clear();
+                    hashes.extend(
+                        records
+                            .iter()
+                            .filter(|r| r.offset >= range.first_dirty)
+                            .filter_map(|r| r.key.map(KeyHash::of)),
+                    );
+                    map.touch(&hashes);
+                    let mut hashed = hashes.iter();
+                    for r in &records {
+                        records_read += 1;
+                        if r.offset < range.first_dirty || r.key.is_none() {
                             continue;
                         }
-                        if map.size() >= max_entries && map.get(key) < 0 {
+                        let key = *hashed.next().expect("one hash per keyed record");
+                        if map.size() >= max_entries && map.get_hash(key) < 0 {
                             full = true;
                             return Ok(false);
                         }
-                        map.put(key, r.offset);
+                        map.put_hash(key, r.offset);
                     }
                 }
                 if h.last_offset() >= range.first_dirty {
@@ -196,28 +207,66 @@ fn build_offset_map(
         // The whole segment is covered, gaps after its last batch included.
         map.update_latest_offset(upper - 1);
     }
-    Ok((bytes, records))
+    Ok((bytes, records_read))
 }
 
 /// Whether a record stays (Kafka's `shouldRetainRecord`): past the mapped part, or the latest
 /// for its key and not a tombstone whose horizon has passed. A record without a key goes.
+/// `key` is the record's key hashed, for a keyed record the map covers.
 fn retain(
     map: &mut OffsetMap,
     h: &BatchHeader,
     r: &Record<'_>,
+    key: Option<KeyHash>,
     now_ms: i64,
     stats: &mut CleanerStats,
 ) -> bool {
     if r.offset > map.latest_offset() {
         return true;
     }
-    let Some(key) = r.key else {
+    let Some(key) = key else {
         stats.invalid_records += 1;
         return false;
     };
-    let latest = r.offset >= map.get(key);
+    let latest = r.offset >= map.get_hash(key);
     let deletes_retained = h.delete_horizon_ms().is_none_or(|horizon| now_ms < horizon);
     latest && (r.has_value || deletes_retained)
+}
+
+/// Decides which records of a batch stay: hashes the keys the map covers, touches their slots
+/// together, then looks each up.
+fn decide(
+    map: &mut OffsetMap,
+    h: &BatchHeader,
+    records: &[Record<'_>],
+    now_ms: i64,
+    hashes: &mut Vec<KeyHash>,
+    stats: &mut CleanerStats,
+    keep: &mut Vec<bool>,
+) {
+    if h.is_control() {
+        keep.resize(records.len(), true);
+        return;
+    }
+    let latest = map.latest_offset();
+    let mapped = |r: &Record<'_>| r.offset <= latest;
+    hashes.clear();
+    hashes.extend(
+        records
+            .iter()
+            .filter(|r| mapped(r))
+            .filter_map(|r| r.key.map(KeyHash::of)),
+    );
+    map.touch(hashes);
+    let mut hashed = hashes.iter();
+    for r in records {
+        let key = if mapped(r) && r.key.is_some() {
+            hashed.next().copied()
+        } else {
+            None
+        };
+        keep.push(retain(map, h, r, key, now_ms, stats));
+    }
 }
 
 /// Filters every batch of `seg` into `cleaned` (Kafka's `cleanInto`).
@@ -236,6 +285,7 @@ fn filter_segment(
     let new_horizon = settings.now_ms.saturating_add(settings.delete_retention_ms);
     let mut out = Vec::new();
     let mut headers = Vec::new();
+    let mut hashes = Vec::new();
     let flush = |out: &mut Vec<u8>, headers: &mut Vec<BatchHeader>| -> Result<()> {
         if !out.is_empty() {
             cleaned.append(&[out], headers, interval)?;
@@ -255,13 +305,22 @@ fn filter_segment(
         } else {
             BatchRetention::DeleteEmpty
         };
-        let control = h.is_control();
         let mut invalid = CleanerStats::default();
-        let f = filter_batch(
+        let f = filter_batch_with(
             batch,
             h,
             retention,
-            |r| control || retain(map, h, r, settings.now_ms, &mut invalid),
+            |records, keep| {
+                decide(
+                    map,
+                    h,
+                    records,
+                    settings.now_ms,
+                    &mut hashes,
+                    &mut invalid,
+                    keep,
+                )
+            },
             new_horizon,
             &mut out,
         )?;
