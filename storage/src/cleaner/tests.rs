@@ -227,16 +227,30 @@ fn segments_are_grouped_by_what_the_cleaning_keeps_and_the_overflow_starts_the_n
     assert_eq!(stats.records_written, after.len() as u64);
     assert_eq!(stats.bytes_written, sizes.iter().sum::<u64>());
     log.verify_indexes().unwrap();
-    let names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    // The replaced segments' files (and producer snapshots) are removed in the background.
+    let names = || -> Vec<String> {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    };
     assert!(
-        names
+        names()
             .iter()
             .all(|n| !n.ends_with(crate::log::CLEANED_SUFFIX)),
-        "{names:?}"
+        "{:?}",
+        names()
     );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while names()
+        .iter()
+        .any(|n| n.ends_with(crate::log::DELETED_SUFFIX))
+    {
+        assert!(std::time::Instant::now() < deadline, "{:?}", names());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let logs = names().iter().filter(|n| n.ends_with(".log")).count();
+    assert_eq!(logs, log.segment_count());
     log.close().unwrap();
     drop(log);
     let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
@@ -433,6 +447,13 @@ fn an_open_finishes_a_committed_swap_and_discards_an_uncommitted_one() {
         .path()
         .join(crate::segment::log_file_name(first_cleaned) + crate::log::SWAP_SUFFIX);
     std::fs::write(&swap, &cleaned_log).unwrap();
+    // And a replaced segment's file renamed for removal (a crash in step 2 of an earlier swap).
+    let renamed = committed.path().join(format!(
+        "{}{}",
+        crate::segment::log_file_name(first_cleaned + 1),
+        crate::log::DELETED_SUFFIX
+    ));
+    std::fs::write(&renamed, &cleaned_log).unwrap();
     let log = Log::open(committed.path(), config(), 0, false, NOW).unwrap();
     let got = records(&log);
     assert_eq!(latest(&got), latest(&before));
@@ -441,6 +462,7 @@ fn an_open_finishes_a_committed_swap_and_discards_an_uncommitted_one() {
     assert!(got.iter().all(|r| before.contains(r)));
     log.verify_indexes().unwrap();
     assert!(!swap.exists());
+    assert!(!renamed.exists());
     drop(log);
 
     // A crash before step 1 (only .cleaned files): discarded, the log is as before.
