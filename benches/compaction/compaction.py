@@ -15,7 +15,8 @@ For each broker in turn (single node on 127.0.0.1, the same server.properties ke
 
 Throughput is MB read per second of cleaning from the broker's own pass lines (KafkaIQ: "log cleaner
 pass" mb_read/seconds; Kafka: "MB of log processed in ... seconds" from LogCleaner's INFO logger),
-summed over passes. Wall time runs from the alter being acknowledged to the last pass line.
+summed over passes. Both count the log bytes read by the copy, each once; the read that builds the
+offset map is reported apart by both (KafkaIQ: indexed_mb, Kafka: "Indexed ... MB"). Wall time runs from the alter being acknowledged to the last pass line.
 Memory is VmHWM (peak RSS) after cleaning minus VmRSS just before the alter; for the JVM this is
 resident growth, not heap use: Kafka allocates its dedupe buffer on the heap when the cleaner
 thread starts, so that buffer is already resident before the cleaning and not in the growth.

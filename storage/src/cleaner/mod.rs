@@ -5,9 +5,10 @@
 //! 1. maps each key in it to its latest offset ([`OffsetMap`], bounded memory): when the map
 //!    reaches its load factor the cleaning stops there, and the rest waits for the next one;
 //! 2. rewrites every segment from the log's start up to the end of what was mapped, in groups
-//!    of consecutive segments that fit one segment (`segment.bytes`, the index size, offsets
-//!    within 2^31 of the base), keeping each record that is the latest for its key, unless it
-//!    is a tombstone whose delete horizon has passed; records past the mapped part stay;
+//!    of consecutive segments whose kept batches fit one segment (`segment.bytes`, the index
+//!    size, offsets within 2^31 of the base), keeping each record that is the latest for its
+//!    key, unless it is a tombstone whose delete horizon has passed; records past the mapped
+//!    part stay. A batch whose records all stay is copied as it is;
 //! 3. swaps each rewritten group in for its segments ([`Log::replace_segments`], crash-safe).
 //!
 //! Offsets never change: a cleaned log has gaps, which reads skip. Batches keep their header
@@ -51,8 +52,13 @@ pub struct CleanableRange {
 /// What one cleaning read and wrote (Kafka's `CleanerStats`).
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct CleanerStats {
+    /// Bytes and records read to build the offset map, and the seconds it took (Kafka's
+    /// "Indexed ... MB" line).
     pub map_bytes_read: u64,
     pub map_records_read: u64,
+    pub map_seconds: f64,
+    /// Bytes and records read to copy: each byte of the log cleaned once (Kafka's "MB of log
+    /// processed").
     pub bytes_read: u64,
     pub records_read: u64,
     pub bytes_written: u64,
@@ -510,7 +516,9 @@ pub fn clean(
         return Ok(CleanOutcome::Nothing);
     }
     let mut stats = CleanerStats::default();
+    let started = std::time::Instant::now();
     let (bytes, records) = build_offset_map(&view, range, map, settings.load_factor, throttle)?;
+    stats.map_seconds = started.elapsed().as_secs_f64();
     stats.map_bytes_read = bytes;
     stats.map_records_read = records;
     stats.map_utilization = map.utilization();
