@@ -15,10 +15,19 @@ For each broker in turn (single node on 127.0.0.1, the same server.properties ke
 
 Throughput is MB read per second of cleaning from the broker's own pass lines (KafkaIQ: "log cleaner
 pass" mb_read/seconds; Kafka: "MB of log processed in ... seconds" from LogCleaner's INFO logger),
-summed over passes. Wall time runs from the alter being acknowledged to the last pass line.
+summed over passes. Both count the log bytes read by the copy, each once; the read that builds the
+offset map is reported apart by both (KafkaIQ: indexed_mb, Kafka: "Indexed ... MB"). Wall time runs from the alter being acknowledged to the last pass line.
 Memory is VmHWM (peak RSS) after cleaning minus VmRSS just before the alter; for the JVM this is
 resident growth, not heap use: Kafka allocates its dedupe buffer on the heap when the cleaner
 thread starts, so that buffer is already resident before the cleaning and not in the growth.
+
+With --produce, instead: the same load, then kafka-producer-perf-test (100 B records, acks=1, no
+throttle) on a second, plain (delete) topic twice: once with the cleaner idle, once with the alter
+sent 3 s into the run, so the whole cleaning of `cleaned` happens while the producer writes (a
+compacted topic would need keys, which perf-test does not send), and once more idle after it.
+The idle runs send a describe-configs at the same moment, so all runs carry the same tool load.
+Reported: records/s of each run, the cleaning run over the mean of the idle ones, and whether the
+pass line appeared before the producer finished.
 Standard library only.
 """
 
@@ -176,6 +185,86 @@ def run_broker(broker, lib, data: Path, last: dict, timeout_s: float) -> dict:
     return out
 
 
+PERF_FINAL = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
+
+
+def perf_run(broker, lib, records: int, side_tool: list, name: str) -> dict:
+    """One kafka-producer-perf-test run on topic `plain`; `side_tool` (a ConfigCommand argument
+    list) is run 3 s into it. Returns records/s and when the run ended."""
+    bs = f"127.0.0.1:{broker.port}"
+    log_path = broker.workdir / f"perf-{name}.log"
+    cmd = ["java", "-Xmx256m", "-cp", f"{lib}/*", "org.apache.kafka.tools.ProducerPerformance",
+           "--topic", "plain", "--num-records", str(records), "--record-size", "100",
+           "--throughput", "-1", "--producer-props", f"bootstrap.servers={bs}", "acks=1"]
+    with open(log_path, "w") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        time.sleep(3)
+        t_side = time.monotonic()
+        seen = len(passes(broker))
+        tool(lib, "kafka.admin.ConfigCommand", ["--bootstrap-server", bs, *side_tool])
+        pass_at = None
+        deadline = time.monotonic() + 600
+        while p.poll() is None and time.monotonic() < deadline:
+            if pass_at is None and len(passes(broker)) != seen:
+                pass_at = time.monotonic()
+            time.sleep(0.2)
+        p.wait(timeout=60)
+    ended = time.monotonic()
+    finals = PERF_FINAL.findall(log_path.read_text(errors="replace"))
+    if p.returncode != 0 or not finals or int(finals[-1][0]) != records:
+        raise RuntimeError(f"perf-test {name}: exit {p.returncode}: {log_path.read_text()[-800:]}")
+    return {"records_per_s": float(finals[-1][1]), "mib_per_s": float(finals[-1][2]),
+            "side_at": t_side, "ended": ended, "pass_at": pass_at}
+
+
+def run_produce(broker, lib, data: Path, records: int, timeout_s: float) -> dict:
+    out = {"broker": broker.label}
+    broker.start()
+    try:
+        bs = f"127.0.0.1:{broker.port}"
+        for topic, configs in [(TOPIC, ["cleanup.policy=compact", "segment.bytes=1048576",
+                                        "min.cleanable.dirty.ratio=1.0"]),
+                               ("plain", ["cleanup.policy=delete"])]:
+            args = ["--bootstrap-server", bs, "--create", "--topic", topic, "--partitions", "1",
+                    "--replication-factor", "1"]
+            for c in configs:
+                args += ["--config", c]
+            tool(lib, "org.apache.kafka.tools.TopicCommand", args)
+        with open(data) as f:
+            subprocess.run(["kcat", "-P", "-b", bs, "-t", TOPIC, "-K:", "-z", "none",
+                            "-X", "linger.ms=5", "-X", "batch.num.messages=2000"],
+                           stdin=f, check=True, timeout=timeout_s)
+        time.sleep(2)
+        entity = ["--entity-type", "topics", "--entity-name", TOPIC]
+        describe = ["--describe", *entity]
+        idle = perf_run(broker, lib, records, describe, "idle-1")
+        before = len(passes(broker))
+        cleaning = perf_run(broker, lib, records,
+                            ["--alter", *entity, "--add-config", "min.cleanable.dirty.ratio=0.5"],
+                            "cleaning")
+        # A second idle run after the cleaning (the log is clean, nothing left to do): the idle
+        # figure is the mean of the runs before and after, so that neither order wins.
+        idle2 = perf_run(broker, lib, records, describe, "idle-2")
+        # When did the pass line appear? Polled until it does.
+        deadline = time.monotonic() + timeout_s
+        while len(passes(broker)) == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        ps = passes(broker)[before:]
+        out["idle_records_per_s"] = (idle["records_per_s"] + idle2["records_per_s"]) / 2
+        out["idle_runs"] = [idle["records_per_s"], idle2["records_per_s"]]
+        out["cleaning_records_per_s"] = cleaning["records_per_s"]
+        out["ratio"] = cleaning["records_per_s"] / out["idle_records_per_s"]
+        out["clean_s"] = sum(p[1] for p in ps)
+        out["passes"] = len(ps)
+        out["run_s_after_alter"] = cleaning["ended"] - cleaning["side_at"]
+        # The cleaning ended inside the run if its pass line appeared while the producer ran.
+        out["cleaned_inside_run"] = cleaning["pass_at"] is not None
+    finally:
+        broker.stop()
+        out["problems"] = broker.problems
+    return out
+
+
 def dir_mib(broker) -> float:
     root = broker.workdir
     total = 0
@@ -212,6 +301,8 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--binary", default=str(ROOT / "target" / "release" / "kafkaiq"))
     ap.add_argument("--only", choices=["kafkaiq", "kafka"])
+    ap.add_argument("--produce", action="store_true",
+                    help="produce throughput on a plain topic while the cleaner cleans, and not")
     a = ap.parse_args()
     records, keys, vbytes = (100_000, 10_000, 100) if a.smoke else (2_000_000, 200_000, 100)
     lib = libs()
@@ -227,7 +318,11 @@ def main():
         wd.mkdir()
         b = KIQ(wd, Path(a.binary)) if key == "kafkaiq" else Kafka(wd)
         log(f"{b.label}: start")
-        r = run_broker(b, lib, data, last, 600 if not a.smoke else 120)
+        timeout = 600 if not a.smoke else 120
+        if a.produce:
+            r = run_produce(b, lib, data, 300_000 if a.smoke else 4_000_000, timeout)
+        else:
+            r = run_broker(b, lib, data, last, timeout)
         log(f"{b.label}: {r}")
         results.append(r)
     print(results)

@@ -42,7 +42,8 @@ impl Throttler {
 
     fn maybe_throttle(&self, bytes: u64) {
         let rate = f64::from_bits(self.bytes_per_second.load(Ordering::Relaxed));
-        if !rate.is_finite() || rate <= 0.0 {
+        // The default (Kafka's Double.MaxValue) is no throttle at all: not even the lock.
+        if !rate.is_finite() || rate <= 0.0 || rate == f64::MAX {
             return;
         }
         let mut period = self.period.lock().expect("throttle lock");
@@ -263,19 +264,24 @@ fn record(
     let secs = elapsed.as_secs_f64().max(1e-6);
     let mb = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     let read = s.map_bytes_read + s.bytes_read;
+    // Like Kafka's pass report: MB read is the log processed (each byte once, by the copy);
+    // the read that built the offset map is reported apart, as Kafka's "Indexed" line.
     tracing::info!(
         thread,
         partition = %format!("{}-{}", report.tp.topic, report.tp.partition),
         dirty_section = %format!("[{}, {})", report.range.first_dirty, report.range.first_uncleanable),
         outcome = match report.outcome { CleanOutcome::Cleaned { .. } => "cleaned", _ => "abandoned" },
-        mb_read = mb(read),
+        mb_read = mb(s.bytes_read),
         mb_written = mb(s.bytes_written),
-        mb_per_sec_read = mb(read) / secs,
+        mb_per_sec_read = mb(s.bytes_read) / secs,
         mb_per_sec_written = mb(s.bytes_written) / secs,
         seconds = secs,
         buffer_utilization = s.map_utilization,
         records_before = s.records_read,
         records_after = s.records_written,
+        indexed_mb = mb(s.map_bytes_read),
+        indexed_records = s.map_records_read,
+        indexed_in_seconds = s.map_seconds,
         "log cleaner pass"
     );
     let percent = |n: u64, d: u64| if d == 0 { 0 } else { n * 100 / d };

@@ -3,7 +3,10 @@
 //!   plain sequential `write()` of the same bytes to a file in the same directory (the ceiling);
 //! * `read`: `Log::read` of 1 MiB fetches, sequentially through a 64 MiB log, and of single
 //!   batches at random offsets (16 KiB batches, and one-record batches);
-//! * `index_lookup`: `OffsetIndex::lookup` in a full 10 MiB index.
+//! * `index_lookup`: `OffsetIndex::lookup` in a full 10 MiB index;
+//! * `clean`: one cleaning (`cleaner::clean`) of a compacted log of 1 MiB segments holding 500k
+//!   records of 100 B values over 50k keys (about 58 MiB; one in ten records stays), each
+//!   iteration on a fresh copy of the log, the copy and open untimed; throughput in log bytes.
 //!
 //! Nothing is fsynced in either append case (Kafka's default flush policy); every 64 MiB both
 //! files are emptied outside the timed region so the runs do not fill the disk.
@@ -13,7 +16,8 @@ use std::io::{Seek, SeekFrom, Write};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use kafkaiq_storage::batch::builder::{batch, Spec};
+use kafkaiq_storage::batch::builder::{batch, batch_with_keys, Spec};
+use kafkaiq_storage::cleaner::{clean, CleanOutcome, CleanSettings, CleanableRange, OffsetMap};
 use kafkaiq_storage::index::OffsetIndex;
 use kafkaiq_storage::{Log, LogConfig};
 
@@ -207,12 +211,89 @@ fn index_lookup(c: &mut Criterion) {
     });
 }
 
+fn clean_log(c: &mut Criterion) {
+    let root =
+        tempfile::tempdir_in(std::env::var("KAFKAIQ_BENCH_DIR").unwrap_or_else(|_| "/tmp".into()))
+            .unwrap();
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        compact: true,
+        ..LogConfig::default()
+    };
+    let template = root.path().join("template-0");
+    let (records, keys, per_batch) = (500_000usize, 50_000usize, 1_000usize);
+    let log = Log::open(&template, config.clone(), 0, true, NOW_MS).unwrap();
+    let pad = "x".repeat(87);
+    for first in (0..records).step_by(per_batch) {
+        let range = first..(first + per_batch).min(records);
+        let ks: Vec<String> = range
+            .clone()
+            .map(|o| format!("key-{:08}", o % keys))
+            .collect();
+        let vs: Vec<String> = range.map(|o| format!("{o:012}-{pad}")).collect();
+        let ks: Vec<Option<&[u8]>> = ks.iter().map(|k| Some(k.as_bytes())).collect();
+        let vs: Vec<&[u8]> = vs.iter().map(|v| v.as_bytes()).collect();
+        let spec = Spec {
+            base_timestamp: NOW_MS,
+            ..Spec::default()
+        };
+        log.append_as_leader(&batch_with_keys(&spec, &ks, &vs), 0, NOW_MS)
+            .unwrap();
+    }
+    log.roll(NOW_MS).unwrap();
+    log.flush().unwrap();
+    let size = log.size_bytes();
+    log.close().unwrap();
+    drop(log);
+    let settings = CleanSettings {
+        delete_retention_ms: 86_400_000,
+        now_ms: NOW_MS,
+        load_factor: 0.9,
+    };
+    let mut map = OffsetMap::new(128 << 20);
+    let mut group = c.benchmark_group("clean");
+    group.throughput(Throughput::Bytes(size));
+    group.sample_size(10);
+    let mut copies = 0;
+    group.bench_function(BenchmarkId::new("clean", "58MiB_1in10_kept"), |bench| {
+        bench.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                copies += 1;
+                let dir = root.path().join(format!("copy-{copies}"));
+                std::fs::create_dir(&dir).unwrap();
+                for entry in std::fs::read_dir(&template).unwrap() {
+                    let entry = entry.unwrap();
+                    std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+                }
+                let log = Log::open(&dir, config.clone(), 0, true, NOW_MS).unwrap();
+                let range = CleanableRange {
+                    first_dirty: 0,
+                    first_uncleanable: i64::MAX,
+                };
+                let start = Instant::now();
+                let outcome = clean(&log, range, &mut map, &settings, &mut |_| {}).unwrap();
+                total += start.elapsed();
+                assert!(
+                    matches!(outcome, CleanOutcome::Cleaned { .. }),
+                    "{outcome:?}"
+                );
+                log.close().unwrap();
+                drop(log);
+                std::fs::remove_dir_all(&dir).unwrap();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .sample_size(20);
-    targets = append, read, index_lookup
+    targets = append, read, index_lookup, clean_log
 }
 criterion_main!(benches);

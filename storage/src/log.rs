@@ -1565,7 +1565,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 mod cleaning;
-pub use cleaning::{CleaningView, CLEANED_SUFFIX, SWAP_SUFFIX};
+pub use cleaning::{CleaningView, CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX};
 
 #[cfg(test)]
 mod tests;

@@ -539,6 +539,12 @@ impl ProducerStateManager {
         Ok(())
     }
 
+    /// Forgets the snapshot at `offset` and returns its file, which the caller removes (its
+    /// segment was replaced).
+    pub(crate) fn forget_snapshot(&mut self, offset: i64) -> Option<std::path::PathBuf> {
+        self.snapshots.remove(&offset)
+    }
+
     /// Deletes the snapshot at `offset`, if there is one (its segment was replaced).
     pub(crate) fn delete_snapshot(&mut self, offset: i64) -> Result<(), ProducerStateError> {
         if let Some(path) = self.snapshots.remove(&offset) {

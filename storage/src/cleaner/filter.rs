@@ -139,6 +139,26 @@ pub fn filter_batch(
     new_horizon_ms: i64,
     out: &mut Vec<u8>,
 ) -> Result<Filtered> {
+    filter_batch_with(
+        batch,
+        header,
+        retention,
+        |records, kept| kept.extend(records.iter().map(&mut keep)),
+        new_horizon_ms,
+        out,
+    )
+}
+
+/// [`filter_batch`] deciding for all the batch's records at once: `decide` pushes one
+/// keep-or-not to its vector per record, in order.
+pub fn filter_batch_with(
+    batch: &[u8],
+    header: &BatchHeader,
+    retention: BatchRetention,
+    decide: impl FnOnce(&[Record<'_>], &mut Vec<bool>),
+    new_horizon_ms: i64,
+    out: &mut Vec<u8>,
+) -> Result<Filtered> {
     if retention == BatchRetention::Delete {
         return Ok(Filtered::default());
     }
@@ -154,7 +174,14 @@ pub fn filter_batch(
         &decompressed
     };
     let all = parse_records(records, header)?;
-    let kept: Vec<&Record<'_>> = all.iter().filter(|r| keep(r)).collect();
+    let mut decisions = Vec::with_capacity(all.len());
+    decide(&all, &mut decisions);
+    assert_eq!(decisions.len(), all.len(), "one decision per record");
+    let kept: Vec<&Record<'_>> = all
+        .iter()
+        .zip(&decisions)
+        .filter_map(|(r, &k)| k.then_some(r))
+        .collect();
     let has_tombstone = kept.iter().any(|r| !r.has_value);
     let horizon = header
         .delete_horizon_ms()

@@ -5,9 +5,10 @@
 //! 1. maps each key in it to its latest offset ([`OffsetMap`], bounded memory): when the map
 //!    reaches its load factor the cleaning stops there, and the rest waits for the next one;
 //! 2. rewrites every segment from the log's start up to the end of what was mapped, in groups
-//!    of consecutive segments that fit one segment (`segment.bytes`, the index size, offsets
-//!    within 2^31 of the base), keeping each record that is the latest for its key, unless it
-//!    is a tombstone whose delete horizon has passed; records past the mapped part stay;
+//!    of consecutive segments whose kept batches fit one segment (`segment.bytes`, the index
+//!    size, offsets within 2^31 of the base), keeping each record that is the latest for its
+//!    key, unless it is a tombstone whose delete horizon has passed; records past the mapped
+//!    part stay. A batch whose records all stay is copied as it is;
 //! 3. swaps each rewritten group in for its segments ([`Log::replace_segments`], crash-safe).
 //!
 //! Offsets never change: a cleaned log has gaps, which reads skip. Batches keep their header
@@ -28,8 +29,8 @@ use crate::batch::{BatchHeader, BatchIter};
 use crate::error::Result;
 use crate::log::{CleaningView, Log, CLEANED_SUFFIX};
 use crate::segment::LogSegment;
-use filter::{filter_batch, BatchRetention, Record};
-pub use offset_map::OffsetMap;
+use filter::{filter_batch_with, BatchRetention, Record};
+pub use offset_map::{KeyHash, OffsetMap};
 
 /// Kafka's `log.cleaner.io.buffer.load.factor`: the share of the map's slots filled before a
 /// cleaning stops mapping.
@@ -51,8 +52,13 @@ pub struct CleanableRange {
 /// What one cleaning read and wrote (Kafka's `CleanerStats`).
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct CleanerStats {
+    /// Bytes and records read to build the offset map, and the seconds it took (Kafka's
+    /// "Indexed ... MB" line).
     pub map_bytes_read: u64,
     pub map_records_read: u64,
+    pub map_seconds: f64,
+    /// Bytes and records read to copy: each byte of the log cleaned once (Kafka's "MB of log
+    /// processed").
     pub bytes_read: u64,
     pub records_read: u64,
     pub bytes_written: u64,
@@ -128,7 +134,8 @@ fn build_offset_map(
 ) -> Result<(u64, u64)> {
     map.clear();
     let max_entries = ((map.slots() as f64) * load_factor) as usize;
-    let (mut bytes, mut records) = (0u64, 0u64);
+    let (mut bytes, mut records_read) = (0u64, 0u64);
+    let mut hashes = Vec::new();
     let segments = &view.segments;
     for (i, seg) in segments.iter().enumerate() {
         let upper = segments
@@ -171,17 +178,27 @@ fn build_offset_map(
                         })?;
                         &decompressed
                     };
-                    for r in filter::parse_records(raw, h)? {
-                        records += 1;
-                        let Some(key) = r.key else { continue };
-                        if r.offset < range.first_dirty {
+                    let records = filter::parse_records(raw, h)?;
+                    hashes.clear();
+                    hashes.extend(
+                        records
+                            .iter()
+                            .filter(|r| r.offset >= range.first_dirty)
+                            .filter_map(|r| r.key.map(KeyHash::of)),
+                    );
+                    map.touch(&hashes);
+                    let mut hashed = hashes.iter();
+                    for r in &records {
+                        records_read += 1;
+                        if r.offset < range.first_dirty || r.key.is_none() {
                             continue;
                         }
-                        if map.size() >= max_entries && map.get(key) < 0 {
+                        let key = *hashed.next().expect("one hash per keyed record");
+                        if map.size() >= max_entries && map.get_hash(key) < 0 {
                             full = true;
                             return Ok(false);
                         }
-                        map.put(key, r.offset);
+                        map.put_hash(key, r.offset);
                     }
                 }
                 if h.last_offset() >= range.first_dirty {
@@ -196,104 +213,85 @@ fn build_offset_map(
         // The whole segment is covered, gaps after its last batch included.
         map.update_latest_offset(upper - 1);
     }
-    Ok((bytes, records))
-}
-
-/// Groups consecutive segments into runs that one segment can hold (Kafka's
-/// `groupSegmentsBySize`).
-fn group_segments(
-    segments: &[Arc<LogSegment>],
-    max_bytes: u64,
-    max_index_bytes: usize,
-    first_uncleanable: i64,
-) -> Vec<Vec<Arc<LogSegment>>> {
-    // Offset index entries are 8 bytes, time index entries 12 (one kept for the roll).
-    let (max_offsets, max_times) = (
-        max_index_bytes / 8,
-        (max_index_bytes / 12).saturating_sub(1),
-    );
-    let mut groups = Vec::new();
-    let mut i = 0;
-    while i < segments.len() {
-        let first = &segments[i];
-        let mut size = first.size();
-        let (mut offsets, mut times) = first.index_entries();
-        let mut group = vec![first.clone()];
-        i += 1;
-        while i < segments.len() {
-            let s = &segments[i];
-            let (o, t) = s.index_entries();
-            let last_offset_bound = segments
-                .get(i + 1)
-                .map_or(first_uncleanable, |n| n.base_offset())
-                - 1;
-            let fits = size + s.size() <= max_bytes
-                && offsets + o <= max_offsets
-                && times + t <= max_times
-                && (s.size() == 0 || last_offset_bound - first.base_offset() <= i32::MAX as i64);
-            if !fits {
-                break;
-            }
-            size += s.size();
-            offsets += o;
-            times += t;
-            group.push(s.clone());
-            i += 1;
-        }
-        groups.push(group);
-    }
-    groups
+    Ok((bytes, records_read))
 }
 
 /// Whether a record stays (Kafka's `shouldRetainRecord`): past the mapped part, or the latest
 /// for its key and not a tombstone whose horizon has passed. A record without a key goes.
+/// `key` is the record's key hashed, for a keyed record the map covers.
 fn retain(
     map: &mut OffsetMap,
     h: &BatchHeader,
     r: &Record<'_>,
+    key: Option<KeyHash>,
     now_ms: i64,
     stats: &mut CleanerStats,
 ) -> bool {
     if r.offset > map.latest_offset() {
         return true;
     }
-    let Some(key) = r.key else {
+    let Some(key) = key else {
         stats.invalid_records += 1;
         return false;
     };
-    let latest = r.offset >= map.get(key);
+    let latest = r.offset >= map.get_hash(key);
     let deletes_retained = h.delete_horizon_ms().is_none_or(|horizon| now_ms < horizon);
     latest && (r.has_value || deletes_retained)
 }
 
-/// Rewrites one group of segments into a new segment and swaps it in. Returns false when the
-/// log changed under the cleaning.
+/// Decides which records of a batch stay: hashes the keys the map covers, touches their slots
+/// together, then looks each up.
+fn decide(
+    map: &mut OffsetMap,
+    h: &BatchHeader,
+    records: &[Record<'_>],
+    now_ms: i64,
+    hashes: &mut Vec<KeyHash>,
+    stats: &mut CleanerStats,
+    keep: &mut Vec<bool>,
+) {
+    if h.is_control() {
+        keep.resize(records.len(), true);
+        return;
+    }
+    let latest = map.latest_offset();
+    let mapped = |r: &Record<'_>| r.offset <= latest;
+    hashes.clear();
+    hashes.extend(
+        records
+            .iter()
+            .filter(|r| mapped(r))
+            .filter_map(|r| r.key.map(KeyHash::of)),
+    );
+    map.touch(hashes);
+    let mut hashed = hashes.iter();
+    for r in records {
+        let key = if mapped(r) && r.key.is_some() {
+            hashed.next().copied()
+        } else {
+            None
+        };
+        keep.push(retain(map, h, r, key, now_ms, stats));
+    }
+}
+
+/// Filters every batch of `seg` into `cleaned` (Kafka's `cleanInto`).
 #[allow(clippy::too_many_arguments)]
-fn clean_group(
-    log: &Log,
-    view: &mut CleaningView,
-    group: &[Arc<LogSegment>],
+fn filter_segment(
+    seg: &LogSegment,
+    cleaned: &LogSegment,
     map: &mut OffsetMap,
     producers: &std::collections::HashMap<i64, i64>,
     upper_bound: i64,
     settings: &CleanSettings,
+    interval: usize,
     stats: &mut CleanerStats,
     throttle: &mut dyn FnMut(u64),
-) -> Result<bool> {
-    let config = log.config();
-    let base = group[0].base_offset();
-    let cleaned = LogSegment::create_with_suffix(
-        log.dir(),
-        base,
-        CLEANED_SUFFIX,
-        config.segment_index_bytes as usize,
-        settings.now_ms,
-        log.handle_pool(),
-    )?;
-    let interval = config.index_interval_bytes as usize;
+) -> Result<()> {
     let new_horizon = settings.now_ms.saturating_add(settings.delete_retention_ms);
     let mut out = Vec::new();
     let mut headers = Vec::new();
+    let mut hashes = Vec::new();
     let flush = |out: &mut Vec<u8>, headers: &mut Vec<BatchHeader>| -> Result<()> {
         if !out.is_empty() {
             cleaned.append(&[out], headers, interval)?;
@@ -302,43 +300,90 @@ fn clean_group(
         headers.clear();
         Ok(())
     };
-    for seg in group {
-        for_each_batch(seg, seg.base_offset(), i64::MAX, |batch, h| {
-            stats.bytes_read += batch.len() as u64;
-            throttle(batch.len() as u64);
-            let retention = if h.has_producer_id()
-                && producers.get(&h.producer_id) == Some(&h.last_offset())
-                || h.next_offset() == upper_bound
-            {
-                BatchRetention::RetainEmpty
-            } else {
-                BatchRetention::DeleteEmpty
-            };
-            let control = h.is_control();
-            let mut invalid = CleanerStats::default();
-            let f = filter_batch(
-                batch,
-                h,
-                retention,
-                |r| control || retain(map, h, r, settings.now_ms, &mut invalid),
-                new_horizon,
-                &mut out,
-            )?;
-            stats.invalid_records += invalid.invalid_records;
-            stats.records_read += f.records_read as u64;
-            stats.records_written += f.records_kept as u64;
-            if let Some(w) = f.written {
-                stats.bytes_written += w.size_in_bytes() as u64;
-                throttle(w.size_in_bytes() as u64);
-                headers.push(w);
-            }
-            if out.len() >= READ_CHUNK_BYTES {
-                flush(&mut out, &mut headers)?;
-            }
-            Ok(true)
-        })?;
+    for_each_batch(seg, seg.base_offset(), i64::MAX, |batch, h| {
+        stats.bytes_read += batch.len() as u64;
+        throttle(batch.len() as u64);
+        let retention = if h.has_producer_id()
+            && producers.get(&h.producer_id) == Some(&h.last_offset())
+            || h.next_offset() == upper_bound
+        {
+            BatchRetention::RetainEmpty
+        } else {
+            BatchRetention::DeleteEmpty
+        };
+        let mut invalid = CleanerStats::default();
+        let f = filter_batch_with(
+            batch,
+            h,
+            retention,
+            |records, keep| {
+                decide(
+                    map,
+                    h,
+                    records,
+                    settings.now_ms,
+                    &mut hashes,
+                    &mut invalid,
+                    keep,
+                )
+            },
+            new_horizon,
+            &mut out,
+        )?;
+        stats.invalid_records += invalid.invalid_records;
+        stats.records_read += f.records_read as u64;
+        stats.records_written += f.records_kept as u64;
+        if let Some(w) = f.written {
+            stats.bytes_written += w.size_in_bytes() as u64;
+            throttle(w.size_in_bytes() as u64);
+            headers.push(w);
+        }
+        if out.len() >= READ_CHUNK_BYTES {
+            flush(&mut out, &mut headers)?;
+        }
+        Ok(true)
+    })?;
+    flush(&mut out, &mut headers)
+}
+
+/// Appends to `to` every batch of `from` from `offset` on (a cleaned segment's tail that
+/// moves to the next cleaned segment).
+fn move_tail(
+    from: &LogSegment,
+    offset: i64,
+    to: &LogSegment,
+    interval: usize,
+    throttle: &mut dyn FnMut(u64),
+) -> Result<()> {
+    let mut out = Vec::new();
+    let mut headers = Vec::new();
+    for_each_batch(from, offset, i64::MAX, |batch, h| {
+        out.extend_from_slice(batch);
+        headers.push(*h);
+        if out.len() >= READ_CHUNK_BYTES {
+            throttle(2 * out.len() as u64);
+            to.append(&[&out], &headers, interval)?;
+            out.clear();
+            headers.clear();
+        }
+        Ok(true)
+    })?;
+    if !out.is_empty() {
+        throttle(2 * out.len() as u64);
+        to.append(&[&out], &headers, interval)?;
     }
-    flush(&mut out, &mut headers)?;
+    Ok(())
+}
+
+/// Finishes `cleaned` and swaps it in for `group`. Returns false when the log changed under
+/// the cleaning.
+fn swap_in(
+    log: &Log,
+    view: &mut CleaningView,
+    cleaned: LogSegment,
+    group: &[Arc<LogSegment>],
+    stats: &mut CleanerStats,
+) -> Result<bool> {
     cleaned.on_become_inactive()?;
     cleaned.flush()?;
     cleaned.set_last_modified_ms(group.last().expect("a group").last_modified_ms())?;
@@ -347,6 +392,102 @@ fn clean_group(
         stats.segments_cleaned += group.len();
     }
     Ok(swapped)
+}
+
+/// Rewrites `segments` (consecutive, from the log's start) into cleaned segments and swaps
+/// each in for the segments it replaces. Returns false when the log changed under the
+/// cleaning.
+///
+/// Consecutive segments are grouped into one cleaned segment while what the cleaning keeps of
+/// them fits one segment: `segment.bytes`, the index size, offsets within 2^31 of the base.
+/// Kafka groups by the segments' sizes before cleaning, so a log whose segments are full gets
+/// one cleaned segment (one swap, and its fsyncs) for each; here the group is closed only once
+/// the kept bytes overflow. The segment whose kept batches overflow starts the next group, and
+/// those batches move to its cleaned segment as they are (each source segment is read once).
+#[allow(clippy::too_many_arguments)]
+fn clean_segments(
+    log: &Log,
+    view: &mut CleaningView,
+    segments: &[Arc<LogSegment>],
+    map: &mut OffsetMap,
+    producers: &std::collections::HashMap<i64, i64>,
+    upper_bound: i64,
+    settings: &CleanSettings,
+    stats: &mut CleanerStats,
+    throttle: &mut dyn FnMut(u64),
+) -> Result<bool> {
+    let config = log.config();
+    let max_bytes = config.segment_bytes as u64;
+    let index_bytes = config.segment_index_bytes as usize;
+    // Offset index entries are 8 bytes, time index entries 12 (one kept for the roll). An
+    // index with room left has dropped no entry.
+    let (max_offsets, max_times) = (index_bytes / 8, (index_bytes / 12).saturating_sub(1));
+    let interval = config.index_interval_bytes as usize;
+    let create = |base: i64| {
+        LogSegment::create_with_suffix(
+            log.dir(),
+            base,
+            CLEANED_SUFFIX,
+            index_bytes,
+            settings.now_ms,
+            log.handle_pool(),
+        )
+    };
+    // The cleaned segment being written and the segments it replaces so far.
+    let mut current: Option<(LogSegment, Vec<Arc<LogSegment>>)> = None;
+    for (i, seg) in segments.iter().enumerate() {
+        if let Some((cleaned, _)) = &current {
+            let last_offset_bound =
+                segments.get(i + 1).map_or(upper_bound, |n| n.base_offset()) - 1;
+            if seg.size() > 0 && last_offset_bound - cleaned.base_offset() > i32::MAX as i64 {
+                let (cleaned, group) = current.take().expect("checked");
+                if !swap_in(log, view, cleaned, &group, stats)? {
+                    return Ok(false);
+                }
+            }
+        }
+        let (cleaned, group) = match &mut current {
+            Some(c) => c,
+            None => current.insert((create(seg.base_offset())?, Vec::new())),
+        };
+        filter_segment(
+            seg,
+            cleaned,
+            map,
+            producers,
+            upper_bound,
+            settings,
+            interval,
+            stats,
+            throttle,
+        )?;
+        let (offsets, times) = cleaned.index_entries();
+        if group.is_empty()
+            || cleaned.size() <= max_bytes && offsets < max_offsets && times < max_times
+        {
+            group.push(seg.clone());
+            continue;
+        }
+        // What `seg` kept does not fit: it moves to the next cleaned segment, and the group
+        // closes before `seg`.
+        let next = create(seg.base_offset())?;
+        let moved = move_tail(cleaned, seg.base_offset(), &next, interval, throttle)
+            .and_then(|()| cleaned.truncate_to(seg.base_offset(), interval));
+        if let Err(e) = moved {
+            let _ = next.delete_files();
+            return Err(e);
+        }
+        let (cleaned, group) = current.replace((next, vec![seg.clone()])).expect("checked");
+        if !swap_in(log, view, cleaned, &group, stats)? {
+            let (next, _) = current.take().expect("set above");
+            next.delete_files()?;
+            return Ok(false);
+        }
+    }
+    match current {
+        Some((cleaned, group)) => swap_in(log, view, cleaned, &group, stats),
+        None => Ok(true),
+    }
 }
 
 /// Cleans `log` once over `range` with `map` (cleared first) and moves the log's cleaner
@@ -375,7 +516,9 @@ pub fn clean(
         return Ok(CleanOutcome::Nothing);
     }
     let mut stats = CleanerStats::default();
+    let started = std::time::Instant::now();
     let (bytes, records) = build_offset_map(&view, range, map, settings.load_factor, throttle)?;
+    stats.map_seconds = started.elapsed().as_secs_f64();
     stats.map_bytes_read = bytes;
     stats.map_records_read = records;
     stats.map_utilization = map.utilization();
@@ -390,27 +533,18 @@ pub fn clean(
         .filter(|s| s.base_offset() < end_offset)
         .cloned()
         .collect();
-    let config = log.config();
-    let groups = group_segments(
+    if !clean_segments(
+        log,
+        &mut view,
         &to_clean,
-        config.segment_bytes as u64,
-        config.segment_index_bytes as usize,
+        map,
+        &producers,
         range.first_uncleanable,
-    );
-    for group in &groups {
-        if !clean_group(
-            log,
-            &mut view,
-            group,
-            map,
-            &producers,
-            range.first_uncleanable,
-            settings,
-            &mut stats,
-            throttle,
-        )? {
-            return Ok(CleanOutcome::Abandoned { stats });
-        }
+        settings,
+        &mut stats,
+        throttle,
+    )? {
+        return Ok(CleanOutcome::Abandoned { stats });
     }
     if !log.finish_cleaning(&view, end_offset)? {
         return Ok(CleanOutcome::Abandoned { stats });

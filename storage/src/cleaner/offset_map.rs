@@ -50,14 +50,25 @@ pub struct OffsetMap {
     probes: u64,
 }
 
-fn hash(key: &[u8]) -> (u64, u64) {
-    let h = XxHash3_128::oneshot(key);
-    let (high, low) = ((h >> 64) as u64, h as u64);
-    if high == 0 && low == 0 {
-        (0, 1)
-    } else {
-        (high, low)
+/// A key's 128-bit hash, as the map stores it: computed once, then looked up or touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHash(u64, u64);
+
+impl KeyHash {
+    pub fn of(key: &[u8]) -> KeyHash {
+        let h = XxHash3_128::oneshot(key);
+        let (high, low) = ((h >> 64) as u64, h as u64);
+        if high == 0 && low == 0 {
+            KeyHash(0, 1)
+        } else {
+            KeyHash(high, low)
+        }
     }
+}
+
+/// `x` scaled to `[0, n)` (Lemire's multiply-shift: no division).
+fn scale(x: u64, n: u64) -> u64 {
+    ((x as u128 * n as u128) >> 64) as u64
 }
 
 fn is_prime(n: usize) -> bool {
@@ -141,7 +152,7 @@ impl OffsetMap {
         let old = std::mem::replace(&mut self.slots, vec![EMPTY; n]);
         for slot in old.iter().filter(|s| !is_empty(s)) {
             let at = self
-                .find((slot[0], slot[1]))
+                .find(KeyHash(slot[0], slot[1]))
                 .expect("a larger table has room for every key of the smaller");
             self.slots[at] = *slot;
         }
@@ -157,27 +168,46 @@ impl OffsetMap {
 
     /// The slot holding `hash`, or the empty slot where it would go; `None` only when every
     /// slot is taken by other keys.
-    fn find(&mut self, (high, low): (u64, u64)) -> Option<usize> {
+    fn find(&mut self, KeyHash(high, low): KeyHash) -> Option<usize> {
         let n = self.slots.len() as u64;
-        let start = high % n;
-        let step = 1 + low % (n - 1);
+        let mut at = scale(high, n);
+        // In [1, n): with n prime, the probe sequence visits every slot once.
+        let step = 1 + scale(low, n - 1);
         self.lookups += 1;
-        let mut at = start;
         for _ in 0..n {
             self.probes += 1;
             let slot = &self.slots[at as usize];
             if is_empty(slot) || (slot[0] == high && slot[1] == low) {
                 return Some(at as usize);
             }
-            at = (at + step) % n;
+            at += step;
+            if at >= n {
+                at -= n;
+            }
         }
         None
+    }
+
+    /// Reads the first slot each of `hashes` probes, all at once, so that the lookups that
+    /// follow find them in the cache: a table larger than the cache costs one miss per
+    /// lookup, and independent loads overlap where a lookup's dependent probes cannot.
+    pub fn touch(&self, hashes: &[KeyHash]) {
+        let n = self.slots.len() as u64;
+        let mut seen = 0u64;
+        for h in hashes {
+            seen ^= self.slots[scale(h.0, n) as usize][2];
+        }
+        std::hint::black_box(seen);
     }
 
     /// Maps `key` to `offset`. Returns false, changing nothing, when the key is new and the
     /// map is full (the caller stops filling well before: Kafka's load factor).
     pub fn put(&mut self, key: &[u8], offset: i64) -> bool {
-        let h = hash(key);
+        self.put_hash(KeyHash::of(key), offset)
+    }
+
+    /// [`Self::put`] of a key hashed already.
+    pub fn put_hash(&mut self, h: KeyHash, offset: i64) -> bool {
         if self.slots.len() < self.max_slots
             && (self.entries + 1) as f64 > self.slots.len() as f64 * GROW_AT
         {
@@ -199,7 +229,12 @@ impl OffsetMap {
 
     /// The latest offset mapped for `key`, -1 when it is not mapped.
     pub fn get(&mut self, key: &[u8]) -> i64 {
-        match self.find(hash(key)) {
+        self.get_hash(KeyHash::of(key))
+    }
+
+    /// [`Self::get`] of a key hashed already.
+    pub fn get_hash(&mut self, h: KeyHash) -> i64 {
+        match self.find(h) {
             Some(at) if !is_empty(&self.slots[at]) => self.slots[at][2] as i64,
             _ => -1,
         }

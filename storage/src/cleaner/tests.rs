@@ -115,7 +115,7 @@ fn a_cleaning_keeps_the_latest_value_of_each_key_at_its_offset_for_every_codec()
         }
         assert!(log.size_bytes() < 2048, "{}", log.size_bytes());
         assert_eq!(log.log_end_offset(), 400);
-        // Each full segment was its own group; the next cleaning groups the small ones.
+        // What the cleaning kept of the segments fits one: they were grouped into one.
         clean_all(&log, &mut map, NOW);
         assert!(log.segment_count() <= 2, "{} segments", log.segment_count());
         assert_eq!(records(&log), after);
@@ -180,6 +180,82 @@ fn the_active_segment_and_records_past_the_uncleanable_offset_stay() {
     // Below it, one record per key (the latest below the active segment or later).
     assert!(after.iter().filter(|r| r.0 < active).count() <= 5);
     assert_eq!(latest(&after).len(), 5);
+}
+
+#[test]
+fn segments_are_grouped_by_what_the_cleaning_keeps_and_the_overflow_starts_the_next_group() {
+    // A third of the records have keys written once (kept), the others keys written over and
+    // over: the kept bytes fill several segments, so groups close when their kept batches
+    // overflow.
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    for round in 0..30 {
+        fill(&log, 4, 1_000_000, 4, 0); // unique keys
+        for dup in 0..2 {
+            let keys: Vec<String> = (0..4)
+                .map(|k| format!("dup-{}", (round * 2 + dup) % 3 * 4 + k))
+                .collect();
+            let ks: Vec<Option<&[u8]>> = keys.iter().map(|k| Some(k.as_bytes())).collect();
+            let b = batch_with_keys(&Spec::default(), &ks, &[b"x", b"y", b"z", b"w"]);
+            log.append_as_leader(&b, 0, NOW).unwrap();
+        }
+    }
+    log.roll(NOW).unwrap();
+    let before = records(&log);
+    let segments_before = log.segment_count();
+    let CleanOutcome::Cleaned { stats, .. } = clean_all(&log, &mut OffsetMap::new(1 << 16), NOW)
+    else {
+        panic!("not cleaned");
+    };
+    let after = records(&log);
+    assert_eq!(latest(&after), latest(&before));
+    assert_eq!(after.len(), 30 * 4 + 12);
+    assert!(after.iter().all(|r| before.contains(r)));
+    // Fewer, fuller segments, none over segment.bytes; each source segment read once.
+    let sizes: Vec<u64> = log
+        .segment_base_offsets()
+        .iter()
+        .map(|&b| {
+            let path = dir.path().join(crate::segment::log_file_name(b));
+            std::fs::metadata(path).unwrap().len()
+        })
+        .collect();
+    assert!(log.segment_count() < segments_before, "{sizes:?}");
+    assert!(log.segment_count() > 2, "{sizes:?}");
+    assert!(sizes.iter().all(|&s| s <= 2048), "{sizes:?}");
+    assert_eq!(stats.bytes_read, stats.map_bytes_read);
+    assert_eq!(stats.records_written, after.len() as u64);
+    assert_eq!(stats.bytes_written, sizes.iter().sum::<u64>());
+    log.verify_indexes().unwrap();
+    // The replaced segments' files (and producer snapshots) are removed in the background.
+    let names = || -> Vec<String> {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    };
+    assert!(
+        names()
+            .iter()
+            .all(|n| !n.ends_with(crate::log::CLEANED_SUFFIX)),
+        "{:?}",
+        names()
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while names()
+        .iter()
+        .any(|n| n.ends_with(crate::log::DELETED_SUFFIX))
+    {
+        assert!(std::time::Instant::now() < deadline, "{:?}", names());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let logs = names().iter().filter(|n| n.ends_with(".log")).count();
+    assert_eq!(logs, log.segment_count());
+    log.close().unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    assert_eq!(records(&log), after);
+    log.verify_indexes().unwrap();
 }
 
 #[test]
@@ -371,6 +447,13 @@ fn an_open_finishes_a_committed_swap_and_discards_an_uncommitted_one() {
         .path()
         .join(crate::segment::log_file_name(first_cleaned) + crate::log::SWAP_SUFFIX);
     std::fs::write(&swap, &cleaned_log).unwrap();
+    // And a replaced segment's file renamed for removal (a crash in step 2 of an earlier swap).
+    let renamed = committed.path().join(format!(
+        "{}{}",
+        crate::segment::log_file_name(first_cleaned + 1),
+        crate::log::DELETED_SUFFIX
+    ));
+    std::fs::write(&renamed, &cleaned_log).unwrap();
     let log = Log::open(committed.path(), config(), 0, false, NOW).unwrap();
     let got = records(&log);
     assert_eq!(latest(&got), latest(&before));
@@ -379,6 +462,7 @@ fn an_open_finishes_a_committed_swap_and_discards_an_uncommitted_one() {
     assert!(got.iter().all(|r| before.contains(r)));
     log.verify_indexes().unwrap();
     assert!(!swap.exists());
+    assert!(!renamed.exists());
     drop(log);
 
     // A crash before step 1 (only .cleaned files): discarded, the log is as before.

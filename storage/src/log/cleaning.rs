@@ -7,12 +7,17 @@
 //!
 //! 1. the `.cleaned` files are renamed `.swap`, the `.log` last, and the dir is fsynced: from
 //!    here the swap is committed;
-//! 2. the replaced segments' files are removed (readers holding them keep reading their
-//!    pinned files), dir fsynced;
+//! 2. the replaced segments' files are renamed `.deleted` (readers holding them keep reading
+//!    their pinned files), dir fsynced;
 //! 3. the `.swap` files get their final names, dir fsynced.
 //!
-//! Opening a log finishes or discards a swap cut short: `.cleaned` files, and index `.swap`
-//! files without their log's, are removed (the cleaning never committed); a `<base>.log.swap`
+//! The `.deleted` files are removed, and the replaced segments closed, on a thread of their own
+//! once the cleaning is done with them (as Kafka's asynchronous segment deletion): unlinking
+//! and unmapping hundreds of files is not the cleaner's, nor the writer lock's, time.
+//!
+//! Opening a log finishes or discards a swap cut short: `.cleaned` and `.deleted` files, and
+//! index `.swap` files without their log's, are removed (the cleaning never committed, or is
+//! done); a `<base>.log.swap`
 //! replaces every segment whose base offset lies
 //! in `[base, the swap's next offset)`, and its indexes are rebuilt.
 
@@ -31,15 +36,65 @@ use crate::segment::{remove_segment_files, LogSegment};
 pub const CLEANED_SUFFIX: &str = ".cleaned";
 /// Suffix of a cleaned segment's files while the swap is under way.
 pub const SWAP_SUFFIX: &str = ".swap";
+/// Suffix of a replaced segment's files from its swap until their removal.
+pub const DELETED_SUFFIX: &str = ".deleted";
 
 /// The inactive segments a cleaning may read, and what must not change before its swap.
-#[derive(Clone)]
 pub struct CleaningView {
     /// Every segment but the active one, in order.
     pub segments: Vec<Arc<LogSegment>>,
     /// Where the active segment starts: no cleaning reaches it.
     pub active_base_offset: i64,
     pub(crate) truncation_generation: u64,
+    /// What the swaps replaced: removed in the background when the view goes (after
+    /// `segments`, so that the replaced segments are closed there too).
+    replaced: Replaced,
+}
+
+/// Replaced segments and their renamed files.
+#[derive(Default)]
+struct Replaced {
+    segments: Vec<Arc<LogSegment>>,
+    paths: Vec<std::path::PathBuf>,
+}
+
+impl Drop for Replaced {
+    fn drop(&mut self) {
+        if self.paths.is_empty() && self.segments.is_empty() {
+            return;
+        }
+        let (segments, paths) = (
+            std::mem::take(&mut self.segments),
+            std::mem::take(&mut self.paths),
+        );
+        let remove = move || {
+            // Closed first: the last close of an unlinked file is what frees its blocks.
+            drop(segments);
+            for path in &paths {
+                if let Err(e) = remove_if_present(path) {
+                    tracing::warn!(error = %e, "cannot remove a replaced segment's file; the next open removes it");
+                }
+            }
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("log-cleaner-remove".into())
+            .spawn(move || {
+                if let Ok(remove) = rx.recv() {
+                    let remove: Box<dyn FnOnce() + Send> = remove;
+                    remove();
+                }
+            });
+        let remove: Box<dyn FnOnce() + Send> = Box::new(remove);
+        match spawned {
+            Ok(_) => {
+                if let Err(std::sync::mpsc::SendError(remove)) = tx.send(remove) {
+                    remove();
+                }
+            }
+            Err(_) => remove(),
+        }
+    }
 }
 
 fn rename(from: &Path, to: &Path) -> Result<()> {
@@ -94,7 +149,7 @@ pub(crate) fn recover_swaps(dir: &Path) -> Result<Vec<i64>> {
         let entry = entry.at(dir)?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if name.ends_with(CLEANED_SUFFIX) {
+        if name.ends_with(CLEANED_SUFFIX) || name.ends_with(DELETED_SUFFIX) {
             remove_if_present(&entry.path())?;
             changed = true;
         } else if let Some(base) = name.strip_suffix(SWAP_SUFFIX).and_then(parse_segment_base) {
@@ -163,6 +218,7 @@ impl Log {
             segments: segments[..segments.len() - 1].to_vec(),
             active_base_offset: segments.last().expect("a log has a segment").base_offset(),
             truncation_generation: self.truncation_generation.load(Ordering::SeqCst),
+            replaced: Replaced::default(),
         }
     }
 
@@ -246,9 +302,18 @@ impl Log {
                 rename(from, to)?;
             }
             sync_dir(&self.dir)?;
-            // 2. The replaced segments go; readers holding them read their pinned files.
+            // 2. The replaced segments go (renamed now, removed in the background); readers
+            // holding them read their pinned files.
             for seg in old {
-                seg.delete_files()?;
+                seg.pin_files();
+                for path in seg.paths() {
+                    let to = std::path::PathBuf::from(
+                        path.to_str().expect("segment paths are UTF-8").to_owned() + DELETED_SUFFIX,
+                    );
+                    rename(path, &to)?;
+                    view.replaced.paths.push(to);
+                }
+                view.replaced.segments.push(seg.clone());
             }
             sync_dir(&self.dir)?;
             // 3. Final names.
@@ -282,11 +347,21 @@ impl Log {
             self.set_segments(list);
             // The producer snapshots of the replaced segments go with them (as Kafka's
             // replaceSegments does): else each roll of a compacted log would leave one for good.
-            // Best effort: the swap is done, and a snapshot left behind is only a file.
+            // Renamed `.deleted` here and removed with the segments' files. Best effort: the
+            // swap is done, and a snapshot left behind is only a file.
             let mut producers = self.producers.lock();
             for seg in old.iter().filter(|s| s.base_offset() != base) {
-                if let Err(e) = producers.delete_snapshot(seg.base_offset()) {
-                    tracing::warn!(dir = %self.dir.display(), error = %e, "cannot delete the producer snapshot of a replaced segment");
+                let Some(path) = producers.forget_snapshot(seg.base_offset()) else {
+                    continue;
+                };
+                let to = std::path::PathBuf::from(
+                    path.to_str().expect("snapshot paths are UTF-8").to_owned() + DELETED_SUFFIX,
+                );
+                match rename(&path, &to) {
+                    Ok(()) => view.replaced.paths.push(to),
+                    Err(e) => {
+                        tracing::warn!(dir = %self.dir.display(), error = %e, "cannot delete the producer snapshot of a replaced segment")
+                    }
                 }
             }
             Ok(true)
