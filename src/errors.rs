@@ -50,6 +50,8 @@ pub enum ApiError {
     OutOfOrderSequenceNumber(String),
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
     #[error("kafka storage error: {0}")]
     KafkaStorageError(String),
     #[error("fenced leader epoch")]
@@ -164,6 +166,7 @@ impl ApiError {
             UnsupportedEndpointType(_) => ResponseError::UnsupportedEndpointType,
             OutOfOrderSequenceNumber(_) => ResponseError::OutOfOrderSequenceNumber,
             InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
+            InvalidTxnState(_) => ResponseError::InvalidTxnState,
             KafkaStorageError(_) => ResponseError::KafkaStorageError,
             FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
             UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
@@ -244,6 +247,7 @@ impl ApiError {
             | InvalidRequest(m)
             | OutOfOrderSequenceNumber(m)
             | InvalidProducerEpoch(m)
+            | InvalidTxnState(m)
             | KafkaStorageError(m)
             | LogDirNotFound(m)
             | InvalidRecord(m)
@@ -335,6 +339,7 @@ impl From<StorageError> for ApiError {
             StorageError::OffsetOutOfRange { .. } => ApiError::OffsetOutOfRange,
             StorageError::OutOfOrderSequence(m) => ApiError::OutOfOrderSequenceNumber(m),
             StorageError::InvalidProducerEpoch(m) => ApiError::InvalidProducerEpoch(m),
+            StorageError::InvalidTxnState(m) => ApiError::InvalidTxnState(m),
             // A leader never appends as a follower; a non-monotonic append here is a bug in
             // the caller, reported as a server error rather than a client mistake.
             StorageError::NonMonotonicAppend(m) => ApiError::UnknownServerError(m),
@@ -365,6 +370,7 @@ mod tests {
             (ApiError::UnsupportedEndpointType(String::new()), 115),
             (ApiError::OutOfOrderSequenceNumber(String::new()), 45),
             (ApiError::InvalidProducerEpoch(String::new()), 47),
+            (ApiError::InvalidTxnState(String::new()), 48),
             (ApiError::KafkaStorageError(String::new()), 56),
             (ApiError::FencedLeaderEpoch, 74),
             (ApiError::UnknownLeaderEpoch, 75),

@@ -16,7 +16,8 @@
 //! * [`deleter`]: removes deleted logs' renamed `-delete` directories in the background.
 //! * [`parallel`]: filesystem work for many partitions on a few threads at once.
 //! * [`epoch`]: the leader epoch cache (`leader-epoch-checkpoint`).
-//! * [`producer_state`]: idempotent producers' sequence state and its snapshots.
+//! * [`producer_state`]: producers' sequence state, open transactions and their snapshots.
+//! * [`txn_index`]: a segment's `.txnindex`, the aborted transactions read_committed fetches skip.
 //! * [`checkpoint`]: Kafka's offset checkpoint files.
 //! * [`error`]: the typed errors.
 //!
@@ -40,6 +41,7 @@ pub mod parallel;
 pub mod partition_metadata;
 pub mod producer_state;
 pub mod segment;
+pub mod txn_index;
 
 pub use config::{LogConfig, TimestampType, TopicPartition};
 pub use error::{Result, StorageError};
