@@ -454,8 +454,15 @@ impl Log {
 
     /// Kafka's `firstUnstableOffset`: the first offset of the earliest transaction that is open
     /// or whose marker the high watermark has not passed, never below the log start offset.
+    /// Without a high watermark set (a log used on its own) the log end offset stands in for it.
     pub fn first_unstable_offset(&self) -> Option<i64> {
-        let first = self.producers.lock().first_unstable_offset()?;
+        let high_watermark = self
+            .high_watermark
+            .load(Ordering::Acquire)
+            .min(self.log_end_offset());
+        let mut producers = self.producers.lock();
+        producers.on_high_watermark_updated(high_watermark);
+        let first = producers.first_unstable_offset()?;
         Some(first.max(self.log_start_offset()))
     }
 
@@ -871,8 +878,6 @@ impl Log {
             })?;
         }
         producers.update_map_end_offset(self.log_end_offset());
-        // A log used without replicas has no high watermark below the end.
-        producers.on_high_watermark_updated(self.high_watermark.load(Ordering::Acquire));
         Ok(())
     }
 
