@@ -3,8 +3,9 @@
 //!
 //! Each partition is refused or appended in request order: acks outside -1..=1 are
 //! INVALID_REQUIRED_ACKS, a topic id the image does not know UNKNOWN_TOPIC_ID, a transactional
-//! produce TRANSACTIONAL_ID_AUTHORIZATION_FAILED (transactions are not implemented: batches whose
-//! markers would never come are not stored), no records INVALID_RECORD; then the client batch
+//! produce TRANSACTIONAL_ID_AUTHORIZATION_FAILED (no transaction coordinator yet: batches whose
+//! markers would never come are not stored; the partitions track transactions, see
+//! `Partition::read`), no records INVALID_RECORD; then the client batch
 //! rules of [`validate_client_batches`] and the partition's own append (which refuses acks=-1
 //! with NOT_ENOUGH_REPLICAS before writing anything when the ISR is below the effective min ISR).
 //!
@@ -262,6 +263,10 @@ impl ReplicaManager {
 /// `__consumer_offsets` writes do not come this way):
 /// - a control batch is refused ("Clients are not allowed to write control records"), and so is
 ///   a batch with a producer id and a negative base sequence: both INVALID_RECORD;
+/// - a transactional batch is TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Kafka refuses one without
+///   an authorized transactional id, and no producer holds one here yet (InitProducerId refuses
+///   transactional ids), so its transaction could never be ended and would hold the partition's
+///   last stable offset back for good;
 /// - on a LogAppendTime topic a batch that set LogAppendTime itself is INVALID_TIMESTAMP.
 fn validate_client_batches(
     records: &[u8],
@@ -277,6 +282,9 @@ fn validate_client_batches(
             return Err(ApiError::InvalidRecord(format!(
                 "Clients are not allowed to write control records in topic partition {tp}"
             )));
+        }
+        if h.is_transactional() {
+            return Err(ApiError::TransactionalIdAuthorizationFailed);
         }
         if h.has_producer_id() && h.base_sequence < 0 {
             return Err(ApiError::InvalidRecord(format!(
@@ -299,4 +307,40 @@ fn validate_client_batches(
         pos += size;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use kafkaiq_storage::batch::builder::{batch, transactional, Spec};
+    use kafkaiq_storage::batch::{end_txn_marker_batch, ControlRecordType, EndTxnMarker};
+
+    use super::*;
+
+    #[test]
+    fn client_batches_may_not_be_transactional_or_control() {
+        let config = kafkaiq_storage::LogConfig::default();
+        let tp = TopicPartition::new("t", 0);
+        let idempotent = batch(
+            &Spec {
+                producer_id: 5,
+                producer_epoch: 0,
+                base_sequence: 0,
+                ..Spec::default()
+            },
+            &[b"v".as_slice()],
+        );
+        assert!(validate_client_batches(&idempotent, &config, &tp).is_ok());
+        assert!(matches!(
+            validate_client_batches(&transactional(&idempotent), &config, &tp),
+            Err(ApiError::TransactionalIdAuthorizationFailed)
+        ));
+        let marker = EndTxnMarker {
+            control_type: ControlRecordType::Commit,
+            coordinator_epoch: 0,
+        };
+        assert!(matches!(
+            validate_client_batches(&end_txn_marker_batch(5, 0, 0, 0, marker), &config, &tp),
+            Err(ApiError::InvalidRecord(_))
+        ));
+    }
 }
