@@ -693,3 +693,69 @@ fn a_truncation_or_a_deletion_rewrites_the_cleaner_checkpoint_file() {
         format!("0\n1\na 0 {leo}\n")
     );
 }
+
+#[test]
+fn a_cleaned_segment_keeps_the_aborted_transactions_of_the_segments_it_replaces() {
+    use crate::batch::builder::transactional;
+    use crate::batch::{ControlRecordType, EndTxnMarker};
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    let abort = EndTxnMarker {
+        control_type: ControlRecordType::Abort,
+        coordinator_epoch: 0,
+    };
+    let aborted_txn = |pid: i64| {
+        let spec = Spec {
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: 0,
+            ..Spec::default()
+        };
+        let b = batch_with_keys(
+            &spec,
+            &[Some(b"key-1".as_slice())],
+            &[b"aborted".as_slice()],
+        );
+        log.append_as_leader(&transactional(&b), 0, NOW).unwrap();
+        log.append_end_txn_marker_as_leader(pid, 0, abort, 0, NOW)
+            .unwrap();
+        fill(&log, 100, 10, 4, 0);
+    };
+    aborted_txn(1);
+    aborted_txn(2);
+    log.roll(NOW).unwrap();
+    let leo = log.log_end_offset();
+    let entries = |log: &Log| {
+        log.collect_aborted_transactions(0, leo)
+            .iter()
+            .map(|t| (t.producer_id, t.first_offset, t.last_offset))
+            .collect::<Vec<_>>()
+    };
+    let before = entries(&log);
+    assert_eq!(before, vec![(1, 0, 1), (2, 102, 103)]);
+    assert!(log.segment_count() > 3);
+    let mut map = OffsetMap::new(1 << 16);
+    clean_all(&log, &mut map, NOW);
+    assert!(log.segment_count() <= 2, "{} segments", log.segment_count());
+    assert_eq!(entries(&log), before);
+    let bases = log.segment_base_offsets();
+    let index_bases: Vec<i64> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_str()?.to_owned();
+            name.strip_suffix(".txnindex")?.parse().ok()
+        })
+        .collect();
+    assert_eq!(
+        index_bases,
+        vec![bases[0]],
+        "one index, the cleaned segment's"
+    );
+    log.close().unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), config(), leo, true, NOW).unwrap();
+    assert_eq!(entries(&log), before, "after a clean reopen");
+    drop(log);
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    assert_eq!(entries(&log), before, "after recovery");
+}
