@@ -115,6 +115,11 @@ pub struct Log {
     /// The transaction indexes of the segments holding aborted transactions. Changed under the
     /// writer lock; read briefly by read_committed fetches.
     txn_indexes: Mutex<TxnIndexes>,
+    /// False only while the producer state holds no open or unstable transaction, so that
+    /// every read's last stable offset of a log without transactions takes no lock. Stored
+    /// under the producer-state lock, after each change that may add a transaction and by
+    /// [`Log::first_unstable_offset`] when it finds none.
+    maybe_unstable: AtomicBool,
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
     recovery_point: AtomicI64,
@@ -337,6 +342,7 @@ impl Log {
         }
         let rebuild = rebuild_from.map(|from| (from, &mut txn_indexes));
         replay_producer_state(dir, &segments, &mut producers, log_end_offset, rebuild)?;
+        let maybe_unstable = producers.first_unstable_offset().is_some();
         sync_dir(dir)?;
         Ok(Log {
             dir: dir.to_owned(),
@@ -350,6 +356,7 @@ impl Log {
             epochs: Mutex::new(epochs),
             producers: Mutex::new(producers),
             txn_indexes: Mutex::new(txn_indexes),
+            maybe_unstable: AtomicBool::new(maybe_unstable),
             log_start_offset: AtomicI64::new(log_start_offset),
             log_end_offset: AtomicI64::new(log_end_offset),
             recovery_point: AtomicI64::new(recovery_point),
@@ -456,14 +463,19 @@ impl Log {
     /// or whose marker the high watermark has not passed, never below the log start offset.
     /// Without a high watermark set (a log used on its own) the log end offset stands in for it.
     pub fn first_unstable_offset(&self) -> Option<i64> {
+        if !self.maybe_unstable.load(Ordering::Acquire) {
+            return None;
+        }
         let high_watermark = self
             .high_watermark
             .load(Ordering::Acquire)
             .min(self.log_end_offset());
         let mut producers = self.producers.lock();
         producers.on_high_watermark_updated(high_watermark);
-        let first = producers.first_unstable_offset()?;
-        Some(first.max(self.log_start_offset()))
+        let first = producers.first_unstable_offset();
+        self.maybe_unstable
+            .store(first.is_some(), Ordering::Release);
+        Some(first?.max(self.log_start_offset()))
     }
 
     /// Kafka's `lastStableOffset`: the high watermark, or the first unstable offset when that
@@ -878,6 +890,9 @@ impl Log {
             })?;
         }
         producers.update_map_end_offset(self.log_end_offset());
+        if producers.first_unstable_offset().is_some() {
+            self.maybe_unstable.store(true, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -1035,6 +1050,10 @@ impl Log {
             producers.delete_snapshots_after(leo)?;
             producers.truncate_and_reload(self.log_start_offset(), leo, w.last_now_ms)?;
             replay_producer_state(&self.dir, &self.segments(), &mut producers, leo, None)?;
+            self.maybe_unstable.store(
+                producers.first_unstable_offset().is_some(),
+                Ordering::Release,
+            );
             Ok(())
         })();
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
