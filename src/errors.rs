@@ -52,6 +52,8 @@ pub enum ApiError {
     InvalidProducerEpoch(String),
     #[error("invalid transaction state: {0}")]
     InvalidTxnState(String),
+    #[error("transaction coordinator fenced: {0}")]
+    TransactionCoordinatorFenced(String),
     #[error("kafka storage error: {0}")]
     KafkaStorageError(String),
     #[error("fenced leader epoch")]
@@ -167,6 +169,7 @@ impl ApiError {
             OutOfOrderSequenceNumber(_) => ResponseError::OutOfOrderSequenceNumber,
             InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
             InvalidTxnState(_) => ResponseError::InvalidTxnState,
+            TransactionCoordinatorFenced(_) => ResponseError::TransactionCoordinatorFenced,
             KafkaStorageError(_) => ResponseError::KafkaStorageError,
             FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
             UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
@@ -248,6 +251,7 @@ impl ApiError {
             | OutOfOrderSequenceNumber(m)
             | InvalidProducerEpoch(m)
             | InvalidTxnState(m)
+            | TransactionCoordinatorFenced(m)
             | KafkaStorageError(m)
             | LogDirNotFound(m)
             | InvalidRecord(m)
@@ -340,6 +344,9 @@ impl From<StorageError> for ApiError {
             StorageError::OutOfOrderSequence(m) => ApiError::OutOfOrderSequenceNumber(m),
             StorageError::InvalidProducerEpoch(m) => ApiError::InvalidProducerEpoch(m),
             StorageError::InvalidTxnState(m) => ApiError::InvalidTxnState(m),
+            StorageError::TransactionCoordinatorFenced(m) => {
+                ApiError::TransactionCoordinatorFenced(m)
+            }
             // A leader never appends as a follower; a non-monotonic append here is a bug in
             // the caller, reported as a server error rather than a client mistake.
             StorageError::NonMonotonicAppend(m) => ApiError::UnknownServerError(m),
@@ -371,6 +378,7 @@ mod tests {
             (ApiError::OutOfOrderSequenceNumber(String::new()), 45),
             (ApiError::InvalidProducerEpoch(String::new()), 47),
             (ApiError::InvalidTxnState(String::new()), 48),
+            (ApiError::TransactionCoordinatorFenced(String::new()), 52),
             (ApiError::KafkaStorageError(String::new()), 56),
             (ApiError::FencedLeaderEpoch, 74),
             (ApiError::UnknownLeaderEpoch, 75),

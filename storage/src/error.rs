@@ -53,6 +53,9 @@ pub enum StorageError {
     /// non-transactional batch.
     #[error("invalid transaction state: {0}")]
     InvalidTxnState(String),
+    /// Kafka's TRANSACTION_COORDINATOR_FENCED (52): a marker from an older coordinator.
+    #[error("transaction coordinator fenced: {0}")]
+    TransactionCoordinatorFenced(String),
     /// A follower append that would leave a gap or overlap existing offsets.
     #[error("non-monotonic append: {0}")]
     NonMonotonicAppend(String),
@@ -131,6 +134,7 @@ impl From<crate::producer_state::ProducerStateError> for StorageError {
             P::OutOfOrderSequence(m) => StorageError::OutOfOrderSequence(m),
             P::InvalidProducerEpoch(m) => StorageError::InvalidProducerEpoch(m),
             P::InvalidTxnState(m) => StorageError::InvalidTxnState(m),
+            P::TransactionCoordinatorFenced(m) => StorageError::TransactionCoordinatorFenced(m),
             P::Io { path, source } => StorageError::Io { path, source },
             P::CorruptSnapshot { ref path, .. } => invalid_data(path.clone(), e.to_string()),
         }

@@ -723,9 +723,14 @@ impl Log {
         let mut new_headers = Vec::with_capacity(valid.len());
         let producers = self.producers.lock();
         let mut pending = producers.prepare_append();
-        for (h, &max_timestamp) in valid.iter().zip(&max_timestamps) {
+        let markers = markers_of(records, &valid)?;
+        for ((h, &max_timestamp), marker) in valid.iter().zip(&max_timestamps).zip(&markers) {
             if h.has_producer_id() && h.is_control() {
-                producers.validate_end_txn_marker(h.producer_id, h.producer_epoch)?;
+                producers.validate_end_txn_marker(
+                    h.producer_id,
+                    h.producer_epoch,
+                    marker.map(|m| m.coordinator_epoch),
+                )?;
             } else if h.has_producer_id() {
                 let last_sequence = increment_sequence(h.base_sequence, h.last_offset_delta);
                 let check = pending.validate_leader_batch(
@@ -768,7 +773,6 @@ impl Log {
         }
         drop(pending);
         drop(producers);
-        let markers = markers_of(records, &valid)?;
         let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * valid.len());
         let mut position = 0usize;
         for (header, h) in new_headers.iter().zip(&stamped) {
@@ -783,7 +787,8 @@ impl Log {
 
     /// Writes a transaction marker for `producer_id` as leader (what the transaction
     /// coordinator's WriteTxnMarkers asks of a partition leader): one control batch stamped
-    /// `now_ms`. A marker of an epoch below the producer's is INVALID_PRODUCER_EPOCH.
+    /// `now_ms`. A marker of an epoch below the producer's is INVALID_PRODUCER_EPOCH, one from a
+    /// coordinator epoch below that of the producer's last marker TRANSACTION_COORDINATOR_FENCED.
     pub fn append_end_txn_marker_as_leader(
         &self,
         producer_id: i64,

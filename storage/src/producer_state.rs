@@ -88,6 +88,10 @@ pub enum ProducerStateError {
     /// non-transactional batch.
     #[error("{0}")]
     InvalidTxnState(String),
+    /// -> TRANSACTION_COORDINATOR_FENCED (52): a marker from a coordinator older than the one
+    /// that wrote the producer's last marker here.
+    #[error("{0}")]
+    TransactionCoordinatorFenced(String),
     #[error("I/O error on producer state file {path}: {source}")]
     Io {
         path: PathBuf,
@@ -438,20 +442,29 @@ impl ProducerStateManager {
         self.map_end_offset = self.map_end_offset.max(batch.last_offset + 1);
     }
 
-    /// Checks a marker the leader is about to write (Kafka's `checkProducerEpoch` for the
-    /// coordinator's append): its epoch must not be below the producer's.
+    /// Checks a marker the leader is about to write (Kafka's `checkProducerEpoch` and
+    /// `checkCoordinatorEpoch` for the coordinator's append): its producer epoch must not be
+    /// below the producer's, nor its coordinator epoch (None: a control batch without a
+    /// transaction marker) below that of the producer's last marker.
     pub fn validate_end_txn_marker(
         &self,
         producer_id: i64,
         producer_epoch: i16,
+        coordinator_epoch: Option<i32>,
     ) -> Result<(), ProducerStateError> {
-        let current = self
-            .last_producer_epoch(producer_id)
-            .unwrap_or(NO_PRODUCER_EPOCH);
+        let entry = self.producers.get(&producer_id);
+        let current = entry.map_or(NO_PRODUCER_EPOCH, |e| e.producer_epoch);
         if producer_epoch < current {
             return Err(ProducerStateError::InvalidProducerEpoch(format!(
                 "epoch of producer {producer_id} is {producer_epoch}, which is smaller than the \
                  last seen epoch {current}"
+            )));
+        }
+        let last_coordinator_epoch = entry.map_or(-1, |e| e.coordinator_epoch);
+        if let Some(epoch) = coordinator_epoch.filter(|&e| e < last_coordinator_epoch) {
+            return Err(ProducerStateError::TransactionCoordinatorFenced(format!(
+                "invalid coordinator epoch for producer {producer_id}: {epoch} (zombie), \
+                 {last_coordinator_epoch} (current)"
             )));
         }
         Ok(())
@@ -1574,12 +1587,19 @@ mod tests {
             Err(ProducerStateError::InvalidTxnState(_))
         ));
         drop(pending);
-        assert!(state.validate_end_txn_marker(PID, 0).is_ok());
+        assert!(state.validate_end_txn_marker(PID, 0, Some(0)).is_ok());
         state.append_end_txn_marker(PID, 1, marker(ControlRecordType::Abort), 1, 0);
         assert!(matches!(
-            state.validate_end_txn_marker(PID, 0),
+            state.validate_end_txn_marker(PID, 0, Some(3)),
             Err(ProducerStateError::InvalidProducerEpoch(_))
         ));
+        // The last marker came from coordinator epoch 3: an older coordinator is fenced.
+        assert!(matches!(
+            state.validate_end_txn_marker(PID, 1, Some(2)),
+            Err(ProducerStateError::TransactionCoordinatorFenced(_))
+        ));
+        assert!(state.validate_end_txn_marker(PID, 1, Some(3)).is_ok());
+        assert!(state.validate_end_txn_marker(PID, 1, None).is_ok());
         // After the marker (which bumped the epoch) the producer writes at its new epoch.
         assert_eq!(
             outcome(state.validate_leader_append(PID, 1, 0, 0)),

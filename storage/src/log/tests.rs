@@ -1341,6 +1341,15 @@ fn transactions_hold_the_last_stable_offset_and_aborts_are_indexed() {
         log.append_end_txn_marker_as_leader(1, 0, marker(Abort), 0, 0),
         Err(StorageError::InvalidProducerEpoch(_))
     ));
+    // So is a marker from a coordinator older than the last marker's (epoch 1).
+    let zombie = EndTxnMarker {
+        control_type: Abort,
+        coordinator_epoch: 0,
+    };
+    assert!(matches!(
+        log.append_end_txn_marker_as_leader(1, 1, zombie, 0, 0),
+        Err(StorageError::TransactionCoordinatorFenced(_))
+    ));
     assert_eq!(aborted(&log, 0, 9).len(), 1);
     log.append_as_leader(&idempotent(1, 1, 0, 1), 0, 0).unwrap();
 
