@@ -138,8 +138,8 @@ ok $C --describe --entity-type brokers --entity-default
 expect_text "Default configs for brokers in the cluster are:"
 expect_text "log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000"
 expect_no_text "message.max.bytes"
-run $C --alter --entity-type brokers --entity-name 1 --add-config num.io.threads=4
-[[ $rc -ne 0 ]] || fail "num.io.threads changed at runtime"
+run $C --alter --entity-type brokers --entity-name 1 --add-config log.dirs=/tmp/elsewhere
+[[ $rc -ne 0 ]] || fail "log.dirs changed at runtime"
 expect_text "Cannot update these configs dynamically"
 ok $C --alter --entity-type brokers --entity-name 1 --delete-config message.max.bytes
 ok $C --alter --entity-type brokers --entity-default --delete-config log.retention.ms

@@ -5,8 +5,10 @@
 //! broker, then cluster default, then the static file, then the key's default.
 //!
 //! Only the keys that KafkaIQ acts on are dynamic here; Kafka's other dynamic keys (thread
-//! pools, listeners, SASL/SSL, the log cleaner) are refused like its read-only keys, with
-//! INVALID_REQUEST "Cannot update these configs dynamically".
+//! pools, listeners, SASL/SSL) are refused like its read-only keys, with INVALID_REQUEST
+//! "Cannot update these configs dynamically". The log cleaner's keys are dynamic as in Kafka:
+//! its own (`LogCleaner.ReconfigurableConfigs`) restart its threads, the topic defaults
+//! (`log.cleanup.policy`, `log.cleaner.min.cleanable.ratio`, …) apply to every hosted log.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +31,17 @@ pub const DYNAMIC_BROKER_KEYS: &[&str] = &[
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",
+    "log.cleanup.policy",
+    "log.cleaner.min.cleanable.ratio",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.buffer.size",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
 ];
 
 /// Keys that are dynamic but not in `server.properties` definitions: (key, default).
@@ -107,7 +120,17 @@ pub fn effective(
     config: &BrokerConfig,
     broker_configs: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Result<BrokerConfig, ConfigError> {
-    let overlay = overlay(broker_configs, config.node_id);
+    effective_for(config, broker_configs, config.node_id)
+}
+
+/// The configuration node `node_id` runs with when its `server.properties` are those of
+/// `config` (the controller checks a change against the values it replaces this way).
+pub fn effective_for(
+    config: &BrokerConfig,
+    broker_configs: &BTreeMap<String, BTreeMap<String, String>>,
+    node_id: i32,
+) -> Result<BrokerConfig, ConfigError> {
+    let overlay = overlay(broker_configs, node_id);
     if overlay.is_empty() {
         return Ok(config.clone());
     }
@@ -151,7 +174,43 @@ pub fn check_value(config: &BrokerConfig, key: &str, value: &str) -> Result<(), 
     }
     let mut raw = config.raw.clone();
     raw.set(key, value);
-    BrokerConfig::from_raw(raw)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    let next = BrokerConfig::from_raw(raw)
+        .map_err(|e| e.to_string())?
+        .config;
+    // A broker key that is a topic config's fallback takes that config's checks too (the
+    // items of `log.cleanup.policy`, for one), in the broker key's name.
+    if let Some(def) = super::topic::TOPIC_CONFIG_DEFS
+        .iter()
+        .find(|d| d.broker_synonyms.contains(&key))
+    {
+        super::topic::validate(def.name, value).map_err(|e| {
+            e.to_string().replace(
+                &format!("configuration {}", def.name),
+                &format!("configuration {key}"),
+            )
+        })?;
+    }
+    if key == "log.cleaner.threads" {
+        check_cleaner_threads(config.cleaner.threads, next.cleaner.threads)?;
+    }
+    Ok(())
+}
+
+/// Kafka's `LogCleaner#validateReconfiguration`: at least one thread, and at most a halving or
+/// a doubling of the running count at once.
+fn check_cleaner_threads(current: usize, next: usize) -> Result<(), String> {
+    if next < 1 {
+        return Err("Log cleaner threads should be at least 1".to_owned());
+    }
+    if next < current / 2 {
+        return Err(format!(
+            "Log cleaner threads cannot be reduced to less than half the current value {current}"
+        ));
+    }
+    if next > current * 2 {
+        return Err(format!(
+            "Log cleaner threads cannot be increased to more than double the current value {current}"
+        ));
+    }
+    Ok(())
 }

@@ -590,9 +590,10 @@ pub fn alter_topic_configs(
 
 /// IncrementalAlterConfigs on one BROKER resource (`resource`: a node id, or "" for the cluster
 /// default): one `BrokerConfig` record per key whose value changes. Only
-/// [`dynamic::DYNAMIC_BROKER_KEYS`] may be set (none is LIST-typed, so APPEND and SUBTRACT are
-/// refused as for a topic's scalar keys); each value is checked as startup checks it. A DELETE
-/// of a key with no value writes nothing, as in Kafka.
+/// [`dynamic::DYNAMIC_BROKER_KEYS`] may be set; APPEND and SUBTRACT apply to LIST-typed keys
+/// (`log.cleanup.policy`) only. Each value is checked as startup checks it, against what the
+/// resource runs with now; a failed check is INVALID_REQUEST, as Kafka's broker answers it
+/// (KAFKA-13609). A DELETE of a key with no value writes nothing, as in Kafka.
 pub fn alter_broker_configs(
     image: &MetadataImage,
     config: &BrokerConfig,
@@ -606,6 +607,11 @@ pub fn alter_broker_configs(
         .unwrap_or_default();
     let mut configs = before.clone();
     let mut seen = BTreeSet::new();
+    // Values are checked against what the resource runs with now (a node's own layer and the
+    // cluster default over the static file; the default alone for the "" resource).
+    let node = resource.parse::<i32>().unwrap_or(-1);
+    let current = dynamic::effective_for(config, &image.broker_configs, node)
+        .unwrap_or_else(|_| config.clone());
     let refused: Vec<&str> = ops
         .iter()
         .filter(|(name, op, _)| *op != AlterConfigOp::Delete && !dynamic::is_dynamic(name))
@@ -631,7 +637,20 @@ pub fn alter_broker_configs(
                 let v = value.clone().ok_or_else(|| {
                     ApiError::InvalidRequest(format!("Null value not supported for : {name}"))
                 })?;
-                dynamic::check_value(config, name, &v).map_err(ApiError::InvalidConfig)?;
+                dynamic::check_value(&current, name, &v).map_err(ApiError::InvalidRequest)?;
+                configs.insert(name.clone(), v);
+            }
+            AlterConfigOp::Append | AlterConfigOp::Subtract
+                if crate::config::broker_config_def(name)
+                    .is_some_and(|d| d.kind == crate::config::ConfigKind::List) =>
+            {
+                let base = configs
+                    .get(name)
+                    .cloned()
+                    .or_else(|| current.value_of(name))
+                    .unwrap_or_default();
+                let v = apply_list_op(&base, value.as_deref().unwrap_or_default(), *op);
+                dynamic::check_value(&current, name, &v).map_err(ApiError::InvalidRequest)?;
                 configs.insert(name.clone(), v);
             }
             AlterConfigOp::Append | AlterConfigOp::Subtract => {

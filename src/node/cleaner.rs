@@ -5,7 +5,7 @@
 //! throttle, `log.cleaner.io.max.bytes.per.second`. Each cleaning is logged with its MB/s read
 //! and written, and feeds the `kafka.log:type=LogCleaner` gauges ([`CleanerStats`]).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,21 +18,32 @@ pub use crate::config::CleanerSettings;
 pub use crate::metrics::CleanerStats;
 
 /// Kafka's `Throttler`: keeps the bytes told per second at or under a rate by sleeping, checked
-/// every [`THROTTLE_CHECK_MS`].
+/// every [`THROTTLE_CHECK_MS`]. The rate can change while the threads run.
 struct Throttler {
-    bytes_per_second: f64,
+    /// The rate in bytes per second, as `f64` bits; not finite or ≤ 0 means unthrottled.
+    bytes_per_second: AtomicU64,
     period: Mutex<(Instant, u64)>,
 }
 
 const THROTTLE_CHECK_MS: u64 = 300;
 
 impl Throttler {
+    fn new(bytes_per_second: f64) -> Throttler {
+        Throttler {
+            bytes_per_second: AtomicU64::new(bytes_per_second.to_bits()),
+            period: Mutex::new((Instant::now(), 0)),
+        }
+    }
+
+    fn set_rate(&self, bytes_per_second: f64) {
+        self.bytes_per_second
+            .store(bytes_per_second.to_bits(), Ordering::Relaxed);
+    }
+
     fn maybe_throttle(&self, bytes: u64) {
+        let rate = f64::from_bits(self.bytes_per_second.load(Ordering::Relaxed));
         // The default (Kafka's Double.MaxValue) is no throttle at all: not even the lock.
-        if !self.bytes_per_second.is_finite()
-            || self.bytes_per_second <= 0.0
-            || self.bytes_per_second == f64::MAX
-        {
+        if !rate.is_finite() || rate <= 0.0 || rate == f64::MAX {
             return;
         }
         let mut period = self.period.lock().expect("throttle lock");
@@ -41,7 +52,7 @@ impl Throttler {
         if elapsed < Duration::from_millis(THROTTLE_CHECK_MS) {
             return;
         }
-        let due = Duration::from_secs_f64(period.1 as f64 / self.bytes_per_second);
+        let due = Duration::from_secs_f64(period.1 as f64 / rate);
         if due > elapsed {
             std::thread::sleep(due - elapsed);
         }
@@ -49,11 +60,36 @@ impl Throttler {
     }
 }
 
-/// The running cleaner threads.
+/// The cleaner threads (Kafka's `LogCleaner`). Its settings are dynamic broker configs: a
+/// change stops the threads after the cleaning each is in and starts them anew with the new
+/// map size, thread count and back-off, as Kafka's `LogCleaner#reconfigure` does.
 pub struct LogCleaner {
+    logs: Arc<LogManager>,
+    clock: SharedClock,
+    throttler: Arc<Throttler>,
+    running: Mutex<Running>,
+    pub stats: Arc<CleanerStats>,
+}
+
+/// The threads of one configuration.
+struct Running {
+    settings: CleanerSettings,
     threads: Vec<std::thread::JoinHandle<()>>,
     stop: Arc<(Mutex<bool>, Condvar)>,
-    pub stats: Arc<CleanerStats>,
+    /// Set by [`LogCleaner::shutdown`]: no thread starts again.
+    closed: bool,
+}
+
+impl Running {
+    /// Stops the threads after the cleaning each is in (a swap is never cut short here).
+    fn stop(&mut self) {
+        let (lock, wake) = &*self.stop;
+        *lock.lock().expect("cleaner stop lock") = true;
+        wake.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 impl LogCleaner {
@@ -65,24 +101,73 @@ impl LogCleaner {
         clock: SharedClock,
         stats: Arc<CleanerStats>,
     ) -> std::io::Result<LogCleaner> {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let throttler = Arc::new(Throttler {
-            bytes_per_second: settings.io_max_bytes_per_second,
-            period: Mutex::new((Instant::now(), 0)),
-        });
-        let mut threads = Vec::new();
+        let cleaner = LogCleaner {
+            logs,
+            clock,
+            throttler: Arc::new(Throttler::new(settings.io_max_bytes_per_second)),
+            running: Mutex::new(Running {
+                settings: settings.clone(),
+                threads: Vec::new(),
+                stop: Arc::new((Mutex::new(false), Condvar::new())),
+                closed: false,
+            }),
+            stats,
+        };
+        {
+            let mut running = cleaner.running.lock().expect("cleaner lock");
+            cleaner.spawn(&mut running)?;
+        }
+        Ok(cleaner)
+    }
+
+    /// Takes new settings: when they differ from the running ones, the threads stop after
+    /// their cleaning and start again with them. Whether they were restarted.
+    pub fn reconfigure(&self, settings: &CleanerSettings) -> std::io::Result<bool> {
+        let mut running = self.running.lock().expect("cleaner lock");
+        if running.closed || running.settings == *settings {
+            return Ok(false);
+        }
+        tracing::info!(
+            threads = settings.threads,
+            dedupe_buffer_size = settings.dedupe_buffer_size,
+            io_max_bytes_per_second = settings.io_max_bytes_per_second,
+            backoff_ms = settings.backoff_ms,
+            "log cleaner reconfigured"
+        );
+        self.throttler.set_rate(settings.io_max_bytes_per_second);
+        running.stop();
+        running.settings = settings.clone();
+        running.stop = Arc::new((Mutex::new(false), Condvar::new()));
+        self.spawn(&mut running)?;
+        Ok(true)
+    }
+
+    /// How many cleaner threads run now.
+    pub fn thread_count(&self) -> usize {
+        self.running.lock().expect("cleaner lock").threads.len()
+    }
+
+    /// Stops the threads after the cleaning each is in; they do not start again.
+    pub fn shutdown(&self) {
+        let mut running = self.running.lock().expect("cleaner lock");
+        running.closed = true;
+        running.stop();
+    }
+
+    fn spawn(&self, running: &mut Running) -> std::io::Result<()> {
+        let settings = &running.settings;
         let count = if settings.enable { settings.threads } else { 0 };
         let map_bytes = settings.map_bytes();
         for id in 0..count {
             let (logs, clock, stop, stats, throttler) = (
-                logs.clone(),
-                clock.clone(),
-                stop.clone(),
-                stats.clone(),
-                throttler.clone(),
+                self.logs.clone(),
+                self.clock.clone(),
+                running.stop.clone(),
+                self.stats.clone(),
+                self.throttler.clone(),
             );
             let (load_factor, backoff) = (settings.load_factor, settings.backoff_ms);
-            threads.push(
+            running.threads.push(
                 std::thread::Builder::new()
                     .name(format!("kafka-log-cleaner-thread-{id}"))
                     .spawn(move || {
@@ -124,20 +209,43 @@ impl LogCleaner {
                     })?,
             );
         }
-        Ok(LogCleaner {
-            threads,
-            stop,
-            stats,
-        })
+        Ok(())
     }
+}
 
-    /// Stops the threads after the cleaning each is in (a swap is never cut short here).
-    pub fn shutdown(self) {
-        let (lock, wake) = &*self.stop;
-        *lock.lock().expect("cleaner stop lock") = true;
-        wake.notify_all();
-        for t in self.threads {
-            let _ = t.join();
+/// How often [`follow_config`] looks at the effective broker config.
+const CONFIG_CHECK_MS: u64 = 1_000;
+
+/// Gives the cleaner the `log.cleaner.*` values of the effective broker config (the dynamic
+/// broker configs of the latest image over `server.properties`) whenever they change, until
+/// shutdown.
+pub async fn follow_config(
+    cleaner: Arc<LogCleaner>,
+    replicas: Arc<crate::replica::ReplicaManager>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_millis(CONFIG_CHECK_MS));
+    let mut seen = replicas.effective_config();
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => {
+                if *shutdown.borrow() { return; }
+            }
+            _ = tick.tick() => {
+                let config = replicas.effective_config();
+                if Arc::ptr_eq(&config, &seen) {
+                    continue;
+                }
+                seen = config.clone();
+                let cleaner = cleaner.clone();
+                let restarted = tokio::task::spawn_blocking(move || {
+                    cleaner.reconfigure(&config.cleaner)
+                })
+                .await;
+                if let Ok(Err(e)) = restarted {
+                    tracing::error!(error = %e, "log cleaner threads could not be restarted");
+                }
+            }
         }
     }
 }
@@ -276,17 +384,49 @@ mod tests {
             Default::default(),
         )
         .unwrap();
-        assert!(cleaner.threads.is_empty());
+        assert_eq!(cleaner.thread_count(), 0);
         cleaner.shutdown();
         assert_eq!(log.cleaned_up_to(), -1);
     }
 
     #[test]
-    fn the_throttle_holds_the_rate() {
-        let t = Throttler {
-            bytes_per_second: 1_000_000.0,
-            period: Mutex::new((Instant::now(), 0)),
+    fn new_settings_restart_the_threads_with_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (logs, log) = dirty_log(dir.path());
+        let idle = CleanerSettings {
+            enable: false,
+            ..settings()
         };
+        let cleaner = LogCleaner::start(
+            &idle,
+            logs,
+            Arc::new(crate::clock::SystemClock),
+            Default::default(),
+        )
+        .unwrap();
+        assert!(!cleaner.reconfigure(&idle).unwrap(), "same settings");
+        assert!(cleaner.reconfigure(&settings()).unwrap());
+        assert_eq!(cleaner.thread_count(), 2);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while log.cleaned_up_to() < 0 {
+            assert!(Instant::now() < deadline, "not cleaned in 30 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let one = CleanerSettings {
+            threads: 1,
+            ..settings()
+        };
+        assert!(cleaner.reconfigure(&one).unwrap());
+        assert_eq!(cleaner.thread_count(), 1);
+        cleaner.shutdown();
+        assert_eq!(cleaner.thread_count(), 0);
+        assert!(!cleaner.reconfigure(&settings()).unwrap(), "closed");
+        assert_eq!(cleaner.thread_count(), 0);
+    }
+
+    #[test]
+    fn the_throttle_holds_the_rate() {
+        let t = Throttler::new(1_000_000.0);
         let started = Instant::now();
         for _ in 0..100 {
             t.maybe_throttle(5_000); // 500 kB at 1 MB/s: about half a second

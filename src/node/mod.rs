@@ -92,7 +92,7 @@ pub struct Node {
     /// Closed at shutdown, once nothing publishes any more, before the logs are closed.
     publisher: Arc<crate::metadata::MetadataPublisher>,
     /// The log cleaner threads (brokers only); stopped before the logs are closed.
-    cleaner: Option<cleaner::LogCleaner>,
+    cleaner: Option<Arc<cleaner::LogCleaner>>,
 }
 
 /// Installs the log manager's failure hook: the log dirs that failed so far, and a flag raised
@@ -377,6 +377,17 @@ impl Node {
         } else {
             None
         };
+        let cleaner = cleaner.map(Arc::new);
+        if let Some(cleaner) = &cleaner {
+            tasks.push((
+                "log cleaner config",
+                tokio::spawn(cleaner::follow_config(
+                    cleaner.clone(),
+                    replicas.clone(),
+                    shutdown_rx.clone(),
+                )),
+            ));
+        }
         tasks.push((
             "periodic",
             tokio::spawn(periodic(context.clone(), shutdown_rx.clone())),
