@@ -693,3 +693,55 @@ fn a_truncation_or_a_deletion_rewrites_the_cleaner_checkpoint_file() {
         format!("0\n1\na 0 {leo}\n")
     );
 }
+
+/// A topic deleted and created again under its name while a cleaning of the deleted log runs:
+/// the cleaning is abandoned and leaves nothing in the new log's dir (the deleted log's path
+/// names the new log's dir by then). Kafka aborts the cleaning before the log's dir is renamed
+/// (`LogManager.asyncDelete` → `abortCleaning`).
+#[test]
+#[ignore = "known bug: the cleaning of a deleted log writes its .cleaned files through the log's old path, which names the re-created log's dir, and leaves them there until the next restart"]
+fn a_cleaning_of_a_deleted_log_leaves_nothing_in_the_log_created_again_under_its_name() {
+    use crate::manager::LogManager;
+    use crate::TopicPartition;
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().to_path_buf()];
+    let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let old = manager.get_or_create(&tp, config(), NOW).unwrap();
+    fill(&old, 400, 7, 4, 0);
+    old.update_high_watermark(old.log_end_offset());
+    old.flush().unwrap();
+    let mut map = OffsetMap::new(1 << 16);
+    let mut created: Option<Arc<Log>> = None;
+    let report = manager.clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {
+        if created.is_none() {
+            manager.delete(&tp).unwrap();
+            let new = manager.get_or_create(&tp, config(), NOW).unwrap();
+            fill(&new, 3, 3, 1, 0);
+            created = Some(new);
+        }
+    });
+    assert!(
+        !matches!(
+            report,
+            Ok(Some(crate::manager::CleanReport {
+                outcome: CleanOutcome::Cleaned { .. },
+                ..
+            }))
+        ),
+        "{report:?}"
+    );
+    let new = created.expect("created during the cleaning");
+    let leftovers: Vec<_> = std::fs::read_dir(new.dir())
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "{leftovers:?} in {}",
+        new.dir().display()
+    );
+    assert_eq!(records(&new).len(), 3);
+    assert_eq!(new.cleaned_up_to(), -1);
+}
