@@ -695,11 +695,10 @@ fn a_truncation_or_a_deletion_rewrites_the_cleaner_checkpoint_file() {
 }
 
 /// A topic deleted and created again under its name while a cleaning of the deleted log runs:
-/// the cleaning is abandoned and leaves nothing in the new log's dir (the deleted log's path
-/// names the new log's dir by then). Kafka aborts the cleaning before the log's dir is renamed
-/// (`LogManager.asyncDelete` → `abortCleaning`).
+/// the cleaning is abandoned, swaps nothing into the new log and leaves no file in its dir
+/// (the deleted log's path names the new log's dir by then), and the new log has no cleaner
+/// checkpoint. Kafka aborts the cleaning before it renames the dir (`asyncDelete`).
 #[test]
-#[ignore = "known bug: the cleaning of a deleted log writes its .cleaned files through the log's old path, which names the re-created log's dir, and leaves them there until the next restart"]
 fn a_cleaning_of_a_deleted_log_leaves_nothing_in_the_log_created_again_under_its_name() {
     use crate::manager::LogManager;
     use crate::TopicPartition;
