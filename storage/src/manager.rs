@@ -854,7 +854,8 @@ impl LogManager {
             now_ms,
             load_factor,
         };
-        let generation = chosen.log.cleaning_view().truncation_generation;
+        // The cleaning's own swaps move the truncation generation: only truncations count here.
+        let truncations = chosen.log.truncation_count();
         let result = crate::cleaner::clean(&chosen.log, chosen.range, map, &settings, throttle);
         let still_ours = self
             .get(&chosen.tp)
@@ -862,9 +863,8 @@ impl LogManager {
         drop(in_progress);
         // A failure while the log changed under the cleaning (a truncation read half-way, a
         // deletion) is the change's doing, not the log's: the next pass tries again.
-        let moved_on = !still_ours
-            || chosen.log.is_offline()
-            || chosen.log.cleaning_view().truncation_generation != generation;
+        let moved_on =
+            !still_ours || chosen.log.is_offline() || chosen.log.truncation_count() != truncations;
         let mut state = self.cleaning.lock();
         let outcome = match result {
             Ok(outcome) => outcome,

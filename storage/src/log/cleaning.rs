@@ -222,6 +222,11 @@ impl Log {
         }
     }
 
+    /// How many truncations the log went through (a cleaning's swaps are not counted).
+    pub(crate) fn truncation_count(&self) -> u64 {
+        self.truncations.load(Ordering::SeqCst)
+    }
+
     /// Records where a cleaning ended, unless a truncation happened since `view` was taken (it
     /// may have pulled the checkpoint below what the cleaning covered). Under the writer lock,
     /// so no truncation falls between the check and the store.
