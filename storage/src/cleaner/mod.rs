@@ -25,7 +25,7 @@ pub mod offset_map;
 
 use std::sync::Arc;
 
-use crate::batch::{BatchHeader, BatchIter};
+use crate::batch::BatchHeader;
 use crate::error::Result;
 use crate::log::{CleaningView, Log, CLEANED_SUFFIX};
 use crate::segment::LogSegment;
@@ -96,31 +96,64 @@ pub struct CleanSettings {
 }
 
 /// Calls `each` with every whole batch of `segment` from the one holding `from` on, up to the
-/// batch holding `until` (exclusive), until it returns false.
+/// batch holding `until` (exclusive), until it returns false. A batch header that does not
+/// parse, or a batch running past the segment's end, fails the read (Kafka's
+/// `CorruptRecordException`): the cleaning must not take the rest of the segment for empty.
 fn for_each_batch(
     segment: &LogSegment,
     from: i64,
     until: i64,
     mut each: impl FnMut(&[u8], &BatchHeader) -> Result<bool>,
 ) -> Result<()> {
-    let mut next = from;
-    loop {
-        let Some((bytes, _)) = segment.read(next, READ_CHUNK_BYTES, i64::MAX, true)? else {
-            return Ok(());
-        };
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        for (at, h) in BatchIter::new(&bytes) {
+    let end = segment.size();
+    // Where the batch holding `from` starts; from the segment's start when the index scan
+    // finds none (it stops quietly at a damaged header).
+    let mut position = segment.find_batch(from, end)?.map_or(0, |(p, _)| p);
+    let mut want = READ_CHUNK_BYTES;
+    while position < end {
+        let bytes = segment.read_exact(position, ((end - position) as usize).min(want))?;
+        want = READ_CHUNK_BYTES;
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let left_in_segment = end - position - at as u64;
+            let rest = &bytes[at..];
+            if rest.len() < crate::batch::RECORD_BATCH_OVERHEAD
+                && (rest.len() as u64) < left_in_segment
+            {
+                // The header continues in the next read.
+                want = want.max(crate::batch::RECORD_BATCH_OVERHEAD);
+                break;
+            }
+            let h = BatchHeader::parse(rest).map_err(|e| {
+                crate::StorageError::CorruptRecord(format!(
+                    "{} at position {}: {e}",
+                    segment.log_path().display(),
+                    position + at as u64
+                ))
+            })?;
+            let size = h.size_in_bytes();
+            if size as u64 > left_in_segment {
+                return Err(crate::StorageError::CorruptRecord(format!(
+                    "{} at position {}: a batch of {size} bytes runs past the segment's end ({end})",
+                    segment.log_path().display(),
+                    position + at as u64
+                )));
+            }
+            if size > rest.len() {
+                want = want.max(size);
+                break;
+            }
             if h.base_offset >= until {
                 return Ok(());
             }
-            if !each(&bytes[at..at + h.size_in_bytes()], &h)? {
+            if h.last_offset() >= from && !each(&rest[..size], &h)? {
                 return Ok(());
             }
-            next = h.next_offset();
+            at += size;
         }
+        position += at as u64;
     }
+    Ok(())
 }
 
 /// Fills `map` from the dirty range; returns the bytes and records read. The map's latest
@@ -301,6 +334,14 @@ fn filter_segment(
         Ok(())
     };
     for_each_batch(seg, seg.base_offset(), i64::MAX, |batch, h| {
+        // A rewritten batch gets a fresh CRC: damaged records must not pass for sound.
+        if !crate::batch::crc_valid(batch) {
+            return Err(crate::StorageError::CorruptRecord(format!(
+                "{}: batch at offset {} fails its CRC",
+                seg.log_path().display(),
+                h.base_offset
+            )));
+        }
         stats.bytes_read += batch.len() as u64;
         throttle(batch.len() as u64);
         let retention = if h.has_producer_id()
