@@ -821,6 +821,20 @@ impl LogManager {
         now_ms: i64,
         throttle: &mut dyn FnMut(u64),
     ) -> Result<Option<CleanReport>> {
+        self.clean_filthiest_until(map, load_factor, now_ms, throttle, &|| false)
+    }
+
+    /// [`Self::clean_filthiest`], the cleaning checking `should_stop` between batches: once
+    /// it is true the cleaning ends [`crate::cleaner::CleanOutcome::Stopped`] (Kafka's
+    /// `checkDone`), which is no failure.
+    pub fn clean_filthiest_until(
+        &self,
+        map: &mut crate::cleaner::OffsetMap,
+        load_factor: f64,
+        now_ms: i64,
+        throttle: &mut dyn FnMut(u64),
+        should_stop: &dyn Fn() -> bool,
+    ) -> Result<Option<CleanReport>> {
         let chosen = {
             let mut state = self.cleaning.lock();
             state.uncleanable.retain(|_, log| log.strong_count() > 0);
@@ -856,7 +870,14 @@ impl LogManager {
         };
         // The cleaning's own swaps move the truncation generation: only truncations count here.
         let truncations = chosen.log.truncation_count();
-        let result = crate::cleaner::clean(&chosen.log, chosen.range, map, &settings, throttle);
+        let result = crate::cleaner::clean_until(
+            &chosen.log,
+            chosen.range,
+            map,
+            &settings,
+            throttle,
+            should_stop,
+        );
         let still_ours = self
             .get(&chosen.tp)
             .is_some_and(|l| Arc::ptr_eq(&l, &chosen.log));

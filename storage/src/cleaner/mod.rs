@@ -83,6 +83,9 @@ pub enum CleanOutcome {
     /// The log changed under the cleaning (truncated, segments deleted); nothing was swapped
     /// from the group that noticed on. Groups swapped before it stay cleaned.
     Abandoned { stats: CleanerStats },
+    /// The cleaner was told to stop (a shutdown): nothing was swapped from the group in hand
+    /// on. Groups swapped before it stay cleaned.
+    Stopped { stats: CleanerStats },
 }
 
 /// Settings of one cleaning, from the log's config and the cleaner's.
@@ -164,6 +167,7 @@ fn build_offset_map(
     map: &mut OffsetMap,
     load_factor: f64,
     throttle: &mut dyn FnMut(u64),
+    done: &dyn Fn() -> bool,
 ) -> Result<(u64, u64)> {
     map.clear();
     let max_entries = ((map.slots() as f64) * load_factor) as usize;
@@ -184,6 +188,10 @@ fn build_offset_map(
             range.first_dirty.max(seg.base_offset()),
             upper,
             |batch, h| {
+                if done() {
+                    full = true;
+                    return Ok(false);
+                }
                 if h.last_offset() >= upper {
                     // Straddles the uncleanable offset: not mapped, and it ends the range.
                     full = true;
@@ -308,7 +316,8 @@ fn decide(
     }
 }
 
-/// Filters every batch of `seg` into `cleaned` (Kafka's `cleanInto`).
+/// Filters every batch of `seg` into `cleaned` (Kafka's `cleanInto`). False when `done` told
+/// it to stop.
 #[allow(clippy::too_many_arguments)]
 fn filter_segment(
     seg: &LogSegment,
@@ -320,7 +329,9 @@ fn filter_segment(
     interval: usize,
     stats: &mut CleanerStats,
     throttle: &mut dyn FnMut(u64),
-) -> Result<()> {
+    done: &dyn Fn() -> bool,
+) -> Result<bool> {
+    let mut stopped = false;
     let new_horizon = settings.now_ms.saturating_add(settings.delete_retention_ms);
     let mut out = Vec::new();
     let mut headers = Vec::new();
@@ -334,6 +345,10 @@ fn filter_segment(
         Ok(())
     };
     for_each_batch(seg, seg.base_offset(), i64::MAX, |batch, h| {
+        if done() {
+            stopped = true;
+            return Ok(false);
+        }
         // A rewritten batch gets a fresh CRC: damaged records must not pass for sound.
         if !crate::batch::crc_valid(batch) {
             return Err(crate::StorageError::CorruptRecord(format!(
@@ -384,7 +399,11 @@ fn filter_segment(
         }
         Ok(true)
     })?;
-    flush(&mut out, &mut headers)
+    if stopped {
+        return Ok(false);
+    }
+    flush(&mut out, &mut headers)?;
+    Ok(true)
 }
 
 /// Appends to `to` every batch of `from` from `offset` on (a cleaned segment's tail that
@@ -456,6 +475,7 @@ fn clean_segments(
     settings: &CleanSettings,
     stats: &mut CleanerStats,
     throttle: &mut dyn FnMut(u64),
+    done: &dyn Fn() -> bool,
 ) -> Result<bool> {
     let config = log.config();
     let max_bytes = config.segment_bytes as u64;
@@ -474,24 +494,35 @@ fn clean_segments(
             log.handle_pool(),
         )
     };
-    // The cleaned segment being written and the segments it replaces so far.
-    let mut current: Option<(LogSegment, Vec<Arc<LogSegment>>)> = None;
+    // The cleaned segment being written and the segments it replaces so far. Its files go
+    // when the cleaning ends before its swap (stopped, failed).
+    struct Pending(Option<(LogSegment, Vec<Arc<LogSegment>>)>);
+    impl Drop for Pending {
+        fn drop(&mut self) {
+            if let Some((cleaned, _)) = self.0.take() {
+                if let Err(e) = cleaned.delete_files() {
+                    tracing::warn!(error = %e, "cannot remove a cleaned segment's files; the next open removes them");
+                }
+            }
+        }
+    }
+    let mut current = Pending(None);
     for (i, seg) in segments.iter().enumerate() {
-        if let Some((cleaned, _)) = &current {
+        if let Some((cleaned, _)) = &current.0 {
             let last_offset_bound =
                 segments.get(i + 1).map_or(upper_bound, |n| n.base_offset()) - 1;
             if seg.size() > 0 && last_offset_bound - cleaned.base_offset() > i32::MAX as i64 {
-                let (cleaned, group) = current.take().expect("checked");
+                let (cleaned, group) = current.0.take().expect("checked");
                 if !swap_in(log, view, cleaned, &group, stats)? {
                     return Ok(false);
                 }
             }
         }
-        let (cleaned, group) = match &mut current {
+        let (cleaned, group) = match &mut current.0 {
             Some(c) => c,
-            None => current.insert((create(seg.base_offset())?, Vec::new())),
+            None => current.0.insert((create(seg.base_offset())?, Vec::new())),
         };
-        filter_segment(
+        if !filter_segment(
             seg,
             cleaned,
             map,
@@ -501,7 +532,10 @@ fn clean_segments(
             interval,
             stats,
             throttle,
-        )?;
+            done,
+        )? {
+            return Ok(false);
+        }
         let (offsets, times) = cleaned.index_entries();
         if group.is_empty()
             || cleaned.size() <= max_bytes && offsets < max_offsets && times < max_times
@@ -518,14 +552,17 @@ fn clean_segments(
             let _ = next.delete_files();
             return Err(e);
         }
-        let (cleaned, group) = current.replace((next, vec![seg.clone()])).expect("checked");
+        let (cleaned, group) = current
+            .0
+            .replace((next, vec![seg.clone()]))
+            .expect("checked");
         if !swap_in(log, view, cleaned, &group, stats)? {
-            let (next, _) = current.take().expect("set above");
+            let (next, _) = current.0.take().expect("set above");
             next.delete_files()?;
             return Ok(false);
         }
     }
-    match current {
+    match current.0.take() {
         Some((cleaned, group)) => swap_in(log, view, cleaned, &group, stats),
         None => Ok(true),
     }
@@ -542,7 +579,30 @@ pub fn clean(
     settings: &CleanSettings,
     throttle: &mut dyn FnMut(u64),
 ) -> Result<CleanOutcome> {
+    clean_until(log, range, map, settings, throttle, &|| false)
+}
+
+/// [`clean`], checking `should_stop` between batches (Kafka's `checkDone`): once it is true
+/// the cleaning ends [`CleanOutcome::Stopped`], swapping nothing more in. A cleaning also ends,
+/// [`CleanOutcome::Abandoned`], when `compact` is turned off for the log meanwhile.
+pub fn clean_until(
+    log: &Log,
+    range: CleanableRange,
+    map: &mut OffsetMap,
+    settings: &CleanSettings,
+    throttle: &mut dyn FnMut(u64),
+    should_stop: &dyn Fn() -> bool,
+) -> Result<CleanOutcome> {
     let mut view = log.cleaning_view();
+    let aborts = view.cleaning_aborts;
+    let done = || should_stop() || log.cleaning_aborts() != aborts;
+    let halted = |stats| {
+        if should_stop() {
+            CleanOutcome::Stopped { stats }
+        } else {
+            CleanOutcome::Abandoned { stats }
+        }
+    };
     let range = CleanableRange {
         first_dirty: range.first_dirty.max(log.log_start_offset()),
         // Never the active segment, the high watermark or the recovery point as they are once
@@ -558,8 +618,12 @@ pub fn clean(
     }
     let mut stats = CleanerStats::default();
     let started = std::time::Instant::now();
-    let (bytes, records) = build_offset_map(&view, range, map, settings.load_factor, throttle)?;
+    let (bytes, records) =
+        build_offset_map(&view, range, map, settings.load_factor, throttle, &done)?;
     stats.map_seconds = started.elapsed().as_secs_f64();
+    if done() {
+        return Ok(halted(stats));
+    }
     stats.map_bytes_read = bytes;
     stats.map_records_read = records;
     stats.map_utilization = map.utilization();
@@ -584,11 +648,12 @@ pub fn clean(
         settings,
         &mut stats,
         throttle,
+        &done,
     )? {
-        return Ok(CleanOutcome::Abandoned { stats });
+        return Ok(halted(stats));
     }
     if !log.finish_cleaning(&view, end_offset)? {
-        return Ok(CleanOutcome::Abandoned { stats });
+        return Ok(halted(stats));
     }
     Ok(CleanOutcome::Cleaned { end_offset, stats })
 }
