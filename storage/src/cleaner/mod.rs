@@ -444,9 +444,16 @@ fn swap_in(
     group: &[Arc<LogSegment>],
     stats: &mut CleanerStats,
 ) -> Result<bool> {
-    cleaned.on_become_inactive()?;
-    cleaned.flush()?;
-    cleaned.set_last_modified_ms(group.last().expect("a group").last_modified_ms())?;
+    let finished = cleaned
+        .on_become_inactive()
+        .and_then(|()| cleaned.flush())
+        .and_then(|()| {
+            cleaned.set_last_modified_ms(group.last().expect("a group").last_modified_ms())
+        });
+    if let Err(e) = finished {
+        let _ = cleaned.delete_files();
+        return Err(e);
+    }
     let swapped = log.replace_segments(view, cleaned, group)?;
     if swapped {
         stats.segments_cleaned += group.len();

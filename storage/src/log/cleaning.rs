@@ -267,7 +267,7 @@ impl Log {
     /// must still be consecutive segments of the log, none truncated since `view` was taken.
     /// Returns false, removing the cleaned files and changing nothing else, when the log moved
     /// on (a truncation, a retention or DeleteRecords deletion, a replacement of the log) or
-    /// the cleaning was aborted.
+    /// the cleaning was aborted; an error removes the cleaned files too.
     /// After a swap `view` stays valid for the next group of the same cleaning.
     pub fn replace_segments(
         &self,
@@ -284,7 +284,13 @@ impl Log {
             }
             Ok(false)
         };
-        let w = self.lock_writer()?;
+        let w = match self.lock_writer() {
+            Ok(w) => w,
+            Err(e) => {
+                discard(&cleaned_paths)?;
+                return Err(e);
+            }
+        };
         let segments = self.segments();
         let first = segments
             .iter()
