@@ -5,7 +5,7 @@
 //! throttle, `log.cleaner.io.max.bytes.per.second`. Each cleaning is logged with its MB/s read
 //! and written, and feeds the `kafka.log:type=LogCleaner` gauges ([`CleanerStats`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,8 @@ pub struct LogCleaner {
     clock: SharedClock,
     throttler: Arc<Throttler>,
     running: Mutex<Running>,
+    /// Set by [`LogCleaner::shutdown`]: a cleaning under way stops at its next batch.
+    closing: Arc<AtomicBool>,
     pub stats: Arc<CleanerStats>,
 }
 
@@ -111,6 +113,7 @@ impl LogCleaner {
                 stop: Arc::new((Mutex::new(false), Condvar::new())),
                 closed: false,
             }),
+            closing: Arc::new(AtomicBool::new(false)),
             stats,
         };
         {
@@ -147,8 +150,11 @@ impl LogCleaner {
         self.running.lock().expect("cleaner lock").threads.len()
     }
 
-    /// Stops the threads after the cleaning each is in; they do not start again.
+    /// Stops the threads: a cleaning under way stops at its next batch, swapping nothing more in
+    /// (the `.cleaned` files it leaves are removed when the log is opened). They do not start
+    /// again.
     pub fn shutdown(&self) {
+        self.closing.store(true, Ordering::SeqCst);
         let mut running = self.running.lock().expect("cleaner lock");
         running.closed = true;
         running.stop();
@@ -159,6 +165,7 @@ impl LogCleaner {
         let count = if settings.enable { settings.threads } else { 0 };
         let map_bytes = settings.map_bytes();
         for id in 0..count {
+            let closing = self.closing.clone();
             let (logs, clock, stop, stats, throttler) = (
                 self.logs.clone(),
                 self.clock.clone(),
@@ -175,11 +182,12 @@ impl LogCleaner {
                         loop {
                             let started = Instant::now();
                             let mut throttle = |bytes: u64| throttler.maybe_throttle(bytes);
-                            let result = logs.clean_filthiest(
+                            let result = logs.clean_filthiest_until(
                                 &mut map,
                                 load_factor,
                                 clock.now_ms(),
                                 &mut throttle,
+                                &|| closing.load(Ordering::Relaxed),
                             );
                             let cleaned = match result {
                                 Ok(Some(report)) => {
@@ -258,7 +266,9 @@ fn record(
     stats: &CleanerStats,
 ) {
     let s = match &report.outcome {
-        CleanOutcome::Cleaned { stats, .. } | CleanOutcome::Abandoned { stats } => *stats,
+        CleanOutcome::Cleaned { stats, .. }
+        | CleanOutcome::Abandoned { stats }
+        | CleanOutcome::Stopped { stats } => *stats,
         CleanOutcome::Nothing => return,
     };
     let secs = elapsed.as_secs_f64().max(1e-6);
@@ -270,7 +280,11 @@ fn record(
         thread,
         partition = %format!("{}-{}", report.tp.topic, report.tp.partition),
         dirty_section = %format!("[{}, {})", report.range.first_dirty, report.range.first_uncleanable),
-        outcome = match report.outcome { CleanOutcome::Cleaned { .. } => "cleaned", _ => "abandoned" },
+        outcome = match report.outcome {
+            CleanOutcome::Cleaned { .. } => "cleaned",
+            CleanOutcome::Stopped { .. } => "stopped",
+            _ => "abandoned",
+        },
         mb_read = mb(s.bytes_read),
         mb_written = mb(s.bytes_written),
         mb_per_sec_read = mb(s.bytes_read) / secs,
@@ -368,6 +382,69 @@ mod tests {
         assert_eq!(cleaner.stats.cleanings.load(Ordering::Relaxed), 1);
         assert!(cleaner.stats.recopy_percent.load(Ordering::Relaxed) < 10);
         cleaner.shutdown();
+    }
+
+    /// Kafka's cleaner threads check between segments and batches whether they still run
+    /// (`LogCleaner.CleanerThread.checkDone`), so a shutdown abandons a long cleaning after the
+    /// segment in hand; the `.cleaned` files it leaves are removed by the next open.
+    #[test]
+    fn shutdown_abandons_a_long_cleaning() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 4096,
+            compact: true,
+            ..LogConfig::default()
+        };
+        let logs =
+            Arc::new(LogManager::open(&[dir.path().to_path_buf()], config.clone(), 0).unwrap());
+        let log = logs
+            .get_or_create(&TopicPartition::new("t", 0), config, 0)
+            .unwrap();
+        // About 2,000 segments of 4 KiB, each one group of its own in a cleaning.
+        for i in 0..70_000 {
+            let keys: Vec<String> = (0..4).map(|r| format!("k{}", (i * 4 + r) % 10)).collect();
+            let ks: Vec<Option<&[u8]>> = keys.iter().map(|k| Some(k.as_bytes())).collect();
+            let vs: [&[u8]; 4] = [b"v"; 4];
+            log.append_as_leader(&batch_with_keys(&Spec::default(), &ks, &vs), 0, 0)
+                .unwrap();
+        }
+        log.roll(0).unwrap();
+        log.flush().unwrap();
+        assert!(
+            log.segment_count() > 1_500,
+            "{} segments",
+            log.segment_count()
+        );
+        log.update_high_watermark(log.log_end_offset());
+        let size = log.size_bytes();
+        let cleaner = LogCleaner::start(
+            &CleanerSettings {
+                threads: 1,
+                ..settings()
+            },
+            logs.clone(),
+            Arc::new(crate::clock::SystemClock),
+            Default::default(),
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Under way: the first groups are swapped in.
+        while log.size_bytes() == size {
+            assert!(Instant::now() < deadline, "no cleaning in 10 s");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(
+            log.cleaned_up_to() < 0,
+            "the cleaning ended before the shutdown"
+        );
+        let started = Instant::now();
+        cleaner.shutdown();
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "shutdown waited {took:?} for the cleaning in progress ({} segments left)",
+            log.segment_count()
+        );
     }
 
     #[test]

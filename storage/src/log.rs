@@ -134,6 +134,9 @@ pub struct Log {
     /// Truncations only (a cleaning's swap moves `truncation_generation` but loses no byte
     /// above the recovery point): a flush that raced one does not move the recovery point.
     truncations: AtomicU64,
+    /// Moved when a cleaning under way must stop (`cleanup.policy` no longer compact): a
+    /// cleaning checks it between batches and before each swap (Kafka's `abortCleaning`).
+    cleaning_aborts: AtomicU64,
     offline: AtomicBool,
     offline_reason: Mutex<String>,
     /// Set once the log was replaced by a copy in another log dir: it refuses every write
@@ -364,6 +367,7 @@ impl Log {
             high_watermark: AtomicI64::new(i64::MAX),
             truncation_generation: AtomicU64::new(0),
             truncations: AtomicU64::new(0),
+            cleaning_aborts: AtomicU64::new(0),
             offline: AtomicBool::new(false),
             offline_reason: Mutex::new(String::new()),
             retired: AtomicBool::new(false),
@@ -407,11 +411,23 @@ impl Log {
     }
     /// New settings apply from the next append/roll/retention pass; index sizes from the next
     /// segment.
+    /// Turning `compact` off aborts a cleaning under way: once this returns, it swaps nothing
+    /// more in (a swap in progress holds the writer lock, which this waits for).
     pub fn update_config(&self, config: LogConfig) {
         self.producers
             .lock()
             .set_producer_id_expiration_ms(config.producer_id_expiration_ms);
-        *self.config.write() = config;
+        let stops_compaction = {
+            let mut current = self.config.write();
+            let stops = current.compact && !config.compact;
+            *current = config;
+            stops
+        };
+        if stops_compaction {
+            // A log that takes no writes takes no swap either: no lock needed then.
+            let _w = self.lock_writer();
+            self.cleaning_aborts.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     pub fn log_start_offset(&self) -> i64 {

@@ -821,6 +821,20 @@ impl LogManager {
         now_ms: i64,
         throttle: &mut dyn FnMut(u64),
     ) -> Result<Option<CleanReport>> {
+        self.clean_filthiest_until(map, load_factor, now_ms, throttle, &|| false)
+    }
+
+    /// [`Self::clean_filthiest`], the cleaning checking `should_stop` between batches: once
+    /// it is true the cleaning ends [`crate::cleaner::CleanOutcome::Stopped`] (Kafka's
+    /// `checkDone`), which is no failure.
+    pub fn clean_filthiest_until(
+        &self,
+        map: &mut crate::cleaner::OffsetMap,
+        load_factor: f64,
+        now_ms: i64,
+        throttle: &mut dyn FnMut(u64),
+        should_stop: &dyn Fn() -> bool,
+    ) -> Result<Option<CleanReport>> {
         let chosen = {
             let mut state = self.cleaning.lock();
             state.uncleanable.retain(|_, log| log.strong_count() > 0);
@@ -854,17 +868,24 @@ impl LogManager {
             now_ms,
             load_factor,
         };
-        let generation = chosen.log.cleaning_view().truncation_generation;
-        let result = crate::cleaner::clean(&chosen.log, chosen.range, map, &settings, throttle);
+        // The cleaning's own swaps move the truncation generation: only truncations count here.
+        let truncations = chosen.log.truncation_count();
+        let result = crate::cleaner::clean_until(
+            &chosen.log,
+            chosen.range,
+            map,
+            &settings,
+            throttle,
+            should_stop,
+        );
         let still_ours = self
             .get(&chosen.tp)
             .is_some_and(|l| Arc::ptr_eq(&l, &chosen.log));
         drop(in_progress);
         // A failure while the log changed under the cleaning (a truncation read half-way, a
         // deletion) is the change's doing, not the log's: the next pass tries again.
-        let moved_on = !still_ours
-            || chosen.log.is_offline()
-            || chosen.log.cleaning_view().truncation_generation != generation;
+        let moved_on =
+            !still_ours || chosen.log.is_offline() || chosen.log.truncation_count() != truncations;
         let mut state = self.cleaning.lock();
         let outcome = match result {
             Ok(outcome) => outcome,

@@ -443,7 +443,7 @@ impl LogSegment {
         Ok(())
     }
 
-    fn read_exact(&self, position: u64, len: usize) -> Result<Vec<u8>> {
+    pub(crate) fn read_exact(&self, position: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
         self.handle()?
             .read_exact_at(&mut buf, position)

@@ -25,7 +25,7 @@ pub mod offset_map;
 
 use std::sync::Arc;
 
-use crate::batch::{BatchHeader, BatchIter};
+use crate::batch::BatchHeader;
 use crate::error::Result;
 use crate::log::{CleaningView, Log, CLEANED_SUFFIX};
 use crate::segment::LogSegment;
@@ -83,6 +83,9 @@ pub enum CleanOutcome {
     /// The log changed under the cleaning (truncated, segments deleted); nothing was swapped
     /// from the group that noticed on. Groups swapped before it stay cleaned.
     Abandoned { stats: CleanerStats },
+    /// The cleaner was told to stop (a shutdown): nothing was swapped from the group in hand
+    /// on. Groups swapped before it stay cleaned.
+    Stopped { stats: CleanerStats },
 }
 
 /// Settings of one cleaning, from the log's config and the cleaner's.
@@ -96,31 +99,64 @@ pub struct CleanSettings {
 }
 
 /// Calls `each` with every whole batch of `segment` from the one holding `from` on, up to the
-/// batch holding `until` (exclusive), until it returns false.
+/// batch holding `until` (exclusive), until it returns false. A batch header that does not
+/// parse, or a batch running past the segment's end, fails the read (Kafka's
+/// `CorruptRecordException`): the cleaning must not take the rest of the segment for empty.
 fn for_each_batch(
     segment: &LogSegment,
     from: i64,
     until: i64,
     mut each: impl FnMut(&[u8], &BatchHeader) -> Result<bool>,
 ) -> Result<()> {
-    let mut next = from;
-    loop {
-        let Some((bytes, _)) = segment.read(next, READ_CHUNK_BYTES, i64::MAX, true)? else {
-            return Ok(());
-        };
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        for (at, h) in BatchIter::new(&bytes) {
+    let end = segment.size();
+    // Where the batch holding `from` starts; from the segment's start when the index scan
+    // finds none (it stops quietly at a damaged header).
+    let mut position = segment.find_batch(from, end)?.map_or(0, |(p, _)| p);
+    let mut want = READ_CHUNK_BYTES;
+    while position < end {
+        let bytes = segment.read_exact(position, ((end - position) as usize).min(want))?;
+        want = READ_CHUNK_BYTES;
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let left_in_segment = end - position - at as u64;
+            let rest = &bytes[at..];
+            if rest.len() < crate::batch::RECORD_BATCH_OVERHEAD
+                && (rest.len() as u64) < left_in_segment
+            {
+                // The header continues in the next read.
+                want = want.max(crate::batch::RECORD_BATCH_OVERHEAD);
+                break;
+            }
+            let h = BatchHeader::parse(rest).map_err(|e| {
+                crate::StorageError::CorruptRecord(format!(
+                    "{} at position {}: {e}",
+                    segment.log_path().display(),
+                    position + at as u64
+                ))
+            })?;
+            let size = h.size_in_bytes();
+            if size as u64 > left_in_segment {
+                return Err(crate::StorageError::CorruptRecord(format!(
+                    "{} at position {}: a batch of {size} bytes runs past the segment's end ({end})",
+                    segment.log_path().display(),
+                    position + at as u64
+                )));
+            }
+            if size > rest.len() {
+                want = want.max(size);
+                break;
+            }
             if h.base_offset >= until {
                 return Ok(());
             }
-            if !each(&bytes[at..at + h.size_in_bytes()], &h)? {
+            if h.last_offset() >= from && !each(&rest[..size], &h)? {
                 return Ok(());
             }
-            next = h.next_offset();
+            at += size;
         }
+        position += at as u64;
     }
+    Ok(())
 }
 
 /// Fills `map` from the dirty range; returns the bytes and records read. The map's latest
@@ -131,6 +167,7 @@ fn build_offset_map(
     map: &mut OffsetMap,
     load_factor: f64,
     throttle: &mut dyn FnMut(u64),
+    done: &dyn Fn() -> bool,
 ) -> Result<(u64, u64)> {
     map.clear();
     let max_entries = ((map.slots() as f64) * load_factor) as usize;
@@ -151,6 +188,10 @@ fn build_offset_map(
             range.first_dirty.max(seg.base_offset()),
             upper,
             |batch, h| {
+                if done() {
+                    full = true;
+                    return Ok(false);
+                }
                 if h.last_offset() >= upper {
                     // Straddles the uncleanable offset: not mapped, and it ends the range.
                     full = true;
@@ -275,7 +316,8 @@ fn decide(
     }
 }
 
-/// Filters every batch of `seg` into `cleaned` (Kafka's `cleanInto`).
+/// Filters every batch of `seg` into `cleaned` (Kafka's `cleanInto`). False when `done` told
+/// it to stop.
 #[allow(clippy::too_many_arguments)]
 fn filter_segment(
     seg: &LogSegment,
@@ -287,7 +329,9 @@ fn filter_segment(
     interval: usize,
     stats: &mut CleanerStats,
     throttle: &mut dyn FnMut(u64),
-) -> Result<()> {
+    done: &dyn Fn() -> bool,
+) -> Result<bool> {
+    let mut stopped = false;
     let new_horizon = settings.now_ms.saturating_add(settings.delete_retention_ms);
     let mut out = Vec::new();
     let mut headers = Vec::new();
@@ -301,6 +345,18 @@ fn filter_segment(
         Ok(())
     };
     for_each_batch(seg, seg.base_offset(), i64::MAX, |batch, h| {
+        if done() {
+            stopped = true;
+            return Ok(false);
+        }
+        // A rewritten batch gets a fresh CRC: damaged records must not pass for sound.
+        if !crate::batch::crc_valid(batch) {
+            return Err(crate::StorageError::CorruptRecord(format!(
+                "{}: batch at offset {} fails its CRC",
+                seg.log_path().display(),
+                h.base_offset
+            )));
+        }
         stats.bytes_read += batch.len() as u64;
         throttle(batch.len() as u64);
         let retention = if h.has_producer_id()
@@ -343,7 +399,11 @@ fn filter_segment(
         }
         Ok(true)
     })?;
-    flush(&mut out, &mut headers)
+    if stopped {
+        return Ok(false);
+    }
+    flush(&mut out, &mut headers)?;
+    Ok(true)
 }
 
 /// Appends to `to` every batch of `from` from `offset` on (a cleaned segment's tail that
@@ -384,9 +444,16 @@ fn swap_in(
     group: &[Arc<LogSegment>],
     stats: &mut CleanerStats,
 ) -> Result<bool> {
-    cleaned.on_become_inactive()?;
-    cleaned.flush()?;
-    cleaned.set_last_modified_ms(group.last().expect("a group").last_modified_ms())?;
+    let finished = cleaned
+        .on_become_inactive()
+        .and_then(|()| cleaned.flush())
+        .and_then(|()| {
+            cleaned.set_last_modified_ms(group.last().expect("a group").last_modified_ms())
+        });
+    if let Err(e) = finished {
+        let _ = cleaned.delete_files();
+        return Err(e);
+    }
     let swapped = log.replace_segments(view, cleaned, group)?;
     if swapped {
         stats.segments_cleaned += group.len();
@@ -415,6 +482,7 @@ fn clean_segments(
     settings: &CleanSettings,
     stats: &mut CleanerStats,
     throttle: &mut dyn FnMut(u64),
+    done: &dyn Fn() -> bool,
 ) -> Result<bool> {
     let config = log.config();
     let max_bytes = config.segment_bytes as u64;
@@ -433,24 +501,35 @@ fn clean_segments(
             log.handle_pool(),
         )
     };
-    // The cleaned segment being written and the segments it replaces so far.
-    let mut current: Option<(LogSegment, Vec<Arc<LogSegment>>)> = None;
+    // The cleaned segment being written and the segments it replaces so far. Its files go
+    // when the cleaning ends before its swap (stopped, failed).
+    struct Pending(Option<(LogSegment, Vec<Arc<LogSegment>>)>);
+    impl Drop for Pending {
+        fn drop(&mut self) {
+            if let Some((cleaned, _)) = self.0.take() {
+                if let Err(e) = cleaned.delete_files() {
+                    tracing::warn!(error = %e, "cannot remove a cleaned segment's files; the next open removes them");
+                }
+            }
+        }
+    }
+    let mut current = Pending(None);
     for (i, seg) in segments.iter().enumerate() {
-        if let Some((cleaned, _)) = &current {
+        if let Some((cleaned, _)) = &current.0 {
             let last_offset_bound =
                 segments.get(i + 1).map_or(upper_bound, |n| n.base_offset()) - 1;
             if seg.size() > 0 && last_offset_bound - cleaned.base_offset() > i32::MAX as i64 {
-                let (cleaned, group) = current.take().expect("checked");
+                let (cleaned, group) = current.0.take().expect("checked");
                 if !swap_in(log, view, cleaned, &group, stats)? {
                     return Ok(false);
                 }
             }
         }
-        let (cleaned, group) = match &mut current {
+        let (cleaned, group) = match &mut current.0 {
             Some(c) => c,
-            None => current.insert((create(seg.base_offset())?, Vec::new())),
+            None => current.0.insert((create(seg.base_offset())?, Vec::new())),
         };
-        filter_segment(
+        if !filter_segment(
             seg,
             cleaned,
             map,
@@ -460,7 +539,10 @@ fn clean_segments(
             interval,
             stats,
             throttle,
-        )?;
+            done,
+        )? {
+            return Ok(false);
+        }
         let (offsets, times) = cleaned.index_entries();
         if group.is_empty()
             || cleaned.size() <= max_bytes && offsets < max_offsets && times < max_times
@@ -477,14 +559,17 @@ fn clean_segments(
             let _ = next.delete_files();
             return Err(e);
         }
-        let (cleaned, group) = current.replace((next, vec![seg.clone()])).expect("checked");
+        let (cleaned, group) = current
+            .0
+            .replace((next, vec![seg.clone()]))
+            .expect("checked");
         if !swap_in(log, view, cleaned, &group, stats)? {
-            let (next, _) = current.take().expect("set above");
+            let (next, _) = current.0.take().expect("set above");
             next.delete_files()?;
             return Ok(false);
         }
     }
-    match current {
+    match current.0.take() {
         Some((cleaned, group)) => swap_in(log, view, cleaned, &group, stats),
         None => Ok(true),
     }
@@ -501,7 +586,30 @@ pub fn clean(
     settings: &CleanSettings,
     throttle: &mut dyn FnMut(u64),
 ) -> Result<CleanOutcome> {
+    clean_until(log, range, map, settings, throttle, &|| false)
+}
+
+/// [`clean`], checking `should_stop` between batches (Kafka's `checkDone`): once it is true
+/// the cleaning ends [`CleanOutcome::Stopped`], swapping nothing more in. A cleaning also ends,
+/// [`CleanOutcome::Abandoned`], when `compact` is turned off for the log meanwhile.
+pub fn clean_until(
+    log: &Log,
+    range: CleanableRange,
+    map: &mut OffsetMap,
+    settings: &CleanSettings,
+    throttle: &mut dyn FnMut(u64),
+    should_stop: &dyn Fn() -> bool,
+) -> Result<CleanOutcome> {
     let mut view = log.cleaning_view();
+    let aborts = view.cleaning_aborts;
+    let done = || should_stop() || log.cleaning_aborts() != aborts;
+    let halted = |stats| {
+        if should_stop() {
+            CleanOutcome::Stopped { stats }
+        } else {
+            CleanOutcome::Abandoned { stats }
+        }
+    };
     let range = CleanableRange {
         first_dirty: range.first_dirty.max(log.log_start_offset()),
         // Never the active segment, the high watermark or the recovery point as they are once
@@ -517,8 +625,12 @@ pub fn clean(
     }
     let mut stats = CleanerStats::default();
     let started = std::time::Instant::now();
-    let (bytes, records) = build_offset_map(&view, range, map, settings.load_factor, throttle)?;
+    let (bytes, records) =
+        build_offset_map(&view, range, map, settings.load_factor, throttle, &done)?;
     stats.map_seconds = started.elapsed().as_secs_f64();
+    if done() {
+        return Ok(halted(stats));
+    }
     stats.map_bytes_read = bytes;
     stats.map_records_read = records;
     stats.map_utilization = map.utilization();
@@ -543,11 +655,12 @@ pub fn clean(
         settings,
         &mut stats,
         throttle,
+        &done,
     )? {
-        return Ok(CleanOutcome::Abandoned { stats });
+        return Ok(halted(stats));
     }
     if !log.finish_cleaning(&view, end_offset)? {
-        return Ok(CleanOutcome::Abandoned { stats });
+        return Ok(halted(stats));
     }
     Ok(CleanOutcome::Cleaned { end_offset, stats })
 }

@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::batch::builder::{batch_with_keys, batch_with_tombstones, compressed, Spec};
-use crate::batch::RECORD_BATCH_OVERHEAD;
+use crate::batch::{BatchIter, RECORD_BATCH_OVERHEAD};
 use crate::compression;
 use crate::config::LogConfig;
 
@@ -281,7 +281,7 @@ fn a_small_map_cleans_in_several_passes_to_the_same_result() {
                 passes += 1;
             }
             CleanOutcome::Nothing => break,
-            CleanOutcome::Abandoned { .. } => panic!("abandoned"),
+            CleanOutcome::Abandoned { .. } | CleanOutcome::Stopped { .. } => panic!("abandoned"),
         }
         assert!(map.size() <= 11, "the map never grows past its bound");
     }
@@ -758,4 +758,166 @@ fn a_cleaned_segment_keeps_the_aborted_transactions_of_the_segments_it_replaces(
     drop(log);
     let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
     assert_eq!(entries(&log), before, "after recovery");
+}
+
+/// A topic deleted and created again under its name while a cleaning of the deleted log runs:
+/// the cleaning is abandoned, swaps nothing into the new log and leaves no file in its dir
+/// (the deleted log's path names the new log's dir by then), and the new log has no cleaner
+/// checkpoint. Kafka aborts the cleaning before it renames the dir (`asyncDelete`).
+#[test]
+fn a_cleaning_of_a_deleted_log_leaves_nothing_in_the_log_created_again_under_its_name() {
+    use crate::manager::LogManager;
+    use crate::TopicPartition;
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().to_path_buf()];
+    let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let old = manager.get_or_create(&tp, config(), NOW).unwrap();
+    fill(&old, 400, 7, 4, 0);
+    old.update_high_watermark(old.log_end_offset());
+    old.flush().unwrap();
+    let mut map = OffsetMap::new(1 << 16);
+    let mut created: Option<Arc<Log>> = None;
+    let report = manager.clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {
+        if created.is_none() {
+            manager.delete(&tp).unwrap();
+            let new = manager.get_or_create(&tp, config(), NOW).unwrap();
+            fill(&new, 3, 3, 1, 0);
+            created = Some(new);
+        }
+    });
+    assert!(
+        !matches!(
+            report,
+            Ok(Some(crate::manager::CleanReport {
+                outcome: CleanOutcome::Cleaned { .. },
+                ..
+            }))
+        ),
+        "{report:?}"
+    );
+    let new = created.expect("created during the cleaning");
+    let leftovers: Vec<_> = std::fs::read_dir(new.dir())
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "{leftovers:?} in {}",
+        new.dir().display()
+    );
+    assert_eq!(records(&new).len(), 3);
+    assert_eq!(new.cleaned_up_to(), -1);
+}
+
+/// `cleanup.policy` altered from `compact` to `delete` while a cleaning of the log runs: the
+/// cleaning is abandoned and swaps nothing in, so every record written stays (Kafka's
+/// `LogManager.updateTopicConfig` calls `abortCleaning` when `compact` is turned off, and the
+/// cleaner stops at its next `checkDone`).
+#[test]
+fn a_cleaning_stops_when_the_log_is_no_longer_compacted() {
+    use crate::manager::LogManager;
+    use crate::TopicPartition;
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().to_path_buf()];
+    let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let log = manager.get_or_create(&tp, config(), NOW).unwrap();
+    fill(&log, 400, 7, 4, 0);
+    log.update_high_watermark(log.log_end_offset());
+    log.flush().unwrap();
+    let mut map = OffsetMap::new(1 << 16);
+    let mut altered = false;
+    let report = manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {
+            if !altered {
+                altered = true;
+                log.update_config(LogConfig {
+                    compact: false,
+                    ..config()
+                });
+            }
+        })
+        .unwrap();
+    assert!(altered, "no cleaning started: {report:?}");
+    assert_eq!(records(&log).len(), 400, "{report:?}");
+}
+
+/// A cleaning that fails after it swapped in its first groups (here: the second group's
+/// `.cleaned` file cannot be created) marks the log uncleanable, as Kafka's cleaner does with
+/// any failure other than an abort (`markPartitionUncleanable`). Taking it for "the log moved
+/// on" instead makes every later pass pick the same log again (its checkpoint never moves, so
+/// it stays the filthiest), fail the same way and count as a cleaning, so a cleaner thread
+/// rewrites the first groups over and over without backing off while other logs wait.
+#[test]
+fn a_cleaning_that_fails_after_its_first_swap_marks_the_log_uncleanable() {
+    use crate::manager::LogManager;
+    use crate::TopicPartition;
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = vec![dir.path().to_path_buf()];
+    let manager = LogManager::open(&dirs, LogConfig::default(), NOW).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let log = manager.get_or_create(&tp, config(), NOW).unwrap();
+    // Every key once: the cleaning keeps every record, so each full segment is a group of its
+    // own, and a group's cleaned file is made before the group ahead of it is swapped in.
+    fill(&log, 400, 400, 4, 0);
+    log.update_high_watermark(log.log_end_offset());
+    log.flush().unwrap();
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 3, "{bases:?}");
+    // The third group's cleaned file cannot be made: the first group is swapped in by then.
+    let blocker = log
+        .dir()
+        .join(crate::segment::log_file_name(bases[2]) + CLEANED_SUFFIX);
+    std::fs::create_dir(&blocker).unwrap();
+    let mut map = OffsetMap::new(1 << 16);
+    let first = manager.clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {});
+    assert!(first.is_err(), "{first:?}");
+    assert_eq!(manager.uncleanable_partitions(), vec![tp.clone()]);
+    let again = manager
+        .clean_filthiest(&mut map, DEFAULT_LOAD_FACTOR, NOW, &mut |_| {})
+        .unwrap();
+    assert!(again.is_none(), "picked again: {again:?}");
+}
+
+/// A batch whose header does not parse in the middle of a segment the cleaner reads (bit rot,
+/// a bad disk): the cleaning fails and the segment stays as it is, as Kafka's cleaner throws
+/// `CorruptRecordException` on it (`LogCleaner.growBuffersOrFail`, `MemoryRecords` batch
+/// iterator) and marks the partition uncleanable. Today the batch iterator stops quietly at
+/// the bad header: the map and the rewrite skip the rest of that segment, and the swap deletes
+/// every batch after it for good.
+#[test]
+fn a_corrupt_batch_header_fails_the_cleaning_and_drops_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    // Every key once: a cleaning keeps every record.
+    fill(&log, 200, 200, 4, 0);
+    log.roll(NOW).unwrap();
+    log.flush().unwrap();
+    let first = log.cleaning_view().segments[0].clone();
+    let headers: Vec<_> = {
+        let read = log.read(0, 1 << 20, first.next_offset(), true).unwrap();
+        BatchIter::new(&read.records)
+            .map(|(at, h)| (at, h))
+            .collect()
+    };
+    assert!(headers.len() > 6, "{} batches", headers.len());
+    // The magic byte of the fourth batch of the first segment.
+    let (at, _) = headers[3];
+    let path = dir.path().join(crate::segment::log_file_name(0));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[at + 16] = 7;
+    std::fs::write(&path, &bytes).unwrap();
+    let kept_before = headers.len();
+    let mut map = OffsetMap::new(1 << 16);
+    let range = CleanableRange {
+        first_dirty: 0,
+        first_uncleanable: i64::MAX,
+    };
+    let outcome = clean(&log, range, &mut map, &settings(NOW), &mut |_| {});
+    assert!(outcome.is_err(), "{outcome:?}");
+    // The first segment is the one on disk, every batch of it still there.
+    let after = std::fs::read(&path).unwrap();
+    assert_eq!(after.len(), bytes.len(), "{kept_before} batches before");
 }

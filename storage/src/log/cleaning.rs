@@ -46,6 +46,7 @@ pub struct CleaningView {
     /// Where the active segment starts: no cleaning reaches it.
     pub active_base_offset: i64,
     pub(crate) truncation_generation: u64,
+    pub(crate) cleaning_aborts: u64,
     /// What the swaps replaced: removed in the background when the view goes (after
     /// `segments`, so that the replaced segments are closed there too).
     replaced: Replaced,
@@ -219,7 +220,23 @@ impl Log {
             active_base_offset: segments.last().expect("a log has a segment").base_offset(),
             truncation_generation: self.truncation_generation.load(Ordering::SeqCst),
             replaced: Replaced::default(),
+            cleaning_aborts: self.cleaning_aborts.load(Ordering::SeqCst),
         }
+    }
+
+    /// How many times a cleaning of the log was aborted (`compact` turned off).
+    pub(crate) fn cleaning_aborts(&self) -> u64 {
+        self.cleaning_aborts.load(Ordering::SeqCst)
+    }
+
+    /// Whether the cleaning that took `view` must stop: `compact` was turned off since.
+    pub(crate) fn cleaning_aborted(&self, view: &CleaningView) -> bool {
+        self.cleaning_aborts.load(Ordering::SeqCst) != view.cleaning_aborts
+    }
+
+    /// How many truncations the log went through (a cleaning's swaps are not counted).
+    pub(crate) fn truncation_count(&self) -> u64 {
+        self.truncations.load(Ordering::SeqCst)
     }
 
     /// Records where a cleaning ended, unless a truncation happened since `view` was taken (it
@@ -227,7 +244,9 @@ impl Log {
     /// so no truncation falls between the check and the store.
     pub(crate) fn finish_cleaning(&self, view: &CleaningView, end_offset: i64) -> Result<bool> {
         let _w = self.lock_writer()?;
-        if self.truncation_generation.load(Ordering::SeqCst) != view.truncation_generation {
+        if self.truncation_generation.load(Ordering::SeqCst) != view.truncation_generation
+            || self.cleaning_aborted(view)
+        {
             return Ok(false);
         }
         self.cleaned_up_to.store(end_offset, Ordering::Release);
@@ -247,7 +266,8 @@ impl Log {
     /// Swaps `cleaned` (written with [`CLEANED_SUFFIX`] files, flushed) in for `old`, which
     /// must still be consecutive segments of the log, none truncated since `view` was taken.
     /// Returns false, removing the cleaned files and changing nothing else, when the log moved
-    /// on (a truncation, a retention or DeleteRecords deletion, a replacement of the log).
+    /// on (a truncation, a retention or DeleteRecords deletion, a replacement of the log) or
+    /// the cleaning was aborted; an error removes the cleaned files too.
     /// After a swap `view` stays valid for the next group of the same cleaning.
     pub fn replace_segments(
         &self,
@@ -264,7 +284,13 @@ impl Log {
             }
             Ok(false)
         };
-        let w = self.lock_writer()?;
+        let w = match self.lock_writer() {
+            Ok(w) => w,
+            Err(e) => {
+                discard(&cleaned_paths)?;
+                return Err(e);
+            }
+        };
         let segments = self.segments();
         let first = segments
             .iter()
@@ -279,6 +305,7 @@ impl Log {
         if !in_place
             || self.truncation_generation.load(Ordering::SeqCst) != view.truncation_generation
             || self.retired.load(Ordering::Acquire)
+            || self.cleaning_aborted(view)
         {
             drop(w);
             return discard(&cleaned_paths);
