@@ -99,6 +99,22 @@ pub enum ApiError {
     TransactionalIdAuthorizationFailed,
     #[error("invalid transaction timeout")]
     InvalidTransactionTimeout,
+    #[error("concurrent transactions")]
+    ConcurrentTransactions,
+    #[error("producer fenced")]
+    ProducerFenced,
+    #[error("invalid producer id mapping")]
+    InvalidProducerIdMapping,
+    #[error("not coordinator")]
+    NotCoordinator,
+    #[error("coordinator load in progress")]
+    CoordinatorLoadInProgress,
+    #[error("coordinator not available")]
+    CoordinatorNotAvailable,
+    #[error("transactional id not found")]
+    TransactionalIdNotFound,
+    #[error("transaction abortable")]
+    TransactionAbortable,
     #[error("unsupported for message format")]
     UnsupportedForMessageFormat,
     #[error("unknown producer id")]
@@ -191,6 +207,14 @@ impl ApiError {
             ClusterAuthorizationFailed => ResponseError::ClusterAuthorizationFailed,
             TransactionalIdAuthorizationFailed => ResponseError::TransactionalIdAuthorizationFailed,
             InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+            ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+            ProducerFenced => ResponseError::ProducerFenced,
+            InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+            NotCoordinator => ResponseError::NotCoordinator,
+            CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
+            CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+            TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
+            TransactionAbortable => ResponseError::TransactionAbortable,
             UnsupportedForMessageFormat => ResponseError::UnsupportedForMessageFormat,
             UnknownProducerId => ResponseError::UnknownProducerId,
             ElectionNotNeeded => ResponseError::ElectionNotNeeded,

@@ -78,16 +78,31 @@ pub trait CoordinatorLog: Send + Sync {
 pub struct ReplicaLog {
     replicas: Arc<ReplicaManager>,
     cache: Arc<MetadataCache>,
+    /// The coordinator's topic: `__consumer_offsets` or `__transaction_state`.
+    topic: &'static str,
 }
 
 impl ReplicaLog {
     pub fn new(replicas: Arc<ReplicaManager>, cache: Arc<MetadataCache>) -> ReplicaLog {
-        ReplicaLog { replicas, cache }
+        Self::of_topic(replicas, cache, OFFSETS_TOPIC_NAME)
+    }
+
+    /// The same seam over another coordinator topic.
+    pub fn of_topic(
+        replicas: Arc<ReplicaManager>,
+        cache: Arc<MetadataCache>,
+        topic: &'static str,
+    ) -> ReplicaLog {
+        ReplicaLog {
+            replicas,
+            cache,
+            topic,
+        }
     }
 
     fn partition(&self, partition: i32) -> Result<Arc<Partition>, ApiError> {
         let tp = TopicPartition {
-            topic: OFFSETS_TOPIC_NAME.to_owned(),
+            topic: self.topic.to_owned(),
             partition,
         };
         self.replicas.partition_or_error(&self.cache.image(), &tp)

@@ -635,7 +635,7 @@ impl GroupService {
 
 /// The last offset of each whole v2 batch in `records`: its base offset plus its last offset
 /// delta, from the header (a batch may hold fewer records, or none, after compaction).
-fn batch_last_offsets(records: &[u8]) -> Vec<i64> {
+pub(crate) fn batch_last_offsets(records: &[u8]) -> Vec<i64> {
     let mut at = 0usize;
     let mut ends = Vec::new();
     while records.len() >= at + 27 {

@@ -669,6 +669,32 @@ impl Partition {
         Ok((info, epoch))
     }
 
+    /// Writes a transaction marker as leader (what WriteTxnMarkers asks of a partition leader),
+    /// returning the offset after it and the leader epoch it was written in, for
+    /// [`Partition::acks_all_outcome_in_epoch`]: markers are written with acks=all.
+    pub fn append_txn_marker_as_leader(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: kafkaiq_storage::batch::EndTxnMarker,
+        now_ms: i64,
+    ) -> Result<(i64, i32), ApiError> {
+        let mut state = self.lock();
+        Self::require_leader(&state)?;
+        let info = self.log().append_end_txn_marker_as_leader(
+            producer_id,
+            producer_epoch,
+            marker,
+            state.leader_epoch,
+            now_ms,
+        )?;
+        self.maybe_increment_high_watermark(&mut state, now_ms);
+        let epoch = state.leader_epoch;
+        drop(state);
+        self.wake_watchers();
+        Ok((info.last_offset + 1, epoch))
+    }
+
     /// A follower's log is written only by the fetcher of the current leader epoch: a fetcher
     /// racing with a leadership change must not write into a leader's log, nor one fetching in
     /// an epoch that has ended write into the next epoch's.
