@@ -21,6 +21,7 @@ const LAYERS: &[&[&str]] = &[
     &["replica", "quorum"],
     &["controller"],
     &["group", "producer_ids", "meta_properties"],
+    &["txn"],
     &["context"],
     &["handlers", "insight"],
     &["server"],

@@ -9,12 +9,10 @@ use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
 use kafka_protocol::messages::{ResponseKind, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
-use kafkaiq_storage::batch::{ControlRecordType, EndTxnMarker};
-use kafkaiq_storage::TopicPartition;
 
 use crate::errors::{code_of, ApiError};
 use crate::metadata::MetadataImage;
-use crate::replica::ReplicaManager;
+use crate::replica::{ReplicaManager, TopicPartition};
 
 /// How long markers wait for replication (Kafka uses `request.timeout.ms`).
 const MARKER_WAIT: Duration = Duration::from_secs(30);
@@ -28,14 +26,6 @@ pub async fn handle(
 ) -> ResponseKind {
     let mut response = WriteTxnMarkersResponse::default();
     for m in request.markers {
-        let marker = EndTxnMarker {
-            control_type: if m.transaction_result {
-                ControlRecordType::Commit
-            } else {
-                ControlRecordType::Abort
-            },
-            coordinator_epoch: m.coordinator_epoch,
-        };
         let partitions: Vec<TopicPartition> = m
             .topics
             .iter()
@@ -50,7 +40,8 @@ pub async fn handle(
                 image,
                 m.producer_id.0,
                 m.producer_epoch,
-                marker,
+                m.transaction_result,
+                m.coordinator_epoch,
                 &partitions,
                 now_ms,
                 MARKER_WAIT,

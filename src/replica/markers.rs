@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use kafkaiq_storage::batch::EndTxnMarker;
+use kafkaiq_storage::batch::{ControlRecordType, EndTxnMarker};
 use kafkaiq_storage::TopicPartition;
 
 use super::ReplicaManager;
@@ -14,18 +14,30 @@ use crate::errors::ApiError;
 use crate::metadata::MetadataImage;
 
 impl ReplicaManager {
-    /// Writes `marker` for `producer_id` at `producer_epoch` to each partition of `partitions`
-    /// this node leads and waits until each is replicated, answering per partition in order.
+    /// Writes the marker that commits (or aborts) the transaction of `producer_id` at
+    /// `producer_epoch`, from a coordinator in `coordinator_epoch`, to each partition of
+    /// `partitions` this node leads, and waits until each is replicated, answering per
+    /// partition in order.
+    #[allow(clippy::too_many_arguments)]
     pub async fn write_txn_markers(
         &self,
         image: &MetadataImage,
         producer_id: i64,
         producer_epoch: i16,
-        marker: EndTxnMarker,
+        commit: bool,
+        coordinator_epoch: i32,
         partitions: &[TopicPartition],
         now_ms: i64,
         timeout: Duration,
     ) -> Vec<Result<(), ApiError>> {
+        let marker = EndTxnMarker {
+            control_type: if commit {
+                ControlRecordType::Commit
+            } else {
+                ControlRecordType::Abort
+            },
+            coordinator_epoch,
+        };
         let mut written = Vec::with_capacity(partitions.len());
         for tp in partitions {
             let appended = self.partition_or_error(image, tp).and_then(|p| {

@@ -34,7 +34,6 @@ use kafka_protocol::messages::write_txn_markers_request::{
 };
 use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
 use kafka_protocol::records::RecordBatchDecoder;
-use kafkaiq_storage::batch::{ControlRecordType, EndTxnMarker};
 use kafkaiq_storage::TopicPartition;
 use tokio::sync::watch;
 
@@ -606,13 +605,6 @@ impl TxnService {
     }
 
     async fn deliver_markers(self: Arc<Self>, m: Markers) {
-        let marker = EndTxnMarker {
-            control_type: match m.result {
-                TxnResult::Commit => ControlRecordType::Commit,
-                TxnResult::Abort => ControlRecordType::Abort,
-            },
-            coordinator_epoch: m.coordinator_epoch,
-        };
         let mut remaining = m.partitions.clone();
         let mut backoff = MARKER_BACKOFF_MIN;
         while !remaining.is_empty() {
@@ -647,7 +639,8 @@ impl TxnService {
                             &image,
                             m.producer_id,
                             m.producer_epoch,
-                            marker,
+                            m.result == TxnResult::Commit,
+                            m.coordinator_epoch,
                             &tps_owned,
                             self.clock.now_ms(),
                             MARKER_WAIT,
@@ -743,7 +736,9 @@ impl TxnService {
                         .into_iter()
                         .map(|(t, ps)| {
                             WritableTxnMarkerTopic::default()
-                                .with_name(TopicName(crate::handlers::str_bytes(t)))
+                                .with_name(TopicName(
+                                    kafka_protocol::protocol::StrBytes::from_string(t.to_owned()),
+                                ))
                                 .with_partition_indexes(ps)
                         })
                         .collect(),
