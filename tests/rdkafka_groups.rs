@@ -287,7 +287,8 @@ async fn find_coordinator_single_and_batched() {
     for (_, (err, node)) in found {
         assert_eq!((err, node), (0, broker.context.node_id));
     }
-    // Transactions are not coordinated here.
+    // A transactional id's coordinator is the leader of its __transaction_state partition:
+    // this node.
     let txn: FindCoordinatorResponse = client
         .call(
             3,
@@ -296,10 +297,7 @@ async fn find_coordinator_single_and_batched() {
                 .with_key_type(1),
         )
         .await;
-    assert_eq!(
-        txn.error_code,
-        kafka_protocol::ResponseError::CoordinatorNotAvailable.code()
-    );
+    assert_eq!((txn.error_code, txn.node_id.0), (0, broker.context.node_id));
     // The internal topic was created with offsets.topic.num.partitions partitions.
     let image = broker.context.image();
     let offsets = image.topic("__consumer_offsets").expect("created");

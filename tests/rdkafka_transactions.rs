@@ -233,3 +233,107 @@ fn a_new_instance_fences_the_zombie_and_aborts_its_transaction() {
     }
     assert_eq!(counts.get(&false), Some(&10));
 }
+
+/// The committed offsets of `group` for `topic`'s partitions, as a fresh consumer reads them
+/// (OffsetFetch with require_stable at read_committed: it waits out open transactions).
+fn committed_offsets(broker: &Broker, group: &str, topic: &str) -> Vec<Option<i64>> {
+    let consumer: BaseConsumer<Ctx> = broker
+        .config()
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create_with_context(Ctx)
+        .expect("create consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition(topic, p);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, CALL_TIMEOUT)
+        .expect("committed offsets");
+    (0..PARTITIONS)
+        .map(
+            |p| match committed.find_partition(topic, p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => Some(o),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+#[test]
+fn offsets_sent_to_a_transaction_commit_with_it_and_not_when_it_aborts() {
+    let broker = Broker::start("rdkafka-txn-offsets");
+    let (input, output, group) = ("txn-offsets-in", "txn-offsets-out", "txn-offsets-copier");
+    let seed = broker.producer("txn-offsets-seed");
+    seed.begin_transaction().expect("begin");
+    for i in 0..30 {
+        let key = i.to_string();
+        let v = format!("in-{i:03}");
+        seed.send(
+            BaseRecord::to(input)
+                .key(&key)
+                .payload(&v)
+                .partition(i % PARTITIONS),
+        )
+        .map_err(|(e, _)| e)
+        .expect("send");
+    }
+    seed.commit_transaction(CALL_TIMEOUT).expect("commit");
+
+    let consumer: BaseConsumer<Ctx> = broker
+        .config()
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create_with_context(Ctx)
+        .expect("create consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(input, p, Offset::Beginning)
+            .expect("assign");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let mut read = 0;
+    let deadline = Instant::now() + POLL_DEADLINE;
+    while read < 30 && Instant::now() < deadline {
+        if let Some(m) = consumer.poll(Duration::from_millis(200)) {
+            m.expect("poll");
+            read += 1;
+        }
+    }
+    assert_eq!(read, 30);
+
+    // An aborted copy leaves the group's offsets as they were (none).
+    let copier = broker.producer("txn-offsets-copier");
+    let positions = consumer.position().expect("position");
+    let metadata = consumer.group_metadata().expect("group metadata");
+    copier.begin_transaction().expect("begin");
+    send(&copier, output, &values("copy-aborted", 3));
+    copier
+        .send_offsets_to_transaction(&positions, &metadata, CALL_TIMEOUT)
+        .expect("send offsets");
+    copier.abort_transaction(CALL_TIMEOUT).expect("abort");
+    assert_eq!(committed_offsets(&broker, group, input), vec![None; 3]);
+
+    // A committed copy commits the offsets with it.
+    copier.begin_transaction().expect("begin");
+    send(&copier, output, &values("copy", 3));
+    copier
+        .send_offsets_to_transaction(&positions, &metadata, CALL_TIMEOUT)
+        .expect("send offsets");
+    copier.commit_transaction(CALL_TIMEOUT).expect("commit");
+    let expected: Vec<Option<i64>> = (0..PARTITIONS)
+        .map(
+            |p| match positions.find_partition(input, p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => Some(o),
+                other => panic!("position of {input}-{p}: {other:?}"),
+            },
+        )
+        .collect();
+    assert_eq!(committed_offsets(&broker, group, input), expected);
+    assert_eq!(
+        broker.read_all(output, "read_committed", 3),
+        values("copy", 3)
+    );
+}

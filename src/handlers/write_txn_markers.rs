@@ -11,6 +11,8 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{ResponseKind, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
 use crate::errors::{code_of, ApiError};
+use crate::group::service::GroupService;
+use crate::group::OFFSETS_TOPIC_NAME;
 use crate::metadata::MetadataImage;
 use crate::replica::{ReplicaManager, TopicPartition};
 
@@ -19,6 +21,7 @@ const MARKER_WAIT: Duration = Duration::from_secs(30);
 
 pub async fn handle(
     replicas: &ReplicaManager,
+    groups: &GroupService,
     image: &MetadataImage,
     now_ms: i64,
     _version: i16,
@@ -47,6 +50,11 @@ pub async fn handle(
                 MARKER_WAIT,
             )
             .await;
+        for (tp, outcome) in partitions.iter().zip(&outcomes) {
+            if outcome.is_ok() && tp.topic == OFFSETS_TOPIC_NAME {
+                groups.complete_transaction(tp.partition, m.producer_id.0, m.transaction_result);
+            }
+        }
         let mut outcomes = outcomes.into_iter();
         let topics = m
             .topics

@@ -283,6 +283,7 @@ impl Node {
             controller.clone(),
             cache.clone(),
             producer_ids.clone(),
+            groups.clone(),
             clock.clone(),
         );
         let context = Arc::new(Context {

@@ -174,6 +174,7 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::AddOffsetsToTxn,               0,  4,     3, ADD_OFFSETS_TO_TXN_REQUEST),
     layout(ApiKey::EndTxn,                        0,  5,     3, END_TXN_REQUEST),
     layout(ApiKey::WriteTxnMarkers,               1,  1,     1, WRITE_TXN_MARKERS_REQUEST),
+    layout(ApiKey::TxnOffsetCommit,               0,  5,     3, TXN_OFFSET_COMMIT_REQUEST),
     layout(ApiKey::DescribeConfigs,               1,  4,     4, DESCRIBE_CONFIGS_REQUEST),
     layout(ApiKey::AlterConfigs,                  0,  2,     2, ALTER_CONFIGS_REQUEST),
     layout(ApiKey::IncrementalAlterConfigs,       0,  1,     1, INCREMENTAL_ALTER_CONFIGS_REQUEST),
@@ -590,6 +591,32 @@ const WRITABLE_TXN_MARKER: Ty = Ty::Struct(&[
 /// `WriteTxnMarkersRequest`
 const WRITE_TXN_MARKERS_REQUEST: Ty = Ty::Struct(&[
     all(array(&WRITABLE_TXN_MARKER)), // markers
+]);
+
+// ---- TxnOffsetCommit (key 28): v0-v5, flexible from v3 ----
+
+/// `TxnOffsetCommitRequestPartition`
+const TXN_OFFSET_COMMIT_PARTITION: Ty = Ty::Struct(&[
+    all(I32),      // partition_index
+    all(I64),      // committed_offset
+    since(2, I32), // committed_leader_epoch
+    all(STRING),   // committed_metadata
+]);
+/// `TxnOffsetCommitRequestTopic`
+const TXN_OFFSET_COMMIT_TOPIC: Ty = Ty::Struct(&[
+    all(STRING),                              // name
+    all(array(&TXN_OFFSET_COMMIT_PARTITION)), // partitions
+]);
+/// `TxnOffsetCommitRequest`
+const TXN_OFFSET_COMMIT_REQUEST: Ty = Ty::Struct(&[
+    all(STRING),                          // transactional_id
+    all(STRING),                          // group_id
+    all(I64),                             // producer_id
+    all(I16),                             // producer_epoch
+    since(3, I32),                        // generation_id
+    since(3, STRING),                     // member_id
+    since(3, STRING),                     // group_instance_id
+    all(array(&TXN_OFFSET_COMMIT_TOPIC)), // topics
 ]);
 
 // ---- OffsetForLeaderEpoch (key 23): v2-v4, flexible from v4 ----

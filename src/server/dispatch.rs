@@ -146,6 +146,7 @@ fn api_name(api_key: ApiKey) -> &'static str {
         AddOffsetsToTxn,
         EndTxn,
         WriteTxnMarkers,
+        TxnOffsetCommit,
         DescribeTransactions,
         ListTransactions,
         OffsetForLeaderEpoch,
@@ -292,6 +293,7 @@ async fn handle_supported(
         RequestKind::WriteTxnMarkers(r) => Some(
             handlers::write_txn_markers::handle(
                 &ctx.replicas,
+                &ctx.groups,
                 &ctx.image(),
                 ctx.clock.now_ms(),
                 version,
@@ -439,6 +441,9 @@ async fn handle_supported(
         }
         RequestKind::OffsetDelete(r) => {
             Some(handlers::offset_delete::handle(&ctx.groups, caller(), r).await)
+        }
+        RequestKind::TxnOffsetCommit(r) => {
+            Some(handlers::txn_offset_commit::handle(&ctx.groups, caller(), r).await)
         }
         _ => return Err(DispatchError::NoHandler(api_key)),
     };

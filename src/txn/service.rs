@@ -46,7 +46,8 @@ use crate::config::{BrokerConfig, TransactionSettings};
 use crate::controller::{ControllerChannel, CreateTopicSpec};
 use crate::errors::ApiError;
 use crate::group::log::{CoordinatorLog, Durability, ReplicaLog};
-use crate::group::CoordinatorRecord;
+use crate::group::service::GroupService;
+use crate::group::{CoordinatorRecord, OFFSETS_TOPIC_NAME};
 use crate::metadata::{ImageListener, MetadataCache, MetadataImage};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
@@ -116,6 +117,8 @@ pub struct TxnService {
     controller: ControllerChannel,
     cache: Arc<MetadataCache>,
     producer_ids: Arc<ProducerIdManager>,
+    /// The group coordinator, told when a marker ends a transaction's offset commits.
+    groups: Arc<GroupService>,
     clock: SharedClock,
     node_id: i32,
     settings: TransactionSettings,
@@ -152,6 +155,7 @@ impl TxnService {
         controller: ControllerChannel,
         cache: Arc<MetadataCache>,
         producer_ids: Arc<ProducerIdManager>,
+        groups: Arc<GroupService>,
         clock: SharedClock,
     ) -> Arc<TxnService> {
         let log = Arc::new(ReplicaLog::of_topic(
@@ -186,6 +190,7 @@ impl TxnService {
             controller,
             cache,
             producer_ids,
+            groups,
             clock,
             node_id: config.node_id,
             settings: config.transactions.clone(),
@@ -634,7 +639,8 @@ impl TxnService {
                         .iter()
                         .map(|(t, p)| TopicPartition::new(t, *p))
                         .collect();
-                    self.replicas
+                    let outcomes = self
+                        .replicas
                         .write_txn_markers(
                             &image,
                             m.producer_id,
@@ -645,7 +651,17 @@ impl TxnService {
                             self.clock.now_ms(),
                             MARKER_WAIT,
                         )
-                        .await
+                        .await;
+                    for (tp, outcome) in tps_owned.iter().zip(&outcomes) {
+                        if outcome.is_ok() && tp.topic == OFFSETS_TOPIC_NAME {
+                            self.groups.complete_transaction(
+                                tp.partition,
+                                m.producer_id,
+                                m.result == TxnResult::Commit,
+                            );
+                        }
+                    }
+                    outcomes
                 } else {
                     self.write_markers_remotely(leader, &m, &tps).await
                 };

@@ -32,7 +32,7 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::{Flusher, RollFlush};
 use crate::handles::HandlePool;
 use crate::producer_state::{
-    increment_sequence, LeaderAppendCheck, ProducerBatch, ProducerStateManager,
+    batch_last_sequence, LeaderAppendCheck, ProducerBatch, ProducerStateManager,
 };
 use crate::segment::{remove_segment_files, LogSegment, RecoveryOutcome};
 use crate::txn_index::{AbortedTxn, TransactionIndex, TXN_INDEX_FILE_SUFFIX};
@@ -748,7 +748,7 @@ impl Log {
                     marker.map(|m| m.coordinator_epoch),
                 )?;
             } else if h.has_producer_id() {
-                let last_sequence = increment_sequence(h.base_sequence, h.last_offset_delta);
+                let last_sequence = batch_last_sequence(h.base_sequence, h.last_offset_delta);
                 let check = pending.validate_leader_batch(
                     h.producer_id,
                     h.producer_epoch,
@@ -1673,7 +1673,7 @@ fn producer_batch(h: &BatchHeader) -> ProducerBatch {
         producer_id: h.producer_id,
         producer_epoch: h.producer_epoch,
         first_sequence: h.base_sequence,
-        last_sequence: increment_sequence(h.base_sequence, h.last_offset_delta),
+        last_sequence: batch_last_sequence(h.base_sequence, h.last_offset_delta),
         first_offset: h.base_offset,
         last_offset: h.last_offset(),
         max_timestamp: h.max_timestamp,

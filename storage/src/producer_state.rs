@@ -112,6 +112,16 @@ fn io_error(path: &Path, source: io::Error) -> ProducerStateError {
 }
 
 /// Kafka's `DefaultRecordBatch.incrementSequence`: sequences wrap from i32::MAX to 0.
+/// The last sequence of a batch (Kafka's `DefaultRecordBatch.lastSequence`): none for a batch
+/// without a base sequence.
+pub fn batch_last_sequence(base_sequence: i32, last_offset_delta: i32) -> i32 {
+    if base_sequence == NO_SEQUENCE {
+        NO_SEQUENCE
+    } else {
+        increment_sequence(base_sequence, last_offset_delta)
+    }
+}
+
 pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
     if sequence > i32::MAX - increment {
         increment - (i32::MAX - sequence) - 1
@@ -278,8 +288,16 @@ fn check_leader_append(
     if producer_id == NO_PRODUCER_ID {
         return Ok(LeaderAppendCheck::New);
     }
+    // A batch without a sequence is a coordinator's (the group coordinator's transactional
+    // offset commits, Kafka's `AppendOrigin.COORDINATOR`): its epoch is checked, its sequence
+    // is not, and it is never a duplicate. Clients cannot send one (the broker refuses a
+    // producer id without a sequence before the log sees it).
+    let from_coordinator = first_seq == NO_SEQUENCE;
     // Duplicates first, against what is already in the log (UnifiedLog.analyzeAndValidateProducerState).
-    if let Some(dup) = committed.and_then(|c| c.duplicate_of(epoch, first_seq, last_seq)) {
+    if let Some(dup) = committed
+        .filter(|_| !from_coordinator)
+        .and_then(|c| c.duplicate_of(epoch, first_seq, last_seq))
+    {
         return Ok(LeaderAppendCheck::Duplicate {
             first_offset: dup.first_offset,
             last_offset: dup.last_offset,
@@ -296,6 +314,9 @@ fn check_leader_append(
         return Err(ProducerStateError::InvalidTxnState(format!(
             "expected transactional write from producer {producer_id}"
         )));
+    }
+    if from_coordinator {
+        return Ok(LeaderAppendCheck::New);
     }
     if epoch != current_epoch {
         // A bumped epoch starts at sequence 0. A producer we hold no state for (never seen, or
