@@ -34,6 +34,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),

@@ -76,3 +76,17 @@ impl ReplicaManager {
         outcomes
     }
 }
+
+impl ReplicaManager {
+    /// The producers `tp`'s log holds state for, answered by its leader only (DescribeProducers,
+    /// as Kafka's `ReplicaManager.activeProducerState`).
+    pub fn active_producers(
+        &self,
+        image: &MetadataImage,
+        tp: &TopicPartition,
+    ) -> Result<Vec<kafkaiq_storage::ActiveProducer>, ApiError> {
+        let p = self.partition_or_error(image, tp)?;
+        p.check_leader_and_epoch(-1, true)?;
+        Ok(p.log().active_producers())
+    }
+}

@@ -147,6 +147,7 @@ fn api_name(api_key: ApiKey) -> &'static str {
         EndTxn,
         WriteTxnMarkers,
         TxnOffsetCommit,
+        DescribeProducers,
         DescribeTransactions,
         ListTransactions,
         OffsetForLeaderEpoch,
@@ -301,6 +302,12 @@ async fn handle_supported(
             )
             .await,
         ),
+        RequestKind::DescribeProducers(r) => Some(handlers::describe_producers::handle(
+            &ctx.replicas,
+            &ctx.image(),
+            version,
+            r,
+        )),
         RequestKind::DescribeTransactions(r) => Some(handlers::describe_transactions::handle(
             &ctx.txns, version, r,
         )),

@@ -47,5 +47,8 @@ pub use config::{LogConfig, TimestampType, TopicPartition};
 pub use error::{Result, StorageError};
 pub use flusher::Flusher;
 pub use handles::{HandleLimits, HandlePool, HandleStats};
-pub use log::{EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, LogPosition, TimestampAndOffset};
+pub use log::{
+    ActiveProducer, EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, LogPosition,
+    TimestampAndOffset,
+};
 pub use manager::LogManager;

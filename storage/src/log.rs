@@ -1408,6 +1408,25 @@ impl Log {
         self.epochs.lock().epoch_for_offset(offset)
     }
 
+    /// The producers the log holds state for (DescribeProducers), by producer id.
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        let mut producers: Vec<ActiveProducer> = self
+            .producers
+            .lock()
+            .producers()
+            .map(|e| ActiveProducer {
+                producer_id: e.producer_id,
+                producer_epoch: e.producer_epoch,
+                last_sequence: e.last_sequence(),
+                last_timestamp: e.last_timestamp,
+                coordinator_epoch: e.coordinator_epoch,
+                current_txn_start_offset: e.current_txn_first_offset.unwrap_or(-1),
+            })
+            .collect();
+        producers.sort_by_key(|p| p.producer_id);
+        producers
+    }
+
     /// The current epoch of an idempotent producer, if the log holds state for it.
     pub fn last_producer_epoch(&self, producer_id: i64) -> Option<i16> {
         self.producers.lock().last_producer_epoch(producer_id)
@@ -1925,4 +1944,17 @@ fn refusal_message(why: batch::RecordRefusal, tp: &str, rules: &batch::RecordRul
             "Invalid timestamp type in topic partition {tp}. Producer should not set timestamp type to LogAppendTime."
         ),
     }
+}
+
+/// One producer a log holds state for, as DescribeProducers reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    /// The coordinator epoch of its last transaction marker, -1 before any.
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction, -1 without one.
+    pub current_txn_start_offset: i64,
 }
