@@ -10,12 +10,10 @@
 //! in part (torn) and no record twice. With `KAFKAIQ_CLUSTER_BROKER=kafka` the same test runs
 //! against Apache Kafka.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::cluster::{Cluster, ClusterKind};
+use crate::common::cluster::{Cluster, ClusterKind};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};

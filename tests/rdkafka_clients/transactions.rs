@@ -4,8 +4,6 @@
 //! transactional id. Each test starts its own broker (`common::broker_process`); with
 //! `BROKER_UNDER_TEST=apache-kafka` the same tests run against Apache Kafka 4.1.1.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -16,7 +14,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use common::broker_process::{start_selected, SelectedBroker};
+use crate::common::broker_process::{start_selected, SelectedBroker};
 
 const PARTITIONS: i32 = 3;
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
