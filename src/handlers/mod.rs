@@ -10,7 +10,7 @@
 //! node's [`Context`](crate::context::Context). Produce and Fetch, which use more, take one
 //! struct of them each ([`produce::ProduceServices`], [`fetch::FetchServices`]). A handler that
 //! takes only the group coordinator cannot reach storage or the controller; no handler names
-//! `Context` (`tests/architecture.rs` checks it).
+//! `Context` (`tests/in_process/architecture.rs` checks it).
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;

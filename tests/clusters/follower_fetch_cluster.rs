@@ -23,7 +23,7 @@
 //!
 //! Figures are printed as `rff:` lines (`--nocapture`). Every wait has a deadline.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -10,7 +10,7 @@
 //! - The history is the same on every node, the restarted one included (it is replayed from the
 //!   metadata log), and the CLI prints it, finding the HTTP listener through DescribeConfigs.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

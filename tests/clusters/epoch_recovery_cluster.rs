@@ -16,7 +16,7 @@
 //!
 //! Waits have deadlines; each step waits on a condition.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

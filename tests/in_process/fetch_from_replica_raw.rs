@@ -6,7 +6,7 @@
 //! request carries a current leader epoch, else NOT_LEADER_OR_FOLLOWER, and no records. On one
 //! node every partition has a single replica, the leader, so every such claim is refused.
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::{batch, decode_records, start_broker, RawClient};

@@ -13,7 +13,7 @@
 //! gets their leadership back (by the automatic rebalance or the ElectLeaders that races it),
 //! both timed; a reassignment that adds a replica completes once the new replica has caught up.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

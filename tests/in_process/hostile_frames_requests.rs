@@ -12,7 +12,7 @@
 //! - The connection from an address past `max.connections.per.ip` (or its override) is closed
 //!   at once; a slot freed by a closed connection is taken again.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! controller only. It votes and may lead the quorum, but never registers as a broker, hosts
 //! no partition and has no client listener; the brokers see two brokers and three voters.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

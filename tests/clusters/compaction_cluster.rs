@@ -17,7 +17,7 @@
 //!
 //! Waits have deadlines; each step waits on a condition.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! member that stops heartbeating is expired by the timer task after its session timeout, and
 //! the group's generation and offsets come back after a restart.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

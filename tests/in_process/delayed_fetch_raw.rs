@@ -2,7 +2,7 @@
 //! the bytes that become readable on each wake-up without reading them, and is answered — read
 //! once — when they reach `min_bytes` or when something it must report happened meanwhile.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@
 //!   may write, every topic is answered POLICY_VIOLATION (Kafka's "Unable to perform
 //!   excessively large batch operation.") and none is created; below it, all are.
 
-mod common;
+use crate::common;
 
 use common::{start_broker, RawClient};
 use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};

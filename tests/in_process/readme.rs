@@ -5,7 +5,7 @@ use kafkaiq::handlers::api_versions::SUPPORTED;
 /// Rows of the README's "Supported APIs" table as (api key, min, max); one row may name several
 /// APIs (`11 / 12` with `0–9 / 0–4`).
 fn readme_rows() -> Vec<(i16, i16, i16)> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../../README.md");
     let section = readme
         .split("## Supported APIs")
         .nth(1)

@@ -7,7 +7,7 @@
 //! node's metadata cache, which is what every handler reads; the replica manager is not told,
 //! so nothing of that topic is hosted here.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! and a later member of the group resumes from them, also across a broker restart. Plus raw
 //! FindCoordinator checks (v0 and batched v4).
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,7 +3,7 @@
 //! for a known partition this broker is not a replica of; one it holds, asked for the dir it is
 //! in, answers NONE. `BROKER_UNDER_TEST=apache-kafka` runs it against Apache Kafka.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

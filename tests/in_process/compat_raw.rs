@@ -16,7 +16,7 @@
 //! - ListConfigResources (KIP-1142): the resource types each version knows, and the answer to a
 //!   type it does not.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -3,7 +3,7 @@
 //! of the quorum), registers and heartbeats like any broker, leads and follows partitions, and
 //! forwards metadata changes. Runs against Apache Kafka too (`KAFKAIQ_CLUSTER_BROKER=kafka`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

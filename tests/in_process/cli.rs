@@ -1,7 +1,7 @@
 //! The `kafkaiq` binary's command line: config errors stop startup naming the key (without a
 //! panic), unknown keys warn, SIGTERM shuts down cleanly and in time.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -12,7 +12,7 @@
 //! - A Raft frame that does not decode closes its connection; well-formed Raft messages from a
 //!   stranger, to another node, without a term, or from a stale term change nothing.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! `kafkaiq local-cluster`: the nodes start as children of one supervisor with generated
 //! `server.properties` files in Kafka's keys, and SIGINT to the supervisor stops every one.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -2,7 +2,7 @@
 //! then CreateTopics, Metadata, Produce and Fetch round trips, pipelined requests, and what the
 //! client sees when the node goes away.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -27,7 +27,7 @@
 //!
 //! Every wait has a deadline; nothing sleeps a fixed time to let something happen.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

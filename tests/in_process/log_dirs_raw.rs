@@ -5,7 +5,7 @@
 //! a restart in the middle of a move, a topic config changed during a move kept after it, and
 //! the per-partition error codes Kafka answers.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! another process holds 127.0.0.1:9644 (the embedded setup's HTTP port). A file that does not
 //! set `http.listener` gets no HTTP listener.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::time::Duration;

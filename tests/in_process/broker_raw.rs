@@ -1,7 +1,7 @@
 //! In-process broker on 127.0.0.1:0, driven with raw Kafka frames, asserting exact response
 //! fields and error codes.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

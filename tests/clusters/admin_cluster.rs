@@ -17,7 +17,7 @@
 //!
 //! Every wait has a deadline; nothing sleeps a fixed time to let something happen.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

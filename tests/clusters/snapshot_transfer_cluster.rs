@@ -11,7 +11,7 @@
 //!
 //! Waits have deadlines; each step waits on a condition.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
