@@ -25,7 +25,7 @@
 //! Lock order: the coordinator lock is taken after the controller's (metadata listeners) and
 //! before a partition's (appends); it is never held across an await.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -60,6 +60,8 @@ const MARKER_WAIT: Duration = Duration::from_secs(30);
 /// First and largest pause between rounds of marker retries.
 const MARKER_BACKOFF_MIN: Duration = Duration::from_millis(20);
 const MARKER_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// Pause before a failed load of a `__transaction_state` partition is tried again.
+const LOAD_RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// Bytes read per step while loading a `__transaction_state` partition.
 const LOAD_READ_BYTES: usize = 1024 * 1024;
 
@@ -69,6 +71,8 @@ struct Shard {
     epoch: i32,
     loaded: bool,
     txns: HashMap<String, TxnMetadata>,
+    /// Ids whose markers a task is delivering now.
+    delivering: HashSet<String>,
 }
 
 #[derive(Default)]
@@ -327,6 +331,21 @@ impl TxnService {
                     if let Some(m) = shard.txns.get_mut(&w.txn_id) {
                         m.complete(t);
                     }
+                    // A durable PrepareCommit or PrepareAbort is a promise to write the
+                    // markers, kept here whatever became of the caller that waited for it (it
+                    // may have timed out), as Kafka's markers follow the append's callback.
+                    if let Some(result) = prepared_result(t.state) {
+                        let markers = Markers {
+                            txn_id: w.txn_id.clone(),
+                            partition: w.partition,
+                            coordinator_epoch: w.epoch,
+                            producer_id: t.producer_id,
+                            producer_epoch: t.producer_epoch,
+                            result,
+                            partitions: t.partitions.clone(),
+                        };
+                        me.send_markers_locked(shard, markers);
+                    }
                 }
                 None => {
                     shard.txns.remove(&w.txn_id);
@@ -362,13 +381,12 @@ impl TxnService {
             enum Step {
                 NeedId,
                 Init(Write),
-                Fence(Write, Markers),
+                Fence(Write),
             }
             let step = {
                 let now = self.clock.now_ms();
                 let mut inner = self.lock();
                 let shard = Self::shard_mut(&mut inner, partition)?;
-                let coordinator_epoch = shard.epoch;
                 let known = if !shard.txns.contains_key(txn_id) {
                     match fresh.take() {
                         Some(id) => {
@@ -406,19 +424,13 @@ impl TxnService {
                                         now,
                                     )?
                                     .expect("an ongoing transaction is aborted with a write");
-                                let markers = Markers {
-                                    txn_id: txn_id.to_owned(),
+                                Step::Fence(self.append_locked(
+                                    shard,
                                     partition,
-                                    coordinator_epoch,
-                                    producer_id: abort.producer_id,
-                                    producer_epoch: abort.producer_epoch,
-                                    result: TxnResult::Abort,
-                                    partitions: abort.partitions.clone(),
-                                };
-                                Step::Fence(
-                                    self.append_locked(shard, partition, txn_id, Some(abort), now)?,
-                                    markers,
-                                )
+                                    txn_id,
+                                    Some(abort),
+                                    now,
+                                )?)
                             }
                         }
                     }
@@ -439,9 +451,8 @@ impl TxnService {
                     );
                     return Ok((t.producer_id, t.producer_epoch));
                 }
-                Step::Fence(w, markers) => {
+                Step::Fence(w) => {
                     self.settle(w).await?;
-                    self.send_markers(markers);
                     return Err(ApiError::ConcurrentTransactions);
                 }
             }
@@ -553,45 +564,81 @@ impl TxnService {
             ));
         }
         let partition = self.partition_for(txn_id);
-        let (w, coordinator_epoch) = {
+        let w = {
             let now = self.clock.now_ms();
             let mut inner = self.lock();
             let shard = Self::shard_mut(&mut inner, partition)?;
-            let epoch = shard.epoch;
             let meta = shard
                 .txns
                 .get_mut(txn_id)
                 .ok_or(ApiError::InvalidProducerIdMapping)?;
             match meta.end_transaction(producer_id, producer_epoch, result, true, now)? {
                 None => return Ok((meta.producer_id, meta.producer_epoch)),
-                Some(t) => (
-                    self.append_locked(shard, partition, txn_id, Some(t), now)?,
-                    epoch,
-                ),
+                Some(t) => self.append_locked(shard, partition, txn_id, Some(t), now)?,
             }
         };
         let t = self.settle(w).await?.expect("not a tombstone");
-        self.send_markers(Markers {
-            txn_id: txn_id.to_owned(),
-            partition,
-            coordinator_epoch,
-            producer_id: t.producer_id,
-            producer_epoch: t.producer_epoch,
-            result,
-            partitions: t.partitions.clone(),
-        });
         Ok((t.producer_id, t.producer_epoch))
     }
 
-    fn send_markers(&self, markers: Markers) {
+    /// Starts the delivery of `markers` unless one runs for the id already (`shard` is the
+    /// id's, under the coordinator lock).
+    fn send_markers_locked(&self, shard: &mut Shard, markers: Markers) {
         let Some(me) = self.arc() else { return };
+        if !shard.delivering.insert(markers.txn_id.clone()) {
+            return;
+        }
         match tokio::runtime::Handle::try_current() {
             Ok(h) => {
-                h.spawn(async move { me.deliver_markers(markers).await });
+                h.spawn(async move {
+                    let (partition, epoch, id) = (
+                        markers.partition,
+                        markers.coordinator_epoch,
+                        markers.txn_id.clone(),
+                    );
+                    me.clone().deliver_markers(markers).await;
+                    if let Some(s) = me
+                        .lock()
+                        .shards
+                        .get_mut(&partition)
+                        .filter(|s| s.epoch == epoch)
+                    {
+                        s.delivering.remove(&id);
+                    }
+                });
             }
             Err(_) => {
+                shard.delivering.remove(&markers.txn_id);
                 tracing::warn!(transactional_id = %markers.txn_id, "no runtime to send transaction markers")
             }
+        }
+    }
+
+    /// Starts the markers of every prepared transaction of the shard that has no delivery
+    /// running: after a load, and on each timeout check as a safety net (a delivery that
+    /// stopped, fenced by a partition, is tried again there).
+    fn resend_prepared_locked(&self, shard: &mut Shard, partition: i32) {
+        if !shard.loaded {
+            return;
+        }
+        let prepared: Vec<Markers> = shard
+            .txns
+            .values()
+            .filter(|t| t.pending.is_none() && !shard.delivering.contains(&t.transactional_id))
+            .filter_map(|t| {
+                Some(Markers {
+                    txn_id: t.transactional_id.clone(),
+                    partition,
+                    coordinator_epoch: shard.epoch,
+                    producer_id: t.producer_id,
+                    producer_epoch: t.producer_epoch,
+                    result: prepared_result(t.state)?,
+                    partitions: t.partitions.clone(),
+                })
+            })
+            .collect();
+        for m in prepared {
+            self.send_markers_locked(shard, m);
         }
     }
 
@@ -808,7 +855,7 @@ impl TxnService {
                 if !shard.loaded {
                     continue;
                 }
-                let epoch = shard.epoch;
+                self.resend_prepared_locked(shard, partition);
                 let ids: Vec<String> = shard.txns.keys().cloned().collect();
                 for id in ids {
                     let meta = shard.txns.get_mut(&id).expect("listed");
@@ -830,17 +877,8 @@ impl TxnService {
                         }
                     };
                     tracing::info!(transactional_id = %id, producer_id = abort.producer_id, "aborting a transaction past its timeout");
-                    let markers = Markers {
-                        txn_id: id.clone(),
-                        partition,
-                        coordinator_epoch: epoch,
-                        producer_id: abort.producer_id,
-                        producer_epoch: abort.producer_epoch,
-                        result: TxnResult::Abort,
-                        partitions: abort.partitions.clone(),
-                    };
                     match self.append_locked(shard, partition, &id, Some(abort), now) {
-                        Ok(w) => writes.push((w, markers)),
+                        Ok(w) => writes.push(w),
                         Err(e) => {
                             tracing::warn!(transactional_id = %id, error = %e, "cannot write the abort of a timed-out transaction")
                         }
@@ -848,12 +886,10 @@ impl TxnService {
                 }
             }
         }
-        for (w, markers) in writes {
+        for w in writes {
             let Some(me) = self.arc() else { return };
             tokio::spawn(async move {
-                if me.settle(w).await.is_ok() {
-                    me.send_markers(markers);
-                }
+                let _ = me.settle(w).await;
             });
         }
     }
@@ -979,15 +1015,28 @@ impl TxnService {
         counts
     }
 
-    /// Replays one partition; runs on a blocking thread.
+    /// Replays one partition; runs on a blocking thread. A load that fails (the log cannot be
+    /// read, a batch does not decode) is tried again after a pause while this node still leads
+    /// the partition at `epoch`: its ids answer COORDINATOR_LOAD_IN_PROGRESS meanwhile.
     fn load_partition(&self, partition: i32, epoch: i32) {
+        while !self.try_load_partition(partition, epoch) {
+            let current = self.lock().shards.get(&partition).map(|s| s.epoch);
+            if current != Some(epoch) {
+                return;
+            }
+            std::thread::sleep(LOAD_RETRY_PAUSE);
+        }
+    }
+
+    /// One attempt of [`TxnService::load_partition`]: false if it failed and may be retried.
+    fn try_load_partition(&self, partition: i32, epoch: i32) -> bool {
         let started = std::time::Instant::now();
         let mut txns: HashMap<String, TxnMetadata> = HashMap::new();
         let mut offset = match self.log.log_start_offset(partition) {
             Ok(o) => o,
             Err(e) => {
                 tracing::error!(partition, error = %e, "cannot load transaction coordinator partition");
-                return;
+                return false;
             }
         };
         loop {
@@ -995,7 +1044,7 @@ impl TxnService {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::error!(partition, offset, error = %e, "reading {TRANSACTION_STATE_TOPIC_NAME} failed");
-                    return;
+                    return false;
                 }
             };
             if records.is_empty() {
@@ -1006,7 +1055,7 @@ impl TxnService {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::error!(partition, offset, error = %e, "undecodable batch in {TRANSACTION_STATE_TOPIC_NAME}");
-                    return;
+                    return false;
                 }
             };
             let mut last = offset - 1;
@@ -1047,25 +1096,6 @@ impl TxnService {
             }
             offset = last + 1;
         }
-        let prepared: Vec<Markers> = txns
-            .values()
-            .filter_map(|t| {
-                let result = match t.state {
-                    TxnState::PrepareCommit => TxnResult::Commit,
-                    TxnState::PrepareAbort => TxnResult::Abort,
-                    _ => return None,
-                };
-                Some(Markers {
-                    txn_id: t.transactional_id.clone(),
-                    partition,
-                    coordinator_epoch: epoch,
-                    producer_id: t.producer_id,
-                    producer_epoch: t.producer_epoch,
-                    result,
-                    partitions: t.partitions.clone(),
-                })
-            })
-            .collect();
         let count = txns.len();
         {
             let mut inner = self.lock();
@@ -1073,20 +1103,20 @@ impl TxnService {
                 Some(s) if s.epoch == epoch && !s.loaded => {
                     s.txns = txns;
                     s.loaded = true;
+                    // Transactions found prepared get their markers (again): this coordinator
+                    // may be the first to send them, or its predecessor may have stopped midway.
+                    self.resend_prepared_locked(s, partition);
                 }
-                _ => return, // Leadership moved on while loading.
+                _ => return true, // Leadership moved on while loading.
             }
         }
         tracing::info!(
             partition,
             transactional_ids = count,
-            prepared = prepared.len(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "loaded transaction coordinator partition"
         );
-        for m in prepared {
-            self.send_markers(m);
-        }
+        true
     }
 }
 
@@ -1126,6 +1156,7 @@ impl ImageListener for TxnService {
                             epoch: *epoch,
                             loaded: false,
                             txns: HashMap::new(),
+                            delivering: HashSet::new(),
                         },
                     );
                     to_load.push((*p, *epoch));
@@ -1147,5 +1178,14 @@ impl ImageListener for TxnService {
             }
             Err(_) => load(),
         }
+    }
+}
+
+/// How a transaction in `state` ends, if it is prepared.
+fn prepared_result(state: TxnState) -> Option<TxnResult> {
+    match state {
+        TxnState::PrepareCommit => Some(TxnResult::Commit),
+        TxnState::PrepareAbort => Some(TxnResult::Abort),
+        _ => None,
     }
 }

@@ -164,11 +164,6 @@ pub struct TxnMetadata {
     pub client_transaction_version: i16,
     /// The state of the write in flight, if any.
     pub pending: Option<TxnState>,
-    /// An epoch fence whose write failed: the next fence reuses its epoch (Kafka's
-    /// `hasFailedEpochFence`).
-    pub failed_epoch_fence: bool,
-    /// The pending write is the abort that carries an epoch fence.
-    pending_fence: bool,
 }
 
 /// An epoch may be handed out to a producer only below this, so the coordinator can always
@@ -206,8 +201,6 @@ impl TxnMetadata {
             last_update_ms: now_ms,
             client_transaction_version: 0,
             pending: None,
-            failed_epoch_fence: false,
-            pending_fence: false,
         }
     }
 
@@ -231,8 +224,6 @@ impl TxnMetadata {
             last_update_ms: v.last_update_ms,
             client_transaction_version: v.client_transaction_version,
             pending: None,
-            failed_epoch_fence: false,
-            pending_fence: false,
         }
     }
 
@@ -276,7 +267,6 @@ impl TxnMetadata {
     /// The write of `t` is durable: it becomes the state.
     pub fn complete(&mut self, t: &Transit) {
         self.pending = None;
-        self.pending_fence = false;
         self.producer_id = t.producer_id;
         self.previous_producer_id = t.previous_producer_id;
         self.next_producer_id = t.next_producer_id;
@@ -288,18 +278,11 @@ impl TxnMetadata {
         self.start_ms = t.start_ms;
         self.last_update_ms = t.last_update_ms;
         self.client_transaction_version = t.client_transaction_version;
-        if matches!(t.state, TxnState::CompleteCommit | TxnState::CompleteAbort) {
-            self.failed_epoch_fence = false;
-        }
     }
 
     /// The write failed: nothing changes.
     pub fn abandon(&mut self) {
         self.pending = None;
-        if self.pending_fence {
-            self.failed_epoch_fence = true;
-        }
-        self.pending_fence = false;
     }
 
     /// InitProducerId (Kafka's `prepareInitProducerIdTransit`). `expected` is the KIP-360
@@ -383,13 +366,13 @@ impl TxnMetadata {
 
     /// Bumps the epoch to fence the current producer of an ongoing transaction before aborting
     /// it (Kafka's `prepareFenceProducerEpoch`), for InitProducerId and the timeout. The bumped
-    /// epoch is kept only in the abort that follows; it is never answered to a client.
+    /// epoch is kept only in the abort that follows; it is never answered to a client. The
+    /// epoch in memory changes only once that abort is durable, so a fence whose write failed
+    /// left nothing behind, and the next fence bumps again from the same epoch: always above
+    /// the producer's (Kafka bumps its in-memory epoch before the write and so must reuse it
+    /// after a failure, `hasFailedEpochFence`).
     fn fence_epoch(&mut self) -> Transit {
-        let epoch = if self.failed_epoch_fence {
-            self.producer_epoch
-        } else {
-            self.producer_epoch.saturating_add(1)
-        };
+        let epoch = self.producer_epoch.saturating_add(1);
         let mut t = self.transit();
         t.previous_producer_id = self.previous_producer_id;
         t.producer_epoch = epoch;
@@ -502,7 +485,6 @@ impl TxnMetadata {
                     self.pending = None;
                     t.producer_epoch = producer_epoch;
                     t.last_producer_epoch = NO_PRODUCER_EPOCH;
-                    self.pending_fence = true;
                 }
                 t.state = match result {
                     TxnResult::Commit => TxnState::PrepareCommit,
@@ -687,6 +669,32 @@ mod tests {
         let done = m.complete_transaction(5).unwrap();
         m.complete(&done);
         assert_eq!(init(&mut m, 6).producer_epoch, 2);
+    }
+
+    #[test]
+    fn a_fence_whose_write_failed_is_followed_by_one_above_the_producers_epoch() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        let t = m
+            .add_partitions(7, 0, &parts(&[("a", 0)]), 2)
+            .unwrap()
+            .unwrap();
+        m.complete(&t);
+        for attempt in 0..2 {
+            let fence = match m.init_producer_id(60_000, None, None, 3).unwrap() {
+                InitDecision::FenceAndAbort(t) => t,
+                other => panic!("{other:?}"),
+            };
+            let abort = m
+                .end_transaction(7, fence.producer_epoch, TxnResult::Abort, false, 3)
+                .unwrap()
+                .unwrap();
+            // Above the producer's epoch 0, so its delayed writes are refused at the partitions.
+            assert_eq!(abort.producer_epoch, 1, "attempt {attempt}");
+            // The write of the abort failed: nothing changed.
+            m.abandon();
+            assert_eq!((m.state, m.producer_epoch), (TxnState::Ongoing, 0));
+        }
     }
 
     #[test]
