@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints the path of kcat (Debian's, linked to librdkafka 2.0.2), installing it with apt-get
-# first when it is missing, for cargo tests that run it (tests/follower_fetch_cluster.rs); the
+# first when it is missing, for cargo tests that run it (tests/clusters/follower_fetch_cluster.rs); the
 # suites install it the same way. Everything except the final path goes to stderr.
 set -euo pipefail
 

@@ -23,11 +23,13 @@ pub struct Context {
     pub node_id: i32,
     pub cache: Arc<MetadataCache>,
     pub controller: ControllerChannel,
-    pub producer_ids: ProducerIdManager,
+    pub producer_ids: Arc<ProducerIdManager>,
     pub replicas: Arc<ReplicaManager>,
     pub fetch_sessions: FetchSessionCache,
     pub clock: SharedClock,
     pub groups: Arc<GroupService>,
+    /// The transaction coordinator.
+    pub txns: Arc<crate::txn::TxnService>,
     /// Bytes and messages in and out per topic (the Produce and Fetch handlers count them).
     pub topic_stats: BrokerTopicStats,
     /// Record bytes the Fetch handler sent to consumers (as leader, as follower) and followers.

@@ -50,6 +50,10 @@ pub enum ApiError {
     OutOfOrderSequenceNumber(String),
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
+    #[error("transaction coordinator fenced: {0}")]
+    TransactionCoordinatorFenced(String),
     #[error("kafka storage error: {0}")]
     KafkaStorageError(String),
     #[error("fenced leader epoch")]
@@ -95,6 +99,22 @@ pub enum ApiError {
     TransactionalIdAuthorizationFailed,
     #[error("invalid transaction timeout")]
     InvalidTransactionTimeout,
+    #[error("concurrent transactions")]
+    ConcurrentTransactions,
+    #[error("producer fenced")]
+    ProducerFenced,
+    #[error("invalid producer id mapping")]
+    InvalidProducerIdMapping,
+    #[error("not coordinator")]
+    NotCoordinator,
+    #[error("coordinator load in progress")]
+    CoordinatorLoadInProgress,
+    #[error("coordinator not available")]
+    CoordinatorNotAvailable,
+    #[error("transactional id not found")]
+    TransactionalIdNotFound,
+    #[error("transaction abortable")]
+    TransactionAbortable,
     #[error("unsupported for message format")]
     UnsupportedForMessageFormat,
     #[error("unknown producer id")]
@@ -164,6 +184,8 @@ impl ApiError {
             UnsupportedEndpointType(_) => ResponseError::UnsupportedEndpointType,
             OutOfOrderSequenceNumber(_) => ResponseError::OutOfOrderSequenceNumber,
             InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
+            InvalidTxnState(_) => ResponseError::InvalidTxnState,
+            TransactionCoordinatorFenced(_) => ResponseError::TransactionCoordinatorFenced,
             KafkaStorageError(_) => ResponseError::KafkaStorageError,
             FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
             UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch,
@@ -185,6 +207,14 @@ impl ApiError {
             ClusterAuthorizationFailed => ResponseError::ClusterAuthorizationFailed,
             TransactionalIdAuthorizationFailed => ResponseError::TransactionalIdAuthorizationFailed,
             InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+            ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+            ProducerFenced => ResponseError::ProducerFenced,
+            InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+            NotCoordinator => ResponseError::NotCoordinator,
+            CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
+            CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+            TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
+            TransactionAbortable => ResponseError::TransactionAbortable,
             UnsupportedForMessageFormat => ResponseError::UnsupportedForMessageFormat,
             UnknownProducerId => ResponseError::UnknownProducerId,
             ElectionNotNeeded => ResponseError::ElectionNotNeeded,
@@ -244,6 +274,8 @@ impl ApiError {
             | InvalidRequest(m)
             | OutOfOrderSequenceNumber(m)
             | InvalidProducerEpoch(m)
+            | InvalidTxnState(m)
+            | TransactionCoordinatorFenced(m)
             | KafkaStorageError(m)
             | LogDirNotFound(m)
             | InvalidRecord(m)
@@ -335,6 +367,10 @@ impl From<StorageError> for ApiError {
             StorageError::OffsetOutOfRange { .. } => ApiError::OffsetOutOfRange,
             StorageError::OutOfOrderSequence(m) => ApiError::OutOfOrderSequenceNumber(m),
             StorageError::InvalidProducerEpoch(m) => ApiError::InvalidProducerEpoch(m),
+            StorageError::InvalidTxnState(m) => ApiError::InvalidTxnState(m),
+            StorageError::TransactionCoordinatorFenced(m) => {
+                ApiError::TransactionCoordinatorFenced(m)
+            }
             // A leader never appends as a follower; a non-monotonic append here is a bug in
             // the caller, reported as a server error rather than a client mistake.
             StorageError::NonMonotonicAppend(m) => ApiError::UnknownServerError(m),
@@ -365,6 +401,8 @@ mod tests {
             (ApiError::UnsupportedEndpointType(String::new()), 115),
             (ApiError::OutOfOrderSequenceNumber(String::new()), 45),
             (ApiError::InvalidProducerEpoch(String::new()), 47),
+            (ApiError::InvalidTxnState(String::new()), 48),
+            (ApiError::TransactionCoordinatorFenced(String::new()), 52),
             (ApiError::KafkaStorageError(String::new()), 56),
             (ApiError::FencedLeaderEpoch, 74),
             (ApiError::UnknownLeaderEpoch, 75),

@@ -50,3 +50,4 @@ pub mod replica;
 pub mod server;
 #[cfg(test)]
 pub(crate) mod sim_rng;
+pub mod txn;

@@ -15,6 +15,8 @@
 //! (the Java suite and the groups suite own those).
 
 mod common;
+#[path = "rdkafka_clients/transactions.rs"]
+mod transactions;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -103,6 +103,7 @@ pub const RESPONSE_LAYOUTS: &[Layout] = &[
     layout(ApiKey::BrokerHeartbeat,                0,  1,     0, BROKER_HEARTBEAT_RESPONSE),
     layout(ApiKey::UnregisterBroker,               0,  0,     0, UNREGISTER_BROKER_RESPONSE),
     layout(ApiKey::AllocateProducerIds,            0,  0,     0, ALLOCATE_PRODUCER_IDS_RESPONSE),
+    layout(ApiKey::WriteTxnMarkers,                1,  1,     1, WRITE_TXN_MARKERS_RESPONSE),
     layout(ApiKey::DescribeQuorum,                 0,  2,     0, DESCRIBE_QUORUM_RESPONSE),
 ];
 
@@ -547,6 +548,28 @@ const ALLOCATE_PRODUCER_IDS_RESPONSE: Ty = Ty::Struct(&[
     all(I16), // error_code
     all(I64), // producer_id_start
     all(I32), // producer_id_len
+]);
+
+// ---- WriteTxnMarkers (key 27): v1, flexible ----
+
+/// `WritableTxnMarkerPartitionResult`
+const WRITABLE_TXN_MARKER_PARTITION_RESULT: Ty = Ty::Struct(&[
+    all(I32), // partition_index
+    all(I16), // error_code
+]);
+/// `WritableTxnMarkerTopicResult`
+const WRITABLE_TXN_MARKER_TOPIC_RESULT: Ty = Ty::Struct(&[
+    all(STRING),                                       // name
+    all(array(&WRITABLE_TXN_MARKER_PARTITION_RESULT)), // partitions
+]);
+/// `WritableTxnMarkerResult`
+const WRITABLE_TXN_MARKER_RESULT: Ty = Ty::Struct(&[
+    all(I64),                                      // producer_id
+    all(array(&WRITABLE_TXN_MARKER_TOPIC_RESULT)), // topics
+]);
+/// `WriteTxnMarkersResponse`
+const WRITE_TXN_MARKERS_RESPONSE: Ty = Ty::Struct(&[
+    all(array(&WRITABLE_TXN_MARKER_RESULT)), // markers
 ]);
 
 // ---- DescribeQuorum (key 55): v0-v2, flexible from v0 ----

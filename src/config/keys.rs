@@ -48,6 +48,8 @@ pub enum Part {
     Group,
     /// [`super::CleanerSettings`]
     Cleaner,
+    /// [`super::TransactionSettings`]
+    Transactions,
     /// No struct: read as the broker synonym of a topic key ([`super::topic`]) when a topic
     /// does not set it.
     TopicConfigs,
@@ -396,13 +398,75 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     key(Unused, "socket.receive.buffer.bytes", Some("102400"), Int),
     key(Socket, "socket.request.max.bytes", Some("104857600"), Int).at_least(1),
     key(Unused, "socket.send.buffer.bytes", Some("102400"), Int),
-    key(Unused, "transaction.state.log.min.isr", Some("2"), Int),
+    key(
+        Transactions,
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        Some("10000"),
+        Int,
+    )
+    .at_least(1),
+    key(
+        Transactions,
+        "transaction.max.timeout.ms",
+        Some("900000"),
+        Int,
+    )
+    .at_least(1),
+    key(
+        Transactions,
+        "transaction.partition.verification.enable",
+        Some("true"),
+        Bool,
+    ),
+    key(
+        Transactions,
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        Some("3600000"),
+        Int,
+    )
+    .at_least(1),
     key(
         Unused,
+        "transaction.state.log.load.buffer.size",
+        Some("5242880"),
+        Int,
+    )
+    .at_least(1),
+    key(
+        Transactions,
+        "transaction.state.log.min.isr",
+        Some("2"),
+        Int,
+    )
+    .at_least(1),
+    key(
+        Transactions,
+        "transaction.state.log.num.partitions",
+        Some("50"),
+        Int,
+    )
+    .at_least(1),
+    key(
+        Transactions,
         "transaction.state.log.replication.factor",
         Some("3"),
         Int,
-    ),
+    )
+    .at_least(1),
+    key(
+        Transactions,
+        "transaction.state.log.segment.bytes",
+        Some("104857600"),
+        Int,
+    )
+    .at_least(1),
+    key(
+        Transactions,
+        "transactional.id.expiration.ms",
+        Some("604800000"),
+        Int,
+    )
+    .at_least(1),
     key(
         Kraft,
         kraft::UNCLEAN_LEADER_ELECTION_ENABLE,

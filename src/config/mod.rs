@@ -29,7 +29,7 @@ use keys::Reader;
 pub use keys::{broker_config_def, BrokerConfigDef, Check, ConfigKind, Part, BROKER_CONFIG_DEFS};
 pub use settings::{
     CleanerSettings, ElectionSettings, GroupSettings, LogSettings, ReplicaSettings, SocketSettings,
-    TopicDefaults,
+    TopicDefaults, TransactionSettings,
 };
 
 #[derive(Debug, Error)]
@@ -221,6 +221,7 @@ pub struct BrokerConfig {
     pub elections: ElectionSettings,
     pub group: GroupSettings,
     pub cleaner: CleanerSettings,
+    pub transactions: TransactionSettings,
 }
 
 /// `replica.selector.class`: how a leader picks the replica a consumer should read from
@@ -487,6 +488,7 @@ impl BrokerConfig {
         let group = GroupSettings::read(&r)?;
         let replica = ReplicaSettings::read(&r)?;
         let cleaner = CleanerSettings::read(&r)?;
+        let transactions = TransactionSettings::read(&r)?;
         let http_listener = HttpListener::parse(r.value("http.listener").unwrap_or("none"))
             .map_err(|reason| r.invalid("http.listener", reason))?;
 
@@ -506,6 +508,7 @@ impl BrokerConfig {
             elections,
             group,
             cleaner,
+            transactions,
             raw,
         };
         Ok(Validated { config, warnings })

@@ -262,6 +262,52 @@ impl GroupSettings {
     }
 }
 
+/// The transaction coordinator (Kafka's `TransactionStateManagerConfig` and
+/// `TransactionLogConfig`): its topic and its timeouts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionSettings {
+    /// `transaction.state.log.num.partitions`
+    pub log_num_partitions: i32,
+    /// `transaction.state.log.replication.factor`
+    pub log_replication_factor: i16,
+    /// `transaction.state.log.min.isr`
+    pub log_min_isr: i32,
+    /// `transaction.state.log.segment.bytes`
+    pub log_segment_bytes: i32,
+    /// `transaction.max.timeout.ms`
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`
+    pub id_expiration_ms: i64,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
+    pub abort_timed_out_interval_ms: u64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`
+    pub remove_expired_interval_ms: u64,
+    /// `transaction.partition.verification.enable`
+    pub partition_verification: bool,
+}
+
+impl TransactionSettings {
+    pub(crate) fn read(r: &Reader<'_>) -> Result<TransactionSettings, ConfigError> {
+        const RF: &str = "transaction.state.log.replication.factor";
+        Ok(TransactionSettings {
+            log_num_partitions: r.i32("transaction.state.log.num.partitions")?,
+            log_replication_factor: i16::try_from(r.i32(RF)?)
+                .map_err(|_| r.invalid(RF, "too large"))?,
+            log_min_isr: r.i32("transaction.state.log.min.isr")?,
+            log_segment_bytes: r.i32("transaction.state.log.segment.bytes")?,
+            max_timeout_ms: r.i32("transaction.max.timeout.ms")?,
+            id_expiration_ms: i64::from(r.i32("transactional.id.expiration.ms")?),
+            abort_timed_out_interval_ms: r
+                .i32("transaction.abort.timed.out.transaction.cleanup.interval.ms")?
+                as u64,
+            remove_expired_interval_ms: r
+                .i32("transaction.remove.expired.transaction.cleanup.interval.ms")?
+                as u64,
+            partition_verification: r.bool("transaction.partition.verification.enable")?,
+        })
+    }
+}
+
 /// The log cleaner (Kafka's `CleanerConfig`, the `log.cleaner.*` keys that are not a topic's
 /// fallback): its threads and their shared memory and I/O budget.
 #[derive(Debug, Clone, PartialEq)]

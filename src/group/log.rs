@@ -52,6 +52,22 @@ pub trait CoordinatorLog: Send + Sync {
         now_ms: i64,
     ) -> Result<i64, ApiError>;
 
+    /// [`CoordinatorLog::append`] as one transactional batch of `producer_id` at
+    /// `producer_epoch` (the offsets of TxnOffsetCommit, which its transaction's marker commits
+    /// or aborts). Logs without transactions refuse it.
+    fn append_transactional(
+        &self,
+        partition: i32,
+        records: &[CoordinatorRecord],
+        producer: (i64, i16),
+        now_ms: i64,
+    ) -> Result<i64, ApiError> {
+        let _ = (partition, records, producer, now_ms);
+        Err(ApiError::UnknownServerError(
+            "this log takes no transactional writes".into(),
+        ))
+    }
+
     /// The high watermark of `partition`, or an error if this node does not lead it.
     fn high_watermark(&self, partition: i32) -> Result<i64, ApiError>;
 
@@ -78,16 +94,31 @@ pub trait CoordinatorLog: Send + Sync {
 pub struct ReplicaLog {
     replicas: Arc<ReplicaManager>,
     cache: Arc<MetadataCache>,
+    /// The coordinator's topic: `__consumer_offsets` or `__transaction_state`.
+    topic: &'static str,
 }
 
 impl ReplicaLog {
     pub fn new(replicas: Arc<ReplicaManager>, cache: Arc<MetadataCache>) -> ReplicaLog {
-        ReplicaLog { replicas, cache }
+        Self::of_topic(replicas, cache, OFFSETS_TOPIC_NAME)
+    }
+
+    /// The same seam over another coordinator topic.
+    pub fn of_topic(
+        replicas: Arc<ReplicaManager>,
+        cache: Arc<MetadataCache>,
+        topic: &'static str,
+    ) -> ReplicaLog {
+        ReplicaLog {
+            replicas,
+            cache,
+            topic,
+        }
     }
 
     fn partition(&self, partition: i32) -> Result<Arc<Partition>, ApiError> {
         let tp = TopicPartition {
-            topic: OFFSETS_TOPIC_NAME.to_owned(),
+            topic: self.topic.to_owned(),
             partition,
         };
         self.replicas.partition_or_error(&self.cache.image(), &tp)
@@ -104,6 +135,19 @@ impl CoordinatorLog for ReplicaLog {
         let p = self.partition(partition)?;
         // The log assigns the offsets; the batch's are relative.
         let batch = encode_batch(records, 0, now_ms)?;
+        let info = p.append_records_to_leader(&batch, -1, now_ms)?;
+        Ok(info.last_offset + 1)
+    }
+
+    fn append_transactional(
+        &self,
+        partition: i32,
+        records: &[CoordinatorRecord],
+        producer: (i64, i16),
+        now_ms: i64,
+    ) -> Result<i64, ApiError> {
+        let p = self.partition(partition)?;
+        let batch = encode_batch_of(records, 0, now_ms, Some(producer))?;
         let info = p.append_records_to_leader(&batch, -1, now_ms)?;
         Ok(info.last_offset + 1)
     }
@@ -165,19 +209,34 @@ pub(crate) fn encode_batch(
     first_offset: i64,
     now_ms: i64,
 ) -> Result<Bytes, ApiError> {
+    encode_batch_of(records, first_offset, now_ms, None)
+}
+
+/// [`encode_batch`], transactional for `producer` (id, epoch) when given. A coordinator's
+/// transactional batch carries no sequence (Kafka's coordinator writes `NO_SEQUENCE`): the
+/// log does not check the sequence of such a batch.
+pub(crate) fn encode_batch_of(
+    records: &[CoordinatorRecord],
+    first_offset: i64,
+    now_ms: i64,
+    producer: Option<(i64, i16)>,
+) -> Result<Bytes, ApiError> {
+    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
     let records: Vec<Record> = records
         .iter()
         .enumerate()
         .map(|(i, r)| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: first_offset + i as i64,
-            sequence: -1,
+            // The encoder keeps records in one batch while offset minus sequence stays the
+            // same; the batch's base sequence is then the first record's, -1 (none).
+            sequence: i as i32 - 1,
             timestamp: now_ms,
             key: Some(r.key.clone()),
             value: r.value.clone(),

@@ -293,12 +293,16 @@ pub fn decode_group_metadata_value(bytes: &[u8]) -> Result<GroupMetadataValue, R
 
 /// A bounds-checked reader: every length is checked against the bytes that remain before
 /// anything is allocated, because a corrupt log must not make replay allocate wildly.
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], RecordError> {
+    pub(crate) fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf }
+    }
+
+    pub(crate) fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], RecordError> {
         if self.buf.len() < n {
             return Err(RecordError::Truncated { what });
         }
@@ -307,24 +311,24 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    fn i16(&mut self, what: &'static str) -> Result<i16, RecordError> {
+    pub(crate) fn i16(&mut self, what: &'static str) -> Result<i16, RecordError> {
         let b = self.take(2, what)?;
         Ok(i16::from_be_bytes([b[0], b[1]]))
     }
 
-    fn i32(&mut self, what: &'static str) -> Result<i32, RecordError> {
+    pub(crate) fn i32(&mut self, what: &'static str) -> Result<i32, RecordError> {
         let b = self.take(4, what)?;
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    fn i64(&mut self, what: &'static str) -> Result<i64, RecordError> {
+    pub(crate) fn i64(&mut self, what: &'static str) -> Result<i64, RecordError> {
         let b = self.take(8, what)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(i64::from_be_bytes(a))
     }
 
-    fn uvarint(&mut self, what: &'static str) -> Result<u64, RecordError> {
+    pub(crate) fn uvarint(&mut self, what: &'static str) -> Result<u64, RecordError> {
         let mut value = 0u64;
         for shift in (0..35).step_by(7) {
             let b = self.take(1, what)?[0];
@@ -338,7 +342,7 @@ impl<'a> Reader<'a> {
 
     /// Length of a string/bytes/array: `None` for null. Flexible versions use
     /// unsigned varint length+1; others a signed int16 (strings) or int32 (bytes, arrays).
-    fn len(
+    pub(crate) fn len(
         &mut self,
         what: &'static str,
         flexible: bool,
@@ -361,7 +365,7 @@ impl<'a> Reader<'a> {
         Ok(Some(len))
     }
 
-    fn nullable_string_v(
+    pub(crate) fn nullable_string_v(
         &mut self,
         what: &'static str,
         flexible: bool,
@@ -377,30 +381,46 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string_v(&mut self, what: &'static str, flexible: bool) -> Result<String, RecordError> {
+    pub(crate) fn string_v(
+        &mut self,
+        what: &'static str,
+        flexible: bool,
+    ) -> Result<String, RecordError> {
         self.nullable_string_v(what, flexible)?
             .ok_or(RecordError::NegativeLength { what, len: -1 })
     }
 
-    fn string(&mut self, what: &'static str, flexible: bool) -> Result<String, RecordError> {
+    pub(crate) fn string(
+        &mut self,
+        what: &'static str,
+        flexible: bool,
+    ) -> Result<String, RecordError> {
         self.string_v(what, flexible)
     }
 
-    fn bytes_v(&mut self, what: &'static str, flexible: bool) -> Result<Bytes, RecordError> {
+    pub(crate) fn bytes_v(
+        &mut self,
+        what: &'static str,
+        flexible: bool,
+    ) -> Result<Bytes, RecordError> {
         match self.len(what, flexible, true)? {
             None => Err(RecordError::NegativeLength { what, len: -1 }),
             Some(n) => Ok(Bytes::copy_from_slice(self.take(n, what)?)),
         }
     }
 
-    fn array_len(&mut self, what: &'static str, flexible: bool) -> Result<usize, RecordError> {
+    pub(crate) fn array_len(
+        &mut self,
+        what: &'static str,
+        flexible: bool,
+    ) -> Result<usize, RecordError> {
         let n = self
             .len(what, flexible, true)?
             .ok_or(RecordError::NegativeLength { what, len: -1 })?;
         Ok(n)
     }
 
-    fn skip_tagged_fields(&mut self) -> Result<(), RecordError> {
+    pub(crate) fn skip_tagged_fields(&mut self) -> Result<(), RecordError> {
         let count = self.uvarint("tagged field count")?;
         for _ in 0..count {
             self.uvarint("tag")?;

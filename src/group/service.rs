@@ -328,7 +328,13 @@ impl GroupService {
         let mut failed = BTreeMap::new();
         let mut failed_assignments = Vec::new();
         for (partition, records) in by_partition {
-            match self.log.append(partition, &records, now_ms) {
+            let appended = match outcome.producer {
+                Some(producer) => self
+                    .log
+                    .append_transactional(partition, &records, producer, now_ms),
+                None => self.log.append(partition, &records, now_ms),
+            };
+            match appended {
                 Ok(end_offset) => inner.machine.write_appended(partition, end_offset),
                 Err(e) => {
                     tracing::error!(partition, error = %e, "appending group records failed; the change is rolled back");
@@ -522,6 +528,18 @@ impl GroupService {
         Ok(self.cache.image())
     }
 
+    /// The marker of `producer_id`'s transaction is written to `partition` of
+    /// `__consumer_offsets`: the offsets its TxnOffsetCommits left pending there take effect
+    /// (`commit`) or are dropped.
+    pub fn complete_transaction(&self, partition: i32, producer_id: i64, commit: bool) {
+        let delivery = self.decide(|inner, now| {
+            inner
+                .machine
+                .complete_transaction(partition, producer_id, commit, now)
+        });
+        debug_assert!(delivery.answers.is_empty());
+    }
+
     /// The coordinator partition of a group.
     pub fn partition_for(&self, group_id: &str) -> i32 {
         super::partition_for(group_id, self.config.offsets_topic_num_partitions)
@@ -578,15 +596,29 @@ impl GroupService {
                 for record in set.records {
                     last = last.max(record.offset);
                     if record.control {
+                        if let Some(commit) = record.key.as_deref().and_then(txn_marker_commits) {
+                            inner
+                                .machine
+                                .replay_txn_marker(partition, record.producer_id, commit);
+                        }
                         continue;
                     }
                     let Some(key) = record.key.as_ref() else {
                         continue;
                     };
-                    match inner
-                        .machine
-                        .replay(partition, key, record.value.as_deref())
-                    {
+                    let outcome = if record.transactional {
+                        inner.machine.replay_transactional(
+                            partition,
+                            record.producer_id,
+                            key,
+                            record.value.as_deref(),
+                        )
+                    } else {
+                        inner
+                            .machine
+                            .replay(partition, key, record.value.as_deref())
+                    };
+                    match outcome {
                         Ok(()) => replayed += 1,
                         Err(e) => {
                             tracing::warn!(partition, offset = record.offset, error = %e, "skipping record")
@@ -633,9 +665,19 @@ impl GroupService {
     }
 }
 
+/// Whether a control record's key is a transaction marker that commits (`Some(true)`) or
+/// aborts (`Some(false)`): version i16, type i16 (0 ABORT, 1 COMMIT).
+fn txn_marker_commits(key: &[u8]) -> Option<bool> {
+    match key.get(2..4)? {
+        [0, 0] => Some(false),
+        [0, 1] => Some(true),
+        _ => None,
+    }
+}
+
 /// The last offset of each whole v2 batch in `records`: its base offset plus its last offset
 /// delta, from the header (a batch may hold fewer records, or none, after compaction).
-fn batch_last_offsets(records: &[u8]) -> Vec<i64> {
+pub(crate) fn batch_last_offsets(records: &[u8]) -> Vec<i64> {
     let mut at = 0usize;
     let mut ends = Vec::new();
     while records.len() >= at + 27 {

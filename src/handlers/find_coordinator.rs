@@ -3,8 +3,8 @@
 //!
 //! The coordinator of a group is the leader of its `__consumer_offsets` partition
 //! (`Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`). The topic is created on first
-//! use through the controller, as Kafka does. Transaction coordinators do not exist here, so
-//! transaction keys get COORDINATOR_NOT_AVAILABLE.
+//! use through the controller, as Kafka does. The coordinator of a transactional id (key type
+//! 1) is likewise the leader of its `__transaction_state` partition.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{
@@ -15,6 +15,7 @@ use kafka_protocol::ResponseError;
 use super::str_bytes;
 use crate::group::service::GroupService;
 use crate::group::OFFSETS_TOPIC_NAME;
+use crate::txn::{TxnService, TRANSACTION_STATE_TOPIC_NAME};
 
 /// `key_type` of a consumer group.
 const KEY_TYPE_GROUP: i8 = 0;
@@ -29,36 +30,39 @@ struct Found {
 
 async fn find(
     groups: &GroupService,
+    txns: &TxnService,
     listener: &str,
     key_type: i8,
     key: &str,
 ) -> Result<Found, (i16, String)> {
     let fail = |e: ResponseError, msg: &str| Err((e.code(), msg.to_owned()));
-    match key_type {
-        KEY_TYPE_GROUP => {}
-        KEY_TYPE_TRANSACTION => {
-            return fail(
-                ResponseError::CoordinatorNotAvailable,
-                "transactions are not supported",
-            )
-        }
+    let (topic, ensured, partition) = match key_type {
+        KEY_TYPE_GROUP => (
+            OFFSETS_TOPIC_NAME,
+            groups.ensure_offsets_topic().await,
+            groups.partition_for(key),
+        ),
+        KEY_TYPE_TRANSACTION => (
+            TRANSACTION_STATE_TOPIC_NAME,
+            txns.ensure_topic().await,
+            txns.partition_for(key),
+        ),
         _ => {
             return fail(
                 ResponseError::InvalidRequest,
                 "unknown coordinator key type",
             )
         }
-    }
-    let image = match groups.ensure_offsets_topic().await {
+    };
+    let image = match ensured {
         Ok(image) => image,
         Err(e) => {
-            tracing::warn!(error = %e, "cannot create {OFFSETS_TOPIC_NAME}");
+            tracing::warn!(error = %e, "cannot create {topic}");
             return fail(ResponseError::CoordinatorNotAvailable, &e.to_string());
         }
     };
-    let partition = groups.partition_for(key);
     let leader = image
-        .topic(OFFSETS_TOPIC_NAME)
+        .topic(topic)
         .and_then(|t| t.partitions.get(&partition))
         .map(|reg| reg.leader)
         .unwrap_or(-1);
@@ -78,6 +82,7 @@ async fn find(
 /// `listener`: the client's (`handlers::client_listener`), whose endpoint is answered.
 pub async fn handle(
     groups: &GroupService,
+    txns: &TxnService,
     listener: &str,
     version: i16,
     request: FindCoordinatorRequest,
@@ -91,7 +96,7 @@ pub async fn handle(
         let mut coordinators = Vec::with_capacity(request.coordinator_keys.len());
         for key in &request.coordinator_keys {
             let c = Coordinator::default().with_key(key.clone());
-            coordinators.push(match find(groups, listener, key_type, key).await {
+            coordinators.push(match find(groups, txns, listener, key_type, key).await {
                 Ok(f) => c
                     .with_node_id(BrokerId(f.node_id))
                     .with_host(str_bytes(&f.host))
@@ -107,7 +112,7 @@ pub async fn handle(
             FindCoordinatorResponse::default().with_coordinators(coordinators),
         );
     }
-    let response = match find(groups, listener, key_type, &request.key).await {
+    let response = match find(groups, txns, listener, key_type, &request.key).await {
         Ok(f) => FindCoordinatorResponse::default()
             .with_node_id(BrokerId(f.node_id))
             .with_host(str_bytes(&f.host))

@@ -1,33 +1,40 @@
-//! InitProducerId (key 22), v0-5, for idempotent producers: a fresh producer id with epoch 0
-//! from the controller's persisted id blocks, as Kafka does for requests without a
-//! transactional id. Transactions are not implemented, so a transactional id is refused.
+//! InitProducerId (key 22), v0-5. Without a transactional id: a fresh producer id with epoch 0
+//! from the controller's persisted id blocks (an idempotent producer). With one: the
+//! transaction coordinator's producer id and bumped epoch for it, which fences older producers
+//! of the same id (KIP-98), with KIP-360's recovery when the request (v3+) names the producer
+//! id and epoch it had.
 
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
 };
 
 use crate::controller::ControllerChannel;
-use crate::errors::ApiError;
 use crate::producer_ids::ProducerIdManager;
+use crate::txn::TxnService;
 
 pub async fn handle(
     producer_ids: &ProducerIdManager,
+    txns: &TxnService,
     controller: &ControllerChannel,
-    _version: i16,
+    version: i16,
     request: InitProducerIdRequest,
 ) -> ResponseKind {
     let mut response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    let result = if request.transactional_id.is_some() {
-        Err(ApiError::TransactionalIdAuthorizationFailed)
-    } else {
-        producer_ids.next_id(controller).await
+    let result = match &request.transactional_id {
+        None => producer_ids.next_id(controller).await.map(|id| (id, 0)),
+        Some(id) => {
+            let expected = (version >= 3 && request.producer_id.0 >= 0)
+                .then_some((request.producer_id.0, request.producer_epoch));
+            txns.init_producer_id(id, request.transaction_timeout_ms, expected)
+                .await
+        }
     };
     match result {
-        Ok(id) => {
+        Ok((id, epoch)) => {
             response.producer_id = ProducerId(id);
-            response.producer_epoch = 0;
+            response.producer_epoch = epoch;
         }
         Err(e) => response.error_code = e.code(),
     }

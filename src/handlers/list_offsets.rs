@@ -3,7 +3,8 @@
 //! storage) and by timestamp, with the leader epoch of the returned offset (v4+).
 //! Leader-only, with `current_leader_epoch` fencing; the lookup is
 //! [`ReplicaManager::fetch_offset_for_timestamp`](crate::replica::ReplicaManager) (a client,
-//! replica id -1, reads up to the high watermark; a follower, replica id >= 0, to the log end).
+//! replica id -1, reads up to the high watermark, or the last stable offset at read_committed; a
+//! follower, replica id >= 0, to the log end).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, Response
 use crate::errors::ApiError;
 use crate::metadata::MetadataCache;
 use crate::replica::list_offsets::FoundOffset;
-use crate::replica::{ReplicaManager, TopicPartition};
+use crate::replica::{FetchIsolation, ReplicaManager, TopicPartition};
 
 /// Answers on a blocking thread: a lookup by timestamp reads index files and may decompress a
 /// batch, which must not hold a tokio worker (the replica fetchers, heartbeats and the Raft
@@ -56,7 +57,9 @@ fn answer(
     version: i16,
     request: ListOffsetsRequest,
 ) -> ResponseKind {
-    let from_replica = request.replica_id.0 >= 0;
+    // A follower reads to the log end; a client to the high watermark, or at read_committed to
+    // the last stable offset (v2+; older versions decode READ_UNCOMMITTED).
+    let isolation = FetchIsolation::of(request.replica_id.0, request.isolation_level);
     let duplicates: HashSet<(String, i32)> = duplicate_partitions(&request)
         .into_iter()
         .map(|(t, p)| (t.to_owned(), p))
@@ -91,7 +94,7 @@ fn answer(
                             &tp,
                             p.timestamp,
                             epoch,
-                            from_replica,
+                            isolation,
                         )
                     };
                     match found {

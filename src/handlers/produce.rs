@@ -25,8 +25,11 @@ use kafka_protocol::messages::{ProduceRequest, ResponseKind};
 
 use crate::clock::Clock;
 use crate::metadata::MetadataCache;
-use crate::replica::append::{AppendParams, AppendStats, PartitionRecords, TopicRecords};
+use crate::replica::append::{
+    AppendParams, AppendStats, PartitionRecords, TopicRecords, TxnVerifier,
+};
 use crate::replica::ReplicaManager;
+use crate::replica::TopicPartition;
 
 /// What a Produce uses, borrowed from the node's services by `server::dispatch`.
 #[derive(Clone, Copy)]
@@ -40,6 +43,8 @@ pub struct ProduceServices<'a> {
     pub stats: AppendStats<'a>,
     /// The client's listener (`handlers::client_listener`), whose leader endpoints are answered.
     pub listener: &'a str,
+    /// The transaction coordinator, which verifies transactional batches (KIP-890).
+    pub txns: &'a crate::txn::TxnService,
 }
 
 /// What the connection does with a produce request's outcome.
@@ -59,10 +64,17 @@ pub async fn handle(
     request: ProduceRequest,
 ) -> ProduceReply {
     let image = services.cache.image();
+    let txn_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
+    let verify = |tp: &TopicPartition, producer_id: i64, producer_epoch: i16| {
+        let id = txn_id.as_deref().unwrap_or_default();
+        services
+            .txns
+            .verify_produce(id, producer_id, producer_epoch, tp, version)
+    };
     let params = AppendParams {
         acks: request.acks,
         timeout_ms: request.timeout_ms,
-        transactional: request.transactional_id.is_some(),
+        verify_transaction: txn_id.is_some().then_some(&verify as TxnVerifier<'_>),
         now_ms: services.clock.now_ms(),
     };
     let topics = request

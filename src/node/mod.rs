@@ -276,11 +276,22 @@ impl Node {
             cache.clone(),
             clock.clone(),
         );
+        let producer_ids = Arc::new(ProducerIdManager::new(config.node_id));
+        let txns = crate::txn::TxnService::new(
+            &config,
+            replicas.clone(),
+            controller.clone(),
+            cache.clone(),
+            producer_ids.clone(),
+            groups.clone(),
+            clock.clone(),
+        );
         let context = Arc::new(Context {
             node_id: config.node_id,
             cache: cache.clone(),
             controller: controller.clone(),
-            producer_ids: ProducerIdManager::new(config.node_id),
+            producer_ids,
+            txns: txns.clone(),
             replicas: replicas.clone(),
             fetch_sessions: FetchSessionCache::new(),
             clock: clock.clone(),
@@ -312,6 +323,7 @@ impl Node {
             // After the replica manager, so the partitions of __consumer_offsets exist when
             // the group coordinator is told it leads them.
             publisher.add_listener(groups.clone());
+            publisher.add_listener(txns.clone());
         } else if !config.kraft.is_broker() {
             // A controller-only node (`process.roles=controller`): a voter that never registers
             // as a broker, hosts no partitions and serves no clients.
@@ -326,7 +338,7 @@ impl Node {
             // heartbeat reports stays behind the registration, and the broker stays fenced.
             let (node_id, incarnation) = (config.node_id, registration.incarnation_id);
             let hosts: Vec<Arc<dyn crate::metadata::ImageListener>> =
-                vec![replicas.clone(), groups.clone()];
+                vec![replicas.clone(), groups.clone(), txns.clone()];
             publisher.add_listeners_once_caught_up(hosts, move |image| {
                 image.holds_incarnation(node_id, incarnation)
             });
@@ -354,6 +366,9 @@ impl Node {
         if config.kraft.is_broker() {
             for task in groups.start(shutdown_rx.clone()) {
                 tasks.push(("group coordinator", task));
+            }
+            for task in txns.start(shutdown_rx.clone()) {
+                tasks.push(("transaction coordinator", task));
             }
         }
         // The replica fetchers, the AlterPartition sender and the ISR expiry check; the

@@ -170,6 +170,11 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::DeleteRecords,                 0,  2,     2, DELETE_RECORDS_REQUEST),
     layout(ApiKey::InitProducerId,                0,  5,     2, INIT_PRODUCER_ID_REQUEST),
     layout(ApiKey::OffsetForLeaderEpoch,          2,  4,     4, OFFSET_FOR_LEADER_EPOCH_REQUEST),
+    layout(ApiKey::AddPartitionsToTxn,            0,  5,     3, ADD_PARTITIONS_TO_TXN_REQUEST),
+    layout(ApiKey::AddOffsetsToTxn,               0,  4,     3, ADD_OFFSETS_TO_TXN_REQUEST),
+    layout(ApiKey::EndTxn,                        0,  5,     3, END_TXN_REQUEST),
+    layout(ApiKey::WriteTxnMarkers,               1,  1,     1, WRITE_TXN_MARKERS_REQUEST),
+    layout(ApiKey::TxnOffsetCommit,               0,  5,     3, TXN_OFFSET_COMMIT_REQUEST),
     layout(ApiKey::DescribeConfigs,               1,  4,     4, DESCRIBE_CONFIGS_REQUEST),
     layout(ApiKey::AlterConfigs,                  0,  2,     2, ALTER_CONFIGS_REQUEST),
     layout(ApiKey::IncrementalAlterConfigs,       0,  1,     1, INCREMENTAL_ALTER_CONFIGS_REQUEST),
@@ -181,6 +186,8 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::OffsetDelete,                  0,  0, NEVER, OFFSET_DELETE_REQUEST),
     layout(ApiKey::DescribeCluster,               0,  2,     0, DESCRIBE_CLUSTER_REQUEST),
     layout(ApiKey::DescribeProducers,             0,  0,     0, DESCRIBE_PRODUCERS_REQUEST),
+    layout(ApiKey::DescribeTransactions,          0,  0,     0, DESCRIBE_TRANSACTIONS_REQUEST),
+    layout(ApiKey::ListTransactions,              0,  2,     0, LIST_TRANSACTIONS_REQUEST),
     layout(ApiKey::AlterPartition,                2,  3,     0, ALTER_PARTITION_REQUEST),
     layout(ApiKey::AlterReplicaLogDirs,           1,  2,     2, ALTER_REPLICA_LOG_DIRS_REQUEST),
     layout(ApiKey::DescribeLogDirs,               1,  4,     2, DESCRIBE_LOG_DIRS_REQUEST),
@@ -522,6 +529,96 @@ const INIT_PRODUCER_ID_REQUEST: Ty = Ty::Struct(&[
     since(3, I16), // producer_epoch
 ]);
 
+// ---- AddPartitionsToTxn (key 24): v0-v5, flexible from v3 ----
+
+/// `AddPartitionsToTxnTopic`
+const ADD_PARTITIONS_TO_TXN_TOPIC: Ty = Ty::Struct(&[
+    all(STRING),      // name
+    all(array(&I32)), // partitions
+]);
+/// `AddPartitionsToTxnTransaction` (v4+)
+const ADD_PARTITIONS_TO_TXN_TRANSACTION: Ty = Ty::Struct(&[
+    all(STRING),                              // transactional_id
+    all(I64),                                 // producer_id
+    all(I16),                                 // producer_epoch
+    all(BOOL),                                // verify_only
+    all(array(&ADD_PARTITIONS_TO_TXN_TOPIC)), // topics
+]);
+/// `AddPartitionsToTxnRequest`
+const ADD_PARTITIONS_TO_TXN_REQUEST: Ty = Ty::Struct(&[
+    since(4, array(&ADD_PARTITIONS_TO_TXN_TRANSACTION)), // transactions
+    until(3, STRING),                                    // v3_and_below_transactional_id
+    until(3, I64),                                       // v3_and_below_producer_id
+    until(3, I16),                                       // v3_and_below_producer_epoch
+    until(3, array(&ADD_PARTITIONS_TO_TXN_TOPIC)),       // v3_and_below_topics
+]);
+
+// ---- AddOffsetsToTxn (key 25): v0-v4, flexible from v3 ----
+
+/// `AddOffsetsToTxnRequest`
+const ADD_OFFSETS_TO_TXN_REQUEST: Ty = Ty::Struct(&[
+    all(STRING), // transactional_id
+    all(I64),    // producer_id
+    all(I16),    // producer_epoch
+    all(STRING), // group_id
+]);
+
+// ---- EndTxn (key 26): v0-v5, flexible from v3 ----
+
+/// `EndTxnRequest`
+const END_TXN_REQUEST: Ty = Ty::Struct(&[
+    all(STRING), // transactional_id
+    all(I64),    // producer_id
+    all(I16),    // producer_epoch
+    all(BOOL),   // committed
+]);
+
+// ---- WriteTxnMarkers (key 27): v1, flexible ----
+
+/// `WritableTxnMarkerTopic`
+const WRITABLE_TXN_MARKER_TOPIC: Ty = Ty::Struct(&[
+    all(STRING),      // name
+    all(array(&I32)), // partition_indexes
+]);
+/// `WritableTxnMarker`
+const WRITABLE_TXN_MARKER: Ty = Ty::Struct(&[
+    all(I64),                               // producer_id
+    all(I16),                               // producer_epoch
+    all(BOOL),                              // transaction_result
+    all(array(&WRITABLE_TXN_MARKER_TOPIC)), // topics
+    all(I32),                               // coordinator_epoch
+]);
+/// `WriteTxnMarkersRequest`
+const WRITE_TXN_MARKERS_REQUEST: Ty = Ty::Struct(&[
+    all(array(&WRITABLE_TXN_MARKER)), // markers
+]);
+
+// ---- TxnOffsetCommit (key 28): v0-v5, flexible from v3 ----
+
+/// `TxnOffsetCommitRequestPartition`
+const TXN_OFFSET_COMMIT_PARTITION: Ty = Ty::Struct(&[
+    all(I32),      // partition_index
+    all(I64),      // committed_offset
+    since(2, I32), // committed_leader_epoch
+    all(STRING),   // committed_metadata
+]);
+/// `TxnOffsetCommitRequestTopic`
+const TXN_OFFSET_COMMIT_TOPIC: Ty = Ty::Struct(&[
+    all(STRING),                              // name
+    all(array(&TXN_OFFSET_COMMIT_PARTITION)), // partitions
+]);
+/// `TxnOffsetCommitRequest`
+const TXN_OFFSET_COMMIT_REQUEST: Ty = Ty::Struct(&[
+    all(STRING),                          // transactional_id
+    all(STRING),                          // group_id
+    all(I64),                             // producer_id
+    all(I16),                             // producer_epoch
+    since(3, I32),                        // generation_id
+    since(3, STRING),                     // member_id
+    since(3, STRING),                     // group_instance_id
+    all(array(&TXN_OFFSET_COMMIT_TOPIC)), // topics
+]);
+
 // ---- OffsetForLeaderEpoch (key 23): v2-v4, flexible from v4 ----
 
 /// `OffsetForLeaderPartition`
@@ -703,6 +800,23 @@ const DESCRIBE_PRODUCERS_TOPIC: Ty = Ty::Struct(&[
 /// `DescribeProducersRequest`
 const DESCRIBE_PRODUCERS_REQUEST: Ty = Ty::Struct(&[
     all(array(&DESCRIBE_PRODUCERS_TOPIC)), // topics
+]);
+
+// ---- DescribeTransactions (key 65): v0, flexible ----
+
+/// `DescribeTransactionsRequest`
+const DESCRIBE_TRANSACTIONS_REQUEST: Ty = Ty::Struct(&[
+    all(array(&STRING)), // transactional_ids
+]);
+
+// ---- ListTransactions (key 66): v0-v2, flexible ----
+
+/// `ListTransactionsRequest`
+const LIST_TRANSACTIONS_REQUEST: Ty = Ty::Struct(&[
+    all(array(&STRING)), // state_filters
+    all(array(&I64)),    // producer_id_filters
+    since(1, I64),       // duration_filter
+    since(2, STRING),    // transactional_id_pattern
 ]);
 
 // ---- AlterPartition (key 56): v2-v3, flexible from v0 ----

@@ -2,10 +2,11 @@
 //! wait (Kafka's `ReplicaManager#appendRecords` with its `DelayedProduce`).
 //!
 //! Each partition is refused or appended in request order: acks outside -1..=1 are
-//! INVALID_REQUIRED_ACKS, a topic id the image does not know UNKNOWN_TOPIC_ID, a transactional
-//! produce TRANSACTIONAL_ID_AUTHORIZATION_FAILED (transactions are not implemented: batches whose
-//! markers would never come are not stored), no records INVALID_RECORD; then the client batch
-//! rules of [`validate_client_batches`] and the partition's own append (which refuses acks=-1
+//! INVALID_REQUIRED_ACKS, a topic id the image does not know UNKNOWN_TOPIC_ID, no records
+//! INVALID_RECORD; then the client batch rules of [`validate_client_batches`], the transaction
+//! check of a transactional batch ([`AppendParams::verify_transaction`]: KIP-890's
+//! verification, TRANSACTIONAL_ID_AUTHORIZATION_FAILED without a transactional id) and the
+//! partition's own append (which refuses acks=-1
 //! with NOT_ENOUGH_REPLICAS before writing anything when the ISR is below the effective min ISR).
 //!
 //! acks=-1 then waits in the purgatory until the high watermark covers every partition's last
@@ -38,12 +39,18 @@ pub struct TopicRecords<'a> {
     pub partitions: Vec<PartitionRecords<'a>>,
 }
 
+/// KIP-890's check of a transactional produce: that its producer's ongoing transaction holds
+/// the partition (the transaction coordinator answers).
+pub type TxnVerifier<'a> =
+    &'a (dyn Fn(&TopicPartition, i64, i16) -> Result<(), ApiError> + Send + Sync);
+
 /// What a produce request asks, besides its records.
-#[derive(Clone, Copy, Debug)]
-pub struct AppendParams {
+#[derive(Clone, Copy)]
+pub struct AppendParams<'a> {
     pub acks: i16,
     pub timeout_ms: i32,
-    pub transactional: bool,
+    /// For a request with a transactional id: the check its transactional batches pass first.
+    pub verify_transaction: Option<TxnVerifier<'a>>,
     pub now_ms: i64,
 }
 
@@ -88,7 +95,7 @@ impl ReplicaManager {
     pub async fn append_records(
         &self,
         image: &MetadataImage,
-        params: AppendParams,
+        params: AppendParams<'_>,
         topics: Vec<TopicRecords<'_>>,
         stats: AppendStats<'_>,
     ) -> Vec<TopicAppend> {
@@ -108,7 +115,7 @@ impl ReplicaManager {
     fn append_topic(
         &self,
         image: &MetadataImage,
-        params: &AppendParams,
+        params: &AppendParams<'_>,
         topic: TopicRecords<'_>,
         topic_stats: &BrokerTopicStats,
     ) -> TopicAppend {
@@ -131,7 +138,7 @@ impl ReplicaManager {
     fn append_partition(
         &self,
         image: &MetadataImage,
-        params: &AppendParams,
+        params: &AppendParams<'_>,
         name: &str,
         known: bool,
         pd: PartitionRecords<'_>,
@@ -142,8 +149,6 @@ impl ReplicaManager {
             Err(ApiError::InvalidRequiredAcks)
         } else if !known {
             Err(ApiError::UnknownTopicId)
-        } else if params.transactional {
-            Err(ApiError::TransactionalIdAuthorizationFailed)
         } else {
             let tp = TopicPartition {
                 topic: name.to_owned(),
@@ -157,6 +162,7 @@ impl ReplicaManager {
                     ));
                 }
                 validate_client_batches(records, &p.log().config(), &tp)?;
+                verify_transactional(records, &tp, params.verify_transaction)?;
                 match p.append_records_to_leader_in_epoch(records, params.acks, params.now_ms) {
                     Ok((info, epoch)) => {
                         if !info.duplicate {
@@ -262,6 +268,10 @@ impl ReplicaManager {
 /// `__consumer_offsets` writes do not come this way):
 /// - a control batch is refused ("Clients are not allowed to write control records"), and so is
 ///   a batch with a producer id and a negative base sequence: both INVALID_RECORD;
+/// - a transactional batch is TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Kafka refuses one without
+///   an authorized transactional id, and no producer holds one here yet (InitProducerId refuses
+///   transactional ids), so its transaction could never be ended and would hold the partition's
+///   last stable offset back for good;
 /// - on a LogAppendTime topic a batch that set LogAppendTime itself is INVALID_TIMESTAMP.
 fn validate_client_batches(
     records: &[u8],
@@ -299,4 +309,81 @@ fn validate_client_batches(
         pos += size;
     }
     Ok(())
+}
+
+/// A transactional batch needs a transactional id (Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+/// without one) and, where the coordinator can say, a partition in its producer's transaction.
+fn verify_transactional(
+    records: &[u8],
+    tp: &TopicPartition,
+    verify: Option<TxnVerifier<'_>>,
+) -> Result<(), ApiError> {
+    use kafkaiq_storage::batch::BatchHeader;
+    let Ok(h) = BatchHeader::parse(records) else {
+        return Ok(());
+    };
+    if !h.is_transactional() {
+        return Ok(());
+    }
+    match verify {
+        None => Err(ApiError::TransactionalIdAuthorizationFailed),
+        Some(verify) => verify(tp, h.producer_id, h.producer_epoch),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafkaiq_storage::batch::builder::{batch, transactional, Spec};
+    use kafkaiq_storage::batch::{end_txn_marker_batch, ControlRecordType, EndTxnMarker};
+
+    use super::*;
+
+    #[test]
+    fn client_batches_may_not_be_control_and_transactional_ones_are_verified() {
+        let config = kafkaiq_storage::LogConfig::default();
+        let tp = TopicPartition::new("t", 0);
+        let idempotent = batch(
+            &Spec {
+                producer_id: 5,
+                producer_epoch: 0,
+                base_sequence: 0,
+                ..Spec::default()
+            },
+            &[b"v".as_slice()],
+        );
+        assert!(validate_client_batches(&idempotent, &config, &tp).is_ok());
+        let txn = transactional(&idempotent);
+        assert!(validate_client_batches(&txn, &config, &tp).is_ok());
+        // Without a transactional id in the request, a transactional batch is refused.
+        assert_eq!(
+            verify_transactional(&txn, &tp, None),
+            Err(ApiError::TransactionalIdAuthorizationFailed)
+        );
+        let in_txn = |_: &TopicPartition, id: i64, epoch: i16| {
+            if (id, epoch) == (5, 0) {
+                Ok(())
+            } else {
+                Err(ApiError::ProducerFenced)
+            }
+        };
+        assert_eq!(verify_transactional(&txn, &tp, Some(&in_txn)), Ok(()));
+        let not_added = |_: &TopicPartition, _: i64, _: i16| Err(ApiError::TransactionAbortable);
+        assert_eq!(
+            verify_transactional(&txn, &tp, Some(&not_added)),
+            Err(ApiError::TransactionAbortable)
+        );
+        // An idempotent batch is not checked.
+        assert_eq!(
+            verify_transactional(&idempotent, &tp, Some(&not_added)),
+            Ok(())
+        );
+        let marker = EndTxnMarker {
+            control_type: ControlRecordType::Commit,
+            coordinator_epoch: 0,
+        };
+        assert!(matches!(
+            validate_client_batches(&end_txn_marker_batch(5, 0, 0, 0, marker), &config, &tp),
+            Err(ApiError::InvalidRecord(_))
+        ));
+    }
 }

@@ -179,7 +179,7 @@ pub fn reset_replica_state(
 /// them what its high watermark covers, so KafkaIQ answers at once: the follower whose fetch
 /// moved the high watermark, and every other one, learns it in one round trip. The cost is
 /// one extra, empty fetch answer per high watermark move and follower. Measured by
-/// `tests/follower_fetch_cluster.rs` (acks=all, produce → consume, three local processes):
+/// `tests/clusters/follower_fetch_cluster.rs` (acks=all, produce → consume, three local processes):
 /// follower-read p50/p99 at 20 records/s 50.8/51.8 ms without it (the interval between
 /// writes), 1.3/2.8 ms with it; at 200 records/s 5.6/6.8 ms and 1.0/3.0 ms; leader reads
 /// 0.7-1.2 ms p50 either way.

@@ -29,8 +29,9 @@ use bytes::Bytes;
 use kafkaiq_storage::{LogPosition, TopicPartition};
 
 use super::decisions::FollowerFetch;
+use super::partition::AbortedTransaction;
 use super::read_replica::{self, ReadReplicaCandidate};
-use super::{FetchParams, Offsets, Partition, ReplicaManager};
+use super::{FetchIsolation, FetchParams, Offsets, Partition, ReplicaManager};
 use crate::config::ReplicaSelector;
 use crate::errors::ApiError;
 use crate::fetch_session::{FetchPartitionSpec, SessionPlan};
@@ -60,6 +61,9 @@ pub struct PartitionRead {
     pub preferred_read_replica: Option<i32>,
     /// The partition was read while this broker led it.
     pub as_leader: bool,
+    /// A read_committed read's aborted transactions (see [`super::ReadResult`]); `None`
+    /// otherwise.
+    pub aborted_transactions: Option<Vec<AbortedTransaction>>,
 }
 
 impl PartitionRead {
@@ -207,6 +211,7 @@ impl ReplicaManager {
                 diverging: None,
                 preferred_read_replica: None,
                 as_leader: false,
+                aborted_transactions: None,
             };
             let mut params = partition_params(&request.base, spec);
             params.max_bytes = params.max_bytes.min(remaining);
@@ -247,6 +252,8 @@ impl ReplicaManager {
                     preferred: Some(replica),
                     as_leader: true,
                     high_watermark_moved: false,
+                    aborted_transactions: (params.isolation == FetchIsolation::TxnCommitted)
+                        .then(Vec::new),
                 });
             }
         }
@@ -282,6 +289,7 @@ impl ReplicaManager {
             preferred: None,
             as_leader: read.as_leader,
             high_watermark_moved,
+            aborted_transactions: read.aborted_transactions,
         })
     }
 
@@ -411,6 +419,7 @@ struct OneRead {
     preferred: Option<i32>,
     as_leader: bool,
     high_watermark_moved: bool,
+    aborted_transactions: Option<Vec<AbortedTransaction>>,
 }
 
 impl OneRead {
@@ -422,6 +431,7 @@ impl OneRead {
         read.diverging = self.diverging;
         read.preferred_read_replica = self.preferred;
         read.as_leader = self.as_leader;
+        read.aborted_transactions = self.aborted_transactions;
         *high_watermark_moved |= self.high_watermark_moved;
         (self.records, self.offsets)
     }

@@ -46,8 +46,7 @@ impl FetchIsolation {
         match self {
             FetchIsolation::LogEnd => offsets.log_end_offset,
             FetchIsolation::HighWatermark => offsets.high_watermark,
-            // No transactions yet: the last stable offset is the high watermark.
-            FetchIsolation::TxnCommitted => offsets.high_watermark,
+            FetchIsolation::TxnCommitted => offsets.last_stable_offset,
         }
     }
 }
@@ -151,11 +150,12 @@ mod tests {
         let offsets = Offsets {
             log_start_offset: 2,
             high_watermark: 7,
+            last_stable_offset: 5,
             log_end_offset: 9,
             leader_epoch: 1,
         };
         assert_eq!(FetchIsolation::LogEnd.max_offset(&offsets), 9);
         assert_eq!(FetchIsolation::HighWatermark.max_offset(&offsets), 7);
-        assert_eq!(FetchIsolation::TxnCommitted.max_offset(&offsets), 7);
+        assert_eq!(FetchIsolation::TxnCommitted.max_offset(&offsets), 5);
     }
 }

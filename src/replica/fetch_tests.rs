@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::fetch::{FetchRequestParams, PartitionRead};
 use super::fetch_params::CONSUMER_REPLICA_ID;
+use super::partition::AbortedTransaction;
 use super::*;
 use crate::clock::ManualClock;
 use crate::fetch_session::{FetchPartitionSpec, SessionPlan};
@@ -239,4 +240,145 @@ async fn a_follower_behind_a_diverging_epoch_is_told_at_once() {
     assert_eq!(reads[0].diverging, Some((0, 2)), "epoch 0 ends at offset 2");
     assert!(reads[0].answers_now());
     assert_eq!(started.elapsed(), std::time::Duration::ZERO, "not parked");
+}
+
+/// A transactional batch of `count` records from `producer_id` (epoch 0) at `sequence`.
+fn transactional(producer_id: i64, sequence: i32, count: usize) -> Vec<u8> {
+    use kafkaiq_storage::batch::builder::{batch, transactional, Spec};
+    let values: Vec<&[u8]> = (0..count).map(|_| b"v".as_slice()).collect();
+    let spec = Spec {
+        producer_id,
+        producer_epoch: 0,
+        base_sequence: sequence,
+        ..Spec::default()
+    };
+    transactional(&batch(&spec, &values))
+}
+
+fn end_txn(producer_id: i64, commit: bool) -> Vec<u8> {
+    use kafkaiq_storage::batch::{end_txn_marker_batch, ControlRecordType, EndTxnMarker};
+    let control_type = if commit {
+        ControlRecordType::Commit
+    } else {
+        ControlRecordType::Abort
+    };
+    let marker = EndTxnMarker {
+        control_type,
+        coordinator_epoch: 0,
+    };
+    end_txn_marker_batch(producer_id, 0, 0, 0, marker)
+}
+
+fn batch_ranges(bytes: &[u8]) -> Vec<(i64, i64)> {
+    kafkaiq_storage::batch::BatchIter::new(bytes)
+        .map(|(_, h)| (h.base_offset, h.last_offset()))
+        .collect()
+}
+
+fn read_committed(replica_id: i32) -> FetchRequestParams<'static> {
+    let mut r = request(replica_id, 0, 0);
+    r.base.isolation = FetchIsolation::of(replica_id, fetch_params::READ_COMMITTED);
+    r
+}
+
+#[tokio::test(start_paused = true)]
+async fn read_committed_stops_at_the_last_stable_offset_and_names_aborted_transactions() {
+    let f = Fixture::new(&[&[1]]);
+    let p = f.get(0);
+    p.append_records_to_leader(&simple(2, 10, 0), 1, 0).unwrap(); // 0-1
+    p.append_records_to_leader(&transactional(10, 0, 2), 1, 0)
+        .unwrap(); // 2-3
+    p.append_records_to_leader(&transactional(11, 0, 1), 1, 0)
+        .unwrap(); // 4
+    p.append_records_to_leader(&end_txn(10, false), 1, 0)
+        .unwrap(); // 5: abort 10
+    let offsets = p.offsets();
+    assert_eq!(
+        (offsets.high_watermark, offsets.last_stable_offset),
+        (6, 4),
+        "producer 11's open transaction holds the last stable offset"
+    );
+
+    let reads = f
+        .fetch(vec![spec(0, 0)], read_committed(CONSUMER_REPLICA_ID))
+        .await;
+    let (bytes, offsets) = reads[0].result.as_ref().unwrap();
+    assert_eq!(batch_ranges(bytes), vec![(0, 1), (2, 3)]);
+    assert_eq!(offsets.last_stable_offset, 4);
+    assert_eq!(
+        reads[0].aborted_transactions,
+        Some(vec![AbortedTransaction {
+            producer_id: 10,
+            first_offset: 2
+        }])
+    );
+    // read_uncommitted reads to the high watermark and is told of no aborted transaction.
+    let reads = f
+        .fetch(vec![spec(0, 0)], request(CONSUMER_REPLICA_ID, 0, 0))
+        .await;
+    assert_eq!(
+        batch_ranges(records(&reads[0])),
+        vec![(0, 1), (2, 3), (4, 4), (5, 5)]
+    );
+    assert_eq!(reads[0].aborted_transactions, None);
+    // At the last stable offset a read_committed fetch gets nothing, and an empty list.
+    let reads = f
+        .fetch(vec![spec(0, 4)], read_committed(CONSUMER_REPLICA_ID))
+        .await;
+    assert!(records(&reads[0]).is_empty());
+    assert_eq!(reads[0].aborted_transactions, Some(vec![]));
+
+    // ListOffsets LATEST answers the last stable offset at read_committed.
+    let tp = TopicPartition::new("t", 0);
+    let latest = |isolation| {
+        f.manager
+            .fetch_offset_for_timestamp(&f.cache.image(), &tp, -1, -1, isolation)
+            .unwrap()
+            .unwrap()
+            .offset
+    };
+    assert_eq!(latest(FetchIsolation::TxnCommitted), 4);
+    assert_eq!(latest(FetchIsolation::HighWatermark), 6);
+
+    p.append_records_to_leader(&end_txn(11, true), 1, 0)
+        .unwrap(); // 6: commit 11
+    assert_eq!(latest(FetchIsolation::TxnCommitted), 7);
+    let reads = f
+        .fetch(vec![spec(0, 4)], read_committed(CONSUMER_REPLICA_ID))
+        .await;
+    assert_eq!(
+        batch_ranges(records(&reads[0])),
+        vec![(4, 4), (5, 5), (6, 6)]
+    );
+    // Producer 10's abort marker is in the range read: the consumer is told of it.
+    assert_eq!(
+        reads[0].aborted_transactions,
+        Some(vec![AbortedTransaction {
+            producer_id: 10,
+            first_offset: 2
+        }])
+    );
+    let reads = f
+        .fetch(vec![spec(0, 6)], read_committed(CONSUMER_REPLICA_ID))
+        .await;
+    assert_eq!(reads[0].aborted_transactions, Some(vec![]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_marker_beyond_the_high_watermark_holds_the_last_stable_offset() {
+    // Two replicas: the high watermark waits for the follower, and so does the last stable
+    // offset of a transaction whose marker the follower has not fetched.
+    let f = Fixture::new(&[&[1, 2]]);
+    let p = f.get(0);
+    p.append_records_to_leader(&transactional(10, 0, 2), 1, 0)
+        .unwrap(); // 0-1
+    p.append_records_to_leader(&end_txn(10, true), 1, 0)
+        .unwrap(); // 2
+                   // The follower fetches from 2: it has 0-1, the high watermark moves to 2.
+    f.fetch(vec![spec(0, 2)], request(2, 0, 0)).await;
+    let offsets = p.offsets();
+    assert_eq!((offsets.high_watermark, offsets.last_stable_offset), (2, 0));
+    f.fetch(vec![spec(0, 3)], request(2, 0, 0)).await;
+    let offsets = p.offsets();
+    assert_eq!((offsets.high_watermark, offsets.last_stable_offset), (3, 3));
 }

@@ -4,7 +4,8 @@
 //! Earliest (-2), latest (-1), max timestamp (-3), earliest local (-4, the same as earliest
 //! without tiered storage), latest tiered (-5, none without tiered storage) and by timestamp,
 //! with the leader epoch of the returned offset. Leader-only, with `current_leader_epoch`
-//! fencing. A client (`from_replica` false) reads offsets up to the high watermark, and while a
+//! fencing. A client reads offsets up to the high watermark (the last stable offset at
+//! read_committed), and while a
 //! new leader's high watermark has not yet reached the start of its leader epoch it is answered
 //! OFFSET_NOT_AVAILABLE for the latest offset (and for a timestamp found nowhere below the high
 //! watermark), which the Java consumer retries after refreshing metadata. A follower (after
@@ -12,7 +13,7 @@
 
 use kafkaiq_storage::{Log, TimestampAndOffset, TopicPartition};
 
-use super::{Offsets, ReplicaManager};
+use super::{FetchIsolation, Offsets, ReplicaManager};
 use crate::errors::ApiError;
 use crate::metadata::MetadataImage;
 
@@ -40,18 +41,15 @@ impl ReplicaManager {
         tp: &TopicPartition,
         timestamp: i64,
         current_leader_epoch: i32,
-        from_replica: bool,
+        isolation: FetchIsolation,
     ) -> Result<Option<FoundOffset>, ApiError> {
         let partition = self.partition_or_error(image, tp)?;
         let (offsets, epoch_start) = partition.leader_offsets(current_leader_epoch)?;
         let log = partition.log();
         let epoch_of = |offset: i64| log.epoch_for_offset(offset).unwrap_or(-1);
-        // No transactions: the last fetchable offset for both isolation levels is the HW.
-        let last_fetchable = if from_replica {
-            offsets.log_end_offset
-        } else {
-            offsets.high_watermark
-        };
+        // Kafka's `lastFetchableOffset`: what the reader could fetch at its isolation level.
+        let last_fetchable = isolation.max_offset(&offsets);
+        let from_replica = isolation == FetchIsolation::LogEnd;
         let not_available =
             !from_replica && epoch_start.is_some_and(|start| start > offsets.high_watermark);
         if not_available && timestamp == LATEST_TIMESTAMP {

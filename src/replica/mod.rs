@@ -31,6 +31,7 @@ pub mod list_offsets;
 pub mod local_changes;
 mod log_dir_move;
 pub mod log_dirs;
+pub mod markers;
 pub mod partition;
 pub mod purgatory;
 pub mod quota;

@@ -32,7 +32,7 @@ use uuid::Uuid;
 
 use super::brokers::BrokerView;
 use super::decisions::{self, FollowerFetch, RemoteReplica, ReplicaState};
-use super::fetch_params::FetchParams;
+use super::fetch_params::{FetchIsolation, FetchParams};
 use super::isr::{self, AlterPartitionOutcome, CommittedPartition, IsrProposal, IsrState};
 use crate::errors::ApiError;
 use crate::limits::PARTITION_WATCHERS_PRUNE_AT;
@@ -119,8 +119,19 @@ pub struct ReplicationStatus {
 pub struct Offsets {
     pub log_start_offset: i64,
     pub high_watermark: i64,
+    /// The high watermark, or the first offset of the earliest transaction not yet decided
+    /// below it (Kafka's `lastStableOffset`): where read_committed consumers stop.
+    pub last_stable_offset: i64,
     pub log_end_offset: i64,
     pub leader_epoch: i32,
+}
+
+/// An aborted transaction a read_committed read overlaps (Fetch's `AbortedTransaction`): the
+/// consumer drops that producer's records from `first_offset` up to the ABORT marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTransaction {
+    pub producer_id: i64,
+    pub first_offset: i64,
 }
 
 /// What a read returns.
@@ -135,6 +146,9 @@ pub struct ReadResult {
     /// This replica led the partition when it was read (a consumer read on a follower is a
     /// follower read, KIP-392).
     pub as_leader: bool,
+    /// A read_committed read: the aborted transactions overlapping the records returned
+    /// (Kafka's `collectAbortedTransactions`); `None` at other isolation levels.
+    pub aborted_transactions: Option<Vec<AbortedTransaction>>,
 }
 
 /// What a leader knows when it picks a consumer's preferred read replica
@@ -655,6 +669,32 @@ impl Partition {
         Ok((info, epoch))
     }
 
+    /// Writes a transaction marker as leader (what WriteTxnMarkers asks of a partition leader),
+    /// returning the offset after it and the leader epoch it was written in, for
+    /// [`Partition::acks_all_outcome_in_epoch`]: markers are written with acks=all.
+    pub fn append_txn_marker_as_leader(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: kafkaiq_storage::batch::EndTxnMarker,
+        now_ms: i64,
+    ) -> Result<(i64, i32), ApiError> {
+        let mut state = self.lock();
+        Self::require_leader(&state)?;
+        let info = self.log().append_end_txn_marker_as_leader(
+            producer_id,
+            producer_epoch,
+            marker,
+            state.leader_epoch,
+            now_ms,
+        )?;
+        self.maybe_increment_high_watermark(&mut state, now_ms);
+        let epoch = state.leader_epoch;
+        drop(state);
+        self.wake_watchers();
+        Ok((info.last_offset + 1, epoch))
+    }
+
     /// A follower's log is written only by the fetcher of the current leader epoch: a fetcher
     /// racing with a leadership change must not write into a leader's log, nor one fetching in
     /// an epoch that has ended write into the next epoch's.
@@ -988,10 +1028,21 @@ impl Partition {
 
     pub fn offsets(&self) -> Offsets {
         let state = self.lock();
+        self.offsets_of(&state)
+    }
+
+    /// The offsets now, under the partition's lock. The last stable offset takes the log's
+    /// producer-state lock briefly.
+    fn offsets_of(&self, state: &PartitionState) -> Offsets {
+        let log = self.log();
+        let high_watermark = state.high_watermark;
         Offsets {
-            log_start_offset: self.log().log_start_offset(),
-            high_watermark: state.high_watermark,
-            log_end_offset: self.log().log_end_offset(),
+            log_start_offset: log.log_start_offset(),
+            high_watermark,
+            last_stable_offset: log
+                .first_unstable_offset()
+                .map_or(high_watermark, |first| first.min(high_watermark)),
+            log_end_offset: log.log_end_offset(),
             leader_epoch: state.leader_epoch,
         }
     }
@@ -1007,12 +1058,7 @@ impl Partition {
         if require_leader {
             Self::require_leader(&state)?;
         }
-        Ok(Offsets {
-            log_start_offset: self.log().log_start_offset(),
-            high_watermark: state.high_watermark,
-            log_end_offset: self.log().log_end_offset(),
-            leader_epoch: state.leader_epoch,
-        })
+        Ok(self.offsets_of(&state))
     }
 
     /// The end offset of `leader_epoch` in this leader's log (Kafka's
@@ -1037,15 +1083,7 @@ impl Partition {
         let state = self.lock();
         decisions::check_current_leader_epoch(state.leader_epoch, current_leader_epoch)?;
         Self::require_leader(&state)?;
-        Ok((
-            Offsets {
-                log_start_offset: self.log().log_start_offset(),
-                high_watermark: state.high_watermark,
-                log_end_offset: self.log().log_end_offset(),
-                leader_epoch: state.leader_epoch,
-            },
-            state.leader_epoch_start_offset,
-        ))
+        Ok((self.offsets_of(&state), state.leader_epoch_start_offset))
     }
 
     /// The checks every read makes before touching the log (Kafka's `localLogWithEpochOrThrow`
@@ -1071,12 +1109,7 @@ impl Partition {
                 params.current_leader_epoch.is_some(),
             )?;
         }
-        Ok(Offsets {
-            log_start_offset: self.log().log_start_offset(),
-            high_watermark: state.high_watermark,
-            log_end_offset: self.log().log_end_offset(),
-            leader_epoch: state.leader_epoch,
-        })
+        Ok(self.offsets_of(&state))
     }
 
     /// The end of the reader's last fetched epoch in this log if it diverges (Fetch v12+), or
@@ -1120,11 +1153,13 @@ impl Partition {
             }
             (offsets, as_leader)
         };
+        let read_committed = params.isolation == FetchIsolation::TxnCommitted;
         let empty = |diverging_epoch| ReadResult {
             records: bytes::Bytes::new(),
             offsets,
             diverging_epoch,
             as_leader,
+            aborted_transactions: read_committed.then(Vec::new),
         };
         if let Some(end) = self.diverging_epoch(fetch_offset, offsets.log_start_offset, params)? {
             return Ok(empty(Some(end)));
@@ -1142,12 +1177,32 @@ impl Partition {
             max_offset,
             params.min_one_message,
         )?;
+        let aborted_transactions = read_committed.then(|| self.aborted_in(fetch_offset, &records));
         Ok(ReadResult {
             records,
             offsets,
             diverging_epoch: None,
             as_leader,
+            aborted_transactions,
         })
+    }
+
+    /// The aborted transactions overlapping `records`, read from `fetch_offset`: those whose
+    /// marker is at or after the fetch offset and which began before the end of the last batch
+    /// returned (Kafka bounds the search by the index entry after the bytes read, which may
+    /// add transactions the consumer never meets; this bound is the tight one).
+    fn aborted_in(&self, fetch_offset: i64, records: &[u8]) -> Vec<AbortedTransaction> {
+        let Some(upper_bound_offset) = last_batch_next_offset(records) else {
+            return Vec::new();
+        };
+        self.log()
+            .collect_aborted_transactions(fetch_offset, upper_bound_offset)
+            .into_iter()
+            .map(|t| AbortedTransaction {
+                producer_id: t.producer_id,
+                first_offset: t.first_offset,
+            })
+            .collect()
     }
 
     /// `Some` only while this replica leads: the offsets (after the reader's leader epoch was
@@ -1167,12 +1222,7 @@ impl Partition {
             return Ok(None);
         }
         Ok(Some(LeaderReadView {
-            offsets: Offsets {
-                log_start_offset: self.log().log_start_offset(),
-                high_watermark: state.high_watermark,
-                log_end_offset: self.log().log_end_offset(),
-                leader_epoch: state.leader_epoch,
-            },
+            offsets: self.offsets_of(&state),
             isr: state.isr().to_vec(),
             followers: state
                 .remote_replicas
@@ -1301,6 +1351,13 @@ impl Partition {
             }
         }
     }
+}
+
+/// The offset after the last whole batch in `records`, None when there is none.
+fn last_batch_next_offset(records: &[u8]) -> Option<i64> {
+    kafkaiq_storage::batch::BatchIter::new(records)
+        .last()
+        .map(|(_, h)| h.next_offset())
 }
 
 #[cfg(test)]

@@ -142,6 +142,14 @@ fn api_name(api_key: ApiKey) -> &'static str {
         DeleteTopics,
         DeleteRecords,
         InitProducerId,
+        AddPartitionsToTxn,
+        AddOffsetsToTxn,
+        EndTxn,
+        WriteTxnMarkers,
+        TxnOffsetCommit,
+        DescribeProducers,
+        DescribeTransactions,
+        ListTransactions,
         OffsetForLeaderEpoch,
         DescribeConfigs,
         AlterReplicaLogDirs,
@@ -171,6 +179,7 @@ fn produce_services(ctx: &Context) -> handlers::produce::ProduceServices<'_> {
         cache: &ctx.cache,
         replicas: &ctx.replicas,
         clock: &*ctx.clock,
+        txns: &ctx.txns,
         stats: AppendStats {
             topics: &ctx.topic_stats,
             requests: &ctx.request_stats,
@@ -266,9 +275,48 @@ async fn handle_supported(
             Some(handlers::list_offsets::handle(&ctx.cache, &ctx.replicas, version, r).await)
         }
         RequestKind::InitProducerId(r) => Some(
-            handlers::init_producer_id::handle(&ctx.producer_ids, &ctx.controller, version, r)
-                .await,
+            handlers::init_producer_id::handle(
+                &ctx.producer_ids,
+                &ctx.txns,
+                &ctx.controller,
+                version,
+                r,
+            )
+            .await,
         ),
+        RequestKind::AddPartitionsToTxn(r) => {
+            Some(handlers::add_partitions_to_txn::handle(&ctx.txns, &ctx.image(), version, r).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            Some(handlers::add_offsets_to_txn::handle(&ctx.txns, &ctx.groups, version, r).await)
+        }
+        RequestKind::EndTxn(r) => Some(handlers::end_txn::handle(&ctx.txns, version, r).await),
+        RequestKind::WriteTxnMarkers(r) => Some(
+            handlers::write_txn_markers::handle(
+                &ctx.replicas,
+                &ctx.groups,
+                &ctx.image(),
+                ctx.clock.now_ms(),
+                version,
+                r,
+            )
+            .await,
+        ),
+        RequestKind::DescribeProducers(r) => Some(handlers::describe_producers::handle(
+            &ctx.replicas,
+            &ctx.image(),
+            version,
+            r,
+        )),
+        RequestKind::DescribeTransactions(r) => Some(handlers::describe_transactions::handle(
+            &ctx.txns, version, r,
+        )),
+        RequestKind::ListTransactions(r) => Some(handlers::list_transactions::handle(
+            &ctx.txns,
+            ctx.clock.now_ms(),
+            version,
+            r,
+        )),
         RequestKind::OffsetForLeaderEpoch(r) => Some(handlers::offset_for_leader_epoch::handle(
             &ctx.replicas,
             &ctx.image(),
@@ -364,6 +412,7 @@ async fn handle_supported(
         RequestKind::FindCoordinator(r) => Some(
             handlers::find_coordinator::handle(
                 &ctx.groups,
+                &ctx.txns,
                 handlers::client_listener(&ctx.config),
                 version,
                 r,
@@ -399,6 +448,9 @@ async fn handle_supported(
         }
         RequestKind::OffsetDelete(r) => {
             Some(handlers::offset_delete::handle(&ctx.groups, caller(), r).await)
+        }
+        RequestKind::TxnOffsetCommit(r) => {
+            Some(handlers::txn_offset_commit::handle(&ctx.groups, caller(), r).await)
         }
         _ => return Err(DispatchError::NoHandler(api_key)),
     };

@@ -826,6 +826,139 @@ fn read_varint_from(r: &mut impl std::io::Read, max_bytes: usize) -> std::io::Re
     Ok(None)
 }
 
+/// Kafka's `ControlRecordType` of a transaction marker (the key's second field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlRecordType {
+    Abort,
+    Commit,
+}
+
+/// Kafka's `EndTransactionMarker`: the one record of a control batch that ends a producer's
+/// transaction on a partition.
+///
+/// ```text
+/// key:   version i16 (0), type i16 (0 ABORT, 1 COMMIT)
+/// value: version i16 (0), coordinator_epoch i32
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndTxnMarker {
+    pub control_type: ControlRecordType,
+    pub coordinator_epoch: i32,
+}
+
+/// `EndTransactionMarker.CURRENT_END_TXN_MARKER_VERSION` and the control key's version.
+pub const END_TXN_MARKER_VERSION: i16 = 0;
+const CONTROL_KEY_BYTES: usize = 4;
+const END_TXN_MARKER_VALUE_BYTES: usize = 6;
+
+/// What the first record of a control batch says, read from the whole batch's bytes. `Ok(None)`:
+/// a control batch without records (a cleaning removed its marker) or of a control type that
+/// does not end a transaction (Kafka's other control types, which carry no transaction state).
+/// Control batches are written uncompressed; a compressed one is corrupt.
+pub fn end_txn_marker(batch: &[u8]) -> Result<Option<EndTxnMarker>> {
+    let h = BatchHeader::parse(batch)?;
+    if !h.is_control() {
+        return Err(StorageError::CorruptRecord(
+            "not a control batch".to_string(),
+        ));
+    }
+    if h.records_count == 0 {
+        return Ok(None);
+    }
+    if h.compression_codec() != 0 {
+        return Err(StorageError::CorruptRecord(
+            "compressed control batch".to_string(),
+        ));
+    }
+    let end = h.size_in_bytes().min(batch.len());
+    let records = &batch[RECORD_BATCH_OVERHEAD..end];
+    let corrupt = || StorageError::CorruptRecord("unreadable control record".to_string());
+    let mut pos = 0usize;
+    let _length = read_varint(records, &mut pos).ok_or_else(corrupt)?;
+    pos += 1; // attributes
+    let _timestamp_delta = read_varint(records, &mut pos).ok_or_else(corrupt)?;
+    let _offset_delta = read_varint(records, &mut pos).ok_or_else(corrupt)?;
+    let key_len = read_varint(records, &mut pos).ok_or_else(corrupt)?;
+    if key_len < CONTROL_KEY_BYTES as i64 {
+        return Err(StorageError::CorruptRecord(format!(
+            "control record key of {key_len} bytes"
+        )));
+    }
+    let key = records
+        .get(pos..pos + key_len as usize)
+        .ok_or_else(corrupt)?;
+    pos += key_len as usize;
+    let control_type = match be_i16(key, 2) {
+        0 => ControlRecordType::Abort,
+        1 => ControlRecordType::Commit,
+        _ => return Ok(None),
+    };
+    let value_len = read_varint(records, &mut pos).ok_or_else(corrupt)?;
+    if value_len < END_TXN_MARKER_VALUE_BYTES as i64 {
+        return Err(StorageError::CorruptRecord(format!(
+            "transaction marker value of {value_len} bytes"
+        )));
+    }
+    let value = records
+        .get(pos..pos + value_len as usize)
+        .ok_or_else(corrupt)?;
+    Ok(Some(EndTxnMarker {
+        control_type,
+        coordinator_epoch: be_i32(value, 2),
+    }))
+}
+
+/// One control batch holding `marker` for a producer's transaction (Kafka's
+/// `MemoryRecords.withEndTransactionMarker`): base offset 0 (the log assigns it), no sequence,
+/// transactional and control attributes, one uncompressed record stamped `timestamp`.
+pub fn end_txn_marker_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    partition_leader_epoch: i32,
+    timestamp: i64,
+    marker: EndTxnMarker,
+) -> Vec<u8> {
+    let mut body = Vec::with_capacity(32);
+    body.push(0u8); // attributes
+    put_varint(&mut body, 0); // timestamp delta
+    put_varint(&mut body, 0); // offset delta
+    put_varint(&mut body, CONTROL_KEY_BYTES as i64);
+    body.extend_from_slice(&END_TXN_MARKER_VERSION.to_be_bytes());
+    let control_type: i16 = match marker.control_type {
+        ControlRecordType::Abort => 0,
+        ControlRecordType::Commit => 1,
+    };
+    body.extend_from_slice(&control_type.to_be_bytes());
+    put_varint(&mut body, END_TXN_MARKER_VALUE_BYTES as i64);
+    body.extend_from_slice(&END_TXN_MARKER_VERSION.to_be_bytes());
+    body.extend_from_slice(&marker.coordinator_epoch.to_be_bytes());
+    put_varint(&mut body, 0); // headers
+    let mut records = Vec::with_capacity(body.len() + 2);
+    put_varint(&mut records, body.len() as i64);
+    records.extend_from_slice(&body);
+
+    let mut b = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len());
+    b.extend_from_slice(&0i64.to_be_bytes());
+    b.extend_from_slice(
+        &((RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + records.len()) as i32).to_be_bytes(),
+    );
+    b.extend_from_slice(&partition_leader_epoch.to_be_bytes());
+    b.push(MAGIC_V2 as u8);
+    b.extend_from_slice(&[0; 4]);
+    b.extend_from_slice(&(TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK).to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes()); // last offset delta
+    b.extend_from_slice(&timestamp.to_be_bytes());
+    b.extend_from_slice(&timestamp.to_be_bytes());
+    b.extend_from_slice(&producer_id.to_be_bytes());
+    b.extend_from_slice(&producer_epoch.to_be_bytes());
+    b.extend_from_slice(&NO_SEQUENCE.to_be_bytes());
+    b.extend_from_slice(&1i32.to_be_bytes());
+    b.extend_from_slice(&records);
+    let crc = compute_crc(&b);
+    b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
 pub mod builder {
     //! Builds real uncompressed v2 batches (records with a key or a null key and a value, no
     //! headers), for tests, benchmarks and tools. The broker never needs it: clients build batches.
@@ -956,6 +1089,17 @@ pub mod builder {
         b
     }
 
+    /// `batch` with the transactional attribute set and its CRC updated: what a transactional
+    /// producer sends.
+    pub fn transactional(batch: &[u8]) -> Vec<u8> {
+        let mut b = batch.to_vec();
+        let attributes = be_i16(&b, ATTRIBUTES_OFFSET) | TRANSACTIONAL_FLAG_MASK;
+        b[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
     /// A batch with `count` records of `value_len` bytes each.
     pub fn simple(count: usize, value_len: usize, base_timestamp: i64) -> Vec<u8> {
         let value = vec![b'x'; value_len];
@@ -978,6 +1122,47 @@ mod tests {
     const LEADER: Validation = Validation::Leader {
         max_message_bytes: 1_048_588,
     };
+
+    #[test]
+    fn end_txn_marker_round_trips_in_kafkas_layout() {
+        for (control_type, type_byte) in [
+            (ControlRecordType::Abort, 0u8),
+            (ControlRecordType::Commit, 1),
+        ] {
+            let marker = EndTxnMarker {
+                control_type,
+                coordinator_epoch: 7,
+            };
+            let b = end_txn_marker_batch(42, 3, 5, 9_000, marker);
+            let h = BatchHeader::parse(&b).unwrap();
+            assert!(h.is_control() && h.is_transactional());
+            assert_eq!(
+                (h.producer_id, h.producer_epoch, h.base_sequence),
+                (42, 3, -1)
+            );
+            assert_eq!((h.records_count, h.last_offset_delta), (1, 0));
+            assert!(crc_valid(&b));
+            // length 16, attributes, timestamp delta, offset delta, key length 4, key,
+            // value length 6, value, no headers
+            let record = &b[RECORD_BATCH_OVERHEAD..];
+            assert_eq!(
+                record,
+                &[32, 0, 0, 0, 8, 0, 0, 0, type_byte, 12, 0, 0, 0, 0, 0, 7, 0][..]
+            );
+            assert_eq!(end_txn_marker(&b).unwrap(), Some(marker));
+            validate_batches(&b, Validation::Follower).unwrap();
+        }
+        let data = simple(1, 1, 0);
+        assert!(end_txn_marker(&data).is_err());
+    }
+
+    #[test]
+    fn transactional_builder_sets_the_attribute() {
+        let b = transactional(&simple(2, 3, 0));
+        let h = BatchHeader::parse(&b).unwrap();
+        assert!(h.is_transactional() && !h.is_control());
+        assert!(crc_valid(&b));
+    }
 
     #[test]
     fn parses_a_built_batch() {

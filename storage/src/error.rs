@@ -49,6 +49,13 @@ pub enum StorageError {
     /// Kafka's INVALID_PRODUCER_EPOCH (47).
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    /// Kafka's INVALID_TXN_STATE (48): a producer with an open transaction wrote a
+    /// non-transactional batch.
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
+    /// Kafka's TRANSACTION_COORDINATOR_FENCED (52): a marker from an older coordinator.
+    #[error("transaction coordinator fenced: {0}")]
+    TransactionCoordinatorFenced(String),
     /// A follower append that would leave a gap or overlap existing offsets.
     #[error("non-monotonic append: {0}")]
     NonMonotonicAppend(String),
@@ -126,6 +133,8 @@ impl From<crate::producer_state::ProducerStateError> for StorageError {
         match e {
             P::OutOfOrderSequence(m) => StorageError::OutOfOrderSequence(m),
             P::InvalidProducerEpoch(m) => StorageError::InvalidProducerEpoch(m),
+            P::InvalidTxnState(m) => StorageError::InvalidTxnState(m),
+            P::TransactionCoordinatorFenced(m) => StorageError::TransactionCoordinatorFenced(m),
             P::Io { path, source } => StorageError::Io { path, source },
             P::CorruptSnapshot { ref path, .. } => invalid_data(path.clone(), e.to_string()),
         }

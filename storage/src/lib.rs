@@ -16,7 +16,8 @@
 //! * [`deleter`]: removes deleted logs' renamed `-delete` directories in the background.
 //! * [`parallel`]: filesystem work for many partitions on a few threads at once.
 //! * [`epoch`]: the leader epoch cache (`leader-epoch-checkpoint`).
-//! * [`producer_state`]: idempotent producers' sequence state and its snapshots.
+//! * [`producer_state`]: producers' sequence state, open transactions and their snapshots.
+//! * [`txn_index`]: a segment's `.txnindex`, the aborted transactions read_committed fetches skip.
 //! * [`checkpoint`]: Kafka's offset checkpoint files.
 //! * [`error`]: the typed errors.
 //!
@@ -40,10 +41,14 @@ pub mod parallel;
 pub mod partition_metadata;
 pub mod producer_state;
 pub mod segment;
+pub mod txn_index;
 
 pub use config::{LogConfig, TimestampType, TopicPartition};
 pub use error::{Result, StorageError};
 pub use flusher::Flusher;
 pub use handles::{HandleLimits, HandlePool, HandleStats};
-pub use log::{EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, LogPosition, TimestampAndOffset};
+pub use log::{
+    ActiveProducer, EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, LogPosition,
+    TimestampAndOffset,
+};
 pub use manager::LogManager;

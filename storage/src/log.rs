@@ -25,16 +25,17 @@ use std::sync::{Arc, OnceLock, Weak};
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
-use crate::batch::{self, BatchHeader, Validation, RECORD_BATCH_OVERHEAD};
+use crate::batch::{self, BatchHeader, EndTxnMarker, Validation, RECORD_BATCH_OVERHEAD};
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, Result, StorageError};
 use crate::flusher::{Flusher, RollFlush};
 use crate::handles::HandlePool;
 use crate::producer_state::{
-    increment_sequence, LeaderAppendCheck, ProducerBatch, ProducerStateManager,
+    batch_last_sequence, LeaderAppendCheck, ProducerBatch, ProducerStateManager,
 };
 use crate::segment::{remove_segment_files, LogSegment, RecoveryOutcome};
+use crate::txn_index::{AbortedTxn, TransactionIndex, TXN_INDEX_FILE_SUFFIX};
 
 /// What an append did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,6 +112,14 @@ pub struct Log {
     epochs: Mutex<LeaderEpochCache>,
     /// Changed under the writer lock; read briefly by anyone.
     producers: Mutex<ProducerStateManager>,
+    /// The transaction indexes of the segments holding aborted transactions. Changed under the
+    /// writer lock; read briefly by read_committed fetches.
+    txn_indexes: Mutex<TxnIndexes>,
+    /// False only while the producer state holds no open or unstable transaction, so that
+    /// every read's last stable offset of a log without transactions takes no lock. Stored
+    /// under the producer-state lock, after each change that may add a transaction and by
+    /// [`Log::first_unstable_offset`] when it finds none.
+    maybe_unstable: AtomicBool,
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
     recovery_point: AtomicI64,
@@ -211,10 +220,17 @@ impl Log {
         std::fs::create_dir_all(dir).at(dir)?;
         let swapped = cleaning::recover_swaps(dir)?;
         let mut bases = Vec::new();
+        let mut txn_index_bases = Vec::new();
         for entry in std::fs::read_dir(dir).at(dir)? {
             let entry = entry.at(dir)?;
-            if let Some(base) = entry.file_name().to_str().and_then(parse_segment_base) {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            if let Some(base) = parse_segment_base(name) {
                 bases.push(base);
+            } else if let Some(base) = parse_txn_index_base(name) {
+                txn_index_bases.push(base);
             }
         }
         bases.sort_unstable();
@@ -315,9 +331,21 @@ impl Log {
         };
         epochs.truncate_from_end(log_end_offset)?;
         epochs.truncate_from_start(log_start_offset)?;
+        let mut txn_indexes = TxnIndexes::load(dir, &segments, &txn_index_bases)?;
         let mut producers = ProducerStateManager::new(dir, config.producer_id_expiration_ms)?;
         producers.truncate_and_reload(log_start_offset, log_end_offset, now_ms)?;
-        replay_producer_state(&segments, &mut producers, log_end_offset)?;
+        // Recovered segments get their transaction indexes rebuilt from their markers, by a
+        // replay from a producer state at or below the first of them.
+        let rebuild_from = recovered_from.map(|r| segments[r].base_offset());
+        if let Some(from) = rebuild_from {
+            txn_indexes.reset_from(from)?;
+            if producers.map_end_offset() > from {
+                producers.reload_at_or_below(log_start_offset, from, now_ms)?;
+            }
+        }
+        let rebuild = rebuild_from.map(|from| (from, &mut txn_indexes));
+        replay_producer_state(dir, &segments, &mut producers, log_end_offset, rebuild)?;
+        let maybe_unstable = producers.first_unstable_offset().is_some();
         sync_dir(dir)?;
         Ok(Log {
             dir: dir.to_owned(),
@@ -330,6 +358,8 @@ impl Log {
             segments: RwLock::new(Arc::new(segments)),
             epochs: Mutex::new(epochs),
             producers: Mutex::new(producers),
+            txn_indexes: Mutex::new(txn_indexes),
+            maybe_unstable: AtomicBool::new(maybe_unstable),
             log_start_offset: AtomicI64::new(log_start_offset),
             log_end_offset: AtomicI64::new(log_end_offset),
             recovery_point: AtomicI64::new(recovery_point),
@@ -440,6 +470,64 @@ impl Log {
     /// offsets at or past it, as in Kafka.
     pub fn update_high_watermark(&self, high_watermark: i64) {
         self.high_watermark.store(high_watermark, Ordering::Release);
+        self.producers
+            .lock()
+            .on_high_watermark_updated(high_watermark);
+    }
+
+    /// Kafka's `firstUnstableOffset`: the first offset of the earliest transaction that is open
+    /// or whose marker the high watermark has not passed, never below the log start offset.
+    /// Without a high watermark set (a log used on its own) the log end offset stands in for it.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        if !self.maybe_unstable.load(Ordering::Acquire) {
+            return None;
+        }
+        let high_watermark = self
+            .high_watermark
+            .load(Ordering::Acquire)
+            .min(self.log_end_offset());
+        let mut producers = self.producers.lock();
+        producers.on_high_watermark_updated(high_watermark);
+        let first = producers.first_unstable_offset();
+        self.maybe_unstable
+            .store(first.is_some(), Ordering::Release);
+        Some(first?.max(self.log_start_offset()))
+    }
+
+    /// Kafka's `lastStableOffset`: the high watermark, or the first unstable offset when that
+    /// is lower. A read_committed consumer reads below it. Without a high watermark set (a log
+    /// used on its own) the log end offset stands in for it.
+    pub fn last_stable_offset(&self) -> i64 {
+        let high_watermark = self
+            .high_watermark
+            .load(Ordering::Acquire)
+            .min(self.log_end_offset());
+        self.first_unstable_offset()
+            .map_or(high_watermark, |first| first.min(high_watermark))
+    }
+
+    /// The open transactions: (first offset, producer id), oldest first.
+    pub fn ongoing_transactions(&self) -> Vec<(i64, i64)> {
+        self.producers.lock().ongoing_txns().collect()
+    }
+
+    /// Kafka's `collectAbortedTransactions`: the aborted transactions that overlap
+    /// `[start_offset, upper_bound_offset)`, from the transaction indexes of the segment holding
+    /// `start_offset` onwards, stopping at the first entry whose last stable offset reaches the
+    /// upper bound.
+    pub fn collect_aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Vec<AbortedTxn> {
+        let segments = self.segments();
+        let holder = segments
+            .partition_point(|s| s.base_offset() <= start_offset)
+            .saturating_sub(1);
+        let from = segments[holder].base_offset();
+        self.txn_indexes
+            .lock()
+            .collect(from, start_offset, upper_bound_offset)
     }
 
     fn segments(&self) -> SegmentList {
@@ -651,14 +739,21 @@ impl Log {
         let mut new_headers = Vec::with_capacity(valid.len());
         let producers = self.producers.lock();
         let mut pending = producers.prepare_append();
-        for (h, &max_timestamp) in valid.iter().zip(&max_timestamps) {
-            if h.has_producer_id() && !h.is_control() {
-                let last_sequence = increment_sequence(h.base_sequence, h.last_offset_delta);
-                let check = pending.validate_leader_append(
+        let markers = markers_of(records, &valid)?;
+        for ((h, &max_timestamp), marker) in valid.iter().zip(&max_timestamps).zip(&markers) {
+            if h.has_producer_id() && h.is_control() {
+                producers.validate_end_txn_marker(
                     h.producer_id,
                     h.producer_epoch,
-                    h.base_sequence,
-                    last_sequence,
+                    marker.map(|m| m.coordinator_epoch),
+                )?;
+            } else if h.has_producer_id() {
+                let last_sequence = batch_last_sequence(h.base_sequence, h.last_offset_delta);
+                let check = pending.validate_leader_batch(
+                    h.producer_id,
+                    h.producer_epoch,
+                    (h.base_sequence, last_sequence),
+                    h.is_transactional(),
                 )?;
                 if let LeaderAppendCheck::Duplicate {
                     first_offset,
@@ -701,9 +796,26 @@ impl Log {
             parts.push(&records[position + RECORD_BATCH_OVERHEAD..position + h.size_in_bytes()]);
             position += h.size_in_bytes();
         }
-        let info = self.append_locked(w, &parts, &stamped, log_append_time, now_ms)?;
+        let info = self.append_locked(w, &parts, &stamped, &markers, log_append_time, now_ms)?;
         self.maybe_flush_by_messages()?;
         Ok(info)
+    }
+
+    /// Writes a transaction marker for `producer_id` as leader (what the transaction
+    /// coordinator's WriteTxnMarkers asks of a partition leader): one control batch stamped
+    /// `now_ms`. A marker of an epoch below the producer's is INVALID_PRODUCER_EPOCH, one from a
+    /// coordinator epoch below that of the producer's last marker TRANSACTION_COORDINATOR_FENCED.
+    pub fn append_end_txn_marker_as_leader(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo> {
+        let batch =
+            batch::end_txn_marker_batch(producer_id, producer_epoch, leader_epoch, now_ms, marker);
+        self.append_as_leader(&batch, leader_epoch, now_ms)
     }
 
     /// Appends a leader's batches as they are (offsets and epochs kept). Each batch must start
@@ -724,7 +836,8 @@ impl Log {
             }
             expected = h.next_offset();
         }
-        let info = self.append_locked(w, &[&records[..used]], &headers, -1, 0)?;
+        let markers = markers_of(records, &headers)?;
+        let info = self.append_locked(w, &[&records[..used]], &headers, &markers, -1, 0)?;
         self.maybe_flush_by_messages()?;
         Ok(info)
     }
@@ -734,6 +847,7 @@ impl Log {
         w: MutexGuard<'_, Writer>,
         parts: &[&[u8]],
         headers: &[BatchHeader],
+        markers: &[Option<EndTxnMarker>],
         log_append_time: i64,
         now_ms: i64,
     ) -> Result<LogAppendInfo> {
@@ -756,7 +870,7 @@ impl Log {
         self.guard(result)?;
         self.log_end_offset
             .store(last.next_offset(), Ordering::Release);
-        let r = self.after_append(headers);
+        let r = self.after_append(headers, markers);
         self.guard(r)?;
         drop(w);
         Ok(LogAppendInfo {
@@ -772,8 +886,14 @@ impl Log {
         })
     }
 
-    /// Registers the appended batches with the epoch cache and the producer state.
-    fn after_append(&self, headers: &[BatchHeader]) -> Result<()> {
+    /// Registers the appended batches with the epoch cache and the producer state, and indexes
+    /// the transactions their ABORT markers closed. `markers` holds, for each control batch,
+    /// its marker (None for other batches).
+    fn after_append(
+        &self,
+        headers: &[BatchHeader],
+        markers: &[Option<EndTxnMarker>],
+    ) -> Result<()> {
         {
             let mut epochs = self.epochs.lock();
             for h in headers {
@@ -783,12 +903,17 @@ impl Log {
             }
         }
         let mut producers = self.producers.lock();
-        for h in headers {
-            if h.has_producer_id() && !h.is_control() {
-                producers.update(&producer_batch(h));
-            }
+        let mut txn_indexes = None;
+        for (h, marker) in headers.iter().zip(markers) {
+            apply_batch(&mut producers, h, *marker, &mut |txn| {
+                let indexes = txn_indexes.get_or_insert_with(|| self.txn_indexes.lock());
+                indexes.append(&self.dir, &self.segments(), txn)
+            })?;
         }
         producers.update_map_end_offset(self.log_end_offset());
+        if producers.first_unstable_offset().is_some() {
+            self.maybe_unstable.store(true, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -937,6 +1062,7 @@ impl Log {
                 s.delete_files()?;
             }
             let leo = active.next_offset();
+            self.txn_indexes.lock().truncate_to(leo)?;
             self.log_end_offset.store(leo, Ordering::Release);
             self.recovery_point.fetch_min(leo, Ordering::AcqRel);
             self.cleaned_up_to.fetch_min(leo, Ordering::AcqRel);
@@ -944,7 +1070,11 @@ impl Log {
             let mut producers = self.producers.lock();
             producers.delete_snapshots_after(leo)?;
             producers.truncate_and_reload(self.log_start_offset(), leo, w.last_now_ms)?;
-            replay_producer_state(&self.segments(), &mut producers, leo)?;
+            replay_producer_state(&self.dir, &self.segments(), &mut producers, leo, None)?;
+            self.maybe_unstable.store(
+                producers.first_unstable_offset().is_some(),
+                Ordering::Release,
+            );
             Ok(())
         })();
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
@@ -989,6 +1119,7 @@ impl Log {
             self.cleaned_up_to.store(-1, Ordering::Release);
             self.epochs.lock().clear()?;
             self.producers.lock().truncate_fully_and_start_at(offset)?;
+            self.txn_indexes.lock().clear();
             Ok(())
         })();
         self.truncation_generation.fetch_add(1, Ordering::SeqCst);
@@ -1119,6 +1250,7 @@ impl Log {
         self.log_start_offset.fetch_max(new_start, Ordering::AcqRel);
         for seg in gone {
             seg.delete_files()?;
+            self.txn_indexes.lock().forget(seg.base_offset());
             tracing::info!(dir = %self.dir.display(), segment = seg.base_offset(), "deleted segment");
         }
         self.after_log_start_offset_moved()?;
@@ -1274,6 +1406,25 @@ impl Log {
 
     pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
         self.epochs.lock().epoch_for_offset(offset)
+    }
+
+    /// The producers the log holds state for (DescribeProducers), by producer id.
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        let mut producers: Vec<ActiveProducer> = self
+            .producers
+            .lock()
+            .producers()
+            .map(|e| ActiveProducer {
+                producer_id: e.producer_id,
+                producer_epoch: e.producer_epoch,
+                last_sequence: e.last_sequence(),
+                last_timestamp: e.last_timestamp,
+                coordinator_epoch: e.coordinator_epoch,
+                current_txn_start_offset: e.current_txn_first_offset.unwrap_or(-1),
+            })
+            .collect();
+        producers.sort_by_key(|p| p.producer_id);
+        producers
     }
 
     /// The current epoch of an idempotent producer, if the log holds state for it.
@@ -1541,19 +1692,199 @@ fn producer_batch(h: &BatchHeader) -> ProducerBatch {
         producer_id: h.producer_id,
         producer_epoch: h.producer_epoch,
         first_sequence: h.base_sequence,
-        last_sequence: increment_sequence(h.base_sequence, h.last_offset_delta),
+        last_sequence: batch_last_sequence(h.base_sequence, h.last_offset_delta),
         first_offset: h.base_offset,
         last_offset: h.last_offset(),
         max_timestamp: h.max_timestamp,
+        is_transactional: h.is_transactional(),
     }
 }
 
-/// Rebuilds producer state from batch headers, from the state's map end offset (a snapshot or
-/// the log start) to the log end offset.
+/// Applies one batch of the log to the producer state: a data batch through `update`, a
+/// transaction marker through `append_end_txn_marker`, handing an aborted transaction it closed
+/// to `index_aborted` before completing it (Kafka's `UnifiedLog#updateProducers` and
+/// `LogSegment#updateProducerState`).
+fn apply_batch(
+    producers: &mut ProducerStateManager,
+    h: &BatchHeader,
+    marker: Option<EndTxnMarker>,
+    index_aborted: &mut dyn FnMut(AbortedTxn) -> Result<()>,
+) -> Result<()> {
+    if !h.has_producer_id() {
+        return Ok(());
+    }
+    if !h.is_control() {
+        producers.update(&producer_batch(h));
+        return Ok(());
+    }
+    let Some(marker) = marker else {
+        return Ok(());
+    };
+    let completed = producers.append_end_txn_marker(
+        h.producer_id,
+        h.producer_epoch,
+        marker,
+        h.base_offset,
+        h.max_timestamp,
+    );
+    if let Some(completed) = completed {
+        if completed.is_aborted {
+            index_aborted(AbortedTxn {
+                producer_id: completed.producer_id,
+                first_offset: completed.first_offset,
+                last_offset: completed.last_offset,
+                last_stable_offset: producers.last_stable_offset(&completed),
+            })?;
+        }
+        producers.complete_txn(completed);
+    }
+    Ok(())
+}
+
+/// For each of `headers` (batches at their positions in `records`), the marker of a control
+/// batch, None for others.
+fn markers_of(records: &[u8], headers: &[BatchHeader]) -> Result<Vec<Option<EndTxnMarker>>> {
+    let mut markers = Vec::with_capacity(headers.len());
+    let mut position = 0usize;
+    for h in headers {
+        let size = h.size_in_bytes();
+        markers.push(if h.is_control() {
+            batch::end_txn_marker(&records[position..position + size])?
+        } else {
+            None
+        });
+        position += size;
+    }
+    Ok(markers)
+}
+
+/// The transaction indexes of a log's segments that hold entries, by segment base offset.
+#[derive(Debug, Default)]
+struct TxnIndexes(std::collections::BTreeMap<i64, TransactionIndex>);
+
+impl TxnIndexes {
+    /// The indexes of `segments` among the `.txnindex` files found (`bases`); files that match no
+    /// segment (left by an interrupted cleaning or recovery) are removed.
+    fn load(dir: &Path, segments: &[Arc<LogSegment>], bases: &[i64]) -> Result<TxnIndexes> {
+        let mut indexes = TxnIndexes::default();
+        for &base in bases {
+            let path = dir.join(crate::txn_index::txn_index_file_name(base));
+            if segments.iter().any(|s| s.base_offset() == base) {
+                let index = TransactionIndex::open(dir, base).at(&path)?;
+                if !index.is_empty() {
+                    indexes.0.insert(base, index);
+                }
+            } else {
+                crate::txn_index::remove_txn_index(dir, base).at(&path)?;
+            }
+        }
+        Ok(indexes)
+    }
+
+    /// Indexes `txn` in the segment holding its marker.
+    fn append(&mut self, dir: &Path, segments: &[Arc<LogSegment>], txn: AbortedTxn) -> Result<()> {
+        let holder = segments
+            .partition_point(|s| s.base_offset() <= txn.last_offset)
+            .saturating_sub(1);
+        let base = segments[holder].base_offset();
+        let index = match self.0.entry(base) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(TransactionIndex::open(dir, base).at(dir)?)
+            }
+        };
+        let path = index.path().to_path_buf();
+        index.append(txn).at(&path)
+    }
+
+    /// Drops the entries whose marker is at or after `offset`.
+    fn truncate_to(&mut self, offset: i64) -> Result<()> {
+        for index in self.0.values_mut() {
+            let path = index.path().to_path_buf();
+            index.truncate_to(offset).at(&path)?;
+        }
+        self.0.retain(|_, index| !index.is_empty());
+        Ok(())
+    }
+
+    /// Removes the indexes of the segments from `base` on, before recovery rebuilds them.
+    fn reset_from(&mut self, base: i64) -> Result<()> {
+        for index in self.0.range_mut(base..).map(|(_, i)| i) {
+            let path = index.path().to_path_buf();
+            index.reset().at(&path)?;
+        }
+        self.0.retain(|_, index| !index.is_empty());
+        Ok(())
+    }
+
+    /// A cleaned segment at `base` replaced the segments at `old_bases`: it takes all their
+    /// entries (the cleaning keeps every transaction marker), and their files go.
+    fn replace(&mut self, dir: &Path, base: i64, old_bases: &[i64]) -> Result<()> {
+        let mut entries = Vec::new();
+        for old in old_bases {
+            if let Some(index) = self.0.remove(old) {
+                entries.extend_from_slice(index.entries());
+            }
+            if *old != base {
+                let path = dir.join(crate::txn_index::txn_index_file_name(*old));
+                crate::txn_index::remove_txn_index(dir, *old).at(&path)?;
+            }
+        }
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut index = TransactionIndex::open(dir, base).at(dir)?;
+        let path = index.path().to_path_buf();
+        index.rewrite(entries).at(&path)?;
+        self.0.insert(base, index);
+        Ok(())
+    }
+
+    /// Forgets the index of a deleted segment (its file went with the segment's).
+    fn forget(&mut self, base: i64) {
+        self.0.remove(&base);
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    fn collect(
+        &self,
+        from_base: i64,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Vec<AbortedTxn> {
+        let mut aborted = Vec::new();
+        for index in self.0.range(from_base..).map(|(_, i)| i) {
+            let found = index.collect_aborted_txns(start_offset, upper_bound_offset);
+            aborted.extend(found.aborted);
+            if found.complete {
+                break;
+            }
+        }
+        aborted
+    }
+}
+
+fn parse_txn_index_base(name: &str) -> Option<i64> {
+    let stem = name.strip_suffix(TXN_INDEX_FILE_SUFFIX)?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// Rebuilds producer state from the log, from the state's map end offset (a snapshot or the log
+/// start) to the log end offset: batch headers, and the record of each transaction marker.
+/// With `rebuild`, the aborted transactions whose marker is at or after its offset are
+/// indexed again (recovery); the others are already in the indexes.
 fn replay_producer_state(
+    dir: &Path,
     segments: &[Arc<LogSegment>],
     producers: &mut ProducerStateManager,
     log_end_offset: i64,
+    mut rebuild: Option<(i64, &mut TxnIndexes)>,
 ) -> Result<()> {
     let from = producers.map_end_offset();
     if from < log_end_offset {
@@ -1564,10 +1895,21 @@ fn replay_producer_state(
             let Some((start, _)) = seg.find_batch(from, seg.size())? else {
                 continue;
             };
-            for (_, h) in seg.headers_from(start)? {
-                if h.base_offset >= from && h.has_producer_id() && !h.is_control() {
-                    producers.update(&producer_batch(&h));
+            for (position, h) in seg.headers_from(start)? {
+                if h.base_offset < from || !h.has_producer_id() {
+                    continue;
                 }
+                let marker = if h.is_control() {
+                    batch::end_txn_marker(&seg.read_batch(position, &h)?)?
+                } else {
+                    None
+                };
+                apply_batch(producers, &h, marker, &mut |txn| match rebuild.as_mut() {
+                    Some((rebuild_from, indexes)) if txn.last_offset >= *rebuild_from => {
+                        indexes.append(dir, segments, txn)
+                    }
+                    _ => Ok(()),
+                })?;
             }
         }
     }
@@ -1602,4 +1944,17 @@ fn refusal_message(why: batch::RecordRefusal, tp: &str, rules: &batch::RecordRul
             "Invalid timestamp type in topic partition {tp}. Producer should not set timestamp type to LogAppendTime."
         ),
     }
+}
+
+/// One producer a log holds state for, as DescribeProducers reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    /// The coordinator epoch of its last transaction marker, -1 before any.
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction, -1 without one.
+    pub current_txn_start_offset: i64,
 }

@@ -2,8 +2,7 @@
 //! last [`NUM_BATCHES_TO_RETAIN`] batches, so that a leader can reject sequence gaps, fence old
 //! epochs and answer a retried batch with the offsets it was first written at.
 //!
-//! This is Kafka's `ProducerStateManager` / `ProducerAppendInfo` / `ProducerStateEntry` without
-//! transactions:
+//! This is Kafka's `ProducerStateManager` / `ProducerAppendInfo` / `ProducerStateEntry`:
 //! - [`ProducerStateManager::validate_leader_append`] applies Kafka's client-append rules (see its
 //!   doc); follower appends and the rebuild from the log skip validation and call
 //!   [`ProducerStateManager::update`] directly, as Kafka does for the REPLICATION origin.
@@ -14,6 +13,16 @@
 //! - Snapshots are Kafka's producer snapshot files `{offset:020}.snapshot` in the partition
 //!   directory (format below), written when a segment rolls and when the log closes, so the
 //!   replay after a restart is short. Kafka's `DumpLogSegments` reads them.
+//! - Transactions, the partition side: a producer's first transactional batch opens its
+//!   transaction at that batch's first offset ([`ProducerStateEntry::current_txn_first_offset`]);
+//!   its control batch (a COMMIT or ABORT marker) closes it, through
+//!   [`ProducerStateManager::append_end_txn_marker`], which returns the [`CompletedTxn`]. The owner
+//!   writes an aborted one to the transaction index (with
+//!   [`ProducerStateManager::last_stable_offset`]) and then calls
+//!   [`ProducerStateManager::complete_txn`]. A completed transaction stays unstable until the high
+//!   watermark passes its marker ([`ProducerStateManager::on_high_watermark_updated`]), so the
+//!   first unstable offset ([`ProducerStateManager::first_unstable_offset`]) never lets a
+//!   read_committed consumer past data whose outcome a truncation could still undo.
 //! - Producers idle for `producer.id.expiration.ms` (by the timestamp of their last batch) are
 //!   removed by [`ProducerStateManager::remove_expired_producers`].
 //!
@@ -31,14 +40,18 @@
 //! Like Kafka's, a snapshot keeps only each producer's last batch, so after a restart a retry of
 //! an older in-flight batch is an out-of-order sequence rather than a duplicate.
 //!
-//! Not here: transactions (markers, ongoing-transaction tracking, the last stable offset), and
-//! any locking: the owning log serialises every call with its writer lock.
+//! A snapshot carries each producer's open transaction (`current_txn_first_offset`), so loading
+//! one reopens them; completed transactions awaiting the high watermark are not kept, and the
+//! replay after the snapshot completes them again.
+//!
+//! Not here: any locking: the owning log serialises every call with its writer lock.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::batch::{ControlRecordType, EndTxnMarker};
 use crate::checkpoint::{write_atomically, write_replacing};
 
 /// Kafka's `RecordBatch.NO_PRODUCER_ID`: a batch from a non-idempotent producer.
@@ -71,6 +84,14 @@ pub enum ProducerStateError {
     /// -> INVALID_PRODUCER_EPOCH (47)
     #[error("{0}")]
     InvalidProducerEpoch(String),
+    /// -> INVALID_TXN_STATE (48): a producer with an open transaction wrote a
+    /// non-transactional batch.
+    #[error("{0}")]
+    InvalidTxnState(String),
+    /// -> TRANSACTION_COORDINATOR_FENCED (52): a marker from a coordinator older than the one
+    /// that wrote the producer's last marker here.
+    #[error("{0}")]
+    TransactionCoordinatorFenced(String),
     #[error("I/O error on producer state file {path}: {source}")]
     Io {
         path: PathBuf,
@@ -91,6 +112,16 @@ fn io_error(path: &Path, source: io::Error) -> ProducerStateError {
 }
 
 /// Kafka's `DefaultRecordBatch.incrementSequence`: sequences wrap from i32::MAX to 0.
+/// The last sequence of a batch (Kafka's `DefaultRecordBatch.lastSequence`): none for a batch
+/// without a base sequence.
+pub fn batch_last_sequence(base_sequence: i32, last_offset_delta: i32) -> i32 {
+    if base_sequence == NO_SEQUENCE {
+        NO_SEQUENCE
+    } else {
+        increment_sequence(base_sequence, last_offset_delta)
+    }
+}
+
 pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
     if sequence > i32::MAX - increment {
         increment - (i32::MAX - sequence) - 1
@@ -125,6 +156,18 @@ pub struct ProducerBatch {
     pub last_offset: i64,
     /// The batch's max timestamp; also what producer id expiry is measured from.
     pub max_timestamp: i64,
+    /// Attributes bit 4: the batch belongs to the producer's transaction.
+    pub is_transactional: bool,
+}
+
+/// A transaction a marker closed on this partition (Kafka's `CompletedTxn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The marker's offset.
+    pub last_offset: i64,
+    pub is_aborted: bool,
 }
 
 /// Metadata of one retained batch of a producer.
@@ -145,10 +188,10 @@ pub struct ProducerStateEntry {
     /// Oldest first, at most [`NUM_BATCHES_TO_RETAIN`], all of `producer_epoch`.
     batches: VecDeque<BatchMetadata>,
     pub last_timestamp: i64,
-    /// Kept only so snapshots written by Kafka round-trip; -1 here.
+    /// The coordinator epoch of the producer's last marker, -1 before any.
     pub coordinator_epoch: i32,
-    /// Kept only so snapshots written by Kafka round-trip (and such producers do not expire, as
-    /// in Kafka); this crate never starts a transaction.
+    /// The first offset of the producer's open transaction on this partition. Such a producer
+    /// does not expire, as in Kafka: its transaction holds the last stable offset back.
     pub current_txn_first_offset: Option<i64>,
 }
 
@@ -196,6 +239,18 @@ impl ProducerStateEntry {
         self.last_timestamp = batch.max_timestamp;
     }
 
+    /// Kafka's `ProducerStateEntry#update` for a marker: a new epoch clears the retained
+    /// batches, and the transaction is closed.
+    fn end_txn(&mut self, producer_epoch: i16, coordinator_epoch: i32, timestamp: i64) {
+        if producer_epoch != self.producer_epoch {
+            self.batches.clear();
+            self.producer_epoch = producer_epoch;
+        }
+        self.coordinator_epoch = coordinator_epoch;
+        self.last_timestamp = timestamp;
+        self.current_txn_first_offset = None;
+    }
+
     fn duplicate_of(&self, epoch: i16, first_seq: i32, last_seq: i32) -> Option<&BatchMetadata> {
         if epoch != self.producer_epoch {
             return None;
@@ -227,14 +282,22 @@ fn check_leader_append(
     updated: Option<&ProducerStateEntry>,
     producer_id: i64,
     epoch: i16,
-    first_seq: i32,
-    last_seq: i32,
+    (first_seq, last_seq): (i32, i32),
+    is_transactional: bool,
 ) -> Result<LeaderAppendCheck, ProducerStateError> {
     if producer_id == NO_PRODUCER_ID {
         return Ok(LeaderAppendCheck::New);
     }
+    // A batch without a sequence is a coordinator's (the group coordinator's transactional
+    // offset commits, Kafka's `AppendOrigin.COORDINATOR`): its epoch is checked, its sequence
+    // is not, and it is never a duplicate. Clients cannot send one (the broker refuses a
+    // producer id without a sequence before the log sees it).
+    let from_coordinator = first_seq == NO_SEQUENCE;
     // Duplicates first, against what is already in the log (UnifiedLog.analyzeAndValidateProducerState).
-    if let Some(dup) = committed.and_then(|c| c.duplicate_of(epoch, first_seq, last_seq)) {
+    if let Some(dup) = committed
+        .filter(|_| !from_coordinator)
+        .and_then(|c| c.duplicate_of(epoch, first_seq, last_seq))
+    {
         return Ok(LeaderAppendCheck::Duplicate {
             first_offset: dup.first_offset,
             last_offset: dup.last_offset,
@@ -246,6 +309,14 @@ fn check_leader_append(
         return Err(ProducerStateError::InvalidProducerEpoch(format!(
             "epoch of producer {producer_id} is {epoch}, which is smaller than the last seen epoch {current_epoch}"
         )));
+    }
+    if !is_transactional && current.is_some_and(|e| e.current_txn_first_offset.is_some()) {
+        return Err(ProducerStateError::InvalidTxnState(format!(
+            "expected transactional write from producer {producer_id}"
+        )));
+    }
+    if from_coordinator {
+        return Ok(LeaderAppendCheck::New);
     }
     if epoch != current_epoch {
         // A bumped epoch starts at sequence 0. A producer we hold no state for (never seen, or
@@ -282,6 +353,11 @@ pub struct ProducerStateManager {
     map_end_offset: i64,
     /// The offset of the last snapshot taken or loaded.
     last_snap_offset: i64,
+    /// Open transactions: first offset -> producer id (Kafka's `ongoingTxns`).
+    ongoing_txns: BTreeMap<i64, i64>,
+    /// Transactions whose marker is at or above the high watermark: first offset -> (producer
+    /// id, marker offset) (Kafka's `unreplicatedTxns`).
+    unreplicated_txns: BTreeMap<i64, (i64, i64)>,
 }
 
 impl ProducerStateManager {
@@ -295,6 +371,8 @@ impl ProducerStateManager {
             snapshots: list_snapshots(dir)?,
             map_end_offset: 0,
             last_snap_offset: 0,
+            ongoing_txns: BTreeMap::new(),
+            unreplicated_txns: BTreeMap::new(),
         })
     }
 
@@ -333,6 +411,9 @@ impl ProducerStateManager {
     /// 4. same epoch: the first sequence must follow the last one written (i32::MAX wraps to
     ///    0): otherwise `OutOfOrderSequence`.
     ///
+    /// (With [`PendingAppend`], a non-transactional batch from a producer whose transaction is
+    /// open is `InvalidTxnState`, checked after the epoch.)
+    ///
     /// Non-idempotent batches (`producer_id == NO_PRODUCER_ID`) are always `New`. For a request
     /// with several batches of one producer use [`prepare_append`](Self::prepare_append).
     pub fn validate_leader_append(
@@ -347,8 +428,8 @@ impl ProducerStateManager {
             None,
             producer_id,
             epoch,
-            first_sequence,
-            last_sequence,
+            (first_sequence, last_sequence),
+            false,
         )
     }
 
@@ -367,12 +448,127 @@ impl ProducerStateManager {
     /// rebuild from the log). Advances the map end offset past it.
     pub fn update(&mut self, batch: &ProducerBatch) {
         if batch.producer_id != NO_PRODUCER_ID {
-            self.producers
+            let entry = self
+                .producers
                 .entry(batch.producer_id)
-                .or_insert_with(|| ProducerStateEntry::empty(batch.producer_id))
-                .add_batch(batch);
+                .or_insert_with(|| ProducerStateEntry::empty(batch.producer_id));
+            entry.add_batch(batch);
+            // Kafka's `appendDataBatch`: the first transactional batch opens the transaction.
+            if batch.is_transactional && entry.current_txn_first_offset.is_none() {
+                entry.current_txn_first_offset = Some(batch.first_offset);
+                self.ongoing_txns
+                    .insert(batch.first_offset, batch.producer_id);
+            }
         }
         self.map_end_offset = self.map_end_offset.max(batch.last_offset + 1);
+    }
+
+    /// Checks a marker the leader is about to write (Kafka's `checkProducerEpoch` and
+    /// `checkCoordinatorEpoch` for the coordinator's append): its producer epoch must not be
+    /// below the producer's, nor its coordinator epoch (None: a control batch without a
+    /// transaction marker) below that of the producer's last marker.
+    pub fn validate_end_txn_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: Option<i32>,
+    ) -> Result<(), ProducerStateError> {
+        let entry = self.producers.get(&producer_id);
+        let current = entry.map_or(NO_PRODUCER_EPOCH, |e| e.producer_epoch);
+        if producer_epoch < current {
+            return Err(ProducerStateError::InvalidProducerEpoch(format!(
+                "epoch of producer {producer_id} is {producer_epoch}, which is smaller than the \
+                 last seen epoch {current}"
+            )));
+        }
+        let last_coordinator_epoch = entry.map_or(-1, |e| e.coordinator_epoch);
+        if let Some(epoch) = coordinator_epoch.filter(|&e| e < last_coordinator_epoch) {
+            return Err(ProducerStateError::TransactionCoordinatorFenced(format!(
+                "invalid coordinator epoch for producer {producer_id}: {epoch} (zombie), \
+                 {last_coordinator_epoch} (current)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Applies a marker written at `offset` (Kafka's `ProducerAppendInfo#appendEndTxnMarker`,
+    /// without validation: the leader validated it, a follower copies it). Returns the transaction
+    /// it closed, if the producer had one open here: a marker of an empty transaction changes
+    /// no offset and needs no index entry. The caller then indexes an aborted transaction and
+    /// calls [`complete_txn`](Self::complete_txn).
+    pub fn append_end_txn_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTxnMarker,
+        offset: i64,
+        timestamp: i64,
+    ) -> Option<CompletedTxn> {
+        let entry = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerStateEntry::empty(producer_id));
+        let completed = entry
+            .current_txn_first_offset
+            .map(|first_offset| CompletedTxn {
+                producer_id,
+                first_offset,
+                last_offset: offset,
+                is_aborted: marker.control_type == ControlRecordType::Abort,
+            });
+        entry.end_txn(producer_epoch, marker.coordinator_epoch, timestamp);
+        self.map_end_offset = self.map_end_offset.max(offset + 1);
+        completed
+    }
+
+    /// Kafka's `lastStableOffset(CompletedTxn)`, what an aborted transaction's index entry
+    /// records: the first offset of the earliest other open transaction, or the offset after
+    /// the marker. A reader that has passed it needs no earlier index entry.
+    pub fn last_stable_offset(&self, completed: &CompletedTxn) -> i64 {
+        self.ongoing_txns
+            .iter()
+            .find(|(_, &pid)| pid != completed.producer_id)
+            .map_or(completed.last_offset + 1, |(&first, _)| first)
+    }
+
+    /// Moves a transaction a marker closed from the open ones to those awaiting the high
+    /// watermark. A transaction this state never saw open (its start is below a snapshot that
+    /// did not know it) is ignored.
+    pub fn complete_txn(&mut self, completed: CompletedTxn) {
+        if self.ongoing_txns.remove(&completed.first_offset).is_some() {
+            self.unreplicated_txns.insert(
+                completed.first_offset,
+                (completed.producer_id, completed.last_offset),
+            );
+        }
+    }
+
+    /// Forgets the completed transactions whose marker is below `high_watermark`: they no
+    /// longer hold the last stable offset back.
+    pub fn on_high_watermark_updated(&mut self, high_watermark: i64) {
+        self.unreplicated_txns
+            .retain(|_, &mut (_, last_offset)| last_offset >= high_watermark);
+    }
+
+    /// Kafka's `firstUnstableOffset`: the first offset of the earliest transaction that is open
+    /// or whose marker is not yet below the high watermark.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let ongoing = self.ongoing_txns.keys().next().copied();
+        let unreplicated = self.unreplicated_txns.keys().next().copied();
+        match (ongoing, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Kafka's `firstUndecidedOffset`: the first offset of the earliest open transaction.
+    pub fn first_undecided_offset(&self) -> Option<i64> {
+        self.ongoing_txns.keys().next().copied()
+    }
+
+    /// The open transactions: (first offset, producer id), oldest first.
+    pub fn ongoing_txns(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.ongoing_txns.iter().map(|(&first, &pid)| (first, pid))
     }
 
     /// Records that every batch below `offset` has been applied (e.g. batches without a
@@ -386,6 +582,7 @@ impl ProducerStateManager {
     pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
         let before = self.producers.len();
         let expiration_ms = self.producer_id_expiration_ms;
+        // A producer with an open transaction never expires, so `ongoing_txns` needs no change.
         self.producers
             .retain(|_, entry| !entry.is_expired(now_ms, expiration_ms));
         before - self.producers.len()
@@ -416,24 +613,48 @@ impl ProducerStateManager {
             self.delete_snapshot(offset)?;
         }
         if log_end_offset != self.map_end_offset {
-            self.producers.clear();
-            self.load_latest_snapshot(log_start_offset, now_ms)?;
+            self.clear();
+            self.load_latest_snapshot(log_start_offset, i64::MAX, now_ms)?;
         } else {
             self.on_log_start_offset_incremented(log_start_offset);
         }
         Ok(())
     }
 
+    /// Drops the state and loads the latest snapshot at or below `offset` (or starts empty at
+    /// `log_start_offset`), keeping the snapshots above it: for a recovery that must replay the
+    /// log from `offset` to rebuild what lies after it (the transaction index of recovered
+    /// segments).
+    pub fn reload_at_or_below(
+        &mut self,
+        log_start_offset: i64,
+        offset: i64,
+        now_ms: i64,
+    ) -> Result<(), ProducerStateError> {
+        self.clear();
+        self.load_latest_snapshot(log_start_offset, offset, now_ms)
+    }
+
+    fn clear(&mut self) {
+        self.producers.clear();
+        self.ongoing_txns.clear();
+        self.unreplicated_txns.clear();
+    }
+
     fn load_latest_snapshot(
         &mut self,
         log_start_offset: i64,
+        at_most: i64,
         now_ms: i64,
     ) -> Result<(), ProducerStateError> {
-        while let Some((&offset, path)) = self.snapshots.last_key_value() {
+        while let Some((&offset, path)) = self.snapshots.range(..=at_most).next_back() {
             match read_snapshot(path) {
                 Ok(entries) => {
                     for entry in entries {
                         if !entry.is_expired(now_ms, self.producer_id_expiration_ms) {
+                            if let Some(first) = entry.current_txn_first_offset {
+                                self.ongoing_txns.insert(first, entry.producer_id);
+                            }
                             self.producers.insert(entry.producer_id, entry);
                         }
                     }
@@ -455,13 +676,15 @@ impl ProducerStateManager {
 
     /// The log start offset moved up (retention, DeleteRecords).
     pub fn on_log_start_offset_incremented(&mut self, log_start_offset: i64) {
+        self.unreplicated_txns
+            .retain(|_, &mut (_, last_offset)| last_offset >= log_start_offset);
         self.map_end_offset = self.map_end_offset.max(log_start_offset);
         self.last_snap_offset = self.latest_snapshot_offset().unwrap_or(log_start_offset);
     }
 
     /// Drops all state and every snapshot; the log restarts empty at `offset`.
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), ProducerStateError> {
-        self.producers.clear();
+        self.clear();
         let all: Vec<i64> = self.snapshots.keys().copied().collect();
         for snapshot in all {
             self.delete_snapshot(snapshot)?;
@@ -575,13 +798,25 @@ impl PendingAppend<'_> {
         first_sequence: i32,
         last_sequence: i32,
     ) -> Result<LeaderAppendCheck, ProducerStateError> {
+        self.validate_leader_batch(producer_id, epoch, (first_sequence, last_sequence), false)
+    }
+
+    /// [`Self::validate_leader_append`] for a batch that may be transactional: a producer with
+    /// an open transaction (in the log or staged) must keep writing transactional batches.
+    pub fn validate_leader_batch(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        sequences: (i32, i32),
+        is_transactional: bool,
+    ) -> Result<LeaderAppendCheck, ProducerStateError> {
         check_leader_append(
             self.manager.producers.get(&producer_id),
             self.staged.get(&producer_id),
             producer_id,
             epoch,
-            first_sequence,
-            last_sequence,
+            sequences,
+            is_transactional,
         )
     }
 
@@ -599,6 +834,13 @@ impl PendingAppend<'_> {
                         .unwrap_or_else(|| ProducerStateEntry::empty(batch.producer_id))
                 })
                 .add_batch(&batch);
+            let entry = self
+                .staged
+                .get_mut(&batch.producer_id)
+                .expect("just staged");
+            if batch.is_transactional && entry.current_txn_first_offset.is_none() {
+                entry.current_txn_first_offset = Some(batch.first_offset);
+            }
         }
         self.batches.push(batch);
     }
@@ -773,6 +1015,7 @@ mod tests {
             first_offset,
             last_offset: first_offset + i64::from(count) - 1,
             max_timestamp: ts,
+            is_transactional: false,
         }
     }
 
@@ -1265,5 +1508,155 @@ mod tests {
         assert_eq!(state.map_end_offset(), 100);
         assert_eq!(state.producer_count(), 0);
         assert!(dir.path().join("junk.snapshot").exists());
+    }
+
+    fn txn_batch(pid: i64, first_seq: i32, count: i32, first_offset: i64) -> ProducerBatch {
+        ProducerBatch {
+            producer_id: pid,
+            is_transactional: true,
+            ..batch(0, first_seq, count, first_offset, 0)
+        }
+    }
+
+    fn marker(control_type: ControlRecordType) -> EndTxnMarker {
+        EndTxnMarker {
+            control_type,
+            coordinator_epoch: 3,
+        }
+    }
+
+    #[test]
+    fn transactions_open_at_their_first_batch_and_close_at_their_marker() {
+        let dir = TestDir::new("ps-txn");
+        let mut state = manager(&dir);
+        state.update(&txn_batch(1, 0, 2, 0)); // pid 1: 0-1
+        state.update(&txn_batch(2, 0, 1, 2)); // pid 2: 2
+        state.update(&txn_batch(1, 2, 1, 3)); // pid 1: 3, same transaction
+        assert_eq!(
+            state.last_entry(1).unwrap().current_txn_first_offset,
+            Some(0)
+        );
+        assert_eq!(
+            state.ongoing_txns().collect::<Vec<_>>(),
+            vec![(0, 1), (2, 2)]
+        );
+        assert_eq!(state.first_unstable_offset(), Some(0));
+
+        let done = state
+            .append_end_txn_marker(1, 0, marker(ControlRecordType::Abort), 4, 10)
+            .unwrap();
+        assert_eq!(
+            done,
+            CompletedTxn {
+                producer_id: 1,
+                first_offset: 0,
+                last_offset: 4,
+                is_aborted: true,
+            }
+        );
+        // The other producer's open transaction bounds what this abort's entry records.
+        assert_eq!(state.last_stable_offset(&done), 2);
+        state.complete_txn(done);
+        let entry = state.last_entry(1).unwrap();
+        assert_eq!(
+            (entry.current_txn_first_offset, entry.coordinator_epoch),
+            (None, 3)
+        );
+        assert_eq!(state.map_end_offset(), 5);
+        // Until the high watermark passes the marker the transaction is still unstable.
+        assert_eq!(state.first_unstable_offset(), Some(0));
+        assert_eq!(state.first_undecided_offset(), Some(2));
+        state.on_high_watermark_updated(4);
+        assert_eq!(state.first_unstable_offset(), Some(0));
+        state.on_high_watermark_updated(5);
+        assert_eq!(state.first_unstable_offset(), Some(2));
+
+        let done = state
+            .append_end_txn_marker(2, 0, marker(ControlRecordType::Commit), 5, 10)
+            .unwrap();
+        assert!(!done.is_aborted);
+        assert_eq!(state.last_stable_offset(&done), 6);
+        state.complete_txn(done);
+        state.on_high_watermark_updated(6);
+        assert_eq!(state.first_unstable_offset(), None);
+        // A marker with no open transaction closes nothing.
+        assert_eq!(
+            state.append_end_txn_marker(2, 0, marker(ControlRecordType::Commit), 6, 10),
+            None
+        );
+    }
+
+    #[test]
+    fn an_open_transaction_refuses_non_transactional_batches_and_old_epochs() {
+        let dir = TestDir::new("ps-txn-state");
+        let mut state = manager(&dir);
+        state.update(&txn_batch(PID, 0, 1, 0));
+        let pending = state.prepare_append();
+        assert!(matches!(
+            pending.validate_leader_batch(PID, 0, (1, 1), false),
+            Err(ProducerStateError::InvalidTxnState(_))
+        ));
+        assert_eq!(
+            outcome(pending.validate_leader_batch(PID, 0, (1, 1), true)),
+            Want::New
+        );
+        // Staged transactional batches open a transaction for the batches after them.
+        let mut pending = state.prepare_append();
+        pending.stage(txn_batch(7, 0, 1, 1));
+        assert!(matches!(
+            pending.validate_leader_batch(7, 0, (1, 1), false),
+            Err(ProducerStateError::InvalidTxnState(_))
+        ));
+        drop(pending);
+        assert!(state.validate_end_txn_marker(PID, 0, Some(0)).is_ok());
+        state.append_end_txn_marker(PID, 1, marker(ControlRecordType::Abort), 1, 0);
+        assert!(matches!(
+            state.validate_end_txn_marker(PID, 0, Some(3)),
+            Err(ProducerStateError::InvalidProducerEpoch(_))
+        ));
+        // The last marker came from coordinator epoch 3: an older coordinator is fenced.
+        assert!(matches!(
+            state.validate_end_txn_marker(PID, 1, Some(2)),
+            Err(ProducerStateError::TransactionCoordinatorFenced(_))
+        ));
+        assert!(state.validate_end_txn_marker(PID, 1, Some(3)).is_ok());
+        assert!(state.validate_end_txn_marker(PID, 1, None).is_ok());
+        // After the marker (which bumped the epoch) the producer writes at its new epoch.
+        assert_eq!(
+            outcome(state.validate_leader_append(PID, 1, 0, 0)),
+            Want::New
+        );
+    }
+
+    #[test]
+    fn snapshots_carry_open_transactions() {
+        let dir = TestDir::new("ps-txn-snap");
+        let mut state = manager(&dir);
+        state.update(&txn_batch(1, 0, 2, 0));
+        state.update(&txn_batch(2, 0, 2, 2));
+        let done = state
+            .append_end_txn_marker(2, 0, marker(ControlRecordType::Commit), 4, 0)
+            .unwrap();
+        state.complete_txn(done);
+        assert_eq!(state.take_snapshot().unwrap(), Some(5));
+        let bytes = fs::read(snapshot_path(dir.path(), 5)).unwrap();
+        // Producer 1's entry (the first, sorted by id) ends with current_txn_first_offset 0.
+        let first_entry_end = 10 + 46;
+        assert_eq!(
+            &bytes[first_entry_end - 8..first_entry_end],
+            &0i64.to_be_bytes()
+        );
+        assert_eq!(&bytes[first_entry_end + 46 - 8..], &(-1i64).to_be_bytes());
+
+        let mut reopened = manager(&dir);
+        reopened.truncate_and_reload(0, 5, 0).unwrap();
+        assert_eq!(reopened.ongoing_txns().collect::<Vec<_>>(), vec![(0, 1)]);
+        assert_eq!(reopened.first_unstable_offset(), Some(0));
+        assert_eq!(reopened.last_entry(2).unwrap().coordinator_epoch, 3);
+        // Reloading below a snapshot leaves it in place.
+        reopened.reload_at_or_below(0, 4, 0).unwrap();
+        assert_eq!(reopened.map_end_offset(), 0);
+        assert_eq!(reopened.first_unstable_offset(), None);
+        assert_eq!(reopened.snapshot_offsets(), vec![5]);
     }
 }

@@ -73,12 +73,14 @@ impl Resource for LogFile {
     }
 }
 
-/// Removes a segment's three files by name (segments never opened, at recovery).
+/// Removes a segment's files by name, its transaction index included (segments never opened,
+/// at recovery).
 pub(crate) fn remove_segment_files(dir: &Path, base_offset: i64) -> Result<()> {
     for name in [
         log_file_name(base_offset),
         index_file_name(base_offset),
         time_index_file_name(base_offset),
+        crate::txn_index::txn_index_file_name(base_offset),
     ] {
         let path = dir.join(name);
         match std::fs::remove_file(&path) {
@@ -806,10 +808,19 @@ impl LogSegment {
         }
     }
 
-    /// Removes the segment's files. Readers holding the segment can still read it.
+    /// Removes the segment's files, its transaction index included. Readers holding the
+    /// segment can still read it.
     pub fn delete_files(&self) -> Result<()> {
         self.pin_files();
-        for path in [&self.log_path, &self.index_path, &self.time_index_path] {
+        // A segment written under a suffix (a cleaning's `.cleaned`) has no transaction index
+        // of its own: the one named after its base belongs to the live segment.
+        let live = self.log_path.file_name() == Some(log_file_name(self.base_offset).as_ref());
+        let txn_index_path = live.then(|| {
+            self.log_path
+                .with_file_name(crate::txn_index::txn_index_file_name(self.base_offset))
+        });
+        let paths = [&self.log_path, &self.index_path, &self.time_index_path];
+        for path in paths.into_iter().chain(txn_index_path.as_ref()) {
             match std::fs::remove_file(path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -147,6 +147,72 @@ impl Coordinator {
         }
         Ok(())
     }
+
+    /// Replays a record of a transactional batch of `producer_id`: an offset committed inside
+    /// its transaction, pending until the transaction's marker is replayed.
+    pub fn replay_transactional(
+        &mut self,
+        partition: i32,
+        producer_id: i64,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), records::RecordError> {
+        let (
+            RecordKey::OffsetCommit {
+                group,
+                topic,
+                partition: tp,
+            },
+            Some(v),
+        ) = (records::decode_key(key)?, value)
+        else {
+            return self.replay(partition, key, value);
+        };
+        let value = records::decode_offset_commit_value(v)?;
+        let groups = &mut self
+            .shards
+            .entry(partition)
+            .or_insert_with(|| Shard::new(PartitionStatus::Loading))
+            .latest
+            .groups;
+        let entry = groups
+            .entry(group.clone())
+            .or_insert_with(|| Arc::new(Group::new(group, partition, value.commit_timestamp_ms)));
+        Arc::make_mut(entry)
+            .pending_txn_offsets
+            .entry(producer_id)
+            .or_default()
+            .insert((topic, tp), value);
+        Ok(())
+    }
+
+    /// Replays the marker of `producer_id`'s transaction: its pending offsets take effect
+    /// (`commit`) or are dropped.
+    pub fn replay_txn_marker(&mut self, partition: i32, producer_id: i64, commit: bool) {
+        let Some(shard) = self.shards.get_mut(&partition) else {
+            return;
+        };
+        let ids: Vec<String> = shard
+            .latest
+            .groups
+            .iter()
+            .filter(|(_, g)| g.pending_txn_offsets.contains_key(&producer_id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let g = Arc::make_mut(shard.latest.groups.get_mut(&id).expect("listed"));
+            if let Some(pending) = g.pending_txn_offsets.remove(&producer_id) {
+                if commit {
+                    for (tp, value) in pending {
+                        g.offsets.insert(tp, value);
+                    }
+                }
+            }
+            if g.is_disposable() {
+                shard.latest.groups.remove(&id);
+            }
+        }
+    }
 }
 
 pub(super) fn load_group_metadata(group: &mut Group, value: GroupMetadataValue) {

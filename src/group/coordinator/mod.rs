@@ -42,7 +42,8 @@ use kafka_protocol::messages::{
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
     LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
     OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
-    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -74,6 +75,7 @@ pub enum GroupRequest {
     DescribeGroups(DescribeGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
     OffsetDelete(OffsetDeleteRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
 }
 
 /// A response, shaped for the version of the request it answers.
@@ -89,6 +91,7 @@ pub enum GroupResponse {
     DescribeGroups(DescribeGroupsResponse),
     DeleteGroups(DeleteGroupsResponse),
     OffsetDelete(OffsetDeleteResponse),
+    TxnOffsetCommit(TxnOffsetCommitResponse),
 }
 
 /// One record for a partition of `__consumer_offsets`; `value: None` is a tombstone.
@@ -133,6 +136,9 @@ pub struct Outcome {
     /// high watermark. Responses of a call that spans partitions name their groups
     /// (DeleteGroups), so a failure in one partition fails only that partition's groups.
     pub partitions: BTreeSet<i32>,
+    /// The producer id and epoch whose transaction the records belong to (TxnOffsetCommit):
+    /// they are written as a transactional batch of that producer.
+    pub producer: Option<(i64, i16)>,
 }
 
 impl Outcome {
@@ -218,6 +224,7 @@ impl Coordinator {
             GroupRequest::LeaveGroup(r) => Some(r.group_id.as_str()),
             GroupRequest::OffsetCommit(r) => Some(r.group_id.as_str()),
             GroupRequest::OffsetDelete(r) => Some(r.group_id.as_str()),
+            GroupRequest::TxnOffsetCommit(r) => Some(r.group_id.as_str()),
             _ => None,
         };
         if let Some(group_id) = decides_on {
@@ -235,6 +242,7 @@ impl Coordinator {
             GroupRequest::DescribeGroups(r) => self.describe_groups(ctx, r),
             GroupRequest::DeleteGroups(r) => self.delete_groups(ctx, r),
             GroupRequest::OffsetDelete(r) => self.offset_delete(ctx, r),
+            GroupRequest::TxnOffsetCommit(r) => self.txn_offset_commit(ctx, r, now_ms),
         }
         self.finish_operation()
     }

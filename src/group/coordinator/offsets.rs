@@ -9,8 +9,10 @@ use kafka_protocol::messages::{
         OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
         OffsetFetchResponseTopics,
     },
+    txn_offset_commit_response::{TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic},
     OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
-    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 
 use crate::group::records::{self, OffsetCommitValue};
@@ -145,15 +147,176 @@ impl Coordinator {
         );
     }
 
+    // ---------------------------------------------------------------- TxnOffsetCommit
+
+    /// TxnOffsetCommit: offsets committed inside a producer's transaction, written as part of
+    /// it (a transactional batch of that producer) and pending until its marker reaches the
+    /// partition ([`Coordinator::complete_transaction`]). The member checks are Kafka's for
+    /// transactional commits: a request without member information (v0-2, or a producer
+    /// outside the group) is accepted, a named member must exist, a given generation must be
+    /// the group's, and a rebalance in progress does not refuse it.
+    pub(super) fn txn_offset_commit(
+        &mut self,
+        ctx: &RequestContext,
+        req: TxnOffsetCommitRequest,
+        now_ms: i64,
+    ) {
+        let group_id = req.group_id.0.to_string();
+        let respond_all = |this: &mut Self, e: Option<ResponseError>| {
+            let c = e.map_or(0, code);
+            let topics = req
+                .topics
+                .iter()
+                .map(|t| {
+                    TxnOffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    TxnOffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(c)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            this.respond(
+                ctx.token,
+                GroupResponse::TxnOffsetCommit(
+                    TxnOffsetCommitResponse::default().with_topics(topics),
+                ),
+            );
+        };
+        if let Err(e) = self.check_coordinator(&group_id) {
+            return respond_all(self, Some(e));
+        }
+        if self.group(&group_id).is_none() {
+            let partition = self.partition_for(&group_id);
+            self.insert_group(Group::new(group_id.clone(), partition, now_ms));
+        }
+        let group = self.group(&group_id).expect("group exists");
+        let member_id = req.member_id.to_string();
+        if group.state == GroupState::Dead {
+            return respond_all(self, Some(ResponseError::CoordinatorNotAvailable));
+        }
+        if let Some(instance) = req.group_instance_id.as_ref().map(|s| s.to_string()) {
+            if group
+                .static_members
+                .get(&instance)
+                .is_some_and(|m| *m != member_id)
+            {
+                return respond_all(self, Some(ResponseError::FencedInstanceId));
+            }
+        }
+        if !member_id.is_empty() && !group.members.contains_key(&member_id) {
+            return respond_all(self, Some(ResponseError::UnknownMemberId));
+        }
+        if req.generation_id >= 0 && req.generation_id != group.generation_id {
+            return respond_all(self, Some(ResponseError::IllegalGeneration));
+        }
+        let partition = group.partition;
+        let max_metadata = self.config.offset_metadata_max_bytes;
+        let producer_id = req.producer_id.0;
+        let mut topics = Vec::new();
+        let mut committed = Vec::new();
+        for topic in &req.topics {
+            let mut partitions = Vec::new();
+            for p in &topic.partitions {
+                let metadata = p
+                    .committed_metadata
+                    .as_ref()
+                    .map(|m| m.to_string())
+                    .unwrap_or_default();
+                let error = if metadata.encode_utf16().count() > max_metadata {
+                    code(ResponseError::OffsetMetadataTooLarge)
+                } else {
+                    committed.push((
+                        topic.name.0.to_string(),
+                        p.partition_index,
+                        OffsetCommitValue {
+                            committed_offset: p.committed_offset,
+                            leader_epoch: p.committed_leader_epoch,
+                            metadata,
+                            commit_timestamp_ms: now_ms,
+                            expire_timestamp_ms: -1,
+                        },
+                    ));
+                    0
+                };
+                partitions.push(
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error),
+                );
+            }
+            topics.push(
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(partitions),
+            );
+        }
+        if !committed.is_empty() {
+            self.out.producer = Some((producer_id, req.producer_epoch));
+        }
+        for (topic, tp, value) in committed {
+            let key = records::encode_offset_commit_key(&group_id, &topic, tp);
+            let encoded = records::encode_offset_commit_value(&value);
+            self.append(partition, key, Some(encoded));
+            self.group_mut(&group_id)
+                .expect("group exists")
+                .pending_txn_offsets
+                .entry(producer_id)
+                .or_default()
+                .insert((topic, tp), value);
+        }
+        self.maybe_dispose(&group_id);
+        self.respond(
+            ctx.token,
+            GroupResponse::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics)),
+        );
+    }
+
+    /// The marker of `producer_id`'s transaction reached `partition` (written there, or
+    /// replayed): its pending offsets take effect (`commit`) or are dropped.
+    pub fn complete_transaction(
+        &mut self,
+        partition: i32,
+        producer_id: i64,
+        commit: bool,
+        now_ms: i64,
+    ) -> Outcome {
+        self.start_operation();
+        let ids: Vec<String> = self
+            .groups_of(partition)
+            .filter(|g| g.pending_txn_offsets.contains_key(&producer_id))
+            .map(|g| g.group_id.clone())
+            .collect();
+        for id in ids {
+            let group = self.group_mut(&id).expect("listed");
+            if let Some(pending) = group.pending_txn_offsets.remove(&producer_id) {
+                if commit {
+                    for (tp, value) in pending {
+                        group.offsets.insert(tp, value);
+                    }
+                }
+            }
+            self.maybe_dispose(&id);
+        }
+        let _ = now_ms;
+        self.finish_operation()
+    }
+
     // ---------------------------------------------------------------- OffsetFetch
 
     pub(super) fn offset_fetch(&mut self, ctx: &RequestContext, req: OffsetFetchRequest) {
         let v = ctx.api_version;
         // Offsets come from the durable state: a commit whose write has not reached the high
-        // watermark is not shown. No transactional offsets exist here, so require_stable never
-        // has to answer UNSTABLE_OFFSET_COMMIT. (Kafka's new coordinator answers require_stable
-        // from the latest state once the pending writes are durable; the durable state is what
-        // the classic coordinator serves.)
+        // watermark is not shown. With require_stable (v7+), a partition with offsets committed
+        // in a transaction not yet ended answers UNSTABLE_OFFSET_COMMIT, as Kafka's: the client
+        // retries until the transaction ends.
+        let require_stable = v >= 7 && req.require_stable;
         if v >= 8 {
             let groups = req
                 .groups
@@ -164,6 +327,7 @@ impl Coordinator {
                             .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                             .collect::<Vec<_>>()
                     });
+                    let group_id = g.group_id.0.to_string();
                     match self.fetch_offsets(&g.group_id.0, topics.as_deref()) {
                         Ok(found) => OffsetFetchResponseGroup::default()
                             .with_group_id(g.group_id.clone())
@@ -176,7 +340,18 @@ impl Coordinator {
                                             .with_partitions(
                                                 parts
                                                     .into_iter()
-                                                    .map(|(p, o)| fetched_partitions(p, o))
+                                                    .map(|(p, o)| {
+                                                        let r = fetched_partitions(p, o);
+                                                        if require_stable
+                                                            && self.has_pending_txn_offset(
+                                                                &group_id, &topic, p,
+                                                            )
+                                                        {
+                                                            unstable_partitions(r)
+                                                        } else {
+                                                            r
+                                                        }
+                                                    })
                                                     .collect(),
                                             )
                                     })
@@ -208,7 +383,20 @@ impl Coordinator {
                             .with_partitions(
                                 parts
                                     .into_iter()
-                                    .map(|(p, o)| fetched_partition(p, o, v))
+                                    .map(|(p, o)| {
+                                        let r = fetched_partition(p, o, v);
+                                        if require_stable
+                                            && self.has_pending_txn_offset(
+                                                &req.group_id.0,
+                                                &topic,
+                                                p,
+                                            )
+                                        {
+                                            unstable_partition(r)
+                                        } else {
+                                            r
+                                        }
+                                    })
                                     .collect(),
                             )
                     })
@@ -241,6 +429,16 @@ impl Coordinator {
             }
         };
         self.respond(ctx.token, GroupResponse::OffsetFetch(response));
+    }
+
+    /// Whether a transaction not yet ended committed an offset for `topic`-`p` of the group.
+    fn has_pending_txn_offset(&self, group_id: &str, topic: &str, p: i32) -> bool {
+        let key = (topic.to_owned(), p);
+        self.group(group_id).is_some_and(|g| {
+            g.pending_txn_offsets
+                .values()
+                .any(|offsets| offsets.contains_key(&key))
+        })
     }
 
     /// Durable committed offsets of a group: for the requested partitions (missing ones as `None`), or
@@ -408,4 +606,18 @@ impl Coordinator {
         }
         self.finish_operation()
     }
+}
+
+fn unstable_partition(r: OffsetFetchResponsePartition) -> OffsetFetchResponsePartition {
+    r.with_committed_offset(-1)
+        .with_metadata(None)
+        .with_error_code(code(ResponseError::UnstableOffsetCommit))
+}
+
+fn unstable_partitions(
+    r: kafka_protocol::messages::offset_fetch_response::OffsetFetchResponsePartitions,
+) -> kafka_protocol::messages::offset_fetch_response::OffsetFetchResponsePartitions {
+    r.with_committed_offset(-1)
+        .with_metadata(None)
+        .with_error_code(code(ResponseError::UnstableOffsetCommit))
 }

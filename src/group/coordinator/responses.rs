@@ -200,6 +200,7 @@ impl GroupResponse {
             GroupResponse::DescribeGroups(r) => K::DescribeGroups(r),
             GroupResponse::DeleteGroups(r) => K::DeleteGroups(r),
             GroupResponse::OffsetDelete(r) => K::OffsetDelete(r),
+            GroupResponse::TxnOffsetCommit(r) => K::TxnOffsetCommit(r),
         }
     }
 
@@ -217,6 +218,7 @@ impl GroupResponse {
             GroupResponse::DescribeGroups(_) => A::DescribeGroups,
             GroupResponse::DeleteGroups(_) => A::DeleteGroups,
             GroupResponse::OffsetDelete(_) => A::OffsetDelete,
+            GroupResponse::TxnOffsetCommit(_) => A::TxnOffsetCommit,
         }
     }
 }
@@ -236,6 +238,7 @@ impl GroupRequest {
             GroupRequest::DescribeGroups(_) => A::DescribeGroups,
             GroupRequest::DeleteGroups(_) => A::DeleteGroups,
             GroupRequest::OffsetDelete(_) => A::OffsetDelete,
+            GroupRequest::TxnOffsetCommit(_) => A::TxnOffsetCommit,
         }
     }
 }
@@ -262,6 +265,13 @@ impl GroupResponse {
                 }
             }
             GroupResponse::OffsetDelete(r) if r.error_code == 0 => r.error_code = c,
+            GroupResponse::TxnOffsetCommit(r) => {
+                for p in r.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                    if p.error_code == 0 {
+                        p.error_code = c;
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -301,6 +311,7 @@ impl GroupResponse {
             A::OffsetDelete => {
                 GroupResponse::OffsetDelete(OffsetDeleteResponse::default().with_error_code(c))
             }
+            A::TxnOffsetCommit => GroupResponse::TxnOffsetCommit(Default::default()),
             _ => GroupResponse::Heartbeat(HeartbeatResponse::default().with_error_code(c)),
         }
     }

@@ -107,6 +107,10 @@ pub(super) struct Group {
     /// subscription parsed; `None` means unknown (treated as subscribed to everything).
     pub(super) subscribed_topics: Option<HashSet<String>>,
     pub(super) offsets: OrdMap<(String, i32), OffsetCommitValue>,
+    /// Offsets committed inside transactions not yet ended, by producer id (Kafka's
+    /// `pendingTransactionalOffsetCommits`): they take effect when the transaction's COMMIT
+    /// marker reaches this partition and are dropped by its ABORT.
+    pub(super) pending_txn_offsets: OrdMap<i64, OrdMap<(String, i32), OffsetCommitValue>>,
     pub(super) next_join_seq: u64,
 }
 
@@ -130,6 +134,7 @@ impl Group {
             assignment_pending: false,
             subscribed_topics: Some(HashSet::new()),
             offsets: OrdMap::new(),
+            pending_txn_offsets: OrdMap::new(),
             next_join_seq: 0,
         }
     }
@@ -287,6 +292,7 @@ impl Group {
             && self.members.is_empty()
             && self.pending_members.is_empty()
             && self.offsets.is_empty()
+            && self.pending_txn_offsets.is_empty()
             && self.generation_id == 0
             && self.protocol_type.is_none()
     }

@@ -211,3 +211,98 @@ fn offsets_expire_after_retention() {
     let now = h.now;
     assert!(h.c.expire_offsets(now + 10 * retention).records.is_empty());
 }
+
+/// A TxnOffsetCommit of `offset` for `t`-0 by producer `pid` at version 3, with no member.
+fn txn_commit(h: &mut H, group: &str, pid: i64, offset: i64) -> (Vec<i16>, Option<(i64, i16)>) {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{ProducerId, TransactionalId, TxnOffsetCommitRequest};
+    let req = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(s("tx")))
+        .with_group_id(GroupId(s(group)))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(2)
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)])]);
+    let (t, out) = h.call(3, GroupRequest::TxnOffsetCommit(req));
+    let Some(GroupResponse::TxnOffsetCommit(r)) = out.response_for(t) else {
+        panic!("no TxnOffsetCommit response");
+    };
+    let codes = r
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    (codes, out.producer)
+}
+
+/// OffsetFetch v7 of `t`-0 with require_stable: (offset, error).
+fn fetch_stable(h: &mut H, group: &str) -> (i64, i16) {
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_require_stable(true)
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_partition_indexes(vec![0])]));
+    let (t, out) = h.call(7, GroupRequest::OffsetFetch(req));
+    let Some(GroupResponse::OffsetFetch(r)) = out.response_for(t) else {
+        panic!("no fetch response");
+    };
+    let p = &r.topics[0].partitions[0];
+    (p.committed_offset, p.error_code)
+}
+
+#[test]
+fn transactional_offsets_take_effect_only_with_their_commit_marker() {
+    let mut h = H::new();
+    h.commit(8, "g", -1, "", &[("t", 0, 5)]);
+    let (codes, producer) = txn_commit(&mut h, "g", 77, 9);
+    assert_eq!(codes, vec![0]);
+    // Written as the producer's transactional batch.
+    assert_eq!(producer, Some((77, 2)));
+    // Pending: the committed offset is still 5; a stable read is refused until the end.
+    assert_eq!(h.fetch(7, "g", "t", 0).0, 5);
+    assert_eq!(
+        fetch_stable(&mut h, "g"),
+        (-1, E::UnstableOffsetCommit.code())
+    );
+    let partition = h.c.partition_for("g");
+    // The ABORT marker drops the offset.
+    let mut out = h.c.complete_transaction(partition, 77, false, h.now);
+    h.check(&mut out);
+    assert_eq!(fetch_stable(&mut h, "g"), (5, 0));
+    // Another transaction's COMMIT marker makes its offset the committed one.
+    txn_commit(&mut h, "g", 78, 11);
+    let mut out = h.c.complete_transaction(partition, 78, true, h.now);
+    h.check(&mut out);
+    assert_eq!(fetch_stable(&mut h, "g"), (11, 0));
+    // A marker of a producer with nothing pending changes nothing.
+    let mut out = h.c.complete_transaction(partition, 79, true, h.now);
+    h.check(&mut out);
+    assert_eq!(fetch_stable(&mut h, "g"), (11, 0));
+}
+
+#[test]
+fn replayed_transactional_offsets_wait_for_their_replayed_marker() {
+    let mut h = H::new();
+    txn_commit(&mut h, "g", 77, 9);
+    txn_commit(&mut h, "g", 78, 12);
+    let records = h.log.clone();
+    let partition = h.c.partition_for("g");
+    let mut c = Coordinator::new(GroupConfig::default(), 7);
+    c.begin_load(partition);
+    c.replay_transactional(partition, 77, &records[0].key, records[0].value.as_deref())
+        .unwrap();
+    c.replay_transactional(partition, 78, &records[1].key, records[1].value.as_deref())
+        .unwrap();
+    c.replay_txn_marker(partition, 78, false);
+    c.replay_txn_marker(partition, 77, true);
+    c.complete_load(partition, 0);
+    let mut h = H::around(c, 2_000);
+    assert_eq!(fetch_stable(&mut h, "g"), (9, 0));
+}

@@ -3,9 +3,10 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+    PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchResponse, ResponseKind};
+use kafka_protocol::messages::{BrokerId, FetchResponse, ProducerId, ResponseKind};
 
 use super::FetchServices;
 use crate::errors::ApiError;
@@ -33,8 +34,7 @@ pub(super) fn encode(
         let (has_records_or_error, hw, log_start) = match read.result {
             Ok((records, offsets)) => {
                 data.high_watermark = offsets.high_watermark;
-                // No transactions yet: the last stable offset is the high watermark.
-                data.last_stable_offset = offsets.high_watermark;
+                data.last_stable_offset = offsets.last_stable_offset;
                 if version >= 5 {
                     data.log_start_offset = offsets.log_start_offset;
                 }
@@ -86,8 +86,19 @@ pub(super) fn encode(
                 (true, -1, -1)
             }
         };
-        // No transactions: read_committed gets an empty list, read_uncommitted null, as Kafka.
-        data.aborted_transactions = read_committed.then(Vec::new);
+        // read_committed gets a list (empty when nothing read was aborted), read_uncommitted
+        // null, as Kafka.
+        data.aborted_transactions = read_committed.then(|| {
+            read.aborted_transactions
+                .iter()
+                .flatten()
+                .map(|t| {
+                    AbortedTransaction::default()
+                        .with_producer_id(ProducerId(t.producer_id))
+                        .with_first_offset(t.first_offset)
+                })
+                .collect()
+        });
         if plan.incremental
             && !services.sessions.should_send(
                 plan.session_id,

@@ -68,10 +68,13 @@ pub fn cleanable_range(log: &Log, now_ms: i64) -> Result<CleanableRange> {
     }
     // Only what is durable: a cleaning must not drop a record for a newer one that a power
     // loss could still take (Kafka cleans up to the high watermark alone).
+    // Nor past an open transaction: its records may yet be aborted, and an aborted record must
+    // never take the place of a committed one (Kafka cleans below the last stable offset).
     let mut first_uncleanable = log
         .high_watermark()
         .min(view.active_base_offset)
-        .min(log.recovery_point());
+        .min(log.recovery_point())
+        .min(log.first_unstable_offset().unwrap_or(i64::MAX));
     let lag = log.config().min_compaction_lag_ms;
     if lag > 0 {
         for (i, seg) in view.segments.iter().enumerate() {

@@ -164,6 +164,7 @@ fn for_each_batch(
 fn build_offset_map(
     view: &CleaningView,
     range: CleanableRange,
+    aborted: &Aborted,
     map: &mut OffsetMap,
     load_factor: f64,
     throttle: &mut dyn FnMut(u64),
@@ -199,7 +200,9 @@ fn build_offset_map(
                 }
                 bytes += batch.len() as u64;
                 throttle(batch.len() as u64);
-                if !h.is_control() {
+                // An aborted transaction's records never replace a key's committed value
+                // (Kafka's cleaner leaves aborted batches out of the offset map).
+                if !h.is_control() && !aborted.holds(&h) {
                     let section = &batch[crate::batch::RECORD_BATCH_OVERHEAD..];
                     let codec = h.compression_codec() as u8;
                     let decompressed;
@@ -603,6 +606,13 @@ pub fn clean_until(
     let mut view = log.cleaning_view();
     let aborts = view.cleaning_aborts;
     let done = || should_stop() || log.cleaning_aborts() != aborts;
+    // A policy change away from compact bumps the abort counter; one that came before the view
+    // was taken (after the log was picked) is seen here instead.
+    if !log.config().compact {
+        return Ok(CleanOutcome::Abandoned {
+            stats: CleanerStats::default(),
+        });
+    }
     let halted = |stats| {
         if should_stop() {
             CleanOutcome::Stopped { stats }
@@ -618,15 +628,25 @@ pub fn clean_until(
             .first_uncleanable
             .min(view.active_base_offset)
             .min(log.high_watermark())
-            .min(log.recovery_point()),
+            .min(log.recovery_point())
+            .min(log.first_unstable_offset().unwrap_or(i64::MAX)),
     };
     if view.segments.is_empty() || range.first_dirty >= range.first_uncleanable {
         return Ok(CleanOutcome::Nothing);
     }
     let mut stats = CleanerStats::default();
     let started = std::time::Instant::now();
-    let (bytes, records) =
-        build_offset_map(&view, range, map, settings.load_factor, throttle, &done)?;
+    let aborted =
+        Aborted::new(log.collect_aborted_transactions(range.first_dirty, range.first_uncleanable));
+    let (bytes, records) = build_offset_map(
+        &view,
+        range,
+        &aborted,
+        map,
+        settings.load_factor,
+        throttle,
+        &done,
+    )?;
     stats.map_seconds = started.elapsed().as_secs_f64();
     if done() {
         return Ok(halted(stats));
@@ -667,3 +687,34 @@ pub fn clean_until(
 
 #[cfg(test)]
 mod tests;
+
+/// The aborted transactions of a cleaned range, by producer: whether a transactional batch
+/// belongs to one of them.
+struct Aborted {
+    by_producer: std::collections::HashMap<i64, Vec<(i64, i64)>>,
+}
+
+impl Aborted {
+    fn new(list: Vec<crate::txn_index::AbortedTxn>) -> Aborted {
+        let mut by_producer: std::collections::HashMap<i64, Vec<(i64, i64)>> =
+            std::collections::HashMap::new();
+        for a in list {
+            by_producer
+                .entry(a.producer_id)
+                .or_default()
+                .push((a.first_offset, a.last_offset));
+        }
+        Aborted { by_producer }
+    }
+
+    /// `h` is a transactional batch inside one of its producer's aborted transactions (from the
+    /// transaction's first offset to its ABORT marker).
+    fn holds(&self, h: &crate::batch::BatchHeader) -> bool {
+        h.is_transactional()
+            && self.by_producer.get(&h.producer_id).is_some_and(|ranges| {
+                ranges
+                    .iter()
+                    .any(|&(first, last)| first <= h.base_offset && h.base_offset <= last)
+            })
+    }
+}

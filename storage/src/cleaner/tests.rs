@@ -694,6 +694,72 @@ fn a_truncation_or_a_deletion_rewrites_the_cleaner_checkpoint_file() {
     );
 }
 
+#[test]
+fn a_cleaned_segment_keeps_the_aborted_transactions_of_the_segments_it_replaces() {
+    use crate::batch::builder::transactional;
+    use crate::batch::{ControlRecordType, EndTxnMarker};
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    let abort = EndTxnMarker {
+        control_type: ControlRecordType::Abort,
+        coordinator_epoch: 0,
+    };
+    let aborted_txn = |pid: i64| {
+        let spec = Spec {
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: 0,
+            ..Spec::default()
+        };
+        let b = batch_with_keys(
+            &spec,
+            &[Some(b"key-1".as_slice())],
+            &[b"aborted".as_slice()],
+        );
+        log.append_as_leader(&transactional(&b), 0, NOW).unwrap();
+        log.append_end_txn_marker_as_leader(pid, 0, abort, 0, NOW)
+            .unwrap();
+        fill(&log, 100, 10, 4, 0);
+    };
+    aborted_txn(1);
+    aborted_txn(2);
+    log.roll(NOW).unwrap();
+    let leo = log.log_end_offset();
+    let entries = |log: &Log| {
+        log.collect_aborted_transactions(0, leo)
+            .iter()
+            .map(|t| (t.producer_id, t.first_offset, t.last_offset))
+            .collect::<Vec<_>>()
+    };
+    let before = entries(&log);
+    assert_eq!(before, vec![(1, 0, 1), (2, 102, 103)]);
+    assert!(log.segment_count() > 3);
+    let mut map = OffsetMap::new(1 << 16);
+    clean_all(&log, &mut map, NOW);
+    assert!(log.segment_count() <= 2, "{} segments", log.segment_count());
+    assert_eq!(entries(&log), before);
+    let bases = log.segment_base_offsets();
+    let index_bases: Vec<i64> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_str()?.to_owned();
+            name.strip_suffix(".txnindex")?.parse().ok()
+        })
+        .collect();
+    assert_eq!(
+        index_bases,
+        vec![bases[0]],
+        "one index, the cleaned segment's"
+    );
+    log.close().unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), config(), leo, true, NOW).unwrap();
+    assert_eq!(entries(&log), before, "after a clean reopen");
+    drop(log);
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    assert_eq!(entries(&log), before, "after recovery");
+}
+
 /// A topic deleted and created again under its name while a cleaning of the deleted log runs:
 /// the cleaning is abandoned, swaps nothing into the new log and leaves no file in its dir
 /// (the deleted log's path names the new log's dir by then), and the new log has no cleaner
@@ -854,4 +920,63 @@ fn a_corrupt_batch_header_fails_the_cleaning_and_drops_nothing() {
     // The first segment is the one on disk, every batch of it still there.
     let after = std::fs::read(&path).unwrap();
     assert_eq!(after.len(), bytes.len(), "{kept_before} batches before");
+}
+
+/// A key's committed value stays when an aborted transaction wrote the key again later (the
+/// aborted record is not in the offset map), and nothing from an open transaction on is cleaned
+/// (the cleanable range ends at the first unstable offset), as in Kafka.
+#[test]
+fn an_aborted_record_never_replaces_a_committed_value_and_an_open_transaction_stays_dirty() {
+    use crate::batch::builder::transactional;
+    use crate::batch::{ControlRecordType, EndTxnMarker};
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    let keyed =
+        |spec: &Spec, key: &[u8], value: &[u8]| batch_with_keys(spec, &[Some(key)], &[value]);
+    log.append_as_leader(&keyed(&Spec::default(), b"key-x", b"committed"), 0, NOW)
+        .unwrap();
+    fill(&log, 40, 5, 5, 0);
+    let txn = |producer_id: i64| Spec {
+        producer_id,
+        producer_epoch: 0,
+        base_sequence: 0,
+        ..Spec::default()
+    };
+    log.append_as_leader(
+        &transactional(&keyed(&txn(1), b"key-x", b"aborted")),
+        0,
+        NOW,
+    )
+    .unwrap();
+    let abort = EndTxnMarker {
+        control_type: ControlRecordType::Abort,
+        coordinator_epoch: 0,
+    };
+    log.append_end_txn_marker_as_leader(1, 0, abort, 0, NOW)
+        .unwrap();
+    fill(&log, 40, 5, 5, 0);
+    let open_at = log.log_end_offset();
+    log.append_as_leader(&transactional(&keyed(&txn(2), b"key-0", b"open")), 0, NOW)
+        .unwrap();
+    fill(&log, 40, 5, 5, 0);
+    log.roll(NOW).unwrap();
+    assert_eq!(log.first_unstable_offset(), Some(open_at));
+    let from_open =
+        |rs: &[(i64, Vec<u8>, Option<Vec<u8>>)]| rs.iter().filter(|(o, ..)| *o >= open_at).count();
+    let before = records(&log);
+    let mut map = OffsetMap::new(1 << 16);
+    clean_all(&log, &mut map, NOW);
+    let after = records(&log);
+    assert!(after.len() < before.len(), "something was cleaned");
+    assert!(
+        after
+            .iter()
+            .any(|(_, k, v)| k == b"key-x" && v.as_deref() == Some(b"committed".as_slice())),
+        "the committed value of key-x is kept"
+    );
+    assert_eq!(
+        from_open(&after),
+        from_open(&before),
+        "nothing from the open transaction on"
+    );
 }

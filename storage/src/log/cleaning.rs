@@ -372,6 +372,10 @@ impl Log {
             view.truncation_generation =
                 self.truncation_generation.fetch_add(2, Ordering::SeqCst) + 2;
             self.set_segments(list);
+            let old_bases: Vec<i64> = old.iter().map(|s| s.base_offset()).collect();
+            self.txn_indexes
+                .lock()
+                .replace(&self.dir, base, &old_bases)?;
             // The producer snapshots of the replaced segments go with them (as Kafka's
             // replaceSegments does): else each roll of a compacted log would leave one for good.
             // Renamed `.deleted` here and removed with the segments' files. Best effort: the

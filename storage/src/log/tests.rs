@@ -1241,3 +1241,209 @@ fn empty_indexes_of_inactive_segments_stay_empty_across_opens() {
     assert_eq!(log.log_end_offset(), 40);
     assert_eq!(log.segment_base_offsets(), bases);
 }
+
+fn transactional(pid: i64, epoch: i16, seq: i32, count: usize) -> Vec<u8> {
+    builder::transactional(&idempotent(pid, epoch, seq, count))
+}
+
+fn marker(control_type: batch::ControlRecordType) -> EndTxnMarker {
+    EndTxnMarker {
+        control_type,
+        coordinator_epoch: 1,
+    }
+}
+
+fn aborted(log: &Log, from: i64, upper: i64) -> Vec<(i64, i64, i64, i64)> {
+    log.collect_aborted_transactions(from, upper)
+        .iter()
+        .map(|t| {
+            (
+                t.producer_id,
+                t.first_offset,
+                t.last_offset,
+                t.last_stable_offset,
+            )
+        })
+        .collect()
+}
+
+fn txn_index_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().to_owned())
+        .filter(|n| n.ends_with(".txnindex"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn transactions_hold_the_last_stable_offset_and_aborts_are_indexed() {
+    use batch::ControlRecordType::{Abort, Commit};
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    log.append_as_leader(&simple(2, 10, 0), 0, 0).unwrap(); // 0-1
+    log.append_as_leader(&transactional(1, 0, 0, 2), 0, 0)
+        .unwrap(); // 2-3
+    log.append_as_leader(&transactional(2, 0, 0, 1), 0, 0)
+        .unwrap(); // 4
+    log.append_as_leader(&transactional(1, 0, 2, 1), 0, 0)
+        .unwrap(); // 5
+    assert_eq!(log.ongoing_transactions(), vec![(2, 1), (4, 2)]);
+    log.update_high_watermark(6);
+    assert_eq!(
+        (log.first_unstable_offset(), log.last_stable_offset()),
+        (Some(2), 2)
+    );
+    log.update_high_watermark(1);
+    assert_eq!(
+        log.last_stable_offset(),
+        1,
+        "never above the high watermark"
+    );
+
+    // A non-transactional batch from a producer in a transaction is refused.
+    assert!(matches!(
+        log.append_as_leader(&idempotent(1, 0, 3, 1), 0, 0),
+        Err(StorageError::InvalidTxnState(_))
+    ));
+    let info = log
+        .append_end_txn_marker_as_leader(1, 0, marker(Abort), 0, 0)
+        .unwrap();
+    assert_eq!(info.first_offset, 6);
+    // The abort is complete but its marker is not below the high watermark yet.
+    log.update_high_watermark(6);
+    assert_eq!(log.last_stable_offset(), 2);
+    log.update_high_watermark(7);
+    assert_eq!(log.last_stable_offset(), 4);
+    // Producer 2's open transaction bounds the entry's last stable offset.
+    assert_eq!(aborted(&log, 0, 7), vec![(1, 2, 6, 4)]);
+    assert_eq!(aborted(&log, 6, 7), vec![(1, 2, 6, 4)]);
+    assert_eq!(aborted(&log, 7, 8), vec![]);
+    assert_eq!(aborted(&log, 0, 2), vec![]);
+
+    log.append_end_txn_marker_as_leader(2, 0, marker(Commit), 0, 0)
+        .unwrap(); // 7
+    log.update_high_watermark(8);
+    assert_eq!(
+        (log.first_unstable_offset(), log.last_stable_offset()),
+        (None, 8)
+    );
+    assert_eq!(
+        aborted(&log, 0, 8),
+        vec![(1, 2, 6, 4)],
+        "a commit is not indexed"
+    );
+    // A marker of an older epoch is fenced; after the abort the producer writes anew.
+    log.append_end_txn_marker_as_leader(1, 1, marker(Abort), 0, 0)
+        .unwrap(); // 8, an empty transaction: nothing indexed
+    assert!(matches!(
+        log.append_end_txn_marker_as_leader(1, 0, marker(Abort), 0, 0),
+        Err(StorageError::InvalidProducerEpoch(_))
+    ));
+    // So is a marker from a coordinator older than the last marker's (epoch 1).
+    let zombie = EndTxnMarker {
+        control_type: Abort,
+        coordinator_epoch: 0,
+    };
+    assert!(matches!(
+        log.append_end_txn_marker_as_leader(1, 1, zombie, 0, 0),
+        Err(StorageError::TransactionCoordinatorFenced(_))
+    ));
+    assert_eq!(aborted(&log, 0, 9).len(), 1);
+    log.append_as_leader(&idempotent(1, 1, 0, 1), 0, 0).unwrap();
+
+    // A clean restart reads the index back; an unclean one rebuilds it from the markers.
+    let leo = log.log_end_offset();
+    log.close().unwrap();
+    drop(log);
+    assert!(!txn_index_files(dir.path()).is_empty());
+    let log = Log::open(dir.path(), small_config(), leo, true, 0).unwrap();
+    assert_eq!(aborted(&log, 0, leo), vec![(1, 2, 6, 4)]);
+    drop(log);
+    let indexes = txn_index_files(dir.path());
+    for name in &indexes {
+        std::fs::remove_file(dir.path().join(name)).unwrap();
+    }
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "snapshot") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    assert_eq!(aborted(&log, 0, leo), vec![(1, 2, 6, 4)]);
+    assert_eq!(txn_index_files(dir.path()), indexes);
+    assert_eq!(log.first_unstable_offset(), None);
+}
+
+#[test]
+fn open_transactions_survive_restart_and_follow_truncation() {
+    use batch::ControlRecordType::Abort;
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    log.append_as_leader(&transactional(1, 0, 0, 2), 0, 0)
+        .unwrap(); // 0-1
+    log.roll(0).unwrap(); // snapshot at 2 carries the open transaction
+    log.append_as_leader(&transactional(1, 0, 2, 2), 0, 0)
+        .unwrap(); // 2-3
+    log.append_end_txn_marker_as_leader(1, 0, marker(Abort), 0, 0)
+        .unwrap(); // 4
+    log.append_as_leader(&transactional(3, 0, 0, 1), 0, 0)
+        .unwrap(); // 5
+    assert_eq!(aborted(&log, 0, 6), vec![(1, 0, 4, 5)]);
+    assert_eq!(log.first_unstable_offset(), Some(5));
+
+    // Truncating below the marker reopens the transaction and drops its entry.
+    log.truncate_to(4).unwrap();
+    assert_eq!(aborted(&log, 0, 4), vec![]);
+    assert!(txn_index_files(dir.path()).is_empty());
+    assert_eq!(log.ongoing_transactions(), vec![(0, 1)]);
+    assert_eq!(log.first_unstable_offset(), Some(0));
+
+    // Restarts, clean (from the snapshot) and unclean (from the log), keep it open.
+    log.close().unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), small_config(), 4, true, 0).unwrap();
+    assert_eq!(log.ongoing_transactions(), vec![(0, 1)]);
+    drop(log);
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    assert_eq!(log.ongoing_transactions(), vec![(0, 1)]);
+    assert_eq!(log.last_stable_offset(), 0);
+    // Deleting the segment that opened it does not take the last stable offset below the
+    // log start.
+    log.update_high_watermark(4);
+    log.delete_records_before(2).unwrap();
+    assert_eq!(log.first_unstable_offset(), Some(2));
+}
+
+#[test]
+fn a_follower_rebuilds_transactions_from_the_leaders_batches() {
+    use crate::batch::builder::{batch, Spec};
+    let leader = tempfile::tempdir().unwrap();
+    let follower = tempfile::tempdir().unwrap();
+    let leader_log = Log::open(leader.path(), small_config(), 0, false, 0).unwrap();
+    let follower_log = Log::open(follower.path(), small_config(), 0, false, 0).unwrap();
+    leader_log
+        .append_as_leader(&transactional(4, 0, 0, 3), 1, 0)
+        .unwrap();
+    leader_log
+        .append_as_leader(&batch(&Spec::default(), &[b"plain".as_slice()]), 1, 0)
+        .unwrap();
+    leader_log
+        .append_end_txn_marker_as_leader(4, 0, marker(batch::ControlRecordType::Abort), 1, 0)
+        .unwrap();
+    leader_log
+        .append_as_leader(&transactional(5, 0, 0, 1), 1, 0)
+        .unwrap();
+    let all = leader_log.read(0, 1 << 20, i64::MAX, true).unwrap();
+    follower_log.append_as_follower(&all.records).unwrap();
+    for log in [&leader_log, &follower_log] {
+        assert_eq!(aborted(log, 0, 6), vec![(4, 0, 4, 5)]);
+        assert_eq!(log.ongoing_transactions(), vec![(5, 5)]);
+    }
+    assert_eq!(
+        txn_index_files(leader.path()),
+        txn_index_files(follower.path())
+    );
+}

@@ -1,0 +1,755 @@
+//! One transactional id's state and the transitions the coordinator's APIs make of it (Kafka's
+//! `TransactionMetadata`): each decision validates the request against the current state and
+//! returns the state to write (a [`Transit`]); the state changes only once that write is
+//! durable ([`TxnMetadata::complete`]). While a write is in flight the id has a *pending*
+//! state and other operations on it get CONCURRENT_TRANSACTIONS.
+//!
+//! Pure: no I/O, no clock (time comes in as `now_ms`), no producer id allocation (a decision
+//! that needs a fresh producer id says so, and is made again with one).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::records::TxnLogValue;
+use crate::errors::ApiError;
+
+pub const NO_PRODUCER_ID: i64 = -1;
+pub const NO_PRODUCER_EPOCH: i16 = -1;
+
+/// Kafka's `TransactionState`, with its ids as written in `__transaction_state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TxnState {
+    Empty,
+    Ongoing,
+    PrepareCommit,
+    PrepareAbort,
+    CompleteCommit,
+    CompleteAbort,
+    Dead,
+    PrepareEpochFence,
+}
+
+impl TxnState {
+    pub const ALL: [TxnState; 8] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Dead,
+        TxnState::PrepareEpochFence,
+    ];
+
+    pub fn id(self) -> i8 {
+        match self {
+            TxnState::Empty => 0,
+            TxnState::Ongoing => 1,
+            TxnState::PrepareCommit => 2,
+            TxnState::PrepareAbort => 3,
+            TxnState::CompleteCommit => 4,
+            TxnState::CompleteAbort => 5,
+            TxnState::Dead => 6,
+            TxnState::PrepareEpochFence => 7,
+        }
+    }
+
+    pub fn from_id(id: i8) -> Option<TxnState> {
+        TxnState::ALL.into_iter().find(|s| s.id() == id)
+    }
+
+    /// The name DescribeTransactions and ListTransactions answer (Kafka's `TransactionState.name`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnState::Empty => "Empty",
+            TxnState::Ongoing => "Ongoing",
+            TxnState::PrepareCommit => "PrepareCommit",
+            TxnState::PrepareAbort => "PrepareAbort",
+            TxnState::CompleteCommit => "CompleteCommit",
+            TxnState::CompleteAbort => "CompleteAbort",
+            TxnState::Dead => "Dead",
+            TxnState::PrepareEpochFence => "PrepareEpochFence",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<TxnState> {
+        TxnState::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The states a transition to `self` may start from (Kafka's `validPreviousStates`).
+    fn valid_previous(self) -> &'static [TxnState] {
+        use TxnState::*;
+        match self {
+            Empty => &[Empty, CompleteCommit, CompleteAbort],
+            Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
+            PrepareCommit => &[Ongoing],
+            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            CompleteCommit => &[PrepareCommit],
+            CompleteAbort => &[PrepareAbort],
+            Dead => &[Empty, CompleteAbort, CompleteCommit],
+            PrepareEpochFence => &[Ongoing],
+        }
+    }
+
+    /// A transaction is open: its partitions may hold records not yet committed or aborted.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+        )
+    }
+}
+
+/// How a transaction ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnResult {
+    Commit,
+    Abort,
+}
+
+/// A topic partition in a transaction.
+pub type TxnPartition = (String, i32);
+
+/// The state a decision writes. It becomes the id's state once durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transit {
+    pub producer_id: i64,
+    pub previous_producer_id: i64,
+    pub next_producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub state: TxnState,
+    pub partitions: BTreeSet<TxnPartition>,
+    pub start_ms: i64,
+    pub last_update_ms: i64,
+    pub client_transaction_version: i16,
+}
+
+impl Transit {
+    /// The record value this transit is written as.
+    pub fn log_value(&self) -> TxnLogValue {
+        let mut partitions: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for (topic, p) in &self.partitions {
+            partitions.entry(topic.clone()).or_default().push(*p);
+        }
+        TxnLogValue {
+            producer_id: self.producer_id,
+            previous_producer_id: self.previous_producer_id,
+            next_producer_id: self.next_producer_id,
+            producer_epoch: self.producer_epoch,
+            timeout_ms: self.timeout_ms,
+            state: self.state,
+            partitions,
+            last_update_ms: self.last_update_ms,
+            start_ms: self.start_ms,
+            client_transaction_version: self.client_transaction_version,
+        }
+    }
+}
+
+/// One transactional id's state (Kafka's `TransactionMetadata`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnMetadata {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub previous_producer_id: i64,
+    pub next_producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub state: TxnState,
+    pub partitions: BTreeSet<TxnPartition>,
+    pub start_ms: i64,
+    pub last_update_ms: i64,
+    pub client_transaction_version: i16,
+    /// The state of the write in flight, if any.
+    pub pending: Option<TxnState>,
+}
+
+/// An epoch may be handed out to a producer only below this, so the coordinator can always
+/// fence one more time (Kafka's `isEpochExhausted`).
+pub fn is_epoch_exhausted(epoch: i16) -> bool {
+    epoch >= i16::MAX - 1
+}
+
+/// What InitProducerId decided.
+#[derive(Debug, PartialEq, Eq)]
+pub enum InitDecision {
+    /// Write this transit, then answer its producer id and epoch.
+    Write(Transit),
+    /// An open transaction must be aborted first (with this fencing transit's epoch); the
+    /// client is answered CONCURRENT_TRANSACTIONS and retries.
+    FenceAndAbort(Transit),
+    /// Decide again with a fresh producer id.
+    NeedProducerId,
+}
+
+impl TxnMetadata {
+    /// A transactional id seen for the first time: `producer_id` freshly allocated, no epoch yet.
+    pub fn new(transactional_id: &str, producer_id: i64, timeout_ms: i32, now_ms: i64) -> Self {
+        TxnMetadata {
+            transactional_id: transactional_id.to_owned(),
+            producer_id,
+            previous_producer_id: NO_PRODUCER_ID,
+            next_producer_id: NO_PRODUCER_ID,
+            producer_epoch: NO_PRODUCER_EPOCH,
+            last_producer_epoch: NO_PRODUCER_EPOCH,
+            timeout_ms,
+            state: TxnState::Empty,
+            partitions: BTreeSet::new(),
+            start_ms: -1,
+            last_update_ms: now_ms,
+            client_transaction_version: 0,
+            pending: None,
+        }
+    }
+
+    /// The state a `__transaction_state` value describes (a load).
+    pub fn from_log(transactional_id: &str, v: &TxnLogValue) -> Self {
+        TxnMetadata {
+            transactional_id: transactional_id.to_owned(),
+            producer_id: v.producer_id,
+            previous_producer_id: v.previous_producer_id,
+            next_producer_id: v.next_producer_id,
+            producer_epoch: v.producer_epoch,
+            last_producer_epoch: NO_PRODUCER_EPOCH,
+            timeout_ms: v.timeout_ms,
+            state: v.state,
+            partitions: v
+                .partitions
+                .iter()
+                .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+                .collect(),
+            start_ms: v.start_ms,
+            last_update_ms: v.last_update_ms,
+            client_transaction_version: v.client_transaction_version,
+            pending: None,
+        }
+    }
+
+    fn transit(&self) -> Transit {
+        Transit {
+            producer_id: self.producer_id,
+            previous_producer_id: self.producer_id,
+            next_producer_id: NO_PRODUCER_ID,
+            producer_epoch: self.producer_epoch,
+            last_producer_epoch: self.last_producer_epoch,
+            timeout_ms: self.timeout_ms,
+            state: self.state,
+            partitions: self.partitions.clone(),
+            start_ms: self.start_ms,
+            last_update_ms: self.last_update_ms,
+            client_transaction_version: 0,
+        }
+    }
+
+    /// Marks `t` pending (Kafka's `prepareTransitionTo`). Panics on a transition the state
+    /// machine does not allow: every caller checked the state first.
+    fn prepare(&mut self, t: Transit) -> Transit {
+        assert!(
+            self.pending.is_none(),
+            "{}: a transition to {:?} while one to {:?} is pending",
+            self.transactional_id,
+            t.state,
+            self.pending
+        );
+        assert!(
+            t.state.valid_previous().contains(&self.state),
+            "{}: no transition from {:?} to {:?}",
+            self.transactional_id,
+            self.state,
+            t.state
+        );
+        self.pending = Some(t.state);
+        t
+    }
+
+    /// The write of `t` is durable: it becomes the state.
+    pub fn complete(&mut self, t: &Transit) {
+        self.pending = None;
+        self.producer_id = t.producer_id;
+        self.previous_producer_id = t.previous_producer_id;
+        self.next_producer_id = t.next_producer_id;
+        self.producer_epoch = t.producer_epoch;
+        self.last_producer_epoch = t.last_producer_epoch;
+        self.timeout_ms = t.timeout_ms;
+        self.state = t.state;
+        self.partitions = t.partitions.clone();
+        self.start_ms = t.start_ms;
+        self.last_update_ms = t.last_update_ms;
+        self.client_transaction_version = t.client_transaction_version;
+    }
+
+    /// The write failed: nothing changes.
+    pub fn abandon(&mut self) {
+        self.pending = None;
+    }
+
+    /// InitProducerId (Kafka's `prepareInitProducerIdTransit`). `expected` is the KIP-360
+    /// producer id and epoch a client recovering from an error sends; `fresh_id` a producer id
+    /// allocated because a previous call answered [`InitDecision::NeedProducerId`].
+    pub fn init_producer_id(
+        &mut self,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+        fresh_id: Option<i64>,
+        now_ms: i64,
+    ) -> Result<InitDecision, ApiError> {
+        if self.pending.is_some() {
+            return Err(ApiError::ConcurrentTransactions);
+        }
+        if let Some((id, epoch)) = expected {
+            let valid = self.producer_epoch == NO_PRODUCER_EPOCH
+                || id == self.producer_id
+                || (id == self.previous_producer_id && is_epoch_exhausted(epoch));
+            if !valid {
+                return Err(ApiError::ProducerFenced);
+            }
+        }
+        match self.state {
+            TxnState::PrepareAbort | TxnState::PrepareCommit => {
+                Err(ApiError::ConcurrentTransactions)
+            }
+            TxnState::Empty | TxnState::CompleteAbort | TxnState::CompleteCommit => {
+                let rotate = is_epoch_exhausted(self.producer_epoch)
+                    && expected.is_none_or(|(_, e)| e == self.producer_epoch);
+                if rotate {
+                    let Some(id) = fresh_id else {
+                        return Ok(InitDecision::NeedProducerId);
+                    };
+                    let mut t = self.transit();
+                    t.producer_id = id;
+                    t.producer_epoch = 0;
+                    t.last_producer_epoch = if expected.is_some() {
+                        self.producer_epoch
+                    } else {
+                        NO_PRODUCER_EPOCH
+                    };
+                    t.timeout_ms = timeout_ms;
+                    t.state = TxnState::Empty;
+                    t.partitions.clear();
+                    t.start_ms = -1;
+                    t.last_update_ms = now_ms;
+                    return Ok(InitDecision::Write(self.prepare(t)));
+                }
+                let bumped = self.producer_epoch.wrapping_add(1).max(0);
+                let (epoch, last) = match expected {
+                    None => (bumped, NO_PRODUCER_EPOCH),
+                    Some((_, e))
+                        if self.producer_epoch == NO_PRODUCER_EPOCH || e == self.producer_epoch =>
+                    {
+                        (bumped, self.producer_epoch)
+                    }
+                    // A retry of a bump whose answer was lost: answer the same epoch again.
+                    Some((_, e)) if e == self.last_producer_epoch => {
+                        (self.producer_epoch, self.last_producer_epoch)
+                    }
+                    Some(_) => return Err(ApiError::ProducerFenced),
+                };
+                let mut t = self.transit();
+                t.previous_producer_id = self.previous_producer_id;
+                t.producer_epoch = epoch;
+                t.last_producer_epoch = last;
+                t.timeout_ms = timeout_ms;
+                t.state = TxnState::Empty;
+                t.partitions.clear();
+                t.start_ms = -1;
+                t.last_update_ms = now_ms;
+                Ok(InitDecision::Write(self.prepare(t)))
+            }
+            TxnState::Ongoing => Ok(InitDecision::FenceAndAbort(self.fence_epoch())),
+            TxnState::Dead | TxnState::PrepareEpochFence => Err(ApiError::UnknownServerError(
+                format!("transactional id in state {:?}", self.state),
+            )),
+        }
+    }
+
+    /// Bumps the epoch to fence the current producer of an ongoing transaction before aborting
+    /// it (Kafka's `prepareFenceProducerEpoch`), for InitProducerId and the timeout. The bumped
+    /// epoch is kept only in the abort that follows; it is never answered to a client. The
+    /// epoch in memory changes only once that abort is durable, so a fence whose write failed
+    /// left nothing behind, and the next fence bumps again from the same epoch: always above
+    /// the producer's (Kafka bumps its in-memory epoch before the write and so must reuse it
+    /// after a failure, `hasFailedEpochFence`).
+    fn fence_epoch(&mut self) -> Transit {
+        let epoch = self.producer_epoch.saturating_add(1);
+        let mut t = self.transit();
+        t.previous_producer_id = self.previous_producer_id;
+        t.producer_epoch = epoch;
+        t.last_producer_epoch = NO_PRODUCER_EPOCH;
+        t.state = TxnState::PrepareEpochFence;
+        self.prepare(t)
+    }
+
+    fn check_producer(&self, producer_id: i64, producer_epoch: i16) -> Result<(), ApiError> {
+        if self.producer_id != producer_id {
+            Err(ApiError::InvalidProducerIdMapping)
+        } else if self.producer_epoch != producer_epoch {
+            Err(ApiError::ProducerFenced)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// AddPartitionsToTxn (and AddOffsetsToTxn, which adds the group's offsets partition).
+    /// `Ok(None)`: every partition is already in the ongoing transaction, nothing to write.
+    pub fn add_partitions(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &BTreeSet<TxnPartition>,
+        now_ms: i64,
+    ) -> Result<Option<Transit>, ApiError> {
+        self.check_producer(producer_id, producer_epoch)?;
+        if self.pending.is_some()
+            || matches!(self.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+        {
+            return Err(ApiError::ConcurrentTransactions);
+        }
+        if self.state == TxnState::Ongoing && partitions.is_subset(&self.partitions) {
+            return Ok(None);
+        }
+        let mut t = self.transit();
+        t.previous_producer_id = self.previous_producer_id;
+        t.client_transaction_version = self.client_transaction_version;
+        if matches!(
+            self.state,
+            TxnState::Empty | TxnState::CompleteAbort | TxnState::CompleteCommit
+        ) {
+            t.start_ms = now_ms;
+        }
+        t.partitions.extend(partitions.iter().cloned());
+        t.state = TxnState::Ongoing;
+        t.last_update_ms = now_ms;
+        Ok(Some(self.prepare(t)))
+    }
+
+    /// Whether a transactional produce to `partition` belongs to the ongoing transaction
+    /// (KIP-890's verification): Kafka's `handleVerifyPartitionsInTransaction`.
+    pub fn verify_partition(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        partition: &TxnPartition,
+    ) -> Result<(), ApiError> {
+        self.check_producer(producer_id, producer_epoch)?;
+        if matches!(self.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            return Err(ApiError::ConcurrentTransactions);
+        }
+        if self.partitions.contains(partition) {
+            Ok(())
+        } else {
+            Err(ApiError::TransactionAbortable)
+        }
+    }
+
+    /// EndTxn, from a client or (with `from_client` false) from the coordinator aborting an
+    /// expired or fenced transaction. `Ok(None)`: a retry of an EndTxn that already completed,
+    /// answered without a write.
+    pub fn end_transaction(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        result: TxnResult,
+        from_client: bool,
+        now_ms: i64,
+    ) -> Result<Option<Transit>, ApiError> {
+        if self.producer_id != producer_id {
+            return Err(ApiError::InvalidProducerIdMapping);
+        }
+        let fencing = self.pending == Some(TxnState::PrepareEpochFence);
+        let valid_epoch = (!from_client || producer_epoch == self.producer_epoch)
+            && producer_epoch >= self.producer_epoch;
+        if !valid_epoch && !fencing {
+            return Err(ApiError::ProducerFenced);
+        }
+        if self.pending.is_some() && !fencing {
+            return Err(ApiError::ConcurrentTransactions);
+        }
+        let invalid = || {
+            Err(ApiError::InvalidTxnState(format!(
+                "the transaction is {:?}, it cannot be ended with {result:?}",
+                self.state
+            )))
+        };
+        match (self.state, result) {
+            (TxnState::Ongoing, _) => {
+                let mut t = self.transit();
+                t.previous_producer_id = self.previous_producer_id;
+                t.client_transaction_version = self.client_transaction_version;
+                if fencing {
+                    if result != TxnResult::Abort {
+                        return invalid();
+                    }
+                    // The fence's epoch goes into the abort.
+                    self.pending = None;
+                    t.producer_epoch = producer_epoch;
+                    t.last_producer_epoch = NO_PRODUCER_EPOCH;
+                }
+                t.state = match result {
+                    TxnResult::Commit => TxnState::PrepareCommit,
+                    TxnResult::Abort => TxnState::PrepareAbort,
+                };
+                t.last_update_ms = now_ms;
+                Ok(Some(self.prepare(t)))
+            }
+            (TxnState::CompleteCommit, TxnResult::Commit)
+            | (TxnState::CompleteAbort, TxnResult::Abort) => Ok(None),
+            (TxnState::PrepareCommit, TxnResult::Commit)
+            | (TxnState::PrepareAbort, TxnResult::Abort) => Err(ApiError::ConcurrentTransactions),
+            _ => invalid(),
+        }
+    }
+
+    /// The markers of a prepared transaction are all written: its completion to write.
+    pub fn complete_transaction(&mut self, now_ms: i64) -> Option<Transit> {
+        if self.pending.is_some() {
+            return None;
+        }
+        let state = match self.state {
+            TxnState::PrepareCommit => TxnState::CompleteCommit,
+            TxnState::PrepareAbort => TxnState::CompleteAbort,
+            _ => return None,
+        };
+        let mut t = self.transit();
+        t.previous_producer_id = self.previous_producer_id;
+        t.client_transaction_version = self.client_transaction_version;
+        t.state = state;
+        t.partitions.clear();
+        t.last_producer_epoch = self.producer_epoch;
+        t.last_update_ms = now_ms;
+        Some(self.prepare(t))
+    }
+
+    /// An ongoing transaction past its timeout, to be aborted by the coordinator: the fencing
+    /// transit that starts the abort (Kafka's `abortTimedOutTransactions`).
+    pub fn expire(&mut self, now_ms: i64) -> Option<Transit> {
+        let expired = self.state == TxnState::Ongoing
+            && self.pending.is_none()
+            && self.start_ms + i64::from(self.timeout_ms) < now_ms;
+        expired.then(|| self.fence_epoch())
+    }
+
+    /// An id idle past `transactional.id.expiration.ms` with no open transaction is removed
+    /// (Kafka writes a tombstone after a transition to Dead).
+    pub fn is_expired_id(&self, expiration_ms: i64, now_ms: i64) -> bool {
+        self.pending.is_none()
+            && matches!(
+                self.state,
+                TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+            )
+            && self.last_update_ms + expiration_ms <= now_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(list: &[(&str, i32)]) -> BTreeSet<TxnPartition> {
+        list.iter().map(|(t, p)| ((*t).to_owned(), *p)).collect()
+    }
+
+    fn init(m: &mut TxnMetadata, now: i64) -> Transit {
+        match m.init_producer_id(m.timeout_ms, None, None, now).unwrap() {
+            InitDecision::Write(t) => {
+                m.complete(&t);
+                t
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_new_id_gets_epoch_0_and_each_init_bumps_it() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        assert_eq!(init(&mut m, 1).producer_epoch, 0);
+        assert_eq!(init(&mut m, 2).producer_epoch, 1);
+        assert_eq!((m.producer_id, m.state), (7, TxnState::Empty));
+    }
+
+    #[test]
+    fn commit_goes_through_prepare_and_complete() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        let t = m
+            .add_partitions(7, 0, &parts(&[("a", 0), ("b", 1)]), 10)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            m.add_partitions(7, 0, &parts(&[("a", 0)]), 11),
+            Err(ApiError::ConcurrentTransactions)
+        );
+        m.complete(&t);
+        assert_eq!((m.state, m.start_ms), (TxnState::Ongoing, 10));
+        assert_eq!(m.add_partitions(7, 0, &parts(&[("a", 0)]), 11), Ok(None));
+        assert!(m.verify_partition(7, 0, &("a".into(), 0)).is_ok());
+        assert_eq!(
+            m.verify_partition(7, 0, &("c".into(), 0)),
+            Err(ApiError::TransactionAbortable)
+        );
+        let t = m
+            .end_transaction(7, 0, TxnResult::Commit, true, 20)
+            .unwrap()
+            .unwrap();
+        m.complete(&t);
+        assert_eq!(m.state, TxnState::PrepareCommit);
+        assert_eq!(
+            m.end_transaction(7, 0, TxnResult::Commit, true, 21),
+            Err(ApiError::ConcurrentTransactions)
+        );
+        assert!(matches!(
+            m.end_transaction(7, 0, TxnResult::Abort, true, 21),
+            Err(ApiError::InvalidTxnState(_))
+        ));
+        let t = m.complete_transaction(22).unwrap();
+        m.complete(&t);
+        assert_eq!(m.state, TxnState::CompleteCommit);
+        assert!(m.partitions.is_empty());
+        // A retried commit is answered without a write.
+        assert_eq!(
+            m.end_transaction(7, 0, TxnResult::Commit, true, 23),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn wrong_producer_or_epoch_is_refused() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        init(&mut m, 2);
+        let p = parts(&[("a", 0)]);
+        assert_eq!(
+            m.add_partitions(8, 1, &p, 3),
+            Err(ApiError::InvalidProducerIdMapping)
+        );
+        assert_eq!(m.add_partitions(7, 0, &p, 3), Err(ApiError::ProducerFenced));
+        assert!(matches!(
+            m.end_transaction(7, 1, TxnResult::Commit, true, 3),
+            Err(ApiError::InvalidTxnState(_))
+        ));
+        assert_eq!(
+            m.end_transaction(7, 0, TxnResult::Commit, true, 3),
+            Err(ApiError::ProducerFenced)
+        );
+    }
+
+    #[test]
+    fn init_during_a_transaction_fences_and_aborts_it() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        let t = m
+            .add_partitions(7, 0, &parts(&[("a", 0)]), 2)
+            .unwrap()
+            .unwrap();
+        m.complete(&t);
+        let fence = match m.init_producer_id(60_000, None, None, 3).unwrap() {
+            InitDecision::FenceAndAbort(t) => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(fence.producer_epoch, 1);
+        let abort = m
+            .end_transaction(7, fence.producer_epoch, TxnResult::Abort, false, 3)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (abort.state, abort.producer_epoch),
+            (TxnState::PrepareAbort, 1)
+        );
+        m.complete(&abort);
+        // The old producer is fenced; the new one is told to retry until the abort completes.
+        assert_eq!(
+            m.add_partitions(7, 0, &parts(&[("a", 0)]), 4),
+            Err(ApiError::ProducerFenced)
+        );
+        assert_eq!(
+            m.init_producer_id(60_000, None, None, 4),
+            Err(ApiError::ConcurrentTransactions)
+        );
+        let done = m.complete_transaction(5).unwrap();
+        m.complete(&done);
+        assert_eq!(init(&mut m, 6).producer_epoch, 2);
+    }
+
+    #[test]
+    fn a_fence_whose_write_failed_is_followed_by_one_above_the_producers_epoch() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        let t = m
+            .add_partitions(7, 0, &parts(&[("a", 0)]), 2)
+            .unwrap()
+            .unwrap();
+        m.complete(&t);
+        for attempt in 0..2 {
+            let fence = match m.init_producer_id(60_000, None, None, 3).unwrap() {
+                InitDecision::FenceAndAbort(t) => t,
+                other => panic!("{other:?}"),
+            };
+            let abort = m
+                .end_transaction(7, fence.producer_epoch, TxnResult::Abort, false, 3)
+                .unwrap()
+                .unwrap();
+            // Above the producer's epoch 0, so its delayed writes are refused at the partitions.
+            assert_eq!(abort.producer_epoch, 1, "attempt {attempt}");
+            // The write of the abort failed: nothing changed.
+            m.abandon();
+            assert_eq!((m.state, m.producer_epoch), (TxnState::Ongoing, 0));
+        }
+    }
+
+    #[test]
+    fn an_exhausted_epoch_rotates_the_producer_id() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        m.producer_epoch = i16::MAX - 1;
+        assert_eq!(
+            m.init_producer_id(60_000, None, None, 2),
+            Ok(InitDecision::NeedProducerId)
+        );
+        let t = match m.init_producer_id(60_000, None, Some(99), 2).unwrap() {
+            InitDecision::Write(t) => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            (t.producer_id, t.producer_epoch, t.previous_producer_id),
+            (99, 0, 7)
+        );
+    }
+
+    #[test]
+    fn kip_360_recovery_keeps_the_id_and_refuses_strangers() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        let t = match m.init_producer_id(60_000, Some((7, 0)), None, 2).unwrap() {
+            InitDecision::Write(t) => t,
+            other => panic!("{other:?}"),
+        };
+        m.complete(&t);
+        assert_eq!((m.producer_epoch, m.last_producer_epoch), (1, 0));
+        // The answer was lost and the client retries with the epoch it had.
+        let t = match m.init_producer_id(60_000, Some((7, 0)), None, 3).unwrap() {
+            InitDecision::Write(t) => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(t.producer_epoch, 1);
+        m.abandon();
+        assert_eq!(
+            m.init_producer_id(60_000, Some((5, 0)), None, 3),
+            Err(ApiError::ProducerFenced)
+        );
+    }
+
+    #[test]
+    fn a_transaction_past_its_timeout_expires() {
+        let mut m = TxnMetadata::new("tx", 7, 1_000, 0);
+        init(&mut m, 1);
+        let t = m
+            .add_partitions(7, 0, &parts(&[("a", 0)]), 100)
+            .unwrap()
+            .unwrap();
+        m.complete(&t);
+        assert!(m.expire(1_100).is_none());
+        let fence = m.expire(1_101).unwrap();
+        assert_eq!(fence.state, TxnState::PrepareEpochFence);
+    }
+}
