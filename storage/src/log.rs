@@ -1923,7 +1923,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 mod cleaning;
-pub use cleaning::{CleaningView, CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX};
+pub use cleaning::{CleaningView, CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_END_SUFFIX, SWAP_SUFFIX};
 
 #[cfg(test)]
 mod tests;

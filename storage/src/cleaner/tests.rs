@@ -980,3 +980,39 @@ fn an_aborted_record_never_replaces_a_committed_value_and_an_open_transaction_st
         "nothing from the open transaction on"
     );
 }
+
+/// A crash after a swap's commit, before the group's old segments were renamed away, where the
+/// cleaned segment ends before the group does (its trailing segments kept nothing): the open
+/// finishes the swap and removes every replaced segment, to the end the `.swapend` file
+/// records, not only those the cleaned segment's own offsets cover.
+#[test]
+fn an_open_removes_every_segment_a_committed_swap_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    for _ in 0..3 {
+        fill(&log, 30, 1_000, 5, 0);
+        log.roll(NOW).unwrap();
+    }
+    fill(&log, 5, 1_000, 5, 0);
+    log.flush().unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 30, 60, 90]);
+    drop(log);
+    // The cleaned segment of the group [0, 30) + [30, 60) kept only the first segment's
+    // records; the crash came right after the commit.
+    let first = std::fs::read(dir.path().join(crate::segment::log_file_name(0))).unwrap();
+    std::fs::write(
+        dir.path()
+            .join(crate::segment::log_file_name(0) + crate::log::SWAP_SUFFIX),
+        &first,
+    )
+    .unwrap();
+    let end = dir
+        .path()
+        .join(format!("{:020}{}", 0, crate::log::SWAP_END_SUFFIX));
+    std::fs::write(&end, 60i64.to_be_bytes()).unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 60, 90]);
+    let offsets: Vec<i64> = records(&log).iter().map(|(o, ..)| *o).collect();
+    assert!(offsets.iter().all(|o| !(30..60).contains(o)), "{offsets:?}");
+    assert!(!end.exists());
+}

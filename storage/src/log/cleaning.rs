@@ -38,6 +38,22 @@ pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const SWAP_SUFFIX: &str = ".swap";
 /// Suffix of a replaced segment's files from its swap until their removal.
 pub const DELETED_SUFFIX: &str = ".deleted";
+/// Suffix of the file, `<base>.swapend`, that holds (8 bytes, big-endian) the offset where the
+/// segments a swap replaces end: the next segment's base. It is written and made durable
+/// before the swap's commit, so a recovery that finishes the swap removes every replaced
+/// segment, also those past the cleaned segment's last offset (a group's trailing segments of
+/// which the cleaning kept nothing), which the `.swap` file alone cannot name.
+pub const SWAP_END_SUFFIX: &str = ".swapend";
+
+fn swap_end_path(dir: &Path, base: i64) -> std::path::PathBuf {
+    dir.join(format!("{base:020}{SWAP_END_SUFFIX}"))
+}
+
+/// The replaced range's end a `.swapend` file records, if the file is whole.
+fn read_swap_end(path: &Path) -> Option<i64> {
+    let bytes = std::fs::read(path).ok()?;
+    Some(i64::from_be_bytes(bytes.get(..8)?.try_into().ok()?))
+}
 
 /// The inactive segments a cleaning may read, and what must not change before its swap.
 pub struct CleaningView {
@@ -177,21 +193,31 @@ pub(crate) fn recover_swaps(dir: &Path) -> Result<Vec<i64>> {
         }
     }
     let mut bases = Vec::new();
+    let mut ends = Vec::new();
     for entry in std::fs::read_dir(dir).at(dir)? {
         let entry = entry.at(dir)?;
-        if let Some(base) = entry.file_name().to_str().and_then(parse_segment_base) {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(base) = parse_segment_base(name) {
             bases.push(base);
+        } else if let Some(base) = name
+            .strip_suffix(SWAP_END_SUFFIX)
+            .filter(|b| b.len() == 20 && b.bytes().all(|c| c.is_ascii_digit()))
+            .and_then(|b| b.parse::<i64>().ok())
+        {
+            ends.push(base);
         }
     }
     for &base in &swaps {
         let swap = dir.join(crate::segment::log_file_name(base) + SWAP_SUFFIX);
         let next = next_offset_of_file(&swap, base)?;
-        tracing::info!(dir = %dir.display(), segment = base, next_offset = next,
+        // The replaced range: to its recorded end when the swap wrote one (a swap from before
+        // `.swapend` files has only the cleaned segment's own offsets).
+        let end = read_swap_end(&swap_end_path(dir, base)).unwrap_or(i64::MIN);
+        let until = next.max(base + 1).max(end);
+        tracing::info!(dir = %dir.display(), segment = base, next_offset = next, replaced_until = until,
             "finishing the swap of a cleaned segment");
-        for &old in bases
-            .iter()
-            .filter(|&&b| b >= base && b < next.max(base + 1))
-        {
+        for &old in bases.iter().filter(|&&b| b >= base && b < until) {
             remove_segment_files(dir, old)?;
         }
         for name in [
@@ -203,6 +229,12 @@ pub(crate) fn recover_swaps(dir: &Path) -> Result<Vec<i64>> {
             remove_if_present(&dir.join(name))?;
         }
         rename(&swap, &dir.join(crate::segment::log_file_name(base)))?;
+        changed = true;
+    }
+    // A `.swapend` outlives its swap only until the next open: finished or never committed,
+    // it has nothing left to say.
+    for base in ends {
+        remove_if_present(&swap_end_path(dir, base))?;
         changed = true;
     }
     if changed {
@@ -311,7 +343,19 @@ impl Log {
             return discard(&cleaned_paths);
         }
         let first = first.expect("checked");
+        // Where the replaced segments end: the next segment's base (there is one: the active
+        // segment is never replaced).
+        let replaced_end = segments[first + old.len()].base_offset();
+        let end_path = swap_end_path(&self.dir, base);
         let r = (|| {
+            // 0. The replaced range's end, durable before the commit names the swap.
+            {
+                use std::io::Write;
+                let mut f = std::fs::File::create(&end_path).at(&end_path)?;
+                f.write_all(&replaced_end.to_be_bytes()).at(&end_path)?;
+                f.sync_all().at(&end_path)?;
+            }
+            sync_dir(&self.dir)?;
             // 1. Commit: `.cleaned` → `.swap`, the log file last.
             let swap_paths: Vec<_> = cleaned_paths
                 .iter()
@@ -352,6 +396,8 @@ impl Log {
                 )?;
             }
             sync_dir(&self.dir)?;
+            // Done with it; one left by a crash from here on is removed at the next open.
+            remove_if_present(&end_path)?;
             let config = self.config();
             let seg = LogSegment::open(
                 &self.dir,
