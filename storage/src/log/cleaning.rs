@@ -5,6 +5,8 @@
 //! A cleaned segment is written as `<base>.log.cleaned` (and `.index.cleaned`,
 //! `.timeindex.cleaned`) beside the segments it replaces, then swapped in under the writer lock:
 //!
+//! 0. `<base>.swapend` records where the replaced segments end (the next segment's base),
+//!    fsynced with the dir;
 //! 1. the `.cleaned` files are renamed `.swap`, the `.log` last, and the dir is fsynced: from
 //!    here the swap is committed;
 //! 2. the replaced segments' files are renamed `.deleted` (readers holding them keep reading
@@ -17,9 +19,10 @@
 //!
 //! Opening a log finishes or discards a swap cut short: `.cleaned` and `.deleted` files, and
 //! index `.swap` files without their log's, are removed (the cleaning never committed, or is
-//! done); a `<base>.log.swap`
-//! replaces every segment whose base offset lies
-//! in `[base, the swap's next offset)`, and its indexes are rebuilt.
+//! done); a `<base>.log.swap` replaces every segment whose base offset lies in `[base, end)`,
+//! `end` being the later of the swap's next offset and what `<base>.swapend` records (a group's
+//! trailing segments of which the cleaning kept nothing lie past the first), and its indexes
+//! are rebuilt; `.swapend` files are removed.
 
 use std::collections::HashMap;
 use std::io::Read;
