@@ -603,7 +603,7 @@ impl Log {
         self.retired.store(true, Ordering::Release);
         // Its files are renamed away next: readers keep what is pinned now.
         for seg in self.segments().iter() {
-            seg.pin_files();
+            seg.try_pin_files();
         }
     }
 

@@ -796,14 +796,20 @@ impl LogSegment {
 
     /// Keeps the descriptor and maps open until the segment is dropped, outside the pool's
     /// count, so readers still holding the segment can read it once its files are gone (deleted,
-    /// or renamed away with their log). Best effort: a file that cannot be opened stays closed.
-    pub fn pin_files(&self) {
-        let pinned = self
-            .file
+    /// or renamed away with their log). An index with no entries has nothing to map and is
+    /// pinned as it is. An error (out of descriptors) leaves what could not be opened closed:
+    /// a later use would reopen it by path.
+    pub fn pin_files(&self) -> Result<()> {
+        self.file
             .pin(|f| if f.is_open() { Ok(()) } else { f.open() })
             .and_then(|()| self.offset_index.pin(|i| i.open()))
-            .and_then(|()| self.time_index.pin(|i| i.open()));
-        if let Err(e) = pinned {
+            .and_then(|()| self.time_index.pin(|i| i.open()))
+    }
+
+    /// [`Self::pin_files`] where a failure costs nothing but a reopen by path (the files are
+    /// deleted: a reader gets an error, never another file's bytes).
+    pub fn try_pin_files(&self) {
+        if let Err(e) = self.pin_files() {
             tracing::debug!(segment = self.base_offset, error = %e, "cannot pin a segment's files");
         }
     }
@@ -811,7 +817,7 @@ impl LogSegment {
     /// Removes the segment's files, its transaction index included. Readers holding the
     /// segment can still read it.
     pub fn delete_files(&self) -> Result<()> {
-        self.pin_files();
+        self.try_pin_files();
         // A segment written under a suffix (a cleaning's `.cleaned`) has no transaction index
         // of its own: the one named after its base belongs to the live segment.
         let live = self.log_path.file_name() == Some(log_file_name(self.base_offset).as_ref());

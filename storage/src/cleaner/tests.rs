@@ -1016,3 +1016,45 @@ fn an_open_removes_every_segment_a_committed_swap_replaced() {
     assert!(offsets.iter().all(|o| !(30..60).contains(o)), "{offsets:?}");
     assert!(!end.exists());
 }
+
+/// A swap pins the replaced segments' files first: a reader holding one reads its own bytes
+/// after the swap, never the cleaned file that takes its name. When a file cannot be pinned
+/// (here its log file is gone while closed; out of descriptors in life), there is no swap:
+/// an error, the cleaned files removed, the log as it was.
+#[test]
+fn a_swap_whose_segments_cannot_be_pinned_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    fill(&log, 200, 5, 4, 0);
+    log.roll(NOW).unwrap();
+    let before = records(&log);
+    let mut view = log.cleaning_view();
+    let old = view.segments[..2].to_vec();
+    let cleaned = LogSegment::create_with_suffix(
+        dir.path(),
+        old[0].base_offset(),
+        crate::log::CLEANED_SUFFIX,
+        4096,
+        NOW,
+        log.handle_pool(),
+    )
+    .unwrap();
+    // Idle files are closed after two sweeps (the first clears their use bits).
+    log.handle_pool().release_idle_log_files(usize::MAX);
+    log.handle_pool().release_idle_log_files(usize::MAX);
+    assert!(!old[1].open_resources().0, "the log file is closed");
+    let log_path = old[1].paths()[0].to_path_buf();
+    let aside = dir.path().join("aside");
+    std::fs::rename(&log_path, &aside).unwrap();
+    assert!(log.replace_segments(&mut view, cleaned, &old).is_err());
+    std::fs::rename(&aside, &log_path).unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter(|n| n.contains(".cleaned") || n.contains(".swap") || n.ends_with(".deleted"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let after = log.cleaning_view();
+    assert!(after.segments.iter().zip(&old).all(|(a, b)| Arc::ptr_eq(a, b)));
+    assert_eq!(records(&log), before);
+}

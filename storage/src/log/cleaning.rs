@@ -345,6 +345,14 @@ impl Log {
             drop(w);
             return discard(&cleaned_paths);
         }
+        // A reader holding a replaced segment must go on reading its files, not the cleaned
+        // file that takes the first one's name: every replaced segment is pinned before the
+        // commit, or there is no swap.
+        if let Err(e) = old.iter().try_for_each(|s| s.pin_files()) {
+            drop(w);
+            discard(&cleaned_paths)?;
+            return Err(e);
+        }
         let first = first.expect("checked");
         // Where the replaced segments end: the next segment's base (there is one: the active
         // segment is never replaced).
@@ -379,7 +387,6 @@ impl Log {
             // 2. The replaced segments go (renamed now, removed in the background); readers
             // holding them read their pinned files.
             for seg in old {
-                seg.pin_files();
                 for path in seg.paths() {
                     let to = std::path::PathBuf::from(
                         path.to_str().expect("segment paths are UTF-8").to_owned() + DELETED_SUFFIX,
