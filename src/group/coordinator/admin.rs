@@ -115,7 +115,11 @@ impl Coordinator {
             _ => return Some(ResponseError::NonEmptyGroup),
         }
         let group = self.remove_group(group_id).expect("group exists");
-        for (topic, tp) in group.offsets.keys() {
+        // Tombstones for the committed offsets and for those of open transactions (one per key).
+        let pending = group.pending_txn_offsets.values().flat_map(|o| o.keys());
+        let keys: std::collections::BTreeSet<&(String, i32)> =
+            group.offsets.keys().chain(pending).collect();
+        for (topic, tp) in keys {
             self.append(
                 group.partition,
                 records::encode_offset_commit_key(group_id, topic, *tp),

@@ -11,7 +11,7 @@ use crate::group::records::{self, GroupMetadataValue, RecordKey};
 
 use super::responses::{join_error, sync_error};
 use super::shard::Shard;
-use super::state::{Group, GroupState, Member};
+use super::state::{Group, GroupState, Member, StoredOffset};
 use super::{Coordinator, Outcome, PartitionStatus, TimerKind};
 
 impl Coordinator {
@@ -98,12 +98,12 @@ impl Coordinator {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<(), records::RecordError> {
-        let groups = &mut self
+        let shard = self
             .shards
             .entry(partition)
-            .or_insert_with(|| Shard::new(PartitionStatus::Loading))
-            .latest
-            .groups;
+            .or_insert_with(|| Shard::new(PartitionStatus::Loading));
+        let record_order = shard.next_record_order();
+        let groups = &mut shard.latest.groups;
         match records::decode_key(key)? {
             RecordKey::OffsetCommit {
                 group,
@@ -115,11 +115,17 @@ impl Coordinator {
                     let entry = groups.entry(group.clone()).or_insert_with(|| {
                         Arc::new(Group::new(group, partition, value.commit_timestamp_ms))
                     });
-                    Arc::make_mut(entry).offsets.insert((topic, tp), value);
+                    Arc::make_mut(entry).offsets.insert(
+                        (topic, tp),
+                        StoredOffset {
+                            value,
+                            record_order,
+                        },
+                    );
                 }
                 None => {
                     if let Some(g) = groups.get_mut(&group) {
-                        Arc::make_mut(g).offsets.remove(&(topic, tp));
+                        Arc::make_mut(g).remove_offset(&(topic, tp));
                     }
                 }
             },
@@ -132,13 +138,18 @@ impl Coordinator {
                     load_group_metadata(Arc::make_mut(entry), value);
                 }
                 None => {
+                    // The group's metadata goes; its offsets, and those of its open
+                    // transactions, have keys of their own.
                     if let Some(g) = groups.get_mut(&group) {
-                        let offsets = std::mem::take(&mut Arc::make_mut(g).offsets);
-                        if offsets.is_empty() {
+                        let g = Arc::make_mut(g);
+                        let offsets = std::mem::take(&mut g.offsets);
+                        let pending = std::mem::take(&mut g.pending_txn_offsets);
+                        if offsets.is_empty() && pending.is_empty() {
                             groups.remove(&group);
                         } else {
                             let mut fresh = Group::new(group.clone(), partition, 0);
                             fresh.offsets = offsets;
+                            fresh.pending_txn_offsets = pending;
                             groups.insert(group, Arc::new(fresh));
                         }
                     }
@@ -169,12 +180,12 @@ impl Coordinator {
             return self.replay(partition, key, value);
         };
         let value = records::decode_offset_commit_value(v)?;
-        let groups = &mut self
+        let shard = self
             .shards
             .entry(partition)
-            .or_insert_with(|| Shard::new(PartitionStatus::Loading))
-            .latest
-            .groups;
+            .or_insert_with(|| Shard::new(PartitionStatus::Loading));
+        let record_order = shard.next_record_order();
+        let groups = &mut shard.latest.groups;
         let entry = groups
             .entry(group.clone())
             .or_insert_with(|| Arc::new(Group::new(group, partition, value.commit_timestamp_ms)));
@@ -182,7 +193,13 @@ impl Coordinator {
             .pending_txn_offsets
             .entry(producer_id)
             .or_default()
-            .insert((topic, tp), value);
+            .insert(
+                (topic, tp),
+                StoredOffset {
+                    value,
+                    record_order,
+                },
+            );
         Ok(())
     }
 
@@ -201,13 +218,7 @@ impl Coordinator {
             .collect();
         for id in ids {
             let g = Arc::make_mut(shard.latest.groups.get_mut(&id).expect("listed"));
-            if let Some(pending) = g.pending_txn_offsets.remove(&producer_id) {
-                if commit {
-                    for (tp, value) in pending {
-                        g.offsets.insert(tp, value);
-                    }
-                }
-            }
+            g.complete_transaction(producer_id, commit);
             if g.is_disposable() {
                 shard.latest.groups.remove(&id);
             }

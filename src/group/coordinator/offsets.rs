@@ -19,7 +19,7 @@ use crate::group::records::{self, OffsetCommitValue};
 
 use super::membership::validate_member;
 use super::responses::{fetched_partition, fetched_partitions, offset_commit_all};
-use super::state::{Group, GroupState};
+use super::state::{Group, GroupState, StoredOffset};
 use super::{code, s, Coordinator, GroupResponse, Outcome, PartitionStatus, RequestContext};
 
 impl Coordinator {
@@ -33,8 +33,7 @@ impl Coordinator {
         );
         self.group_mut(group_id)
             .expect("group exists")
-            .offsets
-            .remove(&(topic, tp));
+            .remove_offset(&(topic, tp));
     }
 
     // ---------------------------------------------------------------- OffsetCommit
@@ -135,10 +134,14 @@ impl Coordinator {
             let key = records::encode_offset_commit_key(&group_id, &topic, tp);
             let encoded = records::encode_offset_commit_value(&value);
             self.append(partition, key, Some(encoded));
-            self.group_mut(&group_id)
-                .expect("group exists")
-                .offsets
-                .insert((topic, tp), value);
+            let record_order = self.next_record_order(partition);
+            self.group_mut(&group_id).expect("group exists").offsets.insert(
+                (topic, tp),
+                StoredOffset {
+                    value,
+                    record_order,
+                },
+            );
         }
         self.maybe_dispose(&group_id);
         self.respond(
@@ -264,12 +267,19 @@ impl Coordinator {
             let key = records::encode_offset_commit_key(&group_id, &topic, tp);
             let encoded = records::encode_offset_commit_value(&value);
             self.append(partition, key, Some(encoded));
+            let record_order = self.next_record_order(partition);
             self.group_mut(&group_id)
                 .expect("group exists")
                 .pending_txn_offsets
                 .entry(producer_id)
                 .or_default()
-                .insert((topic, tp), value);
+                .insert(
+                    (topic, tp),
+                    StoredOffset {
+                        value,
+                        record_order,
+                    },
+                );
         }
         self.maybe_dispose(&group_id);
         self.respond(
@@ -294,14 +304,9 @@ impl Coordinator {
             .map(|g| g.group_id.clone())
             .collect();
         for id in ids {
-            let group = self.group_mut(&id).expect("listed");
-            if let Some(pending) = group.pending_txn_offsets.remove(&producer_id) {
-                if commit {
-                    for (tp, value) in pending {
-                        group.offsets.insert(tp, value);
-                    }
-                }
-            }
+            self.group_mut(&id)
+                .expect("listed")
+                .complete_transaction(producer_id, commit);
             self.maybe_dispose(&id);
         }
         let _ = now_ms;
@@ -433,12 +438,8 @@ impl Coordinator {
 
     /// Whether a transaction not yet ended committed an offset for `topic`-`p` of the group.
     fn has_pending_txn_offset(&self, group_id: &str, topic: &str, p: i32) -> bool {
-        let key = (topic.to_owned(), p);
-        self.group(group_id).is_some_and(|g| {
-            g.pending_txn_offsets
-                .values()
-                .any(|offsets| offsets.contains_key(&key))
-        })
+        self.group(group_id)
+            .is_some_and(|g| g.has_pending_txn_offset(&(topic.to_owned(), p)))
     }
 
     /// Durable committed offsets of a group: for the requested partitions (missing ones as `None`), or
@@ -460,7 +461,7 @@ impl Coordinator {
                         .map(|p| {
                             let value = group
                                 .and_then(|g| g.offsets.get(&(topic.clone(), *p)))
-                                .cloned();
+                                .map(|o| o.value.clone());
                             (*p, value)
                         })
                         .collect();
@@ -469,10 +470,11 @@ impl Coordinator {
                 .collect()),
             None => {
                 let mut by_topic: Vec<(String, Vec<(i32, Option<OffsetCommitValue>)>)> = Vec::new();
-                for ((topic, p), value) in group.map(|g| &g.offsets).into_iter().flatten() {
+                for ((topic, p), o) in group.map(|g| &g.offsets).into_iter().flatten() {
+                    let value = Some(o.value.clone());
                     match by_topic.last_mut() {
-                        Some((t, parts)) if t == topic => parts.push((*p, Some(value.clone()))),
-                        _ => by_topic.push((topic.clone(), vec![(*p, Some(value.clone()))])),
+                        Some((t, parts)) if t == topic => parts.push((*p, value)),
+                        _ => by_topic.push((topic.clone(), vec![(*p, value)])),
                     }
                 }
                 Ok(by_topic)
@@ -511,11 +513,10 @@ impl Coordinator {
                     let error = if subscribed {
                         code(ResponseError::GroupSubscribedToTopic)
                     } else {
-                        if group
-                            .offsets
-                            .contains_key(&(name.clone(), p.partition_index))
-                        {
-                            deletes.push((name.clone(), p.partition_index));
+                        // A tombstone also goes for an offset of an open transaction only.
+                        let tp = (name.clone(), p.partition_index);
+                        if group.offsets.contains_key(&tp) || group.has_pending_txn_offset(&tp) {
+                            deletes.push(tp);
                         }
                         0
                     };
@@ -566,7 +567,13 @@ impl Coordinator {
             let expired: Vec<(String, i32)> = group
                 .offsets
                 .iter()
-                .filter(|((topic, _), value)| {
+                .filter(|(tp, o)| {
+                    // Not while an open transaction has an offset for the partition (Kafka's
+                    // rule): its commit would bring one back that expiry just removed.
+                    if group.has_pending_txn_offset(tp) {
+                        return false;
+                    }
+                    let (topic, value) = (&tp.0, &o.value);
                     let base = match (&group.protocol_type, group.state) {
                         (None, _) => Some(value.commit_timestamp_ms),
                         (Some(_), GroupState::Empty) => Some(group.state_timestamp_ms),
@@ -594,6 +601,7 @@ impl Coordinator {
                 && group.members.is_empty()
                 && group.pending_members.is_empty()
                 && group.offsets.is_empty()
+                && group.pending_txn_offsets.is_empty()
             {
                 self.append(
                     partition,

@@ -63,6 +63,10 @@ pub(super) struct Shard {
     /// The groups whose leader's assignment that awaited write carries: if it fails, their
     /// parked SyncGroups get the failure and they rebalance ([`Coordinator::write_failed`]).
     assignments_in_flight: Vec<String>,
+    /// Offset records of this partition so far, replayed and appended, in log order: the next
+    /// one's [`super::state::StoredOffset::record_order`]. Never goes back (a failed write's
+    /// number is simply not reused), so it orders records as their log offsets do.
+    offset_records: u64,
 }
 
 impl Shard {
@@ -74,7 +78,14 @@ impl Shard {
             pending: VecDeque::new(),
             awaiting_append: false,
             assignments_in_flight: Vec::new(),
+            offset_records: 0,
         }
+    }
+
+    /// The place of the next offset record in the log, relative to the others.
+    pub(super) fn next_record_order(&mut self) -> u64 {
+        self.offset_records += 1;
+        self.offset_records
     }
 
     /// An operation changed `latest` without writing: its changes become durable with the last
@@ -249,6 +260,14 @@ impl Coordinator {
         if active {
             self.out.partitions.insert(partition);
         }
+    }
+
+    /// [`Shard::next_record_order`] of `partition` (0 for a partition without a shard, which
+    /// decides nothing).
+    pub(super) fn next_record_order(&mut self, partition: i32) -> u64 {
+        self.shards
+            .get_mut(&partition)
+            .map_or(0, |s| s.next_record_order())
     }
 
     // ------------------------------------------------------------ access to the two views

@@ -106,15 +106,72 @@ pub(super) struct Group {
     /// Topics the members subscribe to, when the protocol is "consumer" and every
     /// subscription parsed; `None` means unknown (treated as subscribed to everything).
     pub(super) subscribed_topics: Option<HashSet<String>>,
-    pub(super) offsets: OrdMap<(String, i32), OffsetCommitValue>,
+    pub(super) offsets: OrdMap<(String, i32), StoredOffset>,
     /// Offsets committed inside transactions not yet ended, by producer id (Kafka's
-    /// `pendingTransactionalOffsetCommits`): they take effect when the transaction's COMMIT
-    /// marker reaches this partition and are dropped by its ABORT.
-    pub(super) pending_txn_offsets: OrdMap<i64, OrdMap<(String, i32), OffsetCommitValue>>,
+    /// `pendingTransactionalOffsets`): they take effect when the transaction's COMMIT marker
+    /// reaches this partition and are dropped by its ABORT. A producer stays listed (the
+    /// group has an open transaction) even once tombstones took all its offsets.
+    pub(super) pending_txn_offsets: OrdMap<i64, OrdMap<(String, i32), StoredOffset>>,
     pub(super) next_join_seq: u64,
 }
 
+/// An offset commit as the group keeps it: its value, and its record's place in the
+/// partition's log relative to the group's other offset records (Kafka keeps the record
+/// offset). A transaction's offset takes effect at its commit only over an offset whose
+/// record came before its own.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct StoredOffset {
+    pub(super) value: OffsetCommitValue,
+    pub(super) record_order: u64,
+}
+
 impl Group {
+    /// The transaction of `producer_id` ended on this partition: its pending offsets take
+    /// effect (`commit`), each unless the group's offset for that partition was written
+    /// after it (a plain OffsetCommit after the TxnOffsetCommit, or another transaction's
+    /// later offset committed first), or are dropped.
+    pub(super) fn complete_transaction(&mut self, producer_id: i64, commit: bool) {
+        let Some(pending) = self.pending_txn_offsets.remove(&producer_id) else {
+            return;
+        };
+        if !commit {
+            return;
+        }
+        for (tp, offset) in pending {
+            if self
+                .offsets
+                .get(&tp)
+                .is_none_or(|c| c.record_order < offset.record_order)
+            {
+                self.offsets.insert(tp, offset);
+            }
+        }
+    }
+
+    /// A tombstone for `tp` (OffsetDelete, expiry, DeleteGroups): the committed offset goes,
+    /// and so does every open transaction's offset for it, as in Kafka.
+    pub(super) fn remove_offset(&mut self, tp: &(String, i32)) {
+        self.offsets.remove(tp);
+        let producers: Vec<i64> = self
+            .pending_txn_offsets
+            .iter()
+            .filter(|(_, o)| o.contains_key(tp))
+            .map(|(p, _)| *p)
+            .collect();
+        for p in producers {
+            if let Some(offsets) = self.pending_txn_offsets.get_mut(&p) {
+                offsets.remove(tp);
+            }
+        }
+    }
+
+    /// Whether a transaction not yet ended committed an offset for `tp`.
+    pub(super) fn has_pending_txn_offset(&self, tp: &(String, i32)) -> bool {
+        self.pending_txn_offsets
+            .values()
+            .any(|offsets| offsets.contains_key(tp))
+    }
+
     pub(super) fn new(group_id: String, partition: i32, now_ms: i64) -> Self {
         Self {
             group_id,

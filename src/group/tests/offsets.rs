@@ -306,3 +306,86 @@ fn replayed_transactional_offsets_wait_for_their_replayed_marker() {
     let mut h = H::around(c, 2_000);
     assert_eq!(fetch_stable(&mut h, "g"), (9, 0));
 }
+
+#[test]
+fn a_transactional_offset_never_overrides_an_offset_written_after_it() {
+    let mut h = H::new();
+    let partition = h.c.partition_for("g");
+    // A plain commit after the transaction's offset wins at the transaction's commit.
+    txn_commit(&mut h, "g", 77, 9);
+    h.commit(8, "g", -1, "", &[("t", 0, 20)]);
+    let mut out = h.c.complete_transaction(partition, 77, true, h.now);
+    h.check(&mut out);
+    assert_eq!(fetch_stable(&mut h, "g"), (20, 0));
+    // Of two transactions, the later offset record wins whatever order they commit in.
+    txn_commit(&mut h, "g", 78, 30);
+    txn_commit(&mut h, "g", 79, 40);
+    let mut out = h.c.complete_transaction(partition, 79, true, h.now);
+    h.check(&mut out);
+    let mut out = h.c.complete_transaction(partition, 78, true, h.now);
+    h.check(&mut out);
+    assert_eq!(fetch_stable(&mut h, "g"), (40, 0));
+    // A replay of the same log, markers where they were written, agrees.
+    let records = h.log.clone();
+    assert_eq!(records.len(), 4);
+    let mut c = Coordinator::new(GroupConfig::default(), 7);
+    c.begin_load(partition);
+    let r = |i: usize| (records[i].key.clone(), records[i].value.clone());
+    let (k, v) = r(0);
+    c.replay_transactional(partition, 77, &k, v.as_deref()).unwrap();
+    let (k, v) = r(1);
+    c.replay(partition, &k, v.as_deref()).unwrap();
+    c.replay_txn_marker(partition, 77, true);
+    let (k, v) = r(2);
+    c.replay_transactional(partition, 78, &k, v.as_deref()).unwrap();
+    let (k, v) = r(3);
+    c.replay_transactional(partition, 79, &k, v.as_deref()).unwrap();
+    c.replay_txn_marker(partition, 79, true);
+    c.replay_txn_marker(partition, 78, true);
+    c.complete_load(partition, 0);
+    let mut h2 = H::around(c, 2_000);
+    assert_eq!(fetch_stable(&mut h2, "g"), (40, 0));
+}
+
+/// OffsetDelete of `t`-0 for `group`: the partition's error code and the records written.
+fn delete_offset(h: &mut H, group: &str) -> (i16, usize) {
+    let req = OffsetDeleteRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(vec![OffsetDeleteRequestTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_partitions(vec![
+                OffsetDeleteRequestPartition::default().with_partition_index(0)
+            ])]);
+    let (t, out) = h.call(0, GroupRequest::OffsetDelete(req));
+    let Some(GroupResponse::OffsetDelete(r)) = out.response_for(t) else {
+        panic!("no OffsetDelete response")
+    };
+    (r.topics[0].partitions[0].error_code, out.records.len())
+}
+
+#[test]
+fn expiry_waits_for_open_transactions_and_a_tombstone_removes_their_offsets() {
+    let retention = 7 * 24 * 3_600 * 1_000;
+    let mut h = H::new();
+    let partition = h.c.partition_for("g");
+    h.commit(8, "g", -1, "", &[("t", 0, 5)]);
+    txn_commit(&mut h, "g", 77, 9);
+    // The offset has a pending one: it does not expire, and the group stays.
+    let now = h.now;
+    let mut out = h.c.expire_offsets(now + 10 * retention);
+    assert!(out.records.is_empty(), "{:?}", out.records);
+    h.check(&mut out);
+    assert_eq!(h.c.group_state("g"), Some(GroupState::Empty));
+    // Without a committed offset, a pending one alone gets a tombstone from OffsetDelete.
+    let mut out = h.c.complete_transaction(partition, 77, false, h.now);
+    h.check(&mut out);
+    assert_eq!(delete_offset(&mut h, "g"), (0, 1));
+    txn_commit(&mut h, "g", 78, 11);
+    assert_eq!(delete_offset(&mut h, "g"), (0, 1), "a tombstone for the pending offset");
+    assert_eq!(fetch_stable(&mut h, "g"), (-1, 0), "nothing pending any more");
+    let mut out = h.c.complete_transaction(partition, 78, true, h.now);
+    h.check(&mut out);
+    assert_eq!(fetch_stable(&mut h, "g"), (-1, 0), "the commit brings nothing back");
+    // Once no transaction is open, the group with no offsets (never written) goes.
+    assert_eq!(h.c.group_state("g"), None);
+}
