@@ -1817,21 +1817,26 @@ impl TxnIndexes {
         Ok(())
     }
 
-    /// A cleaned segment at `base` replaced the segments at `old_bases`: it takes all their
-    /// entries (the cleaning keeps every transaction marker), and their files go.
-    fn replace(&mut self, dir: &Path, base: i64, old_bases: &[i64]) -> Result<()> {
-        let mut entries = Vec::new();
+    /// A cleaned segment at `base` replaced the segments at `old_bases`: its index holds
+    /// `entries`, those of the markers the cleaning kept, and their files go.
+    fn replace(
+        &mut self,
+        dir: &Path,
+        base: i64,
+        old_bases: &[i64],
+        entries: Vec<AbortedTxn>,
+    ) -> Result<()> {
         for old in old_bases {
-            if let Some(index) = self.0.remove(old) {
-                entries.extend_from_slice(index.entries());
-            }
+            self.0.remove(old);
             if *old != base {
                 let path = dir.join(crate::txn_index::txn_index_file_name(*old));
                 crate::txn_index::remove_txn_index(dir, *old).at(&path)?;
             }
         }
         if entries.is_empty() {
-            return Ok(());
+            // The replaced first segment's index, if it had one, names the cleaned segment's base.
+            let path = dir.join(crate::txn_index::txn_index_file_name(base));
+            return crate::txn_index::remove_txn_index(dir, base).at(&path);
         }
         let mut index = TransactionIndex::open(dir, base).at(dir)?;
         let path = index.path().to_path_buf();
@@ -1923,7 +1928,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 mod cleaning;
-pub use cleaning::{CleaningView, CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_END_SUFFIX, SWAP_SUFFIX};
+pub use cleaning::{CleaningView, LastRecord, CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_END_SUFFIX, SWAP_SUFFIX};
 
 #[cfg(test)]
 mod tests;

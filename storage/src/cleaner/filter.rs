@@ -130,7 +130,8 @@ pub fn parse_records<'a>(records: &'a [u8], header: &BatchHeader) -> Result<Vec<
 
 /// Filters `batch` (whole, with `header`) into `out`: records for which `keep` is true stay,
 /// and `retention` says what becomes of a batch left with none. `new_horizon_ms` is the delete
-/// horizon stamped on a batch that keeps a tombstone and has none yet.
+/// horizon stamped on a batch that keeps a tombstone, or on the marker of a transaction with
+/// nothing left (`empty_txn_marker`), and has none yet.
 pub fn filter_batch(
     batch: &[u8],
     header: &BatchHeader,
@@ -145,6 +146,7 @@ pub fn filter_batch(
         retention,
         |records, kept| kept.extend(records.iter().map(&mut keep)),
         new_horizon_ms,
+        false,
         out,
     )
 }
@@ -157,6 +159,7 @@ pub fn filter_batch_with(
     retention: BatchRetention,
     decide: impl FnOnce(&[Record<'_>], &mut Vec<bool>),
     new_horizon_ms: i64,
+    empty_txn_marker: bool,
     out: &mut Vec<u8>,
 ) -> Result<Filtered> {
     if retention == BatchRetention::Delete {
@@ -185,7 +188,7 @@ pub fn filter_batch_with(
     let has_tombstone = kept.iter().any(|r| !r.has_value);
     let horizon = header
         .delete_horizon_ms()
-        .or((has_tombstone).then_some(new_horizon_ms));
+        .or((has_tombstone || empty_txn_marker && !kept.is_empty()).then_some(new_horizon_ms));
     let mut filtered = Filtered {
         records_read: all.len(),
         records_kept: kept.len(),

@@ -22,15 +22,17 @@
 pub mod filter;
 pub mod manager;
 pub mod offset_map;
+mod transactions;
 
 use std::sync::Arc;
 
 use crate::batch::BatchHeader;
 use crate::error::Result;
-use crate::log::{CleaningView, Log, CLEANED_SUFFIX};
+use crate::log::{CleaningView, LastRecord, Log, CLEANED_SUFFIX};
 use crate::segment::LogSegment;
 use filter::{filter_batch_with, BatchRetention, Record};
 pub use offset_map::{KeyHash, OffsetMap};
+use transactions::{Aborted, CleanedTransactions};
 
 /// Kafka's `log.cleaner.io.buffer.load.factor`: the share of the map's slots filled before a
 /// cleaning stops mapping.
@@ -202,7 +204,7 @@ fn build_offset_map(
                 throttle(batch.len() as u64);
                 // An aborted transaction's records never replace a key's committed value
                 // (Kafka's cleaner leaves aborted batches out of the offset map).
-                if !h.is_control() && !aborted.holds(&h) {
+                if !h.is_control() && !aborted.holds(h) {
                     let section = &batch[crate::batch::RECORD_BATCH_OVERHEAD..];
                     let codec = h.compression_codec() as u8;
                     let decompressed;
@@ -326,7 +328,8 @@ fn filter_segment(
     seg: &LogSegment,
     cleaned: &LogSegment,
     map: &mut OffsetMap,
-    producers: &std::collections::HashMap<i64, i64>,
+    txns: &mut CleanedTransactions,
+    producers: &std::collections::HashMap<i64, LastRecord>,
     upper_bound: i64,
     settings: &CleanSettings,
     interval: usize,
@@ -362,11 +365,24 @@ fn filter_segment(
         }
         stats.bytes_read += batch.len() as u64;
         throttle(batch.len() as u64);
+        // Records of an aborted transaction go; a marker goes once nothing of its transaction
+        // is left and the delete horizon it got then has passed.
+        let (discard_records, empty_txn_marker) = if h.is_control() {
+            let empty = txns.on_control(h, crate::batch::end_txn_marker(batch)?);
+            let due = h
+                .delete_horizon_ms()
+                .is_some_and(|horizon| horizon <= settings.now_ms);
+            (empty && due, empty)
+        } else {
+            (txns.on_batch(h), false)
+        };
         let retention = if h.has_producer_id()
-            && producers.get(&h.producer_id) == Some(&h.last_offset())
+            && producers.get(&h.producer_id).is_some_and(|last| last.is(h))
             || h.next_offset() == upper_bound
         {
             BatchRetention::RetainEmpty
+        } else if discard_records {
+            BatchRetention::Delete
         } else {
             BatchRetention::DeleteEmpty
         };
@@ -376,17 +392,22 @@ fn filter_segment(
             h,
             retention,
             |records, keep| {
-                decide(
-                    map,
-                    h,
-                    records,
-                    settings.now_ms,
-                    &mut hashes,
-                    &mut invalid,
-                    keep,
-                )
+                if discard_records {
+                    keep.resize(records.len(), false);
+                } else {
+                    decide(
+                        map,
+                        h,
+                        records,
+                        settings.now_ms,
+                        &mut hashes,
+                        &mut invalid,
+                        keep,
+                    )
+                }
             },
             new_horizon,
+            empty_txn_marker,
             &mut out,
         )?;
         stats.invalid_records += invalid.invalid_records;
@@ -445,6 +466,7 @@ fn swap_in(
     view: &mut CleaningView,
     cleaned: LogSegment,
     group: &[Arc<LogSegment>],
+    txns: &CleanedTransactions,
     stats: &mut CleanerStats,
 ) -> Result<bool> {
     let finished = cleaned
@@ -457,7 +479,9 @@ fn swap_in(
         let _ = cleaned.delete_files();
         return Err(e);
     }
-    let swapped = log.replace_segments(view, cleaned, group)?;
+    let swapped = log.replace_segments(view, cleaned, group, &|from, to| {
+        txns.retained_in(from, to)
+    })?;
     if swapped {
         stats.segments_cleaned += group.len();
     }
@@ -480,7 +504,7 @@ fn clean_segments(
     view: &mut CleaningView,
     segments: &[Arc<LogSegment>],
     map: &mut OffsetMap,
-    producers: &std::collections::HashMap<i64, i64>,
+    producers: &std::collections::HashMap<i64, LastRecord>,
     upper_bound: i64,
     settings: &CleanSettings,
     stats: &mut CleanerStats,
@@ -517,13 +541,21 @@ fn clean_segments(
         }
     }
     let mut current = Pending(None);
+    // The aborted transactions of the segments rewritten (up to the first segment kept as is).
+    let first = segments.first().map_or(0, |s| s.base_offset());
+    let end = view
+        .segments
+        .iter()
+        .find(|s| s.base_offset() > segments.last().map_or(0, |l| l.base_offset()))
+        .map_or(view.active_base_offset, |s| s.base_offset());
+    let mut txns = CleanedTransactions::new(log.collect_aborted_transactions(first, end));
     for (i, seg) in segments.iter().enumerate() {
         if let Some((cleaned, _)) = &current.0 {
             let last_offset_bound =
                 segments.get(i + 1).map_or(upper_bound, |n| n.base_offset()) - 1;
             if seg.size() > 0 && last_offset_bound - cleaned.base_offset() > i32::MAX as i64 {
                 let (cleaned, group) = current.0.take().expect("checked");
-                if !swap_in(log, view, cleaned, &group, stats)? {
+                if !swap_in(log, view, cleaned, &group, &txns, stats)? {
                     return Ok(false);
                 }
             }
@@ -536,6 +568,7 @@ fn clean_segments(
             seg,
             cleaned,
             map,
+            &mut txns,
             producers,
             upper_bound,
             settings,
@@ -566,14 +599,14 @@ fn clean_segments(
             .0
             .replace((next, vec![seg.clone()]))
             .expect("checked");
-        if !swap_in(log, view, cleaned, &group, stats)? {
+        if !swap_in(log, view, cleaned, &group, &txns, stats)? {
             let (next, _) = current.0.take().expect("set above");
             next.delete_files()?;
             return Ok(false);
         }
     }
     match current.0.take() {
-        Some((cleaned, group)) => swap_in(log, view, cleaned, &group, stats),
+        Some((cleaned, group)) => swap_in(log, view, cleaned, &group, &txns, stats),
         None => Ok(true),
     }
 }
@@ -658,7 +691,7 @@ pub fn clean_until(
         return Ok(CleanOutcome::Nothing);
     }
     let end_offset = map.latest_offset() + 1;
-    let producers = log.last_data_offsets_of_producers();
+    let producers = log.last_records_of_producers();
     let to_clean: Vec<Arc<LogSegment>> = view
         .segments
         .iter()
@@ -687,34 +720,3 @@ pub fn clean_until(
 
 #[cfg(test)]
 mod tests;
-
-/// The aborted transactions of a cleaned range, by producer: whether a transactional batch
-/// belongs to one of them.
-struct Aborted {
-    by_producer: std::collections::HashMap<i64, Vec<(i64, i64)>>,
-}
-
-impl Aborted {
-    fn new(list: Vec<crate::txn_index::AbortedTxn>) -> Aborted {
-        let mut by_producer: std::collections::HashMap<i64, Vec<(i64, i64)>> =
-            std::collections::HashMap::new();
-        for a in list {
-            by_producer
-                .entry(a.producer_id)
-                .or_default()
-                .push((a.first_offset, a.last_offset));
-        }
-        Aborted { by_producer }
-    }
-
-    /// `h` is a transactional batch inside one of its producer's aborted transactions (from the
-    /// transaction's first offset to its ABORT marker).
-    fn holds(&self, h: &crate::batch::BatchHeader) -> bool {
-        h.is_transactional()
-            && self.by_producer.get(&h.producer_id).is_some_and(|ranges| {
-                ranges
-                    .iter()
-                    .any(|&(first, last)| first <= h.base_offset && h.base_offset <= last)
-            })
-    }
-}

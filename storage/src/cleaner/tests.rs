@@ -401,7 +401,7 @@ fn a_swap_refuses_once_the_log_was_truncated_and_leaves_no_files() {
     .unwrap();
     log.truncate_to(150).unwrap();
     assert_eq!(log.log_end_offset(), 148, "batches of 4 go whole");
-    assert!(!log.replace_segments(&mut view, cleaned, &old).unwrap());
+    assert!(!log.replace_segments(&mut view, cleaned, &old, &|_, _| Vec::new()).unwrap());
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.unwrap().file_name().into_string().ok())
@@ -1046,7 +1046,7 @@ fn a_swap_whose_segments_cannot_be_pinned_changes_nothing() {
     let log_path = old[1].paths()[0].to_path_buf();
     let aside = dir.path().join("aside");
     std::fs::rename(&log_path, &aside).unwrap();
-    assert!(log.replace_segments(&mut view, cleaned, &old).is_err());
+    assert!(log.replace_segments(&mut view, cleaned, &old, &|_, _| Vec::new()).is_err());
     std::fs::rename(&aside, &log_path).unwrap();
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -1057,4 +1057,100 @@ fn a_swap_whose_segments_cannot_be_pinned_changes_nothing() {
     let after = log.cleaning_view();
     assert!(after.segments.iter().zip(&old).all(|(a, b)| Arc::ptr_eq(a, b)));
     assert_eq!(records(&log), before);
+}
+
+/// The headers of every batch readable from the log's start.
+fn batch_headers(log: &Log) -> Vec<BatchHeader> {
+    let mut out = Vec::new();
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let read = log.read(next, 1 << 20, i64::MAX, true).unwrap();
+        for (_, h) in BatchIter::new(&read.records) {
+            out.push(h);
+            next = h.next_offset();
+        }
+    }
+    out
+}
+
+/// Kafka's transactional cleaning: an aborted transaction's records go at the first cleaning,
+/// its ABORT marker and index entry stay through it (a batch of it was met), the next cleaning
+/// finds the transaction empty and stamps the marker with a delete horizon (the index entry
+/// goes), and a cleaning past the horizon removes the marker. A COMMIT marker whose
+/// transaction still has records stays. At every step a reader never meets an aborted
+/// transaction's index entry without its marker.
+#[test]
+fn aborted_records_go_and_their_markers_follow_once_nothing_of_them_is_left() {
+    use crate::batch::builder::transactional;
+    use crate::batch::{ControlRecordType, EndTxnMarker};
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    let marker = |control_type| EndTxnMarker {
+        control_type,
+        coordinator_epoch: 0,
+    };
+    let txn_batch = |sequence: i32, key: &[u8], value: &[u8]| {
+        let spec = Spec {
+            producer_id: 1,
+            producer_epoch: 0,
+            base_sequence: sequence,
+            ..Spec::default()
+        };
+        transactional(&batch_with_keys(&spec, &[Some(key)], &[value]))
+    };
+    fill(&log, 20, 5, 5, 0);
+    log.append_as_leader(&txn_batch(0, b"key-x", b"aborted"), 0, NOW)
+        .unwrap();
+    log.append_as_leader(&txn_batch(1, b"key-y", b"aborted"), 0, NOW)
+        .unwrap();
+    let abort_at = log
+        .append_end_txn_marker_as_leader(1, 0, marker(ControlRecordType::Abort), 0, NOW)
+        .unwrap()
+        .first_offset;
+    log.append_as_leader(&txn_batch(2, b"key-z", b"committed"), 0, NOW)
+        .unwrap();
+    let commit_at = log
+        .append_end_txn_marker_as_leader(1, 0, marker(ControlRecordType::Commit), 0, NOW)
+        .unwrap()
+        .first_offset;
+    fill(&log, 20, 5, 5, 0);
+    log.roll(NOW).unwrap();
+    log.update_high_watermark(log.log_end_offset());
+    let marker_at = |log: &Log, offset: i64| {
+        batch_headers(log)
+            .into_iter()
+            .find(|h| h.is_control() && h.base_offset == offset && h.records_count > 0)
+    };
+    let mut map = OffsetMap::new(1 << 16);
+
+    clean_all(&log, &mut map, NOW);
+    let after = records(&log);
+    assert!(
+        !after.iter().any(|(_, _, v)| v.as_deref() == Some(b"aborted".as_slice())),
+        "aborted records go"
+    );
+    assert!(after
+        .iter()
+        .any(|(_, k, v)| k == b"key-z" && v.as_deref() == Some(b"committed".as_slice())));
+    let abort = marker_at(&log, abort_at).expect("the ABORT marker stays through the first cleaning");
+    assert_eq!(abort.delete_horizon_ms(), None);
+    assert_eq!(log.collect_aborted_transactions(0, i64::MAX).len(), 1);
+
+    clean_all(&log, &mut map, NOW);
+    let abort = marker_at(&log, abort_at).expect("kept until its horizon");
+    assert_eq!(abort.delete_horizon_ms(), Some(NOW + 1_000));
+    assert!(
+        log.collect_aborted_transactions(0, i64::MAX).is_empty(),
+        "no index entry for a transaction with nothing left"
+    );
+
+    clean_all(&log, &mut map, NOW + 1_000);
+    assert!(marker_at(&log, abort_at).is_none(), "removed past its horizon");
+    let commit = marker_at(&log, commit_at).expect("its transaction has a record left");
+    assert_eq!(commit.delete_horizon_ms(), None);
+    // A restart finds the same.
+    drop(log);
+    let log = Log::open(dir.path(), config(), 0, false, NOW).unwrap();
+    assert!(log.collect_aborted_transactions(0, i64::MAX).is_empty());
+    assert!(marker_at(&log, commit_at).is_some());
 }

@@ -288,13 +288,19 @@ impl Log {
         Ok(true)
     }
 
-    /// For each producer id with state, the last offset of its last data batch: the batch a
-    /// cleaning keeps (empty if need be) so the producer's sequence survives a restart.
-    pub fn last_data_offsets_of_producers(&self) -> HashMap<i64, i64> {
+    /// For each producer id with state, its last entry in the log: the batch a cleaning keeps
+    /// (empty if need be) so the producer's sequence and epoch survive a restart.
+    pub fn last_records_of_producers(&self) -> HashMap<i64, LastRecord> {
         self.producers
             .lock()
             .producers()
-            .filter_map(|p| p.last_batch().map(|b| (p.producer_id, b.last_offset)))
+            .map(|p| {
+                let last = LastRecord {
+                    last_data_offset: p.last_batch().map(|b| b.last_offset),
+                    producer_epoch: p.producer_epoch,
+                };
+                (p.producer_id, last)
+            })
             .collect()
     }
 
@@ -304,11 +310,14 @@ impl Log {
     /// on (a truncation, a retention or DeleteRecords deletion, a replacement of the log) or
     /// the cleaning was aborted; an error removes the cleaned files too.
     /// After a swap `view` stays valid for the next group of the same cleaning.
+    /// `aborted_in(from, to)` gives the transaction index entries of the cleaned segment: the
+    /// aborted transactions whose markers it kept in `[from, to)`.
     pub fn replace_segments(
         &self,
         view: &mut CleaningView,
         cleaned: LogSegment,
         old: &[Arc<LogSegment>],
+        aborted_in: &dyn Fn(i64, i64) -> Vec<crate::txn_index::AbortedTxn>,
     ) -> Result<bool> {
         let base = cleaned.base_offset();
         let cleaned_paths: Vec<_> = cleaned.paths().iter().map(|p| p.to_path_buf()).collect();
@@ -429,9 +438,12 @@ impl Log {
                 self.truncation_generation.fetch_add(2, Ordering::SeqCst) + 2;
             self.set_segments(list);
             let old_bases: Vec<i64> = old.iter().map(|s| s.base_offset()).collect();
-            self.txn_indexes
-                .lock()
-                .replace(&self.dir, base, &old_bases)?;
+            self.txn_indexes.lock().replace(
+                &self.dir,
+                base,
+                &old_bases,
+                aborted_in(base, replaced_end),
+            )?;
             // The producer snapshots of the replaced segments go with them (as Kafka's
             // replaceSegments does): else each roll of a compacted log would leave one for good.
             // Renamed `.deleted` here and removed with the segments' files. Best effort: the
@@ -455,5 +467,25 @@ impl Log {
         })();
         drop(w);
         self.guard(r)
+    }
+}
+
+/// A producer's last entry in the log, as a cleaning sees it (Kafka's `LastRecord`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastRecord {
+    /// The last offset of its last data batch, if it has one at its current epoch; without one
+    /// its last entry is a marker (written at a bumped epoch, say), which carries the epoch.
+    pub last_data_offset: Option<i64>,
+    pub producer_epoch: i16,
+}
+
+impl LastRecord {
+    /// Whether the batch `h` of this producer is its last entry (Kafka's
+    /// `isBatchLastRecordOfProducer`): its last data batch, or the marker carrying its epoch.
+    pub fn is(&self, h: &crate::batch::BatchHeader) -> bool {
+        match self.last_data_offset {
+            Some(last) => h.last_offset() == last,
+            None => h.is_control() && h.producer_epoch == self.producer_epoch,
+        }
     }
 }
