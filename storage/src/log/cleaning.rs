@@ -394,9 +394,16 @@ impl Log {
             }
             sync_dir(&self.dir)?;
             // 2. The replaced segments go (renamed now, removed in the background); readers
-            // holding them read their pinned files.
+            // holding them read their pinned files. Their transaction indexes go too: the
+            // cleaned segment's is written after the swap, and an old one left under its base
+            // would name markers the cleaning removed (a crash before then loses only entries
+            // of transactions with no record left).
             for seg in old {
-                for path in seg.paths() {
+                let txn_index = self
+                    .dir
+                    .join(crate::txn_index::txn_index_file_name(seg.base_offset()));
+                let has_txn_index = txn_index.exists();
+                for path in seg.paths().into_iter().chain(has_txn_index.then_some(&*txn_index)) {
                     let to = std::path::PathBuf::from(
                         path.to_str().expect("segment paths are UTF-8").to_owned() + DELETED_SUFFIX,
                     );
@@ -433,10 +440,8 @@ impl Log {
             let mut list = segments[..first].to_vec();
             list.push(Arc::new(seg));
             list.extend_from_slice(&segments[first + old.len()..]);
-            // Byte positions into the replaced segments (parked fetches) are void now.
-            view.truncation_generation =
-                self.truncation_generation.fetch_add(2, Ordering::SeqCst) + 2;
-            self.set_segments(list);
+            // The index first: its entries are right for the replaced segments as well (it only
+            // loses those of transactions with no batch left in them).
             let old_bases: Vec<i64> = old.iter().map(|s| s.base_offset()).collect();
             self.txn_indexes.lock().replace(
                 &self.dir,
@@ -444,6 +449,10 @@ impl Log {
                 &old_bases,
                 aborted_in(base, replaced_end),
             )?;
+            // Byte positions into the replaced segments (parked fetches) are void now.
+            view.truncation_generation =
+                self.truncation_generation.fetch_add(2, Ordering::SeqCst) + 2;
+            self.set_segments(list);
             // The producer snapshots of the replaced segments go with them (as Kafka's
             // replaceSegments does): else each roll of a compacted log would leave one for good.
             // Renamed `.deleted` here and removed with the segments' files. Best effort: the
