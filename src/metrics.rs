@@ -418,11 +418,11 @@ pub struct CleanerStats {
     pub bytes_written: AtomicU64,
 }
 
-/// What the group coordinator's loads of `__consumer_offsets` partitions cost (Kafka's
-/// `group-coordinator-metrics` `partition-load-time-max` / `-avg`). A compacted offsets topic
-/// keeps them flat however many commits a group made.
+/// What a coordinator's loads of its topic's partitions cost (Kafka's
+/// `group-coordinator-metrics` and `transaction-coordinator-metrics` `partition-load-time-max` /
+/// `-avg`). A compacted topic keeps them flat however many records were written.
 #[derive(Debug, Default)]
-pub struct GroupLoadStats {
+pub struct CoordinatorLoadStats {
     /// Partitions loaded since startup.
     pub loads: AtomicU64,
     /// Records replayed by every load since startup, and by the last one.
@@ -433,7 +433,7 @@ pub struct GroupLoadStats {
     pub total_ms: AtomicU64,
 }
 
-impl GroupLoadStats {
+impl CoordinatorLoadStats {
     pub fn record(&self, records: u64, elapsed_ms: u64) {
         self.loads.fetch_add(1, Ordering::Relaxed);
         self.records.fetch_add(records, Ordering::Relaxed);

@@ -34,6 +34,11 @@ EXPECTED = {
     "kafka_network_requestmetrics_totaltimems": "histogram",
     "kafka_cluster_partition_underreplicated": "gauge",
     "kafka_cluster_partition_insyncreplicascount": "gauge",
+    "kafka_cluster_partition_laststableoffsetlag": "gauge",
+    "kafkaiq_partition_open_transactions": "gauge",
+    "kafka_server_transaction_coordinator_metrics_partition_load_time_max": "gauge",
+    "kafka_server_transaction_coordinator_metrics_partition_load_time_avg": "gauge",
+    "kafkaiq_transaction_coordinator_transactional_ids": "gauge",
 }
 
 

@@ -131,7 +131,7 @@ pub struct GroupService {
     commit_timeout_ms: u64,
     timer_wake: Notify,
     /// What loads of `__consumer_offsets` partitions replayed and took.
-    load_stats: crate::metrics::GroupLoadStats,
+    load_stats: crate::metrics::CoordinatorLoadStats,
     me: Weak<GroupService>,
 }
 
@@ -206,7 +206,7 @@ impl GroupService {
     }
 
     /// What the loads of `__consumer_offsets` partitions replayed and took.
-    pub fn load_stats(&self) -> &crate::metrics::GroupLoadStats {
+    pub fn load_stats(&self) -> &crate::metrics::CoordinatorLoadStats {
         &self.load_stats
     }
 

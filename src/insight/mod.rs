@@ -23,12 +23,32 @@ use crate::replica::partition::PartitionState;
 /// The leadership page: one static file, no build step.
 pub const PAGE_HTML: &str = include_str!("page.html");
 
-/// A copy of every partition this node hosts: its replica state as the replica manager holds
-/// it, and its local log end offset.
-pub fn local_partitions(ctx: &Context) -> HashMap<TopicPartition, (PartitionState, i64)> {
+/// What this node holds of one partition it hosts.
+#[derive(Debug, Clone)]
+pub struct LocalPartition {
+    /// The replica state as the replica manager holds it.
+    pub state: PartitionState,
+    pub log_end_offset: i64,
+    /// Where read_committed consumers stop: open transactions hold it below the high watermark.
+    pub last_stable_offset: i64,
+    /// Transactions begun on the partition with no marker yet.
+    pub open_transactions: usize,
+}
+
+/// A copy of every partition this node hosts.
+pub fn local_partitions(ctx: &Context) -> HashMap<TopicPartition, LocalPartition> {
     ctx.replicas
         .partitions()
         .into_iter()
-        .map(|p| (p.tp.clone(), (p.state(), p.log().log_end_offset())))
+        .map(|p| {
+            let log = p.log();
+            let local = LocalPartition {
+                state: p.state(),
+                log_end_offset: log.log_end_offset(),
+                last_stable_offset: log.last_stable_offset(),
+                open_transactions: log.ongoing_transactions().len(),
+            };
+            (p.tp.clone(), local)
+        })
         .collect()
 }

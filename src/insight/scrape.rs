@@ -127,7 +127,7 @@ pub fn scrape(ctx: &Context) -> String {
     let mut r = Registry::default();
 
     // kafka.server:type=ReplicaManager
-    let g = replica_gauges(local.values().map(|(s, _)| s));
+    let g = replica_gauges(local.values().map(|l| &l.state));
     gauge(
         &mut r,
         "kafka_server_replicamanager_partitioncount",
@@ -185,7 +185,7 @@ pub fn scrape(ctx: &Context) -> String {
     let max_lag = Family::<Labels, Gauge>::default();
     max_lag
         .get_or_create(&vec![("clientId", "Replica".to_owned())])
-        .set(max_fetcher_lag(local.values().map(|(s, _)| s)));
+        .set(max_fetcher_lag(local.values().map(|l| &l.state)));
     r.register(
         "kafka_server_replicafetchermanager_maxlag",
         "Largest lag in records (leader high watermark less next fetch offset) of the partitions this broker follows",
@@ -341,6 +341,33 @@ pub fn scrape(ctx: &Context) -> String {
             .load(std::sync::atomic::Ordering::Relaxed) as i64,
     );
 
+    // kafka.server:type=transaction-coordinator-metrics
+    let loads = ctx.txns.load_stats();
+    gauge(
+        &mut r,
+        "kafka_server_transaction_coordinator_metrics_partition_load_time_max",
+        "The longest load of a __transaction_state partition by this coordinator since startup, in ms",
+        loads.max_ms.load(std::sync::atomic::Ordering::Relaxed) as i64,
+    );
+    gauge(
+        &mut r,
+        "kafka_server_transaction_coordinator_metrics_partition_load_time_avg",
+        "The mean load time of a __transaction_state partition by this coordinator, in ms",
+        loads.avg_ms() as i64,
+    );
+    let by_state = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
+    let counts = ctx.txns.state_counts();
+    for state in crate::txn::TxnState::ALL {
+        by_state
+            .get_or_create(&vec![("state", state.name())])
+            .set(counts.get(&state).copied().unwrap_or(0) as i64);
+    }
+    r.register(
+        "kafkaiq_transaction_coordinator_transactional_ids",
+        "Transactional ids this node coordinates, by the state of their transaction (ListTransactions' states)",
+        by_state,
+    );
+
     // kafka.log:type=LogCleaner and LogCleanerManager
     let cleaner = &ctx.cleaner_stats;
     let compacted = ctx.replicas.log_manager.compacted_logs(ctx.clock.now_ms());
@@ -401,7 +428,7 @@ pub fn scrape(ctx: &Context) -> String {
 
 fn per_partition(
     r: &mut Registry,
-    local: &HashMap<TopicPartition, (PartitionState, i64)>,
+    local: &HashMap<TopicPartition, super::LocalPartition>,
     image: &MetadataImage,
     ctx: &Context,
 ) {
@@ -409,7 +436,10 @@ fn per_partition(
     let in_sync = Family::<Labels, Gauge>::default();
     let replicas = Family::<Labels, Gauge>::default();
     let under_min_isr = Family::<Labels, Gauge>::default();
-    for (tp, (s, _)) in local {
+    let lso_lag = Family::<Labels, Gauge>::default();
+    let open_txns = Family::<Labels, Gauge>::default();
+    for (tp, l) in local {
+        let s = &l.state;
         let labels: Labels = vec![
             ("topic", tp.topic.clone()),
             ("partition", tp.partition.to_string()),
@@ -429,7 +459,25 @@ fn per_partition(
         under_min_isr
             .get_or_create(&labels)
             .set(i64::from(leader && isr < i64::from(min)));
+        // Kafka's LastStableOffsetLag: the high watermark less the last stable offset, which
+        // open transactions hold back.
+        lso_lag
+            .get_or_create(&labels)
+            .set((s.high_watermark - l.last_stable_offset).max(0));
+        open_txns
+            .get_or_create(&labels)
+            .set(l.open_transactions as i64);
     }
+    r.register(
+        "kafka_cluster_partition_laststableoffsetlag",
+        "The high watermark less the last stable offset: records read_committed consumers wait for",
+        lso_lag,
+    );
+    r.register(
+        "kafkaiq_partition_open_transactions",
+        "Transactions open on the partition (begun, no marker yet)",
+        open_txns,
+    );
     r.register(
         "kafka_cluster_partition_underreplicated",
         "1 if this broker leads the partition and its ISR is smaller than its replica set",

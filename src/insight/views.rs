@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::controller::QuorumDescription;
 use crate::limits::HISTORY_API_CHANGES_MAX;
 use crate::metadata::{LeadershipChange, MetadataImage, PartitionRegistration};
-use crate::replica::partition::PartitionState;
+use super::LocalPartition;
 use crate::replica::Role;
 
 /// How a registered broker stands.
@@ -128,9 +128,10 @@ impl Health {
     }
 }
 
-/// What this node knows of a partition it leads: its high watermark, log end offset and each
-/// replica's.
-fn local_view(state: &PartitionState, log_end_offset: i64) -> Value {
+/// What this node knows of a partition it leads: its high watermark, last stable offset, open
+/// transactions, log end offset and each replica's.
+fn local_view(local: &LocalPartition) -> Value {
+    let (state, log_end_offset) = (&local.state, local.log_end_offset);
     let replicas: Vec<Value> = state
         .replicas
         .iter()
@@ -153,6 +154,8 @@ fn local_view(state: &PartitionState, log_end_offset: i64) -> Value {
         .collect();
     json!({
         "high_watermark": state.high_watermark,
+        "last_stable_offset": local.last_stable_offset,
+        "open_transactions": local.open_transactions,
         "log_end_offset": log_end_offset,
         "replicas": replicas,
     })
@@ -163,7 +166,7 @@ fn local_view(state: &PartitionState, log_end_offset: i64) -> Value {
 /// ratio of each compacted log on this node (the share of its cleanable bytes not yet cleaned).
 pub fn partitions(
     image: &MetadataImage,
-    local: &HashMap<TopicPartition, (PartitionState, i64)>,
+    local: &HashMap<TopicPartition, LocalPartition>,
     dirty: &HashMap<TopicPartition, f64>,
     min_isr: impl Fn(&str) -> i32,
 ) -> Value {
@@ -178,8 +181,8 @@ pub fn partitions(
             };
             let leads_here = local
                 .get(&tp)
-                .filter(|(s, _)| s.role == Role::Leader)
-                .map(|(s, leo)| local_view(s, *leo));
+                .filter(|l| l.state.role == Role::Leader)
+                .map(local_view);
             let dirty_ratio = dirty.get(&tp).map(|r| (r * 1000.0).round() / 1000.0);
             rows.push((
                 health,

@@ -129,6 +129,7 @@ pub struct TxnService {
     replication_factor: i16,
     /// WriteTxnMarkers to other partition leaders, on the inter-broker listener.
     markers_client: Client,
+    load_stats: crate::metrics::CoordinatorLoadStats,
     me: Weak<TxnService>,
 }
 
@@ -200,6 +201,7 @@ impl TxnService {
             settings: config.transactions.clone(),
             replication_factor,
             markers_client,
+            load_stats: Default::default(),
             me: me.clone(),
         })
     }
@@ -1005,6 +1007,11 @@ impl TxnService {
         }
     }
 
+    /// What loads of `__transaction_state` partitions cost.
+    pub fn load_stats(&self) -> &crate::metrics::CoordinatorLoadStats {
+        &self.load_stats
+    }
+
     /// Counts of ids per state, for the metrics.
     pub fn state_counts(&self) -> BTreeMap<TxnState, usize> {
         let inner = self.lock();
@@ -1031,6 +1038,7 @@ impl TxnService {
     /// One attempt of [`TxnService::load_partition`]: false if it failed and may be retried.
     fn try_load_partition(&self, partition: i32, epoch: i32) -> bool {
         let started = std::time::Instant::now();
+        let mut replayed = 0u64;
         let mut txns: HashMap<String, TxnMetadata> = HashMap::new();
         let mut offset = match self.log.log_start_offset(partition) {
             Ok(o) => o,
@@ -1068,6 +1076,7 @@ impl TxnService {
                     if record.control {
                         continue;
                     }
+                    replayed += 1;
                     let Some(key) = record.key.as_ref() else {
                         continue;
                     };
@@ -1110,10 +1119,12 @@ impl TxnService {
                 _ => return true, // Leadership moved on while loading.
             }
         }
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        self.load_stats.record(replayed, elapsed_ms);
         tracing::info!(
             partition,
             transactional_ids = count,
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            elapsed_ms,
             "loaded transaction coordinator partition"
         );
         true

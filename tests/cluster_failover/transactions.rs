@@ -289,5 +289,100 @@ async fn transactions_stay_whole_across_node_kills() {
     });
     eprintln!("transactions: {fates:?}; records read: {}", values.len());
     assert!(problems.is_empty(), "{problems:#?}");
+    if kind == ClusterKind::KafkaIq {
+        open_transactions_show_in_metrics(&cluster).await;
+    }
     cluster.stop_all();
+}
+
+/// Every node's `/metrics` text.
+async fn scrape_all(cluster: &Cluster) -> Vec<String> {
+    let mut texts = Vec::new();
+    for node in cluster.nodes.values() {
+        let (status, _, body) = crate::common::http::get(node.http_addr(), "/metrics").await;
+        assert_eq!(status, 200, "node {}: /metrics", node.id);
+        texts.push(body);
+    }
+    texts
+}
+
+/// The largest value of `series` over the nodes, and its sum.
+fn max_and_sum(texts: &[String], series: &str) -> (f64, f64) {
+    texts
+        .iter()
+        .filter_map(|t| crate::common::http::sample(t, series))
+        .fold((0.0, 0.0), |(m, s), v| (f64::max(m, v), s + v))
+}
+
+/// A transaction left open shows in the metrics: its partition's last stable offset lags the
+/// high watermark, the partition counts one open transaction, and the coordinator counts its id
+/// Ongoing; once it commits, the lag is gone and the id is CompleteCommit.
+async fn open_transactions_show_in_metrics(cluster: &Cluster) {
+    let bootstrap = cluster.bootstrap();
+    let producer = tokio::task::spawn_blocking(move || {
+        let p: BaseProducer<Ctx> = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("transactional.id", "metrics-writer")
+            .create_with_context(Ctx)
+            .expect("create producer");
+        p.init_transactions(CALL_TIMEOUT).expect("init");
+        p.begin_transaction().expect("begin");
+        for i in 0..5 {
+            let value = format!("open-{i}");
+            p.send(BaseRecord::to(TOPIC).payload(&value).key(&value).partition(0))
+                .map_err(|(e, _)| e)
+                .expect("send");
+        }
+        p.flush(CALL_TIMEOUT).expect("flush");
+        p
+    })
+    .await
+    .expect("producer");
+    let partition = format!("{{topic=\"{TOPIC}\",partition=\"0\"}}");
+    let lag = format!("kafka_cluster_partition_laststableoffsetlag{partition}");
+    let open = format!("kafkaiq_partition_open_transactions{partition}");
+    let ids = |state: &str| {
+        format!("kafkaiq_transaction_coordinator_transactional_ids{{state=\"{state}\"}}")
+    };
+    cluster
+        .wait_for("the open transaction in the metrics", DEADLINE, || async {
+            let texts = scrape_all(cluster).await;
+            let (max_lag, _) = max_and_sum(&texts, &lag);
+            let (max_open, _) = max_and_sum(&texts, &open);
+            let (_, ongoing) = max_and_sum(&texts, &ids("Ongoing"));
+            (max_lag >= 5.0 && max_open == 1.0 && ongoing == 1.0).then_some(())
+        })
+        .await;
+    let producer = tokio::task::spawn_blocking(move || {
+        producer.commit_transaction(CALL_TIMEOUT).expect("commit");
+        producer
+    })
+    .await
+    .expect("commit");
+    cluster
+        .wait_for("the committed transaction in the metrics", DEADLINE, || async {
+            let texts = scrape_all(cluster).await;
+            let (max_lag, _) = max_and_sum(&texts, &lag);
+            let (max_open, _) = max_and_sum(&texts, &open);
+            let (_, ongoing) = max_and_sum(&texts, &ids("Ongoing"));
+            let (_, complete) = max_and_sum(&texts, &ids("CompleteCommit"));
+            (max_lag == 0.0 && max_open == 0.0 && ongoing == 0.0 && complete >= 1.0)
+                .then_some(())
+        })
+        .await;
+    let texts = scrape_all(cluster).await;
+    for name in [
+        "kafka_server_transaction_coordinator_metrics_partition_load_time_max",
+        "kafka_server_transaction_coordinator_metrics_partition_load_time_avg",
+    ] {
+        assert!(
+            texts
+                .iter()
+                .all(|t| crate::common::http::sample(t, name).is_some()),
+            "{name} on every node"
+        );
+    }
+    tokio::task::spawn_blocking(move || drop(producer))
+        .await
+        .expect("drop");
 }
