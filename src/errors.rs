@@ -325,6 +325,16 @@ impl ApiError {
             InvalidRequest(String::new()),
             CorruptMessage(String::new()),
             InvalidRecord(String::new()),
+            // AddPartitionsToTxn's answers to a partition leader's verification (KIP-890).
+            ConcurrentTransactions,
+            ProducerFenced,
+            NotCoordinator,
+            CoordinatorLoadInProgress,
+            CoordinatorNotAvailable,
+            TransactionAbortable,
+            InvalidProducerIdMapping,
+            InvalidProducerEpoch(String::new()),
+            InvalidTxnState(String::new()),
         ];
         Some(
             known

@@ -104,6 +104,7 @@ pub const RESPONSE_LAYOUTS: &[Layout] = &[
     layout(ApiKey::UnregisterBroker,               0,  0,     0, UNREGISTER_BROKER_RESPONSE),
     layout(ApiKey::AllocateProducerIds,            0,  0,     0, ALLOCATE_PRODUCER_IDS_RESPONSE),
     layout(ApiKey::WriteTxnMarkers,                1,  1,     1, WRITE_TXN_MARKERS_RESPONSE),
+    layout(ApiKey::AddPartitionsToTxn,             4,  5,     3, ADD_PARTITIONS_TO_TXN_RESPONSE),
     layout(ApiKey::DescribeQuorum,                 0,  2,     0, DESCRIBE_QUORUM_RESPONSE),
 ];
 
@@ -570,6 +571,31 @@ const WRITABLE_TXN_MARKER_RESULT: Ty = Ty::Struct(&[
 /// `WriteTxnMarkersResponse`
 const WRITE_TXN_MARKERS_RESPONSE: Ty = Ty::Struct(&[
     all(array(&WRITABLE_TXN_MARKER_RESULT)), // markers
+]);
+
+// ---- AddPartitionsToTxn (key 24): v4-v5 (a partition leader's verification), flexible ----
+
+/// `AddPartitionsToTxnPartitionResult`
+const ADD_PARTITIONS_TO_TXN_PARTITION_RESULT: Ty = Ty::Struct(&[
+    all(I32), // partition_index
+    all(I16), // partition_error_code
+]);
+/// `AddPartitionsToTxnTopicResult`
+const ADD_PARTITIONS_TO_TXN_TOPIC_RESULT: Ty = Ty::Struct(&[
+    all(STRING),                                         // name
+    all(array(&ADD_PARTITIONS_TO_TXN_PARTITION_RESULT)), // results_by_partition
+]);
+/// `AddPartitionsToTxnResult`
+const ADD_PARTITIONS_TO_TXN_RESULT: Ty = Ty::Struct(&[
+    since(4, STRING),                                   // transactional_id
+    since(4, array(&ADD_PARTITIONS_TO_TXN_TOPIC_RESULT)), // topic_results
+]);
+/// `AddPartitionsToTxnResponse`
+const ADD_PARTITIONS_TO_TXN_RESPONSE: Ty = Ty::Struct(&[
+    all(I32),                                         // throttle_time_ms
+    since(4, I16),                                    // error_code
+    since(4, array(&ADD_PARTITIONS_TO_TXN_RESULT)),   // results_by_transaction
+    until(3, array(&ADD_PARTITIONS_TO_TXN_TOPIC_RESULT)), // results_by_topic_v3_and_below
 ]);
 
 // ---- DescribeQuorum (key 55): v0-v2, flexible from v0 ----

@@ -25,8 +25,13 @@ use kafka_protocol::messages::{ProduceRequest, ResponseKind};
 
 use crate::clock::Clock;
 use crate::metadata::MetadataCache;
+use std::collections::HashMap;
+
+use kafkaiq_storage::VerificationGuard;
+
+use crate::errors::ApiError;
 use crate::replica::append::{
-    AppendParams, AppendStats, PartitionRecords, TopicRecords, TxnVerifier,
+    AppendParams, AppendStats, PartitionRecords, TopicRecords, TxnChecks,
 };
 use crate::replica::ReplicaManager;
 use crate::replica::TopicPartition;
@@ -65,19 +70,7 @@ pub async fn handle(
 ) -> ProduceReply {
     let image = services.cache.image();
     let txn_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
-    let verify = |tp: &TopicPartition, producer_id: i64, producer_epoch: i16| {
-        let id = txn_id.as_deref().unwrap_or_default();
-        services
-            .txns
-            .verify_produce(id, producer_id, producer_epoch, tp, version)
-    };
-    let params = AppendParams {
-        acks: request.acks,
-        timeout_ms: request.timeout_ms,
-        verify_transaction: txn_id.is_some().then_some(&verify as TxnVerifier<'_>),
-        now_ms: services.clock.now_ms(),
-    };
-    let topics = request
+    let topics: Vec<TopicRecords<'_>> = request
         .topic_data
         .iter()
         .map(|topic| {
@@ -104,6 +97,21 @@ pub async fn handle(
             }
         })
         .collect();
+    let answers;
+    let transactions = match &txn_id {
+        None => TxnChecks::NoTransactionalId,
+        Some(_) if !services.txns.verifies_partitions() => TxnChecks::Unchecked,
+        Some(id) => {
+            answers = verify_transactions(&services, id, &topics, version).await;
+            TxnChecks::Verified(&answers)
+        }
+    };
+    let params = AppendParams {
+        acks: request.acks,
+        timeout_ms: request.timeout_ms,
+        transactions,
+        now_ms: services.clock.now_ms(),
+    };
     let appended = services
         .replicas
         .append_records(&image, params, topics, services.stats)
@@ -122,4 +130,61 @@ pub async fn handle(
 
     let response = response::encode(&services, version, &request, appended);
     ProduceReply::Respond(Box::new(ResponseKind::Produce(response)))
+}
+
+/// KIP-890 before the appends: each partition led here whose transactional batch would open
+/// its producer's transaction gets a verification guard, and the coordinator is asked about
+/// those partitions together. A partition whose transaction is open already, or that is not
+/// led here (its append fails anyway), is not asked about.
+async fn verify_transactions(
+    services: &ProduceServices<'_>,
+    txn_id: &str,
+    topics: &[TopicRecords<'_>],
+    version: i16,
+) -> HashMap<TopicPartition, Result<VerificationGuard, ApiError>> {
+    use kafkaiq_storage::batch::BatchHeader;
+    let mut producer = None;
+    let mut guards = Vec::new();
+    for topic in topics.iter().filter(|t| t.known) {
+        for pd in &topic.partitions {
+            let Some(h) = pd.records.and_then(|r| BatchHeader::parse(r).ok()) else {
+                continue;
+            };
+            if !h.is_transactional() {
+                continue;
+            }
+            let tp = TopicPartition {
+                topic: topic.name.clone(),
+                partition: pd.index,
+            };
+            let Ok(Some(p)) = services.replicas.hosted_or_offline(&tp) else {
+                continue;
+            };
+            producer.get_or_insert((h.producer_id, h.producer_epoch));
+            if let Some(guard) = p
+                .log()
+                .start_transaction_verification(h.producer_id, h.producer_epoch)
+            {
+                guards.push((tp, guard));
+            }
+        }
+    }
+    let Some((producer_id, producer_epoch)) = producer else {
+        return HashMap::new();
+    };
+    if guards.is_empty() {
+        return HashMap::new();
+    }
+    let partitions: Vec<TopicPartition> = guards.iter().map(|(tp, _)| tp.clone()).collect();
+    let mut answers = services
+        .txns
+        .verify_produce(txn_id, producer_id, producer_epoch, &partitions, version)
+        .await;
+    guards
+        .into_iter()
+        .map(|(tp, guard)| {
+            let answer = answers.remove(&tp).unwrap_or(Ok(())).map(|()| guard);
+            (tp, answer)
+        })
+        .collect()
 }

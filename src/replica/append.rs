@@ -4,9 +4,9 @@
 //! Each partition is refused or appended in request order: acks outside -1..=1 are
 //! INVALID_REQUIRED_ACKS, a topic id the image does not know UNKNOWN_TOPIC_ID, no records
 //! INVALID_RECORD; then the client batch rules of [`validate_client_batches`], the transaction
-//! check of a transactional batch ([`AppendParams::verify_transaction`]: KIP-890's
-//! verification, TRANSACTIONAL_ID_AUTHORIZATION_FAILED without a transactional id) and the
-//! partition's own append (which refuses acks=-1
+//! check of a transactional batch ([`AppendParams::transactions`]: KIP-890's verification,
+//! made before the appends, TRANSACTIONAL_ID_AUTHORIZATION_FAILED without a transactional id)
+//! and the partition's own append (which refuses acks=-1
 //! with NOT_ENOUGH_REPLICAS before writing anything when the ISR is below the effective min ISR).
 //!
 //! acks=-1 then waits in the purgatory until the high watermark covers every partition's last
@@ -14,10 +14,11 @@
 //! ISR meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved while it waited; REQUEST_TIMED_OUT
 //! at `timeout_ms`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kafkaiq_storage::TopicPartition;
+use kafkaiq_storage::{TopicPartition, TxnVerification, VerificationGuard};
 
 use super::{Partition, ReplicaManager};
 use crate::errors::ApiError;
@@ -39,18 +40,27 @@ pub struct TopicRecords<'a> {
     pub partitions: Vec<PartitionRecords<'a>>,
 }
 
-/// KIP-890's check of a transactional produce: that its producer's ongoing transaction holds
-/// the partition (the transaction coordinator answers).
-pub type TxnVerifier<'a> =
-    &'a (dyn Fn(&TopicPartition, i64, i16) -> Result<(), ApiError> + Send + Sync);
+/// What a produce request's transactional batches are appended with (KIP-890).
+#[derive(Clone, Copy)]
+pub enum TxnChecks<'a> {
+    /// The request has no transactional id: a transactional batch is refused
+    /// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka).
+    NoTransactionalId,
+    /// `transaction.partition.verification.enable=false`: appended unchecked.
+    Unchecked,
+    /// The coordinator's answer for each partition whose batch would open a transaction,
+    /// asked before the appends: an error, or the guard the append shows. A partition not
+    /// listed had its transaction open already (its append checks that it still is).
+    Verified(&'a HashMap<TopicPartition, Result<VerificationGuard, ApiError>>),
+}
 
 /// What a produce request asks, besides its records.
 #[derive(Clone, Copy)]
 pub struct AppendParams<'a> {
     pub acks: i16,
     pub timeout_ms: i32,
-    /// For a request with a transactional id: the check its transactional batches pass first.
-    pub verify_transaction: Option<TxnVerifier<'a>>,
+    /// How its transactional batches are checked.
+    pub transactions: TxnChecks<'a>,
     pub now_ms: i64,
 }
 
@@ -162,8 +172,13 @@ impl ReplicaManager {
                     ));
                 }
                 validate_client_batches(records, &p.log().config(), &tp)?;
-                verify_transactional(records, &tp, params.verify_transaction)?;
-                match p.append_records_to_leader_in_epoch(records, params.acks, params.now_ms) {
+                let verification = verify_transactional(records, &tp, params.transactions)?;
+                match p.append_records_to_leader_in_epoch(
+                    records,
+                    params.acks,
+                    params.now_ms,
+                    verification,
+                ) {
                     Ok((info, epoch)) => {
                         if !info.duplicate {
                             topic_stats.produced(name, records.len() as u64, info.record_count);
@@ -312,22 +327,24 @@ fn validate_client_batches(
 }
 
 /// A transactional batch needs a transactional id (Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-/// without one) and, where the coordinator can say, a partition in its producer's transaction.
+/// without one) and, with verification on, a partition in its producer's transaction: the
+/// coordinator's answer, or a transaction open on the partition already.
 fn verify_transactional(
     records: &[u8],
     tp: &TopicPartition,
-    verify: Option<TxnVerifier<'_>>,
-) -> Result<(), ApiError> {
+    checks: TxnChecks<'_>,
+) -> Result<TxnVerification, ApiError> {
     use kafkaiq_storage::batch::BatchHeader;
-    let Ok(h) = BatchHeader::parse(records) else {
-        return Ok(());
-    };
-    if !h.is_transactional() {
-        return Ok(());
-    }
-    match verify {
-        None => Err(ApiError::TransactionalIdAuthorizationFailed),
-        Some(verify) => verify(tp, h.producer_id, h.producer_epoch),
+    let transactional = BatchHeader::parse(records).is_ok_and(|h| h.is_transactional());
+    match checks {
+        _ if !transactional => Ok(TxnVerification::Unchecked),
+        TxnChecks::NoTransactionalId => Err(ApiError::TransactionalIdAuthorizationFailed),
+        TxnChecks::Unchecked => Ok(TxnVerification::Unchecked),
+        TxnChecks::Verified(answers) => match answers.get(tp) {
+            Some(Ok(guard)) => Ok(TxnVerification::Verified(Some(*guard))),
+            Some(Err(e)) => Err(e.clone()),
+            None => Ok(TxnVerification::Verified(None)),
+        },
     }
 }
 
@@ -356,26 +373,28 @@ mod tests {
         assert!(validate_client_batches(&txn, &config, &tp).is_ok());
         // Without a transactional id in the request, a transactional batch is refused.
         assert_eq!(
-            verify_transactional(&txn, &tp, None),
+            verify_transactional(&txn, &tp, TxnChecks::NoTransactionalId),
             Err(ApiError::TransactionalIdAuthorizationFailed)
         );
-        let in_txn = |_: &TopicPartition, id: i64, epoch: i16| {
-            if (id, epoch) == (5, 0) {
-                Ok(())
-            } else {
-                Err(ApiError::ProducerFenced)
-            }
-        };
-        assert_eq!(verify_transactional(&txn, &tp, Some(&in_txn)), Ok(()));
-        let not_added = |_: &TopicPartition, _: i64, _: i16| Err(ApiError::TransactionAbortable);
         assert_eq!(
-            verify_transactional(&txn, &tp, Some(&not_added)),
+            verify_transactional(&txn, &tp, TxnChecks::Unchecked),
+            Ok(TxnVerification::Unchecked)
+        );
+        // The coordinator's answer: an error refuses the batch; no answer (the transaction
+        // was open already) leaves the check to the log.
+        let not_added = HashMap::from([(tp.clone(), Err(ApiError::TransactionAbortable))]);
+        assert_eq!(
+            verify_transactional(&txn, &tp, TxnChecks::Verified(&not_added)),
             Err(ApiError::TransactionAbortable)
+        );
+        assert_eq!(
+            verify_transactional(&txn, &TopicPartition::new("t", 1), TxnChecks::Verified(&not_added)),
+            Ok(TxnVerification::Verified(None))
         );
         // An idempotent batch is not checked.
         assert_eq!(
-            verify_transactional(&idempotent, &tp, Some(&not_added)),
-            Ok(())
+            verify_transactional(&idempotent, &tp, TxnChecks::Verified(&not_added)),
+            Ok(TxnVerification::Unchecked)
         );
         let marker = EndTxnMarker {
             control_type: ControlRecordType::Commit,

@@ -641,7 +641,12 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, ApiError> {
-        self.append_records_to_leader_in_epoch(records, required_acks, now_ms)
+        self.append_records_to_leader_in_epoch(
+            records,
+            required_acks,
+            now_ms,
+            kafkaiq_storage::TxnVerification::Unchecked,
+        )
             .map(|(info, _)| info)
     }
 
@@ -653,15 +658,16 @@ impl Partition {
         records: &[u8],
         required_acks: i16,
         now_ms: i64,
+        verification: kafkaiq_storage::TxnVerification,
     ) -> Result<(LogAppendInfo, i32), ApiError> {
         let mut state = self.lock();
         Self::require_leader(&state)?;
         if required_acks == -1 && state.isr().len() < Self::effective_min_isr(&state) {
             return Err(ApiError::NotEnoughReplicas);
         }
-        let info = self
-            .log()
-            .append_as_leader(records, state.leader_epoch, now_ms)?;
+        let info =
+            self.log()
+                .append_as_leader_checked(records, state.leader_epoch, now_ms, verification)?;
         self.maybe_increment_high_watermark(&mut state, now_ms);
         let epoch = state.leader_epoch;
         drop(state);

@@ -62,6 +62,8 @@ const MARKER_BACKOFF_MIN: Duration = Duration::from_millis(20);
 const MARKER_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// Pause before a failed load of a `__transaction_state` partition is tried again.
 const LOAD_RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// How long a partition leader waits for the coordinator's answer to a verification.
+const VERIFY_WAIT: Duration = Duration::from_secs(10);
 /// Bytes read per step while loading a `__transaction_state` partition.
 const LOAD_READ_BYTES: usize = 1024 * 1024;
 
@@ -510,40 +512,163 @@ impl TxnService {
             .verify_partition(producer_id, producer_epoch, partition)
     }
 
-    /// KIP-890's check of a transactional produce to `tp`, as the partition leader makes it
-    /// before appending. When this node coordinates the id, the check is made here; otherwise
-    /// the batch is accepted as Kafka does with `transaction.partition.verification.enable=false`
-    /// (the remote check is not made). A partition not in the transaction is
-    /// TRANSACTION_ABORTABLE for clients that know it (Produce v12+) and INVALID_TXN_STATE for
-    /// older ones, as in Kafka.
-    pub fn verify_produce(
+    /// Whether a partition leader asks the coordinator before a transactional produce opens a
+    /// transaction on a partition (`transaction.partition.verification.enable`).
+    pub fn verifies_partitions(&self) -> bool {
+        self.settings.partition_verification
+    }
+
+    /// KIP-890's check of a transactional produce to `partitions`, as their leader makes it
+    /// before a batch opens the producer's transaction there: here when this node coordinates
+    /// the id, else by asking the coordinator (AddPartitionsToTxn v4+ with `verify_only`, as
+    /// Kafka's `AddPartitionsToTxnManager`). One answer per partition, as Kafka's leader gives
+    /// them to the producer:
+    /// - a partition not in the transaction: TRANSACTION_ABORTABLE for clients that know it
+    ///   (Produce v12+), INVALID_TXN_STATE for older ones;
+    /// - a fenced producer: INVALID_PRODUCER_EPOCH;
+    /// - an answer that may change (the coordinator moving, loading or ending the transaction,
+    ///   or not reached): NOT_ENOUGH_REPLICAS, which every producer retries without a
+    ///   metadata refresh;
+    /// - a coordinator too old to verify (no v4): no check, as Kafka.
+    pub async fn verify_produce(
         &self,
         txn_id: &str,
         producer_id: i64,
         producer_epoch: i16,
-        tp: &TopicPartition,
+        partitions: &[TopicPartition],
         produce_version: i16,
-    ) -> Result<(), ApiError> {
-        if !self.settings.partition_verification || !self.coordinates(txn_id) {
-            return Ok(());
+    ) -> HashMap<TopicPartition, Result<(), ApiError>> {
+        let answers: Vec<Result<(), ApiError>> = if self.coordinates(txn_id) {
+            partitions
+                .iter()
+                .map(|tp| {
+                    let p = (tp.topic.clone(), tp.partition);
+                    self.verify_partition(txn_id, producer_id, producer_epoch, &p)
+                })
+                .collect()
+        } else {
+            self.verify_remotely(txn_id, producer_id, producer_epoch, partitions)
+                .await
+        };
+        partitions
+            .iter()
+            .cloned()
+            .zip(answers)
+            .map(|(tp, answer)| {
+                let answer = answer.map_err(|e| match e.kind() {
+                    ApiError::TransactionAbortable if produce_version < 12 => {
+                        ApiError::InvalidTxnState(format!(
+                            "partition {tp} is not in the transaction of producer {producer_id}"
+                        ))
+                    }
+                    ApiError::ProducerFenced => ApiError::InvalidProducerEpoch(format!(
+                        "producer {producer_id} at epoch {producer_epoch} is fenced"
+                    )),
+                    ApiError::ConcurrentTransactions
+                    | ApiError::CoordinatorLoadInProgress
+                    | ApiError::CoordinatorNotAvailable
+                    | ApiError::NotCoordinator
+                    | ApiError::RequestTimedOut => ApiError::NotEnoughReplicas,
+                    _ => e,
+                });
+                (tp, answer)
+            })
+            .collect()
+    }
+
+    /// AddPartitionsToTxn with `verify_only` to the coordinator of `txn_id`: one answer per
+    /// partition, in order (the coordinator's codes; CLUSTER_AUTHORIZATION_FAILED, which the
+    /// producer must not see, as INVALID_TXN_STATE).
+    async fn verify_remotely(
+        &self,
+        txn_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TopicPartition],
+    ) -> Vec<Result<(), ApiError>> {
+        use kafka_protocol::messages::add_partitions_to_txn_request::{
+            AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+        };
+        use kafka_protocol::messages::{AddPartitionsToTxnRequest, TransactionalId};
+        use kafka_protocol::protocol::StrBytes;
+        let all = |e: ApiError| partitions.iter().map(|_| Err(e.clone())).collect();
+        let coordinator = self
+            .cache
+            .image()
+            .topic(TRANSACTION_STATE_TOPIC_NAME)
+            .and_then(|t| t.partitions.get(&self.partition_for(txn_id)))
+            .map(|reg| reg.leader)
+            .filter(|&leader| leader >= 0);
+        let Some(coordinator) = coordinator else {
+            return all(ApiError::CoordinatorNotAvailable);
+        };
+        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for tp in partitions {
+            topics.entry(&tp.topic).or_default().push(tp.partition);
         }
-        match self.verify_partition(
-            txn_id,
-            producer_id,
-            producer_epoch,
-            &(tp.topic.clone(), tp.partition),
-        ) {
-            Err(ApiError::TransactionAbortable) if produce_version < 12 => {
-                Err(ApiError::InvalidTxnState(format!(
-                    "partition {}-{} is not in the transaction of producer {producer_id}",
-                    tp.topic, tp.partition
-                )))
+        let transaction = AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(txn_id.to_owned())))
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(producer_epoch)
+            .with_verify_only(true)
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        AddPartitionsToTxnTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(t.to_owned())))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let request = AddPartitionsToTxnRequest::default().with_transactions(vec![transaction]);
+        let options = RequestOptions::default()
+            .timeout(VERIFY_WAIT)
+            .versions(4, 5);
+        let response = match self
+            .markers_client
+            .send_with(coordinator, options, move |_| request)
+            .await
+        {
+            Ok(r) => r.body,
+            Err(crate::client::ClientError::NoCommonVersion { .. }) => {
+                tracing::warn!(coordinator, "the transaction coordinator cannot verify partitions (no AddPartitionsToTxn v4); producing unverified");
+                return partitions.iter().map(|_| Ok(())).collect();
             }
-            Err(ApiError::ProducerFenced) => Err(ApiError::InvalidProducerEpoch(format!(
-                "producer {producer_id} at epoch {producer_epoch} is fenced"
-            ))),
-            other => other,
+            Err(e) => {
+                tracing::debug!(coordinator, error = %e, "AddPartitionsToTxn verification failed");
+                return all(ApiError::CoordinatorNotAvailable);
+            }
+        };
+        if let Some(e) = ApiError::from_code(response.error_code) {
+            return all(match e {
+                ApiError::ClusterAuthorizationFailed => ApiError::InvalidTxnState(
+                    "the partition leader may not ask the transaction coordinator".into(),
+                ),
+                e => e,
+            });
         }
+        let mut codes: HashMap<(String, i32), i16> = HashMap::new();
+        for txn in response.results_by_transaction {
+            for topic in txn.topic_results {
+                for p in topic.results_by_partition {
+                    codes.insert(
+                        (topic.name.0.to_string(), p.partition_index),
+                        p.partition_error_code,
+                    );
+                }
+            }
+        }
+        partitions
+            .iter()
+            .map(|tp| {
+                match codes.get(&(tp.topic.clone(), tp.partition)) {
+                    Some(&code) => ApiError::from_code(code).map_or(Ok(()), Err),
+                    // The coordinator said nothing of it: not verified.
+                    None => Err(ApiError::CoordinatorNotAvailable),
+                }
+            })
+            .collect()
     }
 
     /// Whether this node coordinates `txn_id` (its partition is led and loaded here).

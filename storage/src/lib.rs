@@ -49,6 +49,6 @@ pub use flusher::Flusher;
 pub use handles::{HandleLimits, HandlePool, HandleStats};
 pub use log::{
     ActiveProducer, EpochEndOffset, FetchDataInfo, Log, LogAppendInfo, LogPosition,
-    TimestampAndOffset,
+    TimestampAndOffset, TxnVerification, VerificationGuard,
 };
 pub use manager::LogManager;

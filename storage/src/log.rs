@@ -18,6 +18,7 @@
 //! The log does not know about replicas, the high watermark's meaning or the wire protocol; the
 //! caller passes the time (`now_ms`) and, for retention, the high watermark.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -115,6 +116,10 @@ pub struct Log {
     /// The transaction indexes of the segments holding aborted transactions. Changed under the
     /// writer lock; read briefly by read_committed fetches.
     txn_indexes: Mutex<TxnIndexes>,
+    /// KIP-890: the producers whose next transaction on this partition the coordinator is
+    /// being asked about, with the epoch asked for ([`Log::start_transaction_verification`]).
+    /// Taken after the producer-state lock; a marker removes its producer's.
+    verification_guards: Mutex<HashMap<i64, (i16, VerificationGuard)>>,
     /// False only while the producer state holds no open or unstable transaction, so that
     /// every read's last stable offset of a log without transactions takes no lock. Stored
     /// under the producer-state lock, after each change that may add a transaction and by
@@ -359,6 +364,7 @@ impl Log {
             epochs: Mutex::new(epochs),
             producers: Mutex::new(producers),
             txn_indexes: Mutex::new(txn_indexes),
+            verification_guards: Mutex::new(HashMap::new()),
             maybe_unstable: AtomicBool::new(maybe_unstable),
             log_start_offset: AtomicI64::new(log_start_offset),
             log_end_offset: AtomicI64::new(log_end_offset),
@@ -710,6 +716,42 @@ impl Log {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo> {
+        self.append_as_leader_checked(records, leader_epoch, now_ms, TxnVerification::Unchecked)
+    }
+
+    /// KIP-890, before a transactional produce: `None` if the producer's transaction at
+    /// `producer_epoch` is already open on this partition (nothing to verify), else a new guard
+    /// that the append must show once the coordinator has confirmed the partition is in the
+    /// transaction. A marker in between voids the guard (Kafka's `VerificationGuard`), so a
+    /// transaction that ended while the coordinator was asked is not reopened.
+    pub fn start_transaction_verification(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Option<VerificationGuard> {
+        let producers = self.producers.lock();
+        let open = producers.last_entry(producer_id).is_some_and(|e| {
+            e.producer_epoch == producer_epoch && e.current_txn_first_offset.is_some()
+        });
+        if open {
+            return None;
+        }
+        let guard = VerificationGuard::new();
+        self.verification_guards
+            .lock()
+            .insert(producer_id, (producer_epoch, guard));
+        Some(guard)
+    }
+
+    /// [`Log::append_as_leader`] of a client's batches, with KIP-890's check
+    /// ([`TxnVerification`]).
+    pub fn append_as_leader_checked(
+        &self,
+        records: &[u8],
+        leader_epoch: i32,
+        now_ms: i64,
+        verification: TxnVerification,
+    ) -> Result<LogAppendInfo> {
         self.check_online()?;
         let config = self.config();
         let (valid, _) = batch::validate_batches(
@@ -748,6 +790,25 @@ impl Log {
                     marker.map(|m| m.coordinator_epoch),
                 )?;
             } else if h.has_producer_id() {
+                if h.is_transactional() {
+                    if let TxnVerification::Verified(guard) = verification {
+                        let open = producers.last_entry(h.producer_id).is_some_and(|e| {
+                            e.producer_epoch == h.producer_epoch
+                                && e.current_txn_first_offset.is_some()
+                        }) || pending.staged_transactional(h.producer_id);
+                        let guarded = guard.is_some_and(|g| {
+                            self.verification_guards.lock().get(&h.producer_id)
+                                == Some(&(h.producer_epoch, g))
+                        });
+                        if !open && !guarded {
+                            return Err(StorageError::InvalidTxnState(format!(
+                                "producer {} wrote to a partition of no ongoing transaction \
+                                 (it ended while the partition was verified, or it was never added)",
+                                h.producer_id
+                            )));
+                        }
+                    }
+                }
                 let last_sequence = batch_last_sequence(h.base_sequence, h.last_offset_delta);
                 let check = pending.validate_leader_batch(
                     h.producer_id,
@@ -797,6 +858,10 @@ impl Log {
             position += h.size_in_bytes();
         }
         let info = self.append_locked(w, &parts, &stamped, &markers, log_append_time, now_ms)?;
+        // A marker ends its producer's transaction: a verification begun before it is void.
+        for h in stamped.iter().filter(|h| h.is_control() && h.has_producer_id()) {
+            self.verification_guards.lock().remove(&h.producer_id);
+        }
         self.maybe_flush_by_messages()?;
         Ok(info)
     }
@@ -1756,6 +1821,29 @@ fn markers_of(records: &[u8], headers: &[BatchHeader]) -> Result<Vec<Option<EndT
         position += size;
     }
     Ok(markers)
+}
+
+/// KIP-890's proof that the transaction coordinator was asked about a producer's transaction
+/// on a partition (Kafka's `VerificationGuard`): unique per verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerificationGuard(u64);
+
+impl VerificationGuard {
+    fn new() -> VerificationGuard {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        VerificationGuard(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// What a leader append knows of its transactional batches' verification (KIP-890).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnVerification {
+    /// No check: the coordinators' own appends, and clients with verification off.
+    Unchecked,
+    /// The client's batches were verified: a transactional batch is appended only into its
+    /// producer's open transaction, or with the guard of a verification no marker voided since
+    /// (`None`: the transaction was open when the produce began).
+    Verified(Option<VerificationGuard>),
 }
 
 /// The transaction indexes of a log's segments that hold entries, by segment base offset.

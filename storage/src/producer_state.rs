@@ -845,6 +845,13 @@ impl PendingAppend<'_> {
         self.batches.push(batch);
     }
 
+    /// Whether a batch staged before opened (or continues) a transaction of `producer_id`.
+    pub fn staged_transactional(&self, producer_id: i64) -> bool {
+        self.staged
+            .get(&producer_id)
+            .is_some_and(|e| e.current_txn_first_offset.is_some())
+    }
+
     /// The staged batches, to pass to `update` once they are written.
     pub fn into_batches(self) -> Vec<ProducerBatch> {
         self.batches

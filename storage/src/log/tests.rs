@@ -1447,3 +1447,58 @@ fn a_follower_rebuilds_transactions_from_the_leaders_batches() {
         txn_index_files(follower.path())
     );
 }
+
+/// KIP-890's guard: a transactional batch that would open a transaction is appended only with
+/// the guard of a verification that no marker voided since; one into an open transaction
+/// needs none; an unchecked append (verification off, coordinators) is not checked.
+#[test]
+fn a_verification_guard_admits_one_transaction_and_a_marker_voids_it() {
+    use batch::ControlRecordType::{Abort, Commit};
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small_config(), 0, false, 0).unwrap();
+    let refused = |r: Result<LogAppendInfo>| matches!(r, Err(StorageError::InvalidTxnState(_)));
+    // Not verified: refused, nothing written.
+    assert!(refused(log.append_as_leader_checked(
+        &transactional(1, 0, 0, 1),
+        0,
+        0,
+        TxnVerification::Verified(None)
+    )));
+    assert_eq!(log.log_end_offset(), 0);
+    // Verified: the first batch opens the transaction, the next needs no guard.
+    let guard = log.start_transaction_verification(1, 0).expect("no open transaction");
+    log.append_as_leader_checked(
+        &transactional(1, 0, 0, 1),
+        0,
+        0,
+        TxnVerification::Verified(Some(guard)),
+    )
+    .unwrap();
+    assert_eq!(log.start_transaction_verification(1, 0), None, "open now");
+    log.append_as_leader_checked(&transactional(1, 0, 1, 1), 0, 0, TxnVerification::Verified(None))
+        .unwrap();
+    log.append_end_txn_marker_as_leader(1, 0, marker(Commit), 0, 0)
+        .unwrap();
+    // A verification that a marker overtakes (the transaction timed out and was aborted while
+    // the coordinator was asked): its guard no longer opens a transaction.
+    let guard = log.start_transaction_verification(1, 0).expect("closed");
+    log.append_end_txn_marker_as_leader(1, 0, marker(Abort), 0, 0)
+        .unwrap();
+    let end = log.log_end_offset();
+    assert!(refused(log.append_as_leader_checked(
+        &transactional(1, 0, 2, 1),
+        0,
+        0,
+        TxnVerification::Verified(Some(guard))
+    )));
+    assert_eq!(log.log_end_offset(), end);
+    // A guard of another epoch does not pass either; unchecked appends are not checked.
+    let guard = log.start_transaction_verification(1, 0).expect("closed");
+    assert!(refused(log.append_as_leader_checked(
+        &transactional(1, 1, 0, 1),
+        0,
+        0,
+        TxnVerification::Verified(Some(guard))
+    )));
+    log.append_as_leader(&transactional(1, 1, 0, 1), 0, 0).unwrap();
+}
