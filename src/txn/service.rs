@@ -524,7 +524,7 @@ impl TxnService {
     /// Kafka's `AddPartitionsToTxnManager`). One answer per partition, as Kafka's leader gives
     /// them to the producer:
     /// - a partition not in the transaction: TRANSACTION_ABORTABLE for clients that know it
-    ///   (Produce v12+), INVALID_TXN_STATE for older ones;
+    ///   (Produce v11+), INVALID_TXN_STATE for older ones;
     /// - a fenced producer: INVALID_PRODUCER_EPOCH;
     /// - an answer that may change (the coordinator moving, loading or ending the transaction,
     ///   or not reached): NOT_ENOUGH_REPLICAS, which every producer retries without a
@@ -556,7 +556,7 @@ impl TxnService {
             .zip(answers)
             .map(|(tp, answer)| {
                 let answer = answer.map_err(|e| match e.kind() {
-                    ApiError::TransactionAbortable if produce_version < 12 => {
+                    ApiError::TransactionAbortable if produce_version < 11 => {
                         ApiError::InvalidTxnState(format!(
                             "partition {tp} is not in the transaction of producer {producer_id}"
                         ))

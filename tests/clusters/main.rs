@@ -16,3 +16,4 @@ mod follower_fetch_cluster;
 mod log_dirs_cluster;
 mod replication_cluster;
 mod snapshot_transfer_cluster;
+mod txn_verification_cluster;
