@@ -112,6 +112,8 @@ class ProduceRun:
     # Topic configs: the topic is created with them (1 partition) before the run, instead of
     # being auto-created with the broker's defaults.
     topic_config: tuple[str, ...] = ()
+    # > 0: a transactional producer (`--transactional-id`) committing every this many ms.
+    transaction_ms: int = 0
 
     @property
     def mib(self) -> float:
@@ -125,6 +127,8 @@ class ConsumeRun:
     records: int
     size: int
     measured: bool = True
+    # isolation.level=read_committed (records up to the last stable offset only).
+    read_committed: bool = False
 
     @property
     def mib(self) -> float:
@@ -156,12 +160,34 @@ def latency_plan():
                        20_000, topic_config=("segment.bytes=1048576",))]
 
 
+def transactions_plan():
+    """--transactions: ProducerPerformance with a transactional id committing every 100 ms (as
+    fast as possible, and at a fixed rate for latency), then a read_committed
+    ConsumerPerformance over the transactional topic."""
+    full = full_plan()
+    return [
+        full[0],
+        ProduceRun("txn-produce-100B", "bench-txn-100b", 1_000_000, 100, "all", -1,
+                   transaction_ms=100),
+        ProduceRun("txn-produce-1KiB", "bench-txn-1kib", 200_000, 1024, "all", -1,
+                   transaction_ms=100),
+        ConsumeRun("consume-read-committed-100B", "bench-txn-100b", 1_000_000, 100,
+                   read_committed=True),
+        ProduceRun("txn-fixed-rate-20k", "bench-txn-fixed-rate", 600_000, 100, "all", 20_000,
+                   transaction_ms=100),
+    ]
+
+
 def smoke_plan():
     return [
         ProduceRun("produce-100B-acks1", "smoke-100b-acks1", 2_000, 100, "1", -1),
         ProduceRun("produce-1KiB-acksall", "smoke-1kib-acksall", 500, 1024, "all", -1),
         ConsumeRun("consume-100B", "smoke-100b-acks1", 2_000, 100),
         ProduceRun("fixed-rate-1k", "smoke-fixed-rate", 2_000, 100, "all", 1_000),
+        ProduceRun("txn-produce-100B", "smoke-txn-100b", 2_000, 100, "all", -1,
+                   transaction_ms=100),
+        ConsumeRun("consume-read-committed-100B", "smoke-txn-100b", 2_000, 100,
+                   read_committed=True),
     ]
 
 
@@ -501,10 +527,12 @@ def produce(libs: Path, port: int, run: ProduceRun, log: Path, timeout_s: float)
              "--partitions", "1", "--replication-factor", "1", *configs], create_log, timeout_s)
         if code != 0:
             return {"error": f"creating {run.topic}: exit {code}: {tail(create_log)}"}
+    txn = (["--transactional-id", f"bench-{run.name}", "--transaction-duration-ms",
+            str(run.transaction_ms)] if run.transaction_ms > 0 else [])
     code, out = run_tool(
         libs, "org.apache.kafka.tools.ProducerPerformance",
         ["--topic", run.topic, "--num-records", str(run.records), "--record-size", str(run.size),
-         "--throughput", str(run.throughput), "--producer-props",
+         "--throughput", str(run.throughput), *txn, "--producer-props",
          f"bootstrap.servers=127.0.0.1:{port}", f"acks={run.acks}"],
         log, timeout_s)
     if code is None:
@@ -526,10 +554,16 @@ def produce(libs: Path, port: int, run: ProduceRun, log: Path, timeout_s: float)
 
 def consume(libs: Path, port: int, run: ConsumeRun, log: Path, timeout_s: float,
             group: str, idle_timeout_ms: int) -> dict:
+    extra = []
+    if run.read_committed:
+        props = log.with_name(f"{run.name}.properties")
+        props.write_text("isolation.level=read_committed\n")
+        extra = ["--consumer.config", str(props)]
     code, out = run_tool(
         libs, "org.apache.kafka.tools.ConsumerPerformance",
         ["--bootstrap-server", f"127.0.0.1:{port}", "--topic", run.topic,
-         "--messages", str(run.records), "--group", group, "--timeout", str(idle_timeout_ms)],
+         "--messages", str(run.records), "--group", group, "--timeout", str(idle_timeout_ms),
+         *extra],
         log, timeout_s)
     if code is None:
         return {"error": f"timed out after {timeout_s:.0f} s: {tail(log)}"}
@@ -643,8 +677,10 @@ def rows_for(plan) -> list[Row]:
     for run in plan:
         if not run.measured:
             continue
+        txn = (f", transactional (commit every {run.transaction_ms} ms)"
+               if isinstance(run, ProduceRun) and run.transaction_ms > 0 else "")
         if isinstance(run, ProduceRun) and run.throughput < 0:
-            desc = f"{run.records:,} × {run.size} B, acks={run.acks}"
+            desc = f"{run.records:,} × {run.size} B, acks={run.acks}{txn}"
             rows.append(Row(f"Producer throughput, {desc}", run.name, "records_per_s",
                             "records/s", "{:,.0f}", 1.0))
             rows.append(Row(f"Producer throughput, {desc}", run.name, "mib_per_s", "MiB/s",
@@ -652,7 +688,7 @@ def rows_for(plan) -> list[Row]:
             rows.append(Row(f"Broker CPU per MiB ingested, {desc}", run.name,
                             "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", 0.5, False))
         elif isinstance(run, ProduceRun):
-            desc = f"{run.throughput:,} records/s × {run.size} B, acks={run.acks}"
+            desc = f"{run.throughput:,} records/s × {run.size} B, acks={run.acks}{txn}"
             if run.topic_config:
                 desc += ", " + ", ".join(run.topic_config)
             for field, name in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
@@ -664,6 +700,8 @@ def rows_for(plan) -> list[Row]:
                             "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", None, False))
         else:
             desc = f"{run.records:,} × {run.size} B"
+            if run.read_committed:
+                desc += ", read_committed"
             rows.append(Row(f"Consumer fetch throughput, {desc}", run.name, "fetch_mib_per_s",
                             "MiB/s", "{:.2f}"))
             rows.append(Row(f"Consumer group join (rebalance), {desc}", run.name,
@@ -972,6 +1010,9 @@ def main() -> int:
     p.add_argument("--compare-bin", metavar="PATH",
                    help="also run this (earlier) kafkaiq binary as a third broker, "
                         "'KafkaIQ (before)', in every round, before the current one")
+    p.add_argument("--transactions", action="store_true",
+                   help="the transactions plan: transactional ProducerPerformance and a "
+                        "read_committed ConsumerPerformance")
     p.add_argument("--latency-only", action="store_true",
                    help="only a small warm-up and the fixed-rate run (cluster mode: and "
                         "EndToEndLatency)")
@@ -1001,7 +1042,8 @@ def main() -> int:
 
         return cluster.main(args, libs, binary, brokers)
 
-    plan = smoke_plan() if args.smoke else latency_plan() if args.latency_only else full_plan()
+    plan = (smoke_plan() if args.smoke else latency_plan() if args.latency_only
+            else transactions_plan() if args.transactions else full_plan())
     binary = build_kafkaiq(args) if "kafkaiq" in brokers else Path("-")
     before = Path(args.compare_bin).resolve() if args.compare_bin else None
     if before is not None and not os.access(before, os.X_OK):

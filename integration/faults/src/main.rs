@@ -7,6 +7,7 @@
 //! - `netfault.rs` — cuts between nodes (nftables rules by the sockets' group id) and added
 //!   latency (an NFQUEUE served by `delay.rs`);
 //! - `workload.rs` — librdkafka producers and consumers recording into `history.rs`;
+//! - `transactions.rs` — a transactional producer on a topic of its own, and its check;
 //! - `nemesis.rs` — one fault at a time from the seed's schedule, healed, recovery timed;
 //! - `checker.rs` — the pure checker over the history; `figures.rs` — distributions;
 //! - `segments.rs` — every replica's log read from its segment files after the stop.
@@ -20,6 +21,7 @@ mod nemesis;
 mod netfault;
 mod rng;
 mod segments;
+mod transactions;
 mod wire;
 mod workload;
 
@@ -221,20 +223,22 @@ fn run_session(
         || cluster.brokers_are(&all, &all),
     )?;
     let rf = args.nodes.min(3) as i16;
-    wait_until("the topic created", Duration::from_secs(60), || {
-        all.iter().any(|id| {
-            matches!(
-                wire::create_topic(
-                    cluster.nodes[id].client_addr(),
-                    TOPIC,
-                    PARTITIONS,
-                    rf,
-                    &[("min.insync.replicas", "2")]
-                ),
-                Some(0 | 36)
-            )
-        })
-    })?;
+    for (topic, partitions) in [(TOPIC, PARTITIONS), (transactions::TOPIC, transactions::PARTITIONS)] {
+        wait_until("the topics created", Duration::from_secs(60), || {
+            all.iter().any(|id| {
+                matches!(
+                    wire::create_topic(
+                        cluster.nodes[id].client_addr(),
+                        topic,
+                        partitions,
+                        rf,
+                        &[("min.insync.replicas", "2")]
+                    ),
+                    Some(0 | 36)
+                )
+            })
+        })?;
+    }
     let net = if net_needed {
         let ports = cluster
             .nodes
@@ -251,6 +255,7 @@ fn run_session(
     let consuming = Arc::new(AtomicBool::new(true));
     let ids = Arc::new(AtomicU64::new(0));
     let bootstrap = cluster.bootstrap();
+    let ledger = transactions::Ledger::default();
     let mut producers = Vec::new();
     let mut consumers = Vec::new();
     let outcome = (|| -> Result<(Vec<FaultRecord>, Vec<String>)> {
@@ -275,6 +280,11 @@ fn run_session(
                 ids.clone(),
             )?);
         }
+        producers.push(transactions::producer(
+            &bootstrap,
+            running.clone(),
+            ledger.clone(),
+        )?);
         if args.java {
             let libs = args
                 .kafka_libs
@@ -392,6 +402,14 @@ fn run_session(
     consuming.store(false, Ordering::SeqCst);
     for c in consumers {
         notes.extend(c.join(Duration::from_secs(30)));
+    }
+    match transactions::read_committed(&bootstrap) {
+        Ok(values) => {
+            let (summary, found) = transactions::check(&ledger.lock().unwrap(), &values);
+            println!("faults: {label}: {summary}");
+            problems.extend(found);
+        }
+        Err(e) => problems.push(format!("transactions: {e:#}")),
     }
     for n in &notes {
         println!("faults: {label}: note: {n}");

@@ -66,6 +66,20 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// Runs `work` on a thread named `name`; what it returns are its notes.
+    pub fn spawn(
+        name: &str,
+        work: impl FnOnce() -> Vec<String> + Send + 'static,
+    ) -> anyhow::Result<Worker> {
+        let handle = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(work)?;
+        Ok(Worker {
+            name: name.to_owned(),
+            handle: Some(handle),
+        })
+    }
+
     /// Waits for the thread up to `deadline`; its notes (errors it saw), or a line saying it hung.
     pub fn join(mut self, deadline: Duration) -> Vec<String> {
         let end = Instant::now() + deadline;
