@@ -165,6 +165,18 @@ impl Default for BalancerConfig {
     }
 }
 
+impl BalancerConfig {
+    /// The settings `kafkaiq.leader.balancer.*` give (the low-utilization floors are ours).
+    pub fn from_settings(e: &crate::config::ElectionSettings) -> BalancerConfig {
+        BalancerConfig {
+            threshold: e.leader_balancer_threshold,
+            min_dwell_ms: e.leader_balancer_min_dwell_ms,
+            max_moves_per_interval: e.leader_balancer_max_moves_per_interval,
+            ..BalancerConfig::default()
+        }
+    }
+}
+
 /// One leadership move.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeadershipMove {
@@ -507,6 +519,51 @@ mod tests {
         // Once balanced as far as it goes, the next pass moves nothing.
         let again = balance(&after, &brokers(3), 1_000_000, &cfg());
         assert!(again.moves.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn the_config_keys_fill_the_balancer_config() {
+        let raw = "kafkaiq.leader.balancer=load\nkafkaiq.leader.balancer.threshold=1.3\n\
+                   kafkaiq.leader.balancer.min.dwell.ms=1000\n\
+                   kafkaiq.leader.balancer.max.moves.per.interval=7\n";
+        let parse = |t: &str| {
+            let raw = crate::config::RawConfig::parse(t, std::path::Path::new("t.properties"));
+            crate::config::BrokerConfig::from_raw(raw.unwrap())
+                .unwrap()
+                .config
+        };
+        let config = parse(raw);
+        let c = BalancerConfig::from_settings(&config.elections);
+        assert_eq!(
+            (c.threshold, c.min_dwell_ms, c.max_moves_per_interval),
+            (1.3, 1000, 7)
+        );
+        let d = parse("");
+        assert_eq!(
+            BalancerConfig::from_settings(&d.elections),
+            BalancerConfig::default()
+        );
+    }
+
+    /// The balancer's keys are static: IncrementalAlterConfigs on a broker refuses them, valid
+    /// or not, with the key named (a balancer that changed mode at runtime on one node only
+    /// would disagree with the others about who should lead).
+    #[test]
+    fn incremental_alter_configs_refuses_the_balancer_keys() {
+        use crate::controller::decisions::{alter_broker_configs, AlterConfigOp};
+        let image = crate::metadata::MetadataImage::default();
+        let config = crate::config::BrokerConfig::default_single_node();
+        for (key, value) in [
+            ("kafkaiq.leader.balancer", "load"),
+            ("kafkaiq.leader.balancer", "cpu"),
+            ("kafkaiq.leader.balancer.threshold", "0.5"),
+            ("kafkaiq.leader.balancer.min.dwell.ms", "-1"),
+            ("kafkaiq.leader.balancer.max.moves.per.interval", "0"),
+        ] {
+            let ops = [(key.to_owned(), AlterConfigOp::Set, Some(value.to_owned()))];
+            let err = alter_broker_configs(&image, &config, "1", &ops).unwrap_err();
+            assert!(format!("{err:?}").contains(key), "{key}={value}: {err:?}");
+        }
     }
 
     #[test]
