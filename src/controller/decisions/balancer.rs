@@ -384,7 +384,8 @@ pub fn balance(
     outcome
 }
 
-/// The highest broker score of a cluster (for tests, metrics and the simulation).
+/// The highest broker score of a cluster (the tests' and the simulation's measure).
+#[cfg(test)]
 pub fn max_score(
     partitions: &[PartitionInput],
     brokers: &BTreeMap<i32, BrokerInput>,
