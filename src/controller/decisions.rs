@@ -32,8 +32,8 @@ use crate::limits::{
 use crate::metadata::{LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRegistration};
 pub use alter_partition::{alter_partition, AlterPartitionItem, AlterPartitionResult};
 pub use balancer::{
-    balance, BalancerConfig, BalancerOutcome, BrokerInput, LeadershipMove, PartitionInput,
-    PartitionLoad,
+    balance, inputs_from_image, move_records, BalancerConfig, BalancerOutcome, BrokerInput,
+    LeadershipMove, PartitionInput, PartitionLoad,
 };
 pub use brokers::{
     broker_heartbeat, check_cluster_id, controlled_shutdown_step, fence_broker, register_broker,

@@ -41,6 +41,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::partition_change::{build, Election, Target};
+use crate::metadata::{MetadataImage, MetadataRecord};
+
 /// A partition's load, as rates per second measured on its leader.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PartitionLoad {
@@ -384,6 +387,96 @@ pub fn balance(
     outcome
 }
 
+/// The balancer's view of `image`: every partition with its measured load (`loads`, by topic
+/// name and partition; none measured is no load) and its last move (`last_moves`, monotonic
+/// ms), and every registered broker. A partition in reassignment has replicas outside its ISR,
+/// so it counts as under-replicated and holds the balancer until the reassignment completes.
+pub fn inputs_from_image(
+    image: &MetadataImage,
+    loads: &BTreeMap<(String, i32), PartitionLoad>,
+    last_moves: &BTreeMap<(String, i32), u64>,
+) -> (Vec<PartitionInput>, BTreeMap<i32, BrokerInput>) {
+    let mut partitions = Vec::new();
+    for topic in image.topics.values() {
+        for (&partition, reg) in &topic.partitions {
+            let key = (topic.name.clone(), partition);
+            partitions.push(PartitionInput {
+                load: loads.get(&key).copied().unwrap_or_default(),
+                last_move_ms: last_moves.get(&key).copied(),
+                topic: key.0,
+                partition,
+                leader: reg.leader,
+                replicas: reg.replicas.clone(),
+                isr: reg.isr.clone(),
+            });
+        }
+    }
+    let brokers = image
+        .brokers
+        .iter()
+        .map(|(&id, b)| {
+            let input = BrokerInput {
+                rack: b.rack.clone(),
+                fenced: b.fenced,
+                shutting_down: b.in_controlled_shutdown,
+            };
+            (id, input)
+        })
+        .collect();
+    (partitions, brokers)
+}
+
+/// The records that carry out `moves` on `image`: each partition's replicas reordered as the
+/// move says (the new leader first, so it is the preferred replica and Kafka's preferred
+/// elections and count-based rebalancing keep it there), then a preferred election of it.
+/// A move whose partition changed since the pass (its leader is no longer `from`, a
+/// reassignment started, the replica set differs) or whose target may no longer lead (out of
+/// the ISR, fenced, shutting down) is dropped. Returns the records and the moves kept.
+pub fn move_records(
+    image: &MetadataImage,
+    moves: &[LeadershipMove],
+) -> (Vec<MetadataRecord>, Vec<LeadershipMove>) {
+    let mut records = Vec::new();
+    let mut kept = Vec::new();
+    let acceptable = |r: i32| image.is_broker_active(r);
+    for m in moves {
+        let Some(topic) = image.topic(&m.topic) else {
+            continue;
+        };
+        let Some(reg) = topic.partitions.get(&m.partition) else {
+            continue;
+        };
+        let mut same = reg.replicas.clone();
+        let mut want = m.replicas.clone();
+        same.sort_unstable();
+        want.sort_unstable();
+        if reg.leader != m.from
+            || same != want
+            || !reg.adding_replicas.is_empty()
+            || !reg.removing_replicas.is_empty()
+            || !reg.isr.contains(&m.to)
+            || !acceptable(m.to)
+        {
+            continue;
+        }
+        let target = Target {
+            replicas: m.replicas.clone(),
+            ..Target::of(reg)
+        };
+        let Some(next) = build(reg, target, Election::Preferred, &acceptable) else {
+            continue;
+        };
+        debug_assert_eq!(next.leader, m.to);
+        records.push(MetadataRecord::Partition {
+            topic_id: topic.id,
+            partition: m.partition,
+            registration: next,
+        });
+        kept.push(m.clone());
+    }
+    (records, kept)
+}
+
 /// The highest broker score of a cluster (the tests' and the simulation's measure).
 #[cfg(test)]
 pub fn max_score(
@@ -565,6 +658,65 @@ mod tests {
             let err = alter_broker_configs(&image, &config, "1", &ops).unwrap_err();
             assert!(format!("{err:?}").contains(key), "{key}={value}: {err:?}");
         }
+    }
+
+    /// From an image: the inputs are its partitions and brokers, and the moves become
+    /// partition records with the replicas reordered, the new leader elected, the leader and
+    /// partition epochs bumped; a move made stale by a later change is dropped.
+    #[test]
+    fn moves_on_an_image_reorder_the_replicas_and_elect_the_new_leader() {
+        use crate::controller::decisions::tests::{cluster, partition, spec, with_topic};
+        let image = with_topic(&cluster(3), &spec("t", 6, 3), 1);
+        // Broker 1's preferred partitions are the hot ones.
+        let mut loads = BTreeMap::new();
+        for (&p, reg) in &image.topic("t").unwrap().partitions {
+            let mb = if reg.leader == 1 { 10.0 } else { 1.0 };
+            let load = PartitionLoad {
+                bytes_in: mb * MB,
+                bytes_out: 0.0,
+                requests: mb * 100.0,
+            };
+            loads.insert(("t".to_owned(), p), load);
+        }
+        let (parts, b) = inputs_from_image(&image, &loads, &BTreeMap::new());
+        assert_eq!(parts.len(), 6);
+        assert_eq!(b.len(), 3);
+        let out = balance(&parts, &b, 0, &cfg());
+        assert!(!out.moves.is_empty(), "{out:?}");
+        let m = out.moves[0].clone();
+        assert_eq!(m.from, 1);
+        let (records, kept) = move_records(&image, &out.moves);
+        assert_eq!(kept, out.moves);
+        assert_eq!(records.len(), out.moves.len());
+        let before = partition(&image, "t", m.partition);
+        let MetadataRecord::Partition {
+            registration,
+            partition: p,
+            ..
+        } = &records[0]
+        else {
+            panic!("{:?}", records[0]);
+        };
+        assert_eq!(*p, m.partition);
+        assert_eq!(registration.leader, m.to);
+        assert_eq!(registration.replicas, m.replicas);
+        assert_eq!(
+            registration.replicas[0], m.to,
+            "the new leader is the preferred replica"
+        );
+        assert_eq!(registration.isr, before.isr);
+        assert_eq!(registration.leader_epoch, before.leader_epoch + 1);
+        assert_eq!(registration.partition_epoch, before.partition_epoch + 1);
+        // Stale: the target left the ISR since the pass.
+        let mut image2 = image.clone();
+        let shrunk = crate::metadata::PartitionRegistration {
+            isr: before.isr.iter().copied().filter(|&r| r != m.to).collect(),
+            ..before.clone()
+        };
+        image2 =
+            crate::controller::decisions::tests::set_partition(&image2, "t", m.partition, shrunk);
+        let (records, kept) = move_records(&image2, &out.moves[..1]);
+        assert!(records.is_empty() && kept.is_empty());
     }
 
     #[test]
