@@ -64,6 +64,65 @@ impl TopicCounters {
     }
 }
 
+/// The time constant of the per-partition load rates: a rate follows a change of load with
+/// this lag, and a partition that stops receiving traffic decays to 1/e of its rate in this
+/// time. A minute: long enough that a burst of a few seconds does not look like load, short
+/// against the balancer's dwell time (`kafkaiq.leader.balancer.min.dwell.ms`, 5 minutes by
+/// default), so a new leader has measured a moved partition before it may move again.
+pub const PARTITION_LOAD_TAU_MS: f64 = 60_000.0;
+
+/// Exponentially decaying rates of one partition's load as this broker leads it: bytes
+/// produced, bytes fetched by consumers from the leader (neither followers' fetches nor reads
+/// served by a follower, KIP-392, load the leader's log the same way), and produce and consumer
+/// fetch requests naming it. Each is an accumulator that decays as `exp(-Δt / τ)` and is
+/// incremented by each amount; for a steady rate r it converges to `r·τ`, so the rate is the
+/// accumulator over τ (an exponentially weighted moving average with time constant τ).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DecayingLoad {
+    bytes_in: f64,
+    bytes_out: f64,
+    requests: f64,
+    at_ms: u64,
+}
+
+impl DecayingLoad {
+    fn decay_to(&mut self, now_ms: u64) {
+        if now_ms > self.at_ms {
+            let f = (-((now_ms - self.at_ms) as f64) / PARTITION_LOAD_TAU_MS).exp();
+            self.bytes_in *= f;
+            self.bytes_out *= f;
+            self.requests *= f;
+            self.at_ms = now_ms;
+        }
+    }
+
+    /// Records one request naming the partition with its bytes in and out, at `now_ms`
+    /// (monotonic).
+    pub fn record(&mut self, now_ms: u64, bytes_in: u64, bytes_out: u64) {
+        self.decay_to(now_ms);
+        self.bytes_in += bytes_in as f64;
+        self.bytes_out += bytes_out as f64;
+        self.requests += 1.0;
+    }
+
+    /// (bytes in/s, bytes out/s, requests/s) as of `now_ms`.
+    pub fn rates(&self, now_ms: u64) -> (f64, f64, f64) {
+        let mut d = *self;
+        d.decay_to(now_ms);
+        let tau_s = PARTITION_LOAD_TAU_MS / 1000.0;
+        (d.bytes_in / tau_s, d.bytes_out / tau_s, d.requests / tau_s)
+    }
+}
+
+/// Milliseconds since the first call in this process (monotonic): the load rates' clock.
+pub fn monotonic_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+}
+
 /// Kafka's `BrokerTopicMetrics`, per topic and for all topics.
 ///
 /// The per-topic map grows only with topics this broker served and is pruned to the topics
@@ -73,6 +132,8 @@ impl TopicCounters {
 pub struct BrokerTopicStats {
     pub all: TopicCounters,
     topics: RwLock<HashMap<String, Arc<TopicCounters>>>,
+    /// Each partition's load as this broker led it ([`DecayingLoad`]); pruned with the topics.
+    partitions: RwLock<HashMap<(String, i32), Arc<std::sync::Mutex<DecayingLoad>>>>,
 }
 
 impl BrokerTopicStats {
@@ -89,6 +150,54 @@ impl BrokerTopicStats {
         }
         self.all.add(0, bytes, 0);
         self.topic(topic).add(0, bytes, 0);
+    }
+
+    /// A produce or consumer fetch request this broker served as the partition's leader, with
+    /// its bytes in (produced) or out (to the consumer), at `now_ms` ([`monotonic_ms`]).
+    pub fn partition_load(
+        &self,
+        topic: &str,
+        partition: i32,
+        now_ms: u64,
+        bytes_in: u64,
+        bytes_out: u64,
+    ) {
+        let key = (topic.to_owned(), partition);
+        let existing = self
+            .partitions
+            .read()
+            .expect("partition load lock")
+            .get(&key)
+            .cloned();
+        let load = existing.unwrap_or_else(|| {
+            self.partitions
+                .write()
+                .expect("partition load lock")
+                .entry(key)
+                .or_default()
+                .clone()
+        });
+        load.lock()
+            .expect("partition load lock")
+            .record(now_ms, bytes_in, bytes_out);
+    }
+
+    /// Every partition's (bytes in/s, bytes out/s, requests/s) as of `now_ms`, sorted.
+    pub fn partition_loads(&self, now_ms: u64) -> Vec<((String, i32), (f64, f64, f64))> {
+        let mut out: Vec<_> = self
+            .partitions
+            .read()
+            .expect("partition load lock")
+            .iter()
+            .map(|(k, l)| {
+                (
+                    k.clone(),
+                    l.lock().expect("partition load lock").rates(now_ms),
+                )
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     fn topic(&self, topic: &str) -> Arc<TopicCounters> {
@@ -110,6 +219,10 @@ impl BrokerTopicStats {
             .write()
             .expect("topic stats lock")
             .retain(|name, _| exists(name));
+        self.partitions
+            .write()
+            .expect("partition load lock")
+            .retain(|(name, _), _| exists(name));
     }
 
     /// Every topic's counters, sorted by name.
@@ -356,6 +469,34 @@ impl ControllerStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partition_load_rates_converge_to_a_steady_rate_and_decay_when_it_stops() {
+        let s = BrokerTopicStats::default();
+        // 1 MB produced and 2 MB fetched every 100 ms for five time constants: 10 MB/s in,
+        // 20 MB/s out, 20 requests/s.
+        let mut now = 0;
+        while now < 5 * PARTITION_LOAD_TAU_MS as u64 {
+            now += 100;
+            s.partition_load("t", 3, now, 1_000_000, 0);
+            s.partition_load("t", 3, now, 0, 2_000_000);
+        }
+        let loads = s.partition_loads(now);
+        assert_eq!(loads.len(), 1);
+        let ((topic, partition), (bytes_in, bytes_out, requests)) = loads[0].clone();
+        assert_eq!((topic.as_str(), partition), ("t", 3));
+        let near = |v: f64, want: f64| (v - want).abs() / want < 0.02;
+        assert!(near(bytes_in, 10e6), "{bytes_in}");
+        assert!(near(bytes_out, 20e6), "{bytes_out}");
+        assert!(near(requests, 20.0), "{requests}");
+        // One time constant without traffic: 1/e of it.
+        let later = now + PARTITION_LOAD_TAU_MS as u64;
+        let (bytes_in, _, _) = s.partition_loads(later)[0].1;
+        assert!(near(bytes_in, 10e6 / std::f64::consts::E), "{bytes_in}");
+        // A deleted topic's partitions go.
+        s.retain_topics(|t| t != "t");
+        assert!(s.partition_loads(later).is_empty());
+    }
 
     #[test]
     fn topic_counters_add_to_the_topic_and_the_total_and_deleted_topics_are_dropped() {

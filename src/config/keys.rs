@@ -118,6 +118,17 @@ impl BrokerConfigDef {
 
 pub(crate) const HOUR_MS: i64 = 3_600_000;
 
+/// `kafkaiq.leader.balancer`: `count` (Kafka's) or `load`.
+pub const LEADER_BALANCER: &str = "kafkaiq.leader.balancer";
+/// `kafkaiq.leader.balancer.threshold`: the busiest broker's load over the mean above which the
+/// load balancer moves leadership.
+pub const LEADER_BALANCER_THRESHOLD: &str = "kafkaiq.leader.balancer.threshold";
+/// `kafkaiq.leader.balancer.min.dwell.ms`: how long a moved leadership stays.
+pub const LEADER_BALANCER_MIN_DWELL_MS: &str = "kafkaiq.leader.balancer.min.dwell.ms";
+/// `kafkaiq.leader.balancer.max.moves.per.interval`: moves per balancing pass.
+pub const LEADER_BALANCER_MAX_MOVES_PER_INTERVAL: &str =
+    "kafkaiq.leader.balancer.max.moves.per.interval";
+
 use ConfigKind::*;
 use Part::*;
 
@@ -198,6 +209,25 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         Some("PLAINTEXT"),
         Str,
     ),
+    // KafkaIQ's own: leadership balanced by measured load (`controller::decisions::balancer`).
+    // `count` is Kafka's behaviour (preferred leaders, `auto.leader.rebalance.enable`).
+    key(Elections, LEADER_BALANCER, Some("count"), Str).one_of(&["count", "load"]),
+    key(
+        Elections,
+        LEADER_BALANCER_MAX_MOVES_PER_INTERVAL,
+        Some("5"),
+        Int,
+    )
+    .between(1, 1000),
+    key(
+        Elections,
+        LEADER_BALANCER_MIN_DWELL_MS,
+        Some("300000"),
+        Long,
+    )
+    .at_least(0),
+    // A ratio to the mean, > 1 (checked where it is read: the row's bounds are integers).
+    key(Elections, LEADER_BALANCER_THRESHOLD, Some("1.1"), Double).between(1, 100),
     key(Elections, "leader.imbalance.check.interval.ms", None, Long)
         .at_least(1)
         .synonyms(&[("leader.imbalance.check.interval.seconds", 1_000)]),

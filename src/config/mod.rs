@@ -28,8 +28,8 @@ pub mod topic;
 use keys::Reader;
 pub use keys::{broker_config_def, BrokerConfigDef, Check, ConfigKind, Part, BROKER_CONFIG_DEFS};
 pub use settings::{
-    CleanerSettings, ElectionSettings, GroupSettings, LogSettings, ReplicaSettings, SocketSettings,
-    TopicDefaults, TransactionSettings,
+    CleanerSettings, ElectionSettings, GroupSettings, LeaderBalancer, LogSettings, ReplicaSettings,
+    SocketSettings, TopicDefaults, TransactionSettings,
 };
 
 #[derive(Debug, Error)]
@@ -511,6 +511,15 @@ impl BrokerConfig {
             transactions,
             raw,
         };
+        if config.elections.leader_balancer == LeaderBalancer::Load {
+            // The balancer's decisions exist, and the loads are measured on each leader, but
+            // the loads do not reach the controller yet: say so rather than pretend.
+            warnings.push(format!(
+                "`{}=load` is accepted, but the controller does not balance by load yet; \
+                 leadership is balanced by count (Kafka's way)",
+                keys::LEADER_BALANCER
+            ));
+        }
         Ok(Validated { config, warnings })
     }
 
@@ -719,6 +728,61 @@ log.retention.check.interval.ms=300000\n";
         assert!(err.to_string().contains("num.partitions"), "{err}");
         let err = validated("auto.create.topics.enable=maybe\n").unwrap_err();
         assert!(err.to_string().contains("auto.create.topics.enable"));
+    }
+
+    #[test]
+    fn leader_balancer_keys_default_to_count_and_invalid_ones_name_the_key() {
+        let e = validated("").unwrap().config.elections;
+        assert_eq!(
+            e.leader_balancer,
+            LeaderBalancer::Count,
+            "Kafka's behaviour by default"
+        );
+        assert_eq!(e.leader_balancer_threshold, 1.1);
+        assert_eq!(e.leader_balancer_min_dwell_ms, 300_000);
+        assert_eq!(e.leader_balancer_max_moves_per_interval, 5);
+        let v = validated(
+            "kafkaiq.leader.balancer=load\nkafkaiq.leader.balancer.threshold=1.25\n\
+             kafkaiq.leader.balancer.min.dwell.ms=0\nkafkaiq.leader.balancer.max.moves.per.interval=2\n",
+        )
+        .unwrap();
+        assert_eq!(v.warnings.len(), 1, "{:?}", v.warnings);
+        assert!(
+            v.warnings[0].contains("does not balance by load yet"),
+            "{:?}",
+            v.warnings
+        );
+        let e = v.config.elections;
+        assert_eq!(e.leader_balancer, LeaderBalancer::Load);
+        assert_eq!(e.leader_balancer_threshold, 1.25);
+        assert_eq!(e.leader_balancer_min_dwell_ms, 0);
+        assert_eq!(e.leader_balancer_max_moves_per_interval, 2);
+        for (bad, key) in [
+            ("kafkaiq.leader.balancer=cpu", "kafkaiq.leader.balancer"),
+            (
+                "kafkaiq.leader.balancer.threshold=1",
+                "kafkaiq.leader.balancer.threshold",
+            ),
+            (
+                "kafkaiq.leader.balancer.threshold=0.9",
+                "kafkaiq.leader.balancer.threshold",
+            ),
+            (
+                "kafkaiq.leader.balancer.threshold=much",
+                "kafkaiq.leader.balancer.threshold",
+            ),
+            (
+                "kafkaiq.leader.balancer.min.dwell.ms=-1",
+                "kafkaiq.leader.balancer.min.dwell.ms",
+            ),
+            (
+                "kafkaiq.leader.balancer.max.moves.per.interval=0",
+                "kafkaiq.leader.balancer.max.moves.per.interval",
+            ),
+        ] {
+            let err = validated(&format!("{bad}\n")).unwrap_err().to_string();
+            assert!(err.contains(&format!("`{key}`")), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use kafkaiq_storage::TimestampType;
 
-use super::keys::Reader;
+use super::keys::{self, Reader};
 use super::{
     connections_per_ip_config, leader_imbalance_check_interval_ms, replica_fetcher_config,
     ConfigError, ConnectionsPerIp, QuotaWindow, ReplicaFetcherConfig, ReplicaSelector,
@@ -199,6 +199,25 @@ pub struct ElectionSettings {
     /// `unclean.leader.election.interval.ms`: how often the active controller looks for
     /// partitions without a leader whose topic allows unclean election (KAFKA-12670).
     pub unclean_leader_election_interval_ms: i64,
+    /// `kafkaiq.leader.balancer`: `load` balances leadership by measured load; `count` (the
+    /// default) is Kafka's preferred-leader behaviour and nothing else.
+    pub leader_balancer: LeaderBalancer,
+    /// `kafkaiq.leader.balancer.threshold` (a ratio to the mean, > 1)
+    pub leader_balancer_threshold: f64,
+    /// `kafkaiq.leader.balancer.min.dwell.ms`
+    pub leader_balancer_min_dwell_ms: u64,
+    /// `kafkaiq.leader.balancer.max.moves.per.interval`
+    pub leader_balancer_max_moves_per_interval: usize,
+}
+
+/// How leadership is balanced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LeaderBalancer {
+    /// By count: Kafka's preferred leaders.
+    #[default]
+    Count,
+    /// By measured load (KafkaIQ's own).
+    Load,
 }
 
 impl ElectionSettings {
@@ -210,6 +229,24 @@ impl ElectionSettings {
                 .i32("leader.imbalance.per.broker.percentage")?,
             leader_imbalance_check_interval_ms,
             unclean_leader_election_interval_ms: r.i64("unclean.leader.election.interval.ms")?,
+            leader_balancer: match r.one_of(keys::LEADER_BALANCER)? {
+                "load" => LeaderBalancer::Load,
+                _ => LeaderBalancer::Count,
+            },
+            leader_balancer_threshold: {
+                let t = r.f64(keys::LEADER_BALANCER_THRESHOLD)?;
+                // 1 would call any deviation from the mean an imbalance.
+                if t <= 1.0 {
+                    return Err(
+                        r.invalid(keys::LEADER_BALANCER_THRESHOLD, "must be greater than 1")
+                    );
+                }
+                t
+            },
+            leader_balancer_min_dwell_ms: r.i64(keys::LEADER_BALANCER_MIN_DWELL_MS)? as u64,
+            leader_balancer_max_moves_per_interval: r
+                .i32(keys::LEADER_BALANCER_MAX_MOVES_PER_INTERVAL)?
+                as usize,
         })
     }
 }

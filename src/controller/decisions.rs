@@ -10,6 +10,7 @@
 //! (`leadership`), and partition reassignment (`reassignment`).
 
 mod alter_partition;
+mod balancer;
 mod brokers;
 mod leadership;
 mod partition_change;
@@ -30,6 +31,10 @@ use crate::limits::{
 };
 use crate::metadata::{LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRegistration};
 pub use alter_partition::{alter_partition, AlterPartitionItem, AlterPartitionResult};
+pub use balancer::{
+    balance, inputs_from_image, move_records, BalancerConfig, BalancerOutcome, BrokerInput,
+    LeadershipMove, PartitionInput, PartitionLoad,
+};
 pub use brokers::{
     broker_heartbeat, check_cluster_id, controlled_shutdown_step, fence_broker, register_broker,
     register_local_broker, unfence_broker, HeartbeatOutcome, Registered,

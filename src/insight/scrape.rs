@@ -21,6 +21,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 use crate::config::topic::TopicSettings;
 use crate::context::Context;
@@ -289,6 +290,35 @@ pub fn scrape(ctx: &Context) -> String {
         "kafka_server_brokertopicmetrics_messagesin",
         "Records appended by this broker as leader (without topic: all topics)",
         messages_in,
+    );
+
+    // The per-partition load the load balancer weighs (`kafkaiq.leader.balancer=load`),
+    // measured here as leader: exponentially decaying rates (`metrics::DecayingLoad`).
+    let load_in = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let load_out = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let load_requests = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for ((topic, partition), (b_in, b_out, reqs)) in
+        topic_stats.partition_loads(crate::metrics::monotonic_ms())
+    {
+        let labels: Labels = vec![("topic", topic), ("partition", partition.to_string())];
+        load_in.get_or_create(&labels).set(b_in);
+        load_out.get_or_create(&labels).set(b_out);
+        load_requests.get_or_create(&labels).set(reqs);
+    }
+    r.register(
+        "kafkaiq_partition_load_bytes_in_per_sec",
+        "Bytes produced to the partition with this broker as leader, per second (decaying, 1 min)",
+        load_in,
+    );
+    r.register(
+        "kafkaiq_partition_load_bytes_out_per_sec",
+        "Bytes fetched by consumers from this broker as the partition's leader, per second (decaying, 1 min)",
+        load_out,
+    );
+    r.register(
+        "kafkaiq_partition_load_requests_per_sec",
+        "Produce and consumer fetch requests naming the partition served by this broker as leader, per second (decaying, 1 min)",
+        load_requests,
     );
 
     // Bytes served by Fetch: Kafka's ReplicationBytesOutPerSec, and consumer bytes by this

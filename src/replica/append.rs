@@ -182,6 +182,13 @@ impl ReplicaManager {
                     Ok((info, epoch)) => {
                         if !info.duplicate {
                             topic_stats.produced(name, records.len() as u64, info.record_count);
+                            topic_stats.partition_load(
+                                name,
+                                tp.partition,
+                                crate::metrics::monotonic_ms(),
+                                records.len() as u64,
+                                0,
+                            );
                         }
                         Ok((p, info, epoch))
                     }

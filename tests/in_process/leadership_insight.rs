@@ -154,6 +154,22 @@ async fn metrics_and_history_follow_a_killed_and_restarted_broker() {
             "broker {other}"
         );
     }
+    // The per-partition load, measured on the leader only: the batch's bytes over the
+    // rate's one-minute time constant (a little less, decayed since).
+    let load_in =
+        format!("kafkaiq_partition_load_bytes_in_per_sec{{topic=\"{TOPIC}\",partition=\"0\"}}");
+    let rate = value(&cluster, leader0, &load_in)
+        .await
+        .expect("leader's load");
+    let most = records.len() as f64 / 60.0;
+    assert!(rate > 0.9 * most && rate <= most, "{rate} vs {most}");
+    for other in (1..=3).filter(|&b| b != leader0) {
+        assert_eq!(
+            value(&cluster, other, &load_in).await,
+            Some(0.0),
+            "broker {other}"
+        );
+    }
 
     // Kill -9 a broker that is not the active controller (so the cause is a plain fencing).
     let controller = cluster

@@ -58,6 +58,16 @@ pub(super) fn encode(
                     services
                         .topic_stats
                         .fetched(&spec.topic, records.len() as u64);
+                    if read.as_leader {
+                        // The leader's load, which the load balancer weighs.
+                        services.topic_stats.partition_load(
+                            &spec.topic,
+                            spec.partition,
+                            crate::metrics::monotonic_ms(),
+                            0,
+                            records.len() as u64,
+                        );
+                    }
                 }
                 services
                     .served

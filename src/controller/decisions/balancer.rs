@@ -1,0 +1,976 @@
+//! Leadership balanced by measured load (`kafkaiq.leader.balancer=load`).
+//!
+//! Kafka balances leadership by count: the preferred leader is the first replica, and
+//! `auto.leader.rebalance.enable` moves leadership back to it ([`super::leadership`]). With
+//! skewed partitions, count balance is not load balance: a produce and (by default) a consume go
+//! through the leader, so the broker leading the hot partitions carries their load. [`balance`]
+//! is a pure function of the measured per-partition load, the assignments, ISRs, racks, broker
+//! states, each partition's last move and the config, and returns leadership moves, each with its
+//! reason. A move is a new replica order with the intended leader first (it becomes the
+//! preferred replica), so Kafka's own preferred elections and the count-based rebalance stay
+//! consistent with what the balancer did.
+//!
+//! How load is scored: three dimensions, bytes in (produce), bytes out (fetches by consumers)
+//! and requests, each a per-second rate measured on the leader. A broker's *ratio* in a
+//! dimension is its load there over the mean of the live brokers; its *score* is its highest
+//! ratio. A dimension whose mean is below the low-utilization floor is ignored (Cruise Control's
+//! `*.low.utilization.threshold`): at a few bytes a second, noise is not imbalance. Moving
+//! leadership moves a partition's whole load, so the means do not change with moves.
+//!
+//! The rules:
+//! - Nothing moves while any partition is under-replicated, or while a broker is shutting down
+//!   (its leaders are being moved away by controlled shutdown; our moves would race it).
+//! - Nothing moves until the busiest broker's score exceeds `kafkaiq.leader.balancer.threshold`
+//!   (default 1.10: like Cruise Control's `*.balance.threshold`, also 1.10, a ratio to the mean).
+//!   Just under it, nothing moves (hysteresis: the pass stops as soon as the spread is under).
+//! - Greedy, one move at a time: from the busiest broker, the movable partition and in-sync, live
+//!   target replica whose move leaves the lowest maximum of the two brokers' scores; taken only if
+//!   that maximum is below the busiest broker's score before the move. A single hot partition that
+//!   cannot be split is not moved when moving it only shifts the hot spot. Each taken move makes
+//!   the descending list of broker scores strictly smaller (lexicographically), so under steady
+//!   load the balancer cannot cycle: the number of moves is bounded.
+//! - A partition that moved less than `kafkaiq.leader.balancer.min.dwell.ms` ago does not move.
+//! - At most `kafkaiq.leader.balancer.max.moves.per.interval` moves per pass.
+//! - Between targets that are within 1 % of each other, one in the current leader's rack is
+//!   preferred (the producers' and consumers' network paths stay as they were).
+//!
+//! Only moves from the busiest broker are considered: when none of its partitions can move to
+//! a less loaded in-sync replica, the pass stops even if a chain of moves through a third broker
+//! could help (Cruise Control would search further; we keep each move explainable by itself).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::partition_change::{build, Election, Target};
+use crate::metadata::{MetadataImage, MetadataRecord};
+
+/// A partition's load, as rates per second measured on its leader.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PartitionLoad {
+    /// Bytes produced to it.
+    pub bytes_in: f64,
+    /// Bytes fetched from it by consumers (not by followers).
+    pub bytes_out: f64,
+    /// Produce and fetch requests naming it.
+    pub requests: f64,
+}
+
+impl PartitionLoad {
+    fn get(&self, d: Dimension) -> f64 {
+        match d {
+            Dimension::BytesIn => self.bytes_in,
+            Dimension::BytesOut => self.bytes_out,
+            Dimension::Requests => self.requests,
+        }
+    }
+}
+
+/// The load dimensions the balancer scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Dimension {
+    BytesIn,
+    BytesOut,
+    Requests,
+}
+
+const DIMENSIONS: [Dimension; 3] = [Dimension::BytesIn, Dimension::BytesOut, Dimension::Requests];
+
+impl Dimension {
+    fn name(self) -> &'static str {
+        match self {
+            Dimension::BytesIn => "bytes in",
+            Dimension::BytesOut => "bytes out",
+            Dimension::Requests => "requests",
+        }
+    }
+
+    fn format(self, v: f64) -> String {
+        match self {
+            Dimension::Requests => format!("{v:.0} req/s"),
+            _ => format_rate(v),
+        }
+    }
+}
+
+fn format_rate(bytes: f64) -> String {
+    const KB: f64 = 1000.0;
+    if bytes >= KB * KB * KB {
+        format!("{:.1} GB/s", bytes / (KB * KB * KB))
+    } else if bytes >= KB * KB {
+        format!("{:.0} MB/s", bytes / (KB * KB))
+    } else if bytes >= KB {
+        format!("{:.0} kB/s", bytes / KB)
+    } else {
+        format!("{bytes:.0} B/s")
+    }
+}
+
+/// One partition as the balancer sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionInput {
+    pub topic: String,
+    pub partition: i32,
+    /// The current leader (-1: none).
+    pub leader: i32,
+    /// The assignment, preferred replica first.
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// Its measured load (while led by `leader`).
+    pub load: PartitionLoad,
+    /// When the balancer last moved its leadership (monotonic ms), if ever.
+    pub last_move_ms: Option<u64>,
+}
+
+/// One broker as the balancer sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerInput {
+    pub rack: Option<String>,
+    pub fenced: bool,
+    pub shutting_down: bool,
+}
+
+/// The balancer's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BalancerConfig {
+    /// `kafkaiq.leader.balancer.threshold`: the busiest broker's score (its load over the mean,
+    /// in its most imbalanced dimension) above which leadership moves. > 1.
+    pub threshold: f64,
+    /// `kafkaiq.leader.balancer.min.dwell.ms`: a partition moved less than this ago stays.
+    pub min_dwell_ms: u64,
+    /// `kafkaiq.leader.balancer.max.moves.per.interval`: moves per pass, at most.
+    pub max_moves_per_interval: usize,
+    /// Low-utilization floors: a dimension whose mean per live broker is below its floor is
+    /// not scored (bytes per second, requests per second).
+    pub min_mean_bytes: f64,
+    pub min_mean_requests: f64,
+}
+
+/// Cruise Control's balance threshold default (a ratio to the mean).
+pub const DEFAULT_THRESHOLD: f64 = 1.10;
+/// Five minutes: longer than a few balancer intervals and than the rates' decay window, so a
+/// partition's new leader has measured its load before it can move again.
+pub const DEFAULT_MIN_DWELL_MS: u64 = 300_000;
+/// A handful of moves per interval: each move is a leader election that stalls the partition's
+/// producers for a moment.
+pub const DEFAULT_MAX_MOVES_PER_INTERVAL: usize = 5;
+
+impl Default for BalancerConfig {
+    fn default() -> Self {
+        BalancerConfig {
+            threshold: DEFAULT_THRESHOLD,
+            min_dwell_ms: DEFAULT_MIN_DWELL_MS,
+            max_moves_per_interval: DEFAULT_MAX_MOVES_PER_INTERVAL,
+            // Cruise Control's low-utilization thresholds are a share of capacity, which we do
+            // not know; these are absolute: 100 kB/s and 10 requests/s per broker on average.
+            min_mean_bytes: 100_000.0,
+            min_mean_requests: 10.0,
+        }
+    }
+}
+
+impl BalancerConfig {
+    /// The settings `kafkaiq.leader.balancer.*` give (the low-utilization floors are ours).
+    pub fn from_settings(e: &crate::config::ElectionSettings) -> BalancerConfig {
+        BalancerConfig {
+            threshold: e.leader_balancer_threshold,
+            min_dwell_ms: e.leader_balancer_min_dwell_ms,
+            max_moves_per_interval: e.leader_balancer_max_moves_per_interval,
+            ..BalancerConfig::default()
+        }
+    }
+}
+
+/// One leadership move.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeadershipMove {
+    pub topic: String,
+    pub partition: i32,
+    pub from: i32,
+    pub to: i32,
+    /// The new replica order: `to` first (the preferred replica), the others in their order.
+    pub replicas: Vec<i32>,
+    /// Why, for the page, the history and the log.
+    pub reason: String,
+}
+
+/// What a pass decided: the moves, and when there are none, why.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BalancerOutcome {
+    pub moves: Vec<LeadershipMove>,
+    /// Why nothing (more) moved, when the balancer stopped for a reason other than balance.
+    pub held: Option<String>,
+}
+
+/// Per-broker load in each dimension.
+type Loads = BTreeMap<i32, [f64; 3]>;
+
+fn idx(d: Dimension) -> usize {
+    d as usize
+}
+
+/// The score of `load` (max ratio over the scored dimensions) and the dimension that gives it.
+fn score(load: &[f64; 3], means: &[Option<f64>; 3]) -> (f64, Dimension) {
+    let mut best = (0.0, Dimension::BytesIn);
+    for d in DIMENSIONS {
+        if let Some(mean) = means[idx(d)] {
+            let r = load[idx(d)] / mean;
+            if r > best.0 {
+                best = (r, d);
+            }
+        }
+    }
+    best
+}
+
+/// One balancing pass; see the module documentation for the rules.
+pub fn balance(
+    partitions: &[PartitionInput],
+    brokers: &BTreeMap<i32, BrokerInput>,
+    now_ms: u64,
+    config: &BalancerConfig,
+) -> BalancerOutcome {
+    let mut outcome = BalancerOutcome::default();
+    if let Some((id, _)) = brokers.iter().find(|(_, b)| b.shutting_down) {
+        outcome.held = Some(format!("broker {id} is shutting down"));
+        return outcome;
+    }
+    if let Some(p) = partitions
+        .iter()
+        .find(|p| p.isr.len() < p.replicas.len() || p.replicas.iter().any(|r| !p.isr.contains(r)))
+    {
+        outcome.held = Some(format!(
+            "{}-{} is under-replicated (ISR {:?} of {:?})",
+            p.topic, p.partition, p.isr, p.replicas
+        ));
+        return outcome;
+    }
+    let live = |id: i32| {
+        brokers
+            .get(&id)
+            .is_some_and(|b| !b.fenced && !b.shutting_down)
+    };
+    let mut loads: Loads = brokers
+        .iter()
+        .filter(|(&id, _)| live(id))
+        .map(|(&id, _)| (id, [0.0; 3]))
+        .collect();
+    if loads.len() < 2 {
+        return outcome;
+    }
+    let mut leaders: Vec<i32> = partitions.iter().map(|p| p.leader).collect();
+    for p in partitions {
+        if let Some(l) = loads.get_mut(&p.leader) {
+            for d in DIMENSIONS {
+                l[idx(d)] += p.load.get(d);
+            }
+        }
+    }
+    let n = loads.len() as f64;
+    let mut means = [None; 3];
+    for d in DIMENSIONS {
+        let total: f64 = loads.values().map(|l| l[idx(d)]).sum();
+        let floor = match d {
+            Dimension::Requests => config.min_mean_requests,
+            _ => config.min_mean_bytes,
+        };
+        let mean = total / n;
+        if mean > 0.0 && mean >= floor {
+            means[idx(d)] = Some(mean);
+        }
+    }
+    let mut moved = vec![false; partitions.len()];
+    while outcome.moves.len() < config.max_moves_per_interval {
+        // The busiest broker (lowest id on a tie, for determinism).
+        let Some((busiest, (top, dim))) = loads.iter().map(|(&id, l)| (id, score(l, &means))).fold(
+            None,
+            |acc: Option<(i32, (f64, Dimension))>, (id, s)| match acc {
+                Some((_, (best, _))) if best >= s.0 => acc,
+                _ => Some((id, s)),
+            },
+        ) else {
+            break;
+        };
+        if top <= config.threshold {
+            break;
+        }
+        let from_rack = brokers.get(&busiest).and_then(|b| b.rack.clone());
+        // (resulting max, overshoots, other rack, -partition load in dim, partition index,
+        // target)
+        let mut best: Option<(f64, bool, bool, f64, usize, i32)> = None;
+        for (i, p) in partitions.iter().enumerate() {
+            if leaders[i] != busiest || moved[i] {
+                continue;
+            }
+            if p.last_move_ms
+                .is_some_and(|t| now_ms.saturating_sub(t) < config.min_dwell_ms)
+            {
+                continue;
+            }
+            for &to in &p.replicas {
+                if to == busiest || !p.isr.contains(&to) || !live(to) {
+                    continue;
+                }
+                let (mut src, mut dst) = (loads[&busiest], loads[&to]);
+                for d in DIMENSIONS {
+                    src[idx(d)] -= p.load.get(d);
+                    dst[idx(d)] += p.load.get(d);
+                }
+                let (src_score, dst_score) = (score(&src, &means).0, score(&dst, &means).0);
+                let result = src_score.max(dst_score);
+                if result >= top {
+                    continue;
+                }
+                let overshoots = dst_score > src_score;
+                let other_rack = brokers.get(&to).and_then(|b| b.rack.clone()) != from_rack;
+                let cand = (result, overshoots, other_rack, -p.load.get(dim), i, to);
+                let better = match &best {
+                    None => true,
+                    Some(b) => {
+                        // Within 1 % of each other: a move that leaves the target no busier
+                        // than the source wins (moving a hot partition that only shifts the
+                        // hot spot costs a move and gains nothing the smaller one does not),
+                        // then the same rack, then the hotter partition (fewer moves), then
+                        // the order of the input.
+                        let near = (cand.0 - b.0).abs() <= 0.01 * b.0.max(cand.0);
+                        if near {
+                            (cand.1, cand.2, cand.3) < (b.1, b.2, b.3)
+                        } else {
+                            cand.0 < b.0
+                        }
+                    }
+                };
+                if better {
+                    best = Some(cand);
+                }
+            }
+        }
+        let Some((_, _, other_rack, _, i, to)) = best else {
+            outcome.held = Some(format!(
+                "broker {busiest} at {top:.2}× the mean {}: no leadership move lowers it",
+                dim.name()
+            ));
+            break;
+        };
+        let p = &partitions[i];
+        for d in DIMENSIONS {
+            loads.get_mut(&busiest).expect("live")[idx(d)] -= p.load.get(d);
+            loads.get_mut(&to).expect("live")[idx(d)] += p.load.get(d);
+        }
+        leaders[i] = to;
+        moved[i] = true;
+        let mut replicas = vec![to];
+        replicas.extend(p.replicas.iter().copied().filter(|&r| r != to));
+        let mut reason = format!(
+            "load: broker {busiest} at {top:.2}× the mean {}; {}-{} ({}) to broker {to}, in-sync",
+            dim.name(),
+            p.topic,
+            p.partition,
+            dim.format(p.load.get(dim)),
+        );
+        let to_rack = brokers.get(&to).and_then(|b| b.rack.clone());
+        match (other_rack, to_rack) {
+            (_, None) => {}
+            (false, Some(_)) => reason.push_str(", same rack preferred"),
+            (true, Some(r)) => {
+                let _ = write!(reason, ", rack {r}");
+            }
+        }
+        outcome.moves.push(LeadershipMove {
+            topic: p.topic.clone(),
+            partition: p.partition,
+            from: busiest,
+            to,
+            replicas,
+            reason,
+        });
+    }
+    outcome
+}
+
+/// The balancer's view of `image`: every partition with its measured load (`loads`, by topic
+/// name and partition; none measured is no load) and its last move (`last_moves`, monotonic
+/// ms), and every registered broker. A partition in reassignment has replicas outside its ISR,
+/// so it counts as under-replicated and holds the balancer until the reassignment completes.
+pub fn inputs_from_image(
+    image: &MetadataImage,
+    loads: &BTreeMap<(String, i32), PartitionLoad>,
+    last_moves: &BTreeMap<(String, i32), u64>,
+) -> (Vec<PartitionInput>, BTreeMap<i32, BrokerInput>) {
+    let mut partitions = Vec::new();
+    for topic in image.topics.values() {
+        for (&partition, reg) in &topic.partitions {
+            let key = (topic.name.clone(), partition);
+            partitions.push(PartitionInput {
+                load: loads.get(&key).copied().unwrap_or_default(),
+                last_move_ms: last_moves.get(&key).copied(),
+                topic: key.0,
+                partition,
+                leader: reg.leader,
+                replicas: reg.replicas.clone(),
+                isr: reg.isr.clone(),
+            });
+        }
+    }
+    let brokers = image
+        .brokers
+        .iter()
+        .map(|(&id, b)| {
+            let input = BrokerInput {
+                rack: b.rack.clone(),
+                fenced: b.fenced,
+                shutting_down: b.in_controlled_shutdown,
+            };
+            (id, input)
+        })
+        .collect();
+    (partitions, brokers)
+}
+
+/// The records that carry out `moves` on `image`: each partition's replicas reordered as the
+/// move says (the new leader first, so it is the preferred replica and Kafka's preferred
+/// elections and count-based rebalancing keep it there), then a preferred election of it.
+/// A move whose partition changed since the pass (its leader is no longer `from`, a
+/// reassignment started, the replica set differs) or whose target may no longer lead (out of
+/// the ISR, fenced, shutting down) is dropped. Returns the records and the moves kept.
+pub fn move_records(
+    image: &MetadataImage,
+    moves: &[LeadershipMove],
+) -> (Vec<MetadataRecord>, Vec<LeadershipMove>) {
+    let mut records = Vec::new();
+    let mut kept = Vec::new();
+    let acceptable = |r: i32| image.is_broker_active(r);
+    for m in moves {
+        let Some(topic) = image.topic(&m.topic) else {
+            continue;
+        };
+        let Some(reg) = topic.partitions.get(&m.partition) else {
+            continue;
+        };
+        let mut same = reg.replicas.clone();
+        let mut want = m.replicas.clone();
+        same.sort_unstable();
+        want.sort_unstable();
+        if reg.leader != m.from
+            || same != want
+            || !reg.adding_replicas.is_empty()
+            || !reg.removing_replicas.is_empty()
+            || !reg.isr.contains(&m.to)
+            || !acceptable(m.to)
+        {
+            continue;
+        }
+        let target = Target {
+            replicas: m.replicas.clone(),
+            ..Target::of(reg)
+        };
+        let Some(next) = build(reg, target, Election::Preferred, &acceptable) else {
+            continue;
+        };
+        debug_assert_eq!(next.leader, m.to);
+        records.push(MetadataRecord::Partition {
+            topic_id: topic.id,
+            partition: m.partition,
+            registration: next,
+        });
+        kept.push(m.clone());
+    }
+    (records, kept)
+}
+
+/// The highest broker score of a cluster (the tests' and the simulation's measure).
+#[cfg(test)]
+pub fn max_score(
+    partitions: &[PartitionInput],
+    brokers: &BTreeMap<i32, BrokerInput>,
+    config: &BalancerConfig,
+) -> f64 {
+    let live = |id: i32| {
+        brokers
+            .get(&id)
+            .is_some_and(|b| !b.fenced && !b.shutting_down)
+    };
+    let mut loads: Loads = brokers
+        .keys()
+        .filter(|&&id| live(id))
+        .map(|&id| (id, [0.0; 3]))
+        .collect();
+    for p in partitions {
+        if let Some(l) = loads.get_mut(&p.leader) {
+            for d in DIMENSIONS {
+                l[idx(d)] += p.load.get(d);
+            }
+        }
+    }
+    let n = loads.len().max(1) as f64;
+    let mut means = [None; 3];
+    for d in DIMENSIONS {
+        let mean = loads.values().map(|l| l[idx(d)]).sum::<f64>() / n;
+        let floor = match d {
+            Dimension::Requests => config.min_mean_requests,
+            _ => config.min_mean_bytes,
+        };
+        if mean > 0.0 && mean >= floor {
+            means[idx(d)] = Some(mean);
+        }
+    }
+    loads
+        .values()
+        .map(|l| score(l, &means).0)
+        .fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim_rng::Rng;
+
+    const MB: f64 = 1_000_000.0;
+
+    fn cfg() -> BalancerConfig {
+        BalancerConfig {
+            max_moves_per_interval: 100,
+            ..BalancerConfig::default()
+        }
+    }
+
+    fn brokers(n: i32) -> BTreeMap<i32, BrokerInput> {
+        (1..=n).map(|id| (id, BrokerInput::default())).collect()
+    }
+
+    /// A partition with `replicas` (leader first, all in sync) and `mb` MB/s in, as much out,
+    /// and 100 requests a second per MB/s.
+    fn part(partition: i32, replicas: &[i32], mb: f64) -> PartitionInput {
+        PartitionInput {
+            topic: "t".into(),
+            partition,
+            leader: replicas[0],
+            replicas: replicas.to_vec(),
+            isr: replicas.to_vec(),
+            load: PartitionLoad {
+                bytes_in: mb * MB,
+                bytes_out: mb * MB,
+                requests: mb * 100.0,
+            },
+            last_move_ms: None,
+        }
+    }
+
+    /// Three brokers, six partitions each with replicas on all three, preferred leaders
+    /// striped (count-balanced: two each) and the two hot ones both on broker 1.
+    fn skewed() -> Vec<PartitionInput> {
+        vec![
+            part(0, &[1, 2, 3], 10.0),
+            part(1, &[2, 3, 1], 1.0),
+            part(2, &[3, 1, 2], 1.0),
+            part(3, &[1, 3, 2], 10.0),
+            part(4, &[2, 1, 3], 1.0),
+            part(5, &[3, 2, 1], 1.0),
+        ]
+    }
+
+    fn apply(parts: &mut [PartitionInput], moves: &[LeadershipMove], now: u64) {
+        for m in moves {
+            let p = parts
+                .iter_mut()
+                .find(|p| p.topic == m.topic && p.partition == m.partition)
+                .expect("moved partition exists");
+            assert_eq!(p.leader, m.from);
+            assert_eq!(
+                m.replicas[0], m.to,
+                "the intended leader is the preferred replica"
+            );
+            let mut a = m.replicas.clone();
+            let mut b = p.replicas.clone();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "a move only reorders the replicas");
+            p.leader = m.to;
+            p.replicas = m.replicas.clone();
+            p.last_move_ms = Some(now);
+        }
+    }
+
+    #[test]
+    fn skewed_load_moves_a_hot_partition_off_the_busiest_broker() {
+        let parts = skewed();
+        let out = balance(&parts, &brokers(3), 0, &cfg());
+        assert!(!out.moves.is_empty(), "{out:?}");
+        let m = &out.moves[0];
+        assert_eq!(m.from, 1);
+        assert!(m.partition == 0 || m.partition == 3);
+        assert_ne!(m.to, 1);
+        assert_eq!(m.replicas[0], m.to);
+        assert!(
+            m.reason
+                .starts_with("load: broker 1 at 2.50× the mean bytes in; t-"),
+            "{}",
+            m.reason
+        );
+        assert!(m.reason.contains("(10 MB/s) to broker"), "{}", m.reason);
+        let mut after = parts.clone();
+        apply(&mut after, &out.moves, 0);
+        assert!(max_score(&after, &brokers(3), &cfg()) < max_score(&parts, &brokers(3), &cfg()));
+        // Once balanced as far as it goes, the next pass moves nothing.
+        let again = balance(&after, &brokers(3), 1_000_000, &cfg());
+        assert!(again.moves.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn the_config_keys_fill_the_balancer_config() {
+        let raw = "kafkaiq.leader.balancer=load\nkafkaiq.leader.balancer.threshold=1.3\n\
+                   kafkaiq.leader.balancer.min.dwell.ms=1000\n\
+                   kafkaiq.leader.balancer.max.moves.per.interval=7\n";
+        let parse = |t: &str| {
+            let raw = crate::config::RawConfig::parse(t, std::path::Path::new("t.properties"));
+            crate::config::BrokerConfig::from_raw(raw.unwrap())
+                .unwrap()
+                .config
+        };
+        let config = parse(raw);
+        let c = BalancerConfig::from_settings(&config.elections);
+        assert_eq!(
+            (c.threshold, c.min_dwell_ms, c.max_moves_per_interval),
+            (1.3, 1000, 7)
+        );
+        let d = parse("");
+        assert_eq!(
+            BalancerConfig::from_settings(&d.elections),
+            BalancerConfig::default()
+        );
+    }
+
+    /// The balancer's keys are static: IncrementalAlterConfigs on a broker refuses them, valid
+    /// or not, with the key named (a balancer that changed mode at runtime on one node only
+    /// would disagree with the others about who should lead).
+    #[test]
+    fn incremental_alter_configs_refuses_the_balancer_keys() {
+        use crate::controller::decisions::{alter_broker_configs, AlterConfigOp};
+        let image = crate::metadata::MetadataImage::default();
+        let config = crate::config::BrokerConfig::default_single_node();
+        for (key, value) in [
+            ("kafkaiq.leader.balancer", "load"),
+            ("kafkaiq.leader.balancer", "cpu"),
+            ("kafkaiq.leader.balancer.threshold", "0.5"),
+            ("kafkaiq.leader.balancer.min.dwell.ms", "-1"),
+            ("kafkaiq.leader.balancer.max.moves.per.interval", "0"),
+        ] {
+            let ops = [(key.to_owned(), AlterConfigOp::Set, Some(value.to_owned()))];
+            let err = alter_broker_configs(&image, &config, "1", &ops).unwrap_err();
+            assert!(format!("{err:?}").contains(key), "{key}={value}: {err:?}");
+        }
+    }
+
+    /// From an image: the inputs are its partitions and brokers, and the moves become
+    /// partition records with the replicas reordered, the new leader elected, the leader and
+    /// partition epochs bumped; a move made stale by a later change is dropped.
+    #[test]
+    fn moves_on_an_image_reorder_the_replicas_and_elect_the_new_leader() {
+        use crate::controller::decisions::tests::{cluster, partition, spec, with_topic};
+        let image = with_topic(&cluster(3), &spec("t", 6, 3), 1);
+        // Broker 1's preferred partitions are the hot ones.
+        let mut loads = BTreeMap::new();
+        for (&p, reg) in &image.topic("t").unwrap().partitions {
+            let mb = if reg.leader == 1 { 10.0 } else { 1.0 };
+            let load = PartitionLoad {
+                bytes_in: mb * MB,
+                bytes_out: 0.0,
+                requests: mb * 100.0,
+            };
+            loads.insert(("t".to_owned(), p), load);
+        }
+        let (parts, b) = inputs_from_image(&image, &loads, &BTreeMap::new());
+        assert_eq!(parts.len(), 6);
+        assert_eq!(b.len(), 3);
+        let out = balance(&parts, &b, 0, &cfg());
+        assert!(!out.moves.is_empty(), "{out:?}");
+        let m = out.moves[0].clone();
+        assert_eq!(m.from, 1);
+        let (records, kept) = move_records(&image, &out.moves);
+        assert_eq!(kept, out.moves);
+        assert_eq!(records.len(), out.moves.len());
+        let before = partition(&image, "t", m.partition);
+        let MetadataRecord::Partition {
+            registration,
+            partition: p,
+            ..
+        } = &records[0]
+        else {
+            panic!("{:?}", records[0]);
+        };
+        assert_eq!(*p, m.partition);
+        assert_eq!(registration.leader, m.to);
+        assert_eq!(registration.replicas, m.replicas);
+        assert_eq!(
+            registration.replicas[0], m.to,
+            "the new leader is the preferred replica"
+        );
+        assert_eq!(registration.isr, before.isr);
+        assert_eq!(registration.leader_epoch, before.leader_epoch + 1);
+        assert_eq!(registration.partition_epoch, before.partition_epoch + 1);
+        // Stale: the target left the ISR since the pass.
+        let mut image2 = image.clone();
+        let shrunk = crate::metadata::PartitionRegistration {
+            isr: before.isr.iter().copied().filter(|&r| r != m.to).collect(),
+            ..before.clone()
+        };
+        image2 =
+            crate::controller::decisions::tests::set_partition(&image2, "t", m.partition, shrunk);
+        let (records, kept) = move_records(&image2, &out.moves[..1]);
+        assert!(records.is_empty() && kept.is_empty());
+    }
+
+    #[test]
+    fn uniform_load_moves_nothing() {
+        let parts: Vec<_> = (0..12)
+            .map(|i| part(i, &[1 + i % 3, 1 + (i + 1) % 3, 1 + (i + 2) % 3], 5.0))
+            .collect();
+        let out = balance(&parts, &brokers(3), 0, &cfg());
+        assert_eq!(out, BalancerOutcome::default());
+    }
+
+    #[test]
+    fn a_single_hot_partition_that_cannot_be_split_is_not_moved() {
+        // Broker 1 leads one 30 MB/s partition; the others 1 MB/s each. Moving it makes
+        // another broker as hot: no move lowers the maximum.
+        let parts = vec![
+            part(0, &[1, 2, 3], 30.0),
+            part(1, &[2, 3, 1], 1.0),
+            part(2, &[3, 1, 2], 1.0),
+        ];
+        let out = balance(&parts, &brokers(3), 0, &cfg());
+        assert!(out.moves.is_empty(), "{out:?}");
+        assert!(out
+            .held
+            .as_deref()
+            .unwrap()
+            .contains("no leadership move lowers it"));
+    }
+
+    #[test]
+    fn a_hot_broker_sheds_its_small_partitions_when_the_hot_one_cannot_move() {
+        // Broker 1: 10 + 2 + 2 MB/s; brokers 2 and 3: 2 each. The 10 stays (moving it only
+        // shifts the hot spot); the 2s move.
+        let parts = vec![
+            part(0, &[1, 2, 3], 10.0),
+            part(1, &[1, 2, 3], 2.0),
+            part(2, &[1, 3, 2], 2.0),
+            part(3, &[2, 3, 1], 2.0),
+            part(4, &[3, 1, 2], 2.0),
+        ];
+        let out = balance(&parts, &brokers(3), 0, &cfg());
+        assert!(!out.moves.is_empty());
+        assert!(out.moves.iter().all(|m| m.partition != 0), "{out:?}");
+        assert!(out.moves.iter().all(|m| m.from == 1));
+    }
+
+    #[test]
+    fn moves_go_only_to_in_sync_live_replicas() {
+        let mut parts = skewed();
+        // Partitions 0 and 3 can only go to broker 3 (2 is fenced).
+        let mut b = brokers(3);
+        b.get_mut(&2).unwrap().fenced = true;
+        parts.retain(|p| p.partition == 0 || p.partition == 3 || p.leader == 3);
+        let out = balance(&parts, &b, 0, &cfg());
+        assert!(!out.moves.is_empty());
+        assert!(out.moves.iter().all(|m| m.to != 2), "{out:?}");
+        assert_eq!(out.moves[0].to, 3, "{out:?}");
+        // A replica missing from the replica list (not assigned) is never a target; a broker
+        // not registered is none either.
+        let out = balance(
+            &[part(0, &[1, 4], 10.0), part(1, &[2], 1.0)],
+            &brokers(2),
+            0,
+            &cfg(),
+        );
+        assert!(out.moves.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn nothing_moves_while_a_partition_is_under_replicated() {
+        let mut parts = skewed();
+        parts[4].isr = vec![2, 1];
+        let out = balance(&parts, &brokers(3), 0, &cfg());
+        assert!(out.moves.is_empty());
+        assert!(out.held.unwrap().contains("t-4 is under-replicated"));
+    }
+
+    #[test]
+    fn nothing_moves_while_a_broker_is_shutting_down() {
+        let mut b = brokers(3);
+        b.get_mut(&3).unwrap().shutting_down = true;
+        let out = balance(&skewed(), &b, 0, &cfg());
+        assert!(out.moves.is_empty());
+        assert_eq!(out.held.as_deref(), Some("broker 3 is shutting down"));
+    }
+
+    #[test]
+    fn hysteresis_just_under_the_threshold_moves_nothing() {
+        // Broker 1 at 1.09× the mean bytes in (and out, and requests): under 1.10.
+        let mk = |mb: [f64; 3]| -> Vec<PartitionInput> {
+            (0..3)
+                .flat_map(|b| {
+                    let r = [1 + b, 1 + (b + 1) % 3, 1 + (b + 2) % 3];
+                    [part(b * 2, &r, mb[b as usize]), part(b * 2 + 1, &r, 1.0)]
+                })
+                .collect()
+        };
+        // Totals per broker: 1.09x, and the rest share (3 - 1.09)x.
+        let mean = 10.0;
+        let hot = 1.09 * mean;
+        let rest = (3.0 * mean - hot) / 2.0;
+        let parts = mk([hot - 1.0, rest - 1.0, rest - 1.0]);
+        assert!((max_score(&parts, &brokers(3), &cfg()) - 1.09).abs() < 1e-9);
+        assert!(balance(&parts, &brokers(3), 0, &cfg()).moves.is_empty());
+        // Just over: something moves.
+        let hot = 1.2 * mean;
+        let rest = (3.0 * mean - hot) / 2.0;
+        let parts = mk([hot - 1.0, rest - 1.0, rest - 1.0]);
+        assert!(!balance(&parts, &brokers(3), 0, &cfg()).moves.is_empty());
+    }
+
+    #[test]
+    fn a_partition_moved_within_the_dwell_time_stays() {
+        let mut parts = skewed();
+        parts[0].last_move_ms = Some(1_000);
+        parts[3].last_move_ms = Some(1_000);
+        let c = cfg();
+        let out = balance(&parts, &brokers(3), 1_000 + c.min_dwell_ms - 1, &c);
+        assert!(
+            out.moves
+                .iter()
+                .all(|m| m.partition != 0 && m.partition != 3),
+            "{out:?}"
+        );
+        let out = balance(&parts, &brokers(3), 1_000 + c.min_dwell_ms, &c);
+        assert!(
+            out.moves
+                .iter()
+                .any(|m| m.partition == 0 || m.partition == 3),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn moves_per_interval_are_capped() {
+        // Broker 1 leads twelve 5 MB/s partitions, brokers 2..4 one 1 MB/s each: many moves
+        // wanted, two allowed.
+        let mut parts: Vec<_> = (0..12)
+            .map(|i| part(i, &[1, 2 + i % 3, 2 + (i + 1) % 3], 5.0))
+            .collect();
+        parts.extend((2..=4).map(|b| part(10 + b, &[b, 1], 1.0)));
+        let uncapped = balance(&parts, &brokers(4), 0, &cfg());
+        assert!(uncapped.moves.len() > 2, "{uncapped:?}");
+        let capped = BalancerConfig {
+            max_moves_per_interval: 2,
+            ..cfg()
+        };
+        let out = balance(&parts, &brokers(4), 0, &capped);
+        assert_eq!(out.moves, uncapped.moves[..2].to_vec());
+    }
+
+    #[test]
+    fn racks_the_same_rack_is_preferred_between_equal_targets() {
+        let mut b = brokers(3);
+        b.get_mut(&1).unwrap().rack = Some("a".into());
+        b.get_mut(&2).unwrap().rack = Some("b".into());
+        b.get_mut(&3).unwrap().rack = Some("a".into());
+        // Broker 1 leads 10 MB/s, 2 and 3 lead nothing but are in sync for it: 3 is in 1's
+        // rack. Then 2 and 3 take equal load; the first move goes to 3.
+        let parts = vec![
+            part(0, &[1, 2, 3], 5.0),
+            part(1, &[1, 2, 3], 5.0),
+            part(2, &[2, 1, 3], 0.5),
+            part(3, &[3, 1, 2], 0.5),
+        ];
+        let out = balance(&parts, &b, 0, &cfg());
+        assert_eq!(out.moves[0].to, 3, "{out:?}");
+        assert!(
+            out.moves[0].reason.ends_with("same rack preferred"),
+            "{}",
+            out.moves[0].reason
+        );
+        // Without racks, broker 2 (lower id among equals) is the first.
+        let out = balance(&parts, &brokers(3), 0, &cfg());
+        assert_eq!(out.moves[0].to, 2, "{out:?}");
+    }
+
+    #[test]
+    fn load_below_the_low_utilization_floor_is_not_balanced() {
+        // 1 kB/s on one broker, nothing elsewhere: noise, not imbalance.
+        let mut parts = skewed();
+        for p in &mut parts {
+            p.load.bytes_in /= 10_000.0;
+            p.load.bytes_out /= 10_000.0;
+            p.load.requests = 0.0;
+        }
+        assert!(balance(&parts, &brokers(3), 0, &cfg()).moves.is_empty());
+    }
+
+    /// Random skewed loads on random clusters: each interval the balancer runs, its moves are
+    /// applied (load follows the leader), and time advances. The spread must end under the
+    /// threshold or where no single move lowers it, and the moves must stop: under steady load
+    /// the total is bounded (no oscillation).
+    #[test]
+    fn simulation_converges_and_does_not_oscillate() {
+        for seed in 1..=300u64 {
+            let mut rng = Rng::new(seed);
+            let nb = 3 + rng.below(4) as i32; // 3..6 brokers
+            let np = 6 + rng.below(40) as i32;
+            let rf = 2 + rng.below(2) as usize; // 2..3
+            let b = brokers(nb);
+            let mut parts: Vec<PartitionInput> = (0..np)
+                .map(|i| {
+                    let first = 1 + (i + rng.below(nb as u64) as i32) % nb;
+                    let replicas: Vec<i32> =
+                        (0..rf as i32).map(|k| 1 + (first - 1 + k) % nb).collect();
+                    // Zipf-like: partition rank r gets 100 / (r + 1) MB/s, shuffled a little.
+                    let mb = 100.0 / (1.0 + rng.below(np as u64) as f64);
+                    let mut p = part(i, &replicas, mb);
+                    p.load.bytes_out *= rng.below(3) as f64; // 0..2 consumer groups
+                    p
+                })
+                .collect();
+            let c = BalancerConfig {
+                min_dwell_ms: 60_000,
+                max_moves_per_interval: 3,
+                ..BalancerConfig::default()
+            };
+            let interval = 30_000;
+            let mut now = 0;
+            let mut total = 0;
+            let mut last_move_interval = 0;
+            let mut prev = max_score(&parts, &b, &c);
+            for step in 0..400 {
+                let out = balance(&parts, &b, now, &c);
+                assert!(out.moves.len() <= c.max_moves_per_interval);
+                if !out.moves.is_empty() {
+                    last_move_interval = step;
+                }
+                total += out.moves.len();
+                apply(&mut parts, &out.moves, now);
+                let s = max_score(&parts, &b, &c);
+                assert!(
+                    s <= prev + 1e-9,
+                    "seed {seed}: the maximum rose from {prev} to {s}"
+                );
+                prev = s;
+                now += interval;
+            }
+            // Bounded: well under one move per partition per dwell period over the run.
+            assert!(
+                total <= 4 * np as usize,
+                "seed {seed}: {total} moves for {np} partitions"
+            );
+            assert!(
+                last_move_interval < 300,
+                "seed {seed}: still moving at interval {last_move_interval}"
+            );
+            // Converged: under the threshold, or held because no move lowers the maximum.
+            let out = balance(&parts, &b, now + c.min_dwell_ms, &c);
+            assert!(out.moves.is_empty(), "seed {seed}: {out:?}");
+            if prev > c.threshold {
+                assert!(out.held.is_some(), "seed {seed}");
+            }
+        }
+    }
+}
