@@ -587,14 +587,14 @@ const ADD_PARTITIONS_TO_TXN_TOPIC_RESULT: Ty = Ty::Struct(&[
 ]);
 /// `AddPartitionsToTxnResult`
 const ADD_PARTITIONS_TO_TXN_RESULT: Ty = Ty::Struct(&[
-    since(4, STRING),                                   // transactional_id
+    since(4, STRING),                                     // transactional_id
     since(4, array(&ADD_PARTITIONS_TO_TXN_TOPIC_RESULT)), // topic_results
 ]);
 /// `AddPartitionsToTxnResponse`
 const ADD_PARTITIONS_TO_TXN_RESPONSE: Ty = Ty::Struct(&[
-    all(I32),                                         // throttle_time_ms
-    since(4, I16),                                    // error_code
-    since(4, array(&ADD_PARTITIONS_TO_TXN_RESULT)),   // results_by_transaction
+    all(I32),                                             // throttle_time_ms
+    since(4, I16),                                        // error_code
+    since(4, array(&ADD_PARTITIONS_TO_TXN_RESULT)),       // results_by_transaction
     until(3, array(&ADD_PARTITIONS_TO_TXN_TOPIC_RESULT)), // results_by_topic_v3_and_below
 ]);
 

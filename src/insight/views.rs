@@ -16,10 +16,10 @@ use std::collections::{BTreeMap, HashMap};
 use kafkaiq_storage::TopicPartition;
 use serde_json::{json, Value};
 
+use super::LocalPartition;
 use crate::controller::QuorumDescription;
 use crate::limits::HISTORY_API_CHANGES_MAX;
 use crate::metadata::{LeadershipChange, MetadataImage, PartitionRegistration};
-use super::LocalPartition;
 use crate::replica::Role;
 
 /// How a registered broker stands.

@@ -395,7 +395,11 @@ mod tests {
             Err(ApiError::TransactionAbortable)
         );
         assert_eq!(
-            verify_transactional(&txn, &TopicPartition::new("t", 1), TxnChecks::Verified(&not_added)),
+            verify_transactional(
+                &txn,
+                &TopicPartition::new("t", 1),
+                TxnChecks::Verified(&not_added)
+            ),
             Ok(TxnVerification::Verified(None))
         );
         // An idempotent batch is not checked.

@@ -647,7 +647,7 @@ impl Partition {
             now_ms,
             kafkaiq_storage::TxnVerification::Unchecked,
         )
-            .map(|(info, _)| info)
+        .map(|(info, _)| info)
     }
 
     /// [`Partition::append_records_to_leader`], also returning the leader epoch the records
@@ -665,9 +665,12 @@ impl Partition {
         if required_acks == -1 && state.isr().len() < Self::effective_min_isr(&state) {
             return Err(ApiError::NotEnoughReplicas);
         }
-        let info =
-            self.log()
-                .append_as_leader_checked(records, state.leader_epoch, now_ms, verification)?;
+        let info = self.log().append_as_leader_checked(
+            records,
+            state.leader_epoch,
+            now_ms,
+            verification,
+        )?;
         self.maybe_increment_high_watermark(&mut state, now_ms);
         let epoch = state.leader_epoch;
         drop(state);

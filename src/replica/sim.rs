@@ -543,7 +543,12 @@ impl Sim {
             },
             &values,
         );
-        match p.append_records_to_leader_in_epoch(&records, -1, self.now_ms, kafkaiq_storage::TxnVerification::Unchecked) {
+        match p.append_records_to_leader_in_epoch(
+            &records,
+            -1,
+            self.now_ms,
+            kafkaiq_storage::TxnVerification::Unchecked,
+        ) {
             Ok((info, epoch)) => {
                 in_flight.sent = Some((
                     leader,

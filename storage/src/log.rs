@@ -859,7 +859,10 @@ impl Log {
         }
         let info = self.append_locked(w, &parts, &stamped, &markers, log_append_time, now_ms)?;
         // A marker ends its producer's transaction: a verification begun before it is void.
-        for h in stamped.iter().filter(|h| h.is_control() && h.has_producer_id()) {
+        for h in stamped
+            .iter()
+            .filter(|h| h.is_control() && h.has_producer_id())
+        {
             self.verification_guards.lock().remove(&h.producer_id);
         }
         self.maybe_flush_by_messages()?;
@@ -2016,7 +2019,9 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 mod cleaning;
-pub use cleaning::{CleaningView, LastRecord, CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_END_SUFFIX, SWAP_SUFFIX};
+pub use cleaning::{
+    CleaningView, LastRecord, CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_END_SUFFIX, SWAP_SUFFIX,
+};
 
 #[cfg(test)]
 mod tests;

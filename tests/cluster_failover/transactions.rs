@@ -329,9 +329,14 @@ async fn open_transactions_show_in_metrics(cluster: &Cluster) {
         p.begin_transaction().expect("begin");
         for i in 0..5 {
             let value = format!("open-{i}");
-            p.send(BaseRecord::to(TOPIC).payload(&value).key(&value).partition(0))
-                .map_err(|(e, _)| e)
-                .expect("send");
+            p.send(
+                BaseRecord::to(TOPIC)
+                    .payload(&value)
+                    .key(&value)
+                    .partition(0),
+            )
+            .map_err(|(e, _)| e)
+            .expect("send");
         }
         p.flush(CALL_TIMEOUT).expect("flush");
         p
@@ -360,15 +365,19 @@ async fn open_transactions_show_in_metrics(cluster: &Cluster) {
     .await
     .expect("commit");
     cluster
-        .wait_for("the committed transaction in the metrics", DEADLINE, || async {
-            let texts = scrape_all(cluster).await;
-            let (max_lag, _) = max_and_sum(&texts, &lag);
-            let (max_open, _) = max_and_sum(&texts, &open);
-            let (_, ongoing) = max_and_sum(&texts, &ids("Ongoing"));
-            let (_, complete) = max_and_sum(&texts, &ids("CompleteCommit"));
-            (max_lag == 0.0 && max_open == 0.0 && ongoing == 0.0 && complete >= 1.0)
-                .then_some(())
-        })
+        .wait_for(
+            "the committed transaction in the metrics",
+            DEADLINE,
+            || async {
+                let texts = scrape_all(cluster).await;
+                let (max_lag, _) = max_and_sum(&texts, &lag);
+                let (max_open, _) = max_and_sum(&texts, &open);
+                let (_, ongoing) = max_and_sum(&texts, &ids("Ongoing"));
+                let (_, complete) = max_and_sum(&texts, &ids("CompleteCommit"));
+                (max_lag == 0.0 && max_open == 0.0 && ongoing == 0.0 && complete >= 1.0)
+                    .then_some(())
+            },
+        )
         .await;
     let texts = scrape_all(cluster).await;
     for name in [

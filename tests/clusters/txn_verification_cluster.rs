@@ -141,7 +141,10 @@ async fn a_leader_verifies_transactional_produces_with_a_coordinator_on_another_
         .into_iter()
         .filter(|(_, leader)| *leader != coordinator)
         .collect();
-    assert!(!remote.is_empty(), "some partition is led away from the coordinator");
+    assert!(
+        !remote.is_empty(),
+        "some partition is led away from the coordinator"
+    );
 
     for &(partition, leader) in &remote {
         let mut client = RawClient::connect(cluster.nodes[&leader].client_addr()).await;
@@ -167,9 +170,10 @@ async fn a_leader_verifies_transactional_produces_with_a_coordinator_on_another_
             .with_partitions(remote.iter().map(|(p, _)| *p).collect())]);
     let r = coord.call(3, &add).await;
     assert!(
-        r.results_by_topic_v3_and_below
+        r.results_by_topic_v3_and_below.iter().all(|t| t
+            .results_by_partition
             .iter()
-            .all(|t| t.results_by_partition.iter().all(|p| p.partition_error_code == 0)),
+            .all(|p| p.partition_error_code == 0)),
         "{r:?}"
     );
     for &(partition, leader) in &remote {
@@ -212,7 +216,11 @@ async fn a_leader_verifies_transactional_produces_with_a_coordinator_on_another_
             })
             .await;
         assert_eq!(answer, TRANSACTION_ABORTABLE);
-        assert_eq!(log_end(&mut client, partition).await, 2, "record and marker only");
+        assert_eq!(
+            log_end(&mut client, partition).await,
+            2,
+            "record and marker only"
+        );
     }
     cluster.stop_all();
 }

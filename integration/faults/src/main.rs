@@ -223,7 +223,10 @@ fn run_session(
         || cluster.brokers_are(&all, &all),
     )?;
     let rf = args.nodes.min(3) as i16;
-    for (topic, partitions) in [(TOPIC, PARTITIONS), (transactions::TOPIC, transactions::PARTITIONS)] {
+    for (topic, partitions) in [
+        (TOPIC, PARTITIONS),
+        (transactions::TOPIC, transactions::PARTITIONS),
+    ] {
         wait_until("the topics created", Duration::from_secs(60), || {
             all.iter().any(|id| {
                 matches!(

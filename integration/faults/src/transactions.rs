@@ -69,8 +69,12 @@ fn transaction(p: &BaseProducer, n: usize) -> Result<Fate, rdkafka::error::Kafka
     for i in 0..RECORDS_PER_TXN {
         let value = format!("t{n}-{i}");
         let partition = (i % PARTITIONS as usize) as i32;
-        p.send(BaseRecord::<(), _>::to(TOPIC).payload(&value).partition(partition))
-            .map_err(|(e, _)| e)?;
+        p.send(
+            BaseRecord::<(), _>::to(TOPIC)
+                .payload(&value)
+                .partition(partition),
+        )
+        .map_err(|(e, _)| e)?;
     }
     // A BaseProducer's delivery reports are served by polling: flush first.
     p.flush(CALL_TIMEOUT)?;
@@ -84,7 +88,11 @@ fn transaction(p: &BaseProducer, n: usize) -> Result<Fate, rdkafka::error::Kafka
 }
 
 /// Runs transactions until `running` is cleared.
-pub fn producer(bootstrap: &str, running: Arc<AtomicBool>, ledger: Ledger) -> anyhow::Result<Worker> {
+pub fn producer(
+    bootstrap: &str,
+    running: Arc<AtomicBool>,
+    ledger: Ledger,
+) -> anyhow::Result<Worker> {
     let bootstrap = bootstrap.to_owned();
     Worker::spawn("txn-1", move || {
         let mut notes = Vec::new();
@@ -183,7 +191,9 @@ pub fn check(ledger: &BTreeMap<usize, Fate>, values: &[String]) -> (String, Vec<
     }
     for n in seen.keys() {
         if !ledger.contains_key(n) {
-            problems.push(format!("transactions: transaction {n} read but never begun"));
+            problems.push(format!(
+                "transactions: transaction {n} read but never begun"
+            ));
         }
     }
     for (n, fate) in ledger {
@@ -234,12 +244,12 @@ mod tests {
         assert!(problems.is_empty(), "{problems:?}");
         // Each anomaly is named.
         let bad = [
-            values(0, 0..RECORDS_PER_TXN - 1),   // committed, a record missing
-            values(1, 0..1),                     // aborted, read
-            values(2, 0..2),                     // unknown, torn
+            values(0, 0..RECORDS_PER_TXN - 1), // committed, a record missing
+            values(1, 0..1),                   // aborted, read
+            values(2, 0..2),                   // unknown, torn
             [values(0, 0..RECORDS_PER_TXN), values(0, 0..1)].concat(), // twice
-            vec!["t9-0".to_owned()],             // never begun
-            vec!["garbage".to_owned()],          // never written
+            vec!["t9-0".to_owned()],           // never begun
+            vec!["garbage".to_owned()],        // never written
         ];
         for read in bad {
             let mut with_committed = read.clone();

@@ -135,13 +135,16 @@ impl Coordinator {
             let encoded = records::encode_offset_commit_value(&value);
             self.append(partition, key, Some(encoded));
             let record_order = self.next_record_order(partition);
-            self.group_mut(&group_id).expect("group exists").offsets.insert(
-                (topic, tp),
-                StoredOffset {
-                    value,
-                    record_order,
-                },
-            );
+            self.group_mut(&group_id)
+                .expect("group exists")
+                .offsets
+                .insert(
+                    (topic, tp),
+                    StoredOffset {
+                        value,
+                        record_order,
+                    },
+                );
         }
         self.maybe_dispose(&group_id);
         self.respond(

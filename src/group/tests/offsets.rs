@@ -332,14 +332,17 @@ fn a_transactional_offset_never_overrides_an_offset_written_after_it() {
     c.begin_load(partition);
     let r = |i: usize| (records[i].key.clone(), records[i].value.clone());
     let (k, v) = r(0);
-    c.replay_transactional(partition, 77, &k, v.as_deref()).unwrap();
+    c.replay_transactional(partition, 77, &k, v.as_deref())
+        .unwrap();
     let (k, v) = r(1);
     c.replay(partition, &k, v.as_deref()).unwrap();
     c.replay_txn_marker(partition, 77, true);
     let (k, v) = r(2);
-    c.replay_transactional(partition, 78, &k, v.as_deref()).unwrap();
+    c.replay_transactional(partition, 78, &k, v.as_deref())
+        .unwrap();
     let (k, v) = r(3);
-    c.replay_transactional(partition, 79, &k, v.as_deref()).unwrap();
+    c.replay_transactional(partition, 79, &k, v.as_deref())
+        .unwrap();
     c.replay_txn_marker(partition, 79, true);
     c.replay_txn_marker(partition, 78, true);
     c.complete_load(partition, 0);
@@ -381,11 +384,23 @@ fn expiry_waits_for_open_transactions_and_a_tombstone_removes_their_offsets() {
     h.check(&mut out);
     assert_eq!(delete_offset(&mut h, "g"), (0, 1));
     txn_commit(&mut h, "g", 78, 11);
-    assert_eq!(delete_offset(&mut h, "g"), (0, 1), "a tombstone for the pending offset");
-    assert_eq!(fetch_stable(&mut h, "g"), (-1, 0), "nothing pending any more");
+    assert_eq!(
+        delete_offset(&mut h, "g"),
+        (0, 1),
+        "a tombstone for the pending offset"
+    );
+    assert_eq!(
+        fetch_stable(&mut h, "g"),
+        (-1, 0),
+        "nothing pending any more"
+    );
     let mut out = h.c.complete_transaction(partition, 78, true, h.now);
     h.check(&mut out);
-    assert_eq!(fetch_stable(&mut h, "g"), (-1, 0), "the commit brings nothing back");
+    assert_eq!(
+        fetch_stable(&mut h, "g"),
+        (-1, 0),
+        "the commit brings nothing back"
+    );
     // Once no transaction is open, the group with no offsets (never written) goes.
     assert_eq!(h.c.group_state("g"), None);
 }

@@ -682,7 +682,12 @@ fn acks_all_answers_by_the_maximal_isr_and_by_the_epoch_it_was_written_in() {
     p.make_leader(&reg(&[1, 2, 3], &[1, 2, 3], ME, (0, 0)), T0)
         .unwrap();
     let (info, epoch) = p
-        .append_records_to_leader_in_epoch(&simple(2, 10, 0), -1, T0, kafkaiq_storage::TxnVerification::Unchecked)
+        .append_records_to_leader_in_epoch(
+            &simple(2, 10, 0),
+            -1,
+            T0,
+            kafkaiq_storage::TxnVerification::Unchecked,
+        )
         .unwrap();
     assert_eq!((info.last_offset, epoch), (1, 0));
     assert_eq!(p.acks_all_outcome_in_epoch(2, 0), None);
@@ -1029,7 +1034,12 @@ async fn a_parked_acks_all_wait_ends_when_the_high_watermark_moves() {
         .make_leader(&reg(&[1, 2], &[1, 2], ME, (0, 0)), T0)
         .unwrap());
     let (info, epoch) = p
-        .append_records_to_leader_in_epoch(&simple(3, 10, 0), -1, T0, kafkaiq_storage::TxnVerification::Unchecked)
+        .append_records_to_leader_in_epoch(
+            &simple(3, 10, 0),
+            -1,
+            T0,
+            kafkaiq_storage::TxnVerification::Unchecked,
+        )
         .unwrap();
     let end = info.last_offset + 1;
     assert!(p.acks_all_outcome_in_epoch(end, epoch).is_none());

@@ -479,9 +479,8 @@ fn swap_in(
         let _ = cleaned.delete_files();
         return Err(e);
     }
-    let swapped = log.replace_segments(view, cleaned, group, &|from, to| {
-        txns.retained_in(from, to)
-    })?;
+    let swapped =
+        log.replace_segments(view, cleaned, group, &|from, to| txns.retained_in(from, to))?;
     if swapped {
         stats.segments_cleaned += group.len();
     }

@@ -401,7 +401,9 @@ fn a_swap_refuses_once_the_log_was_truncated_and_leaves_no_files() {
     .unwrap();
     log.truncate_to(150).unwrap();
     assert_eq!(log.log_end_offset(), 148, "batches of 4 go whole");
-    assert!(!log.replace_segments(&mut view, cleaned, &old, &|_, _| Vec::new()).unwrap());
+    assert!(!log
+        .replace_segments(&mut view, cleaned, &old, &|_, _| Vec::new())
+        .unwrap());
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.unwrap().file_name().into_string().ok())
@@ -1046,7 +1048,9 @@ fn a_swap_whose_segments_cannot_be_pinned_changes_nothing() {
     let log_path = old[1].paths()[0].to_path_buf();
     let aside = dir.path().join("aside");
     std::fs::rename(&log_path, &aside).unwrap();
-    assert!(log.replace_segments(&mut view, cleaned, &old, &|_, _| Vec::new()).is_err());
+    assert!(log
+        .replace_segments(&mut view, cleaned, &old, &|_, _| Vec::new())
+        .is_err());
     std::fs::rename(&aside, &log_path).unwrap();
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -1055,7 +1059,11 @@ fn a_swap_whose_segments_cannot_be_pinned_changes_nothing() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
     let after = log.cleaning_view();
-    assert!(after.segments.iter().zip(&old).all(|(a, b)| Arc::ptr_eq(a, b)));
+    assert!(after
+        .segments
+        .iter()
+        .zip(&old)
+        .all(|(a, b)| Arc::ptr_eq(a, b)));
     assert_eq!(records(&log), before);
 }
 
@@ -1126,13 +1134,16 @@ fn aborted_records_go_and_their_markers_follow_once_nothing_of_them_is_left() {
     clean_all(&log, &mut map, NOW);
     let after = records(&log);
     assert!(
-        !after.iter().any(|(_, _, v)| v.as_deref() == Some(b"aborted".as_slice())),
+        !after
+            .iter()
+            .any(|(_, _, v)| v.as_deref() == Some(b"aborted".as_slice())),
         "aborted records go"
     );
     assert!(after
         .iter()
         .any(|(_, k, v)| k == b"key-z" && v.as_deref() == Some(b"committed".as_slice())));
-    let abort = marker_at(&log, abort_at).expect("the ABORT marker stays through the first cleaning");
+    let abort =
+        marker_at(&log, abort_at).expect("the ABORT marker stays through the first cleaning");
     assert_eq!(abort.delete_horizon_ms(), None);
     assert_eq!(log.collect_aborted_transactions(0, i64::MAX).len(), 1);
 
@@ -1145,7 +1156,10 @@ fn aborted_records_go_and_their_markers_follow_once_nothing_of_them_is_left() {
     );
 
     clean_all(&log, &mut map, NOW + 1_000);
-    assert!(marker_at(&log, abort_at).is_none(), "removed past its horizon");
+    assert!(
+        marker_at(&log, abort_at).is_none(),
+        "removed past its horizon"
+    );
     let commit = marker_at(&log, commit_at).expect("its transaction has a record left");
     assert_eq!(commit.delete_horizon_ms(), None);
     // A restart finds the same.

@@ -75,9 +75,15 @@ impl CleanedTransactions {
     }
 
     fn reach(&mut self, offset: i64) {
-        while self.upcoming.last().is_some_and(|a| a.first_offset <= offset) {
+        while self
+            .upcoming
+            .last()
+            .is_some_and(|a| a.first_offset <= offset)
+        {
             let a = self.upcoming.pop().expect("checked");
-            self.ongoing_aborted.entry(a.producer_id).or_insert((a, false));
+            self.ongoing_aborted
+                .entry(a.producer_id)
+                .or_insert((a, false));
         }
     }
 
@@ -183,7 +189,10 @@ mod tests {
         // producer 4: a commit marker whose data is gone (6).
         let mut t = CleanedTransactions::new(vec![aborted(3, 2, 5), aborted(1, 0, 3)]);
         assert!(t.on_batch(&header(0, 1, true, false)), "aborted data goes");
-        assert!(!t.on_batch(&header(1, 2, true, false)), "committed data stays");
+        assert!(
+            !t.on_batch(&header(1, 2, true, false)),
+            "committed data stays"
+        );
         assert!(!t.on_batch(&header(2, 9, false, false)), "plain data stays");
         assert!(
             !t.on_control(&header(3, 1, true, true), marker(ControlRecordType::Abort)),

@@ -403,7 +403,11 @@ impl Log {
                     .dir
                     .join(crate::txn_index::txn_index_file_name(seg.base_offset()));
                 let has_txn_index = txn_index.exists();
-                for path in seg.paths().into_iter().chain(has_txn_index.then_some(&*txn_index)) {
+                for path in seg
+                    .paths()
+                    .into_iter()
+                    .chain(has_txn_index.then_some(&*txn_index))
+                {
                     let to = std::path::PathBuf::from(
                         path.to_str().expect("segment paths are UTF-8").to_owned() + DELETED_SUFFIX,
                     );

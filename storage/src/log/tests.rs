@@ -1466,7 +1466,9 @@ fn a_verification_guard_admits_one_transaction_and_a_marker_voids_it() {
     )));
     assert_eq!(log.log_end_offset(), 0);
     // Verified: the first batch opens the transaction, the next needs no guard.
-    let guard = log.start_transaction_verification(1, 0).expect("no open transaction");
+    let guard = log
+        .start_transaction_verification(1, 0)
+        .expect("no open transaction");
     log.append_as_leader_checked(
         &transactional(1, 0, 0, 1),
         0,
@@ -1475,8 +1477,13 @@ fn a_verification_guard_admits_one_transaction_and_a_marker_voids_it() {
     )
     .unwrap();
     assert_eq!(log.start_transaction_verification(1, 0), None, "open now");
-    log.append_as_leader_checked(&transactional(1, 0, 1, 1), 0, 0, TxnVerification::Verified(None))
-        .unwrap();
+    log.append_as_leader_checked(
+        &transactional(1, 0, 1, 1),
+        0,
+        0,
+        TxnVerification::Verified(None),
+    )
+    .unwrap();
     log.append_end_txn_marker_as_leader(1, 0, marker(Commit), 0, 0)
         .unwrap();
     // A verification that a marker overtakes (the transaction timed out and was aborted while
@@ -1500,5 +1507,6 @@ fn a_verification_guard_admits_one_transaction_and_a_marker_voids_it() {
         0,
         TxnVerification::Verified(Some(guard))
     )));
-    log.append_as_leader(&transactional(1, 1, 0, 1), 0, 0).unwrap();
+    log.append_as_leader(&transactional(1, 1, 0, 1), 0, 0)
+        .unwrap();
 }
