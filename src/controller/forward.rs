@@ -3,8 +3,11 @@
 //! Kafka broker forwards them, and hands the answer back unchanged.
 //!
 //! The request goes out at the client's own version (the controller is KafkaIQ too, and serves
-//! the same versions), so the answer can be passed on as it is. Where no active controller is
-//! known, or it cannot be reached, the caller gets NOT_CONTROLLER, which clients retry.
+//! the same versions), so the answer can be passed on as it is. While no active controller is
+//! known, or the one known cannot be reached (it died and the quorum is electing another), the
+//! request waits and is sent again, as Kafka's forwarding channel does, for up to
+//! [`FORWARD_RETRY`]; after that, or when a request may have reached a controller that then
+//! went away, the caller gets NOT_CONTROLLER, which clients retry.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
@@ -15,6 +18,12 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use crate::client::{Client, ClientConfig, Endpoint, RequestOptions};
 use crate::errors::ApiError;
 use crate::limits::CONTROLLER_FORWARD_TIMEOUT_MS;
+
+/// How long a forwarded request waits for an active controller it can reach.
+pub(crate) const FORWARD_RETRY: Duration = Duration::from_secs(15);
+/// Pauses between attempts, doubling from the first to the last.
+const FORWARD_BACKOFF_MIN: Duration = Duration::from_millis(25);
+const FORWARD_BACKOFF_MAX: Duration = Duration::from_millis(500);
 
 /// What the controller thread tells the rest of the node about the quorum, without a round
 /// trip through its queue: written only by carrying out the core's
@@ -163,15 +172,41 @@ impl Forwarder {
         version: i16,
         request: RequestKind,
     ) -> Result<ResponseKind, ApiError> {
-        let target = self.target()?;
-        let options = RequestOptions::default().versions(version, version);
-        self.client
-            .send_kind(target, options, api_key, move |_| request)
-            .await
-            .map(|r| r.body)
-            .map_err(|e| {
-                tracing::debug!(controller = target, error = %e, "forwarding to the controller failed");
-                ApiError::NotController
-            })
+        let deadline = tokio::time::Instant::now() + FORWARD_RETRY;
+        let mut backoff = FORWARD_BACKOFF_MIN;
+        loop {
+            let failed = match self.target() {
+                Ok(target) => {
+                    let options = RequestOptions::default().versions(version, version);
+                    let attempt = request.clone();
+                    match self
+                        .client
+                        .send_kind(target, options, api_key, move |_| attempt)
+                        .await
+                    {
+                        Ok(r) => return Ok(r.body),
+                        Err(e) if e.may_have_been_sent() => {
+                            tracing::debug!(controller = target, error = %e, "forwarding to the controller failed after sending");
+                            return Err(ApiError::NotController);
+                        }
+                        Err(e) => Some((target, e)),
+                    }
+                }
+                // This node became the active controller meanwhile: the client's retry is
+                // served here.
+                Err(_) if self.state.leader.load(Ordering::Acquire) == self.node_id => {
+                    return Err(ApiError::NotController)
+                }
+                Err(_) => None,
+            };
+            if tokio::time::Instant::now() + backoff > deadline {
+                if let Some((target, e)) = failed {
+                    tracing::debug!(controller = target, error = %e, "forwarding to the controller failed");
+                }
+                return Err(ApiError::NotController);
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(FORWARD_BACKOFF_MAX);
+        }
     }
 }

@@ -504,3 +504,47 @@ async fn turning_on_unclean_election_elects_a_leader_for_an_offline_partition() 
     );
     cluster.stop_all();
 }
+
+/// A metadata change sent to a broker right after the active controller died is not refused:
+/// the broker holds it until the quorum has elected another controller and forwards it there,
+/// as Kafka's forwarding channel does (NOT_CONTROLLER only after a long wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_topics_sent_as_the_controller_dies_waits_for_the_next_one() {
+    let mut cluster = start("admin-controller-dies", &[]);
+    cluster
+        .wait_for("three nodes in one cluster", DEADLINE, || cluster.formed())
+        .await;
+    let controller = cluster
+        .wait_for("an active controller", DEADLINE, || async {
+            cluster.controller_seen_by(1).await.filter(|c| *c > 0)
+        })
+        .await;
+    let ask = cluster
+        .running()
+        .into_iter()
+        .find(|id| *id != controller)
+        .unwrap();
+    // Every node knows the controller before it dies.
+    cluster
+        .wait_for("every node knows the controller", DEADLINE, || async {
+            for id in cluster.running() {
+                if cluster.controller_seen_by(id).await != Some(controller) {
+                    return None;
+                }
+            }
+            Some(())
+        })
+        .await;
+    cluster.kill(controller);
+    let started = Instant::now();
+    let code = cluster
+        .create_topic_configured(ask, "after-the-controller", 1, 2, &[])
+        .await;
+    assert_eq!(
+        code,
+        Some(0),
+        "CreateTopics through node {ask} as controller {controller} died (after {:?})",
+        started.elapsed()
+    );
+    cluster.stop_all();
+}

@@ -122,7 +122,7 @@ pub struct Cluster {
 /// The node settings a test adds to every node (Kafka keys).
 pub type Settings<'a> = &'a [&'a str];
 
-fn kafka_libs() -> PathBuf {
+pub fn kafka_libs() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("bash")
         .arg(root.join("integration/kafka-libs.sh"))
