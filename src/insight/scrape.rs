@@ -350,18 +350,7 @@ pub fn scrape(ctx: &Context) -> String {
 
     // kafka.server:type=group-coordinator-metrics
     let loads = ctx.groups.load_stats();
-    gauge(
-        &mut r,
-        "kafka_server_group_coordinator_metrics_partition_load_time_max",
-        "The longest load of a __consumer_offsets partition by this coordinator since startup, in ms",
-        loads.max_ms.load(std::sync::atomic::Ordering::Relaxed) as i64,
-    );
-    gauge(
-        &mut r,
-        "kafka_server_group_coordinator_metrics_partition_load_time_avg",
-        "The mean load time of a __consumer_offsets partition by this coordinator, in ms",
-        loads.avg_ms() as i64,
-    );
+    load_time_gauges(&mut r, "group", "__consumer_offsets", loads);
     gauge(
         &mut r,
         "kafkaiq_group_coordinator_last_load_records",
@@ -372,18 +361,11 @@ pub fn scrape(ctx: &Context) -> String {
     );
 
     // kafka.server:type=transaction-coordinator-metrics
-    let loads = ctx.txns.load_stats();
-    gauge(
+    load_time_gauges(
         &mut r,
-        "kafka_server_transaction_coordinator_metrics_partition_load_time_max",
-        "The longest load of a __transaction_state partition by this coordinator since startup, in ms",
-        loads.max_ms.load(std::sync::atomic::Ordering::Relaxed) as i64,
-    );
-    gauge(
-        &mut r,
-        "kafka_server_transaction_coordinator_metrics_partition_load_time_avg",
-        "The mean load time of a __transaction_state partition by this coordinator, in ms",
-        loads.avg_ms() as i64,
+        "transaction",
+        "__transaction_state",
+        ctx.txns.load_stats(),
     );
     let by_state = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
     let counts = ctx.txns.state_counts();
@@ -454,6 +436,30 @@ pub fn scrape(ctx: &Context) -> String {
     let mut out = String::new();
     encode(&mut out, &r).expect("writing to a String cannot fail");
     out
+}
+
+/// A coordinator's `partition-load-time-max` / `-avg` (Kafka's `<kind>-coordinator-metrics`)
+/// over the loads of its `topic`'s partitions.
+fn load_time_gauges(
+    r: &mut Registry,
+    kind: &str,
+    topic: &str,
+    loads: &crate::metrics::CoordinatorLoadStats,
+) {
+    gauge(
+        r,
+        &format!("kafka_server_{kind}_coordinator_metrics_partition_load_time_max"),
+        &format!(
+            "The longest load of a {topic} partition by this coordinator since startup, in ms"
+        ),
+        loads.max_ms.load(std::sync::atomic::Ordering::Relaxed) as i64,
+    );
+    gauge(
+        r,
+        &format!("kafka_server_{kind}_coordinator_metrics_partition_load_time_avg"),
+        &format!("The mean load time of a {topic} partition by this coordinator, in ms"),
+        loads.avg_ms() as i64,
+    );
 }
 
 fn per_partition(

@@ -730,10 +730,7 @@ impl Log {
         producer_epoch: i16,
     ) -> Option<VerificationGuard> {
         let producers = self.producers.lock();
-        let open = producers.last_entry(producer_id).is_some_and(|e| {
-            e.producer_epoch == producer_epoch && e.current_txn_first_offset.is_some()
-        });
-        if open {
+        if transaction_open(&producers, producer_id, producer_epoch) {
             return None;
         }
         let guard = VerificationGuard::new();
@@ -792,10 +789,8 @@ impl Log {
             } else if h.has_producer_id() {
                 if h.is_transactional() {
                     if let TxnVerification::Verified(guard) = verification {
-                        let open = producers.last_entry(h.producer_id).is_some_and(|e| {
-                            e.producer_epoch == h.producer_epoch
-                                && e.current_txn_first_offset.is_some()
-                        }) || pending.staged_transactional(h.producer_id);
+                        let open = transaction_open(&producers, h.producer_id, h.producer_epoch)
+                            || pending.staged_transactional(h.producer_id);
                         let guarded = guard.is_some_and(|g| {
                             self.verification_guards.lock().get(&h.producer_id)
                                 == Some(&(h.producer_epoch, g))
@@ -1824,6 +1819,18 @@ fn markers_of(records: &[u8], headers: &[BatchHeader]) -> Result<Vec<Option<EndT
         position += size;
     }
     Ok(markers)
+}
+
+/// Whether `producer_id` has a transaction open on the log at `producer_epoch` (Kafka's
+/// `hasOngoingTransaction`): its batches need no verification.
+fn transaction_open(
+    producers: &ProducerStateManager,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> bool {
+    producers
+        .last_entry(producer_id)
+        .is_some_and(|e| e.producer_epoch == producer_epoch && e.current_txn_first_offset.is_some())
 }
 
 /// KIP-890's proof that the transaction coordinator was asked about a producer's transaction
