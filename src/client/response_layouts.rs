@@ -104,7 +104,7 @@ pub const RESPONSE_LAYOUTS: &[Layout] = &[
     layout(ApiKey::UnregisterBroker,               0,  0,     0, UNREGISTER_BROKER_RESPONSE),
     layout(ApiKey::AllocateProducerIds,            0,  0,     0, ALLOCATE_PRODUCER_IDS_RESPONSE),
     layout(ApiKey::WriteTxnMarkers,                1,  1,     1, WRITE_TXN_MARKERS_RESPONSE),
-    layout(ApiKey::AddPartitionsToTxn,             4,  5,     3, ADD_PARTITIONS_TO_TXN_RESPONSE),
+    layout(ApiKey::AddPartitionsToTxn,             0,  5,     3, ADD_PARTITIONS_TO_TXN_RESPONSE),
     layout(ApiKey::DescribeQuorum,                 0,  2,     0, DESCRIBE_QUORUM_RESPONSE),
 ];
 
@@ -573,7 +573,7 @@ const WRITE_TXN_MARKERS_RESPONSE: Ty = Ty::Struct(&[
     all(array(&WRITABLE_TXN_MARKER_RESULT)), // markers
 ]);
 
-// ---- AddPartitionsToTxn (key 24): v4-v5 (a partition leader's verification), flexible ----
+// ---- AddPartitionsToTxn (key 24): v0-v5, flexible from v3 (a partition leader sends v4-v5 to verify) ----
 
 /// `AddPartitionsToTxnPartitionResult`
 const ADD_PARTITIONS_TO_TXN_PARTITION_RESULT: Ty = Ty::Struct(&[

@@ -27,14 +27,11 @@ use crate::clock::Clock;
 use crate::metadata::MetadataCache;
 use std::collections::HashMap;
 
-use kafkaiq_storage::VerificationGuard;
-
 use crate::errors::ApiError;
 use crate::replica::append::{
-    AppendParams, AppendStats, PartitionRecords, TopicRecords, TxnChecks,
+    transactional_producer, AppendParams, AppendStats, PartitionRecords, TopicRecords, TxnChecks,
 };
-use crate::replica::ReplicaManager;
-use crate::replica::TopicPartition;
+use crate::replica::{ReplicaManager, TopicPartition, VerificationGuard};
 
 /// What a Produce uses, borrowed from the node's services by `server::dispatch`.
 #[derive(Clone, Copy)]
@@ -142,17 +139,14 @@ async fn verify_transactions(
     topics: &[TopicRecords<'_>],
     version: i16,
 ) -> HashMap<TopicPartition, Result<VerificationGuard, ApiError>> {
-    use kafkaiq_storage::batch::BatchHeader;
     let mut producer = None;
     let mut guards = Vec::new();
     for topic in topics.iter().filter(|t| t.known) {
         for pd in &topic.partitions {
-            let Some(h) = pd.records.and_then(|r| BatchHeader::parse(r).ok()) else {
+            let Some((producer_id, producer_epoch)) = pd.records.and_then(transactional_producer)
+            else {
                 continue;
             };
-            if !h.is_transactional() {
-                continue;
-            }
             let tp = TopicPartition {
                 topic: topic.name.clone(),
                 partition: pd.index,
@@ -160,10 +154,10 @@ async fn verify_transactions(
             let Ok(Some(p)) = services.replicas.hosted_or_offline(&tp) else {
                 continue;
             };
-            producer.get_or_insert((h.producer_id, h.producer_epoch));
+            producer.get_or_insert((producer_id, producer_epoch));
             if let Some(guard) = p
                 .log()
-                .start_transaction_verification(h.producer_id, h.producer_epoch)
+                .start_transaction_verification(producer_id, producer_epoch)
             {
                 guards.push((tp, guard));
             }

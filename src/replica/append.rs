@@ -333,6 +333,16 @@ fn validate_client_batches(
     Ok(())
 }
 
+/// The producer of a transactional batch (its id and epoch), `None` for any other records:
+/// what a produce request's KIP-890 verification asks the coordinator about.
+pub fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
+    use kafkaiq_storage::batch::BatchHeader;
+    BatchHeader::parse(records)
+        .ok()
+        .filter(|h| h.is_transactional())
+        .map(|h| (h.producer_id, h.producer_epoch))
+}
+
 /// A transactional batch needs a transactional id (Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 /// without one) and, with verification on, a partition in its producer's transaction: the
 /// coordinator's answer, or a transaction open on the partition already.

@@ -50,6 +50,8 @@ use kafkaiq_storage::LogManager;
 /// A partition's name, as every caller of the replica layer names it; storage's own type, so the
 /// layers above never import `kafkaiq-storage` to name a partition.
 pub use kafkaiq_storage::TopicPartition;
+/// A partition's KIP-890 verification guard, held from the coordinator's answer to the append.
+pub use kafkaiq_storage::VerificationGuard;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
