@@ -540,6 +540,11 @@ impl GroupService {
         debug_assert!(delivery.answers.is_empty());
     }
 
+    /// Whether this node coordinates `group_id` now (its partition is led and loaded here).
+    pub fn coordinates(&self, group_id: &str) -> bool {
+        self.lock().machine.check_coordinator(group_id).is_ok()
+    }
+
     /// The coordinator partition of a group.
     pub fn partition_for(&self, group_id: &str) -> i32 {
         super::partition_for(group_id, self.config.offsets_topic_num_partitions)

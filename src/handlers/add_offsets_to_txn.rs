@@ -26,6 +26,8 @@ pub async fn handle(
                 request.producer_id.0,
                 request.producer_epoch,
                 partitions,
+                // A client of transaction version 2 sends no AddOffsetsToTxn.
+                0,
             )
             .await
         }

@@ -1,7 +1,8 @@
 //! AddPartitionsToTxn (key 24), v0-5. v0-3 come from a transactional producer: the partitions
 //! join its ongoing transaction. v4+ batch several transactions and come from brokers; a
 //! transaction with `verify_only` is KIP-890's check that a transactional produce's partition
-//! is in its transaction, and changes nothing.
+//! is in its transaction, and changes nothing; one without it adds the partitions for a client
+//! of transaction version 2, which sends no AddPartitionsToTxn itself.
 //!
 //! A topic the image does not know answers UNKNOWN_TOPIC_OR_PARTITION and the others in the
 //! same transaction OPERATION_NOT_ATTEMPTED, as in Kafka; otherwise every partition gets the
@@ -19,6 +20,7 @@ use kafka_protocol::messages::{
 
 use crate::errors::{code_of, ApiError};
 use crate::metadata::MetadataImage;
+use crate::txn::state::TRANSACTION_VERSION_2;
 use crate::txn::TxnService;
 
 fn topic_results(
@@ -52,6 +54,7 @@ async fn one(
     producer_id: i64,
     producer_epoch: i16,
     verify_only: bool,
+    transaction_version: i16,
     topics: &[AddPartitionsToTxnTopic],
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let known = |t: &str, p: i32| {
@@ -82,7 +85,13 @@ async fn one(
     }
     let code = code_of(
         &txns
-            .add_partitions(txn_id, producer_id, producer_epoch, partitions)
+            .add_partitions(
+                txn_id,
+                producer_id,
+                producer_epoch,
+                partitions,
+                transaction_version,
+            )
             .await,
     );
     topic_results(topics, |_, _| code)
@@ -103,6 +112,7 @@ pub async fn handle(
             request.v3_and_below_producer_id.0,
             request.v3_and_below_producer_epoch,
             false,
+            0,
             &request.v3_and_below_topics,
         )
         .await;
@@ -115,6 +125,10 @@ pub async fn handle(
                 t.producer_id.0,
                 t.producer_epoch,
                 t.verify_only,
+                // v4+ comes from a partition leader or group coordinator adding partitions for
+                // a client of transaction version 2 (Kafka's
+                // `transactionVersionForAddPartitionsToTxn`).
+                TRANSACTION_VERSION_2,
                 &t.topics,
             )
             .await;

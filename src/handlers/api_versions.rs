@@ -31,9 +31,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
     (ApiKey::WriteTxnMarkers, 1, 1),
-    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
@@ -105,19 +105,22 @@ fn api_keys_of(table: &[(ApiKey, i16, i16)]) -> Vec<ApiVersion> {
         .collect()
 }
 
-/// Feature levels (KIP-584) this node implements, as `(name, min, max)`. `metadata.version` 27
+/// Feature levels (KIP-584) this node implements, as `(name, min, max, finalized)`. `metadata.version` 27
 /// is Kafka's `4.1-IV1`, the protocol level of the API table above; only that level is
-/// implemented, so it is both the minimum and the maximum. Features whose higher levels need
-/// APIs we do not serve (KIP-848 `group.version`, KIP-890 `transaction.version`) stay at 0.
-const SUPPORTED_FEATURES: &[(&str, i16, i16)] = &[
+/// implemented, so it is both the minimum and the maximum. `transaction.version` 2 (KIP-890
+/// part 2: an epoch bump per transaction, partitions added by their leaders) is finalized, as
+/// in a Kafka 4.1 cluster formatted with its defaults; clients of versions 0 and 1 are served
+/// too. `group.version` stays at 0 until KIP-848's APIs are served.
+const SUPPORTED_FEATURES: &[(&str, i16, i16, i16)] = &[
     (
         "metadata.version",
         METADATA_VERSION_LEVEL,
         METADATA_VERSION_LEVEL,
+        METADATA_VERSION_LEVEL,
     ),
-    ("kraft.version", 0, 0),
-    ("group.version", 0, 0),
-    ("transaction.version", 0, 0),
+    ("kraft.version", 0, 0, 0),
+    ("group.version", 0, 0, 0),
+    ("transaction.version", 0, 2, 2),
 ];
 
 /// Kafka's `MetadataVersion.IBP_4_1_IV1.featureLevel()`.
@@ -141,7 +144,7 @@ pub fn handle_of(
     if version >= 3 {
         response.supported_features = SUPPORTED_FEATURES
             .iter()
-            .map(|(name, min, max)| {
+            .map(|(name, min, max, _)| {
                 SupportedFeatureKey::default()
                     .with_name(StrBytes::from_static_str(name))
                     .with_min_version(*min)
@@ -152,12 +155,12 @@ pub fn handle_of(
         // Kafka lists only features finalized above level 0.
         response.finalized_features = SUPPORTED_FEATURES
             .iter()
-            .filter(|(_, _, max)| *max > 0)
-            .map(|(name, _, max)| {
+            .filter(|(_, _, _, finalized)| *finalized > 0)
+            .map(|(name, _, _, finalized)| {
                 FinalizedFeatureKey::default()
                     .with_name(StrBytes::from_static_str(name))
-                    .with_min_version_level(*max)
-                    .with_max_version_level(*max)
+                    .with_min_version_level(*finalized)
+                    .with_max_version_level(*finalized)
             })
             .collect();
     }

@@ -3,9 +3,19 @@
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, ResponseKind};
 
+use crate::txn::state::TRANSACTION_VERSION_2;
 use crate::txn::{TxnResult, TxnService};
 
-pub async fn handle(txns: &TxnService, _version: i16, request: EndTxnRequest) -> ResponseKind {
+/// EndTxn v5 is transaction version 2: the end bumps the producer epoch, and the answer's
+/// producer id and epoch are what the client continues with.
+const TRANSACTION_VERSION_2_FROM: i16 = 5;
+
+pub async fn handle(txns: &TxnService, version: i16, request: EndTxnRequest) -> ResponseKind {
+    let transaction_version = if version >= TRANSACTION_VERSION_2_FROM {
+        TRANSACTION_VERSION_2
+    } else {
+        0
+    };
     let result = if request.committed {
         TxnResult::Commit
     } else {
@@ -20,6 +30,7 @@ pub async fn handle(txns: &TxnService, _version: i16, request: EndTxnRequest) ->
             request.producer_id.0,
             request.producer_epoch,
             result,
+            transaction_version,
         )
         .await
     {

@@ -97,7 +97,7 @@ pub async fn handle(
     let answers;
     let transactions = match &txn_id {
         None => TxnChecks::NoTransactionalId,
-        Some(_) if !services.txns.verifies_partitions() => TxnChecks::Unchecked,
+        Some(_) if !services.txns.checks_produce(version) => TxnChecks::Unchecked,
         Some(id) => {
             answers = verify_transactions(&services, id, &topics, version).await;
             TxnChecks::Verified(&answers)

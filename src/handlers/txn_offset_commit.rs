@@ -1,19 +1,69 @@
 //! TxnOffsetCommit (key 28), v0-5: a transactional producer's `sendOffsetsToTransaction`. The
 //! group coordinator writes the offsets as part of the producer's transaction; they take effect
 //! when its COMMIT marker reaches the group's partition (see `group::service`).
+//!
+//! v5 comes from a client of transaction version 2, which sends no AddOffsetsToTxn: the group's
+//! offsets partition joins the transaction first, through the transaction coordinator. A
+//! refusal answers every partition, and nothing is written.
 
-use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use crate::group::service::{Caller, GroupService};
 use crate::group::GroupRequest;
+use crate::txn::TxnService;
+
+/// The first TxnOffsetCommit version of transaction version 2.
+const JOINS_THE_TRANSACTION_FROM: i16 = 5;
 
 pub async fn handle(
     groups: &GroupService,
+    txns: &TxnService,
     caller: Caller,
     request: TxnOffsetCommitRequest,
 ) -> ResponseKind {
+    // Only the group's coordinator adds its partition; elsewhere the group answers
+    // NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS) as for any version.
+    if caller.api_version >= JOINS_THE_TRANSACTION_FROM && groups.coordinates(&request.group_id.0) {
+        let joined = txns
+            .join_offsets_partition(
+                &request.transactional_id.0,
+                request.producer_id.0,
+                request.producer_epoch,
+                groups.partition_for(&request.group_id.0),
+            )
+            .await;
+        if let Err(e) = joined {
+            return ResponseKind::TxnOffsetCommit(refused(&request, e.code()));
+        }
+    }
     groups
         .call(caller, GroupRequest::TxnOffsetCommit(request))
         .await
         .into_response_kind()
+}
+
+fn refused(request: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
+    TxnOffsetCommitResponse::default().with_topics(
+        request
+            .topics
+            .iter()
+            .map(|t| {
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
 }

@@ -450,7 +450,7 @@ async fn handle_supported(
             Some(handlers::offset_delete::handle(&ctx.groups, caller(), r).await)
         }
         RequestKind::TxnOffsetCommit(r) => {
-            Some(handlers::txn_offset_commit::handle(&ctx.groups, caller(), r).await)
+            Some(handlers::txn_offset_commit::handle(&ctx.groups, &ctx.txns, caller(), r).await)
         }
         _ => return Err(DispatchError::NoHandler(api_key)),
     };

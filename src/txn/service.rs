@@ -38,7 +38,10 @@ use kafkaiq_storage::TopicPartition;
 use tokio::sync::watch;
 
 use super::records::{decode_key, decode_value, encode_key, encode_value};
-use super::state::{InitDecision, Transit, TxnMetadata, TxnPartition, TxnResult, TxnState};
+use super::state::{
+    EndTxnBy, InitDecision, Transit, TxnMetadata, TxnPartition, TxnResult, TxnState,
+    TRANSACTION_VERSION_2,
+};
 use super::TRANSACTION_STATE_TOPIC_NAME;
 use crate::client::{Client, ClientConfig, Endpoint, RequestOptions};
 use crate::clock::SharedClock;
@@ -64,6 +67,9 @@ const MARKER_BACKOFF_MAX: Duration = Duration::from_secs(1);
 const LOAD_RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// How long a partition leader waits for the coordinator's answer to a verification.
 const VERIFY_WAIT: Duration = Duration::from_secs(10);
+/// The first Produce version of transaction version 2: its partitions join the producer's
+/// transaction through the leader (Kafka's `addPartition` supported operation).
+const PRODUCE_ADDS_PARTITIONS: i16 = 12;
 /// Bytes read per step while loading a `__transaction_state` partition.
 const LOAD_READ_BYTES: usize = 1024 * 1024;
 
@@ -424,7 +430,7 @@ impl TxnService {
                                         fence.producer_id,
                                         fence.producer_epoch,
                                         TxnResult::Abort,
-                                        false,
+                                        EndTxnBy::Coordinator,
                                         now,
                                     )?
                                     .expect("an ongoing transaction is aborted with a write");
@@ -463,13 +469,15 @@ impl TxnService {
         }
     }
 
-    /// AddPartitionsToTxn (v0-3, and v4+ without `verify_only`) and AddOffsetsToTxn.
+    /// AddPartitionsToTxn (v0-3, and v4+ without `verify_only`) and AddOffsetsToTxn, speaking
+    /// `transaction_version` (see [`TxnMetadata::add_partitions`]).
     pub async fn add_partitions(
         &self,
         txn_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         partitions: BTreeSet<TxnPartition>,
+        transaction_version: i16,
     ) -> Result<(), ApiError> {
         if txn_id.is_empty() {
             return Err(ApiError::InvalidRequest(
@@ -485,7 +493,13 @@ impl TxnService {
                 .txns
                 .get_mut(txn_id)
                 .ok_or(ApiError::InvalidProducerIdMapping)?;
-            match meta.add_partitions(producer_id, producer_epoch, &partitions, now)? {
+            match meta.add_partitions(
+                producer_id,
+                producer_epoch,
+                &partitions,
+                transaction_version,
+                now,
+            )? {
                 None => return Ok(()),
                 Some(t) => self.append_locked(shard, partition, txn_id, Some(t), now)?,
             }
@@ -512,17 +526,21 @@ impl TxnService {
             .verify_partition(producer_id, producer_epoch, partition)
     }
 
-    /// Whether a partition leader asks the coordinator before a transactional produce opens a
-    /// transaction on a partition (`transaction.partition.verification.enable`).
-    pub fn verifies_partitions(&self) -> bool {
-        self.settings.partition_verification
+    /// Whether a partition leader asks the coordinator before a transactional produce of
+    /// `produce_version` opens a transaction on a partition: with
+    /// `transaction.partition.verification.enable`, and always for transaction version 2,
+    /// whose partitions join the transaction only that way.
+    pub fn checks_produce(&self, produce_version: i16) -> bool {
+        self.settings.partition_verification || produce_version >= PRODUCE_ADDS_PARTITIONS
     }
 
     /// KIP-890's check of a transactional produce to `partitions`, as their leader makes it
     /// before a batch opens the producer's transaction there: here when this node coordinates
-    /// the id, else by asking the coordinator (AddPartitionsToTxn v4+ with `verify_only`, as
-    /// Kafka's `AddPartitionsToTxnManager`). One answer per partition, as Kafka's leader gives
-    /// them to the producer:
+    /// the id, else by asking the coordinator (AddPartitionsToTxn v4+, as Kafka's
+    /// `AddPartitionsToTxnManager`). Produce v12+ comes from a client of transaction version 2,
+    /// which adds no partitions itself: the partitions join the transaction here (part 2 of
+    /// KIP-890). Older versions only verify that they were added (`verify_only`, part 1).
+    /// One answer per partition, as Kafka's leader gives them to the producer:
     /// - a partition not in the transaction: TRANSACTION_ABORTABLE for clients that know it
     ///   (Produce v11+), INVALID_TXN_STATE for older ones;
     /// - a fenced producer: INVALID_PRODUCER_EPOCH;
@@ -538,18 +556,10 @@ impl TxnService {
         partitions: &[TopicPartition],
         produce_version: i16,
     ) -> HashMap<TopicPartition, Result<(), ApiError>> {
-        let answers: Vec<Result<(), ApiError>> = if self.coordinates(txn_id) {
-            partitions
-                .iter()
-                .map(|tp| {
-                    let p = (tp.topic.clone(), tp.partition);
-                    self.verify_partition(txn_id, producer_id, producer_epoch, &p)
-                })
-                .collect()
-        } else {
-            self.verify_remotely(txn_id, producer_id, producer_epoch, partitions)
-                .await
-        };
+        let add = produce_version >= PRODUCE_ADDS_PARTITIONS;
+        let answers = self
+            .join_or_verify(txn_id, producer_id, producer_epoch, partitions, add)
+            .await;
         partitions
             .iter()
             .cloned()
@@ -576,15 +586,87 @@ impl TxnService {
             .collect()
     }
 
-    /// AddPartitionsToTxn with `verify_only` to the coordinator of `txn_id`: one answer per
-    /// partition, in order (the coordinator's codes; CLUSTER_AUTHORIZATION_FAILED, which the
-    /// producer must not see, as INVALID_TXN_STATE).
-    async fn verify_remotely(
+    /// TxnOffsetCommit v5+ comes from a client of transaction version 2, which sends no
+    /// AddOffsetsToTxn: the group's offsets partition joins the transaction here before the
+    /// group coordinator writes the offsets (Kafka's group coordinator does the same through
+    /// its transactional write). Retriable answers are COORDINATOR_NOT_AVAILABLE, which the
+    /// producer answers by finding the group coordinator again and retrying.
+    pub async fn join_offsets_partition(
+        &self,
+        txn_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        offsets_partition: i32,
+    ) -> Result<(), ApiError> {
+        let tp = TopicPartition {
+            topic: OFFSETS_TOPIC_NAME.to_owned(),
+            partition: offsets_partition,
+        };
+        let answer = self
+            .join_or_verify(txn_id, producer_id, producer_epoch, &[tp], true)
+            .await
+            .pop()
+            .unwrap_or(Err(ApiError::CoordinatorNotAvailable));
+        answer.map_err(|e| match e.kind() {
+            ApiError::ConcurrentTransactions
+            | ApiError::CoordinatorLoadInProgress
+            | ApiError::NotCoordinator
+            | ApiError::RequestTimedOut
+            | ApiError::NotEnoughReplicas => ApiError::CoordinatorNotAvailable,
+            _ => e,
+        })
+    }
+
+    /// Adds `partitions` to the transaction (`add`) or verifies that they are in it, here or
+    /// at the id's coordinator: one answer per partition, in order.
+    async fn join_or_verify(
         &self,
         txn_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         partitions: &[TopicPartition],
+        add: bool,
+    ) -> Vec<Result<(), ApiError>> {
+        if !self.coordinates(txn_id) {
+            return self
+                .ask_coordinator(txn_id, producer_id, producer_epoch, partitions, add)
+                .await;
+        }
+        if add {
+            let set = partitions
+                .iter()
+                .map(|tp| (tp.topic.clone(), tp.partition))
+                .collect();
+            let answer = self
+                .add_partitions(
+                    txn_id,
+                    producer_id,
+                    producer_epoch,
+                    set,
+                    TRANSACTION_VERSION_2,
+                )
+                .await;
+            return partitions.iter().map(|_| answer.clone()).collect();
+        }
+        partitions
+            .iter()
+            .map(|tp| {
+                let p = (tp.topic.clone(), tp.partition);
+                self.verify_partition(txn_id, producer_id, producer_epoch, &p)
+            })
+            .collect()
+    }
+
+    /// AddPartitionsToTxn v4+ to the coordinator of `txn_id`, adding the partitions (`add`) or
+    /// with `verify_only`: one answer per partition, in order (the coordinator's codes;
+    /// CLUSTER_AUTHORIZATION_FAILED, which the producer must not see, as INVALID_TXN_STATE).
+    async fn ask_coordinator(
+        &self,
+        txn_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TopicPartition],
+        add: bool,
     ) -> Vec<Result<(), ApiError>> {
         use kafka_protocol::messages::add_partitions_to_txn_request::{
             AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
@@ -610,7 +692,7 @@ impl TxnService {
             .with_transactional_id(TransactionalId(StrBytes::from_string(txn_id.to_owned())))
             .with_producer_id(ProducerId(producer_id))
             .with_producer_epoch(producer_epoch)
-            .with_verify_only(true)
+            .with_verify_only(!add)
             .with_topics(
                 topics
                     .into_iter()
@@ -631,6 +713,11 @@ impl TxnService {
             .await
         {
             Ok(r) => r.body,
+            Err(crate::client::ClientError::NoCommonVersion { .. }) if add => {
+                return all(ApiError::UnknownServerError(
+                    "the transaction coordinator cannot add partitions for their leader".into(),
+                ));
+            }
             Err(crate::client::ClientError::NoCommonVersion { .. }) => {
                 tracing::warn!(coordinator, "the transaction coordinator cannot verify partitions (no AddPartitionsToTxn v4); producing unverified");
                 return partitions.iter().map(|_| Ok(())).collect();
@@ -677,13 +764,15 @@ impl TxnService {
         self.lock().shards.get(&p).is_some_and(|s| s.loaded)
     }
 
-    /// EndTxn: the producer id and epoch the client continues with.
+    /// EndTxn, speaking `transaction_version` (2 from EndTxn v5): the producer id and epoch
+    /// the client continues with.
     pub async fn end_transaction(
         &self,
         txn_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         result: TxnResult,
+        transaction_version: i16,
     ) -> Result<(i64, i16), ApiError> {
         if txn_id.is_empty() {
             return Err(ApiError::InvalidRequest(
@@ -691,21 +780,39 @@ impl TxnService {
             ));
         }
         let partition = self.partition_for(txn_id);
-        let w = {
+        let mut next_producer_id = None;
+        let w = loop {
             let now = self.clock.now_ms();
-            let mut inner = self.lock();
-            let shard = Self::shard_mut(&mut inner, partition)?;
-            let meta = shard
-                .txns
-                .get_mut(txn_id)
-                .ok_or(ApiError::InvalidProducerIdMapping)?;
-            match meta.end_transaction(producer_id, producer_epoch, result, true, now)? {
-                None => return Ok((meta.producer_id, meta.producer_epoch)),
-                Some(t) => self.append_locked(shard, partition, txn_id, Some(t), now)?,
+            let needs_id = {
+                let mut inner = self.lock();
+                let shard = Self::shard_mut(&mut inner, partition)?;
+                let meta = shard
+                    .txns
+                    .get_mut(txn_id)
+                    .ok_or(ApiError::InvalidProducerIdMapping)?;
+                if next_producer_id.is_none()
+                    && meta.end_needs_producer_id(producer_epoch, transaction_version)
+                {
+                    true
+                } else {
+                    let by = EndTxnBy::Client {
+                        transaction_version,
+                        next_producer_id,
+                    };
+                    match meta.end_transaction(producer_id, producer_epoch, result, by, now)? {
+                        None => return Ok((meta.producer_id, meta.producer_epoch)),
+                        Some(t) => {
+                            break self.append_locked(shard, partition, txn_id, Some(t), now)?
+                        }
+                    }
+                }
+            };
+            if needs_id {
+                next_producer_id = Some(self.producer_ids.next_id(&self.controller).await?);
             }
         };
         let t = self.settle(w).await?.expect("not a tombstone");
-        Ok((t.producer_id, t.producer_epoch))
+        Ok(t.continues_as())
     }
 
     /// Starts the delivery of `markers` unless one runs for the id already (`shard` is the
@@ -993,7 +1100,7 @@ impl TxnService {
                         fence.producer_id,
                         fence.producer_epoch,
                         TxnResult::Abort,
-                        false,
+                        EndTxnBy::Coordinator,
                         now,
                     ) {
                         Ok(Some(t)) => t,

@@ -126,6 +126,16 @@ pub struct Transit {
 }
 
 impl Transit {
+    /// The producer id and epoch a client continues with once this transit is durable: the
+    /// next producer id at epoch 0 when an exhausted epoch moves the id on.
+    pub fn continues_as(&self) -> (i64, i16) {
+        if self.next_producer_id != NO_PRODUCER_ID {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.producer_epoch)
+        }
+    }
+
     /// The record value this transit is written as.
     pub fn log_value(&self) -> TxnLogValue {
         let mut partitions: BTreeMap<String, Vec<i32>> = BTreeMap::new();
@@ -164,6 +174,30 @@ pub struct TxnMetadata {
     pub client_transaction_version: i16,
     /// The state of the write in flight, if any.
     pub pending: Option<TxnState>,
+}
+
+/// Transaction version 2 (KIP-890 part 2): the producer epoch is bumped at the end of every
+/// transaction, and partitions join a transaction through their leader's first write.
+pub const TRANSACTION_VERSION_2: i16 = 2;
+
+/// Whether a transaction of `transaction_version` bumps the epoch at its end (Kafka's
+/// `TransactionVersion.supportsEpochBump`).
+pub fn bumps_epoch(transaction_version: i16) -> bool {
+    transaction_version >= TRANSACTION_VERSION_2
+}
+
+/// Who ends a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndTxnBy {
+    /// A client's EndTxn, speaking `transaction_version` (2 from EndTxn v5). `next_producer_id`
+    /// is a fresh id for a version-2 end whose epoch is exhausted
+    /// ([`TxnMetadata::end_needs_producer_id`]).
+    Client {
+        transaction_version: i16,
+        next_producer_id: Option<i64>,
+    },
+    /// The coordinator, aborting a transaction it fenced (InitProducerId) or that timed out.
+    Coordinator,
 }
 
 /// An epoch may be handed out to a producer only below this, so the coordinator can always
@@ -393,11 +427,16 @@ impl TxnMetadata {
 
     /// AddPartitionsToTxn (and AddOffsetsToTxn, which adds the group's offsets partition).
     /// `Ok(None)`: every partition is already in the ongoing transaction, nothing to write.
+    /// `transaction_version` is the version the request speaks: 2 for a partition leader's or
+    /// group coordinator's implicit add (AddPartitionsToTxn v4+, KIP-890 part 2), 0 for a
+    /// client's AddPartitionsToTxn v0-3 and AddOffsetsToTxn. The transaction keeps it, and
+    /// it decides how its end treats the epoch.
     pub fn add_partitions(
         &mut self,
         producer_id: i64,
         producer_epoch: i16,
         partitions: &BTreeSet<TxnPartition>,
+        transaction_version: i16,
         now_ms: i64,
     ) -> Result<Option<Transit>, ApiError> {
         self.check_producer(producer_id, producer_epoch)?;
@@ -411,7 +450,7 @@ impl TxnMetadata {
         }
         let mut t = self.transit();
         t.previous_producer_id = self.previous_producer_id;
-        t.client_transaction_version = self.client_transaction_version;
+        t.client_transaction_version = transaction_version;
         if matches!(
             self.state,
             TxnState::Empty | TxnState::CompleteAbort | TxnState::CompleteCommit
@@ -443,23 +482,61 @@ impl TxnMetadata {
         }
     }
 
-    /// EndTxn, from a client or (with `from_client` false) from the coordinator aborting an
-    /// expired or fenced transaction. `Ok(None)`: a retry of an EndTxn that already completed,
-    /// answered without a write.
+    /// Whether a client's EndTxn must bring a fresh producer id: with transaction version 2
+    /// each end bumps the epoch, and an exhausted epoch moves the id to a new producer id
+    /// instead (Kafka's `isProducerEpochExhausted` in `endTransaction`).
+    pub fn end_needs_producer_id(&self, producer_epoch: i16, transaction_version: i16) -> bool {
+        bumps_epoch(transaction_version)
+            && self.pending.is_none()
+            && self.state == TxnState::Ongoing
+            && self.producer_epoch == producer_epoch
+            && is_epoch_exhausted(self.producer_epoch)
+    }
+
+    /// EndTxn, from a client or from the coordinator aborting an expired or fenced transaction.
+    /// `Ok(None)`: a retry of an EndTxn that already completed, answered without a write.
+    ///
+    /// With transaction version 2 (the transaction's, Kafka's
+    /// `currentTxnMetadataIsAtLeastTransactionsV2`) every end bumps the producer epoch: the
+    /// markers carry the bumped epoch, and the client continues with it. A retry is then
+    /// recognized by the epoch one below the current one (or, after an exhausted epoch moved
+    /// the id to a new producer id, by the previous producer id at the last epoch); the same
+    /// epoch in a completed state is the next transaction's end, refused as fenced.
     pub fn end_transaction(
         &mut self,
         producer_id: i64,
         producer_epoch: i16,
         result: TxnResult,
-        from_client: bool,
+        by: EndTxnBy,
         now_ms: i64,
     ) -> Result<Option<Transit>, ApiError> {
-        if self.producer_id != producer_id {
+        let fencing = self.pending == Some(TxnState::PrepareEpochFence);
+        let tv2 = !fencing && bumps_epoch(self.client_transaction_version);
+        let retry_after_bump =
+            tv2 && i32::from(self.producer_epoch) == i32::from(producer_epoch) + 1;
+        let retry_after_overflow = tv2
+            && self.previous_producer_id == producer_id
+            && producer_epoch == i16::MAX - 1
+            && self.producer_epoch == 0;
+        if self.producer_id != producer_id && !retry_after_overflow {
             return Err(ApiError::InvalidProducerIdMapping);
         }
-        let fencing = self.pending == Some(TxnState::PrepareEpochFence);
-        let valid_epoch = (!from_client || producer_epoch == self.producer_epoch)
-            && producer_epoch >= self.producer_epoch;
+        let valid_epoch = if tv2 {
+            match self.state {
+                TxnState::Ongoing
+                | TxnState::Empty
+                | TxnState::Dead
+                | TxnState::PrepareEpochFence => producer_epoch == self.producer_epoch,
+                TxnState::PrepareCommit | TxnState::PrepareAbort => retry_after_bump,
+                TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                    retry_after_bump || retry_after_overflow
+                }
+            }
+        } else {
+            let from_client = matches!(by, EndTxnBy::Client { .. });
+            (!from_client || producer_epoch == self.producer_epoch)
+                && producer_epoch >= self.producer_epoch
+        };
         if !valid_epoch && !fencing {
             return Err(ApiError::ProducerFenced);
         }
@@ -477,14 +554,40 @@ impl TxnMetadata {
                 let mut t = self.transit();
                 t.previous_producer_id = self.previous_producer_id;
                 t.client_transaction_version = self.client_transaction_version;
+                // The epoch this end starts from: the fence's, which goes into the abort.
+                let mut epoch = self.producer_epoch;
                 if fencing {
                     if result != TxnResult::Abort {
                         return invalid();
                     }
-                    // The fence's epoch goes into the abort.
                     self.pending = None;
-                    t.producer_epoch = producer_epoch;
+                    epoch = producer_epoch;
+                    t.producer_epoch = epoch;
                     t.last_producer_epoch = NO_PRODUCER_EPOCH;
+                }
+                // Kafka's `prepareAbortOrCommit`: with transaction version 2 the end bumps the
+                // epoch (a coordinator's abort too, above its fence, as Kafka's server-side
+                // version 2 does), and an exhausted epoch takes the next producer id with it.
+                let bump = match by {
+                    EndTxnBy::Client {
+                        transaction_version,
+                        next_producer_id,
+                    } => {
+                        t.client_transaction_version = transaction_version;
+                        if bumps_epoch(transaction_version) && is_epoch_exhausted(epoch) {
+                            t.next_producer_id = next_producer_id.ok_or_else(|| {
+                                ApiError::UnknownServerError(
+                                    "an exhausted epoch needs a fresh producer id".into(),
+                                )
+                            })?;
+                        }
+                        bumps_epoch(transaction_version)
+                    }
+                    EndTxnBy::Coordinator => bumps_epoch(self.client_transaction_version),
+                };
+                if bump {
+                    t.producer_epoch = epoch.saturating_add(1);
+                    t.last_producer_epoch = epoch;
                 }
                 t.state = match result {
                     TxnResult::Commit => TxnState::PrepareCommit,
@@ -518,6 +621,13 @@ impl TxnMetadata {
         t.partitions.clear();
         t.last_producer_epoch = self.producer_epoch;
         t.last_update_ms = now_ms;
+        // The markers carried the last epoch of the old producer id; the id continues with the
+        // next one (Kafka's `prepareComplete` after an epoch overflow).
+        if bumps_epoch(self.client_transaction_version) && self.next_producer_id != NO_PRODUCER_ID {
+            t.previous_producer_id = self.producer_id;
+            t.producer_id = self.next_producer_id;
+            t.producer_epoch = 0;
+        }
         Some(self.prepare(t))
     }
 
@@ -546,6 +656,12 @@ impl TxnMetadata {
 mod tests {
     use super::*;
 
+    /// A client's EndTxn below v5 (transaction version 0).
+    const V0: EndTxnBy = EndTxnBy::Client {
+        transaction_version: 0,
+        next_producer_id: None,
+    };
+
     fn parts(list: &[(&str, i32)]) -> BTreeSet<TxnPartition> {
         list.iter().map(|(t, p)| ((*t).to_owned(), *p)).collect()
     }
@@ -573,33 +689,33 @@ mod tests {
         let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
         init(&mut m, 1);
         let t = m
-            .add_partitions(7, 0, &parts(&[("a", 0), ("b", 1)]), 10)
+            .add_partitions(7, 0, &parts(&[("a", 0), ("b", 1)]), 0, 10)
             .unwrap()
             .unwrap();
         assert_eq!(
-            m.add_partitions(7, 0, &parts(&[("a", 0)]), 11),
+            m.add_partitions(7, 0, &parts(&[("a", 0)]), 0, 11),
             Err(ApiError::ConcurrentTransactions)
         );
         m.complete(&t);
         assert_eq!((m.state, m.start_ms), (TxnState::Ongoing, 10));
-        assert_eq!(m.add_partitions(7, 0, &parts(&[("a", 0)]), 11), Ok(None));
+        assert_eq!(m.add_partitions(7, 0, &parts(&[("a", 0)]), 0, 11), Ok(None));
         assert!(m.verify_partition(7, 0, &("a".into(), 0)).is_ok());
         assert_eq!(
             m.verify_partition(7, 0, &("c".into(), 0)),
             Err(ApiError::TransactionAbortable)
         );
         let t = m
-            .end_transaction(7, 0, TxnResult::Commit, true, 20)
+            .end_transaction(7, 0, TxnResult::Commit, V0, 20)
             .unwrap()
             .unwrap();
         m.complete(&t);
         assert_eq!(m.state, TxnState::PrepareCommit);
         assert_eq!(
-            m.end_transaction(7, 0, TxnResult::Commit, true, 21),
+            m.end_transaction(7, 0, TxnResult::Commit, V0, 21),
             Err(ApiError::ConcurrentTransactions)
         );
         assert!(matches!(
-            m.end_transaction(7, 0, TxnResult::Abort, true, 21),
+            m.end_transaction(7, 0, TxnResult::Abort, V0, 21),
             Err(ApiError::InvalidTxnState(_))
         ));
         let t = m.complete_transaction(22).unwrap();
@@ -607,10 +723,7 @@ mod tests {
         assert_eq!(m.state, TxnState::CompleteCommit);
         assert!(m.partitions.is_empty());
         // A retried commit is answered without a write.
-        assert_eq!(
-            m.end_transaction(7, 0, TxnResult::Commit, true, 23),
-            Ok(None)
-        );
+        assert_eq!(m.end_transaction(7, 0, TxnResult::Commit, V0, 23), Ok(None));
     }
 
     #[test]
@@ -620,16 +733,19 @@ mod tests {
         init(&mut m, 2);
         let p = parts(&[("a", 0)]);
         assert_eq!(
-            m.add_partitions(8, 1, &p, 3),
+            m.add_partitions(8, 1, &p, 0, 3),
             Err(ApiError::InvalidProducerIdMapping)
         );
-        assert_eq!(m.add_partitions(7, 0, &p, 3), Err(ApiError::ProducerFenced));
+        assert_eq!(
+            m.add_partitions(7, 0, &p, 0, 3),
+            Err(ApiError::ProducerFenced)
+        );
         assert!(matches!(
-            m.end_transaction(7, 1, TxnResult::Commit, true, 3),
+            m.end_transaction(7, 1, TxnResult::Commit, V0, 3),
             Err(ApiError::InvalidTxnState(_))
         ));
         assert_eq!(
-            m.end_transaction(7, 0, TxnResult::Commit, true, 3),
+            m.end_transaction(7, 0, TxnResult::Commit, V0, 3),
             Err(ApiError::ProducerFenced)
         );
     }
@@ -639,7 +755,7 @@ mod tests {
         let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
         init(&mut m, 1);
         let t = m
-            .add_partitions(7, 0, &parts(&[("a", 0)]), 2)
+            .add_partitions(7, 0, &parts(&[("a", 0)]), 0, 2)
             .unwrap()
             .unwrap();
         m.complete(&t);
@@ -649,7 +765,13 @@ mod tests {
         };
         assert_eq!(fence.producer_epoch, 1);
         let abort = m
-            .end_transaction(7, fence.producer_epoch, TxnResult::Abort, false, 3)
+            .end_transaction(
+                7,
+                fence.producer_epoch,
+                TxnResult::Abort,
+                EndTxnBy::Coordinator,
+                3,
+            )
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -659,7 +781,7 @@ mod tests {
         m.complete(&abort);
         // The old producer is fenced; the new one is told to retry until the abort completes.
         assert_eq!(
-            m.add_partitions(7, 0, &parts(&[("a", 0)]), 4),
+            m.add_partitions(7, 0, &parts(&[("a", 0)]), 0, 4),
             Err(ApiError::ProducerFenced)
         );
         assert_eq!(
@@ -676,7 +798,7 @@ mod tests {
         let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
         init(&mut m, 1);
         let t = m
-            .add_partitions(7, 0, &parts(&[("a", 0)]), 2)
+            .add_partitions(7, 0, &parts(&[("a", 0)]), 0, 2)
             .unwrap()
             .unwrap();
         m.complete(&t);
@@ -686,7 +808,13 @@ mod tests {
                 other => panic!("{other:?}"),
             };
             let abort = m
-                .end_transaction(7, fence.producer_epoch, TxnResult::Abort, false, 3)
+                .end_transaction(
+                    7,
+                    fence.producer_epoch,
+                    TxnResult::Abort,
+                    EndTxnBy::Coordinator,
+                    3,
+                )
                 .unwrap()
                 .unwrap();
             // Above the producer's epoch 0, so its delayed writes are refused at the partitions.
@@ -744,12 +872,146 @@ mod tests {
         let mut m = TxnMetadata::new("tx", 7, 1_000, 0);
         init(&mut m, 1);
         let t = m
-            .add_partitions(7, 0, &parts(&[("a", 0)]), 100)
+            .add_partitions(7, 0, &parts(&[("a", 0)]), 0, 100)
             .unwrap()
             .unwrap();
         m.complete(&t);
         assert!(m.expire(1_100).is_none());
         let fence = m.expire(1_101).unwrap();
         assert_eq!(fence.state, TxnState::PrepareEpochFence);
+    }
+
+    /// A client's EndTxn v5 (transaction version 2).
+    const V2: EndTxnBy = EndTxnBy::Client {
+        transaction_version: 2,
+        next_producer_id: None,
+    };
+
+    /// A transaction whose partition joined through its leader (transaction version 2).
+    fn begin_v2(m: &mut TxnMetadata, producer_id: i64, epoch: i16, now: i64) {
+        let t = m
+            .add_partitions(producer_id, epoch, &parts(&[("a", 0)]), 2, now)
+            .unwrap()
+            .unwrap();
+        m.complete(&t);
+    }
+
+    fn finish(m: &mut TxnMetadata, t: &Transit, now: i64) {
+        m.complete(t);
+        let done = m.complete_transaction(now).unwrap();
+        m.complete(&done);
+    }
+
+    #[test]
+    fn with_transaction_version_2_every_end_bumps_the_epoch() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        begin_v2(&mut m, 7, 0, 2);
+        let t = m
+            .end_transaction(7, 0, TxnResult::Commit, V2, 3)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (t.state, t.producer_epoch, t.last_producer_epoch),
+            (TxnState::PrepareCommit, 1, 0)
+        );
+        // The markers carry epoch 1 and the client continues with it.
+        assert_eq!(t.continues_as(), (7, 1));
+        m.complete(&t);
+        // A retry at the old epoch while the markers are written is not fenced.
+        assert_eq!(
+            m.end_transaction(7, 0, TxnResult::Commit, V2, 4),
+            Err(ApiError::ConcurrentTransactions)
+        );
+        let done = m.complete_transaction(5).unwrap();
+        m.complete(&done);
+        assert_eq!((m.state, m.producer_epoch), (TxnState::CompleteCommit, 1));
+        // A retry after the completion is answered without a write (with epoch 1).
+        assert_eq!(m.end_transaction(7, 0, TxnResult::Commit, V2, 6), Ok(None));
+        // The bumped epoch ending a transaction it never began is fenced, as in Kafka.
+        assert_eq!(
+            m.end_transaction(7, 1, TxnResult::Commit, V2, 6),
+            Err(ApiError::ProducerFenced)
+        );
+        // The next transaction runs at the bumped epoch; the old one is fenced from it.
+        assert_eq!(
+            m.add_partitions(7, 0, &parts(&[("a", 0)]), 2, 7),
+            Err(ApiError::ProducerFenced)
+        );
+        begin_v2(&mut m, 7, 1, 7);
+        let t = m
+            .end_transaction(7, 1, TxnResult::Abort, V2, 8)
+            .unwrap()
+            .unwrap();
+        assert_eq!((t.state, t.producer_epoch), (TxnState::PrepareAbort, 2));
+    }
+
+    #[test]
+    fn with_transaction_version_2_an_exhausted_epoch_moves_to_the_next_producer_id() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        m.producer_epoch = i16::MAX - 1;
+        begin_v2(&mut m, 7, i16::MAX - 1, 2);
+        assert!(m.end_needs_producer_id(i16::MAX - 1, 2));
+        assert!(!m.end_needs_producer_id(i16::MAX - 1, 0));
+        assert!(matches!(
+            m.end_transaction(7, i16::MAX - 1, TxnResult::Commit, V2, 3),
+            Err(ApiError::UnknownServerError(_))
+        ));
+        let with_id = EndTxnBy::Client {
+            transaction_version: 2,
+            next_producer_id: Some(99),
+        };
+        let t = m
+            .end_transaction(7, i16::MAX - 1, TxnResult::Commit, with_id, 3)
+            .unwrap()
+            .unwrap();
+        // The markers use the old id's last epoch; the client continues as the new id.
+        assert_eq!((t.producer_id, t.producer_epoch), (7, i16::MAX));
+        assert_eq!(t.continues_as(), (99, 0));
+        finish(&mut m, &t, 4);
+        assert_eq!(
+            (m.producer_id, m.producer_epoch, m.previous_producer_id),
+            (99, 0, 7)
+        );
+        // A retry with the old id is recognized and answered with the new one.
+        assert_eq!(
+            m.end_transaction(7, i16::MAX - 1, TxnResult::Commit, V2, 5),
+            Ok(None)
+        );
+        begin_v2(&mut m, 99, 0, 6);
+    }
+
+    #[test]
+    fn with_transaction_version_2_a_fenced_transaction_is_aborted_above_the_fence() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        begin_v2(&mut m, 7, 0, 2);
+        let fence = match m.init_producer_id(60_000, None, None, 3).unwrap() {
+            InitDecision::FenceAndAbort(t) => t,
+            other => panic!("{other:?}"),
+        };
+        let abort = m
+            .end_transaction(
+                7,
+                fence.producer_epoch,
+                TxnResult::Abort,
+                EndTxnBy::Coordinator,
+                3,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (abort.producer_epoch, fence.producer_epoch),
+            (2, 1),
+            "the abort bumps above the fence, as every version-2 end does"
+        );
+        finish(&mut m, &abort, 4);
+        // The old producer, at epoch 0, is not mistaken for a retry of the abort.
+        assert_eq!(
+            m.end_transaction(7, 0, TxnResult::Abort, V2, 5),
+            Err(ApiError::ProducerFenced)
+        );
+        assert_eq!(init(&mut m, 6).producer_epoch, 3);
     }
 }
