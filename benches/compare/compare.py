@@ -135,6 +135,22 @@ class ConsumeRun:
         return self.records * self.size / MIB
 
 
+@dataclasses.dataclass(frozen=True)
+class CommitRun:
+    """`CommitLatency.java` (next to this file): a transactional producer sends
+    `records_per_txn` records per transaction and times each `commitTransaction()`."""
+    name: str
+    topic: str
+    transactions: int
+    records_per_txn: int
+    size: int
+    measured: bool = True
+
+    @property
+    def mib(self) -> float:
+        return self.transactions * self.records_per_txn * self.size / MIB
+
+
 def full_plan():
     return [
         # Not measured: lets each broker (and the JVM's JIT, for Kafka) reach steady state first.
@@ -175,6 +191,7 @@ def transactions_plan():
                    read_committed=True),
         ProduceRun("txn-fixed-rate-20k", "bench-txn-fixed-rate", 600_000, 100, "all", 20_000,
                    transaction_ms=100),
+        CommitRun("txn-commit-10x100B", "bench-txn-commit", 3_000, 10, 100),
     ]
 
 
@@ -188,6 +205,7 @@ def smoke_plan():
                    transaction_ms=100),
         ConsumeRun("consume-read-committed-100B", "smoke-txn-100b", 2_000, 100,
                    read_committed=True),
+        CommitRun("txn-commit-10x100B", "smoke-txn-commit", 50, 10, 100),
     ]
 
 
@@ -552,6 +570,39 @@ def produce(libs: Path, port: int, run: ProduceRun, log: Path, timeout_s: float)
     }
 
 
+COMMIT_LATENCY_SOURCE = Path(__file__).resolve().parent / "CommitLatency.java"
+
+
+def commit_latency(libs: Path, port: int, run: CommitRun, log: Path, timeout_s: float) -> dict:
+    cmd = ["java", TOOL_HEAP, "-cp", f"{libs}/*", str(COMMIT_LATENCY_SOURCE),
+           f"127.0.0.1:{port}", run.topic, str(run.transactions), str(run.records_per_txn),
+           str(run.size)]
+    with open(log, "wb") as out:
+        out.write((" ".join(cmd) + "\n").encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return {"error": f"timed out after {timeout_s:.0f} s: {tail(log)}"}
+    text = log.read_text(errors="replace")
+    found = re.findall(r"^COMMITS (\d+) ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+)$",
+                       text, re.M)
+    errors = error_lines(text)
+    if code != 0 or not found or errors:
+        why = errors[0] if errors else tail(log)
+        return {"error": f"exit {code}: {why}"}
+    count, avg, p50, p99, p999, mx, rate = found[-1]
+    if int(count) != run.transactions:
+        return {"error": f"committed {count} of {run.transactions} transactions"}
+    return {"commit_avg_ms": float(avg), "commit_p50_ms": float(p50),
+            "commit_p99_ms": float(p99), "commit_p999_ms": float(p999),
+            "commit_max_ms": float(mx), "transactions_per_s": float(rate)}
+
+
 def consume(libs: Path, port: int, run: ConsumeRun, log: Path, timeout_s: float,
             group: str, idle_timeout_ms: int) -> dict:
     extra = []
@@ -613,6 +664,8 @@ def run_session(broker: Broker, libs: Path, plan, args, round_no: int) -> dict:
         cpu0, busy0, kids0, t0 = broker.cpu_s(), system_busy_s(), children_cpu_s(), time.monotonic()
         if isinstance(run, ProduceRun):
             result = produce(libs, broker.port, run, tool_log, tool_timeout)
+        elif isinstance(run, CommitRun):
+            result = commit_latency(libs, broker.port, run, tool_log, tool_timeout)
         else:
             result = consume(libs, broker.port, run, tool_log, tool_timeout,
                              group=f"bench-{run.name}-{round_no}",
@@ -649,6 +702,10 @@ def describe_result(run, result: dict) -> str:
     if "error" in result:
         kind = "unsupported" if "unsupported" in result else "FAILED"
         return f"{kind}: {result['error']}"
+    if isinstance(run, CommitRun):
+        return (f"commit p50 {result['commit_p50_ms']:.2f} ms, p99 "
+                f"{result['commit_p99_ms']:.2f} ms, {result['transactions_per_s']:.0f} "
+                f"transactions/s")
     if isinstance(run, ConsumeRun):
         return (f"{result['fetch_mib_per_s']:.1f} MiB/s fetching, "
                 f"{result['rebalance_ms']:.0f} ms joining the group")
@@ -679,7 +736,16 @@ def rows_for(plan) -> list[Row]:
             continue
         txn = (f", transactional (commit every {run.transaction_ms} ms)"
                if isinstance(run, ProduceRun) and run.transaction_ms > 0 else "")
-        if isinstance(run, ProduceRun) and run.throughput < 0:
+        if isinstance(run, CommitRun):
+            desc = f"{run.transactions:,} transactions of {run.records_per_txn} × {run.size} B"
+            for field, name, target in (("commit_p50_ms", "p50", None),
+                                        ("commit_p99_ms", "p99", 0.5),
+                                        ("commit_p999_ms", "p99.9", None)):
+                rows.append(Row(f"Commit latency {name} (commitTransaction), {desc}", run.name,
+                                field, "ms", "{:.2f}", target, False))
+            rows.append(Row(f"Transactions per second, one producer, {desc}", run.name,
+                            "transactions_per_s", "transactions/s", "{:,.0f}"))
+        elif isinstance(run, ProduceRun) and run.throughput < 0:
             desc = f"{run.records:,} × {run.size} B, acks={run.acks}{txn}"
             rows.append(Row(f"Producer throughput, {desc}", run.name, "records_per_s",
                             "records/s", "{:,.0f}", 1.0))
@@ -888,7 +954,11 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
     out.append("Stock tools from `org.apache.kafka:kafka-tools:4.1.1`, run with "
                f"`java {TOOL_HEAP} -cp <kafka jars>/*`:\n")
     for run in plan:
-        if isinstance(run, ProduceRun):
+        if isinstance(run, CommitRun):
+            out.append(f"- `{run.name}`: `java -cp <kafka jars>/* benches/compare/CommitLatency.java "
+                       f"… {run.topic} {run.transactions} {run.records_per_txn} {run.size}` "
+                       "(a transactional KafkaProducer timing each commitTransaction())")
+        elif isinstance(run, ProduceRun):
             rate = "-1" if run.throughput < 0 else str(run.throughput)
             if run.topic_config:
                 out.append(f"- `{run.name}`: topic created first, `TopicCommand --create --topic "
