@@ -1,7 +1,10 @@
-//! An SSL client listener on a real socket: certificates made here with rcgen, a rustls client.
+//! SSL, SASL_PLAINTEXT and SASL_SSL client listeners on real sockets: certificates made here
+//! with rcgen, a rustls client, SASL by hand (the raw protocol) and through librdkafka.
 //! Produce and fetch over TLS, mutual TLS required (a certificate the trust store signed is
-//! served, one it did not is refused in the handshake), and a plaintext client on the TLS port
-//! gets no answer.
+//! served, one it did not is refused in the handshake), a plaintext client on the TLS port gets
+//! no answer; SASL/PLAIN with SaslAuthenticate (v1 handshake) and raw tokens (v0), a wrong
+//! password answered SASL_AUTHENTICATION_FAILED and closed, a request before authentication
+//! closed unanswered.
 
 mod common;
 
@@ -305,5 +308,244 @@ async fn mutual_tls_required_serves_a_trusted_certificate_and_refuses_an_untrust
             .is_err(),
     };
     assert!(refused, "a client without a certificate was served");
+    broker.shutdown().await.unwrap();
+}
+
+const JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username=\"admin\" password=\"admin-secret\" user_admin=\"admin-secret\" user_alice=\"alice-secret\";";
+
+fn sasl_settings(protocol: &str) -> Vec<String> {
+    let lower = protocol.to_ascii_lowercase();
+    vec![
+        format!("listeners={protocol}://127.0.0.1:0"),
+        format!("inter.broker.listener.name={protocol}"),
+        "sasl.enabled.mechanisms=PLAIN".to_owned(),
+        format!("listener.name.{lower}.plain.sasl.jaas.config={JAAS}"),
+        // Short, so the failure test's close comes quickly; still a real delay.
+        "connection.failed.authentication.delay.ms=50".to_owned(),
+    ]
+}
+
+/// SaslHandshake v1 for PLAIN, then SaslAuthenticate v2 with `user` / `password`.
+async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    user: &str,
+    password: &str,
+) -> SaslAuthenticateResponse {
+    let handshake: SaslHandshakeResponse = call(
+        stream,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(handshake.error_code, 0);
+    assert_eq!(
+        handshake.mechanisms,
+        vec![StrBytes::from_static_str("PLAIN")]
+    );
+    call(
+        stream,
+        2,
+        &SaslAuthenticateRequest::default()
+            .with_auth_bytes(Bytes::from(format!("\0{user}\0{password}"))),
+    )
+    .await
+    .unwrap()
+}
+
+/// Creates `topic`, produces two records and fetches them back.
+async fn produce_and_fetch<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, topic: &str) {
+    let created: CreateTopicsResponse = call(
+        stream,
+        5,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(5_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(name(topic))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let produced: ProduceResponse = call(
+        stream,
+        9,
+        &ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name(topic))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch(&["authenticated", "write"], None)))])]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    let fetched: FetchResponse = call(
+        stream,
+        12,
+        &FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name(topic))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(1 << 20)])]),
+    )
+    .await
+    .unwrap();
+    let p = &fetched.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.high_watermark), (0, 2));
+    assert!(p
+        .records
+        .as_ref()
+        .unwrap()
+        .windows(13)
+        .any(|w| w == b"authenticated"));
+}
+
+/// True once the broker has closed `stream` (end of stream or reset), within 10 s.
+async fn closed<S: AsyncRead + Unpin>(stream: &mut S) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_plaintext_plain_authenticates_then_serves_and_refuses_before() {
+    let data = tempfile::tempdir().unwrap();
+    let broker = start_ssl_broker(data.path(), &sasl_settings("SASL_PLAINTEXT")).await;
+
+    // ApiVersions before authentication is answered, and advertises the SASL APIs.
+    let mut client = TcpStream::connect(broker.local_addr).await.unwrap();
+    let versions: ApiVersionsResponse = call(&mut client, 3, &ApiVersionsRequest::default())
+        .await
+        .unwrap();
+    let keys: Vec<i16> = versions.api_keys.iter().map(|k| k.api_key).collect();
+    assert!(keys.contains(&17) && keys.contains(&36), "{keys:?}");
+    let done = authenticate(&mut client, "alice", "alice-secret").await;
+    assert_eq!(done.error_code, 0, "{:?}", done.error_message);
+    produce_and_fetch(&mut client, "sasl-plain").await;
+    // After authentication a second handshake is a state error, as in Kafka.
+    let again: SaslHandshakeResponse = call(
+        &mut client,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.error_code, 34);
+
+    // Metadata before authentication: closed without an answer.
+    let mut early = TcpStream::connect(broker.local_addr).await.unwrap();
+    let answer = call(&mut early, 12, &MetadataRequest::default()).await;
+    assert!(
+        answer.is_err(),
+        "a request before authentication was answered"
+    );
+
+    // A wrong password: SASL_AUTHENTICATION_FAILED, then the connection closes.
+    let mut wrong = TcpStream::connect(broker.local_addr).await.unwrap();
+    let refused = authenticate(&mut wrong, "alice", "not-her-password").await;
+    assert_eq!(refused.error_code, 58);
+    assert!(
+        closed(&mut wrong).await,
+        "the connection stayed open after a failed authentication"
+    );
+
+    // An unknown mechanism: UNSUPPORTED_SASL_MECHANISM with the enabled ones, then closed.
+    let mut scram = TcpStream::connect(broker.local_addr).await.unwrap();
+    let handshake: SaslHandshakeResponse = call(
+        &mut scram,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("SCRAM-SHA-256")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(handshake.error_code, 33);
+    assert_eq!(
+        handshake.mechanisms,
+        vec![StrBytes::from_static_str("PLAIN")]
+    );
+    assert!(closed(&mut scram).await);
+
+    // A frame past sasl.server.max.receive.size before authentication closes the connection.
+    let mut big = TcpStream::connect(broker.local_addr).await.unwrap();
+    big.write_all(&(600_000i32).to_be_bytes()).await.unwrap();
+    assert!(closed(&mut big).await);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v0_handshake_takes_a_raw_plain_token() {
+    let data = tempfile::tempdir().unwrap();
+    let broker = start_ssl_broker(data.path(), &sasl_settings("SASL_PLAINTEXT")).await;
+    let mut client = TcpStream::connect(broker.local_addr).await.unwrap();
+    let handshake: SaslHandshakeResponse = call(
+        &mut client,
+        0,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(handshake.error_code, 0);
+    let token = b"\0admin\0admin-secret";
+    let mut frame = (token.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(token);
+    client.write_all(&frame).await.unwrap();
+    let mut reply = [0u8; 4];
+    client.read_exact(&mut reply).await.unwrap();
+    assert_eq!(reply, [0, 0, 0, 0], "PLAIN's empty server token");
+    produce_and_fetch(&mut client, "sasl-v0").await;
+
+    // A wrong raw token: closed without a Kafka answer.
+    let mut wrong = TcpStream::connect(broker.local_addr).await.unwrap();
+    let _: SaslHandshakeResponse = call(
+        &mut wrong,
+        0,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    let token = b"\0admin\0guess";
+    let mut frame = (token.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(token);
+    wrong.write_all(&frame).await.unwrap();
+    assert!(closed(&mut wrong).await);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_ssl_plain_over_tls() {
+    let data = tempfile::tempdir().unwrap();
+    let pki = Pki::new();
+    let mut settings = pki.broker_settings("none");
+    settings.retain(|s| !s.starts_with("listeners=") && !s.starts_with("inter.broker"));
+    for s in &mut settings {
+        *s = s.replace("listener.name.ssl.", "listener.name.sasl_ssl.");
+    }
+    settings.extend(sasl_settings("SASL_SSL"));
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    let mut tls = tls_connect(broker.local_addr, pki.client_config(None))
+        .await
+        .unwrap();
+    let done = authenticate(&mut tls, "admin", "admin-secret").await;
+    assert_eq!(done.error_code, 0, "{:?}", done.error_message);
+    produce_and_fetch(&mut tls, "sasl-ssl").await;
+    let mut wrong = tls_connect(broker.local_addr, pki.client_config(None))
+        .await
+        .unwrap();
+    assert_eq!(
+        authenticate(&mut wrong, "admin", "nope").await.error_code,
+        58
+    );
+    assert!(closed(&mut wrong).await);
     broker.shutdown().await.unwrap();
 }
