@@ -549,3 +549,68 @@ async fn sasl_ssl_plain_over_tls() {
     assert!(closed(&mut wrong).await);
     broker.shutdown().await.unwrap();
 }
+
+/// librdkafka (the `rdkafka` crate) over SASL_PLAINTEXT with PLAIN: it produces and consumes as
+/// `alice`; with a wrong password it gets no metadata.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn librdkafka_sasl_plain_produces_and_consumes_and_a_wrong_password_is_refused() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+
+    let data = tempfile::tempdir().unwrap();
+    let broker = start_ssl_broker(data.path(), &sasl_settings("SASL_PLAINTEXT")).await;
+    let client = |password: &str| {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", broker.local_addr.to_string())
+            .set("security.protocol", "sasl_plaintext")
+            .set("sasl.mechanisms", "PLAIN")
+            .set("sasl.username", "alice")
+            .set("sasl.password", password);
+        c
+    };
+    let producer: FutureProducer = client("alice-secret")
+        .set("message.timeout.ms", "20000")
+        .create()
+        .unwrap();
+    producer
+        .send(
+            FutureRecord::<(), _>::to("rdkafka-sasl").payload("hello over SASL"),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("delivered");
+    let consumer: BaseConsumer = client("alice-secret")
+        .set("group.id", "sasl-readers")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    let mut assignment = rdkafka::TopicPartitionList::new();
+    assignment
+        .add_partition_offset("rdkafka-sasl", 0, rdkafka::Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let payload = tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+                return Some(m.payload().unwrap().to_vec());
+            }
+        }
+        None
+    })
+    .await
+    .unwrap();
+    assert_eq!(payload.as_deref(), Some(&b"hello over SASL"[..]));
+
+    let refused: BaseConsumer = client("wrong").create().unwrap();
+    let metadata = tokio::task::spawn_blocking(move || {
+        refused.fetch_metadata(None, Duration::from_secs(5)).map(|_| ())
+    })
+    .await
+    .unwrap();
+    assert!(metadata.is_err(), "a wrong password got metadata");
+    drop(producer);
+    broker.shutdown().await.unwrap();
+}
