@@ -6,7 +6,7 @@
 //! password answered SASL_AUTHENTICATION_FAILED and closed, a request before authentication
 //! closed unanswered.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
