@@ -13,6 +13,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use hmac::{KeyInit, Mac};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
@@ -51,16 +52,99 @@ pub const SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT: usize = 524_288;
 pub const CONNECTION_FAILED_AUTHENTICATION_DELAY_MS_DEFAULT: u64 = 100;
 const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
 
+/// SCRAM users, KafkaIQ's own key until credentials live in the metadata log (Kafka keeps them
+/// there, set with `kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=…]'`):
+/// `user:password,…`, each user for both SCRAM mechanisms.
+pub const KAFKAIQ_SASL_SCRAM_USERS: &str = "kafkaiq.sasl.scram.users";
+
 /// A SASL mechanism KafkaIQ serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mechanism {
     Plain,
+    ScramSha256,
+    ScramSha512,
 }
 
 impl Mechanism {
     pub fn name(self) -> &'static str {
         match self {
             Mechanism::Plain => "PLAIN",
+            Mechanism::ScramSha256 => "SCRAM-SHA-256",
+            Mechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+/// The hash of a SCRAM mechanism.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScramHash {
+    Sha256,
+    Sha512,
+}
+
+impl ScramHash {
+    pub fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+        match self {
+            ScramHash::Sha256 => {
+                let mut m =
+                    hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
+                m.update(data);
+                m.finalize().into_bytes().to_vec()
+            }
+            ScramHash::Sha512 => {
+                let mut m =
+                    hmac::Hmac::<sha2::Sha512>::new_from_slice(key).expect("any key length");
+                m.update(data);
+                m.finalize().into_bytes().to_vec()
+            }
+        }
+    }
+
+    pub fn hash(self, data: &[u8]) -> Vec<u8> {
+        use sha2::Digest;
+        match self {
+            ScramHash::Sha256 => sha2::Sha256::digest(data).to_vec(),
+            ScramHash::Sha512 => sha2::Sha512::digest(data).to_vec(),
+        }
+    }
+
+    pub fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+        match self {
+            ScramHash::Sha256 => {
+                let mut out = vec![0u8; 32];
+                pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password, salt, iterations, &mut out);
+                out
+            }
+            ScramHash::Sha512 => {
+                let mut out = vec![0u8; 64];
+                pbkdf2::pbkdf2_hmac::<sha2::Sha512>(password, salt, iterations, &mut out);
+                out
+            }
+        }
+    }
+}
+
+/// Kafka's minimum (and default) SCRAM iteration count.
+pub const SCRAM_ITERATIONS: u32 = 4096;
+
+/// One user's credential for one SCRAM mechanism.
+#[derive(Clone)]
+pub struct ScramCredential {
+    pub salt: Vec<u8>,
+    pub iterations: u32,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+}
+
+impl ScramCredential {
+    pub fn new(hash: ScramHash, password: &str, salt: Vec<u8>, iterations: u32) -> ScramCredential {
+        let salted = hash.salted_password(password.as_bytes(), &salt, iterations);
+        let client_key = hash.hmac(&salted, b"Client Key");
+        ScramCredential {
+            stored_key: hash.hash(&client_key),
+            server_key: hash.hmac(&salted, b"Server Key"),
+            salt,
+            iterations,
         }
     }
 }
@@ -73,6 +157,8 @@ pub struct SaslSettings {
     /// PLAIN's users and passwords: the `user_<name>="<password>"` options of
     /// `listener.name.<listener>.plain.sasl.jaas.config`.
     pub plain_users: std::collections::BTreeMap<String, String>,
+    /// SCRAM credentials per mechanism and user ([`KAFKAIQ_SASL_SCRAM_USERS`]).
+    pub scram: std::collections::BTreeMap<(&'static str, String), ScramCredential>,
     /// `sasl.server.max.receive.size`: the largest frame read before authentication completes.
     pub max_receive_size: usize,
     /// `connection.failed.authentication.delay.ms`.
@@ -85,6 +171,7 @@ impl fmt::Debug for SaslSettings {
         f.debug_struct("SaslSettings")
             .field("mechanisms", &self.mechanisms)
             .field("plain_users", &self.plain_users.keys().collect::<Vec<_>>())
+            .field("scram_users", &self.scram.keys().collect::<Vec<_>>())
             .field("max_receive_size", &self.max_receive_size)
             .field(
                 "failed_authentication_delay_ms",
@@ -281,11 +368,13 @@ fn parse_sasl(keys: &Keys, listener_name: &str) -> Result<SaslSettings, ConfigEr
     for name in written.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         match name {
             "PLAIN" => mechanisms.push(Mechanism::Plain),
+            "SCRAM-SHA-256" => mechanisms.push(Mechanism::ScramSha256),
+            "SCRAM-SHA-512" => mechanisms.push(Mechanism::ScramSha512),
             other => {
                 return Err(keys.invalid(
                     SASL_ENABLED_MECHANISMS,
                     format!(
-                        "mechanism {other} is not supported{}: KafkaIQ serves PLAIN",
+                        "mechanism {other} is not supported{}: KafkaIQ serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512",
                         if keys.get(SASL_ENABLED_MECHANISMS).is_none() {
                             " (GSSAPI is Kafka's default)"
                         } else {
@@ -336,6 +425,42 @@ fn parse_sasl(keys: &Keys, listener_name: &str) -> Result<SaslSettings, ConfigEr
             }
         }
     }
+    let mut scram = std::collections::BTreeMap::new();
+    let scram_hashes: Vec<(Mechanism, ScramHash)> = mechanisms
+        .iter()
+        .filter_map(|m| match m {
+            Mechanism::ScramSha256 => Some((*m, ScramHash::Sha256)),
+            Mechanism::ScramSha512 => Some((*m, ScramHash::Sha512)),
+            Mechanism::Plain => None,
+        })
+        .collect();
+    if !scram_hashes.is_empty() {
+        let users = keys.raw.get(KAFKAIQ_SASL_SCRAM_USERS).unwrap_or_default();
+        #[allow(deprecated)]
+        let random = rustls::crypto::ring::default_provider().secure_random;
+        for entry in users.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let Some((user, password)) = entry
+                .split_once(':')
+                .filter(|(u, p)| !u.is_empty() && !p.is_empty())
+            else {
+                return Err(ConfigError::Invalid {
+                    key: KAFKAIQ_SASL_SCRAM_USERS.to_owned(),
+                    value: "[hidden]".to_owned(),
+                    reason: "entries must be user:password".to_owned(),
+                });
+            };
+            for (mechanism, hash) in &scram_hashes {
+                let mut salt = vec![0u8; 16];
+                random
+                    .fill(&mut salt)
+                    .map_err(|_| keys.invalid(KAFKAIQ_SASL_SCRAM_USERS, "no random salt"))?;
+                scram.insert(
+                    (mechanism.name(), user.to_owned()),
+                    ScramCredential::new(*hash, password, salt, SCRAM_ITERATIONS),
+                );
+            }
+        }
+    }
     let max_receive_size = match keys.raw.get(SASL_SERVER_MAX_RECEIVE_SIZE) {
         None => SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT,
         Some(v) => v
@@ -364,6 +489,7 @@ fn parse_sasl(keys: &Keys, listener_name: &str) -> Result<SaslSettings, ConfigEr
     Ok(SaslSettings {
         mechanisms,
         plain_users,
+        scram,
         max_receive_size,
         failed_authentication_delay_ms,
     })

@@ -14,6 +14,7 @@ pub mod dispatch;
 pub mod http;
 pub mod per_ip;
 pub mod sasl;
+pub mod scram;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -15,6 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use subtle::ConstantTimeEq;
 
+use super::scram;
 use crate::config::security::{Mechanism, SaslSettings};
 use crate::protocol;
 
@@ -52,10 +53,21 @@ pub enum Step {
     Close(String),
 }
 
+/// One client token's outcome.
+enum Outcome {
+    /// Another round: the server's token.
+    Challenge(Vec<u8>),
+    /// Authenticated as the principal; the server's last token.
+    Done(String, Vec<u8>),
+    Fail(String),
+}
+
 /// One connection's authentication.
 pub struct Authenticator {
     settings: Arc<SaslSettings>,
     state: State,
+    /// A SCRAM exchange between its first and final client messages.
+    scram: Option<scram::ScramExchange>,
 }
 
 impl Authenticator {
@@ -63,6 +75,7 @@ impl Authenticator {
         Authenticator {
             settings,
             state: State::Handshake,
+            scram: None,
         }
     }
 
@@ -73,16 +86,22 @@ impl Authenticator {
     /// Handles one frame read before authentication completed.
     pub fn handle(&mut self, frame: Bytes) -> Step {
         if let State::RawToken(mechanism) = self.state {
+            // Server tokens go back size-prefixed, without Kafka framing.
+            let raw = |token: Vec<u8>| {
+                let mut frame = (token.len() as i32).to_be_bytes().to_vec();
+                frame.extend_from_slice(&token);
+                Bytes::from(frame)
+            };
             return match self.authenticate(mechanism, &frame) {
-                Ok(principal) => {
+                Outcome::Challenge(token) => Step::Reply(raw(token)),
+                Outcome::Done(principal, token) => {
                     self.state = State::Complete;
-                    // The server's final token (empty for PLAIN), size-prefixed.
                     Step::Authenticated {
-                        response: Bytes::from_static(&[0, 0, 0, 0]),
+                        response: raw(token),
                         principal,
                     }
                 }
-                Err(reason) => Step::Fail {
+                Outcome::Fail(reason) => Step::Fail {
                     response: None,
                     reason,
                 },
@@ -148,14 +167,15 @@ impl Authenticator {
             (State::Authenticate(mechanism), RequestKind::SaslAuthenticate(r)) => {
                 let outcome = self.authenticate(mechanism, &r.auth_bytes);
                 let mut response = SaslAuthenticateResponse::default();
-                let reason = match &outcome {
-                    Ok(_) => None,
-                    Err(reason) => {
+                match &outcome {
+                    Outcome::Challenge(token) | Outcome::Done(_, token) => {
+                        response.auth_bytes = Bytes::from(token.clone());
+                    }
+                    Outcome::Fail(reason) => {
                         response.error_code = SASL_AUTHENTICATION_FAILED;
                         response.error_message = Some(StrBytes::from_string(reason.clone()));
-                        Some(reason.clone())
                     }
-                };
+                }
                 let bytes = match encode(
                     ApiKey::SaslAuthenticate,
                     version,
@@ -165,17 +185,18 @@ impl Authenticator {
                     Ok(b) => b,
                     Err(e) => return Step::Close(e),
                 };
-                match (outcome, reason) {
-                    (Ok(principal), _) => {
+                match outcome {
+                    Outcome::Challenge(_) => Step::Reply(bytes),
+                    Outcome::Done(principal, _) => {
                         self.state = State::Complete;
                         Step::Authenticated {
                             response: bytes,
                             principal,
                         }
                     }
-                    (Err(_), reason) => Step::Fail {
+                    Outcome::Fail(reason) => Step::Fail {
                         response: Some(bytes),
-                        reason: reason.unwrap_or_default(),
+                        reason,
                     },
                 }
             }
@@ -191,12 +212,55 @@ impl Authenticator {
         }
     }
 
-    /// Checks one client token; the principal on success, Kafka's message on failure.
-    fn authenticate(&self, mechanism: Mechanism, token: &[u8]) -> Result<String, String> {
-        match mechanism {
-            Mechanism::Plain => plain(&self.settings, token),
+    /// Takes one client token.
+    fn authenticate(&mut self, mechanism: Mechanism, token: &[u8]) -> Outcome {
+        let hash = match mechanism {
+            Mechanism::Plain => {
+                return match plain(&self.settings, token) {
+                    Ok(principal) => Outcome::Done(principal, Vec::new()),
+                    Err(reason) => Outcome::Fail(reason),
+                }
+            }
+            Mechanism::ScramSha256 => scram::ScramHash::Sha256,
+            Mechanism::ScramSha512 => scram::ScramHash::Sha512,
+        };
+        match self.scram.take() {
+            None => {
+                let settings = self.settings.clone();
+                let lookup = |user: &str| {
+                    settings
+                        .scram
+                        .get(&(mechanism.name(), user.to_owned()))
+                        .cloned()
+                };
+                match scram::client_first(hash, token, &server_nonce(), lookup) {
+                    Ok((exchange, server_first)) => {
+                        self.scram = Some(exchange);
+                        Outcome::Challenge(server_first.into_bytes())
+                    }
+                    Err(reason) => Outcome::Fail(reason),
+                }
+            }
+            Some(exchange) => match exchange.client_final(token) {
+                Ok((principal, server_final)) => {
+                    Outcome::Done(principal, server_final.into_bytes())
+                }
+                Err(reason) => Outcome::Fail(reason),
+            },
         }
     }
+}
+
+/// A fresh server nonce: 24 random bytes, base64 (printable, no comma).
+fn server_nonce() -> String {
+    use base64::Engine;
+    let mut bytes = [0u8; 24];
+    #[allow(deprecated)]
+    let random = rustls::crypto::ring::default_provider().secure_random;
+    // ring's system randomness does not fail on Linux; the nonce is still combined with the
+    // client's.
+    let _ = random.fill(&mut bytes);
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 fn encode(
@@ -259,6 +323,7 @@ mod tests {
         Arc::new(SaslSettings {
             mechanisms: vec![Mechanism::Plain],
             plain_users: [("alice".to_owned(), "alice-secret".to_owned())].into(),
+            scram: Default::default(),
             max_receive_size: 524_288,
             failed_authentication_delay_ms: 100,
         })

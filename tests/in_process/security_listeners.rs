@@ -606,7 +606,9 @@ async fn librdkafka_sasl_plain_produces_and_consumes_and_a_wrong_password_is_ref
 
     let refused: BaseConsumer = client("wrong").create().unwrap();
     let metadata = tokio::task::spawn_blocking(move || {
-        refused.fetch_metadata(None, Duration::from_secs(5)).map(|_| ())
+        refused
+            .fetch_metadata(None, Duration::from_secs(5))
+            .map(|_| ())
     })
     .await
     .unwrap();
