@@ -616,3 +616,121 @@ async fn librdkafka_sasl_plain_produces_and_consumes_and_a_wrong_password_is_ref
     drop(producer);
     broker.shutdown().await.unwrap();
 }
+
+/// The client side of SCRAM (RFC 5802) over SaslAuthenticate; the server-final message on
+/// success, the SaslAuthenticate error code on failure.
+async fn scram_authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    mechanism: &'static str,
+    user: &str,
+    password: &str,
+) -> Result<String, i16> {
+    use base64::engine::general_purpose::STANDARD as B64;
+    use base64::Engine;
+    use kafkaiq::server::scram::ScramHash;
+    let hash = if mechanism == "SCRAM-SHA-512" {
+        ScramHash::Sha512
+    } else {
+        ScramHash::Sha256
+    };
+    let handshake: SaslHandshakeResponse = call(
+        stream,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(handshake.error_code, 0);
+    let client_nonce = "fyko+d2lbbFgONRv9qkxdawL";
+    let client_first_bare = format!("n={user},r={client_nonce}");
+    let first: SaslAuthenticateResponse = call(
+        stream,
+        2,
+        &SaslAuthenticateRequest::default()
+            .with_auth_bytes(Bytes::from(format!("n,,{client_first_bare}"))),
+    )
+    .await
+    .unwrap();
+    if first.error_code != 0 {
+        return Err(first.error_code);
+    }
+    let server_first = String::from_utf8(first.auth_bytes.to_vec()).unwrap();
+    let attr = |k: &str| {
+        server_first
+            .split(',')
+            .find_map(|a| a.strip_prefix(k))
+            .unwrap()
+            .to_owned()
+    };
+    let nonce = attr("r=");
+    assert!(nonce.starts_with(client_nonce) && nonce.len() > client_nonce.len());
+    let salt = B64.decode(attr("s=")).unwrap();
+    let iterations: u32 = attr("i=").parse().unwrap();
+    assert_eq!(iterations, 4096);
+    let salted = hash.salted_password(password.as_bytes(), &salt, iterations);
+    let client_key = hash.hmac(&salted, b"Client Key");
+    let stored_key = hash.hash(&client_key);
+    let without_proof = format!("c=biws,r={nonce}");
+    let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
+    let signature = hash.hmac(&stored_key, auth_message.as_bytes());
+    let proof: Vec<u8> = client_key
+        .iter()
+        .zip(&signature)
+        .map(|(a, b)| a ^ b)
+        .collect();
+    let last: SaslAuthenticateResponse = call(
+        stream,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(format!(
+            "{without_proof},p={}",
+            B64.encode(proof)
+        ))),
+    )
+    .await
+    .unwrap();
+    if last.error_code != 0 {
+        return Err(last.error_code);
+    }
+    let server_final = String::from_utf8(last.auth_bytes.to_vec()).unwrap();
+    let server_key = hash.hmac(&salted, b"Server Key");
+    assert_eq!(
+        server_final,
+        format!(
+            "v={}",
+            B64.encode(hash.hmac(&server_key, auth_message.as_bytes()))
+        ),
+        "the broker proves it knows the credential"
+    );
+    Ok(server_final)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_sha_256_and_512_authenticate_and_a_wrong_password_is_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let mut settings = sasl_settings("SASL_PLAINTEXT");
+    settings.retain(|s| !s.starts_with("sasl.enabled.mechanisms"));
+    settings.push("sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN".to_owned());
+    settings.push("kafkaiq.sasl.scram.users=carol:carol-secret,dave:dave-secret".to_owned());
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        let mut client = TcpStream::connect(broker.local_addr).await.unwrap();
+        scram_authenticate(&mut client, mechanism, "carol", "carol-secret")
+            .await
+            .unwrap();
+        produce_and_fetch(&mut client, &format!("scram-{}", &mechanism[10..])).await;
+
+        let mut wrong = TcpStream::connect(broker.local_addr).await.unwrap();
+        assert_eq!(
+            scram_authenticate(&mut wrong, mechanism, "carol", "dave-secret").await,
+            Err(58)
+        );
+        assert!(closed(&mut wrong).await);
+        let mut unknown = TcpStream::connect(broker.local_addr).await.unwrap();
+        assert_eq!(
+            scram_authenticate(&mut unknown, mechanism, "erin", "x").await,
+            Err(58)
+        );
+        assert!(closed(&mut unknown).await);
+    }
+    broker.shutdown().await.unwrap();
+}
