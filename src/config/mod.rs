@@ -430,6 +430,9 @@ impl BrokerConfig {
         let mut warnings = Vec::new();
         for (key, _) in raw.iter() {
             match broker_config_def(key) {
+                // Read by `security::parse` (not in the key table: DescribeConfigs does not list
+                // them yet).
+                None if security::is_security_key(key) => {}
                 None if crate::config::topic::topic_config_def(key).is_none() => warnings.push(
                     format!("unknown configuration `{key}` is ignored"),
                 ),

@@ -181,6 +181,39 @@ impl fmt::Debug for SaslSettings {
     }
 }
 
+/// Whether `security::parse` reads this key: an `ssl.*` or SASL key above, plain or prefixed with
+/// `listener.name.<listener>.`, or a listener's `<mechanism>.sasl.jaas.config`.
+pub fn is_security_key(key: &str) -> bool {
+    const KEYS: &[&str] = &[
+        SSL_KEYSTORE_TYPE,
+        SSL_KEYSTORE_LOCATION,
+        SSL_KEYSTORE_PASSWORD,
+        SSL_KEYSTORE_CERTIFICATE_CHAIN,
+        SSL_KEYSTORE_KEY,
+        SSL_KEY_PASSWORD,
+        SSL_TRUSTSTORE_TYPE,
+        SSL_TRUSTSTORE_LOCATION,
+        SSL_TRUSTSTORE_PASSWORD,
+        SSL_TRUSTSTORE_CERTIFICATES,
+        SSL_CLIENT_AUTH,
+        SSL_PRINCIPAL_MAPPING_RULES,
+        SASL_ENABLED_MECHANISMS,
+        SASL_SERVER_MAX_RECEIVE_SIZE,
+        CONNECTION_FAILED_AUTHENTICATION_DELAY_MS,
+        KAFKAIQ_SASL_SCRAM_USERS,
+    ];
+    if KEYS.contains(&key) {
+        return true;
+    }
+    let Some(rest) = key.strip_prefix("listener.name.") else {
+        return false;
+    };
+    let Some((_, suffix)) = rest.split_once('.') else {
+        return false;
+    };
+    KEYS.contains(&suffix) || suffix.ends_with(".sasl.jaas.config")
+}
+
 /// What the client listener needs to secure its connections.
 #[derive(Clone)]
 pub struct ListenerSecurity {
@@ -858,6 +891,17 @@ mod tests {
             ("ssl.keystore.location", "/x/k.pem"),
         ]));
         assert!(e.contains("`listener.name.ssl.ssl.keystore.type`"), "{e}");
+    }
+
+    #[test]
+    fn security_keys_are_known_plain_and_listener_prefixed() {
+        assert!(is_security_key("ssl.keystore.location"));
+        assert!(is_security_key("listener.name.secure.ssl.client.auth"));
+        assert!(is_security_key(
+            "listener.name.sasl_ssl.plain.sasl.jaas.config"
+        ));
+        assert!(!is_security_key("listener.name.x.log.retention.ms"));
+        assert!(!is_security_key("ssl.nonsense"));
     }
 
     #[test]
