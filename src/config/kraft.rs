@@ -3,7 +3,8 @@
 //!
 //! [`parse`] turns them into one typed [`KraftConfig`] and refuses what Kafka 4.1's
 //! `KafkaConfig` refuses (its messages are kept where it has one), plus the few things only
-//! KafkaIQ needs: every listener must be PLAINTEXT (there is no TLS or SASL), a voter id may
+//! KafkaIQ needs: controller listeners (and, with other nodes, the inter-broker listener) must
+//! be PLAINTEXT (the outbound client has no TLS or SASL), a voter id may
 //! appear once, and this node's voter entry must be reachable at its own controller listener.
 //!
 //! A file without `process.roles` is today's single node: a quorum of one voter (this node)
@@ -310,6 +311,8 @@ pub(crate) struct Parsed {
     pub listener: Listener,
     /// Its entry in `advertised.listeners`, if there is one.
     pub advertised_listener: Option<Listener>,
+    /// The security protocol the client listener's name maps to.
+    pub protocol: SecurityProtocol,
 }
 
 fn conflict(keys: &[&str], reason: impl Into<String>) -> ConfigError {
@@ -645,18 +648,23 @@ fn security_protocol_map(
     Ok(map)
 }
 
-fn plaintext_only(listeners: &[NamedListener], key: &str) -> Result<(), ConfigError> {
-    match listeners
-        .iter()
-        .find(|l| l.protocol != SecurityProtocol::Plaintext)
-    {
+/// Controller listeners stay PLAINTEXT: the controller quorum's outbound client speaks only
+/// PLAINTEXT. Client listeners may be SSL, SASL_PLAINTEXT or SASL_SSL.
+fn controller_plaintext_only(
+    listeners: &[NamedListener],
+    controller_names: &[String],
+    key: &str,
+) -> Result<(), ConfigError> {
+    match listeners.iter().find(|l| {
+        l.protocol != SecurityProtocol::Plaintext && controller_names.iter().any(|n| n == &l.name)
+    }) {
         None => Ok(()),
         Some(l) => Err(conflict(
             &[key, LISTENER_SECURITY_PROTOCOL_MAP],
             format!(
-                "listener {} maps to security protocol {}, but KafkaIQ serves only PLAINTEXT \
-                 (no TLS or SASL): map {} to PLAINTEXT in listener.security.protocol.map or \
-                 remove it from {key}",
+                "controller listener {} maps to security protocol {}, but KafkaIQ's controller \
+                 quorum speaks only PLAINTEXT: map {} to PLAINTEXT in \
+                 listener.security.protocol.map",
                 l.name, l.protocol, l.name
             ),
         )),
@@ -718,14 +726,14 @@ pub(crate) fn parse(
         .to_owned();
     let listeners = parse_listener_list(raw, LISTENERS, &listeners_text, &map)?;
     check_distinct_ports(raw, &listeners, &listeners_text)?;
-    plaintext_only(&listeners, LISTENERS)?;
+    controller_plaintext_only(&listeners, &controller_names, LISTENERS)?;
 
     let advertised_text = raw.get(ADVERTISED_LISTENERS);
     let advertised_written = match advertised_text {
         Some(text) => parse_listener_list(raw, ADVERTISED_LISTENERS, text, &map)?,
         None => Vec::new(),
     };
-    plaintext_only(&advertised_written, ADVERTISED_LISTENERS)?;
+    controller_plaintext_only(&advertised_written, &controller_names, ADVERTISED_LISTENERS)?;
 
     let is_controller_name = |name: &str| controller_names.iter().any(|n| n == name);
 
@@ -792,6 +800,8 @@ pub(crate) fn parse(
                     ))
                 }
                 Some(SecurityProtocol::Plaintext) => {}
+                // A standalone node has no other broker to reach it.
+                Some(_) if standalone => {}
                 Some(other) => {
                     return Err(conflict(
                         &[INTER_BROKER_LISTENER_NAME, LISTENER_SECURITY_PROTOCOL_MAP],
@@ -810,6 +820,7 @@ pub(crate) fn parse(
                 .unwrap_or_default();
             match SecurityProtocol::from_name(text.trim()) {
                 Some(SecurityProtocol::Plaintext) => "PLAINTEXT".to_owned(),
+                Some(other) if standalone => other.name().to_owned(),
                 Some(other) => {
                     return Err(invalid(
                         raw,
@@ -1060,6 +1071,22 @@ pub(crate) fn parse(
             .find(|l| is_controller_name(&l.name))
             .ok_or_else(|| invalid(raw, LISTENERS, "no controller listener"))?
     };
+    // The node serves one client listener (the first); a TLS or SASL listener beside it
+    // would be bound by nobody.
+    if let Some(other) = listeners.iter().find(|l| {
+        l.protocol != SecurityProtocol::Plaintext
+            && l.name != listener.name
+            && !is_controller_name(&l.name)
+    }) {
+        return Err(conflict(
+            &[LISTENERS, LISTENER_SECURITY_PROTOCOL_MAP],
+            format!(
+                "listener {} maps to {}, but KafkaIQ serves one client listener, the first \
+                 ({}): put {} first in listeners, or remove it",
+                other.name, other.protocol, listener.name, other.name
+            ),
+        ));
+    }
     let advertised_listener = match advertised_text {
         None => None,
         Some(_) => {
@@ -1098,6 +1125,7 @@ pub(crate) fn parse(
     };
     let metadata_snapshot_record_bytes = r.i64(METADATA_SNAPSHOT_RECORD_BYTES)? as u64;
 
+    let protocol = listener.protocol;
     let listener = listener.to_listener();
     let mut advertised_listeners = advertised_brokers;
     advertised_listeners.extend(advertised_controllers);
@@ -1123,6 +1151,7 @@ pub(crate) fn parse(
         },
         listener,
         advertised_listener,
+        protocol,
     })
 }
 

@@ -22,6 +22,7 @@ use crate::limits;
 pub mod dynamic;
 mod keys;
 pub mod kraft;
+pub mod security;
 mod settings;
 pub mod topic;
 
@@ -208,6 +209,8 @@ pub struct BrokerConfig {
     pub advertised_listener: Option<Listener>,
     /// `http.listener`: `/metrics`, the leadership page and `/api/...`; `None` when `none`.
     pub http_listener: Option<HttpListener>,
+    /// The client listener's security protocol and TLS configuration ([`security`]).
+    pub security: security::ListenerSecurity,
     /// Process roles, the controller quorum, every named listener, liveness and quorum
     /// timings, the metadata log dir (see [`kraft`]).
     pub kraft: kraft::KraftConfig,
@@ -427,6 +430,9 @@ impl BrokerConfig {
         let mut warnings = Vec::new();
         for (key, _) in raw.iter() {
             match broker_config_def(key) {
+                // Read by `security::parse` (not in the key table: DescribeConfigs does not list
+                // them yet).
+                None if security::is_security_key(key) => {}
                 None if crate::config::topic::topic_config_def(key).is_none() => warnings.push(
                     format!("unknown configuration `{key}` is ignored"),
                 ),
@@ -479,7 +485,9 @@ impl BrokerConfig {
             kraft,
             listener,
             advertised_listener,
+            protocol,
         } = kraft::parse(&raw, node_id, &log_dirs, &mut warnings)?;
+        let security = security::parse(&raw, &listener.name, protocol)?;
 
         let log = LogSettings::read(&r)?;
         let socket = SocketSettings::read(&r)?;
@@ -498,6 +506,7 @@ impl BrokerConfig {
             listener,
             advertised_listener,
             http_listener,
+            security,
             kraft,
             log_dirs,
             broker_rack: raw.get("broker.rack").map(str::to_owned),

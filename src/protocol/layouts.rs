@@ -197,6 +197,7 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::BrokerHeartbeat,               0,  1,     0, BROKER_HEARTBEAT_REQUEST),
     layout(ApiKey::AllocateProducerIds,           0,  0,     0, ALLOCATE_PRODUCER_IDS_REQUEST),
     layout(ApiKey::DescribeQuorum,                0,  2,     0, DESCRIBE_QUORUM_REQUEST),
+    layout(ApiKey::SaslAuthenticate,              0,  2,     2, SASL_AUTHENTICATE_REQUEST),
 ];
 
 /// The layout of `api_key`'s requests, if this broker decodes that API.
@@ -443,6 +444,13 @@ const DESCRIBE_GROUPS_REQUEST: Ty = Ty::Struct(&[
 const LIST_GROUPS_REQUEST: Ty = Ty::Struct(&[
     since(4, array(&STRING)), // states_filter
     since(5, array(&STRING)), // types_filter
+]);
+
+// ---- SaslAuthenticate (key 36): v0-v2, flexible from v2 ----
+
+/// `SaslAuthenticateRequest`
+const SASL_AUTHENTICATE_REQUEST: Ty = Ty::Struct(&[
+    all(BYTES), // auth_bytes
 ]);
 
 // ---- SaslHandshake (key 17): v0-v1, never flexible ----

@@ -88,6 +88,7 @@ pub const SUPPORTED_API_KEYS: &[ApiKey] = &[
     ApiKey::BrokerHeartbeat,
     ApiKey::AllocateProducerIds,
     ApiKey::DescribeQuorum,
+    ApiKey::SaslAuthenticate,
 ];
 
 /// Bytes of the fixed part of every request header: api key, api version, correlation id.
@@ -271,6 +272,7 @@ fn response_api_key(body: &ResponseKind) -> Option<ApiKey> {
         ResponseKind::DescribeGroups(_) => ApiKey::DescribeGroups,
         ResponseKind::ListGroups(_) => ApiKey::ListGroups,
         ResponseKind::SaslHandshake(_) => ApiKey::SaslHandshake,
+        ResponseKind::SaslAuthenticate(_) => ApiKey::SaslAuthenticate,
         ResponseKind::ApiVersions(_) => ApiKey::ApiVersions,
         ResponseKind::CreateTopics(_) => ApiKey::CreateTopics,
         ResponseKind::DeleteTopics(_) => ApiKey::DeleteTopics,

@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use super::{controller_dispatch, dispatch, ConnectionInfo, ListenerKind};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::{controller_dispatch, dispatch, sasl, ConnectionInfo, ListenerKind};
 use crate::context::Context;
 use crate::limits::{IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX, RAFT_FRAME_BYTES_MAX};
 
@@ -125,10 +126,29 @@ pub async fn write_unless_stuck<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
+/// Serves one connection: a TCP stream, or the TLS stream over one — the same code for both.
+pub async fn run<S>(stream: S, info: ConnectionInfo, ctx: Arc<Context>)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
     let peer = info.peer;
-    tracing::debug!(%peer, listener = ?info.listener, "connection opened");
-    let (mut reader, mut writer) = stream.into_split();
+    tracing::debug!(%peer, listener = ?info.listener, principal = %info.principal, "connection opened");
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let mut info = info;
+    // A SASL listener's connection authenticates first ([`sasl`]); until it has, frames are
+    // bounded by `sasl.server.max.receive.size`.
+    let mut authenticator = match (info.listener, &ctx.config.security.sasl) {
+        (ListenerKind::Client, Some(settings)) => Some(sasl::Authenticator::new(settings.clone())),
+        _ => None,
+    };
+    let pre_auth_max = ctx
+        .config
+        .security
+        .sasl
+        .as_ref()
+        .map_or(usize::MAX, |s| s.max_receive_size);
+    let authenticated = Arc::new(AtomicBool::new(authenticator.is_none()));
+    let reader_authenticated = authenticated.clone();
     let (tx, mut rx) = mpsc::channel::<(Bytes, OwnedSemaphorePermit, Instant)>(
         IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX,
     );
@@ -155,7 +175,14 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
 
     let read_loop = async move {
         loop {
-            let frame = read_frame_per_api(&mut reader, max_bytes, &max_for_api);
+            let max_bytes = if reader_authenticated.load(Ordering::Acquire) {
+                max_bytes
+            } else {
+                max_bytes.min(pre_auth_max)
+            };
+            let frame = read_frame_per_api(&mut reader, max_bytes, |key| {
+                max_for_api(key).min(max_bytes)
+            });
             match tokio::time::timeout(idle, frame).await {
                 Err(_) => {
                     tracing::debug!(%peer, "closing idle connection (connections.max.idle.ms)");
@@ -187,6 +214,59 @@ pub async fn run(stream: TcpStream, info: ConnectionInfo, ctx: Arc<Context>) {
     let process_loop = async move {
         while let Some((frame, permit, read_at)) = rx.recv().await {
             // The request header starts with the API key; Produce is key 0.
+            if let Some(auth) = authenticator.as_mut().filter(|a| !a.is_complete()) {
+                let step = auth.handle(frame.clone());
+                drop(permit);
+                let response = match step {
+                    sasl::Step::Dispatch => None,
+                    sasl::Step::Reply(response) => Some(response),
+                    sasl::Step::Authenticated {
+                        response,
+                        principal,
+                    } => {
+                        tracing::debug!(%peer, %principal, "authenticated");
+                        info.principal = principal;
+                        authenticated.store(true, Ordering::Release);
+                        Some(response)
+                    }
+                    sasl::Step::Fail { response, reason } => {
+                        // The reason names the user at most, never a password.
+                        tracing::info!(%peer, %reason, "closing connection: authentication failed");
+                        if let Some(response) = response {
+                            let _ = write_unless_stuck(&mut writer, &response, idle).await;
+                        }
+                        let delay = ctx
+                            .config
+                            .security
+                            .sasl
+                            .as_ref()
+                            .map_or(0, |s| s.failed_authentication_delay_ms);
+                        tokio::time::sleep(Duration::from_millis(delay)).await;
+                        break;
+                    }
+                    sasl::Step::Close(reason) => {
+                        tracing::info!(%peer, %reason, "closing connection");
+                        break;
+                    }
+                };
+                let response = match response {
+                    Some(r) => r,
+                    // ApiVersions before authentication: the normal handler.
+                    None => match dispatch::handle_frame(&ctx, frame, peer).await {
+                        Ok(Some(r)) => r,
+                        Ok(None) => continue,
+                        Err(e) => {
+                            tracing::info!(%peer, error = %e, "closing connection");
+                            break;
+                        }
+                    },
+                };
+                if let Err(e) = write_unless_stuck(&mut writer, &response, idle).await {
+                    tracing::debug!(%peer, error = %e, "closing connection: write failed");
+                    break;
+                }
+                continue;
+            }
             let produce = info.listener == ListenerKind::Client && frame.starts_with(&[0, 0]);
             if produce {
                 ctx.request_stats.produce_stage("queue", read_at.elapsed());

@@ -13,6 +13,8 @@ pub mod controller_dispatch;
 pub mod dispatch;
 pub mod http;
 pub mod per_ip;
+pub mod sasl;
+pub mod scram;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +44,13 @@ pub struct ConnectionInfo {
     pub id: u64,
     pub peer: SocketAddr,
     pub listener: ListenerKind,
+    /// Who the client is (Kafka's `KafkaPrincipal`, `User:<name>`): on an SSL listener the
+    /// subject of the client's certificate, else `User:ANONYMOUS`. ACLs will read it.
+    pub principal: String,
 }
+
+/// Kafka's principal of an unauthenticated client.
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -70,6 +78,15 @@ async fn serve_kind(
     let per_ip = per_ip::PerIpSlots::new(ctx.config.socket.connections_per_ip.clone());
     let mut connections = JoinSet::new();
     let mut backoff_ms = 5u64;
+    let tls = match kind {
+        ListenerKind::Client => ctx
+            .config
+            .security
+            .tls
+            .clone()
+            .map(tokio_rustls::TlsAcceptor::from),
+        ListenerKind::Controller => None,
+    };
     loop {
         tokio::select! {
             _ = shutdown.changed() => {
@@ -102,13 +119,37 @@ async fn serve_kind(
                 };
                 configure_accepted(&stream);
                 let ctx = ctx.clone();
-                let info = ConnectionInfo {
+                let mut info = ConnectionInfo {
                     id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
                     peer,
                     listener: kind,
+                    principal: ANONYMOUS.to_owned(),
                 };
+                let tls = tls.clone();
                 connections.spawn(async move {
-                    connection::run(stream, info, ctx).await;
+                    match tls {
+                        None => connection::run(stream, info, ctx).await,
+                        Some(acceptor) => {
+                            // The handshake is bounded like any silence on a connection.
+                            let idle = Duration::from_millis(ctx.config.socket.connections_max_idle_ms);
+                            match tokio::time::timeout(idle, acceptor.accept(stream)).await {
+                                Ok(Ok(stream)) => {
+                                    if let Some(principal) = stream
+                                        .get_ref()
+                                        .1
+                                        .peer_certificates()
+                                        .and_then(|certs| certs.first())
+                                        .and_then(|c| crate::config::security::principal_of_certificate(c))
+                                    {
+                                        info.principal = principal;
+                                    }
+                                    connection::run(stream, info, ctx).await
+                                }
+                                Ok(Err(e)) => tracing::info!(%peer, error = %e, "closing connection: TLS handshake failed"),
+                                Err(_) => tracing::info!(%peer, "closing connection: no TLS handshake within connections.max.idle.ms"),
+                            }
+                        }
+                    }
                     drop((permit, ip_slot));
                 });
             }

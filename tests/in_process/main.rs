@@ -22,3 +22,4 @@ mod log_dirs_raw;
 mod metadata_bounds_raw;
 mod rdkafka_groups;
 mod readme;
+mod security_listeners;

@@ -571,12 +571,12 @@ fn inconsistent_or_unsupported_settings_stop_startup_naming_the_keys() {
                 "listeners=PLAINTEXT://127.0.0.1:9093,SSL://127.0.0.1:9443,CONTROLLER://127.0.0.1:19093",
                 "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
             ],
-            &["listeners", "listener.security.protocol.map", "SSL", "only PLAINTEXT"],
+            &["listeners", "listener.security.protocol.map", "SSL", "one client listener"],
         ),
         (
             "listener mapped to SASL_PLAINTEXT",
             &["listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:SASL_PLAINTEXT"],
-            &["listeners", "SASL_PLAINTEXT", "only PLAINTEXT"],
+            &["inter.broker.listener.name", "SASL_PLAINTEXT", "only PLAINTEXT"],
         ),
         (
             "SASL controller listener",
@@ -716,9 +716,10 @@ fn a_standalone_node_keeps_todays_listener_rules() {
     let c = config("listeners=PLAINTEXT://127.0.0.1:0\nnode.id=7\n");
     assert!(c.kraft.standalone);
     assert_eq!(c.kraft.voter_ids(), vec![7]);
-    // TLS is refused here too.
-    let err = validated("listeners=SSL://127.0.0.1:9093\n").unwrap_err();
-    assert!(err.to_string().contains("only PLAINTEXT"), "{err}");
+    // An SSL client listener is served; its key store must be there.
+    let err =
+        validated("listeners=SSL://127.0.0.1:9093\ninter.broker.listener.name=SSL\n").unwrap_err();
+    assert!(err.to_string().contains("ssl.keystore.location"), "{err}");
 }
 
 #[test]

@@ -1,0 +1,980 @@
+//! The client listener's security: its protocol (`listener.security.protocol.map`) and, for SSL
+//! and SASL_SSL, the TLS server configuration built from the `ssl.*` keys, as Kafka 4.1 reads
+//! them. A key prefixed `listener.name.<listener>.` (listener name in lower case) wins over the
+//! plain key. Every bad value stops startup with an error naming the key.
+//!
+//! Key stores: PEM (`ssl.keystore.location` holding the certificate chain and the key, or the
+//! inline `ssl.keystore.certificate.chain` / `ssl.keystore.key`) and PKCS12
+//! (`ssl.keystore.location`, `ssl.keystore.password`). Trust stores likewise (PEM:
+//! `ssl.truststore.location` or the inline `ssl.truststore.certificates`; PKCS12). JKS — Kafka's
+//! default `ssl.keystore.type` — is refused with how to convert it: there is no well-kept Rust
+//! reader of Java's proprietary format.
+
+use std::fmt;
+use std::sync::Arc;
+
+use hmac::{KeyInit, Mac};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+
+use super::kraft::SecurityProtocol;
+use super::{ConfigError, RawConfig};
+
+pub const SSL_KEYSTORE_TYPE: &str = "ssl.keystore.type";
+pub const SSL_KEYSTORE_LOCATION: &str = "ssl.keystore.location";
+pub const SSL_KEYSTORE_PASSWORD: &str = "ssl.keystore.password";
+pub const SSL_KEYSTORE_CERTIFICATE_CHAIN: &str = "ssl.keystore.certificate.chain";
+pub const SSL_KEYSTORE_KEY: &str = "ssl.keystore.key";
+pub const SSL_KEY_PASSWORD: &str = "ssl.key.password";
+pub const SSL_TRUSTSTORE_TYPE: &str = "ssl.truststore.type";
+pub const SSL_TRUSTSTORE_LOCATION: &str = "ssl.truststore.location";
+pub const SSL_TRUSTSTORE_PASSWORD: &str = "ssl.truststore.password";
+pub const SSL_TRUSTSTORE_CERTIFICATES: &str = "ssl.truststore.certificates";
+pub const SSL_CLIENT_AUTH: &str = "ssl.client.auth";
+pub const SSL_PRINCIPAL_MAPPING_RULES: &str = "ssl.principal.mapping.rules";
+
+/// `ssl.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    None,
+    Requested,
+    Required,
+}
+
+pub const SASL_ENABLED_MECHANISMS: &str = "sasl.enabled.mechanisms";
+pub const SASL_SERVER_MAX_RECEIVE_SIZE: &str = "sasl.server.max.receive.size";
+pub const CONNECTION_FAILED_AUTHENTICATION_DELAY_MS: &str =
+    "connection.failed.authentication.delay.ms";
+/// Kafka's default `sasl.server.max.receive.size`.
+pub const SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT: usize = 524_288;
+/// Kafka's default `connection.failed.authentication.delay.ms`.
+pub const CONNECTION_FAILED_AUTHENTICATION_DELAY_MS_DEFAULT: u64 = 100;
+const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+
+/// SCRAM users, KafkaIQ's own key until credentials live in the metadata log (Kafka keeps them
+/// there, set with `kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=…]'`):
+/// `user:password,…`, each user for both SCRAM mechanisms.
+pub const KAFKAIQ_SASL_SCRAM_USERS: &str = "kafkaiq.sasl.scram.users";
+
+/// A SASL mechanism KafkaIQ serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    Plain,
+    ScramSha256,
+    ScramSha512,
+}
+
+impl Mechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Plain => "PLAIN",
+            Mechanism::ScramSha256 => "SCRAM-SHA-256",
+            Mechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+/// The hash of a SCRAM mechanism.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScramHash {
+    Sha256,
+    Sha512,
+}
+
+impl ScramHash {
+    pub fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+        match self {
+            ScramHash::Sha256 => {
+                let mut m =
+                    hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("any key length");
+                m.update(data);
+                m.finalize().into_bytes().to_vec()
+            }
+            ScramHash::Sha512 => {
+                let mut m =
+                    hmac::Hmac::<sha2::Sha512>::new_from_slice(key).expect("any key length");
+                m.update(data);
+                m.finalize().into_bytes().to_vec()
+            }
+        }
+    }
+
+    pub fn hash(self, data: &[u8]) -> Vec<u8> {
+        use sha2::Digest;
+        match self {
+            ScramHash::Sha256 => sha2::Sha256::digest(data).to_vec(),
+            ScramHash::Sha512 => sha2::Sha512::digest(data).to_vec(),
+        }
+    }
+
+    pub fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+        match self {
+            ScramHash::Sha256 => {
+                let mut out = vec![0u8; 32];
+                pbkdf2::pbkdf2_hmac::<sha2::Sha256>(password, salt, iterations, &mut out);
+                out
+            }
+            ScramHash::Sha512 => {
+                let mut out = vec![0u8; 64];
+                pbkdf2::pbkdf2_hmac::<sha2::Sha512>(password, salt, iterations, &mut out);
+                out
+            }
+        }
+    }
+}
+
+/// Kafka's minimum (and default) SCRAM iteration count.
+pub const SCRAM_ITERATIONS: u32 = 4096;
+
+/// One user's credential for one SCRAM mechanism.
+#[derive(Clone)]
+pub struct ScramCredential {
+    pub salt: Vec<u8>,
+    pub iterations: u32,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+}
+
+impl ScramCredential {
+    pub fn new(hash: ScramHash, password: &str, salt: Vec<u8>, iterations: u32) -> ScramCredential {
+        let salted = hash.salted_password(password.as_bytes(), &salt, iterations);
+        let client_key = hash.hmac(&salted, b"Client Key");
+        ScramCredential {
+            stored_key: hash.hash(&client_key),
+            server_key: hash.hmac(&salted, b"Server Key"),
+            salt,
+            iterations,
+        }
+    }
+}
+
+/// The SASL side of a SASL_PLAINTEXT or SASL_SSL listener.
+#[derive(Clone)]
+pub struct SaslSettings {
+    /// `sasl.enabled.mechanisms`, in the order written.
+    pub mechanisms: Vec<Mechanism>,
+    /// PLAIN's users and passwords: the `user_<name>="<password>"` options of
+    /// `listener.name.<listener>.plain.sasl.jaas.config`.
+    pub plain_users: std::collections::BTreeMap<String, String>,
+    /// SCRAM credentials per mechanism and user ([`KAFKAIQ_SASL_SCRAM_USERS`]).
+    pub scram: std::collections::BTreeMap<(&'static str, String), ScramCredential>,
+    /// `sasl.server.max.receive.size`: the largest frame read before authentication completes.
+    pub max_receive_size: usize,
+    /// `connection.failed.authentication.delay.ms`.
+    pub failed_authentication_delay_ms: u64,
+}
+
+impl fmt::Debug for SaslSettings {
+    // Passwords are never printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SaslSettings")
+            .field("mechanisms", &self.mechanisms)
+            .field("plain_users", &self.plain_users.keys().collect::<Vec<_>>())
+            .field("scram_users", &self.scram.keys().collect::<Vec<_>>())
+            .field("max_receive_size", &self.max_receive_size)
+            .field(
+                "failed_authentication_delay_ms",
+                &self.failed_authentication_delay_ms,
+            )
+            .finish()
+    }
+}
+
+/// Whether `security::parse` reads this key: an `ssl.*` or SASL key above, plain or prefixed with
+/// `listener.name.<listener>.`, or a listener's `<mechanism>.sasl.jaas.config`.
+pub fn is_security_key(key: &str) -> bool {
+    const KEYS: &[&str] = &[
+        SSL_KEYSTORE_TYPE,
+        SSL_KEYSTORE_LOCATION,
+        SSL_KEYSTORE_PASSWORD,
+        SSL_KEYSTORE_CERTIFICATE_CHAIN,
+        SSL_KEYSTORE_KEY,
+        SSL_KEY_PASSWORD,
+        SSL_TRUSTSTORE_TYPE,
+        SSL_TRUSTSTORE_LOCATION,
+        SSL_TRUSTSTORE_PASSWORD,
+        SSL_TRUSTSTORE_CERTIFICATES,
+        SSL_CLIENT_AUTH,
+        SSL_PRINCIPAL_MAPPING_RULES,
+        SASL_ENABLED_MECHANISMS,
+        SASL_SERVER_MAX_RECEIVE_SIZE,
+        CONNECTION_FAILED_AUTHENTICATION_DELAY_MS,
+        KAFKAIQ_SASL_SCRAM_USERS,
+    ];
+    if KEYS.contains(&key) {
+        return true;
+    }
+    let Some(rest) = key.strip_prefix("listener.name.") else {
+        return false;
+    };
+    let Some((_, suffix)) = rest.split_once('.') else {
+        return false;
+    };
+    KEYS.contains(&suffix) || suffix.ends_with(".sasl.jaas.config")
+}
+
+/// What the client listener needs to secure its connections.
+#[derive(Clone)]
+pub struct ListenerSecurity {
+    pub protocol: SecurityProtocol,
+    /// For SSL and SASL_SSL.
+    pub tls: Option<Arc<ServerConfig>>,
+    pub client_auth: ClientAuth,
+    /// For SASL_PLAINTEXT and SASL_SSL.
+    pub sasl: Option<Arc<SaslSettings>>,
+}
+
+impl fmt::Debug for ListenerSecurity {
+    // The server config holds the private key: never printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenerSecurity")
+            .field("protocol", &self.protocol)
+            .field("tls", &self.tls.is_some())
+            .field("client_auth", &self.client_auth)
+            .field("sasl", &self.sasl)
+            .finish()
+    }
+}
+
+impl ListenerSecurity {
+    pub fn plaintext() -> ListenerSecurity {
+        ListenerSecurity {
+            protocol: SecurityProtocol::Plaintext,
+            tls: None,
+            client_auth: ClientAuth::None,
+            sasl: None,
+        }
+    }
+}
+
+/// Reads `ssl.*` keys for one listener, the listener-prefixed key first.
+struct Keys<'a> {
+    raw: &'a RawConfig,
+    prefix: String,
+}
+
+impl<'a> Keys<'a> {
+    /// The value and the key it was found under.
+    fn get(&self, key: &str) -> Option<(String, &'a str)> {
+        let prefixed = format!("{}{key}", self.prefix);
+        if let Some(v) = self.raw.get(&prefixed) {
+            return Some((prefixed, v));
+        }
+        self.raw.get(key).map(|v| (key.to_owned(), v))
+    }
+
+    fn name_of(&self, key: &str) -> String {
+        self.get(key).map_or_else(|| key.to_owned(), |(k, _)| k)
+    }
+
+    fn invalid(&self, key: &str, reason: impl Into<String>) -> ConfigError {
+        let (key, value) = match self.get(key) {
+            Some((k, v)) => (k, v.to_owned()),
+            None => (key.to_owned(), String::new()),
+        };
+        // Passwords and inline keys are never echoed.
+        let value = if key.contains("password") || key.ends_with("ssl.keystore.key") {
+            "[hidden]".to_owned()
+        } else {
+            value
+        };
+        ConfigError::Invalid {
+            key,
+            value,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The security of the client listener `listener_name` speaking `protocol`.
+pub fn parse(
+    raw: &RawConfig,
+    listener_name: &str,
+    protocol: SecurityProtocol,
+) -> Result<ListenerSecurity, ConfigError> {
+    let keys = Keys {
+        raw,
+        prefix: format!("listener.name.{}.", listener_name.to_ascii_lowercase()),
+    };
+    let sasl = match protocol {
+        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+            Some(Arc::new(parse_sasl(&keys, listener_name)?))
+        }
+        _ => None,
+    };
+    if !matches!(protocol, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl) {
+        return Ok(ListenerSecurity {
+            protocol,
+            tls: None,
+            client_auth: ClientAuth::None,
+            sasl,
+        });
+    }
+    let client_auth = match keys
+        .get(SSL_CLIENT_AUTH)
+        .map(|(_, v)| v.trim().to_ascii_lowercase())
+    {
+        None => ClientAuth::None,
+        Some(v) if v == "none" => ClientAuth::None,
+        Some(v) if v == "requested" => ClientAuth::Requested,
+        Some(v) if v == "required" => ClientAuth::Required,
+        Some(_) => {
+            return Err(keys.invalid(SSL_CLIENT_AUTH, "must be one of none, requested, required"))
+        }
+    };
+    if let Some((_, rules)) = keys.get(SSL_PRINCIPAL_MAPPING_RULES) {
+        if !rules.trim().eq_ignore_ascii_case("DEFAULT") {
+            return Err(keys.invalid(
+                SSL_PRINCIPAL_MAPPING_RULES,
+                "only DEFAULT is supported (the principal is User:<the certificate's RFC 2253 \
+                 distinguished name>)",
+            ));
+        }
+    }
+    let trust = read_truststore(&keys)?;
+    let (certs, key) = read_keystore(&keys)?;
+
+    // ring rather than aws-lc-rs: it builds without cmake or a C toolchain beyond cc. Its
+    // provider is deprecated only for lacking post-quantum key exchange.
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| keys.invalid(SSL_KEYSTORE_LOCATION, e.to_string()))?;
+    let builder = match client_auth {
+        ClientAuth::None => builder.with_no_client_auth(),
+        ClientAuth::Requested | ClientAuth::Required => {
+            let mut roots = RootCertStore::empty();
+            for cert in trust {
+                roots
+                    .add(cert)
+                    .map_err(|e| keys.invalid(SSL_TRUSTSTORE_LOCATION, e.to_string()))?;
+            }
+            if roots.is_empty() {
+                return Err(keys.invalid(
+                    SSL_CLIENT_AUTH,
+                    format!(
+                        "client certificates are {}, but no trust store \
+                         (ssl.truststore.location or ssl.truststore.certificates) is set",
+                        if client_auth == ClientAuth::Required {
+                            "required"
+                        } else {
+                            "requested"
+                        }
+                    ),
+                ));
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if client_auth == ClientAuth::Requested {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| keys.invalid(SSL_TRUSTSTORE_LOCATION, e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let config = builder.with_single_cert(certs, key).map_err(|e| {
+        keys.invalid(
+            SSL_KEYSTORE_LOCATION,
+            format!("the key store's certificate and key do not fit: {e}"),
+        )
+    })?;
+    Ok(ListenerSecurity {
+        protocol,
+        tls: Some(Arc::new(config)),
+        client_auth,
+        sasl,
+    })
+}
+
+fn parse_sasl(keys: &Keys, listener_name: &str) -> Result<SaslSettings, ConfigError> {
+    // Kafka's default is GSSAPI, which KafkaIQ does not serve: the key must name PLAIN.
+    let written = keys
+        .get(SASL_ENABLED_MECHANISMS)
+        .map(|(_, v)| v)
+        .unwrap_or("GSSAPI");
+    let mut mechanisms = Vec::new();
+    for name in written.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match name {
+            "PLAIN" => mechanisms.push(Mechanism::Plain),
+            "SCRAM-SHA-256" => mechanisms.push(Mechanism::ScramSha256),
+            "SCRAM-SHA-512" => mechanisms.push(Mechanism::ScramSha512),
+            other => {
+                return Err(keys.invalid(
+                    SASL_ENABLED_MECHANISMS,
+                    format!(
+                        "mechanism {other} is not supported{}: KafkaIQ serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512",
+                        if keys.get(SASL_ENABLED_MECHANISMS).is_none() {
+                            " (GSSAPI is Kafka's default)"
+                        } else {
+                            ""
+                        }
+                    ),
+                ))
+            }
+        }
+    }
+    if mechanisms.is_empty() {
+        return Err(keys.invalid(
+            SASL_ENABLED_MECHANISMS,
+            "a SASL listener needs at least one mechanism",
+        ));
+    }
+    let mut plain_users = std::collections::BTreeMap::new();
+    if mechanisms.contains(&Mechanism::Plain) {
+        let jaas_key = format!(
+            "listener.name.{}.plain.sasl.jaas.config",
+            listener_name.to_ascii_lowercase()
+        );
+        let jaas = keys
+            .raw
+            .get(&jaas_key)
+            .ok_or_else(|| ConfigError::Invalid {
+                key: jaas_key.clone(),
+                value: String::new(),
+                reason: format!(
+                    "PLAIN is enabled on listener {listener_name}: set it to \
+                 `{PLAIN_LOGIN_MODULE} required user_<name>=\"<password>\";`"
+                ),
+            })?;
+        let invalid = |reason: String| ConfigError::Invalid {
+            key: jaas_key.clone(),
+            value: "[hidden]".to_owned(),
+            reason,
+        };
+        let (module, options) = parse_jaas(jaas).map_err(|e| invalid(e.to_owned()))?;
+        if module != PLAIN_LOGIN_MODULE {
+            return Err(invalid(format!(
+                "the login module must be {PLAIN_LOGIN_MODULE}, not {module}"
+            )));
+        }
+        for (k, v) in options {
+            if let Some(user) = k.strip_prefix("user_") {
+                plain_users.insert(user.to_owned(), v);
+            }
+        }
+    }
+    let mut scram = std::collections::BTreeMap::new();
+    let scram_hashes: Vec<(Mechanism, ScramHash)> = mechanisms
+        .iter()
+        .filter_map(|m| match m {
+            Mechanism::ScramSha256 => Some((*m, ScramHash::Sha256)),
+            Mechanism::ScramSha512 => Some((*m, ScramHash::Sha512)),
+            Mechanism::Plain => None,
+        })
+        .collect();
+    if !scram_hashes.is_empty() {
+        let users = keys.raw.get(KAFKAIQ_SASL_SCRAM_USERS).unwrap_or_default();
+        #[allow(deprecated)]
+        let random = rustls::crypto::ring::default_provider().secure_random;
+        for entry in users.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let Some((user, password)) = entry
+                .split_once(':')
+                .filter(|(u, p)| !u.is_empty() && !p.is_empty())
+            else {
+                return Err(ConfigError::Invalid {
+                    key: KAFKAIQ_SASL_SCRAM_USERS.to_owned(),
+                    value: "[hidden]".to_owned(),
+                    reason: "entries must be user:password".to_owned(),
+                });
+            };
+            for (mechanism, hash) in &scram_hashes {
+                let mut salt = vec![0u8; 16];
+                random
+                    .fill(&mut salt)
+                    .map_err(|_| keys.invalid(KAFKAIQ_SASL_SCRAM_USERS, "no random salt"))?;
+                scram.insert(
+                    (mechanism.name(), user.to_owned()),
+                    ScramCredential::new(*hash, password, salt, SCRAM_ITERATIONS),
+                );
+            }
+        }
+    }
+    let max_receive_size = match keys.raw.get(SASL_SERVER_MAX_RECEIVE_SIZE) {
+        None => SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT,
+        Some(v) => v
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| keys.invalid(SASL_SERVER_MAX_RECEIVE_SIZE, "must be a positive int"))?
+            as usize,
+    };
+    let failed_authentication_delay_ms =
+        match keys.raw.get(CONNECTION_FAILED_AUTHENTICATION_DELAY_MS) {
+            None => CONNECTION_FAILED_AUTHENTICATION_DELAY_MS_DEFAULT,
+            Some(v) => v
+                .trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| {
+                    keys.invalid(
+                        CONNECTION_FAILED_AUTHENTICATION_DELAY_MS,
+                        "must be an int, at least 0",
+                    )
+                })? as u64,
+        };
+    Ok(SaslSettings {
+        mechanisms,
+        plain_users,
+        scram,
+        max_receive_size,
+        failed_authentication_delay_ms,
+    })
+}
+
+/// One JAAS login module entry, as Kafka's `JaasConfig` reads it: `<class> <flag> key=value ...;`,
+/// values bare words or double-quoted (with `\` escapes). Gives the class and the options.
+fn parse_jaas(text: &str) -> Result<(String, Vec<(String, String)>), &'static str> {
+    let mut tokens: Vec<String> = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '"' {
+            chars.next();
+            let mut value = String::new();
+            loop {
+                match chars.next() {
+                    None => return Err("unterminated quoted value"),
+                    Some('"') => break,
+                    Some('\\') => value.push(chars.next().ok_or("unterminated quoted value")?),
+                    Some(c) => value.push(c),
+                }
+            }
+            tokens.push(value);
+        } else if c == '=' || c == ';' {
+            chars.next();
+            tokens.push(c.to_string());
+        } else {
+            let mut word = String::new();
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() || c == '=' || c == ';' || c == '"' {
+                    break;
+                }
+                word.push(c);
+                chars.next();
+            }
+            tokens.push(word);
+        }
+    }
+    let mut it = tokens.into_iter();
+    let module = it
+        .next()
+        .ok_or("empty: expected `<LoginModule> required ...;`")?;
+    let flag = it
+        .next()
+        .ok_or("expected a control flag after the login module")?;
+    if !matches!(
+        flag.as_str(),
+        "required" | "requisite" | "sufficient" | "optional"
+    ) {
+        return Err("the control flag must be required, requisite, sufficient or optional");
+    }
+    let mut options = Vec::new();
+    loop {
+        match it.next() {
+            None => return Err("the entry must end with `;`"),
+            Some(t) if t == ";" => break,
+            Some(key) => {
+                if it.next().as_deref() != Some("=") {
+                    return Err("expected key=value options");
+                }
+                let value = it.next().ok_or("expected a value after `=`")?;
+                options.push((key, value));
+            }
+        }
+    }
+    if it.next().is_some() {
+        return Err("one login module entry expected");
+    }
+    Ok((module, options))
+}
+
+fn jks_refused(keys: &Keys, type_key: &str) -> ConfigError {
+    keys.invalid(
+        type_key,
+        format!(
+            "JKS stores are not supported (Kafka's default {type_key} is JKS): convert the store \
+             to PKCS12 with `keytool -importkeystore -srckeystore <store>.jks -destkeystore \
+             <store>.p12 -deststoretype PKCS12` and set {type_key}=PKCS12, or use PEM"
+        ),
+    )
+}
+
+/// The store type: as written, else PEM when the store is inline, else Kafka's default JKS.
+fn store_type(keys: &Keys, type_key: &str, inline: bool) -> Result<String, ConfigError> {
+    match keys.get(type_key) {
+        Some((_, v)) => {
+            let t = v.trim().to_ascii_uppercase();
+            match t.as_str() {
+                "PEM" | "PKCS12" => Ok(t),
+                "JKS" => Err(jks_refused(keys, type_key)),
+                _ => Err(keys.invalid(type_key, "must be PEM or PKCS12 (JKS: convert to PKCS12)")),
+            }
+        }
+        None if inline => Ok("PEM".to_owned()),
+        None => Err(jks_refused(keys, type_key)),
+    }
+}
+
+fn read_file(keys: &Keys, location_key: &str) -> Result<Vec<u8>, ConfigError> {
+    let (_, path) = keys.get(location_key).expect("checked by the caller");
+    std::fs::read(path.trim())
+        .map_err(|e| keys.invalid(location_key, format!("cannot read {}: {e}", path.trim())))
+}
+
+fn pem_certs(
+    keys: &Keys,
+    key: &str,
+    pem: &[u8],
+) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    let certs = rustls_pemfile::certs(&mut &pem[..])
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| keys.invalid(key, format!("bad PEM: {e}")))?;
+    Ok(certs)
+}
+
+fn pem_key(keys: &Keys, key: &str, pem: &[u8]) -> Result<PrivateKeyDer<'static>, ConfigError> {
+    if std::str::from_utf8(pem).is_ok_and(|s| s.contains("ENCRYPTED PRIVATE KEY")) {
+        return Err(keys.invalid(
+            key,
+            "encrypted PEM private keys are not supported: give the key unencrypted (PKCS8) or \
+             use a PKCS12 key store",
+        ));
+    }
+    rustls_pemfile::private_key(&mut &pem[..])
+        .map_err(|e| keys.invalid(key, format!("bad PEM: {e}")))?
+        .ok_or_else(|| keys.invalid(key, "no private key in it"))
+}
+
+type KeyStore = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+fn read_keystore(keys: &Keys) -> Result<KeyStore, ConfigError> {
+    let inline =
+        keys.get(SSL_KEYSTORE_CERTIFICATE_CHAIN).is_some() || keys.get(SSL_KEYSTORE_KEY).is_some();
+    let location = keys.get(SSL_KEYSTORE_LOCATION).is_some();
+    if !inline && !location {
+        return Err(keys.invalid(
+            SSL_KEYSTORE_LOCATION,
+            "an SSL listener needs a key store: set ssl.keystore.location (PEM or PKCS12) or \
+             ssl.keystore.certificate.chain and ssl.keystore.key",
+        ));
+    }
+    let store_type = store_type(keys, SSL_KEYSTORE_TYPE, inline)?;
+    if inline {
+        if location {
+            return Err(keys.invalid(
+                SSL_KEYSTORE_LOCATION,
+                "set either ssl.keystore.location or ssl.keystore.certificate.chain and \
+                 ssl.keystore.key, not both",
+            ));
+        }
+        if store_type != "PEM" {
+            return Err(keys.invalid(SSL_KEYSTORE_TYPE, "inline key stores are PEM"));
+        }
+        let chain = keys.get(SSL_KEYSTORE_CERTIFICATE_CHAIN).ok_or_else(|| {
+            keys.invalid(
+                SSL_KEYSTORE_CERTIFICATE_CHAIN,
+                "needed with ssl.keystore.key",
+            )
+        })?;
+        let key = keys.get(SSL_KEYSTORE_KEY).ok_or_else(|| {
+            keys.invalid(
+                SSL_KEYSTORE_KEY,
+                "needed with ssl.keystore.certificate.chain",
+            )
+        })?;
+        let certs = pem_certs(keys, SSL_KEYSTORE_CERTIFICATE_CHAIN, chain.1.as_bytes())?;
+        if certs.is_empty() {
+            return Err(keys.invalid(SSL_KEYSTORE_CERTIFICATE_CHAIN, "no certificate in it"));
+        }
+        let key = pem_key(keys, SSL_KEYSTORE_KEY, key.1.as_bytes())?;
+        return Ok((certs, key));
+    }
+    let data = read_file(keys, SSL_KEYSTORE_LOCATION)?;
+    if store_type == "PEM" {
+        let certs = pem_certs(keys, SSL_KEYSTORE_LOCATION, &data)?;
+        if certs.is_empty() {
+            return Err(keys.invalid(SSL_KEYSTORE_LOCATION, "no certificate in the PEM file"));
+        }
+        let key = pem_key(keys, SSL_KEYSTORE_LOCATION, &data)?;
+        return Ok((certs, key));
+    }
+    let password = keys
+        .get(SSL_KEYSTORE_PASSWORD)
+        .map(|(_, v)| v)
+        .unwrap_or("");
+    let store =
+        p12_keystore::KeyStore::from_pkcs12(&data, password, Default::default()).map_err(|e| {
+            keys.invalid(
+                SSL_KEYSTORE_LOCATION,
+                format!(
+                    "cannot open the PKCS12 store (wrong {}?): {e}",
+                    keys.name_of(SSL_KEYSTORE_PASSWORD)
+                ),
+            )
+        })?;
+    let (_, chain) = store.private_key_chain().ok_or_else(|| {
+        keys.invalid(
+            SSL_KEYSTORE_LOCATION,
+            "no private key entry in the PKCS12 store",
+        )
+    })?;
+    let certs: Vec<CertificateDer<'static>> = chain
+        .certs()
+        .iter()
+        .map(|c| CertificateDer::from(c.as_der().to_vec()))
+        .collect();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().as_der().to_vec()));
+    Ok((certs, key))
+}
+
+fn read_truststore(keys: &Keys) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    if let Some((_, pem)) = keys.get(SSL_TRUSTSTORE_CERTIFICATES) {
+        return pem_certs(keys, SSL_TRUSTSTORE_CERTIFICATES, pem.as_bytes());
+    }
+    if keys.get(SSL_TRUSTSTORE_LOCATION).is_none() {
+        return Ok(Vec::new());
+    }
+    let store_type = store_type(keys, SSL_TRUSTSTORE_TYPE, false)?;
+    let data = read_file(keys, SSL_TRUSTSTORE_LOCATION)?;
+    if store_type == "PEM" {
+        return pem_certs(keys, SSL_TRUSTSTORE_LOCATION, &data);
+    }
+    let password = keys
+        .get(SSL_TRUSTSTORE_PASSWORD)
+        .map(|(_, v)| v)
+        .unwrap_or("");
+    let store = p12_keystore::KeyStore::from_pkcs12(
+        &data,
+        password,
+        p12_keystore::Pkcs12ImportPolicy::Relaxed,
+    )
+    .map_err(|e| {
+        keys.invalid(
+            SSL_TRUSTSTORE_LOCATION,
+            format!("cannot open the PKCS12 store: {e}"),
+        )
+    })?;
+    let mut certs = Vec::new();
+    for (_, entry) in store.entries() {
+        match entry {
+            p12_keystore::KeyStoreEntry::Certificate(c) => {
+                certs.push(CertificateDer::from(c.as_der().to_vec()))
+            }
+            p12_keystore::KeyStoreEntry::PrivateKeyChain(chain) => certs.extend(
+                chain
+                    .certs()
+                    .iter()
+                    .map(|c| CertificateDer::from(c.as_der().to_vec())),
+            ),
+            _ => {}
+        }
+    }
+    Ok(certs)
+}
+
+/// Kafka's default principal of a TLS client: `User:` and the subject of its certificate as
+/// RFC 2253 prints it (most specific RDN first, no spaces after commas); `User:ANONYMOUS`
+/// without a certificate.
+pub fn principal_of_certificate(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let rdns: Vec<String> = cert
+        .subject()
+        .iter_rdn()
+        .map(|rdn| {
+            rdn.iter()
+                .map(|atv| {
+                    let oid = atv.attr_type().to_id_string();
+                    let name = match oid.as_str() {
+                        "2.5.4.3" => "CN".to_owned(),
+                        "2.5.4.7" => "L".to_owned(),
+                        "2.5.4.8" => "ST".to_owned(),
+                        "2.5.4.10" => "O".to_owned(),
+                        "2.5.4.11" => "OU".to_owned(),
+                        "2.5.4.6" => "C".to_owned(),
+                        "2.5.4.9" => "STREET".to_owned(),
+                        "0.9.2342.19200300.100.1.25" => "DC".to_owned(),
+                        "0.9.2342.19200300.100.1.1" => "UID".to_owned(),
+                        other => other.to_owned(),
+                    };
+                    let value = atv.as_str().map(escape_rfc2253).unwrap_or_else(|_| {
+                        let hex: String =
+                            atv.as_slice().iter().map(|b| format!("{b:02x}")).collect();
+                        format!("#{hex}")
+                    });
+                    format!("{name}={value}")
+                })
+                .collect::<Vec<_>>()
+                .join("+")
+        })
+        .collect();
+    Some(format!(
+        "User:{}",
+        rdns.into_iter().rev().collect::<Vec<_>>().join(",")
+    ))
+}
+
+fn escape_rfc2253(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let last = value.chars().count().saturating_sub(1);
+    for (i, c) in value.chars().enumerate() {
+        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
+            || (i == 0 && (c == '#' || c == ' '))
+            || (i == last && c == ' ');
+        if special {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(entries: &[(&str, &str)]) -> RawConfig {
+        let mut raw = RawConfig::default();
+        for (k, v) in entries {
+            raw.set(k, v);
+        }
+        raw
+    }
+
+    fn err(raw: &RawConfig) -> String {
+        parse(raw, "SSL", SecurityProtocol::Ssl)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_jks_key_store_is_refused_naming_the_key_and_how_to_convert() {
+        let e = err(&raw(&[
+            ("ssl.keystore.location", "/x/broker.jks"),
+            ("ssl.keystore.type", "JKS"),
+        ]));
+        assert!(e.contains("`ssl.keystore.type`"), "{e}");
+        assert!(
+            e.contains("keytool -importkeystore") && e.contains("-deststoretype PKCS12"),
+            "{e}"
+        );
+        // Kafka's default type is JKS: a location without a type is refused the same way.
+        let e = err(&raw(&[("ssl.keystore.location", "/x/broker.jks")]));
+        assert!(
+            e.contains("ssl.keystore.type") && e.contains("keytool"),
+            "{e}"
+        );
+        let e = err(&raw(&[
+            ("ssl.keystore.location", "/x/k.pem"),
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.truststore.location", "/x/t.jks"),
+            ("ssl.client.auth", "required"),
+        ]));
+        assert!(
+            e.contains("`ssl.truststore.type`") && e.contains("keytool"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn listener_prefixed_keys_win_and_errors_name_them() {
+        let e = err(&raw(&[
+            ("ssl.keystore.type", "PEM"),
+            ("listener.name.ssl.ssl.keystore.type", "JKS"),
+            ("ssl.keystore.location", "/x/k.pem"),
+        ]));
+        assert!(e.contains("`listener.name.ssl.ssl.keystore.type`"), "{e}");
+    }
+
+    #[test]
+    fn security_keys_are_known_plain_and_listener_prefixed() {
+        assert!(is_security_key("ssl.keystore.location"));
+        assert!(is_security_key("listener.name.secure.ssl.client.auth"));
+        assert!(is_security_key(
+            "listener.name.sasl_ssl.plain.sasl.jaas.config"
+        ));
+        assert!(!is_security_key("listener.name.x.log.retention.ms"));
+        assert!(!is_security_key("ssl.nonsense"));
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let e = err(&raw(&[("ssl.client.auth", "sometimes")]));
+        assert!(e.contains("`ssl.client.auth`"), "{e}");
+        let e = err(&raw(&[]));
+        assert!(e.contains("`ssl.keystore.location`"), "{e}");
+        let e = err(&raw(&[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.location", "/nonexistent/k.pem"),
+        ]));
+        assert!(
+            e.contains("`ssl.keystore.location`") && e.contains("cannot read"),
+            "{e}"
+        );
+        let e = err(&raw(&[(
+            "ssl.principal.mapping.rules",
+            "RULE:^CN=(.*)$/$1/",
+        )]));
+        assert!(e.contains("`ssl.principal.mapping.rules`"), "{e}");
+    }
+
+    #[test]
+    fn a_pem_key_store_builds_a_tls_config_and_a_pkcs12_password_is_never_echoed() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let sec = parse(
+            &raw(&[
+                (
+                    "listener.name.secure.ssl.keystore.certificate.chain",
+                    &cert.pem(),
+                ),
+                (
+                    "listener.name.secure.ssl.keystore.key",
+                    &key.serialize_pem(),
+                ),
+            ]),
+            "SECURE",
+            SecurityProtocol::Ssl,
+        )
+        .unwrap();
+        assert!(sec.tls.is_some());
+        let dir = tempfile::tempdir().unwrap();
+        let p12 = dir.path().join("k.p12");
+        std::fs::write(&p12, b"not a pkcs12 store").unwrap();
+        let e = err(&raw(&[
+            ("ssl.keystore.type", "PKCS12"),
+            ("ssl.keystore.location", p12.to_str().unwrap()),
+            ("ssl.keystore.password", "s3cret"),
+        ]));
+        assert!(
+            e.contains("`ssl.keystore.location`") && !e.contains("s3cret"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_principal_is_the_rfc2253_subject() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec![]).unwrap();
+        let mut dn = rcgen::DistinguishedName::new();
+        dn.push(rcgen::DnType::CountryName, "DE");
+        dn.push(rcgen::DnType::OrganizationName, "Acme, Inc");
+        dn.push(rcgen::DnType::CommonName, "alice");
+        params.distinguished_name = dn;
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(
+            principal_of_certificate(cert.der()).unwrap(),
+            "User:CN=alice,O=Acme\\, Inc,C=DE"
+        );
+    }
+}

@@ -1,0 +1,736 @@
+//! SSL, SASL_PLAINTEXT and SASL_SSL client listeners on real sockets: certificates made here
+//! with rcgen, a rustls client, SASL by hand (the raw protocol) and through librdkafka.
+//! Produce and fetch over TLS, mutual TLS required (a certificate the trust store signed is
+//! served, one it did not is refused in the handshake), a plaintext client on the TLS port gets
+//! no answer; SASL/PLAIN with SaslAuthenticate (v1 handshake) and raw tokens (v0), a wrong
+//! password answered SASL_AUTHENTICATION_FAILED and closed, a request before authentication
+//! closed unanswered.
+
+use crate::common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use common::{batch, start_broker, RawClient};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+struct Pki {
+    ca: CertifiedIssuer<'static, KeyPair>,
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let mut params = CertificateParams::new(vec![]).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "test ca");
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        Pki {
+            ca,
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// A certificate and key signed by this CA, as (certificate, key).
+    fn issue(&self, cn: &str, sans: &[&str]) -> (CertificateDer<'static>, KeyPair) {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "KafkaIQ tests");
+        params.distinguished_name.push(DnType::CommonName, cn);
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        (cert.der().clone(), key)
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    }
+
+    /// Broker settings: an SSL listener with a PEM key store (chain + key in one file) and the
+    /// CA as its PEM trust store.
+    fn broker_settings(&self, client_auth: &str) -> Vec<String> {
+        let (cert, key) = self.issue("broker", &["localhost"]);
+        let pem = format!("{}{}", pem_of(&cert), key.serialize_pem());
+        let keystore = self.write("broker.pem", &pem);
+        let truststore = self.write("ca.pem", &self.ca.pem());
+        vec![
+            "listeners=SSL://127.0.0.1:0".to_owned(),
+            "inter.broker.listener.name=SSL".to_owned(),
+            "ssl.keystore.type=PEM".to_owned(),
+            format!("listener.name.ssl.ssl.keystore.location={keystore}"),
+            "ssl.truststore.type=PEM".to_owned(),
+            format!("ssl.truststore.location={truststore}"),
+            format!("ssl.client.auth={client_auth}"),
+        ]
+    }
+
+    fn client_config(
+        &self,
+        cert: Option<(CertificateDer<'static>, &KeyPair)>,
+    ) -> rustls::ClientConfig {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.der().clone()).unwrap();
+        #[allow(deprecated)]
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots);
+        match cert {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => builder
+                .with_client_auth_cert(
+                    vec![cert],
+                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+                )
+                .unwrap(),
+        }
+    }
+}
+
+fn pem_of(cert: &CertificateDer<'_>) -> String {
+    use std::fmt::Write;
+    let b64 = base64_encode(cert.as_ref());
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        writeln!(out, "{}", std::str::from_utf8(chunk).unwrap()).unwrap();
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+fn base64_encode(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+async fn start_ssl_broker(dir: &Path, settings: &[String]) -> common::TestBroker {
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    start_broker(dir, &settings).await
+}
+
+async fn tls_connect(
+    addr: std::net::SocketAddr,
+    config: rustls::ClientConfig,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(addr).await?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let mut tls = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await?;
+    // TLS 1.3 reports a refused client certificate only after the handshake: one flush and a
+    // read make the server's verdict visible.
+    tls.flush().await?;
+    Ok(tls)
+}
+
+/// One request and its response over any stream.
+async fn call<S: AsyncRead + AsyncWrite + Unpin, R: Request>(
+    stream: &mut S,
+    version: i16,
+    request: &R,
+) -> std::io::Result<R::Response> {
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_static_str("tls-test")));
+    let api_key = ApiKey::try_from(R::KEY).unwrap();
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, api_key.request_header_version(version))
+        .unwrap();
+    request.encode(&mut body, version).unwrap();
+    let mut frame = BytesMut::new();
+    frame.put_i32(body.len() as i32);
+    frame.put_slice(&body);
+    stream.write_all(&frame).await?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).await?;
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).await?;
+    let mut body = Bytes::from(body);
+    let header_version = if api_key == ApiKey::ApiVersions {
+        0
+    } else {
+        <R::Response as HeaderVersion>::header_version(version)
+    };
+    let header = ResponseHeader::decode(&mut body, header_version).unwrap();
+    assert_eq!(header.correlation_id, 7);
+    let response = R::Response::decode(&mut body, version).unwrap();
+    assert!(!body.has_remaining());
+    Ok(response)
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_and_fetch_over_ssl_and_a_plaintext_client_is_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let pki = Pki::new();
+    let broker = start_ssl_broker(data.path(), &pki.broker_settings("none")).await;
+    let mut tls = tls_connect(broker.local_addr, pki.client_config(None))
+        .await
+        .unwrap();
+
+    let created: CreateTopicsResponse = call(
+        &mut tls,
+        5,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(5_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(name("secure"))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let produced: ProduceResponse = call(
+        &mut tls,
+        9,
+        &ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name("secure"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch(&["over", "tls"], None)))])]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    let fetched: FetchResponse = call(
+        &mut tls,
+        12,
+        &FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name("secure"))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(1 << 20)])]),
+    )
+    .await
+    .unwrap();
+    let p = &fetched.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.high_watermark), (0, 2));
+    let records = p.records.as_ref().expect("records");
+    assert!(
+        records.windows(3).any(|w| w == b"tls"),
+        "the produced record comes back"
+    );
+
+    // A plaintext client on the TLS port: its ApiVersions is not a TLS ClientHello, so the
+    // handshake fails and the connection closes without a Kafka answer.
+    let mut plain = RawClient::connect(broker.local_addr).await;
+    let (_, frame) = plain.encode(3, &ApiVersionsRequest::default());
+    plain.send_bytes(&frame).await;
+    let answer = tokio::time::timeout(Duration::from_secs(10), plain.read_frame())
+        .await
+        .expect("the broker closes the connection");
+    assert!(
+        answer.is_none(),
+        "a plaintext request on the SSL port was answered"
+    );
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_required_serves_a_trusted_certificate_and_refuses_an_untrusted_one() {
+    let data = tempfile::tempdir().unwrap();
+    let pki = Pki::new();
+    let broker = start_ssl_broker(data.path(), &pki.broker_settings("required")).await;
+
+    let (cert, key) = pki.issue("alice", &[]);
+    let mut trusted = tls_connect(broker.local_addr, pki.client_config(Some((cert, &key))))
+        .await
+        .unwrap();
+    let versions: ApiVersionsResponse = call(&mut trusted, 3, &ApiVersionsRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(versions.error_code, 0);
+
+    // Signed by another CA: the broker's trust store does not know it.
+    let other = Pki::new();
+    let (cert, key) = other.issue("mallory", &[]);
+    let refused = match tls_connect(broker.local_addr, pki.client_config(Some((cert, &key)))).await
+    {
+        Err(_) => true,
+        Ok(mut stream) => call(&mut stream, 3, &ApiVersionsRequest::default())
+            .await
+            .is_err(),
+    };
+    assert!(refused, "an untrusted client certificate was served");
+
+    // No certificate at all while one is required.
+    let refused = match tls_connect(broker.local_addr, pki.client_config(None)).await {
+        Err(_) => true,
+        Ok(mut stream) => call(&mut stream, 3, &ApiVersionsRequest::default())
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a client without a certificate was served");
+    broker.shutdown().await.unwrap();
+}
+
+const JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username=\"admin\" password=\"admin-secret\" user_admin=\"admin-secret\" user_alice=\"alice-secret\";";
+
+fn sasl_settings(protocol: &str) -> Vec<String> {
+    let lower = protocol.to_ascii_lowercase();
+    vec![
+        format!("listeners={protocol}://127.0.0.1:0"),
+        format!("inter.broker.listener.name={protocol}"),
+        "sasl.enabled.mechanisms=PLAIN".to_owned(),
+        format!("listener.name.{lower}.plain.sasl.jaas.config={JAAS}"),
+        // Short, so the failure test's close comes quickly; still a real delay.
+        "connection.failed.authentication.delay.ms=50".to_owned(),
+    ]
+}
+
+/// SaslHandshake v1 for PLAIN, then SaslAuthenticate v2 with `user` / `password`.
+async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    user: &str,
+    password: &str,
+) -> SaslAuthenticateResponse {
+    let handshake: SaslHandshakeResponse = call(
+        stream,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(handshake.error_code, 0);
+    assert_eq!(
+        handshake.mechanisms,
+        vec![StrBytes::from_static_str("PLAIN")]
+    );
+    call(
+        stream,
+        2,
+        &SaslAuthenticateRequest::default()
+            .with_auth_bytes(Bytes::from(format!("\0{user}\0{password}"))),
+    )
+    .await
+    .unwrap()
+}
+
+/// Creates `topic`, produces two records and fetches them back.
+async fn produce_and_fetch<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, topic: &str) {
+    let created: CreateTopicsResponse = call(
+        stream,
+        5,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(5_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(name(topic))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let produced: ProduceResponse = call(
+        stream,
+        9,
+        &ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name(topic))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch(&["authenticated", "write"], None)))])]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    let fetched: FetchResponse = call(
+        stream,
+        12,
+        &FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name(topic))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(1 << 20)])]),
+    )
+    .await
+    .unwrap();
+    let p = &fetched.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.high_watermark), (0, 2));
+    assert!(p
+        .records
+        .as_ref()
+        .unwrap()
+        .windows(13)
+        .any(|w| w == b"authenticated"));
+}
+
+/// True once the broker has closed `stream` (end of stream or reset), within 10 s.
+async fn closed<S: AsyncRead + Unpin>(stream: &mut S) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_plaintext_plain_authenticates_then_serves_and_refuses_before() {
+    let data = tempfile::tempdir().unwrap();
+    let broker = start_ssl_broker(data.path(), &sasl_settings("SASL_PLAINTEXT")).await;
+
+    // ApiVersions before authentication is answered, and advertises the SASL APIs.
+    let mut client = TcpStream::connect(broker.local_addr).await.unwrap();
+    let versions: ApiVersionsResponse = call(&mut client, 3, &ApiVersionsRequest::default())
+        .await
+        .unwrap();
+    let keys: Vec<i16> = versions.api_keys.iter().map(|k| k.api_key).collect();
+    assert!(keys.contains(&17) && keys.contains(&36), "{keys:?}");
+    let done = authenticate(&mut client, "alice", "alice-secret").await;
+    assert_eq!(done.error_code, 0, "{:?}", done.error_message);
+    produce_and_fetch(&mut client, "sasl-plain").await;
+    // After authentication a second handshake is a state error, as in Kafka.
+    let again: SaslHandshakeResponse = call(
+        &mut client,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.error_code, 34);
+
+    // Metadata before authentication: closed without an answer.
+    let mut early = TcpStream::connect(broker.local_addr).await.unwrap();
+    let answer = call(&mut early, 12, &MetadataRequest::default()).await;
+    assert!(
+        answer.is_err(),
+        "a request before authentication was answered"
+    );
+
+    // A wrong password: SASL_AUTHENTICATION_FAILED, then the connection closes.
+    let mut wrong = TcpStream::connect(broker.local_addr).await.unwrap();
+    let refused = authenticate(&mut wrong, "alice", "not-her-password").await;
+    assert_eq!(refused.error_code, 58);
+    assert!(
+        closed(&mut wrong).await,
+        "the connection stayed open after a failed authentication"
+    );
+
+    // An unknown mechanism: UNSUPPORTED_SASL_MECHANISM with the enabled ones, then closed.
+    let mut scram = TcpStream::connect(broker.local_addr).await.unwrap();
+    let handshake: SaslHandshakeResponse = call(
+        &mut scram,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("SCRAM-SHA-256")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(handshake.error_code, 33);
+    assert_eq!(
+        handshake.mechanisms,
+        vec![StrBytes::from_static_str("PLAIN")]
+    );
+    assert!(closed(&mut scram).await);
+
+    // A frame past sasl.server.max.receive.size before authentication closes the connection.
+    let mut big = TcpStream::connect(broker.local_addr).await.unwrap();
+    big.write_all(&(600_000i32).to_be_bytes()).await.unwrap();
+    assert!(closed(&mut big).await);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v0_handshake_takes_a_raw_plain_token() {
+    let data = tempfile::tempdir().unwrap();
+    let broker = start_ssl_broker(data.path(), &sasl_settings("SASL_PLAINTEXT")).await;
+    let mut client = TcpStream::connect(broker.local_addr).await.unwrap();
+    let handshake: SaslHandshakeResponse = call(
+        &mut client,
+        0,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(handshake.error_code, 0);
+    let token = b"\0admin\0admin-secret";
+    let mut frame = (token.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(token);
+    client.write_all(&frame).await.unwrap();
+    let mut reply = [0u8; 4];
+    client.read_exact(&mut reply).await.unwrap();
+    assert_eq!(reply, [0, 0, 0, 0], "PLAIN's empty server token");
+    produce_and_fetch(&mut client, "sasl-v0").await;
+
+    // A wrong raw token: closed without a Kafka answer.
+    let mut wrong = TcpStream::connect(broker.local_addr).await.unwrap();
+    let _: SaslHandshakeResponse = call(
+        &mut wrong,
+        0,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    let token = b"\0admin\0guess";
+    let mut frame = (token.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(token);
+    wrong.write_all(&frame).await.unwrap();
+    assert!(closed(&mut wrong).await);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_ssl_plain_over_tls() {
+    let data = tempfile::tempdir().unwrap();
+    let pki = Pki::new();
+    let mut settings = pki.broker_settings("none");
+    settings.retain(|s| !s.starts_with("listeners=") && !s.starts_with("inter.broker"));
+    for s in &mut settings {
+        *s = s.replace("listener.name.ssl.", "listener.name.sasl_ssl.");
+    }
+    settings.extend(sasl_settings("SASL_SSL"));
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    let mut tls = tls_connect(broker.local_addr, pki.client_config(None))
+        .await
+        .unwrap();
+    let done = authenticate(&mut tls, "admin", "admin-secret").await;
+    assert_eq!(done.error_code, 0, "{:?}", done.error_message);
+    produce_and_fetch(&mut tls, "sasl-ssl").await;
+    let mut wrong = tls_connect(broker.local_addr, pki.client_config(None))
+        .await
+        .unwrap();
+    assert_eq!(
+        authenticate(&mut wrong, "admin", "nope").await.error_code,
+        58
+    );
+    assert!(closed(&mut wrong).await);
+    broker.shutdown().await.unwrap();
+}
+
+/// librdkafka (the `rdkafka` crate) over SASL_PLAINTEXT with PLAIN: it produces and consumes as
+/// `alice`; with a wrong password it gets no metadata.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn librdkafka_sasl_plain_produces_and_consumes_and_a_wrong_password_is_refused() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+
+    let data = tempfile::tempdir().unwrap();
+    let broker = start_ssl_broker(data.path(), &sasl_settings("SASL_PLAINTEXT")).await;
+    let client = |password: &str| {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", broker.local_addr.to_string())
+            .set("security.protocol", "sasl_plaintext")
+            .set("sasl.mechanisms", "PLAIN")
+            .set("sasl.username", "alice")
+            .set("sasl.password", password);
+        c
+    };
+    let producer: FutureProducer = client("alice-secret")
+        .set("message.timeout.ms", "20000")
+        .create()
+        .unwrap();
+    producer
+        .send(
+            FutureRecord::<(), _>::to("rdkafka-sasl").payload("hello over SASL"),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect("delivered");
+    let consumer: BaseConsumer = client("alice-secret")
+        .set("group.id", "sasl-readers")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    let mut assignment = rdkafka::TopicPartitionList::new();
+    assignment
+        .add_partition_offset("rdkafka-sasl", 0, rdkafka::Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let payload = tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+                return Some(m.payload().unwrap().to_vec());
+            }
+        }
+        None
+    })
+    .await
+    .unwrap();
+    assert_eq!(payload.as_deref(), Some(&b"hello over SASL"[..]));
+
+    let refused: BaseConsumer = client("wrong").create().unwrap();
+    let metadata = tokio::task::spawn_blocking(move || {
+        refused
+            .fetch_metadata(None, Duration::from_secs(5))
+            .map(|_| ())
+    })
+    .await
+    .unwrap();
+    assert!(metadata.is_err(), "a wrong password got metadata");
+    drop(producer);
+    broker.shutdown().await.unwrap();
+}
+
+/// The client side of SCRAM (RFC 5802) over SaslAuthenticate; the server-final message on
+/// success, the SaslAuthenticate error code on failure.
+async fn scram_authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    mechanism: &'static str,
+    user: &str,
+    password: &str,
+) -> Result<String, i16> {
+    use base64::engine::general_purpose::STANDARD as B64;
+    use base64::Engine;
+    use kafkaiq::server::scram::ScramHash;
+    let hash = if mechanism == "SCRAM-SHA-512" {
+        ScramHash::Sha512
+    } else {
+        ScramHash::Sha256
+    };
+    let handshake: SaslHandshakeResponse = call(
+        stream,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(handshake.error_code, 0);
+    let client_nonce = "fyko+d2lbbFgONRv9qkxdawL";
+    let client_first_bare = format!("n={user},r={client_nonce}");
+    let first: SaslAuthenticateResponse = call(
+        stream,
+        2,
+        &SaslAuthenticateRequest::default()
+            .with_auth_bytes(Bytes::from(format!("n,,{client_first_bare}"))),
+    )
+    .await
+    .unwrap();
+    if first.error_code != 0 {
+        return Err(first.error_code);
+    }
+    let server_first = String::from_utf8(first.auth_bytes.to_vec()).unwrap();
+    let attr = |k: &str| {
+        server_first
+            .split(',')
+            .find_map(|a| a.strip_prefix(k))
+            .unwrap()
+            .to_owned()
+    };
+    let nonce = attr("r=");
+    assert!(nonce.starts_with(client_nonce) && nonce.len() > client_nonce.len());
+    let salt = B64.decode(attr("s=")).unwrap();
+    let iterations: u32 = attr("i=").parse().unwrap();
+    assert_eq!(iterations, 4096);
+    let salted = hash.salted_password(password.as_bytes(), &salt, iterations);
+    let client_key = hash.hmac(&salted, b"Client Key");
+    let stored_key = hash.hash(&client_key);
+    let without_proof = format!("c=biws,r={nonce}");
+    let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
+    let signature = hash.hmac(&stored_key, auth_message.as_bytes());
+    let proof: Vec<u8> = client_key
+        .iter()
+        .zip(&signature)
+        .map(|(a, b)| a ^ b)
+        .collect();
+    let last: SaslAuthenticateResponse = call(
+        stream,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(format!(
+            "{without_proof},p={}",
+            B64.encode(proof)
+        ))),
+    )
+    .await
+    .unwrap();
+    if last.error_code != 0 {
+        return Err(last.error_code);
+    }
+    let server_final = String::from_utf8(last.auth_bytes.to_vec()).unwrap();
+    let server_key = hash.hmac(&salted, b"Server Key");
+    assert_eq!(
+        server_final,
+        format!(
+            "v={}",
+            B64.encode(hash.hmac(&server_key, auth_message.as_bytes()))
+        ),
+        "the broker proves it knows the credential"
+    );
+    Ok(server_final)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_sha_256_and_512_authenticate_and_a_wrong_password_is_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let mut settings = sasl_settings("SASL_PLAINTEXT");
+    settings.retain(|s| !s.starts_with("sasl.enabled.mechanisms"));
+    settings.push("sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN".to_owned());
+    settings.push("kafkaiq.sasl.scram.users=carol:carol-secret,dave:dave-secret".to_owned());
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        let mut client = TcpStream::connect(broker.local_addr).await.unwrap();
+        scram_authenticate(&mut client, mechanism, "carol", "carol-secret")
+            .await
+            .unwrap();
+        produce_and_fetch(&mut client, &format!("scram-{}", &mechanism[10..])).await;
+
+        let mut wrong = TcpStream::connect(broker.local_addr).await.unwrap();
+        assert_eq!(
+            scram_authenticate(&mut wrong, mechanism, "carol", "dave-secret").await,
+            Err(58)
+        );
+        assert!(closed(&mut wrong).await);
+        let mut unknown = TcpStream::connect(broker.local_addr).await.unwrap();
+        assert_eq!(
+            scram_authenticate(&mut unknown, mechanism, "erin", "x").await,
+            Err(58)
+        );
+        assert!(closed(&mut unknown).await);
+    }
+    broker.shutdown().await.unwrap();
+}
