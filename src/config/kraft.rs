@@ -806,8 +806,9 @@ pub(crate) fn parse(
                     return Err(conflict(
                         &[INTER_BROKER_LISTENER_NAME, LISTENER_SECURITY_PROTOCOL_MAP],
                         format!(
-                            "inter-broker listener {name} maps to {other}, but KafkaIQ serves \
-                             only PLAINTEXT (no TLS or SASL)"
+                            "inter-broker listener {name} maps to {other}, but KafkaIQ's \
+                             inter-broker traffic is only PLAINTEXT (TLS and SASL serve client \
+                             listeners)"
                         ),
                     ))
                 }
@@ -825,7 +826,10 @@ pub(crate) fn parse(
                     return Err(invalid(
                         raw,
                         INTER_BROKER_SECURITY_PROTOCOL,
-                        format!("{other}: KafkaIQ serves only PLAINTEXT (no TLS or SASL)"),
+                        format!(
+                            "{other}: KafkaIQ's inter-broker traffic is only PLAINTEXT (TLS \
+                             and SASL serve client listeners)"
+                        ),
                     ))
                 }
                 None => {
@@ -1004,8 +1008,9 @@ pub(crate) fn parse(
                         return Err(conflict(
                             &[CONTROLLER_LISTENER_NAMES, LISTENER_SECURITY_PROTOCOL_MAP],
                             format!(
-                                "controller listener {name} maps to {other}, but KafkaIQ serves \
-                                 only PLAINTEXT (no TLS or SASL)"
+                                "controller listener {name} maps to {other}, but KafkaIQ's \
+                                 controller traffic is only PLAINTEXT (TLS and SASL serve client \
+                                 listeners)"
                             ),
                         ))
                     }

@@ -150,7 +150,7 @@ async fn api_versions_v3_reports_supported_and_finalized_features() {
     };
     assert_eq!(supported("metadata.version"), Some((27, 27)));
     assert_eq!(supported("group.version"), Some((0, 0)));
-    assert_eq!(supported("transaction.version"), Some((0, 0)));
+    assert_eq!(supported("transaction.version"), Some((0, 2)));
     let finalized: Vec<_> = r
         .finalized_features
         .iter()
@@ -162,7 +162,14 @@ async fn api_versions_v3_reports_supported_and_finalized_features() {
             )
         })
         .collect();
-    assert_eq!(finalized, vec![("metadata.version".to_owned(), 27, 27)]);
+    // Transaction version 2 is finalized, as in a Kafka 4.1 cluster formatted with its defaults.
+    assert_eq!(
+        finalized,
+        vec![
+            ("metadata.version".to_owned(), 27, 27),
+            ("transaction.version".to_owned(), 2, 2)
+        ]
+    );
     assert!(r.finalized_features_epoch >= 0);
     // v0-2 have no feature fields.
     let old = client.call(2, &ApiVersionsRequest::default()).await;
