@@ -42,6 +42,10 @@ EXPECTED = {
 }
 
 
+# Families with one sample per hosted partition: none on a broker without partitions.
+PER_PARTITION = ("kafka_cluster_partition_", "kafkaiq_partition_")
+
+
 def get(url):
     with urllib.request.urlopen(url, timeout=10) as r:
         return r.status, r.headers.get("Content-Type", ""), r.read().decode()
@@ -53,7 +57,7 @@ def check_text(text, fresh=False):
     problems = []
     for name, kind in EXPECTED.items():
         f = families.get(name)
-        if f is None and name.startswith("kafka_cluster_partition_") and hosted == 0:
+        if f is None and name.startswith(PER_PARTITION) and hosted == 0:
             continue  # per-partition families have no samples on a broker without partitions
         if f is None and name == "kafka_network_requestmetrics_totaltimems" and fresh:
             continue  # per-API samples appear with the first Kafka request
