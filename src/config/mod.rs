@@ -20,6 +20,7 @@ use thiserror::Error;
 use crate::limits;
 
 pub mod dynamic;
+mod jks;
 mod keys;
 pub mod kraft;
 pub mod security;

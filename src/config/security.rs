@@ -6,9 +6,9 @@
 //! Key stores: PEM (`ssl.keystore.location` holding the certificate chain and the key, or the
 //! inline `ssl.keystore.certificate.chain` / `ssl.keystore.key`) and PKCS12
 //! (`ssl.keystore.location`, `ssl.keystore.password`). Trust stores likewise (PEM:
-//! `ssl.truststore.location` or the inline `ssl.truststore.certificates`; PKCS12). JKS — Kafka's
-//! default `ssl.keystore.type` — is refused with how to convert it: there is no well-kept Rust
-//! reader of Java's proprietary format.
+//! `ssl.truststore.location` or the inline `ssl.truststore.certificates`; PKCS12), and JKS,
+//! Kafka's default `ssl.keystore.type` and `ssl.truststore.type`, read by our own `jks.rs`
+//! (the key of a JKS entry is recovered with `ssl.key.password`, else the store's password).
 
 use std::fmt;
 use std::sync::Arc;
@@ -596,30 +596,18 @@ fn parse_jaas(text: &str) -> Result<(String, Vec<(String, String)>), &'static st
     Ok((module, options))
 }
 
-fn jks_refused(keys: &Keys, type_key: &str) -> ConfigError {
-    keys.invalid(
-        type_key,
-        format!(
-            "JKS stores are not supported (Kafka's default {type_key} is JKS): convert the store \
-             to PKCS12 with `keytool -importkeystore -srckeystore <store>.jks -destkeystore \
-             <store>.p12 -deststoretype PKCS12` and set {type_key}=PKCS12, or use PEM"
-        ),
-    )
-}
-
 /// The store type: as written, else PEM when the store is inline, else Kafka's default JKS.
 fn store_type(keys: &Keys, type_key: &str, inline: bool) -> Result<String, ConfigError> {
     match keys.get(type_key) {
         Some((_, v)) => {
             let t = v.trim().to_ascii_uppercase();
             match t.as_str() {
-                "PEM" | "PKCS12" => Ok(t),
-                "JKS" => Err(jks_refused(keys, type_key)),
-                _ => Err(keys.invalid(type_key, "must be PEM or PKCS12 (JKS: convert to PKCS12)")),
+                "PEM" | "PKCS12" | "JKS" => Ok(t),
+                _ => Err(keys.invalid(type_key, "must be JKS, PKCS12 or PEM")),
             }
         }
         None if inline => Ok("PEM".to_owned()),
-        None => Err(jks_refused(keys, type_key)),
+        None => Ok("JKS".to_owned()),
     }
 }
 
@@ -710,6 +698,26 @@ fn read_keystore(keys: &Keys) -> Result<KeyStore, ConfigError> {
         .get(SSL_KEYSTORE_PASSWORD)
         .map(|(_, v)| v)
         .unwrap_or("");
+    if store_type == "JKS" {
+        let store = super::jks::JksStore::parse(&data, Some(password))
+            .map_err(|e| keys.invalid(SSL_KEYSTORE_LOCATION, format!("{e}")))?;
+        let entry = store.keys.first().ok_or_else(|| {
+            keys.invalid(
+                SSL_KEYSTORE_LOCATION,
+                "no private key entry in the JKS store",
+            )
+        })?;
+        let key_password = keys.get(SSL_KEY_PASSWORD).map_or(password, |(_, v)| v);
+        let key = entry
+            .private_key(key_password)
+            .map_err(|e| keys.invalid(SSL_KEY_PASSWORD, e))?;
+        let certs = entry
+            .chain
+            .iter()
+            .map(|c| CertificateDer::from(c.clone()))
+            .collect();
+        return Ok((certs, PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key))));
+    }
     let store =
         p12_keystore::KeyStore::from_pkcs12(&data, password, Default::default()).map_err(|e| {
             keys.invalid(
@@ -746,6 +754,25 @@ fn read_truststore(keys: &Keys) -> Result<Vec<CertificateDer<'static>>, ConfigEr
     let data = read_file(keys, SSL_TRUSTSTORE_LOCATION)?;
     if store_type == "PEM" {
         return pem_certs(keys, SSL_TRUSTSTORE_LOCATION, &data);
+    }
+    if store_type == "JKS" {
+        let password = keys.get(SSL_TRUSTSTORE_PASSWORD).map(|(_, v)| v);
+        let store = super::jks::JksStore::parse(&data, password)
+            .map_err(|e| keys.invalid(SSL_TRUSTSTORE_LOCATION, e))?;
+        // As Java's trust managers: the trusted certificates, and each key entry's own.
+        let mut certs: Vec<CertificateDer<'static>> = store
+            .certificates
+            .into_iter()
+            .map(CertificateDer::from)
+            .collect();
+        certs.extend(
+            store
+                .keys
+                .into_iter()
+                .filter_map(|k| k.chain.into_iter().next())
+                .map(CertificateDer::from),
+        );
+        return Ok(certs);
     }
     let password = keys
         .get(SSL_TRUSTSTORE_PASSWORD)
@@ -855,39 +882,36 @@ mod tests {
     }
 
     #[test]
-    fn a_jks_key_store_is_refused_naming_the_key_and_how_to_convert() {
-        let e = err(&raw(&[
-            ("ssl.keystore.location", "/x/broker.jks"),
-            ("ssl.keystore.type", "JKS"),
-        ]));
-        assert!(e.contains("`ssl.keystore.type`"), "{e}");
-        assert!(
-            e.contains("keytool -importkeystore") && e.contains("-deststoretype PKCS12"),
-            "{e}"
-        );
-        // Kafka's default type is JKS: a location without a type is refused the same way.
+    fn store_types_are_jks_by_default_and_errors_name_the_key() {
+        // Kafka's default type is JKS: a location without a type is read as JKS.
         let e = err(&raw(&[("ssl.keystore.location", "/x/broker.jks")]));
         assert!(
-            e.contains("ssl.keystore.type") && e.contains("keytool"),
+            e.contains("`ssl.keystore.location`") && e.contains("/x/broker.jks"),
             "{e}"
         );
         let e = err(&raw(&[
-            ("ssl.keystore.location", "/x/k.pem"),
-            ("ssl.keystore.type", "PEM"),
-            ("ssl.truststore.location", "/x/t.jks"),
-            ("ssl.client.auth", "required"),
+            ("ssl.keystore.location", "/x/broker.jks"),
+            ("ssl.keystore.type", "BKS"),
         ]));
         assert!(
-            e.contains("`ssl.truststore.type`") && e.contains("keytool"),
+            e.contains("`ssl.keystore.type`") && e.contains("JKS"),
             "{e}"
         );
+        let dir = tempfile::tempdir().unwrap();
+        let damaged = dir.path().join("damaged.jks");
+        std::fs::write(&damaged, [0xfe, 0xed, 0xfe, 0xed, 0, 0, 0, 2]).unwrap();
+        let e = err(&raw(&[
+            ("ssl.keystore.location", damaged.to_str().unwrap()),
+            ("ssl.keystore.password", "secret"),
+        ]));
+        assert!(e.contains("`ssl.keystore.location`"), "{e}");
     }
 
     #[test]
     fn listener_prefixed_keys_win_and_errors_name_them() {
         let e = err(&raw(&[
             ("ssl.keystore.type", "PEM"),
-            ("listener.name.ssl.ssl.keystore.type", "JKS"),
+            ("listener.name.ssl.ssl.keystore.type", "BKS"),
             ("ssl.keystore.location", "/x/k.pem"),
         ]));
         assert!(e.contains("`listener.name.ssl.ssl.keystore.type`"), "{e}");

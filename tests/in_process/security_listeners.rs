@@ -734,3 +734,143 @@ async fn scram_sha_256_and_512_authenticate_and_a_wrong_password_is_refused() {
     }
     broker.shutdown().await.unwrap();
 }
+
+fn keytool(args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new("keytool")
+        .args(args)
+        .output()
+        .expect("keytool (Java 17) runs");
+    assert!(
+        out.status.success(),
+        "keytool {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Kafka's default store type, JKS, as Java's `keytool` writes it: the broker's key store (its
+/// key under a password of its own, `ssl.key.password`) with no `ssl.keystore.type` set, and a
+/// JKS trust store holding the CA of the client certificates (mutual TLS).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keytool_jks_key_and_trust_stores_serve_mutual_tls() {
+    let data = tempfile::tempdir().unwrap();
+    let pki = Pki::new();
+    let dir = pki.dir.path();
+    let keystore = dir.join("broker.jks");
+    let keystore = keystore.to_str().unwrap();
+    keytool(&[
+        "-genkeypair",
+        "-storetype",
+        "JKS",
+        "-keystore",
+        keystore,
+        "-storepass",
+        "store-secret",
+        "-keypass",
+        "key-secret",
+        "-alias",
+        "broker",
+        "-keyalg",
+        "RSA",
+        "-keysize",
+        "2048",
+        "-validity",
+        "2",
+        "-dname",
+        "CN=localhost",
+        "-ext",
+        "SAN=dns:localhost",
+    ]);
+    let broker_cert = keytool(&[
+        "-exportcert",
+        "-rfc",
+        "-keystore",
+        keystore,
+        "-storepass",
+        "store-secret",
+        "-alias",
+        "broker",
+    ])
+    .stdout;
+    let ca_pem = pki.write("ca.pem", &pki.ca.pem());
+    let truststore = dir.join("trust.jks");
+    let truststore = truststore.to_str().unwrap();
+    keytool(&[
+        "-importcert",
+        "-noprompt",
+        "-storetype",
+        "JKS",
+        "-keystore",
+        truststore,
+        "-storepass",
+        "trust-secret",
+        "-alias",
+        "ca",
+        "-file",
+        &ca_pem,
+    ]);
+    let settings = vec![
+        "listeners=SSL://127.0.0.1:0".to_owned(),
+        "inter.broker.listener.name=SSL".to_owned(),
+        format!("ssl.keystore.location={keystore}"),
+        "ssl.keystore.password=store-secret".to_owned(),
+        "ssl.key.password=key-secret".to_owned(),
+        format!("ssl.truststore.location={truststore}"),
+        "ssl.truststore.password=trust-secret".to_owned(),
+        "ssl.client.auth=required".to_owned(),
+    ];
+    let broker = start_ssl_broker(data.path(), &settings).await;
+
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut &broker_cert[..]) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let (client_cert, client_key) = pki.issue("client", &["client"]);
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(
+            vec![client_cert],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(client_key.serialize_der())),
+        )
+        .unwrap();
+    let mut tls = tls_connect(broker.local_addr, config.clone())
+        .await
+        .unwrap();
+    let versions: kafka_protocol::messages::ApiVersionsResponse =
+        call(&mut tls, 3, &ApiVersionsRequest::default())
+            .await
+            .unwrap();
+    assert_eq!(versions.error_code, 0);
+    assert!(!versions.api_keys.is_empty());
+
+    // A client whose certificate the JKS trust store does not vouch for is refused.
+    let stranger = Pki::new();
+    let (cert, key) = stranger.issue("stranger", &["stranger"]);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut &broker_cert[..]) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(
+            vec![cert],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    let refused = match tls_connect(broker.local_addr, config).await {
+        Err(_) => true,
+        Ok(mut tls) => call::<_, ApiVersionsRequest>(&mut tls, 3, &ApiVersionsRequest::default())
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a client certificate from another CA was served");
+    broker.shutdown().await.unwrap();
+}
