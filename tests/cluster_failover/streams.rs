@@ -255,8 +255,7 @@ async fn fully_replicated(cluster: &Cluster) -> Option<()> {
         "__transaction_state",
     ] {
         let partitions = cluster.partitions_anywhere(topic).await?;
-        if partitions.is_empty() || partitions.values().any(|p| p.isr.len() < 3 || p.leader < 0)
-        {
+        if partitions.is_empty() || partitions.values().any(|p| p.isr.len() < 3 || p.leader < 0) {
             return None;
         }
     }
@@ -333,7 +332,7 @@ async fn streams_word_count_is_exact_through_node_and_instance_kills() {
                     $what,
                     processed(&latest)
                 );
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }};
     }
@@ -342,19 +341,19 @@ async fn streams_word_count_is_exact_through_node_and_instance_kills() {
     // node 3, instance b; the last batch runs undisturbed.
     let mut bounces = Vec::new();
     for batch in 0..BATCHES {
-        if batch > 0 {
-            produce_batch(&cluster, batch).await.expect("produce");
-        }
+        // The batch goes on being written while the bounce happens.
+        let producing = (batch > 0).then(|| produce_batch(&cluster, batch));
         let before = batch as i64 * BATCH_WORDS;
-        await_processed!(
-            format!("batch {batch} under way"),
-            before + BATCH_WORDS / 4
-        );
+        await_processed!(format!("batch {batch} under way"), before + BATCH_WORDS / 4);
         match batch {
             0 | 2 | 3 => {
                 let victim = [1, 0, 2, 3][batch];
                 cluster.kill(victim);
-                bounces.push(format!("node {victim} killed"));
+                bounces.push(format!(
+                    "node {victim} killed at {} of {} words",
+                    processed(&latest),
+                    before + BATCH_WORDS
+                ));
                 await_processed!(
                     format!("batch {batch} with node {victim} down"),
                     before + BATCH_WORDS / 2
@@ -371,10 +370,18 @@ async fn streams_word_count_is_exact_through_node_and_instance_kills() {
             }
             1 | 4 => {
                 let i = &mut instances[if batch == 1 { 0 } else { 1 }];
+                let at = processed(&latest);
                 i.hard_bounce(&cluster, &jars);
-                bounces.push(format!("instance {} killed", i.name));
+                bounces.push(format!(
+                    "instance {} killed at {at} of {} words",
+                    i.name,
+                    before + BATCH_WORDS
+                ));
             }
             _ => {}
+        }
+        if let Some(producing) = producing {
+            producing.await.expect("produce");
         }
     }
     let total = BATCHES as i64 * BATCH_WORDS;
@@ -393,7 +400,11 @@ async fn streams_word_count_is_exact_through_node_and_instance_kills() {
     let deadline = Instant::now() + DEADLINE;
     for i in instances.iter_mut() {
         while i.child.try_wait().expect("instance status").is_none() {
-            assert!(Instant::now() < deadline, "streams {} did not close", i.name);
+            assert!(
+                Instant::now() < deadline,
+                "streams {} did not close",
+                i.name
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
