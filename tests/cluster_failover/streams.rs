@@ -413,6 +413,27 @@ async fn streams_word_count_is_exact_through_node_and_instance_kills() {
         }
     }
 
+    // The application purged the records it had consumed from its repartition topic
+    // (DeleteRecords after a commit, every second at most): its log start moved on.
+    let bootstrap = cluster.bootstrap();
+    let repartition_starts = tokio::task::spawn_blocking(move || {
+        let consumer = output_consumer(&bootstrap, "wc-repartition-watermarks");
+        (0..PARTITIONS)
+            .map(|p| {
+                consumer
+                    .fetch_watermarks(REPARTITION, p, DEADLINE)
+                    .expect("repartition watermarks")
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .expect("watermarks");
+    eprintln!("streams: repartition topic (log start, end) per partition: {repartition_starts:?}");
+    assert!(
+        repartition_starts.iter().all(|(start, _)| *start > 0),
+        "the repartition topic not purged: {repartition_starts:?}"
+    );
+
     let bootstrap = cluster.bootstrap();
     let records = tokio::task::spawn_blocking(move || read_output(&bootstrap))
         .await
