@@ -106,6 +106,11 @@ esac
 # (BROKER_UNDER_TEST / KAFKA_BOOTSTRAP); every other cargo test needs KafkaIQ itself.
 portable_tests=(rdkafka_clients hostile_frames_tcp cluster_failover)
 
+# The Kafka Streams word count that cluster_failover's streams test runs (Maven, cached in
+# integration/.cache): built here, before the cargo tests, so a failed build is reported as such
+# rather than as that test's failure. The test calls the same script, which then only prints.
+run_suite streams-wordcount-build bash integration/streams-wordcount/build.sh
+
 if [[ "$mode" == kafkaiq ]]; then
     echo "==> cargo build --release (workspace, binaries and examples)"
     cargo build --release --workspace --bins --examples -j "$jobs" || exit 1

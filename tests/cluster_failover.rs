@@ -13,6 +13,8 @@
 mod common;
 #[path = "cluster_failover/copier.rs"]
 mod copier;
+#[path = "cluster_failover/streams.rs"]
+mod streams;
 #[path = "cluster_failover/transactions.rs"]
 mod transactions;
 
