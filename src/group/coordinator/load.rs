@@ -144,7 +144,9 @@ impl Coordinator {
                         let g = Arc::make_mut(g);
                         let offsets = std::mem::take(&mut g.offsets);
                         let pending = std::mem::take(&mut g.pending_txn_offsets);
-                        if offsets.is_empty() && pending.is_empty() {
+                        // A producer whose offsets here were all tombstoned holds nothing of
+                        // the group: DeleteGroups removed the group whole, and so does this.
+                        if offsets.is_empty() && pending.values().all(|p| p.is_empty()) {
                             groups.remove(&group);
                         } else {
                             let mut fresh = Group::new(group.clone(), partition, 0);

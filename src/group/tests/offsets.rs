@@ -404,3 +404,33 @@ fn expiry_waits_for_open_transactions_and_a_tombstone_removes_their_offsets() {
     // Once no transaction is open, the group with no offsets (never written) goes.
     assert_eq!(h.c.group_state("g"), None);
 }
+
+#[test]
+fn a_group_deleted_during_an_open_transaction_replays_away_as_it_went_live() {
+    let mut h = H::new();
+    let partition = h.c.partition_for("g");
+    txn_commit(&mut h, "g", 77, 9);
+    let (t, out) = h.call(
+        2,
+        GroupRequest::DeleteGroups(
+            DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("g"))]),
+        ),
+    );
+    let Some(GroupResponse::DeleteGroups(r)) = out.response_for(t) else {
+        panic!()
+    };
+    assert_eq!(r.results[0].error_code, 0);
+    assert_eq!(h.c.group_state("g"), None);
+    // The coordinator moves before the transaction's marker: the replay of the same records
+    // (the transactional offset, then the tombstones) has no group either.
+    let records = h.log.clone();
+    let mut c = Coordinator::new(GroupConfig::default(), 7);
+    c.begin_load(partition);
+    c.replay_transactional(partition, 77, &records[0].key, records[0].value.as_deref())
+        .unwrap();
+    for r in &records[1..] {
+        c.replay(partition, &r.key, r.value.as_deref()).unwrap();
+    }
+    c.complete_load(partition, 0);
+    assert_eq!(c.group_state("g"), None);
+}
