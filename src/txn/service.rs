@@ -791,7 +791,7 @@ impl TxnService {
                     .get_mut(txn_id)
                     .ok_or(ApiError::InvalidProducerIdMapping)?;
                 if next_producer_id.is_none()
-                    && meta.end_needs_producer_id(producer_epoch, transaction_version)
+                    && meta.end_needs_producer_id(producer_epoch, result, transaction_version)
                 {
                     true
                 } else {

@@ -82,12 +82,28 @@ impl TxnState {
             Empty => &[Empty, CompleteCommit, CompleteAbort],
             Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
             PrepareCommit => &[Ongoing],
-            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            // From a completed or empty state: a version-2 abort with nothing added (Kafka's
+            // `allowedEmptyAbort`).
+            PrepareAbort => &[
+                Ongoing,
+                PrepareEpochFence,
+                Empty,
+                CompleteCommit,
+                CompleteAbort,
+            ],
             CompleteCommit => &[PrepareCommit],
             CompleteAbort => &[PrepareAbort],
             Dead => &[Empty, CompleteAbort, CompleteCommit],
             PrepareEpochFence => &[Ongoing],
         }
+    }
+
+    /// No transaction is open or ending: the id is between transactions.
+    pub fn is_idle(self) -> bool {
+        matches!(
+            self,
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+        )
     }
 
     /// A transaction is open: its partitions may hold records not yet committed or aborted.
@@ -415,8 +431,19 @@ impl TxnMetadata {
         self.prepare(t)
     }
 
+    /// The producer id and epoch an end that moved to the next producer id answered, while its
+    /// markers are still being written: that client is early, not wrong.
+    fn is_next_producer_early(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        matches!(self.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+            && self.next_producer_id != NO_PRODUCER_ID
+            && self.next_producer_id == producer_id
+            && producer_epoch == 0
+    }
+
     fn check_producer(&self, producer_id: i64, producer_epoch: i16) -> Result<(), ApiError> {
-        if self.producer_id != producer_id {
+        if self.is_next_producer_early(producer_id, producer_epoch) {
+            Err(ApiError::ConcurrentTransactions)
+        } else if self.producer_id != producer_id {
             Err(ApiError::InvalidProducerIdMapping)
         } else if self.producer_epoch != producer_epoch {
             Err(ApiError::ProducerFenced)
@@ -485,10 +512,17 @@ impl TxnMetadata {
     /// Whether a client's EndTxn must bring a fresh producer id: with transaction version 2
     /// each end bumps the epoch, and an exhausted epoch moves the id to a new producer id
     /// instead (Kafka's `isProducerEpochExhausted` in `endTransaction`).
-    pub fn end_needs_producer_id(&self, producer_epoch: i16, transaction_version: i16) -> bool {
+    pub fn end_needs_producer_id(
+        &self,
+        producer_epoch: i16,
+        result: TxnResult,
+        transaction_version: i16,
+    ) -> bool {
+        let ends =
+            self.state == TxnState::Ongoing || (result == TxnResult::Abort && self.state.is_idle());
         bumps_epoch(transaction_version)
             && self.pending.is_none()
-            && self.state == TxnState::Ongoing
+            && ends
             && self.producer_epoch == producer_epoch
             && is_epoch_exhausted(self.producer_epoch)
     }
@@ -511,7 +545,19 @@ impl TxnMetadata {
         now_ms: i64,
     ) -> Result<Option<Transit>, ApiError> {
         let fencing = self.pending == Some(TxnState::PrepareEpochFence);
-        let tv2 = !fencing && bumps_epoch(self.client_transaction_version);
+        if self.is_next_producer_early(producer_id, producer_epoch) {
+            return Err(ApiError::ConcurrentTransactions);
+        }
+        // The rules of the request's version (Kafka 4.x's `endTransaction` against
+        // `endTransactionWithTV1`); the coordinator's own aborts follow the transaction's.
+        let tv2 = !fencing
+            && match by {
+                EndTxnBy::Client {
+                    transaction_version,
+                    ..
+                } => bumps_epoch(transaction_version),
+                EndTxnBy::Coordinator => bumps_epoch(self.client_transaction_version),
+            };
         let retry_after_bump =
             tv2 && i32::from(self.producer_epoch) == i32::from(producer_epoch) + 1;
         let retry_after_overflow = tv2
@@ -528,8 +574,12 @@ impl TxnMetadata {
                 | TxnState::Dead
                 | TxnState::PrepareEpochFence => producer_epoch == self.producer_epoch,
                 TxnState::PrepareCommit | TxnState::PrepareAbort => retry_after_bump,
+                // The current epoch in a completed state: the end of a transaction that added
+                // nothing (an abort of it is written; see below).
                 TxnState::CompleteCommit | TxnState::CompleteAbort => {
-                    retry_after_bump || retry_after_overflow
+                    retry_after_bump
+                        || retry_after_overflow
+                        || producer_epoch == self.producer_epoch
                 }
             }
         } else {
@@ -549,59 +599,86 @@ impl TxnMetadata {
                 self.state
             )))
         };
+        let empty_abort = tv2
+            && result == TxnResult::Abort
+            && self.state.is_idle()
+            && producer_epoch == self.producer_epoch
+            && self.producer_id == producer_id;
         match (self.state, result) {
-            (TxnState::Ongoing, _) => {
-                let mut t = self.transit();
-                t.previous_producer_id = self.previous_producer_id;
-                t.client_transaction_version = self.client_transaction_version;
-                // The epoch this end starts from: the fence's, which goes into the abort.
-                let mut epoch = self.producer_epoch;
-                if fencing {
-                    if result != TxnResult::Abort {
-                        return invalid();
-                    }
-                    self.pending = None;
-                    epoch = producer_epoch;
-                    t.producer_epoch = epoch;
-                    t.last_producer_epoch = NO_PRODUCER_EPOCH;
-                }
-                // Kafka's `prepareAbortOrCommit`: with transaction version 2 the end bumps the
-                // epoch (a coordinator's abort too, above its fence, as Kafka's server-side
-                // version 2 does), and an exhausted epoch takes the next producer id with it.
-                let bump = match by {
-                    EndTxnBy::Client {
-                        transaction_version,
-                        next_producer_id,
-                    } => {
-                        t.client_transaction_version = transaction_version;
-                        if bumps_epoch(transaction_version) && is_epoch_exhausted(epoch) {
-                            t.next_producer_id = next_producer_id.ok_or_else(|| {
-                                ApiError::UnknownServerError(
-                                    "an exhausted epoch needs a fresh producer id".into(),
-                                )
-                            })?;
-                        }
-                        bumps_epoch(transaction_version)
-                    }
-                    EndTxnBy::Coordinator => bumps_epoch(self.client_transaction_version),
-                };
-                if bump {
-                    t.producer_epoch = epoch.saturating_add(1);
-                    t.last_producer_epoch = epoch;
-                }
-                t.state = match result {
-                    TxnResult::Commit => TxnState::PrepareCommit,
-                    TxnResult::Abort => TxnState::PrepareAbort,
-                };
-                t.last_update_ms = now_ms;
-                Ok(Some(self.prepare(t)))
-            }
+            (TxnState::Ongoing, _) => self.prepare_end(producer_epoch, result, by, fencing, now_ms),
+            // A version-2 client marks its transaction begun at its first send, before any
+            // partition joins it; if none did (the batch never reached its leader) its abort
+            // finds no transaction. Kafka 4.x writes the abort anyway, with no partitions and
+            // so no markers, and bumps the epoch as for any end.
+            _ if empty_abort => self.prepare_end(producer_epoch, result, by, fencing, now_ms),
+            // A retry of an end that completed: answered without a write.
             (TxnState::CompleteCommit, TxnResult::Commit)
-            | (TxnState::CompleteAbort, TxnResult::Abort) => Ok(None),
+            | (TxnState::CompleteAbort, TxnResult::Abort)
+                if !tv2 || retry_after_bump || retry_after_overflow =>
+            {
+                Ok(None)
+            }
             (TxnState::PrepareCommit, TxnResult::Commit)
             | (TxnState::PrepareAbort, TxnResult::Abort) => Err(ApiError::ConcurrentTransactions),
             _ => invalid(),
         }
+    }
+
+    /// The PrepareCommit or PrepareAbort of an end (Kafka's `prepareAbortOrCommit`).
+    fn prepare_end(
+        &mut self,
+        producer_epoch: i16,
+        result: TxnResult,
+        by: EndTxnBy,
+        fencing: bool,
+        now_ms: i64,
+    ) -> Result<Option<Transit>, ApiError> {
+        let mut t = self.transit();
+        t.previous_producer_id = self.previous_producer_id;
+        t.client_transaction_version = self.client_transaction_version;
+        // The epoch this end starts from: the fence's, which goes into the abort.
+        let mut epoch = self.producer_epoch;
+        if fencing {
+            if result != TxnResult::Abort {
+                return Err(ApiError::InvalidTxnState(
+                    "a fenced transaction can only be aborted".into(),
+                ));
+            }
+            self.pending = None;
+            epoch = producer_epoch;
+            t.producer_epoch = epoch;
+            t.last_producer_epoch = NO_PRODUCER_EPOCH;
+        }
+        // Kafka's `prepareAbortOrCommit`: with transaction version 2 the end bumps the
+        // epoch (a coordinator's abort too, above its fence, as Kafka's server-side
+        // version 2 does), and an exhausted epoch takes the next producer id with it.
+        let bump = match by {
+            EndTxnBy::Client {
+                transaction_version,
+                next_producer_id,
+            } => {
+                t.client_transaction_version = transaction_version;
+                if bumps_epoch(transaction_version) && is_epoch_exhausted(epoch) {
+                    t.next_producer_id = next_producer_id.ok_or_else(|| {
+                        ApiError::UnknownServerError(
+                            "an exhausted epoch needs a fresh producer id".into(),
+                        )
+                    })?;
+                }
+                bumps_epoch(transaction_version)
+            }
+            EndTxnBy::Coordinator => bumps_epoch(self.client_transaction_version),
+        };
+        if bump {
+            t.producer_epoch = epoch.saturating_add(1);
+            t.last_producer_epoch = epoch;
+        }
+        t.state = match result {
+            TxnResult::Commit => TxnState::PrepareCommit,
+            TxnResult::Abort => TxnState::PrepareAbort,
+        };
+        t.last_update_ms = now_ms;
+        Ok(Some(self.prepare(t)))
     }
 
     /// The markers of a prepared transaction are all written: its completion to write.
@@ -928,11 +1005,11 @@ mod tests {
         assert_eq!((m.state, m.producer_epoch), (TxnState::CompleteCommit, 1));
         // A retry after the completion is answered without a write (with epoch 1).
         assert_eq!(m.end_transaction(7, 0, TxnResult::Commit, V2, 6), Ok(None));
-        // The bumped epoch ending a transaction it never began is fenced, as in Kafka.
-        assert_eq!(
+        // The bumped epoch committing a transaction it never began: no transaction.
+        assert!(matches!(
             m.end_transaction(7, 1, TxnResult::Commit, V2, 6),
-            Err(ApiError::ProducerFenced)
-        );
+            Err(ApiError::InvalidTxnState(_))
+        ));
         // The next transaction runs at the bumped epoch; the old one is fenced from it.
         assert_eq!(
             m.add_partitions(7, 0, &parts(&[("a", 0)]), 2, 7),
@@ -952,8 +1029,8 @@ mod tests {
         init(&mut m, 1);
         m.producer_epoch = i16::MAX - 1;
         begin_v2(&mut m, 7, i16::MAX - 1, 2);
-        assert!(m.end_needs_producer_id(i16::MAX - 1, 2));
-        assert!(!m.end_needs_producer_id(i16::MAX - 1, 0));
+        assert!(m.end_needs_producer_id(i16::MAX - 1, TxnResult::Commit, 2));
+        assert!(!m.end_needs_producer_id(i16::MAX - 1, TxnResult::Commit, 0));
         assert!(matches!(
             m.end_transaction(7, i16::MAX - 1, TxnResult::Commit, V2, 3),
             Err(ApiError::UnknownServerError(_))
@@ -1013,5 +1090,66 @@ mod tests {
             Err(ApiError::ProducerFenced)
         );
         assert_eq!(init(&mut m, 6).producer_epoch, 3);
+    }
+
+    #[test]
+    fn with_transaction_version_2_an_abort_with_nothing_added_is_written_and_bumps() {
+        // A version-2 client begins at its first send; if no partition joined, its abort finds
+        // the id Empty (right after InitProducerId) or completed (after an earlier transaction).
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        let t = m
+            .end_transaction(7, 0, TxnResult::Abort, V2, 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (t.state, t.producer_epoch, t.partitions.len()),
+            (TxnState::PrepareAbort, 1, 0)
+        );
+        finish(&mut m, &t, 3);
+        assert_eq!((m.state, m.producer_epoch), (TxnState::CompleteAbort, 1));
+        // Its retry is answered; the next empty abort at the new epoch is written again.
+        assert_eq!(m.end_transaction(7, 0, TxnResult::Abort, V2, 4), Ok(None));
+        let t = m
+            .end_transaction(7, 1, TxnResult::Abort, V2, 5)
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.producer_epoch, 2);
+        finish(&mut m, &t, 6);
+        // A version-1 client (EndTxn v4) keeps the old answer: no transaction to abort.
+        assert!(matches!(
+            m.end_transaction(7, 2, TxnResult::Commit, V0, 7),
+            Err(ApiError::InvalidTxnState(_))
+        ));
+    }
+
+    #[test]
+    fn a_client_early_with_the_next_producer_id_is_told_to_retry() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        m.producer_epoch = i16::MAX - 1;
+        begin_v2(&mut m, 7, i16::MAX - 1, 2);
+        let with_id = EndTxnBy::Client {
+            transaction_version: 2,
+            next_producer_id: Some(99),
+        };
+        let t = m
+            .end_transaction(7, i16::MAX - 1, TxnResult::Commit, with_id, 3)
+            .unwrap()
+            .unwrap();
+        m.complete(&t);
+        // The answer (99, 0) reached the client before the markers: its next transaction is
+        // retried, not refused.
+        assert_eq!(
+            m.add_partitions(99, 0, &parts(&[("a", 0)]), 2, 4),
+            Err(ApiError::ConcurrentTransactions)
+        );
+        assert_eq!(
+            m.end_transaction(99, 0, TxnResult::Abort, V2, 4),
+            Err(ApiError::ConcurrentTransactions)
+        );
+        let done = m.complete_transaction(5).unwrap();
+        m.complete(&done);
+        begin_v2(&mut m, 99, 0, 6);
     }
 }
