@@ -558,8 +558,12 @@ impl TxnMetadata {
                 } => bumps_epoch(transaction_version),
                 EndTxnBy::Coordinator => bumps_epoch(self.client_transaction_version),
             };
-        let retry_after_bump =
-            tv2 && i32::from(self.producer_epoch) == i32::from(producer_epoch) + 1;
+        // The last epoch, i16::MAX, is never a client's: a client's end from the epoch below
+        // it moves on to the next producer id, so only a coordinator's fence or abort reaches
+        // it, and a client one below is the fenced producer, not a retry.
+        let retry_after_bump = tv2
+            && self.producer_epoch != i16::MAX
+            && i32::from(self.producer_epoch) == i32::from(producer_epoch) + 1;
         let retry_after_overflow = tv2
             && self.previous_producer_id == producer_id
             && producer_epoch == i16::MAX - 1
@@ -1151,5 +1155,36 @@ mod tests {
         let done = m.complete_transaction(5).unwrap();
         m.complete(&done);
         begin_v2(&mut m, 99, 0, 6);
+    }
+
+    #[test]
+    fn a_producer_fenced_at_the_last_epoch_is_not_taken_for_a_retry() {
+        let mut m = TxnMetadata::new("tx", 7, 60_000, 0);
+        init(&mut m, 1);
+        m.producer_epoch = i16::MAX - 1;
+        begin_v2(&mut m, 7, i16::MAX - 1, 2);
+        let fence = match m.init_producer_id(60_000, None, None, 3).unwrap() {
+            InitDecision::FenceAndAbort(t) => t,
+            other => panic!("{other:?}"),
+        };
+        let abort = m
+            .end_transaction(
+                7,
+                fence.producer_epoch,
+                TxnResult::Abort,
+                EndTxnBy::Coordinator,
+                3,
+            )
+            .unwrap()
+            .unwrap();
+        finish(&mut m, &abort, 4);
+        assert_eq!(m.producer_epoch, i16::MAX);
+        // The zombie at the epoch below is fenced, never handed the last epoch.
+        for result in [TxnResult::Abort, TxnResult::Commit] {
+            assert_eq!(
+                m.end_transaction(7, i16::MAX - 1, result, V2, 5),
+                Err(ApiError::ProducerFenced)
+            );
+        }
     }
 }
