@@ -574,21 +574,13 @@ COMMIT_LATENCY_SOURCE = Path(__file__).resolve().parent / "CommitLatency.java"
 
 
 def commit_latency(libs: Path, port: int, run: CommitRun, log: Path, timeout_s: float) -> dict:
-    cmd = ["java", TOOL_HEAP, "-cp", f"{libs}/*", str(COMMIT_LATENCY_SOURCE),
-           f"127.0.0.1:{port}", run.topic, str(run.transactions), str(run.records_per_txn),
-           str(run.size)]
-    with open(log, "wb") as out:
-        out.write((" ".join(cmd) + "\n").encode())
-        out.flush()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            code = proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return {"error": f"timed out after {timeout_s:.0f} s: {tail(log)}"}
-    text = log.read_text(errors="replace")
+    # The source launcher takes the .java file where a main class would go.
+    code, text = run_tool(
+        libs, str(COMMIT_LATENCY_SOURCE),
+        [f"127.0.0.1:{port}", run.topic, str(run.transactions), str(run.records_per_txn),
+         str(run.size)], log, timeout_s)
+    if code is None:
+        return {"error": f"timed out after {timeout_s:.0f} s: {tail(log)}"}
     found = re.findall(r"^COMMITS (\d+) ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+)$",
                        text, re.M)
     errors = error_lines(text)

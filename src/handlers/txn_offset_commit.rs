@@ -6,13 +6,10 @@
 //! offsets partition joins the transaction first, through the transaction coordinator. A
 //! refusal answers every partition, and nothing is written.
 
-use kafka_protocol::messages::txn_offset_commit_response::{
-    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-};
-use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest};
 
 use crate::group::service::{Caller, GroupService};
-use crate::group::GroupRequest;
+use crate::group::{txn_offset_commit_all, GroupRequest};
 use crate::txn::TxnService;
 
 /// The first TxnOffsetCommit version of transaction version 2.
@@ -36,34 +33,11 @@ pub async fn handle(
             )
             .await;
         if let Err(e) = joined {
-            return ResponseKind::TxnOffsetCommit(refused(&request, e.code()));
+            return ResponseKind::TxnOffsetCommit(txn_offset_commit_all(&request, e.code()));
         }
     }
     groups
         .call(caller, GroupRequest::TxnOffsetCommit(request))
         .await
         .into_response_kind()
-}
-
-fn refused(request: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
-    TxnOffsetCommitResponse::default().with_topics(
-        request
-            .topics
-            .iter()
-            .map(|t| {
-                TxnOffsetCommitResponseTopic::default()
-                    .with_name(t.name.clone())
-                    .with_partitions(
-                        t.partitions
-                            .iter()
-                            .map(|p| {
-                                TxnOffsetCommitResponsePartition::default()
-                                    .with_partition_index(p.partition_index)
-                                    .with_error_code(code)
-                            })
-                            .collect(),
-                    )
-            })
-            .collect(),
-    )
 }

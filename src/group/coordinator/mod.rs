@@ -23,7 +23,7 @@ mod admin;
 mod load;
 mod membership;
 mod offsets;
-mod responses;
+pub mod responses;
 mod shard;
 mod state;
 mod timers;

@@ -18,7 +18,9 @@ use kafka_protocol::messages::{
 use crate::group::records::{self, OffsetCommitValue};
 
 use super::membership::validate_member;
-use super::responses::{fetched_partition, fetched_partitions, offset_commit_all};
+use super::responses::{
+    fetched_partition, fetched_partitions, offset_commit_all, txn_offset_commit_all,
+};
 use super::state::{Group, GroupState, StoredOffset};
 use super::{code, s, Coordinator, GroupResponse, Outcome, PartitionStatus, RequestContext};
 
@@ -169,31 +171,8 @@ impl Coordinator {
     ) {
         let group_id = req.group_id.0.to_string();
         let respond_all = |this: &mut Self, e: Option<ResponseError>| {
-            let c = e.map_or(0, code);
-            let topics = req
-                .topics
-                .iter()
-                .map(|t| {
-                    TxnOffsetCommitResponseTopic::default()
-                        .with_name(t.name.clone())
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    TxnOffsetCommitResponsePartition::default()
-                                        .with_partition_index(p.partition_index)
-                                        .with_error_code(c)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
-            this.respond(
-                ctx.token,
-                GroupResponse::TxnOffsetCommit(
-                    TxnOffsetCommitResponse::default().with_topics(topics),
-                ),
-            );
+            let response = txn_offset_commit_all(&req, e.map_or(0, code));
+            this.respond(ctx.token, GroupResponse::TxnOffsetCommit(response));
         };
         if let Err(e) = self.check_coordinator(&group_id) {
             return respond_all(self, Some(e));

@@ -17,6 +17,7 @@ use crate::group::records::OffsetCommitValue;
 
 use super::state::{Group, GroupState};
 use super::{code, s, GroupRequest, GroupResponse};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 pub(super) fn join_error(v: i16, e: ResponseError, member_id: &str) -> GroupResponse {
     let mut r = JoinGroupResponse::default()
@@ -86,6 +87,32 @@ pub(super) fn sync_success(group: &Group, v: i16, assignment: &Bytes) -> GroupRe
             .with_protocol_name(group.protocol_name.as_deref().map(s));
     }
     GroupResponse::SyncGroup(r)
+}
+
+/// A TxnOffsetCommit answer giving every partition of `req` the error `code` (0: none).
+pub fn txn_offset_commit_all(req: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
+    use kafka_protocol::messages::txn_offset_commit_response::{
+        TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+    };
+    TxnOffsetCommitResponse::default().with_topics(
+        req.topics
+            .iter()
+            .map(|t| {
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
 }
 
 pub(super) fn offset_commit_all(
