@@ -30,8 +30,8 @@ pub mod topic;
 use keys::Reader;
 pub use keys::{broker_config_def, BrokerConfigDef, Check, ConfigKind, Part, BROKER_CONFIG_DEFS};
 pub use settings::{
-    CleanerSettings, ElectionSettings, GroupSettings, LeaderBalancer, LogSettings, ReplicaSettings,
-    SocketSettings, TopicDefaults, TransactionSettings,
+    consumer_assignor_name, CleanerSettings, ElectionSettings, GroupSettings, LeaderBalancer,
+    LogSettings, ReplicaSettings, SocketSettings, TopicDefaults, TransactionSettings,
 };
 
 #[derive(Debug, Error)]

@@ -276,6 +276,17 @@ pub struct GroupSettings {
     pub offsets_topic_segment_bytes: i32,
     /// `offsets.commit.timeout.ms`
     pub offsets_commit_timeout_ms: u64,
+    /// `group.consumer.session.timeout.ms` (KIP-848 groups)
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.assignors`, as our names (`uniform`, `range`), the default first.
+    pub consumer_assignors: Vec<String>,
+    /// `group.consumer.max.size`
+    pub consumer_max_size: usize,
+    /// `group.coordinator.rebalance.protocols` includes `consumer`: ConsumerGroupHeartbeat is
+    /// served and advertised.
+    pub consumer_protocol_enabled: bool,
 }
 
 impl GroupSettings {
@@ -295,8 +306,110 @@ impl GroupSettings {
                 .map_err(|_| r.invalid("offsets.topic.replication.factor", "too large"))?,
             offsets_commit_timeout_ms: r.i32("offsets.commit.timeout.ms")? as u64,
             offsets_topic_segment_bytes: r.i32("offsets.topic.segment.bytes")?,
+            consumer_session_timeout_ms: bounded(
+                r,
+                "group.consumer.session.timeout.ms",
+                "group.consumer.min.session.timeout.ms",
+                "group.consumer.max.session.timeout.ms",
+            )?,
+            consumer_heartbeat_interval_ms: {
+                let interval = bounded(
+                    r,
+                    "group.consumer.heartbeat.interval.ms",
+                    "group.consumer.min.heartbeat.interval.ms",
+                    "group.consumer.max.heartbeat.interval.ms",
+                )?;
+                if interval >= r.i32("group.consumer.session.timeout.ms")? {
+                    return Err(r.invalid(
+                        "group.consumer.heartbeat.interval.ms",
+                        "must be less than group.consumer.session.timeout.ms",
+                    ));
+                }
+                interval
+            },
+            consumer_assignors: consumer_assignors(r)?,
+            consumer_max_size: r.i32("group.consumer.max.size")? as usize,
+            consumer_protocol_enabled: rebalance_protocols(r)?,
         })
     }
+}
+
+/// `key`, which must lie within the values of `min_key` and `max_key` (Kafka's
+/// `GroupCoordinatorConfig` checks, each error naming the key).
+fn bounded(r: &Reader<'_>, key: &str, min_key: &str, max_key: &str) -> Result<i32, ConfigError> {
+    let (v, min, max) = (r.i32(key)?, r.i32(min_key)?, r.i32(max_key)?);
+    if min > max {
+        return Err(r.invalid(min_key, &format!("must be at most {max_key} ({max})")));
+    }
+    if v < min {
+        return Err(r.invalid(key, &format!("must be at least {min_key} ({min})")));
+    }
+    if v > max {
+        return Err(r.invalid(key, &format!("must be at most {max_key} ({max})")));
+    }
+    Ok(v)
+}
+
+/// The server-side assignor a `group.consumer.assignors` entry or a heartbeat's
+/// `ServerAssignor` names: `uniform` or `range`, by name or by Kafka's class name.
+pub fn consumer_assignor_name(name: &str) -> Option<&'static str> {
+    match name.trim() {
+        "uniform" | "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => {
+            Some("uniform")
+        }
+        "range" | "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => Some("range"),
+        _ => None,
+    }
+}
+
+fn consumer_assignors(r: &Reader<'_>) -> Result<Vec<String>, ConfigError> {
+    const KEY: &str = "group.consumer.assignors";
+    let mut out: Vec<String> = Vec::new();
+    for name in r.value(KEY).unwrap_or_default().split(',').map(str::trim) {
+        if name.is_empty() {
+            continue;
+        }
+        let Some(canonical) = consumer_assignor_name(name) else {
+            return Err(r.invalid(
+                KEY,
+                &format!("unknown assignor {name}: the assignors are uniform (org.apache.kafka.coordinator.group.assignor.UniformAssignor) and range (org.apache.kafka.coordinator.group.assignor.RangeAssignor)"),
+            ));
+        };
+        if !out.iter().any(|a| a == canonical) {
+            out.push(canonical.to_owned());
+        }
+    }
+    if out.is_empty() {
+        return Err(r.invalid(KEY, "must name at least one assignor"));
+    }
+    Ok(out)
+}
+
+fn rebalance_protocols(r: &Reader<'_>) -> Result<bool, ConfigError> {
+    const KEY: &str = "group.coordinator.rebalance.protocols";
+    let mut consumer = false;
+    let mut classic = false;
+    for p in r.value(KEY).unwrap_or_default().split(',').map(str::trim) {
+        match p.to_ascii_lowercase().as_str() {
+            "classic" => classic = true,
+            "consumer" => consumer = true,
+            // Kafka's other group types; their APIs are not served here, as when they are not
+            // enabled in Kafka.
+            "share" | "streams" | "" => {}
+            other => {
+                return Err(r.invalid(
+                    KEY,
+                    &format!(
+                        "unknown protocol {other}: must list classic, consumer, share or streams"
+                    ),
+                ))
+            }
+        }
+    }
+    if !classic {
+        return Err(r.invalid(KEY, "must include classic"));
+    }
+    Ok(consumer)
 }
 
 /// The transaction coordinator (Kafka's `TransactionStateManagerConfig` and

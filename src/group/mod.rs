@@ -33,6 +33,7 @@
 //! [`Coordinator::begin_load`] / [`Coordinator::complete_load`] / [`Coordinator::unload`]); it
 //! does not implement the KIP-848 consumer protocol or transactional offset commits.
 
+pub mod consumer_records;
 mod coordinator;
 pub mod log;
 pub mod records;
@@ -77,6 +78,17 @@ pub struct GroupConfig {
     /// `offsets.topic.segment.bytes`: the offsets topic's `segment.bytes` when it is created
     /// (smaller segments are compacted sooner).
     pub offsets_topic_segment_bytes: i32,
+    /// `group.consumer.session.timeout.ms`
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.assignors`, our names, the default first.
+    pub consumer_assignors: Vec<String>,
+    /// `group.consumer.max.size`
+    pub consumer_max_size: usize,
+    /// `group.coordinator.rebalance.protocols` lists `consumer`: the KIP-848 APIs are
+    /// advertised and served.
+    pub consumer_protocol_enabled: bool,
 }
 
 impl GroupConfig {
@@ -92,6 +104,11 @@ impl GroupConfig {
             offsets_retention_ms: config.group.offsets_retention_ms,
             offsets_topic_num_partitions: config.group.offsets_topic_num_partitions,
             offsets_topic_segment_bytes: config.group.offsets_topic_segment_bytes,
+            consumer_session_timeout_ms: config.group.consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms: config.group.consumer_heartbeat_interval_ms,
+            consumer_assignors: config.group.consumer_assignors.clone(),
+            consumer_max_size: config.group.consumer_max_size,
+            consumer_protocol_enabled: config.group.consumer_protocol_enabled,
         }
     }
 }

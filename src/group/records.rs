@@ -57,6 +57,8 @@ pub enum RecordKey {
     GroupMetadata {
         group: String,
     },
+    /// The records of a KIP-848 consumer group (key versions 3–8).
+    Consumer(super::consumer_records::ConsumerKey),
 }
 
 /// A committed offset as stored in an `OffsetCommitValue`.
@@ -179,6 +181,12 @@ pub fn decode_key(bytes: &[u8]) -> Result<RecordKey, RecordError> {
         2 => Ok(RecordKey::GroupMetadata {
             group: r.string("group", false)?,
         }),
+        version @ 3..=8 => super::consumer_records::decode_key_body(version, &mut r)?
+            .map(RecordKey::Consumer)
+            .ok_or(RecordError::UnknownVersion {
+                what: "record key",
+                version,
+            }),
         version => Err(RecordError::UnknownVersion {
             what: "record key",
             version,

@@ -66,6 +66,16 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    // KIP-848; left out of ApiVersions when `group.coordinator.rebalance.protocols` does not
+    // list `consumer` (see [`KIP_848_APIS`]).
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
+];
+
+/// The APIs of the KIP-848 consumer group protocol.
+const KIP_848_APIS: &[ApiKey] = &[
+    ApiKey::ConsumerGroupHeartbeat,
+    ApiKey::ConsumerGroupDescribe,
 ];
 
 /// What the controller listener serves: the APIs of a KRaft controller that exist here.
@@ -114,7 +124,8 @@ fn api_keys_of(table: &[(ApiKey, i16, i16)]) -> Vec<ApiVersion> {
 /// implemented, so it is both the minimum and the maximum. `transaction.version` 2 (KIP-890
 /// part 2: an epoch bump per transaction, partitions added by their leaders) is finalized, as
 /// in a Kafka 4.1 cluster formatted with its defaults; clients of versions 0 and 1 are served
-/// too. `group.version` stays at 0 until KIP-848's APIs are served.
+/// too. `group.version` 1 (KIP-848's consumer group protocol) is finalized unless
+/// `group.coordinator.rebalance.protocols` leaves out `consumer`.
 const SUPPORTED_FEATURES: &[(&str, i16, i16, i16)] = &[
     (
         "metadata.version",
@@ -123,7 +134,7 @@ const SUPPORTED_FEATURES: &[(&str, i16, i16, i16)] = &[
         METADATA_VERSION_LEVEL,
     ),
     ("kraft.version", 0, 0, 0),
-    ("group.version", 0, 0, 0),
+    ("group.version", 0, 1, 1),
     ("transaction.version", 0, 2, 2),
 ];
 
@@ -134,8 +145,26 @@ pub const METADATA_VERSION_LEVEL: i16 = 27;
 /// updated (no UpdateFeatures), so the epoch is that of the first metadata record.
 const FINALIZED_FEATURES_EPOCH: i64 = 0;
 
-pub fn handle(version: i16, request: ApiVersionsRequest) -> ResponseKind {
-    handle_of(SUPPORTED, version, request)
+pub fn handle(version: i16, request: ApiVersionsRequest, consumer_protocol: bool) -> ResponseKind {
+    if consumer_protocol {
+        return handle_of(SUPPORTED, version, request);
+    }
+    let table: Vec<(ApiKey, i16, i16)> = SUPPORTED
+        .iter()
+        .filter(|(k, _, _)| !KIP_848_APIS.contains(k))
+        .copied()
+        .collect();
+    let mut response = handle_of(&table, version, request);
+    if let ResponseKind::ApiVersions(r) = &mut response {
+        r.finalized_features
+            .retain(|f| f.name.as_str() != "group.version");
+        for f in r.supported_features.iter_mut() {
+            if f.name.as_str() == "group.version" {
+                f.max_version = 0;
+            }
+        }
+    }
+    response
 }
 
 /// ApiVersions advertising `table` (the client or the controller listener's).

@@ -198,6 +198,8 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::AllocateProducerIds,           0,  0,     0, ALLOCATE_PRODUCER_IDS_REQUEST),
     layout(ApiKey::DescribeQuorum,                0,  2,     0, DESCRIBE_QUORUM_REQUEST),
     layout(ApiKey::SaslAuthenticate,              0,  2,     2, SASL_AUTHENTICATE_REQUEST),
+    layout(ApiKey::ConsumerGroupHeartbeat,        0,  1,     0, CONSUMER_GROUP_HEARTBEAT_REQUEST),
+    layout(ApiKey::ConsumerGroupDescribe,         0,  1,     0, CONSUMER_GROUP_DESCRIBE_REQUEST),
 ];
 
 /// The layout of `api_key`'s requests, if this broker decodes that API.
@@ -444,6 +446,35 @@ const DESCRIBE_GROUPS_REQUEST: Ty = Ty::Struct(&[
 const LIST_GROUPS_REQUEST: Ty = Ty::Struct(&[
     since(4, array(&STRING)), // states_filter
     since(5, array(&STRING)), // types_filter
+]);
+
+// ---- ConsumerGroupHeartbeat (key 68): v0-v1, flexible from v0 ----
+
+/// `TopicPartitions`
+const CONSUMER_GROUP_HEARTBEAT_TOPIC: Ty = Ty::Struct(&[
+    all(UUID),        // topic_id
+    all(array(&I32)), // partitions
+]);
+/// `ConsumerGroupHeartbeatRequest`
+const CONSUMER_GROUP_HEARTBEAT_REQUEST: Ty = Ty::Struct(&[
+    all(STRING),                                 // group_id
+    all(STRING),                                 // member_id
+    all(I32),                                    // member_epoch
+    all(STRING),                                 // instance_id
+    all(STRING),                                 // rack_id
+    all(I32),                                    // rebalance_timeout_ms
+    all(array(&STRING)),                         // subscribed_topic_names
+    since(1, STRING),                            // subscribed_topic_regex
+    all(STRING),                                 // server_assignor
+    all(array(&CONSUMER_GROUP_HEARTBEAT_TOPIC)), // topic_partitions
+]);
+
+// ---- ConsumerGroupDescribe (key 69): v0-v1, flexible from v0 ----
+
+/// `ConsumerGroupDescribeRequest`
+const CONSUMER_GROUP_DESCRIBE_REQUEST: Ty = Ty::Struct(&[
+    all(array(&STRING)), // group_ids
+    all(BOOL),           // include_authorized_operations
 ]);
 
 // ---- SaslAuthenticate (key 36): v0-v2, flexible from v2 ----

@@ -89,6 +89,8 @@ pub const SUPPORTED_API_KEYS: &[ApiKey] = &[
     ApiKey::AllocateProducerIds,
     ApiKey::DescribeQuorum,
     ApiKey::SaslAuthenticate,
+    ApiKey::ConsumerGroupHeartbeat,
+    ApiKey::ConsumerGroupDescribe,
 ];
 
 /// Bytes of the fixed part of every request header: api key, api version, correlation id.
@@ -306,6 +308,8 @@ fn response_api_key(body: &ResponseKind) -> Option<ApiKey> {
         ResponseKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
         ResponseKind::AllocateProducerIds(_) => ApiKey::AllocateProducerIds,
         ResponseKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
+        ResponseKind::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
+        ResponseKind::ConsumerGroupDescribe(_) => ApiKey::ConsumerGroupDescribe,
         _ => return None,
     })
 }

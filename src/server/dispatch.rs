@@ -170,6 +170,8 @@ fn api_name(api_key: ApiKey) -> &'static str {
         BrokerHeartbeat,
         UnregisterBroker,
         AllocateProducerIds,
+        ConsumerGroupHeartbeat,
+        ConsumerGroupDescribe,
     )
 }
 
@@ -247,7 +249,11 @@ async fn handle_supported(
         request.body
     };
     let body: Option<ResponseKind> = match request_body {
-        RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(version, r)),
+        RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(
+            version,
+            r,
+            ctx.groups.config().consumer_protocol_enabled,
+        )),
         // Reaching dispatch, the connection needs no (more) authentication: a PLAINTEXT or SSL
         // listener, or SASL already done. Kafka answers ILLEGAL_SASL_STATE there.
         RequestKind::SaslHandshake(_) => Some(ResponseKind::SaslHandshake(
@@ -465,6 +471,12 @@ async fn handle_supported(
         RequestKind::TxnOffsetCommit(r) => {
             Some(handlers::txn_offset_commit::handle(&ctx.groups, &ctx.txns, caller(), r).await)
         }
+        RequestKind::ConsumerGroupHeartbeat(r) => Some(
+            handlers::consumer_group_heartbeat::handle(&ctx.groups, ctx.image(), caller(), r).await,
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => Some(
+            handlers::consumer_group_describe::handle(&ctx.groups, ctx.image(), caller(), r).await,
+        ),
         _ => return Err(DispatchError::NoHandler(api_key)),
     };
     tracing::trace!(?api_key, version, correlation_id, client = ?header.client_id, "handled");

@@ -25,8 +25,8 @@ impl Coordinator {
         let mut listed: Vec<&Group> = self
             .durable_groups()
             .filter(|g| g.state != GroupState::Dead)
-            .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
-            .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+            .filter(|g| states.is_empty() || states.contains(&g.state_name().to_lowercase()))
+            .filter(|g| types.is_empty() || types.iter().any(|t| t == g.type_name()))
             .collect();
         listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         let groups = listed
@@ -34,12 +34,15 @@ impl Coordinator {
             .map(|g| {
                 let mut listed = ListedGroup::default()
                     .with_group_id(GroupId(s(&g.group_id)))
-                    .with_protocol_type(s(g.protocol_type.as_deref().unwrap_or("")));
+                    .with_protocol_type(s(match &g.consumer {
+                        Some(_) => "consumer",
+                        None => g.protocol_type.as_deref().unwrap_or(""),
+                    }));
                 if v >= 4 {
-                    listed = listed.with_group_state(s(g.state.name()));
+                    listed = listed.with_group_state(s(g.state_name()));
                 }
                 if v >= 5 {
-                    listed = listed.with_group_type(s("classic"));
+                    listed = listed.with_group_type(s(g.type_name()));
                 }
                 listed
             })
@@ -73,6 +76,20 @@ impl Coordinator {
                         dead
                     };
                 };
+                if group.consumer.is_some() {
+                    // A KIP-848 group is described by ConsumerGroupDescribe; admin clients
+                    // fall back to it on this error, as with Kafka.
+                    let dead = base.with_group_state(s(GroupState::Dead.name()));
+                    return if v >= 6 {
+                        dead.with_error_code(code(ResponseError::GroupIdNotFound))
+                            .with_error_message(Some(s(&format!(
+                                "Group {} is not a classic group.",
+                                gid.as_str()
+                            ))))
+                    } else {
+                        dead
+                    };
+                }
                 describe_group(group, v)
             })
             .collect();
@@ -114,6 +131,13 @@ impl Coordinator {
             GroupState::Empty => {}
             _ => return Some(ResponseError::NonEmptyGroup),
         }
+        if group
+            .consumer
+            .as_ref()
+            .is_some_and(|c| !c.members.is_empty())
+        {
+            return Some(ResponseError::NonEmptyGroup);
+        }
         let group = self.remove_group(group_id).expect("group exists");
         // Tombstones for the committed offsets and for those of open transactions (one per key).
         let pending = group.pending_txn_offsets.values().flat_map(|o| o.keys());
@@ -126,11 +150,19 @@ impl Coordinator {
                 None,
             );
         }
-        self.append(
-            group.partition,
-            records::encode_group_metadata_key(group_id),
-            None,
-        );
+        if group.consumer.is_some() {
+            // Kafka's order: the target assignment's epoch, the subscription metadata, then
+            // the group epoch, whose tombstone ends the group at replay.
+            self.insert_group(group.clone());
+            self.end_consumer_group(group_id);
+            self.remove_group(group_id);
+        } else {
+            self.append(
+                group.partition,
+                records::encode_group_metadata_key(group_id),
+                None,
+            );
+        }
         self.cancel_group_timers(group_id);
         None
     }

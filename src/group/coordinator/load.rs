@@ -49,6 +49,32 @@ impl Coordinator {
         for (group_id, member_id, deadline) in arm {
             self.schedule(&group_id, TimerKind::Heartbeat { member_id }, deadline);
         }
+        // KIP-848 members: a session each, and a rebalance timeout for those still revoking.
+        let mut consumer_timers = Vec::new();
+        for group in self.groups_of(partition) {
+            let Some(c) = &group.consumer else { continue };
+            for m in c.members.values() {
+                consumer_timers.push((
+                    group.group_id.clone(),
+                    TimerKind::ConsumerSession {
+                        member_id: m.member_id.clone(),
+                    },
+                    now_ms + i64::from(self.config.consumer_session_timeout_ms),
+                ));
+                if m.state == super::consumer::MemberState::UnrevokedPartitions {
+                    consumer_timers.push((
+                        group.group_id.clone(),
+                        TimerKind::ConsumerRebalance {
+                            member_id: m.member_id.clone(),
+                        },
+                        now_ms + i64::from(m.meta.rebalance_timeout_ms.max(0)),
+                    ));
+                }
+            }
+        }
+        for (group_id, kind, deadline) in consumer_timers {
+            self.schedule(&group_id, kind, deadline);
+        }
         self.touch(partition);
         self.finish_operation()
     }
@@ -129,6 +155,33 @@ impl Coordinator {
                     }
                 }
             },
+            RecordKey::Consumer(key) => {
+                let group = key.group().to_owned();
+                let entry = groups.entry(group.clone()).or_insert_with(|| {
+                    let mut g = Group::new(group.clone(), partition, 0);
+                    g.become_consumer_group();
+                    Arc::new(g)
+                });
+                let g = Arc::make_mut(entry);
+                if g.consumer.is_none() {
+                    g.become_consumer_group();
+                }
+                let c = g.consumer.as_mut().expect("set above");
+                super::consumer::replay(c, &key, value)?;
+                // A tombstone of the group's epoch record ends the consumer group (it was
+                // deleted, or converted back to a classic group).
+                if value.is_none()
+                    && matches!(
+                        key,
+                        crate::group::consumer_records::ConsumerKey::GroupMetadata { .. }
+                    )
+                {
+                    g.consumer = None;
+                    if g.is_disposable() {
+                        groups.remove(&group);
+                    }
+                }
+            }
             RecordKey::GroupMetadata { group } => match value {
                 Some(v) => {
                     let value = records::decode_group_metadata_value(v)?;

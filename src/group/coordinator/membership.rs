@@ -42,6 +42,16 @@ impl Coordinator {
             let partition = self.partition_for(&group_id);
             self.insert_group(Group::new(group_id.clone(), partition, now_ms));
         }
+        if let Some(c) = self.group(&group_id).and_then(|g| g.consumer.as_ref()) {
+            if !c.members.is_empty() {
+                // Classic members inside a consumer group (online migration) are not
+                // served: the group stays with the protocol its members use.
+                fail(self, ResponseError::InconsistentGroupProtocol);
+                return;
+            }
+            // An empty consumer group becomes a classic one, as in Kafka.
+            self.end_consumer_group(&group_id);
+        }
         let group = self.group(&group_id).expect("group exists");
         if !self.accept_joining_member(group, &member_id) {
             // As Kafka: a known member refused for a full group leaves it, so the rebalance

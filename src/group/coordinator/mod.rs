@@ -20,6 +20,8 @@
 //!   the pending writes in between, with the accessors the other files reach groups through.
 
 mod admin;
+pub mod assignor;
+pub mod consumer;
 mod load;
 mod membership;
 mod offsets;
@@ -38,12 +40,13 @@ use shard::Shard;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
-    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DeleteGroupsResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+    SyncGroupResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -76,6 +79,16 @@ pub enum GroupRequest {
     DeleteGroups(DeleteGroupsRequest),
     OffsetDelete(OffsetDeleteRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
+    /// KIP-848, with the metadata image its subscriptions are resolved against.
+    ConsumerGroupHeartbeat(
+        ConsumerGroupHeartbeatRequest,
+        std::sync::Arc<crate::metadata::MetadataImage>,
+    ),
+    /// With the metadata image that names the assigned topics.
+    ConsumerGroupDescribe(
+        ConsumerGroupDescribeRequest,
+        std::sync::Arc<crate::metadata::MetadataImage>,
+    ),
 }
 
 /// A response, shaped for the version of the request it answers.
@@ -92,6 +105,8 @@ pub enum GroupResponse {
     DeleteGroups(DeleteGroupsResponse),
     OffsetDelete(OffsetDeleteResponse),
     TxnOffsetCommit(TxnOffsetCommitResponse),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
+    ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
 }
 
 /// One record for a partition of `__consumer_offsets`; `value: None` is a tombstone.
@@ -113,6 +128,11 @@ pub enum TimerKind {
     Join,
     /// Members that got a JoinGroup response but have not sent SyncGroup in time.
     Sync,
+    /// A KIP-848 member's session timeout.
+    ConsumerSession { member_id: String },
+    /// A KIP-848 member asked to revoke partitions that has not done so within its
+    /// rebalance timeout.
+    ConsumerRebalance { member_id: String },
 }
 
 /// A deadline armed by the machine; the caller calls [`Coordinator::tick`] once it passes.
@@ -225,6 +245,7 @@ impl Coordinator {
             GroupRequest::OffsetCommit(r) => Some(r.group_id.as_str()),
             GroupRequest::OffsetDelete(r) => Some(r.group_id.as_str()),
             GroupRequest::TxnOffsetCommit(r) => Some(r.group_id.as_str()),
+            GroupRequest::ConsumerGroupHeartbeat(r, _) => Some(r.group_id.as_str()),
             _ => None,
         };
         if let Some(group_id) = decides_on {
@@ -243,6 +264,12 @@ impl Coordinator {
             GroupRequest::DeleteGroups(r) => self.delete_groups(ctx, r),
             GroupRequest::OffsetDelete(r) => self.offset_delete(ctx, r),
             GroupRequest::TxnOffsetCommit(r) => self.txn_offset_commit(ctx, r, now_ms),
+            GroupRequest::ConsumerGroupHeartbeat(r, image) => {
+                self.consumer_group_heartbeat(ctx, r, &image, now_ms)
+            }
+            GroupRequest::ConsumerGroupDescribe(r, image) => {
+                self.consumer_group_describe(ctx, r, &image)
+            }
         }
         self.finish_operation()
     }

@@ -72,8 +72,13 @@ impl Coordinator {
             self.insert_group(Group::new(group_id.clone(), partition, now_ms));
         }
         let group = self.group(&group_id).expect("group exists");
+        if let Some(c) = &group.consumer {
+            if let Err(e) = c.validate_commit(&member_id, generation, v >= 9, false) {
+                return all(self, e);
+            }
+        }
         let simple = generation < 0 && group.state == GroupState::Empty;
-        if !simple {
+        if !simple && group.consumer.is_none() {
             if let Err(e) = validate_member(group, &member_id, instance_id.as_deref()) {
                 return all(self, e);
             }
@@ -195,10 +200,17 @@ impl Coordinator {
                 return respond_all(self, Some(ResponseError::FencedInstanceId));
             }
         }
-        if !member_id.is_empty() && !group.members.contains_key(&member_id) {
+        if let Some(c) = &group.consumer {
+            if let Err(e) = c.validate_commit(&member_id, req.generation_id, true, true) {
+                return respond_all(self, Some(e));
+            }
+        } else if !member_id.is_empty() && !group.members.contains_key(&member_id) {
             return respond_all(self, Some(ResponseError::UnknownMemberId));
         }
-        if req.generation_id >= 0 && req.generation_id != group.generation_id {
+        if group.consumer.is_none()
+            && req.generation_id >= 0
+            && req.generation_id != group.generation_id
+        {
             return respond_all(self, Some(ResponseError::IllegalGeneration));
         }
         let partition = group.partition;
@@ -315,7 +327,11 @@ impl Coordinator {
                             .collect::<Vec<_>>()
                     });
                     let group_id = g.group_id.0.to_string();
-                    match self.fetch_offsets(&g.group_id.0, topics.as_deref()) {
+                    let member = g.member_id.as_ref().map(|m| m.to_string());
+                    let checked = self
+                        .check_fetch_member(&group_id, member.as_deref(), g.member_epoch)
+                        .and_then(|_| self.fetch_offsets(&g.group_id.0, topics.as_deref()));
+                    match checked {
                         Ok(found) => OffsetFetchResponseGroup::default()
                             .with_group_id(g.group_id.clone())
                             .with_topics(
@@ -427,6 +443,28 @@ impl Coordinator {
     /// Durable committed offsets of a group: for the requested partitions (missing ones as `None`), or
     /// every committed partition when `topics` is `None`. Grouped by topic in request order.
     #[allow(clippy::type_complexity)]
+    /// OffsetFetch v9+ from a member of a consumer group names it and its epoch; a stale
+    /// epoch means the member may no longer own what it asks about (STALE_MEMBER_EPOCH).
+    fn check_fetch_member(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        let (Some(member_id), true) = (member_id, member_epoch >= 0) else {
+            return Ok(());
+        };
+        self.check_coordinator(group_id)?;
+        match self.group(group_id).and_then(|g| g.consumer.as_ref()) {
+            Some(c) => match c.members.get(member_id) {
+                None => Err(ResponseError::UnknownMemberId),
+                Some(m) if m.member_epoch != member_epoch => Err(ResponseError::StaleMemberEpoch),
+                Some(_) => Ok(()),
+            },
+            None => Err(ResponseError::GroupIdNotFound),
+        }
+    }
+
     pub(super) fn fetch_offsets(
         &self,
         group_id: &str,

@@ -228,6 +228,8 @@ impl GroupResponse {
             GroupResponse::DeleteGroups(r) => K::DeleteGroups(r),
             GroupResponse::OffsetDelete(r) => K::OffsetDelete(r),
             GroupResponse::TxnOffsetCommit(r) => K::TxnOffsetCommit(r),
+            GroupResponse::ConsumerGroupHeartbeat(r) => K::ConsumerGroupHeartbeat(r),
+            GroupResponse::ConsumerGroupDescribe(r) => K::ConsumerGroupDescribe(r),
         }
     }
 
@@ -246,6 +248,8 @@ impl GroupResponse {
             GroupResponse::DeleteGroups(_) => A::DeleteGroups,
             GroupResponse::OffsetDelete(_) => A::OffsetDelete,
             GroupResponse::TxnOffsetCommit(_) => A::TxnOffsetCommit,
+            GroupResponse::ConsumerGroupHeartbeat(_) => A::ConsumerGroupHeartbeat,
+            GroupResponse::ConsumerGroupDescribe(_) => A::ConsumerGroupDescribe,
         }
     }
 }
@@ -266,6 +270,8 @@ impl GroupRequest {
             GroupRequest::DeleteGroups(_) => A::DeleteGroups,
             GroupRequest::OffsetDelete(_) => A::OffsetDelete,
             GroupRequest::TxnOffsetCommit(_) => A::TxnOffsetCommit,
+            GroupRequest::ConsumerGroupHeartbeat(..) => A::ConsumerGroupHeartbeat,
+            GroupRequest::ConsumerGroupDescribe(..) => A::ConsumerGroupDescribe,
         }
     }
 }
@@ -292,6 +298,10 @@ impl GroupResponse {
                 }
             }
             GroupResponse::OffsetDelete(r) if r.error_code == 0 => r.error_code = c,
+            GroupResponse::ConsumerGroupHeartbeat(r) if r.error_code == 0 => {
+                *r = kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(c)
+            }
             GroupResponse::TxnOffsetCommit(r) => {
                 for p in r.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
                     if p.error_code == 0 {
@@ -339,6 +349,11 @@ impl GroupResponse {
                 GroupResponse::OffsetDelete(OffsetDeleteResponse::default().with_error_code(c))
             }
             A::TxnOffsetCommit => GroupResponse::TxnOffsetCommit(Default::default()),
+            A::ConsumerGroupHeartbeat => GroupResponse::ConsumerGroupHeartbeat(
+                kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(c),
+            ),
+            A::ConsumerGroupDescribe => GroupResponse::ConsumerGroupDescribe(Default::default()),
             _ => GroupResponse::Heartbeat(HeartbeatResponse::default().with_error_code(c)),
         }
     }

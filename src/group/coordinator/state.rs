@@ -113,6 +113,9 @@ pub(super) struct Group {
     /// group has an open transaction) even once tombstones took all its offsets.
     pub(super) pending_txn_offsets: OrdMap<i64, OrdMap<(String, i32), StoredOffset>>,
     pub(super) next_join_seq: u64,
+    /// A KIP-848 consumer group's state; `None` for a classic group. A consumer group has no
+    /// classic members and protocol type.
+    pub(super) consumer: Option<super::consumer::ConsumerGroup>,
 }
 
 /// An offset commit as the group keeps it: its value, and its record's place in the
@@ -193,6 +196,7 @@ impl Group {
             offsets: OrdMap::new(),
             pending_txn_offsets: OrdMap::new(),
             next_join_seq: 0,
+            consumer: None,
         }
     }
 
@@ -352,6 +356,24 @@ impl Group {
             && self.pending_txn_offsets.is_empty()
             && self.generation_id == 0
             && self.protocol_type.is_none()
+            && self.consumer.is_none()
+    }
+
+    /// The state ListGroups and DescribeGroups report: a consumer group's own states.
+    pub(super) fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(c) => c.state_name(),
+            None => self.state.name(),
+        }
+    }
+
+    /// `classic` or `consumer` (ListGroups v5 group types).
+    pub(super) fn type_name(&self) -> &'static str {
+        if self.consumer.is_some() {
+            "consumer"
+        } else {
+            "classic"
+        }
     }
 }
 

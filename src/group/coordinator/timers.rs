@@ -55,6 +55,12 @@ impl Coordinator {
                 }
                 TimerKind::Join => self.on_join_timer(&group_id, now_ms),
                 TimerKind::Sync => self.on_sync_timer(&group_id, now_ms),
+                TimerKind::ConsumerSession { member_id } => {
+                    self.on_consumer_timer(&group_id, &member_id, false)
+                }
+                TimerKind::ConsumerRebalance { member_id } => {
+                    self.on_consumer_timer(&group_id, &member_id, true)
+                }
             }
         }
         self.finish_operation()

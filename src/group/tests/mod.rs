@@ -3,6 +3,7 @@
 //! version range fails the test that produced it.
 
 mod admin;
+mod consumer;
 mod durability;
 mod load;
 mod membership;

@@ -1,0 +1,331 @@
+package io.kafkaiq.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BooleanSupplier;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.GroupState;
+import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * The consumer group protocol of KIP-848 ({@code group.protocol=consumer}) with the Java
+ * client: members join, share and hand over partitions with manual commits, so that every
+ * record is read exactly once and no partition is ever owned by two members at once; a regex
+ * subscription picks up a new topic; added partitions are assigned; the group survives a
+ * broker restart; the admin client describes the group.
+ */
+class ConsumerProtocolTest {
+    static final Duration TIMEOUT = Duration.ofSeconds(90);
+
+    static BrokerUnderTest broker;
+
+    @BeforeAll
+    static void start() throws Exception {
+        // Short heartbeats and sessions so rebalances and crashes play out in seconds; the
+        // same keys and bounds as Kafka's.
+        broker = BrokerUnderTest.start(1, List.of(
+                "group.consumer.min.heartbeat.interval.ms=500",
+                "group.consumer.heartbeat.interval.ms=500",
+                "group.consumer.min.session.timeout.ms=6000",
+                "group.consumer.session.timeout.ms=6000"));
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (broker != null) {
+            broker.close();
+        }
+    }
+
+    static void createTopic(String name, int partitions) throws Exception {
+        try (Admin admin = broker.admin()) {
+            admin.createTopics(List.of(new NewTopic(name, partitions, (short) 1)))
+                    .all().get(30, TimeUnit.SECONDS);
+        }
+    }
+
+    static void produce(String topic, String prefix, int count) throws Exception {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < count; i++) {
+                producer.send(new ProducerRecord<>(topic, prefix + i, prefix + i));
+            }
+            producer.flush();
+        }
+    }
+
+    static void await(String what, BooleanSupplier condition) throws InterruptedException {
+        long deadline = System.nanoTime() + TIMEOUT.toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("timed out waiting until " + what);
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    /**
+     * Who owns each partition right now, by the members' own rebalance callbacks. An
+     * assignment of a partition another member still owns is a violation.
+     */
+    static final class Ownership {
+        final Map<TopicPartition, String> owner = new HashMap<>();
+        final List<String> violations = new CopyOnWriteArrayList<>();
+
+        synchronized void assigned(String member, Collection<TopicPartition> tps) {
+            for (TopicPartition tp : tps) {
+                String other = owner.get(tp);
+                if (other != null && !other.equals(member)) {
+                    violations.add(tp + " assigned to " + member + " while " + other + " owns it");
+                }
+                owner.put(tp, member);
+            }
+        }
+
+        synchronized void released(String member, Collection<TopicPartition> tps) {
+            for (TopicPartition tp : tps) {
+                owner.remove(tp, member);
+            }
+        }
+    }
+
+    /** A consumer of the new protocol polling in its own thread, committing what it read. */
+    static final class Member implements AutoCloseable {
+        final String name;
+        final AtomicReference<Set<TopicPartition>> assignment = new AtomicReference<>(Set.of());
+        final Map<String, Integer> seen;
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        private final AtomicBoolean running = new AtomicBoolean(true);
+        private final Thread thread;
+
+        Member(String name, String group, Ownership ownership, Map<String, Integer> seen,
+                List<String> topics, String pattern) {
+            this.name = name;
+            this.seen = seen;
+            Properties p = new Properties();
+            p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+            p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+            p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+            p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+            p.put(ConsumerConfig.CLIENT_ID_CONFIG, name);
+            p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            thread = new Thread(() -> run(p, ownership, topics, pattern), "member-" + name);
+            thread.start();
+        }
+
+        private void run(Properties props, Ownership ownership, List<String> topics, String pattern) {
+            try (KafkaConsumer<String, String> c = new KafkaConsumer<>(props)) {
+                ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
+                    @Override
+                    public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                        // What was read is committed before the partitions go elsewhere.
+                        c.commitSync();
+                        ownership.released(name, partitions);
+                    }
+
+                    @Override
+                    public void onPartitionsLost(Collection<TopicPartition> partitions) {
+                        ownership.released(name, partitions);
+                    }
+
+                    @Override
+                    public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+                        ownership.assigned(name, partitions);
+                    }
+                };
+                if (pattern != null) {
+                    // Resolved by the broker (KIP-848), so a new topic is picked up at once.
+                    c.subscribe(new SubscriptionPattern(pattern), listener);
+                } else {
+                    c.subscribe(topics, listener);
+                }
+                while (running.get()) {
+                    var records = c.poll(Duration.ofMillis(100));
+                    for (ConsumerRecord<String, String> r : records) {
+                        seen.merge(r.value(), 1, Integer::sum);
+                    }
+                    if (!records.isEmpty()) {
+                        c.commitSync();
+                    }
+                    assignment.set(new HashSet<>(c.assignment()));
+                }
+            } catch (Throwable t) {
+                failure.set(t);
+            }
+        }
+
+        int size() {
+            return assignment.get().size();
+        }
+
+        @Override
+        public void close() throws Exception {
+            running.set(false);
+            thread.join(60_000);
+            if (failure.get() != null) {
+                throw new AssertionError("member " + name + " failed", failure.get());
+            }
+        }
+    }
+
+    static void assertExactlyOnce(Map<String, Integer> seen, Set<String> expected) {
+        List<String> problems = new ArrayList<>();
+        for (String v : expected) {
+            int n = seen.getOrDefault(v, 0);
+            if (n != 1) {
+                problems.add(v + " read " + n + " times");
+            }
+        }
+        for (String v : seen.keySet()) {
+            if (!expected.contains(v)) {
+                problems.add(v + " was never produced");
+            }
+        }
+        assertTrue(problems.isEmpty(), problems.size() + " problems, first: "
+                + problems.subList(0, Math.min(10, problems.size())));
+    }
+
+    @Test
+    @Timeout(value = 5, unit = TimeUnit.MINUTES)
+    void membersJoinLeaveAndCrashWithEveryRecordReadOnceAndNoPartitionOwnedTwice() throws Exception {
+        String topic = "kip848-six";
+        String group = "kip848-g";
+        createTopic(topic, 6);
+        Ownership ownership = new Ownership();
+        Map<String, Integer> seen = new ConcurrentHashMap<>();
+        Set<String> expected = new HashSet<>();
+        int round = 0;
+        Member a = new Member("a", group, ownership, seen, List.of(topic), null);
+        Member b = null;
+        Member c = null;
+        try {
+            await("a owns all 6", () -> a.size() == 6);
+            for (int i = 0; i < 200; i++) expected.add("r" + round + "-" + i);
+            produce(topic, "r" + round++ + "-", 200);
+
+            b = new Member("b", group, ownership, seen, List.of(topic), null);
+            c = new Member("c", group, ownership, seen, List.of(topic), null);
+            Member fb = b;
+            Member fc = c;
+            await("a, b and c own 2 each", () -> a.size() == 2 && fb.size() == 2 && fc.size() == 2);
+            for (int i = 0; i < 200; i++) expected.add("r" + round + "-" + i);
+            produce(topic, "r" + round++ + "-", 200);
+
+            // The admin client sees a consumer-protocol group.
+            try (Admin admin = broker.admin()) {
+                ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group))
+                        .describedGroups().get(group).get(30, TimeUnit.SECONDS);
+                assertEquals(GroupType.CONSUMER, d.type());
+                assertEquals(3, d.members().size());
+                assertTrue(d.groupEpoch().orElse(0) >= 3, "group epoch " + d.groupEpoch());
+            }
+
+            // b leaves cleanly; a and c take its partitions over.
+            b.close();
+            b = null;
+            await("a and c own 3 each", () -> a.size() == 3 && fc.size() == 3);
+            for (int i = 0; i < 200; i++) expected.add("r" + round + "-" + i);
+            produce(topic, "r" + round++ + "-", 200);
+
+            // Partitions added to the topic are assigned.
+            try (Admin admin = broker.admin()) {
+                admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(8)))
+                        .all().get(30, TimeUnit.SECONDS);
+            }
+            await("a and c own 4 each", () -> a.size() == 4 && fc.size() == 4);
+            for (int i = 0; i < 200; i++) expected.add("r" + round + "-" + i);
+            produce(topic, "r" + round++ + "-", 200);
+
+            await("every record read", () -> expected.stream().allMatch(seen::containsKey));
+        } finally {
+            for (Member m : new Member[] {a, b, c}) {
+                if (m != null) m.close();
+            }
+        }
+        assertTrue(ownership.violations.isEmpty(), "ownership violations: " + ownership.violations);
+        assertExactlyOnce(seen, expected);
+    }
+
+    @Test
+    @Timeout(value = 4, unit = TimeUnit.MINUTES)
+    void aRegexSubscriptionPicksUpANewTopicAndTheGroupSurvivesARestart() throws Exception {
+        String group = "kip848-rx";
+        createTopic("kip848-rx-1", 2);
+        Ownership ownership = new Ownership();
+        Map<String, Integer> seen = new ConcurrentHashMap<>();
+        Set<String> expected = new HashSet<>();
+        Member m = new Member("rx", group, ownership, seen, List.of(), "kip848-rx-.*");
+        try {
+            await("rx owns kip848-rx-1", () -> m.size() == 2);
+            createTopic("kip848-rx-2", 3);
+            await("rx owns kip848-rx-2 too", () -> m.size() == 5);
+            for (int i = 0; i < 100; i++) expected.add("a" + i);
+            produce("kip848-rx-2", "a", 100);
+            await("the first records read", () -> expected.stream().allMatch(seen::containsKey));
+
+            // The coordinator restarts: the group comes back from __consumer_offsets and the
+            // member keeps reading from its committed offsets.
+            broker.restart();
+            for (int i = 0; i < 100; i++) expected.add("b" + i);
+            produce("kip848-rx-2", "b", 100);
+            await("records after the restart read", () -> expected.stream().allMatch(seen::containsKey));
+            try (Admin admin = broker.admin()) {
+                ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group))
+                        .describedGroups().get(group).get(30, TimeUnit.SECONDS);
+                assertEquals(GroupType.CONSUMER, d.type());
+                assertEquals(1, d.members().size());
+                assertEquals(5, d.members().iterator().next().assignment().topicPartitions().size());
+                await("the group is stable", () -> {
+                    try (Admin a2 = broker.admin()) {
+                        return a2.describeConsumerGroups(List.of(group)).describedGroups().get(group)
+                                .get(30, TimeUnit.SECONDS).groupState() == GroupState.STABLE;
+                    } catch (Exception e) {
+                        return false;
+                    }
+                });
+            }
+        } finally {
+            m.close();
+        }
+        assertTrue(ownership.violations.isEmpty(), "ownership violations: " + ownership.violations);
+        assertExactlyOnce(seen, expected);
+    }
+}

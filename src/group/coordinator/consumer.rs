@@ -1,0 +1,1280 @@
+//! KIP-848 consumer groups: the broker-driven protocol of `group.protocol=consumer`.
+//!
+//! A member sends ConsumerGroupHeartbeat with its subscription; the coordinator keeps
+//! - the **group epoch**, bumped whenever what the assignment depends on changes (a member
+//!   joins, leaves or changes its subscription; a subscribed topic gains partitions or a topic
+//!   matching a regex appears);
+//! - the **target assignment** at the assignment epoch, computed by the server-side assignor
+//!   when the group epoch passes it;
+//! - each member's **current assignment** and member epoch, reconciled toward the target one
+//!   step per heartbeat: partitions the target takes away are revoked first (the member stays
+//!   at its epoch, UNREVOKED_PARTITIONS, until its heartbeat no longer lists them), and a
+//!   partition is given only once no other member holds it (UNRELEASED_PARTITIONS until then).
+//!
+//! Everything is written to `__consumer_offsets` as Kafka's records (key versions 3–8, see
+//! [`crate::group::consumer_records`]) before it is answered, so a coordinator that takes over
+//! replays the same state. Behaviour follows Kafka's `GroupMetadataManager.consumerGroupHeartbeat`
+//! and `CurrentAssignmentBuilder`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_describe_response::{
+    self as cgd, DescribedGroup as CgdGroup,
+};
+use kafka_protocol::messages::consumer_group_heartbeat_response::{
+    Assignment as HbAssignment, TopicPartitions as HbTopicPartitions,
+};
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, TopicName,
+};
+use uuid::Uuid;
+
+use crate::group::consumer_records::{
+    self as cr, Assignment, CurrentAssignmentValue, MemberMetadataValue, TopicMetadata,
+};
+use crate::metadata::MetadataImage;
+
+use super::assignor::{self, MemberSpec};
+use super::state::Group;
+use super::{code, s, Coordinator, GroupResponse, RequestContext, TimerKind};
+
+/// The member epoch of a heartbeat that leaves the group.
+pub const LEAVE_GROUP_MEMBER_EPOCH: i32 = -1;
+/// The member epoch of a static member's heartbeat that leaves for now (it keeps its
+/// partitions until its session times out or it comes back).
+pub const LEAVE_GROUP_STATIC_MEMBER_EPOCH: i32 = -2;
+/// ConsumerGroupHeartbeat from this version on carries a member id chosen by the client.
+const CLIENT_MEMBER_ID_VERSION: i16 = 1;
+
+/// Kafka's `MemberState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemberState {
+    #[default]
+    Stable,
+    UnrevokedPartitions,
+    UnreleasedPartitions,
+}
+
+impl MemberState {
+    fn code(self) -> i8 {
+        match self {
+            MemberState::Stable => 0,
+            MemberState::UnrevokedPartitions => 1,
+            MemberState::UnreleasedPartitions => 2,
+        }
+    }
+    fn from_code(c: i8) -> MemberState {
+        match c {
+            1 => MemberState::UnrevokedPartitions,
+            2 => MemberState::UnreleasedPartitions,
+            _ => MemberState::Stable,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConsumerMember {
+    pub member_id: String,
+    pub meta: MemberMetadataValue,
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    pub state: MemberState,
+    pub assigned: Assignment,
+    pub pending_revocation: Assignment,
+}
+
+impl ConsumerMember {
+    fn is_reconciled_to(&self, epoch: i32) -> bool {
+        self.state == MemberState::Stable && self.member_epoch == epoch
+    }
+
+    fn current_value(&self) -> CurrentAssignmentValue {
+        CurrentAssignmentValue {
+            member_epoch: self.member_epoch,
+            previous_member_epoch: self.previous_member_epoch,
+            state: self.state.code(),
+            assigned: self.assigned.clone(),
+            pending_revocation: self.pending_revocation.clone(),
+        }
+    }
+}
+
+/// A consumer group's state beside what every group keeps (offsets, see [`Group`]).
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerGroup {
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: imbl::OrdMap<String, ConsumerMember>,
+    /// Target assignment per member, at `assignment_epoch`.
+    pub target: imbl::OrdMap<String, Assignment>,
+    /// The subscribed topics as of the last epoch bump, by name.
+    pub subscription: BTreeMap<String, TopicMetadata>,
+    /// Partition → epoch of the member that holds it (assigned or pending revocation).
+    pub owners: imbl::HashMap<(Uuid, i32), i32>,
+}
+
+impl ConsumerGroup {
+    /// Kafka's consumer group states.
+    pub fn state_name(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.group_epoch > self.assignment_epoch {
+            "Assigning"
+        } else if self
+            .members
+            .values()
+            .any(|m| !m.is_reconciled_to(self.assignment_epoch))
+        {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+
+    fn set_owners(&mut self, member: &ConsumerMember, own: bool) {
+        for a in [&member.assigned, &member.pending_revocation] {
+            for (t, ps) in a {
+                for p in ps {
+                    if own {
+                        self.owners.insert((*t, *p), member.member_epoch);
+                    } else {
+                        self.owners.remove(&(*t, *p));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Replaces (or adds) a member, keeping `owners` in step.
+    pub fn put_member(&mut self, member: ConsumerMember) {
+        if let Some(old) = self.members.get(&member.member_id).cloned() {
+            self.set_owners(&old, false);
+        }
+        self.set_owners(&member, true);
+        self.members.insert(member.member_id.clone(), member);
+    }
+
+    pub fn drop_member(&mut self, member_id: &str) -> Option<ConsumerMember> {
+        let old = self.members.remove(member_id)?;
+        self.set_owners(&old, false);
+        self.target.remove(member_id);
+        Some(old)
+    }
+
+    /// Whether a commit (OffsetCommit, or TxnOffsetCommit when `transactional`) by
+    /// `member_id` at `epoch` may go through: without a member epoch only while the group has
+    /// no members (admin tools, `assign()`); otherwise by a member at its current epoch.
+    pub fn validate_commit(
+        &self,
+        member_id: &str,
+        epoch: i32,
+        version_supports_epochs: bool,
+        transactional: bool,
+    ) -> Result<(), ResponseError> {
+        if epoch < 0 && member_id.is_empty() {
+            return if self.members.is_empty() || transactional {
+                Ok(())
+            } else {
+                Err(ResponseError::UnknownMemberId)
+            };
+        }
+        let Some(m) = self.members.get(member_id) else {
+            return Err(ResponseError::UnknownMemberId);
+        };
+        if !version_supports_epochs {
+            return Err(ResponseError::UnsupportedVersion);
+        }
+        if epoch != m.member_epoch {
+            return Err(if transactional {
+                ResponseError::IllegalGeneration
+            } else {
+                ResponseError::StaleMemberEpoch
+            });
+        }
+        Ok(())
+    }
+
+    /// The assignor most members ask for, else the configured default (Kafka's preferred
+    /// server assignor).
+    pub fn preferred_assignor(&self, default: &str) -> String {
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some(a) = m.meta.server_assignor.as_deref() {
+                *votes.entry(a).or_default() += 1;
+            }
+        }
+        votes
+            .into_iter()
+            .max_by_key(|(name, n)| (*n, std::cmp::Reverse(*name)))
+            .and_then(|(name, _)| assignor::canonical_name(name))
+            .unwrap_or(default)
+            .to_owned()
+    }
+}
+
+/// A compiled subscription regex: RE2 syntax (Kafka uses RE2/J), matched against the whole
+/// topic name.
+fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| e.to_string())
+}
+
+/// The topics of `image` the members subscribe to, by name or by regex (internal topics never
+/// match a regex, as in Kafka).
+fn resolve_subscription<'a>(
+    members: impl Iterator<Item = &'a MemberMetadataValue>,
+    image: &MetadataImage,
+) -> BTreeMap<String, TopicMetadata> {
+    let mut names: BTreeSet<&str> = BTreeSet::new();
+    let mut regexes: BTreeMap<&str, Option<regex::Regex>> = BTreeMap::new();
+    for m in members {
+        names.extend(m.subscribed_topic_names.iter().map(String::as_str));
+        if let Some(r) = m.subscribed_topic_regex.as_deref() {
+            regexes.entry(r).or_insert_with(|| compile_regex(r).ok());
+        }
+    }
+    let mut out = BTreeMap::new();
+    let mut add = |name: &str| {
+        if let Some(t) = image.topic(name) {
+            out.insert(
+                name.to_owned(),
+                TopicMetadata {
+                    topic_id: t.id,
+                    topic_name: name.to_owned(),
+                    num_partitions: t.partitions.len() as i32,
+                },
+            );
+        }
+    };
+    for n in names {
+        add(n);
+    }
+    let compiled: Vec<&regex::Regex> = regexes.values().flatten().collect();
+    if !compiled.is_empty() {
+        for name in image.topics.keys() {
+            if !name.starts_with("__") && compiled.iter().any(|r| r.is_match(name)) {
+                add(name);
+            }
+        }
+    }
+    out
+}
+
+/// The topic ids `member` subscribes to within `subscription`.
+fn member_topics(
+    member: &MemberMetadataValue,
+    subscription: &BTreeMap<String, TopicMetadata>,
+) -> BTreeSet<Uuid> {
+    let regex = member
+        .subscribed_topic_regex
+        .as_deref()
+        .and_then(|r| compile_regex(r).ok());
+    subscription
+        .values()
+        .filter(|t| {
+            member.subscribed_topic_names.contains(&t.topic_name)
+                || regex
+                    .as_ref()
+                    .is_some_and(|r| !t.topic_name.starts_with("__") && r.is_match(&t.topic_name))
+        })
+        .map(|t| t.topic_id)
+        .collect()
+}
+
+fn owned_from_request(
+    owned: &Option<
+        Vec<kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions>,
+    >,
+) -> Option<Assignment> {
+    owned.as_ref().map(|tps| {
+        let mut a = Assignment::new();
+        for tp in tps {
+            a.entry(tp.topic_id)
+                .or_default()
+                .extend(tp.partitions.iter().copied());
+        }
+        a
+    })
+}
+
+fn overlaps(a: &Assignment, b: &Assignment) -> bool {
+    a.iter()
+        .any(|(t, ps)| b.get(t).is_some_and(|qs| !ps.is_disjoint(qs)))
+}
+
+fn is_subset(a: &Assignment, b: &Assignment) -> bool {
+    a.iter()
+        .all(|(t, ps)| ps.is_empty() || b.get(t).is_some_and(|qs| ps.is_subset(qs)))
+}
+
+/// One reconciliation step of `member` toward `target` at `target_epoch` (Kafka's
+/// `CurrentAssignmentBuilder`). `owned` is what the member's heartbeat says it holds (`None`
+/// when the heartbeat left it out); `owner_epoch` who else holds a partition.
+pub fn reconcile(
+    member: &ConsumerMember,
+    target_epoch: i32,
+    target: &Assignment,
+    owned: Option<&Assignment>,
+    owner_epoch: impl Fn(&Uuid, i32) -> Option<i32>,
+) -> ConsumerMember {
+    let still_owns = |revoking: &Assignment| owned.is_none_or(|o| overlaps(o, revoking));
+    match member.state {
+        MemberState::Stable if member.member_epoch == target_epoch => member.clone(),
+        MemberState::Stable => next_assignment(
+            member,
+            member.member_epoch,
+            target_epoch,
+            target,
+            owned,
+            &owner_epoch,
+        ),
+        MemberState::UnrevokedPartitions => {
+            if still_owns(&member.pending_revocation) {
+                return member.clone();
+            }
+            next_assignment(
+                member,
+                member.member_epoch + 1,
+                target_epoch,
+                target,
+                owned,
+                &owner_epoch,
+            )
+        }
+        MemberState::UnreleasedPartitions => next_assignment(
+            member,
+            member.member_epoch,
+            target_epoch,
+            target,
+            owned,
+            &owner_epoch,
+        ),
+    }
+}
+
+fn next_assignment(
+    member: &ConsumerMember,
+    epoch: i32,
+    target_epoch: i32,
+    target: &Assignment,
+    owned: Option<&Assignment>,
+    owner_epoch: &impl Fn(&Uuid, i32) -> Option<i32>,
+) -> ConsumerMember {
+    let mut assigned = Assignment::new();
+    let mut revoke = Assignment::new();
+    let mut pending = Assignment::new();
+    let mut unreleased = false;
+    let topics: BTreeSet<&Uuid> = target.keys().chain(member.assigned.keys()).collect();
+    for t in topics {
+        let want = target.get(t).cloned().unwrap_or_default();
+        let have = member.assigned.get(t).cloned().unwrap_or_default();
+        let keep: BTreeSet<i32> = have.intersection(&want).copied().collect();
+        let gone: BTreeSet<i32> = have.difference(&keep).copied().collect();
+        let mut add: BTreeSet<i32> = want.difference(&keep).copied().collect();
+        let before = add.len();
+        add.retain(|p| owner_epoch(t, *p).is_none());
+        unreleased |= add.len() != before;
+        if !keep.is_empty() {
+            assigned.insert(*t, keep);
+        }
+        if !gone.is_empty() {
+            revoke.insert(*t, gone);
+        }
+        if !add.is_empty() {
+            pending.insert(*t, add);
+        }
+    }
+    let mut next = member.clone();
+    next.pending_revocation = Assignment::new();
+    let owns_revoked = owned.is_none_or(|o| overlaps(o, &revoke));
+    if !revoke.is_empty() && owns_revoked {
+        next.state = MemberState::UnrevokedPartitions;
+        next.set_epoch(epoch);
+        next.assigned = assigned;
+        next.pending_revocation = revoke;
+        return next;
+    }
+    for (t, ps) in pending {
+        assigned.entry(t).or_default().extend(ps);
+    }
+    next.state = if unreleased {
+        MemberState::UnreleasedPartitions
+    } else {
+        MemberState::Stable
+    };
+    next.set_epoch(target_epoch);
+    next.assigned = assigned;
+    next
+}
+
+impl ConsumerMember {
+    fn set_epoch(&mut self, epoch: i32) {
+        if epoch != self.member_epoch {
+            self.previous_member_epoch = self.member_epoch;
+            self.member_epoch = epoch;
+        }
+    }
+}
+
+fn hb_error(e: ResponseError, message: Option<String>) -> GroupResponse {
+    GroupResponse::ConsumerGroupHeartbeat(
+        ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(code(e))
+            .with_error_message(message.map(|m| s(&m))),
+    )
+}
+
+fn hb_assignment(a: &Assignment) -> HbAssignment {
+    HbAssignment::default().with_topic_partitions(
+        a.iter()
+            .map(|(t, ps)| {
+                HbTopicPartitions::default()
+                    .with_topic_id(*t)
+                    .with_partitions(ps.iter().copied().collect())
+            })
+            .collect(),
+    )
+}
+
+impl Coordinator {
+    fn write_consumer_member(&mut self, partition: i32, group_id: &str, m: &ConsumerMember) {
+        self.append(
+            partition,
+            cr::member_metadata_key(group_id, &m.member_id),
+            Some(cr::encode_member_metadata_value(&m.meta)),
+        );
+    }
+
+    fn write_current_assignment(&mut self, partition: i32, group_id: &str, m: &ConsumerMember) {
+        self.append(
+            partition,
+            cr::current_member_assignment_key(group_id, &m.member_id),
+            Some(cr::encode_current_assignment_value(&m.current_value())),
+        );
+    }
+
+    fn write_group_epoch(&mut self, partition: i32, group_id: &str, epoch: i32) {
+        self.append(
+            partition,
+            cr::group_metadata_key(group_id),
+            Some(cr::encode_group_metadata_value(epoch)),
+        );
+    }
+
+    pub(super) fn consumer_group_heartbeat(
+        &mut self,
+        ctx: &RequestContext,
+        req: ConsumerGroupHeartbeatRequest,
+        image: &MetadataImage,
+        now_ms: i64,
+    ) {
+        match self.heartbeat_inner(ctx, &req, image, now_ms) {
+            Ok(response) => {
+                self.respond(ctx.token, GroupResponse::ConsumerGroupHeartbeat(response))
+            }
+            Err((e, message)) => self.respond(ctx.token, hb_error(e, message)),
+        }
+    }
+
+    fn validate_heartbeat(
+        &self,
+        v: i16,
+        req: &ConsumerGroupHeartbeatRequest,
+    ) -> Result<(), (ResponseError, Option<String>)> {
+        let invalid = |m: &str| Err((ResponseError::InvalidRequest, Some(m.to_owned())));
+        if req.group_id.is_empty() {
+            return invalid("GroupId can't be empty.");
+        }
+        if req.instance_id.as_ref().is_some_and(|i| i.is_empty()) {
+            return invalid("InstanceId can't be empty.");
+        }
+        if req.rack_id.as_ref().is_some_and(|r| r.is_empty()) {
+            return invalid("RackId can't be empty.");
+        }
+        if v >= CLIENT_MEMBER_ID_VERSION && req.member_id.is_empty() {
+            return invalid("MemberId can't be empty.");
+        }
+        match req.member_epoch {
+            e if e > 0 || e == LEAVE_GROUP_MEMBER_EPOCH => {
+                if req.member_id.is_empty() {
+                    return invalid("MemberId can't be empty.");
+                }
+            }
+            0 => {
+                if req.rebalance_timeout_ms == -1 {
+                    return invalid("RebalanceTimeoutMs must be provided in first request.");
+                }
+                if req.topic_partitions.as_ref().is_none_or(|t| !t.is_empty()) {
+                    return invalid("TopicPartitions must be empty when (re-)joining.");
+                }
+                let no_names = req
+                    .subscribed_topic_names
+                    .as_ref()
+                    .is_none_or(|n| n.is_empty());
+                if no_names && req.subscribed_topic_regex.is_none() {
+                    return invalid(
+                        "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+                    );
+                }
+            }
+            LEAVE_GROUP_STATIC_MEMBER_EPOCH => {
+                if req.member_id.is_empty() {
+                    return invalid("MemberId can't be empty.");
+                }
+                if req.instance_id.is_none() {
+                    return invalid("InstanceId can't be null.");
+                }
+            }
+            _ => return invalid("MemberEpoch is invalid."),
+        }
+        if let Some(r) = req.subscribed_topic_regex.as_deref() {
+            if let Err(e) = compile_regex(r) {
+                return Err((
+                    ResponseError::InvalidRegularExpression,
+                    Some(format!(
+                        "SubscribedTopicRegex `{r}` is not a valid regular expression: {e}."
+                    )),
+                ));
+            }
+        }
+        if let Some(a) = req.server_assignor.as_deref() {
+            if !self
+                .config
+                .consumer_assignors
+                .iter()
+                .any(|c| assignor::canonical_name(a) == Some(c.as_str()))
+            {
+                return Err((
+                    ResponseError::UnsupportedAssignor,
+                    Some(format!(
+                        "ServerAssignor {a} is not supported. Supported assignors: {}.",
+                        self.config.consumer_assignors.join(", ")
+                    )),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn heartbeat_inner(
+        &mut self,
+        ctx: &RequestContext,
+        req: &ConsumerGroupHeartbeatRequest,
+        image: &MetadataImage,
+        now_ms: i64,
+    ) -> Result<ConsumerGroupHeartbeatResponse, (ResponseError, Option<String>)> {
+        self.validate_heartbeat(ctx.api_version, req)?;
+        let group_id = req.group_id.0.to_string();
+        self.check_coordinator(&group_id).map_err(|e| (e, None))?;
+        let partition = self.shard_of(&group_id);
+        let epoch = req.member_epoch;
+
+        // The group: a consumer group, or created by a join; an empty classic group (offsets
+        // only) becomes a consumer group as in Kafka.
+        let mut group = match self.group(&group_id) {
+            Some(g) => match &g.consumer {
+                Some(c) => c.clone(),
+                None if epoch == 0 && g.members.is_empty() && g.pending_members.is_empty() => {
+                    let persisted = g.generation_id > 0 || g.protocol_type.is_some();
+                    let g = self.group_mut(&group_id).expect("exists");
+                    g.become_consumer_group();
+                    if persisted {
+                        self.append(
+                            partition,
+                            crate::group::records::encode_group_metadata_key(&group_id),
+                            None,
+                        );
+                    }
+                    ConsumerGroup::default()
+                }
+                None => {
+                    return Err((
+                        ResponseError::GroupIdNotFound,
+                        Some(format!("Group {group_id} is not a consumer group.")),
+                    ))
+                }
+            },
+            None if epoch == 0 => {
+                let mut g = Group::new(group_id.clone(), partition, now_ms);
+                g.become_consumer_group();
+                self.insert_group(g);
+                ConsumerGroup::default()
+            }
+            None => {
+                return Err((
+                    ResponseError::UnknownMemberId,
+                    Some(format!("Consumer group {group_id} not found.")),
+                ))
+            }
+        };
+
+        let member_id = if req.member_id.is_empty() {
+            self.new_member_id_uuid()
+        } else {
+            req.member_id.to_string()
+        };
+        let instance_id = req.instance_id.as_ref().map(|i| i.to_string());
+
+        if epoch == LEAVE_GROUP_MEMBER_EPOCH || epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+            let Some(member) = group.members.get(&member_id).cloned() else {
+                return Err((
+                    ResponseError::UnknownMemberId,
+                    Some(format!(
+                        "Member {member_id} is not a member of group {group_id}."
+                    )),
+                ));
+            };
+            if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+                // Kept, partitions and all, until its session times out or it rejoins.
+                let mut left = member;
+                left.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH;
+                self.write_current_assignment(partition, &group_id, &left);
+                group.put_member(left);
+                self.store_consumer_group(&group_id, group);
+            } else {
+                self.fence_consumer_member(&group_id, &mut group, &member_id);
+                self.store_consumer_group(&group_id, group);
+            }
+            return Ok(ConsumerGroupHeartbeatResponse::default()
+                .with_member_id(Some(s(&member_id)))
+                .with_member_epoch(epoch));
+        }
+
+        let max = self.config.consumer_max_size;
+        let existing = group.members.get(&member_id).cloned();
+        let mut replaced_static: Option<String> = None;
+        let member = match existing {
+            Some(m) => {
+                if epoch > 0 {
+                    let owned = owned_from_request(&req.topic_partitions);
+                    if epoch > m.member_epoch
+                        || (epoch < m.member_epoch
+                            && (epoch != m.previous_member_epoch
+                                || !owned.as_ref().is_none_or(|o| is_subset(o, &m.assigned))))
+                    {
+                        return Err((
+                            ResponseError::FencedMemberEpoch,
+                            Some(format!(
+                                "The consumer group member has a different member epoch ({epoch}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.",
+                                m.member_epoch
+                            )),
+                        ));
+                    }
+                }
+                m
+            }
+            None if epoch > 0 => {
+                return Err((
+                    ResponseError::UnknownMemberId,
+                    Some(format!(
+                        "Member {member_id} is not a member of group {group_id}."
+                    )),
+                ))
+            }
+            None => {
+                // A static member coming back under a new member id takes over from the one
+                // that left with epoch -2; one still active keeps its instance id.
+                let previous = instance_id.as_deref().and_then(|i| {
+                    group
+                        .members
+                        .values()
+                        .find(|m| m.meta.instance_id.as_deref() == Some(i))
+                        .cloned()
+                });
+                match previous {
+                    Some(p) if p.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH => {
+                        return Err((
+                            ResponseError::UnreleasedInstanceId,
+                            Some(format!(
+                                "Static member {} with instance id {} is still active.",
+                                p.member_id,
+                                instance_id.as_deref().unwrap_or("")
+                            )),
+                        ))
+                    }
+                    Some(p) => {
+                        replaced_static = Some(p.member_id.clone());
+                        ConsumerMember {
+                            member_id: member_id.clone(),
+                            member_epoch: p.previous_member_epoch.max(0),
+                            previous_member_epoch: p.previous_member_epoch,
+                            ..p
+                        }
+                    }
+                    None => {
+                        if group.members.len() >= max {
+                            return Err((
+                                ResponseError::GroupMaxSizeReached,
+                                Some(format!(
+                                    "The consumer group has reached its maximum capacity of {max} members."
+                                )),
+                            ));
+                        }
+                        ConsumerMember {
+                            member_id: member_id.clone(),
+                            ..Default::default()
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(old) = replaced_static {
+            let target = group.target.get(&old).cloned();
+            self.remove_consumer_member_records(partition, &group_id, &old);
+            group.drop_member(&old);
+            if let Some(t) = target {
+                group.target.insert(member_id.clone(), t);
+            }
+        }
+        let is_new = !group.members.contains_key(&member_id);
+
+        // 1. The member's subscription; a change bumps the group epoch.
+        let mut updated = member.clone();
+        let meta = &mut updated.meta;
+        if let Some(i) = &instance_id {
+            meta.instance_id = Some(i.clone());
+        }
+        if let Some(r) = &req.rack_id {
+            meta.rack_id = Some(r.to_string());
+        }
+        if req.rebalance_timeout_ms != -1 {
+            meta.rebalance_timeout_ms = req.rebalance_timeout_ms;
+        }
+        if let Some(a) = &req.server_assignor {
+            meta.server_assignor = Some(a.to_string());
+        }
+        if let Some(names) = &req.subscribed_topic_names {
+            let mut names: Vec<String> = names.iter().map(|n| n.0.to_string()).collect();
+            names.sort();
+            names.dedup();
+            meta.subscribed_topic_names = names;
+        }
+        if let Some(r) = &req.subscribed_topic_regex {
+            meta.subscribed_topic_regex = if r.is_empty() {
+                None
+            } else {
+                Some(r.to_string())
+            };
+        }
+        meta.client_id = ctx.client_id.clone();
+        meta.client_host = ctx.client_host.clone();
+        let mut bump = false;
+        if is_new || updated.meta != member.meta {
+            self.write_consumer_member(partition, &group_id, &updated);
+            bump = is_new
+                || updated.meta.subscribed_topic_names != member.meta.subscribed_topic_names
+                || updated.meta.subscribed_topic_regex != member.meta.subscribed_topic_regex;
+        }
+        if is_new {
+            // Not yet reconciled: it joins with no partitions at epoch 0.
+            group.put_member(updated.clone());
+        } else {
+            let mut m = group.members.get(&member_id).cloned().expect("member");
+            m.meta = updated.meta.clone();
+            group.put_member(m);
+        }
+
+        // 2. What the members subscribe to, as the metadata image has it now.
+        let subscription = resolve_subscription(group.members.values().map(|m| &m.meta), image);
+        if subscription != group.subscription {
+            let topics: Vec<TopicMetadata> = subscription.values().cloned().collect();
+            self.append(
+                partition,
+                cr::partition_metadata_key(&group_id),
+                Some(cr::encode_partition_metadata_value(&topics)),
+            );
+            group.subscription = subscription;
+            bump = true;
+        }
+        if bump {
+            group.group_epoch += 1;
+            self.write_group_epoch(partition, &group_id, group.group_epoch);
+        }
+
+        // 3. A new target assignment when the group epoch passed it.
+        if group.group_epoch > group.assignment_epoch {
+            self.update_target_assignment(partition, &group_id, &mut group);
+        }
+
+        // 4. One reconciliation step of this member.
+        let member = group.members.get(&member_id).cloned().expect("member");
+        let target = group.target.get(&member_id).cloned().unwrap_or_default();
+        let owned = owned_from_request(&req.topic_partitions);
+        let reconciled = if member.is_reconciled_to(group.assignment_epoch) {
+            member.clone()
+        } else {
+            let owners = group.owners.clone();
+            reconcile(
+                &member,
+                group.assignment_epoch,
+                &target,
+                owned.as_ref(),
+                |t, p| owners.get(&(*t, p)).copied(),
+            )
+        };
+        if reconciled != member || is_new {
+            self.write_current_assignment(partition, &group_id, &reconciled);
+            let rebalance_timer = TimerKind::ConsumerRebalance {
+                member_id: member_id.clone(),
+            };
+            if reconciled.state == MemberState::UnrevokedPartitions {
+                let timeout = i64::from(reconciled.meta.rebalance_timeout_ms.max(0));
+                self.schedule(&group_id, rebalance_timer, now_ms + timeout);
+            } else {
+                self.cancel(&group_id, rebalance_timer);
+            }
+        }
+        let assignment_changed = reconciled.assigned != member.assigned || is_new;
+        group.put_member(reconciled.clone());
+        self.store_consumer_group(&group_id, group);
+        self.schedule(
+            &group_id,
+            TimerKind::ConsumerSession {
+                member_id: member_id.clone(),
+            },
+            now_ms + i64::from(self.config.consumer_session_timeout_ms),
+        );
+
+        let full = epoch == 0
+            || (req.rebalance_timeout_ms != -1
+                && req.subscribed_topic_names.is_some()
+                && req.topic_partitions.is_some());
+        let mut response = ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(Some(s(&member_id)))
+            .with_member_epoch(reconciled.member_epoch)
+            .with_heartbeat_interval_ms(self.config.consumer_heartbeat_interval_ms);
+        if full || assignment_changed {
+            response = response.with_assignment(Some(hb_assignment(&reconciled.assigned)));
+        }
+        Ok(response)
+    }
+
+    /// Computes the target assignment at the group epoch and writes what changed.
+    fn update_target_assignment(
+        &mut self,
+        partition: i32,
+        group_id: &str,
+        group: &mut ConsumerGroup,
+    ) {
+        let default = self
+            .config
+            .consumer_assignors
+            .first()
+            .cloned()
+            .unwrap_or_else(|| assignor::UNIFORM.to_owned());
+        let assignor_name = group.preferred_assignor(&default);
+        let partitions: BTreeMap<Uuid, i32> = group
+            .subscription
+            .values()
+            .map(|t| (t.topic_id, t.num_partitions))
+            .collect();
+        let specs: BTreeMap<String, MemberSpec> = group
+            .members
+            .iter()
+            .map(|(id, m)| {
+                (
+                    id.clone(),
+                    MemberSpec {
+                        subscribed: member_topics(&m.meta, &group.subscription),
+                        previous: group.target.get(id).cloned().unwrap_or_default(),
+                    },
+                )
+            })
+            .collect();
+        let target = assignor::assign(&assignor_name, &specs, &partitions);
+        for (member, assignment) in &target {
+            if group.target.get(member) != Some(assignment) {
+                self.append(
+                    partition,
+                    cr::target_assignment_member_key(group_id, member),
+                    Some(cr::encode_target_assignment_member_value(assignment)),
+                );
+            }
+        }
+        group.target = target.into_iter().collect();
+        group.assignment_epoch = group.group_epoch;
+        self.append(
+            partition,
+            cr::target_assignment_metadata_key(group_id),
+            Some(cr::encode_target_assignment_metadata_value(
+                group.assignment_epoch,
+            )),
+        );
+    }
+
+    fn remove_consumer_member_records(&mut self, partition: i32, group_id: &str, member_id: &str) {
+        self.append(
+            partition,
+            cr::current_member_assignment_key(group_id, member_id),
+            None,
+        );
+        self.append(
+            partition,
+            cr::target_assignment_member_key(group_id, member_id),
+            None,
+        );
+        self.append(
+            partition,
+            cr::member_metadata_key(group_id, member_id),
+            None,
+        );
+        self.cancel(
+            group_id,
+            TimerKind::ConsumerSession {
+                member_id: member_id.to_owned(),
+            },
+        );
+        self.cancel(
+            group_id,
+            TimerKind::ConsumerRebalance {
+                member_id: member_id.to_owned(),
+            },
+        );
+    }
+
+    /// Removes a member (it left, its session expired or it did not revoke in time): its
+    /// records are tombstoned, its partitions are free and the group epoch is bumped.
+    fn fence_consumer_member(
+        &mut self,
+        group_id: &str,
+        group: &mut ConsumerGroup,
+        member_id: &str,
+    ) {
+        let partition = self.shard_of(group_id);
+        self.remove_consumer_member_records(partition, group_id, member_id);
+        group.drop_member(member_id);
+        let subscription = group.subscription.clone();
+        // The subscription may shrink with the member gone; the next heartbeat recomputes it.
+        let _ = subscription;
+        group.group_epoch += 1;
+        self.write_group_epoch(partition, group_id, group.group_epoch);
+    }
+
+    /// An empty consumer group stops being one (a classic member joins): its group-level
+    /// records are tombstoned, the group epoch's last.
+    pub(super) fn end_consumer_group(&mut self, group_id: &str) {
+        let partition = self.shard_of(group_id);
+        for key in [
+            cr::target_assignment_metadata_key(group_id),
+            cr::partition_metadata_key(group_id),
+            cr::group_metadata_key(group_id),
+        ] {
+            self.append(partition, key, None);
+        }
+        if let Some(g) = self.group_mut(group_id) {
+            g.consumer = None;
+        }
+    }
+
+    fn store_consumer_group(&mut self, group_id: &str, group: ConsumerGroup) {
+        if let Some(g) = self.group_mut(group_id) {
+            g.consumer = Some(group);
+        }
+    }
+
+    /// A member's session or rebalance timeout passed.
+    pub(super) fn on_consumer_timer(&mut self, group_id: &str, member_id: &str, rebalance: bool) {
+        let Some(mut group) = self.group(group_id).and_then(|g| g.consumer.clone()) else {
+            return;
+        };
+        let Some(member) = group.members.get(member_id) else {
+            return;
+        };
+        if rebalance && member.state != MemberState::UnrevokedPartitions {
+            return;
+        }
+        tracing::info!(
+            group = group_id,
+            member = member_id,
+            "consumer group member fenced: {}",
+            if rebalance {
+                "it did not revoke its partitions within its rebalance timeout"
+            } else {
+                "its session timed out"
+            }
+        );
+        self.fence_consumer_member(group_id, &mut group, member_id);
+        self.store_consumer_group(group_id, group);
+    }
+
+    pub(super) fn new_member_id_uuid(&mut self) -> String {
+        self.member_id_counter += 1;
+        let a = super::splitmix64(self.member_id_seed ^ self.member_id_counter);
+        let b = super::splitmix64(a ^ self.member_id_counter.rotate_left(32));
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&a.to_be_bytes());
+        bytes[8..].copy_from_slice(&b.to_be_bytes());
+        // Kafka's member ids are its Uuid's URL-safe base64 form.
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    pub(super) fn consumer_group_describe(
+        &mut self,
+        ctx: &RequestContext,
+        req: ConsumerGroupDescribeRequest,
+        image: &MetadataImage,
+    ) {
+        let groups = req
+            .group_ids
+            .iter()
+            .map(|gid| {
+                let base = CgdGroup::default()
+                    .with_group_id(gid.clone())
+                    .with_authorized_operations(i32::MIN);
+                if let Err(e) = self.check_coordinator(gid) {
+                    return base.with_error_code(code(e));
+                }
+                let not_found = |m: String| {
+                    base.clone()
+                        .with_error_code(code(ResponseError::GroupIdNotFound))
+                        .with_error_message(Some(s(&m)))
+                };
+                let Some(group) = self.durable_group(gid.as_str()) else {
+                    return not_found(format!("Group {} not found.", gid.as_str()));
+                };
+                let Some(c) = &group.consumer else {
+                    return not_found(format!("Group {} is not a consumer group.", gid.as_str()));
+                };
+                describe_consumer_group(base.clone(), c, image, &self.config.consumer_assignors)
+            })
+            .collect();
+        let _ = ctx;
+        self.respond(
+            ctx.token,
+            GroupResponse::ConsumerGroupDescribe(
+                ConsumerGroupDescribeResponse::default().with_groups(groups),
+            ),
+        );
+    }
+}
+
+fn describe_consumer_group(
+    base: CgdGroup,
+    c: &ConsumerGroup,
+    image: &MetadataImage,
+    assignors: &[String],
+) -> CgdGroup {
+    let describe = |a: &Assignment| {
+        cgd::Assignment::default().with_topic_partitions(
+            a.iter()
+                .map(|(t, ps)| {
+                    cgd::TopicPartitions::default()
+                        .with_topic_id(*t)
+                        .with_topic_name(TopicName(s(image
+                            .topic_names_by_id
+                            .get(t)
+                            .map(String::as_str)
+                            .unwrap_or(""))))
+                        .with_partitions(ps.iter().copied().collect())
+                })
+                .collect(),
+        )
+    };
+    let default = assignors
+        .first()
+        .cloned()
+        .unwrap_or_else(|| assignor::UNIFORM.to_owned());
+    base.with_group_state(s(c.state_name()))
+        .with_group_epoch(c.group_epoch)
+        .with_assignment_epoch(c.assignment_epoch)
+        .with_assignor_name(s(&c.preferred_assignor(&default)))
+        .with_members(
+            c.members
+                .values()
+                .map(|m| {
+                    cgd::Member::default()
+                        .with_member_id(s(&m.member_id))
+                        .with_instance_id(m.meta.instance_id.as_deref().map(s))
+                        .with_rack_id(m.meta.rack_id.as_deref().map(s))
+                        .with_member_epoch(m.member_epoch)
+                        .with_client_id(s(&m.meta.client_id))
+                        .with_client_host(s(&m.meta.client_host))
+                        .with_subscribed_topic_names(
+                            m.meta
+                                .subscribed_topic_names
+                                .iter()
+                                .map(|n| TopicName(s(n)))
+                                .collect(),
+                        )
+                        .with_subscribed_topic_regex(
+                            m.meta.subscribed_topic_regex.as_deref().map(s),
+                        )
+                        .with_assignment(describe(&m.assigned))
+                        .with_target_assignment(describe(
+                            &c.target.get(&m.member_id).cloned().unwrap_or_default(),
+                        ))
+                        .with_member_type(1)
+                })
+                .collect(),
+        )
+}
+
+// ------------------------------------------------------------------------------ replay
+
+/// Applies one consumer-group record at load time.
+pub(super) fn replay(
+    group: &mut ConsumerGroup,
+    key: &cr::ConsumerKey,
+    value: Option<&[u8]>,
+) -> Result<(), crate::group::records::RecordError> {
+    use cr::ConsumerKey as K;
+    match (key, value) {
+        (K::GroupMetadata { .. }, Some(v)) => {
+            group.group_epoch = cr::decode_group_metadata_value(v)?
+        }
+        (K::GroupMetadata { .. }, None) => {}
+        (K::PartitionMetadata { .. }, Some(v)) => {
+            group.subscription = cr::decode_partition_metadata_value(v)?
+                .into_iter()
+                .map(|t| (t.topic_name.clone(), t))
+                .collect();
+        }
+        (K::PartitionMetadata { .. }, None) => group.subscription.clear(),
+        (K::MemberMetadata { member, .. }, Some(v)) => {
+            let meta = cr::decode_member_metadata_value(v)?;
+            let mut m = group
+                .members
+                .get(member)
+                .cloned()
+                .unwrap_or(ConsumerMember {
+                    member_id: member.clone(),
+                    ..Default::default()
+                });
+            m.meta = meta;
+            group.put_member(m);
+        }
+        (K::MemberMetadata { member, .. }, None) => {
+            if let Some(m) = group.members.get(member).cloned() {
+                group.set_owners(&m, false);
+                group.members.remove(member);
+            }
+        }
+        (K::TargetAssignmentMetadata { .. }, Some(v)) => {
+            group.assignment_epoch = cr::decode_target_assignment_metadata_value(v)?
+        }
+        (K::TargetAssignmentMetadata { .. }, None) => {}
+        (K::TargetAssignmentMember { member, .. }, Some(v)) => {
+            group.target.insert(
+                member.clone(),
+                cr::decode_target_assignment_member_value(v)?,
+            );
+        }
+        (K::TargetAssignmentMember { member, .. }, None) => {
+            group.target.remove(member);
+        }
+        (K::CurrentMemberAssignment { member, .. }, Some(v)) => {
+            let value = cr::decode_current_assignment_value(v)?;
+            let mut m = group
+                .members
+                .get(member)
+                .cloned()
+                .unwrap_or(ConsumerMember {
+                    member_id: member.clone(),
+                    ..Default::default()
+                });
+            m.member_epoch = value.member_epoch;
+            m.previous_member_epoch = value.previous_member_epoch;
+            m.state = MemberState::from_code(value.state);
+            m.assigned = value.assigned;
+            m.pending_revocation = value.pending_revocation;
+            group.put_member(m);
+        }
+        (K::CurrentMemberAssignment { member, .. }, None) => {
+            if let Some(mut m) = group.members.get(member).cloned() {
+                m.assigned.clear();
+                m.pending_revocation.clear();
+                group.put_member(m);
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Group {
+    /// Turns this (new or empty classic) group into a consumer group.
+    pub(super) fn become_consumer_group(&mut self) {
+        self.consumer = Some(ConsumerGroup::default());
+        self.protocol_type = None;
+        self.protocol_name = None;
+        self.generation_id = 0;
+        self.leader_id = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(n: u8) -> Uuid {
+        Uuid::from_bytes([n; 16])
+    }
+
+    fn member(epoch: i32, assigned: Assignment) -> ConsumerMember {
+        ConsumerMember {
+            member_id: "m".into(),
+            member_epoch: epoch,
+            previous_member_epoch: epoch - 1,
+            assigned,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn revocation_comes_before_the_new_epoch() {
+        let m = member(1, [(t(1), [0, 1, 2].into())].into());
+        let target: Assignment = [(t(1), [0, 1].into())].into();
+        let owned: Assignment = [(t(1), [0, 1, 2].into())].into();
+        let next = reconcile(&m, 2, &target, Some(&owned), |_, _| None);
+        assert_eq!(next.state, MemberState::UnrevokedPartitions);
+        assert_eq!(next.member_epoch, 1, "stays at its epoch until it revoked");
+        assert_eq!(next.assigned, [(t(1), [0, 1].into())].into());
+        assert_eq!(next.pending_revocation, [(t(1), [2].into())].into());
+        // Still listing partition 2: nothing changes.
+        assert_eq!(
+            reconcile(&next, 2, &target, Some(&owned), |_, _| None),
+            next
+        );
+        // Revoked: the member moves to the target epoch.
+        let owned: Assignment = [(t(1), [0, 1].into())].into();
+        let done = reconcile(&next, 2, &target, Some(&owned), |_, _| None);
+        assert_eq!(done.state, MemberState::Stable);
+        assert_eq!(done.member_epoch, 2);
+        assert!(done.pending_revocation.is_empty());
+    }
+
+    #[test]
+    fn a_partition_still_held_elsewhere_is_not_given() {
+        let m = member(1, Assignment::new());
+        let target: Assignment = [(t(1), [0, 1].into())].into();
+        let next = reconcile(&m, 2, &target, Some(&Assignment::new()), |_, p| {
+            (p == 1).then_some(1)
+        });
+        assert_eq!(next.state, MemberState::UnreleasedPartitions);
+        assert_eq!(next.member_epoch, 2);
+        assert_eq!(next.assigned, [(t(1), [0].into())].into());
+        // Released: the next step gives it.
+        let next = reconcile(&next, 2, &target, Some(&next.assigned.clone()), |_, _| None);
+        assert_eq!(next.state, MemberState::Stable);
+        assert_eq!(next.assigned, target);
+    }
+
+    #[test]
+    fn group_states_follow_epochs_and_reconciliation() {
+        let mut g = ConsumerGroup::default();
+        assert_eq!(g.state_name(), "Empty");
+        g.put_member(member(0, Assignment::new()));
+        g.group_epoch = 1;
+        assert_eq!(g.state_name(), "Assigning");
+        g.assignment_epoch = 1;
+        assert_eq!(g.state_name(), "Reconciling");
+        let mut m = member(1, [(t(1), [0].into())].into());
+        m.state = MemberState::Stable;
+        g.put_member(m);
+        assert_eq!(g.state_name(), "Stable");
+        assert_eq!(g.owners.get(&(t(1), 0)), Some(&1));
+        g.drop_member("m");
+        assert!(g.owners.is_empty());
+    }
+}

@@ -1,0 +1,503 @@
+//! KIP-848 consumer groups in the machine: joining, revocation before reassignment, leaving,
+//! session expiry, fencing, bad input, and replay after a restart.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+    OffsetCommitRequest, TopicName,
+};
+use uuid::Uuid;
+
+use super::*;
+use crate::metadata::{LeaderRecoveryState, MetadataImage, PartitionRegistration, TopicImage};
+
+const V: i16 = 1;
+
+fn image(topics: &[(&str, u8, i32)]) -> Arc<MetadataImage> {
+    let mut img = MetadataImage::default();
+    for (name, id, partitions) in topics {
+        let id = Uuid::from_bytes([*id; 16]);
+        let partitions = (0..*partitions)
+            .map(|p| {
+                (
+                    p,
+                    PartitionRegistration {
+                        replicas: vec![1],
+                        isr: vec![1],
+                        leader: 1,
+                        leader_epoch: 0,
+                        partition_epoch: 0,
+                        leader_recovery_state: LeaderRecoveryState::Recovered,
+                        adding_replicas: vec![],
+                        removing_replicas: vec![],
+                    },
+                )
+            })
+            .collect();
+        img.topics.insert(
+            name.to_string(),
+            Arc::new(TopicImage {
+                name: name.to_string(),
+                id,
+                partitions,
+                configs: BTreeMap::new(),
+                history: BTreeMap::new(),
+            }),
+        );
+        img.topic_names_by_id.insert(id, name.to_string());
+    }
+    Arc::new(img)
+}
+
+fn tid(n: u8) -> Uuid {
+    Uuid::from_bytes([n; 16])
+}
+
+struct Hb {
+    member: String,
+    epoch: i32,
+    owned: Vec<(Uuid, Vec<i32>)>,
+}
+
+impl H {
+    fn cg_heartbeat(
+        &mut self,
+        img: &Arc<MetadataImage>,
+        req: ConsumerGroupHeartbeatRequest,
+    ) -> ConsumerGroupHeartbeatResponse {
+        let (token, out) = self.call(V, GroupRequest::ConsumerGroupHeartbeat(req, img.clone()));
+        match out.response_for(token) {
+            Some(GroupResponse::ConsumerGroupHeartbeat(r)) => r.clone(),
+            other => panic!("no heartbeat response: {other:?}"),
+        }
+    }
+
+    fn cg_join(
+        &mut self,
+        img: &Arc<MetadataImage>,
+        member: &str,
+        topics: &[&str],
+    ) -> ConsumerGroupHeartbeatResponse {
+        self.cg_heartbeat(
+            img,
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s(G)))
+                .with_member_id(s(member))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(REBALANCE_MS)
+                .with_subscribed_topic_names(Some(topics.iter().map(|t| TopicName(s(t))).collect()))
+                .with_topic_partitions(Some(vec![])),
+        )
+    }
+
+    fn cg_beat(&mut self, img: &Arc<MetadataImage>, hb: &Hb) -> ConsumerGroupHeartbeatResponse {
+        self.cg_heartbeat(
+            img,
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s(G)))
+                .with_member_id(s(&hb.member))
+                .with_member_epoch(hb.epoch)
+                .with_rebalance_timeout_ms(-1)
+                .with_topic_partitions(Some(
+                    hb.owned
+                        .iter()
+                        .map(|(t, ps)| {
+                            TopicPartitions::default()
+                                .with_topic_id(*t)
+                                .with_partitions(ps.clone())
+                        })
+                        .collect(),
+                )),
+        )
+    }
+}
+
+fn assigned(r: &ConsumerGroupHeartbeatResponse) -> Option<Vec<(Uuid, Vec<i32>)>> {
+    r.assignment.as_ref().map(|a| {
+        a.topic_partitions
+            .iter()
+            .map(|tp| (tp.topic_id, tp.partitions.clone()))
+            .collect()
+    })
+}
+
+fn count(a: &Option<Vec<(Uuid, Vec<i32>)>>) -> usize {
+    a.as_ref()
+        .map_or(0, |v| v.iter().map(|(_, p)| p.len()).sum())
+}
+
+#[test]
+fn a_second_member_gets_partitions_only_after_the_first_revoked_them() {
+    let img = image(&[("t", 1, 4)]);
+    let mut h = H::new();
+    let a = h.cg_join(&img, "a", &["t"]);
+    assert_eq!(a.error_code, 0, "{a:?}");
+    assert_eq!(a.member_epoch, 1);
+    assert_eq!(assigned(&a), Some(vec![(tid(1), vec![0, 1, 2, 3])]));
+    assert_eq!(a.heartbeat_interval_ms, 5_000);
+
+    let b = h.cg_join(&img, "b", &["t"]);
+    assert_eq!(b.member_epoch, 2);
+    assert_eq!(count(&assigned(&b)), 0, "a still owns everything");
+
+    // a is asked to revoke two partitions; it stays at epoch 1 until it has.
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: vec![(tid(1), vec![0, 1, 2, 3])],
+        },
+    );
+    assert_eq!(a.member_epoch, 1);
+    assert_eq!(count(&assigned(&a)), 2);
+    // b still gets nothing while a holds them.
+    let b = h.cg_beat(
+        &img,
+        &Hb {
+            member: "b".into(),
+            epoch: 2,
+            owned: vec![],
+        },
+    );
+    assert_eq!(b.member_epoch, 2);
+    assert_eq!(count(&assigned(&b)), 0);
+    // a revoked: it moves to epoch 2; then b gets the two partitions.
+    let kept = assigned(&a).unwrap();
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: kept.clone(),
+        },
+    );
+    assert_eq!(a.member_epoch, 2);
+    let b = h.cg_beat(
+        &img,
+        &Hb {
+            member: "b".into(),
+            epoch: 2,
+            owned: vec![],
+        },
+    );
+    assert_eq!(count(&assigned(&b)), 2);
+    let mut all: Vec<i32> = kept[0].1.clone();
+    all.extend(assigned(&b).unwrap()[0].1.clone());
+    all.sort();
+    assert_eq!(all, vec![0, 1, 2, 3]);
+
+    // Described: stable, epochs 2, both members.
+    let (token, out) = h.call(
+        0,
+        GroupRequest::ConsumerGroupDescribe(
+            ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(G))]),
+            img.clone(),
+        ),
+    );
+    let Some(GroupResponse::ConsumerGroupDescribe(d)) = out.response_for(token) else {
+        panic!()
+    };
+    let g = &d.groups[0];
+    assert_eq!(g.error_code, 0);
+    assert_eq!(g.group_state.as_str(), "Stable");
+    assert_eq!((g.group_epoch, g.assignment_epoch), (2, 2));
+    assert_eq!(g.assignor_name.as_str(), "uniform");
+    assert_eq!(g.members.len(), 2);
+}
+
+#[test]
+fn a_restart_replays_epochs_and_assignments_and_members_carry_on() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    h.cg_join(&img, "a", &["t"]);
+    h.cg_join(&img, "b", &["t"]);
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: vec![(tid(1), vec![0, 1])],
+        },
+    );
+    let kept = assigned(&a).unwrap();
+    h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: kept.clone(),
+        },
+    );
+    let b = h.cg_beat(
+        &img,
+        &Hb {
+            member: "b".into(),
+            epoch: 2,
+            owned: vec![],
+        },
+    );
+    let b_owned = assigned(&b).unwrap();
+
+    let mut r = h.restart(99);
+    // Both carry on at epoch 2 with what they own; nothing is reassigned.
+    let a = r.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 2,
+            owned: kept.clone(),
+        },
+    );
+    assert_eq!((a.error_code, a.member_epoch), (0, 2));
+    let b = r.cg_beat(
+        &img,
+        &Hb {
+            member: "b".into(),
+            epoch: 2,
+            owned: b_owned.clone(),
+        },
+    );
+    assert_eq!((b.error_code, b.member_epoch), (0, 2));
+    assert_eq!(
+        assigned(&b),
+        None,
+        "no change, no assignment in the response"
+    );
+    // An unknown member is refused after the restart too.
+    let x = r.cg_beat(
+        &img,
+        &Hb {
+            member: "x".into(),
+            epoch: 2,
+            owned: vec![],
+        },
+    );
+    assert_eq!(x.error_code, E::UnknownMemberId.code());
+}
+
+#[test]
+fn leaving_and_session_expiry_free_partitions_for_the_others() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    h.cg_join(&img, "a", &["t"]);
+    let b = h.cg_join(&img, "b", &["t"]);
+    assert_eq!(b.member_epoch, 2);
+    // b leaves before it got anything; a is told to keep everything at a new epoch.
+    let left = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("b"))
+            .with_member_epoch(-1),
+    );
+    assert_eq!((left.error_code, left.member_epoch), (0, -1));
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: vec![(tid(1), vec![0, 1])],
+        },
+    );
+    assert_eq!(a.error_code, 0);
+    assert_eq!(a.member_epoch, 3);
+
+    // c joins, then a stops heartbeating: its session expires and c gets both partitions.
+    let c = h.cg_join(&img, "c", &["t"]);
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 3,
+            owned: vec![(tid(1), vec![0, 1])],
+        },
+    );
+    let kept = assigned(&a).unwrap();
+    h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 3,
+            owned: kept,
+        },
+    );
+    let c = h.cg_beat(
+        &img,
+        &Hb {
+            member: "c".into(),
+            epoch: c.member_epoch,
+            owned: vec![],
+        },
+    );
+    assert_eq!(count(&assigned(&c)), 1);
+    let c_epoch = c.member_epoch;
+    for _ in 0..10 {
+        h.advance(1_000);
+        let c = h.cg_beat(
+            &img,
+            &Hb {
+                member: "c".into(),
+                epoch: c_epoch,
+                owned: assigned(&c).unwrap_or_default(),
+            },
+        );
+        assert_eq!(c.error_code, 0);
+    }
+    h.advance(40_000);
+    let c2 = h.cg_beat(
+        &img,
+        &Hb {
+            member: "c".into(),
+            epoch: c_epoch,
+            owned: vec![],
+        },
+    );
+    assert_eq!(c2.error_code, 0, "{c2:?}");
+    assert_eq!(
+        count(&assigned(&c2)),
+        2,
+        "a was fenced and its partition is free"
+    );
+    // a's late heartbeat is refused.
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 3,
+            owned: vec![],
+        },
+    );
+    assert_eq!(a.error_code, E::UnknownMemberId.code());
+}
+
+#[test]
+fn bad_heartbeats_get_kafkas_errors_and_change_nothing() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    h.cg_join(&img, "a", &["t"]);
+    let records = h.log.len();
+    let fenced = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 7,
+            owned: vec![],
+        },
+    );
+    assert_eq!(fenced.error_code, E::FencedMemberEpoch.code());
+    let unknown = h.cg_beat(
+        &img,
+        &Hb {
+            member: "zz".into(),
+            epoch: 1,
+            owned: vec![],
+        },
+    );
+    assert_eq!(unknown.error_code, E::UnknownMemberId.code());
+    let regex = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("r"))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(1000)
+            .with_subscribed_topic_regex(Some(s("(unclosed")))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(regex.error_code, E::InvalidRegularExpression.code());
+    let assignor = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("r"))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(1000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_server_assignor(Some(s("sticky")))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(assignor.error_code, E::UnsupportedAssignor.code());
+    let no_id = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(1000)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(no_id.error_code, E::InvalidRequest.code());
+    assert_eq!(h.log.len(), records, "refused heartbeats write nothing");
+
+    // A classic member cannot join the consumer group.
+    let (token, out) = h.join_v(9, "", None, &["t"]);
+    let Some(GroupResponse::JoinGroup(j)) = out.response_for(token) else {
+        panic!()
+    };
+    assert_eq!(j.error_code, E::InconsistentGroupProtocol.code());
+
+    // Commits need the member's current epoch.
+    let commit = |epoch: i32| {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("a"))
+            .with_generation_id_or_member_epoch(epoch)
+            .with_topics(vec![
+                kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![
+                        kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(5),
+                    ]),
+            ])
+    };
+    let (token, out) = h.call(9, GroupRequest::OffsetCommit(commit(0)));
+    let Some(GroupResponse::OffsetCommit(c)) = out.response_for(token) else {
+        panic!()
+    };
+    assert_eq!(
+        c.topics[0].partitions[0].error_code,
+        E::StaleMemberEpoch.code()
+    );
+    let (token, out) = h.call(9, GroupRequest::OffsetCommit(commit(1)));
+    let Some(GroupResponse::OffsetCommit(c)) = out.response_for(token) else {
+        panic!()
+    };
+    assert_eq!(c.topics[0].partitions[0].error_code, 0);
+}
+
+#[test]
+fn a_regex_subscription_follows_new_topics() {
+    let mut h = H::new();
+    let img = image(&[("logs-a", 1, 1), ("other", 2, 1)]);
+    let a = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("a"))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(1000)
+            .with_subscribed_topic_regex(Some(s("logs-.*")))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(assigned(&a), Some(vec![(tid(1), vec![0])]));
+    let img = image(&[("logs-a", 1, 1), ("other", 2, 1), ("logs-b", 3, 2)]);
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: vec![(tid(1), vec![0])],
+        },
+    );
+    assert_eq!(a.member_epoch, 2);
+    assert_eq!(
+        assigned(&a),
+        Some(vec![(tid(1), vec![0]), (tid(3), vec![0, 1])])
+    );
+}
