@@ -15,6 +15,8 @@
 //! (the Java suite and the groups suite own those).
 
 mod common;
+#[path = "rdkafka_clients/consumer_protocol.rs"]
+mod consumer_protocol;
 #[path = "rdkafka_clients/transactions.rs"]
 mod transactions;
 

@@ -455,13 +455,15 @@ impl Coordinator {
             return Ok(());
         };
         self.check_coordinator(group_id)?;
+        // Classic groups are not checked (Kafka's `ClassicGroup.validateOffsetFetch`), and a
+        // group that does not exist has no offsets to hide.
         match self.group(group_id).and_then(|g| g.consumer.as_ref()) {
             Some(c) => match c.members.get(member_id) {
                 None => Err(ResponseError::UnknownMemberId),
                 Some(m) if m.member_epoch != member_epoch => Err(ResponseError::StaleMemberEpoch),
                 Some(_) => Ok(()),
             },
-            None => Err(ResponseError::GroupIdNotFound),
+            None => Ok(()),
         }
     }
 

@@ -501,3 +501,33 @@ fn a_regex_subscription_follows_new_topics() {
         Some(vec![(tid(1), vec![0]), (tid(3), vec![0, 1])])
     );
 }
+
+/// OffsetFetch v9 names the member and its epoch: a consumer group checks them, a classic
+/// group (whose clients send their generation there) does not, as in Kafka.
+#[test]
+fn offset_fetch_checks_member_epochs_of_consumer_groups_only() {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+    use kafka_protocol::messages::OffsetFetchRequest;
+    let img = image(&[("t", 1, 1)]);
+    let mut h = H::new();
+    h.cg_join(&img, "a", &["t"]);
+    h.commit(8, "classic", -1, "", &[("t", 0, 3)]);
+    let fetch = |h: &mut H, group: &str, member: &str, epoch: i32| -> i16 {
+        let req =
+            OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(s(group)))
+                .with_member_id(Some(s(member)))
+                .with_member_epoch(epoch)
+                .with_topics(None)]);
+        let (t, out) = h.call(9, GroupRequest::OffsetFetch(req));
+        let Some(GroupResponse::OffsetFetch(r)) = out.response_for(t) else {
+            panic!()
+        };
+        r.groups[0].error_code
+    };
+    assert_eq!(fetch(&mut h, G, "a", 1), 0);
+    assert_eq!(fetch(&mut h, G, "a", 0), E::StaleMemberEpoch.code());
+    assert_eq!(fetch(&mut h, G, "nobody", 1), E::UnknownMemberId.code());
+    assert_eq!(fetch(&mut h, "classic", "kgo-member", 7), 0);
+    assert_eq!(fetch(&mut h, "no-such-group", "m", 3), 0);
+}
