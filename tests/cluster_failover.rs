@@ -11,6 +11,8 @@
 //! (the timing goals are asserted for KafkaIQ only).
 
 mod common;
+#[path = "cluster_failover/consumer_protocol.rs"]
+mod consumer_protocol;
 #[path = "cluster_failover/copier.rs"]
 mod copier;
 #[path = "cluster_failover/streams.rs"]
