@@ -212,6 +212,73 @@ async fn metrics_follow_produce_and_fetch_and_bad_requests_get_4xx() {
     assert_eq!(status, 200);
     assert!(head.contains("text/html"));
     assert!(page.contains("/api/partitions"));
+    assert!(page.contains("/api/groups"));
+
+    // A KIP-848 group: its epochs on /api/groups and in /metrics.
+    client
+        .call(
+            4,
+            &FindCoordinatorRequest::default()
+                .with_key_type(0)
+                .with_coordinator_keys(vec![StrBytes::from_static_str("web-g")]),
+        )
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let hb = client
+            .call(
+                1,
+                &ConsumerGroupHeartbeatRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("web-g")))
+                    .with_member_id(StrBytes::from_static_str("m-1"))
+                    .with_member_epoch(0)
+                    .with_rebalance_timeout_ms(30_000)
+                    .with_subscribed_topic_names(Some(vec![name("metered")]))
+                    .with_topic_partitions(Some(vec![])),
+            )
+            .await;
+        if hb.error_code == 0 {
+            assert_eq!(hb.member_epoch, 1);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "heartbeat error {}",
+            hb.error_code
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _, body) = get(http, "/api/groups").await;
+    assert_eq!(status, 200);
+    let groups: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let g = &groups["consumer_groups"][0];
+    assert_eq!(g["group_id"], "web-g");
+    assert_eq!(g["state"], "Stable");
+    assert_eq!(
+        (g["group_epoch"].as_i64(), g["assignment_epoch"].as_i64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(g["members"], 1);
+    assert_eq!(g["members_reconciling"], 0);
+    let (_, _, text) = get(http, "/metrics").await;
+    assert_eq!(
+        sample(&text, r#"kafkaiq_consumer_group_epoch{group="web-g"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"kafka_server_group_coordinator_metrics_consumer_group_count{state="stable"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"kafka_server_group_coordinator_metrics_group_count{protocol="consumer"}"#
+        ),
+        Some(1.0)
+    );
 
     // HEAD answers the same head without a body.
     let (status, head, body) = raw_http(http, b"HEAD /metrics HTTP/1.1\r\n\r\n").await;

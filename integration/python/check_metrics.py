@@ -39,6 +39,9 @@ EXPECTED = {
     "kafka_server_transaction_coordinator_metrics_partition_load_time_max": "gauge",
     "kafka_server_transaction_coordinator_metrics_partition_load_time_avg": "gauge",
     "kafkaiq_transaction_coordinator_transactional_ids": "gauge",
+    "kafka_server_group_coordinator_metrics_group_count": "gauge",
+    "kafka_server_group_coordinator_metrics_consumer_group_count": "gauge",
+    "kafka_server_group_coordinator_metrics_consumer_group_rebalance": "counter",
 }
 
 
@@ -78,7 +81,7 @@ def main():
         status, ctype, text = get(base + "/metrics")
         assert status == 200, status
         assert ctype.startswith("application/openmetrics-text"), ctype
-        for path in ("/api/brokers", "/api/partitions", "/api/quorum"):
+        for path in ("/api/brokers", "/api/partitions", "/api/quorum", "/api/groups"):
             status, ctype, body = get(base + path)
             assert status == 200 and ctype == "application/json", (path, status, ctype)
             json.loads(body)

@@ -41,6 +41,7 @@ pub mod service;
 #[cfg(test)]
 mod tests;
 
+pub use coordinator::consumer::ConsumerGroupView;
 pub use coordinator::responses::txn_offset_commit_all;
 pub use coordinator::{
     Coordinator, CoordinatorRecord, GroupRequest, GroupResponse, GroupState, Outcome,

@@ -210,6 +210,16 @@ impl GroupService {
         &self.load_stats
     }
 
+    /// The KIP-848 consumer groups this node coordinates (durable state), and how many classic
+    /// groups it coordinates.
+    pub fn group_views(&self) -> (Vec<crate::group::ConsumerGroupView>, usize) {
+        let inner = self.lock();
+        (
+            inner.machine.consumer_group_views(),
+            inner.machine.classic_group_count(),
+        )
+    }
+
     pub fn config(&self) -> &GroupConfig {
         &self.config
     }

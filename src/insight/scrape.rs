@@ -360,6 +360,87 @@ pub fn scrape(ctx: &Context) -> String {
             .load(std::sync::atomic::Ordering::Relaxed) as i64,
     );
 
+    let (consumer_groups, classic_groups) = ctx.groups.group_views();
+    let by_protocol = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
+    by_protocol
+        .get_or_create(&vec![("protocol", "classic")])
+        .set(classic_groups as i64);
+    by_protocol
+        .get_or_create(&vec![("protocol", "consumer")])
+        .set(consumer_groups.len() as i64);
+    r.register(
+        "kafka_server_group_coordinator_metrics_group_count",
+        "Groups this node coordinates, by protocol (classic or consumer, KIP-848)",
+        by_protocol,
+    );
+    let by_state = Family::<Vec<(&'static str, &'static str)>, Gauge>::default();
+    for state in ["empty", "assigning", "reconciling", "stable", "dead"] {
+        let n = consumer_groups
+            .iter()
+            .filter(|g| g.state.eq_ignore_ascii_case(state))
+            .count();
+        by_state
+            .get_or_create(&vec![("state", state)])
+            .set(n as i64);
+    }
+    r.register(
+        "kafka_server_group_coordinator_metrics_consumer_group_count",
+        "KIP-848 consumer groups this node coordinates, by state",
+        by_state,
+    );
+    let rebalances = Counter::<u64>::default();
+    rebalances.inc_by(consumer_groups.iter().map(|g| g.rebalances).sum());
+    r.register(
+        "kafka_server_group_coordinator_metrics_consumer_group_rebalance",
+        "Rebalances (group epoch bumps) of the consumer groups this node coordinates, since it loaded them",
+        rebalances,
+    );
+    let per_group = |name: &str,
+                     help: &str,
+                     value: &dyn Fn(&crate::group::ConsumerGroupView) -> Option<i64>,
+                     r: &mut Registry| {
+        let family = Family::<Labels, Gauge>::default();
+        for g in &consumer_groups {
+            if let Some(v) = value(g) {
+                family
+                    .get_or_create(&vec![("group", g.group_id.clone())])
+                    .set(v);
+            }
+        }
+        r.register(name, help, family);
+    };
+    per_group(
+        "kafkaiq_consumer_group_epoch",
+        "A consumer group's group epoch",
+        &|g| Some(i64::from(g.group_epoch)),
+        &mut r,
+    );
+    per_group(
+        "kafkaiq_consumer_group_assignment_epoch",
+        "The epoch of a consumer group's target assignment",
+        &|g| Some(i64::from(g.assignment_epoch)),
+        &mut r,
+    );
+    per_group(
+        "kafkaiq_consumer_group_members",
+        "Members of a consumer group",
+        &|g| Some(g.members as i64),
+        &mut r,
+    );
+    per_group(
+        "kafkaiq_consumer_group_members_reconciling",
+        "Members of a consumer group not yet at its target assignment",
+        &|g| Some(g.members_reconciling as i64),
+        &mut r,
+    );
+    per_group(
+        "kafkaiq_consumer_group_rebalances",
+        "Rebalances of a consumer group since this node loaded it",
+        &|g| Some(g.rebalances as i64),
+        &mut r,
+    );
+    per_group("kafkaiq_consumer_group_last_rebalance_time_ms", "How long a consumer group's last rebalance took, from the group epoch bump until every member was reconciled", &|g| g.last_rebalance_ms, &mut r);
+
     // kafka.server:type=transaction-coordinator-metrics
     load_time_gauges(
         &mut r,

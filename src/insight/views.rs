@@ -520,3 +520,21 @@ mod tests {
         assert_eq!(p0["last_change"]["cause"], "auto_rebalance");
     }
 }
+
+/// `/api/groups`: the KIP-848 consumer groups this node coordinates, with their epochs and
+/// how their rebalances go, and how many classic groups it coordinates.
+pub fn groups(consumer: &[crate::group::ConsumerGroupView], classic: usize) -> Value {
+    json!({
+        "classic_groups": classic,
+        "consumer_groups": consumer.iter().map(|g| json!({
+            "group_id": g.group_id,
+            "state": g.state,
+            "group_epoch": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch,
+            "members": g.members,
+            "members_reconciling": g.members_reconciling,
+            "rebalances": g.rebalances,
+            "last_rebalance_ms": g.last_rebalance_ms,
+        })).collect::<Vec<_>>(),
+    })
+}

@@ -235,6 +235,10 @@ fn route(path: &str, ctx: &Context) -> Response {
                 },
             }
         }
+        "/api/groups" => {
+            let (consumer, classic) = ctx.groups.group_views();
+            json(insight::views::groups(&consumer, classic))
+        }
         "/api/quorum" => json(insight::views::quorum(
             &ctx.controller.quorum(),
             ctx.node_id,

@@ -113,6 +113,25 @@ pub struct ConsumerGroup {
     pub subscription: BTreeMap<String, TopicMetadata>,
     /// Partition → epoch of the member that holds it (assigned or pending revocation).
     pub owners: imbl::HashMap<(Uuid, i32), i32>,
+    /// Rebalances (group epoch bumps) since this node loaded or created the group, and how
+    /// long the last one took from the bump until every member was reconciled (statistics,
+    /// not persisted: they restart with the coordinator, as Kafka's sensors do).
+    pub rebalances: u64,
+    pub rebalance_started_ms: Option<i64>,
+    pub last_rebalance_ms: Option<i64>,
+}
+
+/// What `/metrics` and the page show of one consumer group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumerGroupView {
+    pub group_id: String,
+    pub state: &'static str,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: usize,
+    pub members_reconciling: usize,
+    pub rebalances: u64,
+    pub last_rebalance_ms: Option<i64>,
 }
 
 impl ConsumerGroup {
@@ -143,6 +162,39 @@ impl ConsumerGroup {
                         self.owners.remove(&(*t, *p));
                     }
                 }
+            }
+        }
+    }
+
+    pub fn view(&self, group_id: &str) -> ConsumerGroupView {
+        ConsumerGroupView {
+            group_id: group_id.to_owned(),
+            state: self.state_name(),
+            group_epoch: self.group_epoch,
+            assignment_epoch: self.assignment_epoch,
+            members: self.members.len(),
+            members_reconciling: self
+                .members
+                .values()
+                .filter(|m| !m.is_reconciled_to(self.assignment_epoch))
+                .count(),
+            rebalances: self.rebalances,
+            last_rebalance_ms: self.last_rebalance_ms,
+        }
+    }
+
+    /// The group epoch moves on: a rebalance starts (unless one is under way).
+    fn bump_epoch(&mut self, now_ms: i64) {
+        self.group_epoch += 1;
+        self.rebalances += 1;
+        self.rebalance_started_ms.get_or_insert(now_ms);
+    }
+
+    /// Ends the rebalance under way once every member is reconciled to the target.
+    fn note_progress(&mut self, now_ms: i64) {
+        if self.state_name() == "Stable" || self.members.is_empty() {
+            if let Some(start) = self.rebalance_started_ms.take() {
+                self.last_rebalance_ms = Some(now_ms - start);
             }
         }
     }
@@ -633,7 +685,7 @@ impl Coordinator {
                 group.put_member(left);
                 self.store_consumer_group(&group_id, group);
             } else {
-                self.fence_consumer_member(&group_id, &mut group, &member_id);
+                self.fence_consumer_member(&group_id, &mut group, &member_id, now_ms);
                 self.store_consumer_group(&group_id, group);
             }
             return Ok(ConsumerGroupHeartbeatResponse::default()
@@ -788,7 +840,7 @@ impl Coordinator {
             bump = true;
         }
         if bump {
-            group.group_epoch += 1;
+            group.bump_epoch(now_ms);
             self.write_group_epoch(partition, &group_id, group.group_epoch);
         }
 
@@ -827,6 +879,7 @@ impl Coordinator {
         }
         let assignment_changed = reconciled.assigned != member.assigned || is_new;
         group.put_member(reconciled.clone());
+        group.note_progress(now_ms);
         self.store_consumer_group(&group_id, group);
         self.schedule(
             &group_id,
@@ -940,15 +993,15 @@ impl Coordinator {
         group_id: &str,
         group: &mut ConsumerGroup,
         member_id: &str,
+        now_ms: i64,
     ) {
         let partition = self.shard_of(group_id);
         self.remove_consumer_member_records(partition, group_id, member_id);
         group.drop_member(member_id);
-        let subscription = group.subscription.clone();
         // The subscription may shrink with the member gone; the next heartbeat recomputes it.
-        let _ = subscription;
-        group.group_epoch += 1;
+        group.bump_epoch(now_ms);
         self.write_group_epoch(partition, group_id, group.group_epoch);
+        group.note_progress(now_ms);
     }
 
     /// An empty consumer group stops being one (a classic member joins): its group-level
@@ -974,7 +1027,13 @@ impl Coordinator {
     }
 
     /// A member's session or rebalance timeout passed.
-    pub(super) fn on_consumer_timer(&mut self, group_id: &str, member_id: &str, rebalance: bool) {
+    pub(super) fn on_consumer_timer(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        rebalance: bool,
+        now_ms: i64,
+    ) {
         let Some(mut group) = self.group(group_id).and_then(|g| g.consumer.clone()) else {
             return;
         };
@@ -994,8 +1053,26 @@ impl Coordinator {
                 "its session timed out"
             }
         );
-        self.fence_consumer_member(group_id, &mut group, member_id);
+        self.fence_consumer_member(group_id, &mut group, member_id, now_ms);
         self.store_consumer_group(group_id, group);
+    }
+
+    /// The consumer groups this node coordinates, as durable state has them.
+    pub fn consumer_group_views(&self) -> Vec<ConsumerGroupView> {
+        let mut views: Vec<ConsumerGroupView> = self
+            .durable_groups()
+            .filter_map(|g| g.consumer.as_ref().map(|c| c.view(&g.group_id)))
+            .collect();
+        views.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        views
+    }
+
+    /// Classic groups this node coordinates (with members or offsets), as durable state has
+    /// them.
+    pub fn classic_group_count(&self) -> usize {
+        self.durable_groups()
+            .filter(|g| g.consumer.is_none())
+            .count()
     }
 
     pub(super) fn new_member_id_uuid(&mut self) -> String {

@@ -56,10 +56,10 @@ impl Coordinator {
                 TimerKind::Join => self.on_join_timer(&group_id, now_ms),
                 TimerKind::Sync => self.on_sync_timer(&group_id, now_ms),
                 TimerKind::ConsumerSession { member_id } => {
-                    self.on_consumer_timer(&group_id, &member_id, false)
+                    self.on_consumer_timer(&group_id, &member_id, false, now_ms)
                 }
                 TimerKind::ConsumerRebalance { member_id } => {
-                    self.on_consumer_timer(&group_id, &member_id, true)
+                    self.on_consumer_timer(&group_id, &member_id, true, now_ms)
                 }
             }
         }

@@ -206,6 +206,17 @@ class ConsumerProtocolTest {
         }
     }
 
+    /** kafka-consumer-groups against the broker; asserts it exits 0 without an exception. */
+    static String cli(String... args) throws Exception {
+        List<String> all = new ArrayList<>(List.of("--bootstrap-server", broker.bootstrap()));
+        all.addAll(List.of(args));
+        BrokerUnderTest.ToolResult r = BrokerUnderTest.runTool(Duration.ofSeconds(60),
+                "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", all.toArray(String[]::new));
+        assertEquals(0, r.exitCode(), "kafka-consumer-groups " + all + ":\n" + r.output());
+        assertTrue(!r.output().contains("Exception"), r.output());
+        return r.output();
+    }
+
     static void assertExactlyOnce(Map<String, Integer> seen, Set<String> expected) {
         List<String> problems = new ArrayList<>();
         for (String v : expected) {
@@ -257,6 +268,20 @@ class ConsumerProtocolTest {
                 assertEquals(3, d.members().size());
                 assertTrue(d.groupEpoch().orElse(0) >= 3, "group epoch " + d.groupEpoch());
             }
+            // kafka-consumer-groups describes it: every partition with its member, and the
+            // members with their epochs (ConsumerGroupDescribe).
+            String offsets = cli("--describe", "--group", group);
+            for (int p = 0; p < 6; p++) {
+                int partition = p;
+                assertTrue(offsets.lines().anyMatch(l -> l.matches(
+                                "\\s*" + group + "\\s+" + topic + "\\s+" + partition + "\\s.*\\s[abc]\\s*")),
+                        "partition " + p + " with its member in:\n" + offsets);
+            }
+            String members = cli("--describe", "--group", group, "--members");
+            assertEquals(3, members.lines().filter(l -> l.trim().startsWith(group)).count(), members);
+            String listed = cli("--list", "--type", "consumer");
+            assertTrue(listed.lines().anyMatch(l -> l.startsWith(group) && l.contains("Consumer")
+                    || l.trim().equals(group)), listed);
 
             // b leaves cleanly; a and c take its partitions over.
             b.close();
