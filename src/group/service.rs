@@ -713,7 +713,25 @@ pub(crate) fn batch_last_offsets(records: &[u8]) -> Vec<i64> {
 }
 
 impl ImageListener for GroupService {
-    fn on_image(&self, _previous: &MetadataImage, next: &MetadataImage) {
+    fn on_image(&self, previous: &MetadataImage, next: &MetadataImage) {
+        // Committed offsets of deleted topics go (Kafka's `onPartitionsDeleted`); a topic
+        // re-created under the same name has a new id and starts with none.
+        let deleted: std::collections::BTreeSet<String> = previous
+            .topics
+            .iter()
+            .filter(|(name, t)| next.topic(name).is_none_or(|n| n.id != t.id))
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !deleted.is_empty() {
+            if let (Some(me), Ok(rt)) = (self.me.upgrade(), tokio::runtime::Handle::try_current()) {
+                let _entered = rt.enter();
+                let partitions = me.lock().machine.active_partitions();
+                for p in partitions {
+                    let deleted = deleted.clone();
+                    me.run_detached(move |inner, _now| inner.machine.topics_deleted(p, &deleted));
+                }
+            }
+        }
         let led: HashMap<i32, i32> = next
             .topic(OFFSETS_TOPIC_NAME)
             .map(|t| {

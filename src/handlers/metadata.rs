@@ -24,10 +24,7 @@ use crate::controller::{ControllerChannel, CreateTopicSpec};
 use crate::errors::ApiError;
 use crate::metadata::{MetadataCache, MetadataImage, TopicImage};
 
-/// Kafka's internal topics (`Topic.isInternal`).
-pub fn is_internal_topic(name: &str) -> bool {
-    name == "__consumer_offsets" || name == "__transaction_state" || name == "__share_group_state"
-}
+pub use crate::metadata::is_internal_topic;
 
 pub fn topic_response(
     image: &MetadataImage,

@@ -210,6 +210,11 @@ pub struct MetadataImage {
     pub change_cause: ChangeCause,
 }
 
+/// Kafka's internal topics (`Topic.isInternal`).
+pub fn is_internal_topic(name: &str) -> bool {
+    name == "__consumer_offsets" || name == "__transaction_state" || name == "__share_group_state"
+}
+
 impl MetadataImage {
     pub fn empty(cluster_id: String, controller_id: i32) -> Self {
         MetadataImage {

@@ -34,7 +34,7 @@ use uuid::Uuid;
 use crate::group::consumer_records::{
     self as cr, Assignment, CurrentAssignmentValue, MemberMetadataValue, TopicMetadata,
 };
-use crate::metadata::MetadataImage;
+use crate::metadata::{is_internal_topic, MetadataImage};
 
 use super::assignor::{self, MemberSpec};
 use super::state::Group;
@@ -225,12 +225,10 @@ impl ConsumerGroup {
         version_supports_epochs: bool,
         transactional: bool,
     ) -> Result<(), ResponseError> {
-        if epoch < 0 && member_id.is_empty() {
-            return if self.members.is_empty() || transactional {
-                Ok(())
-            } else {
-                Err(ResponseError::UnknownMemberId)
-            };
+        // Without a member epoch (admin tools, `assign()`), only while the group has no
+        // members (Kafka's `ConsumerGroup.validateOffsetCommit`).
+        if epoch < 0 && self.members.is_empty() {
+            return Ok(());
         }
         let Some(m) = self.members.get(member_id) else {
             return Err(ResponseError::UnknownMemberId);
@@ -240,6 +238,7 @@ impl ConsumerGroup {
         }
         if epoch != m.member_epoch {
             return Err(if transactional {
+                // TxnOffsetCommit has no STALE_MEMBER_EPOCH; producers know ILLEGAL_GENERATION.
                 ResponseError::IllegalGeneration
             } else {
                 ResponseError::StaleMemberEpoch
@@ -305,7 +304,7 @@ fn resolve_subscription<'a>(
     let compiled: Vec<&regex::Regex> = regexes.values().flatten().collect();
     if !compiled.is_empty() {
         for name in image.topics.keys() {
-            if !name.starts_with("__") && compiled.iter().any(|r| r.is_match(name)) {
+            if !is_internal_topic(name) && compiled.iter().any(|r| r.is_match(name)) {
                 add(name);
             }
         }
@@ -328,7 +327,7 @@ fn member_topics(
             member.subscribed_topic_names.contains(&t.topic_name)
                 || regex
                     .as_ref()
-                    .is_some_and(|r| !t.topic_name.starts_with("__") && r.is_match(&t.topic_name))
+                    .is_some_and(|r| !is_internal_topic(&t.topic_name) && r.is_match(&t.topic_name))
         })
         .map(|t| t.topic_id)
         .collect()
@@ -461,11 +460,11 @@ fn next_assignment(
 }
 
 impl ConsumerMember {
+    /// Kafka's `updateMemberEpoch`: the current epoch becomes the previous one, even when
+    /// the new epoch is the same.
     fn set_epoch(&mut self, epoch: i32) {
-        if epoch != self.member_epoch {
-            self.previous_member_epoch = self.member_epoch;
-            self.member_epoch = epoch;
-        }
+        self.previous_member_epoch = self.member_epoch;
+        self.member_epoch = epoch;
     }
 }
 
@@ -655,7 +654,7 @@ impl Coordinator {
             }
             None => {
                 return Err((
-                    ResponseError::UnknownMemberId,
+                    ResponseError::GroupIdNotFound,
                     Some(format!("Consumer group {group_id} not found.")),
                 ))
             }
@@ -667,6 +666,25 @@ impl Coordinator {
             req.member_id.to_string()
         };
         let instance_id = req.instance_id.as_ref().map(|i| i.to_string());
+        // A static member's instance id names one member: another member id with it (a zombie
+        // of a member that was replaced) is fenced (Kafka's `throwIfInstanceIdIsFenced`).
+        if let (Some(i), true) = (&instance_id, epoch != 0) {
+            if let Some(holder) = group
+                .members
+                .values()
+                .find(|m| m.meta.instance_id.as_deref() == Some(i.as_str()))
+            {
+                if holder.member_id != member_id {
+                    return Err((
+                        ResponseError::FencedInstanceId,
+                        Some(format!(
+                            "Static member {member_id} with instance id {i} was replaced by {}.",
+                            holder.member_id
+                        )),
+                    ));
+                }
+            }
+        }
 
         if epoch == LEAVE_GROUP_MEMBER_EPOCH || epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
             let Some(member) = group.members.get(&member_id).cloned() else {
@@ -678,9 +696,12 @@ impl Coordinator {
                 ));
             };
             if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
-                // Kept, partitions and all, until its session times out or it rejoins.
+                // Kept with its assigned partitions until its session times out or it
+                // rejoins; what it was revoking is released at once (Kafka's
+                // `consumerGroupStaticMemberGroupLeave`).
                 let mut left = member;
                 left.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH;
+                left.pending_revocation = Assignment::new();
                 self.write_current_assignment(partition, &group_id, &left);
                 group.put_member(left);
                 self.store_consumer_group(&group_id, group);
@@ -703,7 +724,7 @@ impl Coordinator {
                     if epoch > m.member_epoch
                         || (epoch < m.member_epoch
                             && (epoch != m.previous_member_epoch
-                                || !owned.as_ref().is_none_or(|o| is_subset(o, &m.assigned))))
+                                || !owned.as_ref().is_some_and(|o| is_subset(o, &m.assigned))))
                     {
                         return Err((
                             ResponseError::FencedMemberEpoch,
@@ -746,11 +767,13 @@ impl Coordinator {
                         ))
                     }
                     Some(p) => {
+                        // Kafka's `replaceMember`: the new id takes over the old one's
+                        // subscription, assignment and target, at epoch 0.
                         replaced_static = Some(p.member_id.clone());
                         ConsumerMember {
                             member_id: member_id.clone(),
-                            member_epoch: p.previous_member_epoch.max(0),
-                            previous_member_epoch: p.previous_member_epoch,
+                            member_epoch: 0,
+                            previous_member_epoch: 0,
                             ..p
                         }
                     }
@@ -771,13 +794,19 @@ impl Coordinator {
                 }
             }
         };
-        if let Some(old) = replaced_static {
-            let target = group.target.get(&old).cloned();
-            self.remove_consumer_member_records(partition, &group_id, &old);
-            group.drop_member(&old);
-            if let Some(t) = target {
-                group.target.insert(member_id.clone(), t);
-            }
+        if let Some(old) = &replaced_static {
+            let target = group.target.get(old).cloned().unwrap_or_default();
+            self.remove_consumer_member_records(partition, &group_id, old);
+            group.drop_member(old);
+            self.write_consumer_member(partition, &group_id, &member);
+            self.append(
+                partition,
+                cr::target_assignment_member_key(&group_id, &member_id),
+                Some(cr::encode_target_assignment_member_value(&target)),
+            );
+            group.target.insert(member_id.clone(), target);
+            self.write_current_assignment(partition, &group_id, &member);
+            group.put_member(member.clone());
         }
         let is_new = !group.members.contains_key(&member_id);
 
@@ -891,7 +920,7 @@ impl Coordinator {
 
         let full = epoch == 0
             || (req.rebalance_timeout_ms != -1
-                && req.subscribed_topic_names.is_some()
+                && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
                 && req.topic_partitions.is_some());
         let mut response = ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(s(&member_id)))
@@ -998,7 +1027,26 @@ impl Coordinator {
         let partition = self.shard_of(group_id);
         self.remove_consumer_member_records(partition, group_id, member_id);
         group.drop_member(member_id);
-        // The subscription may shrink with the member gone; the next heartbeat recomputes it.
+        // The subscription shrinks to what the members left subscribe to (no topic appears:
+        // the image is not needed), so the next heartbeat does not bump the epoch again.
+        let kept: BTreeSet<Uuid> = group
+            .members
+            .values()
+            .flat_map(|m| member_topics(&m.meta, &group.subscription))
+            .collect();
+        if group
+            .subscription
+            .values()
+            .any(|t| !kept.contains(&t.topic_id))
+        {
+            group.subscription.retain(|_, t| kept.contains(&t.topic_id));
+            let topics: Vec<TopicMetadata> = group.subscription.values().cloned().collect();
+            self.append(
+                partition,
+                cr::partition_metadata_key(group_id),
+                Some(cr::encode_partition_metadata_value(&topics)),
+            );
+        }
         group.bump_epoch(now_ms);
         self.write_group_epoch(partition, group_id, group.group_epoch);
         group.note_progress(now_ms);
@@ -1040,7 +1088,10 @@ impl Coordinator {
         let Some(member) = group.members.get(member_id) else {
             return;
         };
-        if rebalance && member.state != MemberState::UnrevokedPartitions {
+        if rebalance
+            && (member.state != MemberState::UnrevokedPartitions
+                || member.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        {
             return;
         }
         tracing::info!(

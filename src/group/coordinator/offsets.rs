@@ -38,6 +38,54 @@ impl Coordinator {
             .remove_offset(&(topic, tp));
     }
 
+    /// Topics deleted from the cluster (or re-created under a new id): their committed offsets
+    /// go from every group this node coordinates, with tombstones (Kafka's
+    /// `OffsetMetadataManager.onPartitionsDeleted`), so a topic created again under the same
+    /// name starts with no committed offsets. Groups left with nothing are disposed of.
+    /// One `__consumer_offsets` partition at a time (see [`Coordinator::active_partitions`]), so
+    /// a failed write of one undoes nothing of another.
+    pub fn topics_deleted(
+        &mut self,
+        partition: i32,
+        topics: &std::collections::BTreeSet<String>,
+    ) -> Outcome {
+        self.start_operation();
+        let groups: Vec<String> = self
+            .shards
+            .get(&partition)
+            .filter(|s| s.status == PartitionStatus::Active)
+            .map(|s| s.latest.groups.keys().cloned().collect())
+            .unwrap_or_default();
+        for group_id in groups {
+            let doomed: Vec<(String, i32)> = self
+                .group(&group_id)
+                .map(|g| {
+                    g.offsets
+                        .keys()
+                        .filter(|(t, _)| topics.contains(t))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            for (topic, tp) in doomed {
+                self.delete_offset(partition, &group_id, topic, tp);
+            }
+        }
+        self.finish_operation()
+    }
+
+    /// The `__consumer_offsets` partitions this node coordinates and has loaded.
+    pub fn active_partitions(&self) -> Vec<i32> {
+        let mut ps: Vec<i32> = self
+            .shards
+            .iter()
+            .filter(|(_, s)| s.status == PartitionStatus::Active)
+            .map(|(p, _)| *p)
+            .collect();
+        ps.sort_unstable();
+        ps
+    }
+
     // ---------------------------------------------------------------- OffsetCommit
 
     pub(super) fn offset_commit(
@@ -515,7 +563,8 @@ impl Coordinator {
         let Some(group) = self.group(&group_id) else {
             return self.respond(ctx.token, top(ResponseError::GroupIdNotFound));
         };
-        let consumer = group.protocol_type.as_deref() == Some("consumer");
+        let consumer =
+            group.protocol_type.as_deref() == Some("consumer") || group.consumer.is_some();
         if group.state == GroupState::Dead {
             return self.respond(ctx.token, top(ResponseError::GroupIdNotFound));
         }
@@ -597,6 +646,11 @@ impl Coordinator {
                     }
                     let (topic, value) = (&tp.0, &o.value);
                     let base = match (&group.protocol_type, group.state) {
+                        // A consumer group (Kafka's `ConsumerGroup.offsetExpirationCondition`):
+                        // offsets of topics its members subscribe to never expire; others from
+                        // their commit.
+                        _ if group.consumer.is_some() => (!group.is_subscribed_to_topic(topic))
+                            .then_some(value.commit_timestamp_ms),
                         (None, _) => Some(value.commit_timestamp_ms),
                         (Some(_), GroupState::Empty) => Some(group.state_timestamp_ms),
                         (Some(_), _) if consumer_stable && !group.is_subscribed_to_topic(topic) => {
@@ -619,6 +673,19 @@ impl Coordinator {
                 self.delete_offset(partition, &group_id, topic, tp);
             }
             let group = self.group(&group_id).expect("group exists");
+            if let Some(c) = &group.consumer {
+                // Deleted only without members and offsets, with its own tombstones (Kafka's
+                // `maybeDeleteGroup`).
+                if c.members.is_empty()
+                    && group.offsets.is_empty()
+                    && group.pending_txn_offsets.is_empty()
+                {
+                    self.end_consumer_group(&group_id);
+                    self.remove_group(&group_id);
+                    self.cancel_group_timers(&group_id);
+                }
+                continue;
+            }
             if group.state == GroupState::Empty
                 && group.members.is_empty()
                 && group.pending_members.is_empty()

@@ -313,6 +313,10 @@ impl Group {
     }
 
     pub(super) fn is_subscribed_to_topic(&self, topic: &str) -> bool {
+        if let Some(c) = &self.consumer {
+            // The topics its members subscribe to, by name or regex, as last resolved.
+            return c.subscription.contains_key(topic);
+        }
         match &self.subscribed_topics {
             Some(topics) => topics.contains(topic),
             None => true,

@@ -531,3 +531,424 @@ fn offset_fetch_checks_member_epochs_of_consumer_groups_only() {
     assert_eq!(fetch(&mut h, "classic", "kgo-member", 7), 0);
     assert_eq!(fetch(&mut h, "no-such-group", "m", 3), 0);
 }
+
+// ------------------------------------------------------------------ review-848 sketches
+
+impl H {
+    fn cg_describe(
+        &mut self,
+        img: &Arc<MetadataImage>,
+    ) -> kafka_protocol::messages::consumer_group_describe_response::DescribedGroup {
+        let (token, out) = self.call(
+            0,
+            GroupRequest::ConsumerGroupDescribe(
+                ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(G))]),
+                img.clone(),
+            ),
+        );
+        let Some(GroupResponse::ConsumerGroupDescribe(d)) = out.response_for(token) else {
+            panic!()
+        };
+        d.groups[0].clone()
+    }
+}
+
+/// Offset retention must not remove a consumer group that has members (Kafka's
+/// `maybeDeleteGroup` only deletes empty groups).
+#[test]
+fn retention_keeps_a_consumer_group_with_members_but_no_offsets() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    let a = h.cg_join(&img, "a", &["t"]);
+    assert_eq!(a.member_epoch, 1);
+    let out = h.c.expire_offsets(h.now + 1);
+    let mut out = out;
+    h.check(&mut out);
+    assert!(out.records.is_empty(), "retention wrote {:?}", out.records);
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: vec![(tid(1), vec![0, 1])],
+        },
+    );
+    assert_eq!(a.error_code, 0, "the live group was deleted: {a:?}");
+}
+
+/// Offsets of a topic a consumer group subscribes to never expire while it does (Kafka's
+/// `cleanupExpiredOffsets` skips `isSubscribedToTopic` topics).
+#[test]
+fn retention_keeps_offsets_of_subscribed_topics() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    let a = h.cg_join(&img, "a", &["t"]);
+    assert_eq!(
+        h.commit(9, G, a.member_epoch, "a", &[("t", 0, 42)]),
+        vec![0]
+    );
+    let retention = h.c.config().offsets_retention_ms;
+    h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: vec![(tid(1), vec![0, 1])],
+        },
+    );
+    let mut out = h.c.expire_offsets(h.now + retention + 1);
+    h.check(&mut out);
+    assert!(out.records.is_empty(), "retention wrote {:?}", out.records);
+    assert_eq!(h.fetch(8, G, "t", 0).0, 42);
+}
+
+/// OffsetDelete of a subscribed topic of a consumer group: GROUP_SUBSCRIBED_TO_TOPIC.
+#[test]
+fn offset_delete_refuses_subscribed_topics_of_consumer_groups() {
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    use kafka_protocol::messages::OffsetDeleteRequest;
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    let a = h.cg_join(&img, "a", &["t"]);
+    assert_eq!(
+        h.commit(9, G, a.member_epoch, "a", &[("t", 0, 42)]),
+        vec![0]
+    );
+    let req = OffsetDeleteRequest::default()
+        .with_group_id(GroupId(s(G)))
+        .with_topics(vec![OffsetDeleteRequestTopic::default()
+            .with_name(TopicName(s("t")))
+            .with_partitions(vec![
+                OffsetDeleteRequestPartition::default().with_partition_index(0)
+            ])]);
+    let (t, out) = h.call(0, GroupRequest::OffsetDelete(req));
+    let Some(GroupResponse::OffsetDelete(r)) = out.response_for(t) else {
+        panic!()
+    };
+    let code = if r.error_code != 0 {
+        r.error_code
+    } else {
+        r.topics[0].partitions[0].error_code
+    };
+    assert_eq!(code, E::GroupSubscribedToTopic.code());
+    assert_eq!(h.fetch(8, G, "t", 0).0, 42);
+}
+
+/// A static member replaced under a new member id: its target assignment is written for the
+/// new id (Kafka's `replaceMember`), so a restart rebuilds the same target.
+#[test]
+fn a_replaced_static_member_keeps_its_target_through_a_restart() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    let join_static = |h: &mut H, member: &str| {
+        h.cg_heartbeat(
+            &img,
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s(G)))
+                .with_member_id(s(member))
+                .with_instance_id(Some(s("i")))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(REBALANCE_MS)
+                .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+                .with_topic_partitions(Some(vec![])),
+        )
+    };
+    let s1 = join_static(&mut h, "s1");
+    assert_eq!((s1.error_code, count(&assigned(&s1))), (0, 2));
+    let left = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("s1"))
+            .with_instance_id(Some(s("i")))
+            .with_member_epoch(-2),
+    );
+    assert_eq!(left.error_code, 0);
+    let s2 = join_static(&mut h, "s2");
+    assert_eq!((s2.error_code, count(&assigned(&s2))), (0, 2), "{s2:?}");
+    let before = h.cg_describe(&img);
+    let mut r = h.restart(5);
+    let after = r.cg_describe(&img);
+    let target =
+        |g: &kafka_protocol::messages::consumer_group_describe_response::DescribedGroup| {
+            g.members
+                .iter()
+                .map(|m| (m.member_id.to_string(), m.target_assignment.clone()))
+                .collect::<Vec<_>>()
+        };
+    assert_eq!(target(&before), target(&after), "target lost at replay");
+}
+
+/// What the retention bug leads to: the live group vanishes, the first member to rejoin
+/// gets every partition while the other still owns its own.
+#[test]
+fn retention_never_removes_live_members() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    h.cg_join(&img, "a", &["t"]);
+    h.cg_join(&img, "b", &["t"]);
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: vec![(tid(1), vec![0, 1])],
+        },
+    );
+    let kept = assigned(&a).unwrap();
+    h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: kept.clone(),
+        },
+    );
+    let b = h.cg_beat(
+        &img,
+        &Hb {
+            member: "b".into(),
+            epoch: 2,
+            owned: vec![],
+        },
+    );
+    let b_owned = assigned(&b).unwrap();
+    assert_eq!(b_owned[0].1.len(), 1);
+    // No offsets committed (auto commit off): the retention pass runs.
+    let mut out = h.c.expire_offsets(h.now + 1);
+    h.check(&mut out);
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 2,
+            owned: kept.clone(),
+        },
+    );
+    assert_eq!(
+        a.error_code, 0,
+        "a fenced by the retention pass: {}",
+        a.error_code
+    );
+}
+
+#[test]
+fn after_retention_a_rejoin_gets_only_free_partitions() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    h.cg_join(&img, "a", &["t"]);
+    h.cg_join(&img, "b", &["t"]);
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: vec![(tid(1), vec![0, 1])],
+        },
+    );
+    let kept = assigned(&a).unwrap();
+    h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: kept.clone(),
+        },
+    );
+    let b = h.cg_beat(
+        &img,
+        &Hb {
+            member: "b".into(),
+            epoch: 2,
+            owned: vec![],
+        },
+    );
+    let b_owned = assigned(&b).unwrap();
+    let mut out = h.c.expire_offsets(h.now + 1);
+    h.check(&mut out);
+    // The group survived: a carries on at its epoch, and a rejoin (epoch 0) while b still
+    // owns its partition gets only what is free.
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 2,
+            owned: kept.clone(),
+        },
+    );
+    assert_eq!(a.error_code, 0);
+    let a = h.cg_join(&img, "a", &["t"]);
+    let a_now = assigned(&a).unwrap();
+    let overlap = a_now[0].1.iter().any(|p| b_owned[0].1.contains(p));
+    assert!(!overlap, "a got {a_now:?} while b still owns {b_owned:?}");
+}
+
+/// Kafka's static leave (epoch -2) clears the partitions pending revocation
+/// (`consumerGroupStaticMemberGroupLeave`), so the others get them at once.
+#[test]
+fn a_static_leave_releases_partitions_pending_revocation() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    let a = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("a"))
+            .with_instance_id(Some(s("i")))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(REBALANCE_MS)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(count(&assigned(&a)), 2);
+    h.cg_join(&img, "b", &["t"]);
+    let a = h.cg_beat(
+        &img,
+        &Hb {
+            member: "a".into(),
+            epoch: 1,
+            owned: vec![(tid(1), vec![0, 1])],
+        },
+    );
+    assert_eq!(count(&assigned(&a)), 1, "a must revoke one");
+    let left = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("a"))
+            .with_instance_id(Some(s("i")))
+            .with_member_epoch(-2),
+    );
+    assert_eq!(left.error_code, 0);
+    let b = h.cg_beat(
+        &img,
+        &Hb {
+            member: "b".into(),
+            epoch: 2,
+            owned: vec![],
+        },
+    );
+    assert_eq!(
+        count(&assigned(&b)),
+        1,
+        "b still waits for a partition nobody consumes: {b:?}"
+    );
+}
+
+/// Kafka 4.x counts a request with SubscribedTopicRegex (and no names) as full, and answers
+/// it with the assignment (the member resends one after a lost response).
+#[test]
+fn a_full_request_with_a_regex_gets_the_assignment() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    let a = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("a"))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(REBALANCE_MS)
+            .with_subscribed_topic_regex(Some(s("t.*")))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!((a.error_code, count(&assigned(&a))), (0, 2));
+    let full = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("a"))
+            .with_member_epoch(1)
+            .with_rebalance_timeout_ms(REBALANCE_MS)
+            .with_subscribed_topic_regex(Some(s("t.*")))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(full.error_code, 0);
+    assert_eq!(
+        count(&assigned(&full)),
+        2,
+        "no assignment in the answer to a full request"
+    );
+}
+
+/// A static member replaced under a new member id is fenced (FENCED_INSTANCE_ID) when the old
+/// id heartbeats again, and a heartbeat to a group that does not exist is GROUP_ID_NOT_FOUND,
+/// as in Kafka.
+#[test]
+fn a_replaced_static_member_is_fenced_and_unknown_groups_are_not_found() {
+    let img = image(&[("t", 1, 2)]);
+    let mut h = H::new();
+    let join = |h: &mut H, member: &str| {
+        h.cg_heartbeat(
+            &img,
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s(G)))
+                .with_member_id(s(member))
+                .with_instance_id(Some(s("i")))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(REBALANCE_MS)
+                .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+                .with_topic_partitions(Some(vec![])),
+        )
+    };
+    assert_eq!(join(&mut h, "old").error_code, 0);
+    // Still active: a second id with the instance id is refused.
+    assert_eq!(
+        join(&mut h, "new").error_code,
+        E::UnreleasedInstanceId.code()
+    );
+    let left = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("old"))
+            .with_instance_id(Some(s("i")))
+            .with_member_epoch(-2),
+    );
+    assert_eq!((left.error_code, left.member_epoch), (0, -2));
+    let new = join(&mut h, "new");
+    assert_eq!(new.error_code, 0);
+    assert_eq!(
+        count(&assigned(&new)),
+        2,
+        "the new id takes the old one's partitions"
+    );
+    let zombie = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("old"))
+            .with_instance_id(Some(s("i")))
+            .with_member_epoch(1)
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(zombie.error_code, E::FencedInstanceId.code());
+    let missing = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("no-such-group")))
+            .with_member_id(s("m"))
+            .with_member_epoch(3),
+    );
+    assert_eq!(missing.error_code, E::GroupIdNotFound.code());
+}
+
+/// A deleted topic's committed offsets go from every group, with tombstones, so a topic
+/// created again under the same name starts with none, after a restart too.
+#[test]
+fn a_deleted_topics_offsets_are_tombstoned() {
+    let mut h = H::new();
+    h.commit(8, "g1", -1, "", &[("gone", 0, 5), ("kept", 0, 7)]);
+    h.commit(8, "g2", -1, "", &[("gone", 1, 9)]);
+    for p in h.c.active_partitions() {
+        let mut out = h.c.topics_deleted(p, &["gone".to_string()].into());
+        h.check(&mut out);
+    }
+    assert_eq!(h.fetch(8, "g1", "gone", 0).0, -1);
+    assert_eq!(h.fetch(8, "g2", "gone", 1).0, -1);
+    assert_eq!(h.fetch(8, "g1", "kept", 0).0, 7);
+    let mut r = h.restart(5);
+    assert_eq!(r.fetch(8, "g1", "gone", 0).0, -1);
+    assert_eq!(r.fetch(8, "g1", "kept", 0).0, 7);
+}
