@@ -24,6 +24,8 @@
 #   by the tool.
 # - LogDirsCommand (DescribeLogDirs), FeatureCommand describe (ApiVersions features), ClusterTool
 #   cluster-id, EndToEndLatency.
+# - AclCommand --list, --add and --remove without an authorizer: SecurityDisabledException, as
+#   Kafka answers without `authorizer.class.name`.
 #
 # Broker selection as in integration/lib/broker.sh (BROKER_UNDER_TEST=apache-kafka checks the
 # suite itself against Apache Kafka).
@@ -266,6 +268,21 @@ step "EndToEndLatency"
 ok $T.EndToEndLatency "$B" latency 500 1 100
 grep -qP '^Avg latency: [0-9.]+ ms$' "$work/out" || { cat "$work/out" >&2; fail "no average"; }
 expect_text "Percentiles: 50th = "
+
+step "AclCommand without an authorizer"
+# No authorizer is configured: every ACL request is answered SECURITY_DISABLED, and the tool
+# says so (rather than that the broker does not know the API).
+A="$T.AclCommand --bootstrap-server $B"
+run $A --list
+[[ $rc -ne 0 ]] || fail "kafka-acls --list succeeded without an authorizer"
+expect_text "Error while executing ACL command"
+expect_text "SecurityDisabledException: No Authorizer is configured on the broker"
+run $A --add --allow-principal User:alice --operation Read --topic cli
+[[ $rc -ne 0 ]] || fail "kafka-acls --add succeeded without an authorizer"
+expect_text "SecurityDisabledException: No Authorizer is configured."
+run $A --remove --force --allow-principal User:alice --operation Read --topic cli
+[[ $rc -ne 0 ]] || fail "kafka-acls --remove succeeded without an authorizer"
+expect_text "SecurityDisabledException: No Authorizer is configured."
 
 step "TopicCommand --delete"
 ok $T.TopicCommand --bootstrap-server "$B" --delete --topic cli

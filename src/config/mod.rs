@@ -212,6 +212,8 @@ pub struct BrokerConfig {
     pub http_listener: Option<HttpListener>,
     /// The client listener's security protocol and TLS configuration ([`security`]).
     pub security: security::ListenerSecurity,
+    /// `authorizer.class.name` and its keys: `None` when no authorizer is configured.
+    pub authorizer: Option<security::AuthorizerSettings>,
     /// Process roles, the controller quorum, every named listener, liveness and quorum
     /// timings, the metadata log dir (see [`kraft`]).
     pub kraft: kraft::KraftConfig,
@@ -489,6 +491,19 @@ impl BrokerConfig {
             protocol,
         } = kraft::parse(&raw, node_id, &log_dirs, &mut warnings)?;
         let security = security::parse(&raw, &listener.name, protocol)?;
+        let authorizer = security::parse_authorizer(&raw)?;
+        if authorizer.is_some() {
+            // The authorizer's decisions and the ACLs' storage exist, but no request is checked
+            // against them yet: a broker started with an authorizer would let every principal
+            // do everything while its operator believes otherwise. Refuse rather than run open.
+            return Err(ConfigError::Invalid {
+                key: security::AUTHORIZER_CLASS_NAME.to_owned(),
+                value: security::STANDARD_AUTHORIZER.to_owned(),
+                reason: "ACLs are not enforced by this version of KafkaIQ yet; \
+                         remove the key (every principal may do everything)"
+                    .to_owned(),
+            });
+        }
 
         let log = LogSettings::read(&r)?;
         let socket = SocketSettings::read(&r)?;
@@ -508,6 +523,7 @@ impl BrokerConfig {
             advertised_listener,
             http_listener,
             security,
+            authorizer,
             kraft,
             log_dirs,
             broker_rack: raw.get("broker.rack").map(str::to_owned),
@@ -672,6 +688,33 @@ mod tests {
             let err = validated(bad).unwrap_err().to_string();
             assert!(err.contains(key), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn an_authorizer_is_refused_at_startup_naming_the_key() {
+        // Another class: refused by name.
+        let e = validated("authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`authorizer.class.name`"), "{e}");
+        // The StandardAuthorizer: refused while no request is checked, never run open.
+        let e = validated(
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`authorizer.class.name`") && e.contains("not enforced"),
+            "{e}"
+        );
+        // Unset: no authorizer, and its keys are known (no unknown-key warning).
+        let v = validated("super.users=User:admin\n").unwrap();
+        assert!(v.config.authorizer.is_none());
+        assert!(
+            !v.warnings.iter().any(|w| w.contains("super.users")),
+            "{:?}",
+            v.warnings
+        );
     }
 
     #[test]

@@ -201,6 +201,9 @@ pub fn is_security_key(key: &str) -> bool {
         SASL_SERVER_MAX_RECEIVE_SIZE,
         CONNECTION_FAILED_AUTHENTICATION_DELAY_MS,
         KAFKAIQ_SASL_SCRAM_USERS,
+        AUTHORIZER_CLASS_NAME,
+        SUPER_USERS,
+        ALLOW_EVERYONE_IF_NO_ACL_FOUND,
     ];
     if KEYS.contains(&key) {
         return true;
@@ -212,6 +215,74 @@ pub fn is_security_key(key: &str) -> bool {
         return false;
     };
     KEYS.contains(&suffix) || suffix.ends_with(".sasl.jaas.config")
+}
+
+/// `authorizer.class.name`: which authorizer checks every request; unset, none does.
+pub const AUTHORIZER_CLASS_NAME: &str = "authorizer.class.name";
+/// `super.users`: semicolon-separated principals that may do everything.
+pub const SUPER_USERS: &str = "super.users";
+/// `allow.everyone.if.no.acl.found`: the answer for a resource no ACL names (default false).
+pub const ALLOW_EVERYONE_IF_NO_ACL_FOUND: &str = "allow.everyone.if.no.acl.found";
+/// The one authorizer KafkaIQ has: Kafka's KRaft authorizer, ACLs in the metadata log.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+/// The authorizer's settings, when `authorizer.class.name` names Kafka's `StandardAuthorizer`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthorizerSettings {
+    /// `super.users`, each trimmed, empty entries dropped (as Kafka's
+    /// `StandardAuthorizer#getConfiguredSuperUsers`).
+    pub super_users: std::collections::BTreeSet<String>,
+    /// `allow.everyone.if.no.acl.found`.
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+/// The authorizer `authorizer.class.name` turns on: `None` when unset or empty (every principal
+/// may do everything, Kafka's default). Kafka loads any class named there; KafkaIQ has only the
+/// `StandardAuthorizer`, so another name is refused at startup rather than silently leaving the
+/// cluster open.
+pub fn parse_authorizer(raw: &RawConfig) -> Result<Option<AuthorizerSettings>, ConfigError> {
+    let invalid = |key: &str, value: &str, reason: &str| ConfigError::Invalid {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        reason: reason.to_owned(),
+    };
+    match raw.get(AUTHORIZER_CLASS_NAME).map(str::trim) {
+        None | Some("") => return Ok(None),
+        Some(STANDARD_AUTHORIZER) => {}
+        Some(other) => {
+            return Err(invalid(
+                AUTHORIZER_CLASS_NAME,
+                other,
+                "the only authorizer is org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            ))
+        }
+    }
+    let mut super_users = std::collections::BTreeSet::new();
+    if let Some(value) = raw.get(SUPER_USERS) {
+        for user in value.split(';').map(str::trim).filter(|u| !u.is_empty()) {
+            // Kafka's `SecurityUtils.parseKafkaPrincipal`: `Type:name`.
+            match user.split_once(':') {
+                Some((t, _)) if !t.is_empty() => {
+                    super_users.insert(user.to_owned());
+                }
+                _ => {
+                    return Err(invalid(
+                        SUPER_USERS,
+                        value,
+                        &format!("`{user}` is not a principal of the form `User:name`"),
+                    ))
+                }
+            }
+        }
+    }
+    // Kafka reads it with `Boolean.parseBoolean`: anything but `true` (any case) is false.
+    let allow_everyone_if_no_acl_found = raw
+        .get(ALLOW_EVERYONE_IF_NO_ACL_FOUND)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    Ok(Some(AuthorizerSettings {
+        super_users,
+        allow_everyone_if_no_acl_found,
+    }))
 }
 
 /// What the client listener needs to secure its connections.
@@ -879,6 +950,47 @@ mod tests {
         parse(raw, "SSL", SecurityProtocol::Ssl)
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn the_authorizer_is_off_unless_the_standard_authorizer_is_named() {
+        assert_eq!(parse_authorizer(&raw(&[])).unwrap(), None);
+        assert_eq!(
+            parse_authorizer(&raw(&[(SUPER_USERS, "User:admin")])).unwrap(),
+            None
+        );
+        let on = parse_authorizer(&raw(&[
+            (AUTHORIZER_CLASS_NAME, STANDARD_AUTHORIZER),
+            (SUPER_USERS, " User:admin ; ;User:CN=broker,O=x"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            on.super_users.iter().collect::<Vec<_>>(),
+            ["User:CN=broker,O=x", "User:admin"]
+        );
+        assert!(!on.allow_everyone_if_no_acl_found);
+        let open = parse_authorizer(&raw(&[
+            (AUTHORIZER_CLASS_NAME, STANDARD_AUTHORIZER),
+            (ALLOW_EVERYONE_IF_NO_ACL_FOUND, "TRUE"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert!(open.allow_everyone_if_no_acl_found);
+        let e = parse_authorizer(&raw(&[(
+            AUTHORIZER_CLASS_NAME,
+            "kafka.security.authorizer.AclAuthorizer",
+        )]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`authorizer.class.name`"), "{e}");
+        let e = parse_authorizer(&raw(&[
+            (AUTHORIZER_CLASS_NAME, STANDARD_AUTHORIZER),
+            (SUPER_USERS, "admin"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`super.users`"), "{e}");
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! placement (`placement`), how a partition's registration changes (`partition_change`), a
 //! broker's registration, heartbeats, fencing and controlled shutdown (`brokers`),
 //! AlterPartition (`alter_partition`), preferred leaders and automatic rebalancing
-//! (`leadership`), and partition reassignment (`reassignment`).
+//! (`leadership`), partition reassignment (`reassignment`), and CreateAcls / DeleteAcls
+//! (`acls`).
 
+mod acls;
 mod alter_partition;
 mod balancer;
 mod brokers;
@@ -30,6 +32,7 @@ use crate::limits::{
     PARTITIONS_PER_TOPIC_MAX, PRODUCER_ID_BLOCK_SIZE, TOPIC_NAME_CHARS_MAX,
 };
 use crate::metadata::{LeaderRecoveryState, MetadataImage, MetadataRecord, PartitionRegistration};
+pub use acls::{create_acls, delete_acls};
 pub use alter_partition::{alter_partition, AlterPartitionItem, AlterPartitionResult};
 pub use balancer::{
     balance, inputs_from_image, move_records, BalancerConfig, BalancerOutcome, BrokerInput,

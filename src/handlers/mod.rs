@@ -12,6 +12,7 @@
 //! takes only the group coordinator cannot reach storage or the controller; no handler names
 //! `Context` (`tests/in_process/architecture.rs` checks it).
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;

@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
 
+pub mod acl;
 pub mod history;
 pub mod publisher;
 pub mod records;
@@ -200,6 +201,9 @@ pub struct MetadataImage {
     pub next_producer_id_block_start: i64,
     /// Dynamic broker configs (resource name "" = cluster default, else a node id).
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Every ACL of the cluster by id ([`MetadataRecord::AccessControlEntry`]), what the
+    /// authorizer decides against (Kafka's `AclsImage`).
+    pub acls: Arc<BTreeMap<acl::AclId, acl::Acl>>,
     /// How many records have been applied since the last snapshot (informational).
     pub records_applied: u64,
     /// The metadata log offset (Raft index) of the last batch applied: the image's version. A
@@ -424,6 +428,14 @@ impl MetadataImage {
                 self.next_producer_id_block_start =
                     self.next_producer_id_block_start.max(*next_block_start);
             }
+            MetadataRecord::AccessControlEntry { id, acl } => {
+                Arc::make_mut(&mut self.acls).insert(*id, acl.clone());
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                if Arc::make_mut(&mut self.acls).remove(id).is_none() {
+                    tracing::warn!(%id, "removal of an unknown ACL");
+                }
+            }
         }
     }
 
@@ -483,6 +495,14 @@ impl MetadataImage {
                     }),
             );
         }
+        records.extend(
+            self.acls
+                .iter()
+                .map(|(&id, acl)| MetadataRecord::AccessControlEntry {
+                    id,
+                    acl: acl.clone(),
+                }),
+        );
         if self.next_producer_id_block_start > 0 {
             records.push(MetadataRecord::ProducerIds {
                 broker_id: -1,
@@ -665,6 +685,38 @@ mod tests {
         let image = image.apply(&[MetadataRecord::RemoveTopic { topic_id: id }]);
         assert!(image.topic("t").is_none());
         assert!(image.topic_by_id(&id).is_none());
+    }
+
+    #[test]
+    fn acls_replay_by_id_and_a_snapshot_keeps_them() {
+        use acl::{Acl, AclOperation, AclPermissionType, PatternType, ResourceType};
+        let read = |name: &str| Acl {
+            resource_type: ResourceType::Topic,
+            resource_name: name.into(),
+            pattern_type: PatternType::Literal,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: AclOperation::Read,
+            permission_type: AclPermissionType::Allow,
+        };
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let image = MetadataImage::empty("c".into(), 1).apply(&[
+            MetadataRecord::AccessControlEntry {
+                id: a,
+                acl: read("t"),
+            },
+            MetadataRecord::AccessControlEntry {
+                id: b,
+                acl: read("u"),
+            },
+        ]);
+        assert_eq!(image.acls.len(), 2);
+        let removed = image.apply(&[MetadataRecord::RemoveAccessControlEntry { id: a }]);
+        assert_eq!(removed.acls.keys().collect::<Vec<_>>(), [&b]);
+        assert_eq!(image.acls.len(), 2, "the earlier image is unchanged");
+        // A restart replays the snapshot: the same ACLs under the same ids.
+        let restarted = MetadataImage::empty("c".into(), 1).apply(&removed.to_records());
+        assert_eq!(restarted.acls, removed.acls);
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //!
 //! Type bytes: 2 topic, 4 topic config, 5 broker config, 6 topic removal, 7 producer ids,
 //! 8 broker registration, 9 partition, 10 broker registration change, 11 cluster id, 12 partition
-//! being reassigned, 13 change cause, 14 partition history. Types 1 and 3 held the single-node broker and partition layouts; they are
+//! being reassigned, 13 change cause, 14 partition history, 23 ACL (Kafka's
+//! `AccessControlEntryRecord`, whose api key it shares: id, resource type, name, pattern type,
+//! principal, host, operation, permission; the enums as Kafka's codes), 24 ACL removal (Kafka's
+//! `RemoveAccessControlEntryRecord`: the id). Types 1 and 3 held the single-node broker and partition layouts; they are
 //! retired, so a log written before the cluster shapes fails to decode rather than being read as
 //! something else.
 //!
@@ -20,6 +23,7 @@
 use uuid::Uuid;
 
 use crate::limits::METADATA_STRING_BYTES_MAX;
+use crate::metadata::acl::{Acl, AclOperation, AclPermissionType, PatternType, ResourceType};
 use crate::metadata::{
     BrokerRegistration, CauseKind, ChangeCause, Endpoint, LeaderRecoveryState, LeadershipChange,
     PartitionRegistration,
@@ -83,6 +87,15 @@ pub enum MetadataRecord {
     ProducerIds {
         broker_id: i32,
         next_block_start: i64,
+    },
+    /// One ACL, by its id (Kafka's `AccessControlEntryRecord`).
+    AccessControlEntry {
+        id: Uuid,
+        acl: Acl,
+    },
+    /// Removes the ACL of this id (Kafka's `RemoveAccessControlEntryRecord`).
+    RemoveAccessControlEntry {
+        id: Uuid,
     },
 }
 
@@ -402,6 +415,21 @@ impl MetadataRecord {
                 w.i32(*broker_id);
                 w.i64(*next_block_start);
             }
+            MetadataRecord::AccessControlEntry { id, acl } => {
+                w.u8(23);
+                w.uuid(id);
+                w.u8(acl.resource_type.code() as u8);
+                w.string(&acl.resource_name);
+                w.u8(acl.pattern_type.code() as u8);
+                w.string(&acl.principal);
+                w.string(&acl.host);
+                w.u8(acl.operation.code() as u8);
+                w.u8(acl.permission_type.code() as u8);
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                w.u8(24);
+                w.uuid(id);
+            }
         }
         *out = w.out;
         match w.error {
@@ -530,6 +558,19 @@ impl MetadataRecord {
                 broker_id: r.i32()?,
                 next_block_start: r.i64()?,
             },
+            23 => MetadataRecord::AccessControlEntry {
+                id: r.uuid()?,
+                acl: Acl {
+                    resource_type: ResourceType::from_code(r.u8()? as i8),
+                    resource_name: r.string()?,
+                    pattern_type: PatternType::from_code(r.u8()? as i8),
+                    principal: r.string()?,
+                    host: r.string()?,
+                    operation: AclOperation::from_code(r.u8()? as i8),
+                    permission_type: AclPermissionType::from_code(r.u8()? as i8),
+                },
+            },
+            24 => MetadataRecord::RemoveAccessControlEntry { id: r.uuid()? },
             _ => return Err(RecordDecodeError("unknown record type")),
         })
     }
@@ -613,6 +654,21 @@ mod tests {
             MetadataRecord::ProducerIds {
                 broker_id: 1,
                 next_block_start: 2000,
+            },
+            MetadataRecord::AccessControlEntry {
+                id: Uuid::from_u128(0xac1),
+                acl: Acl {
+                    resource_type: ResourceType::TransactionalId,
+                    resource_name: "tx-".into(),
+                    pattern_type: PatternType::Prefixed,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: AclOperation::IdempotentWrite,
+                    permission_type: AclPermissionType::Deny,
+                },
+            },
+            MetadataRecord::RemoveAccessControlEntry {
+                id: Uuid::from_u128(0xac1),
             },
             MetadataRecord::ChangeCause(ChangeCause {
                 kind: CauseKind::ControlledShutdown,

@@ -175,6 +175,9 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::EndTxn,                        0,  5,     3, END_TXN_REQUEST),
     layout(ApiKey::WriteTxnMarkers,               1,  1,     1, WRITE_TXN_MARKERS_REQUEST),
     layout(ApiKey::TxnOffsetCommit,               0,  5,     3, TXN_OFFSET_COMMIT_REQUEST),
+    layout(ApiKey::DescribeAcls,                  1,  3,     2, DESCRIBE_ACLS_REQUEST),
+    layout(ApiKey::CreateAcls,                    1,  3,     2, CREATE_ACLS_REQUEST),
+    layout(ApiKey::DeleteAcls,                    1,  3,     2, DELETE_ACLS_REQUEST),
     layout(ApiKey::DescribeConfigs,               1,  4,     4, DESCRIBE_CONFIGS_REQUEST),
     layout(ApiKey::AlterConfigs,                  0,  2,     2, ALTER_CONFIGS_REQUEST),
     layout(ApiKey::IncrementalAlterConfigs,       0,  1,     1, INCREMENTAL_ALTER_CONFIGS_REQUEST),
@@ -675,6 +678,45 @@ const OFFSET_FOR_LEADER_TOPIC: Ty = Ty::Struct(&[
 const OFFSET_FOR_LEADER_EPOCH_REQUEST: Ty = Ty::Struct(&[
     since(3, I32),                        // replica_id
     all(array(&OFFSET_FOR_LEADER_TOPIC)), // topics
+]);
+
+// ---- DescribeAcls (key 29): v1-v3, flexible from v2 ----
+
+/// `DescribeAclsRequest`
+const DESCRIBE_ACLS_REQUEST: Ty = Ty::Struct(&[
+    all(I8),      // resource_type_filter
+    all(STRING),  // resource_name_filter
+    since(1, I8), // pattern_type_filter
+    all(STRING),  // principal_filter
+    all(STRING),  // host_filter
+    all(I8),      // operation
+    all(I8),      // permission_type
+]);
+
+// ---- CreateAcls (key 30): v1-v3, flexible from v2 ----
+
+/// `AclCreation`
+const ACL_CREATION: Ty = Ty::Struct(&[
+    all(I8),      // resource_type
+    all(STRING),  // resource_name
+    since(1, I8), // resource_pattern_type
+    all(STRING),  // principal
+    all(STRING),  // host
+    all(I8),      // operation
+    all(I8),      // permission_type
+]);
+/// `CreateAclsRequest`
+const CREATE_ACLS_REQUEST: Ty = Ty::Struct(&[
+    all(array(&ACL_CREATION)), // creations
+]);
+
+// ---- DeleteAcls (key 31): v1-v3, flexible from v2 ----
+
+/// `DeleteAclsFilter`: DescribeAcls's fields.
+const DELETE_ACLS_FILTER: Ty = DESCRIBE_ACLS_REQUEST;
+/// `DeleteAclsRequest`
+const DELETE_ACLS_REQUEST: Ty = Ty::Struct(&[
+    all(array(&DELETE_ACLS_FILTER)), // filters
 ]);
 
 // ---- DescribeConfigs (key 32): v1-v4, flexible from v4 ----
