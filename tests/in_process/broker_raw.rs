@@ -149,7 +149,7 @@ async fn api_versions_v3_reports_supported_and_finalized_features() {
             .map(|f| (f.min_version, f.max_version))
     };
     assert_eq!(supported("metadata.version"), Some((27, 27)));
-    assert_eq!(supported("group.version"), Some((0, 0)));
+    assert_eq!(supported("group.version"), Some((0, 1)));
     assert_eq!(supported("transaction.version"), Some((0, 2)));
     let finalized: Vec<_> = r
         .finalized_features
@@ -162,11 +162,13 @@ async fn api_versions_v3_reports_supported_and_finalized_features() {
             )
         })
         .collect();
-    // Transaction version 2 is finalized, as in a Kafka 4.1 cluster formatted with its defaults.
+    // Group version 1 (KIP-848) and transaction version 2 are finalized, as in a Kafka 4.1
+    // cluster formatted with its defaults.
     assert_eq!(
         finalized,
         vec![
             ("metadata.version".to_owned(), 27, 27),
+            ("group.version".to_owned(), 1, 1),
             ("transaction.version".to_owned(), 2, 2)
         ]
     );
