@@ -973,14 +973,14 @@ mod tests {
 
         let pass = load_pass(&image, &config, &reports, now);
         assert!(!pass.moves.is_empty(), "{pass:?}");
-        assert!(pass.moves.iter().all(|m| m.from == 1), "{:?}", pass.moves);
+        assert_eq!(pass.moves[0].from, 1, "{:?}", pass.moves);
         assert_eq!(pass.records.len(), 2 * pass.moves.len());
         for (pair, m) in pass.records.chunks(2).zip(&pass.moves) {
             assert_eq!(
                 pair[0],
                 MetadataRecord::ChangeCause(ChangeCause {
                     kind: CauseKind::LoadBalance,
-                    broker_id: 1,
+                    broker_id: m.from,
                     time_ms: now,
                 })
             );
@@ -1001,11 +1001,8 @@ mod tests {
             let last = t.history[&m.partition].back().unwrap();
             assert_eq!(last.cause.kind, CauseKind::LoadBalance);
             assert_eq!((last.leader_before, last.leader), (m.from, m.to));
-            assert!(
-                last.describe().contains("load balancer: broker 1"),
-                "{}",
-                last.describe()
-            );
+            let want = format!("load balancer: broker {}", m.from);
+            assert!(last.describe().contains(&want), "{}", last.describe());
         }
         let last_moves = last_moves_from_history(&after);
         assert_eq!(last_moves.len(), pass.moves.len());
