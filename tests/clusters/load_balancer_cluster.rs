@@ -188,7 +188,7 @@ async fn skewed_load_moves_leadership_off_the_busiest_broker_and_uniform_load_mo
             )
         })
         .collect();
-    let value = "x".repeat(10_000);
+    let value = "x".repeat(4_000);
 
     // 1. Uniform: every partition the same load for three intervals; nothing moves.
     let uniform_until = Instant::now() + INTERVAL * 3 + Duration::from_secs(2);
