@@ -537,15 +537,6 @@ impl BrokerConfig {
             transactions,
             raw,
         };
-        if config.elections.leader_balancer == LeaderBalancer::Load {
-            // The balancer's decisions exist, and the loads are measured on each leader, but
-            // the loads do not reach the controller yet: say so rather than pretend.
-            warnings.push(format!(
-                "`{}=load` is accepted, but the controller does not balance by load yet; \
-                 leadership is balanced by count (Kafka's way)",
-                keys::LEADER_BALANCER
-            ));
-        }
         Ok(Validated { config, warnings })
     }
 
@@ -799,12 +790,7 @@ log.retention.check.interval.ms=300000\n";
              kafkaiq.leader.balancer.min.dwell.ms=0\nkafkaiq.leader.balancer.max.moves.per.interval=2\n",
         )
         .unwrap();
-        assert_eq!(v.warnings.len(), 1, "{:?}", v.warnings);
-        assert!(
-            v.warnings[0].contains("does not balance by load yet"),
-            "{:?}",
-            v.warnings
-        );
+        assert!(v.warnings.is_empty(), "{:?}", v.warnings);
         let e = v.config.elections;
         assert_eq!(e.leader_balancer, LeaderBalancer::Load);
         assert_eq!(e.leader_balancer_threshold, 1.25);

@@ -35,8 +35,9 @@ use crate::metadata::{LeaderRecoveryState, MetadataImage, MetadataRecord, Partit
 pub use acls::{create_acls, delete_acls};
 pub use alter_partition::{alter_partition, AlterPartitionItem, AlterPartitionResult};
 pub use balancer::{
-    balance, inputs_from_image, move_records, BalancerConfig, BalancerOutcome, BrokerInput,
-    LeadershipMove, PartitionInput, PartitionLoad,
+    balance, decode_load_report, encode_load_report, inputs_from_image, load_pass, move_records,
+    BalancerConfig, BalancerOutcome, BrokerInput, LeadershipMove, LoadPass, PartitionInput,
+    PartitionLoad, ReportedLoad, LOAD_REPORT_TAG,
 };
 pub use brokers::{
     broker_heartbeat, check_cluster_id, controlled_shutdown_step, fence_broker, register_broker,

@@ -97,6 +97,14 @@ pub(crate) struct Now {
     pub(crate) wall_ms: i64,
 }
 
+/// A broker's latest load report, as its heartbeat carried it.
+struct LoadReport {
+    broker_epoch: i64,
+    /// When it arrived (monotonic ms).
+    at_ms: u64,
+    loads: Vec<super::decisions::ReportedLoad>,
+}
+
 /// One tick of the quorum's clock.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
@@ -110,6 +118,9 @@ pub(crate) use super::sessions::Lifecycle;
 /// [`BrokerSessions`] (returning [`Fence`]s) and the [`Passes`] (returning [`Answer`]s).
 pub(crate) struct ControllerCore {
     config: Arc<BrokerConfig>,
+    /// Each broker's latest load report (`kafkaiq.leader.balancer=load`): in memory only; a new
+    /// active controller starts with none and balances once every active broker has reported.
+    load_reports: std::collections::BTreeMap<i32, LoadReport>,
     voter: Voter,
     /// The latest image: the one published last, or to be published by the commands not yet
     /// taken. Decisions are made on it.
@@ -161,6 +172,7 @@ impl ControllerCore {
         lifecycle: Option<Lifecycle>,
     ) -> ControllerCore {
         ControllerCore {
+            load_reports: Default::default(),
             config,
             voter: Voter::new(engine),
             image,
@@ -267,16 +279,29 @@ impl ControllerCore {
     /// A heartbeat of a broker's current session renews the session now, on arrival, as
     /// Kafka's `BrokerHeartbeatTracker` notes contact before the event queue: a controller
     /// busy with a large write must not fence the brokers whose heartbeats wait behind it.
-    pub(crate) fn request(&mut self, request: Request, now: Now) {
+    ///
+    /// A heartbeat's load report is taken here too, the latest per broker, kept in memory only.
+    pub(crate) fn request(&mut self, mut request: Request, now: Now) {
         self.observe_time(now);
         if let Request::BrokerHeartbeat {
             broker_id,
             broker_epoch,
+            loads,
             ..
-        } = &request
+        } = &mut request
         {
             self.sessions
                 .heartbeat_arrived(*broker_id, *broker_epoch, self.now.mono_ms);
+            if let Some(loads) = loads.take() {
+                self.load_reports.insert(
+                    *broker_id,
+                    LoadReport {
+                        broker_epoch: *broker_epoch,
+                        at_ms: self.now.mono_ms,
+                        loads,
+                    },
+                );
+            }
         }
         self.passes.queued.push_back(request);
     }
@@ -364,6 +389,7 @@ impl ControllerCore {
         }
         self.expire_sessions(now_ms);
         self.maybe_rebalance(now_ms);
+        self.maybe_balance_load(now_ms);
         self.maybe_elect_unclean_leaders(now_ms);
     }
 
@@ -409,6 +435,43 @@ impl ControllerCore {
         }
     }
 
+    /// Queues a load-balancing pass when one is due (`kafkaiq.leader.balancer=load`, every
+    /// `leader.imbalance.check.interval.ms` like the count-based rebalance), with each broker's
+    /// latest load report of its current incarnation no older than a session timeout.
+    ///
+    /// It runs whether or not `auto.leader.rebalance.enable` is on: the balancer has its own
+    /// opt-in key. The count-based pass stays consistent with its moves, since each move makes
+    /// the new leader the preferred replica.
+    fn maybe_balance_load(&mut self, now_ms: u64) {
+        let wanted = self.is_active()
+            && self.config.elections.leader_balancer == crate::config::LeaderBalancer::Load;
+        let interval_ms = wanted.then(|| {
+            u64::try_from(self.config.elections.leader_imbalance_check_interval_ms)
+                .unwrap_or(1)
+                .max(1)
+        });
+        if self.passes.balance.due(interval_ms, now_ms).is_none() {
+            return;
+        }
+        let max_age_ms = self.config.kraft.broker_session_timeout_ms;
+        let image = &self.image;
+        let reports = self
+            .load_reports
+            .iter()
+            .filter(|(id, r)| {
+                image
+                    .broker(**id)
+                    .is_some_and(|b| b.broker_epoch == r.broker_epoch)
+                    && now_ms.saturating_sub(r.at_ms) <= max_age_ms
+            })
+            .map(|(&id, r)| (id, r.loads.clone()))
+            .collect();
+        self.passes.queued.push_back(Request::BalanceLoad {
+            reports,
+            now_ms: self.now.wall_ms,
+        });
+    }
+
     /// Fences brokers whose session passed its deadline.
     fn expire_sessions(&mut self, now_ms: u64) {
         if !self.is_active() {
@@ -425,6 +488,8 @@ impl ControllerCore {
     /// A new active controller starts a session for every live broker, due after the
     /// failover grace, and writes the cluster id if the log has none yet.
     fn became_active(&mut self, now_ms: u64) {
+        // Reports heard in an earlier term are stale; each broker's next heartbeat brings one.
+        self.load_reports.clear();
         if self.image.cluster_id.is_empty() {
             self.passes.queued.push_front(Request::BootstrapClusterId {
                 cluster_id: self.proposed_cluster_id.clone(),

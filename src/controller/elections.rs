@@ -65,7 +65,7 @@ fn reason(cause: CauseKind, unclean: bool) -> ElectionReason {
         }
         CauseKind::ControlledShutdown => ElectionReason::ControlledShutdown,
         CauseKind::PreferredElection => ElectionReason::Preferred,
-        CauseKind::AutoRebalance => ElectionReason::AutoRebalance,
+        CauseKind::AutoRebalance | CauseKind::LoadBalance => ElectionReason::AutoRebalance,
         CauseKind::UncleanElection => ElectionReason::Unclean,
         CauseKind::Unknown
         | CauseKind::Created

@@ -481,6 +481,7 @@ impl ControllerChannel {
         want_fence: bool,
         want_shut_down: bool,
         connection: Option<u64>,
+        loads: Option<Vec<decisions::ReportedLoad>>,
     ) -> Result<HeartbeatOutcome, ApiError> {
         self.call(|reply| Request::BrokerHeartbeat {
             broker_id,
@@ -489,6 +490,7 @@ impl ControllerChannel {
             want_fence,
             want_shut_down,
             connection,
+            loads,
             // A node without broker sessions (a single node) has no others to wait for.
             peers_replayed: true,
             reply,

@@ -111,6 +111,8 @@ pub(crate) struct Passes {
     pub(crate) rebalance: PassSchedule,
     /// Unclean elections (only while active and some partition has no leader).
     pub(crate) unclean: PassSchedule,
+    /// Load balancing (only while active and `kafkaiq.leader.balancer=load`).
+    pub(crate) balance: PassSchedule,
 }
 
 impl Passes {

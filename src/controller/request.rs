@@ -103,6 +103,10 @@ pub(crate) enum Request {
         /// from which this one leads nothing (a controlled shutdown ends only then). The
         /// controller thread sets it from its sessions before deciding.
         peers_replayed: bool,
+        /// The loads of the partitions the broker leads, when it reported them (our own
+        /// tagged field, [`decisions::LOAD_REPORT_TAG`]); taken by the controller thread on
+        /// arrival ([`super::driver::ControllerCore::request`]).
+        loads: Option<Vec<decisions::ReportedLoad>>,
         reply: Reply<HeartbeatOutcome>,
     },
     /// AlterPartition (API 56) from a partition leader.
@@ -130,6 +134,12 @@ pub(crate) enum Request {
     /// bound with electable partitions left.
     Rebalance {
         more: Arc<std::sync::atomic::AtomicBool>,
+    },
+    /// The controller's own: one load-balancing pass (`kafkaiq.leader.balancer=load`,
+    /// [`decisions::load_pass`]) with each broker's latest load report, at wall-clock `now_ms`.
+    BalanceLoad {
+        reports: std::collections::BTreeMap<i32, Vec<decisions::ReportedLoad>>,
+        now_ms: i64,
     },
     /// The controller's own: one periodic unclean election pass over the partitions without a
     /// leader ([`decisions::unclean_election_pass`]); `more` as for `Rebalance`.
@@ -195,10 +205,15 @@ pub(crate) fn decide(
 ) -> Decided {
     let (kind, broker_id) = request.cause();
     let mut decided = decide_records(config, image, request, new_id);
+    // A decision that names its own causes (one per move of the load balancer) leads with one.
     if decided
         .records
         .iter()
         .any(|r| matches!(r, MetadataRecord::Partition { .. }))
+        && !matches!(
+            decided.records.first(),
+            Some(MetadataRecord::ChangeCause(_))
+        )
     {
         let cause = ChangeCause {
             kind,
@@ -451,6 +466,27 @@ fn decide_records(
                 }),
             }
         }
+        Request::BalanceLoad { reports, now_ms } => {
+            let config = decisions::BalancerConfig::from_settings(&config.elections);
+            let pass = decisions::load_pass(image, &config, &reports, now_ms);
+            for m in &pass.moves {
+                tracing::info!(
+                    topic = %m.topic,
+                    partition = m.partition,
+                    from = m.from,
+                    to = m.to,
+                    reason = %m.reason,
+                    "leadership moved by load"
+                );
+            }
+            if let Some(held) = &pass.held {
+                tracing::debug!(%held, "load balancer pass held");
+            }
+            Decided {
+                records: pass.records,
+                finish: Box::new(|_| {}),
+            }
+        }
         Request::ElectUncleanLeaders { more } => {
             let settings = decisions::ControllerSettings::from_config(config);
             let (records, elected, left) = decisions::unclean_election_pass(
@@ -580,6 +616,7 @@ impl Request {
                 (kind, *broker_id)
             }
             Request::Rebalance { .. } => (CauseKind::AutoRebalance, -1),
+            Request::BalanceLoad { .. } => (CauseKind::LoadBalance, -1),
             Request::ElectUncleanLeaders { .. } => (CauseKind::UncleanElection, -1),
             Request::DeleteTopic { .. }
             | Request::AlterTopicConfigs { .. }
@@ -627,6 +664,7 @@ impl Request {
             Request::FenceBroker { .. }
             | Request::BootstrapClusterId { .. }
             | Request::Rebalance { .. }
+            | Request::BalanceLoad { .. }
             | Request::ElectUncleanLeaders { .. } => {}
         }
     }

@@ -1085,6 +1085,7 @@ impl SessionVoters {
                 want_shut_down: false,
                 connection,
                 peers_replayed: false,
+                loads: None,
                 reply: tx,
             },
             at(self.now),

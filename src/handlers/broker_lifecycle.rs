@@ -54,6 +54,12 @@ pub async fn broker_heartbeat(
     request: BrokerHeartbeatRequest,
     connection: u64,
 ) -> ResponseKind {
+    // KafkaIQ's own tagged field: the loads of the partitions the broker leads. A malformed
+    // one is ignored (the heartbeat itself stands); the controller waits for a good report.
+    let loads = request
+        .unknown_tagged_fields
+        .get(&crate::controller::decisions::LOAD_REPORT_TAG)
+        .and_then(|b| crate::controller::decisions::decode_load_report(b));
     let result = controller
         .broker_heartbeat(
             request.broker_id.0,
@@ -62,6 +68,7 @@ pub async fn broker_heartbeat(
             request.want_fence,
             request.want_shut_down,
             Some(connection),
+            loads,
         )
         .await;
     // Kafka's defaults for a refused heartbeat: not caught up, fenced.

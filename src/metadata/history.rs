@@ -49,10 +49,15 @@ pub enum CauseKind {
     AlterPartition,
     /// AlterPartitionReassignments, or a reassignment completing.
     Reassignment,
+    /// The load balancer (`kafkaiq.leader.balancer=load`) moved leadership off the broker named,
+    /// the busiest by measured load. One cause record leads each move's partition record; the
+    /// move's full reason (the load ratio, the partition's rate, the target) is in the
+    /// controller's log.
+    LoadBalance,
 }
 
 impl CauseKind {
-    const ALL: [CauseKind; 12] = [
+    const ALL: [CauseKind; 13] = [
         CauseKind::Unknown,
         CauseKind::Created,
         CauseKind::BrokerFenced,
@@ -65,6 +70,7 @@ impl CauseKind {
         CauseKind::AutoRebalance,
         CauseKind::AlterPartition,
         CauseKind::Reassignment,
+        CauseKind::LoadBalance,
     ];
 
     /// The byte a record holds.
@@ -94,6 +100,7 @@ impl CauseKind {
             CauseKind::AutoRebalance => "auto_rebalance",
             CauseKind::AlterPartition => "alter_partition",
             CauseKind::Reassignment => "reassignment",
+            CauseKind::LoadBalance => "load_balance",
         }
     }
 }
@@ -223,6 +230,10 @@ impl LeadershipChange {
                 _ => format!("AlterPartition from leader {b}"),
             },
             CauseKind::Reassignment => "partition reassignment".to_owned(),
+            CauseKind::LoadBalance => format!(
+                "load balancer: broker {b} above the mean load by more than \
+                 kafkaiq.leader.balancer.threshold; the new leader is now the preferred replica"
+            ),
         };
         if unclean && self.cause.kind != CauseKind::UncleanElection {
             format!("{why}; unclean election (leader from outside the ISR)")

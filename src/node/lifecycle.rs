@@ -41,6 +41,8 @@ pub(crate) struct BrokerLifecycle {
     cluster_id: String,
     registration: BrokerRegistration,
     cache: Arc<MetadataCache>,
+    /// Where the per-partition load rates are measured (its `topic_stats`).
+    context: Arc<crate::context::Context>,
     client: Client,
     /// Whether the controller has unfenced this incarnation.
     running: watch::Sender<bool>,
@@ -111,6 +113,7 @@ impl BrokerLifecycle {
         cluster_id: String,
         registration: BrokerRegistration,
         cache: Arc<MetadataCache>,
+        context: Arc<crate::context::Context>,
     ) -> (BrokerLifecycle, Arc<ControllerWatch>) {
         let interval = Duration::from_millis(config.kraft.broker_heartbeat_interval_ms);
         let client = Client::new(
@@ -138,6 +141,7 @@ impl BrokerLifecycle {
             cluster_id,
             registration,
             cache,
+            context,
             client,
             running: watch::channel(false).0,
             next_candidate: 0,
@@ -371,6 +375,45 @@ impl BrokerLifecycle {
         }
     }
 
+    /// With `kafkaiq.leader.balancer=load`, the loads of the partitions this broker leads as
+    /// our own tagged field of the heartbeat ([`crate::controller::decisions::LOAD_REPORT_TAG`]);
+    /// with `count` nothing (the heartbeat is Kafka's). A partition without measurable load
+    /// (every rate under one thousandth a second) is left out: the controller takes it as idle.
+    fn load_report(&self) -> std::collections::BTreeMap<i32, bytes::Bytes> {
+        use crate::controller::decisions::{encode_load_report, PartitionLoad, ReportedLoad};
+        let mut fields = std::collections::BTreeMap::new();
+        if self.config.elections.leader_balancer != crate::config::LeaderBalancer::Load {
+            return fields;
+        }
+        let image = self.cache.image();
+        let node_id = self.registration.node_id;
+        let now_ms = crate::metrics::monotonic_ms();
+        let loads: Vec<ReportedLoad> = self
+            .context
+            .topic_stats
+            .partition_loads(now_ms)
+            .into_iter()
+            .filter(|(_, (i, o, r))| i.max(*o).max(*r) >= 0.001)
+            .filter_map(|((topic, partition), (bytes_in, bytes_out, requests))| {
+                let t = image.topic(&topic)?;
+                (t.partitions.get(&partition)?.leader == node_id).then_some(ReportedLoad {
+                    topic_id: t.id,
+                    partition,
+                    load: PartitionLoad {
+                        bytes_in,
+                        bytes_out,
+                        requests,
+                    },
+                })
+            })
+            .collect();
+        fields.insert(
+            crate::controller::decisions::LOAD_REPORT_TAG,
+            encode_load_report(&loads),
+        );
+        fields
+    }
+
     async fn heartbeat(
         &self,
         target: i32,
@@ -386,7 +429,8 @@ impl BrokerLifecycle {
             .with_broker_epoch(epoch)
             .with_current_metadata_offset(offset)
             .with_want_fence(false)
-            .with_want_shut_down(want_shut_down);
+            .with_want_shut_down(want_shut_down)
+            .with_unknown_tagged_fields(self.load_report());
         let mut options = RequestOptions::default();
         if want_shut_down {
             // Handing over: a controller silent for an interval is given up on (see `run`).

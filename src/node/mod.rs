@@ -347,6 +347,7 @@ impl Node {
                 cluster_id.clone(),
                 registration,
                 cache.clone(),
+                context.clone(),
             );
             publisher.add_listener(controller_watch);
             controlled_shutdown = Some(lifecycle.controlled_shutdown());

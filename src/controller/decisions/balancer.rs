@@ -477,6 +477,172 @@ pub fn move_records(
     (records, kept)
 }
 
+/// The tag of KafkaIQ's own tagged field on BrokerHeartbeat that carries the loads of the
+/// partitions the broker leads ([`encode_load_report`]). Kafka numbers a message's tagged
+/// fields from 0 upwards (BrokerHeartbeat has tag 0, `OfflineLogDirs`); a tag this high will
+/// not be given to a field of Kafka's own, and Kafka's controllers, like the `kafka-protocol`
+/// crate, keep or skip tags they do not know, so the field changes nothing for anyone else.
+pub const LOAD_REPORT_TAG: i32 = 10_000;
+
+/// The bytes of one partition in a load report: topic id, partition, three rates.
+const LOAD_REPORT_ENTRY_BYTES: usize = 16 + 4 + 3 * 8;
+
+/// One partition's load as its leader reports it to the controller.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReportedLoad {
+    pub topic_id: uuid::Uuid,
+    pub partition: i32,
+    pub load: PartitionLoad,
+}
+
+/// A load report as the tagged field holds it: a count (u32), then per partition the topic id
+/// (16 bytes), the partition (i32) and bytes in, bytes out and requests per second (f64), all
+/// big-endian.
+pub fn encode_load_report(loads: &[ReportedLoad]) -> bytes::Bytes {
+    let mut out = Vec::with_capacity(4 + loads.len() * LOAD_REPORT_ENTRY_BYTES);
+    out.extend_from_slice(&(loads.len() as u32).to_be_bytes());
+    for l in loads {
+        out.extend_from_slice(l.topic_id.as_bytes());
+        out.extend_from_slice(&l.partition.to_be_bytes());
+        for v in [l.load.bytes_in, l.load.bytes_out, l.load.requests] {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+    }
+    out.into()
+}
+
+/// The report [`encode_load_report`] made, or None when the bytes are not one (a rate that is
+/// not a finite, non-negative number counts as malformed).
+pub fn decode_load_report(bytes: &[u8]) -> Option<Vec<ReportedLoad>> {
+    let (count, mut rest) = bytes.split_first_chunk::<4>()?;
+    let count = u32::from_be_bytes(*count) as usize;
+    if rest.len() != count.checked_mul(LOAD_REPORT_ENTRY_BYTES)? {
+        return None;
+    }
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (entry, tail) = rest.split_at(LOAD_REPORT_ENTRY_BYTES);
+        rest = tail;
+        let topic_id = uuid::Uuid::from_slice(&entry[..16]).ok()?;
+        let partition = i32::from_be_bytes(entry[16..20].try_into().ok()?);
+        let rate = |at: usize| -> Option<f64> {
+            let v = f64::from_be_bytes(entry[at..at + 8].try_into().ok()?);
+            (v.is_finite() && v >= 0.0).then_some(v)
+        };
+        out.push(ReportedLoad {
+            topic_id,
+            partition,
+            load: PartitionLoad {
+                bytes_in: rate(20)?,
+                bytes_out: rate(28)?,
+                requests: rate(36)?,
+            },
+        });
+    }
+    Some(out)
+}
+
+/// Each partition's load as reported by the broker that leads it in `image` (a broker's rates
+/// of a partition it no longer leads are decaying leftovers and are not taken).
+pub fn loads_from_reports(
+    image: &MetadataImage,
+    reports: &BTreeMap<i32, Vec<ReportedLoad>>,
+) -> BTreeMap<(String, i32), PartitionLoad> {
+    let mut out = BTreeMap::new();
+    for (&broker, loads) in reports {
+        for l in loads {
+            let Some(topic) = image.topic_by_id(&l.topic_id) else {
+                continue;
+            };
+            if topic
+                .partitions
+                .get(&l.partition)
+                .is_some_and(|reg| reg.leader == broker)
+            {
+                out.insert((topic.name.clone(), l.partition), l.load);
+            }
+        }
+    }
+    out
+}
+
+/// When the balancer last moved each partition (wall-clock ms), from the leadership history the
+/// image keeps: so the dwell time holds across a controller failover.
+pub fn last_moves_from_history(image: &MetadataImage) -> BTreeMap<(String, i32), u64> {
+    let mut out = BTreeMap::new();
+    for topic in image.topics.values() {
+        for (&partition, history) in &topic.history {
+            if let Some(c) = history
+                .iter()
+                .rev()
+                .find(|c| c.cause.kind == crate::metadata::CauseKind::LoadBalance)
+            {
+                out.insert(
+                    (topic.name.clone(), partition),
+                    u64::try_from(c.cause.time_ms).unwrap_or(0),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// What one controller pass of the load balancer decided.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LoadPass {
+    /// For each move, a [`MetadataRecord::ChangeCause`] naming the broker it relieves, then the
+    /// partition record.
+    pub records: Vec<MetadataRecord>,
+    pub moves: Vec<LeadershipMove>,
+    /// Why nothing (more) moved, when not for balance.
+    pub held: Option<String>,
+}
+
+/// One load-balancing pass of the controller at wall-clock `now_ms`, with the latest load
+/// report of each broker (`reports`). Every active broker must have reported: a new active
+/// controller holds none (reports live in its memory only) and waits for each broker's next
+/// heartbeat, rather than taking a broker it has not heard from for an idle one.
+pub fn load_pass(
+    image: &MetadataImage,
+    config: &BalancerConfig,
+    reports: &BTreeMap<i32, Vec<ReportedLoad>>,
+    now_ms: i64,
+) -> LoadPass {
+    if let Some(b) = image
+        .brokers
+        .values()
+        .find(|b| b.is_active() && !reports.contains_key(&b.node_id))
+    {
+        return LoadPass {
+            held: Some(format!(
+                "waiting for the load report of broker {}",
+                b.node_id
+            )),
+            ..LoadPass::default()
+        };
+    }
+    let loads = loads_from_reports(image, reports);
+    let last_moves = last_moves_from_history(image);
+    let (partitions, brokers) = inputs_from_image(image, &loads, &last_moves);
+    let now = u64::try_from(now_ms).unwrap_or(0);
+    let outcome = balance(&partitions, &brokers, now, config);
+    let (records, moves) = move_records(image, &outcome.moves);
+    let mut with_causes = Vec::with_capacity(records.len() * 2);
+    for (record, m) in records.into_iter().zip(&moves) {
+        with_causes.push(MetadataRecord::ChangeCause(crate::metadata::ChangeCause {
+            kind: crate::metadata::CauseKind::LoadBalance,
+            broker_id: m.from,
+            time_ms: now_ms,
+        }));
+        with_causes.push(record);
+    }
+    LoadPass {
+        records: with_causes,
+        moves,
+        held: outcome.held,
+    }
+}
+
 /// The highest broker score of a cluster (the tests' and the simulation's measure).
 #[cfg(test)]
 pub fn max_score(
@@ -717,6 +883,151 @@ mod tests {
             crate::controller::decisions::tests::set_partition(&image2, "t", m.partition, shrunk);
         let (records, kept) = move_records(&image2, &out.moves[..1]);
         assert!(records.is_empty() && kept.is_empty());
+    }
+
+    /// The heartbeat's tagged field carries a report both ways; anything else is refused.
+    #[test]
+    fn load_reports_round_trip_and_malformed_ones_are_refused() {
+        let loads = vec![
+            ReportedLoad {
+                topic_id: uuid::Uuid::from_u128(7),
+                partition: 3,
+                load: PartitionLoad {
+                    bytes_in: 1.5e6,
+                    bytes_out: 2.0,
+                    requests: 30.25,
+                },
+            },
+            ReportedLoad {
+                topic_id: uuid::Uuid::from_u128(9),
+                partition: 0,
+                load: PartitionLoad::default(),
+            },
+        ];
+        let bytes = encode_load_report(&loads);
+        assert_eq!(bytes.len(), 4 + 2 * LOAD_REPORT_ENTRY_BYTES);
+        assert_eq!(decode_load_report(&bytes), Some(loads.clone()));
+        assert_eq!(decode_load_report(&encode_load_report(&[])), Some(vec![]));
+        assert_eq!(decode_load_report(&bytes[..bytes.len() - 1]), None);
+        assert_eq!(decode_load_report(&[0, 0]), None);
+        let mut negative = loads.clone();
+        negative[0].load.bytes_in = -1.0;
+        assert_eq!(decode_load_report(&encode_load_report(&negative)), None);
+        let mut nan = loads;
+        nan[1].load.requests = f64::NAN;
+        assert_eq!(decode_load_report(&encode_load_report(&nan)), None);
+    }
+
+    /// The controller's pass: it waits until every active broker reported, takes each
+    /// partition's load from its current leader's report only, writes a LoadBalance cause
+    /// before each move (so the history says why), and once applied the dwell time (read back
+    /// from that history) keeps the moved partitions where they are.
+    #[test]
+    fn the_controller_pass_waits_for_reports_moves_with_causes_and_honours_the_dwell() {
+        use crate::controller::decisions::tests::{cluster, spec, with_topic};
+        use crate::metadata::{CauseKind, ChangeCause};
+        let image = with_topic(&cluster(3), &spec("t", 6, 3), 1);
+        let topic = image.topic("t").unwrap().clone();
+        let mut reports: BTreeMap<i32, Vec<ReportedLoad>> = BTreeMap::new();
+        for (&p, reg) in &topic.partitions {
+            let mb = if reg.leader == 1 { 10.0 } else { 1.0 };
+            let load = PartitionLoad {
+                bytes_in: mb * MB,
+                bytes_out: 0.0,
+                requests: mb * 100.0,
+            };
+            reports.entry(reg.leader).or_default().push(ReportedLoad {
+                topic_id: topic.id,
+                partition: p,
+                load,
+            });
+            // A follower's decaying leftovers of a partition it no longer leads do not count.
+            let follower = reg
+                .replicas
+                .iter()
+                .copied()
+                .find(|&r| r != reg.leader)
+                .unwrap();
+            reports.entry(follower).or_default().push(ReportedLoad {
+                topic_id: topic.id,
+                partition: p,
+                load: PartitionLoad {
+                    bytes_in: 1000.0 * MB,
+                    ..load
+                },
+            });
+        }
+        let config = BalancerConfig {
+            min_dwell_ms: 60_000,
+            ..cfg()
+        };
+        let now = 1_700_000_000_000;
+        let mut partial = reports.clone();
+        partial.remove(&2);
+        let held = load_pass(&image, &config, &partial, now);
+        assert!(held.records.is_empty(), "{held:?}");
+        assert_eq!(
+            held.held.as_deref(),
+            Some("waiting for the load report of broker 2")
+        );
+
+        let pass = load_pass(&image, &config, &reports, now);
+        assert!(!pass.moves.is_empty(), "{pass:?}");
+        assert_eq!(pass.moves[0].from, 1, "{:?}", pass.moves);
+        assert_eq!(pass.records.len(), 2 * pass.moves.len());
+        for (pair, m) in pass.records.chunks(2).zip(&pass.moves) {
+            assert_eq!(
+                pair[0],
+                MetadataRecord::ChangeCause(ChangeCause {
+                    kind: CauseKind::LoadBalance,
+                    broker_id: m.from,
+                    time_ms: now,
+                })
+            );
+            let MetadataRecord::Partition {
+                partition,
+                registration,
+                ..
+            } = &pair[1]
+            else {
+                panic!("{:?}", pair[1]);
+            };
+            assert_eq!((*partition, registration.leader), (m.partition, m.to));
+            assert_eq!(registration.replicas[0], m.to, "preferred");
+        }
+        let after = image.apply(&pass.records);
+        let t = after.topic("t").unwrap();
+        for m in &pass.moves {
+            let last = t.history[&m.partition].back().unwrap();
+            assert_eq!(last.cause.kind, CauseKind::LoadBalance);
+            assert_eq!((last.leader_before, last.leader), (m.from, m.to));
+            let want = format!("load balancer: broker {}", m.from);
+            assert!(last.describe().contains(&want), "{}", last.describe());
+        }
+        let last_moves = last_moves_from_history(&after);
+        assert_eq!(last_moves.len(), pass.moves.len());
+        // The reports as the new leaders would send them: the moved loads now theirs.
+        let mut moved_reports: BTreeMap<i32, Vec<ReportedLoad>> = BTreeMap::new();
+        for (b, loads) in &reports {
+            for l in loads {
+                let leader = t.partitions[&l.partition].leader;
+                let original_leader = topic.partitions[&l.partition].leader;
+                if *b == original_leader {
+                    moved_reports.entry(leader).or_default().push(*l);
+                }
+            }
+        }
+        for b in 1..=3 {
+            moved_reports.entry(b).or_default();
+        }
+        // Within the dwell, the moved partitions stay even if loads call for moving them.
+        let again = load_pass(&after, &config, &moved_reports, now + 1_000);
+        for m in &again.moves {
+            assert!(
+                !last_moves.contains_key(&(m.topic.clone(), m.partition)),
+                "{m:?} moved again within the dwell"
+            );
+        }
     }
 
     #[test]
