@@ -93,6 +93,14 @@ pub struct GroupConfig {
 }
 
 impl GroupConfig {
+    /// The server-side assignor of a consumer group whose members ask for none: the first of
+    /// `group.consumer.assignors` (never empty, startup checks it).
+    pub fn default_assignor(&self) -> &str {
+        self.consumer_assignors
+            .first()
+            .map_or(coordinator::assignor::UNIFORM, String::as_str)
+    }
+
     /// The coordinator's settings from the broker's validated configuration.
     pub fn from_broker(config: &crate::config::BrokerConfig) -> Self {
         Self {

@@ -153,9 +153,7 @@ impl Coordinator {
         if group.consumer.is_some() {
             // Kafka's order: the target assignment's epoch, the subscription metadata, then
             // the group epoch, whose tombstone ends the group at replay.
-            self.insert_group(group.clone());
             self.end_consumer_group(group_id);
-            self.remove_group(group_id);
         } else {
             self.append(
                 group.partition,

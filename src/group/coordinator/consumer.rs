@@ -86,6 +86,13 @@ pub struct ConsumerMember {
 }
 
 impl ConsumerMember {
+    /// Kafka's `updateMemberEpoch`: the current epoch becomes the previous one, even when
+    /// the new epoch is the same.
+    fn set_epoch(&mut self, epoch: i32) {
+        self.previous_member_epoch = self.member_epoch;
+        self.member_epoch = epoch;
+    }
+
     fn is_reconciled_to(&self, epoch: i32) -> bool {
         self.state == MemberState::Stable && self.member_epoch == epoch
     }
@@ -197,6 +204,17 @@ impl ConsumerGroup {
                 self.last_rebalance_ms = Some(now_ms - start);
             }
         }
+    }
+
+    /// The member `member_id`, or a new one (replay: its records come in any order).
+    fn member_or_new(&self, member_id: &str) -> ConsumerMember {
+        self.members
+            .get(member_id)
+            .cloned()
+            .unwrap_or_else(|| ConsumerMember {
+                member_id: member_id.to_owned(),
+                ..Default::default()
+            })
     }
 
     /// Replaces (or adds) a member, keeping `owners` in step.
@@ -459,15 +477,6 @@ fn next_assignment(
     next
 }
 
-impl ConsumerMember {
-    /// Kafka's `updateMemberEpoch`: the current epoch becomes the previous one, even when
-    /// the new epoch is the same.
-    fn set_epoch(&mut self, epoch: i32) {
-        self.previous_member_epoch = self.member_epoch;
-        self.member_epoch = epoch;
-    }
-}
-
 fn hb_error(e: ResponseError, message: Option<String>) -> GroupResponse {
     GroupResponse::ConsumerGroupHeartbeat(
         ConsumerGroupHeartbeatResponse::default()
@@ -502,6 +511,21 @@ impl Coordinator {
             partition,
             cr::current_member_assignment_key(group_id, &m.member_id),
             Some(cr::encode_current_assignment_value(&m.current_value())),
+        );
+    }
+
+    /// The subscribed topics' metadata (Kafka's `ConsumerGroupPartitionMetadata` record).
+    fn write_subscription(
+        &mut self,
+        partition: i32,
+        group_id: &str,
+        subscription: &BTreeMap<String, TopicMetadata>,
+    ) {
+        let topics: Vec<TopicMetadata> = subscription.values().cloned().collect();
+        self.append(
+            partition,
+            cr::partition_metadata_key(group_id),
+            Some(cr::encode_partition_metadata_value(&topics)),
         );
     }
 
@@ -859,12 +883,7 @@ impl Coordinator {
         // 2. What the members subscribe to, as the metadata image has it now.
         let subscription = resolve_subscription(group.members.values().map(|m| &m.meta), image);
         if subscription != group.subscription {
-            let topics: Vec<TopicMetadata> = subscription.values().cloned().collect();
-            self.append(
-                partition,
-                cr::partition_metadata_key(&group_id),
-                Some(cr::encode_partition_metadata_value(&topics)),
-            );
+            self.write_subscription(partition, &group_id, &subscription);
             group.subscription = subscription;
             bump = true;
         }
@@ -939,13 +958,7 @@ impl Coordinator {
         group_id: &str,
         group: &mut ConsumerGroup,
     ) {
-        let default = self
-            .config
-            .consumer_assignors
-            .first()
-            .cloned()
-            .unwrap_or_else(|| assignor::UNIFORM.to_owned());
-        let assignor_name = group.preferred_assignor(&default);
+        let assignor_name = group.preferred_assignor(self.config.default_assignor());
         let partitions: BTreeMap<Uuid, i32> = group
             .subscription
             .values()
@@ -1040,20 +1053,15 @@ impl Coordinator {
             .any(|t| !kept.contains(&t.topic_id))
         {
             group.subscription.retain(|_, t| kept.contains(&t.topic_id));
-            let topics: Vec<TopicMetadata> = group.subscription.values().cloned().collect();
-            self.append(
-                partition,
-                cr::partition_metadata_key(group_id),
-                Some(cr::encode_partition_metadata_value(&topics)),
-            );
+            self.write_subscription(partition, group_id, &group.subscription);
         }
         group.bump_epoch(now_ms);
         self.write_group_epoch(partition, group_id, group.group_epoch);
         group.note_progress(now_ms);
     }
 
-    /// An empty consumer group stops being one (a classic member joins): its group-level
-    /// records are tombstoned, the group epoch's last.
+    /// An empty consumer group stops being one (a classic member joins, or it is deleted): its
+    /// group-level records are tombstoned, the group epoch's last.
     pub(super) fn end_consumer_group(&mut self, group_id: &str) {
         let partition = self.shard_of(group_id);
         for key in [
@@ -1165,10 +1173,9 @@ impl Coordinator {
                 let Some(c) = &group.consumer else {
                     return not_found(format!("Group {} is not a consumer group.", gid.as_str()));
                 };
-                describe_consumer_group(base.clone(), c, image, &self.config.consumer_assignors)
+                describe_consumer_group(base.clone(), c, image, self.config.default_assignor())
             })
             .collect();
-        let _ = ctx;
         self.respond(
             ctx.token,
             GroupResponse::ConsumerGroupDescribe(
@@ -1182,7 +1189,7 @@ fn describe_consumer_group(
     base: CgdGroup,
     c: &ConsumerGroup,
     image: &MetadataImage,
-    assignors: &[String],
+    default_assignor: &str,
 ) -> CgdGroup {
     let describe = |a: &Assignment| {
         cgd::Assignment::default().with_topic_partitions(
@@ -1200,14 +1207,10 @@ fn describe_consumer_group(
                 .collect(),
         )
     };
-    let default = assignors
-        .first()
-        .cloned()
-        .unwrap_or_else(|| assignor::UNIFORM.to_owned());
     base.with_group_state(s(c.state_name()))
         .with_group_epoch(c.group_epoch)
         .with_assignment_epoch(c.assignment_epoch)
-        .with_assignor_name(s(&c.preferred_assignor(&default)))
+        .with_assignor_name(s(&c.preferred_assignor(default_assignor)))
         .with_members(
             c.members
                 .values()
@@ -1262,14 +1265,7 @@ pub(super) fn replay(
         (K::PartitionMetadata { .. }, None) => group.subscription.clear(),
         (K::MemberMetadata { member, .. }, Some(v)) => {
             let meta = cr::decode_member_metadata_value(v)?;
-            let mut m = group
-                .members
-                .get(member)
-                .cloned()
-                .unwrap_or(ConsumerMember {
-                    member_id: member.clone(),
-                    ..Default::default()
-                });
+            let mut m = group.member_or_new(member);
             m.meta = meta;
             group.put_member(m);
         }
@@ -1294,14 +1290,7 @@ pub(super) fn replay(
         }
         (K::CurrentMemberAssignment { member, .. }, Some(v)) => {
             let value = cr::decode_current_assignment_value(v)?;
-            let mut m = group
-                .members
-                .get(member)
-                .cloned()
-                .unwrap_or(ConsumerMember {
-                    member_id: member.clone(),
-                    ..Default::default()
-                });
+            let mut m = group.member_or_new(member);
             m.member_epoch = value.member_epoch;
             m.previous_member_epoch = value.previous_member_epoch;
             m.state = MemberState::from_code(value.state);
