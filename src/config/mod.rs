@@ -31,7 +31,8 @@ use keys::Reader;
 pub use keys::{broker_config_def, BrokerConfigDef, Check, ConfigKind, Part, BROKER_CONFIG_DEFS};
 pub use settings::{
     consumer_assignor_name, CleanerSettings, ElectionSettings, GroupSettings, LeaderBalancer,
-    LogSettings, ReplicaSettings, SocketSettings, TopicDefaults, TransactionSettings,
+    LogSettings, MigrationPolicy, ReplicaSettings, SocketSettings, TopicDefaults,
+    TransactionSettings,
 };
 
 #[derive(Debug, Error)]

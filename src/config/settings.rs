@@ -287,6 +287,48 @@ pub struct GroupSettings {
     /// `group.coordinator.rebalance.protocols` includes `consumer`: ConsumerGroupHeartbeat is
     /// served and advertised.
     pub consumer_protocol_enabled: bool,
+    /// `group.consumer.migration.policy`
+    pub consumer_migration_policy: MigrationPolicy,
+}
+
+/// `group.consumer.migration.policy`: whether a classic group converts to a consumer group
+/// when a member of the consumer protocol joins it (upgrade), and back when the last such
+/// member leaves (downgrade). Kafka reads the value without regard to case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigrationPolicy {
+    Disabled,
+    Upgrade,
+    Downgrade,
+    Bidirectional,
+}
+
+impl MigrationPolicy {
+    pub fn upgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Upgrade | MigrationPolicy::Bidirectional
+        )
+    }
+    pub fn downgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Downgrade | MigrationPolicy::Bidirectional
+        )
+    }
+}
+
+fn migration_policy(r: &Reader<'_>) -> Result<MigrationPolicy, ConfigError> {
+    const KEY: &str = "group.consumer.migration.policy";
+    match r.value(KEY).map(str::to_ascii_lowercase).as_deref() {
+        Some("disabled") => Ok(MigrationPolicy::Disabled),
+        Some("upgrade") => Ok(MigrationPolicy::Upgrade),
+        Some("downgrade") => Ok(MigrationPolicy::Downgrade),
+        Some("bidirectional") => Ok(MigrationPolicy::Bidirectional),
+        _ => Err(r.invalid(
+            KEY,
+            "must be disabled, upgrade, downgrade or bidirectional (any case)",
+        )),
+    }
 }
 
 impl GroupSettings {
@@ -330,6 +372,7 @@ impl GroupSettings {
             consumer_assignors: consumer_assignors(r)?,
             consumer_max_size: r.i32("group.consumer.max.size")? as usize,
             consumer_protocol_enabled: rebalance_protocols(r)?,
+            consumer_migration_policy: migration_policy(r)?,
         })
     }
 }

@@ -43,6 +43,18 @@ pub struct MemberMetadataValue {
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Set for a member that speaks the classic protocol inside a consumer group (online
+    /// migration); `None` for a member of the consumer protocol. Kafka writes it as tagged
+    /// field 0.
+    pub classic: Option<ClassicMemberMetadata>,
+}
+
+/// `ClassicMemberMetadata`: what a classic member sent in its JoinGroup.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClassicMemberMetadata {
+    pub session_timeout_ms: i32,
+    /// (protocol name, `ConsumerProtocolSubscription` bytes) in the member's order.
+    pub protocols: Vec<(String, Bytes)>,
 }
 
 /// One topic of `ConsumerGroupPartitionMetadataValue`.
@@ -186,6 +198,10 @@ impl Writer {
     fn no_tags(&mut self) {
         self.uvarint(0);
     }
+    fn compact_bytes(&mut self, b: &[u8]) {
+        self.len(Some(b.len()));
+        self.0.put_slice(b);
+    }
     fn assignment(&mut self, a: &Assignment) {
         self.len(Some(a.len()));
         for (topic, partitions) in a {
@@ -304,7 +320,50 @@ pub fn encode_member_metadata_value(v: &MemberMetadataValue) -> Bytes {
     w.nullable_string(v.subscribed_topic_regex.as_deref());
     w.0.put_i32(v.rebalance_timeout_ms);
     w.nullable_string(v.server_assignor.as_deref());
-    w.finish()
+    match &v.classic {
+        None => w.finish(),
+        Some(c) => {
+            // A nullable struct as tagged field 0: its size counts a leading presence byte.
+            let mut inner = Writer(BytesMut::new());
+            inner.0.put_i32(c.session_timeout_ms);
+            inner.len(Some(c.protocols.len()));
+            for (name, metadata) in &c.protocols {
+                inner.string(name);
+                inner.compact_bytes(metadata);
+                inner.no_tags();
+            }
+            inner.no_tags();
+            w.uvarint(1);
+            w.uvarint(0);
+            w.uvarint(inner.0.len() as u64 + 1);
+            w.uvarint(1);
+            w.0.put_slice(&inner.0);
+            w.0.freeze()
+        }
+    }
+}
+
+fn read_classic_member_metadata(
+    bytes: &[u8],
+) -> Result<Option<ClassicMemberMetadata>, RecordError> {
+    let mut r = Reader::new(bytes);
+    if r.take(1, "classic member metadata")?[0] == 0xff {
+        return Ok(None);
+    }
+    let session_timeout_ms = r.i32("classic session timeout")?;
+    let n = r.array_len("classic protocols", true)?;
+    let mut protocols = Vec::with_capacity(n.min(64));
+    for _ in 0..n {
+        let name = r.string("classic protocol name", true)?;
+        let metadata = r.bytes_v("classic protocol metadata", true)?;
+        r.skip_tagged_fields()?;
+        protocols.push((name, metadata));
+    }
+    r.skip_tagged_fields()?;
+    Ok(Some(ClassicMemberMetadata {
+        session_timeout_ms,
+        protocols,
+    }))
 }
 
 pub fn decode_member_metadata_value(bytes: &[u8]) -> Result<MemberMetadataValue, RecordError> {
@@ -321,7 +380,15 @@ pub fn decode_member_metadata_value(bytes: &[u8]) -> Result<MemberMetadataValue,
     let subscribed_topic_regex = r.nullable_string_v("subscribed topic regex", true)?;
     let rebalance_timeout_ms = r.i32("rebalance timeout")?;
     let server_assignor = r.nullable_string_v("server assignor", true)?;
-    r.skip_tagged_fields()?;
+    let mut classic = None;
+    for _ in 0..r.uvarint("tagged field count")? {
+        let tag = r.uvarint("tag")?;
+        let size = r.uvarint("tagged field size")? as usize;
+        let field = r.take(size, "tagged field")?;
+        if tag == 0 {
+            classic = read_classic_member_metadata(field)?;
+        }
+    }
     Ok(MemberMetadataValue {
         instance_id,
         rack_id,
@@ -331,6 +398,7 @@ pub fn decode_member_metadata_value(bytes: &[u8]) -> Result<MemberMetadataValue,
         subscribed_topic_regex,
         rebalance_timeout_ms,
         server_assignor,
+        classic,
     })
 }
 
@@ -441,10 +509,25 @@ mod tests {
             subscribed_topic_regex: Some("t.*".into()),
             rebalance_timeout_ms: 300_000,
             server_assignor: Some("range".into()),
+            classic: None,
         };
         assert_eq!(
             decode_member_metadata_value(&encode_member_metadata_value(&m)).unwrap(),
             m
+        );
+        let classic = MemberMetadataValue {
+            classic: Some(ClassicMemberMetadata {
+                session_timeout_ms: 45_000,
+                protocols: vec![
+                    ("range".into(), Bytes::from_static(b"\x00\x01")),
+                    ("cooperative-sticky".into(), Bytes::new()),
+                ],
+            }),
+            ..m.clone()
+        };
+        assert_eq!(
+            decode_member_metadata_value(&encode_member_metadata_value(&classic)).unwrap(),
+            classic
         );
         let a: Assignment = [(topic(1), [0, 2].into()), (topic(2), [1].into())].into();
         assert_eq!(
@@ -477,6 +560,29 @@ mod tests {
                 .unwrap(),
             3
         );
+    }
+
+    /// Kafka writes `ClassicMemberMetadata` as tagged field 0 of a nullable struct: the field's
+    /// size counts a presence byte (1) before the struct.
+    #[test]
+    fn classic_member_metadata_is_tagged_field_zero() {
+        let v = encode_member_metadata_value(&MemberMetadataValue {
+            rebalance_timeout_ms: -1,
+            classic: Some(ClassicMemberMetadata {
+                session_timeout_ms: 10,
+                protocols: vec![("r".into(), Bytes::from_static(b"m"))],
+            }),
+            ..Default::default()
+        });
+        // ... rebalance timeout -1, null server assignor, then the tag section.
+        let tail: &[u8] = &[
+            0xff, 0xff, 0xff, 0xff, 0, // rebalance timeout, null assignor
+            1, 0, 12, 1, // one tagged field, tag 0, size 12, present
+            0, 0, 0, 10, // session timeout
+            2, 2, b'r', 2, b'm', 0, // one protocol: name, metadata, no tags
+            0, // the struct's tags
+        ];
+        assert!(v.ends_with(tail), "{v:?}");
     }
 
     #[test]

@@ -33,6 +33,7 @@
 //! [`Coordinator::begin_load`] / [`Coordinator::complete_load`] / [`Coordinator::unload`]); it
 //! does not implement the KIP-848 consumer protocol or transactional offset commits.
 
+pub mod consumer_protocol;
 pub mod consumer_records;
 mod coordinator;
 pub mod log;
@@ -90,6 +91,8 @@ pub struct GroupConfig {
     /// `group.coordinator.rebalance.protocols` lists `consumer`: the KIP-848 APIs are
     /// advertised and served.
     pub consumer_protocol_enabled: bool,
+    /// `group.consumer.migration.policy`
+    pub consumer_migration_policy: crate::config::MigrationPolicy,
 }
 
 impl GroupConfig {
@@ -118,6 +121,7 @@ impl GroupConfig {
             consumer_assignors: config.group.consumer_assignors.clone(),
             consumer_max_size: config.group.consumer_max_size,
             consumer_protocol_enabled: config.group.consumer_protocol_enabled,
+            consumer_migration_policy: config.group.consumer_migration_policy,
         }
     }
 }

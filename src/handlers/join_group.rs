@@ -2,18 +2,22 @@
 //!
 //! The group coordinator ([`crate::group`]) decides; this handler only passes the request on.
 
+use std::sync::Arc;
+
 use kafka_protocol::messages::{JoinGroupRequest, ResponseKind};
 
 use crate::group::service::{Caller, GroupService};
 use crate::group::GroupRequest;
+use crate::metadata::MetadataImage;
 
 pub async fn handle(
     groups: &GroupService,
+    image: Arc<MetadataImage>,
     caller: Caller,
     request: JoinGroupRequest,
 ) -> ResponseKind {
     groups
-        .call(caller, GroupRequest::JoinGroup(request))
+        .call(caller, GroupRequest::JoinGroup(request, image))
         .await
         .into_response_kind()
 }

@@ -445,7 +445,7 @@ async fn handle_supported(
             .await,
         ),
         RequestKind::JoinGroup(r) => {
-            Some(handlers::join_group::handle(&ctx.groups, caller(), r).await)
+            Some(handlers::join_group::handle(&ctx.groups, ctx.image(), caller(), r).await)
         }
         RequestKind::SyncGroup(r) => {
             Some(handlers::sync_group::handle(&ctx.groups, caller(), r).await)

@@ -93,7 +93,7 @@ impl ConsumerMember {
         self.member_epoch = epoch;
     }
 
-    fn is_reconciled_to(&self, epoch: i32) -> bool {
+    pub(super) fn is_reconciled_to(&self, epoch: i32) -> bool {
         self.state == MemberState::Stable && self.member_epoch == epoch
     }
 
@@ -159,7 +159,7 @@ impl ConsumerGroup {
         }
     }
 
-    fn set_owners(&mut self, member: &ConsumerMember, own: bool) {
+    pub(super) fn set_owners(&mut self, member: &ConsumerMember, own: bool) {
         for a in [&member.assigned, &member.pending_revocation] {
             for (t, ps) in a {
                 for p in ps {
@@ -191,14 +191,14 @@ impl ConsumerGroup {
     }
 
     /// The group epoch moves on: a rebalance starts (unless one is under way).
-    fn bump_epoch(&mut self, now_ms: i64) {
+    pub(super) fn bump_epoch(&mut self, now_ms: i64) {
         self.group_epoch += 1;
         self.rebalances += 1;
         self.rebalance_started_ms.get_or_insert(now_ms);
     }
 
     /// Ends the rebalance under way once every member is reconciled to the target.
-    fn note_progress(&mut self, now_ms: i64) {
+    pub(super) fn note_progress(&mut self, now_ms: i64) {
         if self.state_name() == "Stable" || self.members.is_empty() {
             if let Some(start) = self.rebalance_started_ms.take() {
                 self.last_rebalance_ms = Some(now_ms - start);
@@ -251,12 +251,14 @@ impl ConsumerGroup {
         let Some(m) = self.members.get(member_id) else {
             return Err(ResponseError::UnknownMemberId);
         };
-        if !version_supports_epochs {
+        let classic = m.meta.classic.is_some();
+        if !version_supports_epochs && !classic && !transactional {
             return Err(ResponseError::UnsupportedVersion);
         }
         if epoch != m.member_epoch {
-            return Err(if transactional {
-                // TxnOffsetCommit has no STALE_MEMBER_EPOCH; producers know ILLEGAL_GENERATION.
+            return Err(if transactional || classic {
+                // A classic member's generation is its member epoch; TxnOffsetCommit has no
+                // STALE_MEMBER_EPOCH and producers know ILLEGAL_GENERATION.
                 ResponseError::IllegalGeneration
             } else {
                 ResponseError::StaleMemberEpoch
@@ -291,7 +293,7 @@ fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
 
 /// The topics of `image` the members subscribe to, by name or by regex (internal topics never
 /// match a regex, as in Kafka).
-fn resolve_subscription<'a>(
+pub(super) fn resolve_subscription<'a>(
     members: impl Iterator<Item = &'a MemberMetadataValue>,
     image: &MetadataImage,
 ) -> BTreeMap<String, TopicMetadata> {
@@ -498,7 +500,12 @@ fn hb_assignment(a: &Assignment) -> HbAssignment {
 }
 
 impl Coordinator {
-    fn write_consumer_member(&mut self, partition: i32, group_id: &str, m: &ConsumerMember) {
+    pub(super) fn write_consumer_member(
+        &mut self,
+        partition: i32,
+        group_id: &str,
+        m: &ConsumerMember,
+    ) {
         self.append(
             partition,
             cr::member_metadata_key(group_id, &m.member_id),
@@ -506,7 +513,12 @@ impl Coordinator {
         );
     }
 
-    fn write_current_assignment(&mut self, partition: i32, group_id: &str, m: &ConsumerMember) {
+    pub(super) fn write_current_assignment(
+        &mut self,
+        partition: i32,
+        group_id: &str,
+        m: &ConsumerMember,
+    ) {
         self.append(
             partition,
             cr::current_member_assignment_key(group_id, &m.member_id),
@@ -515,7 +527,7 @@ impl Coordinator {
     }
 
     /// The subscribed topics' metadata (Kafka's `ConsumerGroupPartitionMetadata` record).
-    fn write_subscription(
+    pub(super) fn write_subscription(
         &mut self,
         partition: i32,
         group_id: &str,
@@ -529,7 +541,7 @@ impl Coordinator {
         );
     }
 
-    fn write_group_epoch(&mut self, partition: i32, group_id: &str, epoch: i32) {
+    pub(super) fn write_group_epoch(&mut self, partition: i32, group_id: &str, epoch: i32) {
         self.append(
             partition,
             cr::group_metadata_key(group_id),
@@ -663,6 +675,7 @@ impl Coordinator {
                     }
                     ConsumerGroup::default()
                 }
+                None if epoch == 0 => self.upgrade_to_consumer_group(&group_id, image, now_ms)?,
                 None => {
                     return Err((
                         ResponseError::GroupIdNotFound,
@@ -730,8 +743,9 @@ impl Coordinator {
                 group.put_member(left);
                 self.store_consumer_group(&group_id, group);
             } else {
-                self.fence_consumer_member(&group_id, &mut group, &member_id, now_ms);
-                self.store_consumer_group(&group_id, group);
+                if self.fence_consumer_member(&group_id, &mut group, &member_id, now_ms) {
+                    self.store_consumer_group(&group_id, group);
+                }
             }
             return Ok(ConsumerGroupHeartbeatResponse::default()
                 .with_member_id(Some(s(&member_id)))
@@ -952,7 +966,7 @@ impl Coordinator {
     }
 
     /// Computes the target assignment at the group epoch and writes what changed.
-    fn update_target_assignment(
+    pub(super) fn update_target_assignment(
         &mut self,
         partition: i32,
         group_id: &str,
@@ -998,7 +1012,12 @@ impl Coordinator {
         );
     }
 
-    fn remove_consumer_member_records(&mut self, partition: i32, group_id: &str, member_id: &str) {
+    pub(super) fn remove_consumer_member_records(
+        &mut self,
+        partition: i32,
+        group_id: &str,
+        member_id: &str,
+    ) {
         self.append(
             partition,
             cr::current_member_assignment_key(group_id, member_id),
@@ -1029,16 +1048,28 @@ impl Coordinator {
     }
 
     /// Removes a member (it left, its session expired or it did not revoke in time): its
-    /// records are tombstoned, its partitions are free and the group epoch is bumped.
-    fn fence_consumer_member(
+    /// records are tombstoned, its partitions are free and the group epoch is bumped. When
+    /// only classic members remain, the group converts back to a classic group instead
+    /// (online downgrade) and `false` is returned: the caller must not store `group`.
+    pub(super) fn fence_consumer_member(
         &mut self,
         group_id: &str,
         group: &mut ConsumerGroup,
         member_id: &str,
         now_ms: i64,
-    ) {
+    ) -> bool {
+        if self.downgrade_on_leave(group, member_id) {
+            self.downgrade_to_classic_group(group_id, group, member_id, now_ms);
+            return false;
+        }
         let partition = self.shard_of(group_id);
         self.remove_consumer_member_records(partition, group_id, member_id);
+        self.cancel(
+            group_id,
+            TimerKind::ClassicMemberDeadline {
+                member_id: member_id.to_owned(),
+            },
+        );
         group.drop_member(member_id);
         // The subscription shrinks to what the members left subscribe to (no topic appears:
         // the image is not needed), so the next heartbeat does not bump the epoch again.
@@ -1058,6 +1089,7 @@ impl Coordinator {
         group.bump_epoch(now_ms);
         self.write_group_epoch(partition, group_id, group.group_epoch);
         group.note_progress(now_ms);
+        true
     }
 
     /// An empty consumer group stops being one (a classic member joins, or it is deleted): its
@@ -1076,7 +1108,7 @@ impl Coordinator {
         }
     }
 
-    fn store_consumer_group(&mut self, group_id: &str, group: ConsumerGroup) {
+    pub(super) fn store_consumer_group(&mut self, group_id: &str, group: ConsumerGroup) {
         if let Some(g) = self.group_mut(group_id) {
             g.consumer = Some(group);
         }
@@ -1112,8 +1144,9 @@ impl Coordinator {
                 "its session timed out"
             }
         );
-        self.fence_consumer_member(group_id, &mut group, member_id, now_ms);
-        self.store_consumer_group(group_id, group);
+        if self.fence_consumer_member(group_id, &mut group, member_id, now_ms) {
+            self.store_consumer_group(group_id, group);
+        }
     }
 
     /// The consumer groups this node coordinates, as durable state has them.
@@ -1236,7 +1269,8 @@ fn describe_consumer_group(
                         .with_target_assignment(describe(
                             &c.target.get(&m.member_id).cloned().unwrap_or_default(),
                         ))
-                        .with_member_type(1)
+                        // 0: the classic protocol, 1: the consumer protocol.
+                        .with_member_type(if m.meta.classic.is_some() { 0 } else { 1 })
                 })
                 .collect(),
         )

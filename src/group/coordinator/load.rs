@@ -49,20 +49,18 @@ impl Coordinator {
         for (group_id, member_id, deadline) in arm {
             self.schedule(&group_id, TimerKind::Heartbeat { member_id }, deadline);
         }
-        // KIP-848 members: a session each, and a rebalance timeout for those still revoking.
-        let mut consumer_timers = Vec::new();
+        // KIP-848 members: a session each (a classic member's own session timeout), and a
+        // rebalance timeout for members of the consumer protocol still revoking.
+        let mut sessions = Vec::new();
+        let mut revoking = Vec::new();
         for group in self.groups_of(partition) {
             let Some(c) = &group.consumer else { continue };
             for m in c.members.values() {
-                consumer_timers.push((
-                    group.group_id.clone(),
-                    TimerKind::ConsumerSession {
-                        member_id: m.member_id.clone(),
-                    },
-                    now_ms + i64::from(self.config.consumer_session_timeout_ms),
-                ));
-                if m.state == super::consumer::MemberState::UnrevokedPartitions {
-                    consumer_timers.push((
+                sessions.push((group.group_id.clone(), m.clone()));
+                if m.state == super::consumer::MemberState::UnrevokedPartitions
+                    && m.meta.classic.is_none()
+                {
+                    revoking.push((
                         group.group_id.clone(),
                         TimerKind::ConsumerRebalance {
                             member_id: m.member_id.clone(),
@@ -72,7 +70,10 @@ impl Coordinator {
                 }
             }
         }
-        for (group_id, kind, deadline) in consumer_timers {
+        for (group_id, m) in sessions {
+            self.schedule_consumer_session(&group_id, &m, now_ms);
+        }
+        for (group_id, kind, deadline) in revoking {
             self.schedule(&group_id, kind, deadline);
         }
         self.touch(partition);

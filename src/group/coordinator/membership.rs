@@ -10,6 +10,8 @@ use kafka_protocol::messages::{
     HeartbeatResponse, JoinGroupRequest, LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest,
 };
 
+use crate::metadata::MetadataImage;
+
 use super::responses::{join_error, join_success, sync_error, sync_success};
 use super::state::{Group, GroupState, InitialJoin, Member, Parked};
 use super::{code, Coordinator, GroupResponse, RequestContext, TimerKind};
@@ -17,7 +19,13 @@ use super::{code, Coordinator, GroupResponse, RequestContext, TimerKind};
 impl Coordinator {
     // ---------------------------------------------------------------- JoinGroup
 
-    pub(super) fn join_group(&mut self, ctx: &RequestContext, req: JoinGroupRequest, now_ms: i64) {
+    pub(super) fn join_group(
+        &mut self,
+        ctx: &RequestContext,
+        req: JoinGroupRequest,
+        image: &MetadataImage,
+        now_ms: i64,
+    ) {
         let v = ctx.api_version;
         let group_id = req.group_id.0.to_string();
         let member_id = req.member_id.to_string();
@@ -44,10 +52,14 @@ impl Coordinator {
         }
         if let Some(c) = self.group(&group_id).and_then(|g| g.consumer.as_ref()) {
             if !c.members.is_empty() {
-                // Classic members inside a consumer group (online migration) are not
-                // served: the group stays with the protocol its members use.
-                fail(self, ResponseError::InconsistentGroupProtocol);
-                return;
+                // A classic member inside a consumer group (online migration), unless
+                // `group.consumer.migration.policy` is `disabled`: then the group stays with
+                // the protocol its members use.
+                if self.config.consumer_migration_policy == crate::config::MigrationPolicy::Disabled
+                {
+                    return fail(self, ResponseError::InconsistentGroupProtocol);
+                }
+                return self.classic_join_to_consumer_group(ctx, &req, image, now_ms);
             }
             // An empty consumer group becomes a classic one, as in Kafka.
             self.end_consumer_group(&group_id);
@@ -559,6 +571,9 @@ impl Coordinator {
         let Some(group) = self.group(&group_id) else {
             return self.respond(ctx.token, sync_error(v, ResponseError::UnknownMemberId));
         };
+        if group.consumer.is_some() {
+            return self.classic_sync_to_consumer_group(ctx, &req, now_ms);
+        }
         let instance_id = req.group_instance_id.as_ref().map(|s| s.to_string());
         if let Err(e) = validate_member(group, &member_id, instance_id.as_deref()) {
             return self.respond(ctx.token, sync_error(v, e));
@@ -746,6 +761,9 @@ impl Coordinator {
         let Some(group) = self.group(&group_id) else {
             return self.respond(ctx.token, reply(ResponseError::UnknownMemberId));
         };
+        if group.consumer.is_some() {
+            return self.classic_heartbeat_to_consumer_group(ctx, &req, now_ms);
+        }
         let instance_id = req.group_instance_id.as_ref().map(|s| s.to_string());
         if let Err(e) = validate_member(group, &member_id, instance_id.as_deref()) {
             return self.respond(ctx.token, reply(e));
@@ -820,6 +838,9 @@ impl Coordinator {
         identity: &MemberIdentity,
         now_ms: i64,
     ) -> Option<ResponseError> {
+        if self.group(group_id).is_some_and(|g| g.consumer.is_some()) {
+            return self.classic_leave_from_consumer_group(group_id, identity, now_ms);
+        }
         let Some(group) = self.group_mut(group_id) else {
             return Some(ResponseError::UnknownMemberId);
         };

@@ -24,6 +24,7 @@ pub mod assignor;
 pub mod consumer;
 mod load;
 mod membership;
+mod migration;
 mod offsets;
 pub mod responses;
 mod shard;
@@ -68,7 +69,12 @@ pub struct RequestContext {
 /// The requests the coordinator answers.
 #[derive(Debug, Clone)]
 pub enum GroupRequest {
-    JoinGroup(JoinGroupRequest),
+    /// With the metadata image a consumer group resolves a classic member's subscription
+    /// against (online migration).
+    JoinGroup(
+        JoinGroupRequest,
+        std::sync::Arc<crate::metadata::MetadataImage>,
+    ),
     SyncGroup(SyncGroupRequest),
     Heartbeat(HeartbeatRequest),
     LeaveGroup(LeaveGroupRequest),
@@ -133,6 +139,9 @@ pub enum TimerKind {
     /// A KIP-848 member asked to revoke partitions that has not done so within its
     /// rebalance timeout.
     ConsumerRebalance { member_id: String },
+    /// A classic member of a consumer group told to rejoin, or that joined, and has not
+    /// rejoined or synced within its rebalance timeout.
+    ClassicMemberDeadline { member_id: String },
 }
 
 /// A deadline armed by the machine; the caller calls [`Coordinator::tick`] once it passes.
@@ -238,7 +247,7 @@ impl Coordinator {
         // change nothing (a heartbeat); reads (OffsetFetch, ListGroups, DescribeGroups) use the
         // durable state and depend on nothing.
         let decides_on = match &request {
-            GroupRequest::JoinGroup(r) => Some(r.group_id.as_str()),
+            GroupRequest::JoinGroup(r, _) => Some(r.group_id.as_str()),
             GroupRequest::SyncGroup(r) => Some(r.group_id.as_str()),
             GroupRequest::Heartbeat(r) => Some(r.group_id.as_str()),
             GroupRequest::LeaveGroup(r) => Some(r.group_id.as_str()),
@@ -253,7 +262,7 @@ impl Coordinator {
             self.touch(partition);
         }
         match request {
-            GroupRequest::JoinGroup(r) => self.join_group(ctx, r, now_ms),
+            GroupRequest::JoinGroup(r, image) => self.join_group(ctx, r, &image, now_ms),
             GroupRequest::SyncGroup(r) => self.sync_group(ctx, r, now_ms),
             GroupRequest::Heartbeat(r) => self.heartbeat(ctx, r, now_ms),
             GroupRequest::LeaveGroup(r) => self.leave_group(ctx, r, now_ms),

@@ -508,7 +508,11 @@ impl Coordinator {
         match self.group(group_id).and_then(|g| g.consumer.as_ref()) {
             Some(c) => match c.members.get(member_id) {
                 None => Err(ResponseError::UnknownMemberId),
-                Some(m) if m.member_epoch != member_epoch => Err(ResponseError::StaleMemberEpoch),
+                Some(m) if m.member_epoch != member_epoch => Err(if m.meta.classic.is_some() {
+                    ResponseError::IllegalGeneration
+                } else {
+                    ResponseError::StaleMemberEpoch
+                }),
                 Some(_) => Ok(()),
             },
             None => Ok(()),

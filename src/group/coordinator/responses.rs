@@ -259,7 +259,7 @@ impl GroupRequest {
     pub fn api_key(&self) -> kafka_protocol::messages::ApiKey {
         use kafka_protocol::messages::ApiKey as A;
         match self {
-            GroupRequest::JoinGroup(_) => A::JoinGroup,
+            GroupRequest::JoinGroup(..) => A::JoinGroup,
             GroupRequest::SyncGroup(_) => A::SyncGroup,
             GroupRequest::Heartbeat(_) => A::Heartbeat,
             GroupRequest::LeaveGroup(_) => A::LeaveGroup,

@@ -61,6 +61,9 @@ impl Coordinator {
                 TimerKind::ConsumerRebalance { member_id } => {
                     self.on_consumer_timer(&group_id, &member_id, true, now_ms)
                 }
+                TimerKind::ClassicMemberDeadline { member_id } => {
+                    self.on_classic_member_deadline(&group_id, &member_id, now_ms)
+                }
             }
         }
         self.finish_operation()
@@ -86,6 +89,14 @@ impl Coordinator {
             kind,
             deadline_ms,
         });
+    }
+
+    pub(super) fn timer_armed(&self, group_id: &str, kind: &TimerKind) -> bool {
+        self.shards.get(&self.shard_of(group_id)).is_some_and(|s| {
+            s.latest
+                .timer_deadlines
+                .contains_key(&(group_id.to_owned(), kind.clone()))
+        })
     }
 
     pub(super) fn cancel(&mut self, group_id: &str, kind: TimerKind) {

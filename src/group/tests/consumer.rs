@@ -16,7 +16,7 @@ use crate::metadata::{LeaderRecoveryState, MetadataImage, PartitionRegistration,
 
 const V: i16 = 1;
 
-fn image(topics: &[(&str, u8, i32)]) -> Arc<MetadataImage> {
+pub(super) fn image(topics: &[(&str, u8, i32)]) -> Arc<MetadataImage> {
     let mut img = MetadataImage::default();
     for (name, id, partitions) in topics {
         let id = Uuid::from_bytes([*id; 16]);
@@ -52,18 +52,18 @@ fn image(topics: &[(&str, u8, i32)]) -> Arc<MetadataImage> {
     Arc::new(img)
 }
 
-fn tid(n: u8) -> Uuid {
+pub(super) fn tid(n: u8) -> Uuid {
     Uuid::from_bytes([n; 16])
 }
 
-struct Hb {
-    member: String,
-    epoch: i32,
-    owned: Vec<(Uuid, Vec<i32>)>,
+pub(super) struct Hb {
+    pub(super) member: String,
+    pub(super) epoch: i32,
+    pub(super) owned: Vec<(Uuid, Vec<i32>)>,
 }
 
 impl H {
-    fn cg_heartbeat(
+    pub(super) fn cg_heartbeat(
         &mut self,
         img: &Arc<MetadataImage>,
         req: ConsumerGroupHeartbeatRequest,
@@ -75,7 +75,7 @@ impl H {
         }
     }
 
-    fn cg_join(
+    pub(super) fn cg_join(
         &mut self,
         img: &Arc<MetadataImage>,
         member: &str,
@@ -93,7 +93,11 @@ impl H {
         )
     }
 
-    fn cg_beat(&mut self, img: &Arc<MetadataImage>, hb: &Hb) -> ConsumerGroupHeartbeatResponse {
+    pub(super) fn cg_beat(
+        &mut self,
+        img: &Arc<MetadataImage>,
+        hb: &Hb,
+    ) -> ConsumerGroupHeartbeatResponse {
         self.cg_heartbeat(
             img,
             ConsumerGroupHeartbeatRequest::default()
@@ -115,7 +119,7 @@ impl H {
     }
 }
 
-fn assigned(r: &ConsumerGroupHeartbeatResponse) -> Option<Vec<(Uuid, Vec<i32>)>> {
+pub(super) fn assigned(r: &ConsumerGroupHeartbeatResponse) -> Option<Vec<(Uuid, Vec<i32>)>> {
     r.assignment.as_ref().map(|a| {
         a.topic_partitions
             .iter()
@@ -124,7 +128,7 @@ fn assigned(r: &ConsumerGroupHeartbeatResponse) -> Option<Vec<(Uuid, Vec<i32>)>>
     })
 }
 
-fn count(a: &Option<Vec<(Uuid, Vec<i32>)>>) -> usize {
+pub(super) fn count(a: &Option<Vec<(Uuid, Vec<i32>)>>) -> usize {
     a.as_ref()
         .map_or(0, |v| v.iter().map(|(_, p)| p.len()).sum())
 }
@@ -433,12 +437,14 @@ fn bad_heartbeats_get_kafkas_errors_and_change_nothing() {
     assert_eq!(no_id.error_code, E::InvalidRequest.code());
     assert_eq!(h.log.len(), records, "refused heartbeats write nothing");
 
-    // A classic member cannot join the consumer group.
+    // A classic member joining the consumer group is first given its member id (it then
+    // lives in the consumer group, see `migration`).
     let (token, out) = h.join_v(9, "", None, &["t"]);
     let Some(GroupResponse::JoinGroup(j)) = out.response_for(token) else {
         panic!()
     };
-    assert_eq!(j.error_code, E::InconsistentGroupProtocol.code());
+    assert_eq!(j.error_code, E::MemberIdRequired.code());
+    assert_eq!(h.log.len(), records, "MEMBER_ID_REQUIRED writes nothing");
 
     // Commits need the member's current epoch.
     let commit = |epoch: i32| {

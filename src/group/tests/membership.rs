@@ -314,7 +314,7 @@ fn only_absent_static_members_postpone_the_join() {
         .with_protocols(vec![JoinGroupRequestProtocol::default()
             .with_name(s("range"))
             .with_metadata(subscription(&["t"]))]);
-    let (t1, _) = h.call(9, GroupRequest::JoinGroup(req));
+    let (t1, _) = h.call(9, GroupRequest::JoinGroup(req, Default::default()));
     let r = join_of(&h.advance(0), t1);
     let m1 = r.member_id.to_string();
     h.sync(5, &m1, 1, &[(&m1, b"1")]);
@@ -340,7 +340,7 @@ fn only_absent_static_members_postpone_the_join() {
         .with_protocols(vec![JoinGroupRequestProtocol::default()
             .with_name(s("range"))
             .with_metadata(subscription(&["t"]))]);
-    let (t, out) = h.call(9, GroupRequest::JoinGroup(req));
+    let (t, out) = h.call(9, GroupRequest::JoinGroup(req, Default::default()));
     let r = join_of(&out, t);
     assert_eq!((r.error_code, r.generation_id), (0, 2));
     assert_eq!(r.leader.as_str(), m1);
@@ -412,7 +412,7 @@ fn errors_table() {
                     .with_protocols(vec![
                         JoinGroupRequestProtocol::default().with_name(s("range"))
                     ]);
-                let (t, o) = h.call(7, GroupRequest::JoinGroup(req));
+                let (t, o) = h.call(7, GroupRequest::JoinGroup(req, Default::default()));
                 join_of(&o, t).error_code
             },
             expect: E::InconsistentGroupProtocol,
@@ -430,7 +430,7 @@ fn errors_table() {
                     .with_protocols(vec![
                         JoinGroupRequestProtocol::default().with_name(s("sticky"))
                     ]);
-                let (t, o) = h.call(7, GroupRequest::JoinGroup(req));
+                let (t, o) = h.call(7, GroupRequest::JoinGroup(req, Default::default()));
                 join_of(&o, t).error_code
             },
             expect: E::InconsistentGroupProtocol,
@@ -446,7 +446,7 @@ fn errors_table() {
                     .with_protocols(vec![
                         JoinGroupRequestProtocol::default().with_name(s("range"))
                     ]);
-                let (t, o) = h.call(9, GroupRequest::JoinGroup(req));
+                let (t, o) = h.call(9, GroupRequest::JoinGroup(req, Default::default()));
                 join_of(&o, t).error_code
             },
             expect: E::InvalidSessionTimeout,

@@ -7,6 +7,7 @@ mod consumer;
 mod durability;
 mod load;
 mod membership;
+mod migration;
 mod offsets;
 mod service;
 mod walk;
@@ -253,7 +254,7 @@ impl H {
             .with_protocols(vec![JoinGroupRequestProtocol::default()
                 .with_name(s("range"))
                 .with_metadata(subscription(topics))]);
-        self.call(v, GroupRequest::JoinGroup(req))
+        self.call(v, GroupRequest::JoinGroup(req, Default::default()))
     }
 
     /// Full join of a dynamic member at JoinGroup v9: the MEMBER_ID_REQUIRED round trip, then

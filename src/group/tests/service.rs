@@ -321,7 +321,9 @@ impl Broker {
             .with_protocols(vec![JoinGroupRequestProtocol::default()
                 .with_name(s("range"))
                 .with_metadata(subscription(&["t"]))]);
-        let GroupResponse::JoinGroup(joined) = self.call(5, GroupRequest::JoinGroup(join)).await
+        let GroupResponse::JoinGroup(joined) = self
+            .call(5, GroupRequest::JoinGroup(join, Default::default()))
+            .await
         else {
             panic!("not a join response")
         };
@@ -485,8 +487,11 @@ async fn unloading_outside_a_runtime_still_answers_parked_requests() {
             .with_name(s("range"))
             .with_metadata(subscription(&["t"]))]);
     let service = b.service.clone();
-    let parked =
-        tokio::spawn(async move { service.call(caller(5), GroupRequest::JoinGroup(join)).await });
+    let parked = tokio::spawn(async move {
+        service
+            .call(caller(5), GroupRequest::JoinGroup(join, Default::default()))
+            .await
+    });
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while b.heartbeat(&member, generation).await != E::RebalanceInProgress.code() {
         assert!(
