@@ -136,12 +136,23 @@ class ConsumerProtocolTest {
 
         Member(String name, String group, Ownership ownership, Map<String, Integer> seen,
                 List<String> topics, String pattern) {
+            this(name, group, "consumer", ownership, seen, topics, pattern);
+        }
+
+        /** A member of {@code protocol}: "consumer" (KIP-848) or "classic". */
+        Member(String name, String group, String protocol, Ownership ownership,
+                Map<String, Integer> seen, List<String> topics, String pattern) {
             this.name = name;
             this.seen = seen;
             Properties p = new Properties();
             p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
             p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-            p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+            p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+            if (protocol.equals("classic")) {
+                // Heartbeats often enough that a rebalance is noticed in well under a second.
+                p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+                p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+            }
             p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
             p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
             p.put(ConsumerConfig.CLIENT_ID_CONFIG, name);
@@ -352,5 +363,82 @@ class ConsumerProtocolTest {
         }
         assertTrue(ownership.violations.isEmpty(), "ownership violations: " + ownership.violations);
         assertExactlyOnce(seen, expected);
+    }
+
+    static GroupType groupType(String group) throws Exception {
+        try (Admin admin = broker.admin()) {
+            return admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
+                    .get(30, TimeUnit.SECONDS).type();
+        }
+    }
+
+    /**
+     * A rolling upgrade of a group's members from the classic protocol to the consumer
+     * protocol, and back: the group converts when the first consumer-protocol member joins
+     * and converts back when the last one leaves (group.consumer.migration.policy's default,
+     * bidirectional), with records produced at every step read exactly once and no partition
+     * owned by two members at once.
+     */
+    @Test
+    @Timeout(value = 6, unit = TimeUnit.MINUTES)
+    void aRollingUpgradeFromClassicToConsumerAndBackReadsEveryRecordOnce() throws Exception {
+        String topic = "kip848-migrate";
+        String group = "kip848-migrate-g";
+        createTopic(topic, 6);
+        Ownership ownership = new Ownership();
+        Map<String, Integer> seen = new ConcurrentHashMap<>();
+        Set<String> expected = new HashSet<>();
+        int[] round = {0};
+        Member[] members = new Member[3];
+        try {
+            for (int i = 0; i < 3; i++) {
+                members[i] = new Member("classic-" + i, group, "classic", ownership, seen, List.of(topic), null);
+            }
+            awaitSpread(members);
+            produceRound(topic, expected, round);
+            assertEquals(GroupType.CLASSIC, groupType(group));
+
+            // Upgrade: one member at a time leaves and comes back with the consumer protocol.
+            for (int i = 0; i < 3; i++) {
+                members[i].close();
+                members[i] = new Member("consumer-" + i, group, "consumer", ownership, seen, List.of(topic), null);
+                awaitSpread(members);
+                produceRound(topic, expected, round);
+                assertEquals(GroupType.CONSUMER, groupType(group), "after upgrading member " + i);
+            }
+            // Downgrade: the same, back to the classic protocol; the group is classic again
+            // once the last consumer-protocol member has left.
+            for (int i = 0; i < 3; i++) {
+                members[i].close();
+                members[i] = new Member("classic-again-" + i, group, "classic", ownership, seen, List.of(topic), null);
+                awaitSpread(members);
+                produceRound(topic, expected, round);
+                assertEquals(i < 2 ? GroupType.CONSUMER : GroupType.CLASSIC, groupType(group),
+                        "after downgrading member " + i);
+            }
+            await("every record read", () -> expected.stream().allMatch(seen::containsKey));
+        } finally {
+            for (Member m : members) {
+                if (m != null) m.close();
+            }
+        }
+        assertTrue(ownership.violations.isEmpty(), "ownership violations: " + ownership.violations);
+        assertExactlyOnce(seen, expected);
+    }
+
+    /** Every member owns two of the six partitions. */
+    static void awaitSpread(Member[] members) throws InterruptedException {
+        await("each member owns 2 of 6", () -> {
+            for (Member m : members) {
+                if (m == null || m.size() != 2) return false;
+            }
+            return true;
+        });
+    }
+
+    static void produceRound(String topic, Set<String> expected, int[] round) throws Exception {
+        String prefix = "m" + round[0]++ + "-";
+        for (int i = 0; i < 100; i++) expected.add(prefix + i);
+        produce(topic, prefix, 100);
     }
 }
