@@ -83,10 +83,28 @@ impl Running {
         topic: &str,
         shared: &Arc<Shared>,
     ) -> Running {
-        let consumer: BaseConsumer<Member> = ClientConfig::new()
+        Self::start_with(bootstrap, group, name, topic, shared, "consumer")
+    }
+
+    /// A member of `protocol`: `consumer` (KIP-848) or `classic`.
+    pub fn start_with(
+        bootstrap: &str,
+        group: &str,
+        name: &str,
+        topic: &str,
+        shared: &Arc<Shared>,
+        protocol: &str,
+    ) -> Running {
+        let mut config = ClientConfig::new();
+        if protocol == "classic" {
+            // Heartbeats often enough that a rebalance is noticed in well under a second.
+            config.set("heartbeat.interval.ms", "500");
+            config.set("session.timeout.ms", "10000");
+        }
+        let consumer: BaseConsumer<Member> = config
             .set("bootstrap.servers", bootstrap)
             .set("group.id", group)
-            .set("group.protocol", "consumer")
+            .set("group.protocol", protocol)
             .set("client.id", name)
             .set("enable.auto.commit", "false")
             .set("auto.offset.reset", "earliest")

@@ -81,3 +81,70 @@ fn librdkafka_members_share_partitions_with_every_record_read_once() {
     );
     drop(selected);
 }
+
+/// A rolling upgrade of librdkafka members from the classic protocol to the consumer protocol
+/// and back: the group converts when the first consumer-protocol member joins and back when the
+/// last one leaves, and every record produced along the way is read exactly once.
+#[test]
+fn librdkafka_members_roll_from_classic_to_consumer_and_back() {
+    let selected: SelectedBroker = start_selected(
+        "rdkafka-migration",
+        &[
+            "num.partitions=4",
+            "group.initial.rebalance.delay.ms=0",
+            "group.consumer.min.heartbeat.interval.ms=500",
+            "group.consumer.heartbeat.interval.ms=500",
+            "group.consumer.min.session.timeout.ms=6000",
+            "group.consumer.session.timeout.ms=6000",
+        ],
+    );
+    let bootstrap = selected.bootstrap.clone();
+    let topic = "rdk-migrate";
+    let group = "rdk-migrate-g";
+    let shared = Arc::new(Shared::default());
+    let mut expected: BTreeSet<String> = BTreeSet::new();
+    let mut round = 0;
+    let mut batch = || -> Vec<String> {
+        round += 1;
+        let v: Vec<String> = (0..100).map(|i| format!("m{round}-{i}")).collect();
+        expected.extend(v.iter().cloned());
+        v
+    };
+    produce(&bootstrap, topic, &batch());
+    let start = |name: &str, protocol: &str| {
+        Running::start_with(&bootstrap, group, name, topic, &shared, protocol)
+    };
+    let mut members = vec![start("classic-0", "classic"), start("classic-1", "classic")];
+    let spread = |members: &[Running], step: &str| {
+        await_until(&format!("each member owns 2 of 4 ({step})"), || {
+            members.iter().all(|m| m.size() == 2)
+        })
+    };
+    spread(&members, "classic");
+    for (step, (i, protocol)) in [(0, "consumer"), (1, "consumer"), (0, "classic"), (1, "classic")]
+        .into_iter()
+        .enumerate()
+    {
+        members.remove(i).close();
+        members.insert(i, start(&format!("{protocol}-{i}-{step}"), protocol));
+        spread(&members, &format!("member {i} now {protocol}"));
+        produce(&bootstrap, topic, &batch());
+    }
+    await_until("every record read", || {
+        let seen = shared.seen.lock().unwrap();
+        expected.iter().all(|v| seen.contains_key(v))
+    });
+    for m in members {
+        m.close();
+    }
+    let violations = shared.violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "ownership violations: {violations:?}");
+    let problems = exactly_once_problems(&shared, &expected);
+    assert!(
+        problems.is_empty(),
+        "{} problems: {:?}",
+        problems.len(),
+        &problems[..problems.len().min(10)]
+    );
+    drop(selected);
+}
