@@ -1,8 +1,10 @@
-//! A KIP-848 consumer group (librdkafka, `group.protocol=consumer`) on three nodes while every
-//! node, the group coordinator among them, is killed with SIGKILL and restarted in turn, and a
-//! member leaves and another joins: the group's state comes back from `__consumer_offsets`
-//! (replicated three ways) on the next coordinator, no partition is ever owned by two members,
-//! and with manual commits every record is read exactly once.
+//! A KIP-848 consumer group (librdkafka) on three nodes while every node, the group coordinator
+//! among them, is killed with SIGKILL and restarted in turn. The group starts with two members
+//! of the classic protocol and is upgraded when a member of the consumer protocol joins; later
+//! that member leaves (the group converts back to classic) and another joins (upgraded again).
+//! The group's state comes back from `__consumer_offsets` (replicated three ways) on the next
+//! coordinator, no partition is ever owned by two members, and with manual commits every record
+//! is read exactly once.
 //!
 //! With `KAFKAIQ_CLUSTER_BROKER=kafka` the same test runs against Apache Kafka.
 
@@ -103,19 +105,26 @@ async fn a_consumer_protocol_group_reads_everything_once_through_node_kills() {
         std::thread::spawn(move || producer(b, s, a, c))
     };
     let seen_count = |shared: &Shared| shared.seen.lock().unwrap().len();
-    let members: Vec<Running> = ["a", "b", "c"]
+    let mut members: Vec<Running> = ["a", "b"]
         .iter()
-        .map(|n| Running::start(&bootstrap, GROUP, n, TOPIC, &shared))
+        .map(|n| Running::start_with(&bootstrap, GROUP, n, TOPIC, &shared, "classic"))
         .collect();
     let assigned = |ms: &[Running]| ms.iter().map(Running::size).sum::<usize>();
     cluster
-        .wait_for("the members own every partition", DEADLINE, || {
+        .wait_for("the classic members own every partition", DEADLINE, || {
             let done = assigned(&members) == PARTITIONS as usize;
             async move { done.then_some(()) }
         })
         .await;
+    // A member of the consumer protocol joins: the classic group is upgraded.
+    members.push(Running::start(&bootstrap, GROUP, "c", TOPIC, &shared));
+    cluster
+        .wait_for("the three members own every partition", DEADLINE, || {
+            let done = assigned(&members) == PARTITIONS as usize && members.iter().all(|m| m.size() > 0);
+            async move { done.then_some(()) }
+        })
+        .await;
 
-    let mut members = members;
     for victim in 1..=3 {
         let before = seen_count(&shared);
         cluster
@@ -128,8 +137,9 @@ async fn a_consumer_protocol_group_reads_everything_once_through_node_kills() {
         cluster.spawn(victim);
         cluster.await_listening(victim);
         if victim == 2 {
-            // A member leaves and a new one joins while nodes come and go.
-            let gone = members.remove(0);
+            // The consumer-protocol member leaves (the group converts back to classic) and a
+            // new one joins (upgraded again) while nodes come and go.
+            let gone = members.remove(2);
             tokio::task::spawn_blocking(move || gone.close())
                 .await
                 .expect("leave");
