@@ -133,7 +133,9 @@ pub struct BrokerTopicStats {
     pub all: TopicCounters,
     topics: RwLock<HashMap<String, Arc<TopicCounters>>>,
     /// Each partition's load as this broker led it ([`DecayingLoad`]); pruned with the topics.
-    partitions: RwLock<HashMap<(String, i32), Arc<std::sync::Mutex<DecayingLoad>>>>,
+    /// By topic, then partition: a request looks its partition up by `&str` without
+    /// allocating a key.
+    partitions: RwLock<HashMap<String, HashMap<i32, Arc<std::sync::Mutex<DecayingLoad>>>>>,
 }
 
 impl BrokerTopicStats {
@@ -162,18 +164,20 @@ impl BrokerTopicStats {
         bytes_in: u64,
         bytes_out: u64,
     ) {
-        let key = (topic.to_owned(), partition);
         let existing = self
             .partitions
             .read()
             .expect("partition load lock")
-            .get(&key)
+            .get(topic)
+            .and_then(|t| t.get(&partition))
             .cloned();
         let load = existing.unwrap_or_else(|| {
             self.partitions
                 .write()
                 .expect("partition load lock")
-                .entry(key)
+                .entry(topic.to_owned())
+                .or_default()
+                .entry(partition)
                 .or_default()
                 .clone()
         });
@@ -189,11 +193,13 @@ impl BrokerTopicStats {
             .read()
             .expect("partition load lock")
             .iter()
-            .map(|(k, l)| {
-                (
-                    k.clone(),
-                    l.lock().expect("partition load lock").rates(now_ms),
-                )
+            .flat_map(|(topic, partitions)| {
+                partitions.iter().map(move |(p, l)| {
+                    (
+                        (topic.clone(), *p),
+                        l.lock().expect("partition load lock").rates(now_ms),
+                    )
+                })
             })
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -222,7 +228,7 @@ impl BrokerTopicStats {
         self.partitions
             .write()
             .expect("partition load lock")
-            .retain(|(name, _), _| exists(name));
+            .retain(|name, _| exists(name));
     }
 
     /// Every topic's counters, sorted by name.

@@ -120,7 +120,8 @@ async fn a_consumer_protocol_group_reads_everything_once_through_node_kills() {
     members.push(Running::start(&bootstrap, GROUP, "c", TOPIC, &shared));
     cluster
         .wait_for("the three members own every partition", DEADLINE, || {
-            let done = assigned(&members) == PARTITIONS as usize && members.iter().all(|m| m.size() > 0);
+            let done =
+                assigned(&members) == PARTITIONS as usize && members.iter().all(|m| m.size() > 0);
             async move { done.then_some(()) }
         })
         .await;

@@ -182,7 +182,12 @@ impl Running {
                         let v =
                             String::from_utf8_lossy(m.payload().unwrap_or_default()).to_string();
                         *sh.seen.lock().unwrap().entry(v.clone()).or_default() += 1;
-                        sh.pending.lock().unwrap().entry(me.clone()).or_default().push(v);
+                        sh.pending
+                            .lock()
+                            .unwrap()
+                            .entry(me.clone())
+                            .or_default()
+                            .push(v);
                         read = true;
                     }
                     None => {}
@@ -254,7 +259,10 @@ pub fn exactly_once_problems(
             if c > 1 {
                 Some(format!("{v} processed {c} times (committed by {c} reads)"))
             } else if c + u == 0 {
-                Some(format!("{v} read {} times, never committed", seen.get(v).copied().unwrap_or(0)))
+                Some(format!(
+                    "{v} read {} times, never committed",
+                    seen.get(v).copied().unwrap_or(0)
+                ))
             } else {
                 None
             }

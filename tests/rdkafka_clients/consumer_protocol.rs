@@ -121,9 +121,14 @@ fn librdkafka_members_roll_from_classic_to_consumer_and_back() {
         })
     };
     spread(&members, "classic");
-    for (step, (i, protocol)) in [(0, "consumer"), (1, "consumer"), (0, "classic"), (1, "classic")]
-        .into_iter()
-        .enumerate()
+    for (step, (i, protocol)) in [
+        (0, "consumer"),
+        (1, "consumer"),
+        (0, "classic"),
+        (1, "classic"),
+    ]
+    .into_iter()
+    .enumerate()
     {
         members.remove(i).close();
         members.insert(i, start(&format!("{protocol}-{i}-{step}"), protocol));
@@ -138,7 +143,10 @@ fn librdkafka_members_roll_from_classic_to_consumer_and_back() {
         m.close();
     }
     let violations = shared.violations.lock().unwrap().clone();
-    assert!(violations.is_empty(), "ownership violations: {violations:?}");
+    assert!(
+        violations.is_empty(),
+        "ownership violations: {violations:?}"
+    );
     let problems = exactly_once_problems(&shared, &expected);
     assert!(
         problems.is_empty(),
