@@ -675,7 +675,12 @@ impl Coordinator {
                     }
                     ConsumerGroup::default()
                 }
-                None if epoch == 0 => self.upgrade_to_consumer_group(&group_id, image, now_ms)?,
+                None if epoch == 0 => self.upgrade_to_consumer_group(
+                    &group_id,
+                    req.instance_id.as_deref(),
+                    image,
+                    now_ms,
+                )?,
                 None => {
                     return Err((
                         ResponseError::GroupIdNotFound,
@@ -794,7 +799,12 @@ impl Coordinator {
                         .cloned()
                 });
                 match previous {
-                    Some(p) if p.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH => {
+                    // A classic static member is replaced by the consumer-protocol member
+                    // with its instance id (Kafka only refuses two consumer-protocol members).
+                    Some(p)
+                        if p.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                            && p.meta.classic.is_none() =>
+                    {
                         return Err((
                             ResponseError::UnreleasedInstanceId,
                             Some(format!(
@@ -878,6 +888,8 @@ impl Coordinator {
         }
         meta.client_id = ctx.client_id.clone();
         meta.client_host = ctx.client_host.clone();
+        // A member of the consumer protocol (Kafka's `setClassicMemberMetadata(null)`).
+        meta.classic = None;
         let mut bump = false;
         if is_new || updated.meta != member.meta {
             self.write_consumer_member(partition, &group_id, &updated);
@@ -1059,7 +1071,7 @@ impl Coordinator {
         now_ms: i64,
     ) -> bool {
         if self.downgrade_on_leave(group, member_id) {
-            self.downgrade_to_classic_group(group_id, group, member_id, now_ms);
+            self.downgrade_to_classic_group(group_id, group, Some(member_id), now_ms);
             return false;
         }
         let partition = self.shard_of(group_id);

@@ -54,7 +54,10 @@ impl Coordinator {
             if !c.members.is_empty() {
                 // A classic member inside a consumer group (online migration), unless
                 // `group.consumer.migration.policy` is `disabled`: then the group stays with
-                // the protocol its members use.
+                // the protocol its members use, and the member gets INCONSISTENT_GROUP_PROTOCOL.
+                // (Kafka's coordinator lets classic members into a consumer group whatever the
+                // policy, which governs only conversions; `disabled` here keeps them out too,
+                // so that neither kind of member meets the other.)
                 if self.config.consumer_migration_policy == crate::config::MigrationPolicy::Disabled
                 {
                     return fail(self, ResponseError::InconsistentGroupProtocol);

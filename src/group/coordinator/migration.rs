@@ -102,6 +102,7 @@ impl Coordinator {
     pub(super) fn upgrade_to_consumer_group(
         &mut self,
         group_id: &str,
+        joining_instance: Option<&str>,
         image: &MetadataImage,
         now_ms: i64,
     ) -> Result<ConsumerGroup, Refusal> {
@@ -121,6 +122,39 @@ impl Coordinator {
         if group.members.len() > self.config.consumer_max_size {
             return not_consumer("its size exceeds group.consumer.max.size");
         }
+        // The joining member must fit too (unless it takes a static member's place): refused
+        // here, before anything is converted, so a refused heartbeat changes nothing (Kafka
+        // drops the records of the refused operation, the conversion's among them).
+        let replaces_static =
+            joining_instance.is_some_and(|i| group.static_members.contains_key(i));
+        if !replaces_static && group.members.len() >= self.config.consumer_max_size {
+            let max = self.config.consumer_max_size;
+            return Err((
+                ResponseError::GroupMaxSizeReached,
+                Some(format!(
+                    "The consumer group has reached its maximum capacity of {max} members."
+                )),
+            ));
+        }
+        // What each member holds: while the leader's assignment of a rebalance is not yet
+        // durable no member has received it, so they hold the durable (previous) one (Kafka
+        // sets assignments only once their write completes).
+        let held: std::collections::HashMap<String, Bytes> = if group.assignment_pending {
+            self.durable_group(group_id)
+                .map(|d| {
+                    d.members
+                        .iter()
+                        .map(|(id, m)| (id.clone(), m.assignment.clone()))
+                        .collect()
+                })
+                .unwrap_or_default()
+        } else {
+            group
+                .members
+                .iter()
+                .map(|(id, m)| (id.clone(), m.assignment.clone()))
+                .collect()
+        };
         // Every member's subscription and last assignment, or no conversion.
         let mut converted = ConsumerGroup {
             group_epoch: group.generation_id,
@@ -135,7 +169,7 @@ impl Coordinator {
                 .unwrap_or_default();
             let (Ok(sub), Ok(assignment)) = (
                 cp::parse_subscription(&m.metadata_for(&protocol)),
-                cp::parse_assignment(&m.assignment),
+                cp::parse_assignment(held.get(&m.member_id).map_or(&[][..], |b| &b[..])),
             ) else {
                 return not_consumer("its embedded consumer protocol is malformed");
             };
@@ -359,7 +393,15 @@ impl Coordinator {
             return fail(ResponseError::InconsistentGroupProtocol);
         };
 
-        // The member: known, new, or a static member rejoining under a new id.
+        // The member: known, new, or a static member rejoining under a new id (not new: it
+        // takes the old member's place, and only a changed subscription is a rebalance).
+        let replaced = matches!((&existing_static, unknown), (Some(_), true));
+        let replaced_consumer_member = replaced
+            && existing_static
+                .as_ref()
+                .and_then(|old| group.members.get(old))
+                .is_some_and(|m| m.meta.classic.is_none());
+        let is_new = !replaced && !group.members.contains_key(&member_id);
         let mut member = match (&existing_static, unknown) {
             (Some(old), true) => {
                 let mut replacement = group.members.get(old).cloned().expect("static member");
@@ -396,7 +438,6 @@ impl Coordinator {
             // A member of the consumer protocol cannot send JoinGroup.
             return fail(ResponseError::UnknownMemberId);
         }
-        let is_new = !group.members.contains_key(&member_id);
 
         // 1. The member and its subscription; a change bumps the group epoch.
         let before = member.meta.clone();
@@ -423,7 +464,7 @@ impl Coordinator {
         });
         let mut bump =
             is_new || before.subscribed_topic_names != member.meta.subscribed_topic_names;
-        if is_new || before != member.meta {
+        if is_new || replaced || before != member.meta {
             self.write_consumer_member(partition, &group_id, &member);
         }
         group.put_member(member.clone());
@@ -458,11 +499,27 @@ impl Coordinator {
                 |t, p| owners.get(&(*t, p)).copied(),
             )
         };
-        if reconciled != member || is_new {
+        if reconciled != member || is_new || replaced {
             self.write_current_assignment(partition, &group_id, &reconciled);
         }
         group.put_member(reconciled.clone());
         group.note_progress(now_ms);
+
+        // 4. A classic static member that replaced the last member of the consumer protocol
+        // converts the group back, keeping the assignment, without a rebalance (Kafka's
+        // `validateOnlineDowngradeWithReplacedMemberId`).
+        if replaced_consumer_member && self.downgrade_allowed(&group) {
+            let generation = group.group_epoch;
+            self.downgrade_to_classic_group(&group_id, &group, None, now_ms);
+            let mut response = JoinGroupResponse::default()
+                .with_generation_id(generation)
+                .with_protocol_name(Some(s(&classic_protocol_name(&reconciled))))
+                .with_member_id(s(&member_id));
+            if v >= 7 {
+                response = response.with_protocol_type(Some(s(CONSUMER_PROTOCOL_TYPE)));
+            }
+            return Ok(response);
+        }
         self.store_consumer_group(&group_id, group);
 
         // It has its session again, and its rebalance timeout to sync.
@@ -693,8 +750,9 @@ impl Coordinator {
             member = member.member_id.as_str(),
             "classic member left the consumer group"
         );
-        self.fence_consumer_member(group_id, &mut group, &member.member_id, now_ms);
-        self.store_consumer_group(group_id, group);
+        if self.fence_consumer_member(group_id, &mut group, &member.member_id, now_ms) {
+            self.store_consumer_group(group_id, group);
+        }
         None
     }
 
@@ -708,7 +766,11 @@ impl Coordinator {
         let Some(mut group) = self.group(group_id).and_then(|g| g.consumer.clone()) else {
             return;
         };
-        if !group.members.contains_key(member_id) {
+        if group
+            .members
+            .get(member_id)
+            .is_none_or(|m| m.meta.classic.is_none())
+        {
             return;
         }
         tracing::info!(
@@ -716,8 +778,9 @@ impl Coordinator {
             member = member_id,
             "classic member fenced: it did not rejoin or sync within its rebalance timeout"
         );
-        self.fence_consumer_member(group_id, &mut group, member_id, now_ms);
-        self.store_consumer_group(group_id, group);
+        if self.fence_consumer_member(group_id, &mut group, member_id, now_ms) {
+            self.store_consumer_group(group_id, group);
+        }
     }
 
     // ------------------------------------------------------------------ downgrade
@@ -740,15 +803,25 @@ impl Coordinator {
             && others <= self.config.max_size
     }
 
+    /// Whether a group whose members all speak the classic protocol converts back (the policy
+    /// allows it and it fits `group.max.size`).
+    fn downgrade_allowed(&self, group: &ConsumerGroup) -> bool {
+        !group.members.is_empty()
+            && group.members.values().all(|m| m.meta.classic.is_some())
+            && self.config.consumer_migration_policy.downgrade_enabled()
+            && group.members.len() <= self.config.max_size
+    }
+
     /// Converts the consumer group back to a classic group without `leaving`: every record of
     /// the consumer group is tombstoned, the classic group is written at the group epoch with
-    /// each member holding its target assignment, and a rebalance starts (Kafka's
-    /// `convertToClassicGroup`).
+    /// each member holding its target assignment, and, when a member left, a rebalance starts
+    /// (Kafka's `convertToClassicGroup`). Without one leaving (a classic static member took the
+    /// last consumer-protocol member's place) the group stays Stable.
     pub(super) fn downgrade_to_classic_group(
         &mut self,
         group_id: &str,
         group: &ConsumerGroup,
-        leaving: &str,
+        leaving: Option<&str>,
         now_ms: i64,
     ) {
         let partition = self.shard_of(group_id);
@@ -762,7 +835,7 @@ impl Coordinator {
         let remaining: Vec<&ConsumerMember> = group
             .members
             .values()
-            .filter(|m| m.member_id != leaving)
+            .filter(|m| Some(m.member_id.as_str()) != leaving)
             .collect();
         for (seq, m) in remaining.iter().enumerate() {
             let c = m.meta.classic.clone().unwrap_or_default();
@@ -810,6 +883,8 @@ impl Coordinator {
             generation = group.group_epoch,
             "consumer group downgraded to a classic group"
         );
-        self.prepare_rebalance(group_id, now_ms);
+        if leaving.is_some() {
+            self.prepare_rebalance(group_id, now_ms);
+        }
     }
 }

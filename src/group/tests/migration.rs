@@ -44,11 +44,22 @@ impl H {
         member: &str,
         owned: &[(&str, Vec<i32>)],
     ) -> JoinGroupResponse {
+        self.classic_join_as(img, member, None, owned)
+    }
+
+    fn classic_join_as(
+        &mut self,
+        img: &Arc<MetadataImage>,
+        member: &str,
+        instance: Option<&str>,
+        owned: &[(&str, Vec<i32>)],
+    ) -> JoinGroupResponse {
         let req = JoinGroupRequest::default()
             .with_group_id(GroupId(s(G)))
             .with_session_timeout_ms(SESSION_MS)
             .with_rebalance_timeout_ms(REBALANCE_MS)
             .with_member_id(s(member))
+            .with_group_instance_id(instance.map(s))
             .with_protocol_type(s("consumer"))
             .with_protocols(vec![JoinGroupRequestProtocol::default()
                 .with_name(s("range"))
@@ -323,4 +334,199 @@ fn a_classic_member_that_does_not_rejoin_in_time_is_fenced() {
     };
     assert_eq!(l.members[0].error_code, 0);
     assert_eq!(h.member_types(&img).len(), 1);
+}
+
+// ------------------------------------------ static members, refused upgrades, durability
+
+/// Two static classic members (instance ids i1, i2), stable, holding t-0,1 and t-2,3.
+fn classic_static_pair(h: &mut H) -> (String, String, i32) {
+    let mut all = Outcome::default();
+    let (ta, out) = h.join_v(9, "", Some("i1"), &["t"]);
+    merge(&mut all, out);
+    let (tb, out) = h.join_v(9, "", Some("i2"), &["t"]);
+    merge(&mut all, out);
+    merge(&mut all, h.advance(0));
+    let (ja, jb) = (join_of(&all, ta), join_of(&all, tb));
+    assert_eq!((ja.error_code, jb.error_code), (0, 0), "{ja:?} {jb:?}");
+    let (a, b) = (ja.member_id.to_string(), jb.member_id.to_string());
+    let generation = ja.generation_id;
+    let leader = ja.leader.to_string();
+    let follower = if leader == a { &b } else { &a };
+    h.sync(5, follower, generation, &[]);
+    let assign_a = cp::encode_assignment(0, &vec![("t".to_string(), vec![0, 1])]);
+    let assign_b = cp::encode_assignment(0, &vec![("t".to_string(), vec![2, 3])]);
+    h.sync(
+        5,
+        &leader,
+        generation,
+        &[(a.as_str(), &assign_a[..]), (b.as_str(), &assign_b[..])],
+    );
+    assert_eq!(h.c.group_state(G), Some(GroupState::Stable));
+    (a, b, generation)
+}
+
+/// Rolling upgrade of a static member: the classic process with `group.instance.id=i1` stops
+/// (static members send no LeaveGroup) and comes back with the consumer protocol and the same
+/// instance id. Kafka (`getOrMaybeSubscribeStaticConsumerGroupMember`) replaces the classic
+/// static member: only two members of the consumer protocol are refused with
+/// UNRELEASED_INSTANCE_ID.
+#[test]
+fn a_static_member_rolls_from_classic_to_consumer_protocol() {
+    let img = image(&[("t", 1, 4)]);
+    let mut h = H::new();
+    let (_a, _b, _generation) = classic_static_pair(&mut h);
+    let c = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("c1"))
+            .with_instance_id(Some(s("i1")))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(REBALANCE_MS)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(c.error_code, 0, "{c:?}");
+}
+
+/// A ConsumerGroupHeartbeat that converts a classic group and is then refused (here: the
+/// group is at group.consumer.max.size) must leave the group classic, as in Kafka, where the
+/// refused heartbeat's records (the conversion's included) are never written.
+#[test]
+fn a_refused_upgrading_heartbeat_leaves_the_group_classic() {
+    let img = image(&[("t", 1, 4)]);
+    let mut h = H::with(GroupConfig {
+        initial_rebalance_delay_ms: 0,
+        consumer_max_size: 2,
+        ..GroupConfig::default()
+    });
+    let (_a, _b, generation) = classic_pair(&mut h);
+    let records = h.log.len();
+    let c = h.cg_join(&img, "c", &["t"]);
+    assert_eq!(c.error_code, E::GroupMaxSizeReached.code(), "{c:?}");
+    assert_eq!(h.log.len(), records, "a refused upgrade writes nothing");
+    assert_eq!(h.c.generation(G), Some(generation));
+    assert!(
+        h.c.consumer_group_views().is_empty(),
+        "still a classic group"
+    );
+}
+
+/// Kafka's `classicGroupJoinToConsumerGroup` step 4: a classic static member replacing the
+/// last static member of the consumer protocol converts the group back to a classic group.
+#[test]
+fn a_classic_static_member_replacing_the_last_consumer_member_downgrades() {
+    let img = image(&[("t", 1, 4)]);
+    let mut h = H::new();
+    let (_a, _b, _) = classic_pair(&mut h);
+    let c = h.cg_heartbeat(
+        &img,
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s("c1"))
+            .with_instance_id(Some(s("ic")))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(REBALANCE_MS)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(c.error_code, 0, "{c:?}");
+    // The process comes back as a classic consumer with the same instance id: the group is
+    // classic again, Stable at the group epoch, and the member syncs its assignment there.
+    let j = h.classic_join_as(&img, "", Some("ic"), &[]);
+    assert_eq!(j.error_code, 0, "{j:?}");
+    assert_eq!(h.c.group_state(G), Some(GroupState::Stable));
+    assert_eq!(h.c.generation(G), Some(j.generation_id));
+    let (t, out) = h.sync(5, j.member_id.as_str(), j.generation_id, &[]);
+    assert_eq!(sync_of(&out, t).0, 0);
+    assert!(
+        h.c.consumer_group_views().is_empty(),
+        "only classic members remain: the group is classic again"
+    );
+}
+
+/// A static member coming back under a new member id with the same subscription is not a
+/// rebalance (Kafka's `replaceMember` keeps the epoch unless the subscription changed).
+#[test]
+fn a_classic_static_rejoin_does_not_bump_the_group_epoch() {
+    let img = image(&[("t", 1, 4)]);
+    let mut h = H::new();
+    let (_a, _b, _) = classic_static_pair(&mut h);
+    let c = h.cg_join(&img, "c", &["t"]);
+    assert_eq!(c.error_code, 0, "{c:?}");
+    let epoch = |h: &mut H| {
+        let (token, out) = h.call(
+            0,
+            GroupRequest::ConsumerGroupDescribe(
+                ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(G))]),
+                img.clone(),
+            ),
+        );
+        let Some(GroupResponse::ConsumerGroupDescribe(d)) = out.response_for(token) else {
+            panic!("no describe response")
+        };
+        d.groups[0].group_epoch
+    };
+    let before = epoch(&mut h);
+    let j = h.classic_join_as(&img, "", Some("i2"), &[]);
+    assert_eq!(j.error_code, 0, "{j:?}");
+    assert_eq!(epoch(&mut h), before, "a static rejoin is not a rebalance");
+}
+
+/// An upgrade that lands after the leader's SyncGroup but before that assignment is durable:
+/// no member has received it (their SyncGroups are parked, then answered
+/// REBALANCE_IN_PROGRESS), so each still holds its previous assignment. Kafka sets members'
+/// assignments only once the write completes, so the converted group holds the previous
+/// generation's. Partitions a cooperative leader moved between members (left out of this
+/// round) must not look free to the newcomer while their old owners still consume them.
+#[test]
+fn an_upgrade_before_the_leaders_assignment_is_durable_hands_out_nothing_still_held() {
+    let img = image(&[("t", 1, 4)]);
+    let mut h = H::new();
+    let (a, b, generation) = classic_pair(&mut h); // a: t-0,1  b: t-2,3
+    let mut all = Outcome::default();
+    let (d, td, out) = h.join_new();
+    merge(&mut all, out);
+    let (ta, out) = h.join_v(9, &a, None, &["t"]);
+    merge(&mut all, out);
+    let (tb, out) = h.join_v(9, &b, None, &["t"]);
+    merge(&mut all, out);
+    merge(&mut all, h.advance(0));
+    let (ja, jb, jd) = (join_of(&all, ta), join_of(&all, tb), join_of(&all, td));
+    assert_eq!((ja.error_code, jb.error_code, jd.error_code), (0, 0, 0));
+    let next = ja.generation_id;
+    assert!(next > generation);
+    let leader = ja.leader.to_string();
+    for m in [&a, &b, &d] {
+        if *m != leader {
+            h.sync(5, m, next, &[]);
+        }
+    }
+    // Cooperative first round: t-1 and t-3 move to d, so nobody gets them yet.
+    h.hold_high_watermark = true;
+    let to_a = cp::encode_assignment(0, &vec![("t".to_string(), vec![0])]);
+    let to_b = cp::encode_assignment(0, &vec![("t".to_string(), vec![2])]);
+    let to_d = cp::encode_assignment(0, &vec![]);
+    h.sync(
+        5,
+        &leader,
+        next,
+        &[
+            (a.as_str(), &to_a[..]),
+            (b.as_str(), &to_b[..]),
+            (d.as_str(), &to_d[..]),
+        ],
+    );
+    // a still consumes t-0,1 and b t-2,3: the consumer-protocol member converts the group.
+    let c = h.cg_join(&img, "c", &["t"]);
+    assert_eq!(c.error_code, 0, "{c:?}");
+    let got: Vec<i32> = assigned(&c)
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|(_, p)| p)
+        .collect();
+    assert!(
+        !got.contains(&1) && !got.contains(&3),
+        "c got {got:?} while a and b still hold t-1 and t-3"
+    );
 }
