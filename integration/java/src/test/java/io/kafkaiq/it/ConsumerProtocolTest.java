@@ -139,15 +139,23 @@ class ConsumerProtocolTest {
             this(name, group, "consumer", ownership, seen, topics, pattern);
         }
 
-        /** A member of {@code protocol}: "consumer" (KIP-848) or "classic". */
         Member(String name, String group, String protocol, Ownership ownership,
                 Map<String, Integer> seen, List<String> topics, String pattern) {
+            this(name, group, protocol, ownership, seen, topics, pattern, null);
+        }
+
+        /** A member of {@code protocol}: "consumer" (KIP-848) or "classic"; static with an instance id. */
+        Member(String name, String group, String protocol, Ownership ownership,
+                Map<String, Integer> seen, List<String> topics, String pattern, String instanceId) {
             this.name = name;
             this.seen = seen;
             Properties p = new Properties();
             p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, broker.bootstrap());
             p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
             p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+            if (instanceId != null) {
+                p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
+            }
             if (protocol.equals("classic")) {
                 // Heartbeats often enough that a rebalance is noticed in well under a second.
                 p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
@@ -382,8 +390,23 @@ class ConsumerProtocolTest {
     @Test
     @Timeout(value = 6, unit = TimeUnit.MINUTES)
     void aRollingUpgradeFromClassicToConsumerAndBackReadsEveryRecordOnce() throws Exception {
-        String topic = "kip848-migrate";
-        String group = "kip848-migrate-g";
+        rollingUpgrade("kip848-migrate", false);
+    }
+
+    /**
+     * The same with static members ({@code group.instance.id}): a restarted process takes its
+     * old member's place under the other protocol (a classic static member sends no LeaveGroup,
+     * and a consumer-protocol static member leaves with epoch -2, keeping its partitions until
+     * it is replaced).
+     */
+    @Test
+    @Timeout(value = 6, unit = TimeUnit.MINUTES)
+    void aRollingUpgradeOfStaticMembersReadsEveryRecordOnce() throws Exception {
+        rollingUpgrade("kip848-migrate-static", true);
+    }
+
+    void rollingUpgrade(String topic, boolean staticMembers) throws Exception {
+        String group = topic + "-g";
         createTopic(topic, 6);
         Ownership ownership = new Ownership();
         Map<String, Integer> seen = new ConcurrentHashMap<>();
@@ -392,7 +415,8 @@ class ConsumerProtocolTest {
         Member[] members = new Member[3];
         try {
             for (int i = 0; i < 3; i++) {
-                members[i] = new Member("classic-" + i, group, "classic", ownership, seen, List.of(topic), null);
+                members[i] = new Member("classic-" + i, group, "classic", ownership, seen, List.of(topic), null,
+                        staticMembers ? "instance-" + i : null);
             }
             awaitSpread(members);
             produceRound(topic, expected, round);
@@ -401,7 +425,8 @@ class ConsumerProtocolTest {
             // Upgrade: one member at a time leaves and comes back with the consumer protocol.
             for (int i = 0; i < 3; i++) {
                 members[i].close();
-                members[i] = new Member("consumer-" + i, group, "consumer", ownership, seen, List.of(topic), null);
+                members[i] = new Member("consumer-" + i, group, "consumer", ownership, seen, List.of(topic), null,
+                        staticMembers ? "instance-" + i : null);
                 awaitSpread(members);
                 produceRound(topic, expected, round);
                 assertEquals(GroupType.CONSUMER, groupType(group), "after upgrading member " + i);
@@ -410,7 +435,8 @@ class ConsumerProtocolTest {
             // once the last consumer-protocol member has left.
             for (int i = 0; i < 3; i++) {
                 members[i].close();
-                members[i] = new Member("classic-again-" + i, group, "classic", ownership, seen, List.of(topic), null);
+                members[i] = new Member("classic-again-" + i, group, "classic", ownership, seen, List.of(topic), null,
+                        staticMembers ? "instance-" + i : null);
                 awaitSpread(members);
                 produceRound(topic, expected, round);
                 assertEquals(i < 2 ? GroupType.CONSUMER : GroupType.CLASSIC, groupType(group),
