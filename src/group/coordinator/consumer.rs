@@ -285,10 +285,29 @@ impl ConsumerGroup {
     }
 }
 
+/// How many compiled subscription regexes are kept; past it the cache starts over.
+const REGEX_CACHE_MAX: usize = 1024;
+
 /// A compiled subscription regex: RE2 syntax (Kafka uses RE2/J), matched against the whole
-/// topic name.
-fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
-    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| e.to_string())
+/// topic name. Members heartbeat with the same few patterns over and over, so compiled ones
+/// are kept (at most [`REGEX_CACHE_MAX`]); an invalid pattern is compiled again each time it
+/// is sent, and refused.
+fn compile_regex(pattern: &str) -> Result<std::sync::Arc<regex::Regex>, String> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<regex::Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(r) = cache.lock().expect("regex cache").get(pattern) {
+        return Ok(r.clone());
+    }
+    let compiled =
+        Arc::new(regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| e.to_string())?);
+    let mut cache = cache.lock().expect("regex cache");
+    if cache.len() >= REGEX_CACHE_MAX {
+        cache.clear();
+    }
+    cache.insert(pattern.to_owned(), compiled.clone());
+    Ok(compiled)
 }
 
 /// The topics of `image` the members subscribe to, by name or by regex (internal topics never
@@ -298,7 +317,7 @@ pub(super) fn resolve_subscription<'a>(
     image: &MetadataImage,
 ) -> BTreeMap<String, TopicMetadata> {
     let mut names: BTreeSet<&str> = BTreeSet::new();
-    let mut regexes: BTreeMap<&str, Option<regex::Regex>> = BTreeMap::new();
+    let mut regexes: BTreeMap<&str, Option<std::sync::Arc<regex::Regex>>> = BTreeMap::new();
     for m in members {
         names.extend(m.subscribed_topic_names.iter().map(String::as_str));
         if let Some(r) = m.subscribed_topic_regex.as_deref() {
@@ -321,7 +340,7 @@ pub(super) fn resolve_subscription<'a>(
     for n in names {
         add(n);
     }
-    let compiled: Vec<&regex::Regex> = regexes.values().flatten().collect();
+    let compiled: Vec<&std::sync::Arc<regex::Regex>> = regexes.values().flatten().collect();
     if !compiled.is_empty() {
         for name in image.topics.keys() {
             if !is_internal_topic(name) && compiled.iter().any(|r| r.is_match(name)) {
