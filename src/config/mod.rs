@@ -492,18 +492,6 @@ impl BrokerConfig {
         } = kraft::parse(&raw, node_id, &log_dirs, &mut warnings)?;
         let security = security::parse(&raw, &listener.name, protocol)?;
         let authorizer = security::parse_authorizer(&raw)?;
-        if authorizer.is_some() {
-            // The authorizer's decisions and the ACLs' storage exist, but no request is checked
-            // against them yet: a broker started with an authorizer would let every principal
-            // do everything while its operator believes otherwise. Refuse rather than run open.
-            return Err(ConfigError::Invalid {
-                key: security::AUTHORIZER_CLASS_NAME.to_owned(),
-                value: security::STANDARD_AUTHORIZER.to_owned(),
-                reason: "ACLs are not enforced by this version of KafkaIQ yet; \
-                         remove the key (every principal may do everything)"
-                    .to_owned(),
-            });
-        }
 
         let log = LogSettings::read(&r)?;
         let socket = SocketSettings::read(&r)?;
@@ -682,22 +670,21 @@ mod tests {
     }
 
     #[test]
-    fn an_authorizer_is_refused_at_startup_naming_the_key() {
+    fn an_unknown_authorizer_is_refused_at_startup_naming_the_key() {
         // Another class: refused by name.
         let e = validated("authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains("`authorizer.class.name`"), "{e}");
-        // The StandardAuthorizer: refused while no request is checked, never run open.
-        let e = validated(
-            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n",
+        // The StandardAuthorizer starts, with its keys.
+        let v = validated(
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+             super.users=User:admin;User:ANONYMOUS\n",
         )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("`authorizer.class.name`") && e.contains("not enforced"),
-            "{e}"
-        );
+        .unwrap();
+        let on = v.config.authorizer.as_ref().expect("authorizer on");
+        assert!(on.super_users.contains("User:admin"));
+        assert!(!on.allow_everyone_if_no_acl_found);
         // Unset: no authorizer, and its keys are known (no unknown-key warning).
         let v = validated("super.users=User:admin\n").unwrap();
         assert!(v.config.authorizer.is_none());
