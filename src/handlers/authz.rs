@@ -168,9 +168,12 @@ impl RequestAuth {
         }
     }
 
-    /// KIP-430's answer: the bit field when `requested`, else Kafka's "omitted" value.
+    /// KIP-430's answer: the bit field when `requested` and an authorizer is configured, else
+    /// Kafka's "omitted" value. Kafka without an authorizer reports every supported operation;
+    /// KafkaIQ without one keeps answering "omitted", as it always has, so that nothing changes
+    /// for a client of a broker without an authorizer.
     pub fn operations_if(&self, requested: bool, resource: ResourceType, name: &str) -> i32 {
-        if requested {
+        if requested && self.checker.is_some() {
             self.authorized_operations(resource, name)
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
@@ -398,10 +401,12 @@ mod tests {
         // Kafka without an authorizer reports every supported operation.
         let bits = open.authorized_operations(Resource::Topic, "t");
         assert_eq!(bits & (1 << Op::Read.code()), 1 << Op::Read.code());
-        assert_eq!(
-            open.operations_if(false, Resource::Topic, "t"),
-            AUTHORIZED_OPERATIONS_OMITTED
-        );
+        for requested in [false, true] {
+            assert_eq!(
+                open.operations_if(requested, Resource::Topic, "t"),
+                AUTHORIZED_OPERATIONS_OMITTED
+            );
+        }
     }
 
     #[test]
@@ -425,6 +430,11 @@ mod tests {
         assert!(auth(&[], "User:admin").allows_cluster(Op::ClusterAction));
         let bits = alice.authorized_operations(Resource::Topic, "orders");
         assert_eq!(bits, (1 << Op::Read.code()) | (1 << Op::Describe.code()));
+        assert_eq!(alice.operations_if(true, Resource::Topic, "orders"), bits);
+        assert_eq!(
+            alice.operations_if(false, Resource::Topic, "orders"),
+            AUTHORIZED_OPERATIONS_OMITTED
+        );
     }
 
     #[test]

@@ -466,6 +466,7 @@ async fn handle_supported(
             handlers::acls::delete(version, r)
         }),
         RequestKind::DescribeCluster(r) => Some(handlers::describe_cluster::handle(
+            &auth,
             &ctx.image(),
             handlers::client_listener(&ctx.config),
             version,
