@@ -5,12 +5,13 @@
 //!
 //! - `admin` is a super user; `alice` has no ACL at first: Metadata lists no topic to her and
 //!   answers TOPIC_AUTHORIZATION_FAILED for the one she names, her produce is refused
-//!   TOPIC_AUTHORIZATION_FAILED and appends nothing, her group requests
+//!   TOPIC_AUTHORIZATION_FAILED and appends nothing, her fetch TOPIC_AUTHORIZATION_FAILED with
+//!   no records, her group requests
 //!   GROUP_AUTHORIZATION_FAILED, her CreateAcls CLUSTER_AUTHORIZATION_FAILED, and her
 //!   WriteTxnMarkers CLUSTER_AUTHORIZATION_FAILED with no marker written;
 //! - `kafka-acls --add` as admin gives her WRITE and READ on the topic and READ on the group:
-//!   she then sees the topic (only that one), produces, and consumes with a group through the
-//!   console consumer; `kafka-acls --list` shows the ACLs;
+//!   she then sees the topic (only that one), produces, fetches, and consumes with a group
+//!   through the console consumer; `kafka-acls --list` shows the ACLs;
 //! - after a restart the ACLs are still there and still enforced;
 //! - `kafka-acls --remove` takes them away and she is refused again.
 
@@ -137,6 +138,27 @@ async fn log_end(c: &mut RawClient, topic: &str) -> i64 {
     p.offset
 }
 
+/// A fetch of partition 0 of `topic` from offset 0: its error code and whether records came.
+async fn fetch(c: &mut RawClient, topic: &str) -> (i16, bool) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let r: FetchResponse = c.call(11, &request).await;
+    let p = &r.responses[0].partitions[0];
+    (
+        p.error_code,
+        p.records.as_ref().is_some_and(|b| !b.is_empty()),
+    )
+}
+
 async fn find_group_coordinator(c: &mut RawClient, group: &str) -> i16 {
     let r: FindCoordinatorResponse = c
         .call(
@@ -251,6 +273,13 @@ async fn acls_are_created_listed_enforced_kept_across_a_restart_and_removed_with
         TOPIC_AUTHORIZATION_FAILED
     );
     assert_eq!(log_end(&mut admin, "orders").await, 0, "nothing appended");
+    assert_eq!(produce(&mut admin, "orders", "first").await, (0, 0));
+    assert_eq!(
+        fetch(&mut alice, "orders").await,
+        (TOPIC_AUTHORIZATION_FAILED, false),
+        "no records to a consumer without READ"
+    );
+    assert_eq!(fetch(&mut admin, "orders").await, (0, true));
     assert_eq!(
         find_group_coordinator(&mut alice, "readers").await,
         GROUP_AUTHORIZATION_FAILED
@@ -296,7 +325,7 @@ async fn acls_are_created_listed_enforced_kept_across_a_restart_and_removed_with
         markers.markers[0].topics[0].partitions[0].error_code,
         CLUSTER_AUTHORIZATION_FAILED
     );
-    assert_eq!(log_end(&mut admin, "orders").await, 0, "no marker written");
+    assert_eq!(log_end(&mut admin, "orders").await, 1, "no marker written");
 
     // kafka-acls as the super user.
     acls(
@@ -370,7 +399,8 @@ async fn acls_are_created_listed_enforced_kept_across_a_restart_and_removed_with
         assert_ne!(ops & (1 << op), 0, "operation {op} in {ops:b}");
     }
     assert_eq!(ops & (1 << 6), 0, "no DELETE in {ops:b}");
-    assert_eq!(produce(&mut alice, "orders", "hello").await, (0, 0));
+    assert_eq!(produce(&mut alice, "orders", "hello").await, (0, 1));
+    assert_eq!(fetch(&mut alice, "orders").await, (0, true));
     assert_eq!(find_group_coordinator(&mut alice, "readers").await, 0);
     assert_eq!(commit_offset(&mut alice, "readers", "orders", 0).await, 0);
     let (code, out) = tokio::task::block_in_place(|| {
@@ -387,14 +417,14 @@ async fn acls_are_created_listed_enforced_kept_across_a_restart_and_removed_with
                 "readers",
                 "--from-beginning",
                 "--max-messages",
-                "1",
+                "2",
                 "--timeout-ms",
                 "30000",
             ],
         )
     });
     assert!(
-        code == 0 && out.lines().any(|l| l == "hello"),
+        code == 0 && out.lines().any(|l| l == "first") && out.lines().any(|l| l == "hello"),
         "console consumer as alice:\n{out}"
     );
     // Still hidden: the other topic.
@@ -416,7 +446,7 @@ async fn acls_are_created_listed_enforced_kept_across_a_restart_and_removed_with
         // The partition's leadership comes back with the broker's registration.
         let (code, offset) = produce(&mut alice, "orders", "again").await;
         if code == 0 {
-            assert!(offset >= 1);
+            assert!(offset >= 2);
             break;
         }
         assert_ne!(code, TOPIC_AUTHORIZATION_FAILED, "ACL lost in the restart");

@@ -271,3 +271,164 @@ impl Refused {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::acl::{Acl, AclPermissionType, AuthorizerRules, PatternType};
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
+    use kafka_protocol::messages::*;
+    use std::sync::Arc;
+
+    fn alice_with(acls: &[(Resource, &str, Op)]) -> RequestAuth {
+        let mut image = MetadataImage::default();
+        let map = Arc::make_mut(&mut image.acls);
+        for (i, (resource_type, name, op)) in acls.iter().enumerate() {
+            map.insert(
+                uuid::Uuid::from_u128(i as u128 + 1),
+                Acl {
+                    resource_type: *resource_type,
+                    resource_name: (*name).into(),
+                    pattern_type: PatternType::Literal,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: *op,
+                    permission_type: AclPermissionType::Allow,
+                },
+            );
+        }
+        let image = Arc::new(image);
+        let rules = Arc::new(AuthorizerRules::default());
+        RequestAuth::new(Some(&rules), "User:alice", [10, 0, 0, 1].into(), || image)
+    }
+
+    fn topic_name(s: &str) -> TopicName {
+        TopicName(StrBytes::from_string(s.to_owned()))
+    }
+
+    #[test]
+    fn without_an_authorizer_nothing_is_taken() {
+        let mut request = RequestKind::CreateTopics(
+            CreateTopicsRequest::default()
+                .with_topics(vec![CreatableTopic::default().with_name(topic_name("t"))]),
+        );
+        assert!(take_refused(&RequestAuth::open(), &mut request).is_none());
+        let RequestKind::CreateTopics(r) = request else {
+            panic!()
+        };
+        assert_eq!(r.topics.len(), 1);
+    }
+
+    #[test]
+    fn create_topics_needs_create_on_the_topic_or_the_cluster() {
+        let request = || {
+            RequestKind::CreateTopics(
+                CreateTopicsRequest::default().with_topics(
+                    ["mine", "theirs"]
+                        .iter()
+                        .map(|t| CreatableTopic::default().with_name(topic_name(t)))
+                        .collect(),
+                ),
+            )
+        };
+        let auth = alice_with(&[(Resource::Topic, "mine", Op::Create)]);
+        let mut r = request();
+        let refused = take_refused(&auth, &mut r).unwrap();
+        let RequestKind::CreateTopics(left) = &r else {
+            panic!()
+        };
+        assert_eq!(left.topics.len(), 1);
+        assert_eq!(left.topics[0].name.as_str(), "mine");
+        let merged = refused.merge(ResponseKind::CreateTopics(
+            CreateTopicsResponse::default()
+                .with_topics(vec![create_topics_response::CreatableTopicResult::default(
+                )
+                .with_name(topic_name("mine"))]),
+        ));
+        let ResponseKind::CreateTopics(merged) = merged else {
+            panic!()
+        };
+        let answers: Vec<(&str, i16)> = merged
+            .topics
+            .iter()
+            .map(|t| (t.name.as_str(), t.error_code))
+            .collect();
+        assert_eq!(answers, [("theirs", 29), ("mine", 0)]);
+        // CREATE on the cluster covers every topic.
+        let cluster = alice_with(&[(Resource::Cluster, super::super::CLUSTER_NAME, Op::Create)]);
+        let mut r = request();
+        assert!(take_refused(&cluster, &mut r).unwrap().is_empty());
+    }
+
+    #[test]
+    fn delete_topics_and_create_partitions_need_delete_and_alter() {
+        let auth = alice_with(&[
+            (Resource::Topic, "a", Op::Delete),
+            (Resource::Topic, "b", Op::Alter),
+        ]);
+        let mut delete = RequestKind::DeleteTopics(
+            DeleteTopicsRequest::default().with_topic_names(vec![topic_name("a"), topic_name("b")]),
+        );
+        let Some(Refused::DeleteTopics(refused)) = take_refused(&auth, &mut delete) else {
+            panic!()
+        };
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].name.as_ref().unwrap().as_str(), "b");
+        assert_eq!(refused[0].error_code, 29);
+        let mut create = RequestKind::CreatePartitions(
+            CreatePartitionsRequest::default().with_topics(
+                ["a", "b"]
+                    .iter()
+                    .map(|t| {
+                        create_partitions_request::CreatePartitionsTopic::default()
+                            .with_name(topic_name(t))
+                    })
+                    .collect(),
+            ),
+        );
+        let Some(Refused::CreatePartitions(refused)) = take_refused(&auth, &mut create) else {
+            panic!()
+        };
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].name.as_str(), "a");
+    }
+
+    #[test]
+    fn config_resources_map_to_topics_groups_and_the_cluster() {
+        let auth = alice_with(&[
+            (Resource::Topic, "t", Op::AlterConfigs),
+            (Resource::Group, "g", Op::AlterConfigs),
+        ]);
+        let resource = |t: i8, name: &str| {
+            AlterConfigsResource::default()
+                .with_resource_type(t)
+                .with_resource_name(StrBytes::from_string(name.to_owned()))
+        };
+        let mut request = RequestKind::IncrementalAlterConfigs(
+            IncrementalAlterConfigsRequest::default().with_resources(vec![
+                resource(CONFIG_TOPIC, "t"),
+                resource(CONFIG_TOPIC, "u"),
+                resource(CONFIG_GROUP, "g"),
+                resource(CONFIG_BROKER, "1"),
+            ]),
+        );
+        let Some(Refused::IncrementalAlterConfigs(refused)) = take_refused(&auth, &mut request)
+        else {
+            panic!()
+        };
+        let codes: Vec<(&str, i16)> = refused
+            .iter()
+            .map(|r| (r.resource_name.as_str(), r.error_code))
+            .collect();
+        assert_eq!(codes, [("u", 29), ("1", 31)]);
+        // ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+        let mut describe =
+            RequestKind::DescribeConfigs(DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(CONFIG_TOPIC)
+                .with_resource_name(StrBytes::from_static_str("t")),
+        ]));
+        assert!(take_refused(&auth, &mut describe).unwrap().is_empty());
+    }
+}
