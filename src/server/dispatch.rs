@@ -373,6 +373,7 @@ async fn handle_supported(
             &ctx.txns, version, r,
         )),
         RequestKind::ListTransactions(r) => Some(handlers::list_transactions::handle(
+            &auth,
             &ctx.txns,
             ctx.clock.now_ms(),
             version,

@@ -1,13 +1,17 @@
-//! The administrative APIs whose entries name topics, groups or the cluster one by one
+//! The APIs whose entries name topics, groups, transactional ids or the cluster one by one
 //! (CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
-//! IncrementalAlterConfigs): [`take_refused`] takes out of a request the entries the caller
+//! IncrementalAlterConfigs, DeleteRecords, DescribeProducers, OffsetForLeaderEpoch,
+//! DescribeTransactions): [`take_refused`] takes out of a request the entries the caller
 //! may not act on, before it is handled or forwarded to the active controller, and
 //! [`Refused::merge`] puts their answers into the response. So a forwarded request carries
 //! only what the caller may do, and the controller never acts on the rest.
 //!
 //! The operations are Kafka's: CREATE on the cluster or the topic, DELETE and ALTER on the
 //! topic, DESCRIBE_CONFIGS / ALTER_CONFIGS on the config resource (a topic, a group, or the
-//! cluster for BROKER and BROKER_LOGGER resources).
+//! cluster for BROKER and BROKER_LOGGER resources), DELETE on the topic for DeleteRecords,
+//! READ for DescribeProducers, DESCRIBE for a consumer's OffsetForLeaderEpoch (CLUSTER_ACTION
+//! on the cluster for a follower's), DESCRIBE on the transactional id for
+//! DescribeTransactions.
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
@@ -34,6 +38,14 @@ pub enum Refused {
     AlterConfigs(Vec<kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse>),
     IncrementalAlterConfigs(
         Vec<kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse>,
+    ),
+    DeleteRecords(Vec<kafka_protocol::messages::delete_records_response::DeleteRecordsTopicResult>),
+    DescribeProducers(Vec<kafka_protocol::messages::describe_producers_response::TopicResponse>),
+    OffsetForLeaderEpoch(
+        Vec<kafka_protocol::messages::offset_for_leader_epoch_response::OffsetForLeaderTopicResult>,
+    ),
+    DescribeTransactions(
+        Vec<kafka_protocol::messages::describe_transactions_response::TransactionState>,
     ),
 }
 
@@ -218,6 +230,111 @@ pub fn take_refused(auth: &RequestAuth, request: &mut RequestKind) -> Option<Ref
             });
             Refused::IncrementalAlterConfigs(refused)
         }
+        RequestKind::DeleteRecords(r) => {
+            use kafka_protocol::messages::delete_records_response::*;
+            let code = ApiError::TopicAuthorizationFailed.code();
+            let mut refused = Vec::new();
+            r.topics.retain(|t| {
+                let ok = auth.allows(Resource::Topic, t.name.as_str(), Op::Delete);
+                if !ok {
+                    refused.push(
+                        DeleteRecordsTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        DeleteRecordsPartitionResult::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_low_watermark(-1)
+                                            .with_error_code(code)
+                                    })
+                                    .collect(),
+                            ),
+                    );
+                }
+                ok
+            });
+            Refused::DeleteRecords(refused)
+        }
+        RequestKind::DescribeProducers(r) => {
+            use kafka_protocol::messages::describe_producers_response::*;
+            let e = ApiError::TopicAuthorizationFailed;
+            let mut refused = Vec::new();
+            r.topics.retain(|t| {
+                let ok = auth.allows(Resource::Topic, t.name.as_str(), Op::Read);
+                if !ok {
+                    refused.push(
+                        TopicResponse::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(
+                                t.partition_indexes
+                                    .iter()
+                                    .map(|&p| {
+                                        PartitionResponse::default()
+                                            .with_partition_index(p)
+                                            .with_error_code(e.code())
+                                            .with_error_message(message(&e))
+                                    })
+                                    .collect(),
+                            ),
+                    );
+                }
+                ok
+            });
+            Refused::DescribeProducers(refused)
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            use kafka_protocol::messages::offset_for_leader_epoch_response::*;
+            let code = ApiError::TopicAuthorizationFailed.code();
+            let follower_allowed = r.replica_id.0 >= 0 && auth.allows_cluster(Op::ClusterAction);
+            let from_follower = r.replica_id.0 >= 0;
+            let mut refused = Vec::new();
+            r.topics.retain(|t| {
+                let ok = if from_follower {
+                    follower_allowed
+                } else {
+                    auth.allows(Resource::Topic, t.topic.as_str(), Op::Describe)
+                };
+                if !ok {
+                    refused.push(
+                        OffsetForLeaderTopicResult::default()
+                            .with_topic(t.topic.clone())
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        EpochEndOffset::default()
+                                            .with_partition(p.partition)
+                                            .with_leader_epoch(-1)
+                                            .with_end_offset(-1)
+                                            .with_error_code(code)
+                                    })
+                                    .collect(),
+                            ),
+                    );
+                }
+                ok
+            });
+            Refused::OffsetForLeaderEpoch(refused)
+        }
+        RequestKind::DescribeTransactions(r) => {
+            use kafka_protocol::messages::describe_transactions_response::TransactionState;
+            let code = ApiError::TransactionalIdAuthorizationFailed.code();
+            let mut refused = Vec::new();
+            r.transactional_ids.retain(|id| {
+                let ok = auth.allows(Resource::TransactionalId, id.as_str(), Op::Describe);
+                if !ok {
+                    refused.push(
+                        TransactionState::default()
+                            .with_transactional_id(id.clone())
+                            .with_error_code(code),
+                    );
+                }
+                ok
+            });
+            Refused::DescribeTransactions(refused)
+        }
         _ => return None,
     })
 }
@@ -232,6 +349,10 @@ impl Refused {
             Refused::DescribeConfigs(v) => v.is_empty(),
             Refused::AlterConfigs(v) => v.is_empty(),
             Refused::IncrementalAlterConfigs(v) => v.is_empty(),
+            Refused::DeleteRecords(v) => v.is_empty(),
+            Refused::DescribeProducers(v) => v.is_empty(),
+            Refused::OffsetForLeaderEpoch(v) => v.is_empty(),
+            Refused::DescribeTransactions(v) => v.is_empty(),
         }
     }
 
@@ -266,6 +387,22 @@ impl Refused {
             (Refused::IncrementalAlterConfigs(v), ResponseKind::IncrementalAlterConfigs(mut r)) => {
                 front(v, &mut r.responses);
                 ResponseKind::IncrementalAlterConfigs(r)
+            }
+            (Refused::DeleteRecords(v), ResponseKind::DeleteRecords(mut r)) => {
+                front(v, &mut r.topics);
+                ResponseKind::DeleteRecords(r)
+            }
+            (Refused::DescribeProducers(v), ResponseKind::DescribeProducers(mut r)) => {
+                front(v, &mut r.topics);
+                ResponseKind::DescribeProducers(r)
+            }
+            (Refused::OffsetForLeaderEpoch(v), ResponseKind::OffsetForLeaderEpoch(mut r)) => {
+                front(v, &mut r.topics);
+                ResponseKind::OffsetForLeaderEpoch(r)
+            }
+            (Refused::DescribeTransactions(v), ResponseKind::DescribeTransactions(mut r)) => {
+                front(v, &mut r.transaction_states);
+                ResponseKind::DescribeTransactions(r)
             }
             (_, other) => other,
         }
@@ -430,5 +567,52 @@ mod tests {
                 .with_resource_name(StrBytes::from_static_str("t")),
         ]));
         assert!(take_refused(&auth, &mut describe).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_followers_offset_for_leader_epoch_needs_cluster_action_a_consumers_describe() {
+        use offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
+        let request = |replica_id: i32| {
+            RequestKind::OffsetForLeaderEpoch(
+                OffsetForLeaderEpochRequest::default()
+                    .with_replica_id(BrokerId(replica_id))
+                    .with_topics(vec![OffsetForLeaderTopic::default()
+                        .with_topic(topic_name("t"))
+                        .with_partitions(vec![
+                            OffsetForLeaderPartition::default().with_partition(3)
+                        ])]),
+            )
+        };
+        let reader = alice_with(&[(Resource::Topic, "t", Op::Read)]);
+        assert!(take_refused(&reader, &mut request(-1)).unwrap().is_empty());
+        let Some(Refused::OffsetForLeaderEpoch(refused)) = take_refused(&reader, &mut request(2))
+        else {
+            panic!()
+        };
+        assert_eq!(refused[0].partitions[0].partition, 3);
+        assert_eq!(refused[0].partitions[0].error_code, 29);
+        let broker = alice_with(&[(
+            Resource::Cluster,
+            super::super::CLUSTER_NAME,
+            Op::ClusterAction,
+        )]);
+        assert!(take_refused(&broker, &mut request(2)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn describe_transactions_needs_describe_on_each_transactional_id() {
+        let auth = alice_with(&[(Resource::TransactionalId, "mine", Op::Write)]);
+        let mut request = RequestKind::DescribeTransactions(
+            DescribeTransactionsRequest::default().with_transactional_ids(vec![
+                TransactionalId(StrBytes::from_static_str("mine")),
+                TransactionalId(StrBytes::from_static_str("theirs")),
+            ]),
+        );
+        let Some(Refused::DescribeTransactions(refused)) = take_refused(&auth, &mut request) else {
+            panic!()
+        };
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].transactional_id.as_str(), "theirs");
+        assert_eq!(refused[0].error_code, 53);
     }
 }
