@@ -480,6 +480,7 @@ async fn handle_supported(
         )),
         RequestKind::DescribeTopicPartitions(r) => {
             Some(handlers::describe_topic_partitions::handle(
+                &auth,
                 &ctx.image(),
                 handlers::client_listener(&ctx.config),
                 version,
