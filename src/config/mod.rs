@@ -492,6 +492,21 @@ impl BrokerConfig {
         } = kraft::parse(&raw, node_id, &log_dirs, &mut warnings)?;
         let security = security::parse(&raw, &listener.name, protocol)?;
         let authorizer = security::parse_authorizer(&raw)?;
+        if let Some(a) = &authorizer {
+            // Nodes reach each other's controller listener, and the inter-broker listener, as
+            // `User:ANONYMOUS` (neither authenticates between nodes yet): without it among the
+            // super users their heartbeats, AlterPartition and replica fetches are refused, as
+            // they are in Kafka with PLAINTEXT inter-node listeners.
+            if !kraft.standalone && !a.super_users.contains("User:ANONYMOUS") {
+                warnings.push(format!(
+                    "`{}` is set on a KRaft node whose nodes reach each other as {}; add it to \
+                     `{}` or the cluster's own requests are refused",
+                    security::AUTHORIZER_CLASS_NAME,
+                    "User:ANONYMOUS",
+                    security::SUPER_USERS
+                ));
+            }
+        }
 
         let log = LogSettings::read(&r)?;
         let socket = SocketSettings::read(&r)?;
@@ -748,6 +763,21 @@ log.retention.check.interval.ms=300000\n";
         assert_eq!(v.config.listener.name, "PLAINTEXT");
         assert_eq!(v.config.listener.port, 9092);
         assert_eq!(v.config.advertised().host, "localhost");
+
+        // With an authorizer, the nodes' own principal must be a super user: warned when not.
+        let authorizer =
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n";
+        let v = validated(&format!("{text}{authorizer}super.users=User:admin\n")).unwrap();
+        assert!(
+            v.warnings.len() == 1 && v.warnings[0].contains("User:ANONYMOUS"),
+            "{:?}",
+            v.warnings
+        );
+        let v = validated(&format!(
+            "{text}{authorizer}super.users=User:admin;User:ANONYMOUS\n"
+        ))
+        .unwrap();
+        assert!(v.warnings.is_empty(), "{:?}", v.warnings);
     }
 
     #[test]
