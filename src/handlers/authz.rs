@@ -203,6 +203,7 @@ pub fn cluster_operation(api: kafka_protocol::messages::ApiKey) -> Option<AclOpe
         DescribeAcls | ListPartitionReassignments | DescribeLogDirs | DescribeQuorum => {
             Some(AclOperation::Describe)
         }
+        ListConfigResources => Some(AclOperation::DescribeConfigs),
         _ => None,
     }
 }
@@ -348,6 +349,9 @@ pub fn refuse_cluster(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::AlterPartition(_) => {
             ResponseKind::AlterPartition(AlterPartitionResponse::default().with_error_code(code))
         }
+        RequestKind::ListConfigResources(_) => ResponseKind::ListConfigResources(
+            ListConfigResourcesResponse::default().with_error_code(code),
+        ),
         RequestKind::AllocateProducerIds(_) => ResponseKind::AllocateProducerIds(
             AllocateProducerIdsResponse::default().with_error_code(code),
         ),
@@ -456,6 +460,63 @@ mod tests {
             ..prefixed[0].clone()
         });
         assert!(!auth(&denied, "User:alice").allows_any(Resource::Topic, Op::Write));
+    }
+
+    #[test]
+    fn every_api_refused_whole_has_an_answer_carrying_cluster_authorization_failed() {
+        use kafka_protocol::messages::*;
+        let requests = [
+            RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default()),
+            RequestKind::CreateAcls(CreateAclsRequest::default()),
+            RequestKind::DeleteAcls(DeleteAclsRequest::default()),
+            RequestKind::DescribeAcls(DescribeAclsRequest::default()),
+            RequestKind::ElectLeaders(ElectLeadersRequest::default()),
+            RequestKind::AlterPartitionReassignments(AlterPartitionReassignmentsRequest::default()),
+            RequestKind::ListPartitionReassignments(ListPartitionReassignmentsRequest::default()),
+            RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default()),
+            RequestKind::DescribeQuorum(DescribeQuorumRequest::default()),
+            RequestKind::AlterReplicaLogDirs(AlterReplicaLogDirsRequest::default()),
+            RequestKind::BrokerHeartbeat(BrokerHeartbeatRequest::default()),
+            RequestKind::BrokerRegistration(BrokerRegistrationRequest::default()),
+            RequestKind::AlterPartition(AlterPartitionRequest::default()),
+            RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default()),
+            RequestKind::ListConfigResources(ListConfigResourcesRequest::default()),
+        ];
+        for request in &requests {
+            assert!(refuse_cluster(request).is_some(), "{request:?}");
+        }
+        // Served APIs that cluster_operation names all have an answer (Raft's own and
+        // UpdateFeatures / UnregisterBroker / voter changes are not served).
+        for (api, _, _) in crate::handlers::api_versions::SUPPORTED
+            .iter()
+            .chain(crate::handlers::api_versions::CONTROLLER_SUPPORTED)
+        {
+            if cluster_operation(*api).is_some() {
+                let named = requests.iter().any(|r| api_key_of(r) == *api);
+                assert!(named, "{api:?} has no refusal");
+            }
+        }
+    }
+
+    fn api_key_of(r: &RequestKind) -> ApiKey {
+        match r {
+            RequestKind::WriteTxnMarkers(_) => ApiKey::WriteTxnMarkers,
+            RequestKind::CreateAcls(_) => ApiKey::CreateAcls,
+            RequestKind::DeleteAcls(_) => ApiKey::DeleteAcls,
+            RequestKind::DescribeAcls(_) => ApiKey::DescribeAcls,
+            RequestKind::ElectLeaders(_) => ApiKey::ElectLeaders,
+            RequestKind::AlterPartitionReassignments(_) => ApiKey::AlterPartitionReassignments,
+            RequestKind::ListPartitionReassignments(_) => ApiKey::ListPartitionReassignments,
+            RequestKind::DescribeLogDirs(_) => ApiKey::DescribeLogDirs,
+            RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
+            RequestKind::AlterReplicaLogDirs(_) => ApiKey::AlterReplicaLogDirs,
+            RequestKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
+            RequestKind::BrokerRegistration(_) => ApiKey::BrokerRegistration,
+            RequestKind::AlterPartition(_) => ApiKey::AlterPartition,
+            RequestKind::AllocateProducerIds(_) => ApiKey::AllocateProducerIds,
+            RequestKind::ListConfigResources(_) => ApiKey::ListConfigResources,
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
