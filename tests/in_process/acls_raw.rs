@@ -6,7 +6,6 @@
 
 use crate::common;
 
-use bytes::Bytes;
 use common::{start_broker, RawClient};
 use kafka_protocol::messages::*;
 use kafkaiq::server::{controller_dispatch, ConnectionInfo, ListenerKind};
@@ -33,7 +32,7 @@ async fn call_as<R: kafka_protocol::protocol::Request>(
         .await
         .expect("handled")
         .expect("answered");
-    RawClient::decode_response::<R>(version, Bytes::from(answer.slice(4..)), correlation_id)
+    RawClient::decode_response::<R>(version, answer.slice(4..), correlation_id)
 }
 
 /// A listening socket for [`RawClient::connect`], which the encoder never uses.
