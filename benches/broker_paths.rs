@@ -96,7 +96,12 @@ impl Bench {
 
     fn call(&self, frame: Bytes) -> Bytes {
         self.runtime
-            .block_on(handle_frame(&self.broker, frame, self.peer))
+            .block_on(handle_frame(
+                &self.broker,
+                frame,
+                self.peer,
+                "User:ANONYMOUS",
+            ))
             .expect("handled")
             .expect("answered")
     }

@@ -40,6 +40,9 @@ pub struct Context {
     pub runtime_stats: RuntimeStats,
     /// What the log cleaner threads report (`node::cleaner` fills them).
     pub cleaner_stats: Arc<crate::metrics::CleanerStats>,
+    /// The authorizer's rules (`authorizer.class.name` and its keys); `None`: no authorizer,
+    /// every principal may do everything.
+    pub authorizer: Option<Arc<crate::metadata::acl::AuthorizerRules>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -53,5 +56,17 @@ impl std::fmt::Debug for Context {
 impl Context {
     pub fn image(&self) -> Arc<MetadataImage> {
         self.cache.image()
+    }
+
+    /// The authorizer's rules `config` turns on, if any.
+    pub fn authorizer_of(
+        config: &BrokerConfig,
+    ) -> Option<Arc<crate::metadata::acl::AuthorizerRules>> {
+        config.authorizer.as_ref().map(|a| {
+            Arc::new(crate::metadata::acl::AuthorizerRules {
+                super_users: a.super_users.clone(),
+                allow_everyone_if_no_acl_found: a.allow_everyone_if_no_acl_found,
+            })
+        })
     }
 }

@@ -95,6 +95,10 @@ pub enum ApiError {
     NotController,
     #[error("cluster authorization failed")]
     ClusterAuthorizationFailed,
+    #[error("topic authorization failed")]
+    TopicAuthorizationFailed,
+    #[error("group authorization failed")]
+    GroupAuthorizationFailed,
     #[error("transactional id authorization failed")]
     TransactionalIdAuthorizationFailed,
     #[error("invalid transaction timeout")]
@@ -205,6 +209,8 @@ impl ApiError {
             UnknownServerError(_) => ResponseError::UnknownServerError,
             NotController => ResponseError::NotController,
             ClusterAuthorizationFailed => ResponseError::ClusterAuthorizationFailed,
+            TopicAuthorizationFailed => ResponseError::TopicAuthorizationFailed,
+            GroupAuthorizationFailed => ResponseError::GroupAuthorizationFailed,
             TransactionalIdAuthorizationFailed => ResponseError::TransactionalIdAuthorizationFailed,
             InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
             ConcurrentTransactions => ResponseError::ConcurrentTransactions,
@@ -408,6 +414,9 @@ mod tests {
             (ApiError::InvalidReplicationFactor(String::new()), 38),
             (ApiError::InvalidConfig(String::new()), 40),
             (ApiError::UnsupportedVersion, 35),
+            (ApiError::TopicAuthorizationFailed, 29),
+            (ApiError::GroupAuthorizationFailed, 30),
+            (ApiError::ClusterAuthorizationFailed, 31),
             (ApiError::UnsupportedEndpointType(String::new()), 115),
             (ApiError::OutOfOrderSequenceNumber(String::new()), 45),
             (ApiError::InvalidProducerEpoch(String::new()), 47),

@@ -106,7 +106,48 @@ pub const RESPONSE_LAYOUTS: &[Layout] = &[
     layout(ApiKey::WriteTxnMarkers,                1,  1,     1, WRITE_TXN_MARKERS_RESPONSE),
     layout(ApiKey::AddPartitionsToTxn,             0,  5,     3, ADD_PARTITIONS_TO_TXN_RESPONSE),
     layout(ApiKey::DescribeQuorum,                 0,  2,     0, DESCRIBE_QUORUM_RESPONSE),
+    layout(ApiKey::CreateAcls,                     1,  3,     2, CREATE_ACLS_RESPONSE),
+    layout(ApiKey::DeleteAcls,                     1,  3,     2, DELETE_ACLS_RESPONSE),
 ];
+
+// ---- CreateAcls (key 30): v1-v3, flexible from v2 (forwarded to the active controller) ----
+
+/// `CreateAclsResponse`
+const CREATE_ACLS_RESPONSE: Ty = Ty::Struct(&[
+    all(I32),                                 // throttle_time_ms
+    all(array(&CREATE_ACLS_CREATION_RESULT)), // results
+]);
+/// `AclCreationResult`
+const CREATE_ACLS_CREATION_RESULT: Ty = Ty::Struct(&[
+    all(I16),    // error_code
+    all(STRING), // error_message
+]);
+
+// ---- DeleteAcls (key 31): v1-v3, flexible from v2 (forwarded to the active controller) ----
+
+/// `DeleteAclsResponse`
+const DELETE_ACLS_RESPONSE: Ty = Ty::Struct(&[
+    all(I32),                               // throttle_time_ms
+    all(array(&DELETE_ACLS_FILTER_RESULT)), // filter_results
+]);
+/// `DeleteAclsFilterResult`
+const DELETE_ACLS_FILTER_RESULT: Ty = Ty::Struct(&[
+    all(I16),                              // error_code
+    all(STRING),                           // error_message
+    all(array(&DELETE_ACLS_MATCHING_ACL)), // matching_acls
+]);
+/// `DeleteAclsMatchingAcl`
+const DELETE_ACLS_MATCHING_ACL: Ty = Ty::Struct(&[
+    all(I16),    // error_code
+    all(STRING), // error_message
+    all(I8),     // resource_type
+    all(STRING), // resource_name
+    all(I8),     // pattern_type
+    all(STRING), // principal
+    all(STRING), // host
+    all(I8),     // operation
+    all(I8),     // permission_type
+]);
 
 // ---- Produce (key 0): v3-v13, flexible from v9 ----
 

@@ -493,17 +493,20 @@ impl BrokerConfig {
         } = kraft::parse(&raw, node_id, &log_dirs, &mut warnings)?;
         let security = security::parse(&raw, &listener.name, protocol)?;
         let authorizer = security::parse_authorizer(&raw)?;
-        if authorizer.is_some() {
-            // The authorizer's decisions and the ACLs' storage exist, but no request is checked
-            // against them yet: a broker started with an authorizer would let every principal
-            // do everything while its operator believes otherwise. Refuse rather than run open.
-            return Err(ConfigError::Invalid {
-                key: security::AUTHORIZER_CLASS_NAME.to_owned(),
-                value: security::STANDARD_AUTHORIZER.to_owned(),
-                reason: "ACLs are not enforced by this version of KafkaIQ yet; \
-                         remove the key (every principal may do everything)"
-                    .to_owned(),
-            });
+        if let Some(a) = &authorizer {
+            // Nodes reach each other's controller listener, and the inter-broker listener, as
+            // `User:ANONYMOUS` (neither authenticates between nodes yet): without it among the
+            // super users their heartbeats, AlterPartition and replica fetches are refused, as
+            // they are in Kafka with PLAINTEXT inter-node listeners.
+            if !kraft.standalone && !a.super_users.contains("User:ANONYMOUS") {
+                warnings.push(format!(
+                    "`{}` is set on a KRaft node whose nodes reach each other as {}; add it to \
+                     `{}` or the cluster's own requests are refused",
+                    security::AUTHORIZER_CLASS_NAME,
+                    "User:ANONYMOUS",
+                    security::SUPER_USERS
+                ));
+            }
         }
 
         let log = LogSettings::read(&r)?;
@@ -683,22 +686,21 @@ mod tests {
     }
 
     #[test]
-    fn an_authorizer_is_refused_at_startup_naming_the_key() {
+    fn an_unknown_authorizer_is_refused_at_startup_naming_the_key() {
         // Another class: refused by name.
         let e = validated("authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains("`authorizer.class.name`"), "{e}");
-        // The StandardAuthorizer: refused while no request is checked, never run open.
-        let e = validated(
-            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n",
+        // The StandardAuthorizer starts, with its keys.
+        let v = validated(
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+             super.users=User:admin;User:ANONYMOUS\n",
         )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("`authorizer.class.name`") && e.contains("not enforced"),
-            "{e}"
-        );
+        .unwrap();
+        let on = v.config.authorizer.as_ref().expect("authorizer on");
+        assert!(on.super_users.contains("User:admin"));
+        assert!(!on.allow_everyone_if_no_acl_found);
         // Unset: no authorizer, and its keys are known (no unknown-key warning).
         let v = validated("super.users=User:admin\n").unwrap();
         assert!(v.config.authorizer.is_none());
@@ -762,6 +764,21 @@ log.retention.check.interval.ms=300000\n";
         assert_eq!(v.config.listener.name, "PLAINTEXT");
         assert_eq!(v.config.listener.port, 9092);
         assert_eq!(v.config.advertised().host, "localhost");
+
+        // With an authorizer, the nodes' own principal must be a super user: warned when not.
+        let authorizer =
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n";
+        let v = validated(&format!("{text}{authorizer}super.users=User:admin\n")).unwrap();
+        assert!(
+            v.warnings.len() == 1 && v.warnings[0].contains("User:ANONYMOUS"),
+            "{:?}",
+            v.warnings
+        );
+        let v = validated(&format!(
+            "{text}{authorizer}super.users=User:admin;User:ANONYMOUS\n"
+        ))
+        .unwrap();
+        assert!(v.warnings.is_empty(), "{:?}", v.warnings);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! (`leadership`), partition reassignment (`reassignment`), and CreateAcls / DeleteAcls
 //! (`acls`).
 
-mod acls;
+pub mod acls;
 mod alter_partition;
 mod balancer;
 mod brokers;

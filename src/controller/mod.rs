@@ -427,6 +427,23 @@ impl ControllerChannel {
         .await
     }
 
+    /// CreateAcls; see [`decisions::acls::create_acls`].
+    pub async fn create_acls(
+        &self,
+        acls: Vec<crate::metadata::acl::Acl>,
+    ) -> Result<Vec<Result<(), ApiError>>, ApiError> {
+        self.call(|reply| Request::CreateAcls { acls, reply }).await
+    }
+
+    /// DeleteAcls; see [`decisions::acls::delete_acls`].
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<crate::metadata::acl::AclFilter>,
+    ) -> Result<Vec<request::AclDeletion>, ApiError> {
+        self.call(|reply| Request::DeleteAcls { filters, reply })
+            .await
+    }
+
     /// AlterPartitionReassignments; see [`decisions::alter_reassignments`].
     pub async fn alter_partition_reassignments(
         &self,

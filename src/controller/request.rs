@@ -79,6 +79,17 @@ pub(crate) enum Request {
         registration: BrokerRegistration,
         reply: Reply<usize>,
     },
+    /// CreateAcls: each creation's outcome, in order
+    /// ([`decisions::acls::create_acls`]).
+    CreateAcls {
+        acls: Vec<crate::metadata::acl::Acl>,
+        reply: Reply<Vec<Result<(), ApiError>>>,
+    },
+    /// DeleteAcls: each filter's matched ACLs, in order ([`decisions::acls::delete_acls`]).
+    DeleteAcls {
+        filters: Vec<crate::metadata::acl::AclFilter>,
+        reply: Reply<Vec<AclDeletion>>,
+    },
     AllocateProducerIds {
         broker_id: i32,
         reply: Reply<ProducerIdBlock>,
@@ -147,6 +158,10 @@ pub(crate) enum Request {
         more: Arc<std::sync::atomic::AtomicBool>,
     },
 }
+
+/// One DeleteAcls filter's outcome: the ACLs it removed, or why it was refused.
+pub(crate) type AclDeletion =
+    Result<Vec<(crate::metadata::acl::AclId, crate::metadata::acl::Acl)>, ApiError>;
 
 /// Answers a request once its pass is committed: with the committed image, or the commit error.
 pub(crate) type Finish = Box<dyn FnOnce(Result<&MetadataImage, &ApiError>) + Send>;
@@ -370,6 +385,34 @@ fn decide_records(
                 })
                 .count();
             Decided::commit(reply, Ok(records), move |_| led)
+        }
+        Request::CreateAcls { acls, reply } => {
+            let (mut results, records) = decisions::acls::create_acls(image, &acls, new_id);
+            Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    if let Err(e) = committed {
+                        for r in results.iter_mut().filter(|r| r.is_ok()) {
+                            *r = Err(e.clone());
+                        }
+                    }
+                    let _ = reply.send(Ok(results));
+                }),
+            }
+        }
+        Request::DeleteAcls { filters, reply } => {
+            let (mut results, records) = decisions::acls::delete_acls(image, &filters);
+            Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    if let Err(e) = committed {
+                        for r in results.iter_mut().filter(|r| r.is_ok()) {
+                            *r = Err(e.clone());
+                        }
+                    }
+                    let _ = reply.send(Ok(results));
+                }),
+            }
         }
         Request::AllocateProducerIds { broker_id, reply } => {
             let (records, block) = decisions::allocate_producer_ids(image, broker_id);
@@ -623,6 +666,8 @@ impl Request {
             | Request::AlterBrokerConfigs { .. }
             | Request::ReplaceConfigs { .. }
             | Request::AllocateProducerIds { .. }
+            | Request::CreateAcls { .. }
+            | Request::DeleteAcls { .. }
             | Request::BootstrapClusterId { .. } => (CauseKind::Unknown, -1),
         }
     }
@@ -641,6 +686,8 @@ impl Request {
                 | Request::AlterBrokerConfigs { .. }
                 | Request::ElectLeaders { .. }
                 | Request::AlterPartitionReassignments { .. }
+                | Request::CreateAcls { .. }
+                | Request::DeleteAcls { .. }
         )
     }
 
@@ -658,6 +705,8 @@ impl Request {
             Request::AlterPartitionReassignments { reply, .. } => drop(reply.send(Err(error))),
             Request::RegisterBroker { reply, .. } => drop(reply.send(Err(error))),
             Request::AllocateProducerIds { reply, .. } => drop(reply.send(Err(error))),
+            Request::CreateAcls { reply, .. } => drop(reply.send(Err(error))),
+            Request::DeleteAcls { reply, .. } => drop(reply.send(Err(error))),
             Request::BrokerRegistration { reply, .. } => drop(reply.send(Err(error))),
             Request::BrokerHeartbeat { reply, .. } => drop(reply.send(Err(error))),
             Request::AlterPartition { reply, .. } => drop(reply.send(Err(error))),

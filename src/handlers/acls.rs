@@ -2,12 +2,23 @@
 //!
 //! With no authorizer configured Kafka answers every ACL request SECURITY_DISABLED (its
 //! `AclApis`): the whole DescribeAcls, each creation and each deletion filter, so that
-//! `kafka-acls` says security is disabled rather than that the API is unknown. KafkaIQ runs
-//! without an authorizer (`authorizer.class.name` is refused at startup until requests are
-//! checked against ACLs), so these answers are the whole of what the APIs do for now.
+//! `kafka-acls` says security is disabled rather than that the API is unknown.
+//!
+//! With the `StandardAuthorizer` (`authorizer.class.name`), the caller needs DESCRIBE on the
+//! cluster for DescribeAcls and ALTER for CreateAcls / DeleteAcls (checked by
+//! `server::dispatch` before these run, [`super::authz::cluster_operation`]). DescribeAcls
+//! answers from the broker's image, grouped by resource pattern as Kafka groups them;
+//! CreateAcls and DeleteAcls are decided by the active controller
+//! (`controller::decisions::acls`), reached like the other metadata changes (forwarded when
+//! this node is not the active controller).
+
+use std::collections::BTreeMap;
 
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
-use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
+use kafka_protocol::messages::delete_acls_response::{
+    DeleteAclsFilterResult, DeleteAclsMatchingAcl,
+};
+use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::{
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
     DescribeAclsRequest, DescribeAclsResponse, ResponseKind,
@@ -16,12 +27,184 @@ use kafka_protocol::protocol::StrBytes;
 
 use kafka_protocol::ResponseError;
 
+use crate::controller::ControllerChannel;
+use crate::errors::ApiError;
+use crate::metadata::acl::{
+    Acl, AclFilter, AclOperation, AclPermissionType, PatternType, ResourceType,
+};
+use crate::metadata::MetadataImage;
+
 /// Kafka's messages for SECURITY_DISABLED: DescribeAcls has its own wording.
 const NO_AUTHORIZER: &str = "No Authorizer is configured.";
 const NO_AUTHORIZER_ON_BROKER: &str = "No Authorizer is configured on the broker";
 
 fn security_disabled() -> i16 {
     ResponseError::SecurityDisabled.code()
+}
+
+fn filter_of(
+    resource_type: i8,
+    resource_name: Option<&StrBytes>,
+    pattern_type: i8,
+    principal: Option<&StrBytes>,
+    host: Option<&StrBytes>,
+    operation: i8,
+    permission_type: i8,
+) -> AclFilter {
+    AclFilter {
+        resource_type: ResourceType::from_code(resource_type),
+        resource_name: resource_name.map(|s| s.to_string()),
+        pattern_type: PatternType::from_code(pattern_type),
+        principal: principal.map(|s| s.to_string()),
+        host: host.map(|s| s.to_string()),
+        operation: AclOperation::from_code(operation),
+        permission_type: AclPermissionType::from_code(permission_type),
+    }
+}
+
+/// DescribeAcls with an authorizer: the image's ACLs the filter matches, grouped by resource
+/// pattern. A filter with an UNKNOWN code is refused INVALID_REQUEST, as Kafka's
+/// `DescribeAclsRequest` validates it.
+pub fn describe_with(image: &MetadataImage, request: DescribeAclsRequest) -> ResponseKind {
+    let filter = filter_of(
+        request.resource_type_filter,
+        request.resource_name_filter.as_ref(),
+        request.pattern_type_filter,
+        request.principal_filter.as_ref(),
+        request.host_filter.as_ref(),
+        request.operation,
+        request.permission_type,
+    );
+    if filter.resource_type == ResourceType::Unknown
+        || filter.pattern_type == PatternType::Unknown
+        || filter.operation == AclOperation::Unknown
+        || filter.permission_type == AclPermissionType::Unknown
+    {
+        let e = ApiError::InvalidRequest("The filter contains an UNKNOWN element".into());
+        return ResponseKind::DescribeAcls(
+            DescribeAclsResponse::default()
+                .with_error_code(e.code())
+                .with_error_message(Some(StrBytes::from_string(e.message()))),
+        );
+    }
+    let mut grouped: BTreeMap<(i8, String, i8), Vec<AclDescription>> = BTreeMap::new();
+    for acl in image.acls.values().filter(|a| filter.matches(a)) {
+        grouped
+            .entry((
+                acl.resource_type.code(),
+                acl.resource_name.clone(),
+                acl.pattern_type.code(),
+            ))
+            .or_default()
+            .push(
+                AclDescription::default()
+                    .with_principal(StrBytes::from_string(acl.principal.clone()))
+                    .with_host(StrBytes::from_string(acl.host.clone()))
+                    .with_operation(acl.operation.code())
+                    .with_permission_type(acl.permission_type.code()),
+            );
+    }
+    let resources = grouped
+        .into_iter()
+        .map(|((t, name, p), acls)| {
+            DescribeAclsResource::default()
+                .with_resource_type(t)
+                .with_resource_name(StrBytes::from_string(name))
+                .with_pattern_type(p)
+                .with_acls(acls)
+        })
+        .collect();
+    ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_resources(resources))
+}
+
+fn error_message(e: &ApiError) -> Option<StrBytes> {
+    Some(StrBytes::from_string(e.message()))
+}
+
+/// CreateAcls with an authorizer: the creations decided by the active controller.
+pub async fn create_with(
+    controller: &ControllerChannel,
+    request: CreateAclsRequest,
+) -> ResponseKind {
+    let acls: Vec<Acl> = request
+        .creations
+        .iter()
+        .map(|c| Acl {
+            resource_type: ResourceType::from_code(c.resource_type),
+            resource_name: c.resource_name.to_string(),
+            pattern_type: PatternType::from_code(c.resource_pattern_type),
+            principal: c.principal.to_string(),
+            host: c.host.to_string(),
+            operation: AclOperation::from_code(c.operation),
+            permission_type: AclPermissionType::from_code(c.permission_type),
+        })
+        .collect();
+    let count = acls.len();
+    let outcomes = match controller.create_acls(acls).await {
+        Ok(outcomes) => outcomes,
+        Err(e) => vec![Err(e); count],
+    };
+    let results = outcomes
+        .iter()
+        .map(|o| match o {
+            Ok(()) => AclCreationResult::default(),
+            Err(e) => AclCreationResult::default()
+                .with_error_code(e.code())
+                .with_error_message(error_message(e)),
+        })
+        .collect();
+    ResponseKind::CreateAcls(CreateAclsResponse::default().with_results(results))
+}
+
+/// DeleteAcls with an authorizer: each filter's deletions decided by the active controller.
+pub async fn delete_with(
+    controller: &ControllerChannel,
+    request: DeleteAclsRequest,
+) -> ResponseKind {
+    let filters: Vec<AclFilter> = request
+        .filters
+        .iter()
+        .map(|f| {
+            filter_of(
+                f.resource_type_filter,
+                f.resource_name_filter.as_ref(),
+                f.pattern_type_filter,
+                f.principal_filter.as_ref(),
+                f.host_filter.as_ref(),
+                f.operation,
+                f.permission_type,
+            )
+        })
+        .collect();
+    let count = filters.len();
+    let outcomes = match controller.delete_acls(filters).await {
+        Ok(outcomes) => outcomes,
+        Err(e) => vec![Err(e); count],
+    };
+    let results = outcomes
+        .into_iter()
+        .map(|o| match o {
+            Ok(matched) => DeleteAclsFilterResult::default().with_matching_acls(
+                matched
+                    .into_iter()
+                    .map(|(_, acl)| {
+                        DeleteAclsMatchingAcl::default()
+                            .with_resource_type(acl.resource_type.code())
+                            .with_resource_name(StrBytes::from_string(acl.resource_name))
+                            .with_pattern_type(acl.pattern_type.code())
+                            .with_principal(StrBytes::from_string(acl.principal))
+                            .with_host(StrBytes::from_string(acl.host))
+                            .with_operation(acl.operation.code())
+                            .with_permission_type(acl.permission_type.code())
+                    })
+                    .collect(),
+            ),
+            Err(e) => DeleteAclsFilterResult::default()
+                .with_error_code(e.code())
+                .with_error_message(error_message(&e)),
+        })
+        .collect();
+    ResponseKind::DeleteAcls(DeleteAclsResponse::default().with_filter_results(results))
 }
 
 pub fn describe(_version: i16, _request: DescribeAclsRequest) -> ResponseKind {

@@ -7,6 +7,11 @@
 //! A topic the image does not know answers UNKNOWN_TOPIC_OR_PARTITION and the others in the
 //! same transaction OPERATION_NOT_ATTEMPTED, as in Kafka; otherwise every partition gets the
 //! transaction's outcome.
+//!
+//! With an authorizer (Kafka's `handleAddPartitionsToTxnRequest`): v0-3 need WRITE on the
+//! transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and on
+//! each topic (else TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED); v4+, from
+//! brokers, need CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 
 use std::collections::BTreeSet;
 
@@ -18,6 +23,7 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ResponseKind, TransactionalId,
 };
 
+use super::authz::{Op, RequestAuth, Resource};
 use crate::errors::{code_of, ApiError};
 use crate::metadata::MetadataImage;
 use crate::txn::state::TRANSACTION_VERSION_2;
@@ -98,12 +104,46 @@ async fn one(
 }
 
 pub async fn handle(
+    auth: &RequestAuth,
     txns: &TxnService,
     image: &MetadataImage,
     version: i16,
     request: AddPartitionsToTxnRequest,
 ) -> ResponseKind {
     let mut response = AddPartitionsToTxnResponse::default();
+    if version <= 3 && auth.is_enabled() {
+        let topics = &request.v3_and_below_topics;
+        let refused = if !auth.allows(
+            Resource::TransactionalId,
+            request.v3_and_below_transactional_id.as_str(),
+            Op::Write,
+        ) {
+            Some(topic_results(topics, |_, _| {
+                ApiError::TransactionalIdAuthorizationFailed.code()
+            }))
+        } else if topics
+            .iter()
+            .any(|t| !auth.allows(Resource::Topic, t.name.as_str(), Op::Write))
+        {
+            Some(topic_results(topics, |t, _| {
+                if auth.allows(Resource::Topic, t, Op::Write) {
+                    ApiError::OperationNotAttempted.code()
+                } else {
+                    ApiError::TopicAuthorizationFailed.code()
+                }
+            }))
+        } else {
+            None
+        };
+        if let Some(results) = refused {
+            response.results_by_topic_v3_and_below = results;
+            return ResponseKind::AddPartitionsToTxn(response);
+        }
+    }
+    if version >= 4 && !auth.allows_cluster(Op::ClusterAction) {
+        response.error_code = ApiError::ClusterAuthorizationFailed.code();
+        return ResponseKind::AddPartitionsToTxn(response);
+    }
     if version <= 3 {
         response.results_by_topic_v3_and_below = one(
             txns,

@@ -100,6 +100,9 @@ pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::BrokerHeartbeat, 0, 1),
     (ApiKey::AllocateProducerIds, 0, 0),
     (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// Whether a request version is served. Produce v0-2 are advertised but not served.

@@ -2,7 +2,8 @@
 //! assignment and leaves.
 //!
 //! The group coordinator ([`crate::group`]) decides, against the metadata image the member's
-//! subscription is resolved in; this handler only passes the request on.
+//! subscription is resolved in; this handler only passes the request on, once the caller may
+//! READ the group (else GROUP_AUTHORIZATION_FAILED, with an authorizer).
 
 use std::sync::Arc;
 
@@ -11,11 +12,13 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ResponseKind,
 };
 
+use super::authz::{Op, RequestAuth, Resource};
 use crate::group::service::{Caller, GroupService};
 use crate::group::GroupRequest;
 use crate::metadata::MetadataImage;
 
 pub async fn handle(
+    auth: &RequestAuth,
     groups: &GroupService,
     image: Arc<MetadataImage>,
     caller: Caller,
@@ -26,6 +29,12 @@ pub async fn handle(
         return ResponseKind::ConsumerGroupHeartbeat(
             ConsumerGroupHeartbeatResponse::default()
                 .with_error_code(ResponseError::UnsupportedVersion.code()),
+        );
+    }
+    if !auth.allows(Resource::Group, request.group_id.as_str(), Op::Read) {
+        return ResponseKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
         );
     }
     groups

@@ -2,6 +2,7 @@
 //! brokers (with rack) at their endpoint of the client's listener; v2's
 //! `include_fenced_brokers` adds the fenced ones, marked `is_fenced` (KIP-1073).
 
+use super::authz::{RequestAuth, Resource, CLUSTER_NAME};
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{
     BrokerId, DescribeClusterRequest, DescribeClusterResponse, ResponseKind,
@@ -18,7 +19,9 @@ const ENDPOINT_TYPE_BROKERS: i8 = 1;
 const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
 /// `listener`: the client's (`handlers::client_listener`), whose endpoints are answered.
+/// KIP-430: the caller's authorized operations on the cluster when asked for.
 pub fn handle(
+    auth: &RequestAuth,
     image: &MetadataImage,
     listener: &str,
     version: i16,
@@ -46,6 +49,11 @@ pub fn handle(
         .with_cluster_id(str_bytes(&image.cluster_id))
         .with_controller_id(BrokerId(image.controller_id))
         .with_brokers(brokers);
+    response.cluster_authorized_operations = auth.operations_if(
+        request.include_cluster_authorized_operations,
+        Resource::Cluster,
+        CLUSTER_NAME,
+    );
     if version >= 1 {
         response.endpoint_type = request.endpoint_type;
         if request.endpoint_type != ENDPOINT_TYPE_BROKERS {

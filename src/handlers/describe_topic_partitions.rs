@@ -15,6 +15,7 @@
 //! - per partition: leader (-1 unless alive with the client's listener), leader epoch, replicas,
 //!   ISR, offline replicas, and empty eligible leader replica lists (no KIP-966 ELR here).
 
+use super::authz::{Op, RequestAuth, Resource};
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
 };
@@ -31,17 +32,22 @@ use crate::errors::ApiError;
 use crate::limits::DESCRIBE_TOPIC_PARTITIONS_PER_RESPONSE_MAX;
 use crate::metadata::{MetadataImage, TopicImage};
 
+/// With an authorizer, a topic the caller may not DESCRIBE is answered
+/// TOPIC_AUTHORIZATION_FAILED when named, and left out of a listing of all topics (Kafka's
+/// `DescribeTopicPartitionsRequestHandler`).
 pub fn handle(
+    auth: &RequestAuth,
     image: &MetadataImage,
     listener: &str,
     _version: i16,
     request: DescribeTopicPartitionsRequest,
 ) -> ResponseKind {
-    ResponseKind::DescribeTopicPartitions(describe(image, listener, &request))
+    ResponseKind::DescribeTopicPartitions(describe(auth, image, listener, &request))
 }
 
 /// The response for `request` against `image`, with endpoints of `listener`.
 pub fn describe(
+    auth: &RequestAuth,
     image: &MetadataImage,
     listener: &str,
     request: &DescribeTopicPartitionsRequest,
@@ -84,6 +90,17 @@ pub fn describe(
             // The next page starts with this topic, whether or not it exists.
             response.next_cursor = Some(cursor_at(name, 0));
             break;
+        }
+        if !auth.allows(Resource::Topic, name, Op::Describe) {
+            if !fetch_all {
+                response.topics.push(
+                    DescribeTopicPartitionsResponseTopic::default()
+                        .with_error_code(ApiError::TopicAuthorizationFailed.code())
+                        .with_name(Some(topic_name(name)))
+                        .with_topic_id(Uuid::nil()),
+                );
+            }
+            continue;
         }
         let Some(topic) = image.topic(name) else {
             if !fetch_all {

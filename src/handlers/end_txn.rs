@@ -3,6 +3,8 @@
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, ResponseKind};
 
+use super::authz::{Op, RequestAuth, Resource};
+use crate::errors::ApiError;
 use crate::txn::state::TRANSACTION_VERSION_2;
 use crate::txn::{TxnResult, TxnService};
 
@@ -10,7 +12,26 @@ use crate::txn::{TxnResult, TxnService};
 /// producer id and epoch are what the client continues with.
 const TRANSACTION_VERSION_2_FROM: i16 = 5;
 
-pub async fn handle(txns: &TxnService, version: i16, request: EndTxnRequest) -> ResponseKind {
+/// With an authorizer the caller needs WRITE on the transactional id (else
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the transaction untouched).
+pub async fn handle(
+    auth: &RequestAuth,
+    txns: &TxnService,
+    version: i16,
+    request: EndTxnRequest,
+) -> ResponseKind {
+    if !auth.allows(
+        Resource::TransactionalId,
+        request.transactional_id.as_str(),
+        Op::Write,
+    ) {
+        return ResponseKind::EndTxn(
+            EndTxnResponse::default()
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1)
+                .with_error_code(ApiError::TransactionalIdAuthorizationFailed.code()),
+        );
+    }
     let transaction_version = if version >= TRANSACTION_VERSION_2_FROM {
         TRANSACTION_VERSION_2
     } else {

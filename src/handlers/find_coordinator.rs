@@ -5,6 +5,10 @@
 //! (`Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`). The topic is created on first
 //! use through the controller, as Kafka does. The coordinator of a transactional id (key type
 //! 1) is likewise the leader of its `__transaction_state` partition.
+//!
+//! With an authorizer the caller needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED)
+//! or the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), checked before the
+//! internal topic is created.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{
@@ -12,6 +16,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use super::authz::{Op, RequestAuth, Resource};
 use super::str_bytes;
 use crate::group::service::GroupService;
 use crate::group::OFFSETS_TOPIC_NAME;
@@ -29,6 +34,7 @@ struct Found {
 }
 
 async fn find(
+    auth: &RequestAuth,
     groups: &GroupService,
     txns: &TxnService,
     listener: &str,
@@ -36,6 +42,21 @@ async fn find(
     key: &str,
 ) -> Result<Found, (i16, String)> {
     let fail = |e: ResponseError, msg: &str| Err((e.code(), msg.to_owned()));
+    match key_type {
+        KEY_TYPE_GROUP if !auth.allows(Resource::Group, key, Op::Describe) => {
+            return fail(
+                ResponseError::GroupAuthorizationFailed,
+                "Not authorized to access group",
+            )
+        }
+        KEY_TYPE_TRANSACTION if !auth.allows(Resource::TransactionalId, key, Op::Describe) => {
+            return fail(
+                ResponseError::TransactionalIdAuthorizationFailed,
+                "Transactional Id authorization failed.",
+            )
+        }
+        _ => {}
+    }
     let (topic, ensured, partition) = match key_type {
         KEY_TYPE_GROUP => (
             OFFSETS_TOPIC_NAME,
@@ -81,6 +102,7 @@ async fn find(
 
 /// `listener`: the client's (`handlers::client_listener`), whose endpoint is answered.
 pub async fn handle(
+    auth: &RequestAuth,
     groups: &GroupService,
     txns: &TxnService,
     listener: &str,
@@ -96,23 +118,25 @@ pub async fn handle(
         let mut coordinators = Vec::with_capacity(request.coordinator_keys.len());
         for key in &request.coordinator_keys {
             let c = Coordinator::default().with_key(key.clone());
-            coordinators.push(match find(groups, txns, listener, key_type, key).await {
-                Ok(f) => c
-                    .with_node_id(BrokerId(f.node_id))
-                    .with_host(str_bytes(&f.host))
-                    .with_port(f.port),
-                Err((code, msg)) => c
-                    .with_node_id(BrokerId(-1))
-                    .with_port(-1)
-                    .with_error_code(code)
-                    .with_error_message(Some(str_bytes(&msg))),
-            });
+            coordinators.push(
+                match find(auth, groups, txns, listener, key_type, key).await {
+                    Ok(f) => c
+                        .with_node_id(BrokerId(f.node_id))
+                        .with_host(str_bytes(&f.host))
+                        .with_port(f.port),
+                    Err((code, msg)) => c
+                        .with_node_id(BrokerId(-1))
+                        .with_port(-1)
+                        .with_error_code(code)
+                        .with_error_message(Some(str_bytes(&msg))),
+                },
+            );
         }
         return ResponseKind::FindCoordinator(
             FindCoordinatorResponse::default().with_coordinators(coordinators),
         );
     }
-    let response = match find(groups, txns, listener, key_type, &request.key).await {
+    let response = match find(auth, groups, txns, listener, key_type, &request.key).await {
         Ok(f) => FindCoordinatorResponse::default()
             .with_node_id(BrokerId(f.node_id))
             .with_host(str_bytes(&f.host))

@@ -8,11 +8,17 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
 };
 
+use super::authz::{Op, RequestAuth, Resource};
 use crate::controller::ControllerChannel;
+use crate::errors::ApiError;
 use crate::producer_ids::ProducerIdManager;
 use crate::txn::TxnService;
 
+/// With an authorizer (Kafka's `handleInitProducerIdRequest`): a transactional id needs WRITE
+/// on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
+/// IDEMPOTENT_WRITE on the cluster or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED).
 pub async fn handle(
+    auth: &RequestAuth,
     producer_ids: &ProducerIdManager,
     txns: &TxnService,
     controller: &ControllerChannel,
@@ -22,6 +28,21 @@ pub async fn handle(
     let mut response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
+    let refused = match &request.transactional_id {
+        Some(id) if !auth.allows(Resource::TransactionalId, id.as_str(), Op::Write) => {
+            Some(ApiError::TransactionalIdAuthorizationFailed)
+        }
+        None if !(auth.allows_cluster(Op::IdempotentWrite)
+            || auth.allows_any(Resource::Topic, Op::Write)) =>
+        {
+            Some(ApiError::ClusterAuthorizationFailed)
+        }
+        _ => None,
+    };
+    if let Some(e) = refused {
+        response.error_code = e.code();
+        return ResponseKind::InitProducerId(response);
+    }
     let result = match &request.transactional_id {
         None => producer_ids.next_id(controller).await.map(|id| (id, 0)),
         Some(id) => {

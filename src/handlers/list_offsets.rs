@@ -6,6 +6,7 @@
 //! replica id -1, reads up to the high watermark, or the last stable offset at read_committed; a
 //! follower, replica id >= 0, to the log end).
 
+use super::authz::{Op, RequestAuth, Resource};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -22,14 +23,24 @@ use crate::replica::{FetchIsolation, ReplicaManager, TopicPartition};
 /// Answers on a blocking thread: a lookup by timestamp reads index files and may decompress a
 /// batch, which must not hold a tokio worker (the replica fetchers, heartbeats and the Raft
 /// transport share them).
+/// With an authorizer, the partitions of a topic the caller may not DESCRIBE are answered
+/// TOPIC_AUTHORIZATION_FAILED (Kafka's `handleListOffsetRequest`).
 pub async fn handle(
+    auth: &RequestAuth,
     cache: &Arc<MetadataCache>,
     replicas: &Arc<ReplicaManager>,
     version: i16,
     request: ListOffsetsRequest,
 ) -> ResponseKind {
     let (cache, replicas) = (cache.clone(), replicas.clone());
-    tokio::task::spawn_blocking(move || answer(&cache, &replicas, version, request))
+    let denied: HashSet<String> = request
+        .topics
+        .iter()
+        .map(|t| t.name.0.as_str())
+        .filter(|name| !auth.allows(Resource::Topic, name, Op::Describe))
+        .map(str::to_owned)
+        .collect();
+    tokio::task::spawn_blocking(move || answer(&cache, &replicas, version, request, &denied))
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
@@ -56,6 +67,7 @@ fn answer(
     replicas: &ReplicaManager,
     version: i16,
     request: ListOffsetsRequest,
+    denied: &HashSet<String>,
 ) -> ResponseKind {
     // A follower reads to the log end; a client to the high watermark, or at read_committed to
     // the last stable offset (v2+; older versions decode READ_UNCOMMITTED).
@@ -84,7 +96,9 @@ fn answer(
                     };
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
-                    let found = if duplicates.contains(&(name.clone(), p.partition_index)) {
+                    let found = if denied.contains(&name) {
+                        Err(ApiError::TopicAuthorizationFailed)
+                    } else if duplicates.contains(&(name.clone(), p.partition_index)) {
                         Err(ApiError::InvalidRequest(format!(
                             "partition {tp} named more than once"
                         )))

@@ -2,6 +2,7 @@
 //! state, producer id, how long they have run (v1) and an id pattern (v2), as
 //! `kafka-transactions.sh list` and `find-hanging` ask.
 
+use super::authz::{Op, RequestAuth, Resource};
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
     ListTransactionsRequest, ListTransactionsResponse, ProducerId, ResponseKind, TransactionalId,
@@ -11,7 +12,10 @@ use super::str_bytes;
 use crate::errors::ApiError;
 use crate::txn::{TxnService, TxnState};
 
+/// With an authorizer only the transactional ids the caller may DESCRIBE are listed, unless it
+/// may DESCRIBE the cluster (Kafka's `handleListTransactionsRequest`).
 pub fn handle(
+    auth: &RequestAuth,
     txns: &TxnService,
     now_ms: i64,
     version: i16,
@@ -49,6 +53,11 @@ pub fn handle(
             response.transaction_states = list
                 .into_iter()
                 .filter(|v| states.is_empty() || states.contains(&v.state))
+                .filter(|v| {
+                    !auth.is_enabled()
+                        || auth.allows_cluster(Op::Describe)
+                        || auth.allows(Resource::TransactionalId, &v.transactional_id, Op::Describe)
+                })
                 .filter(|v| {
                     request.producer_id_filters.is_empty()
                         || request

@@ -18,6 +18,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Resp
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use super::authz::{Op, RequestAuth, Resource, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_NAME};
 use super::{alive_endpoint, str_bytes, topic_name};
 use crate::controller::decisions::validate_topic_name;
 use crate::controller::{ControllerChannel, CreateTopicSpec};
@@ -127,7 +128,14 @@ fn distinct_topics(list: Vec<MetadataRequestTopic>) -> Vec<MetadataRequestTopic>
 
 /// `cache`: read again after an auto-creation; `listener`: the client's
 /// (`handlers::client_listener`); `auto_create_topics_enable`: the broker's key of that name.
+///
+/// With an authorizer (Kafka's `KafkaApis#handleTopicMetadataRequest`): all topics means those
+/// the caller may DESCRIBE; a topic asked for that it may not DESCRIBE, or that does not exist
+/// and would be auto-created without CREATE on the cluster or the topic, is answered
+/// TOPIC_AUTHORIZATION_FAILED. KIP-430's authorized operations are answered when asked for
+/// (v8+ topics, v8–10 cluster).
 pub async fn handle(
+    auth: &RequestAuth,
     cache: &MetadataCache,
     controller: &ControllerChannel,
     listener: &str,
@@ -148,6 +156,7 @@ pub async fn handle(
         None => image
             .topics
             .values()
+            .filter(|t| auth.allows(Resource::Topic, &t.name, Op::Describe))
             .map(|t| topic_response(&image, t, version, listener))
             .collect(),
         Some(list) => {
@@ -163,6 +172,13 @@ pub async fn handle(
                 let Some(name) = name else {
                     // By id (v10+).
                     match image.topic_by_id(&wanted.topic_id) {
+                        Some(t) if !auth.allows(Resource::Topic, &t.name, Op::Describe) => out
+                            .push(error_topic(
+                                None,
+                                wanted.topic_id,
+                                ResponseError::TopicAuthorizationFailed,
+                                version,
+                            )),
                         Some(t) => out.push(topic_response(&image, t, version, listener)),
                         None => out.push(error_topic(
                             None,
@@ -173,6 +189,15 @@ pub async fn handle(
                     }
                     continue;
                 };
+                if !auth.allows(Resource::Topic, &name, Op::Describe) {
+                    out.push(error_topic(
+                        Some(&name),
+                        Uuid::nil(),
+                        ResponseError::TopicAuthorizationFailed,
+                        version,
+                    ));
+                    continue;
+                }
                 if let Some(t) = image.topic(&name) {
                     out.push(topic_response(&image, t, version, listener));
                     continue;
@@ -191,6 +216,17 @@ pub async fn handle(
                         Some(&name),
                         Uuid::nil(),
                         ResponseError::UnknownTopicOrPartition,
+                        version,
+                    ));
+                    continue;
+                }
+                if !(auth.allows_cluster(Op::Create)
+                    || auth.allows(Resource::Topic, &name, Op::Create))
+                {
+                    out.push(error_topic(
+                        Some(&name),
+                        Uuid::nil(),
+                        ResponseError::TopicAuthorizationFailed,
                         version,
                     ));
                     continue;
@@ -234,9 +270,29 @@ pub async fn handle(
             Some(rb)
         })
         .collect();
+    let mut topics = topics;
+    if version >= 8 {
+        for t in &mut topics {
+            t.topic_authorized_operations = match (&t.name, t.error_code) {
+                (Some(name), 0) => auth.operations_if(
+                    request.include_topic_authorized_operations,
+                    Resource::Topic,
+                    name.0.as_str(),
+                ),
+                _ => AUTHORIZED_OPERATIONS_OMITTED,
+            };
+        }
+    }
     let mut response = MetadataResponse::default()
         .with_brokers(brokers)
         .with_topics(topics);
+    if (8..=10).contains(&version) {
+        response.cluster_authorized_operations = auth.operations_if(
+            request.include_cluster_authorized_operations,
+            Resource::Cluster,
+            CLUSTER_NAME,
+        );
+    }
     if version >= 1 {
         response.controller_id = BrokerId(image.controller_id);
     }

@@ -19,6 +19,7 @@ pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
 pub mod api_versions;
+pub mod authz;
 pub mod broker_lifecycle;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;

@@ -14,18 +14,51 @@ use kafka_protocol::messages::{
     OffsetCommitRequest, OffsetCommitResponse, ResponseKind, TopicName,
 };
 
+use super::authz::{Op, RequestAuth, Resource};
 use crate::errors::ApiError;
 use crate::group::service::{Caller, GroupService};
 use crate::group::{GroupRequest, GroupResponse};
 use crate::metadata::MetadataImage;
 
 pub async fn handle(
+    auth: &RequestAuth,
     groups: &GroupService,
     image: &MetadataImage,
     caller: Caller,
     mut request: OffsetCommitRequest,
 ) -> ResponseKind {
+    if !auth.allows(Resource::Group, request.group_id.as_str(), Op::Read) {
+        let all: Vec<(TopicName, Vec<i32>, i16)> = request
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.partitions.iter().map(|p| p.partition_index).collect(),
+                    ApiError::GroupAuthorizationFailed.code(),
+                )
+            })
+            .collect();
+        return ResponseKind::OffsetCommit(merge_refused(OffsetCommitResponse::default(), all));
+    }
+    let mut refused: Vec<(TopicName, Vec<i32>, i16)> = Vec::new();
+    if auth.is_enabled() {
+        request.topics.retain(|t| {
+            let allowed = auth.allows(Resource::Topic, t.name.as_str(), Op::Read);
+            if !allowed {
+                refused.push((
+                    t.name.clone(),
+                    t.partitions.iter().map(|p| p.partition_index).collect(),
+                    ApiError::TopicAuthorizationFailed.code(),
+                ));
+            }
+            allowed
+        });
+    }
     let unknown = take_unknown_partitions(image, &mut request);
+    let error = ApiError::UnknownTopicOrPartition.code();
+    refused.extend(unknown.into_iter().map(|(t, p)| (t, p, error)));
+    let unknown = refused;
     if unknown.is_empty() {
         return groups
             .call(caller, GroupRequest::OffsetCommit(request))
@@ -42,7 +75,7 @@ pub async fn handle(
             other => return other.into_response_kind(),
         }
     }
-    ResponseKind::OffsetCommit(merge_unknown(response, unknown))
+    ResponseKind::OffsetCommit(merge_refused(response, unknown))
 }
 
 /// Removes from `request` every partition `image` does not have and returns them, by topic in
@@ -72,14 +105,27 @@ fn take_unknown_partitions(
 
 /// The answer: the unknown partitions first, then the coordinator's, a topic answered by both
 /// keeping its place, as Kafka's `OffsetCommitResponse.Builder` merges them.
+#[cfg(test)]
 fn merge_unknown(
     response: OffsetCommitResponse,
     unknown: Vec<(TopicName, Vec<i32>)>,
 ) -> OffsetCommitResponse {
     let error = ApiError::UnknownTopicOrPartition.code();
-    let mut topics: Vec<OffsetCommitResponseTopic> = unknown
+    merge_refused(
+        response,
+        unknown.into_iter().map(|(t, p)| (t, p, error)).collect(),
+    )
+}
+
+/// The answer: the refused partitions (each topic's with its error) first, then the
+/// coordinator's, a topic answered by both keeping its place.
+fn merge_refused(
+    response: OffsetCommitResponse,
+    refused: Vec<(TopicName, Vec<i32>, i16)>,
+) -> OffsetCommitResponse {
+    let mut topics: Vec<OffsetCommitResponseTopic> = refused
         .into_iter()
-        .map(|(name, partitions)| {
+        .map(|(name, partitions, error)| {
             OffsetCommitResponseTopic::default()
                 .with_name(name)
                 .with_partitions(

@@ -23,6 +23,7 @@ mod response;
 
 use kafka_protocol::messages::{ProduceRequest, ResponseKind};
 
+use super::authz::{Op, RequestAuth, Resource};
 use crate::clock::Clock;
 use crate::metadata::MetadataCache;
 use std::collections::HashMap;
@@ -60,13 +61,20 @@ pub enum ProduceReply {
     CloseConnection,
 }
 
+/// With an authorizer (Kafka's `handleProduceRequest`): a transactional produce needs WRITE on
+/// its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition, nothing
+/// appended); each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 pub async fn handle(
+    auth: &RequestAuth,
     services: ProduceServices<'_>,
     version: i16,
     request: ProduceRequest,
 ) -> ProduceReply {
     let image = services.cache.image();
     let txn_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
+    let txn_allowed = txn_id
+        .as_ref()
+        .is_none_or(|id| auth.allows(Resource::TransactionalId, id, Op::Write));
     let topics: Vec<TopicRecords<'_>> = request
         .topic_data
         .iter()
@@ -87,9 +95,17 @@ pub async fn handle(
                     records: pd.records.as_deref(),
                 })
                 .collect();
+            let refused = if !txn_allowed {
+                Some(ApiError::TransactionalIdAuthorizationFailed)
+            } else if known && !auth.allows(Resource::Topic, &name, Op::Write) {
+                Some(ApiError::TopicAuthorizationFailed)
+            } else {
+                None
+            };
             TopicRecords {
                 name,
                 known,
+                refused,
                 partitions,
             }
         })
@@ -141,7 +157,7 @@ async fn verify_transactions(
 ) -> HashMap<TopicPartition, Result<VerificationGuard, ApiError>> {
     let mut producer = None;
     let mut guards = Vec::new();
-    for topic in topics.iter().filter(|t| t.known) {
+    for topic in topics.iter().filter(|t| t.known && t.refused.is_none()) {
         for pd in &topic.partitions {
             let Some((producer_id, producer_epoch)) = pd.records.and_then(transactional_producer)
             else {

@@ -8,6 +8,8 @@
 
 use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest};
 
+use super::authz::{Op, RequestAuth, Resource};
+use crate::errors::ApiError;
 use crate::group::service::{Caller, GroupService};
 use crate::group::{txn_offset_commit_all, GroupRequest};
 use crate::txn::TxnService;
@@ -15,12 +17,36 @@ use crate::txn::TxnService;
 /// The first TxnOffsetCommit version of transaction version 2.
 const JOINS_THE_TRANSACTION_FROM: i16 = 5;
 
+/// With an authorizer the caller needs WRITE on the transactional id and READ on the group
+/// and on every topic (Kafka's `handleTxnOffsetCommitRequest`); a refusal answers every
+/// partition with its error and commits nothing.
 pub async fn handle(
+    auth: &RequestAuth,
     groups: &GroupService,
     txns: &TxnService,
     caller: Caller,
     request: TxnOffsetCommitRequest,
 ) -> ResponseKind {
+    let refused = if !auth.allows(
+        Resource::TransactionalId,
+        request.transactional_id.as_str(),
+        Op::Write,
+    ) {
+        Some(ApiError::TransactionalIdAuthorizationFailed)
+    } else if !auth.allows(Resource::Group, request.group_id.as_str(), Op::Read) {
+        Some(ApiError::GroupAuthorizationFailed)
+    } else if request
+        .topics
+        .iter()
+        .any(|t| !auth.allows(Resource::Topic, t.name.as_str(), Op::Read))
+    {
+        Some(ApiError::TopicAuthorizationFailed)
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        return ResponseKind::TxnOffsetCommit(txn_offset_commit_all(&request, e.code()));
+    }
     // Only the group's coordinator adds its partition; elsewhere the group answers
     // NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS) as for any version.
     if caller.api_version >= JOINS_THE_TRANSACTION_FROM && groups.coordinates(&request.group_id.0) {

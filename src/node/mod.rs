@@ -302,6 +302,7 @@ impl Node {
             request_stats: Default::default(),
             runtime_stats: Default::default(),
             cleaner_stats: Default::default(),
+            authorizer: Context::authorizer_of(&config),
         });
         // Voters must hear each other before the quorum can elect anyone.
         if let Some(listener) = listeners.controller {

@@ -37,6 +37,9 @@ pub struct PartitionRecords<'a> {
 pub struct TopicRecords<'a> {
     pub name: String,
     pub known: bool,
+    /// Why none of this topic's batches may be appended (the caller is not authorized), or
+    /// `None`.
+    pub refused: Option<ApiError>,
     pub partitions: Vec<PartitionRecords<'a>>,
 }
 
@@ -83,6 +86,18 @@ pub struct PartitionAppend {
     /// For acks=-1: the partition, the offset the high watermark must reach, and the leader
     /// epoch the records were written in.
     wait_for: Option<(Arc<Partition>, i64, i32)>,
+}
+
+impl PartitionAppend {
+    /// A partition refused before any append.
+    fn refused(index: i32, error: ApiError) -> PartitionAppend {
+        PartitionAppend {
+            index,
+            result: Err(error),
+            log_start_offset: None,
+            wait_for: None,
+        }
+    }
 }
 
 /// One topic's outcomes, in request order.
@@ -134,8 +149,12 @@ impl ReplicaManager {
             .partitions
             .into_iter()
             .map(|pd| {
-                let o =
-                    self.append_partition(image, params, &name, topic.known, pd, topic_stats);
+                let o = match &topic.refused {
+                    Some(e) => PartitionAppend::refused(pd.index, e.clone()),
+                    None => {
+                        self.append_partition(image, params, &name, topic.known, pd, topic_stats)
+                    }
+                };
                 if let Err(e) = &o.result {
                     tracing::debug!(topic = %name, partition = o.index, error = %e, "produce refused");
                 }

@@ -252,14 +252,16 @@ where
                 let response = match response {
                     Some(r) => r,
                     // ApiVersions before authentication: the normal handler.
-                    None => match dispatch::handle_frame(&ctx, frame, peer).await {
-                        Ok(Some(r)) => r,
-                        Ok(None) => continue,
-                        Err(e) => {
-                            tracing::info!(%peer, error = %e, "closing connection");
-                            break;
+                    None => {
+                        match dispatch::handle_frame(&ctx, frame, peer, &info.principal).await {
+                            Ok(Some(r)) => r,
+                            Ok(None) => continue,
+                            Err(e) => {
+                                tracing::info!(%peer, error = %e, "closing connection");
+                                break;
+                            }
                         }
-                    },
+                    }
                 };
                 if let Err(e) = write_unless_stuck(&mut writer, &response, idle).await {
                     tracing::debug!(%peer, error = %e, "closing connection: write failed");
@@ -272,7 +274,9 @@ where
                 ctx.request_stats.produce_stage("queue", read_at.elapsed());
             }
             let outcome = match info.listener {
-                ListenerKind::Client => dispatch::handle_frame(&ctx, frame, peer).await,
+                ListenerKind::Client => {
+                    dispatch::handle_frame(&ctx, frame, peer, &info.principal).await
+                }
                 ListenerKind::Controller => {
                     controller_dispatch::handle_frame(&ctx, frame, &info).await
                 }

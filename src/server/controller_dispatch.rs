@@ -9,6 +9,14 @@
 //! from a voter, a local type) is dropped by the quorum engine. A broker-only node's fetch of the
 //! committed metadata log ([`crate::controller::observer`]) has a private key too and is answered
 //! on its connection; a malformed one closes the connection.
+//!
+//! With an authorizer, the connection's principal is checked as on the client listener
+//! (`handlers::authz`): Raft messages, chunks and the metadata log fetch need CLUSTER_ACTION on
+//! the cluster (a peer without it is disconnected); the broker lifecycle APIs need
+//! CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED, nothing done); the administrative APIs
+//! their own operations. A forwarded request carries no client principal (there is no
+//! envelope yet), so it is checked as the forwarding broker's: brokers need to be super users,
+//! as Kafka's inter-broker principals are, and the forwarding broker checked the client first.
 
 use std::sync::Arc;
 
@@ -22,6 +30,7 @@ use crate::context::Context;
 use crate::controller::observer;
 use crate::handlers;
 use crate::handlers::api_versions::CONTROLLER_SUPPORTED;
+use crate::handlers::authz::{self, Op, RequestAuth};
 use crate::limits::{CONTROLLER_REQUEST_BYTES_MAX, RAFT_FRAME_BYTES_MAX};
 use crate::protocol::{self, DecodeError};
 use crate::quorum::{chunks, wire};
@@ -51,6 +60,18 @@ pub async fn handle_frame(
     frame: Bytes,
     conn: &ConnectionInfo,
 ) -> Result<Option<Bytes>, DispatchError> {
+    let auth = RequestAuth::new(
+        ctx.authorizer.as_ref(),
+        &conn.principal,
+        conn.peer.ip(),
+        || ctx.image(),
+    );
+    let peer_frame = wire::is_raft_frame(&frame)
+        || chunks::is_chunk_frame(&frame)
+        || observer::is_fetch_frame(&frame);
+    if peer_frame && !auth.allows_cluster(Op::ClusterAction) {
+        return Err(DispatchError::Unauthorized(conn.principal.clone()));
+    }
     if wire::is_raft_frame(&frame) {
         let (_, message) = wire::decode_request(&frame).map_err(DispatchError::Raft)?;
         ctx.controller.peer_message(message, conn.id);
@@ -108,7 +129,21 @@ pub async fn handle_frame(
         }
         return Err(DispatchError::NotAdvertised { api_key, version });
     }
-    let body: ResponseKind = match request.body {
+    if let Some(op) = authz::cluster_operation(api_key) {
+        if !auth.allows_cluster(op) {
+            if let Some(refusal) = authz::refuse_cluster(&request.body) {
+                return Ok(Some(protocol::encode_response(
+                    api_key,
+                    version,
+                    correlation_id,
+                    &refusal,
+                )?));
+            }
+        }
+    }
+    let mut request_body = request.body;
+    let refused = authz::admin::take_refused(&auth, &mut request_body);
+    let body: ResponseKind = match request_body {
         RequestKind::ApiVersions(r) => {
             handlers::api_versions::handle_of(CONTROLLER_SUPPORTED, version, r)
         }
@@ -162,7 +197,29 @@ pub async fn handle_frame(
         RequestKind::AllocateProducerIds(r) => {
             handlers::broker_lifecycle::allocate_producer_ids(&ctx.controller, r).await
         }
+        RequestKind::DescribeAcls(r) => match auth.image() {
+            Some(image) => handlers::acls::describe_with(image, r),
+            None => handlers::acls::describe(version, r),
+        },
+        RequestKind::CreateAcls(r) => {
+            if auth.is_enabled() {
+                handlers::acls::create_with(&ctx.controller, r).await
+            } else {
+                handlers::acls::create(version, r)
+            }
+        }
+        RequestKind::DeleteAcls(r) => {
+            if auth.is_enabled() {
+                handlers::acls::delete_with(&ctx.controller, r).await
+            } else {
+                handlers::acls::delete(version, r)
+            }
+        }
         _ => return Err(DispatchError::NoHandler(api_key)),
+    };
+    let body = match refused {
+        Some(refused) => refused.merge(body),
+        None => body,
     };
     Ok(Some(protocol::encode_response(
         api_key,

@@ -15,6 +15,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use crate::context::Context;
 use crate::group::service::Caller;
 use crate::handlers;
+use crate::handlers::authz::{self, RequestAuth};
 use crate::protocol::{self, DecodeError};
 use crate::replica::append::AppendStats;
 
@@ -36,6 +37,8 @@ pub enum DispatchError {
     RaftChunk(#[from] crate::quorum::chunks::ChunkError),
     #[error(transparent)]
     MetadataFetch(crate::controller::observer::FetchWireError),
+    #[error("{0} may not act as a controller quorum peer (CLUSTER_ACTION on the cluster)")]
+    Unauthorized(String),
 }
 
 /// The requests a node that is not the active controller forwards to it.
@@ -48,6 +51,8 @@ pub(crate) const FORWARDED: &[ApiKey] = &[
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
     ApiKey::DescribeQuorum,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
 ];
 
 /// Whether a config change names a BROKER resource other than this node or the default: the
@@ -71,11 +76,13 @@ fn names_another_broker(node_id: i32, body: &RequestKind) -> bool {
     }
 }
 
-/// Handles one frame. `Ok(None)` means "send nothing" (acks=0 produce).
+/// Handles one frame from `principal` at `peer`. `Ok(None)` means "send nothing" (acks=0
+/// produce).
 pub async fn handle_frame(
     ctx: &Arc<Context>,
     frame: Bytes,
     peer: SocketAddr,
+    principal: &str,
 ) -> Result<Option<Bytes>, DispatchError> {
     let decoding = std::time::Instant::now();
     let request = match protocol::decode_request(frame.clone()) {
@@ -106,7 +113,7 @@ pub async fn handle_frame(
         return Err(DispatchError::NotAdvertised { api_key, version });
     }
     let started = std::time::Instant::now();
-    let result = handle_supported(ctx, request, peer).await;
+    let result = handle_supported(ctx, request, peer, principal).await;
     ctx.request_stats
         .handled(api_name(api_key), started.elapsed().as_secs_f64() * 1000.0);
     result
@@ -211,11 +218,38 @@ async fn handle_supported(
     ctx: &Arc<Context>,
     request: protocol::Request,
     peer: SocketAddr,
+    principal: &str,
 ) -> Result<Option<Bytes>, DispatchError> {
     let api_key = request.api_key;
     let version = request.api_version;
     let correlation_id = request.correlation_id();
     let header = request.header;
+    // The request's authorization context: empty (one `None` check per question) unless an
+    // authorizer is configured.
+    let auth = RequestAuth::new(ctx.authorizer.as_ref(), principal, peer.ip(), || {
+        ctx.image()
+    });
+    // The APIs whose one resource is the cluster are refused whole, before anything is done.
+    if let Some(op) = authz::cluster_operation(api_key) {
+        if !auth.allows_cluster(op) {
+            if let Some(refusal) = authz::refuse_cluster(&request.body) {
+                return Ok(Some(protocol::encode_response(
+                    api_key,
+                    version,
+                    correlation_id,
+                    &refusal,
+                )?));
+            }
+        }
+    }
+    // The entries of an administrative request the caller may not act on are answered here
+    // and never reach a handler or the active controller.
+    let mut request_body = request.body;
+    let refused = authz::admin::take_refused(&auth, &mut request_body);
+    let answer = |body: ResponseKind| match refused {
+        Some(refused) => refused.merge(body),
+        None => body,
+    };
     // Group members are described with their client id and host, as Kafka shows them.
     let caller = || Caller {
         api_version: version,
@@ -231,25 +265,25 @@ async fn handle_supported(
     // answers, with NOT_CONTROLLER where it cannot decide.
     let request_body = if FORWARDED.contains(&api_key)
         && !ctx.controller.is_active()
-        && !names_another_broker(ctx.node_id, &request.body)
+        && !names_another_broker(ctx.node_id, &request_body)
     {
         match ctx
             .controller
-            .forward(api_key, version, request.body.clone())
+            .forward(api_key, version, request_body.clone())
             .await
         {
-            Ok(answer) => {
+            Ok(forwarded) => {
                 return Ok(Some(protocol::encode_response(
                     api_key,
                     version,
                     correlation_id,
-                    &answer,
+                    &answer(forwarded),
                 )?))
             }
-            Err(_) => request.body,
+            Err(_) => request_body,
         }
     } else {
-        request.body
+        request_body
     };
     let body: Option<ResponseKind> = match request_body {
         RequestKind::ApiVersions(r) => Some(handlers::api_versions::handle(
@@ -272,6 +306,7 @@ async fn handle_supported(
         )),
         RequestKind::Metadata(r) => Some(
             handlers::metadata::handle(
+                &auth,
                 &ctx.cache,
                 &ctx.controller,
                 handlers::client_listener(&ctx.config),
@@ -282,7 +317,7 @@ async fn handle_supported(
             .await,
         ),
         RequestKind::Produce(r) => {
-            match handlers::produce::handle(produce_services(ctx), version, r).await {
+            match handlers::produce::handle(&auth, produce_services(ctx), version, r).await {
                 handlers::produce::ProduceReply::Respond(body) => Some(*body),
                 handlers::produce::ProduceReply::Nothing => None,
                 handlers::produce::ProduceReply::CloseConnection => {
@@ -291,13 +326,14 @@ async fn handle_supported(
             }
         }
         RequestKind::Fetch(r) => {
-            Some(handlers::fetch::handle(fetch_services(ctx), version, r).await)
+            Some(handlers::fetch::handle(&auth, fetch_services(ctx), version, r).await)
         }
         RequestKind::ListOffsets(r) => {
-            Some(handlers::list_offsets::handle(&ctx.cache, &ctx.replicas, version, r).await)
+            Some(handlers::list_offsets::handle(&auth, &ctx.cache, &ctx.replicas, version, r).await)
         }
         RequestKind::InitProducerId(r) => Some(
             handlers::init_producer_id::handle(
+                &auth,
                 &ctx.producer_ids,
                 &ctx.txns,
                 &ctx.controller,
@@ -306,13 +342,16 @@ async fn handle_supported(
             )
             .await,
         ),
-        RequestKind::AddPartitionsToTxn(r) => {
-            Some(handlers::add_partitions_to_txn::handle(&ctx.txns, &ctx.image(), version, r).await)
+        RequestKind::AddPartitionsToTxn(r) => Some(
+            handlers::add_partitions_to_txn::handle(&auth, &ctx.txns, &ctx.image(), version, r)
+                .await,
+        ),
+        RequestKind::AddOffsetsToTxn(r) => Some(
+            handlers::add_offsets_to_txn::handle(&auth, &ctx.txns, &ctx.groups, version, r).await,
+        ),
+        RequestKind::EndTxn(r) => {
+            Some(handlers::end_txn::handle(&auth, &ctx.txns, version, r).await)
         }
-        RequestKind::AddOffsetsToTxn(r) => {
-            Some(handlers::add_offsets_to_txn::handle(&ctx.txns, &ctx.groups, version, r).await)
-        }
-        RequestKind::EndTxn(r) => Some(handlers::end_txn::handle(&ctx.txns, version, r).await),
         RequestKind::WriteTxnMarkers(r) => Some(
             handlers::write_txn_markers::handle(
                 &ctx.replicas,
@@ -334,6 +373,7 @@ async fn handle_supported(
             &ctx.txns, version, r,
         )),
         RequestKind::ListTransactions(r) => Some(handlers::list_transactions::handle(
+            &auth,
             &ctx.txns,
             ctx.clock.now_ms(),
             version,
@@ -412,10 +452,22 @@ async fn handle_supported(
             version,
             r,
         )),
-        RequestKind::DescribeAcls(r) => Some(handlers::acls::describe(version, r)),
-        RequestKind::CreateAcls(r) => Some(handlers::acls::create(version, r)),
-        RequestKind::DeleteAcls(r) => Some(handlers::acls::delete(version, r)),
+        RequestKind::DescribeAcls(r) => Some(match auth.image() {
+            Some(image) => handlers::acls::describe_with(image, r),
+            None => handlers::acls::describe(version, r),
+        }),
+        RequestKind::CreateAcls(r) => Some(if auth.is_enabled() {
+            handlers::acls::create_with(&ctx.controller, r).await
+        } else {
+            handlers::acls::create(version, r)
+        }),
+        RequestKind::DeleteAcls(r) => Some(if auth.is_enabled() {
+            handlers::acls::delete_with(&ctx.controller, r).await
+        } else {
+            handlers::acls::delete(version, r)
+        }),
         RequestKind::DescribeCluster(r) => Some(handlers::describe_cluster::handle(
+            &auth,
             &ctx.image(),
             handlers::client_listener(&ctx.config),
             version,
@@ -428,6 +480,7 @@ async fn handle_supported(
         )),
         RequestKind::DescribeTopicPartitions(r) => {
             Some(handlers::describe_topic_partitions::handle(
+                &auth,
                 &ctx.image(),
                 handlers::client_listener(&ctx.config),
                 version,
@@ -436,6 +489,7 @@ async fn handle_supported(
         }
         RequestKind::FindCoordinator(r) => Some(
             handlers::find_coordinator::handle(
+                &auth,
                 &ctx.groups,
                 &ctx.txns,
                 handlers::client_listener(&ctx.config),
@@ -445,47 +499,56 @@ async fn handle_supported(
             .await,
         ),
         RequestKind::JoinGroup(r) => {
-            Some(handlers::join_group::handle(&ctx.groups, ctx.image(), caller(), r).await)
+            Some(handlers::join_group::handle(&auth, &ctx.groups, ctx.image(), caller(), r).await)
         }
         RequestKind::SyncGroup(r) => {
-            Some(handlers::sync_group::handle(&ctx.groups, caller(), r).await)
+            Some(handlers::sync_group::handle(&auth, &ctx.groups, caller(), r).await)
         }
         RequestKind::Heartbeat(r) => {
-            Some(handlers::heartbeat::handle(&ctx.groups, caller(), r).await)
+            Some(handlers::heartbeat::handle(&auth, &ctx.groups, caller(), r).await)
         }
         RequestKind::LeaveGroup(r) => {
-            Some(handlers::leave_group::handle(&ctx.groups, caller(), r).await)
+            Some(handlers::leave_group::handle(&auth, &ctx.groups, caller(), r).await)
         }
-        RequestKind::OffsetCommit(r) => {
-            Some(handlers::offset_commit::handle(&ctx.groups, &ctx.image(), caller(), r).await)
-        }
+        RequestKind::OffsetCommit(r) => Some(
+            handlers::offset_commit::handle(&auth, &ctx.groups, &ctx.image(), caller(), r).await,
+        ),
         RequestKind::OffsetFetch(r) => {
-            Some(handlers::offset_fetch::handle(&ctx.groups, caller(), r).await)
+            Some(handlers::offset_fetch::handle(&auth, &ctx.groups, caller(), r).await)
         }
         RequestKind::ListGroups(r) => {
-            Some(handlers::list_groups::handle(&ctx.groups, caller(), r).await)
+            Some(handlers::list_groups::handle(&auth, &ctx.groups, caller(), r).await)
         }
         RequestKind::DescribeGroups(r) => {
-            Some(handlers::describe_groups::handle(&ctx.groups, caller(), r).await)
+            Some(handlers::describe_groups::handle(&auth, &ctx.groups, caller(), r).await)
         }
         RequestKind::DeleteGroups(r) => {
-            Some(handlers::delete_groups::handle(&ctx.groups, caller(), r).await)
+            Some(handlers::delete_groups::handle(&auth, &ctx.groups, caller(), r).await)
         }
         RequestKind::OffsetDelete(r) => {
-            Some(handlers::offset_delete::handle(&ctx.groups, caller(), r).await)
+            Some(handlers::offset_delete::handle(&auth, &ctx.groups, caller(), r).await)
         }
-        RequestKind::TxnOffsetCommit(r) => {
-            Some(handlers::txn_offset_commit::handle(&ctx.groups, &ctx.txns, caller(), r).await)
-        }
+        RequestKind::TxnOffsetCommit(r) => Some(
+            handlers::txn_offset_commit::handle(&auth, &ctx.groups, &ctx.txns, caller(), r).await,
+        ),
         RequestKind::ConsumerGroupHeartbeat(r) => Some(
-            handlers::consumer_group_heartbeat::handle(&ctx.groups, ctx.image(), caller(), r).await,
+            handlers::consumer_group_heartbeat::handle(
+                &auth,
+                &ctx.groups,
+                ctx.image(),
+                caller(),
+                r,
+            )
+            .await,
         ),
         RequestKind::ConsumerGroupDescribe(r) => Some(
-            handlers::consumer_group_describe::handle(&ctx.groups, ctx.image(), caller(), r).await,
+            handlers::consumer_group_describe::handle(&auth, &ctx.groups, ctx.image(), caller(), r)
+                .await,
         ),
         _ => return Err(DispatchError::NoHandler(api_key)),
     };
     tracing::trace!(?api_key, version, correlation_id, client = ?header.client_id, "handled");
+    let body = body.map(answer);
     match body {
         None => Ok(None),
         Some(body) => {

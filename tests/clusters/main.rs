@@ -3,6 +3,7 @@
 //! many files, so they are compiled and linked once. Each module is one former test file; run
 //! one with `cargo test --test clusters replication_cluster::`.
 
+mod acls_cluster;
 mod admin_cluster;
 mod cluster_hostile_peers;
 mod cluster_leadership;

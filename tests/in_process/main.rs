@@ -2,6 +2,7 @@
 //! themselves: one test binary for many files, so they are compiled and linked once. Each
 //! module is one former test file; run one with `cargo test --test in_process broker_raw::`.
 
+mod acls_raw;
 mod architecture;
 mod broker_raw;
 mod cli;

@@ -1,0 +1,558 @@
+//! The authorization context of one request (Kafka's `AuthHelper` over its
+//! `AuthorizableRequestContext`): who asks (the connection's principal), from where (the
+//! client's address), and the authorizer's rules over the ACLs of the image current when the
+//! request arrived. `server::dispatch` makes one per request and passes it to the handlers,
+//! which ask it about each resource they touch; no handler decides access any other way.
+//!
+//! With no authorizer configured (`authorizer.class.name` unset) the context is empty and
+//! every question is answered "allowed" after one `None` check: nothing changes for any client
+//! and the produce and fetch paths do no more work.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+pub mod admin;
+
+use kafka_protocol::messages::{RequestKind, ResponseKind};
+
+use crate::errors::ApiError;
+use crate::metadata::acl::{self, AclOperation, AuthorizerRules, Decision, ResourceType};
+use crate::metadata::MetadataImage;
+
+pub use crate::metadata::acl::{AclOperation as Op, ResourceType as Resource, CLUSTER_NAME};
+
+/// KIP-430's value of authorized operations when the client did not ask for them (Kafka's
+/// `Integer.MIN_VALUE`).
+pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+/// What an authorized request is checked against.
+#[derive(Debug)]
+struct Checker {
+    rules: Arc<AuthorizerRules>,
+    image: Arc<MetadataImage>,
+    principal: String,
+    host: String,
+}
+
+/// One request's authorization context. [`RequestAuth::open`] (no authorizer) allows
+/// everything.
+#[derive(Debug, Default)]
+pub struct RequestAuth {
+    checker: Option<Box<Checker>>,
+}
+
+impl RequestAuth {
+    /// No authorizer: every action is allowed.
+    pub fn open() -> RequestAuth {
+        RequestAuth { checker: None }
+    }
+
+    /// The context of a request from `principal` at `host`, checked by `rules` (the configured
+    /// authorizer, `None` for none) against `image`'s ACLs. The image is read only when an
+    /// authorizer is configured.
+    pub fn new(
+        rules: Option<&Arc<AuthorizerRules>>,
+        principal: &str,
+        host: IpAddr,
+        image: impl FnOnce() -> Arc<MetadataImage>,
+    ) -> RequestAuth {
+        match rules {
+            None => RequestAuth::open(),
+            Some(rules) => RequestAuth {
+                checker: Some(Box::new(Checker {
+                    rules: rules.clone(),
+                    image: image(),
+                    principal: principal.to_owned(),
+                    // Kafka's ACL hosts are addresses as `InetAddress#getHostAddress` writes
+                    // them, without the leading slash.
+                    host: host.to_string(),
+                })),
+            },
+        }
+    }
+
+    /// The image the request is checked against, when an authorizer is configured.
+    pub fn image(&self) -> Option<&MetadataImage> {
+        self.checker.as_ref().map(|c| &*c.image)
+    }
+
+    /// Whether an authorizer checks this request.
+    pub fn is_enabled(&self) -> bool {
+        self.checker.is_some()
+    }
+
+    /// Whether the caller may do `op` on the resource of type `resource` named `name`.
+    #[inline]
+    pub fn allows(&self, resource: ResourceType, name: &str, op: AclOperation) -> bool {
+        match &self.checker {
+            None => true,
+            Some(c) => {
+                let decision = acl::authorize(
+                    &c.rules,
+                    c.image.acls.values(),
+                    &c.principal,
+                    &c.host,
+                    resource,
+                    name,
+                    op,
+                );
+                if decision == Decision::Denied {
+                    tracing::debug!(
+                        principal = %c.principal,
+                        host = %c.host,
+                        operation = acl::operation_name(op),
+                        resource = acl::resource_type_name(resource),
+                        name,
+                        "denied"
+                    );
+                }
+                decision == Decision::Allowed
+            }
+        }
+    }
+
+    /// `op` on the cluster resource.
+    pub fn allows_cluster(&self, op: AclOperation) -> bool {
+        self.allows(ResourceType::Cluster, CLUSTER_NAME, op)
+    }
+
+    /// Whether the caller may do `op` on any resource of `resource`'s type at all (Kafka's
+    /// `Authorizer#authorizeByResourceType`: some ALLOW for the principal and host, of any
+    /// pattern, not cancelled by a DENY of a LITERAL `*` or of every name). Used for the
+    /// idempotent producer's "WRITE on any topic".
+    pub fn allows_any(&self, resource: ResourceType, op: AclOperation) -> bool {
+        let Some(c) = &self.checker else {
+            return true;
+        };
+        if c.rules.super_users.contains(&c.principal) {
+            return true;
+        }
+        let applies = |a: &acl::Acl| {
+            a.resource_type == resource
+                && (a.principal == c.principal || a.principal == acl::WILDCARD_PRINCIPAL)
+                && (a.host == c.host || a.host == acl::WILDCARD_HOST)
+                && (a.operation == op || a.operation == AclOperation::All)
+        };
+        let acls = || c.image.acls.values().filter(|a| applies(a));
+        let denied_everywhere = acls().any(|a| {
+            a.permission_type == acl::AclPermissionType::Deny
+                && ((a.pattern_type == acl::PatternType::Literal
+                    && a.resource_name == acl::WILDCARD_RESOURCE)
+                    || (a.pattern_type == acl::PatternType::Prefixed && a.resource_name.is_empty()))
+        });
+        if denied_everywhere {
+            return false;
+        }
+        if acls().any(|a| a.permission_type == acl::AclPermissionType::Allow) {
+            return true;
+        }
+        // No ACL allows it: with `allow.everyone.if.no.acl.found` a resource no ACL names is
+        // open, as it would be to `allows`.
+        c.rules.allow_everyone_if_no_acl_found
+    }
+
+    /// KIP-430: the operations the caller may do on the resource, as a bit field.
+    pub fn authorized_operations(&self, resource: ResourceType, name: &str) -> i32 {
+        match &self.checker {
+            None => acl::supported_operations(resource)
+                .iter()
+                .fold(0, |bits, op| bits | (1 << op.code())),
+            Some(c) => acl::authorized_operations(
+                &c.rules,
+                c.image.acls.values(),
+                &c.principal,
+                &c.host,
+                resource,
+                name,
+            ),
+        }
+    }
+
+    /// KIP-430's answer: the bit field when `requested` and an authorizer is configured, else
+    /// Kafka's "omitted" value. Kafka without an authorizer reports every supported operation;
+    /// KafkaIQ without one keeps answering "omitted", as it always has, so that nothing changes
+    /// for a client of a broker without an authorizer.
+    pub fn operations_if(&self, requested: bool, resource: ResourceType, name: &str) -> i32 {
+        if requested && self.checker.is_some() {
+            self.authorized_operations(resource, name)
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        }
+    }
+}
+
+/// The resource and operation each whole-request check of a Kafka API asks for (Kafka's
+/// `KafkaApis` / `ControllerApis`): the APIs whose every resource is the cluster. Per-resource
+/// checks (topics, groups, transactional ids) are made by the handlers.
+pub fn cluster_operation(api: kafka_protocol::messages::ApiKey) -> Option<AclOperation> {
+    use kafka_protocol::messages::ApiKey::*;
+    match api {
+        // Inter-broker and controller APIs.
+        WriteTxnMarkers | AlterPartition | BrokerRegistration | BrokerHeartbeat
+        | UnregisterBroker | AllocateProducerIds | Vote | BeginQuorumEpoch | EndQuorumEpoch
+        | FetchSnapshot | AddRaftVoter | RemoveRaftVoter | UpdateRaftVoter => {
+            Some(AclOperation::ClusterAction)
+        }
+        // Cluster administration.
+        CreateAcls
+        | DeleteAcls
+        | ElectLeaders
+        | AlterPartitionReassignments
+        | AlterReplicaLogDirs
+        | UpdateFeatures => Some(AclOperation::Alter),
+        DescribeAcls | ListPartitionReassignments | DescribeLogDirs | DescribeQuorum => {
+            Some(AclOperation::Describe)
+        }
+        ListConfigResources => Some(AclOperation::DescribeConfigs),
+        _ => None,
+    }
+}
+
+/// The answer to a request of an API [`cluster_operation`] names when the caller may not do it
+/// on the cluster: CLUSTER_AUTHORIZATION_FAILED where Kafka puts it (the top-level error, or
+/// every entry's), nothing done.
+pub fn refuse_cluster(request: &RequestKind) -> Option<ResponseKind> {
+    use kafka_protocol::messages::*;
+    let code = ApiError::ClusterAuthorizationFailed.code();
+    Some(match request {
+        RequestKind::WriteTxnMarkers(r) => {
+            use write_txn_markers_response::*;
+            ResponseKind::WriteTxnMarkers(
+                WriteTxnMarkersResponse::default().with_markers(
+                    r.markers
+                        .iter()
+                        .map(|m| {
+                            WritableTxnMarkerResult::default()
+                                .with_producer_id(m.producer_id)
+                                .with_topics(
+                                    m.topics
+                                        .iter()
+                                        .map(|t| {
+                                            WritableTxnMarkerTopicResult::default()
+                                                .with_name(t.name.clone())
+                                                .with_partitions(
+                                                    t.partition_indexes
+                                                        .iter()
+                                                        .map(|&p| {
+                                                            WritableTxnMarkerPartitionResult::default()
+                                                                .with_partition_index(p)
+                                                                .with_error_code(code)
+                                                        })
+                                                        .collect(),
+                                                )
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(
+            CreateAclsResponse::default().with_results(
+                r.creations
+                    .iter()
+                    .map(|_| {
+                        create_acls_response::AclCreationResult::default().with_error_code(code)
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(
+            DeleteAclsResponse::default().with_filter_results(
+                r.filters
+                    .iter()
+                    .map(|_| {
+                        delete_acls_response::DeleteAclsFilterResult::default()
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::DescribeAcls(_) => {
+            ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code))
+        }
+        RequestKind::ElectLeaders(r) => {
+            use elect_leaders_response::*;
+            ResponseKind::ElectLeaders(
+                ElectLeadersResponse::default()
+                    .with_error_code(code)
+                    .with_replica_election_results(
+                        r.topic_partitions
+                            .iter()
+                            .flatten()
+                            .map(|t| {
+                                ReplicaElectionResult::default()
+                                    .with_topic(t.topic.clone())
+                                    .with_partition_result(
+                                        t.partitions
+                                            .iter()
+                                            .map(|&p| {
+                                                PartitionResult::default()
+                                                    .with_partition_id(p)
+                                                    .with_error_code(code)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+            )
+        }
+        RequestKind::AlterPartitionReassignments(_) => ResponseKind::AlterPartitionReassignments(
+            AlterPartitionReassignmentsResponse::default().with_error_code(code),
+        ),
+        RequestKind::ListPartitionReassignments(_) => ResponseKind::ListPartitionReassignments(
+            ListPartitionReassignmentsResponse::default().with_error_code(code),
+        ),
+        RequestKind::DescribeLogDirs(_) => {
+            ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(code))
+        }
+        RequestKind::DescribeQuorum(_) => {
+            ResponseKind::DescribeQuorum(DescribeQuorumResponse::default().with_error_code(code))
+        }
+        RequestKind::AlterReplicaLogDirs(r) => {
+            use alter_replica_log_dirs_response::*;
+            let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
+            for dir in &r.dirs {
+                for t in &dir.topics {
+                    results.push(
+                        AlterReplicaLogDirTopicResult::default()
+                            .with_topic_name(t.name.clone())
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|&p| {
+                                        AlterReplicaLogDirPartitionResult::default()
+                                            .with_partition_index(p)
+                                            .with_error_code(code)
+                                    })
+                                    .collect(),
+                            ),
+                    );
+                }
+            }
+            ResponseKind::AlterReplicaLogDirs(
+                AlterReplicaLogDirsResponse::default().with_results(results),
+            )
+        }
+        RequestKind::BrokerHeartbeat(_) => ResponseKind::BrokerHeartbeat(
+            BrokerHeartbeatResponse::default()
+                .with_error_code(code)
+                .with_is_fenced(true),
+        ),
+        RequestKind::BrokerRegistration(_) => ResponseKind::BrokerRegistration(
+            BrokerRegistrationResponse::default()
+                .with_error_code(code)
+                .with_broker_epoch(-1),
+        ),
+        RequestKind::AlterPartition(_) => {
+            ResponseKind::AlterPartition(AlterPartitionResponse::default().with_error_code(code))
+        }
+        RequestKind::ListConfigResources(_) => ResponseKind::ListConfigResources(
+            ListConfigResourcesResponse::default().with_error_code(code),
+        ),
+        RequestKind::AllocateProducerIds(_) => ResponseKind::AllocateProducerIds(
+            AllocateProducerIdsResponse::default().with_error_code(code),
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::acl::{Acl, AclPermissionType, PatternType};
+    use kafka_protocol::messages::ApiKey;
+
+    fn image_with(acls: &[Acl]) -> Arc<MetadataImage> {
+        let mut image = MetadataImage::default();
+        let map = Arc::make_mut(&mut image.acls);
+        for (i, a) in acls.iter().enumerate() {
+            map.insert(uuid::Uuid::from_u128(i as u128 + 1), a.clone());
+        }
+        Arc::new(image)
+    }
+
+    fn allow(resource_type: ResourceType, name: &str, pattern: PatternType, op: Op) -> Acl {
+        Acl {
+            resource_type,
+            resource_name: name.into(),
+            pattern_type: pattern,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: op,
+            permission_type: AclPermissionType::Allow,
+        }
+    }
+
+    fn auth(acls: &[Acl], principal: &str) -> RequestAuth {
+        let rules = Arc::new(AuthorizerRules {
+            super_users: ["User:admin".to_owned()].into(),
+            allow_everyone_if_no_acl_found: false,
+        });
+        let image = image_with(acls);
+        RequestAuth::new(Some(&rules), principal, [127, 0, 0, 1].into(), || image)
+    }
+
+    #[test]
+    fn without_an_authorizer_everything_is_allowed_and_every_operation_reported() {
+        let open = RequestAuth::open();
+        assert!(!open.is_enabled());
+        assert!(open.allows(Resource::Topic, "t", Op::Write));
+        assert!(open.allows_cluster(Op::ClusterAction));
+        assert!(open.allows_any(Resource::Topic, Op::Write));
+        // Kafka without an authorizer reports every supported operation.
+        let bits = open.authorized_operations(Resource::Topic, "t");
+        assert_eq!(bits & (1 << Op::Read.code()), 1 << Op::Read.code());
+        for requested in [false, true] {
+            assert_eq!(
+                open.operations_if(requested, Resource::Topic, "t"),
+                AUTHORIZED_OPERATIONS_OMITTED
+            );
+        }
+    }
+
+    #[test]
+    fn the_principal_and_host_of_the_request_are_checked_against_the_image() {
+        let acls = [allow(
+            Resource::Topic,
+            "orders",
+            PatternType::Literal,
+            Op::Read,
+        )];
+        let alice = auth(&acls, "User:alice");
+        assert!(alice.is_enabled());
+        assert!(alice.allows(Resource::Topic, "orders", Op::Read));
+        assert!(
+            alice.allows(Resource::Topic, "orders", Op::Describe),
+            "implied"
+        );
+        assert!(!alice.allows(Resource::Topic, "orders", Op::Write));
+        assert!(!alice.allows(Resource::Topic, "payments", Op::Read));
+        assert!(!auth(&acls, "User:bob").allows(Resource::Topic, "orders", Op::Read));
+        assert!(auth(&[], "User:admin").allows_cluster(Op::ClusterAction));
+        let bits = alice.authorized_operations(Resource::Topic, "orders");
+        assert_eq!(bits, (1 << Op::Read.code()) | (1 << Op::Describe.code()));
+        assert_eq!(alice.operations_if(true, Resource::Topic, "orders"), bits);
+        assert_eq!(
+            alice.operations_if(false, Resource::Topic, "orders"),
+            AUTHORIZED_OPERATIONS_OMITTED
+        );
+    }
+
+    #[test]
+    fn write_on_any_topic_is_a_prefixed_or_literal_allow_not_cancelled_by_a_wildcard_deny() {
+        assert!(!auth(&[], "User:alice").allows_any(Resource::Topic, Op::Write));
+        let prefixed = [allow(
+            Resource::Topic,
+            "logs-",
+            PatternType::Prefixed,
+            Op::Write,
+        )];
+        assert!(auth(&prefixed, "User:alice").allows_any(Resource::Topic, Op::Write));
+        assert!(!auth(&prefixed, "User:bob").allows_any(Resource::Topic, Op::Write));
+        let mut denied = prefixed.to_vec();
+        denied.push(Acl {
+            permission_type: AclPermissionType::Deny,
+            resource_name: "*".into(),
+            pattern_type: PatternType::Literal,
+            ..prefixed[0].clone()
+        });
+        assert!(!auth(&denied, "User:alice").allows_any(Resource::Topic, Op::Write));
+    }
+
+    #[test]
+    fn every_api_refused_whole_has_an_answer_carrying_cluster_authorization_failed() {
+        use kafka_protocol::messages::*;
+        let requests = [
+            RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default()),
+            RequestKind::CreateAcls(CreateAclsRequest::default()),
+            RequestKind::DeleteAcls(DeleteAclsRequest::default()),
+            RequestKind::DescribeAcls(DescribeAclsRequest::default()),
+            RequestKind::ElectLeaders(ElectLeadersRequest::default()),
+            RequestKind::AlterPartitionReassignments(AlterPartitionReassignmentsRequest::default()),
+            RequestKind::ListPartitionReassignments(ListPartitionReassignmentsRequest::default()),
+            RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default()),
+            RequestKind::DescribeQuorum(DescribeQuorumRequest::default()),
+            RequestKind::AlterReplicaLogDirs(AlterReplicaLogDirsRequest::default()),
+            RequestKind::BrokerHeartbeat(BrokerHeartbeatRequest::default()),
+            RequestKind::BrokerRegistration(BrokerRegistrationRequest::default()),
+            RequestKind::AlterPartition(AlterPartitionRequest::default()),
+            RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default()),
+            RequestKind::ListConfigResources(ListConfigResourcesRequest::default()),
+        ];
+        for request in &requests {
+            assert!(refuse_cluster(request).is_some(), "{request:?}");
+        }
+        // Served APIs that cluster_operation names all have an answer (Raft's own and
+        // UpdateFeatures / UnregisterBroker / voter changes are not served).
+        for (api, _, _) in crate::handlers::api_versions::SUPPORTED
+            .iter()
+            .chain(crate::handlers::api_versions::CONTROLLER_SUPPORTED)
+        {
+            if cluster_operation(*api).is_some() {
+                let named = requests.iter().any(|r| api_key_of(r) == *api);
+                assert!(named, "{api:?} has no refusal");
+            }
+        }
+    }
+
+    fn api_key_of(r: &RequestKind) -> ApiKey {
+        match r {
+            RequestKind::WriteTxnMarkers(_) => ApiKey::WriteTxnMarkers,
+            RequestKind::CreateAcls(_) => ApiKey::CreateAcls,
+            RequestKind::DeleteAcls(_) => ApiKey::DeleteAcls,
+            RequestKind::DescribeAcls(_) => ApiKey::DescribeAcls,
+            RequestKind::ElectLeaders(_) => ApiKey::ElectLeaders,
+            RequestKind::AlterPartitionReassignments(_) => ApiKey::AlterPartitionReassignments,
+            RequestKind::ListPartitionReassignments(_) => ApiKey::ListPartitionReassignments,
+            RequestKind::DescribeLogDirs(_) => ApiKey::DescribeLogDirs,
+            RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
+            RequestKind::AlterReplicaLogDirs(_) => ApiKey::AlterReplicaLogDirs,
+            RequestKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
+            RequestKind::BrokerRegistration(_) => ApiKey::BrokerRegistration,
+            RequestKind::AlterPartition(_) => ApiKey::AlterPartition,
+            RequestKind::AllocateProducerIds(_) => ApiKey::AllocateProducerIds,
+            RequestKind::ListConfigResources(_) => ApiKey::ListConfigResources,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn cluster_apis_map_to_kafkas_operations() {
+        for api in [
+            ApiKey::WriteTxnMarkers,
+            ApiKey::AlterPartition,
+            ApiKey::BrokerHeartbeat,
+            ApiKey::BrokerRegistration,
+            ApiKey::AllocateProducerIds,
+            ApiKey::Vote,
+        ] {
+            assert_eq!(cluster_operation(api), Some(Op::ClusterAction), "{api:?}");
+        }
+        for api in [
+            ApiKey::CreateAcls,
+            ApiKey::DeleteAcls,
+            ApiKey::ElectLeaders,
+            ApiKey::AlterPartitionReassignments,
+        ] {
+            assert_eq!(cluster_operation(api), Some(Op::Alter), "{api:?}");
+        }
+        for api in [
+            ApiKey::DescribeAcls,
+            ApiKey::DescribeQuorum,
+            ApiKey::DescribeLogDirs,
+        ] {
+            assert_eq!(cluster_operation(api), Some(Op::Describe), "{api:?}");
+        }
+        for api in [
+            ApiKey::Produce,
+            ApiKey::Fetch,
+            ApiKey::Metadata,
+            ApiKey::JoinGroup,
+        ] {
+            assert_eq!(cluster_operation(api), None, "{api:?}");
+        }
+    }
+}
