@@ -862,18 +862,7 @@ impl Coordinator {
             }
         };
         if let Some(old) = &replaced_static {
-            let target = group.target.get(old).cloned().unwrap_or_default();
-            self.remove_consumer_member_records(partition, &group_id, old);
-            group.drop_member(old);
-            self.write_consumer_member(partition, &group_id, &member);
-            self.append(
-                partition,
-                cr::target_assignment_member_key(&group_id, &member_id),
-                Some(cr::encode_target_assignment_member_value(&target)),
-            );
-            group.target.insert(member_id.clone(), target);
-            self.write_current_assignment(partition, &group_id, &member);
-            group.put_member(member.clone());
+            self.replace_static_member(partition, &group_id, &mut group, old, &member);
         }
         let is_new = !group.members.contains_key(&member_id);
 
@@ -996,6 +985,30 @@ impl Coordinator {
         Ok(response)
     }
 
+    /// Kafka's `replaceMember`: the static member `old` goes (its records are tombstoned) and
+    /// `new`, under its own id, takes its place and its target assignment.
+    pub(super) fn replace_static_member(
+        &mut self,
+        partition: i32,
+        group_id: &str,
+        group: &mut ConsumerGroup,
+        old: &str,
+        new: &ConsumerMember,
+    ) {
+        let target = group.target.get(old).cloned().unwrap_or_default();
+        self.remove_consumer_member_records(partition, group_id, old);
+        group.drop_member(old);
+        self.write_consumer_member(partition, group_id, new);
+        self.append(
+            partition,
+            cr::target_assignment_member_key(group_id, &new.member_id),
+            Some(cr::encode_target_assignment_member_value(&target)),
+        );
+        group.target.insert(new.member_id.clone(), target);
+        self.write_current_assignment(partition, group_id, new);
+        group.put_member(new.clone());
+    }
+
     /// Computes the target assignment at the group epoch and writes what changed.
     pub(super) fn update_target_assignment(
         &mut self,
@@ -1076,6 +1089,12 @@ impl Coordinator {
                 member_id: member_id.to_owned(),
             },
         );
+        self.cancel(
+            group_id,
+            TimerKind::ClassicMemberDeadline {
+                member_id: member_id.to_owned(),
+            },
+        );
     }
 
     /// Removes a member (it left, its session expired or it did not revoke in time): its
@@ -1095,12 +1114,6 @@ impl Coordinator {
         }
         let partition = self.shard_of(group_id);
         self.remove_consumer_member_records(partition, group_id, member_id);
-        self.cancel(
-            group_id,
-            TimerKind::ClassicMemberDeadline {
-                member_id: member_id.to_owned(),
-            },
-        );
         group.drop_member(member_id);
         // The subscription shrinks to what the members left subscribe to (no topic appears:
         // the image is not needed), so the next heartbeat does not bump the epoch again.

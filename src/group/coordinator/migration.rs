@@ -405,18 +405,10 @@ impl Coordinator {
         let mut member = match (&existing_static, unknown) {
             (Some(old), true) => {
                 let mut replacement = group.members.get(old).cloned().expect("static member");
-                let target = group.target.get(old).cloned().unwrap_or_default();
-                self.remove_consumer_member_records(partition, &group_id, old);
-                group.drop_member(old);
                 replacement.member_id = member_id.clone();
                 replacement.member_epoch = 0;
                 replacement.previous_member_epoch = 0;
-                self.append(
-                    partition,
-                    cr::target_assignment_member_key(&group_id, &member_id),
-                    Some(cr::encode_target_assignment_member_value(&target)),
-                );
-                group.target.insert(member_id.clone(), target);
+                self.replace_static_member(partition, &group_id, &mut group, old, &replacement);
                 replacement
             }
             (Some(old), false) if *old != member_id => {
@@ -434,7 +426,7 @@ impl Coordinator {
                     ..Default::default()
                 }),
         };
-        if member.meta.classic.is_none() && group.members.contains_key(&member_id) {
+        if !replaced && member.meta.classic.is_none() && group.members.contains_key(&member_id) {
             // A member of the consumer protocol cannot send JoinGroup.
             return fail(ResponseError::UnknownMemberId);
         }
@@ -464,7 +456,7 @@ impl Coordinator {
         });
         let mut bump =
             is_new || before.subscribed_topic_names != member.meta.subscribed_topic_names;
-        if is_new || replaced || before != member.meta {
+        if is_new || before != member.meta {
             self.write_consumer_member(partition, &group_id, &member);
         }
         group.put_member(member.clone());
@@ -499,7 +491,7 @@ impl Coordinator {
                 |t, p| owners.get(&(*t, p)).copied(),
             )
         };
-        if reconciled != member || is_new || replaced {
+        if reconciled != member || is_new {
             self.write_current_assignment(partition, &group_id, &reconciled);
         }
         group.put_member(reconciled.clone());
@@ -508,7 +500,7 @@ impl Coordinator {
         // 4. A classic static member that replaced the last member of the consumer protocol
         // converts the group back, keeping the assignment, without a rebalance (Kafka's
         // `validateOnlineDowngradeWithReplacedMemberId`).
-        if replaced_consumer_member && self.downgrade_allowed(&group) {
+        if replaced_consumer_member && self.downgrade_allowed(&group, None) {
             let generation = group.group_epoch;
             self.downgrade_to_classic_group(&group_id, &group, None, now_ms);
             let mut response = JoinGroupResponse::default()
@@ -788,28 +780,25 @@ impl Coordinator {
     /// Whether removing `leaving` (a member of the consumer protocol) leaves only classic
     /// members, so the group converts back (Kafka's `validateOnlineDowngradeWithFencedMember`).
     pub(super) fn downgrade_on_leave(&self, group: &ConsumerGroup, leaving: &str) -> bool {
-        let Some(m) = group.members.get(leaving) else {
-            return false;
-        };
-        let others = group.members.len() - 1;
-        m.meta.classic.is_none()
-            && others > 0
-            && group
-                .members
-                .values()
-                .filter(|o| o.member_id != leaving)
-                .all(|o| o.meta.classic.is_some())
-            && self.config.consumer_migration_policy.downgrade_enabled()
-            && others <= self.config.max_size
+        group
+            .members
+            .get(leaving)
+            .is_some_and(|m| m.meta.classic.is_none())
+            && self.downgrade_allowed(group, Some(leaving))
     }
 
-    /// Whether a group whose members all speak the classic protocol converts back (the policy
-    /// allows it and it fits `group.max.size`).
-    fn downgrade_allowed(&self, group: &ConsumerGroup) -> bool {
-        !group.members.is_empty()
-            && group.members.values().all(|m| m.meta.classic.is_some())
+    /// Whether the group without `leaving` has members, all of the classic protocol, and may
+    /// convert back (the policy allows it and they fit `group.max.size`).
+    fn downgrade_allowed(&self, group: &ConsumerGroup, leaving: Option<&str>) -> bool {
+        let rest: Vec<&ConsumerMember> = group
+            .members
+            .values()
+            .filter(|m| Some(m.member_id.as_str()) != leaving)
+            .collect();
+        !rest.is_empty()
+            && rest.iter().all(|m| m.meta.classic.is_some())
             && self.config.consumer_migration_policy.downgrade_enabled()
-            && group.members.len() <= self.config.max_size
+            && rest.len() <= self.config.max_size
     }
 
     /// Converts the consumer group back to a classic group without `leaving`: every record of

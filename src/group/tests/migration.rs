@@ -101,6 +101,28 @@ fn parts(bytes: &Bytes) -> Vec<i32> {
     v
 }
 
+/// The SyncGroups that make the joined pair `a`, `b` stable holding t-0,1 and t-2,3.
+fn sync_pair(
+    h: &mut H,
+    a: String,
+    b: String,
+    generation: i32,
+    leader: &str,
+) -> (String, String, i32) {
+    let follower = if leader == a { &b } else { &a };
+    h.sync(5, follower, generation, &[]);
+    let assign_a = cp::encode_assignment(0, &vec![("t".to_string(), vec![0, 1])]);
+    let assign_b = cp::encode_assignment(0, &vec![("t".to_string(), vec![2, 3])]);
+    h.sync(
+        5,
+        leader,
+        generation,
+        &[(a.as_str(), &assign_a[..]), (b.as_str(), &assign_b[..])],
+    );
+    assert_eq!(h.c.group_state(G), Some(GroupState::Stable));
+    (a, b, generation)
+}
+
 /// Two classic members, stable at generation 1, holding t-0,1 and t-2,3.
 fn classic_pair(h: &mut H) -> (String, String, i32) {
     let (a, ta, _) = h.join_new();
@@ -110,18 +132,7 @@ fn classic_pair(h: &mut H) -> (String, String, i32) {
     assert_eq!((ja.error_code, jb.error_code), (0, 0));
     let generation = ja.generation_id;
     let leader = ja.leader.to_string();
-    let follower = if leader == a { &b } else { &a };
-    h.sync(5, follower, generation, &[]);
-    let assign_a = cp::encode_assignment(0, &vec![("t".to_string(), vec![0, 1])]);
-    let assign_b = cp::encode_assignment(0, &vec![("t".to_string(), vec![2, 3])]);
-    h.sync(
-        5,
-        &leader,
-        generation,
-        &[(a.as_str(), &assign_a[..]), (b.as_str(), &assign_b[..])],
-    );
-    assert_eq!(h.c.group_state(G), Some(GroupState::Stable));
-    (a, b, generation)
+    sync_pair(h, a, b, generation, &leader)
 }
 
 #[test]
@@ -351,18 +362,7 @@ fn classic_static_pair(h: &mut H) -> (String, String, i32) {
     let (a, b) = (ja.member_id.to_string(), jb.member_id.to_string());
     let generation = ja.generation_id;
     let leader = ja.leader.to_string();
-    let follower = if leader == a { &b } else { &a };
-    h.sync(5, follower, generation, &[]);
-    let assign_a = cp::encode_assignment(0, &vec![("t".to_string(), vec![0, 1])]);
-    let assign_b = cp::encode_assignment(0, &vec![("t".to_string(), vec![2, 3])]);
-    h.sync(
-        5,
-        &leader,
-        generation,
-        &[(a.as_str(), &assign_a[..]), (b.as_str(), &assign_b[..])],
-    );
-    assert_eq!(h.c.group_state(G), Some(GroupState::Stable));
-    (a, b, generation)
+    sync_pair(h, a, b, generation, &leader)
 }
 
 /// Rolling upgrade of a static member: the classic process with `group.instance.id=i1` stops
