@@ -372,7 +372,18 @@ impl DestinationTask {
                 last_activity = Instant::now();
                 match self.write(&mut connection, &mut in_flight, submit).await {
                     Ok(()) => continue,
-                    Err(reason) => break reason,
+                    Err(WriteError::ReaderStopped) => {
+                        // Everything the reader read, its failure last, is queued already.
+                        let (reason, head) = loop {
+                            let inbound = connection.inbound.try_recv().ok();
+                            if let Some(failed) = take_inbound(&mut in_flight, inbound) {
+                                break failed;
+                            }
+                        };
+                        head_error = head;
+                        break reason;
+                    }
+                    Err(WriteError::Close(reason)) => break reason,
                 }
             }
             let deadline = in_flight.iter().map(|request| request.deadline).min();
@@ -381,21 +392,13 @@ impl DestinationTask {
                 .unwrap_or_else(far_future);
             tokio::select! {
                 biased;
-                inbound = connection.inbound.recv() => match inbound {
-                    Some(Inbound::Response { correlation_id, body }) => {
-                        last_activity = Instant::now();
-                        let request = in_flight.pop_front().expect("a response answers a request in flight");
-                        assert_eq!(request.correlation_id, correlation_id, "the reader checks correlation ids");
-                        if let (Some(reply), Some(body)) = (request.reply, body) {
-                            let _ = reply.send(Ok(Reply { version: request.version, body }));
-                        }
-                    }
-                    Some(Inbound::Failed { reason, head }) => {
+                inbound = connection.inbound.recv() => {
+                    last_activity = Instant::now();
+                    if let Some((reason, head)) = take_inbound(&mut in_flight, inbound) {
                         head_error = head;
                         break reason;
                     }
-                    None => break CloseReason::Io("response reader stopped".to_owned()),
-                },
+                }
                 _ = sleep_until(deadline.unwrap_or_else(far_future)), if deadline.is_some() => {
                     let expired = in_flight.iter().find(|r| Some(r.deadline) == deadline);
                     break CloseReason::Timeout {
@@ -427,7 +430,7 @@ impl DestinationTask {
         connection: &mut Connection,
         in_flight: &mut VecDeque<InFlight>,
         submit: Submit,
-    ) -> Result<(), CloseReason> {
+    ) -> Result<(), WriteError> {
         let Submit {
             api_key,
             ours,
@@ -481,21 +484,35 @@ impl DestinationTask {
             respond(reply, Err(ClientError::NoResponse { api_key }));
             return Ok(());
         }
+        // The serve loop keeps fewer than `in_flight_max` requests in flight, so the only way
+        // to find no room for the expectation is a reader that has stopped (the peer closed,
+        // or sent what no request asked for): the request is then not sent.
+        let expectation = match answered.then(|| connection.expects.try_reserve()) {
+            None => None,
+            Some(Ok(permit)) => Some(permit),
+            Some(Err(_)) => {
+                let reason = CloseReason::Io("response reader stopped".to_owned());
+                let error = ClientError::Disconnected {
+                    node: self.node,
+                    sent: false,
+                    reason,
+                };
+                respond(reply, Err(error));
+                return Err(WriteError::ReaderStopped);
+            }
+        };
         if ticket.is_some_and(|ticket| !ticket.mark_sent()) {
             return Ok(());
         }
         connection.next_correlation_id = correlation_id.wrapping_add(1);
-        if answered {
-            connection
-                .expects
-                .try_send(Expect {
-                    correlation_id,
-                    api_key,
-                    version,
-                    bytes_max: response_bytes_max,
-                    decode,
-                })
-                .unwrap_or_else(|_| panic!("expectations never exceed the in-flight bound"));
+        if let Some(permit) = expectation {
+            permit.send(Expect {
+                correlation_id,
+                api_key,
+                version,
+                bytes_max: response_bytes_max,
+                decode,
+            });
             in_flight.push_back(InFlight {
                 correlation_id,
                 api_key,
@@ -508,8 +525,8 @@ impl DestinationTask {
         // A peer that stops reading must not hold the task past the request's deadline.
         match timeout_at(deadline, connection.writer.write_all(&frame)).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(err)) => Err(CloseReason::Io(err.to_string())),
-            Err(_) => Err(CloseReason::Timeout { correlation_id }),
+            Ok(Err(err)) => Err(WriteError::Close(CloseReason::Io(err.to_string()))),
+            Err(_) => Err(WriteError::Close(CloseReason::Timeout { correlation_id })),
         }
     }
 
@@ -572,6 +589,45 @@ impl DestinationTask {
             respond(submit.reply, Err(ClientError::Shutdown));
         }
         self.set_state(ConnectionState::Removed);
+    }
+}
+
+/// Why a request could not be written.
+enum WriteError {
+    /// The connection must close for this reason.
+    Close(CloseReason),
+    /// The response reader has stopped; its reason is in the inbound queue.
+    ReaderStopped,
+}
+
+/// Applies one message from the reader: a response answers the oldest request in flight; a
+/// failure (or a reader gone without one) is returned as the reason to close.
+fn take_inbound(
+    in_flight: &mut VecDeque<InFlight>,
+    inbound: Option<Inbound>,
+) -> Option<(CloseReason, Option<ClientError>)> {
+    match inbound {
+        Some(Inbound::Response {
+            correlation_id,
+            body,
+        }) => {
+            let request = in_flight
+                .pop_front()
+                .expect("a response answers a request in flight");
+            assert_eq!(
+                request.correlation_id, correlation_id,
+                "the reader checks correlation ids"
+            );
+            if let (Some(reply), Some(body)) = (request.reply, body) {
+                let _ = reply.send(Ok(Reply {
+                    version: request.version,
+                    body,
+                }));
+            }
+            None
+        }
+        Some(Inbound::Failed { reason, head }) => Some((reason, head)),
+        None => Some((CloseReason::Io("response reader stopped".to_owned()), None)),
     }
 }
 
@@ -774,4 +830,102 @@ async fn read_responses(
         }
     };
     let _ = inbound.send(Inbound::Failed { reason, head }).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::{ApiVersionsResponse, MetadataRequest};
+    use tokio::net::TcpListener;
+
+    use super::super::{ConnectionState, ConnectionStatus};
+    use super::*;
+
+    /// The reader stops (here: the peer closed) after the serve loop has taken a request and
+    /// before it is written. The request is refused as not sent, whatever the reader read is
+    /// applied, and the connection closes for the reader's reason.
+    #[tokio::test]
+    async fn a_request_taken_as_the_reader_stops_is_not_sent_and_the_connection_closes() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let stream = TcpStream::connect(address).await.unwrap();
+        let (_peer, _) = listener.accept().await.unwrap();
+
+        let (_submits_tx, submits) = mpsc::channel(4);
+        let (_control_tx, control) = watch::channel(Control::default());
+        let (status, _status_rx) = watch::channel(ConnectionStatus {
+            state: ConnectionState::Idle,
+            connections_opened: 0,
+            connections_closed: 0,
+            connect_failures: 0,
+        });
+        let mut task = DestinationTask {
+            node: 1,
+            config: Arc::new(ClientConfig::default()),
+            client_id: StrBytes::from_static_str("test"),
+            resolver: None,
+            submits,
+            control,
+            status,
+            events: broadcast::channel(4).0,
+            backoff: ReconnectBackoff::new(Duration::from_millis(1), Duration::from_millis(1), 1),
+            failures: 0,
+            retry_at: None,
+            disconnects_seen: 0,
+        };
+
+        let metadata = ApiVersion::default()
+            .with_api_key(ApiKey::Metadata as i16)
+            .with_max_version(12);
+        let versions = PeerVersions::from_response(
+            &ApiVersionsResponse::default().with_api_keys(vec![metadata]),
+            3,
+        );
+        // The reader as it is once it has stopped: its receiver of expectations dropped, its
+        // failure queued.
+        let (expects, expects_rx) = mpsc::channel(1);
+        drop(expects_rx);
+        let (inbound_tx, inbound) = mpsc::channel(2);
+        inbound_tx
+            .try_send(Inbound::Failed {
+                reason: CloseReason::PeerClosed,
+                head: None,
+            })
+            .unwrap_or_else(|_| unreachable!());
+        let (_read_half, writer) = stream.into_split();
+        let connection = Connection {
+            endpoint: address.into(),
+            versions: Arc::new(versions),
+            writer,
+            reader: tokio::spawn(async {}),
+            expects,
+            inbound,
+            next_correlation_id: 1,
+        };
+
+        let (reply, replied) = oneshot::channel();
+        let ours = super::super::versions::our_versions(ApiKey::Metadata, (0, 12), None).unwrap();
+        let submit = Submit {
+            api_key: ApiKey::Metadata,
+            ours,
+            encode: Box::new(|version, buf| {
+                MetadataRequest::default().encode(buf, version)?;
+                Ok(true)
+            }),
+            decode: Some(Box::new(|_, _| Err("never read".to_owned()))),
+            response_bytes_max: 1 << 20,
+            deadline: Instant::now() + Duration::from_secs(10),
+            timeout: Duration::from_secs(10),
+            ticket: None,
+            reply: Some(reply),
+        };
+
+        let reason = task.serve(connection, submit).await;
+        assert_eq!(reason, CloseReason::PeerClosed);
+        match replied.await.unwrap() {
+            Err(ClientError::Disconnected { sent: false, .. }) => {}
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("answered"),
+        }
+    }
 }
