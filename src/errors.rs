@@ -155,6 +155,14 @@ pub enum ApiError {
     NewLeaderElected,
     #[error("No partition reassignment is in progress.")]
     NoReassignmentInProgress,
+    #[error("The broker does not support the requested SASL mechanism.")]
+    UnsupportedSaslMechanism,
+    #[error("A request illegally referred to a resource that does not exist.")]
+    ResourceNotFound,
+    #[error("A request illegally referred to the same resource twice.")]
+    DuplicateResource,
+    #[error("Requested credential would not meet criteria for acceptability.")]
+    UnacceptableCredential,
     /// `error` with the message Kafka sends for it in this case (its code is `error`'s), for
     /// errors whose message depends on where they arise ("No such topic as t").
     #[error("{message}")]
@@ -239,6 +247,10 @@ impl ApiError {
             IneligibleReplica => ResponseError::IneligibleReplica,
             NewLeaderElected => ResponseError::NewLeaderElected,
             NoReassignmentInProgress => ResponseError::NoReassignmentInProgress,
+            UnsupportedSaslMechanism => ResponseError::UnsupportedSaslMechanism,
+            ResourceNotFound => ResponseError::ResourceNotFound,
+            DuplicateResource => ResponseError::DuplicateResource,
+            UnacceptableCredential => ResponseError::UnacceptableCredential,
             Described { error, .. } => error.response_error(),
         }
     }
@@ -417,6 +429,10 @@ mod tests {
             (ApiError::TopicAuthorizationFailed, 29),
             (ApiError::GroupAuthorizationFailed, 30),
             (ApiError::ClusterAuthorizationFailed, 31),
+            (ApiError::UnsupportedSaslMechanism, 33),
+            (ApiError::ResourceNotFound, 91),
+            (ApiError::DuplicateResource, 92),
+            (ApiError::UnacceptableCredential, 93),
             (ApiError::UnsupportedEndpointType(String::new()), 115),
             (ApiError::OutOfOrderSequenceNumber(String::new()), 45),
             (ApiError::InvalidProducerEpoch(String::new()), 47),

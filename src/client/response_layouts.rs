@@ -108,7 +108,22 @@ pub const RESPONSE_LAYOUTS: &[Layout] = &[
     layout(ApiKey::DescribeQuorum,                 0,  2,     0, DESCRIBE_QUORUM_RESPONSE),
     layout(ApiKey::CreateAcls,                     1,  3,     2, CREATE_ACLS_RESPONSE),
     layout(ApiKey::DeleteAcls,                     1,  3,     2, DELETE_ACLS_RESPONSE),
+    layout(ApiKey::AlterUserScramCredentials,      0,  0,     0, ALTER_USER_SCRAM_CREDENTIALS_RESPONSE),
 ];
+
+// ---- AlterUserScramCredentials (key 51): v0, flexible (forwarded to the active controller) ----
+
+/// `AlterUserScramCredentialsResponse`
+const ALTER_USER_SCRAM_CREDENTIALS_RESPONSE: Ty = Ty::Struct(&[
+    all(I32),                                         // throttle_time_ms
+    all(array(&ALTER_USER_SCRAM_CREDENTIALS_RESULT)), // results
+]);
+/// `AlterUserScramCredentialsResult`
+const ALTER_USER_SCRAM_CREDENTIALS_RESULT: Ty = Ty::Struct(&[
+    all(STRING), // user
+    all(I16),    // error_code
+    all(STRING), // error_message
+]);
 
 // ---- CreateAcls (key 30): v1-v3, flexible from v2 (forwarded to the active controller) ----
 

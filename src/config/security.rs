@@ -52,9 +52,10 @@ pub const SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT: usize = 524_288;
 pub const CONNECTION_FAILED_AUTHENTICATION_DELAY_MS_DEFAULT: u64 = 100;
 const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
 
-/// SCRAM users, KafkaIQ's own key until credentials live in the metadata log (Kafka keeps them
-/// there, set with `kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=…]'`):
-/// `user:password,…`, each user for both SCRAM mechanisms.
+/// SCRAM users from the config file, KafkaIQ's own key: `user:password,…`, each user for both
+/// SCRAM mechanisms. Kafka keeps SCRAM credentials only in the metadata log (set with
+/// `kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=…]'`), and so does KafkaIQ; a
+/// credential there wins over one from this key.
 pub const KAFKAIQ_SASL_SCRAM_USERS: &str = "kafkaiq.sasl.scram.users";
 
 /// A SASL mechanism KafkaIQ serves.
@@ -127,8 +128,9 @@ impl ScramHash {
 /// Kafka's minimum (and default) SCRAM iteration count.
 pub const SCRAM_ITERATIONS: u32 = 4096;
 
-/// One user's credential for one SCRAM mechanism.
-#[derive(Clone)]
+/// One user's credential for one SCRAM mechanism: what the server keeps (RFC 5802), never the
+/// password or the salted password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ScramCredential {
     pub salt: Vec<u8>,
     pub iterations: u32,
@@ -139,13 +141,33 @@ pub struct ScramCredential {
 impl ScramCredential {
     pub fn new(hash: ScramHash, password: &str, salt: Vec<u8>, iterations: u32) -> ScramCredential {
         let salted = hash.salted_password(password.as_bytes(), &salt, iterations);
-        let client_key = hash.hmac(&salted, b"Client Key");
+        ScramCredential::from_salted_password(hash, &salted, salt, iterations)
+    }
+
+    /// The credential of a salted password (`Hi(password, salt, iterations)`), which is what
+    /// AlterUserScramCredentials carries.
+    pub fn from_salted_password(
+        hash: ScramHash,
+        salted: &[u8],
+        salt: Vec<u8>,
+        iterations: u32,
+    ) -> ScramCredential {
+        let client_key = hash.hmac(salted, b"Client Key");
         ScramCredential {
             stored_key: hash.hash(&client_key),
-            server_key: hash.hmac(&salted, b"Server Key"),
+            server_key: hash.hmac(salted, b"Server Key"),
             salt,
             iterations,
         }
+    }
+}
+
+impl fmt::Debug for ScramCredential {
+    // The keys are secrets: a stored key lets anyone who also sees an exchange impersonate.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScramCredential")
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
     }
 }
 

@@ -7,8 +7,8 @@
 //! placement (`placement`), how a partition's registration changes (`partition_change`), a
 //! broker's registration, heartbeats, fencing and controlled shutdown (`brokers`),
 //! AlterPartition (`alter_partition`), preferred leaders and automatic rebalancing
-//! (`leadership`), partition reassignment (`reassignment`), and CreateAcls / DeleteAcls
-//! (`acls`).
+//! (`leadership`), partition reassignment (`reassignment`), CreateAcls / DeleteAcls
+//! (`acls`) and AlterUserScramCredentials (`scram`).
 
 pub mod acls;
 mod alter_partition;
@@ -18,6 +18,7 @@ mod leadership;
 mod partition_change;
 mod placement;
 mod reassignment;
+pub mod scram;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -444,6 +444,21 @@ impl ControllerChannel {
             .await
     }
 
+    /// AlterUserScramCredentials; see
+    /// [`decisions::scram::alter_user_scram_credentials`].
+    pub async fn alter_user_scram_credentials(
+        &self,
+        deletions: Vec<decisions::scram::ScramDeletion>,
+        upsertions: Vec<decisions::scram::ScramUpsertion>,
+    ) -> Result<Vec<request::ScramAlteration>, ApiError> {
+        self.call(|reply| Request::AlterUserScramCredentials {
+            deletions,
+            upsertions,
+            reply,
+        })
+        .await
+    }
+
     /// AlterPartitionReassignments; see [`decisions::alter_reassignments`].
     pub async fn alter_partition_reassignments(
         &self,

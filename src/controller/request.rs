@@ -90,6 +90,13 @@ pub(crate) enum Request {
         filters: Vec<crate::metadata::acl::AclFilter>,
         reply: Reply<Vec<AclDeletion>>,
     },
+    /// AlterUserScramCredentials: each user's outcome
+    /// ([`decisions::scram::alter_user_scram_credentials`]).
+    AlterUserScramCredentials {
+        deletions: Vec<decisions::scram::ScramDeletion>,
+        upsertions: Vec<decisions::scram::ScramUpsertion>,
+        reply: Reply<Vec<ScramAlteration>>,
+    },
     AllocateProducerIds {
         broker_id: i32,
         reply: Reply<ProducerIdBlock>,
@@ -162,6 +169,9 @@ pub(crate) enum Request {
 /// One DeleteAcls filter's outcome: the ACLs it removed, or why it was refused.
 pub(crate) type AclDeletion =
     Result<Vec<(crate::metadata::acl::AclId, crate::metadata::acl::Acl)>, ApiError>;
+
+/// One AlterUserScramCredentials user's outcome.
+pub(crate) type ScramAlteration = (String, Result<(), ApiError>);
 
 /// Answers a request once its pass is committed: with the committed image, or the commit error.
 pub(crate) type Finish = Box<dyn FnOnce(Result<&MetadataImage, &ApiError>) + Send>;
@@ -407,6 +417,25 @@ fn decide_records(
                 finish: Box::new(move |committed| {
                     if let Err(e) = committed {
                         for r in results.iter_mut().filter(|r| r.is_ok()) {
+                            *r = Err(e.clone());
+                        }
+                    }
+                    let _ = reply.send(Ok(results));
+                }),
+            }
+        }
+        Request::AlterUserScramCredentials {
+            deletions,
+            upsertions,
+            reply,
+        } => {
+            let (mut results, records) =
+                decisions::scram::alter_user_scram_credentials(image, &deletions, &upsertions);
+            Decided {
+                records,
+                finish: Box::new(move |committed| {
+                    if let Err(e) = committed {
+                        for (_, r) in results.iter_mut().filter(|(_, r)| r.is_ok()) {
                             *r = Err(e.clone());
                         }
                     }
@@ -668,6 +697,7 @@ impl Request {
             | Request::AllocateProducerIds { .. }
             | Request::CreateAcls { .. }
             | Request::DeleteAcls { .. }
+            | Request::AlterUserScramCredentials { .. }
             | Request::BootstrapClusterId { .. } => (CauseKind::Unknown, -1),
         }
     }
@@ -688,6 +718,7 @@ impl Request {
                 | Request::AlterPartitionReassignments { .. }
                 | Request::CreateAcls { .. }
                 | Request::DeleteAcls { .. }
+                | Request::AlterUserScramCredentials { .. }
         )
     }
 
@@ -707,6 +738,7 @@ impl Request {
             Request::AllocateProducerIds { reply, .. } => drop(reply.send(Err(error))),
             Request::CreateAcls { reply, .. } => drop(reply.send(Err(error))),
             Request::DeleteAcls { reply, .. } => drop(reply.send(Err(error))),
+            Request::AlterUserScramCredentials { reply, .. } => drop(reply.send(Err(error))),
             Request::BrokerRegistration { reply, .. } => drop(reply.send(Err(error))),
             Request::BrokerHeartbeat { reply, .. } => drop(reply.send(Err(error))),
             Request::AlterPartition { reply, .. } => drop(reply.send(Err(error))),

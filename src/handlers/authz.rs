@@ -199,10 +199,13 @@ pub fn cluster_operation(api: kafka_protocol::messages::ApiKey) -> Option<AclOpe
         | ElectLeaders
         | AlterPartitionReassignments
         | AlterReplicaLogDirs
+        | AlterUserScramCredentials
         | UpdateFeatures => Some(AclOperation::Alter),
-        DescribeAcls | ListPartitionReassignments | DescribeLogDirs | DescribeQuorum => {
-            Some(AclOperation::Describe)
-        }
+        DescribeAcls
+        | ListPartitionReassignments
+        | DescribeLogDirs
+        | DescribeQuorum
+        | DescribeUserScramCredentials => Some(AclOperation::Describe),
         ListConfigResources => Some(AclOperation::DescribeConfigs),
         _ => None,
     }
@@ -272,6 +275,22 @@ pub fn refuse_cluster(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::DescribeAcls(_) => {
             ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code))
         }
+        RequestKind::DescribeUserScramCredentials(_) => ResponseKind::DescribeUserScramCredentials(
+            DescribeUserScramCredentialsResponse::default().with_error_code(code),
+        ),
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            AlterUserScramCredentialsResponse::default().with_results(
+                crate::handlers::user_scram_credentials::every_user(r)
+                    .into_iter()
+                    .map(|user| {
+                        crate::handlers::user_scram_credentials::result(
+                            user,
+                            Some(ApiError::ClusterAuthorizationFailed),
+                        )
+                    })
+                    .collect(),
+            ),
+        ),
         RequestKind::ElectLeaders(r) => {
             use elect_leaders_response::*;
             ResponseKind::ElectLeaders(
@@ -470,6 +489,10 @@ mod tests {
             RequestKind::CreateAcls(CreateAclsRequest::default()),
             RequestKind::DeleteAcls(DeleteAclsRequest::default()),
             RequestKind::DescribeAcls(DescribeAclsRequest::default()),
+            RequestKind::DescribeUserScramCredentials(
+                DescribeUserScramCredentialsRequest::default(),
+            ),
+            RequestKind::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default()),
             RequestKind::ElectLeaders(ElectLeadersRequest::default()),
             RequestKind::AlterPartitionReassignments(AlterPartitionReassignmentsRequest::default()),
             RequestKind::ListPartitionReassignments(ListPartitionReassignmentsRequest::default()),
@@ -504,6 +527,8 @@ mod tests {
             RequestKind::CreateAcls(_) => ApiKey::CreateAcls,
             RequestKind::DeleteAcls(_) => ApiKey::DeleteAcls,
             RequestKind::DescribeAcls(_) => ApiKey::DescribeAcls,
+            RequestKind::DescribeUserScramCredentials(_) => ApiKey::DescribeUserScramCredentials,
+            RequestKind::AlterUserScramCredentials(_) => ApiKey::AlterUserScramCredentials,
             RequestKind::ElectLeaders(_) => ApiKey::ElectLeaders,
             RequestKind::AlterPartitionReassignments(_) => ApiKey::AlterPartitionReassignments,
             RequestKind::ListPartitionReassignments(_) => ApiKey::ListPartitionReassignments,

@@ -18,6 +18,7 @@ pub mod acl;
 pub mod history;
 pub mod publisher;
 pub mod records;
+pub mod scram;
 
 pub use history::{CauseKind, ChangeCause, LeadershipChange, PartitionHistory};
 pub use publisher::MetadataPublisher;
@@ -204,6 +205,9 @@ pub struct MetadataImage {
     /// Every ACL of the cluster by id ([`MetadataRecord::AccessControlEntry`]), what the
     /// authorizer decides against (Kafka's `AclsImage`).
     pub acls: Arc<BTreeMap<acl::AclId, acl::Acl>>,
+    /// Every SCRAM credential of the cluster ([`MetadataRecord::UserScramCredential`]), what
+    /// SASL/SCRAM authenticates against (Kafka's `ScramImage`).
+    pub scram: Arc<scram::ScramCredentials>,
     /// How many records have been applied since the last snapshot (informational).
     pub records_applied: u64,
     /// The metadata log offset (Raft index) of the last batch applied: the image's version. A
@@ -436,6 +440,22 @@ impl MetadataImage {
                     tracing::warn!(%id, "removal of an unknown ACL");
                 }
             }
+            MetadataRecord::UserScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => {
+                Arc::make_mut(&mut self.scram)
+                    .insert((user.clone(), *mechanism), credential.clone());
+            }
+            MetadataRecord::RemoveUserScramCredential { user, mechanism } => {
+                if Arc::make_mut(&mut self.scram)
+                    .remove(&(user.clone(), *mechanism))
+                    .is_none()
+                {
+                    tracing::warn!(user, ?mechanism, "removal of an unknown SCRAM credential");
+                }
+            }
         }
     }
 
@@ -503,6 +523,13 @@ impl MetadataImage {
                     acl: acl.clone(),
                 }),
         );
+        records.extend(self.scram.iter().map(|((user, mechanism), credential)| {
+            MetadataRecord::UserScramCredential {
+                user: user.clone(),
+                mechanism: *mechanism,
+                credential: credential.clone(),
+            }
+        }));
         if self.next_producer_id_block_start > 0 {
             records.push(MetadataRecord::ProducerIds {
                 broker_id: -1,
@@ -717,6 +744,43 @@ mod tests {
         // A restart replays the snapshot: the same ACLs under the same ids.
         let restarted = MetadataImage::empty("c".into(), 1).apply(&removed.to_records());
         assert_eq!(restarted.acls, removed.acls);
+    }
+
+    #[test]
+    fn scram_credentials_replay_by_user_and_mechanism_and_a_snapshot_keeps_them() {
+        use crate::config::security::ScramCredential;
+        use scram::ScramMechanism;
+        let credential = |n: u8| ScramCredential {
+            salt: vec![n],
+            iterations: 4096 + u32::from(n),
+            stored_key: vec![n; 32],
+            server_key: vec![n; 32],
+        };
+        let set = |user: &str, mechanism, n| MetadataRecord::UserScramCredential {
+            user: user.into(),
+            mechanism,
+            credential: credential(n),
+        };
+        let image = MetadataImage::empty("c".into(), 1).apply(&[
+            set("alice", ScramMechanism::Sha256, 1),
+            set("alice", ScramMechanism::Sha512, 2),
+            set("bob", ScramMechanism::Sha256, 3),
+            // A later credential for the same user and mechanism replaces the earlier one.
+            set("alice", ScramMechanism::Sha256, 4),
+        ]);
+        assert_eq!(image.scram.len(), 3);
+        assert_eq!(
+            image.scram[&("alice".to_owned(), ScramMechanism::Sha256)],
+            credential(4)
+        );
+        let removed = image.apply(&[MetadataRecord::RemoveUserScramCredential {
+            user: "alice".into(),
+            mechanism: ScramMechanism::Sha512,
+        }]);
+        assert_eq!(removed.scram.len(), 2);
+        assert_eq!(image.scram.len(), 3, "the earlier image is unchanged");
+        let restarted = MetadataImage::empty("c".into(), 1).apply(&removed.to_records());
+        assert_eq!(restarted.scram, removed.scram);
     }
 
     #[test]

@@ -12,7 +12,10 @@
 //! being reassigned, 13 change cause, 14 partition history, 23 ACL (Kafka's
 //! `AccessControlEntryRecord`, whose api key it shares: id, resource type, name, pattern type,
 //! principal, host, operation, permission; the enums as Kafka's codes), 24 ACL removal (Kafka's
-//! `RemoveAccessControlEntryRecord`: the id). Types 1 and 3 held the single-node broker and partition layouts; they are
+//! `RemoveAccessControlEntryRecord`: the id), 25 SCRAM credential (Kafka's
+//! `UserScramCredentialRecord`: user, mechanism code, salt, stored key, server key, iterations;
+//! byte strings as a u16 length and the bytes), 26 SCRAM credential removal (Kafka's
+//! `RemoveUserScramCredentialRecord`: user, mechanism code). Types 1 and 3 held the single-node broker and partition layouts; they are
 //! retired, so a log written before the cluster shapes fails to decode rather than being read as
 //! something else.
 //!
@@ -22,8 +25,10 @@
 
 use uuid::Uuid;
 
+use crate::config::security::ScramCredential;
 use crate::limits::METADATA_STRING_BYTES_MAX;
 use crate::metadata::acl::{Acl, AclOperation, AclPermissionType, PatternType, ResourceType};
+use crate::metadata::scram::ScramMechanism;
 use crate::metadata::{
     BrokerRegistration, CauseKind, ChangeCause, Endpoint, LeaderRecoveryState, LeadershipChange,
     PartitionRegistration,
@@ -96,6 +101,18 @@ pub enum MetadataRecord {
     /// Removes the ACL of this id (Kafka's `RemoveAccessControlEntryRecord`).
     RemoveAccessControlEntry {
         id: Uuid,
+    },
+    /// Sets a user's credential for one SCRAM mechanism (Kafka's `UserScramCredentialRecord`).
+    UserScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
+        credential: ScramCredential,
+    },
+    /// Removes a user's credential for one SCRAM mechanism (Kafka's
+    /// `RemoveUserScramCredentialRecord`).
+    RemoveUserScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
     },
 }
 
@@ -171,6 +188,11 @@ impl Writer {
     fn string(&mut self, s: &str) {
         if self.len("string", s.len()) {
             self.out.extend_from_slice(s.as_bytes());
+        }
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        if self.len("byte string", b.len()) {
+            self.out.extend_from_slice(b);
         }
     }
     fn opt_string(&mut self, s: &Option<String>) {
@@ -266,6 +288,17 @@ impl Reader<'_> {
         }
         let bytes = self.take(n as usize)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| RecordDecodeError("bad utf-8"))
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>, RecordDecodeError> {
+        let n = self.u16()?;
+        if n == ABSENT {
+            return Err(RecordDecodeError("absent byte string"));
+        }
+        Ok(self.take(n as usize)?.to_vec())
+    }
+    fn scram_mechanism(&mut self) -> Result<ScramMechanism, RecordDecodeError> {
+        ScramMechanism::from_code(self.u8()? as i8)
+            .ok_or(RecordDecodeError("unknown SCRAM mechanism"))
     }
     fn opt_string(&mut self) -> Result<Option<String>, RecordDecodeError> {
         let n = self.u16()?;
@@ -430,6 +463,24 @@ impl MetadataRecord {
                 w.u8(24);
                 w.uuid(id);
             }
+            MetadataRecord::UserScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => {
+                w.u8(25);
+                w.string(user);
+                w.u8(mechanism.code() as u8);
+                w.bytes(&credential.salt);
+                w.bytes(&credential.stored_key);
+                w.bytes(&credential.server_key);
+                w.i32(credential.iterations as i32);
+            }
+            MetadataRecord::RemoveUserScramCredential { user, mechanism } => {
+                w.u8(26);
+                w.string(user);
+                w.u8(mechanism.code() as u8);
+            }
         }
         *out = w.out;
         match w.error {
@@ -571,6 +622,21 @@ impl MetadataRecord {
                 },
             },
             24 => MetadataRecord::RemoveAccessControlEntry { id: r.uuid()? },
+            25 => MetadataRecord::UserScramCredential {
+                user: r.string()?,
+                mechanism: r.scram_mechanism()?,
+                credential: ScramCredential {
+                    salt: r.bytes()?,
+                    stored_key: r.bytes()?,
+                    server_key: r.bytes()?,
+                    iterations: u32::try_from(r.i32()?)
+                        .map_err(|_| RecordDecodeError("negative SCRAM iterations"))?,
+                },
+            },
+            26 => MetadataRecord::RemoveUserScramCredential {
+                user: r.string()?,
+                mechanism: r.scram_mechanism()?,
+            },
             _ => return Err(RecordDecodeError("unknown record type")),
         })
     }
@@ -669,6 +735,20 @@ mod tests {
             },
             MetadataRecord::RemoveAccessControlEntry {
                 id: Uuid::from_u128(0xac1),
+            },
+            MetadataRecord::UserScramCredential {
+                user: "alice".into(),
+                mechanism: ScramMechanism::Sha512,
+                credential: ScramCredential {
+                    salt: vec![1, 2, 3],
+                    iterations: 8192,
+                    stored_key: vec![4; 64],
+                    server_key: vec![5; 64],
+                },
+            },
+            MetadataRecord::RemoveUserScramCredential {
+                user: "alice".into(),
+                mechanism: ScramMechanism::Sha256,
             },
             MetadataRecord::ChangeCause(ChangeCause {
                 kind: CauseKind::ControlledShutdown,

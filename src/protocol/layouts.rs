@@ -203,6 +203,8 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::SaslAuthenticate,              0,  2,     2, SASL_AUTHENTICATE_REQUEST),
     layout(ApiKey::ConsumerGroupHeartbeat,        0,  1,     0, CONSUMER_GROUP_HEARTBEAT_REQUEST),
     layout(ApiKey::ConsumerGroupDescribe,         0,  1,     0, CONSUMER_GROUP_DESCRIBE_REQUEST),
+    layout(ApiKey::DescribeUserScramCredentials,  0,  0,     0, DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST),
+    layout(ApiKey::AlterUserScramCredentials,     0,  0,     0, ALTER_USER_SCRAM_CREDENTIALS_REQUEST),
 ];
 
 /// The layout of `api_key`'s requests, if this broker decodes that API.
@@ -478,6 +480,38 @@ const CONSUMER_GROUP_HEARTBEAT_REQUEST: Ty = Ty::Struct(&[
 const CONSUMER_GROUP_DESCRIBE_REQUEST: Ty = Ty::Struct(&[
     all(array(&STRING)), // group_ids
     all(BOOL),           // include_authorized_operations
+]);
+
+// ---- DescribeUserScramCredentials (key 50): v0, flexible ----
+
+/// `UserName`
+const SCRAM_USER_NAME: Ty = Ty::Struct(&[
+    all(STRING), // name
+]);
+/// `DescribeUserScramCredentialsRequest` (users is a nullable array)
+const DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST: Ty = Ty::Struct(&[
+    all(array(&SCRAM_USER_NAME)), // users
+]);
+
+// ---- AlterUserScramCredentials (key 51): v0, flexible ----
+
+/// `ScramCredentialDeletion`
+const SCRAM_CREDENTIAL_DELETION: Ty = Ty::Struct(&[
+    all(STRING), // name
+    all(I8),     // mechanism
+]);
+/// `ScramCredentialUpsertion`
+const SCRAM_CREDENTIAL_UPSERTION: Ty = Ty::Struct(&[
+    all(STRING), // name
+    all(I8),     // mechanism
+    all(I32),    // iterations
+    all(BYTES),  // salt
+    all(BYTES),  // salted_password
+]);
+/// `AlterUserScramCredentialsRequest`
+const ALTER_USER_SCRAM_CREDENTIALS_REQUEST: Ty = Ty::Struct(&[
+    all(array(&SCRAM_CREDENTIAL_DELETION)),  // deletions
+    all(array(&SCRAM_CREDENTIAL_UPSERTION)), // upsertions
 ]);
 
 // ---- SaslAuthenticate (key 36): v0-v2, flexible from v2 ----

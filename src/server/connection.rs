@@ -138,7 +138,17 @@ where
     // A SASL listener's connection authenticates first ([`sasl`]); until it has, frames are
     // bounded by `sasl.server.max.receive.size`.
     let mut authenticator = match (info.listener, &ctx.config.security.sasl) {
-        (ListenerKind::Client, Some(settings)) => Some(sasl::Authenticator::new(settings.clone())),
+        (ListenerKind::Client, Some(settings)) => {
+            let cache = ctx.cache.clone();
+            let stored: sasl::ScramCredentialsLookup = Arc::new(move |mechanism, user| {
+                cache
+                    .image()
+                    .scram
+                    .get(&(user.to_owned(), mechanism))
+                    .cloned()
+            });
+            Some(sasl::Authenticator::new(settings.clone(), Some(stored)))
+        }
         _ => None,
     };
     let pre_auth_max = ctx

@@ -215,6 +215,9 @@ pub async fn handle_frame(
                 handlers::acls::delete(version, r)
             }
         }
+        RequestKind::AlterUserScramCredentials(r) => {
+            handlers::user_scram_credentials::alter(&ctx.controller, r).await
+        }
         _ => return Err(DispatchError::NoHandler(api_key)),
     };
     let body = match refused {

@@ -53,6 +53,7 @@ pub(crate) const FORWARDED: &[ApiKey] = &[
     ApiKey::DescribeQuorum,
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// Whether a config change names a BROKER resource other than this node or the default: the
@@ -182,6 +183,8 @@ fn api_name(api_key: ApiKey) -> &'static str {
         AllocateProducerIds,
         ConsumerGroupHeartbeat,
         ConsumerGroupDescribe,
+        DescribeUserScramCredentials,
+        AlterUserScramCredentials,
     )
 }
 
@@ -466,6 +469,12 @@ async fn handle_supported(
         } else {
             handlers::acls::delete(version, r)
         }),
+        RequestKind::DescribeUserScramCredentials(r) => {
+            Some(handlers::user_scram_credentials::describe(&ctx.image(), r))
+        }
+        RequestKind::AlterUserScramCredentials(r) => {
+            Some(handlers::user_scram_credentials::alter(&ctx.controller, r).await)
+        }
         RequestKind::DescribeCluster(r) => Some(handlers::describe_cluster::handle(
             &auth,
             &ctx.image(),

@@ -17,6 +17,7 @@ use subtle::ConstantTimeEq;
 
 use super::scram;
 use crate::config::security::{Mechanism, SaslSettings};
+use crate::metadata::scram::ScramMechanism;
 use crate::protocol;
 
 /// Kafka's error codes of SASL.
@@ -62,18 +63,29 @@ enum Outcome {
     Fail(String),
 }
 
+/// Finds a user's SCRAM credential in the metadata log (the node's current image).
+pub type ScramCredentialsLookup =
+    Arc<dyn Fn(ScramMechanism, &str) -> Option<scram::ScramCredential> + Send + Sync>;
+
 /// One connection's authentication.
 pub struct Authenticator {
     settings: Arc<SaslSettings>,
+    /// Credentials set by AlterUserScramCredentials; they win over
+    /// `kafkaiq.sasl.scram.users`.
+    stored: Option<ScramCredentialsLookup>,
     state: State,
     /// A SCRAM exchange between its first and final client messages.
     scram: Option<scram::ScramExchange>,
 }
 
 impl Authenticator {
-    pub fn new(settings: Arc<SaslSettings>) -> Authenticator {
+    pub fn new(
+        settings: Arc<SaslSettings>,
+        stored: Option<ScramCredentialsLookup>,
+    ) -> Authenticator {
         Authenticator {
             settings,
+            stored,
             state: State::Handshake,
             scram: None,
         }
@@ -227,11 +239,19 @@ impl Authenticator {
         match self.scram.take() {
             None => {
                 let settings = self.settings.clone();
+                let stored = self.stored.clone();
+                let scram_mechanism =
+                    ScramMechanism::of_sasl(mechanism).expect("a SCRAM mechanism");
                 let lookup = |user: &str| {
-                    settings
-                        .scram
-                        .get(&(mechanism.name(), user.to_owned()))
-                        .cloned()
+                    stored
+                        .as_ref()
+                        .and_then(|stored| stored(scram_mechanism, user))
+                        .or_else(|| {
+                            settings
+                                .scram
+                                .get(&(mechanism.name(), user.to_owned()))
+                                .cloned()
+                        })
                 };
                 match scram::client_first(hash, token, &server_nonce(), lookup) {
                     Ok((exchange, server_first)) => {
@@ -352,7 +372,7 @@ mod tests {
 
     #[test]
     fn a_raw_token_after_a_v0_handshake_authenticates() {
-        let mut a = Authenticator::new(settings());
+        let mut a = Authenticator::new(settings(), None);
         a.state = State::RawToken(Mechanism::Plain);
         match a.handle(Bytes::from_static(b"\0alice\0alice-secret")) {
             Step::Authenticated {
