@@ -206,7 +206,7 @@ pub fn cluster_operation(api: kafka_protocol::messages::ApiKey) -> Option<AclOpe
         | DescribeLogDirs
         | DescribeQuorum
         | DescribeUserScramCredentials => Some(AclOperation::Describe),
-        ListConfigResources => Some(AclOperation::DescribeConfigs),
+        ListConfigResources | DescribeClientQuotas => Some(AclOperation::DescribeConfigs),
         _ => None,
     }
 }
@@ -275,6 +275,13 @@ pub fn refuse_cluster(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::DescribeAcls(_) => {
             ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code))
         }
+        RequestKind::DescribeClientQuotas(_) => ResponseKind::DescribeClientQuotas(
+            DescribeClientQuotasResponse::default()
+                .with_error_code(code)
+                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_string(
+                    ApiError::ClusterAuthorizationFailed.message(),
+                ))),
+        ),
         RequestKind::DescribeUserScramCredentials(_) => ResponseKind::DescribeUserScramCredentials(
             DescribeUserScramCredentialsResponse::default().with_error_code(code),
         ),
@@ -492,6 +499,7 @@ mod tests {
             RequestKind::DescribeUserScramCredentials(
                 DescribeUserScramCredentialsRequest::default(),
             ),
+            RequestKind::DescribeClientQuotas(DescribeClientQuotasRequest::default()),
             RequestKind::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default()),
             RequestKind::ElectLeaders(ElectLeadersRequest::default()),
             RequestKind::AlterPartitionReassignments(AlterPartitionReassignmentsRequest::default()),
@@ -528,6 +536,7 @@ mod tests {
             RequestKind::DeleteAcls(_) => ApiKey::DeleteAcls,
             RequestKind::DescribeAcls(_) => ApiKey::DescribeAcls,
             RequestKind::DescribeUserScramCredentials(_) => ApiKey::DescribeUserScramCredentials,
+            RequestKind::DescribeClientQuotas(_) => ApiKey::DescribeClientQuotas,
             RequestKind::AlterUserScramCredentials(_) => ApiKey::AlterUserScramCredentials,
             RequestKind::ElectLeaders(_) => ApiKey::ElectLeaders,
             RequestKind::AlterPartitionReassignments(_) => ApiKey::AlterPartitionReassignments,

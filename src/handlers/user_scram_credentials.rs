@@ -62,7 +62,8 @@ pub fn describe(
         .into_iter()
         .map(|(user, twice)| {
             let result = DescribeUserScramCredentialsResult::default()
-                .with_user(StrBytes::from_string(user.clone()));
+                .with_user(StrBytes::from_string(user.clone()))
+                .with_error_message(None);
             if twice {
                 let message = format!("{DESCRIBE_DUPLICATE_USER}{user}");
                 return result
@@ -90,7 +91,9 @@ pub fn describe(
         })
         .collect();
     ResponseKind::DescribeUserScramCredentials(
-        DescribeUserScramCredentialsResponse::default().with_results(results),
+        DescribeUserScramCredentialsResponse::default()
+            .with_error_message(None)
+            .with_results(results),
     )
 }
 
@@ -155,7 +158,9 @@ pub fn every_user(request: &AlterUserScramCredentialsRequest) -> Vec<String> {
 }
 
 pub fn result(user: String, error: Option<ApiError>) -> AlterUserScramCredentialsResult {
-    let result = AlterUserScramCredentialsResult::default().with_user(StrBytes::from_string(user));
+    let result = AlterUserScramCredentialsResult::default()
+        .with_user(StrBytes::from_string(user))
+        .with_error_message(None);
     match error {
         None => result,
         Some(e) => result

@@ -204,6 +204,7 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::ConsumerGroupHeartbeat,        0,  1,     0, CONSUMER_GROUP_HEARTBEAT_REQUEST),
     layout(ApiKey::ConsumerGroupDescribe,         0,  1,     0, CONSUMER_GROUP_DESCRIBE_REQUEST),
     layout(ApiKey::DescribeUserScramCredentials,  0,  0,     0, DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST),
+    layout(ApiKey::DescribeClientQuotas,          0,  1,     1, DESCRIBE_CLIENT_QUOTAS_REQUEST),
     layout(ApiKey::AlterUserScramCredentials,     0,  0,     0, ALTER_USER_SCRAM_CREDENTIALS_REQUEST),
 ];
 
@@ -480,6 +481,20 @@ const CONSUMER_GROUP_HEARTBEAT_REQUEST: Ty = Ty::Struct(&[
 const CONSUMER_GROUP_DESCRIBE_REQUEST: Ty = Ty::Struct(&[
     all(array(&STRING)), // group_ids
     all(BOOL),           // include_authorized_operations
+]);
+
+// ---- DescribeClientQuotas (key 48): v0-v1, flexible from v1 ----
+
+/// `ComponentData`
+const CLIENT_QUOTAS_COMPONENT: Ty = Ty::Struct(&[
+    all(STRING), // entity_type
+    all(I8),     // match_type
+    all(STRING), // match
+]);
+/// `DescribeClientQuotasRequest`
+const DESCRIBE_CLIENT_QUOTAS_REQUEST: Ty = Ty::Struct(&[
+    all(array(&CLIENT_QUOTAS_COMPONENT)), // components
+    all(BOOL),                            // strict
 ]);
 
 // ---- DescribeUserScramCredentials (key 50): v0, flexible ----

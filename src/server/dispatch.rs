@@ -185,6 +185,7 @@ fn api_name(api_key: ApiKey) -> &'static str {
         ConsumerGroupDescribe,
         DescribeUserScramCredentials,
         AlterUserScramCredentials,
+        DescribeClientQuotas,
     )
 }
 
@@ -469,6 +470,7 @@ async fn handle_supported(
         } else {
             handlers::acls::delete(version, r)
         }),
+        RequestKind::DescribeClientQuotas(r) => Some(handlers::describe_client_quotas::handle(r)),
         RequestKind::DescribeUserScramCredentials(r) => {
             Some(handlers::user_scram_credentials::describe(&ctx.image(), r))
         }
