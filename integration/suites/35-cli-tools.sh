@@ -7,7 +7,9 @@
 # - ConfigCommand (kafka-configs): topic --describe, --alter --add-config / --delete-config, an
 #   invalid value refused, broker --describe --all; dynamic broker configs per broker
 #   (--entity-name 1) and cluster default (--entity-default) added, described with their
-#   sources and synonyms, deleted, and a key that cannot change at runtime refused.
+#   sources and synonyms, deleted, and a key that cannot change at runtime refused. Users'
+#   SCRAM credentials: added per mechanism, two in one command refused (DUPLICATE_RESOURCE, as
+#   Kafka refuses), too few iterations refused, described, deleted, a missing one not deleted.
 # - ConsoleProducer with keys and headers, ConsoleConsumer printing partition, offset, headers and
 #   key.
 # - GetOffsetShell: latest (-1), earliest (-2) and max timestamp (-3).
@@ -147,6 +149,29 @@ ok $C --alter --entity-type brokers --entity-name 1 --delete-config message.max.
 ok $C --alter --entity-type brokers --entity-default --delete-config log.retention.ms
 ok $C --describe --entity-type brokers --entity-name 1
 expect_no_text "message.max.bytes="
+
+step "ConfigCommand: users' SCRAM credentials"
+# Kept in the metadata log (AlterUserScramCredentials through the controller); one alteration
+# per user and request, so both mechanisms in one command are refused as Kafka refuses them.
+ok $C --alter --entity-type users --entity-name alice --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+expect_line "Completed updating config for user alice."
+ok $C --alter --entity-type users --entity-name alice --add-config 'SCRAM-SHA-512=[password=alice-512]'
+run $C --alter --entity-type users --entity-name bob --add-config 'SCRAM-SHA-256=[password=b],SCRAM-SHA-512=[password=b]'
+[[ $rc -ne 0 ]] || fail "two alterations of one user in one request were accepted"
+expect_text "DuplicateResourceException: A user credential cannot be altered twice in the same request"
+run $C --alter --entity-type users --entity-name bob --add-config 'SCRAM-SHA-256=[iterations=100,password=b]'
+[[ $rc -ne 0 ]] || fail "100 iterations were accepted"
+ok $C --describe --entity-type users --entity-name alice
+expect_line "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096"
+ok $C --describe --entity-type users
+expect_line "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096"
+expect_no_text "'bob'"
+ok $C --alter --entity-type users --entity-name alice --delete-config SCRAM-SHA-512
+ok $C --describe --entity-type users --entity-name alice
+expect_line "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192"
+run $C --alter --entity-type users --entity-name alice --delete-config SCRAM-SHA-512
+[[ $rc -ne 0 ]] || fail "deleting a missing credential succeeded"
+expect_text "ResourceNotFoundException: Attempt to delete a user credential that does not exist"
 
 step "ConsoleProducer / ConsoleConsumer with keys and headers"
 printf 'k1\tv1\nk1\tv2\nk1\tv3\n' >"$work/plain"
