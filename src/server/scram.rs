@@ -116,7 +116,9 @@ impl ScramExchange {
         if binding != Some(B64.encode(&self.gs2_header).as_str()) {
             return Err("Authentication failed: Invalid channel binding".to_owned());
         }
-        if nonce != Some(self.nonce.as_str()) {
+        // Kafka's `ScramSaslServer` checks that the nonce ends with the one it sent, and so do
+        // we: librdkafka sends its own nonce followed by the whole combined nonce.
+        if !nonce.is_some_and(|n| n.ends_with(self.nonce.as_str())) {
             return Err(
                 "Authentication failed: Invalid client nonce in the final client message."
                     .to_owned(),
@@ -198,5 +200,78 @@ mod tests {
             .client_final(b"c=biws,r=abcxyz,p=AAAA")
             .unwrap_err();
         assert_eq!(e, INVALID);
+    }
+
+    /// The client-final message with a correct proof for `password`, its nonce attribute `r`.
+    fn client_final_message(
+        hash: ScramHash,
+        password: &str,
+        salt: &[u8],
+        client_first_bare: &str,
+        server_first: &str,
+        r: &str,
+    ) -> String {
+        let salted = hash.salted_password(password.as_bytes(), salt, 4096);
+        let client_key = hash.hmac(&salted, b"Client Key");
+        let without_proof = format!("c=biws,r={r}");
+        let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
+        let signature = hash.hmac(&hash.hash(&client_key), auth_message.as_bytes());
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(a, b)| a ^ b)
+            .collect();
+        format!("{without_proof},p={}", B64.encode(proof))
+    }
+
+    #[test]
+    fn a_final_nonce_ending_with_the_servers_is_taken_as_kafka_takes_it_and_another_is_not() {
+        let hash = ScramHash::Sha256;
+        let credential = ScramCredential::new(hash, "pw", b"salt".to_vec(), 4096);
+        let exchange = || {
+            client_first(hash, b"n,,n=alice,r=cnonce", "snonce", |_| {
+                Some(credential.clone())
+            })
+            .unwrap()
+        };
+        // librdkafka: its nonce, then the whole combined nonce the server sent.
+        let (first, server_first) = exchange();
+        let message = client_final_message(
+            hash,
+            "pw",
+            b"salt",
+            "n=alice,r=cnonce",
+            &server_first,
+            "cnoncecnoncesnonce",
+        );
+        assert_eq!(
+            first.client_final(message.as_bytes()).unwrap().0,
+            "User:alice"
+        );
+        // RFC 5802: exactly the combined nonce.
+        let (first, server_first) = exchange();
+        let message = client_final_message(
+            hash,
+            "pw",
+            b"salt",
+            "n=alice,r=cnonce",
+            &server_first,
+            "cnoncesnonce",
+        );
+        assert!(first.client_final(message.as_bytes()).is_ok());
+        // A nonce that does not end with the server's is refused, even with a matching proof.
+        let (first, server_first) = exchange();
+        let message = client_final_message(
+            hash,
+            "pw",
+            b"salt",
+            "n=alice,r=cnonce",
+            &server_first,
+            "cnoncesnonceX",
+        );
+        assert!(first
+            .client_final(message.as_bytes())
+            .unwrap_err()
+            .contains("Invalid client nonce"));
     }
 }

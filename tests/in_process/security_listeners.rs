@@ -794,8 +794,56 @@ async fn alter_scram(
     results
 }
 
+/// Runs kcat (installed by `integration/kcat.sh` when missing) against `addr` over
+/// SASL_PLAINTEXT with `mechanism`, 20 s at most; its exit status and standard output.
+fn kcat_scram(
+    addr: std::net::SocketAddr,
+    mechanism: &str,
+    user: &str,
+    password: &str,
+    args: &[&str],
+    input: &[u8],
+) -> (Option<i32>, String) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let kcat = Command::new("bash")
+        .arg(root.join("integration/kcat.sh"))
+        .output()
+        .expect("integration/kcat.sh");
+    assert!(
+        kcat.status.success(),
+        "kcat is missing and could not be installed"
+    );
+    let kcat = String::from_utf8_lossy(&kcat.stdout).trim().to_owned();
+    let mut child = Command::new("timeout")
+        .arg("20")
+        .arg(kcat)
+        .args(["-b", &addr.to_string()])
+        .args(["-X", "security.protocol=SASL_PLAINTEXT"])
+        .args(["-X", &format!("sasl.mechanisms={mechanism}")])
+        .args(["-X", &format!("sasl.username={user}")])
+        .args(["-X", &format!("sasl.password={password}")])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        // cargo points the library path at the build's own librdkafka (no SCRAM); kcat needs
+        // the system's.
+        .env_remove("LD_LIBRARY_PATH")
+        .spawn()
+        .expect("kcat");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 /// SCRAM users set through the metadata log, as `kafka-configs --alter --add-config
-/// 'SCRAM-SHA-256=[…]' --entity-type users` sets them: they authenticate at once, are described
+/// 'SCRAM-SHA-256=[…]' --entity-type users` sets them: they authenticate at once (by hand and
+/// through kcat), are described
 /// without secrets, win over `kafkaiq.sasl.scram.users`, stop authenticating when deleted, and
 /// survive a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -851,6 +899,35 @@ async fn scram_credentials_altered_through_the_metadata_log_authenticate_and_sur
         .is_ok());
     let few = scram("SCRAM-SHA-256", "few", "x").await;
     assert_eq!(few, Err(58), "a refused credential is not stored");
+    // A stock client (kcat, on Debian's librdkafka) produces and reads back with it.
+    let topic = "scram-kcat";
+    assert_eq!(
+        kcat_scram(
+            addr,
+            "SCRAM-SHA-512",
+            "erin",
+            "erin-512",
+            &["-P", "-t", topic],
+            b"k1\n"
+        )
+        .0,
+        Some(0)
+    );
+    let (status, out) = kcat_scram(
+        addr,
+        "SCRAM-SHA-512",
+        "erin",
+        "erin-512",
+        &["-C", "-t", topic, "-o", "beginning", "-e", "-q"],
+        b"",
+    );
+    assert_eq!((status, out.trim()), (Some(0), "k1"));
+    let (status, _) = kcat_scram(addr, "SCRAM-SHA-256", "erin", "erin-512", &["-L"], b"");
+    assert_ne!(
+        status,
+        Some(0),
+        "kcat listed metadata with a wrong password"
+    );
 
     let described: DescribeUserScramCredentialsResponse = call(
         &mut admin,
