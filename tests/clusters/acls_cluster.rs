@@ -4,6 +4,8 @@
 //! replicates (heartbeats, AlterPartition and replica fetches pass the authorizer), a CreateAcls
 //! sent to a node that is not the active controller is forwarded to it, committed, and
 //! described alike by every node, and a DeleteAcls sent to another one removes it everywhere.
+//! SCRAM credentials the same way: an AlterUserScramCredentials sent to a node that is not the
+//! active controller is forwarded, committed, and described by every node.
 //!
 //! Every wait has a deadline; nothing sleeps a fixed time to let something happen.
 
@@ -11,11 +13,14 @@ use crate::common;
 
 use std::time::Duration;
 
+use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::{
-    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
-    DescribeAclsRequest, DescribeAclsResponse,
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, CreateAclsRequest,
+    CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest,
+    DescribeAclsResponse, DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -45,6 +50,24 @@ async fn described(cluster: &Cluster, id: i32) -> Option<Vec<(String, String)>> 
                 res.acls
                     .iter()
                     .map(move |a| (res.resource_name.to_string(), a.principal.to_string()))
+            })
+            .collect()
+    })
+}
+
+/// The `(user, [(mechanism, iterations)])` of every SCRAM user node `id` describes.
+async fn scram_users(cluster: &Cluster, id: i32) -> Option<Vec<(String, Vec<(i8, i32)>)>> {
+    let mut c = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
+    let all = DescribeUserScramCredentialsRequest::default().with_users(None);
+    let r: DescribeUserScramCredentialsResponse =
+        c.try_call(0, &all, Duration::from_secs(5)).await?;
+    (r.error_code == 0).then(|| {
+        r.results
+            .iter()
+            .map(|u| {
+                let infos = u.credential_infos.iter();
+                let infos = infos.map(|i| (i.mechanism, i.iterations)).collect();
+                (u.user.to_string(), infos)
             })
             .collect()
     })
@@ -134,6 +157,33 @@ async fn acl_changes_reach_the_active_controller_from_any_node_and_every_node_ag
             .wait_for(&format!("node {id} to drop the ACL"), DEADLINE, || async {
                 described(&cluster, id).await?.is_empty().then_some(())
             })
+            .await;
+    }
+
+    let mut c = RawClient::connect(cluster.nodes[&others[1]].client_addr()).await;
+    let altered: AlterUserScramCredentialsResponse = c
+        .call(
+            0,
+            &AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+                ScramCredentialUpsertion::default()
+                    .with_name(StrBytes::from_static_str("alice"))
+                    .with_mechanism(2)
+                    .with_iterations(8192)
+                    .with_salt(bytes::Bytes::from_static(b"salt"))
+                    .with_salted_password(bytes::Bytes::from(vec![7u8; 64])),
+            ]),
+        )
+        .await;
+    assert_eq!(altered.results.len(), 1, "{altered:?}");
+    assert_eq!(altered.results[0].error_code, 0, "{altered:?}");
+    let expected = vec![("alice".to_owned(), vec![(2, 8192)])];
+    for id in 1..=NODES {
+        cluster
+            .wait_for(
+                &format!("node {id} to describe the SCRAM user"),
+                DEADLINE,
+                || async { (scram_users(&cluster, id).await? == expected).then_some(()) },
+            )
             .await;
     }
     cluster.stop_all();
