@@ -94,11 +94,17 @@ impl ControllerSettings {
 
 /// The first record an active controller writes into a log that has none: the cluster id. Empty
 /// once the image has one.
-pub fn bootstrap_cluster_id(image: &MetadataImage, cluster_id: &str) -> Vec<MetadataRecord> {
+pub fn bootstrap_cluster_id(
+    image: &MetadataImage,
+    cluster_id: &str,
+    bootstrap: Vec<MetadataRecord>,
+) -> Vec<MetadataRecord> {
     if image.cluster_id.is_empty() {
-        vec![MetadataRecord::ClusterId {
+        let mut records = vec![MetadataRecord::ClusterId {
             cluster_id: cluster_id.to_owned(),
-        }]
+        }];
+        records.extend(bootstrap);
+        records
     } else {
         Vec::new()
     }
@@ -1325,11 +1331,20 @@ pub(super) mod tests {
     #[test]
     fn the_cluster_id_is_written_once() {
         let image = MetadataImage::default();
-        let records = bootstrap_cluster_id(&image, "abc");
+        let records = bootstrap_cluster_id(&image, "abc", Vec::new());
         assert_eq!(records.len(), 1);
         let image = image.apply(&records);
         assert_eq!(image.cluster_id, "abc");
-        assert!(bootstrap_cluster_id(&image, "other").is_empty());
+        assert!(bootstrap_cluster_id(&image, "other", Vec::new()).is_empty());
+        // The bootstrap records go with the id, once: a restarted or later controller writes
+        // neither again (a user deleted since stays deleted).
+        let alice = MetadataRecord::RemoveUserScramCredential {
+            user: "alice".into(),
+            mechanism: crate::metadata::scram::ScramMechanism::Sha256,
+        };
+        let first = bootstrap_cluster_id(&MetadataImage::default(), "abc", vec![alice.clone()]);
+        assert_eq!(first.last(), Some(&alice));
+        assert!(bootstrap_cluster_id(&image, "abc", vec![alice]).is_empty());
         assert!(check_cluster_id(&image, "abc").is_ok());
         assert_eq!(check_cluster_id(&image, "other").unwrap_err().code(), 104);
     }

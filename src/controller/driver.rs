@@ -128,6 +128,9 @@ pub(crate) struct ControllerCore {
     /// The cluster id this voter proposes if it is the first active controller of a cluster
     /// (the one its `meta.properties` holds, or a new one). The log's ClusterId record decides.
     proposed_cluster_id: String,
+    /// What the first active controller of a new cluster writes after its id
+    /// ([`crate::metadata::bootstrap`]).
+    bootstrap_records: Vec<MetadataRecord>,
     sessions: BrokerSessions,
     /// Set when this voter just became active; handled by the next advance (it needs the time).
     became_active_pending: bool,
@@ -177,6 +180,7 @@ impl ControllerCore {
             voter: Voter::new(engine),
             image,
             proposed_cluster_id,
+            bootstrap_records: Vec::new(),
             sessions: BrokerSessions::new(lifecycle),
             became_active_pending: false,
             applied_index: 0,
@@ -192,6 +196,11 @@ impl ControllerCore {
             new_id: Box::new(super::random_uuid),
             commands: Vec::new(),
         }
+    }
+
+    /// The records the first active controller of a new cluster writes after its id.
+    pub(crate) fn set_bootstrap_records(&mut self, records: Vec<MetadataRecord>) {
+        self.bootstrap_records = records;
     }
 
     /// Takes new topic ids from `ids` instead of at random (the simulation's come from its seed).
@@ -493,6 +502,7 @@ impl ControllerCore {
         if self.image.cluster_id.is_empty() {
             self.passes.queued.push_front(Request::BootstrapClusterId {
                 cluster_id: self.proposed_cluster_id.clone(),
+                records: self.bootstrap_records.clone(),
             });
         }
         self.sessions.became_active(

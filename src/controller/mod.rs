@@ -614,6 +614,11 @@ pub async fn start(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(ControllerChannel, Arc<MetadataPublisher>, JoinHandle<()>), DurableError> {
     let durable = DiskState::open(&metadata_dir.join(QUORUM_DIR), check_entry)?;
+    let bootstrap =
+        crate::metadata::bootstrap::read(metadata_dir).map_err(|reason| DurableError::Invalid {
+            path: metadata_dir.join(crate::metadata::bootstrap::BOOTSTRAP_CHECKPOINT),
+            reason,
+        })?;
     // The image's cluster id comes from the log (the first active controller writes it).
     let publisher = Arc::new(
         MetadataPublisher::threaded(cache, MetadataImage::empty(String::new(), config.node_id))
@@ -627,6 +632,7 @@ pub async fn start(
         durable,
         publisher.clone(),
         cluster_id,
+        bootstrap,
         quorum,
         shutdown,
     )
@@ -661,6 +667,7 @@ async fn spawn<D: Durable + 'static>(
     durable: D,
     publisher: Arc<MetadataPublisher>,
     cluster_id: &str,
+    bootstrap: Vec<MetadataRecord>,
     peers: &QuorumPeers,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(ControllerChannel, JoinHandle<()>), DurableError> {
@@ -688,13 +695,14 @@ async fn spawn<D: Durable + 'static>(
         let voters = forward::voter_endpoints(&config);
         forward::Forwarder::new(config.node_id, &voters, state.clone())
     });
-    let core = ControllerCore::new(
+    let mut core = ControllerCore::new(
         config,
         engine,
         publisher.image(),
         cluster_id.to_owned(),
         lifecycle,
     );
+    core.set_bootstrap_records(bootstrap);
     let effects = command::Effects::new(durable, publisher, state.clone());
     let feed = effects.feed();
     let (events, rx) = mpsc::channel();
@@ -1050,9 +1058,17 @@ mod tests {
             fail: fail.clone(),
         };
         let (_shutdown, rx) = watch::channel(false);
-        let (channel, task) = spawn(config, durable, publisher, "c", &QuorumPeers::single(1), rx)
-            .await
-            .unwrap();
+        let (channel, task) = spawn(
+            config,
+            durable,
+            publisher,
+            "c",
+            Vec::new(),
+            &QuorumPeers::single(1),
+            rx,
+        )
+        .await
+        .unwrap();
         channel.register_broker(registration()).await.unwrap();
         fail.store(true, std::sync::atomic::Ordering::SeqCst);
         let err = channel.create_topic(spec("t", 1), false).await.unwrap_err();
@@ -1102,9 +1118,17 @@ mod tests {
         hs.commit = 1;
         durable.set_hard_state(&hs).unwrap();
         let (_shutdown, rx) = watch::channel(false);
-        let (channel, task) = spawn(config, durable, publisher, "c", &QuorumPeers::single(1), rx)
-            .await
-            .unwrap();
+        let (channel, task) = spawn(
+            config,
+            durable,
+            publisher,
+            "c",
+            Vec::new(),
+            &QuorumPeers::single(1),
+            rx,
+        )
+        .await
+        .unwrap();
         let reason = tokio::time::timeout(std::time::Duration::from_secs(5), channel.failed())
             .await
             .expect("the controller's failure is reported");

@@ -143,9 +143,12 @@ pub(crate) enum Request {
         broker_epoch: i64,
         after_failover: bool,
     },
-    /// The controller's own: the first active controller of a cluster writes its id.
+    /// The controller's own: the first active controller of a cluster writes its id, and the
+    /// bootstrap records its metadata directory was formatted with
+    /// ([`crate::metadata::bootstrap`]).
     BootstrapClusterId {
         cluster_id: String,
+        records: Vec<MetadataRecord>,
     },
     /// The controller's own: one automatic leader rebalancing pass
     /// ([`decisions::rebalance_pass`]); `more` is set once committed if the pass stopped at its
@@ -510,8 +513,11 @@ fn decide_records(
                 finish: Box::new(|_| {}),
             }
         }
-        Request::BootstrapClusterId { cluster_id } => Decided {
-            records: decisions::bootstrap_cluster_id(image, &cluster_id),
+        Request::BootstrapClusterId {
+            cluster_id,
+            records,
+        } => Decided {
+            records: decisions::bootstrap_cluster_id(image, &cluster_id, records),
             finish: Box::new(|_| {}),
         },
         Request::Rebalance { more } => {

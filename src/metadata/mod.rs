@@ -15,6 +15,7 @@ use std::sync::{Arc, RwLock};
 use uuid::Uuid;
 
 pub mod acl;
+pub mod bootstrap;
 pub mod history;
 pub mod publisher;
 pub mod records;

@@ -995,6 +995,35 @@ async fn scram_credentials_altered_through_the_metadata_log_authenticate_and_sur
     broker.shutdown().await.unwrap();
 }
 
+/// A log directory formatted by Kafka's `kafka-storage format --add-scram
+/// 'SCRAM-SHA-256=[name=alice,password=alice-secret]'` (its `bootstrap.checkpoint`, a fixture):
+/// the new cluster's first controller writes alice's credential, and she authenticates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_formatted_with_kafkas_add_scram_bootstraps_that_user() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/kafka-4.1.1-bootstrap.checkpoint"),
+        data.path().join("bootstrap.checkpoint"),
+    )
+    .unwrap();
+    let mut settings = sasl_settings("SASL_PLAINTEXT");
+    settings.retain(|s| !s.starts_with("sasl.enabled.mechanisms"));
+    settings.push("sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN".to_owned());
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    let mut client = TcpStream::connect(broker.local_addr).await.unwrap();
+    scram_authenticate(&mut client, "SCRAM-SHA-256", "alice", "alice-secret")
+        .await
+        .unwrap();
+    produce_and_fetch(&mut client, "bootstrapped").await;
+    let mut wrong = TcpStream::connect(broker.local_addr).await.unwrap();
+    assert_eq!(
+        scram_authenticate(&mut wrong, "SCRAM-SHA-256", "alice", "alice").await,
+        Err(58)
+    );
+    broker.shutdown().await.unwrap();
+}
+
 fn keytool(args: &[&str]) -> std::process::Output {
     let out = std::process::Command::new("keytool")
         .args(args)
