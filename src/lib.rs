@@ -47,6 +47,7 @@ pub mod producer_ids;
 pub mod protocol;
 pub mod quorum;
 pub mod replica;
+pub mod scram;
 pub mod server;
 #[cfg(test)]
 pub(crate) mod sim_rng;

@@ -14,9 +14,9 @@ use std::path::Path;
 use bytes::{Buf, Bytes};
 use kafka_protocol::records::RecordBatchDecoder;
 
-use crate::config::security::ScramCredential;
 use crate::metadata::records::MetadataRecord;
 use crate::metadata::scram::ScramMechanism;
+use crate::scram::ScramCredential;
 
 /// The file `kafka-storage format` writes in the metadata log directory.
 pub const BOOTSTRAP_CHECKPOINT: &str = "bootstrap.checkpoint";
@@ -122,7 +122,7 @@ fn decode_record(mut value: Bytes) -> Result<Option<MetadataRecord>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::security::ScramHash;
+    use crate::scram::ScramHash;
 
     /// What Kafka 4.1.1's `kafka-storage format --add-scram
     /// 'SCRAM-SHA-256=[name=alice,password=alice-secret]'` wrote.

@@ -749,7 +749,7 @@ mod tests {
 
     #[test]
     fn scram_credentials_replay_by_user_and_mechanism_and_a_snapshot_keeps_them() {
-        use crate::config::security::ScramCredential;
+        use crate::scram::ScramCredential;
         use scram::ScramMechanism;
         let credential = |n: u8| ScramCredential {
             salt: vec![n],

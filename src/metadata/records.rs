@@ -25,7 +25,6 @@
 
 use uuid::Uuid;
 
-use crate::config::security::ScramCredential;
 use crate::limits::METADATA_STRING_BYTES_MAX;
 use crate::metadata::acl::{Acl, AclOperation, AclPermissionType, PatternType, ResourceType};
 use crate::metadata::scram::ScramMechanism;
@@ -33,6 +32,7 @@ use crate::metadata::{
     BrokerRegistration, CauseKind, ChangeCause, Endpoint, LeaderRecoveryState, LeadershipChange,
     PartitionRegistration,
 };
+use crate::scram::ScramCredential;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetadataRecord {

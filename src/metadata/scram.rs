@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::security::{Mechanism, ScramCredential, ScramHash};
+use crate::scram::{ScramCredential, ScramHash};
 
 /// Kafka's `ScramMechanism` codes as the wire and its records carry them (0 is UNKNOWN).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,15 +37,6 @@ impl ScramMechanism {
         match self {
             ScramMechanism::Sha256 => ScramHash::Sha256,
             ScramMechanism::Sha512 => ScramHash::Sha512,
-        }
-    }
-
-    /// The SASL mechanism it is; `None` for PLAIN.
-    pub fn of_sasl(mechanism: Mechanism) -> Option<ScramMechanism> {
-        match mechanism {
-            Mechanism::Plain => None,
-            Mechanism::ScramSha256 => Some(ScramMechanism::Sha256),
-            Mechanism::ScramSha512 => Some(ScramMechanism::Sha512),
         }
     }
 }

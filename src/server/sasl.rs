@@ -240,8 +240,11 @@ impl Authenticator {
             None => {
                 let settings = self.settings.clone();
                 let stored = self.stored.clone();
-                let scram_mechanism =
-                    ScramMechanism::of_sasl(mechanism).expect("a SCRAM mechanism");
+                let scram_mechanism = if hash == scram::ScramHash::Sha512 {
+                    ScramMechanism::Sha512
+                } else {
+                    ScramMechanism::Sha256
+                };
                 let lookup = |user: &str| {
                     stored
                         .as_ref()

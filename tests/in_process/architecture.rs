@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
         "protocol",
         "metrics",
         "sim_rng",
+        "scram",
     ],
     &["config", "metadata", "fetch_session", "client"],
     &["replica", "quorum"],

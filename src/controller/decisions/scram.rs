@@ -12,12 +12,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::security::ScramCredential;
 use crate::errors::ApiError;
 use crate::limits::METADATA_STRING_BYTES_MAX;
 use crate::metadata::records::MetadataRecord;
 use crate::metadata::scram::{ScramMechanism, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN};
 use crate::metadata::MetadataImage;
+use crate::scram::ScramCredential;
 
 /// One credential to delete, as the request carries it.
 #[derive(Debug, Clone)]
@@ -166,7 +166,7 @@ pub fn alter_user_scram_credentials(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::security::ScramHash;
+    use crate::scram::ScramHash;
 
     fn upsert(user: &str, mechanism: i8, iterations: i32) -> ScramUpsertion {
         ScramUpsertion {
