@@ -36,6 +36,8 @@ pub struct Context {
     pub fetch_served: FetchServedStats,
     /// Requests handled and their time per API (`server::dispatch` counts them).
     pub request_stats: RequestStats,
+    /// SASL authentications on the client listener (`server::connection` counts them).
+    pub authentication_stats: crate::metrics::AuthenticationStats,
     /// The async runtime's wake-up lateness (`node::runtime_probe` observes it).
     pub runtime_stats: RuntimeStats,
     /// What the log cleaner threads report (`node::cleaner` fills them).

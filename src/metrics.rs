@@ -275,6 +275,36 @@ pub struct StageLabels {
     pub stage: &'static str,
 }
 
+/// Authentications on the client listener (Kafka's `socket-server-metrics`
+/// `successful-authentication-total` and `failed-authentication-total`), by listener and SASL
+/// mechanism (Kafka's are per listener and network processor).
+#[derive(Default)]
+pub struct AuthenticationStats {
+    pub successful: Family<Vec<(&'static str, String)>, Counter>,
+    pub failed: Family<Vec<(&'static str, String)>, Counter>,
+}
+
+impl AuthenticationStats {
+    fn labels(listener: &str, mechanism: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("listener", listener.to_owned()),
+            ("mechanism", mechanism.to_owned()),
+        ]
+    }
+
+    pub fn succeeded(&self, listener: &str, mechanism: &str) {
+        self.successful
+            .get_or_create(&Self::labels(listener, mechanism))
+            .inc();
+    }
+
+    pub fn failed(&self, listener: &str, mechanism: &str) {
+        self.failed
+            .get_or_create(&Self::labels(listener, mechanism))
+            .inc();
+    }
+}
+
 /// Kafka's `RequestMetrics` `TotalTimeMs` per API, as a histogram: its `_count` is the
 /// request count (`RequestsPerSec` as a counter), its `_sum` the total time. The time is from
 /// the decoded request to the encoded response (Kafka's also counts the time queued behind

@@ -342,6 +342,18 @@ pub fn scrape(ctx: &Context) -> String {
         consumer_bytes,
     );
 
+    // kafka.server:type=socket-server-metrics
+    r.register(
+        "kafka_server_socket_server_metrics_successful_authentication",
+        "Connections that completed SASL authentication, by listener and mechanism (Kafka's successful-authentication-total)",
+        ctx.authentication_stats.successful.clone(),
+    );
+    r.register(
+        "kafka_server_socket_server_metrics_failed_authentication",
+        "Connections whose SASL authentication failed, by listener and mechanism (Kafka's failed-authentication-total)",
+        ctx.authentication_stats.failed.clone(),
+    );
+
     // kafka.network:type=RequestMetrics
     r.register("kafka_network_requestmetrics_totaltimems", "Requests handled by API and their time in ms from decoded request to encoded response (_count is the request count)", ctx.request_stats.total_time_ms.clone());
     r.register("kafkaiq_produce_stage_time_ms", "Produce requests' time in ms per stage: queue (frame read to handling), decode, append, acks_wait (acks=all until the high watermark covers the records), acks_wake (from the high watermark move that completed acks_wait to the handler running again), encode, write (response to the socket), total (frame read to response written)", ctx.request_stats.produce_stage_ms.clone());

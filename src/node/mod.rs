@@ -300,6 +300,7 @@ impl Node {
             topic_stats: Default::default(),
             fetch_served: Default::default(),
             request_stats: Default::default(),
+            authentication_stats: Default::default(),
             runtime_stats: Default::default(),
             cleaner_stats: Default::default(),
             authorizer: Context::authorizer_of(&config),

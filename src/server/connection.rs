@@ -225,7 +225,15 @@ where
         while let Some((frame, permit, read_at)) = rx.recv().await {
             // The request header starts with the API key; Produce is key 0.
             if let Some(auth) = authenticator.as_mut().filter(|a| !a.is_complete()) {
+                let mechanism = auth.mechanism();
                 let step = auth.handle(frame.clone());
+                let listener = crate::handlers::client_listener(&ctx.config);
+                let stats = &ctx.authentication_stats;
+                match (&step, mechanism) {
+                    (sasl::Step::Authenticated { .. }, Some(m)) => stats.succeeded(listener, m),
+                    (sasl::Step::Fail { .. }, Some(m)) => stats.failed(listener, m),
+                    _ => {}
+                }
                 drop(permit);
                 let response = match step {
                     sasl::Step::Dispatch => None,

@@ -91,6 +91,14 @@ impl Authenticator {
         }
     }
 
+    /// The mechanism the client chose, once its handshake named one.
+    pub fn mechanism(&self) -> Option<&'static str> {
+        match self.state {
+            State::Authenticate(m) | State::RawToken(m) => Some(m.name()),
+            State::Handshake | State::Complete => None,
+        }
+    }
+
     pub fn is_complete(&self) -> bool {
         self.state == State::Complete
     }

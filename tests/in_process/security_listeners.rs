@@ -479,6 +479,17 @@ async fn sasl_plaintext_plain_authenticates_then_serves_and_refuses_before() {
     let mut big = TcpStream::connect(broker.local_addr).await.unwrap();
     big.write_all(&(600_000i32).to_be_bytes()).await.unwrap();
     assert!(closed(&mut big).await);
+
+    // Kafka's successful- and failed-authentication counts, by listener and mechanism.
+    let metrics = kafkaiq::insight::scrape::scrape(&broker.context);
+    let count = |outcome: &str| {
+        let series = format!(
+            "kafka_server_socket_server_metrics_{outcome}_authentication_total{{listener=\"SASL_PLAINTEXT\",mechanism=\"PLAIN\"}}"
+        );
+        common::http::sample(&metrics, &series)
+    };
+    assert_eq!(count("successful"), Some(1.0), "{metrics}");
+    assert_eq!(count("failed"), Some(1.0), "{metrics}");
     broker.shutdown().await.unwrap();
 }
 
