@@ -54,7 +54,8 @@ const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLo
 /// SCRAM users from the config file, KafkaIQ's own key: `user:password,…`, each user for both
 /// SCRAM mechanisms. Kafka keeps SCRAM credentials only in the metadata log (set with
 /// `kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=…]'`), and so does KafkaIQ; a
-/// credential there wins over one from this key.
+/// credential there wins over one from this key, and one deleted there stays deleted (see
+/// [`crate::metadata::MetadataImage::scram_removed`]).
 pub const KAFKAIQ_SASL_SCRAM_USERS: &str = "kafkaiq.sasl.scram.users";
 
 /// A SASL mechanism KafkaIQ serves.

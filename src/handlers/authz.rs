@@ -211,6 +211,10 @@ pub fn cluster_operation(api: kafka_protocol::messages::ApiKey) -> Option<AclOpe
     }
 }
 
+/// The message of Kafka's `Errors.CLUSTER_AUTHORIZATION_FAILED.exception`, which the refusals
+/// that carry a message send.
+const CLUSTER_AUTHORIZATION_FAILED_MESSAGE: &str = "Cluster authorization failed.";
+
 /// The answer to a request of an API [`cluster_operation`] names when the caller may not do it
 /// on the cluster: CLUSTER_AUTHORIZATION_FAILED where Kafka puts it (the top-level error, or
 /// every entry's), nothing done.
@@ -278,13 +282,36 @@ pub fn refuse_cluster(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::DescribeClientQuotas(_) => ResponseKind::DescribeClientQuotas(
             DescribeClientQuotasResponse::default()
                 .with_error_code(code)
-                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_string(
-                    ApiError::ClusterAuthorizationFailed.message(),
+                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
+                    CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
                 ))),
         ),
-        RequestKind::DescribeUserScramCredentials(_) => ResponseKind::DescribeUserScramCredentials(
-            DescribeUserScramCredentialsResponse::default().with_error_code(code),
-        ),
+        // As Kafka's `getErrorResponse`: the error and its message, and a result carrying them
+        // for each user named (with no user name).
+        RequestKind::DescribeUserScramCredentials(r) => {
+            use describe_user_scram_credentials_response::DescribeUserScramCredentialsResult;
+            let message = || {
+                Some(kafka_protocol::protocol::StrBytes::from_static_str(
+                    CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+                ))
+            };
+            ResponseKind::DescribeUserScramCredentials(
+                DescribeUserScramCredentialsResponse::default()
+                    .with_error_code(code)
+                    .with_error_message(message())
+                    .with_results(
+                        r.users
+                            .iter()
+                            .flatten()
+                            .map(|_| {
+                                DescribeUserScramCredentialsResult::default()
+                                    .with_error_code(code)
+                                    .with_error_message(message())
+                            })
+                            .collect(),
+                    ),
+            )
+        }
         RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
             AlterUserScramCredentialsResponse::default().with_results(
                 crate::handlers::user_scram_credentials::every_user(r)
@@ -516,6 +543,22 @@ mod tests {
         for request in &requests {
             assert!(refuse_cluster(request).is_some(), "{request:?}");
         }
+        // The Java AdminClient shows the top-level message of a refused describe.
+        let named = DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+            describe_user_scram_credentials_request::UserName::default(),
+        ]));
+        let Some(ResponseKind::DescribeUserScramCredentials(refused)) =
+            refuse_cluster(&RequestKind::DescribeUserScramCredentials(named))
+        else {
+            panic!("a DescribeUserScramCredentials refusal")
+        };
+        assert_eq!(refused.error_code, 31);
+        assert_eq!(
+            refused.error_message.as_deref(),
+            Some("Cluster authorization failed.")
+        );
+        assert_eq!(refused.results.len(), 1);
+        assert_eq!(refused.results[0].error_code, 31);
         // Served APIs that cluster_operation names all have an answer (Raft's own and
         // UpdateFeatures / UnregisterBroker / voter changes are not served).
         for (api, _, _) in crate::handlers::api_versions::SUPPORTED

@@ -14,8 +14,9 @@ use std::path::Path;
 use bytes::{Buf, Bytes};
 use kafka_protocol::records::RecordBatchDecoder;
 
+use crate::limits::METADATA_STRING_BYTES_MAX;
 use crate::metadata::records::MetadataRecord;
-use crate::metadata::scram::ScramMechanism;
+use crate::metadata::scram::{ScramMechanism, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN};
 use crate::scram::ScramCredential;
 
 /// The file `kafka-storage format` writes in the metadata log directory.
@@ -106,7 +107,25 @@ fn decode_record(mut value: Bytes) -> Result<Option<MetadataRecord>, String> {
     if value.remaining() < 4 {
         return Err("truncated UserScramCredentialRecord".into());
     }
-    let iterations = u32::try_from(value.get_i32()).map_err(|_| "negative iterations")?;
+    let iterations = value.get_i32();
+    // What `kafka-storage format` accepts, and what the metadata log can hold: a credential
+    // it would refuse must stop startup here, not leave the first controller unable to write
+    // the cluster id with it.
+    if user.is_empty() || user.len() > METADATA_STRING_BYTES_MAX {
+        return Err(format!("a SCRAM user name of {} bytes", user.len()));
+    }
+    if !(SCRAM_ITERATIONS_MIN..=SCRAM_ITERATIONS_MAX).contains(&iterations) {
+        return Err(format!("{iterations} SCRAM iterations for {user}"));
+    }
+    if salt.len() > METADATA_STRING_BYTES_MAX {
+        return Err(format!("a SCRAM salt of {} bytes for {user}", salt.len()));
+    }
+    for (what, key) in [("stored key", &stored_key), ("server key", &server_key)] {
+        if key.len() != mechanism.hash().hash(b"").len() {
+            return Err(format!("a SCRAM {what} of {} bytes for {user}", key.len()));
+        }
+    }
+    let iterations = iterations as u32;
     Ok(Some(MetadataRecord::UserScramCredential {
         user,
         mechanism,
@@ -153,6 +172,43 @@ mod tests {
         );
         assert_eq!(credential.iterations, 4096);
         assert_eq!(*credential, ours);
+    }
+
+    /// A UserScramCredentialRecord value as Kafka frames it (frame version 1, api key 11,
+    /// version 0, compact strings and bytes, an empty tag section).
+    fn scram_record_value(user: &str, salt: &[u8], iterations: i32) -> Bytes {
+        scram_record_value_with_key(user, salt, iterations, 32)
+    }
+
+    fn scram_record_value_with_key(user: &str, salt: &[u8], iterations: i32, key: usize) -> Bytes {
+        let compact = |out: &mut Vec<u8>, b: &[u8]| {
+            out.push(b.len() as u8 + 1);
+            out.extend_from_slice(b);
+        };
+        let mut out = vec![1, 11, 0];
+        compact(&mut out, user.as_bytes());
+        out.push(1);
+        compact(&mut out, salt);
+        compact(&mut out, &vec![7; key]);
+        compact(&mut out, &[8; 32]);
+        out.extend_from_slice(&iterations.to_be_bytes());
+        out.push(0);
+        Bytes::from(out)
+    }
+
+    #[test]
+    fn a_credential_kafka_would_not_format_is_refused() {
+        assert!(decode_record(scram_record_value("alice", b"salt", 4096))
+            .unwrap()
+            .is_some());
+        let e = decode_record(scram_record_value("alice", b"salt", 1000)).unwrap_err();
+        assert!(e.contains("1000 SCRAM iterations for alice"), "{e}");
+        let e = decode_record(scram_record_value("alice", b"salt", 16385)).unwrap_err();
+        assert!(e.contains("16385 SCRAM iterations"), "{e}");
+        let e = decode_record(scram_record_value("", b"salt", 4096)).unwrap_err();
+        assert!(e.contains("user name of 0 bytes"), "{e}");
+        let e = decode_record(scram_record_value_with_key("alice", b"salt", 4096, 1)).unwrap_err();
+        assert!(e.contains("stored key of 1 bytes"), "{e}");
     }
 
     #[test]

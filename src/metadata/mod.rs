@@ -209,6 +209,11 @@ pub struct MetadataImage {
     /// Every SCRAM credential of the cluster ([`MetadataRecord::UserScramCredential`]), what
     /// SASL/SCRAM authenticates against (Kafka's `ScramImage`).
     pub scram: Arc<scram::ScramCredentials>,
+    /// The SCRAM credentials removed from the metadata log and not set again since
+    /// ([`MetadataRecord::RemoveUserScramCredential`]). A removed credential stays removed:
+    /// `kafkaiq.sasl.scram.users` does not stand in for it (as it does for a user and mechanism
+    /// the log never held), and a snapshot keeps the removal.
+    pub scram_removed: Arc<std::collections::BTreeSet<(String, scram::ScramMechanism)>>,
     /// How many records have been applied since the last snapshot (informational).
     pub records_applied: u64,
     /// The metadata log offset (Raft index) of the last batch applied: the image's version. A
@@ -446,15 +451,20 @@ impl MetadataImage {
                 mechanism,
                 credential,
             } => {
-                Arc::make_mut(&mut self.scram)
-                    .insert((user.clone(), *mechanism), credential.clone());
+                let key = (user.clone(), *mechanism);
+                if self.scram_removed.contains(&key) {
+                    Arc::make_mut(&mut self.scram_removed).remove(&key);
+                }
+                Arc::make_mut(&mut self.scram).insert(key, credential.clone());
             }
             MetadataRecord::RemoveUserScramCredential { user, mechanism } => {
-                if Arc::make_mut(&mut self.scram)
-                    .remove(&(user.clone(), *mechanism))
-                    .is_none()
-                {
-                    tracing::warn!(user, ?mechanism, "removal of an unknown SCRAM credential");
+                // A snapshot's removals find nothing to remove: they only keep the removal.
+                let key = (user.clone(), *mechanism);
+                if self.scram.contains_key(&key) {
+                    Arc::make_mut(&mut self.scram).remove(&key);
+                }
+                if !self.scram_removed.contains(&key) {
+                    Arc::make_mut(&mut self.scram_removed).insert(key);
                 }
             }
         }
@@ -529,6 +539,12 @@ impl MetadataImage {
                 user: user.clone(),
                 mechanism: *mechanism,
                 credential: credential.clone(),
+            }
+        }));
+        records.extend(self.scram_removed.iter().map(|(user, mechanism)| {
+            MetadataRecord::RemoveUserScramCredential {
+                user: user.clone(),
+                mechanism: *mechanism,
             }
         }));
         if self.next_producer_id_block_start > 0 {
@@ -782,6 +798,17 @@ mod tests {
         assert_eq!(image.scram.len(), 3, "the earlier image is unchanged");
         let restarted = MetadataImage::empty("c".into(), 1).apply(&removed.to_records());
         assert_eq!(restarted.scram, removed.scram);
+        // The removal itself is kept, in the image and through a snapshot, until the credential
+        // is set again.
+        let alice_512 = ("alice".to_owned(), ScramMechanism::Sha512);
+        assert!(removed.scram_removed.contains(&alice_512));
+        assert!(restarted.scram_removed.contains(&alice_512));
+        let again = restarted.apply(&[set("alice", ScramMechanism::Sha512, 5)]);
+        assert!(again.scram_removed.is_empty());
+        assert_eq!(again.scram[&alice_512], credential(5));
+        let restarted = MetadataImage::empty("c".into(), 1).apply(&again.to_records());
+        assert!(restarted.scram_removed.is_empty());
+        assert_eq!(restarted.scram, again.scram);
     }
 
     #[test]

@@ -69,9 +69,6 @@ pub const SUPPORTED_API_KEYS: &[ApiKey] = &[
     ApiKey::DescribeAcls,
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
-    ApiKey::DescribeUserScramCredentials,
-    ApiKey::DescribeClientQuotas,
-    ApiKey::AlterUserScramCredentials,
     ApiKey::DescribeConfigs,
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
@@ -97,6 +94,9 @@ pub const SUPPORTED_API_KEYS: &[ApiKey] = &[
     ApiKey::SaslAuthenticate,
     ApiKey::ConsumerGroupHeartbeat,
     ApiKey::ConsumerGroupDescribe,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::DescribeClientQuotas,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// Bytes of the fixed part of every request header: api key, api version, correlation id.

@@ -141,11 +141,7 @@ where
         (ListenerKind::Client, Some(settings)) => {
             let cache = ctx.cache.clone();
             let stored: sasl::ScramCredentialsLookup = Arc::new(move |mechanism, user| {
-                cache
-                    .image()
-                    .scram
-                    .get(&(user.to_owned(), mechanism))
-                    .cloned()
+                sasl::StoredCredential::of(&cache.image(), mechanism, user)
             });
             Some(sasl::Authenticator::new(settings.clone(), Some(stored)))
         }

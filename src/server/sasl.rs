@@ -63,9 +63,39 @@ enum Outcome {
     Fail(String),
 }
 
+/// What the metadata log (the node's current image) holds for a user and SCRAM mechanism.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredCredential {
+    /// Set by AlterUserScramCredentials (or a bootstrap): it wins over
+    /// `kafkaiq.sasl.scram.users`.
+    Set(scram::ScramCredential),
+    /// Removed by AlterUserScramCredentials: the user cannot authenticate with this mechanism,
+    /// whatever `kafkaiq.sasl.scram.users` holds (a password replaced and then deleted in the
+    /// log must not come back from the config file).
+    Removed,
+    /// Never in the log: `kafkaiq.sasl.scram.users` decides.
+    Absent,
+}
+
+impl StoredCredential {
+    /// What `image` holds for `user` and `mechanism`.
+    pub fn of(
+        image: &crate::metadata::MetadataImage,
+        mechanism: ScramMechanism,
+        user: &str,
+    ) -> StoredCredential {
+        let key = (user.to_owned(), mechanism);
+        match image.scram.get(&key) {
+            Some(credential) => StoredCredential::Set(credential.clone()),
+            None if image.scram_removed.contains(&key) => StoredCredential::Removed,
+            None => StoredCredential::Absent,
+        }
+    }
+}
+
 /// Finds a user's SCRAM credential in the metadata log (the node's current image).
 pub type ScramCredentialsLookup =
-    Arc<dyn Fn(ScramMechanism, &str) -> Option<scram::ScramCredential> + Send + Sync>;
+    Arc<dyn Fn(ScramMechanism, &str) -> StoredCredential + Send + Sync>;
 
 /// One connection's authentication.
 pub struct Authenticator {
@@ -254,15 +284,17 @@ impl Authenticator {
                     ScramMechanism::Sha256
                 };
                 let lookup = |user: &str| {
-                    stored
-                        .as_ref()
-                        .and_then(|stored| stored(scram_mechanism, user))
-                        .or_else(|| {
-                            settings
-                                .scram
-                                .get(&(mechanism.name(), user.to_owned()))
-                                .cloned()
-                        })
+                    let in_log = stored.as_ref().map_or(StoredCredential::Absent, |stored| {
+                        stored(scram_mechanism, user)
+                    });
+                    match in_log {
+                        StoredCredential::Set(credential) => Some(credential),
+                        StoredCredential::Removed => None,
+                        StoredCredential::Absent => settings
+                            .scram
+                            .get(&(mechanism.name(), user.to_owned()))
+                            .cloned(),
+                    }
                 };
                 match scram::client_first(hash, token, &server_nonce(), lookup) {
                     Ok((exchange, server_first)) => {

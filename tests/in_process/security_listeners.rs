@@ -991,6 +991,23 @@ async fn scram_credentials_altered_through_the_metadata_log_authenticate_and_sur
         [("erin".into(), 91)],
         "deleting it again finds nothing"
     );
+    // A credential replaced in the metadata log and then deleted there stays deleted: the
+    // config file's password for that user and mechanism does not come back.
+    let carol_512 = alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+        .with_name(StrBytes::from_static_str("carol"))
+        .with_mechanism(2);
+    assert_eq!(
+        alter_scram(&mut admin, vec![carol_512], vec![]).await,
+        [("carol".into(), 0)]
+    );
+    assert_eq!(
+        scram("SCRAM-SHA-512", "carol", "carol-secret").await,
+        Err(58)
+    );
+    assert_eq!(scram("SCRAM-SHA-512", "carol", "carol-new").await, Err(58));
+    assert!(scram("SCRAM-SHA-256", "carol", "carol-secret")
+        .await
+        .is_ok());
     drop(admin);
     broker.shutdown().await.unwrap();
 
@@ -1002,7 +1019,14 @@ async fn scram_credentials_altered_through_the_metadata_log_authenticate_and_sur
     };
     assert!(scram("SCRAM-SHA-512", "erin", "erin-512").await.is_ok());
     assert_eq!(scram("SCRAM-SHA-256", "erin", "erin-secret").await, Err(58));
-    assert!(scram("SCRAM-SHA-512", "carol", "carol-new").await.is_ok());
+    assert_eq!(
+        scram("SCRAM-SHA-512", "carol", "carol-secret").await,
+        Err(58),
+        "the deletion survives the restart"
+    );
+    assert!(scram("SCRAM-SHA-256", "carol", "carol-secret")
+        .await
+        .is_ok());
     broker.shutdown().await.unwrap();
 }
 

@@ -6,9 +6,9 @@
 //! for it. An empty user name or a salt too long to store is UNACCEPTABLE_CREDENTIAL, an
 //! unknown mechanism UNSUPPORTED_SASL_MECHANISM, a deletion of a credential that does not
 //! exist RESOURCE_NOT_FOUND, and an iteration count outside 4096..=16384 UNACCEPTABLE_CREDENTIAL
-//! ("Too few iterations" / "Too many iterations"), all with Kafka's messages. An upsertion
-//! carries the salted password; only the stored key and the server key derived from it are
-//! written.
+//! ("Too few iterations" / "Too many iterations"), all with Kafka's messages; an empty salted
+//! password is UNACCEPTABLE_CREDENTIAL too (Kafka fails it another way). An upsertion carries
+//! the salted password; only the stored key and the server key derived from it are written.
 
 use std::collections::BTreeMap;
 
@@ -119,6 +119,12 @@ pub fn alter_user_scram_credentials(
                 Err(ApiError::UnacceptableCredential.with_message("Too few iterations"))
             } else if upsertion.iterations > SCRAM_ITERATIONS_MAX {
                 Err(ApiError::UnacceptableCredential.with_message("Too many iterations"))
+            } else if upsertion.salted_password.is_empty() {
+                // Kafka refuses it too, when its HMAC will not take an empty key (as
+                // UNKNOWN_SERVER_ERROR, "Empty key"). Keys derived from an empty salted password
+                // are known to everyone: anyone could authenticate as this user.
+                Err(ApiError::UnacceptableCredential
+                    .with_message("Salted password must not be empty"))
             } else if upsertion.salt.len() > METADATA_STRING_BYTES_MAX {
                 // Kafka takes any salt; the metadata log's byte strings hold at most this much.
                 Err(ApiError::UnacceptableCredential.with_message("Salt is too long"))
@@ -246,6 +252,19 @@ mod tests {
         );
         assert_eq!(outcome(&results, "ok"), Ok(()));
         assert_eq!(records.len(), 1);
+    }
+
+    #[test]
+    fn an_empty_salted_password_is_refused_as_its_keys_are_public() {
+        let image = MetadataImage::empty("c".into(), 1);
+        let mut empty = upsert("eve", 1, 4096);
+        empty.salted_password.clear();
+        let (results, records) = alter_user_scram_credentials(&image, &[], &[empty]);
+        assert_eq!(
+            outcome(&results, "eve"),
+            Err((93, "Salted password must not be empty".into()))
+        );
+        assert!(records.is_empty(), "{records:?}");
     }
 
     #[test]
