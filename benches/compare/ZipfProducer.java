@@ -3,7 +3,7 @@
 // s = 0 is uniform. Run with the source launcher against a Kafka client's jars:
 //   java -cp "<kafka-libs>/*" ZipfProducer.java <bootstrap> <topic> <s> <rank→partition map,
 //       comma separated> <record size> <rate records/s, -1 = as fast as it can> <warm-up s>
-//       <measured s> <seed> [batch.size, default 16384]
+//       <measured s> <seed> [batch.size, default 16384] [max.request.size, default 1048576]
 // acks=all, idempotent, linger.ms 5 (the client's defaults otherwise).
 //
 // Saturated (rate -1): records acknowledged during the measured window (callback time), per
@@ -51,9 +51,11 @@ public class ZipfProducer {
         props.put("acks", "all");
         props.put("enable.idempotence", "true");
         // One batch per partition per request, at most 5 requests in flight per broker: with
-        // the default 16 KiB batches the hottest partition's pipeline, not a broker, limits a
-        // skewed load. Larger batches let the brokers be what is measured.
+        // the default 16 KiB batches (and still with 128 KiB ones) the hottest partition's
+        // pipeline, not a broker, limits a skewed load: its records wait for round trips that
+        // CPU-throttled brokers make long. Larger batches let the brokers be what is measured.
         props.put("batch.size", args.length > 9 ? args[9] : "16384");
+        props.put("max.request.size", args.length > 10 ? args[10] : "1048576");
         props.put("linger.ms", "5");
         props.put("key.serializer", ByteArraySerializer.class.getName());
         props.put("value.serializer", ByteArraySerializer.class.getName());

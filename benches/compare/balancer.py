@@ -31,14 +31,16 @@ ranks r = 1..12, each rank mapped to a partition:
 - `random` mapping: a permutation of the partitions from `--seed`;
 - `uniform`: s = 0.
 
-Per setup, in order, on three topics of 12 partitions (RF 3, min.insync.replicas=2, created
-before anything is measured and waited on until no partition is under-replicated):
+Per setup, three workloads, each on a fresh cluster with one topic of 12 partitions (RF 3,
+min.insync.replicas=2, created before anything is measured and waited on until no partition is
+under-replicated), so that no workload's decaying load rates are left for the next one's
+balancer passes:
 
 1. uniform load, saturated: warm-up, then records acknowledged per second over the window;
-2. skewed load (layout mapping), saturated, likewise;
-3. skewed load (random mapping), saturated, likewise;
-4. skewed load (layout mapping) at a fixed rate: p50/p99/p99.9 latency from each record's due
-   time to its acknowledgement.
+2. skewed load (layout mapping), saturated, likewise; then on the same cluster, leadership as
+   that left it, the skewed load at a fixed rate: p50/p99/p99.9 latency from each record's due
+   time to its acknowledgement;
+3. skewed load (random mapping), saturated.
 
 The `load` setup gets a longer warm-up before each saturated window (`--balance-warmup`) so that
 its balancer has measured the load and moved leadership; the leadership moves of every phase are
@@ -79,7 +81,8 @@ PARTITIONS = 12
 CHECK_INTERVAL_S = 10
 PERIOD_US = 100_000
 # The producer's batch.size (ZipfProducer.java says why it is not the default 16 KiB).
-BATCH_SIZE = 131072
+BATCH_SIZE = 524288
+MAX_REQUEST_SIZE = 4194304
 # Every setup, broker keys: short retention so that the data dirs fit in tmpfs (/dev/shm). On
 # one shared disk the three "machines" would share a fourth resource, the page cache's
 # writeback; the benchmark is about CPU.
@@ -232,7 +235,7 @@ def zipf_produce(libs: Path, bootstrap: str, topic: str, s: float, mapping: list
                  log_path: Path, cgroup: Path | None) -> dict:
     cmd = ["java", c.TOOL_HEAP, "-cp", f"{libs}/*", str(ZIPF_SOURCE), bootstrap, topic, str(s),
            ",".join(map(str, mapping)), str(size), str(rate), str(warmup_s), str(measure_s),
-           str(seed), str(BATCH_SIZE)]
+           str(seed), str(BATCH_SIZE), str(MAX_REQUEST_SIZE)]
 
     def enter():
         if cgroup is not None:
@@ -277,7 +280,11 @@ def leaders_of(cluster: cl.Cluster, topic: str) -> dict[int, int]:
         code, out = c.run_tool(cluster.libs, "org.apache.kafka.tools.TopicCommand",
                                ["--bootstrap-server", cluster.bootstrap, "--describe", "--topic",
                                 topic], logp, 60)
-        found = {int(p): int(l) for p, l, _, _ in DESCRIBE.findall(out)}
+        rows = DESCRIBE.findall(out)
+        found = {int(p): int(l) for p, l, _, _ in rows}
+        # Partitions whose ISR is not the full replica set, as of this describe.
+        cluster.under_replicated = sorted(int(p) for p, _, reps, isr in rows
+                                          if len(isr.split(",")) < len(reps.split(",")))
         if code == 0 and len(found) == PARTITIONS:
             return found
         time.sleep(1)
@@ -333,82 +340,114 @@ def measured(cluster: cl.Cluster, groups: CpuGroups, fn) -> dict:
     return result
 
 
-def run_setup(name: str, args, libs: Path, binary: Path, workdir: Path, ports: cl.Ports,
-              groups: CpuGroups, rate_for: dict) -> dict:
+def start_cluster(name: str, sdir: Path, args, libs: Path, binary: Path, ports: cl.Ports,
+                  groups: CpuGroups, topic: str) -> cl.Cluster:
     key, extra = SETUPS[name]
     props = [f"leader.imbalance.check.interval.seconds={CHECK_INTERVAL_S}"] + DATA_PROPS + extra
-    sdir = workdir / name
     sdir.mkdir(parents=True)
     cluster = cl.Cluster(key, sdir, 3, ports, libs, binary, extra_props=props)
     for i, node in enumerate(cluster.nodes, 1):
         node.cgroup = groups.paths[f"broker{i}"]
-    gen = groups.paths["generator"]
+        if key == "kafkaiq":
+            # Each move's full reason ("load: broker N at R× the mean ...") is logged at info.
+            node._env["RUST_LOG"] = "warn,kafkaiq::controller::request=info"
+    return cluster
+
+
+def run_phase(cluster: cl.Cluster, groups: CpuGroups, args, libs: Path, phase: str, topic: str,
+              s: float, mapping: list[int], rate: float, warm: float, window: float,
+              log_path: Path) -> dict:
+    before = leaders_of(cluster, topic)
+    t_wall = time.time() * 1000
+    log(f"    {phase}: {'saturated' if rate < 0 else f'{rate:.0f} records/s'}, warm-up "
+        f"{warm:.0f} s, window {window:.0f} s")
+    r = measured(cluster, groups, lambda: zipf_produce(
+        libs, cluster.bootstrap, topic, s, mapping, args.record_size, rate, warm, window,
+        args.seed, log_path, groups.paths["generator"]))
+    after = leaders_of(cluster, topic)
+    r["under_replicated_after"] = cluster.under_replicated
+    r["leaders_before"], r["leaders_after"] = before, after
+    r["moved"] = {p: [before[p], after[p]] for p in before if before[p] != after[p]}
+    r["shares_before"] = broker_shares(mapping, before, s)
+    r["shares_after"] = broker_shares(mapping, after, s)
+    r["history"] = [h for h in history(cluster) if h.get("time_ms", 0) >= t_wall - 1000]
+    r["window_s"], r["warmup_s"] = window, warm
+    if rate > 0:
+        r["rate"] = rate
+    log(f"    {phase}: {describe(r)}")
+    return r
+
+
+def run_setup(name: str, args, libs: Path, binary: Path, workdir: Path, ports: cl.Ports,
+              groups: CpuGroups, rate_for: dict) -> dict:
+    """One cluster per workload (uniform; skewed layout then the fixed rate; skewed random),
+    each fresh, so that no workload's decaying load rates are left for the next one's
+    balancer passes."""
     out: dict = {"setup": name, "label": LABELS[name], "phases": {}, "error": None,
-                 "config": cluster.nodes[0].config_text}
+                 "mappings": {}, "move_reasons": [], "stop_problems": []}
     q = args.quick
     warm = 5 if q else 20
-    window = 10 if q else 30
+    window = 10 if q else 25
     bal_warm = args.balance_warmup if name == "load" else warm
-    try:
-        out.update(cluster.start())
-        log(f"  {LABELS[name]}: 3 brokers in Metadata after {out['ready_ms']:.0f} ms")
-        cluster.create_topics([cl.Topic(t, PARTITIONS) for t in TOPICS.values()],
-                              args.tool_timeout)
-        leaders0 = {k: leaders_of(cluster, t) for k, t in TOPICS.items()}
-        out["leaders_at_creation"] = leaders0
-        layout = layout_mapping(leaders0["layout"])
-        rmap = random_mapping(args.seed)
-        out["mappings"] = {"layout": layout, "random": rmap}
-        phases = [
-            ("uniform", TOPICS["uniform"], 0.0, list(range(PARTITIONS)), -1,
-             bal_warm if name == "load" else warm),
-            ("skew-layout", TOPICS["layout"], args.s, layout, -1, bal_warm),
-            ("skew-random", TOPICS["random"], args.s, rmap, -1, bal_warm),
-        ]
-        for phase, topic, s, mapping, rate, w in phases:
-            if not cluster.alive():
-                out["phases"][phase] = {"error": "a broker exited"}
-                continue
-            before = leaders_of(cluster, topic)
-            t_wall = time.time() * 1000
-            log(f"    {phase}: warm-up {w} s, window {window} s")
-            r = measured(cluster, groups, lambda: zipf_produce(
-                libs, cluster.bootstrap, topic, s, mapping, args.record_size, rate, w, window,
-                args.seed, sdir / f"{phase}.log", gen))
-            after = leaders_of(cluster, topic)
-            r["leaders_before"], r["leaders_after"] = before, after
-            r["moved"] = {p: [before[p], after[p]] for p in before if before[p] != after[p]}
-            r["shares_before"] = broker_shares(mapping, before, s)
-            r["shares_after"] = broker_shares(mapping, after, s)
-            r["history"] = [h for h in history(cluster) if h.get("time_ms", 0) >= t_wall - 1000]
-            r["window_s"], r["warmup_s"] = window, w
-            out["phases"][phase] = r
-            log(f"    {phase}: {describe(r)}")
-        # Fixed rate on the layout topic, after its leadership settled in phase 2.
-        rate = args.rate or rate_for.get("rate")
-        if rate is None:
-            sat = out["phases"].get("skew-layout", {}).get("records_per_s")
-            rate = round(sat * 0.5, -2) if sat else 1000
-            rate_for["rate"] = rate
-        before = leaders_of(cluster, TOPICS["layout"])
-        log(f"    fixed-rate: {rate:.0f} records/s, warm-up {warm} s, window {window} s")
-        r = measured(cluster, groups, lambda: zipf_produce(
-            libs, cluster.bootstrap, TOPICS["layout"], args.s, layout, args.record_size, rate,
-            warm, window, args.seed, sdir / "fixed-rate.log", gen))
-        after = leaders_of(cluster, TOPICS["layout"])
-        r["moved"] = {p: [before[p], after[p]] for p in before if before[p] != after[p]}
-        r["rate"] = rate
-        r["window_s"] = window
-        out["phases"]["fixed-rate"] = r
-        log(f"    fixed-rate: {describe(r)}")
-        out["all_load_moves"] = history(cluster)
-    except (c.BrokerFailed, subprocess.CalledProcessError) as err:
-        out["error"] = str(err)
-        log(f"  {LABELS[name]}: {err}")
-    finally:
-        out["stop_problems"] = cluster.stop()
-        for node in cluster.nodes:
-            shutil.rmtree(node.workdir / "data", ignore_errors=True)
+    for workload in ("uniform", "layout", "random"):
+        topic = TOPICS[workload]
+        cluster = start_cluster(name, workdir / name / workload, args, libs, binary, ports,
+                                groups, topic)
+        out.setdefault("config", cluster.nodes[0].config_text)
+        try:
+            ready = cluster.start()
+            log(f"  {LABELS[name]} ({workload}): 3 brokers in Metadata after "
+                f"{ready['ready_ms']:.0f} ms")
+            cluster.create_topics([cl.Topic(topic, PARTITIONS)], args.tool_timeout)
+            leaders0 = leaders_of(cluster, topic)
+            if workload == "uniform":
+                mapping, s = list(range(PARTITIONS)), 0.0
+            elif workload == "layout":
+                mapping, s = layout_mapping(leaders0), args.s
+            else:
+                mapping, s = random_mapping(args.seed), args.s
+            out["mappings"][workload] = mapping
+            phase = "uniform" if workload == "uniform" else f"skew-{workload}"
+            out["phases"][phase] = run_phase(cluster, groups, args, libs, phase, topic, s,
+                                             mapping, -1, bal_warm, window,
+                                             cluster.workdir / f"{phase}.log")
+            if workload == "layout":
+                # Fixed rate on the same cluster, leadership as the saturated phase left it.
+                rate = args.rate or rate_for.get("rate")
+                if rate is None:
+                    sat = out["phases"][phase].get("records_per_s")
+                    rate = round(sat * 0.5, -2) if sat else 1000
+                    rate_for["rate"] = rate
+                out["phases"]["fixed-rate"] = run_phase(
+                    cluster, groups, args, libs, "fixed-rate", topic, s, mapping, rate, warm,
+                    window, cluster.workdir / "fixed-rate.log")
+        except (c.BrokerFailed, subprocess.CalledProcessError) as err:
+            out["error"] = (out["error"] or "") + f"{workload}: {err}; "
+            log(f"  {LABELS[name]} ({workload}): {err}")
+        finally:
+            out["stop_problems"] += [f"{workload}: {p}" for p in cluster.stop()]
+            out["move_reasons"] += [f"[{workload}] {line}" for line in move_reasons(cluster)]
+            for node in cluster.nodes:
+                shutil.rmtree(node.workdir / "data", ignore_errors=True)
+        time.sleep(1)
+    return out
+
+
+MOVE_LOG = re.compile(r"leadership moved by load.*")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def move_reasons(cluster: cl.Cluster) -> list[str]:
+    """The controller's "leadership moved by load" lines (KafkaIQ), each with its reason."""
+    out = []
+    for node in cluster.nodes:
+        try:
+            text = ANSI.sub("", node.log.read_text(errors="replace"))
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if "leadership moved by load" in line:
+                out.append(line.strip())
     return out
 
 
@@ -443,8 +482,8 @@ def report(results: list[dict], args, groups_desc: str, binary: Path) -> str:
              f"({mode})\n")
     o.append(
         "Produced by `benches/compare/balancer.py" + (" --quick" if args.quick else "") + "`. "
-        "Three setups, one after the other, each a three-node cluster (every node broker and "
-        "controller) from the same `config/cluster/` properties plus "
+        "Three setups, one after the other; each workload on a fresh three-node cluster (every "
+        "node broker and controller) from the same `config/cluster/` properties plus "
         f"`leader.imbalance.check.interval.seconds={CHECK_INTERVAL_S}`: KafkaIQ with "
         "`kafkaiq.leader.balancer=count` (the default, Kafka's way), KafkaIQ with "
         "`kafkaiq.leader.balancer=load` (threshold, dwell and moves per interval at their "
@@ -467,7 +506,7 @@ def report(results: list[dict], args, groups_desc: str, binary: Path) -> str:
     o.append(f"Warm-up before each saturated window: {warm_q} s; the load setup "
              f"{args.balance_warmup} s (its balancer's passes run every {CHECK_INTERVAL_S} s and "
              "read decaying rates with a 1-minute time constant). Windows: "
-             f"{10 if args.quick else 30} s.\n")
+             f"{10 if args.quick else 25} s.\n")
     o.append("## Results\n")
     o.append("| Setup | Skewed (layout) saturated | Skewed (random map) saturated | Uniform "
              "saturated | Fixed-rate p99 (p50) | Leadership moves (uniform / layout / random / "
@@ -536,6 +575,9 @@ def report(results: list[dict], args, groups_desc: str, binary: Path) -> str:
             mv = pr.get("moved", {})
             hist = pr.get("history", [])
             line = f"- {phase}: {len(mv)} leaders changed"
+            if pr.get("under_replicated_after"):
+                line += (f" (under-replicated right after the run: partitions "
+                         f"{pr['under_replicated_after']})")
             if mv:
                 line += " (" + ", ".join(f"p{p}: {a}→{b}" for p, (a, b) in sorted(
                     mv.items(), key=lambda kv: int(kv[0]))) + ")"
@@ -545,6 +587,10 @@ def report(results: list[dict], args, groups_desc: str, binary: Path) -> str:
             o.append(line)
             for h in sorted(hist, key=lambda h: h.get("time_ms", 0)):
                 o.append(f"  - {h.get('topic')}-{h.get('partition')}: {h.get('description')}")
+        if r.get("move_reasons"):
+            o.append("- the active controller's log, every move with its reason:")
+            for line in r["move_reasons"]:
+                o.append(f"  - `{line[:400]}`")
         if r.get("error"):
             o.append(f"- error: {r['error']}")
         for p in r.get("stop_problems", []):
@@ -579,6 +625,12 @@ def report(results: list[dict], args, groups_desc: str, binary: Path) -> str:
         o.append(f"| {k} | {v.replace('|', '/')} |")
     o.append(f"| Load average at the end | {' '.join(f'{x:.2f}' for x in os.getloadavg())} |")
     o.append("")
+    o.append("Broker keys added for every setup: " + ", ".join(f"`{p}`" for p in DATA_PROPS)
+             + " (data dirs in tmpfs, `/dev/shm`: on one shared disk the three brokers would "
+             "share the page cache's writeback, a fourth resource; this benchmark is about CPU)."
+             f" Producer: `batch.size={BATCH_SIZE}`, `max.request.size={MAX_REQUEST_SIZE}`, "
+             "`linger.ms=5` (ZipfProducer.java says "
+             "why).\n")
     o.append("## Broker config (node 1, load setup when it ran)\n")
     cfg = (by.get("load") or by.get("count") or {}).get("config", "")
     o.append("```properties\n" + cfg.rstrip() + "\n```\n")
@@ -599,7 +651,7 @@ def main() -> int:
     p.add_argument("--generator-quota-us", type=int, default=120_000,
                    help="the load generator's quota (default 120000: 1.2 CPU)")
     p.add_argument("--balance-warmup", type=float, default=None,
-                   help="warm-up of the load setup's saturated phases, s (default 100; quick 40)")
+                   help="warm-up of the load setup's saturated phases, s (default 80; quick 40)")
     p.add_argument("--kafkaiq-bin", default=os.environ.get("KAFKAIQ_BIN"))
     p.add_argument("--out")
     p.add_argument("--workdir")
@@ -611,7 +663,7 @@ def main() -> int:
     if any(s not in SETUPS for s in args.setups):
         p.error("--setups takes count, load, kafka")
     if args.balance_warmup is None:
-        args.balance_warmup = 40 if args.quick else 100
+        args.balance_warmup = 40 if args.quick else 80
     args.compare_bin = None
     binary = Path(args.kafkaiq_bin or ROOT / "target" / "release" / "kafkaiq")
     if not os.access(binary, os.X_OK):
