@@ -45,10 +45,15 @@ balancer passes:
 The `load` setup gets a longer warm-up before each saturated window (`--balance-warmup`) so that
 its balancer has measured the load and moved leadership; the leadership moves of every phase are
 recorded (leaders before and after from `kafka-topics --describe`, and for KafkaIQ the
-`load_balance` changes of `/api/history` with their reasons). The fixed rate is `--rate`, or half
-the first setup's skewed (layout) saturated rate (Apache Kafka's by default, the lowest); the
-report says whether it was under each setup's saturation. Around every window the brokers' CPU seconds (`/proc/PID/stat`) and each
-cgroup's throttled time are read.
+`load_balance` changes of `/api/history`, and each move's reason from the controller's log).
+The fixed rate is `--rate`, or half the first setup's skewed (layout) saturated rate (Apache
+Kafka's by default, the lowest); the report says whether it was under each setup's saturation.
+Around every run the brokers' CPU seconds (`/proc/PID/stat`), each cgroup's throttled time and,
+after it, the under-replicated partitions are read.
+
+Broker keys added for every setup: short retention (the data dirs are in tmpfs, `/dev/shm`: on
+one shared disk the three brokers would share the page cache's writeback, a fourth resource;
+this benchmark is about CPU). Producer: 512 KiB batches (ZipfProducer.java says why).
 
 Writes `benches/results/balancer-<date>.md` (and the `.json` beside it).
 """
