@@ -83,7 +83,13 @@ pub struct DecayingLoad {
     bytes_out: f64,
     requests: f64,
     at_ms: u64,
+    /// When this broker started measuring the partition (its first request as leader).
+    since_ms: Option<u64>,
 }
+
+/// The shortest span a rate is averaged over: a partition measured for less is taken as
+/// measured for this long, so its first batch alone does not look like a burst of load.
+pub const PARTITION_LOAD_MIN_SPAN_MS: f64 = 5_000.0;
 
 impl DecayingLoad {
     fn decay_to(&mut self, now_ms: u64) {
@@ -99,6 +105,7 @@ impl DecayingLoad {
     /// Records one request naming the partition with its bytes in and out, at `now_ms`
     /// (monotonic).
     pub fn record(&mut self, now_ms: u64, bytes_in: u64, bytes_out: u64) {
+        self.since_ms.get_or_insert(now_ms);
         self.decay_to(now_ms);
         self.bytes_in += bytes_in as f64;
         self.bytes_out += bytes_out as f64;
@@ -106,11 +113,25 @@ impl DecayingLoad {
     }
 
     /// (bytes in/s, bytes out/s, requests/s) as of `now_ms`.
+    ///
+    /// The accumulators weigh the past by `exp(-age / τ)`; measured for a span `t` only, the
+    /// weights sum to `τ·(1 - exp(-t / τ))`, not τ, and that is what they are divided by. So a
+    /// partition whose leadership just moved here reports its rate from its first seconds, not
+    /// a rate rising over minutes from zero: the balancer, which reads the new leader's
+    /// report, would otherwise take the broker it just moved load to for idle and move more
+    /// to it.
     pub fn rates(&self, now_ms: u64) -> (f64, f64, f64) {
         let mut d = *self;
         d.decay_to(now_ms);
-        let tau_s = PARTITION_LOAD_TAU_MS / 1000.0;
-        (d.bytes_in / tau_s, d.bytes_out / tau_s, d.requests / tau_s)
+        let span = now_ms.saturating_sub(self.since_ms.unwrap_or(now_ms)) as f64;
+        let span = span.max(PARTITION_LOAD_MIN_SPAN_MS);
+        let weights_s =
+            PARTITION_LOAD_TAU_MS * (1.0 - (-span / PARTITION_LOAD_TAU_MS).exp()) / 1000.0;
+        (
+            d.bytes_in / weights_s,
+            d.bytes_out / weights_s,
+            d.requests / weights_s,
+        )
     }
 }
 
@@ -184,6 +205,17 @@ impl BrokerTopicStats {
         load.lock()
             .expect("partition load lock")
             .record(now_ms, bytes_in, bytes_out);
+    }
+
+    /// Drops the load measured for partitions for which `led` is false: a broker that leads a
+    /// partition again later measures it from then on, not from a decayed earlier
+    /// measurement.
+    pub fn retain_partition_loads(&self, led: impl Fn(&str, i32) -> bool) {
+        let mut partitions = self.partitions.write().expect("partition load lock");
+        for (topic, loads) in partitions.iter_mut() {
+            loads.retain(|p, _| led(topic, *p));
+        }
+        partitions.retain(|_, loads| !loads.is_empty());
     }
 
     /// Every partition's (bytes in/s, bytes out/s, requests/s) as of `now_ms`, sorted.
@@ -532,6 +564,39 @@ mod tests {
         // A deleted topic's partitions go.
         s.retain_topics(|t| t != "t");
         assert!(s.partition_loads(later).is_empty());
+    }
+
+    #[test]
+    fn a_partition_measured_for_seconds_reports_its_rate_and_one_led_again_starts_over() {
+        let s = BrokerTopicStats::default();
+        // Leadership moved here at t = 100 s: 1 MB every 100 ms (10 MB/s) for 10 s. Without
+        // the span the accumulator covers, the rate would read 15 % of it.
+        let start = 100_000;
+        let mut now = start;
+        while now < start + 10_000 {
+            now += 100;
+            s.partition_load("t", 0, now, 1_000_000, 0);
+        }
+        let (bytes_in, _, requests) = s.partition_loads(now)[0].1;
+        let near = |v: f64, want: f64| (v - want).abs() / want < 0.05;
+        assert!(near(bytes_in, 10e6), "{bytes_in}");
+        assert!(near(requests, 10.0), "{requests}");
+        // The first batch alone is averaged over the minimum span, not over a millisecond.
+        s.partition_load("t", 1, now, 1_000_000, 0);
+        let (first, _, _) = s.partition_loads(now + 1)[1].1;
+        assert!(first < 1e6 / 4.0, "{first}");
+        // Leadership of partition 0 leaves: its measurement goes; when it comes back ten
+        // minutes later, 5 s at 10 MB/s is measured as that, not averaged with the silence.
+        s.retain_partition_loads(|_, p| p != 0);
+        assert_eq!(s.partition_loads(now).len(), 1);
+        let back = now + 600_000;
+        let mut t = back;
+        while t < back + 5_000 {
+            t += 100;
+            s.partition_load("t", 0, t, 1_000_000, 0);
+        }
+        let (bytes_in, _, _) = s.partition_loads(t)[0].1;
+        assert!(near(bytes_in, 10e6), "{bytes_in}");
     }
 
     #[test]

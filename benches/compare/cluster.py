@@ -179,16 +179,26 @@ class Node(c.Broker):
         self._cmd, self._env = cmd, env
         self.clean_exits = c.ApacheKafka.clean_exits if key == "kafka" else (0,)
         self.http_port = None
+        # A cgroup directory (v1 `cpu` or v2) the process is placed in before it execs, so
+        # every thread it starts is limited from the first instruction (balancer.py).
+        self.cgroup: Path | None = None
 
     def launch(self):
+        cgroup = self.cgroup
+
+        def enter_cgroup():
+            if cgroup is not None:
+                (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(self._cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         env=self._env, cwd=self.workdir, start_new_session=True)
+                                         env=self._env, cwd=self.workdir, start_new_session=True,
+                                         preexec_fn=enter_cgroup if cgroup else None)
 
 
 class Cluster:
     def __init__(self, key: str, workdir: Path, size: int, ports: Ports, libs: Path,
-                 binary: Path):
+                 binary: Path, extra_props: list[str] = ()):
         self.key = key
         self.label = c.LABELS[key]
         self.workdir = workdir
@@ -201,6 +211,9 @@ class Cluster:
             ndir = workdir / f"node-{n}"
             ndir.mkdir(parents=True)
             props = node_props(n, pairs, ndir / "data")
+            # Extra keys (balancer.py's setups) replace the template's or are added.
+            extra_keys = {p.split("=", 1)[0] for p in extra_props}
+            props = [p for p in props if p.split("=", 1)[0] not in extra_keys] + list(extra_props)
             text = "\n".join(props) + "\n"
             cfg = ndir / "server.properties"
             cfg.write_text(text)

@@ -155,14 +155,18 @@ async fn metrics_and_history_follow_a_killed_and_restarted_broker() {
         );
     }
     // The per-partition load, measured on the leader only: the batch's bytes over the
-    // rate's one-minute time constant (a little less, decayed since).
+    // weights of the span measured, at least the minimum span (a little less, decayed since),
+    // and more than over the whole one-minute time constant.
     let load_in =
         format!("kafkaiq_partition_load_bytes_in_per_sec{{topic=\"{TOPIC}\",partition=\"0\"}}");
     let rate = value(&cluster, leader0, &load_in)
         .await
         .expect("leader's load");
-    let most = records.len() as f64 / 60.0;
-    assert!(rate > 0.9 * most && rate <= most, "{rate} vs {most}");
+    let tau = kafkaiq::metrics::PARTITION_LOAD_TAU_MS;
+    let min_span = kafkaiq::metrics::PARTITION_LOAD_MIN_SPAN_MS;
+    let most = records.len() as f64 / (tau * (1.0 - (-min_span / tau).exp()) / 1000.0);
+    let least = 0.9 * records.len() as f64 / (tau / 1000.0);
+    assert!(rate > least && rate <= most, "{rate} vs [{least}, {most}]");
     for other in (1..=3).filter(|&b| b != leader0) {
         assert_eq!(
             value(&cluster, other, &load_in).await,
