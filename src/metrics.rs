@@ -120,18 +120,40 @@ impl DecayingLoad {
     /// a rate rising over minutes from zero: the balancer, which reads the new leader's
     /// report, would otherwise take the broker it just moved load to for idle and move more
     /// to it.
-    pub fn rates(&self, now_ms: u64) -> (f64, f64, f64) {
+    pub fn rates(&self, now_ms: u64) -> LoadRates {
         let mut d = *self;
         d.decay_to(now_ms);
-        let span = now_ms.saturating_sub(self.since_ms.unwrap_or(now_ms)) as f64;
-        let span = span.max(PARTITION_LOAD_MIN_SPAN_MS);
+        let measured_ms = now_ms.saturating_sub(self.since_ms.unwrap_or(now_ms));
+        let span = (measured_ms as f64).max(PARTITION_LOAD_MIN_SPAN_MS);
         let weights_s =
             PARTITION_LOAD_TAU_MS * (1.0 - (-span / PARTITION_LOAD_TAU_MS).exp()) / 1000.0;
-        (
-            d.bytes_in / weights_s,
-            d.bytes_out / weights_s,
-            d.requests / weights_s,
-        )
+        LoadRates {
+            bytes_in: d.bytes_in / weights_s,
+            bytes_out: d.bytes_out / weights_s,
+            requests: d.requests / weights_s,
+            measured_ms,
+        }
+    }
+}
+
+/// A partition's load rates as its leader measured them ([`DecayingLoad::rates`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LoadRates {
+    /// Bytes produced per second.
+    pub bytes_in: f64,
+    /// Bytes fetched by consumers per second.
+    pub bytes_out: f64,
+    /// Requests naming the partition per second.
+    pub requests: f64,
+    /// How long this broker has measured the partition (since its first request as leader):
+    /// rates measured for a short span are still settling.
+    pub measured_ms: u64,
+}
+
+impl LoadRates {
+    /// Whether any rate is measurable (at least one thousandth a second).
+    pub fn is_measurable(&self) -> bool {
+        self.bytes_in.max(self.bytes_out).max(self.requests) >= 0.001
     }
 }
 
@@ -219,7 +241,7 @@ impl BrokerTopicStats {
     }
 
     /// Every partition's (bytes in/s, bytes out/s, requests/s) as of `now_ms`, sorted.
-    pub fn partition_loads(&self, now_ms: u64) -> Vec<((String, i32), (f64, f64, f64))> {
+    pub fn partition_loads(&self, now_ms: u64) -> Vec<((String, i32), LoadRates)> {
         let mut out: Vec<_> = self
             .partitions
             .read()
@@ -551,7 +573,16 @@ mod tests {
         }
         let loads = s.partition_loads(now);
         assert_eq!(loads.len(), 1);
-        let ((topic, partition), (bytes_in, bytes_out, requests)) = loads[0].clone();
+        let (
+            (topic, partition),
+            LoadRates {
+                bytes_in,
+                bytes_out,
+                requests,
+                measured_ms,
+            },
+        ) = loads[0].clone();
+        assert_eq!(measured_ms, now - 100);
         assert_eq!((topic.as_str(), partition), ("t", 3));
         let near = |v: f64, want: f64| (v - want).abs() / want < 0.02;
         assert!(near(bytes_in, 10e6), "{bytes_in}");
@@ -559,7 +590,7 @@ mod tests {
         assert!(near(requests, 20.0), "{requests}");
         // One time constant without traffic: 1/e of it.
         let later = now + PARTITION_LOAD_TAU_MS as u64;
-        let (bytes_in, _, _) = s.partition_loads(later)[0].1;
+        let bytes_in = s.partition_loads(later)[0].1.bytes_in;
         assert!(near(bytes_in, 10e6 / std::f64::consts::E), "{bytes_in}");
         // A deleted topic's partitions go.
         s.retain_topics(|t| t != "t");
@@ -577,13 +608,19 @@ mod tests {
             now += 100;
             s.partition_load("t", 0, now, 1_000_000, 0);
         }
-        let (bytes_in, _, requests) = s.partition_loads(now)[0].1;
+        let LoadRates {
+            bytes_in,
+            requests,
+            measured_ms,
+            ..
+        } = s.partition_loads(now)[0].1;
+        assert_eq!(measured_ms, 9_900);
         let near = |v: f64, want: f64| (v - want).abs() / want < 0.05;
         assert!(near(bytes_in, 10e6), "{bytes_in}");
         assert!(near(requests, 10.0), "{requests}");
         // The first batch alone is averaged over the minimum span, not over a millisecond.
         s.partition_load("t", 1, now, 1_000_000, 0);
-        let (first, _, _) = s.partition_loads(now + 1)[1].1;
+        let first = s.partition_loads(now + 1)[1].1.bytes_in;
         assert!(first < 1e6 / 4.0, "{first}");
         // Leadership of partition 0 leaves: its measurement goes; when it comes back ten
         // minutes later, 5 s at 10 MB/s is measured as that, not averaged with the silence.
@@ -595,8 +632,9 @@ mod tests {
             t += 100;
             s.partition_load("t", 0, t, 1_000_000, 0);
         }
-        let (bytes_in, _, _) = s.partition_loads(t)[0].1;
-        assert!(near(bytes_in, 10e6), "{bytes_in}");
+        let again = s.partition_loads(t)[0].1;
+        assert!(near(again.bytes_in, 10e6), "{again:?}");
+        assert_eq!(again.measured_ms, 4_900, "measured from its first request since it came back");
     }
 
     #[test]

@@ -125,6 +125,9 @@ pub const LEADER_BALANCER: &str = "kafkaiq.leader.balancer";
 pub const LEADER_BALANCER_THRESHOLD: &str = "kafkaiq.leader.balancer.threshold";
 /// `kafkaiq.leader.balancer.min.dwell.ms`: how long a moved leadership stays.
 pub const LEADER_BALANCER_MIN_DWELL_MS: &str = "kafkaiq.leader.balancer.min.dwell.ms";
+/// `kafkaiq.leader.balancer.min.measured.ms`: how long a partition's leader must have measured
+/// its load before the balancer acts on it.
+pub const LEADER_BALANCER_MIN_MEASURED_MS: &str = "kafkaiq.leader.balancer.min.measured.ms";
 /// `kafkaiq.leader.balancer.max.moves.per.interval`: moves per balancing pass.
 pub const LEADER_BALANCER_MAX_MOVES_PER_INTERVAL: &str =
     "kafkaiq.leader.balancer.max.moves.per.interval";
@@ -243,6 +246,13 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         Elections,
         LEADER_BALANCER_MIN_DWELL_MS,
         Some("300000"),
+        Long,
+    )
+    .at_least(0),
+    key(
+        Elections,
+        LEADER_BALANCER_MIN_MEASURED_MS,
+        Some("30000"),
         Long,
     )
     .at_least(0),

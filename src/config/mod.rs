@@ -803,9 +803,11 @@ log.retention.check.interval.ms=300000\n";
         assert_eq!(e.leader_balancer_threshold, 1.1);
         assert_eq!(e.leader_balancer_min_dwell_ms, 300_000);
         assert_eq!(e.leader_balancer_max_moves_per_interval, 5);
+        assert_eq!(e.leader_balancer_min_measured_ms, 30_000);
         let v = validated(
             "kafkaiq.leader.balancer=load\nkafkaiq.leader.balancer.threshold=1.25\n\
-             kafkaiq.leader.balancer.min.dwell.ms=0\nkafkaiq.leader.balancer.max.moves.per.interval=2\n",
+             kafkaiq.leader.balancer.min.dwell.ms=0\nkafkaiq.leader.balancer.max.moves.per.interval=2\n\
+             kafkaiq.leader.balancer.min.measured.ms=2000\n",
         )
         .unwrap();
         assert!(v.warnings.is_empty(), "{:?}", v.warnings);
@@ -814,7 +816,12 @@ log.retention.check.interval.ms=300000\n";
         assert_eq!(e.leader_balancer_threshold, 1.25);
         assert_eq!(e.leader_balancer_min_dwell_ms, 0);
         assert_eq!(e.leader_balancer_max_moves_per_interval, 2);
+        assert_eq!(e.leader_balancer_min_measured_ms, 2_000);
         for (bad, key) in [
+            (
+                "kafkaiq.leader.balancer.min.measured.ms=-5",
+                "kafkaiq.leader.balancer.min.measured.ms",
+            ),
             ("kafkaiq.leader.balancer=cpu", "kafkaiq.leader.balancer"),
             (
                 "kafkaiq.leader.balancer.threshold=1",

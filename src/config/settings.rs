@@ -208,6 +208,8 @@ pub struct ElectionSettings {
     pub leader_balancer_min_dwell_ms: u64,
     /// `kafkaiq.leader.balancer.max.moves.per.interval`
     pub leader_balancer_max_moves_per_interval: usize,
+    /// `kafkaiq.leader.balancer.min.measured.ms`
+    pub leader_balancer_min_measured_ms: u64,
 }
 
 /// How leadership is balanced.
@@ -247,6 +249,7 @@ impl ElectionSettings {
             leader_balancer_max_moves_per_interval: r
                 .i32(keys::LEADER_BALANCER_MAX_MOVES_PER_INTERVAL)?
                 as usize,
+            leader_balancer_min_measured_ms: r.i64(keys::LEADER_BALANCER_MIN_MEASURED_MS)? as u64,
         })
     }
 }

@@ -297,13 +297,11 @@ pub fn scrape(ctx: &Context) -> String {
     let load_in = Family::<Labels, Gauge<f64, AtomicU64>>::default();
     let load_out = Family::<Labels, Gauge<f64, AtomicU64>>::default();
     let load_requests = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-    for ((topic, partition), (b_in, b_out, reqs)) in
-        topic_stats.partition_loads(crate::metrics::monotonic_ms())
-    {
+    for ((topic, partition), rates) in topic_stats.partition_loads(crate::metrics::monotonic_ms()) {
         let labels: Labels = vec![("topic", topic), ("partition", partition.to_string())];
-        load_in.get_or_create(&labels).set(b_in);
-        load_out.get_or_create(&labels).set(b_out);
-        load_requests.get_or_create(&labels).set(reqs);
+        load_in.get_or_create(&labels).set(rates.bytes_in);
+        load_out.get_or_create(&labels).set(rates.bytes_out);
+        load_requests.get_or_create(&labels).set(rates.requests);
     }
     r.register(
         "kafkaiq_partition_load_bytes_in_per_sec",

@@ -401,17 +401,18 @@ impl BrokerLifecycle {
             .topic_stats
             .partition_loads(now_ms)
             .into_iter()
-            .filter(|(_, (i, o, r))| i.max(*o).max(*r) >= 0.001)
-            .filter_map(|((topic, partition), (bytes_in, bytes_out, requests))| {
+            .filter(|(_, rates)| rates.is_measurable())
+            .filter_map(|((topic, partition), rates)| {
                 let t = image.topic(&topic)?;
                 (t.partitions.get(&partition)?.leader == node_id).then_some(ReportedLoad {
                     topic_id: t.id,
                     partition,
                     load: PartitionLoad {
-                        bytes_in,
-                        bytes_out,
-                        requests,
+                        bytes_in: rates.bytes_in,
+                        bytes_out: rates.bytes_out,
+                        requests: rates.requests,
                     },
+                    measured_ms: rates.measured_ms,
                 })
             })
             .collect();

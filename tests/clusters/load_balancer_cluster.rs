@@ -1,5 +1,6 @@
 //! Leadership balanced by measured load on three processes (issue 33):
-//! `kafkaiq.leader.balancer=load`, a 2 s check interval and no dwell. Uniform produce load
+//! `kafkaiq.leader.balancer=load`, a 2 s check interval, no dwell and loads taken once measured
+//! for 4 s. Uniform produce load
 //! over a topic whose partitions are spread by count moves nothing for several intervals; a
 //! skewed idempotent acks=all load on the partitions one broker leads then moves leadership off
 //! that broker, every acknowledged record is in the log exactly once (the log end offsets equal
@@ -132,6 +133,7 @@ async fn skewed_load_moves_leadership_off_the_busiest_broker_and_uniform_load_mo
             &balancer_line,
             "leader.imbalance.check.interval.seconds=2",
             "kafkaiq.leader.balancer.min.dwell.ms=0",
+            "kafkaiq.leader.balancer.min.measured.ms=4000",
             // The producers write as fast as acks=all allows: bound the disk they take (the
             // log end offsets checked stay the same when old segments go).
             "log.segment.bytes=16777216",

@@ -143,6 +143,10 @@ pub struct BalancerConfig {
     /// not scored (bytes per second, requests per second).
     pub min_mean_bytes: f64,
     pub min_mean_requests: f64,
+    /// `kafkaiq.leader.balancer.min.measured.ms`: a partition's load counts once its leader
+    /// has measured it this long; until every loaded partition's has, nothing moves
+    /// ([`load_pass`]).
+    pub min_measured_ms: u64,
 }
 
 /// Cruise Control's balance threshold default (a ratio to the mean).
@@ -153,6 +157,10 @@ pub const DEFAULT_MIN_DWELL_MS: u64 = 300_000;
 /// A handful of moves per interval: each move is a leader election that stalls the partition's
 /// producers for a moment.
 pub const DEFAULT_MAX_MOVES_PER_INTERVAL: usize = 5;
+/// Half the rates' decay time constant: long enough that a load starting up (clients
+/// connecting one broker after another, batches growing) is averaged over the same stretch on
+/// every broker, instead of one broker's first seconds standing for its load.
+pub const DEFAULT_MIN_MEASURED_MS: u64 = 30_000;
 
 impl Default for BalancerConfig {
     fn default() -> Self {
@@ -164,6 +172,7 @@ impl Default for BalancerConfig {
             // not know; these are absolute: 100 kB/s and 10 requests/s per broker on average.
             min_mean_bytes: 100_000.0,
             min_mean_requests: 10.0,
+            min_measured_ms: DEFAULT_MIN_MEASURED_MS,
         }
     }
 }
@@ -175,6 +184,7 @@ impl BalancerConfig {
             threshold: e.leader_balancer_threshold,
             min_dwell_ms: e.leader_balancer_min_dwell_ms,
             max_moves_per_interval: e.leader_balancer_max_moves_per_interval,
+            min_measured_ms: e.leader_balancer_min_measured_ms,
             ..BalancerConfig::default()
         }
     }
@@ -484,8 +494,9 @@ pub fn move_records(
 /// crate, keep or skip tags they do not know, so the field changes nothing for anyone else.
 pub const LOAD_REPORT_TAG: i32 = 10_000;
 
-/// The bytes of one partition in a load report: topic id, partition, three rates.
-const LOAD_REPORT_ENTRY_BYTES: usize = 16 + 4 + 3 * 8;
+/// The bytes of one partition in a load report: topic id, partition, three rates, the span
+/// measured.
+const LOAD_REPORT_ENTRY_BYTES: usize = 16 + 4 + 3 * 8 + 8;
 
 /// One partition's load as its leader reports it to the controller.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -493,11 +504,13 @@ pub struct ReportedLoad {
     pub topic_id: uuid::Uuid,
     pub partition: i32,
     pub load: PartitionLoad,
+    /// How long the leader has measured it (since its first request as leader).
+    pub measured_ms: u64,
 }
 
 /// A load report as the tagged field holds it: a count (u32), then per partition the topic id
-/// (16 bytes), the partition (i32) and bytes in, bytes out and requests per second (f64), all
-/// big-endian.
+/// (16 bytes), the partition (i32), bytes in, bytes out and requests per second (f64) and the
+/// milliseconds measured (u64), all big-endian.
 pub fn encode_load_report(loads: &[ReportedLoad]) -> bytes::Bytes {
     let mut out = Vec::with_capacity(4 + loads.len() * LOAD_REPORT_ENTRY_BYTES);
     out.extend_from_slice(&(loads.len() as u32).to_be_bytes());
@@ -507,6 +520,7 @@ pub fn encode_load_report(loads: &[ReportedLoad]) -> bytes::Bytes {
         for v in [l.load.bytes_in, l.load.bytes_out, l.load.requests] {
             out.extend_from_slice(&v.to_be_bytes());
         }
+        out.extend_from_slice(&l.measured_ms.to_be_bytes());
     }
     out.into()
 }
@@ -537,6 +551,7 @@ pub fn decode_load_report(bytes: &[u8]) -> Option<Vec<ReportedLoad>> {
                 bytes_out: rate(28)?,
                 requests: rate(36)?,
             },
+            measured_ms: u64::from_be_bytes(entry[44..52].try_into().ok()?),
         });
     }
     Some(out)
@@ -548,22 +563,27 @@ pub fn loads_from_reports(
     image: &MetadataImage,
     reports: &BTreeMap<i32, Vec<ReportedLoad>>,
 ) -> BTreeMap<(String, i32), PartitionLoad> {
-    let mut out = BTreeMap::new();
-    for (&broker, loads) in reports {
-        for l in loads {
-            let Some(topic) = image.topic_by_id(&l.topic_id) else {
-                continue;
-            };
-            if topic
+    led_reports(image, reports)
+        .map(|(topic, _, l)| ((topic.to_owned(), l.partition), l.load))
+        .collect()
+}
+
+/// Each report of a partition by the broker that leads it in `image`: (topic name, broker,
+/// report).
+fn led_reports<'a>(
+    image: &'a MetadataImage,
+    reports: &'a BTreeMap<i32, Vec<ReportedLoad>>,
+) -> impl Iterator<Item = (&'a str, i32, &'a ReportedLoad)> {
+    reports.iter().flat_map(move |(&broker, loads)| {
+        loads.iter().filter_map(move |l| {
+            let topic = image.topic_by_id(&l.topic_id)?;
+            topic
                 .partitions
                 .get(&l.partition)
                 .is_some_and(|reg| reg.leader == broker)
-            {
-                out.insert((topic.name.clone(), l.partition), l.load);
-            }
-        }
-    }
-    out
+                .then_some((topic.name.as_str(), broker, l))
+        })
+    })
 }
 
 /// When the balancer last moved each partition (wall-clock ms), from the leadership history the
@@ -601,7 +621,9 @@ pub struct LoadPass {
 /// One load-balancing pass of the controller at wall-clock `now_ms`, with the latest load
 /// report of each broker (`reports`). Every active broker must have reported: a new active
 /// controller holds none (reports live in its memory only) and waits for each broker's next
-/// heartbeat, rather than taking a broker it has not heard from for an idle one.
+/// heartbeat, rather than taking a broker it has not heard from for an idle one. Every reported
+/// load must have been measured for `min_measured_ms`: while a load is starting up, or after a
+/// move (the new leader measures afresh), nothing moves.
 pub fn load_pass(
     image: &MetadataImage,
     config: &BalancerConfig,
@@ -617,6 +639,20 @@ pub fn load_pass(
             held: Some(format!(
                 "waiting for the load report of broker {}",
                 b.node_id
+            )),
+            ..LoadPass::default()
+        };
+    }
+    // The partition measured for the shortest span, if it is under the minimum.
+    if let Some((topic, broker, l)) = led_reports(image, reports)
+        .filter(|(_, _, l)| l.measured_ms < config.min_measured_ms)
+        .min_by_key(|(_, _, l)| l.measured_ms)
+    {
+        return LoadPass {
+            held: Some(format!(
+                "the load of {topic}-{} measured by broker {broker} for {} ms, under \
+                 kafkaiq.leader.balancer.min.measured.ms {}",
+                l.partition, l.measured_ms, config.min_measured_ms
             )),
             ..LoadPass::default()
         };
@@ -785,7 +821,8 @@ mod tests {
     fn the_config_keys_fill_the_balancer_config() {
         let raw = "kafkaiq.leader.balancer=load\nkafkaiq.leader.balancer.threshold=1.3\n\
                    kafkaiq.leader.balancer.min.dwell.ms=1000\n\
-                   kafkaiq.leader.balancer.max.moves.per.interval=7\n";
+                   kafkaiq.leader.balancer.max.moves.per.interval=7\n\
+                   kafkaiq.leader.balancer.min.measured.ms=2500\n";
         let parse = |t: &str| {
             let raw = crate::config::RawConfig::parse(t, std::path::Path::new("t.properties"));
             crate::config::BrokerConfig::from_raw(raw.unwrap())
@@ -795,8 +832,13 @@ mod tests {
         let config = parse(raw);
         let c = BalancerConfig::from_settings(&config.elections);
         assert_eq!(
-            (c.threshold, c.min_dwell_ms, c.max_moves_per_interval),
-            (1.3, 1000, 7)
+            (
+                c.threshold,
+                c.min_dwell_ms,
+                c.max_moves_per_interval,
+                c.min_measured_ms
+            ),
+            (1.3, 1000, 7, 2500)
         );
         let d = parse("");
         assert_eq!(
@@ -897,11 +939,13 @@ mod tests {
                     bytes_out: 2.0,
                     requests: 30.25,
                 },
+                measured_ms: 61_234,
             },
             ReportedLoad {
                 topic_id: uuid::Uuid::from_u128(9),
                 partition: 0,
                 load: PartitionLoad::default(),
+                measured_ms: 0,
             },
         ];
         let bytes = encode_load_report(&loads);
@@ -940,6 +984,7 @@ mod tests {
                 topic_id: topic.id,
                 partition: p,
                 load,
+                measured_ms: 120_000,
             });
             // A follower's decaying leftovers of a partition it no longer leads do not count.
             let follower = reg
@@ -955,6 +1000,8 @@ mod tests {
                     bytes_in: 1000.0 * MB,
                     ..load
                 },
+                // Leftovers do not hold the balancer either.
+                measured_ms: 1,
             });
         }
         let config = BalancerConfig {
@@ -970,6 +1017,26 @@ mod tests {
             held.held.as_deref(),
             Some("waiting for the load report of broker 2")
         );
+        // A load measured for less than min.measured.ms (starting up, or just moved) holds
+        // every move: one broker's first seconds are not its load.
+        let mut settling = reports.clone();
+        let young = settling
+            .get_mut(&3)
+            .unwrap()
+            .iter_mut()
+            .find(|l| l.measured_ms == 120_000)
+            .expect("broker 3 leads a partition");
+        young.measured_ms = config.min_measured_ms - 1;
+        let young = (young.topic_id, young.partition);
+        let held = load_pass(&image, &config, &settling, now);
+        assert!(held.records.is_empty(), "{held:?}");
+        let why = held.held.unwrap();
+        assert!(
+            why.starts_with(&format!("the load of t-{} measured by broker 3 for 29999 ms", young.1))
+                && why.contains("kafkaiq.leader.balancer.min.measured.ms"),
+            "{why}"
+        );
+        assert_eq!(image.topic_by_id(&young.0).unwrap().name, "t");
 
         let pass = load_pass(&image, &config, &reports, now);
         assert!(!pass.moves.is_empty(), "{pass:?}");
