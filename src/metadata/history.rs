@@ -50,9 +50,8 @@ pub enum CauseKind {
     /// AlterPartitionReassignments, or a reassignment completing.
     Reassignment,
     /// The load balancer (`kafkaiq.leader.balancer=load`) moved leadership off the broker named,
-    /// the busiest by measured load. One cause record leads each move's partition record; the
-    /// move's full reason (the load ratio, the partition's rate, the target) is in the
-    /// controller's log.
+    /// the busiest by measured load. A cause record and a [`LoadMoveReason`] record (the load
+    /// ratio, the partition's rate, the rack) lead each move's partition record.
     LoadBalance,
 }
 
@@ -129,10 +128,87 @@ impl ChangeCause {
     };
 }
 
+/// A load dimension the load balancer scores (`controller::decisions::balancer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LoadDimension {
+    BytesIn,
+    BytesOut,
+    Requests,
+}
+
+impl LoadDimension {
+    const ALL: [LoadDimension; 3] = [
+        LoadDimension::BytesIn,
+        LoadDimension::BytesOut,
+        LoadDimension::Requests,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadDimension::BytesIn => "bytes in",
+            LoadDimension::BytesOut => "bytes out",
+            LoadDimension::Requests => "requests",
+        }
+    }
+
+    /// A rate in this dimension, in words (`12 MB/s`, `95 req/s`).
+    pub fn format(self, v: f64) -> String {
+        const KB: f64 = 1000.0;
+        match self {
+            LoadDimension::Requests => format!("{v:.0} req/s"),
+            _ if v >= KB * KB * KB => format!("{:.1} GB/s", v / (KB * KB * KB)),
+            _ if v >= KB * KB => format!("{:.0} MB/s", v / (KB * KB)),
+            _ if v >= KB => format!("{:.0} kB/s", v / KB),
+            _ => format!("{v:.0} B/s"),
+        }
+    }
+
+    pub fn to_wire(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_wire(v: u8) -> Option<LoadDimension> {
+        LoadDimension::ALL.get(v as usize).copied()
+    }
+}
+
+/// Why the load balancer moved a partition's leadership, kept with the change (a
+/// [`MetadataRecord::LoadMoveReason`](super::MetadataRecord::LoadMoveReason) after the cause):
+/// numbers, not words, so a full history stays small in a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadMoveReason {
+    /// The busiest broker's load over the mean in `dimension`, in thousandths.
+    pub ratio_milli: u32,
+    pub dimension: LoadDimension,
+    /// The partition's rate in `dimension` (bytes or requests per second).
+    pub rate: u64,
+    /// Whether the new leader is in the old one's rack; None when the brokers have no racks.
+    pub same_rack: Option<bool>,
+}
+
+impl LoadMoveReason {
+    /// The reason of a move from broker `from` to `to`, in words.
+    pub fn words(&self, from: i32, to: i32) -> String {
+        let rack = match self.same_rack {
+            None => "",
+            Some(true) => ", same rack preferred",
+            Some(false) => ", another rack",
+        };
+        format!(
+            "broker {from} at {:.2}× the mean {}; this partition {} to broker {to}, in-sync{rack}",
+            self.ratio_milli as f64 / 1000.0,
+            self.dimension.name(),
+            self.dimension.format(self.rate as f64),
+        )
+    }
+}
+
 /// One change of a partition's leader, leader epoch or ISR.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeadershipChange {
     pub cause: ChangeCause,
+    /// Why the load balancer moved it, when it did.
+    pub load_move: Option<LoadMoveReason>,
     /// -1 for a partition just created.
     pub leader_before: i32,
     pub leader: i32,
@@ -146,6 +222,7 @@ impl LeadershipChange {
     /// neither leader, leader epoch nor ISR changed (a replica set or recovery state change).
     pub fn between(
         cause: ChangeCause,
+        load_move: Option<LoadMoveReason>,
         before: Option<&PartitionRegistration>,
         after: &PartitionRegistration,
     ) -> Option<LeadershipChange> {
@@ -159,6 +236,7 @@ impl LeadershipChange {
         }
         Some(LeadershipChange {
             cause,
+            load_move,
             leader_before: before.map_or(-1, |b| b.leader),
             leader: after.leader,
             leader_epoch: after.leader_epoch,
@@ -230,10 +308,16 @@ impl LeadershipChange {
                 _ => format!("AlterPartition from leader {b}"),
             },
             CauseKind::Reassignment => "partition reassignment".to_owned(),
-            CauseKind::LoadBalance => format!(
-                "load balancer: broker {b} above the mean load by more than \
-                 kafkaiq.leader.balancer.threshold; the new leader is now the preferred replica"
-            ),
+            CauseKind::LoadBalance => match &self.load_move {
+                Some(reason) => format!(
+                    "load balancer: {}; the new leader is now the preferred replica",
+                    reason.words(b, self.leader)
+                ),
+                None => format!(
+                    "load balancer: broker {b} above the mean load by more than \
+                     kafkaiq.leader.balancer.threshold; the new leader is now the preferred replica"
+                ),
+            },
         };
         if unclean && self.cause.kind != CauseKind::UncleanElection {
             format!("{why}; unclean election (leader from outside the ISR)")
@@ -351,7 +435,7 @@ mod tests {
         ];
         for (what, cause, before, after, want) in cases {
             let got =
-                LeadershipChange::between(*cause, before.as_ref(), after).map(|c| c.describe());
+                LeadershipChange::between(*cause, None, before.as_ref(), after).map(|c| c.describe());
             assert_eq!(got.as_deref(), *want, "{what}");
         }
     }
@@ -362,6 +446,7 @@ mod tests {
         for epoch in 0..(LEADERSHIP_HISTORY_PER_PARTITION_MAX as i32 + 5) {
             let c = LeadershipChange::between(
                 cause(CauseKind::PreferredElection, -1),
+                None,
                 Some(&reg(1, epoch, &[1])),
                 &reg(1, epoch + 1, &[1]),
             )
@@ -372,6 +457,50 @@ mod tests {
         assert_eq!(
             h.back().unwrap().leader_epoch,
             LEADERSHIP_HISTORY_PER_PARTITION_MAX as i32 + 5
+        );
+    }
+
+    #[test]
+    fn a_load_balancer_move_reads_its_reason_and_one_without_the_generic_words() {
+        let reason = LoadMoveReason {
+            ratio_milli: 1_804,
+            dimension: LoadDimension::BytesIn,
+            rate: 12_400_000,
+            same_rack: Some(true),
+        };
+        let with = LeadershipChange::between(
+            cause(CauseKind::LoadBalance, 1),
+            Some(reason),
+            Some(&reg(1, 4, &[1, 2])),
+            &reg(2, 5, &[1, 2]),
+        )
+        .unwrap();
+        assert_eq!(
+            with.describe(),
+            "leader 1 → 2: load balancer: broker 1 at 1.80× the mean bytes in; this partition \
+             12 MB/s to broker 2, in-sync, same rack preferred; the new leader is now the \
+             preferred replica"
+        );
+        let requests = LoadMoveReason {
+            dimension: LoadDimension::Requests,
+            rate: 95,
+            same_rack: None,
+            ..reason
+        };
+        assert_eq!(
+            requests.words(2, 3),
+            "broker 2 at 1.80× the mean requests; this partition 95 req/s to broker 3, in-sync"
+        );
+        let without = LeadershipChange {
+            load_move: None,
+            ..with
+        };
+        assert!(
+            without
+                .describe()
+                .contains("load balancer: broker 1 above the mean load"),
+            "{}",
+            without.describe()
         );
     }
 }

@@ -222,6 +222,8 @@ pub struct MetadataImage {
     /// The cause of the latest decision ([`MetadataRecord::ChangeCause`]): stamped on the
     /// partition changes replayed after it.
     pub change_cause: ChangeCause,
+    /// Why the load balancer made it, when it did ([`MetadataRecord::LoadMoveReason`]).
+    pub change_load_move: Option<history::LoadMoveReason>,
 }
 
 /// Kafka's internal topics (`Topic.isInternal`).
@@ -367,12 +369,16 @@ impl MetadataImage {
                 registration,
             } => {
                 let cause = self.change_cause;
+                let load_move = self.change_load_move;
                 match self.topic_mut(topic_id) {
                     Some(topic) => {
                         let before = topic.partitions.insert(*partition, registration.clone());
-                        if let Some(change) =
-                            LeadershipChange::between(cause, before.as_ref(), registration)
-                        {
+                        if let Some(change) = LeadershipChange::between(
+                            cause,
+                            load_move,
+                            before.as_ref(),
+                            registration,
+                        ) {
                             let h = topic.history.entry(*partition).or_default();
                             history::record(Arc::make_mut(h), change);
                         }
@@ -382,7 +388,11 @@ impl MetadataImage {
                     }
                 }
             }
-            MetadataRecord::ChangeCause(cause) => self.change_cause = *cause,
+            MetadataRecord::ChangeCause(cause) => {
+                self.change_cause = *cause;
+                self.change_load_move = None;
+            }
+            MetadataRecord::LoadMoveReason(reason) => self.change_load_move = Some(*reason),
             MetadataRecord::PartitionHistory {
                 topic_id,
                 partition,
@@ -556,6 +566,9 @@ impl MetadataImage {
         if self.change_cause != ChangeCause::UNKNOWN {
             records.push(MetadataRecord::ChangeCause(self.change_cause));
         }
+        if let Some(reason) = self.change_load_move {
+            records.push(MetadataRecord::LoadMoveReason(reason));
+        }
         records
     }
 
@@ -623,6 +636,12 @@ fn full_history_record_bytes(replicas: usize) -> usize {
     let ids: Vec<i32> = (0..replicas as i32).collect();
     let change = LeadershipChange {
         cause: ChangeCause::UNKNOWN,
+        load_move: Some(history::LoadMoveReason {
+            ratio_milli: 0,
+            dimension: history::LoadDimension::BytesIn,
+            rate: 0,
+            same_rack: None,
+        }),
         leader_before: 0,
         leader: 0,
         leader_epoch: 0,

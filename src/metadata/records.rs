@@ -9,7 +9,10 @@
 //!
 //! Type bytes: 2 topic, 4 topic config, 5 broker config, 6 topic removal, 7 producer ids,
 //! 8 broker registration, 9 partition, 10 broker registration change, 11 cluster id, 12 partition
-//! being reassigned, 13 change cause, 14 partition history, 23 ACL (Kafka's
+//! being reassigned, 13 change cause, 14 partition history, 27 load move reason (of the change
+//! cause before it: ratio to the mean in thousandths u32, dimension u8, the partition's rate
+//! u64, rack flag u8: 0 no racks, 1 same rack, 2 another), 28 partition history whose changes
+//! carry load move reasons, 23 ACL (Kafka's
 //! `AccessControlEntryRecord`, whose api key it shares: id, resource type, name, pattern type,
 //! principal, host, operation, permission; the enums as Kafka's codes), 24 ACL removal (Kafka's
 //! `RemoveAccessControlEntryRecord`: the id), 25 SCRAM credential (Kafka's
@@ -21,12 +24,15 @@
 //!
 //! A partition is written as type 9 when no reassignment is in progress and as type 12 (type 9's
 //! fields, then the adding and the removing replicas) while one is: logs and snapshots without
-//! reassignments keep the layout they had before reassignments existed.
+//! reassignments keep the layout they had before reassignments existed. Likewise a partition's
+//! history is type 14 unless a change in it has a load move reason, then type 28 (each change
+//! followed by a presence byte and, when 1, its reason).
 
 use uuid::Uuid;
 
 use crate::limits::METADATA_STRING_BYTES_MAX;
 use crate::metadata::acl::{Acl, AclOperation, AclPermissionType, PatternType, ResourceType};
+use crate::metadata::history::{LoadDimension, LoadMoveReason};
 use crate::metadata::scram::ScramMechanism;
 use crate::metadata::{
     BrokerRegistration, CauseKind, ChangeCause, Endpoint, LeaderRecoveryState, LeadershipChange,
@@ -81,6 +87,9 @@ pub enum MetadataRecord {
     /// Why the partition records after it are written (`metadata::history`): every decision that
     /// changes partitions writes one first.
     ChangeCause(ChangeCause),
+    /// Why the load balancer made the [`MetadataRecord::ChangeCause`] before it, stamped with
+    /// it on the partition change that follows.
+    LoadMoveReason(LoadMoveReason),
     /// A partition's whole recent history, replacing what replay made of it: a snapshot's copy.
     PartitionHistory {
         topic_id: Uuid,
@@ -206,6 +215,16 @@ impl Writer {
         self.i32(c.broker_id);
         self.i64(c.time_ms);
     }
+    fn load_move(&mut self, m: &LoadMoveReason) {
+        self.out.extend_from_slice(&m.ratio_milli.to_be_bytes());
+        self.u8(m.dimension.to_wire());
+        self.out.extend_from_slice(&m.rate.to_be_bytes());
+        self.u8(match m.same_rack {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        });
+    }
     fn ids(&mut self, ids: &[i32]) {
         if self.len("node id list", ids.len()) {
             for id in ids {
@@ -309,6 +328,20 @@ impl Reader<'_> {
         String::from_utf8(bytes.to_vec())
             .map(Some)
             .map_err(|_| RecordDecodeError("bad utf-8"))
+    }
+    fn load_move(&mut self) -> Result<LoadMoveReason, RecordDecodeError> {
+        Ok(LoadMoveReason {
+            ratio_milli: u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")),
+            dimension: LoadDimension::from_wire(self.u8()?)
+                .ok_or(RecordDecodeError("bad load dimension"))?,
+            rate: u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")),
+            same_rack: match self.u8()? {
+                0 => None,
+                1 => Some(true),
+                2 => Some(false),
+                _ => return Err(RecordDecodeError("bad rack flag")),
+            },
+        })
     }
     fn cause(&mut self) -> Result<ChangeCause, RecordDecodeError> {
         Ok(ChangeCause {
@@ -421,12 +454,17 @@ impl MetadataRecord {
                 w.u8(13);
                 w.cause(c);
             }
+            MetadataRecord::LoadMoveReason(reason) => {
+                w.u8(27);
+                w.load_move(reason);
+            }
             MetadataRecord::PartitionHistory {
                 topic_id,
                 partition,
                 changes,
             } => {
-                w.u8(14);
+                let reasons = changes.iter().any(|c| c.load_move.is_some());
+                w.u8(if reasons { 28 } else { 14 });
                 w.uuid(topic_id);
                 w.i32(*partition);
                 if w.len("history", changes.len()) {
@@ -437,6 +475,15 @@ impl MetadataRecord {
                         w.i32(c.leader_epoch);
                         w.ids(&c.isr_before);
                         w.ids(&c.isr);
+                        if reasons {
+                            match &c.load_move {
+                                Some(m) => {
+                                    w.u8(1);
+                                    w.load_move(m);
+                                }
+                                None => w.u8(0),
+                            }
+                        }
                     }
                 }
             }
@@ -580,7 +627,8 @@ impl MetadataRecord {
                 topic_id: r.uuid()?,
             },
             13 => MetadataRecord::ChangeCause(r.cause()?),
-            14 => {
+            27 => MetadataRecord::LoadMoveReason(r.load_move()?),
+            ty @ (14 | 28) => {
                 let topic_id = r.uuid()?;
                 let partition = r.i32()?;
                 let n = r.u16()? as usize;
@@ -597,6 +645,11 @@ impl MetadataRecord {
                         leader_epoch: r.i32()?,
                         isr_before: r.ids()?,
                         isr: r.ids()?,
+                        load_move: match (ty, if ty == 28 { r.u8()? } else { 0 }) {
+                            (_, 0) => None,
+                            (_, 1) => Some(r.load_move()?),
+                            _ => return Err(RecordDecodeError("bad load move presence")),
+                        },
                     });
                 }
                 MetadataRecord::PartitionHistory {
@@ -755,12 +808,53 @@ mod tests {
                 broker_id: 3,
                 time_ms: 1_764_000_000_000,
             }),
+            MetadataRecord::LoadMoveReason(LoadMoveReason {
+                ratio_milli: 1_800,
+                dimension: LoadDimension::Requests,
+                rate: 95,
+                same_rack: None,
+            }),
+            // Type 28: a change with its reason beside one without.
+            MetadataRecord::PartitionHistory {
+                topic_id: id,
+                partition: 1,
+                changes: vec![
+                    LeadershipChange {
+                        cause: ChangeCause {
+                            kind: CauseKind::LoadBalance,
+                            broker_id: 1,
+                            time_ms: 9,
+                        },
+                        load_move: Some(LoadMoveReason {
+                            ratio_milli: 1_250,
+                            dimension: LoadDimension::BytesOut,
+                            rate: 12_000_000,
+                            same_rack: Some(false),
+                        }),
+                        leader_before: 1,
+                        leader: 2,
+                        leader_epoch: 3,
+                        isr_before: vec![1, 2],
+                        isr: vec![1, 2],
+                    },
+                    LeadershipChange {
+                        cause: ChangeCause::UNKNOWN,
+                        load_move: None,
+                        leader_before: 2,
+                        leader: 1,
+                        leader_epoch: 4,
+                        isr_before: vec![1, 2],
+                        isr: vec![1, 2],
+                    },
+                ],
+            },
             MetadataRecord::PartitionHistory {
                 topic_id: id,
                 partition: 2,
                 changes: vec![
                     LeadershipChange {
                         cause: ChangeCause::UNKNOWN,
+                        load_move: None,
                         leader_before: -1,
                         leader: 1,
                         leader_epoch: 0,
@@ -773,6 +867,7 @@ mod tests {
                             broker_id: 1,
                             time_ms: 5,
                         },
+                        load_move: None,
                         leader_before: 1,
                         leader: 2,
                         leader_epoch: 1,

@@ -842,11 +842,11 @@ impl LogManager {
                 .compacted_logs(now_ms)
                 .into_iter()
                 .filter(|c| {
-                    !state.in_progress.contains(&c.tp)
-                        && !state
-                            .uncleanable
-                            .get(&c.tp)
-                            .is_some_and(|w| w.as_ptr() == Arc::as_ptr(&c.log))
+                    let uncleanable = state
+                        .uncleanable
+                        .get(&c.tp)
+                        .is_some_and(|w| w.as_ptr() == Arc::as_ptr(&c.log));
+                    !(uncleanable || state.in_progress.contains(&c.tp))
                 })
                 .collect();
             let Some(chosen) = crate::cleaner::manager::filthiest(candidates) else {

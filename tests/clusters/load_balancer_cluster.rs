@@ -4,7 +4,8 @@
 //! over a topic whose partitions are spread by count moves nothing for several intervals; a
 //! skewed idempotent acks=all load on the partitions one broker leads then moves leadership off
 //! that broker, every acknowledged record is in the log exactly once (the log end offsets equal
-//! the acknowledged counts), and the produce stall of each moved partition is printed.
+//! the acknowledged counts), every node's leadership history gives each move's reason with its
+//! numbers, and the produce stall of each moved partition is printed.
 //!
 //! With `KAFKAIQ_TEST_BALANCER=count` the nodes run Kafka's count balancing and the test fails
 //! waiting for the move (the check that it tests the balancer).
@@ -266,6 +267,39 @@ async fn skewed_load_moves_leadership_off_the_busiest_broker_and_uniform_load_mo
             "load balancer: produce stall of {TOPIC}-{partition} across its move: {:?}",
             p.stalls
         );
+    }
+
+    // Every node's leadership history tells why, with the numbers: the reason travels in the
+    // metadata log with the move.
+    for (partition, leader, _) in &moved {
+        let path = format!("/api/history/{TOPIC}-{partition}");
+        for (&id, node) in &cluster.nodes {
+            let (addr, path, leader) = (node.http_addr(), &path, *leader);
+            let description = cluster
+                .wait_for(
+                    &format!("node {id}'s history of {TOPIC}-{partition}"),
+                    Duration::from_secs(30),
+                    || async move {
+                        let (status, _, body) = common::http::get(addr, path).await;
+                        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+                        let change = v["changes"]
+                            .as_array()?
+                            .iter()
+                            .find(|c| c["cause"] == "load_balance" && c["leader"] == leader)?
+                            .clone();
+                        (status == 200).then_some(())?;
+                        change["description"].as_str().map(str::to_owned)
+                    },
+                )
+                .await;
+            let want = format!("leader {hot} → {leader}: load balancer: broker {hot} at ");
+            assert!(
+                description.starts_with(&want)
+                    && description.contains("× the mean ")
+                    && description.contains(&format!("to broker {leader}, in-sync")),
+                "node {id}: {description}"
+            );
+        }
     }
 
     // 3. Every acknowledged record is there exactly once (idempotent retries deduplicated).

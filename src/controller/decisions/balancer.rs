@@ -42,6 +42,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::partition_change::{build, Election, Target};
+pub use crate::metadata::history::LoadDimension as Dimension;
+use crate::metadata::history::LoadMoveReason;
 use crate::metadata::{MetadataImage, MetadataRecord};
 
 /// A partition's load, as rates per second measured on its leader.
@@ -65,45 +67,7 @@ impl PartitionLoad {
     }
 }
 
-/// The load dimensions the balancer scores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Dimension {
-    BytesIn,
-    BytesOut,
-    Requests,
-}
-
 const DIMENSIONS: [Dimension; 3] = [Dimension::BytesIn, Dimension::BytesOut, Dimension::Requests];
-
-impl Dimension {
-    fn name(self) -> &'static str {
-        match self {
-            Dimension::BytesIn => "bytes in",
-            Dimension::BytesOut => "bytes out",
-            Dimension::Requests => "requests",
-        }
-    }
-
-    fn format(self, v: f64) -> String {
-        match self {
-            Dimension::Requests => format!("{v:.0} req/s"),
-            _ => format_rate(v),
-        }
-    }
-}
-
-fn format_rate(bytes: f64) -> String {
-    const KB: f64 = 1000.0;
-    if bytes >= KB * KB * KB {
-        format!("{:.1} GB/s", bytes / (KB * KB * KB))
-    } else if bytes >= KB * KB {
-        format!("{:.0} MB/s", bytes / (KB * KB))
-    } else if bytes >= KB {
-        format!("{:.0} kB/s", bytes / KB)
-    } else {
-        format!("{bytes:.0} B/s")
-    }
-}
 
 /// One partition as the balancer sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -199,8 +163,10 @@ pub struct LeadershipMove {
     pub to: i32,
     /// The new replica order: `to` first (the preferred replica), the others in their order.
     pub replicas: Vec<i32>,
-    /// Why, for the page, the history and the log.
+    /// Why, for the log: [`Self::why`] in words, with the partition and the target's rack.
     pub reason: String,
+    /// Why, as the metadata log keeps it for the history and the page.
+    pub why: LoadMoveReason,
 }
 
 /// What a pass decided: the moves, and when there are none, why.
@@ -378,6 +344,12 @@ pub fn balance(
             dim.format(p.load.get(dim)),
         );
         let to_rack = brokers.get(&to).and_then(|b| b.rack.clone());
+        let why = LoadMoveReason {
+            ratio_milli: (top * 1000.0).round().min(u32::MAX as f64) as u32,
+            dimension: dim,
+            rate: p.load.get(dim).round() as u64,
+            same_rack: to_rack.as_ref().map(|_| !other_rack),
+        };
         match (other_rack, to_rack) {
             (_, None) => {}
             (false, Some(_)) => reason.push_str(", same rack preferred"),
@@ -392,6 +364,7 @@ pub fn balance(
             to,
             replicas,
             reason,
+            why,
         });
     }
     outcome
@@ -610,8 +583,8 @@ pub fn last_moves_from_history(image: &MetadataImage) -> BTreeMap<(String, i32),
 /// What one controller pass of the load balancer decided.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LoadPass {
-    /// For each move, a [`MetadataRecord::ChangeCause`] naming the broker it relieves, then the
-    /// partition record.
+    /// For each move, a [`MetadataRecord::ChangeCause`] naming the broker it relieves, a
+    /// [`MetadataRecord::LoadMoveReason`], then the partition record.
     pub records: Vec<MetadataRecord>,
     pub moves: Vec<LeadershipMove>,
     /// Why nothing (more) moved, when not for balance.
@@ -663,13 +636,14 @@ pub fn load_pass(
     let now = u64::try_from(now_ms).unwrap_or(0);
     let outcome = balance(&partitions, &brokers, now, config);
     let (records, moves) = move_records(image, &outcome.moves);
-    let mut with_causes = Vec::with_capacity(records.len() * 2);
+    let mut with_causes = Vec::with_capacity(records.len() * 3);
     for (record, m) in records.into_iter().zip(&moves) {
         with_causes.push(MetadataRecord::ChangeCause(crate::metadata::ChangeCause {
             kind: crate::metadata::CauseKind::LoadBalance,
             broker_id: m.from,
             time_ms: now_ms,
         }));
+        with_causes.push(MetadataRecord::LoadMoveReason(m.why));
         with_causes.push(record);
     }
     LoadPass {
@@ -1041,23 +1015,24 @@ mod tests {
         let pass = load_pass(&image, &config, &reports, now);
         assert!(!pass.moves.is_empty(), "{pass:?}");
         assert_eq!(pass.moves[0].from, 1, "{:?}", pass.moves);
-        assert_eq!(pass.records.len(), 2 * pass.moves.len());
-        for (pair, m) in pass.records.chunks(2).zip(&pass.moves) {
+        assert_eq!(pass.records.len(), 3 * pass.moves.len());
+        for (triple, m) in pass.records.chunks(3).zip(&pass.moves) {
             assert_eq!(
-                pair[0],
+                triple[0],
                 MetadataRecord::ChangeCause(ChangeCause {
                     kind: CauseKind::LoadBalance,
                     broker_id: m.from,
                     time_ms: now,
                 })
             );
+            assert_eq!(triple[1], MetadataRecord::LoadMoveReason(m.why));
             let MetadataRecord::Partition {
                 partition,
                 registration,
                 ..
-            } = &pair[1]
+            } = &triple[2]
             else {
-                panic!("{:?}", pair[1]);
+                panic!("{:?}", triple[2]);
             };
             assert_eq!((*partition, registration.leader), (m.partition, m.to));
             assert_eq!(registration.replicas[0], m.to, "preferred");
@@ -1068,8 +1043,24 @@ mod tests {
             let last = t.history[&m.partition].back().unwrap();
             assert_eq!(last.cause.kind, CauseKind::LoadBalance);
             assert_eq!((last.leader_before, last.leader), (m.from, m.to));
-            let want = format!("load balancer: broker {}", m.from);
+            assert_eq!(last.load_move, Some(m.why));
+            // The history reads as the controller's log does, the numbers included.
+            let want = format!(
+                "load balancer: broker {} at {:.2}× the mean {}; this partition {} to broker {}",
+                m.from,
+                m.why.ratio_milli as f64 / 1000.0,
+                m.why.dimension.name(),
+                m.why.dimension.format(m.why.rate as f64),
+                m.to
+            );
             assert!(last.describe().contains(&want), "{}", last.describe());
+            assert!(m.reason.contains(&format!("{:.2}×", m.why.ratio_milli as f64 / 1000.0)));
+        }
+        // A snapshot keeps each move's reason.
+        let restored = crate::metadata::MetadataImage::default().apply(&after.to_records());
+        let r = restored.topic("t").unwrap();
+        for m in &pass.moves {
+            assert_eq!(r.history[&m.partition].back().unwrap().load_move, Some(m.why));
         }
         let last_moves = last_moves_from_history(&after);
         assert_eq!(last_moves.len(), pass.moves.len());
