@@ -203,6 +203,16 @@ async fn metrics_follow_produce_and_fetch_and_bad_requests_get_4xx() {
     assert_eq!(p0["preferred_leader"], 1);
     assert_eq!(p0["local"]["high_watermark"], 5);
     assert_eq!(p0["local"]["replicas"][0]["lag"], 0);
+    // The load measured here as leader (the load balancer's input): two produces, one fetch.
+    let load = &p0["local"]["load"];
+    let per_sec = |k: &str| load[k].as_f64().unwrap_or(-1.0);
+    assert!(per_sec("bytes_in_per_sec") > 0.0, "{load}");
+    assert!(per_sec("bytes_out_per_sec") > 0.0, "{load}");
+    assert!(per_sec("requests_per_sec") > 0.0, "{load}");
+    assert!(load["measured_ms"].is_u64(), "{load}");
+    let p1 = &partitions["partitions"][1];
+    assert_eq!(p1["partition"], 1);
+    assert!(p1["local"]["load"].is_null(), "nothing produced to it: {p1}");
     let (status, _, body) = get(http, "/api/quorum").await;
     assert_eq!(status, 200);
     let quorum: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -213,6 +223,7 @@ async fn metrics_follow_produce_and_fetch_and_bad_requests_get_4xx() {
     assert!(head.contains("text/html"));
     assert!(page.contains("/api/partitions"));
     assert!(page.contains("/api/groups"));
+    assert!(page.contains("load in / out / requests"));
 
     // A KIP-848 group: its epochs on /api/groups and in /metrics.
     client

@@ -33,10 +33,17 @@ pub struct LocalPartition {
     pub last_stable_offset: i64,
     /// Transactions begun on the partition with no marker yet.
     pub open_transactions: usize,
+    /// The load measured here as its leader (what the load balancer weighs), if any.
+    pub load: Option<crate::metrics::LoadRates>,
 }
 
 /// A copy of every partition this node hosts.
 pub fn local_partitions(ctx: &Context) -> HashMap<TopicPartition, LocalPartition> {
+    let mut loads: HashMap<(String, i32), crate::metrics::LoadRates> = ctx
+        .topic_stats
+        .partition_loads(crate::metrics::monotonic_ms())
+        .into_iter()
+        .collect();
     ctx.replicas
         .partitions()
         .into_iter()
@@ -47,6 +54,7 @@ pub fn local_partitions(ctx: &Context) -> HashMap<TopicPartition, LocalPartition
                 log_end_offset: log.log_end_offset(),
                 last_stable_offset: log.last_stable_offset(),
                 open_transactions: log.ongoing_transactions().len(),
+                load: loads.remove(&(p.tp.topic.clone(), p.tp.partition)),
             };
             (p.tp.clone(), local)
         })

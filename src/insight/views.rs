@@ -154,6 +154,13 @@ fn local_view(local: &LocalPartition) -> Value {
         .collect();
     json!({
         "high_watermark": state.high_watermark,
+        // Rates per second, decaying over a minute, and how long they have been measured.
+        "load": local.load.map(|l| json!({
+            "bytes_in_per_sec": l.bytes_in.round(),
+            "bytes_out_per_sec": l.bytes_out.round(),
+            "requests_per_sec": (l.requests * 10.0).round() / 10.0,
+            "measured_ms": l.measured_ms,
+        })),
         "last_stable_offset": local.last_stable_offset,
         "open_transactions": local.open_transactions,
         "log_end_offset": log_end_offset,
