@@ -491,8 +491,9 @@ def report(results: list[dict], args, groups_desc: str, binary: Path) -> str:
         "node broker and controller) from the same `config/cluster/` properties plus "
         f"`leader.imbalance.check.interval.seconds={CHECK_INTERVAL_S}`: KafkaIQ with "
         "`kafkaiq.leader.balancer=count` (the default, Kafka's way), KafkaIQ with "
-        "`kafkaiq.leader.balancer=load` (threshold, dwell and moves per interval at their "
-        "defaults: 1.10, 300 s, 5), and Apache Kafka 4.1.1. Each broker process runs in its "
+        "`kafkaiq.leader.balancer=load` (threshold, dwell, moves per interval and minimum "
+        "measured span at their defaults: 1.10, 300 s, 5, 30 s), and Apache Kafka 4.1.1. "
+        "Each broker process runs in its "
         "own CPU cgroup with the same quota, the load generator in one of its own.\n")
     o.append(f"**CPU limits:** {groups_desc}.\n")
     o.append(
@@ -658,7 +659,7 @@ def main() -> int:
     p.add_argument("--generator-quota-us", type=int, default=120_000,
                    help="the load generator's quota (default 120000: 1.2 CPU)")
     p.add_argument("--balance-warmup", type=float, default=None,
-                   help="warm-up of the load setup's saturated phases, s (default 70; quick 40)")
+                   help="warm-up of the load setup's saturated phases, s (default 90; quick 60)")
     p.add_argument("--kafkaiq-bin", default=os.environ.get("KAFKAIQ_BIN"))
     p.add_argument("--out")
     p.add_argument("--workdir")
@@ -670,7 +671,7 @@ def main() -> int:
     if any(s not in SETUPS for s in args.setups):
         p.error("--setups takes count, load, kafka")
     if args.balance_warmup is None:
-        args.balance_warmup = 40 if args.quick else 70
+        args.balance_warmup = 60 if args.quick else 90
     args.compare_bin = None
     binary = Path(args.kafkaiq_bin or ROOT / "target" / "release" / "kafkaiq")
     if not os.access(binary, os.X_OK):
