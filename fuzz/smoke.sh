@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A short fuzzing run of each target — decode_request (request frames) and raft_frame (the
-# controller port's Raft frames stepped into a voter) — so no fuzz target can rot unnoticed:
+# A short fuzzing run of each target — decode_request (request frames), raft_frame (the
+# controller port's Raft frames stepped into a voter) and sasl_preauth (what a SASL listener
+# reads before authentication) — so no fuzz target can rot unnoticed:
 # they are built and run by ./integration/run-all.sh (suite "fuzz-smoke"), not only by hand.
 #
 # - fuzz/Cargo.lock must be current (the crate is outside the workspace, so nothing else
@@ -14,9 +15,10 @@
 #   without debug info: it takes about half the time of a full release build of the crate, and
 #   a smoke run of this size does not need the faster code.
 # - FUZZ_SMOKE_RUNS executions per target (default 500,000 for decode_request, a few seconds;
-#   a tenth of it for raft_frame, whose every input builds a voter), seed 1, from 256 generated
-#   seed inputs (decode_request: every API version's body, random bytes; raft_frame: random
-#   field bytes, and runs of chunk frames) in a fresh corpus. Any crash (a panic, an abort, an oversized allocation) fails
+#   a tenth of it for raft_frame, whose every input builds a voter, and for sasl_preauth, whose
+#   SCRAM inputs derive keys), seed 1, from 256 generated seed inputs (decode_request: every API
+#   version's body, random bytes; raft_frame: random field bytes, and runs of chunk frames;
+#   sasl_preauth: PLAIN and SCRAM exchanges) in a fresh corpus. Any crash (a panic, an abort, an oversized allocation) fails
 #   with the input saved in fuzz/artifacts/<target>/; so does a run that did not execute all its
 #   runs.
 #
@@ -69,6 +71,20 @@ for i in range(16):
         frame += (n * 48).to_bytes(4, "big") + piece
         out += len(frame).to_bytes(2, "big") + frame
     open(f"{sys.argv[1]}/seed-chunks-{i:02d}", "wb").write(bytes(out))
+# sasl_preauth: an odd first byte, then the pick (mechanism in bits 0-1, handshake version in
+# bit 2, authenticate version in bits 3-4) and the client's tokens separated by 0xFF.
+exchanges = [
+    (0b00100, [b"\0alice\0alice-secret"]),
+    (0b10100, [b"admin\0alice\0wrong"]),
+    (0b00000, [b"\0alice\0alice-secret"]),
+    (0b10101, [b"n,,n=alice,r=fuzzclientnonce", b"c=biws,r=fuzzclientnonceXYZ,p=AAAA"]),
+    (0b01110, [b"n,,n=bob,r=abc", b"c=biws,r=abc,p=="]),
+    (0b00101, [b"n,a=alice,n=alice,r=x,extra=1", b"c=bixz,r=x,p=Zm9v"]),
+    (0b10101, [b"n,,n=carol,r=n1"]),
+    (0b00111, [b"n,,n=alice"]),
+]
+for i, (pick, tokens) in enumerate(exchanges):
+    open(f"{sys.argv[1]}/seed-sasl-{i:02d}", "wb").write(bytes([1, pick]) + b"\xff".join(tokens))
 PY
 
 host="$(rustc -vV | sed -n 's/^host: //p')"
@@ -85,7 +101,7 @@ else
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions" \
         cargo build --release --locked -j "$jobs" --manifest-path Cargo.toml --target "$host" \
         --config 'profile.release.opt-level=1' --config 'profile.release.debug=0' \
-        --target-dir target/stable-sancov --bin decode_request --bin raft_frame
+        --target-dir target/stable-sancov --bin decode_request --bin raft_frame --bin sasl_preauth
 fi
 
 # smoke <target> <runs>
@@ -119,3 +135,4 @@ smoke() {
 
 smoke decode_request "$runs"
 smoke raft_frame "$(( runs / 10 ))"
+smoke sasl_preauth "$(( runs / 10 ))"

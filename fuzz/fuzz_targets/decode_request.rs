@@ -1,8 +1,7 @@
 //! Fuzzes request decoding: no input may panic `decode_request` or make it allocate large.
 //! Run with `-malloc_limit_mb` (see ../README.md) so that any single allocation above the limit
-//! is reported as a crash. libFuzzer sees allocations only through a sanitizer's malloc hooks,
-//! so the target also enforces the same bound itself ([`MAX_ALLOCATION`]): a build without
-//! AddressSanitizer (`fuzz/smoke.sh` on a stable toolchain) aborts on a large allocation too.
+//! is reported as a crash; the target also enforces the same bound itself ([`bounded_alloc`]),
+//! so a build without AddressSanitizer aborts on a large allocation too.
 //!
 //! Inputs whose first byte is even are taken as a whole frame. Otherwise the next two bytes pick
 //! one of the decodable API versions and the rest is its body behind a well-formed request
@@ -10,58 +9,13 @@
 
 #![no_main]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+#[path = "bounded_alloc.rs"]
+mod bounded_alloc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafkaiq::protocol::layouts::LAYOUTS;
 use kafkaiq::protocol::{decode_request, ApiKey};
 use libfuzzer_sys::fuzz_target;
-
-/// The largest single allocation an input may cause: `-malloc_limit_mb=64`.
-const MAX_ALLOCATION: usize = 64 << 20;
-
-struct Bounded;
-
-// SAFETY: delegates to the system allocator; only refuses to return from oversized requests.
-unsafe impl GlobalAlloc for Bounded {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        check(layout.size());
-        System.alloc(layout)
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        check(layout.size());
-        System.alloc_zeroed(layout)
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        check(new_size);
-        System.realloc(ptr, layout, new_size)
-    }
-}
-
-fn check(size: usize) {
-    if size > MAX_ALLOCATION {
-        // No allocation from here on: write(2) the message, then abort (a crash for libFuzzer,
-        // which saves the input).
-        let msg = b"decode_request: single allocation above 64 MiB\n";
-        // SAFETY: writing a static buffer to stderr.
-        unsafe { libc_write(2, msg.as_ptr(), msg.len()) };
-        std::process::abort();
-    }
-}
-
-extern "C" {
-    #[link_name = "write"]
-    fn libc_write(fd: i32, buf: *const u8, count: usize) -> isize;
-}
-
-#[global_allocator]
-static ALLOCATOR: Bounded = Bounded;
 
 fuzz_target!(|data: &[u8]| {
     let frame = match data {
