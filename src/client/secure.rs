@@ -69,31 +69,26 @@ pub(super) enum WriteHalf {
     Tls(tokio::io::WriteHalf<TlsStream<TcpStream>>),
 }
 
-impl AsyncRead for Stream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+/// Forwards `AsyncRead` to whichever variant is open.
+macro_rules! forward_read {
+    ($ty:ident, $plain:path, $tls:path) => {
+        impl AsyncRead for $ty {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut ReadBuf<'_>,
+            ) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $plain(s) => Pin::new(s).poll_read(cx, buf),
+                    $tls(s) => Pin::new(s).poll_read(cx, buf),
+                }
+            }
         }
-    }
+    };
 }
 
-impl AsyncRead for ReadHalf {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ReadHalf::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            ReadHalf::Tls(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
+forward_read!(Stream, Stream::Plain, Stream::Tls);
+forward_read!(ReadHalf, ReadHalf::Plain, ReadHalf::Tls);
 
 /// Forwards the three `AsyncWrite` calls to whichever variant is open.
 macro_rules! forward_write {
@@ -200,18 +195,15 @@ pub(super) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     let mechanism = credentials.mechanism.name();
     let request =
         SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
-    let body = round_trip(
+    let response: SaslHandshakeResponse = call(
         stream,
         client_id,
         correlation_id,
         ApiKey::SaslHandshake,
         HANDSHAKE_VERSION,
-        Box::new(move |v, buf| request.encode(buf, v).map(|()| true)),
-        SASL_RESPONSE_BYTES_MAX,
+        request,
     )
     .await?;
-    let response: SaslHandshakeResponse =
-        decode_body(ApiKey::SaslHandshake, HANDSHAKE_VERSION, body)?;
     if response.error_code != 0 {
         let offered: Vec<&str> = response.mechanisms.iter().map(|m| m.as_str()).collect();
         return Err(format!(
@@ -231,18 +223,15 @@ pub(super) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     };
     loop {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
-        let body = round_trip(
+        let response: SaslAuthenticateResponse = call(
             stream,
             client_id,
             correlation_id,
             ApiKey::SaslAuthenticate,
             AUTHENTICATE_VERSION,
-            Box::new(move |v, buf| request.encode(buf, v).map(|()| true)),
-            SASL_RESPONSE_BYTES_MAX,
+            request,
         )
         .await?;
-        let response: SaslAuthenticateResponse =
-            decode_body(ApiKey::SaslAuthenticate, AUTHENTICATE_VERSION, body)?;
         if response.error_code != 0 {
             return Err(format!(
                 "error {}: {}",
@@ -261,6 +250,34 @@ pub(super) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
             },
         }
     }
+}
+
+/// One SASL request, its response decoded.
+async fn call<S, Req, Resp>(
+    stream: &mut S,
+    client_id: &StrBytes,
+    correlation_id: &mut i32,
+    api_key: ApiKey,
+    version: i16,
+    request: Req,
+) -> Result<Resp, String>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    Req: Encodable + Send + 'static,
+    Resp: kafka_protocol::protocol::Decodable,
+{
+    let encode: EncodeFn = Box::new(move |v, buf| request.encode(buf, v).map(|()| true));
+    let body = round_trip(
+        stream,
+        client_id,
+        correlation_id,
+        api_key,
+        version,
+        encode,
+        SASL_RESPONSE_BYTES_MAX,
+    )
+    .await?;
+    decode_body(api_key, version, body)
 }
 
 /// The client side of a SCRAM exchange (RFC 5802, as Kafka's `ScramSaslClient`).

@@ -292,15 +292,8 @@ impl ServerCertVerifier for AnyHostName {
 
 #[cfg(test)]
 mod tests {
+    use super::super::security::tests::raw;
     use super::*;
-
-    fn raw(entries: &[(&str, &str)]) -> RawConfig {
-        let mut raw = RawConfig::default();
-        for (k, v) in entries {
-            raw.set(k, v);
-        }
-        raw
-    }
 
     fn err(entries: &[(&str, &str)], protocol: SecurityProtocol) -> String {
         parse(&raw(entries), "INTERNAL", protocol)

@@ -510,10 +510,11 @@ impl BrokerConfig {
             inter_broker::parse(&raw, name, protocol)?.map(std::sync::Arc::new)
         };
         if let Some(a) = &authorizer {
-            // Nodes reach each other's controller listener, and the inter-broker listener, as
-            // `User:ANONYMOUS` (neither authenticates between nodes yet): without it among the
-            // super users their heartbeats, AlterPartition and replica fetches are refused, as
-            // they are in Kafka with PLAINTEXT inter-node listeners.
+            // Nodes reach each other's controller listener as `User:ANONYMOUS` (it is
+            // PLAINTEXT): without it among the super users their heartbeats and AlterPartition
+            // are refused, as they are in Kafka with a PLAINTEXT controller listener. (A secured
+            // inter-broker listener's principal, the SASL user or certificate subject, needs
+            // CLUSTER_ACTION too, as in Kafka.)
             if !kraft.standalone && !a.super_users.contains("User:ANONYMOUS") {
                 warnings.push(format!(
                     "`{}` is set on a KRaft node whose nodes reach each other as {}; add it to \

@@ -873,10 +873,10 @@ fn escape_rfc2253(value: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn raw(entries: &[(&str, &str)]) -> RawConfig {
+    pub(in crate::config) fn raw(entries: &[(&str, &str)]) -> RawConfig {
         let mut raw = RawConfig::default();
         for (k, v) in entries {
             raw.set(k, v);

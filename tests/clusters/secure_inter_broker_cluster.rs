@@ -20,10 +20,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    CreateTopicsRequest, MetadataRequest, MetadataResponse, ProduceRequest, TopicName,
-};
+use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafkaiq::client::{Client, ClientConfig, Endpoint, RequestOptions};
 use kafkaiq::config::inter_broker::{self, ClientSecurity};
@@ -31,8 +28,8 @@ use kafkaiq::config::kraft::SecurityProtocol;
 use kafkaiq::config::RawConfig;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 
-use common::batch;
 use common::cluster::{Cluster, ClusterKind, NodePorts};
+use common::{batch, produce_by_name};
 
 const NODES: i32 = 3;
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -217,14 +214,7 @@ async fn replicates_and_forwards(test: &str, name: &str, lines: Vec<String>) {
             let options = RequestOptions::default().versions(3, 12);
             let r = client
                 .send_with(leader, options, move |_| {
-                    ProduceRequest::default()
-                        .with_acks(-1)
-                        .with_timeout_ms(10_000)
-                        .with_topic_data(vec![TopicProduceData::default()
-                            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-                            .with_partition_data(vec![PartitionProduceData::default()
-                                .with_index(0)
-                                .with_records(Some(records))])])
+                    produce_by_name(TOPIC, 0, records, -1)
                 })
                 .await
                 .ok()?;
