@@ -275,3 +275,64 @@ async fn a_sasl_plaintext_plain_inter_broker_listener_replicates_and_forwards() 
     )
     .await;
 }
+
+/// Node 3 authenticates to the others with a wrong password: its replica fetches fail SASL
+/// authentication, and it logs why, again after each backoff, while the others go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_inter_broker_password_is_logged_and_retried() {
+    let mut cluster =
+        Cluster::start_with(ClusterKind::KafkaIq, "sasl-bad-ib", NODES, &[], |node| {
+            let mut all = listener_lines("SASL_PLAINTEXT", node);
+            let password = if node.id == 3 {
+                "wrong"
+            } else {
+                "broker-secret"
+            };
+            all.extend(plain_settings(password));
+            all
+        });
+    for id in 1..=NODES {
+        cluster.await_listening(id);
+    }
+    let client = client_for(&cluster, "SASL_PLAINTEXT", &plain_settings("broker-secret"));
+    cluster
+        .wait_for(
+            "an active controller and three brokers",
+            DEADLINE,
+            || async {
+                let m = metadata(&client, 1).await?;
+                (m.controller_id.0 > 0 && m.brokers.len() == NODES as usize).then_some(())
+            },
+        )
+        .await;
+    // Three partitions over three nodes: node 3 follows at least one.
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(3)
+            .with_replication_factor(NODES as i16)]);
+    let created = client.send(1, create).await.unwrap();
+    assert_eq!(created.body.topics[0].error_code, 0, "{:?}", created.body);
+    cluster
+        .wait_for(
+            "node 3 to log failed authentications, retried",
+            DEADLINE,
+            || async {
+                let log = cluster.log_text(3);
+                let failures = log.matches("SASL authentication to broker").count();
+                (failures >= 2 && log.contains("Authentication failed")).then_some(())
+            },
+        )
+        .await;
+    for id in [1, 2] {
+        assert!(
+            !cluster
+                .log_text(id)
+                .contains("SASL authentication to broker"),
+            "node {id} authenticates"
+        );
+    }
+    client.shutdown();
+    cluster.stop_all();
+}
