@@ -17,7 +17,6 @@ use std::time::Duration;
 use kafka_protocol::messages::ApiVersionsRequest;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -25,6 +24,7 @@ use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 
 use super::backoff::ReconnectBackoff;
 use super::error::{ClientError, CloseReason};
+use super::secure::{authenticate, round_trip, start_tls, ReadHalf, Stream, WriteHalf};
 use super::versions::{
     after_api_versions, api_versions_request, pick_version, Negotiation, PeerVersions,
     VersionRange, API_VERSIONS_VERSION_MAX,
@@ -157,7 +157,7 @@ struct InFlight {
 struct Connection {
     endpoint: Endpoint,
     versions: Arc<PeerVersions>,
-    writer: OwnedWriteHalf,
+    writer: WriteHalf,
     reader: JoinHandle<()>,
     expects: mpsc::Sender<Expect>,
     inbound: mpsc::Receiver<Inbound>,
@@ -235,7 +235,7 @@ impl DestinationTask {
                 endpoint: endpoint.clone(),
             });
             let opened = tokio::select! {
-                opened = open(&endpoint, &self.config, &self.client_id) => opened,
+                opened = open(self.node, &endpoint, &self.config, &self.client_id) => opened,
                 interrupt = next_interrupt(&mut self.control, &mut self.disconnects_seen, Some(&endpoint)) => {
                     match interrupt {
                         Interrupt::Stop => return self.stop(Some(first)),
@@ -323,14 +323,14 @@ impl DestinationTask {
     fn start_connection(
         &mut self,
         endpoint: Endpoint,
-        stream: TcpStream,
+        stream: Stream,
         versions: PeerVersions,
         next_correlation_id: i32,
     ) -> Connection {
         self.failures = 0;
         self.retry_at = None;
         let versions = Arc::new(versions);
-        let (read_half, writer) = stream.into_split();
+        let (read_half, writer) = stream.split();
         let in_flight_max = self.config.in_flight_requests_max;
         let (expects_tx, expects_rx) = mpsc::channel(in_flight_max);
         // Room for a response to every request in flight plus the final failure, so the reader
@@ -523,7 +523,13 @@ impl DestinationTask {
             });
         }
         // A peer that stops reading must not hold the task past the request's deadline.
-        match timeout_at(deadline, connection.writer.write_all(&frame)).await {
+        // The flush hands TLS records to the socket; on plain TCP it returns at once.
+        let writer = &mut connection.writer;
+        let written = async move {
+            writer.write_all(&frame).await?;
+            writer.flush().await
+        };
+        match timeout_at(deadline, written).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(err)) => Err(WriteError::Close(CloseReason::Io(err.to_string()))),
             Err(_) => Err(WriteError::Close(CloseReason::Timeout { correlation_id })),
@@ -673,15 +679,16 @@ async fn next_interrupt(
     }
 }
 
-/// Connects to `endpoint` and negotiates versions. Returns the stream, the peer's versions and
-/// the next correlation id.
+/// Connects to `endpoint`, secures the connection as `config.security` says (TLS, SASL) and
+/// negotiates versions. Returns the stream, the peer's versions and the next correlation id.
 async fn open(
+    node: NodeId,
     endpoint: &Endpoint,
     config: &ClientConfig,
     client_id: &StrBytes,
-) -> Result<(TcpStream, PeerVersions, i32), String> {
+) -> Result<(Stream, PeerVersions, i32), String> {
     let connect = TcpStream::connect((endpoint.host.as_str(), endpoint.port));
-    let mut stream = match timeout(config.connect_timeout, connect).await {
+    let stream = match timeout(config.connect_timeout, connect).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(err)) => return Err(err.to_string()),
         Err(_) => {
@@ -693,15 +700,32 @@ async fn open(
     };
     // Requests are written whole; do not let Nagle hold back a small one.
     stream.set_nodelay(true).map_err(|err| err.to_string())?;
-    let mut correlation_id = 0;
-    match timeout(
-        config.request_timeout,
-        negotiate(&mut stream, client_id, &mut correlation_id),
-    )
-    .await
-    {
-        Ok(Ok(versions)) => Ok((stream, versions, correlation_id)),
-        Ok(Err(reason)) => Err(reason),
+    let security = config.security.as_deref();
+    let handshake = async {
+        let mut stream = start_tls(stream, endpoint, security).await?;
+        let mut correlation_id = 0;
+        let versions = negotiate(&mut stream, client_id, &mut correlation_id).await?;
+        if let Some(credentials) = security.and_then(|s| s.sasl.as_ref()) {
+            authenticate(&mut stream, client_id, &mut correlation_id, credentials)
+                .await
+                .map_err(|reason| {
+                    let reason = format!(
+                        "SASL authentication to broker {node} failed ({} as {}): {reason}",
+                        credentials.mechanism.name(),
+                        credentials.username
+                    );
+                    tracing::warn!("{reason}");
+                    reason
+                })?;
+        }
+        Ok::<_, String>((stream, versions, correlation_id))
+    };
+    match timeout(config.request_timeout, handshake).await {
+        Ok(result) => result,
+        Err(_) if security.is_some() => Err(format!(
+            "the TLS handshake, ApiVersions and SASL authentication not done within {:?}",
+            config.request_timeout
+        )),
         Err(_) => Err(format!(
             "no ApiVersions response within {:?}",
             config.request_timeout
@@ -712,7 +736,7 @@ async fn open(
 /// The ApiVersions exchange that opens every connection. Each retry asks at a lower version, so
 /// it ends after at most `API_VERSIONS_VERSION_MAX + 1` round trips.
 async fn negotiate(
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     client_id: &StrBytes,
     correlation_id: &mut i32,
 ) -> Result<PeerVersions, String> {
@@ -722,36 +746,16 @@ async fn negotiate(
         let encode: EncodeFn = Box::new(move |version, buf| {
             ApiVersionsRequest::encode(&request, buf, version).map(|()| true)
         });
-        let (frame, _) = encode_request(
+        let body = round_trip(
+            stream,
+            client_id,
+            correlation_id,
             ApiKey::ApiVersions,
             version,
-            *correlation_id,
-            client_id,
             encode,
+            CLIENT_API_VERSIONS_RESPONSE_BYTES_MAX,
         )
-        .map_err(|err| format!("{err:#}"))?;
-        stream
-            .write_all(&frame)
-            .await
-            .map_err(|err| err.to_string())?;
-        let size = match read_size(stream).await {
-            Ok(Some(size)) => size,
-            Ok(None) => return Err("closed by the peer during ApiVersions".to_owned()),
-            Err(err) => return Err(err.to_string()),
-        };
-        if size < 0 || size as usize > CLIENT_API_VERSIONS_RESPONSE_BYTES_MAX {
-            return Err(format!("ApiVersions response frame of {size} bytes"));
-        }
-        let frame = read_body(stream, size as usize)
-            .await
-            .map_err(|err| err.to_string())?;
-        let (received, body) = split_response(frame, ApiKey::ApiVersions, version)?;
-        if received != *correlation_id {
-            return Err(format!(
-                "ApiVersions response correlation id {received} where {correlation_id} was expected"
-            ));
-        }
-        *correlation_id = correlation_id.wrapping_add(1);
+        .await?;
         match after_api_versions(version, body) {
             Negotiation::Done(versions) => return Ok(versions),
             Negotiation::Retry(lower) => {
@@ -766,7 +770,7 @@ async fn negotiate(
 /// The reader task: one response frame per request in flight, in order.
 async fn read_responses(
     node: NodeId,
-    mut reader: OwnedReadHalf,
+    mut reader: ReadHalf,
     mut expects: mpsc::Receiver<Expect>,
     inbound: mpsc::Sender<Inbound>,
 ) {
@@ -892,7 +896,7 @@ mod tests {
                 head: None,
             })
             .unwrap_or_else(|_| unreachable!());
-        let (_read_half, writer) = stream.into_split();
+        let (_read_half, writer) = Stream::Plain(stream).split();
         let connection = Connection {
             endpoint: address.into(),
             versions: Arc::new(versions),

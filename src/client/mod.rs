@@ -46,8 +46,16 @@
 //! length reaches an allocation unchecked. An API without a response layout cannot be sent
 //! ([`ClientError::UnsupportedApi`]).
 //!
+//! ## Security
+//! With [`ClientConfig::security`] a connection opens with the TLS handshake (trusting the
+//! node's trust store, presenting its key store when asked, checking the host name unless
+//! `ssl.endpoint.identification.algorithm` is empty), then ApiVersions, then SaslHandshake v1 and
+//! SaslAuthenticate v2 (PLAIN, SCRAM-SHA-256/512) with the inter-broker listener's JAAS
+//! credentials. A failed handshake or authentication is a failed connection attempt: logged with
+//! its reason, retried after the backoff. A PLAINTEXT connection keeps tokio's owned TCP halves.
+//!
 //! ## What it does not do
-//! No retries, no SASL or TLS, no metadata refresh or choice of node, no idle pings. Callers
+//! No retries, no GSSAPI or OAUTHBEARER, no metadata refresh or choice of node, no idle pings. Callers
 //! own their retry policy; the client sends a request at most once.
 //!
 //! **Architecture Invariant:** every queue and map here is bounded (`limits`, "the inter-broker
@@ -58,6 +66,7 @@ mod backoff;
 mod destination;
 pub mod error;
 pub mod response_layouts;
+mod secure;
 pub mod versions;
 pub mod wire;
 
@@ -177,6 +186,10 @@ pub struct ClientConfig {
     pub response_bytes_max: usize,
     /// Seeds the reconnect jitter; the same seed gives the same waits.
     pub jitter_seed: u64,
+    /// TLS and SASL for destinations whose listener is SSL, SASL_PLAINTEXT or SASL_SSL (the
+    /// inter-broker listener's, [`crate::config::BrokerConfig::inter_broker_client`]); `None`
+    /// speaks PLAINTEXT.
+    pub security: Option<Arc<crate::config::inter_broker::ClientSecurity>>,
 }
 
 impl Default for ClientConfig {
@@ -195,6 +208,7 @@ impl Default for ClientConfig {
             jitter_seed: std::collections::hash_map::RandomState::new()
                 .build_hasher()
                 .finish(),
+            security: None,
         }
     }
 }

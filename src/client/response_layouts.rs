@@ -14,7 +14,7 @@
 //! its key to that test.
 
 use crate::protocol::layouts::{
-    array, Field, Layout, Ty, Versions, BOOL, BYTES, I16, I32, I64, I8, MAX, STRING, UUID,
+    array, Field, Layout, Ty, Versions, BOOL, BYTES, I16, I32, I64, I8, MAX, NEVER, STRING, UUID,
 };
 use crate::protocol::ApiKey;
 
@@ -109,7 +109,27 @@ pub const RESPONSE_LAYOUTS: &[Layout] = &[
     layout(ApiKey::CreateAcls,                     1,  3,     2, CREATE_ACLS_RESPONSE),
     layout(ApiKey::DeleteAcls,                     1,  3,     2, DELETE_ACLS_RESPONSE),
     layout(ApiKey::AlterUserScramCredentials,      0,  0,     0, ALTER_USER_SCRAM_CREDENTIALS_RESPONSE),
+    layout(ApiKey::SaslHandshake,                  0,  1, NEVER, SASL_HANDSHAKE_RESPONSE),
+    layout(ApiKey::SaslAuthenticate,               0,  2,     2, SASL_AUTHENTICATE_RESPONSE),
 ];
+
+// ---- SaslHandshake (key 17): v0-v1, never flexible (authenticating to a SASL listener) ----
+
+/// `SaslHandshakeResponse`
+const SASL_HANDSHAKE_RESPONSE: Ty = Ty::Struct(&[
+    all(I16),            // error_code
+    all(array(&STRING)), // mechanisms
+]);
+
+// ---- SaslAuthenticate (key 36): v0-v2, flexible from v2 ----
+
+/// `SaslAuthenticateResponse`
+const SASL_AUTHENTICATE_RESPONSE: Ty = Ty::Struct(&[
+    all(I16),      // error_code
+    all(STRING),   // error_message
+    all(BYTES),    // auth_bytes
+    since(1, I64), // session_lifetime_ms
+]);
 
 // ---- AlterUserScramCredentials (key 51): v0, flexible (forwarded to the active controller) ----
 

@@ -3,8 +3,8 @@
 //!
 //! [`parse`] turns them into one typed [`KraftConfig`] and refuses what Kafka 4.1's
 //! `KafkaConfig` refuses (its messages are kept where it has one), plus the few things only
-//! KafkaIQ needs: controller listeners (and, with other nodes, the inter-broker listener) must
-//! be PLAINTEXT (the outbound client has no TLS or SASL), a voter id may
+//! KafkaIQ needs: controller listeners must be PLAINTEXT (the controller quorum's transport has
+//! no TLS or SASL; the inter-broker listener may be any protocol), a voter id may
 //! appear once, and this node's voter entry must be reachable at its own controller listener.
 //!
 //! A file without `process.roles` is today's single node: a quorum of one voter (this node)
@@ -799,19 +799,8 @@ pub(crate) fn parse(
                         ),
                     ))
                 }
-                Some(SecurityProtocol::Plaintext) => {}
-                // A standalone node has no other broker to reach it.
-                Some(_) if standalone => {}
-                Some(other) => {
-                    return Err(conflict(
-                        &[INTER_BROKER_LISTENER_NAME, LISTENER_SECURITY_PROTOCOL_MAP],
-                        format!(
-                            "inter-broker listener {name} maps to {other}, but KafkaIQ's \
-                             inter-broker traffic is only PLAINTEXT (TLS and SASL serve client \
-                             listeners)"
-                        ),
-                    ))
-                }
+                // Any protocol: the inter-broker client speaks TLS and SASL too.
+                Some(_) => {}
             }
             name
         }
@@ -820,18 +809,7 @@ pub(crate) fn parse(
                 .value(INTER_BROKER_SECURITY_PROTOCOL)
                 .unwrap_or_default();
             match SecurityProtocol::from_name(text.trim()) {
-                Some(SecurityProtocol::Plaintext) => "PLAINTEXT".to_owned(),
-                Some(other) if standalone => other.name().to_owned(),
-                Some(other) => {
-                    return Err(invalid(
-                        raw,
-                        INTER_BROKER_SECURITY_PROTOCOL,
-                        format!(
-                            "{other}: KafkaIQ's inter-broker traffic is only PLAINTEXT (TLS \
-                             and SASL serve client listeners)"
-                        ),
-                    ))
-                }
+                Some(protocol) => protocol.name().to_owned(),
                 None => {
                     return Err(invalid(
                         raw,

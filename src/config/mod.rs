@@ -20,6 +20,7 @@ use thiserror::Error;
 use crate::limits;
 
 pub mod dynamic;
+pub mod inter_broker;
 mod jks;
 mod keys;
 pub mod kraft;
@@ -213,6 +214,10 @@ pub struct BrokerConfig {
     pub http_listener: Option<HttpListener>,
     /// The client listener's security protocol and TLS configuration ([`security`]).
     pub security: security::ListenerSecurity,
+    /// How this broker's client reaches other brokers' inter-broker listener when it is SSL,
+    /// SASL_PLAINTEXT or SASL_SSL ([`inter_broker`]); `None` for PLAINTEXT or a node without
+    /// the broker role among others.
+    pub inter_broker_client: Option<std::sync::Arc<inter_broker::ClientSecurity>>,
     /// `authorizer.class.name` and its keys: `None` when no authorizer is configured.
     pub authorizer: Option<security::AuthorizerSettings>,
     /// Process roles, the controller quorum, every named listener, liveness and quorum
@@ -493,11 +498,23 @@ impl BrokerConfig {
         } = kraft::parse(&raw, node_id, &log_dirs, &mut warnings)?;
         let security = security::parse(&raw, &listener.name, protocol)?;
         let authorizer = security::parse_authorizer(&raw)?;
+        let inter_broker_client = if kraft.standalone || !kraft.roles.broker {
+            None
+        } else {
+            let name = &kraft.inter_broker_listener_name;
+            let protocol = kraft
+                .security_protocol_map
+                .get(name)
+                .copied()
+                .unwrap_or(kraft::SecurityProtocol::Plaintext);
+            inter_broker::parse(&raw, name, protocol)?.map(std::sync::Arc::new)
+        };
         if let Some(a) = &authorizer {
-            // Nodes reach each other's controller listener, and the inter-broker listener, as
-            // `User:ANONYMOUS` (neither authenticates between nodes yet): without it among the
-            // super users their heartbeats, AlterPartition and replica fetches are refused, as
-            // they are in Kafka with PLAINTEXT inter-node listeners.
+            // Nodes reach each other's controller listener as `User:ANONYMOUS` (it is
+            // PLAINTEXT): without it among the super users their heartbeats and AlterPartition
+            // are refused, as they are in Kafka with a PLAINTEXT controller listener. (A secured
+            // inter-broker listener's principal, the SASL user or certificate subject, needs
+            // CLUSTER_ACTION too, as in Kafka.)
             if !kraft.standalone && !a.super_users.contains("User:ANONYMOUS") {
                 warnings.push(format!(
                     "`{}` is set on a KRaft node whose nodes reach each other as {}; add it to \
@@ -527,6 +544,7 @@ impl BrokerConfig {
             advertised_listener,
             http_listener,
             security,
+            inter_broker_client,
             authorizer,
             kraft,
             log_dirs,

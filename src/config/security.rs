@@ -32,6 +32,12 @@ pub const SSL_TRUSTSTORE_PASSWORD: &str = "ssl.truststore.password";
 pub const SSL_TRUSTSTORE_CERTIFICATES: &str = "ssl.truststore.certificates";
 pub const SSL_CLIENT_AUTH: &str = "ssl.client.auth";
 pub const SSL_PRINCIPAL_MAPPING_RULES: &str = "ssl.principal.mapping.rules";
+/// `ssl.endpoint.identification.algorithm`: `https` (Kafka's default) checks that the peer's
+/// certificate names the host connected to; empty turns the check off.
+pub const SSL_ENDPOINT_IDENTIFICATION_ALGORITHM: &str = "ssl.endpoint.identification.algorithm";
+/// `sasl.mechanism.inter.broker.protocol`: the mechanism a broker authenticates with to other
+/// brokers (Kafka's default GSSAPI, which KafkaIQ does not speak).
+pub const SASL_MECHANISM_INTER_BROKER_PROTOCOL: &str = "sasl.mechanism.inter.broker.protocol";
 
 /// `ssl.client.auth`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +55,8 @@ pub const CONNECTION_FAILED_AUTHENTICATION_DELAY_MS: &str =
 pub const SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT: usize = 524_288;
 /// Kafka's default `connection.failed.authentication.delay.ms`.
 pub const CONNECTION_FAILED_AUTHENTICATION_DELAY_MS_DEFAULT: u64 = 100;
-const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+pub(super) const PLAIN_LOGIN_MODULE: &str =
+    "org.apache.kafka.common.security.plain.PlainLoginModule";
 
 /// SCRAM users from the config file, KafkaIQ's own key: `user:password,…`, each user for both
 /// SCRAM mechanisms. Kafka keeps SCRAM credentials only in the metadata log (set with
@@ -126,6 +133,8 @@ pub fn is_security_key(key: &str) -> bool {
         SSL_TRUSTSTORE_CERTIFICATES,
         SSL_CLIENT_AUTH,
         SSL_PRINCIPAL_MAPPING_RULES,
+        SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
+        SASL_MECHANISM_INTER_BROKER_PROTOCOL,
         SASL_ENABLED_MECHANISMS,
         SASL_SERVER_MAX_RECEIVE_SIZE,
         CONNECTION_FAILED_AUTHENTICATION_DELAY_MS,
@@ -249,14 +258,14 @@ impl ListenerSecurity {
 }
 
 /// Reads `ssl.*` keys for one listener, the listener-prefixed key first.
-struct Keys<'a> {
-    raw: &'a RawConfig,
-    prefix: String,
+pub(super) struct Keys<'a> {
+    pub(super) raw: &'a RawConfig,
+    pub(super) prefix: String,
 }
 
 impl<'a> Keys<'a> {
     /// The value and the key it was found under.
-    fn get(&self, key: &str) -> Option<(String, &'a str)> {
+    pub(super) fn get(&self, key: &str) -> Option<(String, &'a str)> {
         let prefixed = format!("{}{key}", self.prefix);
         if let Some(v) = self.raw.get(&prefixed) {
             return Some((prefixed, v));
@@ -268,7 +277,7 @@ impl<'a> Keys<'a> {
         self.get(key).map_or_else(|| key.to_owned(), |(k, _)| k)
     }
 
-    fn invalid(&self, key: &str, reason: impl Into<String>) -> ConfigError {
+    pub(super) fn invalid(&self, key: &str, reason: impl Into<String>) -> ConfigError {
         let (key, value) = match self.get(key) {
             Some((k, v)) => (k, v.to_owned()),
             None => (key.to_owned(), String::new()),
@@ -530,7 +539,7 @@ fn parse_sasl(keys: &Keys, listener_name: &str) -> Result<SaslSettings, ConfigEr
 
 /// One JAAS login module entry, as Kafka's `JaasConfig` reads it: `<class> <flag> key=value ...;`,
 /// values bare words or double-quoted (with `\` escapes). Gives the class and the options.
-fn parse_jaas(text: &str) -> Result<(String, Vec<(String, String)>), &'static str> {
+pub(super) fn parse_jaas(text: &str) -> Result<(String, Vec<(String, String)>), &'static str> {
     let mut tokens: Vec<String> = Vec::new();
     let mut chars = text.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -641,9 +650,9 @@ fn pem_key(keys: &Keys, key: &str, pem: &[u8]) -> Result<PrivateKeyDer<'static>,
         .ok_or_else(|| keys.invalid(key, "no private key in it"))
 }
 
-type KeyStore = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+pub(super) type KeyStore = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
-fn read_keystore(keys: &Keys) -> Result<KeyStore, ConfigError> {
+pub(super) fn read_keystore(keys: &Keys) -> Result<KeyStore, ConfigError> {
     let inline =
         keys.get(SSL_KEYSTORE_CERTIFICATE_CHAIN).is_some() || keys.get(SSL_KEYSTORE_KEY).is_some();
     let location = keys.get(SSL_KEYSTORE_LOCATION).is_some();
@@ -743,7 +752,7 @@ fn read_keystore(keys: &Keys) -> Result<KeyStore, ConfigError> {
     Ok((certs, key))
 }
 
-fn read_truststore(keys: &Keys) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+pub(super) fn read_truststore(keys: &Keys) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
     if let Some((_, pem)) = keys.get(SSL_TRUSTSTORE_CERTIFICATES) {
         return pem_certs(keys, SSL_TRUSTSTORE_CERTIFICATES, pem.as_bytes());
     }
@@ -864,10 +873,10 @@ fn escape_rfc2253(value: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn raw(entries: &[(&str, &str)]) -> RawConfig {
+    pub(in crate::config) fn raw(entries: &[(&str, &str)]) -> RawConfig {
         let mut raw = RawConfig::default();
         for (k, v) in entries {
             raw.set(k, v);

@@ -143,6 +143,7 @@ impl ReplicaManager {
             config.log.message_max_bytes as usize,
             brokers.clone(),
             config.kraft.inter_broker_listener_name.clone(),
+            config.inter_broker_client.clone(),
         );
         fetchers.set_quota(follower_quota.clone());
         let stats = ReplicaStats::default();

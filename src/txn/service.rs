@@ -186,6 +186,7 @@ impl TxnService {
         let markers_client = Client::new(
             ClientConfig {
                 client_id: format!("broker-{}-txn-marker-sender", config.node_id),
+                security: config.inter_broker_client.clone(),
                 ..ClientConfig::default()
             },
             Some(resolver),

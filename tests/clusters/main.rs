@@ -17,5 +17,6 @@ mod follower_fetch_cluster;
 mod load_balancer_cluster;
 mod log_dirs_cluster;
 mod replication_cluster;
+mod secure_inter_broker_cluster;
 mod snapshot_transfer_cluster;
 mod txn_verification_cluster;

@@ -314,6 +314,27 @@ pub async fn wait_until_read_by_broker(client_port: u16, broker_port: u16) {
 }
 
 /// An uncompressed v2 batch of `values` (optionally idempotent), records without keys.
+/// A Produce of `records` to `topic`-`partition`, the topic addressed by name (Produce v12 and
+/// older), with `acks` and a 10 s timeout.
+pub fn produce_by_name(
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    acks: i16,
+) -> kafka_protocol::messages::ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                topic.to_owned(),
+            )))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
+
 pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
     batch_keyed(values, producer, false)
 }

@@ -17,10 +17,7 @@ use std::time::Duration;
 
 use common::cluster::{Cluster, ClusterKind};
 use common::http::{get, sample};
-use common::{batch, RawClient};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use common::{batch, produce_by_name, RawClient};
 use serde_json::Value;
 
 const TOPIC: &str = "orders";
@@ -120,14 +117,7 @@ async fn metrics_and_history_follow_a_killed_and_restarted_broker() {
     // The leader may learn of its leadership a moment after node 1 shows it: until then it
     // answers NOT_LEADER_OR_FOLLOWER (6), which a client retries.
     let mut client = RawClient::connect(cluster.nodes[&leader0].client_addr()).await;
-    let produce = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records.clone()))])]);
+    let produce = produce_by_name(TOPIC, 0, records.clone(), -1);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let r = client.call(9, &produce).await;

@@ -546,9 +546,13 @@ fn inconsistent_or_unsupported_settings_stop_startup_naming_the_keys() {
             ],
         ),
         (
-            "inter-broker protocol SSL",
+            // Accepted as a protocol, as Kafka does; no SSL listener is advertised.
+            "inter-broker protocol SSL without an SSL listener",
             &["-inter.broker.listener.name", "inter.broker.security.protocol=SSL"],
-            &["inter.broker.security.protocol", "only PLAINTEXT"],
+            &[
+                "inter.broker.listener.name",
+                "must be a listener name defined in advertised.listeners",
+            ],
         ),
         (
             "advertised listener that is not a listener",
@@ -574,9 +578,14 @@ fn inconsistent_or_unsupported_settings_stop_startup_naming_the_keys() {
             &["listeners", "listener.security.protocol.map", "SSL", "one client listener"],
         ),
         (
-            "listener mapped to SASL_PLAINTEXT",
-            &["listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:SASL_PLAINTEXT"],
-            &["inter.broker.listener.name", "SASL_PLAINTEXT", "only PLAINTEXT"],
+            // Kafka's default inter-broker mechanism, GSSAPI, is not spoken.
+            "SASL_PLAINTEXT inter-broker listener without an inter-broker mechanism",
+            &[
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms=PLAIN",
+                PLAIN_JAAS,
+            ],
+            &["sasl.mechanism.inter.broker.protocol", "GSSAPI"],
         ),
         (
             "SASL controller listener",
@@ -695,6 +704,64 @@ fn inconsistent_or_unsupported_settings_stop_startup_naming_the_keys() {
             }
         }
     }
+}
+
+/// The PLAIN login of NODE2's listener when it is SASL: its own user and the users it accepts.
+const PLAIN_JAAS: &str = "listener.name.plaintext.plain.sasl.jaas.config=\
+org.apache.kafka.common.security.plain.PlainLoginModule required username=\"broker\" \
+password=\"pw\" user_broker=\"pw\";";
+
+#[test]
+fn an_inter_broker_listener_may_be_sasl_or_tls() {
+    let c = config(&variant(
+        NODE2,
+        &[
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms=PLAIN",
+            "sasl.mechanism.inter.broker.protocol=PLAIN",
+            PLAIN_JAAS,
+        ],
+    ));
+    let client = c.inter_broker_client.as_ref().unwrap();
+    assert_eq!(client.protocol, SecurityProtocol::SaslPlaintext);
+    assert_eq!(client.sasl.as_ref().unwrap().username, "broker");
+
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let pem = dir.path().join("node.pem");
+    std::fs::write(&pem, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+    let pem = pem.to_str().unwrap();
+    let keystore = format!("ssl.keystore.location={pem}");
+    let truststore = format!("ssl.truststore.location={pem}");
+    let c = config(&variant(
+        NODE2,
+        &[
+            "listeners=SSL://127.0.0.1:9093,CONTROLLER://127.0.0.1:19093",
+            "advertised.listeners=SSL://127.0.0.1:9093,CONTROLLER://127.0.0.1:19093",
+            "-inter.broker.listener.name",
+            "inter.broker.security.protocol=SSL",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,SSL:SSL",
+            "ssl.keystore.type=PEM",
+            "ssl.truststore.type=PEM",
+            "ssl.client.auth=required",
+            &keystore,
+            &truststore,
+        ],
+    ));
+    assert_eq!(c.kraft.inter_broker_listener_name, "SSL");
+    let client = c.inter_broker_client.as_ref().unwrap();
+    assert!(client.tls.is_some() && client.sasl.is_none());
+    // The controller listener stays PLAINTEXT-only.
+    let err = validated(&variant(
+        NODE2,
+        &["listener.security.protocol.map=CONTROLLER:SSL,PLAINTEXT:PLAINTEXT"],
+    ))
+    .unwrap_err();
+    assert!(err.to_string().contains("only PLAINTEXT"), "{err}");
 }
 
 #[test]

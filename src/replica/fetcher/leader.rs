@@ -25,6 +25,7 @@ use super::state::PartitionAnswer;
 use crate::client::{
     fetch_response_frame_bytes_max, Client, ClientConfig, Endpoint, RequestOptions,
 };
+use crate::config::inter_broker::ClientSecurity;
 use crate::config::ReplicaFetcherConfig;
 use crate::errors::ApiError;
 use crate::replica::brokers::BrokerView;
@@ -82,7 +83,8 @@ pub struct ClientLeaderEndPoint {
 
 impl ClientLeaderEndPoint {
     /// A fetcher's endpoint. The leader's address is looked up in `brokers` at every connection
-    /// attempt (a restarted leader may listen elsewhere), on `inter_broker_listener`.
+    /// attempt (a restarted leader may listen elsewhere), on `inter_broker_listener`, secured
+    /// by `security` when that listener is SSL or SASL.
     pub fn new(
         replica_id: i32,
         fetcher_id: usize,
@@ -90,6 +92,7 @@ impl ClientLeaderEndPoint {
         message_max_bytes: usize,
         brokers: Arc<BrokerView>,
         inter_broker_listener: String,
+        security: Option<Arc<ClientSecurity>>,
     ) -> ClientLeaderEndPoint {
         let resolver = Arc::new(move |node: i32| {
             let snapshot = brokers.get();
@@ -100,6 +103,7 @@ impl ClientLeaderEndPoint {
             ClientConfig {
                 client_id: format!("broker-{replica_id}-fetcher-{fetcher_id}"),
                 request_timeout: Duration::from_millis(config.socket_timeout_ms),
+                security,
                 ..ClientConfig::default()
             },
             Some(resolver),

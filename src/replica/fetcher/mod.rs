@@ -90,13 +90,15 @@ impl std::fmt::Debug for ReplicaFetcherManager {
 }
 
 impl ReplicaFetcherManager {
-    /// Fetchers over the inter-broker client, reaching leaders on `inter_broker_listener`.
+    /// Fetchers over the inter-broker client, reaching leaders on `inter_broker_listener`
+    /// (secured by `security` when it is SSL or SASL).
     pub fn new(
         node_id: i32,
         config: ReplicaFetcherConfig,
         message_max_bytes: usize,
         brokers: Arc<BrokerView>,
         inter_broker_listener: String,
+        security: Option<Arc<crate::config::inter_broker::ClientSecurity>>,
     ) -> ReplicaFetcherManager {
         let endpoint_config = config.clone();
         let endpoint_brokers = brokers.clone();
@@ -108,6 +110,7 @@ impl ReplicaFetcherManager {
                 message_max_bytes,
                 endpoint_brokers.clone(),
                 inter_broker_listener.clone(),
+                security.clone(),
             ))
         });
         Self::with_endpoints(node_id, config, brokers, endpoints)

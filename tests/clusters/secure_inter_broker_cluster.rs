@@ -1,0 +1,338 @@
+//! Three processes whose inter-broker listener is secured (the [`common::cluster`] harness): the
+//! one broker listener is SASL_SSL with SCRAM-SHA-256, SASL_PLAINTEXT with PLAIN, or SSL with
+//! `ssl.client.auth=required`, and `inter.broker.listener.name` names it, as an Apache Kafka
+//! 4.1 node's server.properties would. The controller listener stays PLAINTEXT. Each cluster
+//! forms, a CreateTopics sent to a node that is not the active controller is forwarded to it,
+//! and a batch produced with acks=all reaches every follower's log (the followers fetched it
+//! over TLS and SASL) with the ISR full.
+//!
+//! The test speaks to the nodes with KafkaIQ's own inter-broker client, secured from the same
+//! keys the nodes read. A node whose inter-broker password is wrong never joins the ISR and
+//! logs why.
+//!
+//! Every wait has a deadline; nothing sleeps a fixed time to let something happen.
+
+use crate::common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafkaiq::client::{Client, ClientConfig, Endpoint, RequestOptions};
+use kafkaiq::config::inter_broker::{self, ClientSecurity};
+use kafkaiq::config::kraft::SecurityProtocol;
+use kafkaiq::config::RawConfig;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+
+use common::cluster::{Cluster, ClusterKind, NodePorts};
+use common::{batch, produce_by_name};
+
+const NODES: i32 = 3;
+const DEADLINE: Duration = Duration::from_secs(60);
+const TOPIC: &str = "secured";
+
+/// A CA, and one certificate it signed for every node (127.0.0.1 and localhost), as PEM files:
+/// the key store (chain and key) and the trust store (the CA).
+fn pem_stores(dir: &Path) -> (String, String) {
+    let mut params = CertificateParams::new(vec![]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "cluster ca");
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params =
+        CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+    params.distinguished_name.push(DnType::CommonName, "broker");
+    let cert = params.signed_by(&key, &ca).unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let keystore = dir.join("broker.pem");
+    std::fs::write(&keystore, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+    let truststore = dir.join("ca.pem");
+    std::fs::write(&truststore, ca.pem()).unwrap();
+    (
+        keystore.to_str().unwrap().to_owned(),
+        truststore.to_str().unwrap().to_owned(),
+    )
+}
+
+fn tls_settings(dir: &Path) -> Vec<String> {
+    let (keystore, truststore) = pem_stores(dir);
+    vec![
+        "ssl.keystore.type=PEM".to_owned(),
+        format!("ssl.keystore.location={keystore}"),
+        "ssl.truststore.type=PEM".to_owned(),
+        format!("ssl.truststore.location={truststore}"),
+    ]
+}
+
+const SCRAM_JAAS: &str = "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=\
+    org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" \
+    password=\"broker-secret\";";
+
+fn scram_settings(dir: &Path) -> Vec<String> {
+    let mut lines = tls_settings(dir);
+    lines.extend([
+        "sasl.enabled.mechanisms=SCRAM-SHA-256".to_owned(),
+        "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256".to_owned(),
+        SCRAM_JAAS.to_owned(),
+        "kafkaiq.sasl.scram.users=broker:broker-secret".to_owned(),
+    ]);
+    lines
+}
+
+fn plain_settings(password: &str) -> Vec<String> {
+    vec![
+        "sasl.enabled.mechanisms=PLAIN".to_owned(),
+        "sasl.mechanism.inter.broker.protocol=PLAIN".to_owned(),
+        format!(
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=\
+             org.apache.kafka.common.security.plain.PlainLoginModule required \
+             username=\"broker\" password=\"{password}\" user_broker=\"broker-secret\";"
+        ),
+    ]
+}
+
+/// The listener lines of a node whose broker listener `name` speaks `name` (the protocol).
+fn listener_lines(name: &str, node: &NodePorts) -> Vec<String> {
+    let listeners = format!(
+        "{name}://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+        node.client_port, node.controller_port
+    );
+    vec![
+        format!("listeners={listeners}"),
+        format!("advertised.listeners={listeners}"),
+        format!("inter.broker.listener.name={name}"),
+        format!("listener.security.protocol.map=CONTROLLER:PLAINTEXT,{name}:{name}"),
+    ]
+}
+
+/// A client secured as a node's inter-broker client, from the same lines.
+fn client_for(cluster: &Cluster, name: &str, lines: &[String]) -> Client {
+    let mut raw = RawConfig::default();
+    for line in lines {
+        let (k, v) = line.split_once('=').unwrap();
+        raw.set(k, v);
+    }
+    let protocol = SecurityProtocol::from_name(name).unwrap();
+    let security: Option<Arc<ClientSecurity>> = inter_broker::parse(&raw, name, protocol)
+        .unwrap()
+        .map(Arc::new);
+    let client = Client::new(
+        ClientConfig {
+            client_id: "secure-cluster-test".to_owned(),
+            reconnect_backoff: Duration::from_millis(50),
+            reconnect_backoff_max: Duration::from_millis(500),
+            request_timeout: Duration::from_secs(10),
+            security,
+            ..ClientConfig::default()
+        },
+        None,
+    );
+    for (id, node) in &cluster.nodes {
+        client
+            .set_endpoint(*id, Endpoint::new("127.0.0.1", node.client_port))
+            .unwrap();
+    }
+    client
+}
+
+async fn metadata(client: &Client, id: i32) -> Option<MetadataResponse> {
+    // Not auto-created: the topic must come from the forwarded CreateTopics.
+    let request = MetadataRequest::default()
+        .with_allow_auto_topic_creation(false)
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))]));
+    client.send(id, request).await.ok().map(|r| r.body)
+}
+
+/// The topic's partition 0 as node `id` sees it: (leader, ISR).
+async fn partition(client: &Client, id: i32) -> Option<(i32, Vec<i32>)> {
+    let m = metadata(client, id).await?;
+    let p = m.topics.first()?.partitions.first()?;
+    (p.error_code == 0).then(|| (p.leader_id.0, p.isr_nodes.iter().map(|b| b.0).collect()))
+}
+
+/// Starts three nodes with `lines` (and the listener named `name`), then: forward a
+/// CreateTopics (RF=3) through a node that is not the active controller, produce with
+/// acks=all, and find the batch in every node's log with the ISR full.
+async fn replicates_and_forwards(test: &str, name: &str, lines: Vec<String>) {
+    let shared = lines.clone();
+    let mut cluster = Cluster::start_with(ClusterKind::KafkaIq, test, NODES, &[], |node| {
+        let mut all = listener_lines(name, node);
+        all.extend(shared.iter().cloned());
+        all
+    });
+    for id in 1..=NODES {
+        cluster.await_listening(id);
+    }
+    let client = client_for(&cluster, name, &lines);
+
+    let controller = cluster
+        .wait_for(
+            "an active controller and three brokers",
+            DEADLINE,
+            || async {
+                let m = metadata(&client, 1).await?;
+                (m.controller_id.0 > 0 && m.brokers.len() == NODES as usize)
+                    .then_some(m.controller_id.0)
+            },
+        )
+        .await;
+    let other = (1..=NODES).find(|id| *id != controller).unwrap();
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(1)
+            .with_replication_factor(NODES as i16)]);
+    let created = client.send(other, create).await.unwrap();
+    assert_eq!(
+        created.body.topics[0].error_code, 0,
+        "CreateTopics forwarded by node {other}: {:?}",
+        created.body
+    );
+
+    let leader = cluster
+        .wait_for("a leader and a full ISR", DEADLINE, || async {
+            let (leader, isr) = partition(&client, other).await?;
+            (leader > 0 && isr.len() == NODES as usize).then_some(leader)
+        })
+        .await;
+    let records = batch(
+        &["first", "second", "replicated-over-a-secured-listener"],
+        None,
+    );
+    let produced = cluster
+        .wait_for("an acks=all produce", DEADLINE, || async {
+            let records = records.clone();
+            // At v12 at most: the topic is addressed by name.
+            let options = RequestOptions::default().versions(3, 12);
+            let r = client
+                .send_with(leader, options, move |_| {
+                    produce_by_name(TOPIC, 0, records, -1)
+                })
+                .await
+                .ok()?;
+            let p = r
+                .body
+                .responses
+                .first()?
+                .partition_responses
+                .first()?
+                .clone();
+            (p.error_code == 0).then_some(p)
+        })
+        .await;
+    assert_eq!(produced.base_offset, 0);
+
+    let needle = b"replicated-over-a-secured-listener";
+    for id in 1..=NODES {
+        cluster
+            .wait_for(
+                &format!("node {id}'s log to hold the batch"),
+                DEADLINE,
+                || async {
+                    let log = cluster.log_bytes(id, TOPIC, 0);
+                    log.windows(needle.len()).any(|w| w == needle).then_some(())
+                },
+            )
+            .await;
+    }
+    for id in 1..=NODES {
+        let (_, isr) = partition(&client, id).await.unwrap();
+        assert_eq!(isr.len(), NODES as usize, "node {id} sees ISR {isr:?}");
+    }
+    client.shutdown();
+    cluster.stop_all();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sasl_ssl_scram_inter_broker_listener_replicates_and_forwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = scram_settings(dir.path());
+    replicates_and_forwards("sasl-ssl-ib", "SASL_SSL", lines).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ssl_inter_broker_listener_requiring_client_certificates_replicates_and_forwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = tls_settings(dir.path());
+    lines.push("ssl.client.auth=required".to_owned());
+    replicates_and_forwards("ssl-ib", "SSL", lines).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sasl_plaintext_plain_inter_broker_listener_replicates_and_forwards() {
+    replicates_and_forwards(
+        "sasl-plain-ib",
+        "SASL_PLAINTEXT",
+        plain_settings("broker-secret"),
+    )
+    .await;
+}
+
+/// Node 3 authenticates to the others with a wrong password: its replica fetches fail SASL
+/// authentication, and it logs why, again after each backoff, while the others go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_inter_broker_password_is_logged_and_retried() {
+    let mut cluster =
+        Cluster::start_with(ClusterKind::KafkaIq, "sasl-bad-ib", NODES, &[], |node| {
+            let mut all = listener_lines("SASL_PLAINTEXT", node);
+            let password = if node.id == 3 {
+                "wrong"
+            } else {
+                "broker-secret"
+            };
+            all.extend(plain_settings(password));
+            all
+        });
+    for id in 1..=NODES {
+        cluster.await_listening(id);
+    }
+    let client = client_for(&cluster, "SASL_PLAINTEXT", &plain_settings("broker-secret"));
+    cluster
+        .wait_for(
+            "an active controller and three brokers",
+            DEADLINE,
+            || async {
+                let m = metadata(&client, 1).await?;
+                (m.controller_id.0 > 0 && m.brokers.len() == NODES as usize).then_some(())
+            },
+        )
+        .await;
+    // Three partitions over three nodes: node 3 follows at least one.
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(3)
+            .with_replication_factor(NODES as i16)]);
+    let created = client.send(1, create).await.unwrap();
+    assert_eq!(created.body.topics[0].error_code, 0, "{:?}", created.body);
+    cluster
+        .wait_for(
+            "node 3 to log failed authentications, retried",
+            DEADLINE,
+            || async {
+                let log = cluster.log_text(3);
+                let failures = log.matches("SASL authentication to broker").count();
+                (failures >= 2 && log.contains("Authentication failed")).then_some(())
+            },
+        )
+        .await;
+    for id in [1, 2] {
+        assert!(
+            !cluster
+                .log_text(id)
+                .contains("SASL authentication to broker"),
+            "node {id} authenticates"
+        );
+    }
+    client.shutdown();
+    cluster.stop_all();
+}
