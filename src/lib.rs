@@ -48,6 +48,7 @@ pub mod protocol;
 pub mod quorum;
 pub mod replica;
 pub mod scram;
+pub mod security;
 pub mod server;
 #[cfg(test)]
 pub(crate) mod sim_rng;

@@ -189,7 +189,7 @@ pub struct ClientConfig {
     /// TLS and SASL for destinations whose listener is SSL, SASL_PLAINTEXT or SASL_SSL (the
     /// inter-broker listener's, [`crate::config::BrokerConfig::inter_broker_client`]); `None`
     /// speaks PLAINTEXT.
-    pub security: Option<Arc<crate::config::inter_broker::ClientSecurity>>,
+    pub security: Option<Arc<crate::security::ClientSecurity>>,
 }
 
 impl Default for ClientConfig {

@@ -1,5 +1,5 @@
 //! TLS and SASL on a client connection, for a destination whose listener is SSL, SASL_PLAINTEXT
-//! or SASL_SSL ([`crate::config::inter_broker::ClientSecurity`]).
+//! or SASL_SSL ([`crate::security::ClientSecurity`]).
 //!
 //! A connection opens as Kafka's broker opens its inter-broker channel: TCP, then the TLS
 //! handshake (SSL, SASL_SSL), then ApiVersions, then SaslHandshake v1 naming the mechanism and
@@ -31,8 +31,9 @@ use tokio_rustls::TlsConnector;
 
 use super::wire::{decode_body, encode_request, read_body, read_size, split_response, EncodeFn};
 use super::Endpoint;
-use crate::config::inter_broker::{ClientSecurity, SaslCredentials};
-use crate::config::security::{Mechanism, ScramHash, SCRAM_ITERATIONS};
+use crate::security::{ClientSecurity, SaslCredentials};
+use crate::scram::{ScramHash, SCRAM_ITERATIONS};
+use crate::security::Mechanism;
 use crate::protocol::ApiKey;
 
 /// The bound of a SASL response frame.

@@ -11,7 +11,6 @@
 //! (default `https`) checks that the certificate names the host connected to, and empty turns
 //! that check off (the chain is still verified).
 
-use std::fmt;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -27,46 +26,9 @@ use super::security::{
     SSL_TRUSTSTORE_LOCATION,
 };
 use super::{ConfigError, RawConfig};
+pub use crate::security::{ClientSecurity, SaslCredentials};
 
 const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
-
-/// What the inter-broker client needs to reach a SSL, SASL_PLAINTEXT or SASL_SSL listener.
-#[derive(Clone)]
-pub struct ClientSecurity {
-    /// The inter-broker listener's name, for messages.
-    pub listener: String,
-    pub protocol: SecurityProtocol,
-    /// For SSL and SASL_SSL.
-    pub tls: Option<Arc<ClientConfig>>,
-    /// For SASL_PLAINTEXT and SASL_SSL.
-    pub sasl: Option<SaslCredentials>,
-}
-
-/// The mechanism and credentials this broker authenticates with.
-#[derive(Clone)]
-pub struct SaslCredentials {
-    pub mechanism: Mechanism,
-    pub username: String,
-    pub password: String,
-}
-
-impl fmt::Debug for ClientSecurity {
-    // Neither the key store nor the password is ever printed.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientSecurity")
-            .field("listener", &self.listener)
-            .field("protocol", &self.protocol)
-            .field("tls", &self.tls.is_some())
-            .field(
-                "sasl",
-                &self
-                    .sasl
-                    .as_ref()
-                    .map(|s| (s.mechanism.name(), s.username.as_str())),
-            )
-            .finish()
-    }
-}
 
 /// The client security of the inter-broker listener `listener_name` speaking `protocol`;
 /// `None` for PLAINTEXT.
@@ -96,7 +58,7 @@ pub fn parse(
     };
     Ok(Some(ClientSecurity {
         listener: listener_name.to_owned(),
-        protocol,
+        protocol: protocol.name(),
         tls,
         sasl,
     }))

@@ -65,24 +65,7 @@ pub(super) const PLAIN_LOGIN_MODULE: &str =
 /// [`crate::metadata::MetadataImage::scram_removed`]).
 pub const KAFKAIQ_SASL_SCRAM_USERS: &str = "kafkaiq.sasl.scram.users";
 
-/// A SASL mechanism KafkaIQ serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mechanism {
-    Plain,
-    ScramSha256,
-    ScramSha512,
-}
-
-impl Mechanism {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mechanism::Plain => "PLAIN",
-            Mechanism::ScramSha256 => "SCRAM-SHA-256",
-            Mechanism::ScramSha512 => "SCRAM-SHA-512",
-        }
-    }
-}
-
+pub use crate::security::Mechanism;
 pub use crate::scram::{ScramCredential, ScramHash, SCRAM_ITERATIONS};
 
 /// The SASL side of a SASL_PLAINTEXT or SASL_SSL listener.

@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
         "metrics",
         "sim_rng",
         "scram",
+        "security",
     ],
     &["config", "metadata", "fetch_session", "client"],
     &["replica", "quorum"],

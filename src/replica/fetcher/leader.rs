@@ -25,7 +25,7 @@ use super::state::PartitionAnswer;
 use crate::client::{
     fetch_response_frame_bytes_max, Client, ClientConfig, Endpoint, RequestOptions,
 };
-use crate::config::inter_broker::ClientSecurity;
+use crate::security::ClientSecurity;
 use crate::config::ReplicaFetcherConfig;
 use crate::errors::ApiError;
 use crate::replica::brokers::BrokerView;

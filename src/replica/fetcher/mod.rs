@@ -98,7 +98,7 @@ impl ReplicaFetcherManager {
         message_max_bytes: usize,
         brokers: Arc<BrokerView>,
         inter_broker_listener: String,
-        security: Option<Arc<crate::config::inter_broker::ClientSecurity>>,
+        security: Option<Arc<crate::security::ClientSecurity>>,
     ) -> ReplicaFetcherManager {
         let endpoint_config = config.clone();
         let endpoint_brokers = brokers.clone();
