@@ -330,12 +330,17 @@ pub struct StageLabels {
 }
 
 /// Authentications on the client listener (Kafka's `socket-server-metrics`
-/// `successful-authentication-total` and `failed-authentication-total`), by listener and SASL
-/// mechanism (Kafka's are per listener and network processor).
+/// `successful-authentication-total` and `failed-authentication-total`, and for KIP-368's
+/// re-authentications `successful-reauthentication-total` and `failed-reauthentication-total`),
+/// by listener and SASL mechanism (Kafka's are per listener and network processor); and the
+/// connections closed because their session expired (`expired-connections-killed-count`).
 #[derive(Default)]
 pub struct AuthenticationStats {
     pub successful: Family<Vec<(&'static str, String)>, Counter>,
     pub failed: Family<Vec<(&'static str, String)>, Counter>,
+    pub successful_reauthentication: Family<Vec<(&'static str, String)>, Counter>,
+    pub failed_reauthentication: Family<Vec<(&'static str, String)>, Counter>,
+    pub expired_connections_killed: Counter,
 }
 
 impl AuthenticationStats {
@@ -346,16 +351,30 @@ impl AuthenticationStats {
         ]
     }
 
-    pub fn succeeded(&self, listener: &str, mechanism: &str) {
-        self.successful
+    pub fn succeeded(&self, listener: &str, mechanism: &str, reauthentication: bool) {
+        let family = if reauthentication {
+            &self.successful_reauthentication
+        } else {
+            &self.successful
+        };
+        family
             .get_or_create(&Self::labels(listener, mechanism))
             .inc();
     }
 
-    pub fn failed(&self, listener: &str, mechanism: &str) {
-        self.failed
+    pub fn failed(&self, listener: &str, mechanism: &str, reauthentication: bool) {
+        let family = if reauthentication {
+            &self.failed_reauthentication
+        } else {
+            &self.failed
+        };
+        family
             .get_or_create(&Self::labels(listener, mechanism))
             .inc();
+    }
+
+    pub fn expired_connection_killed(&self) {
+        self.expired_connections_killed.inc();
     }
 }
 

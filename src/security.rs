@@ -9,19 +9,29 @@ use std::sync::Arc;
 use rustls::ClientConfig;
 
 /// A SASL mechanism KafkaIQ serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Mechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    /// RFC 7628, with Kafka's default validator of unsecured JSON Web Tokens.
+    OAuthBearer,
 }
 
 impl Mechanism {
+    pub const ALL: [Mechanism; 4] = [
+        Mechanism::Plain,
+        Mechanism::ScramSha256,
+        Mechanism::ScramSha512,
+        Mechanism::OAuthBearer,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::ScramSha256 => "SCRAM-SHA-256",
             Mechanism::ScramSha512 => "SCRAM-SHA-512",
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kafka 4.1.1's command-line tools with --command-config against one node whose client listener
-# is SASL_PLAINTEXT (PLAIN and SCRAM-SHA-256) with the StandardAuthorizer, from the same
-# properties for KafkaIQ and Apache Kafka:
+# is SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256 and OAUTHBEARER with Kafka's unsecured validator) with
+# the StandardAuthorizer, from the same properties for KafkaIQ and Apache Kafka:
 #
 # - The admin (PLAIN, from the listener's JAAS config, a super user) creates SCRAM users with
 #   kafka-configs (--entity-type users) and grants alice ALL on the topics and groups prefixed
@@ -11,6 +11,10 @@
 # - bob (SCRAM-SHA-256, no ACL) is refused: his produce fails with TopicAuthorizationException,
 #   kafka-acls --list with ClusterAuthorizationException, his topics list is empty.
 # - A wrong password fails to authenticate.
+# - OAUTHBEARER with the Java client's unsecured token (unsecuredLoginStringClaim_sub): the
+#   token's subject is the principal, so sub=alice has alice's ACLs and sub=bob is refused;
+#   with connections.max.reauth.ms=3000 for the mechanism, a producer that sends for 8 s
+#   re-authenticates on its connection (KIP-368) and every record arrives.
 #
 # BROKER_UNDER_TEST=apache-kafka runs the same checks against Apache Kafka 4.1.1.
 set -euo pipefail
@@ -45,6 +49,7 @@ fail() {
 port="$(free_port)"
 cport="$(free_port)"
 iport="$(free_port)"
+hport="$(free_port)"
 B="127.0.0.1:$port"
 jaas='org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret";'
 settings=(
@@ -54,9 +59,11 @@ settings=(
     "advertised.listeners=SASL_PLAINTEXT://$B,INTERNAL://127.0.0.1:$iport"
     "listener.security.protocol.map=CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
     "inter.broker.listener.name=INTERNAL"
-    "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256"
+    "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,OAUTHBEARER"
     "listener.name.sasl_plaintext.plain.sasl.jaas.config=$jaas"
     "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+    "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms=3000"
     "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"
     # The PLAINTEXT listeners' peers are User:ANONYMOUS.
     "super.users=User:admin;User:ANONYMOUS"
@@ -73,7 +80,7 @@ case "${BROKER_UNDER_TEST:-kafkaiq}" in
         args=(--override "process.roles=broker,controller" --override "node.id=1"
             --override "controller.quorum.voters=1@127.0.0.1:$cport"
             --override "controller.listener.names=CONTROLLER"
-            --override "log.dirs=$work/data" --override "http.listener=127.0.0.1:$(free_port)"
+            --override "log.dirs=$work/data" --override "http.listener=127.0.0.1:$hport"
             --override "offsets.topic.replication.factor=1"
             --override "transaction.state.log.replication.factor=1")
         for kv in "${settings[@]}"; do args+=(--override "$kv"); done
@@ -102,6 +109,15 @@ scram=org.apache.kafka.common.security.scram.ScramLoginModule
 client_config "$work/alice.properties" SCRAM-SHA-256 "$scram" alice alice-secret
 client_config "$work/bob.properties" SCRAM-SHA-256 "$scram" bob bob-secret
 client_config "$work/wrong.properties" SCRAM-SHA-256 "$scram" alice not-her-password
+oauth_config() { # file subject
+    cat >"$1" <<EOF
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=OAUTHBEARER
+sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="$2";
+EOF
+}
+oauth_config "$work/alice-oauth.properties" alice
+oauth_config "$work/bob-oauth.properties" bob
 
 run() {
     rc=0
@@ -169,10 +185,43 @@ refused $T.AclCommand "${bob[@]}" --list
 expect_text "ClusterAuthorizationException"
 refused $T.TopicCommand --bootstrap-server "$B" --command-config "$work/wrong.properties" --list
 expect_text "Authentication failed"
-# Everything in the topic, read by a new group: alice's two records, nothing of bob's.
+
+step "OAUTHBEARER: the unsecured token's subject is the principal; re-authentication every 3 s"
+bob_oauth=(--bootstrap-server "$B" --command-config "$work/bob-oauth.properties")
+ok $T.TopicCommand "${bob_oauth[@]}" --list
+expect_no_text "orders"
+run $T.ConsoleProducer --bootstrap-server "$B" --producer.config "$work/bob-oauth.properties" \
+    --topic orders --producer-property acks=all --producer-property max.block.ms=15000 \
+    --producer-property delivery.timeout.ms=15000 --producer-property request.timeout.ms=10000 <"$work/sneaky"
+expect_text "TopicAuthorizationException"
+# Sessions of the OAUTHBEARER listener last 3 s: a producer sending for 8 s on one connection
+# re-authenticates (a broker closes a connection whose session expired at its next request).
+rc=0
+for i in 1 2 3 4 5 6 7 8; do echo "token-$i"; sleep 1; done |
+    timeout 120 java -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" $T.ConsoleProducer \
+        --bootstrap-server "$B" --producer.config "$work/alice-oauth.properties" \
+        --topic orders --producer-property acks=all --producer-property linger.ms=0 \
+        >"$work/out" 2>&1 || rc=$?
+[[ $rc -eq 0 ]] || { cat "$work/out" >&2; fail "exit $rc: the OAUTHBEARER producer"; }
+ok $T.consumer.ConsoleConsumer --bootstrap-server "$B" --consumer.config "$work/alice-oauth.properties" \
+    --topic orders --group readers-oauth --from-beginning --max-messages 10 --timeout-ms 60000
+expect_text "first"
+expect_text "token-1"
+expect_text "token-8"
+if [[ "${BROKER_UNDER_TEST:-kafkaiq}" == kafkaiq ]]; then
+    # Kafka's successful-reauthentication-total: the producer re-authenticated rather than
+    # reconnecting after its session was closed.
+    metrics="$(curl -sf "http://127.0.0.1:$hport/metrics")" || fail "no /metrics"
+    reauth="$(grep -E '^kafka_server_socket_server_metrics_successful_reauthentication_total\{.*mechanism="OAUTHBEARER"' <<<"$metrics" | awk '{print $2}')"
+    [[ -n "$reauth" && "${reauth%.*}" -ge 1 ]] || fail "no OAUTHBEARER re-authentication counted: '$reauth'"
+    expired="$(grep -E '^kafka_server_socket_server_metrics_expired_connections_killed_total ' <<<"$metrics" | awk '{print $2}')"
+    step "re-authentications: $reauth, connections closed at session expiry: ${expired:-0}"
+fi
+
+# Everything in the topic, read by a new group: alice's ten records, nothing of bob's.
 run $T.consumer.ConsoleConsumer --bootstrap-server "$B" --consumer.config "$work/alice.properties" \
-    --topic orders --group readers-check --from-beginning --max-messages 3 --timeout-ms 15000
-expect_text "Processed a total of 2 messages"
+    --topic orders --group readers-check --from-beginning --max-messages 11 --timeout-ms 15000
+expect_text "Processed a total of 10 messages"
 expect_no_text "sneaky"
 
 step "ok"

@@ -217,6 +217,10 @@ pub(super) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         Mechanism::Plain => None,
         Mechanism::ScramSha256 => Some(ScramClient::new(ScramHash::Sha256, credentials)),
         Mechanism::ScramSha512 => Some(ScramClient::new(ScramHash::Sha512, credentials)),
+        // config::inter_broker refuses it for sasl.mechanism.inter.broker.protocol.
+        Mechanism::OAuthBearer => {
+            return Err("OAUTHBEARER is not spoken between brokers".to_owned())
+        }
     };
     let mut token = match &scram {
         None => format!("\0{}\0{}", credentials.username, credentials.password).into_bytes(),

@@ -51,12 +51,20 @@ pub const SASL_ENABLED_MECHANISMS: &str = "sasl.enabled.mechanisms";
 pub const SASL_SERVER_MAX_RECEIVE_SIZE: &str = "sasl.server.max.receive.size";
 pub const CONNECTION_FAILED_AUTHENTICATION_DELAY_MS: &str =
     "connection.failed.authentication.delay.ms";
+/// KIP-368: how long an authenticated SASL session lasts before the client must re-authenticate
+/// on its connection (0, Kafka's default: no limit but the credential's own). Also per listener
+/// and mechanism: `listener.name.<l>.<mechanism>.connections.max.reauth.ms`.
+pub const CONNECTIONS_MAX_REAUTH_MS: &str = "connections.max.reauth.ms";
 /// Kafka's default `sasl.server.max.receive.size`.
 pub const SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT: usize = 524_288;
 /// Kafka's default `connection.failed.authentication.delay.ms`.
 pub const CONNECTION_FAILED_AUTHENTICATION_DELAY_MS_DEFAULT: u64 = 100;
 pub(super) const PLAIN_LOGIN_MODULE: &str =
     "org.apache.kafka.common.security.plain.PlainLoginModule";
+const OAUTHBEARER_LOGIN_MODULE: &str =
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+/// A listener and mechanism's server callback handler (`listener.name.<l>.<mechanism>.` + this).
+const SASL_SERVER_CALLBACK_HANDLER_CLASS: &str = "sasl.server.callback.handler.class";
 
 /// SCRAM users from the config file, KafkaIQ's own key: `user:password,…`, each user for both
 /// SCRAM mechanisms. Kafka keeps SCRAM credentials only in the metadata log (set with
@@ -66,6 +74,46 @@ pub(super) const PLAIN_LOGIN_MODULE: &str =
 pub const KAFKAIQ_SASL_SCRAM_USERS: &str = "kafkaiq.sasl.scram.users";
 
 pub use crate::security::Mechanism;
+
+/// Kafka's server callback handler of `mechanism`, the only one KafkaIQ has.
+fn server_callback_handler(mechanism: Mechanism) -> &'static str {
+    match mechanism {
+        Mechanism::Plain => "org.apache.kafka.common.security.plain.internals.PlainServerCallbackHandler",
+        Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
+            "org.apache.kafka.common.security.scram.internals.ScramServerCallbackHandler"
+        }
+        Mechanism::OAuthBearer => {
+            "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
+        }
+    }
+}
+
+/// The options of Kafka's `OAuthBearerUnsecuredValidatorCallbackHandler`, the OAUTHBEARER
+/// validator a Kafka broker uses unless another is configured: options of the listener's
+/// `oauthbearer.sasl.jaas.config`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsecuredValidatorOptions {
+    /// `unsecuredValidatorPrincipalClaimName`: the claim naming the principal (default `sub`).
+    pub principal_claim: String,
+    /// `unsecuredValidatorScopeClaimName`: the claim holding the token's scope (default `scope`).
+    pub scope_claim: String,
+    /// `unsecuredValidatorRequiredScope`: space-separated scope items every token must have.
+    pub required_scope: Vec<String>,
+    /// `unsecuredValidatorAllowableClockSkewMs` (default 0).
+    pub allowable_clock_skew_ms: u64,
+}
+
+impl Default for UnsecuredValidatorOptions {
+    fn default() -> Self {
+        UnsecuredValidatorOptions {
+            principal_claim: "sub".to_owned(),
+            scope_claim: "scope".to_owned(),
+            required_scope: Vec::new(),
+            allowable_clock_skew_ms: 0,
+        }
+    }
+}
+
 pub use crate::scram::{ScramCredential, ScramHash, SCRAM_ITERATIONS};
 
 /// The SASL side of a SASL_PLAINTEXT or SASL_SSL listener.
@@ -82,6 +130,10 @@ pub struct SaslSettings {
     pub max_receive_size: usize,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_authentication_delay_ms: u64,
+    /// OAUTHBEARER's validator, when the mechanism is enabled.
+    pub oauthbearer: Option<UnsecuredValidatorOptions>,
+    /// `connections.max.reauth.ms` of each enabled mechanism for which it is positive (KIP-368).
+    pub max_reauth_ms: std::collections::BTreeMap<Mechanism, u64>,
 }
 
 impl fmt::Debug for SaslSettings {
@@ -96,12 +148,15 @@ impl fmt::Debug for SaslSettings {
                 "failed_authentication_delay_ms",
                 &self.failed_authentication_delay_ms,
             )
+            .field("oauthbearer", &self.oauthbearer)
+            .field("max_reauth_ms", &self.max_reauth_ms)
             .finish()
     }
 }
 
 /// Whether `security::parse` reads this key: an `ssl.*` or SASL key above, plain or prefixed with
-/// `listener.name.<listener>.`, or a listener's `<mechanism>.sasl.jaas.config`.
+/// `listener.name.<listener>.`, or a listener's `<mechanism>.sasl.jaas.config`,
+/// `<mechanism>.connections.max.reauth.ms` or `<mechanism>.sasl.server.callback.handler.class`.
 pub fn is_security_key(key: &str) -> bool {
     const KEYS: &[&str] = &[
         SSL_KEYSTORE_TYPE,
@@ -121,6 +176,7 @@ pub fn is_security_key(key: &str) -> bool {
         SASL_ENABLED_MECHANISMS,
         SASL_SERVER_MAX_RECEIVE_SIZE,
         CONNECTION_FAILED_AUTHENTICATION_DELAY_MS,
+        CONNECTIONS_MAX_REAUTH_MS,
         KAFKAIQ_SASL_SCRAM_USERS,
         AUTHORIZER_CLASS_NAME,
         SUPER_USERS,
@@ -135,7 +191,15 @@ pub fn is_security_key(key: &str) -> bool {
     let Some((_, suffix)) = rest.split_once('.') else {
         return false;
     };
-    KEYS.contains(&suffix) || suffix.ends_with(".sasl.jaas.config")
+    // `<mechanism>.sasl.jaas.config` and the other keys Kafka reads per listener and mechanism.
+    KEYS.contains(&suffix)
+        || [
+            ".sasl.jaas.config",
+            ".connections.max.reauth.ms",
+            ".sasl.server.callback.handler.class",
+        ]
+        .iter()
+        .any(|k| suffix.ends_with(k))
 }
 
 /// `authorizer.class.name`: which authorizer checks every request; unset, none does.
@@ -395,11 +459,12 @@ fn parse_sasl(keys: &Keys, listener_name: &str) -> Result<SaslSettings, ConfigEr
             "PLAIN" => mechanisms.push(Mechanism::Plain),
             "SCRAM-SHA-256" => mechanisms.push(Mechanism::ScramSha256),
             "SCRAM-SHA-512" => mechanisms.push(Mechanism::ScramSha512),
+            "OAUTHBEARER" => mechanisms.push(Mechanism::OAuthBearer),
             other => {
                 return Err(keys.invalid(
                     SASL_ENABLED_MECHANISMS,
                     format!(
-                        "mechanism {other} is not supported{}: KafkaIQ serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512",
+                        "mechanism {other} is not supported{}: KafkaIQ serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER",
                         if keys.get(SASL_ENABLED_MECHANISMS).is_none() {
                             " (GSSAPI is Kafka's default)"
                         } else {
@@ -416,47 +481,65 @@ fn parse_sasl(keys: &Keys, listener_name: &str) -> Result<SaslSettings, ConfigEr
             "a SASL listener needs at least one mechanism",
         ));
     }
+    let lower = listener_name.to_ascii_lowercase();
+    for mechanism in &mechanisms {
+        // Kafka loads any class named here; KafkaIQ has only Kafka's default handler of each
+        // mechanism, so another (an LDAP check, a JWKS-verifying OAUTHBEARER validator) is
+        // refused rather than silently replaced by the default.
+        let key = format!(
+            "listener.name.{lower}.{}.{SASL_SERVER_CALLBACK_HANDLER_CLASS}",
+            mechanism.name().to_ascii_lowercase()
+        );
+        if let Some(class) = keys.raw.get(&key) {
+            if class.trim() != server_callback_handler(*mechanism) {
+                return Err(ConfigError::Invalid {
+                    key,
+                    value: class.to_owned(),
+                    reason: format!(
+                        "KafkaIQ has only Kafka's default handler for {}: {}",
+                        mechanism.name(),
+                        server_callback_handler(*mechanism)
+                    ),
+                });
+            }
+        }
+    }
     let mut plain_users = std::collections::BTreeMap::new();
     if mechanisms.contains(&Mechanism::Plain) {
-        let jaas_key = format!(
-            "listener.name.{}.plain.sasl.jaas.config",
-            listener_name.to_ascii_lowercase()
-        );
-        let jaas = keys
-            .raw
-            .get(&jaas_key)
-            .ok_or_else(|| ConfigError::Invalid {
-                key: jaas_key.clone(),
-                value: String::new(),
-                reason: format!(
-                    "PLAIN is enabled on listener {listener_name}: set it to \
-                 `{PLAIN_LOGIN_MODULE} required user_<name>=\"<password>\";`"
-                ),
-            })?;
-        let invalid = |reason: String| ConfigError::Invalid {
-            key: jaas_key.clone(),
-            value: "[hidden]".to_owned(),
-            reason,
-        };
-        let (module, options) = parse_jaas(jaas).map_err(|e| invalid(e.to_owned()))?;
-        if module != PLAIN_LOGIN_MODULE {
-            return Err(invalid(format!(
-                "the login module must be {PLAIN_LOGIN_MODULE}, not {module}"
-            )));
-        }
+        let options = jaas_options(
+            keys,
+            listener_name,
+            Mechanism::Plain,
+            PLAIN_LOGIN_MODULE,
+            " user_<name>=\"<password>\"",
+        )?;
         for (k, v) in options {
             if let Some(user) = k.strip_prefix("user_") {
                 plain_users.insert(user.to_owned(), v);
             }
         }
     }
+    let oauthbearer = if mechanisms.contains(&Mechanism::OAuthBearer) {
+        // As Kafka 4.1: the broker does not start without the listener's JAAS entry for the
+        // mechanism ("Could not find a 'KafkaServer' ... entry in the JAAS configuration").
+        let options = jaas_options(
+            keys,
+            listener_name,
+            Mechanism::OAuthBearer,
+            OAUTHBEARER_LOGIN_MODULE,
+            "",
+        )?;
+        Some(unsecured_validator_options(listener_name, &options)?)
+    } else {
+        None
+    };
     let mut scram = std::collections::BTreeMap::new();
     let scram_hashes: Vec<(Mechanism, ScramHash)> = mechanisms
         .iter()
         .filter_map(|m| match m {
             Mechanism::ScramSha256 => Some((*m, ScramHash::Sha256)),
             Mechanism::ScramSha512 => Some((*m, ScramHash::Sha512)),
-            Mechanism::Plain => None,
+            Mechanism::Plain | Mechanism::OAuthBearer => None,
         })
         .collect();
     if !scram_hashes.is_empty() {
@@ -511,13 +594,144 @@ fn parse_sasl(keys: &Keys, listener_name: &str) -> Result<SaslSettings, ConfigEr
                     )
                 })? as u64,
         };
+    let mut max_reauth_ms = std::collections::BTreeMap::new();
+    for mechanism in &mechanisms {
+        // As Kafka's `SaslChannelBuilder`: the listener's key for the mechanism, else the
+        // listener's or the broker's. A value of 0 or less sets no limit.
+        let per_mechanism = format!(
+            "listener.name.{lower}.{}.{CONNECTIONS_MAX_REAUTH_MS}",
+            mechanism.name().to_ascii_lowercase()
+        );
+        let (key, value) = match keys.raw.get(&per_mechanism) {
+            Some(v) => (per_mechanism, v),
+            None => match keys.get(CONNECTIONS_MAX_REAUTH_MS) {
+                Some(found) => found,
+                None => continue,
+            },
+        };
+        let ms = value
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| ConfigError::Invalid {
+                key,
+                value: value.to_owned(),
+                reason: "must be a long".to_owned(),
+            })?;
+        if ms > 0 {
+            max_reauth_ms.insert(*mechanism, ms as u64);
+        }
+    }
     Ok(SaslSettings {
         mechanisms,
         plain_users,
         scram,
         max_receive_size,
         failed_authentication_delay_ms,
+        oauthbearer,
+        max_reauth_ms,
     })
+}
+
+/// The options of the listener's JAAS entry for `mechanism`
+/// (`listener.name.<l>.<mechanism>.sasl.jaas.config`), which must name `module`; `hint` is the
+/// options to suggest when it is missing.
+fn jaas_options(
+    keys: &Keys,
+    listener_name: &str,
+    mechanism: Mechanism,
+    module: &str,
+    hint: &str,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let jaas_key = format!(
+        "listener.name.{}.{}.sasl.jaas.config",
+        listener_name.to_ascii_lowercase(),
+        mechanism.name().to_ascii_lowercase()
+    );
+    let jaas = keys
+        .raw
+        .get(&jaas_key)
+        .ok_or_else(|| ConfigError::Invalid {
+            key: jaas_key.clone(),
+            value: String::new(),
+            reason: format!(
+                "{} is enabled on listener {listener_name}: set it to `{module} required{hint};`",
+                mechanism.name()
+            ),
+        })?;
+    let invalid = |reason: String| ConfigError::Invalid {
+        key: jaas_key.clone(),
+        value: "[hidden]".to_owned(),
+        reason,
+    };
+    let (found, options) = parse_jaas(jaas).map_err(|e| invalid(e.to_owned()))?;
+    if found != module {
+        return Err(invalid(format!(
+            "the login module must be {module}, not {found}"
+        )));
+    }
+    Ok(options)
+}
+
+/// The unsecured validator's options from the OAUTHBEARER JAAS entry's, read as Kafka's
+/// `OAuthBearerUnsecuredValidatorCallbackHandler` reads them (blank is the default). Kafka finds
+/// a bad clock skew or scope item only when a client authenticates; here it stops startup.
+fn unsecured_validator_options(
+    listener_name: &str,
+    options: &[(String, String)],
+) -> Result<UnsecuredValidatorOptions, ConfigError> {
+    let option = |name: &str| {
+        options
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.trim())
+            .filter(|v| !v.is_empty())
+    };
+    let invalid = |name: &str, value: &str, reason: &str| ConfigError::Invalid {
+        key: format!(
+            "listener.name.{}.oauthbearer.sasl.jaas.config",
+            listener_name.to_ascii_lowercase()
+        ),
+        value: format!("{name}=\"{value}\""),
+        reason: reason.to_owned(),
+    };
+    let mut validator = UnsecuredValidatorOptions::default();
+    if let Some(claim) = option("unsecuredValidatorPrincipalClaimName") {
+        validator.principal_claim = claim.to_owned();
+    }
+    if let Some(claim) = option("unsecuredValidatorScopeClaimName") {
+        validator.scope_claim = claim.to_owned();
+    }
+    if let Some(scope) = option("unsecuredValidatorRequiredScope") {
+        for item in scope.split(' ').filter(|i| !i.is_empty()) {
+            // RFC 6749's scope-token: %x21 / %x23-5B / %x5D-7E.
+            let valid = item
+                .bytes()
+                .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b));
+            if !valid {
+                return Err(invalid(
+                    "unsecuredValidatorRequiredScope",
+                    scope,
+                    &format!("invalid scope value: {item}"),
+                ));
+            }
+            validator.required_scope.push(item.to_owned());
+        }
+    }
+    if let Some(skew) = option("unsecuredValidatorAllowableClockSkewMs") {
+        validator.allowable_clock_skew_ms = skew
+            .parse::<i32>()
+            .ok()
+            .and_then(|ms| u64::try_from(ms).ok())
+            .ok_or_else(|| {
+                invalid(
+                    "unsecuredValidatorAllowableClockSkewMs",
+                    skew,
+                    "must be an int, at least 0",
+                )
+            })?;
+    }
+    Ok(validator)
 }
 
 /// One JAAS login module entry, as Kafka's `JaasConfig` reads it: `<class> <flag> key=value ...;`,
@@ -1017,6 +1231,105 @@ pub(super) mod tests {
             e.contains("`ssl.keystore.location`") && !e.contains("s3cret"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn oauthbearer_options_and_reauthentication_limits_are_read_per_listener_and_mechanism() {
+        let sasl = |entries: &[(&str, &str)]| {
+            parse(
+                &raw(entries),
+                "SASL_PLAINTEXT",
+                SecurityProtocol::SaslPlaintext,
+            )
+            .map(|s| s.sasl.unwrap())
+            .map_err(|e| e.to_string())
+        };
+        let jaas = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config";
+        let module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+        let s = sasl(&[
+            (SASL_ENABLED_MECHANISMS, "OAUTHBEARER,PLAIN"),
+            (jaas, &format!("{module} required;")),
+            (
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                &format!("{PLAIN_LOGIN_MODULE} required user_a=\"b\";"),
+            ),
+            (CONNECTIONS_MAX_REAUTH_MS, "60000"),
+            (
+                "listener.name.sasl_plaintext.plain.connections.max.reauth.ms",
+                "0",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(s.oauthbearer, Some(UnsecuredValidatorOptions::default()));
+        assert_eq!(
+            s.max_reauth_ms.clone().into_iter().collect::<Vec<_>>(),
+            [(Mechanism::OAuthBearer, 60_000)]
+        );
+        let s = sasl(&[
+            (SASL_ENABLED_MECHANISMS, "OAUTHBEARER"),
+            (
+                jaas,
+                &format!(
+                    "{module} required unsecuredValidatorPrincipalClaimName=\" client_id \" \
+                     unsecuredValidatorScopeClaimName=scp unsecuredValidatorRequiredScope=\"a  b\" \
+                     unsecuredValidatorAllowableClockSkewMs=\"250\";"
+                ),
+            ),
+            (
+                "listener.name.sasl_plaintext.connections.max.reauth.ms",
+                "5000",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.oauthbearer.clone().unwrap(),
+            UnsecuredValidatorOptions {
+                principal_claim: "client_id".to_owned(),
+                scope_claim: "scp".to_owned(),
+                required_scope: vec!["a".to_owned(), "b".to_owned()],
+                allowable_clock_skew_ms: 250,
+            }
+        );
+        assert_eq!(s.max_reauth_ms[&Mechanism::OAuthBearer], 5_000);
+        for (entries, key) in [
+            (vec![(SASL_ENABLED_MECHANISMS, "OAUTHBEARER")], jaas),
+            (
+                vec![
+                    (SASL_ENABLED_MECHANISMS, "OAUTHBEARER"),
+                    (jaas, "org.apache.kafka.common.security.plain.PlainLoginModule required;"),
+                ],
+                jaas,
+            ),
+            (
+                vec![
+                    (SASL_ENABLED_MECHANISMS, "OAUTHBEARER"),
+                    (jaas, "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredValidatorAllowableClockSkewMs=-1;"),
+                ],
+                jaas,
+            ),
+            (
+                vec![
+                    (SASL_ENABLED_MECHANISMS, "OAUTHBEARER"),
+                    (jaas, "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredValidatorRequiredScope=\"a\\\\b\";"),
+                ],
+                jaas,
+            ),
+            (
+                vec![
+                    (SASL_ENABLED_MECHANISMS, "OAUTHBEARER"),
+                    (jaas, "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"),
+                    ("listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms", "soon"),
+                ],
+                "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms",
+            ),
+        ] {
+            let e = sasl(&entries).unwrap_err();
+            assert!(e.contains(&format!("`{key}`")), "{e}");
+        }
+        assert!(is_security_key(
+            "listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms"
+        ));
+        assert!(is_security_key(CONNECTIONS_MAX_REAUTH_MS));
     }
 
     #[test]

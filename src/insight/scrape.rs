@@ -351,6 +351,21 @@ pub fn scrape(ctx: &Context) -> String {
         "Connections whose SASL authentication failed, by listener and mechanism (Kafka's failed-authentication-total)",
         ctx.authentication_stats.failed.clone(),
     );
+    r.register(
+        "kafka_server_socket_server_metrics_successful_reauthentication",
+        "SASL re-authentications (KIP-368) that completed, by listener and mechanism (Kafka's successful-reauthentication-total)",
+        ctx.authentication_stats.successful_reauthentication.clone(),
+    );
+    r.register(
+        "kafka_server_socket_server_metrics_failed_reauthentication",
+        "SASL re-authentications (KIP-368) that failed, by listener and mechanism (Kafka's failed-reauthentication-total)",
+        ctx.authentication_stats.failed_reauthentication.clone(),
+    );
+    r.register(
+        "kafka_server_socket_server_metrics_expired_connections_killed",
+        "Connections closed at a request after their SASL session expired (Kafka's expired-connections-killed-count)",
+        ctx.authentication_stats.expired_connections_killed.clone(),
+    );
 
     // kafka.network:type=RequestMetrics
     r.register("kafka_network_requestmetrics_totaltimems", "Requests handled by API and their time in ms from decoded request to encoded response (_count is the request count)", ctx.request_stats.total_time_ms.clone());

@@ -219,15 +219,33 @@ where
     let closing_info = info.clone();
     let process_loop = async move {
         while let Some((frame, permit, read_at)) = rx.recv().await {
-            // The request header starts with the API key; Produce is key 0.
+            // The request header starts with the API key; Produce is key 0, SaslHandshake 17.
+            if let Some(auth) = authenticator.as_mut().filter(|a| a.is_complete()) {
+                let now = Instant::now();
+                if frame.starts_with(&[0, 17]) && auth.begin_reauthentication(now) {
+                    tracing::debug!(%peer, "re-authenticating");
+                    authenticated.store(false, Ordering::Release);
+                } else if auth.session_expired(now) {
+                    // KIP-368: as Kafka, the first request after the session's end closes the
+                    // connection unanswered.
+                    tracing::info!(%peer, principal = %info.principal, "closing connection: SASL session expired");
+                    ctx.authentication_stats.expired_connection_killed();
+                    break;
+                }
+            }
             if let Some(auth) = authenticator.as_mut().filter(|a| !a.is_complete()) {
                 let mechanism = auth.mechanism();
+                let reauthenticating = auth.is_reauthenticating();
                 let step = auth.handle(frame.clone());
                 let listener = crate::handlers::client_listener(&ctx.config);
                 let stats = &ctx.authentication_stats;
                 match (&step, mechanism) {
-                    (sasl::Step::Authenticated { .. }, Some(m)) => stats.succeeded(listener, m),
-                    (sasl::Step::Fail { .. }, Some(m)) => stats.failed(listener, m),
+                    (sasl::Step::Authenticated { .. }, Some(m)) => {
+                        stats.succeeded(listener, m, reauthenticating)
+                    }
+                    (sasl::Step::Fail { .. }, Some(m)) => {
+                        stats.failed(listener, m, reauthenticating)
+                    }
                     _ => {}
                 }
                 drop(permit);

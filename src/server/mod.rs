@@ -12,6 +12,7 @@ pub mod connection;
 pub mod controller_dispatch;
 pub mod dispatch;
 pub mod http;
+pub mod oauthbearer;
 pub mod per_ip;
 pub mod sasl;
 pub mod scram;

@@ -5,8 +5,18 @@
 //! else closes the connection. A failed authentication is answered (SASL_AUTHENTICATION_FAILED
 //! for SaslAuthenticate) and the connection closes `connection.failed.authentication.delay.ms`
 //! later. Passwords are compared in constant time and never logged.
+//!
+//! KIP-368: a session lasts `connections.max.reauth.ms` (of the listener and mechanism) or
+//! until the credential expires (an OAUTHBEARER token's `exp`), whichever is sooner; the
+//! SaslAuthenticate (v1+) answer that completes an authentication tells the client how long.
+//! Only a session with such an end may re-authenticate: a SaslHandshake on its authenticated
+//! connection starts the exchange again (at most once a second), the mechanism and principal
+//! must stay the same, and a failure closes the connection. A request after the end of a
+//! session closes its connection unanswered ([`Authenticator::session_expired`]). Without an
+//! end, a SaslHandshake after authentication is dispatched (ILLEGAL_SASL_STATE), as in Kafka.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -15,7 +25,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use subtle::ConstantTimeEq;
 
-use super::scram;
+use super::{oauthbearer, scram};
 use crate::config::security::{Mechanism, SaslSettings};
 use crate::metadata::scram::ScramMechanism;
 use crate::protocol;
@@ -58,10 +68,27 @@ pub enum Step {
 enum Outcome {
     /// Another round: the server's token.
     Challenge(Vec<u8>),
-    /// Authenticated as the principal; the server's last token.
-    Done(String, Vec<u8>),
+    /// Authenticated as `principal`; the server's last token; when the credential expires
+    /// (milliseconds since the epoch), if it does.
+    Done {
+        principal: String,
+        token: Vec<u8>,
+        expires_ms: Option<i64>,
+    },
     Fail(String),
 }
+
+/// An authenticated session (KIP-368).
+struct Session {
+    principal: String,
+    mechanism: Mechanism,
+    /// When it ends; `None`: never, and the connection cannot re-authenticate.
+    ends: Option<Instant>,
+}
+
+/// Kafka's least time between two re-authentications of one connection; a SaslHandshake
+/// sooner is dispatched as any request (ILLEGAL_SASL_STATE).
+const MIN_REAUTHENTICATION_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What the metadata log (the node's current image) holds for a user and SCRAM mechanism.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +133,13 @@ pub struct Authenticator {
     state: State,
     /// A SCRAM exchange between its first and final client messages.
     scram: Option<scram::ScramExchange>,
+    /// OAUTHBEARER: the error sent as a challenge, until the client's `\x01` acknowledges it.
+    oauth_error: Option<String>,
+    /// The current session, once authenticated; kept while re-authenticating.
+    session: Option<Session>,
+    /// A re-authentication's handshake named another mechanism: its next token fails.
+    other_mechanism: Option<String>,
+    last_reauthentication: Option<Instant>,
 }
 
 impl Authenticator {
@@ -118,6 +152,10 @@ impl Authenticator {
             stored,
             state: State::Handshake,
             scram: None,
+            oauth_error: None,
+            session: None,
+            other_mechanism: None,
+            last_reauthentication: None,
         }
     }
 
@@ -133,8 +171,89 @@ impl Authenticator {
         self.state == State::Complete
     }
 
-    /// Handles one frame read before authentication completed.
+    /// Whether the exchange under way re-authenticates an authenticated connection.
+    pub fn is_reauthenticating(&self) -> bool {
+        self.session.is_some() && self.state != State::Complete
+    }
+
+    /// Called with a SaslHandshake that arrived on the authenticated connection: whether it
+    /// starts a re-authentication (then [`Authenticator::handle`] takes it and the frames
+    /// after it until [`Authenticator::is_complete`]). Not when the session has no end, nor
+    /// within a second of the last re-authentication (as Kafka's `KafkaChannel`).
+    pub fn begin_reauthentication(&mut self, now: Instant) -> bool {
+        let ends = self.session.as_ref().and_then(|s| s.ends);
+        if self.state != State::Complete || ends.is_none() {
+            return false;
+        }
+        if self
+            .last_reauthentication
+            .is_some_and(|last| now.saturating_duration_since(last) < MIN_REAUTHENTICATION_INTERVAL)
+        {
+            return false;
+        }
+        self.last_reauthentication = Some(now);
+        self.state = State::Handshake;
+        self.oauth_error = None;
+        self.other_mechanism = None;
+        true
+    }
+
+    /// Whether the authenticated session has ended: its connection is closed at the next
+    /// request, as Kafka's `SocketServer` closes it.
+    pub fn session_expired(&self, now: Instant) -> bool {
+        self.state == State::Complete
+            && self
+                .session
+                .as_ref()
+                .and_then(|s| s.ends)
+                .is_some_and(|ends| now > ends)
+    }
+
+    /// The session an authentication that completed as `principal` begins, and its lifetime
+    /// to tell the client (0: no end), as Kafka's `SaslServerAuthenticator` works it out; an
+    /// error if a re-authentication changed the principal.
+    fn begin_session(
+        &mut self,
+        mechanism: Mechanism,
+        principal: &str,
+        credential_expires_ms: Option<i64>,
+    ) -> Result<i64, String> {
+        if let Some(previous) = &self.session {
+            if previous.principal != principal {
+                // Kafka prints a principal as `<type>.<name>` here.
+                let dotted = |p: &str| p.replacen(':', ".", 1);
+                return Err(format!(
+                    "Cannot change principals during re-authentication from {}: {}",
+                    dotted(&previous.principal),
+                    dotted(principal)
+                ));
+            }
+        }
+        let max = self.settings.max_reauth_ms.get(&mechanism).copied();
+        let remaining = credential_expires_ms.map(|expires| expires - epoch_ms());
+        let lifetime_ms = match (remaining, max) {
+            (None, None) => None,
+            (None, Some(max)) => Some(max as i64),
+            (Some(remaining), None) => Some(remaining.max(0)),
+            (Some(remaining), Some(max)) => Some(remaining.min(max as i64).max(0)),
+        };
+        self.session = Some(Session {
+            principal: principal.to_owned(),
+            mechanism,
+            ends: lifetime_ms.map(|ms| Instant::now() + Duration::from_millis(ms as u64)),
+        });
+        Ok(lifetime_ms.unwrap_or(0))
+    }
+
+    /// Handles one frame read before authentication (or re-authentication) completed.
     pub fn handle(&mut self, frame: Bytes) -> Step {
+        if let Some(reason) = self.other_mechanism.take() {
+            // Kafka fails the exchange at the token after such a handshake, unanswered.
+            return Step::Fail {
+                response: None,
+                reason,
+            };
+        }
         if let State::RawToken(mechanism) = self.state {
             // Server tokens go back size-prefixed, without Kafka framing.
             let raw = |token: Vec<u8>| {
@@ -144,13 +263,23 @@ impl Authenticator {
             };
             return match self.authenticate(mechanism, &frame) {
                 Outcome::Challenge(token) => Step::Reply(raw(token)),
-                Outcome::Done(principal, token) => {
-                    self.state = State::Complete;
-                    Step::Authenticated {
-                        response: raw(token),
-                        principal,
+                Outcome::Done {
+                    principal,
+                    token,
+                    expires_ms,
+                } => match self.begin_session(mechanism, &principal, expires_ms) {
+                    Ok(_) => {
+                        self.state = State::Complete;
+                        Step::Authenticated {
+                            response: raw(token),
+                            principal,
+                        }
                     }
-                }
+                    Err(reason) => Step::Fail {
+                        response: None,
+                        reason,
+                    },
+                },
                 Outcome::Fail(reason) => Step::Fail {
                     response: None,
                     reason,
@@ -183,6 +312,16 @@ impl Authenticator {
                     .copied();
                 match chosen {
                     Some(mechanism) => {
+                        if let Some(session) = &self.session {
+                            if session.mechanism != mechanism {
+                                self.other_mechanism = Some(format!(
+                                    "SASL mechanism '{}' requested by client is not supported \
+                                     for re-authentication of mechanism '{}'",
+                                    mechanism.name(),
+                                    session.mechanism.name()
+                                ));
+                            }
+                        }
                         self.state = if version == 0 {
                             State::RawToken(mechanism)
                         } else {
@@ -215,10 +354,21 @@ impl Authenticator {
                 }
             }
             (State::Authenticate(mechanism), RequestKind::SaslAuthenticate(r)) => {
-                let outcome = self.authenticate(mechanism, &r.auth_bytes);
+                let mut outcome = self.authenticate(mechanism, &r.auth_bytes);
                 let mut response = SaslAuthenticateResponse::default();
+                if let Outcome::Done {
+                    principal,
+                    expires_ms,
+                    ..
+                } = &outcome
+                {
+                    match self.begin_session(mechanism, principal, *expires_ms) {
+                        Ok(lifetime_ms) => response.session_lifetime_ms = lifetime_ms,
+                        Err(reason) => outcome = Outcome::Fail(reason),
+                    }
+                }
                 match &outcome {
-                    Outcome::Challenge(token) | Outcome::Done(_, token) => {
+                    Outcome::Challenge(token) | Outcome::Done { token, .. } => {
                         response.auth_bytes = Bytes::from(token.clone());
                     }
                     Outcome::Fail(reason) => {
@@ -237,7 +387,7 @@ impl Authenticator {
                 };
                 match outcome {
                     Outcome::Challenge(_) => Step::Reply(bytes),
-                    Outcome::Done(principal, _) => {
+                    Outcome::Done { principal, .. } => {
                         self.state = State::Complete;
                         Step::Authenticated {
                             response: bytes,
@@ -267,10 +417,15 @@ impl Authenticator {
         let hash = match mechanism {
             Mechanism::Plain => {
                 return match plain(&self.settings, token) {
-                    Ok(principal) => Outcome::Done(principal, Vec::new()),
+                    Ok(principal) => Outcome::Done {
+                        principal,
+                        token: Vec::new(),
+                        expires_ms: None,
+                    },
                     Err(reason) => Outcome::Fail(reason),
                 }
             }
+            Mechanism::OAuthBearer => return self.oauthbearer(token),
             Mechanism::ScramSha256 => scram::ScramHash::Sha256,
             Mechanism::ScramSha512 => scram::ScramHash::Sha512,
         };
@@ -305,13 +460,75 @@ impl Authenticator {
                 }
             }
             Some(exchange) => match exchange.client_final(token) {
-                Ok((principal, server_final)) => {
-                    Outcome::Done(principal, server_final.into_bytes())
-                }
+                Ok((principal, server_final)) => Outcome::Done {
+                    principal,
+                    token: server_final.into_bytes(),
+                    expires_ms: None,
+                },
                 Err(reason) => Outcome::Fail(reason),
             },
         }
     }
+
+    /// OAUTHBEARER's one client message, as Kafka's `OAuthBearerSaslServer` takes it: a token
+    /// the validator refuses is answered with RFC 7628's JSON error as a challenge, and the
+    /// client's `\x01` after it fails the exchange with that error as the message; a message
+    /// that does not parse fails with Kafka's message for invalid credentials.
+    fn oauthbearer(&mut self, message: &[u8]) -> Outcome {
+        if message == b"\x01" {
+            if let Some(error) = self.oauth_error.take() {
+                return Outcome::Fail(error);
+            }
+        }
+        self.oauth_error = None;
+        let during = if self.session.is_some() {
+            "re-authentication"
+        } else {
+            "authentication"
+        };
+        let response = match oauthbearer::parse(message) {
+            Ok(response) => response,
+            Err(reason) => {
+                tracing::debug!(%reason, "OAUTHBEARER");
+                return Outcome::Fail(format!(
+                    "Authentication failed during {during} due to invalid credentials with SASL \
+                     mechanism OAUTHBEARER"
+                ));
+            }
+        };
+        let options = self.settings.oauthbearer.clone().unwrap_or_default();
+        match oauthbearer::validate(&response.token, &options, epoch_ms()) {
+            Err(refusal) => {
+                tracing::debug!(reason = %refusal.reason, "OAUTHBEARER token refused");
+                let error = refusal.json();
+                self.oauth_error = Some(error.clone());
+                Outcome::Challenge(error.into_bytes())
+            }
+            Ok(token) => {
+                let authorization_id = &response.authorization_id;
+                if !authorization_id.is_empty() && *authorization_id != token.principal {
+                    return Outcome::Fail(format!(
+                        "Authentication failed: Client requested an authorization id \
+                         ({authorization_id}) that is different from the token's principal name \
+                         ({})",
+                        token.principal
+                    ));
+                }
+                Outcome::Done {
+                    principal: format!("User:{}", token.principal),
+                    token: Vec::new(),
+                    expires_ms: Some(token.expires_ms),
+                }
+            }
+        }
+    }
+}
+
+/// The wall clock in milliseconds since the epoch, which tokens' times are in.
+fn epoch_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// A fresh server nonce: 24 random bytes, base64 (printable, no comma).
@@ -389,6 +606,8 @@ mod tests {
             scram: Default::default(),
             max_receive_size: 524_288,
             failed_authentication_delay_ms: 100,
+            oauthbearer: None,
+            max_reauth_ms: Default::default(),
         })
     }
 

@@ -4,7 +4,8 @@
 //! served, one it did not is refused in the handshake), a plaintext client on the TLS port gets
 //! no answer; SASL/PLAIN with SaslAuthenticate (v1 handshake) and raw tokens (v0), a wrong
 //! password answered SASL_AUTHENTICATION_FAILED and closed, a request before authentication
-//! closed unanswered.
+//! closed unanswered; SCRAM; OAUTHBEARER with Kafka's unsecured-token validator (by hand, and
+//! kcat's built-in token); KIP-368 re-authentication (by hand, and librdkafka's).
 
 use crate::common;
 
@@ -431,8 +432,13 @@ async fn sasl_plaintext_plain_authenticates_then_serves_and_refuses_before() {
     assert!(keys.contains(&17) && keys.contains(&36), "{keys:?}");
     let done = authenticate(&mut client, "alice", "alice-secret").await;
     assert_eq!(done.error_code, 0, "{:?}", done.error_message);
+    assert_eq!(
+        done.session_lifetime_ms, 0,
+        "connections.max.reauth.ms is 0"
+    );
     produce_and_fetch(&mut client, "sasl-plain").await;
-    // After authentication a second handshake is a state error, as in Kafka.
+    // After authentication (a session without end) a second handshake is a state error, as
+    // in Kafka.
     let again: SaslHandshakeResponse = call(
         &mut client,
         1,
@@ -806,12 +812,11 @@ async fn alter_scram(
 }
 
 /// Runs kcat (installed by `integration/kcat.sh` when missing) against `addr` over
-/// SASL_PLAINTEXT with `mechanism`, 20 s at most; its exit status and standard output.
-fn kcat_scram(
+/// SASL_PLAINTEXT with the SASL `properties` (`-X key=value` each), 20 s at most; its exit
+/// status and standard output.
+fn kcat_sasl(
     addr: std::net::SocketAddr,
-    mechanism: &str,
-    user: &str,
-    password: &str,
+    properties: &[String],
     args: &[&str],
     input: &[u8],
 ) -> (Option<i32>, String) {
@@ -827,14 +832,16 @@ fn kcat_scram(
         "kcat is missing and could not be installed"
     );
     let kcat = String::from_utf8_lossy(&kcat.stdout).trim().to_owned();
-    let mut child = Command::new("timeout")
+    let mut command = Command::new("timeout");
+    command
         .arg("20")
         .arg(kcat)
         .args(["-b", &addr.to_string()])
-        .args(["-X", "security.protocol=SASL_PLAINTEXT"])
-        .args(["-X", &format!("sasl.mechanisms={mechanism}")])
-        .args(["-X", &format!("sasl.username={user}")])
-        .args(["-X", &format!("sasl.password={password}")])
+        .args(["-X", "security.protocol=SASL_PLAINTEXT"]);
+    for property in properties {
+        command.args(["-X", property]);
+    }
+    let mut child = command
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -850,6 +857,23 @@ fn kcat_scram(
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
+}
+
+/// [`kcat_sasl`] with a SCRAM `mechanism`, `user` and `password`.
+fn kcat_scram(
+    addr: std::net::SocketAddr,
+    mechanism: &str,
+    user: &str,
+    password: &str,
+    args: &[&str],
+    input: &[u8],
+) -> (Option<i32>, String) {
+    let properties = [
+        format!("sasl.mechanisms={mechanism}"),
+        format!("sasl.username={user}"),
+        format!("sasl.password={password}"),
+    ];
+    kcat_sasl(addr, &properties, args, input)
 }
 
 /// SCRAM users set through the metadata log, as `kafka-configs --alter --add-config
@@ -1196,5 +1220,577 @@ async fn keytool_jks_key_and_trust_stores_serve_mutual_tls() {
             .is_err(),
     };
     assert!(refused, "a client certificate from another CA was served");
+    broker.shutdown().await.unwrap();
+}
+
+/// The OAUTHBEARER JAAS entry of the SASL_PLAINTEXT listener: Kafka's unsecured validator,
+/// requiring the scope `kafka`.
+const OAUTH_JAAS: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
+    required unsecuredValidatorRequiredScope=\"kafka\" unsecuredValidatorAllowableClockSkewMs=\"1000\";";
+
+/// A SASL_PLAINTEXT listener with OAUTHBEARER (unsecured tokens, scope `kafka` required) and
+/// PLAIN, and `extra` settings.
+fn oauth_settings(extra: &[&str]) -> Vec<String> {
+    let mut settings = sasl_settings("SASL_PLAINTEXT");
+    settings.retain(|s| !s.starts_with("sasl.enabled.mechanisms"));
+    settings.push("sasl.enabled.mechanisms=OAUTHBEARER,PLAIN".to_owned());
+    settings.push(format!(
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config={OAUTH_JAAS}"
+    ));
+    settings.extend(extra.iter().map(|s| s.to_string()));
+    settings
+}
+
+fn epoch_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// An unsecured JWS (`{"alg":...}`, the claims, an empty signature), base64url without padding
+/// as the Java client and librdkafka write it.
+fn unsecured_token(alg: &str, claims: &str) -> String {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    use base64::Engine;
+    format!(
+        "{}.{}.",
+        B64.encode(format!(r#"{{"alg":"{alg}"}}"#)),
+        B64.encode(claims)
+    )
+}
+
+/// A token for `sub` with the scope `kafka`, issued now and expiring in `life_secs`.
+fn token_for(sub: &str, life_secs: f64) -> String {
+    let now = epoch_secs();
+    unsecured_token(
+        "none",
+        &format!(
+            r#"{{"sub":"{sub}","scope":["kafka"],"iat":{},"exp":{}}}"#,
+            now.floor(),
+            (now + life_secs).floor()
+        ),
+    )
+}
+
+/// RFC 7628's client initial response: GS2 header (with `authzid` when not empty), the bearer
+/// token, an extension, the closing `\x01`.
+fn oauth_message(authzid: &str, token: &str) -> Bytes {
+    let gs2 = if authzid.is_empty() {
+        "n,,".to_owned()
+    } else {
+        format!("n,a={authzid},")
+    };
+    Bytes::from(format!(
+        "{gs2}\x01auth=Bearer {token}\x01traceId=t-1\x01\x01"
+    ))
+}
+
+/// SaslHandshake v1 for `mechanism` (expected accepted), then SaslAuthenticate v2 with `bytes`.
+async fn sasl_exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    mechanism: &'static str,
+    bytes: Bytes,
+) -> std::io::Result<SaslAuthenticateResponse> {
+    let handshake: SaslHandshakeResponse = call(
+        stream,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
+    )
+    .await?;
+    assert_eq!(handshake.error_code, 0);
+    call(
+        stream,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(bytes),
+    )
+    .await
+}
+
+/// Sends a token the broker refuses: the answer is RFC 7628's JSON error as a challenge (no
+/// error code), the client's `\x01` acknowledges it, and authentication fails with that JSON as
+/// the message; the connection then closes.
+async fn refused_token(addr: std::net::SocketAddr, token: &str, expected_error: &str) {
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    let challenge = sasl_exchange(&mut client, "OAUTHBEARER", oauth_message("", token))
+        .await
+        .unwrap();
+    assert_eq!(
+        (challenge.error_code, &challenge.auth_bytes[..]),
+        (0, expected_error.as_bytes()),
+        "{token}"
+    );
+    let failed: SaslAuthenticateResponse = call(
+        &mut client,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\x01")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(failed.error_code, 58);
+    assert_eq!(failed.error_message.as_deref(), Some(expected_error));
+    assert!(closed(&mut client).await, "open after a refused token");
+}
+
+/// SASL/OAUTHBEARER with Kafka's default (unsecured) validator: a valid token authenticates
+/// its `sub` as `User:<sub>` (the principal the authorizer sees: alice is a super user, bob is
+/// refused), with or without a matching authorization id; expired, future, wrongly scoped,
+/// signed or malformed tokens are refused with RFC 7628's exchange and the connection closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_unsecured_tokens_authenticate_their_subject_and_bad_ones_are_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let settings = oauth_settings(&[
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:alice;User:admin",
+    ]);
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    let addr = broker.local_addr;
+
+    let mut alice = TcpStream::connect(addr).await.unwrap();
+    let done = sasl_exchange(
+        &mut alice,
+        "OAUTHBEARER",
+        oauth_message("", &token_for("alice", 60.0)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (done.error_code, done.auth_bytes.len()),
+        (0, 0),
+        "{:?}",
+        done.error_message
+    );
+    produce_and_fetch(&mut alice, "oauth-alice").await;
+
+    // bob authenticates (with his name as the authorization id) but is not alice: the
+    // authorizer refuses him the topic.
+    let mut bob = TcpStream::connect(addr).await.unwrap();
+    let done = sasl_exchange(
+        &mut bob,
+        "OAUTHBEARER",
+        oauth_message("bob", &token_for("bob", 60.0)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.error_code, 0, "{:?}", done.error_message);
+    let created: CreateTopicsResponse = call(
+        &mut bob,
+        5,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(5_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(name("oauth-bob"))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        created.topics[0].error_code, 29,
+        "TOPIC_AUTHORIZATION_FAILED"
+    );
+
+    // Another authorization id than the token's subject: refused at once.
+    let mut mallory = TcpStream::connect(addr).await.unwrap();
+    let refused = sasl_exchange(
+        &mut mallory,
+        "OAUTHBEARER",
+        oauth_message("alice", &token_for("mallory", 60.0)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.error_code, 58);
+    assert!(
+        refused.error_message.as_deref().unwrap().contains(
+            "authorization id (alice) that is different from the token's principal name (mallory)"
+        ),
+        "{:?}",
+        refused.error_message
+    );
+    assert!(closed(&mut mallory).await);
+
+    let invalid = r#"{"status":"invalid_token"}"#;
+    let now = epoch_secs().floor();
+    // Expired past the allowed clock skew of 1 s.
+    refused_token(
+        addr,
+        &unsecured_token(
+            "none",
+            &format!(r#"{{"sub":"alice","scope":"kafka","exp":{}}}"#, now - 5.0),
+        ),
+        invalid,
+    )
+    .await;
+    // Issued in the future.
+    refused_token(
+        addr,
+        &unsecured_token(
+            "none",
+            &format!(
+                r#"{{"sub":"alice","scope":"kafka","iat":{},"exp":{}}}"#,
+                now + 30.0,
+                now + 60.0
+            ),
+        ),
+        invalid,
+    )
+    .await;
+    // Signed (Kafka's unsecured validator takes only `alg: none`), or no subject.
+    refused_token(
+        addr,
+        &unsecured_token(
+            "HS256",
+            &format!(r#"{{"sub":"alice","scope":"kafka","exp":{}}}"#, now + 60.0),
+        ),
+        invalid,
+    )
+    .await;
+    refused_token(
+        addr,
+        &unsecured_token(
+            "none",
+            &format!(r#"{{"scope":"kafka","exp":{}}}"#, now + 60.0),
+        ),
+        invalid,
+    )
+    .await;
+    // Without the required scope.
+    refused_token(
+        addr,
+        &unsecured_token(
+            "none",
+            &format!(r#"{{"sub":"alice","scope":["read"],"exp":{}}}"#, now + 60.0),
+        ),
+        r#"{"status":"insufficient_scope", "scope":"[kafka]"}"#,
+    )
+    .await;
+
+    // Not RFC 7628's message: refused with Kafka's message for invalid credentials.
+    let mut garbled = TcpStream::connect(addr).await.unwrap();
+    let refused = sasl_exchange(
+        &mut garbled,
+        "OAUTHBEARER",
+        Bytes::from_static(b"Bearer abc"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.error_code, 58);
+    assert_eq!(
+        refused.error_message.as_deref(),
+        Some("Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER")
+    );
+    assert!(closed(&mut garbled).await);
+
+    let metrics = kafkaiq::insight::scrape::scrape(&broker.context);
+    let count = |outcome: &str| {
+        common::http::sample(
+            &metrics,
+            &format!(
+                "kafka_server_socket_server_metrics_{outcome}_authentication_total{{listener=\"SASL_PLAINTEXT\",mechanism=\"OAUTHBEARER\"}}"
+            ),
+        )
+    };
+    assert_eq!(
+        (count("successful"), count("failed")),
+        (Some(2.0), Some(7.0)),
+        "{metrics}"
+    );
+    broker.shutdown().await.unwrap();
+}
+
+/// OAUTHBEARER is refused at startup without the listener's JAAS entry, as Kafka 4.1 refuses
+/// it, and with a server callback handler other than the unsecured validator (KafkaIQ has no
+/// other, and must not accept unsigned tokens where signed ones were asked for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_needs_its_jaas_entry_and_refuses_another_validator() {
+    use kafkaiq::config::{BrokerConfig, RawConfig};
+    let data = tempfile::tempdir().unwrap();
+    let error = |settings: &[String]| {
+        let mut raw = RawConfig::default();
+        raw.set("log.dirs", data.path().to_str().unwrap());
+        for kv in settings {
+            raw.apply_override(kv).unwrap();
+        }
+        BrokerConfig::from_raw(raw).err().map(|e| e.to_string())
+    };
+    let mut settings = oauth_settings(&[]);
+    assert_eq!(error(&settings), None);
+    settings.retain(|s| !s.contains("oauthbearer.sasl.jaas.config"));
+    let e = error(&settings).expect("refused without the JAAS entry");
+    assert!(
+        e.contains("listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"),
+        "{e}"
+    );
+    let e = error(&oauth_settings(&[
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    ]))
+    .expect("refused with another validator");
+    assert!(e.contains("sasl.server.callback.handler.class"), "{e}");
+    assert_eq!(
+        error(&oauth_settings(&[
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler",
+        ])),
+        None
+    );
+}
+
+/// kcat (Debian's librdkafka 2.0.2) with librdkafka's built-in unsecured token
+/// (`enable.sasl.oauthbearer.unsecure.jwt=true`, `sasl.oauthbearer.config=principal=alice
+/// scope=kafka`) produces and consumes; without the required scope it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcat_oauthbearer_unsecured_token_produces_and_consumes() {
+    let data = tempfile::tempdir().unwrap();
+    let broker = start_ssl_broker(data.path(), &oauth_settings(&[])).await;
+    let addr = broker.local_addr;
+    let oauth = |config: &str| {
+        vec![
+            "sasl.mechanisms=OAUTHBEARER".to_owned(),
+            // librdkafka's own token maker, off unless asked for.
+            "enable.sasl.oauthbearer.unsecure.jwt=true".to_owned(),
+            format!("sasl.oauthbearer.config={config}"),
+        ]
+    };
+    let alice = oauth("principal=alice scope=kafka");
+    let topic = "oauth-kcat";
+    let (status, _) = tokio::task::spawn_blocking(move || {
+        kcat_sasl(addr, &alice, &["-P", "-t", topic], b"k1\nk2\n")
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, Some(0));
+    let alice = oauth("principal=alice scope=kafka");
+    let (status, out) = tokio::task::spawn_blocking(move || {
+        kcat_sasl(
+            addr,
+            &alice,
+            &["-C", "-t", topic, "-o", "beginning", "-e", "-q"],
+            b"",
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!((status, out.trim()), (Some(0), "k1\nk2"));
+    let unscoped = oauth("principal=alice");
+    let (status, _) = tokio::task::spawn_blocking(move || kcat_sasl(addr, &unscoped, &["-L"], b""))
+        .await
+        .unwrap();
+    assert_ne!(
+        status,
+        Some(0),
+        "a token without the required scope listed metadata"
+    );
+    broker.shutdown().await.unwrap();
+}
+
+/// SaslHandshake v1 + SaslAuthenticate v2 for PLAIN as `user` on an open connection; the
+/// SaslAuthenticate answer, or an error when the connection closed unanswered.
+async fn plain_exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    user: &str,
+    password: &str,
+) -> std::io::Result<SaslAuthenticateResponse> {
+    sasl_exchange(
+        stream,
+        "PLAIN",
+        Bytes::from(format!("\0{user}\0{password}")),
+    )
+    .await
+}
+
+/// KIP-368 on the raw protocol: with `connections.max.reauth.ms` (here per listener and
+/// mechanism) the SaslAuthenticate answer gives the session's lifetime; a SaslHandshake on the
+/// authenticated connection re-authenticates it (not twice within a second: then it is a
+/// request like any, ILLEGAL_SASL_STATE); the first request after the session's end closes the
+/// connection unanswered; a re-authentication as another principal, or with another mechanism,
+/// fails and closes. An OAUTHBEARER session ends no later than its token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reauthentication_renews_a_session_and_an_expired_one_closes_the_connection() {
+    let data = tempfile::tempdir().unwrap();
+    let settings = oauth_settings(&[
+        "connections.max.reauth.ms=60000",
+        "listener.name.sasl_plaintext.plain.connections.max.reauth.ms=2000",
+    ]);
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    let addr = broker.local_addr;
+
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    let done = plain_exchange(&mut client, "alice", "alice-secret")
+        .await
+        .unwrap();
+    assert_eq!((done.error_code, done.session_lifetime_ms), (0, 2000));
+    produce_and_fetch(&mut client, "reauth").await;
+    // Re-authentication, as the same user: a new session of the same length.
+    let again = plain_exchange(&mut client, "alice", "alice-secret")
+        .await
+        .unwrap();
+    assert_eq!((again.error_code, again.session_lifetime_ms), (0, 2000));
+    // A second one within a second is not begun: the handshake is an ordinary request.
+    let early: SaslHandshakeResponse = call(
+        &mut client,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(early.error_code, 34, "ILLEGAL_SASL_STATE");
+    let metadata: MetadataResponse = call(&mut client, 12, &MetadataRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(metadata.brokers.len(), 1);
+    // The session ends 2 s after the re-authentication: the next request closes the connection.
+    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    let late = call(&mut client, 12, &MetadataRequest::default()).await;
+    assert!(
+        late.is_err(),
+        "a request after the session's end was answered"
+    );
+
+    // Another principal on re-authentication: refused, and closed.
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    plain_exchange(&mut client, "alice", "alice-secret")
+        .await
+        .unwrap();
+    let other = plain_exchange(&mut client, "admin", "admin-secret")
+        .await
+        .unwrap();
+    assert_eq!(other.error_code, 58);
+    assert_eq!(
+        other.error_message.as_deref(),
+        Some("Cannot change principals during re-authentication from User.alice: User.admin")
+    );
+    assert!(closed(&mut client).await);
+
+    // Another mechanism on re-authentication: the handshake is answered, its token is not.
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    plain_exchange(&mut client, "alice", "alice-secret")
+        .await
+        .unwrap();
+    let switched = sasl_exchange(
+        &mut client,
+        "OAUTHBEARER",
+        oauth_message("", &token_for("alice", 60.0)),
+    )
+    .await;
+    assert!(
+        switched.is_err(),
+        "a re-authentication with another mechanism was answered"
+    );
+
+    // OAUTHBEARER: the session ends with the token (60 s configured, the token lasts ~3 s);
+    // re-authentication with a fresh token of the same subject renews it, bob's fails.
+    let mut client = TcpStream::connect(addr).await.unwrap();
+    let done = sasl_exchange(
+        &mut client,
+        "OAUTHBEARER",
+        oauth_message("", &token_for("alice", 3.0)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.error_code, 0);
+    assert!(
+        (1..=3_000).contains(&done.session_lifetime_ms),
+        "{}",
+        done.session_lifetime_ms
+    );
+    let renewed = sasl_exchange(
+        &mut client,
+        "OAUTHBEARER",
+        oauth_message("", &token_for("alice", 30.0)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(renewed.error_code, 0);
+    assert!(
+        (28_000..=30_000).contains(&renewed.session_lifetime_ms),
+        "{}",
+        renewed.session_lifetime_ms
+    );
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let bob = sasl_exchange(
+        &mut client,
+        "OAUTHBEARER",
+        oauth_message("", &token_for("bob", 30.0)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(bob.error_code, 58);
+    assert!(closed(&mut client).await);
+
+    let metrics = kafkaiq::insight::scrape::scrape(&broker.context);
+    let sample = |series: &str| common::http::sample(&metrics, series);
+    let labels = |m: &str| format!("{{listener=\"SASL_PLAINTEXT\",mechanism=\"{m}\"}}");
+    assert_eq!(
+        sample(&format!(
+            "kafka_server_socket_server_metrics_successful_reauthentication_total{}",
+            labels("PLAIN")
+        )),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&format!(
+            "kafka_server_socket_server_metrics_failed_reauthentication_total{}",
+            labels("PLAIN")
+        )),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample("kafka_server_socket_server_metrics_expired_connections_killed_total"),
+        Some(1.0),
+        "{metrics}"
+    );
+    broker.shutdown().await.unwrap();
+}
+
+/// librdkafka (the `rdkafka` crate, 2.12) re-authenticates (KIP-368) against a broker whose
+/// sessions last 3 s and keeps producing on its connection for 9 s: every record is
+/// delivered, and the broker counts re-authentications rather than connections closed at
+/// expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn librdkafka_reauthenticates_and_keeps_producing() {
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+
+    let data = tempfile::tempdir().unwrap();
+    let mut settings = sasl_settings("SASL_PLAINTEXT");
+    settings.push("connections.max.reauth.ms=3000".to_owned());
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", broker.local_addr.to_string())
+        .set("security.protocol", "sasl_plaintext")
+        .set("sasl.mechanisms", "PLAIN")
+        .set("sasl.username", "alice")
+        .set("sasl.password", "alice-secret")
+        .set("message.timeout.ms", "20000")
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    for i in 0..30 {
+        producer
+            .send(
+                FutureRecord::<(), _>::to("reauth-rdkafka").payload(&format!("record {i}")),
+                Duration::from_secs(20),
+            )
+            .await
+            .unwrap_or_else(|(e, _)| panic!("record {i}: {e}"));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let metrics = kafkaiq::insight::scrape::scrape(&broker.context);
+    let reauthentications = common::http::sample(
+        &metrics,
+        "kafka_server_socket_server_metrics_successful_reauthentication_total{listener=\"SASL_PLAINTEXT\",mechanism=\"PLAIN\"}",
+    )
+    .unwrap_or(0.0);
+    assert!(reauthentications >= 2.0, "{metrics}");
+    assert_eq!(
+        common::http::sample(
+            &metrics,
+            "kafka_server_socket_server_metrics_failed_reauthentication_total{listener=\"SASL_PLAINTEXT\",mechanism=\"PLAIN\"}",
+        ),
+        None,
+        "{metrics}"
+    );
+    drop(producer);
     broker.shutdown().await.unwrap();
 }
