@@ -653,7 +653,10 @@ mod tests {
         }
         let again = s.partition_loads(t)[0].1;
         assert!(near(again.bytes_in, 10e6), "{again:?}");
-        assert_eq!(again.measured_ms, 4_900, "measured from its first request since it came back");
+        assert_eq!(
+            again.measured_ms, 4_900,
+            "measured from its first request since it came back"
+        );
     }
 
     #[test]

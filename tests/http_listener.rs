@@ -212,7 +212,10 @@ async fn metrics_follow_produce_and_fetch_and_bad_requests_get_4xx() {
     assert!(load["measured_ms"].is_u64(), "{load}");
     let p1 = &partitions["partitions"][1];
     assert_eq!(p1["partition"], 1);
-    assert!(p1["local"]["load"].is_null(), "nothing produced to it: {p1}");
+    assert!(
+        p1["local"]["load"].is_null(),
+        "nothing produced to it: {p1}"
+    );
     let (status, _, body) = get(http, "/api/quorum").await;
     assert_eq!(status, 200);
     let quorum: serde_json::Value = serde_json::from_str(&body).unwrap();

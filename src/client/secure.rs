@@ -31,10 +31,10 @@ use tokio_rustls::TlsConnector;
 
 use super::wire::{decode_body, encode_request, read_body, read_size, split_response, EncodeFn};
 use super::Endpoint;
-use crate::security::{ClientSecurity, SaslCredentials};
+use crate::protocol::ApiKey;
 use crate::scram::{ScramHash, SCRAM_ITERATIONS};
 use crate::security::Mechanism;
-use crate::protocol::ApiKey;
+use crate::security::{ClientSecurity, SaslCredentials};
 
 /// The bound of a SASL response frame.
 const SASL_RESPONSE_BYTES_MAX: usize = 64 * 1024;

@@ -434,8 +434,8 @@ mod tests {
             ),
         ];
         for (what, cause, before, after, want) in cases {
-            let got =
-                LeadershipChange::between(*cause, None, before.as_ref(), after).map(|c| c.describe());
+            let got = LeadershipChange::between(*cause, None, before.as_ref(), after)
+                .map(|c| c.describe());
             assert_eq!(got.as_deref(), *want, "{what}");
         }
     }

@@ -390,12 +390,14 @@ impl BrokerLifecycle {
         let now_ms = crate::metrics::monotonic_ms();
         // What was measured while leading a partition another broker leads now goes: if the
         // leadership comes back, its load is measured afresh.
-        self.context.topic_stats.retain_partition_loads(|topic, partition| {
-            image
-                .topic(topic)
-                .and_then(|t| t.partitions.get(&partition))
-                .is_some_and(|p| p.leader == node_id)
-        });
+        self.context
+            .topic_stats
+            .retain_partition_loads(|topic, partition| {
+                image
+                    .topic(topic)
+                    .and_then(|t| t.partitions.get(&partition))
+                    .is_some_and(|p| p.leader == node_id)
+            });
         let loads: Vec<ReportedLoad> = self
             .context
             .topic_stats

@@ -1006,8 +1006,10 @@ mod tests {
         assert!(held.records.is_empty(), "{held:?}");
         let why = held.held.unwrap();
         assert!(
-            why.starts_with(&format!("the load of t-{} measured by broker 3 for 29999 ms", young.1))
-                && why.contains("kafkaiq.leader.balancer.min.measured.ms"),
+            why.starts_with(&format!(
+                "the load of t-{} measured by broker 3 for 29999 ms",
+                young.1
+            )) && why.contains("kafkaiq.leader.balancer.min.measured.ms"),
             "{why}"
         );
         assert_eq!(image.topic_by_id(&young.0).unwrap().name, "t");
@@ -1054,13 +1056,18 @@ mod tests {
                 m.to
             );
             assert!(last.describe().contains(&want), "{}", last.describe());
-            assert!(m.reason.contains(&format!("{:.2}×", m.why.ratio_milli as f64 / 1000.0)));
+            assert!(m
+                .reason
+                .contains(&format!("{:.2}×", m.why.ratio_milli as f64 / 1000.0)));
         }
         // A snapshot keeps each move's reason.
         let restored = crate::metadata::MetadataImage::default().apply(&after.to_records());
         let r = restored.topic("t").unwrap();
         for m in &pass.moves {
-            assert_eq!(r.history[&m.partition].back().unwrap().load_move, Some(m.why));
+            assert_eq!(
+                r.history[&m.partition].back().unwrap().load_move,
+                Some(m.why)
+            );
         }
         let last_moves = last_moves_from_history(&after);
         assert_eq!(last_moves.len(), pass.moves.len());

@@ -25,10 +25,10 @@ use super::state::PartitionAnswer;
 use crate::client::{
     fetch_response_frame_bytes_max, Client, ClientConfig, Endpoint, RequestOptions,
 };
-use crate::security::ClientSecurity;
 use crate::config::ReplicaFetcherConfig;
 use crate::errors::ApiError;
 use crate::replica::brokers::BrokerView;
+use crate::security::ClientSecurity;
 
 /// One partition of a follower's fetch.
 #[derive(Debug, Clone, PartialEq, Eq)]
