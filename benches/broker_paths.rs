@@ -101,6 +101,7 @@ impl Bench {
                 frame,
                 self.peer,
                 "User:ANONYMOUS",
+                "PLAINTEXT",
             ))
             .expect("handled")
             .expect("answered")

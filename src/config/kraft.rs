@@ -67,6 +67,16 @@ impl SecurityProtocol {
         }
     }
 
+    /// Kafka's `SecurityProtocol.id`, as broker registrations carry it.
+    pub fn id(self) -> i16 {
+        match self {
+            SecurityProtocol::Plaintext => 0,
+            SecurityProtocol::Ssl => 1,
+            SecurityProtocol::SaslPlaintext => 2,
+            SecurityProtocol::SaslSsl => 3,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             SecurityProtocol::Plaintext => "PLAINTEXT",
@@ -311,8 +321,10 @@ pub(crate) struct Parsed {
     pub listener: Listener,
     /// Its entry in `advertised.listeners`, if there is one.
     pub advertised_listener: Option<Listener>,
-    /// The security protocol the client listener's name maps to.
-    pub protocol: SecurityProtocol,
+    /// Every listener this node serves clients and other brokers on (each non-controller
+    /// listener, in the order written; the first is `listener`); empty for a controller-only
+    /// node.
+    pub client_listeners: Vec<NamedListener>,
 }
 
 fn conflict(keys: &[&str], reason: impl Into<String>) -> ConfigError {
@@ -1054,22 +1066,6 @@ pub(crate) fn parse(
             .find(|l| is_controller_name(&l.name))
             .ok_or_else(|| invalid(raw, LISTENERS, "no controller listener"))?
     };
-    // The node serves one client listener (the first); a TLS or SASL listener beside it
-    // would be bound by nobody.
-    if let Some(other) = listeners.iter().find(|l| {
-        l.protocol != SecurityProtocol::Plaintext
-            && l.name != listener.name
-            && !is_controller_name(&l.name)
-    }) {
-        return Err(conflict(
-            &[LISTENERS, LISTENER_SECURITY_PROTOCOL_MAP],
-            format!(
-                "listener {} maps to {}, but KafkaIQ serves one client listener, the first \
-                 ({}): put {} first in listeners, or remove it",
-                other.name, other.protocol, listener.name, other.name
-            ),
-        ));
-    }
     let advertised_listener = match advertised_text {
         None => None,
         Some(_) => {
@@ -1108,7 +1104,15 @@ pub(crate) fn parse(
     };
     let metadata_snapshot_record_bytes = r.i64(METADATA_SNAPSHOT_RECORD_BYTES)? as u64;
 
-    let protocol = listener.protocol;
+    let client_listeners: Vec<NamedListener> = if roles.broker {
+        listeners
+            .iter()
+            .filter(|l| !is_controller_name(&l.name))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
     let listener = listener.to_listener();
     let mut advertised_listeners = advertised_brokers;
     advertised_listeners.extend(advertised_controllers);
@@ -1134,7 +1138,7 @@ pub(crate) fn parse(
         },
         listener,
         advertised_listener,
-        protocol,
+        client_listeners,
     })
 }
 

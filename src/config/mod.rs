@@ -167,6 +167,13 @@ pub struct Listener {
     pub port: u16,
 }
 
+/// A listener clients and other brokers connect to, with its security.
+#[derive(Debug, Clone)]
+pub struct ClientListener {
+    pub listener: Listener,
+    pub security: std::sync::Arc<security::ListenerSecurity>,
+}
+
 /// Where the HTTP listener (`http.listener`: metrics, the leadership page and its JSON API)
 /// binds: `host:port`, port 0 for any free port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,8 +219,11 @@ pub struct BrokerConfig {
     pub advertised_listener: Option<Listener>,
     /// `http.listener`: `/metrics`, the leadership page and `/api/...`; `None` when `none`.
     pub http_listener: Option<HttpListener>,
-    /// The client listener's security protocol and TLS configuration ([`security`]).
-    pub security: security::ListenerSecurity,
+    /// Every listener this node serves clients and other brokers on, each with its security
+    /// protocol, TLS and SASL settings ([`security`]): every non-controller listener of
+    /// `listeners`, in the order written (the first is `listener`); empty for a
+    /// controller-only node.
+    pub client_listeners: Vec<ClientListener>,
     /// How this broker's client reaches other brokers' inter-broker listener when it is SSL,
     /// SASL_PLAINTEXT or SASL_SSL ([`inter_broker`]); `None` for PLAINTEXT or a node without
     /// the broker role among others.
@@ -494,9 +504,17 @@ impl BrokerConfig {
             kraft,
             listener,
             advertised_listener,
-            protocol,
+            client_listeners,
         } = kraft::parse(&raw, node_id, &log_dirs, &mut warnings)?;
-        let security = security::parse(&raw, &listener.name, protocol)?;
+        let client_listeners = client_listeners
+            .iter()
+            .map(|l| {
+                Ok(ClientListener {
+                    listener: l.to_listener(),
+                    security: std::sync::Arc::new(security::parse(&raw, &l.name, l.protocol)?),
+                })
+            })
+            .collect::<Result<Vec<_>, ConfigError>>()?;
         let authorizer = security::parse_authorizer(&raw)?;
         let inter_broker_client = if kraft.standalone || !kraft.roles.broker {
             None
@@ -543,7 +561,7 @@ impl BrokerConfig {
             listener,
             advertised_listener,
             http_listener,
-            security,
+            client_listeners,
             inter_broker_client,
             authorizer,
             kraft,

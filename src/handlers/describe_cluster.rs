@@ -18,7 +18,7 @@ use crate::metadata::MetadataImage;
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
-/// `listener`: the client's (`handlers::client_listener`), whose endpoints are answered.
+/// `listener`: the listener the client's connection came in on, whose endpoints are answered.
 /// KIP-430: the caller's authorized operations on the cluster when asked for.
 pub fn handle(
     auth: &RequestAuth,

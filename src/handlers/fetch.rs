@@ -120,6 +120,7 @@ pub async fn handle(
         base,
         // Client metadata (KIP-392) comes with every v11+ fetch; its rack may be empty.
         client_rack: (version >= 11).then(|| request.rack_id.as_str()),
+        client_listener: services.listener,
         max_bytes,
         min_bytes,
         max_wait_ms,

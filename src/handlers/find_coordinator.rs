@@ -100,7 +100,7 @@ async fn find(
     }
 }
 
-/// `listener`: the client's (`handlers::client_listener`), whose endpoint is answered.
+/// `listener`: the listener the client's connection came in on, whose endpoint is answered.
 pub async fn handle(
     auth: &RequestAuth,
     groups: &GroupService,

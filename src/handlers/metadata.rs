@@ -127,7 +127,7 @@ fn distinct_topics(list: Vec<MetadataRequestTopic>) -> Vec<MetadataRequestTopic>
 }
 
 /// `cache`: read again after an auto-creation; `listener`: the client's
-/// (`handlers::client_listener`); `auto_create_topics_enable`: the broker's key of that name.
+/// (the listener its connection came in on); `auto_create_topics_enable`: the broker's key of that name.
 ///
 /// With an authorizer (Kafka's `KafkaApis#handleTopicMetadataRequest`): all topics means those
 /// the caller may DESCRIBE; a topic asked for that it may not DESCRIBE, or that does not exist

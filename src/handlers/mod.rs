@@ -66,7 +66,6 @@ pub mod write_txn_markers;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::config::BrokerConfig;
 use crate::metadata::{BrokerRegistration, Endpoint, MetadataImage};
 
 /// Wire string from a Rust string.
@@ -76,16 +75,6 @@ pub(crate) fn str_bytes(s: &str) -> StrBytes {
 
 pub(crate) fn topic_name(s: &str) -> TopicName {
     TopicName(str_bytes(s))
-}
-
-/// The name of the listener the request's connection came in on: clients are sent every
-/// broker's endpoint of that listener (Kafka's `request.context.listenerName`).
-///
-/// Seam: connections do not carry their listener yet, and a node serves clients on one
-/// listener, so this is that listener. When the server accepts on several, dispatch passes the
-/// connection's listener name to the handlers and this goes.
-pub(crate) fn client_listener(config: &BrokerConfig) -> &str {
-    &config.listener.name
 }
 
 /// Broker `node_id` and its endpoint on `listener`, if it is registered, unfenced and has that

@@ -44,7 +44,7 @@ pub struct ProduceServices<'a> {
     pub clock: &'a dyn Clock,
     /// Bytes and messages in per topic, and the produce stages' times.
     pub stats: AppendStats<'a>,
-    /// The client's listener (`handlers::client_listener`), whose leader endpoints are answered.
+    /// The listener the client's connection came in on, whose leader endpoints are answered.
     pub listener: &'a str,
     /// The transaction coordinator, which verifies transactional batches (KIP-890).
     pub txns: &'a crate::txn::TxnService,

@@ -9,6 +9,7 @@
 //! reverses it: stop serving and every task, checkpoint high watermarks, close every log (flush,
 //! checkpoints, clean-shutdown marker).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,7 +21,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::clock::{SharedClock, SystemClock};
-use crate::config::BrokerConfig;
+use crate::config::kraft::SecurityProtocol;
+use crate::config::{BrokerConfig, ClientListener};
 use crate::context::Context;
 use crate::controller::new_cluster_id;
 
@@ -32,7 +34,7 @@ use crate::limits::{
     HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS, LOG_PERIODIC_INTERVAL_MS,
     LOG_RETENTION_INITIAL_DELAY_MS, RUNTIME_PROBE_INTERVAL_MS,
 };
-use crate::metadata::{security_protocol, BrokerRegistration, MetadataCache, MetadataImage};
+use crate::metadata::{BrokerRegistration, MetadataCache, MetadataImage};
 use crate::producer_ids::ProducerIdManager;
 use crate::replica::ReplicaManager;
 
@@ -78,8 +80,11 @@ const CLUSTER_ID_POLL_MS: u64 = 20;
 
 /// A started node: its address, and the handles needed to stop it.
 pub struct Node {
-    /// The bound client listener; for a node started without one, the advertised address.
+    /// The bound client listener (the first); for a node started without one, the advertised
+    /// address.
     pub local_addr: SocketAddr,
+    /// Every bound client listener: its name and address, in the order of `listeners`.
+    pub client_addrs: Vec<(String, SocketAddr)>,
     /// The bound HTTP listener (`http.listener`: metrics, leadership page, JSON API), if any.
     pub http_addr: Option<SocketAddr>,
     pub context: Arc<Context>,
@@ -148,34 +153,41 @@ impl Node {
             None => None,
         };
         // A controller-only node has no client listener (its `listener` is the controller's).
-        let client_listener = if config.kraft.is_broker() {
-            Some(bind(&config.listener.host, config.listener.port).await?)
-        } else {
-            None
-        };
-        let client_addr = client_listener
-            .as_ref()
-            .map(|l| l.local_addr())
-            .transpose()
-            .map_err(|source| StartupError::Bind {
-                addr: format!("{}:{}", config.listener.host, config.listener.port),
+        let mut client = Vec::with_capacity(config.client_listeners.len());
+        for served in &config.client_listeners {
+            let l = &served.listener;
+            let socket = bind(&l.host, l.port).await?;
+            let addr = socket.local_addr().map_err(|source| StartupError::Bind {
+                addr: format!("{}:{}", l.host, l.port),
                 source,
             })?;
+            client.push((socket, served.clone(), addr));
+        }
+        let client_addr = client.first().map(|(_, _, addr)| *addr);
         // The HTTP listener binds with the others, so a taken port stops startup naming it.
         let http_listener = match &config.http_listener {
             Some(l) => Some(bind(&l.host, l.port).await?),
             None => None,
         };
         let listeners = BoundListeners {
-            client: client_listener,
+            bound_ports: client
+                .iter()
+                .map(|(_, served, addr)| (served.listener.name.clone(), addr.port()))
+                .collect(),
             client_port: client_addr.map_or(config.listener.port, |a| a.port()),
+            client,
             controller: controller_listener,
             http: http_listener,
         };
+        let client_addrs = listeners
+            .client
+            .iter()
+            .map(|(_, served, addr)| (served.listener.name.clone(), *addr))
+            .collect();
         let mut node = Self::start_services(config, clock, listeners).await?;
+        node.client_addrs = client_addrs;
         if let Some(addr) = client_addr {
             node.local_addr = addr;
-            tracing::info!(%addr, "listening");
         }
         Ok(node)
     }
@@ -189,7 +201,8 @@ impl Node {
     ) -> Result<Node, StartupError> {
         let port = config.advertised().port;
         let listeners = BoundListeners {
-            client: None,
+            client: Vec::new(),
+            bound_ports: BTreeMap::new(),
             client_port: port,
             controller: None,
             http: None,
@@ -203,7 +216,7 @@ impl Node {
     async fn start_services(
         config: BrokerConfig,
         clock: SharedClock,
-        listeners: BoundListeners,
+        mut listeners: BoundListeners,
     ) -> Result<Node, StartupError> {
         if config.kraft.voters.is_empty() && !config.kraft.standalone {
             return Err(StartupError::Unsupported(
@@ -306,7 +319,7 @@ impl Node {
             authorizer: Context::authorizer_of(&config),
         });
         // Voters must hear each other before the quorum can elect anyone.
-        if let Some(listener) = listeners.controller {
+        if let Some(listener) = listeners.controller.take() {
             let serve =
                 crate::server::serve_controller(listener, context.clone(), shutdown_rx.clone());
             tasks.push(("controller listener", tokio::spawn(serve)));
@@ -314,7 +327,7 @@ impl Node {
         let cluster_id = wait_for_cluster_id(&cache, &config).await;
         meta.complete(&cluster_id)?;
 
-        let registration = registration(&config, listeners.client_port);
+        let registration = registration(&config, &listeners);
         let mut controlled_shutdown = None;
         if config.kraft.standalone {
             // A single node's broker reads its own controller's image: registered and unfenced
@@ -425,12 +438,21 @@ impl Node {
             }
             None => None,
         };
-        if let Some(listener) = listeners.client {
-            let serve = crate::server::serve(listener, context.clone(), shutdown_rx);
-            tasks.push(("server", tokio::spawn(serve)));
+        let slots = crate::server::ConnectionSlots::new(&context);
+        for (socket, served, addr) in listeners.client {
+            tracing::info!(listener = %served.listener.name, protocol = %served.security.protocol, %addr, "listening");
+            let serve = crate::server::serve(
+                socket,
+                served,
+                slots.clone(),
+                context.clone(),
+                shutdown_rx.clone(),
+            );
+            tasks.push(("client listener", tokio::spawn(serve)));
         }
         Ok(Node {
             local_addr: SocketAddr::from(([127, 0, 0, 1], listeners.client_port)),
+            client_addrs: Vec::new(),
             http_addr,
             context,
             shutdown_tx,
@@ -440,6 +462,14 @@ impl Node {
             publisher,
             cleaner,
         })
+    }
+
+    /// The bound address of the client listener `name` (upper case, as in `listeners`).
+    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.client_addrs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, addr)| *addr)
     }
 
     /// Completes once every log dir of this node has had an I/O error (a full or failing disk):
@@ -525,8 +555,11 @@ impl Node {
 
 /// The listeners bound before the services start.
 struct BoundListeners {
-    client: Option<TcpListener>,
-    /// The client listener's real port (or the configured one without a listener).
+    /// Every client listener, with its real address.
+    client: Vec<(TcpListener, ClientListener, SocketAddr)>,
+    /// The real port of each client listener, by name.
+    bound_ports: BTreeMap<String, u16>,
+    /// The first client listener's real port (or the configured one without a listener).
     client_port: u16,
     controller: Option<TcpListener>,
     http: Option<TcpListener>,
@@ -584,20 +617,30 @@ async fn wait_for_cluster_id(cache: &MetadataCache, config: &BrokerConfig) -> St
 }
 
 /// This broker's registration: a new incarnation per process start, every advertised broker
-/// listener (the client listener's real port when it was configured as 0), the rack.
-fn registration(config: &BrokerConfig, bound_port: u16) -> BrokerRegistration {
+/// listener with its security protocol (a listener's real port where it was configured as 0),
+/// the rack.
+fn registration(config: &BrokerConfig, bound: &BoundListeners) -> BrokerRegistration {
     let mut registration = BrokerRegistration::new(
         config.node_id,
         crate::controller::random_uuid(),
         config.broker_rack.clone(),
     );
+    let protocol_of = |name: &str| {
+        config
+            .kraft
+            .security_protocol_map
+            .get(name)
+            .copied()
+            .unwrap_or(SecurityProtocol::Plaintext)
+            .id()
+    };
     let advertised = config.kraft.advertised_broker_listeners();
-    if advertised.is_empty() || config.kraft.standalone {
+    if advertised.is_empty() {
         // Advertise what clients can connect to: the configured advertised listener, else the
         // listener with its real port and a connectable host.
         let a = config.advertised().clone();
         let port = if config.advertised_listener.is_none() || a.port == 0 {
-            bound_port
+            bound.client_port
         } else {
             a.port
         };
@@ -605,20 +648,19 @@ fn registration(config: &BrokerConfig, bound_port: u16) -> BrokerRegistration {
             config.listener.name.clone(),
             connectable_host(&a.host),
             port,
-            security_protocol::PLAINTEXT,
+            protocol_of(&config.listener.name),
         );
     }
     for l in advertised {
-        let port = if l.name == config.listener.name && l.port == 0 {
-            bound_port
-        } else {
-            l.port
+        let port = match bound.bound_ports.get(&l.name) {
+            Some(real) if l.port == 0 => *real,
+            _ => l.port,
         };
         registration = registration.with_listener(
             l.name.clone(),
             connectable_host(&l.host),
             port,
-            security_protocol::PLAINTEXT,
+            protocol_of(&l.name),
         );
     }
     registration

@@ -44,6 +44,9 @@ use crate::metadata::{MetadataCache, MetadataImage};
 pub struct FetchRequestParams<'a> {
     pub base: FetchParams,
     pub client_rack: Option<&'a str>,
+    /// The listener the client's connection came in on: a preferred read replica must have
+    /// an endpoint on it.
+    pub client_listener: &'a str,
     pub max_bytes: usize,
     pub min_bytes: usize,
     pub max_wait_ms: u64,
@@ -217,7 +220,7 @@ impl ReplicaManager {
             params.max_bytes = params.max_bytes.min(remaining);
             params.min_one_message = out.total == 0;
             read.result = self.lookup(image, spec).and_then(|p| {
-                self.read_partition(image, &p, spec, &params, request.client_rack, first_read)
+                self.read_partition(image, &p, spec, &params, request, first_read)
                     .map(|r| r.into_read(&mut read, &mut out.high_watermark_moved))
             });
             if let Ok((records, _)) = &read.result {
@@ -237,13 +240,18 @@ impl ReplicaManager {
         p: &Arc<Partition>,
         spec: &FetchPartitionSpec,
         params: &FetchParams,
-        client_rack: Option<&str>,
+        request: &FetchRequestParams<'_>,
         first_read: bool,
     ) -> Result<OneRead, ApiError> {
-        if let Some(rack) = client_rack {
-            if let Some((replica, offsets)) =
-                self.preferred_read_replica(image, p, params, spec.fetch_offset, rack)?
-            {
+        if let Some(rack) = request.client_rack {
+            if let Some((replica, offsets)) = self.preferred_read_replica(
+                image,
+                p,
+                params,
+                spec.fetch_offset,
+                rack,
+                request.client_listener,
+            )? {
                 // Kafka skips the read: the consumer goes to the replica at once.
                 return Ok(OneRead {
                     records: Bytes::new(),
@@ -305,6 +313,7 @@ impl ReplicaManager {
         params: &FetchParams,
         fetch_offset: i64,
         client_rack: &str,
+        listener: &str,
     ) -> Result<Option<(i32, Offsets)>, ApiError> {
         let selector = self.config.replica.selector;
         if selector == ReplicaSelector::Leader || params.is_from_follower() {
@@ -313,9 +322,7 @@ impl ReplicaManager {
         let Some(view) = partition.leader_read_view(params.current_leader_epoch)? else {
             return Ok(None);
         };
-        // Clients are sent endpoints of the listener they came in on; a node serves clients on
-        // one listener.
-        let listener = &self.config.listener.name;
+        // Clients are sent endpoints of the listener they came in on.
         let rack_of = |id: i32| image.broker(id).and_then(|b| b.rack.as_deref());
         let followers: Vec<ReadReplicaCandidate> = view
             .followers

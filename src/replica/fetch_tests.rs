@@ -126,6 +126,7 @@ pub(super) fn request(
             min_one_message: false,
         },
         client_rack: None,
+        client_listener: "PLAINTEXT",
         max_bytes: 1 << 20,
         min_bytes,
         max_wait_ms,

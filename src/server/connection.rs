@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{controller_dispatch, dispatch, sasl, ConnectionInfo, ListenerKind};
+use crate::config::security::SaslSettings;
 use crate::context::Context;
 use crate::limits::{IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX, RAFT_FRAME_BYTES_MAX};
 
@@ -127,8 +128,14 @@ pub async fn write_unless_stuck<W: AsyncWrite + Unpin>(
 }
 
 /// Serves one connection: a TCP stream, or the TLS stream over one — the same code for both.
-pub async fn run<S>(stream: S, info: ConnectionInfo, ctx: Arc<Context>)
-where
+/// `sasl` is the listener's SASL settings when it is SASL_PLAINTEXT or SASL_SSL: the
+/// connection authenticates first.
+pub async fn run<S>(
+    stream: S,
+    info: ConnectionInfo,
+    sasl: Option<Arc<SaslSettings>>,
+    ctx: Arc<Context>,
+) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let peer = info.peer;
@@ -137,22 +144,21 @@ where
     let mut info = info;
     // A SASL listener's connection authenticates first ([`sasl`]); until it has, frames are
     // bounded by `sasl.server.max.receive.size`.
-    let mut authenticator = match (info.listener, &ctx.config.security.sasl) {
+    let pre_auth_max = sasl.as_ref().map_or(usize::MAX, |s| s.max_receive_size);
+    // `connection.failed.authentication.delay.ms`: a refused client waits before the close.
+    let failed_delay_ms = sasl
+        .as_ref()
+        .map_or(0, |s| s.failed_authentication_delay_ms);
+    let mut authenticator = match (info.listener, sasl) {
         (ListenerKind::Client, Some(settings)) => {
             let cache = ctx.cache.clone();
             let stored: sasl::ScramCredentialsLookup = Arc::new(move |mechanism, user| {
                 sasl::StoredCredential::of(&cache.image(), mechanism, user)
             });
-            Some(sasl::Authenticator::new(settings.clone(), Some(stored)))
+            Some(sasl::Authenticator::new(settings, Some(stored)))
         }
         _ => None,
     };
-    let pre_auth_max = ctx
-        .config
-        .security
-        .sasl
-        .as_ref()
-        .map_or(usize::MAX, |s| s.max_receive_size);
     let authenticated = Arc::new(AtomicBool::new(authenticator.is_none()));
     let reader_authenticated = authenticated.clone();
     let (tx, mut rx) = mpsc::channel::<(Bytes, OwnedSemaphorePermit, Instant)>(
@@ -237,7 +243,7 @@ where
                 let mechanism = auth.mechanism();
                 let reauthenticating = auth.is_reauthenticating();
                 let step = auth.handle(frame.clone());
-                let listener = crate::handlers::client_listener(&ctx.config);
+                let listener = &*info.listener_name;
                 let stats = &ctx.authentication_stats;
                 match (&step, mechanism) {
                     (sasl::Step::Authenticated { .. }, Some(m)) => {
@@ -267,13 +273,7 @@ where
                         if let Some(response) = response {
                             let _ = write_unless_stuck(&mut writer, &response, idle).await;
                         }
-                        let delay = ctx
-                            .config
-                            .security
-                            .sasl
-                            .as_ref()
-                            .map_or(0, |s| s.failed_authentication_delay_ms);
-                        tokio::time::sleep(Duration::from_millis(delay)).await;
+                        tokio::time::sleep(Duration::from_millis(failed_delay_ms)).await;
                         break;
                     }
                     sasl::Step::Close(reason) => {
@@ -285,7 +285,15 @@ where
                     Some(r) => r,
                     // ApiVersions before authentication: the normal handler.
                     None => {
-                        match dispatch::handle_frame(&ctx, frame, peer, &info.principal).await {
+                        match dispatch::handle_frame(
+                            &ctx,
+                            frame,
+                            peer,
+                            &info.principal,
+                            &info.listener_name,
+                        )
+                        .await
+                        {
                             Ok(Some(r)) => r,
                             Ok(None) => continue,
                             Err(e) => {
@@ -307,7 +315,8 @@ where
             }
             let outcome = match info.listener {
                 ListenerKind::Client => {
-                    dispatch::handle_frame(&ctx, frame, peer, &info.principal).await
+                    dispatch::handle_frame(&ctx, frame, peer, &info.principal, &info.listener_name)
+                        .await
                 }
                 ListenerKind::Controller => {
                     controller_dispatch::handle_frame(&ctx, frame, &info).await

@@ -84,6 +84,7 @@ pub async fn handle_frame(
     frame: Bytes,
     peer: SocketAddr,
     principal: &str,
+    listener: &str,
 ) -> Result<Option<Bytes>, DispatchError> {
     let decoding = std::time::Instant::now();
     let request = match protocol::decode_request(frame.clone()) {
@@ -114,7 +115,7 @@ pub async fn handle_frame(
         return Err(DispatchError::NotAdvertised { api_key, version });
     }
     let started = std::time::Instant::now();
-    let result = handle_supported(ctx, request, peer, principal).await;
+    let result = handle_supported(ctx, request, peer, principal, listener).await;
     ctx.request_stats
         .handled(api_name(api_key), started.elapsed().as_secs_f64() * 1000.0);
     result
@@ -190,7 +191,10 @@ fn api_name(api_key: ApiKey) -> &'static str {
 }
 
 /// What a Produce uses, of the node's services.
-fn produce_services(ctx: &Context) -> handlers::produce::ProduceServices<'_> {
+fn produce_services<'a>(
+    ctx: &'a Context,
+    listener: &'a str,
+) -> handlers::produce::ProduceServices<'a> {
     handlers::produce::ProduceServices {
         cache: &ctx.cache,
         replicas: &ctx.replicas,
@@ -200,12 +204,12 @@ fn produce_services(ctx: &Context) -> handlers::produce::ProduceServices<'_> {
             topics: &ctx.topic_stats,
             requests: &ctx.request_stats,
         },
-        listener: handlers::client_listener(&ctx.config),
+        listener: listener,
     }
 }
 
 /// What a Fetch uses, of the node's services.
-fn fetch_services(ctx: &Context) -> handlers::fetch::FetchServices<'_> {
+fn fetch_services<'a>(ctx: &'a Context, listener: &'a str) -> handlers::fetch::FetchServices<'a> {
     handlers::fetch::FetchServices {
         cache: &ctx.cache,
         replicas: &ctx.replicas,
@@ -213,7 +217,7 @@ fn fetch_services(ctx: &Context) -> handlers::fetch::FetchServices<'_> {
         fetch_max_bytes: ctx.config.replica.fetch_max_bytes,
         topic_stats: &ctx.topic_stats,
         served: &ctx.fetch_served,
-        listener: handlers::client_listener(&ctx.config),
+        listener: listener,
     }
 }
 
@@ -223,6 +227,7 @@ async fn handle_supported(
     request: protocol::Request,
     peer: SocketAddr,
     principal: &str,
+    listener: &str,
 ) -> Result<Option<Bytes>, DispatchError> {
     let api_key = request.api_key;
     let version = request.api_version;
@@ -313,7 +318,7 @@ async fn handle_supported(
                 &auth,
                 &ctx.cache,
                 &ctx.controller,
-                handlers::client_listener(&ctx.config),
+                listener,
                 ctx.config.topics.auto_create_topics_enable,
                 version,
                 r,
@@ -321,7 +326,9 @@ async fn handle_supported(
             .await,
         ),
         RequestKind::Produce(r) => {
-            match handlers::produce::handle(&auth, produce_services(ctx), version, r).await {
+            match handlers::produce::handle(&auth, produce_services(ctx, listener), version, r)
+                .await
+            {
                 handlers::produce::ProduceReply::Respond(body) => Some(*body),
                 handlers::produce::ProduceReply::Nothing => None,
                 handlers::produce::ProduceReply::CloseConnection => {
@@ -330,7 +337,7 @@ async fn handle_supported(
             }
         }
         RequestKind::Fetch(r) => {
-            Some(handlers::fetch::handle(&auth, fetch_services(ctx), version, r).await)
+            Some(handlers::fetch::handle(&auth, fetch_services(ctx, listener), version, r).await)
         }
         RequestKind::ListOffsets(r) => {
             Some(handlers::list_offsets::handle(&auth, &ctx.cache, &ctx.replicas, version, r).await)
@@ -480,7 +487,7 @@ async fn handle_supported(
         RequestKind::DescribeCluster(r) => Some(handlers::describe_cluster::handle(
             &auth,
             &ctx.image(),
-            handlers::client_listener(&ctx.config),
+            listener,
             version,
             r,
         )),
@@ -489,25 +496,12 @@ async fn handle_supported(
             version,
             r,
         )),
-        RequestKind::DescribeTopicPartitions(r) => {
-            Some(handlers::describe_topic_partitions::handle(
-                &auth,
-                &ctx.image(),
-                handlers::client_listener(&ctx.config),
-                version,
-                r,
-            ))
-        }
+        RequestKind::DescribeTopicPartitions(r) => Some(
+            handlers::describe_topic_partitions::handle(&auth, &ctx.image(), listener, version, r),
+        ),
         RequestKind::FindCoordinator(r) => Some(
-            handlers::find_coordinator::handle(
-                &auth,
-                &ctx.groups,
-                &ctx.txns,
-                handlers::client_listener(&ctx.config),
-                version,
-                r,
-            )
-            .await,
+            handlers::find_coordinator::handle(&auth, &ctx.groups, &ctx.txns, listener, version, r)
+                .await,
         ),
         RequestKind::JoinGroup(r) => {
             Some(handlers::join_group::handle(&auth, &ctx.groups, ctx.image(), caller(), r).await)

@@ -26,6 +26,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::config::security::ListenerSecurity;
+use crate::config::ClientListener;
 use crate::context::Context;
 use crate::limits::{ACCEPT_DESCRIPTOR_SHORTAGE_RELEASE, ACCEPT_FAILURE_BACKOFF_MS_MAX};
 
@@ -45,6 +47,9 @@ pub struct ConnectionInfo {
     pub id: u64,
     pub peer: SocketAddr,
     pub listener: ListenerKind,
+    /// The name of the listener it came in on, upper-cased (Kafka's `ListenerName`): clients
+    /// are sent every broker's endpoint of this listener.
+    pub listener_name: Arc<str>,
     /// Who the client is (Kafka's `KafkaPrincipal`, `User:<name>`): on an SSL listener the
     /// subject of the client's certificate, else `User:ANONYMOUS`. ACLs will read it.
     pub principal: String,
@@ -55,9 +60,43 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Accepts client connections until `shutdown` turns true, then stops every connection task.
-pub async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: watch::Receiver<bool>) {
-    serve_kind(listener, ctx, shutdown, ListenerKind::Client).await
+/// The connection limits the client listeners share: `max.connections` and
+/// `max.connections.per.ip` count a node's connections, whichever listener they came on (as
+/// Kafka's broker-wide limits do).
+pub struct ConnectionSlots {
+    permits: Arc<Semaphore>,
+    per_ip: Arc<per_ip::PerIpSlots>,
+}
+
+impl ConnectionSlots {
+    pub fn new(ctx: &Context) -> Arc<ConnectionSlots> {
+        Arc::new(ConnectionSlots {
+            permits: Arc::new(Semaphore::new(ctx.config.socket.max_connections)),
+            per_ip: per_ip::PerIpSlots::new(ctx.config.socket.connections_per_ip.clone()),
+        })
+    }
+}
+
+/// Accepts connections on one client listener until `shutdown` turns true, then stops every
+/// connection task. Each connection is secured as the listener says (TLS, SASL).
+pub async fn serve(
+    listener: TcpListener,
+    served: ClientListener,
+    slots: Arc<ConnectionSlots>,
+    ctx: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let name: Arc<str> = served.listener.name.as_str().into();
+    serve_kind(
+        listener,
+        ctx,
+        shutdown,
+        ListenerKind::Client,
+        name,
+        Some(served.security),
+        slots,
+    )
+    .await
 }
 
 /// Accepts connections on the controller listener.
@@ -66,7 +105,23 @@ pub async fn serve_controller(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
 ) {
-    serve_kind(listener, ctx, shutdown, ListenerKind::Controller).await
+    let name: Arc<str> = ctx
+        .config
+        .kraft
+        .controller_listener()
+        .map_or("CONTROLLER", |l| l.name.as_str())
+        .into();
+    let slots = ConnectionSlots::new(&ctx);
+    serve_kind(
+        listener,
+        ctx,
+        shutdown,
+        ListenerKind::Controller,
+        name,
+        None,
+        slots,
+    )
+    .await
 }
 
 async fn serve_kind(
@@ -74,20 +129,17 @@ async fn serve_kind(
     ctx: Arc<Context>,
     mut shutdown: watch::Receiver<bool>,
     kind: ListenerKind,
+    listener_name: Arc<str>,
+    security: Option<Arc<ListenerSecurity>>,
+    slots: Arc<ConnectionSlots>,
 ) {
-    let permits = Arc::new(Semaphore::new(ctx.config.socket.max_connections));
-    let per_ip = per_ip::PerIpSlots::new(ctx.config.socket.connections_per_ip.clone());
     let mut connections = JoinSet::new();
     let mut backoff_ms = 5u64;
-    let tls = match kind {
-        ListenerKind::Client => ctx
-            .config
-            .security
-            .tls
-            .clone()
-            .map(tokio_rustls::TlsAcceptor::from),
-        ListenerKind::Controller => None,
-    };
+    let tls = security
+        .as_ref()
+        .and_then(|s| s.tls.clone())
+        .map(tokio_rustls::TlsAcceptor::from);
+    let sasl = security.as_ref().and_then(|s| s.sasl.clone());
     loop {
         tokio::select! {
             _ = shutdown.changed() => {
@@ -102,7 +154,7 @@ async fn serve_kind(
                         continue;
                     }
                 };
-                let permit = match permits.clone().try_acquire_owned() {
+                let permit = match slots.permits.clone().try_acquire_owned() {
                     Ok(p) => p,
                     Err(_) => {
                         tracing::warn!(%peer, max = ctx.config.socket.max_connections, "max.connections reached; closing new connection");
@@ -110,7 +162,7 @@ async fn serve_kind(
                         continue;
                     }
                 };
-                let ip_slot = match per_ip.try_take(peer.ip()) {
+                let ip_slot = match slots.per_ip.try_take(peer.ip()) {
                     Ok(slot) => slot,
                     Err(max) => {
                         tracing::info!(%peer, max, "max.connections.per.ip reached; closing new connection");
@@ -124,12 +176,14 @@ async fn serve_kind(
                     id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
                     peer,
                     listener: kind,
+                    listener_name: listener_name.clone(),
                     principal: ANONYMOUS.to_owned(),
                 };
                 let tls = tls.clone();
+                let sasl = sasl.clone();
                 connections.spawn(async move {
                     match tls {
-                        None => connection::run(stream, info, ctx).await,
+                        None => connection::run(stream, info, sasl, ctx).await,
                         Some(acceptor) => {
                             // The handshake is bounded like any silence on a connection.
                             let idle = Duration::from_millis(ctx.config.socket.connections_max_idle_ms);
@@ -144,7 +198,7 @@ async fn serve_kind(
                                     {
                                         info.principal = principal;
                                     }
-                                    connection::run(stream, info, ctx).await
+                                    connection::run(stream, info, sasl, ctx).await
                                 }
                                 Ok(Err(e)) => tracing::info!(%peer, error = %e, "closing connection: TLS handshake failed"),
                                 Err(_) => tracing::info!(%peer, "closing connection: no TLS handshake within connections.max.idle.ms"),

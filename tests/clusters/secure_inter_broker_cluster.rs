@@ -8,7 +8,8 @@
 //!
 //! The test speaks to the nodes with KafkaIQ's own inter-broker client, secured from the same
 //! keys the nodes read. A node whose inter-broker password is wrong never joins the ISR and
-//! logs why.
+//! logs why. A node with two broker listeners, clients on a SASL one and replication on a
+//! PLAINTEXT one, serves both.
 //!
 //! Every wait has a deadline; nothing sleeps a fixed time to let something happen.
 
@@ -118,7 +119,16 @@ fn client_for(cluster: &Cluster, name: &str, lines: &[String]) -> Client {
         let (k, v) = line.split_once('=').unwrap();
         raw.set(k, v);
     }
-    let protocol = SecurityProtocol::from_name(name).unwrap();
+    // The listener's protocol: its name, else what listener.security.protocol.map maps it to.
+    let mapped = raw
+        .get("listener.security.protocol.map")
+        .unwrap_or_default()
+        .split(',')
+        .find_map(|pair| {
+            let (n, p) = pair.split_once(':')?;
+            (n.trim() == name).then(|| p.trim().to_owned())
+        });
+    let protocol = SecurityProtocol::from_name(mapped.as_deref().unwrap_or(name)).unwrap();
     let security: Option<Arc<ClientSecurity>> = inter_broker::parse(&raw, name, protocol)
         .unwrap()
         .map(Arc::new);
@@ -334,5 +344,165 @@ async fn a_wrong_inter_broker_password_is_logged_and_retried() {
         );
     }
     client.shutdown();
+    cluster.stop_all();
+}
+
+/// Two broker listeners per node, as a Kafka node that keeps its replication apart from its
+/// clients is configured: CLIENT (SASL_PLAINTEXT with PLAIN) for clients, REPLICATION
+/// (PLAINTEXT) named by `inter.broker.listener.name`. Both are served: the followers replicate
+/// over REPLICATION, and each listener's Metadata answers every broker's endpoint on that
+/// listener (Kafka's listener-scoped metadata).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_listener_and_a_replication_listener_are_both_served() {
+    let replication_ports: std::collections::BTreeMap<i32, u16> = (1..=NODES)
+        .zip(common::broker_process::free_ports(NODES as usize))
+        .collect();
+    let ports = replication_ports.clone();
+    let mut cluster =
+        Cluster::start_with(ClusterKind::KafkaIq, "two-listeners", NODES, &[], |node| {
+            let listeners = format!(
+                "CLIENT://127.0.0.1:{},REPLICATION://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                node.client_port, ports[&node.id], node.controller_port
+            );
+            vec![
+                format!("listeners={listeners}"),
+                format!("advertised.listeners={listeners}"),
+                "inter.broker.listener.name=REPLICATION".to_owned(),
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,CLIENT:SASL_PLAINTEXT,\
+             REPLICATION:PLAINTEXT"
+                    .to_owned(),
+                "sasl.enabled.mechanisms=PLAIN".to_owned(),
+                "listener.name.client.plain.sasl.jaas.config=\
+             org.apache.kafka.common.security.plain.PlainLoginModule required \
+             user_alice=\"alice-secret\";"
+                    .to_owned(),
+            ]
+        });
+    for id in 1..=NODES {
+        cluster.await_listening(id);
+    }
+    // A SASL client of CLIENT (the client-side lines are a client's, not the nodes').
+    let client = client_for(
+        &cluster,
+        "CLIENT",
+        &[
+            "listener.security.protocol.map=CLIENT:SASL_PLAINTEXT".to_owned(),
+            "sasl.mechanism.inter.broker.protocol=PLAIN".to_owned(),
+            "listener.name.client.plain.sasl.jaas.config=\
+             org.apache.kafka.common.security.plain.PlainLoginModule required \
+             username=\"alice\" password=\"alice-secret\";"
+                .to_owned(),
+        ],
+    );
+    // A PLAINTEXT client of REPLICATION.
+    let replication = Client::new(
+        ClientConfig {
+            client_id: "two-listeners-test".to_owned(),
+            request_timeout: Duration::from_secs(10),
+            ..ClientConfig::default()
+        },
+        None,
+    );
+    for (id, port) in &replication_ports {
+        replication
+            .set_endpoint(*id, Endpoint::new("127.0.0.1", *port))
+            .unwrap();
+    }
+
+    let controller = cluster
+        .wait_for(
+            "an active controller and three brokers",
+            DEADLINE,
+            || async {
+                let m = metadata(&client, 1).await?;
+                (m.controller_id.0 > 0 && m.brokers.len() == NODES as usize)
+                    .then_some(m.controller_id.0)
+            },
+        )
+        .await;
+    let ports_of = |m: &MetadataResponse| -> std::collections::BTreeMap<i32, u16> {
+        m.brokers
+            .iter()
+            .map(|b| (b.node_id.0, b.port as u16))
+            .collect()
+    };
+    let client_ports: std::collections::BTreeMap<i32, u16> = cluster
+        .nodes
+        .iter()
+        .map(|(id, n)| (*id, n.client_port))
+        .collect();
+    for id in 1..=NODES {
+        let over_client = metadata(&client, id).await.unwrap();
+        assert_eq!(
+            ports_of(&over_client),
+            client_ports,
+            "node {id} over CLIENT"
+        );
+        let over_replication = metadata(&replication, id).await.unwrap();
+        assert_eq!(
+            ports_of(&over_replication),
+            replication_ports,
+            "node {id} over REPLICATION"
+        );
+    }
+
+    let other = (1..=NODES).find(|id| *id != controller).unwrap();
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(1)
+            .with_replication_factor(NODES as i16)]);
+    let created = client.send(other, create).await.unwrap();
+    assert_eq!(created.body.topics[0].error_code, 0, "{:?}", created.body);
+    let leader = cluster
+        .wait_for("a leader and a full ISR", DEADLINE, || async {
+            let (leader, isr) = partition(&client, other).await?;
+            (leader > 0 && isr.len() == NODES as usize).then_some(leader)
+        })
+        .await;
+    let records = batch(&["over-client", "replicated-over-replication"], None);
+    let produced = cluster
+        .wait_for("an acks=all produce over CLIENT", DEADLINE, || async {
+            let records = records.clone();
+            let options = RequestOptions::default().versions(3, 12);
+            let r = client
+                .send_with(leader, options, move |_| {
+                    produce_by_name(TOPIC, 0, records, -1)
+                })
+                .await
+                .ok()?;
+            let p = r
+                .body
+                .responses
+                .first()?
+                .partition_responses
+                .first()?
+                .clone();
+            (p.error_code == 0).then_some(p)
+        })
+        .await;
+    assert_eq!(produced.base_offset, 0);
+    let needle = b"replicated-over-replication";
+    for id in 1..=NODES {
+        cluster
+            .wait_for(
+                &format!("node {id}'s log to hold the batch"),
+                DEADLINE,
+                || async {
+                    let log = cluster.log_bytes(id, TOPIC, 0);
+                    log.windows(needle.len()).any(|w| w == needle).then_some(())
+                },
+            )
+            .await;
+    }
+    // The followers fetched it over REPLICATION, the inter-broker endpoint the leader
+    // registered: before both listeners were served nobody listened there, and they could not.
+    for id in 1..=NODES {
+        let (_, isr) = partition(&client, id).await.unwrap();
+        assert_eq!(isr.len(), NODES as usize, "node {id} sees ISR {isr:?}");
+    }
+    client.shutdown();
+    replication.shutdown();
     cluster.stop_all();
 }

@@ -26,6 +26,7 @@ async fn call_as<R: kafka_protocol::protocol::Request>(
         id: 4242,
         peer: "127.0.0.1:40000".parse().unwrap(),
         listener: ListenerKind::Controller,
+        listener_name: "CONTROLLER".into(),
         principal: principal.to_owned(),
     };
     let answer = controller_dispatch::handle_frame(ctx, frame.slice(4..), &info)

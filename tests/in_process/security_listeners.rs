@@ -274,6 +274,78 @@ async fn produce_and_fetch_over_ssl_and_a_plaintext_client_is_refused() {
     broker.shutdown().await.unwrap();
 }
 
+/// A node with a PLAINTEXT and an SSL listener serves both: a topic created and written over
+/// TLS is read over PLAINTEXT, each listener's Metadata names the broker by that listener's
+/// port, and the TLS port refuses plaintext while the PLAINTEXT port refuses TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plaintext_and_an_ssl_listener_are_both_served() {
+    let data = tempfile::tempdir().unwrap();
+    let pki = Pki::new();
+    let mut settings = pki.broker_settings("none");
+    settings[0] = "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0".to_owned();
+    settings[1] = "inter.broker.listener.name=PLAINTEXT".to_owned();
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    let plain_addr = broker.listener_addr("PLAINTEXT").expect("PLAINTEXT bound");
+    let ssl_addr = broker.listener_addr("SSL").expect("SSL bound");
+    assert_ne!(plain_addr.port(), ssl_addr.port());
+
+    let mut tls = tls_connect(ssl_addr, pki.client_config(None))
+        .await
+        .unwrap();
+    produce_and_fetch(&mut tls, "two-listeners").await;
+    let mut plain = TcpStream::connect(plain_addr).await.unwrap();
+    let fetched: FetchResponse = call(
+        &mut plain,
+        12,
+        &FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name("two-listeners"))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(1 << 20)])]),
+    )
+    .await
+    .unwrap();
+    let p = &fetched.responses[0].partitions[0];
+    assert_eq!(
+        (p.error_code, p.high_watermark),
+        (0, 2),
+        "read over PLAINTEXT"
+    );
+
+    let over_ssl: MetadataResponse = call(&mut tls, 12, &MetadataRequest::default())
+        .await
+        .unwrap();
+    let over_plain: MetadataResponse = call(&mut plain, 12, &MetadataRequest::default())
+        .await
+        .unwrap();
+    let ports = |m: &MetadataResponse| m.brokers.iter().map(|b| b.port).collect::<Vec<_>>();
+    assert_eq!(ports(&over_ssl), vec![i32::from(ssl_addr.port())]);
+    assert_eq!(ports(&over_plain), vec![i32::from(plain_addr.port())]);
+
+    // Each port speaks only its own protocol.
+    let mut wrong = RawClient::connect(ssl_addr).await;
+    let (_, frame) = wrong.encode(3, &ApiVersionsRequest::default());
+    wrong.send_bytes(&frame).await;
+    let answer = tokio::time::timeout(Duration::from_secs(10), wrong.read_frame())
+        .await
+        .expect("the broker closes the connection");
+    assert!(
+        answer.is_none(),
+        "a plaintext request on the SSL port was answered"
+    );
+    assert!(
+        tls_connect(plain_addr, pki.client_config(None))
+            .await
+            .is_err(),
+        "a TLS handshake on the PLAINTEXT port succeeded"
+    );
+    broker.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_required_serves_a_trusted_certificate_and_refuses_an_untrusted_one() {
     let data = tempfile::tempdir().unwrap();

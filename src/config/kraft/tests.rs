@@ -250,6 +250,21 @@ fn several_client_listeners_and_the_inter_broker_one() {
             .collect::<Vec<_>>(),
         vec!["EXTERNAL", "INTERNAL"]
     );
+    // Each is served, with its own security.
+    assert_eq!(
+        c.client_listeners
+            .iter()
+            .map(|l| (
+                l.listener.name.as_str(),
+                l.listener.port,
+                l.security.protocol
+            ))
+            .collect::<Vec<_>>(),
+        vec![
+            ("EXTERNAL", 9093, SecurityProtocol::Plaintext),
+            ("INTERNAL", 29093, SecurityProtocol::Plaintext)
+        ]
+    );
     assert_eq!(c.listener.name, "EXTERNAL");
     assert_eq!(c.advertised().host, "localhost");
     assert_eq!(k.inter_broker_endpoint().unwrap().port, 29093);
@@ -570,12 +585,13 @@ fn inconsistent_or_unsupported_settings_stop_startup_naming_the_keys() {
             &["advertised.listeners", "nonroutable meta-address 0.0.0.0"],
         ),
         (
-            "SSL listener",
+            // The second listener is served too, so its key store is needed.
+            "second listener SSL without a key store",
             &[
                 "listeners=PLAINTEXT://127.0.0.1:9093,SSL://127.0.0.1:9443,CONTROLLER://127.0.0.1:19093",
                 "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
             ],
-            &["listeners", "listener.security.protocol.map", "SSL", "one client listener"],
+            &["ssl.keystore.location"],
         ),
         (
             // Kafka's default inter-broker mechanism, GSSAPI, is not spoken.

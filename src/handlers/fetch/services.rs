@@ -17,6 +17,6 @@ pub struct FetchServices<'a> {
     /// Bytes out per topic (consumers only) and record bytes served by role.
     pub topic_stats: &'a BrokerTopicStats,
     pub served: &'a FetchServedStats,
-    /// The client's listener (`handlers::client_listener`), whose leader endpoints are answered.
+    /// The listener the client's connection came in on, whose leader endpoints are answered.
     pub listener: &'a str,
 }
