@@ -211,6 +211,16 @@ pub fn cluster_operation(api: kafka_protocol::messages::ApiKey) -> Option<AclOpe
     }
 }
 
+/// As [`cluster_operation`], on the controller listener: there DescribeCluster (which names
+/// the controllers) needs ALTER on the cluster, where a broker's needs nothing (Kafka's
+/// `ControllerApis#handleDescribeCluster`, KIP-919).
+pub fn controller_cluster_operation(api: kafka_protocol::messages::ApiKey) -> Option<AclOperation> {
+    match api {
+        kafka_protocol::messages::ApiKey::DescribeCluster => Some(AclOperation::Alter),
+        _ => cluster_operation(api),
+    }
+}
+
 /// The message of Kafka's `Errors.CLUSTER_AUTHORIZATION_FAILED.exception`, which the refusals
 /// that carry a message send.
 const CLUSTER_AUTHORIZATION_FAILED_MESSAGE: &str = "Cluster authorization failed.";
@@ -364,6 +374,13 @@ pub fn refuse_cluster(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::DescribeQuorum(_) => {
             ResponseKind::DescribeQuorum(DescribeQuorumResponse::default().with_error_code(code))
         }
+        RequestKind::DescribeCluster(_) => ResponseKind::DescribeCluster(
+            DescribeClusterResponse::default()
+                .with_error_code(code)
+                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
+                    CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+                ))),
+        ),
         RequestKind::AlterReplicaLogDirs(r) => {
             use alter_replica_log_dirs_response::*;
             let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
@@ -539,6 +556,7 @@ mod tests {
             RequestKind::AlterPartition(AlterPartitionRequest::default()),
             RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default()),
             RequestKind::ListConfigResources(ListConfigResourcesRequest::default()),
+            RequestKind::DescribeCluster(DescribeClusterRequest::default()),
         ];
         for request in &requests {
             assert!(refuse_cluster(request).is_some(), "{request:?}");
@@ -561,13 +579,16 @@ mod tests {
         assert_eq!(refused.results[0].error_code, 31);
         // Served APIs that cluster_operation names all have an answer (Raft's own and
         // UpdateFeatures / UnregisterBroker / voter changes are not served).
-        for (api, _, _) in crate::handlers::api_versions::SUPPORTED
-            .iter()
-            .chain(crate::handlers::api_versions::CONTROLLER_SUPPORTED)
-        {
+        for (api, _, _) in crate::handlers::api_versions::SUPPORTED {
             if cluster_operation(*api).is_some() {
                 let named = requests.iter().any(|r| api_key_of(r) == *api);
                 assert!(named, "{api:?} has no refusal");
+            }
+        }
+        for (api, _, _) in crate::handlers::api_versions::CONTROLLER_SUPPORTED {
+            if controller_cluster_operation(*api).is_some() {
+                let named = requests.iter().any(|r| api_key_of(r) == *api);
+                assert!(named, "{api:?} has no refusal on the controller listener");
             }
         }
     }
@@ -592,6 +613,7 @@ mod tests {
             RequestKind::AlterPartition(_) => ApiKey::AlterPartition,
             RequestKind::AllocateProducerIds(_) => ApiKey::AllocateProducerIds,
             RequestKind::ListConfigResources(_) => ApiKey::ListConfigResources,
+            RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
             other => panic!("{other:?}"),
         }
     }

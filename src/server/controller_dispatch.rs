@@ -13,8 +13,9 @@
 //! With an authorizer, the connection's principal is checked as on the client listener
 //! (`handlers::authz`): Raft messages, chunks and the metadata log fetch need CLUSTER_ACTION on
 //! the cluster (a peer without it is disconnected); the broker lifecycle APIs need
-//! CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED, nothing done); the administrative APIs
-//! their own operations. A forwarded request carries no client principal (there is no
+//! CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED, nothing done); DescribeCluster, which
+//! names the controllers, ALTER (as Kafka's controller asks); the administrative APIs their
+//! own operations. A forwarded request carries no client principal (there is no
 //! envelope yet), so it is checked as the forwarding broker's: brokers need to be super users,
 //! as Kafka's inter-broker principals are, and the forwarding broker checked the client first.
 
@@ -129,7 +130,7 @@ pub async fn handle_frame(
         }
         return Err(DispatchError::NotAdvertised { api_key, version });
     }
-    if let Some(op) = authz::cluster_operation(api_key) {
+    if let Some(op) = authz::controller_cluster_operation(api_key) {
         if !auth.allows_cluster(op) {
             if let Some(refusal) = authz::refuse_cluster(&request.body) {
                 return Ok(Some(protocol::encode_response(

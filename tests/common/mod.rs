@@ -341,6 +341,20 @@ pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
 
 /// As [`batch`]; with `keyed`, record i has key `k{i}`, as a compacted topic requires.
 pub fn batch_keyed(values: &[&str], producer: Option<(i64, i16, i32)>, keyed: bool) -> Bytes {
+    batch_of(values, producer, keyed, false)
+}
+
+/// A batch of a transaction of `producer` (id, epoch, base sequence).
+pub fn batch_transactional(values: &[&str], producer: (i64, i16, i32)) -> Bytes {
+    batch_of(values, Some(producer), false, true)
+}
+
+fn batch_of(
+    values: &[&str],
+    producer: Option<(i64, i16, i32)>,
+    keyed: bool,
+    transactional: bool,
+) -> Bytes {
     let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -350,7 +364,7 @@ pub fn batch_keyed(values: &[&str], producer: Option<(i64, i16, i32)>, keyed: bo
         .iter()
         .enumerate()
         .map(|(i, v)| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,

@@ -5,46 +5,12 @@
 //! user's heartbeat is decided.
 
 use crate::common;
+use crate::security_support::call_as;
 
-use common::{start_broker, RawClient};
+use common::start_broker;
 use kafka_protocol::messages::*;
-use kafkaiq::server::{controller_dispatch, ConnectionInfo, ListenerKind};
 
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-
-/// `request` at `version` through the controller listener's dispatch, as `principal`.
-async fn call_as<R: kafka_protocol::protocol::Request>(
-    ctx: &std::sync::Arc<kafkaiq::context::Context>,
-    principal: &str,
-    version: i16,
-    request: &R,
-) -> R::Response {
-    // An unconnected client only encodes and decodes here.
-    let encoder = RawClient::connect(probe_addr().await).await;
-    let (correlation_id, frame) = encoder.encode(version, request);
-    let info = ConnectionInfo {
-        id: 4242,
-        peer: "127.0.0.1:40000".parse().unwrap(),
-        listener: ListenerKind::Controller,
-        listener_name: "CONTROLLER".into(),
-        principal: principal.to_owned(),
-    };
-    let answer = controller_dispatch::handle_frame(ctx, frame.slice(4..), &info)
-        .await
-        .expect("handled")
-        .expect("answered");
-    RawClient::decode_response::<R>(version, answer.slice(4..), correlation_id)
-}
-
-/// A listening socket for [`RawClient::connect`], which the encoder never uses.
-async fn probe_addr() -> std::net::SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = l.accept().await;
-    });
-    addr
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_lifecycle_apis_need_cluster_action_and_a_refusal_changes_nothing() {

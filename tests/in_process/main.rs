@@ -21,6 +21,8 @@ mod leadership_insight;
 mod local_cluster;
 mod log_dirs_raw;
 mod metadata_bounds_raw;
+mod negative_matrix;
 mod rdkafka_groups;
 mod readme;
 mod security_listeners;
+mod security_support;

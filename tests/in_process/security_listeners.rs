@@ -8,196 +8,22 @@
 //! kcat's built-in token); KIP-368 re-authentication (by hand, and librdkafka's).
 
 use crate::common;
+use crate::security_support::*;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use common::{batch, start_broker, RawClient};
+use bytes::Bytes;
+use common::{batch, RawClient};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use kafka_protocol::protocol::StrBytes;
+use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-struct Pki {
-    ca: CertifiedIssuer<'static, KeyPair>,
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        let mut params = CertificateParams::new(vec![]).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "test ca");
-        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-        Pki {
-            ca,
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    /// A certificate and key signed by this CA, as (certificate, key).
-    fn issue(&self, cn: &str, sans: &[&str]) -> (CertificateDer<'static>, KeyPair) {
-        let key = KeyPair::generate().unwrap();
-        let mut params =
-            CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-        params
-            .distinguished_name
-            .push(DnType::OrganizationName, "KafkaIQ tests");
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let cert = params.signed_by(&key, &self.ca).unwrap();
-        (cert.der().clone(), key)
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.to_str().unwrap().to_owned()
-    }
-
-    /// Broker settings: an SSL listener with a PEM key store (chain + key in one file) and the
-    /// CA as its PEM trust store.
-    fn broker_settings(&self, client_auth: &str) -> Vec<String> {
-        let (cert, key) = self.issue("broker", &["localhost"]);
-        let pem = format!("{}{}", pem_of(&cert), key.serialize_pem());
-        let keystore = self.write("broker.pem", &pem);
-        let truststore = self.write("ca.pem", &self.ca.pem());
-        vec![
-            "listeners=SSL://127.0.0.1:0".to_owned(),
-            "inter.broker.listener.name=SSL".to_owned(),
-            "ssl.keystore.type=PEM".to_owned(),
-            format!("listener.name.ssl.ssl.keystore.location={keystore}"),
-            "ssl.truststore.type=PEM".to_owned(),
-            format!("ssl.truststore.location={truststore}"),
-            format!("ssl.client.auth={client_auth}"),
-        ]
-    }
-
-    fn client_config(
-        &self,
-        cert: Option<(CertificateDer<'static>, &KeyPair)>,
-    ) -> rustls::ClientConfig {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.ca.der().clone()).unwrap();
-        #[allow(deprecated)]
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots);
-        match cert {
-            None => builder.with_no_client_auth(),
-            Some((cert, key)) => builder
-                .with_client_auth_cert(
-                    vec![cert],
-                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-                )
-                .unwrap(),
-        }
-    }
-}
-
-fn pem_of(cert: &CertificateDer<'_>) -> String {
-    use std::fmt::Write;
-    let b64 = base64_encode(cert.as_ref());
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        writeln!(out, "{}", std::str::from_utf8(chunk).unwrap()).unwrap();
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
-}
-
-fn base64_encode(data: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-async fn start_ssl_broker(dir: &Path, settings: &[String]) -> common::TestBroker {
-    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
-    start_broker(dir, &settings).await
-}
-
-async fn tls_connect(
-    addr: std::net::SocketAddr,
-    config: rustls::ClientConfig,
-) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-    let tcp = TcpStream::connect(addr).await?;
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let mut tls = connector
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await?;
-    // TLS 1.3 reports a refused client certificate only after the handshake: one flush and a
-    // read make the server's verdict visible.
-    tls.flush().await?;
-    Ok(tls)
-}
-
-/// One request and its response over any stream.
-async fn call<S: AsyncRead + AsyncWrite + Unpin, R: Request>(
-    stream: &mut S,
-    version: i16,
-    request: &R,
-) -> std::io::Result<R::Response> {
-    let header = RequestHeader::default()
-        .with_request_api_key(R::KEY)
-        .with_request_api_version(version)
-        .with_correlation_id(7)
-        .with_client_id(Some(StrBytes::from_static_str("tls-test")));
-    let api_key = ApiKey::try_from(R::KEY).unwrap();
-    let mut body = BytesMut::new();
-    header
-        .encode(&mut body, api_key.request_header_version(version))
-        .unwrap();
-    request.encode(&mut body, version).unwrap();
-    let mut frame = BytesMut::new();
-    frame.put_i32(body.len() as i32);
-    frame.put_slice(&body);
-    stream.write_all(&frame).await?;
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).await?;
-    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-    stream.read_exact(&mut body).await?;
-    let mut body = Bytes::from(body);
-    let header_version = if api_key == ApiKey::ApiVersions {
-        0
-    } else {
-        <R::Response as HeaderVersion>::header_version(version)
-    };
-    let header = ResponseHeader::decode(&mut body, header_version).unwrap();
-    assert_eq!(header.correlation_id, 7);
-    let response = R::Response::decode(&mut body, version).unwrap();
-    assert!(!body.has_remaining());
-    Ok(response)
-}
-
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_owned()))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_and_fetch_over_ssl_and_a_plaintext_client_is_refused() {
@@ -384,48 +210,6 @@ async fn mutual_tls_required_serves_a_trusted_certificate_and_refuses_an_untrust
     broker.shutdown().await.unwrap();
 }
 
-const JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
-    username=\"admin\" password=\"admin-secret\" user_admin=\"admin-secret\" user_alice=\"alice-secret\";";
-
-fn sasl_settings(protocol: &str) -> Vec<String> {
-    let lower = protocol.to_ascii_lowercase();
-    vec![
-        format!("listeners={protocol}://127.0.0.1:0"),
-        format!("inter.broker.listener.name={protocol}"),
-        "sasl.enabled.mechanisms=PLAIN".to_owned(),
-        format!("listener.name.{lower}.plain.sasl.jaas.config={JAAS}"),
-        // Short, so the failure test's close comes quickly; still a real delay.
-        "connection.failed.authentication.delay.ms=50".to_owned(),
-    ]
-}
-
-/// SaslHandshake v1 for PLAIN, then SaslAuthenticate v2 with `user` / `password`.
-async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut S,
-    user: &str,
-    password: &str,
-) -> SaslAuthenticateResponse {
-    let handshake: SaslHandshakeResponse = call(
-        stream,
-        1,
-        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
-    )
-    .await
-    .unwrap();
-    assert_eq!(handshake.error_code, 0);
-    assert!(handshake
-        .mechanisms
-        .contains(&StrBytes::from_static_str("PLAIN")));
-    call(
-        stream,
-        2,
-        &SaslAuthenticateRequest::default()
-            .with_auth_bytes(Bytes::from(format!("\0{user}\0{password}"))),
-    )
-    .await
-    .unwrap()
-}
-
 /// Creates `topic`, produces two records and fetches them back.
 async fn produce_and_fetch<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, topic: &str) {
     let created: CreateTopicsResponse = call(
@@ -479,15 +263,6 @@ async fn produce_and_fetch<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, to
         .unwrap()
         .windows(13)
         .any(|w| w == b"authenticated"));
-}
-
-/// True once the broker has closed `stream` (end of stream or reset), within 10 s.
-async fn closed<S: AsyncRead + Unpin>(stream: &mut S) -> bool {
-    let mut byte = [0u8; 1];
-    matches!(
-        tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await,
-        Ok(Ok(0)) | Ok(Err(_))
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -705,92 +480,6 @@ async fn librdkafka_sasl_plain_produces_and_consumes_and_a_wrong_password_is_ref
     broker.shutdown().await.unwrap();
 }
 
-/// The client side of SCRAM (RFC 5802) over SaslAuthenticate; the server-final message on
-/// success, the SaslAuthenticate error code on failure.
-async fn scram_authenticate<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut S,
-    mechanism: &'static str,
-    user: &str,
-    password: &str,
-) -> Result<String, i16> {
-    use base64::engine::general_purpose::STANDARD as B64;
-    use base64::Engine;
-    use kafkaiq::server::scram::ScramHash;
-    let hash = if mechanism == "SCRAM-SHA-512" {
-        ScramHash::Sha512
-    } else {
-        ScramHash::Sha256
-    };
-    let handshake: SaslHandshakeResponse = call(
-        stream,
-        1,
-        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
-    )
-    .await
-    .unwrap();
-    assert_eq!(handshake.error_code, 0);
-    let client_nonce = "fyko+d2lbbFgONRv9qkxdawL";
-    let client_first_bare = format!("n={user},r={client_nonce}");
-    let first: SaslAuthenticateResponse = call(
-        stream,
-        2,
-        &SaslAuthenticateRequest::default()
-            .with_auth_bytes(Bytes::from(format!("n,,{client_first_bare}"))),
-    )
-    .await
-    .unwrap();
-    if first.error_code != 0 {
-        return Err(first.error_code);
-    }
-    let server_first = String::from_utf8(first.auth_bytes.to_vec()).unwrap();
-    let attr = |k: &str| {
-        server_first
-            .split(',')
-            .find_map(|a| a.strip_prefix(k))
-            .unwrap()
-            .to_owned()
-    };
-    let nonce = attr("r=");
-    assert!(nonce.starts_with(client_nonce) && nonce.len() > client_nonce.len());
-    let salt = B64.decode(attr("s=")).unwrap();
-    let iterations: u32 = attr("i=").parse().unwrap();
-    let salted = hash.salted_password(password.as_bytes(), &salt, iterations);
-    let client_key = hash.hmac(&salted, b"Client Key");
-    let stored_key = hash.hash(&client_key);
-    let without_proof = format!("c=biws,r={nonce}");
-    let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
-    let signature = hash.hmac(&stored_key, auth_message.as_bytes());
-    let proof: Vec<u8> = client_key
-        .iter()
-        .zip(&signature)
-        .map(|(a, b)| a ^ b)
-        .collect();
-    let last: SaslAuthenticateResponse = call(
-        stream,
-        2,
-        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(format!(
-            "{without_proof},p={}",
-            B64.encode(proof)
-        ))),
-    )
-    .await
-    .unwrap();
-    if last.error_code != 0 {
-        return Err(last.error_code);
-    }
-    let server_final = String::from_utf8(last.auth_bytes.to_vec()).unwrap();
-    let server_key = hash.hmac(&salted, b"Server Key");
-    assert_eq!(
-        server_final,
-        format!(
-            "v={}",
-            B64.encode(hash.hmac(&server_key, auth_message.as_bytes()))
-        ),
-        "the broker proves it knows the credential"
-    );
-    Ok(server_final)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_sha_256_and_512_authenticate_and_a_wrong_password_is_refused() {
     let data = tempfile::tempdir().unwrap();
@@ -820,44 +509,6 @@ async fn scram_sha_256_and_512_authenticate_and_a_wrong_password_is_refused() {
         assert!(closed(&mut unknown).await);
     }
     broker.shutdown().await.unwrap();
-}
-
-/// AlterUserScramCredentials setting `user`'s `password` for one mechanism (1 = SHA-256,
-/// 2 = SHA-512), as kafka-configs does: the client salts the password.
-fn scram_upsertion(
-    user: &str,
-    mechanism: i8,
-    password: &str,
-    iterations: i32,
-) -> alter_user_scram_credentials_request::ScramCredentialUpsertion {
-    use kafkaiq::server::scram::ScramHash;
-    let hash = if mechanism == 2 {
-        ScramHash::Sha512
-    } else {
-        ScramHash::Sha256
-    };
-    let salt = format!("salt-of-{user}").into_bytes();
-    alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
-        .with_name(StrBytes::from_string(user.to_owned()))
-        .with_mechanism(mechanism)
-        .with_iterations(iterations)
-        .with_salted_password(Bytes::from(hash.salted_password(
-            password.as_bytes(),
-            &salt,
-            iterations as u32,
-        )))
-        .with_salt(Bytes::from(salt))
-}
-
-async fn plain_admin(addr: std::net::SocketAddr) -> TcpStream {
-    let mut admin = TcpStream::connect(addr).await.unwrap();
-    assert_eq!(
-        authenticate(&mut admin, "admin", "admin-secret")
-            .await
-            .error_code,
-        0
-    );
-    admin
 }
 
 async fn alter_scram(
@@ -1358,27 +1009,6 @@ fn oauth_message(authzid: &str, token: &str) -> Bytes {
     ))
 }
 
-/// SaslHandshake v1 for `mechanism` (expected accepted), then SaslAuthenticate v2 with `bytes`.
-async fn sasl_exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut S,
-    mechanism: &'static str,
-    bytes: Bytes,
-) -> std::io::Result<SaslAuthenticateResponse> {
-    let handshake: SaslHandshakeResponse = call(
-        stream,
-        1,
-        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
-    )
-    .await?;
-    assert_eq!(handshake.error_code, 0);
-    call(
-        stream,
-        2,
-        &SaslAuthenticateRequest::default().with_auth_bytes(bytes),
-    )
-    .await
-}
-
 /// Sends a token the broker refuses: the answer is RFC 7628's JSON error as a challenge (no
 /// error code), the client's `\x01` acknowledges it, and authentication fails with that JSON as
 /// the message; the connection then closes.
@@ -1652,21 +1282,6 @@ async fn kcat_oauthbearer_unsecured_token_produces_and_consumes() {
         "a token without the required scope listed metadata"
     );
     broker.shutdown().await.unwrap();
-}
-
-/// SaslHandshake v1 + SaslAuthenticate v2 for PLAIN as `user` on an open connection; the
-/// SaslAuthenticate answer, or an error when the connection closed unanswered.
-async fn plain_exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut S,
-    user: &str,
-    password: &str,
-) -> std::io::Result<SaslAuthenticateResponse> {
-    sasl_exchange(
-        stream,
-        "PLAIN",
-        Bytes::from(format!("\0{user}\0{password}")),
-    )
-    .await
 }
 
 /// KIP-368 on the raw protocol: with `connections.max.reauth.ms` (here per listener and
