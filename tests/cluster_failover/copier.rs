@@ -58,6 +58,12 @@ fn spawn_copier(cluster: &Cluster, partition: i32, starts: u32) -> Copier {
         .args(["--transactional-id", &format!("copier-{partition}")])
         .args(["--consumer-group", &format!("copier-{partition}")])
         .args(["--transaction-size", "20", "--enable-random-aborts"])
+        // As transactions_test.py sets it: a copier killed between sending its offsets to the
+        // transaction and committing leaves pending offsets, and its successor's consumer
+        // cannot learn its position (OffsetFetch answers UNSTABLE_OFFSET_COMMIT, KIP-447)
+        // until the dead transaction is aborted at its timeout. At the default 60 s that
+        // outlasts the consumer's own 60 s position timeout, and the successor gives up.
+        .args(["--transaction-timeout", "40000"])
         .stdout(Stdio::piped())
         .stderr(log)
         .stdin(Stdio::null())
