@@ -1,5 +1,6 @@
 //! ACLs enforced by the `StandardAuthorizer` on a SASL_PLAINTEXT (PLAIN) listener, with the real
-//! `kafkaiq` binary as a child process, Apache Kafka 4.1.1's `kafka-acls`
+//! `kafkaiq` binary as a child process (or Apache Kafka 4.1.1 from the same server.properties
+//! lines, with `BROKER_UNDER_TEST=apache-kafka`: `run-all.sh --against kafka`), Apache Kafka 4.1.1's `kafka-acls`
 //! (`org.apache.kafka.tools.AclCommand`) and console consumer with `--command-config`, and raw
 //! requests for the exact answers:
 //!
@@ -43,26 +44,59 @@ const GROUP_AUTHORIZATION_FAILED: i16 = 30;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 
 const JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
-    user_admin=\"admin-secret\" user_alice=\"alice-secret\";";
+    username=\"admin\" password=\"admin-secret\" user_admin=\"admin-secret\" user_alice=\"alice-secret\";";
 
-fn settings(port: u16) -> Vec<String> {
-    let listener = format!("SASL_PLAINTEXT://127.0.0.1:{port}");
+/// The node's server.properties lines, the same for KafkaIQ and Apache Kafka
+/// (`BROKER_UNDER_TEST=apache-kafka`): a combined KRaft node whose client and inter-broker
+/// listener is SASL_PLAINTEXT and whose controller listener is PLAINTEXT. Its own requests
+/// to its controller come as `User:ANONYMOUS`, hence that super user beside `admin`.
+fn settings(port: u16, controller_port: u16) -> Vec<String> {
+    let listeners =
+        format!("SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}");
     vec![
-        format!("listeners={listener}"),
-        format!("advertised.listeners={listener}"),
+        "process.roles=broker,controller".to_owned(),
+        "node.id=1".to_owned(),
+        format!("controller.quorum.voters=1@127.0.0.1:{controller_port}"),
+        format!("listeners={listeners}"),
+        format!("advertised.listeners={listeners}"),
+        "controller.listener.names=CONTROLLER".to_owned(),
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
+            .to_owned(),
         "inter.broker.listener.name=SASL_PLAINTEXT".to_owned(),
         "sasl.enabled.mechanisms=PLAIN".to_owned(),
+        "sasl.mechanism.inter.broker.protocol=PLAIN".to_owned(),
         format!("listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}"),
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_owned(),
-        "super.users=User:admin".to_owned(),
+        "super.users=User:admin;User:ANONYMOUS".to_owned(),
+        "offsets.topic.replication.factor=1".to_owned(),
+        "transaction.state.log.replication.factor=1".to_owned(),
+        "transaction.state.log.min.isr=1".to_owned(),
         "group.initial.rebalance.delay.ms=0".to_owned(),
     ]
 }
 
-fn start(port: u16, data: &Path, log: &Path) -> BrokerProcess {
-    let settings = settings(port);
+/// The broker under test (`BROKER_UNDER_TEST`: this build's `kafkaiq`, or Apache Kafka 4.1.1
+/// through `integration/apache-kafka.sh`), started again on the same data by a second call.
+fn start(port: u16, controller_port: u16, dir: &Path, log: &Path) -> BrokerProcess {
+    let settings = settings(port, controller_port);
     let refs: Vec<&str> = settings.iter().map(String::as_str).collect();
-    let mut p = BrokerProcess::spawn("kafkaiq", kafkaiq_command(port, data, &refs), log);
+    let kind = std::env::var("BROKER_UNDER_TEST").unwrap_or_else(|_| "kafkaiq".into());
+    let cmd = match kind.as_str() {
+        "apache-kafka" => {
+            let mut c = Command::new("bash");
+            c.arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/integration/apache-kafka.sh"
+            ))
+            .arg(dir.join("kafka"))
+            .arg(port.to_string())
+            .arg(controller_port.to_string())
+            .args(&refs);
+            c
+        }
+        _ => kafkaiq_command(port, &dir.join("data"), &refs),
+    };
+    let mut p = BrokerProcess::spawn(&kind, cmd, log);
     p.await_listening(port);
     p
 }
@@ -159,16 +193,26 @@ async fn fetch(c: &mut RawClient, topic: &str) -> (i16, bool) {
     )
 }
 
+/// The group coordinator lookup's error code. COORDINATOR_NOT_AVAILABLE is asked again, as
+/// clients do: Apache Kafka answers it while the first lookup creates `__consumer_offsets`.
 async fn find_group_coordinator(c: &mut RawClient, group: &str) -> i16 {
-    let r: FindCoordinatorResponse = c
-        .call(
-            4,
-            &FindCoordinatorRequest::default()
-                .with_key_type(0)
-                .with_coordinator_keys(vec![str(group)]),
-        )
-        .await;
-    r.coordinators[0].error_code
+    const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r: FindCoordinatorResponse = c
+            .call(
+                4,
+                &FindCoordinatorRequest::default()
+                    .with_key_type(0)
+                    .with_coordinator_keys(vec![str(group)]),
+            )
+            .await;
+        let code = r.coordinators[0].error_code;
+        if code != COORDINATOR_NOT_AVAILABLE || Instant::now() >= deadline {
+            return code;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 async fn commit_offset(c: &mut RawClient, group: &str, topic: &str, offset: i64) -> i16 {
@@ -180,8 +224,17 @@ async fn commit_offset(c: &mut RawClient, group: &str, topic: &str, offset: i64)
             .with_partitions(vec![OffsetCommitRequestPartition::default()
                 .with_partition_index(0)
                 .with_committed_offset(offset)])]);
-    let r: OffsetCommitResponse = c.call(8, &request).await;
-    r.topics[0].partitions[0].error_code
+    // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR are asked
+    // again, as clients do: Apache Kafka answers them while the new offsets partition loads.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r: OffsetCommitResponse = c.call(8, &request).await;
+        let code = r.topics[0].partitions[0].error_code;
+        if !(14..=16).contains(&code) || Instant::now() >= deadline {
+            return code;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Runs one of Apache Kafka's tools with `args`; its exit code and output.
@@ -227,10 +280,14 @@ fn acls(bootstrap: &str, admin: &str, args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acls_are_created_listed_enforced_kept_across_a_restart_and_removed_with_kafka_acls() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let port = free_port();
+    let (port, controller_port) = (free_port(), free_port());
     let bootstrap = format!("127.0.0.1:{port}");
-    let mut broker = start(port, &data, &dir.path().join("run1.log"));
+    let mut broker = start(
+        port,
+        controller_port,
+        dir.path(),
+        &dir.path().join("run1.log"),
+    );
     let admin_props = client_properties(dir.path(), "admin", "admin-secret");
     let alice_props = client_properties(dir.path(), "alice", "alice-secret");
 
@@ -434,7 +491,12 @@ async fn acls_are_created_listed_enforced_kept_across_a_restart_and_removed_with
 
     // A restart keeps the ACLs.
     broker.stop().unwrap();
-    let mut broker = start(port, &data, &dir.path().join("run2.log"));
+    let mut broker = start(
+        port,
+        controller_port,
+        dir.path(),
+        &dir.path().join("run2.log"),
+    );
     let listed = acls(&bootstrap, &admin_props, &["--list"]);
     assert!(
         listed.contains("orders") && listed.contains("readers"),
