@@ -117,7 +117,9 @@ public final class BrokerUnderTest implements AutoCloseable {
                         bin,
                         "--override", "listeners=" + listener,
                         "--override", "advertised.listeners=" + listener,
-                        "--override", "log.dirs=" + logDirsUnder(dir.toAbsolutePath(), logDirs)));
+                        "--override", "log.dirs=" + logDirsUnder(dir.toAbsolutePath(), logDirs),
+                        // Test classes run in parallel JVMs: no fixed HTTP port to fight over.
+                        "--override", "http.listener=none"));
                 for (String kv : settings) {
                     cmd.addAll(List.of("--override", kv));
                 }
