@@ -1,7 +1,7 @@
 //! Connections per client address, Kafka's `max.connections.per.ip` (and its overrides): one
-//! host cannot hold every slot of a listener. A listener counts the connections each address
-//! holds open; a new one past the address's maximum is closed at once, as Kafka's
-//! `ConnectionQuotas` does (its broker and controller sockets count apart, as our listeners do).
+//! host cannot hold every slot of the broker. The client listeners together count the
+//! connections each address holds open; a new one past the address's maximum is closed at once,
+//! as Kafka's `ConnectionQuotas` does (the controller listener counts apart).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::config::ConnectionsPerIp;
 
-/// The open connections of one listener, per client address.
+/// The open connections of the client listeners (or of the controller listener), per client
+/// address.
 #[derive(Debug)]
 pub struct PerIpSlots {
     limits: ConnectionsPerIp,
