@@ -36,11 +36,14 @@ use tokio::task::JoinHandle;
 
 use super::forward::{Forwarder, QuorumState};
 use super::ControllerChannel;
+use crate::client::secure;
+use crate::client::Endpoint;
 use crate::config::BrokerConfig;
 use crate::limits::CONTROLLER_QUEUE_REQUESTS_MAX;
 use crate::metadata::{MetadataCache, MetadataImage, MetadataPublisher, MetadataRecord};
 use crate::quorum::chunks::Reassembly;
 use crate::quorum::durable::DurableError;
+use crate::security::ClientSecurity;
 
 /// KafkaIQ's private API key for an observer's fetch of the metadata log.
 pub const METADATA_FETCH_API_KEY: i16 = 32_001;
@@ -56,6 +59,8 @@ pub const METADATA_FETCH_MAX_BYTES: i32 = 8 << 20;
 const METADATA_FETCH_RESPONSE_BYTES_MAX: usize = 512 << 20;
 /// Pause before an observer tries the next voter after a failed fetch.
 const OBSERVER_RETRY_MS: u64 = 100;
+/// How long securing a connection to a voter (TLS handshake, SASL exchange) may take.
+const OBSERVER_SECURE_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a voter has committed lately, for observers.
 #[derive(Debug)]
@@ -376,7 +381,12 @@ pub fn start(
     );
     let state = Arc::new(QuorumState::new());
     let voters = super::forward::voter_endpoints(&config);
-    let forwarder = Forwarder::new(config.node_id, &voters, state.clone());
+    let forwarder = Forwarder::new(
+        config.node_id,
+        &voters,
+        config.controller_client.clone(),
+        state.clone(),
+    );
     // No controller thread: a request for it finds its queue closed and answers NOT_CONTROLLER,
     // and everything that changes metadata is forwarded instead.
     let (events, _) = std::sync::mpsc::channel();
@@ -395,6 +405,7 @@ pub fn start(
     let task = tokio::spawn(run(
         config.node_id,
         voters,
+        config.controller_client.clone(),
         publisher.clone(),
         state,
         shutdown,
@@ -405,6 +416,7 @@ pub fn start(
 async fn run(
     node_id: i32,
     voters: Vec<(i32, String, u16)>,
+    security: Option<Arc<ClientSecurity>>,
     publisher: Arc<MetadataPublisher>,
     state: Arc<QuorumState>,
     mut shutdown: watch::Receiver<bool>,
@@ -412,7 +424,7 @@ async fn run(
     let client_id = format!("kafkaiq-{node_id}-metadata-observer");
     let mut correlation = 0i32;
     let mut next_voter = 0usize;
-    let mut connection: Option<(i32, TcpStream)> = None;
+    let mut connection: Option<(i32, secure::Stream)> = None;
     loop {
         let (target, mut stream) = match connection.take() {
             Some(c) => c,
@@ -426,12 +438,37 @@ async fn run(
                     }
                 };
                 let connect = TcpStream::connect((host.as_str(), port));
-                match tokio::time::timeout(Duration::from_secs(2), connect).await {
+                let opened = match tokio::time::timeout(Duration::from_secs(2), connect).await {
                     Ok(Ok(s)) => {
                         let _ = s.set_nodelay(true);
-                        (id, s)
+                        // TLS and SASL when the controller listener is secured.
+                        let endpoint = Endpoint::new(host.clone(), port);
+                        let open = secure::open(s, &endpoint, security.as_deref(), &client_id);
+                        match tokio::time::timeout(OBSERVER_SECURE_OPEN_TIMEOUT, open).await {
+                            Ok(Ok(s)) => Some(s),
+                            Ok(Err(reason)) => {
+                                tracing::warn!(
+                                    voter = id,
+                                    "metadata fetch connection to controller {id} failed: \
+                                     {reason}"
+                                );
+                                None
+                            }
+                            Err(_) => {
+                                tracing::warn!(
+                                    voter = id,
+                                    "metadata fetch connection to controller {id} not secured \
+                                     within {OBSERVER_SECURE_OPEN_TIMEOUT:?}"
+                                );
+                                None
+                            }
+                        }
                     }
-                    _ => {
+                    _ => None,
+                };
+                match opened {
+                    Some(s) => (id, s),
+                    None => {
                         state.set(false, -1);
                         if pause(&mut shutdown).await {
                             return;
@@ -452,6 +489,7 @@ async fn run(
             stream
                 .write_all(&encode_request(correlation, &client_id, &request))
                 .await?;
+            stream.flush().await?;
             let len = stream.read_i32().await?;
             let len = usize::try_from(len)
                 .ok()
