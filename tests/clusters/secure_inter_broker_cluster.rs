@@ -464,6 +464,7 @@ async fn a_wrong_controller_password_keeps_the_node_out_and_is_logged() {
             .with_replication_factor(2)]);
     let created = client.send(2, create).await.unwrap();
     assert_eq!(created.body.topics[0].error_code, 0, "{:?}", created.body);
+    unauthenticated_raft_frame_is_refused(&cluster, 1).await;
     cluster
         .wait_for(
             "node 3 to log failed authentications to the controllers, retried",
@@ -495,6 +496,52 @@ async fn a_wrong_controller_password_keeps_the_node_out_and_is_logged() {
     );
     client.shutdown();
     cluster.stop_all();
+}
+
+/// A stranger's Raft vote request of term 1000, sent unauthenticated to node `id`'s SASL
+/// controller listener, closes its connection unanswered and moves no epoch (on a PLAINTEXT
+/// controller listener without an authorizer a voter would take it).
+async fn unauthenticated_raft_frame_is_refused(cluster: &Cluster, id: i32) {
+    use kafkaiq::quorum::wire;
+    use raft::eraftpb::{Message, MessageType};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let epoch = || async {
+        cluster
+            .describe_quorum(id)
+            .await
+            .expect("the quorum as node answers")
+            .leader_epoch
+    };
+    let before = epoch().await;
+    let vote = Message {
+        msg_type: MessageType::MsgRequestVote,
+        to: id as u64,
+        from: 2,
+        term: 1_000,
+        log_term: 1_000,
+        index: 1_000_000,
+        ..Default::default()
+    };
+    let port = cluster.nodes[&id].controller_port;
+    let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    raw.write_all(&wire::encode_request(1, "stranger", &vote))
+        .await
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(DEADLINE, raw.read(&mut byte))
+        .await
+        .expect("the connection closes");
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "an unauthenticated Raft frame was answered: {read:?}"
+    );
+    let after = epoch().await;
+    assert!(
+        after == before && after < 1_000,
+        "epoch {before} became {after}"
+    );
 }
 
 /// Node 3 authenticates to the others with a wrong password: its replica fetches fail SASL
