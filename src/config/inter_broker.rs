@@ -387,6 +387,47 @@ mod tests {
     }
 
     #[test]
+    fn the_controller_channel_reads_its_own_mechanism_key_and_listener() {
+        let controller = |entries: &[(&str, &str)], protocol| {
+            parse_for(&raw(entries), "CONTROLLER", protocol, Channel::Controller)
+        };
+        // Kafka's default, GSSAPI, refused naming the controller's key, not the inter-broker one.
+        let e = controller(
+            &[("sasl.mechanism.inter.broker.protocol", "PLAIN")],
+            SecurityProtocol::SaslPlaintext,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`sasl.mechanism.controller.protocol`")
+                && e.contains("GSSAPI")
+                && e.contains("controller listener"),
+            "{e}"
+        );
+        let sec = controller(
+            &[
+                ("sasl.mechanism.controller.protocol", "SCRAM-SHA-256"),
+                (
+                    "listener.name.controller.scram-sha-256.sasl.jaas.config",
+                    SCRAM_JAAS,
+                ),
+            ],
+            SecurityProtocol::SaslPlaintext,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(sec.listener, "CONTROLLER");
+        assert_eq!(sec.sasl.unwrap().mechanism, Mechanism::ScramSha256);
+        let e = controller(&[], SecurityProtocol::Ssl)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`ssl.truststore.location`") && e.contains("the controllers"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn missing_or_incomplete_jaas_names_the_listeners_key_and_hides_the_value() {
         let e = err(
             &[("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-256")],

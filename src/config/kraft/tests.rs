@@ -836,6 +836,26 @@ fn a_controller_listener_may_be_sasl_or_tls_as_in_kafka() {
     // The inter-broker listener is untouched.
     assert!(c.inter_broker_client.is_none());
     assert!(c.client_listeners[0].security.sasl.is_none());
+    // With an authorizer, the nodes' principal on it is the SASL user, not User:ANONYMOUS:
+    // warned when it is not a super user.
+    let sasl_controller = [
+        "listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "sasl.enabled.mechanisms=PLAIN",
+        "sasl.mechanism.controller.protocol=PLAIN",
+        CONTROLLER_PLAIN_JAAS,
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    ];
+    let warnings = |super_users: &str| {
+        let mut changes = sasl_controller.to_vec();
+        changes.push(super_users);
+        validated(&variant(NODE2, &changes)).unwrap().warnings
+    };
+    let w = warnings("super.users=User:ANONYMOUS");
+    assert!(
+        w.len() == 1 && w[0].contains("User:controller") && !w[0].contains("ANONYMOUS"),
+        "{w:?}"
+    );
+    assert!(warnings("super.users=User:controller").is_empty());
 
     let dir = tempfile::tempdir().unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
