@@ -59,7 +59,10 @@ impl Transport {
         report: Arc<dyn Fn(TransportEvent) + Send + Sync>,
     ) -> Transport {
         let correlation = Arc::new(AtomicI32::new(0));
-        let client_id = format!("kafkaiq-raft-{node_id}");
+        let dialer = Arc::new(Dialer {
+            client_id: format!("kafkaiq-raft-{node_id}"),
+            security,
+        });
         let mut senders = BTreeMap::new();
         for (peer, address) in peers {
             let (tx, rx) = mpsc::channel(RAFT_PEER_QUEUE_MESSAGES_MAX);
@@ -68,8 +71,7 @@ impl Transport {
                 node_id,
                 peer,
                 address,
-                client_id.clone(),
-                security.clone(),
+                dialer.clone(),
                 correlation.clone(),
                 rx,
                 report.clone(),
@@ -100,16 +102,23 @@ impl Transport {
     }
 }
 
+/// How every peer task opens its connections: the client id its frames carry, and the
+/// controller listener's client security.
+struct Dialer {
+    client_id: String,
+    security: Option<Arc<ClientSecurity>>,
+}
+
 async fn peer_task(
     node_id: u64,
     peer: u64,
     address: String,
-    client_id: String,
-    security: Option<Arc<ClientSecurity>>,
+    dialer: Arc<Dialer>,
     correlation: Arc<AtomicI32>,
     mut queue: mpsc::Receiver<Message>,
     report: Arc<dyn Fn(TransportEvent) + Send + Sync>,
 ) {
+    let client_id = dialer.client_id.as_str();
     let mut backoff_ms = 50u64;
     let mut connection: Option<(ReadHalf, WriteHalf)> = None;
     loop {
@@ -138,7 +147,7 @@ async fn peer_task(
         };
         let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
         if connection.is_none() {
-            match connect(peer, &address, security.as_deref(), &client_id).await {
+            match connect(peer, &address, dialer.security.as_deref(), client_id).await {
                 Ok(stream) => {
                     connection = Some(stream.split());
                     backoff_ms = 50;
@@ -156,10 +165,10 @@ async fn peer_task(
             }
         }
         let next_id = || correlation.fetch_add(1, Ordering::Relaxed);
-        let frames = wire::encode_frames(next_id(), &client_id, &message);
+        let frames = wire::encode_frames(next_id(), client_id, &message);
         drop(message); // A snapshot is held once, encoded.
         let (_, stream) = connection.as_mut().expect("connected above");
-        match write_frames(stream, node_id, &client_id, frames, next_id).await {
+        match write_frames(stream, node_id, client_id, frames, next_id).await {
             Ok(()) => {
                 if snapshot {
                     report(TransportEvent::SnapshotSent {
