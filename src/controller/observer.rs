@@ -59,6 +59,8 @@ pub const METADATA_FETCH_MAX_BYTES: i32 = 8 << 20;
 const METADATA_FETCH_RESPONSE_BYTES_MAX: usize = 512 << 20;
 /// Pause before an observer tries the next voter after a failed fetch.
 const OBSERVER_RETRY_MS: u64 = 100;
+/// Pause before asking again a voter that refused this node's TLS handshake or credentials.
+const OBSERVER_REFUSED_RETRY_MS: u64 = 1_000;
 /// How long securing a connection to a voter (TLS handshake, SASL exchange) may take.
 const OBSERVER_SECURE_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -437,40 +439,18 @@ async fn run(
                         voters[next_voter].clone()
                     }
                 };
-                let connect = TcpStream::connect((host.as_str(), port));
-                let opened = match tokio::time::timeout(Duration::from_secs(2), connect).await {
-                    Ok(Ok(s)) => {
-                        let _ = s.set_nodelay(true);
-                        // TLS and SASL when the controller listener is secured.
-                        let endpoint = Endpoint::new(host.clone(), port);
-                        let open = secure::open(s, &endpoint, security.as_deref(), &client_id);
-                        match tokio::time::timeout(OBSERVER_SECURE_OPEN_TIMEOUT, open).await {
-                            Ok(Ok(s)) => Some(s),
-                            Ok(Err(reason)) => {
-                                tracing::warn!(
-                                    voter = id,
-                                    "metadata fetch connection to controller {id} failed: \
-                                     {reason}"
-                                );
-                                None
-                            }
-                            Err(_) => {
-                                tracing::warn!(
-                                    voter = id,
-                                    "metadata fetch connection to controller {id} not secured \
-                                     within {OBSERVER_SECURE_OPEN_TIMEOUT:?}"
-                                );
-                                None
-                            }
-                        }
-                    }
-                    _ => None,
-                };
-                match opened {
-                    Some(s) => (id, s),
-                    None => {
+                match open(id, &host, port, security.as_deref(), &client_id).await {
+                    Ok(s) => (id, s),
+                    Err(refused) => {
                         state.set(false, -1);
-                        if pause(&mut shutdown).await {
+                        // A voter that refused the TLS handshake or the credentials is asked
+                        // again less often than one that did not answer (each refusal logged).
+                        let ms = if refused {
+                            OBSERVER_REFUSED_RETRY_MS
+                        } else {
+                            OBSERVER_RETRY_MS
+                        };
+                        if pause_ms(&mut shutdown, ms).await {
                             return;
                         }
                         continue;
@@ -535,11 +515,52 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
+/// Opens a connection to voter `id`'s controller listener, with TLS and SASL when it is
+/// secured. `Err(true)`: the voter answered but refused the handshake or the credentials
+/// (logged); `Err(false)`: it did not answer.
+async fn open(
+    id: i32,
+    host: &str,
+    port: u16,
+    security: Option<&ClientSecurity>,
+    client_id: &str,
+) -> Result<secure::Stream, bool> {
+    let connect = TcpStream::connect((host, port));
+    let tcp = match tokio::time::timeout(Duration::from_secs(2), connect).await {
+        Ok(Ok(tcp)) => tcp,
+        _ => return Err(false),
+    };
+    let _ = tcp.set_nodelay(true);
+    let endpoint = Endpoint::new(host, port);
+    let opened = tokio::time::timeout(
+        OBSERVER_SECURE_OPEN_TIMEOUT,
+        secure::open(tcp, &endpoint, security, client_id),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "not secured within {OBSERVER_SECURE_OPEN_TIMEOUT:?}"
+        ))
+    });
+    opened.map_err(|reason| {
+        tracing::warn!(
+            voter = id,
+            "metadata fetch connection to controller {id} failed: {reason}"
+        );
+        true
+    })
+}
+
 /// Sleeps before the next try; true when the node is stopping.
 async fn pause(shutdown: &mut watch::Receiver<bool>) -> bool {
+    pause_ms(shutdown, OBSERVER_RETRY_MS).await
+}
+
+/// Sleeps `ms` before the next try; true when the node is stopping.
+async fn pause_ms(shutdown: &mut watch::Receiver<bool>, ms: u64) -> bool {
     tokio::select! {
         _ = stopped(shutdown) => true,
-        _ = tokio::time::sleep(Duration::from_millis(OBSERVER_RETRY_MS)) => false,
+        _ = tokio::time::sleep(Duration::from_millis(ms)) => false,
     }
 }
 
