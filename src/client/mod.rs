@@ -66,7 +66,7 @@ mod backoff;
 mod destination;
 pub mod error;
 pub mod response_layouts;
-mod secure;
+pub mod secure;
 pub mod versions;
 pub mod wire;
 

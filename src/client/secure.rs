@@ -7,6 +7,10 @@
 //! signature checked). Until all of that has succeeded the connection is not ready: a failure is
 //! a failed connection attempt, retried after the reconnect backoff.
 //!
+//! [`open`] does the same on a connected socket for the controller listener's own frames (Raft
+//! messages between voters, a broker-only node's metadata log fetch), which are not requests of
+//! a [`super::Client`]: one mechanism for every secured connection this node opens.
+//!
 //! The stream is an enum rather than a boxed trait object so that a PLAINTEXT connection keeps
 //! tokio's owned TCP halves (no lock, no indirection per read); a TLS stream is split with
 //! `tokio::io::split`.
@@ -40,7 +44,7 @@ use crate::security::{ClientSecurity, SaslCredentials};
 const SASL_RESPONSE_BYTES_MAX: usize = 64 * 1024;
 
 /// A connection's stream: plain TCP or TLS over it.
-pub(super) enum Stream {
+pub enum Stream {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
 }
@@ -60,12 +64,12 @@ impl Stream {
     }
 }
 
-pub(super) enum ReadHalf {
+pub enum ReadHalf {
     Plain(OwnedReadHalf),
     Tls(tokio::io::ReadHalf<TlsStream<TcpStream>>),
 }
 
-pub(super) enum WriteHalf {
+pub enum WriteHalf {
     Plain(OwnedWriteHalf),
     Tls(tokio::io::WriteHalf<TlsStream<TcpStream>>),
 }
@@ -125,6 +129,33 @@ macro_rules! forward_write {
 
 forward_write!(Stream, Stream::Plain, Stream::Tls);
 forward_write!(WriteHalf, WriteHalf::Plain, WriteHalf::Tls);
+
+/// Secures a connected socket to `endpoint` as `security` says: the TLS handshake (SSL,
+/// SASL_SSL), then SaslHandshake v1 and SaslAuthenticate v2 (SASL_PLAINTEXT, SASL_SSL); the
+/// stream as it was for PLAINTEXT. The caller bounds it in time. An error says which step
+/// failed, never a password.
+pub async fn open(
+    tcp: TcpStream,
+    endpoint: &Endpoint,
+    security: Option<&ClientSecurity>,
+    client_id: &str,
+) -> Result<Stream, String> {
+    let mut stream = start_tls(tcp, endpoint, security).await?;
+    if let Some(credentials) = security.and_then(|s| s.sasl.as_ref()) {
+        let client_id = StrBytes::from_string(client_id.to_owned());
+        let mut correlation_id = 0;
+        authenticate(&mut stream, &client_id, &mut correlation_id, credentials)
+            .await
+            .map_err(|reason| {
+                format!(
+                    "SASL authentication failed ({} as {}): {reason}",
+                    credentials.mechanism.name(),
+                    credentials.username
+                )
+            })?;
+    }
+    Ok(stream)
+}
 
 /// The TLS handshake over a connected socket, when the destination's listener is TLS.
 pub(super) async fn start_tls(

@@ -1,12 +1,14 @@
-//! How this broker's own client secures its connections to other brokers' inter-broker
-//! listener (replica fetches, transaction markers), read as Kafka 4.1's broker reads it for its
-//! inter-broker channel: the `ssl.*` keys of the inter-broker listener (the
-//! `listener.name.<listener>.` key first), `sasl.mechanism.inter.broker.protocol`, and the
-//! `username` and `password` options of the listener's
-//! `listener.name.<listener>.<mechanism>.sasl.jaas.config`.
+//! How this broker's own client secures its connections to another node's listener, read as
+//! Kafka 4.1 reads it for its two outbound channels: to other brokers' inter-broker listener
+//! (replica fetches, transaction markers) from `sasl.mechanism.inter.broker.protocol`, and to
+//! the controllers' listener (the first of `controller.listener.names`: Raft messages between
+//! voters, the metadata log fetch, registration, heartbeats, AlterPartition, forwarding) from
+//! `sasl.mechanism.controller.protocol`; for either, the `ssl.*` keys of that listener (the
+//! `listener.name.<listener>.` key first) and the `username` and `password` options of the
+//! listener's `listener.name.<listener>.<mechanism>.sasl.jaas.config`.
 //!
-//! TLS: the trust store verifies the other broker's certificate; the key store, when one is
-//! set, is the certificate this broker presents when the other asks for one
+//! TLS: the trust store verifies the other node's certificate; the key store, when one is
+//! set, is the certificate this node presents when the other asks for one
 //! (`ssl.client.auth=requested` or `required`); `ssl.endpoint.identification.algorithm`
 //! (default `https`) checks that the certificate names the host connected to, and empty turns
 //! that check off (the chain is still verified).
@@ -21,14 +23,47 @@ use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStor
 use super::kraft::SecurityProtocol;
 use super::security::{
     parse_jaas, read_keystore, read_truststore, Keys, Mechanism, PLAIN_LOGIN_MODULE,
-    SASL_MECHANISM_INTER_BROKER_PROTOCOL, SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
-    SSL_KEYSTORE_CERTIFICATE_CHAIN, SSL_KEYSTORE_KEY, SSL_KEYSTORE_LOCATION,
-    SSL_TRUSTSTORE_LOCATION,
+    SASL_MECHANISM_CONTROLLER_PROTOCOL, SASL_MECHANISM_INTER_BROKER_PROTOCOL,
+    SSL_ENDPOINT_IDENTIFICATION_ALGORITHM, SSL_KEYSTORE_CERTIFICATE_CHAIN, SSL_KEYSTORE_KEY,
+    SSL_KEYSTORE_LOCATION, SSL_TRUSTSTORE_LOCATION,
 };
 use super::{ConfigError, RawConfig};
 pub use crate::security::{ClientSecurity, SaslCredentials};
 
 const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+
+/// Which of a node's outbound channels a listener is reached by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// To other brokers' `inter.broker.listener.name`.
+    InterBroker,
+    /// To the controllers' listener (`controller.listener.names`).
+    Controller,
+}
+
+impl Channel {
+    /// The key naming the SASL mechanism of the channel (Kafka's default for both: GSSAPI).
+    pub fn mechanism_key(self) -> &'static str {
+        match self {
+            Channel::InterBroker => SASL_MECHANISM_INTER_BROKER_PROTOCOL,
+            Channel::Controller => SASL_MECHANISM_CONTROLLER_PROTOCOL,
+        }
+    }
+
+    fn listener(self) -> &'static str {
+        match self {
+            Channel::InterBroker => "the inter-broker listener",
+            Channel::Controller => "the controller listener",
+        }
+    }
+
+    fn peers(self) -> &'static str {
+        match self {
+            Channel::InterBroker => "the other brokers",
+            Channel::Controller => "the controllers",
+        }
+    }
+}
 
 /// The client security of the inter-broker listener `listener_name` speaking `protocol`;
 /// `None` for PLAINTEXT.
@@ -36,6 +71,17 @@ pub fn parse(
     raw: &RawConfig,
     listener_name: &str,
     protocol: SecurityProtocol,
+) -> Result<Option<ClientSecurity>, ConfigError> {
+    parse_for(raw, listener_name, protocol, Channel::InterBroker)
+}
+
+/// The client security of listener `listener_name` speaking `protocol`, reached by `channel`;
+/// `None` for PLAINTEXT.
+pub fn parse_for(
+    raw: &RawConfig,
+    listener_name: &str,
+    protocol: SecurityProtocol,
+    channel: Channel,
 ) -> Result<Option<ClientSecurity>, ConfigError> {
     if protocol == SecurityProtocol::Plaintext {
         return Ok(None);
@@ -46,13 +92,13 @@ pub fn parse(
     };
     let sasl = match protocol {
         SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
-            Some(credentials(raw, listener_name)?)
+            Some(credentials(raw, listener_name, channel)?)
         }
         _ => None,
     };
     let tls = match protocol {
         SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => {
-            Some(Arc::new(tls_config(&keys, listener_name)?))
+            Some(Arc::new(tls_config(&keys, listener_name, channel)?))
         }
         _ => None,
     };
@@ -64,26 +110,31 @@ pub fn parse(
     }))
 }
 
-fn credentials(raw: &RawConfig, listener_name: &str) -> Result<SaslCredentials, ConfigError> {
+fn credentials(
+    raw: &RawConfig,
+    listener_name: &str,
+    channel: Channel,
+) -> Result<SaslCredentials, ConfigError> {
     let invalid = |key: &str, value: &str, reason: String| ConfigError::Invalid {
         key: key.to_owned(),
         value: value.to_owned(),
         reason,
     };
     // Kafka's default is GSSAPI, which KafkaIQ does not speak.
-    let written = raw.get(SASL_MECHANISM_INTER_BROKER_PROTOCOL);
+    let mechanism_key = channel.mechanism_key();
+    let written = raw.get(mechanism_key);
     let mechanism = match written.map(str::trim).unwrap_or("GSSAPI") {
         "PLAIN" => Mechanism::Plain,
         "SCRAM-SHA-256" => Mechanism::ScramSha256,
         "SCRAM-SHA-512" => Mechanism::ScramSha512,
         other => {
             return Err(invalid(
-                SASL_MECHANISM_INTER_BROKER_PROTOCOL,
+                mechanism_key,
                 written.unwrap_or_default(),
                 format!(
-                    "the inter-broker listener {listener_name} is SASL, and mechanism {other}{} \
-                     is not supported: set {SASL_MECHANISM_INTER_BROKER_PROTOCOL} to PLAIN, \
-                     SCRAM-SHA-256 or SCRAM-SHA-512",
+                    "{} {listener_name} is SASL, and mechanism {other}{} is not supported: set \
+                     {mechanism_key} to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                    channel.listener(),
                     if written.is_none() {
                         " (Kafka's default)"
                     } else {
@@ -109,8 +160,9 @@ fn credentials(raw: &RawConfig, listener_name: &str) -> Result<SaslCredentials, 
             &jaas_key,
             "",
             format!(
-                "brokers authenticate to each other with {}: set it to `{module} required \
+                "this node authenticates to {} with {}: set it to `{module} required \
                  username=\"<user>\" password=\"<password>\";`",
+                channel.peers(),
                 mechanism.name()
             ),
         )
@@ -128,8 +180,9 @@ fn credentials(raw: &RawConfig, listener_name: &str) -> Result<SaslCredentials, 
             .map(|(_, v)| v.clone())
             .ok_or_else(|| {
                 hidden(format!(
-                    "no `{name}` option: the inter-broker client authenticates with the \
-                     username and password options"
+                    "no `{name}` option: the client of {} authenticates with the \
+                     username and password options",
+                    channel.listener()
                 ))
             })
     };
@@ -140,7 +193,11 @@ fn credentials(raw: &RawConfig, listener_name: &str) -> Result<SaslCredentials, 
     })
 }
 
-fn tls_config(keys: &Keys, listener_name: &str) -> Result<ClientConfig, ConfigError> {
+fn tls_config(
+    keys: &Keys,
+    listener_name: &str,
+    channel: Channel,
+) -> Result<ClientConfig, ConfigError> {
     let verify_host = match keys.get(SSL_ENDPOINT_IDENTIFICATION_ALGORITHM) {
         None => true,
         Some((_, v)) if v.trim().is_empty() => false,
@@ -162,9 +219,10 @@ fn tls_config(keys: &Keys, listener_name: &str) -> Result<ClientConfig, ConfigEr
         return Err(keys.invalid(
             SSL_TRUSTSTORE_LOCATION,
             format!(
-                "the inter-broker listener {listener_name} is TLS: set a trust store \
-                 (ssl.truststore.location or ssl.truststore.certificates) holding the \
-                 certificate authority of the other brokers"
+                "{} {listener_name} is TLS: set a trust store (ssl.truststore.location or \
+                 ssl.truststore.certificates) holding the certificate authority of {}",
+                channel.listener(),
+                channel.peers()
             ),
         ));
     }
@@ -326,6 +384,47 @@ mod tests {
             SecurityProtocol::SaslSsl,
         );
         assert!(e.contains("`sasl.mechanism.inter.broker.protocol`"), "{e}");
+    }
+
+    #[test]
+    fn the_controller_channel_reads_its_own_mechanism_key_and_listener() {
+        let controller = |entries: &[(&str, &str)], protocol| {
+            parse_for(&raw(entries), "CONTROLLER", protocol, Channel::Controller)
+        };
+        // Kafka's default, GSSAPI, refused naming the controller's key, not the inter-broker one.
+        let e = controller(
+            &[("sasl.mechanism.inter.broker.protocol", "PLAIN")],
+            SecurityProtocol::SaslPlaintext,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`sasl.mechanism.controller.protocol`")
+                && e.contains("GSSAPI")
+                && e.contains("controller listener"),
+            "{e}"
+        );
+        let sec = controller(
+            &[
+                ("sasl.mechanism.controller.protocol", "SCRAM-SHA-256"),
+                (
+                    "listener.name.controller.scram-sha-256.sasl.jaas.config",
+                    SCRAM_JAAS,
+                ),
+            ],
+            SecurityProtocol::SaslPlaintext,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(sec.listener, "CONTROLLER");
+        assert_eq!(sec.sasl.unwrap().mechanism, Mechanism::ScramSha256);
+        let e = controller(&[], SecurityProtocol::Ssl)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`ssl.truststore.location`") && e.contains("the controllers"),
+            "{e}"
+        );
     }
 
     #[test]

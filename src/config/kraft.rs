@@ -3,9 +3,9 @@
 //!
 //! [`parse`] turns them into one typed [`KraftConfig`] and refuses what Kafka 4.1's
 //! `KafkaConfig` refuses (its messages are kept where it has one), plus the few things only
-//! KafkaIQ needs: controller listeners must be PLAINTEXT (the controller quorum's transport has
-//! no TLS or SASL; the inter-broker listener may be any protocol), a voter id may
-//! appear once, and this node's voter entry must be reachable at its own controller listener.
+//! KafkaIQ needs: a voter id may appear once, and this node's voter entry must be reachable at
+//! its own controller listener. Any listener, the controller's and the inter-broker one
+//! included, may be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, as in Kafka.
 //!
 //! A file without `process.roles` is today's single node: a quorum of one voter (this node)
 //! that no network reaches, serving the client listener only ([`KraftConfig::standalone`]).
@@ -267,6 +267,13 @@ impl KraftConfig {
     /// `controller.listener.names`.
     pub fn controller_connect_listener_name(&self) -> Option<&str> {
         self.controller_listener_names.first().map(String::as_str)
+    }
+
+    /// The security protocol of [`KraftConfig::controller_connect_listener_name`], as
+    /// `listener.security.protocol.map` gives it.
+    pub fn controller_connect_protocol(&self) -> Option<SecurityProtocol> {
+        let name = self.controller_connect_listener_name()?;
+        self.security_protocol_map.get(name).copied()
     }
 
     /// This node's entry in `controller.quorum.voters`, if it is a static voter.
@@ -660,29 +667,6 @@ fn security_protocol_map(
     Ok(map)
 }
 
-/// Controller listeners stay PLAINTEXT: the controller quorum's outbound client speaks only
-/// PLAINTEXT. Client listeners may be SSL, SASL_PLAINTEXT or SASL_SSL.
-fn controller_plaintext_only(
-    listeners: &[NamedListener],
-    controller_names: &[String],
-    key: &str,
-) -> Result<(), ConfigError> {
-    match listeners.iter().find(|l| {
-        l.protocol != SecurityProtocol::Plaintext && controller_names.iter().any(|n| n == &l.name)
-    }) {
-        None => Ok(()),
-        Some(l) => Err(conflict(
-            &[key, LISTENER_SECURITY_PROTOCOL_MAP],
-            format!(
-                "controller listener {} maps to security protocol {}, but KafkaIQ's controller \
-                 quorum speaks only PLAINTEXT: map {} to PLAINTEXT in \
-                 listener.security.protocol.map",
-                l.name, l.protocol, l.name
-            ),
-        )),
-    }
-}
-
 /// Parses and checks the KRaft keys. `node_id` is the one `from_raw` read (node.id, else
 /// broker.id, else 1); `log_dirs` gives the metadata log dir its default.
 pub(crate) fn parse(
@@ -738,14 +722,12 @@ pub(crate) fn parse(
         .to_owned();
     let listeners = parse_listener_list(raw, LISTENERS, &listeners_text, &map)?;
     check_distinct_ports(raw, &listeners, &listeners_text)?;
-    controller_plaintext_only(&listeners, &controller_names, LISTENERS)?;
 
     let advertised_text = raw.get(ADVERTISED_LISTENERS);
     let advertised_written = match advertised_text {
         Some(text) => parse_listener_list(raw, ADVERTISED_LISTENERS, text, &map)?,
         None => Vec::new(),
     };
-    controller_plaintext_only(&advertised_written, &controller_names, ADVERTISED_LISTENERS)?;
 
     let is_controller_name = |name: &str| controller_names.iter().any(|n| n == name);
 
@@ -978,32 +960,21 @@ pub(crate) fn parse(
                      'listeners' configuration when running KRaft with just the broker role",
                 ));
             }
+            // Any protocol, as in Kafka: `BrokerConfig::controller_client` reads how to reach
+            // it.
             for name in &controller_names {
-                match map.get(name) {
-                    None => {
-                        return Err(conflict(
-                            &[CONTROLLER_LISTENER_NAMES, LISTENER_SECURITY_PROTOCOL_MAP],
-                            format!(
-                                "Controller listener with name {name} defined in \
-                                 controller.listener.names not found in \
-                                 listener.security.protocol.map  (an explicit security mapping \
-                                 for each controller listener is required if \
-                                 listener.security.protocol.map is non-empty, or if there are \
-                                 security protocols other than PLAINTEXT in use)"
-                            ),
-                        ))
-                    }
-                    Some(SecurityProtocol::Plaintext) => {}
-                    Some(other) => {
-                        return Err(conflict(
-                            &[CONTROLLER_LISTENER_NAMES, LISTENER_SECURITY_PROTOCOL_MAP],
-                            format!(
-                                "controller listener {name} maps to {other}, but KafkaIQ's \
-                                 controller traffic is only PLAINTEXT (TLS and SASL serve client \
-                                 listeners)"
-                            ),
-                        ))
-                    }
+                if !map.contains_key(name) {
+                    return Err(conflict(
+                        &[CONTROLLER_LISTENER_NAMES, LISTENER_SECURITY_PROTOCOL_MAP],
+                        format!(
+                            "Controller listener with name {name} defined in \
+                             controller.listener.names not found in \
+                             listener.security.protocol.map  (an explicit security mapping \
+                             for each controller listener is required if \
+                             listener.security.protocol.map is non-empty, or if there are \
+                             security protocols other than PLAINTEXT in use)"
+                        ),
+                    ));
                 }
             }
             if controller_names.len() > 1 {

@@ -228,6 +228,15 @@ pub struct BrokerConfig {
     /// SASL_PLAINTEXT or SASL_SSL ([`inter_broker`]); `None` for PLAINTEXT or a node without
     /// the broker role among others.
     pub inter_broker_client: Option<std::sync::Arc<inter_broker::ClientSecurity>>,
+    /// The security of the controller listener this node serves (the first of
+    /// `controller.listener.names` among `listeners`): its protocol, TLS and SASL settings, read
+    /// as a client listener's are ([`security`]); `None` without the controller role.
+    pub controller_listener_security: Option<std::sync::Arc<security::ListenerSecurity>>,
+    /// How this node's clients reach the controllers' listener when it is SSL, SASL_PLAINTEXT
+    /// or SASL_SSL (voter to voter, the metadata log fetch, registration, heartbeats,
+    /// AlterPartition, forwarding), with `sasl.mechanism.controller.protocol`
+    /// ([`inter_broker::Channel::Controller`]); `None` for PLAINTEXT or a single node.
+    pub controller_client: Option<std::sync::Arc<inter_broker::ClientSecurity>>,
     /// `authorizer.class.name` and its keys: `None` when no authorizer is configured.
     pub authorizer: Option<security::AuthorizerSettings>,
     /// Process roles, the controller quorum, every named listener, liveness and quorum
@@ -527,18 +536,47 @@ impl BrokerConfig {
                 .unwrap_or(kraft::SecurityProtocol::Plaintext);
             inter_broker::parse(&raw, name, protocol)?.map(std::sync::Arc::new)
         };
+        let controller_listener_security = kraft
+            .controller_listener()
+            .map(|l| security::parse(&raw, &l.name, l.protocol).map(std::sync::Arc::new))
+            .transpose()?;
+        let controller_client = if kraft.standalone {
+            None
+        } else {
+            match (
+                kraft.controller_connect_listener_name(),
+                kraft.controller_connect_protocol(),
+            ) {
+                (Some(name), Some(protocol)) => inter_broker::parse_for(
+                    &raw,
+                    name,
+                    protocol,
+                    inter_broker::Channel::Controller,
+                )?
+                .map(std::sync::Arc::new),
+                _ => None,
+            }
+        };
         if let Some(a) = &authorizer {
-            // Nodes reach each other's controller listener as `User:ANONYMOUS` (it is
-            // PLAINTEXT): without it among the super users their heartbeats and AlterPartition
-            // are refused, as they are in Kafka with a PLAINTEXT controller listener. (A secured
-            // inter-broker listener's principal, the SASL user or certificate subject, needs
-            // CLUSTER_ACTION too, as in Kafka.)
-            if !kraft.standalone && !a.super_users.contains("User:ANONYMOUS") {
+            // Nodes reach each other's controller listener as `User:ANONYMOUS` when it is
+            // PLAINTEXT: without it among the super users their heartbeats and AlterPartition
+            // are refused, as they are in Kafka with a PLAINTEXT controller listener. On a SASL
+            // or SSL controller listener they come as the SASL user or the certificate's
+            // subject, which is then what needs to be a super user (or to have CLUSTER_ACTION).
+            // (A secured inter-broker listener's principal needs CLUSTER_ACTION too, as in
+            // Kafka.)
+            let nodes_principal = match &controller_client {
+                None => Some("User:ANONYMOUS".to_owned()),
+                Some(c) => c.sasl.as_ref().map(|s| format!("User:{}", s.username)),
+            };
+            if let Some(principal) =
+                nodes_principal.filter(|p| !kraft.standalone && !a.super_users.contains(p.as_str()))
+            {
                 warnings.push(format!(
-                    "`{}` is set on a KRaft node whose nodes reach each other as {}; add it to \
-                     `{}` or the cluster's own requests are refused",
+                    "`{}` is set on a KRaft node whose nodes reach each other's controller \
+                     listener as {principal}; add it to `{}` or the cluster's own requests are \
+                     refused",
                     security::AUTHORIZER_CLASS_NAME,
-                    "User:ANONYMOUS",
                     security::SUPER_USERS
                 ));
             }
@@ -563,6 +601,8 @@ impl BrokerConfig {
             http_listener,
             client_listeners,
             inter_broker_client,
+            controller_listener_security,
+            controller_client,
             authorizer,
             kraft,
             log_dirs,

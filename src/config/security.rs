@@ -38,6 +38,7 @@ pub const SSL_ENDPOINT_IDENTIFICATION_ALGORITHM: &str = "ssl.endpoint.identifica
 /// `sasl.mechanism.inter.broker.protocol`: the mechanism a broker authenticates with to other
 /// brokers (Kafka's default GSSAPI, which KafkaIQ does not speak).
 pub const SASL_MECHANISM_INTER_BROKER_PROTOCOL: &str = "sasl.mechanism.inter.broker.protocol";
+pub const SASL_MECHANISM_CONTROLLER_PROTOCOL: &str = "sasl.mechanism.controller.protocol";
 
 /// `ssl.client.auth`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,6 +174,7 @@ pub fn is_security_key(key: &str) -> bool {
         SSL_PRINCIPAL_MAPPING_RULES,
         SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
         SASL_MECHANISM_INTER_BROKER_PROTOCOL,
+        SASL_MECHANISM_CONTROLLER_PROTOCOL,
         SASL_ENABLED_MECHANISMS,
         SASL_SERVER_MAX_RECEIVE_SIZE,
         CONNECTION_FAILED_AUTHENTICATION_DELAY_MS,

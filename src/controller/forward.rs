@@ -130,16 +130,19 @@ impl std::fmt::Debug for Forwarder {
 }
 
 impl Forwarder {
-    /// A forwarder to `voters` (id, controller-listener host, port). Inside a tokio runtime.
+    /// A forwarder to `voters` (id, controller-listener host, port), secured as `security`
+    /// says (the controller listener's client security). Inside a tokio runtime.
     pub(crate) fn new(
         node_id: i32,
         voters: &[(i32, String, u16)],
+        security: Option<Arc<crate::security::ClientSecurity>>,
         state: Arc<QuorumState>,
     ) -> Forwarder {
         let client = Client::new(
             ClientConfig {
                 client_id: format!("kafkaiq-{node_id}-forwarding"),
                 request_timeout: Duration::from_millis(CONTROLLER_FORWARD_TIMEOUT_MS),
+                security,
                 ..ClientConfig::default()
             },
             None,

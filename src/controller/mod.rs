@@ -693,8 +693,14 @@ async fn spawn<D: Durable + 'static>(
     let state = Arc::new(forward::QuorumState::new());
     let forwarder = (!config.kraft.standalone).then(|| {
         let voters = forward::voter_endpoints(&config);
-        forward::Forwarder::new(config.node_id, &voters, state.clone())
+        forward::Forwarder::new(
+            config.node_id,
+            &voters,
+            config.controller_client.clone(),
+            state.clone(),
+        )
     });
+    let controller_client = config.controller_client.clone();
     let mut core = ControllerCore::new(
         config,
         engine,
@@ -731,7 +737,7 @@ async fn spawn<D: Durable + 'static>(
                 }
             });
         });
-        let transport = Transport::start(node_id, remote, report);
+        let transport = Transport::start(node_id, remote, controller_client, report);
         Box::new(move |messages| transport.send(messages))
     };
     let runtime = tokio::runtime::Handle::current();

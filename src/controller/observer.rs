@@ -36,11 +36,14 @@ use tokio::task::JoinHandle;
 
 use super::forward::{Forwarder, QuorumState};
 use super::ControllerChannel;
+use crate::client::secure;
+use crate::client::Endpoint;
 use crate::config::BrokerConfig;
 use crate::limits::CONTROLLER_QUEUE_REQUESTS_MAX;
 use crate::metadata::{MetadataCache, MetadataImage, MetadataPublisher, MetadataRecord};
 use crate::quorum::chunks::Reassembly;
 use crate::quorum::durable::DurableError;
+use crate::security::ClientSecurity;
 
 /// KafkaIQ's private API key for an observer's fetch of the metadata log.
 pub const METADATA_FETCH_API_KEY: i16 = 32_001;
@@ -56,6 +59,10 @@ pub const METADATA_FETCH_MAX_BYTES: i32 = 8 << 20;
 const METADATA_FETCH_RESPONSE_BYTES_MAX: usize = 512 << 20;
 /// Pause before an observer tries the next voter after a failed fetch.
 const OBSERVER_RETRY_MS: u64 = 100;
+/// Pause before asking again a voter that refused this node's TLS handshake or credentials.
+const OBSERVER_REFUSED_RETRY_MS: u64 = 1_000;
+/// How long securing a connection to a voter (TLS handshake, SASL exchange) may take.
+const OBSERVER_SECURE_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a voter has committed lately, for observers.
 #[derive(Debug)]
@@ -376,7 +383,12 @@ pub fn start(
     );
     let state = Arc::new(QuorumState::new());
     let voters = super::forward::voter_endpoints(&config);
-    let forwarder = Forwarder::new(config.node_id, &voters, state.clone());
+    let forwarder = Forwarder::new(
+        config.node_id,
+        &voters,
+        config.controller_client.clone(),
+        state.clone(),
+    );
     // No controller thread: a request for it finds its queue closed and answers NOT_CONTROLLER,
     // and everything that changes metadata is forwarded instead.
     let (events, _) = std::sync::mpsc::channel();
@@ -395,6 +407,7 @@ pub fn start(
     let task = tokio::spawn(run(
         config.node_id,
         voters,
+        config.controller_client.clone(),
         publisher.clone(),
         state,
         shutdown,
@@ -405,6 +418,7 @@ pub fn start(
 async fn run(
     node_id: i32,
     voters: Vec<(i32, String, u16)>,
+    security: Option<Arc<ClientSecurity>>,
     publisher: Arc<MetadataPublisher>,
     state: Arc<QuorumState>,
     mut shutdown: watch::Receiver<bool>,
@@ -412,7 +426,7 @@ async fn run(
     let client_id = format!("kafkaiq-{node_id}-metadata-observer");
     let mut correlation = 0i32;
     let mut next_voter = 0usize;
-    let mut connection: Option<(i32, TcpStream)> = None;
+    let mut connection: Option<(i32, secure::Stream)> = None;
     loop {
         let (target, mut stream) = match connection.take() {
             Some(c) => c,
@@ -425,15 +439,18 @@ async fn run(
                         voters[next_voter].clone()
                     }
                 };
-                let connect = TcpStream::connect((host.as_str(), port));
-                match tokio::time::timeout(Duration::from_secs(2), connect).await {
-                    Ok(Ok(s)) => {
-                        let _ = s.set_nodelay(true);
-                        (id, s)
-                    }
-                    _ => {
+                match open(id, &host, port, security.as_deref(), &client_id).await {
+                    Ok(s) => (id, s),
+                    Err(refused) => {
                         state.set(false, -1);
-                        if pause(&mut shutdown).await {
+                        // A voter that refused the TLS handshake or the credentials is asked
+                        // again less often than one that did not answer (each refusal logged).
+                        let ms = if refused {
+                            OBSERVER_REFUSED_RETRY_MS
+                        } else {
+                            OBSERVER_RETRY_MS
+                        };
+                        if pause_ms(&mut shutdown, ms).await {
                             return;
                         }
                         continue;
@@ -452,6 +469,7 @@ async fn run(
             stream
                 .write_all(&encode_request(correlation, &client_id, &request))
                 .await?;
+            stream.flush().await?;
             let len = stream.read_i32().await?;
             let len = usize::try_from(len)
                 .ok()
@@ -497,11 +515,52 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
+/// Opens a connection to voter `id`'s controller listener, with TLS and SASL when it is
+/// secured. `Err(true)`: the voter answered but refused the handshake or the credentials
+/// (logged); `Err(false)`: it did not answer.
+async fn open(
+    id: i32,
+    host: &str,
+    port: u16,
+    security: Option<&ClientSecurity>,
+    client_id: &str,
+) -> Result<secure::Stream, bool> {
+    let connect = TcpStream::connect((host, port));
+    let tcp = match tokio::time::timeout(Duration::from_secs(2), connect).await {
+        Ok(Ok(tcp)) => tcp,
+        _ => return Err(false),
+    };
+    let _ = tcp.set_nodelay(true);
+    let endpoint = Endpoint::new(host, port);
+    let opened = tokio::time::timeout(
+        OBSERVER_SECURE_OPEN_TIMEOUT,
+        secure::open(tcp, &endpoint, security, client_id),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "not secured within {OBSERVER_SECURE_OPEN_TIMEOUT:?}"
+        ))
+    });
+    opened.map_err(|reason| {
+        tracing::warn!(
+            voter = id,
+            "metadata fetch connection to controller {id} failed: {reason}"
+        );
+        true
+    })
+}
+
 /// Sleeps before the next try; true when the node is stopping.
 async fn pause(shutdown: &mut watch::Receiver<bool>) -> bool {
+    pause_ms(shutdown, OBSERVER_RETRY_MS).await
+}
+
+/// Sleeps `ms` before the next try; true when the node is stopping.
+async fn pause_ms(shutdown: &mut watch::Receiver<bool>, ms: u64) -> bool {
     tokio::select! {
         _ = stopped(shutdown) => true,
-        _ = tokio::time::sleep(Duration::from_millis(OBSERVER_RETRY_MS)) => false,
+        _ = tokio::time::sleep(Duration::from_millis(ms)) => false,
     }
 }
 

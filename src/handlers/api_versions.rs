@@ -87,9 +87,12 @@ const KIP_848_APIS: &[ApiKey] = &[
     ApiKey::ConsumerGroupDescribe,
 ];
 
-/// What the controller listener serves: the APIs of a KRaft controller that exist here.
+/// What the controller listener serves: the APIs of a KRaft controller that exist here (the SASL
+/// exchange of a SASL controller listener included, as Kafka's controller lists it).
 pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::CreatePartitions, 0, 3),

@@ -126,6 +126,7 @@ impl BrokerLifecycle {
                 // (see `run`), or at once when its connection fails.
                 request_timeout: Duration::from_millis(config.kraft.broker_session_timeout_ms)
                     .max(interval),
+                security: config.controller_client.clone(),
                 ..ClientConfig::default()
             },
             None,

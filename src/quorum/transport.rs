@@ -12,7 +12,9 @@
 //! failed — because until it is, the leader sends that peer nothing more.
 //!
 //! It has its own sockets (beside `server` and `client`): the inter-broker client speaks typed
-//! Kafka requests with responses, and Raft messages are neither.
+//! Kafka requests with responses, and Raft messages are neither. A connection to an SSL or SASL
+//! controller listener is secured by `client::secure::open` (TLS, then SASL) before its first
+//! Raft frame; a failure is logged and retried as a failed connection.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -21,12 +23,17 @@ use std::time::Duration;
 
 use raft::eraftpb::{Message, MessageType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::{chunks, wire};
+use crate::client::secure::{self, ReadHalf, WriteHalf};
+use crate::client::Endpoint;
 use crate::limits::{RAFT_PEER_QUEUE_MESSAGES_MAX, RAFT_RECONNECT_BACKOFF_MS_MAX};
+use crate::security::ClientSecurity;
+
+/// How long opening a secured connection (TLS handshake, SASL exchange) may take.
+const SECURE_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the transport tells the voter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,14 +50,19 @@ pub struct Transport {
 
 impl Transport {
     /// Starts one task per peer on the current tokio runtime. `peers` maps voter ids to their
-    /// controller listener (`host:port`); `report` is called from those tasks.
+    /// controller listener (`host:port`); `security` secures the connections to an SSL or SASL
+    /// controller listener; `report` is called from those tasks.
     pub fn start(
         node_id: u64,
         peers: BTreeMap<u64, String>,
+        security: Option<Arc<ClientSecurity>>,
         report: Arc<dyn Fn(TransportEvent) + Send + Sync>,
     ) -> Transport {
         let correlation = Arc::new(AtomicI32::new(0));
-        let client_id = format!("kafkaiq-raft-{node_id}");
+        let dialer = Arc::new(Dialer {
+            client_id: format!("kafkaiq-raft-{node_id}"),
+            security,
+        });
         let mut senders = BTreeMap::new();
         for (peer, address) in peers {
             let (tx, rx) = mpsc::channel(RAFT_PEER_QUEUE_MESSAGES_MAX);
@@ -59,7 +71,7 @@ impl Transport {
                 node_id,
                 peer,
                 address,
-                client_id.clone(),
+                dialer.clone(),
                 correlation.clone(),
                 rx,
                 report.clone(),
@@ -90,17 +102,25 @@ impl Transport {
     }
 }
 
+/// How every peer task opens its connections: the client id its frames carry, and the
+/// controller listener's client security.
+struct Dialer {
+    client_id: String,
+    security: Option<Arc<ClientSecurity>>,
+}
+
 async fn peer_task(
     node_id: u64,
     peer: u64,
     address: String,
-    client_id: String,
+    dialer: Arc<Dialer>,
     correlation: Arc<AtomicI32>,
     mut queue: mpsc::Receiver<Message>,
     report: Arc<dyn Fn(TransportEvent) + Send + Sync>,
 ) {
+    let client_id = dialer.client_id.as_str();
     let mut backoff_ms = 50u64;
-    let mut connection: Option<(OwnedReadHalf, OwnedWriteHalf)> = None;
+    let mut connection: Option<(ReadHalf, WriteHalf)> = None;
     loop {
         let next = match connection.as_mut() {
             // The peer never writes on this connection, so anything readable is its end: a
@@ -127,14 +147,12 @@ async fn peer_task(
         };
         let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
         if connection.is_none() {
-            match TcpStream::connect(&address).await {
+            match connect(peer, &address, dialer.security.as_deref(), client_id).await {
                 Ok(stream) => {
-                    let _ = stream.set_nodelay(true);
-                    connection = Some(stream.into_split());
+                    connection = Some(stream.split());
                     backoff_ms = 50;
                 }
-                Err(e) => {
-                    tracing::debug!(peer, %address, error = %e, "raft peer unreachable");
+                Err(()) => {
                     fail(&report, peer, snapshot);
                     // Drain what queued up meanwhile rather than replaying stale messages.
                     tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
@@ -147,10 +165,10 @@ async fn peer_task(
             }
         }
         let next_id = || correlation.fetch_add(1, Ordering::Relaxed);
-        let frames = wire::encode_frames(next_id(), &client_id, &message);
+        let frames = wire::encode_frames(next_id(), client_id, &message);
         drop(message); // A snapshot is held once, encoded.
         let (_, stream) = connection.as_mut().expect("connected above");
-        match write_frames(stream, node_id, &client_id, frames, next_id).await {
+        match write_frames(stream, node_id, client_id, frames, next_id).await {
             Ok(()) => {
                 if snapshot {
                     report(TransportEvent::SnapshotSent {
@@ -168,24 +186,60 @@ async fn peer_task(
     }
 }
 
+/// Opens a connection to a peer's controller listener, secured as `security` says. A peer that
+/// does not answer is logged at debug level (it may be starting); a refused TLS handshake or
+/// SASL authentication is logged as a warning, for the operator.
+async fn connect(
+    peer: u64,
+    address: &str,
+    security: Option<&ClientSecurity>,
+    client_id: &str,
+) -> Result<secure::Stream, ()> {
+    let stream = TcpStream::connect(address).await.map_err(|e| {
+        tracing::debug!(peer, %address, error = %e, "raft peer unreachable");
+    })?;
+    let _ = stream.set_nodelay(true);
+    let endpoint = match address.rsplit_once(':') {
+        Some((host, port)) => Endpoint::new(
+            host.trim_start_matches('[').trim_end_matches(']'),
+            port.parse().unwrap_or(0),
+        ),
+        None => Endpoint::new(address, 0),
+    };
+    let opened = tokio::time::timeout(
+        SECURE_OPEN_TIMEOUT,
+        secure::open(stream, &endpoint, security, client_id),
+    )
+    .await
+    .unwrap_or_else(|_| Err(format!("not secured within {SECURE_OPEN_TIMEOUT:?}")));
+    opened.map_err(|reason| {
+        let listener = security.map_or("", |s| s.listener.as_str());
+        tracing::warn!(
+            peer,
+            %address,
+            "connection to controller {peer} on listener {listener} failed: {reason}"
+        );
+    })
+}
+
 /// Writes a message's frames in order (a chunked message's chunks one after another, each
-/// built as it is written).
+/// built as it is written), then flushes them (a TLS stream buffers).
 async fn write_frames(
-    stream: &mut OwnedWriteHalf,
+    stream: &mut WriteHalf,
     from: u64,
     client_id: &str,
     frames: wire::Frames,
     next_id: impl FnMut() -> i32,
 ) -> std::io::Result<()> {
     match frames {
-        wire::Frames::Whole(frame) => stream.write_all(&frame).await,
+        wire::Frames::Whole(frame) => stream.write_all(&frame).await?,
         wire::Frames::Chunked(body) => {
             for frame in chunks::encode_chunks(from, client_id, &body, next_id) {
                 stream.write_all(&frame).await?;
             }
-            Ok(())
         }
     }
+    stream.flush().await
 }
 
 /// What a peer task wakes up to.
@@ -231,6 +285,7 @@ mod tests {
         let transport = Transport::start(
             1,
             BTreeMap::from([(2, address)]),
+            None,
             Arc::new(move |e| {
                 let _ = events_tx.send(e);
             }),

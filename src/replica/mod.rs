@@ -205,6 +205,7 @@ impl ReplicaManager {
         let client = Client::new(
             ClientConfig {
                 client_id: format!("broker-{}-alter-partition", self.node_id),
+                security: self.config.controller_client.clone(),
                 ..ClientConfig::default()
             },
             None,

@@ -149,16 +149,16 @@ pub async fn run<S>(
     let failed_delay_ms = sasl
         .as_ref()
         .map_or(0, |s| s.failed_authentication_delay_ms);
-    let mut authenticator = match (info.listener, sasl) {
-        (ListenerKind::Client, Some(settings)) => {
-            let cache = ctx.cache.clone();
-            let stored: sasl::ScramCredentialsLookup = Arc::new(move |mechanism, user| {
-                sasl::StoredCredential::of(&cache.image(), mechanism, user)
-            });
-            Some(sasl::Authenticator::new(settings, Some(stored)))
-        }
-        _ => None,
-    };
+    // On the controller listener too: no Raft frame, metadata log fetch or controller API is
+    // read before authentication (the authenticator closes on anything but ApiVersions and the
+    // SASL exchange).
+    let mut authenticator = sasl.map(|settings| {
+        let cache = ctx.cache.clone();
+        let stored: sasl::ScramCredentialsLookup = Arc::new(move |mechanism, user| {
+            sasl::StoredCredential::of(&cache.image(), mechanism, user)
+        });
+        sasl::Authenticator::new(settings, Some(stored))
+    });
     let authenticated = Arc::new(AtomicBool::new(authenticator.is_none()));
     let reader_authenticated = authenticated.clone();
     let (tx, mut rx) = mpsc::channel::<(Bytes, OwnedSemaphorePermit, Instant)>(
@@ -283,17 +283,24 @@ pub async fn run<S>(
                 };
                 let response = match response {
                     Some(r) => r,
-                    // ApiVersions before authentication: the normal handler.
+                    // ApiVersions before authentication: the listener's normal handler.
                     None => {
-                        match dispatch::handle_frame(
-                            &ctx,
-                            frame,
-                            peer,
-                            &info.principal,
-                            &info.listener_name,
-                        )
-                        .await
-                        {
+                        let answered = match info.listener {
+                            ListenerKind::Client => {
+                                dispatch::handle_frame(
+                                    &ctx,
+                                    frame,
+                                    peer,
+                                    &info.principal,
+                                    &info.listener_name,
+                                )
+                                .await
+                            }
+                            ListenerKind::Controller => {
+                                controller_dispatch::handle_frame(&ctx, frame, &info).await
+                            }
+                        };
+                        match answered {
                             Ok(Some(r)) => r,
                             Ok(None) => continue,
                             Err(e) => {

@@ -148,6 +148,9 @@ pub async fn handle_frame(
         RequestKind::ApiVersions(r) => {
             handlers::api_versions::handle_of(CONTROLLER_SUPPORTED, version, r)
         }
+        // A SASL connection's exchange is taken by its authenticator (`connection`) first.
+        RequestKind::SaslHandshake(_) => super::sasl::illegal_handshake(),
+        RequestKind::SaslAuthenticate(_) => super::sasl::illegal_authenticate(),
         RequestKind::CreateTopics(r) => {
             handlers::create_topics::handle(&ctx.controller, &ctx.replicas, &ctx.config, version, r)
                 .await

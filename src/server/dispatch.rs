@@ -300,19 +300,8 @@ async fn handle_supported(
             r,
             ctx.groups.config().consumer_protocol_enabled,
         )),
-        // Reaching dispatch, the connection needs no (more) authentication: a PLAINTEXT or SSL
-        // listener, or SASL already done. Kafka answers ILLEGAL_SASL_STATE there.
-        RequestKind::SaslHandshake(_) => Some(ResponseKind::SaslHandshake(
-            kafka_protocol::messages::SaslHandshakeResponse::default()
-                .with_error_code(crate::server::sasl::ILLEGAL_SASL_STATE),
-        )),
-        RequestKind::SaslAuthenticate(_) => Some(ResponseKind::SaslAuthenticate(
-            kafka_protocol::messages::SaslAuthenticateResponse::default()
-                .with_error_code(crate::server::sasl::ILLEGAL_SASL_STATE)
-                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
-                    "SaslAuthenticate request received after successful authentication",
-                ))),
-        )),
+        RequestKind::SaslHandshake(_) => Some(crate::server::sasl::illegal_handshake()),
+        RequestKind::SaslAuthenticate(_) => Some(crate::server::sasl::illegal_authenticate()),
         RequestKind::Metadata(r) => Some(
             handlers::metadata::handle(
                 &auth,

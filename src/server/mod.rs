@@ -50,8 +50,9 @@ pub struct ConnectionInfo {
     /// The name of the listener it came in on, upper-cased (Kafka's `ListenerName`): clients
     /// are sent every broker's endpoint of this listener.
     pub listener_name: Arc<str>,
-    /// Who the client is (Kafka's `KafkaPrincipal`, `User:<name>`): on an SSL listener the
-    /// subject of the client's certificate, else `User:ANONYMOUS`. ACLs will read it.
+    /// Who the client is (Kafka's `KafkaPrincipal`, `User:<name>`): on a SASL listener the
+    /// authenticated user, on an SSL listener the subject of the client's certificate, else
+    /// `User:ANONYMOUS`. The authorizer checks it, on the controller listener too.
     pub principal: String,
 }
 
@@ -99,7 +100,8 @@ pub async fn serve(
     .await
 }
 
-/// Accepts connections on the controller listener.
+/// Accepts connections on the controller listener, secured as its protocol says (TLS, SASL:
+/// `BrokerConfig::controller_listener_security`), as a client listener's are.
 pub async fn serve_controller(
     listener: TcpListener,
     ctx: Arc<Context>,
@@ -112,13 +114,14 @@ pub async fn serve_controller(
         .map_or("CONTROLLER", |l| l.name.as_str())
         .into();
     let slots = ConnectionSlots::new(&ctx);
+    let security = ctx.config.controller_listener_security.clone();
     serve_kind(
         listener,
         ctx,
         shutdown,
         ListenerKind::Controller,
         name,
-        None,
+        security,
         slots,
     )
     .await

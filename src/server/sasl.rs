@@ -595,6 +595,26 @@ fn plain(settings: &SaslSettings, token: &[u8]) -> Result<String, String> {
     }
 }
 
+/// The answer to a SaslHandshake that reaches dispatch: the connection needs no (more)
+/// authentication (a PLAINTEXT or SSL listener, or SASL already done). Kafka answers
+/// ILLEGAL_SASL_STATE there, on the client and the controller listener alike.
+pub fn illegal_handshake() -> ResponseKind {
+    ResponseKind::SaslHandshake(
+        SaslHandshakeResponse::default().with_error_code(ILLEGAL_SASL_STATE),
+    )
+}
+
+/// The answer to a SaslAuthenticate that reaches dispatch (see [`illegal_handshake`]).
+pub fn illegal_authenticate() -> ResponseKind {
+    ResponseKind::SaslAuthenticate(
+        SaslAuthenticateResponse::default()
+            .with_error_code(ILLEGAL_SASL_STATE)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "SaslAuthenticate request received after successful authentication",
+            ))),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,10 +1,17 @@
 //! Three processes whose inter-broker listener is secured (the [`common::cluster`] harness): the
 //! one broker listener is SASL_SSL with SCRAM-SHA-256, SASL_PLAINTEXT with PLAIN, or SSL with
 //! `ssl.client.auth=required`, and `inter.broker.listener.name` names it, as an Apache Kafka
-//! 4.1 node's server.properties would. The controller listener stays PLAINTEXT. Each cluster
-//! forms, a CreateTopics sent to a node that is not the active controller is forwarded to it,
-//! and a batch produced with acks=all reaches every follower's log (the followers fetched it
-//! over TLS and SASL) with the ISR full.
+//! 4.1 node's server.properties would. Each cluster forms, a CreateTopics sent to a node that is
+//! not the active controller is forwarded to it, and a batch produced with acks=all reaches
+//! every follower's log (the followers fetched it over TLS and SASL) with the ISR full.
+//!
+//! The controller listener may be secured too: SASL_SSL with SCRAM-SHA-256
+//! (`sasl.mechanism.controller.protocol`) beside a SASL_SSL inter-broker listener, with an
+//! authorizer whose super users are the nodes' SASL users and a broker-only node that follows
+//! the metadata log over it; or SSL with `ssl.client.auth=required`. Raft traffic between the
+//! voters, registration, heartbeats, forwarding and AlterPartition then all go over it, and a
+//! PLAINTEXT client gets no answer on the controller port. A node whose controller password is
+//! wrong never joins, and logs why, while the others form a cluster.
 //!
 //! The test speaks to the nodes with KafkaIQ's own inter-broker client, secured from the same
 //! keys the nodes read. A node whose inter-broker password is wrong never joins the ISR and
@@ -21,10 +28,12 @@ use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafkaiq::client::{Client, ClientConfig, Endpoint, RequestOptions};
-use kafkaiq::config::inter_broker::{self, ClientSecurity};
+use kafkaiq::config::inter_broker::{self, Channel, ClientSecurity};
 use kafkaiq::config::kraft::SecurityProtocol;
 use kafkaiq::config::RawConfig;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
@@ -98,22 +107,34 @@ fn plain_settings(password: &str) -> Vec<String> {
     ]
 }
 
-/// The listener lines of a node whose broker listener `name` speaks `name` (the protocol).
-fn listener_lines(name: &str, node: &NodePorts) -> Vec<String> {
-    let listeners = format!(
-        "{name}://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
-        node.client_port, node.controller_port
-    );
+/// The listener lines of a node whose broker listener `name` speaks `name` (the protocol) and
+/// whose controller listener speaks `controller`; a broker-only node (after the [`NODES`]
+/// voters) has no controller listener of its own.
+fn listener_lines(name: &str, controller: &str, node: &NodePorts) -> Vec<String> {
+    let listeners = if node.id > NODES {
+        format!("{name}://127.0.0.1:{}", node.client_port)
+    } else {
+        format!(
+            "{name}://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+            node.client_port, node.controller_port
+        )
+    };
     vec![
         format!("listeners={listeners}"),
         format!("advertised.listeners={listeners}"),
         format!("inter.broker.listener.name={name}"),
-        format!("listener.security.protocol.map=CONTROLLER:PLAINTEXT,{name}:{name}"),
+        format!("listener.security.protocol.map=CONTROLLER:{controller},{name}:{name}"),
     ]
 }
 
 /// A client secured as a node's inter-broker client, from the same lines.
 fn client_for(cluster: &Cluster, name: &str, lines: &[String]) -> Client {
+    client_of(cluster, name, lines, Channel::InterBroker)
+}
+
+/// A client secured as a node's client of `channel`'s listener `name`, from the same lines,
+/// to every node's client port (or controller port, for [`Channel::Controller`]).
+fn client_of(cluster: &Cluster, name: &str, lines: &[String], channel: Channel) -> Client {
     let mut raw = RawConfig::default();
     for line in lines {
         let (k, v) = line.split_once('=').unwrap();
@@ -129,9 +150,10 @@ fn client_for(cluster: &Cluster, name: &str, lines: &[String]) -> Client {
             (n.trim() == name).then(|| p.trim().to_owned())
         });
     let protocol = SecurityProtocol::from_name(mapped.as_deref().unwrap_or(name)).unwrap();
-    let security: Option<Arc<ClientSecurity>> = inter_broker::parse(&raw, name, protocol)
-        .unwrap()
-        .map(Arc::new);
+    let security: Option<Arc<ClientSecurity>> =
+        inter_broker::parse_for(&raw, name, protocol, channel)
+            .unwrap()
+            .map(Arc::new);
     let client = Client::new(
         ClientConfig {
             client_id: "secure-cluster-test".to_owned(),
@@ -144,8 +166,12 @@ fn client_for(cluster: &Cluster, name: &str, lines: &[String]) -> Client {
         None,
     );
     for (id, node) in &cluster.nodes {
+        let port = match channel {
+            Channel::InterBroker => node.client_port,
+            Channel::Controller => node.controller_port,
+        };
         client
-            .set_endpoint(*id, Endpoint::new("127.0.0.1", node.client_port))
+            .set_endpoint(*id, Endpoint::new("127.0.0.1", port))
             .unwrap();
     }
     client
@@ -171,35 +197,54 @@ async fn partition(client: &Client, id: i32) -> Option<(i32, Vec<i32>)> {
 /// CreateTopics (RF=3) through a node that is not the active controller, produce with
 /// acks=all, and find the batch in every node's log with the ISR full.
 async fn replicates_and_forwards(test: &str, name: &str, lines: Vec<String>) {
+    replicates_and_forwards_over(test, name, "PLAINTEXT", 0, lines).await;
+}
+
+/// [`replicates_and_forwards`] with the controller listener speaking `controller` and
+/// `observers` broker-only nodes beside the three voters (every node a replica of the topic).
+/// A secured controller listener answers a client secured from the same lines, and nothing to
+/// a PLAINTEXT one.
+async fn replicates_and_forwards_over(
+    test: &str,
+    name: &str,
+    controller_protocol: &str,
+    observers: i32,
+    lines: Vec<String>,
+) {
+    let nodes = NODES + observers;
     let shared = lines.clone();
-    let mut cluster = Cluster::start_with(ClusterKind::KafkaIq, test, NODES, &[], |node| {
-        let mut all = listener_lines(name, node);
-        all.extend(shared.iter().cloned());
-        all
-    });
-    for id in 1..=NODES {
+    let mut cluster =
+        Cluster::start_observed(ClusterKind::KafkaIq, test, NODES, observers, &[], |node| {
+            let mut all = listener_lines(name, controller_protocol, node);
+            all.extend(shared.iter().cloned());
+            all
+        });
+    for id in 1..=nodes {
         cluster.await_listening(id);
     }
     let client = client_for(&cluster, name, &lines);
 
     let controller = cluster
         .wait_for(
-            "an active controller and three brokers",
+            "an active controller and every broker",
             DEADLINE,
             || async {
                 let m = metadata(&client, 1).await?;
-                (m.controller_id.0 > 0 && m.brokers.len() == NODES as usize)
+                (m.controller_id.0 > 0 && m.brokers.len() == nodes as usize)
                     .then_some(m.controller_id.0)
             },
         )
         .await;
-    let other = (1..=NODES).find(|id| *id != controller).unwrap();
+    if controller_protocol != "PLAINTEXT" {
+        controller_listener_is_secured(&cluster, controller_protocol, &lines).await;
+    }
+    let other = (1..=nodes).find(|id| *id != controller).unwrap();
     let create = CreateTopicsRequest::default()
         .with_timeout_ms(10_000)
         .with_topics(vec![CreatableTopic::default()
             .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
             .with_num_partitions(1)
-            .with_replication_factor(NODES as i16)]);
+            .with_replication_factor(nodes as i16)]);
     let created = client.send(other, create).await.unwrap();
     assert_eq!(
         created.body.topics[0].error_code, 0,
@@ -210,7 +255,7 @@ async fn replicates_and_forwards(test: &str, name: &str, lines: Vec<String>) {
     let leader = cluster
         .wait_for("a leader and a full ISR", DEADLINE, || async {
             let (leader, isr) = partition(&client, other).await?;
-            (leader > 0 && isr.len() == NODES as usize).then_some(leader)
+            (leader > 0 && isr.len() == nodes as usize).then_some(leader)
         })
         .await;
     let records = batch(
@@ -241,7 +286,7 @@ async fn replicates_and_forwards(test: &str, name: &str, lines: Vec<String>) {
     assert_eq!(produced.base_offset, 0);
 
     let needle = b"replicated-over-a-secured-listener";
-    for id in 1..=NODES {
+    for id in 1..=nodes {
         cluster
             .wait_for(
                 &format!("node {id}'s log to hold the batch"),
@@ -253,12 +298,49 @@ async fn replicates_and_forwards(test: &str, name: &str, lines: Vec<String>) {
             )
             .await;
     }
-    for id in 1..=NODES {
+    for id in 1..=nodes {
         let (_, isr) = partition(&client, id).await.unwrap();
-        assert_eq!(isr.len(), NODES as usize, "node {id} sees ISR {isr:?}");
+        assert_eq!(isr.len(), nodes as usize, "node {id} sees ISR {isr:?}");
     }
     client.shutdown();
     cluster.stop_all();
+}
+
+/// Every voter's controller listener answers ApiVersions to a client secured as the nodes'
+/// controller client is (TLS, SASL with `sasl.mechanism.controller.protocol`), and not to a
+/// PLAINTEXT one.
+async fn controller_listener_is_secured(cluster: &Cluster, protocol: &str, lines: &[String]) {
+    let mut lines = lines.to_vec();
+    lines.push(format!(
+        "listener.security.protocol.map=CONTROLLER:{protocol}"
+    ));
+    let secured = client_of(cluster, "CONTROLLER", &lines, Channel::Controller);
+    let plain = Client::new(
+        ClientConfig {
+            client_id: "plaintext-to-controller".to_owned(),
+            request_timeout: Duration::from_secs(3),
+            reconnect_backoff: Duration::from_millis(50),
+            ..ClientConfig::default()
+        },
+        None,
+    );
+    for id in 1..=NODES {
+        let port = cluster.nodes[&id].controller_port;
+        plain
+            .set_endpoint(id, Endpoint::new("127.0.0.1", port))
+            .unwrap();
+        let answered = secured
+            .send(id, ApiVersionsRequest::default())
+            .await
+            .unwrap_or_else(|e| panic!("controller {id} over its secured listener: {e}"));
+        assert_eq!(answered.body.error_code, 0);
+        assert!(
+            plain.send(id, ApiVersionsRequest::default()).await.is_err(),
+            "controller {id} answered a PLAINTEXT client"
+        );
+    }
+    secured.shutdown();
+    plain.shutdown();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -286,13 +368,189 @@ async fn a_sasl_plaintext_plain_inter_broker_listener_replicates_and_forwards() 
     .await;
 }
 
+/// The controller's SCRAM credentials, as `kafka-storage format --add-scram` would bootstrap
+/// them (here from `kafkaiq.sasl.scram.users`, beside the brokers').
+fn controller_scram_lines(dir: &Path) -> Vec<String> {
+    let mut lines = scram_settings(dir);
+    lines.retain(|l| !l.starts_with("kafkaiq.sasl.scram.users="));
+    lines.extend([
+        "sasl.mechanism.controller.protocol=SCRAM-SHA-256".to_owned(),
+        "listener.name.controller.scram-sha-256.sasl.jaas.config=\
+         org.apache.kafka.common.security.scram.ScramLoginModule required \
+         username=\"controller\" password=\"controller-secret\";"
+            .to_owned(),
+        "kafkaiq.sasl.scram.users=broker:broker-secret,controller:controller-secret".to_owned(),
+        // The nodes reach the controllers as User:controller and each other as User:broker:
+        // CLUSTER_ACTION for both, as super users.
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_owned(),
+        "super.users=User:broker;User:controller".to_owned(),
+    ]);
+    lines
+}
+
+/// The issue's cluster: inter-broker and controller traffic both SASL_SSL (SCRAM-SHA-256), with
+/// an authorizer, and a broker-only node that follows the metadata log over the controller
+/// listener and registers and heartbeats through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sasl_ssl_scram_controller_and_inter_broker_listener_replicate_and_forward() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = controller_scram_lines(dir.path());
+    replicates_and_forwards_over("sasl-ssl-ctl", "SASL_SSL", "SASL_SSL", 1, lines).await;
+}
+
+/// An SSL controller listener that requires the nodes' certificates (the inter-broker listener
+/// PLAINTEXT).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ssl_controller_listener_requiring_client_certificates_replicates_and_forwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = tls_settings(dir.path());
+    lines.push("listener.name.controller.ssl.client.auth=required".to_owned());
+    replicates_and_forwards_over("ssl-ctl", "PLAINTEXT", "SSL", 0, lines).await;
+}
+
+/// The PLAIN login of the controller listener: the user the nodes authenticate as, with
+/// `password`, and the one they accept.
+fn controller_plain_lines(password: &str) -> Vec<String> {
+    vec![
+        "sasl.enabled.mechanisms=PLAIN".to_owned(),
+        "sasl.mechanism.controller.protocol=PLAIN".to_owned(),
+        format!(
+            "listener.name.controller.plain.sasl.jaas.config=\
+             org.apache.kafka.common.security.plain.PlainLoginModule required \
+             username=\"controller\" password=\"{password}\" \
+             user_controller=\"controller-secret\";"
+        ),
+    ]
+}
+
+/// Node 3 authenticates to the controller listener with a wrong password: its Raft messages,
+/// registration and heartbeats never get through, so it never joins (not a broker of the
+/// cluster), and it logs why, again after each backoff; nodes 1 and 2 form the quorum and
+/// serve, and authenticate to each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_controller_password_keeps_the_node_out_and_is_logged() {
+    let mut cluster =
+        Cluster::start_with(ClusterKind::KafkaIq, "sasl-bad-ctl", NODES, &[], |node| {
+            let mut all = listener_lines("PLAINTEXT", "SASL_PLAINTEXT", node);
+            let password = if node.id == 3 {
+                "wrong"
+            } else {
+                "controller-secret"
+            };
+            all.extend(controller_plain_lines(password));
+            all
+        });
+    for id in 1..=NODES {
+        cluster.await_listening(id);
+    }
+    let client = client_for(&cluster, "PLAINTEXT", &[]);
+    cluster
+        .wait_for(
+            "an active controller and brokers 1 and 2",
+            DEADLINE,
+            || async {
+                let m = metadata(&client, 1).await?;
+                let mut ids: Vec<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
+                ids.sort();
+                (m.controller_id.0 > 0 && ids == [1, 2]).then_some(())
+            },
+        )
+        .await;
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(1)
+            .with_replication_factor(2)]);
+    let created = client.send(2, create).await.unwrap();
+    assert_eq!(created.body.topics[0].error_code, 0, "{:?}", created.body);
+    unauthenticated_raft_frame_is_refused(&cluster, 1).await;
+    cluster
+        .wait_for(
+            "node 3 to log failed authentications to the controllers, retried",
+            DEADLINE,
+            || async {
+                let log = cluster.log_text(3);
+                let failures = log
+                    .lines()
+                    .filter(|l| {
+                        l.contains("connection to controller") && l.contains("SASL authentication")
+                    })
+                    .count();
+                (failures >= 2 && log.contains("Authentication failed")).then_some(())
+            },
+        )
+        .await;
+    for id in [1, 2] {
+        let log = cluster.log_text(id);
+        assert!(
+            !log.contains("SASL authentication failed") && !log.contains("SASL authentication to"),
+            "node {id} authenticates"
+        );
+    }
+    let m = metadata(&client, 1).await.unwrap();
+    assert!(
+        m.brokers.iter().all(|b| b.node_id.0 != 3),
+        "node 3 registered: {:?}",
+        m.brokers
+    );
+    client.shutdown();
+    cluster.stop_all();
+}
+
+/// A stranger's Raft vote request of term 1000, sent unauthenticated to node `id`'s SASL
+/// controller listener, closes its connection unanswered and moves no epoch (on a PLAINTEXT
+/// controller listener without an authorizer a voter would take it).
+async fn unauthenticated_raft_frame_is_refused(cluster: &Cluster, id: i32) {
+    use kafkaiq::quorum::wire;
+    use raft::eraftpb::{Message, MessageType};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let epoch = || async {
+        cluster
+            .describe_quorum(id)
+            .await
+            .expect("the quorum as node answers")
+            .leader_epoch
+    };
+    let before = epoch().await;
+    let vote = Message {
+        msg_type: MessageType::MsgRequestVote,
+        to: id as u64,
+        from: 2,
+        term: 1_000,
+        log_term: 1_000,
+        index: 1_000_000,
+        ..Default::default()
+    };
+    let port = cluster.nodes[&id].controller_port;
+    let mut raw = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    raw.write_all(&wire::encode_request(1, "stranger", &vote))
+        .await
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(DEADLINE, raw.read(&mut byte))
+        .await
+        .expect("the connection closes");
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "an unauthenticated Raft frame was answered: {read:?}"
+    );
+    let after = epoch().await;
+    assert!(
+        after == before && after < 1_000,
+        "epoch {before} became {after}"
+    );
+}
+
 /// Node 3 authenticates to the others with a wrong password: its replica fetches fail SASL
 /// authentication, and it logs why, again after each backoff, while the others go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_inter_broker_password_is_logged_and_retried() {
     let mut cluster =
         Cluster::start_with(ClusterKind::KafkaIq, "sasl-bad-ib", NODES, &[], |node| {
-            let mut all = listener_lines("SASL_PLAINTEXT", node);
+            let mut all = listener_lines("SASL_PLAINTEXT", "PLAINTEXT", node);
             let password = if node.id == 3 {
                 "wrong"
             } else {

@@ -604,9 +604,39 @@ fn inconsistent_or_unsupported_settings_stop_startup_naming_the_keys() {
             &["sasl.mechanism.inter.broker.protocol", "GSSAPI"],
         ),
         (
-            "SASL controller listener",
-            &["listener.security.protocol.map=CONTROLLER:SASL_SSL,PLAINTEXT:PLAINTEXT"],
-            &["listeners", "SASL_SSL", "only PLAINTEXT"],
+            // Kafka's default controller mechanism, GSSAPI, is not spoken.
+            "SASL controller listener without a controller mechanism",
+            &[
+                "listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "sasl.enabled.mechanisms=PLAIN",
+                CONTROLLER_PLAIN_JAAS,
+            ],
+            &["sasl.mechanism.controller.protocol", "GSSAPI", "controller listener"],
+        ),
+        (
+            "SASL controller listener with GSSAPI named",
+            &[
+                "listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "sasl.enabled.mechanisms=PLAIN",
+                "sasl.mechanism.controller.protocol=GSSAPI",
+                CONTROLLER_PLAIN_JAAS,
+            ],
+            &["sasl.mechanism.controller.protocol", "GSSAPI"],
+        ),
+        (
+            "SASL controller listener without the client's credentials",
+            &[
+                "listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "sasl.enabled.mechanisms=SCRAM-SHA-256",
+                "sasl.mechanism.controller.protocol=SCRAM-SHA-256",
+            ],
+            &["listener.name.controller.scram-sha-256.sasl.jaas.config"],
+        ),
+        (
+            // Served as a client listener's is: TLS needs the node's certificate.
+            "SSL controller listener without a key store",
+            &["listener.security.protocol.map=CONTROLLER:SSL,PLAINTEXT:PLAINTEXT"],
+            &["ssl.keystore.location"],
         ),
         (
             "listener name without a protocol",
@@ -771,13 +801,120 @@ fn an_inter_broker_listener_may_be_sasl_or_tls() {
     assert_eq!(c.kraft.inter_broker_listener_name, "SSL");
     let client = c.inter_broker_client.as_ref().unwrap();
     assert!(client.tls.is_some() && client.sasl.is_none());
-    // The controller listener stays PLAINTEXT-only.
-    let err = validated(&variant(
+    assert!(c.controller_client.is_none());
+}
+
+/// The PLAIN login of NODE2's controller listener when it is SASL.
+const CONTROLLER_PLAIN_JAAS: &str = "listener.name.controller.plain.sasl.jaas.config=\
+org.apache.kafka.common.security.plain.PlainLoginModule required username=\"controller\" \
+password=\"cpw\" user_controller=\"cpw\";";
+
+#[test]
+fn a_controller_listener_may_be_sasl_or_tls_as_in_kafka() {
+    // SASL_PLAINTEXT with PLAIN: served with the listener's users, reached with its username.
+    let c = config(&variant(
         NODE2,
-        &["listener.security.protocol.map=CONTROLLER:SSL,PLAINTEXT:PLAINTEXT"],
-    ))
-    .unwrap_err();
-    assert!(err.to_string().contains("only PLAINTEXT"), "{err}");
+        &[
+            "listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "sasl.enabled.mechanisms=PLAIN",
+            "sasl.mechanism.controller.protocol=PLAIN",
+            CONTROLLER_PLAIN_JAAS,
+        ],
+    ));
+    let served = c.controller_listener_security.as_ref().unwrap();
+    assert!(served.sasl.is_some() && served.tls.is_none());
+    let client = c.controller_client.as_ref().unwrap();
+    assert_eq!(
+        (client.listener.as_str(), client.protocol),
+        ("CONTROLLER", "SASL_PLAINTEXT")
+    );
+    let sasl = client.sasl.as_ref().unwrap();
+    assert_eq!(
+        (sasl.mechanism, sasl.username.as_str()),
+        (crate::security::Mechanism::Plain, "controller")
+    );
+    // The inter-broker listener is untouched.
+    assert!(c.inter_broker_client.is_none());
+    assert!(c.client_listeners[0].security.sasl.is_none());
+    // With an authorizer, the nodes' principal on it is the SASL user, not User:ANONYMOUS:
+    // warned when it is not a super user.
+    let sasl_controller = [
+        "listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "sasl.enabled.mechanisms=PLAIN",
+        "sasl.mechanism.controller.protocol=PLAIN",
+        CONTROLLER_PLAIN_JAAS,
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    ];
+    let warnings = |super_users: &str| {
+        let mut changes = sasl_controller.to_vec();
+        changes.push(super_users);
+        validated(&variant(NODE2, &changes)).unwrap().warnings
+    };
+    let w = warnings("super.users=User:ANONYMOUS");
+    assert!(
+        w.len() == 1 && w[0].contains("User:controller") && !w[0].contains("ANONYMOUS"),
+        "{w:?}"
+    );
+    assert!(warnings("super.users=User:controller").is_empty());
+
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let pem = dir.path().join("node.pem");
+    std::fs::write(&pem, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+    let pem = pem.to_str().unwrap();
+    let keystore = format!("listener.name.controller.ssl.keystore.location={pem}");
+    let truststore = format!("listener.name.controller.ssl.truststore.location={pem}");
+
+    // A broker-only node has no controller listener to serve, and reaches the controllers'.
+    let c = config(&variant(
+        NODE2,
+        &[
+            "process.roles=broker",
+            "node.id=4",
+            "listeners=PLAINTEXT://127.0.0.1:9095",
+            "advertised.listeners=PLAINTEXT://127.0.0.1:9095",
+            "listener.security.protocol.map=CONTROLLER:SASL_SSL,PLAINTEXT:PLAINTEXT",
+            "sasl.mechanism.controller.protocol=SCRAM-SHA-512",
+            "ssl.truststore.type=PEM",
+            &truststore,
+            "listener.name.controller.scram-sha-512.sasl.jaas.config=\
+             org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=\"b\" password=\"p\";",
+        ],
+    ));
+    assert!(c.controller_listener_security.is_none());
+    let client = c.controller_client.as_ref().unwrap();
+    assert_eq!(client.protocol, "SASL_SSL");
+    assert!(client.tls.is_some());
+
+    // SSL with client certificates required, one certificate for both sides.
+    let c = config(&variant(
+        NODE2,
+        &[
+            "listener.security.protocol.map=CONTROLLER:SSL,PLAINTEXT:PLAINTEXT",
+            "ssl.keystore.type=PEM",
+            "ssl.truststore.type=PEM",
+            "listener.name.controller.ssl.client.auth=required",
+            &keystore,
+            &truststore,
+        ],
+    ));
+    let served = c.controller_listener_security.as_ref().unwrap();
+    assert!(served.tls.is_some() && served.sasl.is_none());
+    let client = c.controller_client.as_ref().unwrap();
+    assert!(client
+        .tls
+        .as_ref()
+        .unwrap()
+        .client_auth_cert_resolver
+        .has_certs());
+    assert!(client.sasl.is_none());
+    // The client listener stays PLAINTEXT.
+    assert!(c.client_listeners[0].security.tls.is_none());
 }
 
 #[test]
