@@ -628,10 +628,15 @@ pub fn alter_broker_configs(
     let node = resource.parse::<i32>().unwrap_or(-1);
     let current = dynamic::effective_for(config, &image.broker_configs, node)
         .unwrap_or_else(|_| config.clone());
-    let refused: Vec<&str> = ops
+    let set: Vec<&str> = ops
         .iter()
-        .filter(|(name, op, _)| *op != AlterConfigOp::Delete && !dynamic::is_dynamic(name))
+        .filter(|(_, op, _)| *op != AlterConfigOp::Delete)
         .map(|(name, _, _)| name.as_str())
+        .collect();
+    let refused: Vec<&str> = set
+        .iter()
+        .copied()
+        .filter(|name| !dynamic::is_dynamic(name) && !dynamic::LISTENER_SSL_KEYS.contains(name))
         .collect();
     if !refused.is_empty() {
         return Err(ApiError::InvalidRequest(format!(
@@ -639,6 +644,7 @@ pub fn alter_broker_configs(
             refused.join(", ")
         )));
     }
+    dynamic::refuse_listener_keys(!resource.is_empty(), &set).map_err(ApiError::InvalidRequest)?;
     for (name, op, value) in ops {
         if !seen.insert(name.clone()) {
             return Err(ApiError::InvalidRequest(format!(
