@@ -361,3 +361,74 @@ fn check_cleaner_threads(current: usize, next: usize) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listeners_ssl_keys_are_dynamic_per_broker_and_only_with_the_prefix() {
+        assert_eq!(
+            listener_ssl_key("listener.name.ssl.ssl.keystore.location"),
+            Some(("ssl", "ssl.keystore.location"))
+        );
+        assert!(is_dynamic(
+            "listener.name.internal.ssl.truststore.certificates"
+        ));
+        assert!(!is_dynamic("ssl.keystore.location"));
+        assert!(!is_dynamic("listener.name.ssl.ssl.client.auth"));
+        assert!(!is_dynamic("listener.name..ssl.keystore.location"));
+        assert!(is_password("listener.name.ssl.ssl.keystore.password"));
+        assert!(is_password("listener.name.ssl.ssl.keystore.key"));
+        assert!(!is_password("listener.name.ssl.ssl.keystore.location"));
+
+        assert_eq!(
+            refuse_listener_keys(true, &["listener.name.ssl.ssl.keystore.location"]),
+            Ok(())
+        );
+        assert_eq!(
+            refuse_listener_keys(true, &["ssl.keystore.type", "ssl.key.password"]),
+            Err(
+                "These security configs can be dynamically updated only per-listener using \
+                 the listener prefix: Set(ssl.keystore.type, ssl.key.password)"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            refuse_listener_keys(
+                false,
+                &[
+                    "message.max.bytes",
+                    "listener.name.ssl.ssl.keystore.location"
+                ]
+            ),
+            Err(
+                "Cannot update these configs at default cluster level, broker id must be \
+                 specified: Set(listener.name.ssl.ssl.keystore.location)"
+                    .to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn a_listeners_store_at_the_cluster_default_is_ignored() {
+        let key = "listener.name.ssl.ssl.keystore.location";
+        let layer = |entries: &[(&str, &str)]| -> BTreeMap<String, String> {
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let mut configs = BTreeMap::new();
+        configs.insert(
+            String::new(),
+            layer(&[(key, "/default.pem"), ("message.max.bytes", "100")]),
+        );
+        assert_eq!(overlay(&configs, 1), layer(&[("message.max.bytes", "100")]));
+        configs.insert("1".to_owned(), layer(&[(key, "/one.pem")]));
+        assert_eq!(
+            overlay(&configs, 1),
+            layer(&[(key, "/one.pem"), ("message.max.bytes", "100")])
+        );
+    }
+}

@@ -1438,4 +1438,63 @@ pub(super) mod tests {
             "User:CN=alice,O=Acme\\, Inc,C=DE"
         );
     }
+
+    /// A listener secured by an inline PEM store of a new self-signed certificate.
+    fn listener_with(cn: &str, sans: &[&str], extra: &[(&str, &str)]) -> ListenerSecurity {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params =
+            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        let cert = params.self_signed(&key).unwrap();
+        let mut entries = vec![
+            (
+                "listener.name.secure.ssl.keystore.certificate.chain",
+                cert.pem(),
+            ),
+            ("listener.name.secure.ssl.keystore.key", key.serialize_pem()),
+        ];
+        entries.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        let entries: Vec<(&str, &str)> = entries.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        parse(&raw(&entries), "SECURE", SecurityProtocol::Ssl).unwrap()
+    }
+
+    #[test]
+    fn a_new_key_store_keeps_its_subject_and_names_unless_changes_are_allowed() {
+        let none = raw(&[]);
+        let old = listener_with("broker", &["a.example", "b.example"], &[]);
+        let same = listener_with("broker", &["b.example", "a.example", "c.example"], &[]);
+        assert_eq!(check_keystore_change(&none, "SECURE", &old, &same), Ok(()));
+        let renamed = listener_with("other", &["a.example", "b.example"], &[]);
+        let e = check_keystore_change(&none, "SECURE", &old, &renamed).unwrap_err();
+        assert!(
+            e.starts_with("Keystore DistinguishedName does not match")
+                && e.contains("DN=CN=broker")
+                && e.contains("DN=CN=other"),
+            "{e}"
+        );
+        let fewer = listener_with("broker", &["a.example"], &[]);
+        let e = check_keystore_change(&none, "SECURE", &old, &fewer).unwrap_err();
+        assert!(
+            e.starts_with("Keystore SubjectAltNames do not match") && e.contains("[2, b.example]"),
+            "{e}"
+        );
+        // `ssl.allow.dn.changes` / `ssl.allow.san.changes`, plain or for the listener.
+        let allow = raw(&[
+            ("ssl.allow.dn.changes", "true"),
+            ("listener.name.secure.ssl.allow.san.changes", "TRUE"),
+        ]);
+        assert_eq!(
+            check_keystore_change(&allow, "SECURE", &old, &renamed),
+            Ok(())
+        );
+        assert_eq!(
+            check_keystore_change(&allow, "SECURE", &old, &fewer),
+            Ok(())
+        );
+        assert!(is_security_key("listener.name.secure.ssl.allow.dn.changes"));
+        assert!(is_security_key("ssl.allow.san.changes"));
+    }
 }
