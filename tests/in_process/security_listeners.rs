@@ -1702,3 +1702,104 @@ async fn a_keystore_altered_at_runtime_serves_new_handshakes_and_survives_a_rest
     .await;
     broker.shutdown().await.unwrap();
 }
+
+/// Apache Kafka's `kafka-configs` (ConfigCommand of the 4.1.1 jars) against an SSL listener:
+/// `--alter --add-config listener.name.ssl.ssl.keystore.location=…` on the broker's id serves
+/// the new certificate to new connections, `--describe` lists it and the password as
+/// sensitive, and a store with another subject is refused with Kafka's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_configs_alters_a_listeners_keystore_over_ssl() {
+    let data = tempfile::tempdir().unwrap();
+    let pki = Pki::new();
+    let broker = start_ssl_broker(data.path(), &pki.broker_settings("none")).await;
+    let addr = broker.local_addr;
+    let id = broker.context.node_id.to_string();
+    let client = pki.write(
+        "client.properties",
+        &format!(
+            "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n\
+             ssl.endpoint.identification.algorithm=\n",
+            pki.dir.path().join("ca.pem").display()
+        ),
+    );
+    let bootstrap = addr.to_string();
+    let configs = |args: &[&str]| {
+        let mut all = vec![
+            "--bootstrap-server",
+            &bootstrap,
+            "--command-config",
+            &client,
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            &id,
+        ];
+        all.extend_from_slice(args);
+        tokio::task::block_in_place(|| kafka_tool(CONFIG_COMMAND, &all))
+    };
+    let store = |file: &str, cn: &str| {
+        let (cert, key) = pki.issue(cn, &["localhost"]);
+        let path = pki.write(file, &format!("{}{}", pem_of(&cert), key.serialize_pem()));
+        (cert.as_ref().to_vec(), path)
+    };
+    let (second, second_path) = store("broker-2.pem", "broker");
+    let (code, out) = configs(&[
+        "--alter",
+        "--add-config",
+        &format!(
+            "listener.name.ssl.ssl.keystore.location={second_path},\
+             listener.name.ssl.ssl.keystore.password=s3cret"
+        ),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    await_served(
+        addr,
+        &pki,
+        &second,
+        "kafka-configs' key store is not served",
+    )
+    .await;
+
+    let (code, out) = configs(&["--describe"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "listener.name.ssl.ssl.keystore.location={second_path} sensitive=false"
+        )) && out.contains("listener.name.ssl.ssl.keystore.password=null sensitive=true")
+            && !out.contains("s3cret"),
+        "{out}"
+    );
+
+    let (_, other) = store("other.pem", "someone else");
+    let (code, out) = configs(&[
+        "--alter",
+        "--add-config",
+        &format!("listener.name.ssl.ssl.keystore.location={other}"),
+    ]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("InvalidRequestException") && out.contains("DistinguishedName does not match"),
+        "{out}"
+    );
+    assert_eq!(served_certificate(addr, &pki).await, second);
+    broker.shutdown().await.unwrap();
+}
+
+/// Kafka's ConfigCommand: in the broker jar up to 4.1, in kafka-tools after.
+const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
+
+/// Runs one of Apache Kafka's tools (the jars of `integration/kafka-libs.sh`) with `args`: its
+/// exit code and output.
+fn kafka_tool(main_class: &str, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new("java")
+        .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(format!("{}/*", common::cluster::kafka_libs().display()))
+        .arg(main_class)
+        .args(args)
+        .output()
+        .expect("run java");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("SLF4J")).collect();
+    (out.status.code().unwrap_or(-1), text.join("\n"))
+}
