@@ -5,14 +5,20 @@
 //! broker, then cluster default, then the static file, then the key's default.
 //!
 //! Only the keys that KafkaIQ acts on are dynamic here; Kafka's other dynamic keys (thread
-//! pools, listeners, SASL/SSL) are refused like its read-only keys, with INVALID_REQUEST
+//! pools, listeners, SASL) are refused like its read-only keys, with INVALID_REQUEST
 //! "Cannot update these configs dynamically". The log cleaner's keys are dynamic as in Kafka:
 //! its own (`LogCleaner.ReconfigurableConfigs`) restart its threads, the topic defaults
 //! (`log.cleanup.policy`, `log.cleaner.min.cleanable.ratio`, …) apply to every hosted log.
+//!
+//! A listener's key and trust stores are dynamic per broker, as Kafka's reconfigurable SSL
+//! keys (`SslConfigs.RECONFIGURABLE_CONFIGS`) are: `listener.name.<l>.ssl.keystore.*` and
+//! `.ssl.truststore.*` on the broker's own resource. The broker the change is sent to loads the
+//! new stores before the controller commits it ([`check_listener_stores`]); once the image
+//! holds it, new TLS handshakes on that listener use them (`server::listener_tls`).
 
 use std::collections::BTreeMap;
 
-use super::{BrokerConfig, ConfigError};
+use super::{security, BrokerConfig, ConfigError};
 
 /// `leader.replication.throttled.rate` / `follower.replication.throttled.rate` default
 /// (Kafka's `QuotaConfig.QUOTA_BYTES_PER_SECOND_DEFAULT`, Long.MAX_VALUE: unthrottled).
@@ -53,8 +59,80 @@ const DYNAMIC_ONLY_KEYS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Kafka's `SslConfigs.RECONFIGURABLE_CONFIGS`: the SSL keys a listener may change at runtime,
+/// each only with its `listener.name.<l>.` prefix and only per broker.
+pub const LISTENER_SSL_KEYS: &[&str] = &[
+    security::SSL_KEYSTORE_TYPE,
+    security::SSL_KEYSTORE_LOCATION,
+    security::SSL_KEYSTORE_PASSWORD,
+    security::SSL_KEY_PASSWORD,
+    security::SSL_TRUSTSTORE_TYPE,
+    security::SSL_TRUSTSTORE_LOCATION,
+    security::SSL_TRUSTSTORE_PASSWORD,
+    security::SSL_KEYSTORE_CERTIFICATE_CHAIN,
+    security::SSL_KEYSTORE_KEY,
+    security::SSL_TRUSTSTORE_CERTIFICATES,
+];
+
+/// Those of [`LISTENER_SSL_KEYS`] Kafka types PASSWORD: DescribeConfigs answers them as
+/// sensitive, with no value, and they are never echoed.
+const PASSWORD_SSL_KEYS: &[&str] = &[
+    security::SSL_KEYSTORE_PASSWORD,
+    security::SSL_KEY_PASSWORD,
+    security::SSL_TRUSTSTORE_PASSWORD,
+    security::SSL_KEYSTORE_CERTIFICATE_CHAIN,
+    security::SSL_KEYSTORE_KEY,
+    security::SSL_TRUSTSTORE_CERTIFICATES,
+];
+
+/// `listener.name.<l>.<key>` with `<key>` in [`LISTENER_SSL_KEYS`]: (listener, key).
+pub fn listener_ssl_key(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix("listener.name.")?;
+    let (listener, key) = rest.split_once('.')?;
+    (!listener.is_empty() && LISTENER_SSL_KEYS.contains(&key)).then_some((listener, key))
+}
+
+/// A key whose value is secret (Kafka's PASSWORD type), plain or listener-prefixed.
+pub fn is_password(name: &str) -> bool {
+    let base = listener_ssl_key(name).map_or(name, |(_, k)| k);
+    PASSWORD_SSL_KEYS.contains(&base)
+        || base.ends_with(".password")
+        || base.ends_with("sasl.jaas.config")
+}
+
 pub fn is_dynamic(key: &str) -> bool {
-    DYNAMIC_BROKER_KEYS.contains(&key)
+    DYNAMIC_BROKER_KEYS.contains(&key) || listener_ssl_key(key).is_some()
+}
+
+/// Kafka's `DynamicBrokerConfig.validateConfigs` refusals of keys that are dynamic only in
+/// some form: an SSL key without its listener prefix, and a listener's SSL key on the cluster
+/// default (`per_broker` false). The message names the keys, as Kafka's does.
+pub fn refuse_listener_keys(per_broker: bool, names: &[&str]) -> Result<(), String> {
+    let unprefixed: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| LISTENER_SSL_KEYS.contains(n))
+        .collect();
+    if !unprefixed.is_empty() {
+        return Err(format!(
+            "These security configs can be dynamically updated only per-listener using the \
+             listener prefix: Set({})",
+            unprefixed.join(", ")
+        ));
+    }
+    let per_listener: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| listener_ssl_key(n).is_some())
+        .collect();
+    if !per_broker && !per_listener.is_empty() {
+        return Err(format!(
+            "Cannot update these configs at default cluster level, broker id must be specified: \
+             Set({})",
+            per_listener.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// The default of a dynamic-only key, `None` for keys defined in `server.properties`.
@@ -151,9 +229,12 @@ pub fn overlay(
     node_id: i32,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    for (_, layer) in layers(broker_configs, node_id).into_iter().rev() {
+    for (source, layer) in layers(broker_configs, node_id).into_iter().rev() {
         for (k, v) in layer.into_iter().flatten() {
-            if is_dynamic(k) {
+            // A listener's stores are per broker; Kafka ignores them at the cluster default.
+            let ignored =
+                source == BrokerSource::DynamicDefaultBroker && listener_ssl_key(k).is_some();
+            if is_dynamic(k) && !ignored {
                 out.insert(k.clone(), v.clone());
             }
         }
@@ -164,6 +245,11 @@ pub fn overlay(
 /// Checks one value for a dynamic key the way startup checks it: an error message naming the
 /// key, or `Ok`.
 pub fn check_value(config: &BrokerConfig, key: &str, value: &str) -> Result<(), String> {
+    // A listener's stores are files of the broker they are set for, which loads them itself
+    // before the change is sent on ([`check_listener_stores`]).
+    if listener_ssl_key(key).is_some() {
+        return Ok(());
+    }
     if dynamic_only_default(key).is_some() {
         return match value.trim().parse::<i64>() {
             Ok(v) if v >= 0 => Ok(()),
@@ -196,6 +282,67 @@ pub fn check_value(config: &BrokerConfig, key: &str, value: &str) -> Result<(), 
     Ok(())
 }
 
+/// The check Kafka's `ConfigAdminManager` makes on the broker that receives a change of its own
+/// listeners' stores, before the controller commits it (the files are that broker's):
+/// `current` is the configuration it runs with, `static_config` its `server.properties`,
+/// `layer` its whole per-broker dynamic layer as the change would leave it. Each SSL listener
+/// whose `listener.name.<l>.ssl.*` values change loads its new stores with its other settings,
+/// as startup does, and its certificate must keep its subject and names
+/// ([`security::check_keystore_change`]; Kafka's `SslFactory#validateReconfiguration`). The
+/// error names the key; passwords are never echoed.
+pub fn check_listener_stores(
+    static_config: &BrokerConfig,
+    current: &BrokerConfig,
+    layer: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let ssl = |m: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        m.iter()
+            .filter(|(k, _)| listener_ssl_key(k).is_some())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let (old, new) = (ssl(&current.dynamic), ssl(layer));
+    if old == new {
+        return Ok(());
+    }
+    let mut raw = current.raw.clone();
+    for k in old.keys() {
+        match static_config.raw.get(k) {
+            Some(v) => raw.set(k, v),
+            None => raw.remove(k),
+        }
+    }
+    for (k, v) in &new {
+        raw.set(k, v);
+    }
+    for served in &current.client_listeners {
+        if served.security.tls.is_none() {
+            continue;
+        }
+        let name = &served.listener.name;
+        let prefix = format!("listener.name.{}.", name.to_ascii_lowercase());
+        let changed: Vec<&str> = old
+            .keys()
+            .chain(new.keys())
+            .filter(|k| k.starts_with(&prefix) && old.get(*k) != new.get(*k))
+            .map(String::as_str)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if changed.is_empty() {
+            continue;
+        }
+        let failed = |why: String| {
+            format!("Invalid dynamic configuration: Validation of dynamic config update of SSLFactory failed: {why}")
+        };
+        let next = security::parse(&raw, name, served.security.protocol)
+            .map_err(|e| failed(e.to_string()))?;
+        security::check_keystore_change(&raw, name, &served.security, &next)
+            .map_err(|e| failed(format!("{}: {e}", changed.join(", "))))?;
+    }
+    Ok(())
+}
+
 /// Kafka's `LogCleaner#validateReconfiguration`: at least one thread, and at most a halving or
 /// a doubling of the running count at once.
 fn check_cleaner_threads(current: usize, next: usize) -> Result<(), String> {
@@ -213,4 +360,75 @@ fn check_cleaner_threads(current: usize, next: usize) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listeners_ssl_keys_are_dynamic_per_broker_and_only_with_the_prefix() {
+        assert_eq!(
+            listener_ssl_key("listener.name.ssl.ssl.keystore.location"),
+            Some(("ssl", "ssl.keystore.location"))
+        );
+        assert!(is_dynamic(
+            "listener.name.internal.ssl.truststore.certificates"
+        ));
+        assert!(!is_dynamic("ssl.keystore.location"));
+        assert!(!is_dynamic("listener.name.ssl.ssl.client.auth"));
+        assert!(!is_dynamic("listener.name..ssl.keystore.location"));
+        assert!(is_password("listener.name.ssl.ssl.keystore.password"));
+        assert!(is_password("listener.name.ssl.ssl.keystore.key"));
+        assert!(!is_password("listener.name.ssl.ssl.keystore.location"));
+
+        assert_eq!(
+            refuse_listener_keys(true, &["listener.name.ssl.ssl.keystore.location"]),
+            Ok(())
+        );
+        assert_eq!(
+            refuse_listener_keys(true, &["ssl.keystore.type", "ssl.key.password"]),
+            Err(
+                "These security configs can be dynamically updated only per-listener using \
+                 the listener prefix: Set(ssl.keystore.type, ssl.key.password)"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            refuse_listener_keys(
+                false,
+                &[
+                    "message.max.bytes",
+                    "listener.name.ssl.ssl.keystore.location"
+                ]
+            ),
+            Err(
+                "Cannot update these configs at default cluster level, broker id must be \
+                 specified: Set(listener.name.ssl.ssl.keystore.location)"
+                    .to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn a_listeners_store_at_the_cluster_default_is_ignored() {
+        let key = "listener.name.ssl.ssl.keystore.location";
+        let layer = |entries: &[(&str, &str)]| -> BTreeMap<String, String> {
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let mut configs = BTreeMap::new();
+        configs.insert(
+            String::new(),
+            layer(&[(key, "/default.pem"), ("message.max.bytes", "100")]),
+        );
+        assert_eq!(overlay(&configs, 1), layer(&[("message.max.bytes", "100")]));
+        configs.insert("1".to_owned(), layer(&[(key, "/one.pem")]));
+        assert_eq!(
+            overlay(&configs, 1),
+            layer(&[(key, "/one.pem"), ("message.max.bytes", "100")])
+        );
+    }
 }

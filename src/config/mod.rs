@@ -154,6 +154,10 @@ impl RawConfig {
         self.entries.get(key).map(String::as_str)
     }
 
+    pub fn remove(&mut self, key: &str) {
+        self.entries.remove(key);
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }

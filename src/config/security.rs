@@ -10,6 +10,7 @@
 //! Kafka's default `ssl.keystore.type` and `ssl.truststore.type`, read by our own `jks.rs`
 //! (the key of a JKS entry is recovered with `ssl.key.password`, else the store's password).
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -35,6 +36,11 @@ pub const SSL_PRINCIPAL_MAPPING_RULES: &str = "ssl.principal.mapping.rules";
 /// `ssl.endpoint.identification.algorithm`: `https` (Kafka's default) checks that the peer's
 /// certificate names the host connected to; empty turns the check off.
 pub const SSL_ENDPOINT_IDENTIFICATION_ALGORITHM: &str = "ssl.endpoint.identification.algorithm";
+/// `ssl.allow.dn.changes` / `ssl.allow.san.changes` (Kafka's `BrokerSecurityConfigs`, default
+/// false): whether a key store changed at runtime may carry another subject, or fewer
+/// subject alternative names, than the one it replaces.
+pub const SSL_ALLOW_DN_CHANGES: &str = "ssl.allow.dn.changes";
+pub const SSL_ALLOW_SAN_CHANGES: &str = "ssl.allow.san.changes";
 /// `sasl.mechanism.inter.broker.protocol`: the mechanism a broker authenticates with to other
 /// brokers (Kafka's default GSSAPI, which KafkaIQ does not speak).
 pub const SASL_MECHANISM_INTER_BROKER_PROTOCOL: &str = "sasl.mechanism.inter.broker.protocol";
@@ -173,6 +179,8 @@ pub fn is_security_key(key: &str) -> bool {
         SSL_CLIENT_AUTH,
         SSL_PRINCIPAL_MAPPING_RULES,
         SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
+        SSL_ALLOW_DN_CHANGES,
+        SSL_ALLOW_SAN_CHANGES,
         SASL_MECHANISM_INTER_BROKER_PROTOCOL,
         SASL_MECHANISM_CONTROLLER_PROTOCOL,
         SASL_ENABLED_MECHANISMS,
@@ -281,6 +289,8 @@ pub struct ListenerSecurity {
     pub client_auth: ClientAuth,
     /// For SASL_PLAINTEXT and SASL_SSL.
     pub sasl: Option<Arc<SaslSettings>>,
+    /// The key store's certificate chain (the server's certificate first); empty without TLS.
+    pub certificates: Vec<CertificateDer<'static>>,
 }
 
 impl fmt::Debug for ListenerSecurity {
@@ -302,6 +312,7 @@ impl ListenerSecurity {
             tls: None,
             client_auth: ClientAuth::None,
             sasl: None,
+            certificates: Vec::new(),
         }
     }
 }
@@ -367,6 +378,7 @@ pub fn parse(
             tls: None,
             client_auth: ClientAuth::None,
             sasl,
+            certificates: Vec::new(),
         });
     }
     let client_auth = match keys
@@ -435,6 +447,7 @@ pub fn parse(
             builder.with_client_cert_verifier(verifier)
         }
     };
+    let chain = certs.clone();
     let config = builder.with_single_cert(certs, key).map_err(|e| {
         keys.invalid(
             SSL_KEYSTORE_LOCATION,
@@ -446,6 +459,7 @@ pub fn parse(
         tls: Some(Arc::new(config)),
         client_auth,
         sasl,
+        certificates: chain,
     })
 }
 
@@ -1015,6 +1029,83 @@ pub(super) fn read_truststore(keys: &Keys) -> Result<Vec<CertificateDer<'static>
     Ok(certs)
 }
 
+/// The subject (RFC 2253) and the subject alternative names of a certificate, as Kafka's
+/// `SslFactory.CertificateEntries` compares them (each name as `[type, value]`, Java's
+/// `X509Certificate#getSubjectAlternativeNames`).
+fn certificate_names(der: &[u8]) -> Option<(String, BTreeSet<String>)> {
+    use x509_parser::extensions::GeneralName;
+    let subject = principal_of_certificate(der)?
+        .strip_prefix("User:")?
+        .to_owned();
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let mut sans = BTreeSet::new();
+    if let Ok(Some(ext)) = cert.subject_alternative_name() {
+        for name in &ext.value.general_names {
+            sans.insert(match name {
+                GeneralName::RFC822Name(v) => format!("[1, {v}]"),
+                GeneralName::DNSName(v) => format!("[2, {v}]"),
+                GeneralName::URI(v) => format!("[6, {v}]"),
+                GeneralName::IPAddress(b) => match b.len() {
+                    4 => format!("[7, {}]", std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3])),
+                    16 => {
+                        let mut a = [0u8; 16];
+                        a.copy_from_slice(b);
+                        format!("[7, {}]", std::net::Ipv6Addr::from(a))
+                    }
+                    _ => format!("[7, {b:?}]"),
+                },
+                GeneralName::DirectoryName(n) => format!("[4, {n}]"),
+                GeneralName::RegisteredID(oid) => format!("[8, {oid}]"),
+                other => format!("{other:?}"),
+            });
+        }
+    }
+    Some((subject, sans))
+}
+
+/// Kafka's `SslFactory#validateReconfiguration` check of a listener's new key store against
+/// the one it serves (`CertificateEntries#ensureCompatible`): the same subject unless
+/// `ssl.allow.dn.changes`, and every subject alternative name the old certificate had unless
+/// `ssl.allow.san.changes` (read for `listener_name`, the prefixed key first). Says why not.
+pub fn check_keystore_change(
+    raw: &RawConfig,
+    listener_name: &str,
+    old: &ListenerSecurity,
+    new: &ListenerSecurity,
+) -> Result<(), String> {
+    let keys = Keys {
+        raw,
+        prefix: format!("listener.name.{}.", listener_name.to_ascii_lowercase()),
+    };
+    let allowed = |key: &str| {
+        keys.get(key)
+            .is_some_and(|(_, v)| v.trim().eq_ignore_ascii_case("true"))
+    };
+    let (Some(old_cert), Some(new_cert)) = (old.certificates.first(), new.certificates.first())
+    else {
+        return Ok(());
+    };
+    let (Some((old_dn, old_sans)), Some((new_dn, new_sans))) =
+        (certificate_names(old_cert), certificate_names(new_cert))
+    else {
+        return Err("the key store's certificate cannot be read".to_owned());
+    };
+    if !allowed(SSL_ALLOW_DN_CHANGES) && old_dn != new_dn {
+        return Err(format!(
+            "Keystore DistinguishedName does not match:  existing={{DN={old_dn}}}, new={{DN={new_dn}}}"
+        ));
+    }
+    if !allowed(SSL_ALLOW_SAN_CHANGES) && !old_sans.is_subset(&new_sans) {
+        let list = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+        return Err(format!(
+            "Keystore SubjectAltNames do not match:  existing={{SAN=[{}]}}, new={{SAN=[{}]}}",
+            list(&old_sans),
+            list(&new_sans)
+        ));
+    }
+    Ok(())
+}
+
 /// Kafka's default principal of a TLS client: `User:` and the subject of its certificate as
 /// RFC 2253 prints it (most specific RDN first, no spaces after commas); `User:ANONYMOUS`
 /// without a certificate.
@@ -1348,5 +1439,64 @@ pub(super) mod tests {
             principal_of_certificate(cert.der()).unwrap(),
             "User:CN=alice,O=Acme\\, Inc,C=DE"
         );
+    }
+
+    /// A listener secured by an inline PEM store of a new self-signed certificate.
+    fn listener_with(cn: &str, sans: &[&str], extra: &[(&str, &str)]) -> ListenerSecurity {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params =
+            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        let cert = params.self_signed(&key).unwrap();
+        let mut entries = vec![
+            (
+                "listener.name.secure.ssl.keystore.certificate.chain",
+                cert.pem(),
+            ),
+            ("listener.name.secure.ssl.keystore.key", key.serialize_pem()),
+        ];
+        entries.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        let entries: Vec<(&str, &str)> = entries.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        parse(&raw(&entries), "SECURE", SecurityProtocol::Ssl).unwrap()
+    }
+
+    #[test]
+    fn a_new_key_store_keeps_its_subject_and_names_unless_changes_are_allowed() {
+        let none = raw(&[]);
+        let old = listener_with("broker", &["a.example", "b.example"], &[]);
+        let same = listener_with("broker", &["b.example", "a.example", "c.example"], &[]);
+        assert_eq!(check_keystore_change(&none, "SECURE", &old, &same), Ok(()));
+        let renamed = listener_with("other", &["a.example", "b.example"], &[]);
+        let e = check_keystore_change(&none, "SECURE", &old, &renamed).unwrap_err();
+        assert!(
+            e.starts_with("Keystore DistinguishedName does not match")
+                && e.contains("DN=CN=broker")
+                && e.contains("DN=CN=other"),
+            "{e}"
+        );
+        let fewer = listener_with("broker", &["a.example"], &[]);
+        let e = check_keystore_change(&none, "SECURE", &old, &fewer).unwrap_err();
+        assert!(
+            e.starts_with("Keystore SubjectAltNames do not match") && e.contains("[2, b.example]"),
+            "{e}"
+        );
+        // `ssl.allow.dn.changes` / `ssl.allow.san.changes`, plain or for the listener.
+        let allow = raw(&[
+            ("ssl.allow.dn.changes", "true"),
+            ("listener.name.secure.ssl.allow.san.changes", "TRUE"),
+        ]);
+        assert_eq!(
+            check_keystore_change(&allow, "SECURE", &old, &renamed),
+            Ok(())
+        );
+        assert_eq!(
+            check_keystore_change(&allow, "SECURE", &old, &fewer),
+            Ok(())
+        );
+        assert!(is_security_key("listener.name.secure.ssl.allow.dn.changes"));
+        assert!(is_security_key("ssl.allow.san.changes"));
     }
 }

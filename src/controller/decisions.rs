@@ -628,10 +628,15 @@ pub fn alter_broker_configs(
     let node = resource.parse::<i32>().unwrap_or(-1);
     let current = dynamic::effective_for(config, &image.broker_configs, node)
         .unwrap_or_else(|_| config.clone());
-    let refused: Vec<&str> = ops
+    let set: Vec<&str> = ops
         .iter()
-        .filter(|(name, op, _)| *op != AlterConfigOp::Delete && !dynamic::is_dynamic(name))
+        .filter(|(_, op, _)| *op != AlterConfigOp::Delete)
         .map(|(name, _, _)| name.as_str())
+        .collect();
+    let refused: Vec<&str> = set
+        .iter()
+        .copied()
+        .filter(|name| !dynamic::is_dynamic(name) && !dynamic::LISTENER_SSL_KEYS.contains(name))
         .collect();
     if !refused.is_empty() {
         return Err(ApiError::InvalidRequest(format!(
@@ -639,6 +644,7 @@ pub fn alter_broker_configs(
             refused.join(", ")
         )));
     }
+    dynamic::refuse_listener_keys(!resource.is_empty(), &set).map_err(ApiError::InvalidRequest)?;
     for (name, op, value) in ops {
         if !seen.insert(name.clone()) {
             return Err(ApiError::InvalidRequest(format!(
@@ -1554,5 +1560,49 @@ pub(super) mod tests {
         ] {
             assert_eq!(error.message(), message);
         }
+    }
+
+    /// A listener's key store is committed for a broker by the controller without loading it
+    /// (it is that broker's file, which the broker checked); the cluster default and the
+    /// unprefixed key are refused as Kafka refuses them.
+    #[test]
+    fn a_listeners_key_store_is_set_per_broker_only() {
+        let image = MetadataImage::default();
+        let config = config();
+        let key = "listener.name.ssl.ssl.keystore.location";
+        let set = |k: &str| {
+            [(
+                k.to_owned(),
+                AlterConfigOp::Set,
+                Some("/nowhere.pem".to_owned()),
+            )]
+        };
+        let records = alter_broker_configs(&image, &config, "2", &set(key)).unwrap();
+        assert_eq!(
+            records,
+            [MetadataRecord::BrokerConfig {
+                resource: "2".to_owned(),
+                name: key.to_owned(),
+                value: Some("/nowhere.pem".to_owned()),
+            }]
+        );
+        let refused = |resource: &str, k: &str| match alter_broker_configs(
+            &image,
+            &config,
+            resource,
+            &set(k),
+        )
+        .unwrap_err()
+        {
+            ApiError::InvalidRequest(m) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            refused("", key).starts_with("Cannot update these configs at default cluster level")
+        );
+        assert!(refused("2", "ssl.keystore.location")
+            .starts_with("These security configs can be dynamically updated only per-listener"));
+        assert!(refused("2", "listener.name.ssl.ssl.client.auth")
+            .starts_with("Cannot update these configs dynamically"));
     }
 }

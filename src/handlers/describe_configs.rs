@@ -201,7 +201,82 @@ fn describe_broker(
         }
         out.push(entry);
     }
+    if per_broker {
+        out.extend(listener_ssl_entries(
+            config,
+            &image,
+            version,
+            keys,
+            include_synonyms,
+        ));
+    }
     Ok(out)
+}
+
+/// A listener's reconfigurable SSL keys (`listener.name.<l>.ssl.keystore.location`, …) that
+/// `server.properties` or this broker's dynamic configs set, as Kafka lists the
+/// listener-prefixed keys it was given, with the unprefixed key as a synonym. The secret ones
+/// (Kafka's PASSWORD type) are sensitive and answered without a value.
+fn listener_ssl_entries(
+    config: &BrokerConfig,
+    image: &MetadataImage,
+    version: i16,
+    keys: &Option<Vec<kafka_protocol::protocol::StrBytes>>,
+    include_synonyms: bool,
+) -> Vec<DescribeConfigsResourceResult> {
+    let layer = image.broker_configs.get(&config.node_id.to_string());
+    let names: std::collections::BTreeSet<&str> = config
+        .raw
+        .iter()
+        .map(|(k, _)| k)
+        .chain(layer.into_iter().flatten().map(|(k, _)| k.as_str()))
+        .filter(|k| dynamic::listener_ssl_key(k).is_some() && wanted(keys, k))
+        .collect();
+    let mut out = Vec::new();
+    for name in names {
+        let Some((_, base)) = dynamic::listener_ssl_key(name) else {
+            continue;
+        };
+        let sensitive = dynamic::is_password(name);
+        let shown = |v: &str| (!sensitive).then(|| str_bytes(v));
+        let mut synonyms: Vec<(&str, &str, BrokerSource)> = Vec::new();
+        if let Some(v) = layer.and_then(|l| l.get(name)) {
+            synonyms.push((name, v, BrokerSource::DynamicBroker));
+        }
+        if let Some(v) = config.raw.get(name) {
+            synonyms.push((name, v, BrokerSource::StaticBroker));
+        }
+        if let Some(v) = config.raw.get(base) {
+            synonyms.push((base, v, BrokerSource::StaticBroker));
+        }
+        let Some(&(_, value, source)) = synonyms.first() else {
+            continue;
+        };
+        let mut entry = DescribeConfigsResourceResult::default()
+            .with_name(str_bytes(name))
+            .with_value(shown(value))
+            .with_read_only(false)
+            .with_is_sensitive(sensitive)
+            .with_config_source(source as i8);
+        if include_synonyms {
+            entry.synonyms = synonyms
+                .iter()
+                .map(|(n, v, s)| {
+                    DescribeConfigsSynonym::default()
+                        .with_name(str_bytes(n))
+                        .with_value(shown(v))
+                        .with_source(*s as i8)
+                })
+                .collect();
+        }
+        if version >= 3 {
+            // Kafka's ConfigType: PASSWORD 9, STRING 2.
+            entry.config_type = if sensitive { 9 } else { 2 };
+            entry.documentation = None;
+        }
+        out.push(entry);
+    }
+    out
 }
 
 /// `replicas` gives the effective broker config (`server.properties` with the dynamic broker

@@ -731,7 +731,20 @@ impl ReplicaManager {
         }
         match dynamic::effective(&self.config, &image.broker_configs) {
             Ok(c) => {
-                tracing::info!(dynamic = ?c.dynamic, "dynamic broker configs applied");
+                // Secret values (a listener's store passwords, an inline key) are never logged.
+                let shown: BTreeMap<&str, &str> = c
+                    .dynamic
+                    .iter()
+                    .map(|(k, v)| {
+                        let v = if dynamic::is_password(k) {
+                            "[hidden]"
+                        } else {
+                            v.as_str()
+                        };
+                        (k.as_str(), v)
+                    })
+                    .collect();
+                tracing::info!(dynamic = ?shown, "dynamic broker configs applied");
                 *self.effective.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c);
                 true
             }

@@ -209,6 +209,15 @@ fn produce_services<'a>(
 }
 
 /// What a Fetch uses, of the node's services.
+/// This broker's configuration, for the checks it makes of a change of its own configs.
+fn own_config(ctx: &Context) -> handlers::incremental_alter_configs::OwnConfig {
+    handlers::incremental_alter_configs::OwnConfig::new(
+        ctx.config.clone(),
+        ctx.replicas.effective_config(),
+        &ctx.image(),
+    )
+}
+
 fn fetch_services<'a>(ctx: &'a Context, listener: &'a str) -> handlers::fetch::FetchServices<'a> {
     handlers::fetch::FetchServices {
         cache: &ctx.cache,
@@ -255,9 +264,22 @@ async fn handle_supported(
     // and never reach a handler or the active controller.
     let mut request_body = request.body;
     let refused = authz::admin::take_refused(&auth, &mut request_body);
-    let answer = |body: ResponseKind| match refused {
-        Some(refused) => refused.merge(body),
-        None => body,
+    // A change of this broker's own listener stores is checked here, where its files are.
+    let failed = match api_key {
+        ApiKey::IncrementalAlterConfigs | ApiKey::AlterConfigs => {
+            own_config(ctx).take_failed(&mut request_body)
+        }
+        _ => None,
+    };
+    let answer = |body: ResponseKind| {
+        let body = match refused {
+            Some(refused) => refused.merge(body),
+            None => body,
+        };
+        match failed {
+            Some(failed) => failed.merge(body),
+            None => body,
+        }
     };
     // Group members are described with their client id and host, as Kafka shows them.
     let caller = || Caller {

@@ -12,6 +12,7 @@ pub mod connection;
 pub mod controller_dispatch;
 pub mod dispatch;
 pub mod http;
+pub mod listener_tls;
 pub mod oauthbearer;
 pub mod per_ip;
 pub mod sasl;
@@ -138,10 +139,10 @@ async fn serve_kind(
 ) {
     let mut connections = JoinSet::new();
     let mut backoff_ms = 5u64;
-    let tls = security
+    // Read at each accept: the listener's key store may change at runtime.
+    let mut tls = security
         .as_ref()
-        .and_then(|s| s.tls.clone())
-        .map(tokio_rustls::TlsAcceptor::from);
+        .map(|s| listener_tls::ListenerTls::new(&listener_name, s));
     let sasl = security.as_ref().and_then(|s| s.sasl.clone());
     loop {
         tokio::select! {
@@ -182,7 +183,7 @@ async fn serve_kind(
                     listener_name: listener_name.clone(),
                     principal: ANONYMOUS.to_owned(),
                 };
-                let tls = tls.clone();
+                let tls = tls.as_mut().and_then(|t| t.current(&ctx.replicas));
                 let sasl = sasl.clone();
                 connections.spawn(async move {
                     match tls {

@@ -1481,3 +1481,325 @@ async fn librdkafka_reauthenticates_and_keeps_producing() {
     drop(producer);
     broker.shutdown().await.unwrap();
 }
+
+/// IncrementalAlterConfigs of BROKER `resource` over `stream`, one entry per (key, value):
+/// SET, or DELETE for `None`. (error code, message).
+async fn alter_broker<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    resource: &str,
+    configs: &[(&str, Option<&str>)],
+) -> (i16, String) {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_string(resource.to_owned()))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_string(k.to_string()))
+                            .with_config_operation(if v.is_some() { 0 } else { 1 })
+                            .with_value(v.map(|v| StrBytes::from_string(v.to_owned())))
+                    })
+                    .collect(),
+            ),
+    ]);
+    let answer: IncrementalAlterConfigsResponse = call(stream, 1, &request).await.unwrap();
+    let r = &answer.responses[0];
+    let message = r.error_message.as_ref().map(|m| m.to_string());
+    (r.error_code, message.unwrap_or_default())
+}
+
+/// The certificate a new TLS connection is served.
+async fn served_certificate(addr: std::net::SocketAddr, pki: &Pki) -> Vec<u8> {
+    let tls = tls_connect(addr, pki.client_config(None)).await.unwrap();
+    tls.get_ref().1.peer_certificates().unwrap()[0]
+        .as_ref()
+        .to_vec()
+}
+
+/// Waits (60 s at most) until new TLS connections are served `cert`.
+async fn await_served(addr: std::net::SocketAddr, pki: &Pki, cert: &[u8], what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while served_certificate(addr, pki).await != cert {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Kafka's dynamic key store (KIP-226): `listener.name.ssl.ssl.keystore.location` set through
+/// IncrementalAlterConfigs on the broker's own resource serves the new certificate (same
+/// subject and names) to new TLS connections, while a connection made before keeps working;
+/// a store that does not load, another subject, fewer names, the cluster default and the
+/// unprefixed key are refused with INVALID_REQUEST naming why, and the certificate served does
+/// not change. DescribeConfigs lists the dynamic location and answers the password as
+/// sensitive with no value. After a restart with the old `server.properties` the metadata
+/// log's store is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keystore_altered_at_runtime_serves_new_handshakes_and_survives_a_restart() {
+    const LOCATION: &str = "listener.name.ssl.ssl.keystore.location";
+    const PASSWORD: &str = "listener.name.ssl.ssl.keystore.password";
+    const INVALID_REQUEST: i16 = 42;
+    let data = tempfile::tempdir().unwrap();
+    let pki = Pki::new();
+    let settings = pki.broker_settings("none");
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    let addr = broker.local_addr;
+    let id = broker.context.node_id.to_string();
+    let first = served_certificate(addr, &pki).await;
+    let mut old = tls_connect(addr, pki.client_config(None)).await.unwrap();
+    assert_eq!(
+        old.get_ref().1.peer_certificates().unwrap()[0].as_ref(),
+        &first[..]
+    );
+
+    let store = |file: &str, cn: &str, sans: &[&str]| {
+        let (cert, key) = pki.issue(cn, sans);
+        let path = pki.write(file, &format!("{}{}", pem_of(&cert), key.serialize_pem()));
+        (cert.as_ref().to_vec(), path)
+    };
+    let (second, second_path) = store("broker-2.pem", "broker", &["localhost"]);
+    assert_ne!(first, second);
+    assert_eq!(
+        alter_broker(
+            &mut old,
+            &id,
+            &[(LOCATION, Some(&second_path)), (PASSWORD, Some("s3cret"))]
+        )
+        .await,
+        (0, String::new())
+    );
+    await_served(
+        addr,
+        &pki,
+        &second,
+        "new handshakes never got the new key store",
+    )
+    .await;
+    // The connection made before the change still works, with its certificate.
+    let versions: ApiVersionsResponse = call(&mut old, 3, &ApiVersionsRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(versions.error_code, 0);
+    assert_eq!(
+        old.get_ref().1.peer_certificates().unwrap()[0].as_ref(),
+        &first[..]
+    );
+
+    // Refusals: nothing changes.
+    let mut admin = tls_connect(addr, pki.client_config(None)).await.unwrap();
+    let missing = pki.dir.path().join("missing.pem");
+    let (code, message) = alter_broker(
+        &mut admin,
+        &id,
+        &[(LOCATION, Some(missing.to_str().unwrap()))],
+    )
+    .await;
+    assert_eq!(code, INVALID_REQUEST, "{message}");
+    assert!(
+        message.contains(LOCATION) && message.contains("SSLFactory"),
+        "{message}"
+    );
+    let (_, other_dn) = store("other.pem", "someone else", &["localhost"]);
+    let (code, message) = alter_broker(&mut admin, &id, &[(LOCATION, Some(&other_dn))]).await;
+    assert_eq!(code, INVALID_REQUEST, "{message}");
+    assert!(
+        message.contains("DistinguishedName does not match") && message.contains(LOCATION),
+        "{message}"
+    );
+    let (_, fewer_names) = store("fewer.pem", "broker", &[]);
+    let (code, message) = alter_broker(&mut admin, &id, &[(LOCATION, Some(&fewer_names))]).await;
+    assert_eq!(code, INVALID_REQUEST, "{message}");
+    assert!(
+        message.contains("SubjectAltNames do not match"),
+        "{message}"
+    );
+    let (code, message) = alter_broker(&mut admin, "", &[(LOCATION, Some(&second_path))]).await;
+    assert_eq!(
+        (code, message.as_str()),
+        (
+            INVALID_REQUEST,
+            "Cannot update these configs at default cluster level, broker id must be \
+             specified: Set(listener.name.ssl.ssl.keystore.location)"
+        )
+    );
+    let (code, message) = alter_broker(
+        &mut admin,
+        &id,
+        &[("ssl.keystore.location", Some(&second_path))],
+    )
+    .await;
+    assert_eq!(
+        (code, message.as_str()),
+        (
+            INVALID_REQUEST,
+            "These security configs can be dynamically updated only per-listener using the \
+             listener prefix: Set(ssl.keystore.location)"
+        )
+    );
+    assert_eq!(served_certificate(addr, &pki).await, second);
+
+    // DescribeConfigs: the location with its source, the password sensitive and null.
+    use describe_configs_request::DescribeConfigsResource;
+    let described: DescribeConfigsResponse = call(
+        &mut admin,
+        4,
+        &DescribeConfigsRequest::default()
+            .with_include_synonyms(true)
+            .with_resources(vec![DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_string(id.clone()))
+                .with_configuration_keys(Some(vec![
+                    StrBytes::from_static_str(LOCATION),
+                    StrBytes::from_static_str(PASSWORD),
+                ]))]),
+    )
+    .await
+    .unwrap();
+    let entries: Vec<(String, Option<String>, bool, i8, bool)> = described.results[0]
+        .configs
+        .iter()
+        .map(|c| {
+            (
+                c.name.to_string(),
+                c.value.as_ref().map(|v| v.to_string()),
+                c.is_sensitive,
+                c.config_source,
+                c.read_only,
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            (
+                LOCATION.to_owned(),
+                Some(second_path.clone()),
+                false,
+                2,
+                false
+            ),
+            (PASSWORD.to_owned(), None, true, 2, false),
+        ]
+    );
+    assert!(described.results[0].configs[1]
+        .synonyms
+        .iter()
+        .all(|s| s.value.is_none()));
+    drop((old, admin));
+    broker.shutdown().await.unwrap();
+
+    // The metadata log's key store wins over server.properties after a restart.
+    let broker = start_ssl_broker(data.path(), &settings).await;
+    await_served(
+        broker.local_addr,
+        &pki,
+        &second,
+        "after a restart the dynamic key store is not served",
+    )
+    .await;
+    broker.shutdown().await.unwrap();
+}
+
+/// Apache Kafka's `kafka-configs` (ConfigCommand of the 4.1.1 jars) against an SSL listener:
+/// `--alter --add-config listener.name.ssl.ssl.keystore.location=…` on the broker's id serves
+/// the new certificate to new connections, `--describe` lists it and the password as
+/// sensitive, and a store with another subject is refused with Kafka's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_configs_alters_a_listeners_keystore_over_ssl() {
+    let data = tempfile::tempdir().unwrap();
+    let pki = Pki::new();
+    let broker = start_ssl_broker(data.path(), &pki.broker_settings("none")).await;
+    let addr = broker.local_addr;
+    let id = broker.context.node_id.to_string();
+    let client = pki.write(
+        "client.properties",
+        &format!(
+            "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n\
+             ssl.endpoint.identification.algorithm=\n",
+            pki.dir.path().join("ca.pem").display()
+        ),
+    );
+    let bootstrap = addr.to_string();
+    let configs = |args: &[&str]| {
+        let mut all = vec![
+            "--bootstrap-server",
+            &bootstrap,
+            "--command-config",
+            &client,
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            &id,
+        ];
+        all.extend_from_slice(args);
+        tokio::task::block_in_place(|| kafka_tool(CONFIG_COMMAND, &all))
+    };
+    let store = |file: &str, cn: &str| {
+        let (cert, key) = pki.issue(cn, &["localhost"]);
+        let path = pki.write(file, &format!("{}{}", pem_of(&cert), key.serialize_pem()));
+        (cert.as_ref().to_vec(), path)
+    };
+    let (second, second_path) = store("broker-2.pem", "broker");
+    let (code, out) = configs(&[
+        "--alter",
+        "--add-config",
+        &format!(
+            "listener.name.ssl.ssl.keystore.location={second_path},\
+             listener.name.ssl.ssl.keystore.password=s3cret"
+        ),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    await_served(
+        addr,
+        &pki,
+        &second,
+        "kafka-configs' key store is not served",
+    )
+    .await;
+
+    let (code, out) = configs(&["--describe"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "listener.name.ssl.ssl.keystore.location={second_path} sensitive=false"
+        )) && out.contains("listener.name.ssl.ssl.keystore.password=null sensitive=true")
+            && !out.contains("s3cret"),
+        "{out}"
+    );
+
+    let (_, other) = store("other.pem", "someone else");
+    let (code, out) = configs(&[
+        "--alter",
+        "--add-config",
+        &format!("listener.name.ssl.ssl.keystore.location={other}"),
+    ]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("InvalidRequestException") && out.contains("DistinguishedName does not match"),
+        "{out}"
+    );
+    assert_eq!(served_certificate(addr, &pki).await, second);
+    broker.shutdown().await.unwrap();
+}
+
+/// Kafka's ConfigCommand: in the broker jar up to 4.1, in kafka-tools after.
+const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
+
+/// Runs one of Apache Kafka's tools (the jars of `integration/kafka-libs.sh`) with `args`: its
+/// exit code and output.
+fn kafka_tool(main_class: &str, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new("java")
+        .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(format!("{}/*", common::cluster::kafka_libs().display()))
+        .arg(main_class)
+        .args(args)
+        .output()
+        .expect("run java");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("SLF4J")).collect();
+    (out.status.code().unwrap_or(-1), text.join("\n"))
+}
