@@ -45,7 +45,11 @@ fn settings() -> Arc<SaslSettings> {
         .get_or_init(|| {
             let raw = RawConfig::parse(CONFIG, Path::new("fuzz.properties")).expect("parses");
             let validated = BrokerConfig::from_raw(raw).expect("a valid SASL config");
-            validated.config.security.sasl.expect("a SASL listener")
+            validated.config.client_listeners[0]
+                .security
+                .sasl
+                .clone()
+                .expect("a SASL listener")
         })
         .clone()
 }
@@ -53,7 +57,9 @@ fn settings() -> Arc<SaslSettings> {
 fn stored() -> ScramCredentialsLookup {
     static BOB: OnceLock<ScramCredential> = OnceLock::new();
     let bob = BOB
-        .get_or_init(|| ScramCredential::new(ScramHash::Sha256, "bob-secret", b"salt".to_vec(), 4096))
+        .get_or_init(|| {
+            ScramCredential::new(ScramHash::Sha256, "bob-secret", b"salt".to_vec(), 4096)
+        })
         .clone();
     Arc::new(move |mechanism, user| match (user, mechanism) {
         ("bob", ScramMechanism::Sha256) => StoredCredential::Set(bob.clone()),
@@ -113,7 +119,12 @@ fn exchange(pick: u8, tokens: &[u8]) -> Vec<Bytes> {
             body.put_i32(token.len() as i32);
             body.put_slice(token);
         }
-        frames.push(request(SASL_AUTHENTICATE, authenticate_version, 2 + i as i32, &body));
+        frames.push(request(
+            SASL_AUTHENTICATE,
+            authenticate_version,
+            2 + i as i32,
+            &body,
+        ));
     }
     frames
 }
