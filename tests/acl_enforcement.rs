@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::broker_process::{free_port, kafkaiq_command, BrokerProcess};
+use common::broker_process::{apache_kafka_command, free_port, kafkaiq_command, BrokerProcess};
 use common::cluster::kafka_libs;
 use common::{batch, RawClient};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -82,18 +82,7 @@ fn start(port: u16, controller_port: u16, dir: &Path, log: &Path) -> BrokerProce
     let refs: Vec<&str> = settings.iter().map(String::as_str).collect();
     let kind = std::env::var("BROKER_UNDER_TEST").unwrap_or_else(|_| "kafkaiq".into());
     let cmd = match kind.as_str() {
-        "apache-kafka" => {
-            let mut c = Command::new("bash");
-            c.arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/integration/apache-kafka.sh"
-            ))
-            .arg(dir.join("kafka"))
-            .arg(port.to_string())
-            .arg(controller_port.to_string())
-            .args(&refs);
-            c
-        }
+        "apache-kafka" => apache_kafka_command(&dir.join("kafka"), port, controller_port, &refs),
         _ => kafkaiq_command(port, &dir.join("data"), &refs),
     };
     let mut p = BrokerProcess::spawn(&kind, cmd, log);

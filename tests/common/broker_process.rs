@@ -250,6 +250,27 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Apache Kafka 4.1.1 as a single KRaft node (`integration/apache-kafka.sh`) on 127.0.0.1:`port`
+/// and `controller_port`, its files in `dir` (formatted on first use, so a second command
+/// restarts it on the same data), with each `key=value` setting appended.
+pub fn apache_kafka_command(
+    dir: &Path,
+    port: u16,
+    controller_port: u16,
+    settings: &[&str],
+) -> Command {
+    let mut c = Command::new("bash");
+    c.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/integration/apache-kafka.sh"
+    ))
+    .arg(dir)
+    .arg(port.to_string())
+    .arg(controller_port.to_string())
+    .args(settings);
+    c
+}
+
 /// The `kafkaiq` binary of this build on 127.0.0.1:`port` with its data in `data`, plus
 /// `--override key=value` for each setting.
 pub fn kafkaiq_command(port: u16, data: &Path, settings: &[&str]) -> Command {
@@ -351,18 +372,7 @@ pub fn start_selected_logging(name: &str, settings: &[&str], rust_log: &str) -> 
     let port = free_port();
     let kind = std::env::var("BROKER_UNDER_TEST").unwrap_or_else(|_| "kafkaiq".into());
     let cmd = match kind.as_str() {
-        "apache-kafka" => {
-            let mut c = Command::new("bash");
-            c.arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/integration/apache-kafka.sh"
-            ))
-            .arg(dir.join("kafka"))
-            .arg(port.to_string())
-            .arg(free_port().to_string())
-            .args(settings);
-            c
-        }
+        "apache-kafka" => apache_kafka_command(&dir.join("kafka"), port, free_port(), settings),
         "kafkaiq" => {
             let mut c = kafkaiq_command(port, &dir.join("data"), settings);
             if std::env::var_os("RUST_LOG").is_none() {
