@@ -32,14 +32,20 @@ Python 3 standard library only. Usage:
   benches/compare/compare.py --smoke        # tiny plan, 1 round; exits non-zero if a required run fails
   benches/compare/compare.py --cluster 3    # 3-node clusters of each (cluster.py), RF 3, min ISR 2
   benches/compare/compare.py --cluster 3 --smoke
+  benches/compare/compare.py --security sasl_ssl   # tools over SASL_SSL (SCRAM-SHA-256), and
+                                                   # new connections per second
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import dataclasses
 import datetime
+import hashlib
+import hmac
 import json
+import multiprocessing
 import os
 import platform
 import re
@@ -47,6 +53,7 @@ import resource
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import struct
 import subprocess
@@ -151,6 +158,19 @@ class CommitRun:
         return self.transactions * self.records_per_txn * self.size / MIB
 
 
+@dataclasses.dataclass(frozen=True)
+class ConnectRun:
+    """New connections per second: `workers` processes each open connections one after another
+    for `seconds`. Each connection is a TLS handshake (the client verifies the broker's
+    certificate), SaslHandshake v1 and two SaslAuthenticate v1 rounds of SCRAM-SHA-256 (the
+    client checks the server's signature), then a close. See `scram_connect`."""
+    name: str
+    workers: int
+    seconds: float
+    measured: bool = True
+    mib = 0.0
+
+
 def full_plan():
     return [
         # Not measured: lets each broker (and the JVM's JIT, for Kafka) reach steady state first.
@@ -192,6 +212,32 @@ def transactions_plan():
         ProduceRun("txn-fixed-rate-20k", "bench-txn-fixed-rate", 600_000, 100, "all", 20_000,
                    transaction_ms=100),
         CommitRun("txn-commit-10x100B", "bench-txn-commit", 3_000, 10, 100),
+    ]
+
+
+def security_plan():
+    """--security sasl_ssl: the tools over a SASL_SSL listener with SCRAM-SHA-256 (each broker
+    also has a PLAINTEXT listener, used only for its readiness probe and to create the user),
+    then new connections per second."""
+    full = {r.name: r for r in full_plan()}
+    return [
+        full["warmup"],
+        full["produce-100B-acks1"],
+        full["produce-100B-acksall"],
+        full["produce-1KiB-acks1"],
+        full["produce-1KiB-acksall"],
+        full["consume-100B"],
+        full["consume-1KiB"],
+        full["fixed-rate-20k"],
+        ConnectRun("connect-tls-scram", workers=4, seconds=10.0),
+    ]
+
+
+def security_smoke_plan():
+    return [
+        ProduceRun("produce-100B-acks1", "smoke-100b-acks1", 2_000, 100, "1", -1),
+        ConsumeRun("consume-100B", "smoke-100b-acks1", 2_000, 100),
+        ConnectRun("connect-tls-scram", workers=2, seconds=2.0),
     ]
 
 
@@ -308,6 +354,201 @@ def free_port() -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# Security (--security sasl_ssl)
+
+SCRAM_USER = "bench"
+SCRAM_PASSWORD = "bench-secret"
+SCRAM_ITERATIONS = 4096
+SECURE_LISTENER = "SECURE"
+
+
+@dataclasses.dataclass
+class Security:
+    """What both brokers and every client of one run share: a CA, the brokers' certificate
+    (RSA 2048, SAN IP:127.0.0.1), and the clients' properties."""
+    dir: Path
+    ca: Path
+    keystore: Path  # PEM: the broker's unencrypted PKCS#8 key and its certificate
+    client_properties: Path
+
+    @staticmethod
+    def create(workdir: Path) -> "Security":
+        d = workdir / "pki"
+        d.mkdir(parents=True, exist_ok=True)
+
+        def openssl(*args):
+            subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+                "ca.pem", "-days", "30", "-subj", "/CN=bench-ca")
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key", "-out",
+                "broker.csr", "-subj", "/CN=localhost")
+        (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", "broker.crt", "-days", "30", "-extfile", "san.ext")
+        openssl("pkcs8", "-topk8", "-nocrypt", "-in", "broker.key", "-out", "broker.pk8")
+        keystore = d / "broker-keystore.pem"
+        keystore.write_text((d / "broker.pk8").read_text() + (d / "broker.crt").read_text())
+        props = d / "client.properties"
+        props.write_text("\n".join([
+            "security.protocol=SASL_SSL",
+            "sasl.mechanism=SCRAM-SHA-256",
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";',
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={d / 'ca.pem'}",
+        ]) + "\n")
+        return Security(d, d / "ca.pem", keystore, props)
+
+    def broker_props(self, plain_port: int, secure_port: int,
+                     controller: str | None) -> list[str]:
+        """The same keys for both brokers: a PLAINTEXT listener (inter-broker, probes, admin)
+        and a SASL_SSL one for the tools. `controller` is Kafka's controller listener, if any."""
+        listeners = [f"PLAINTEXT://127.0.0.1:{plain_port}",
+                     f"{SECURE_LISTENER}://127.0.0.1:{secure_port}"]
+        protocols = ["PLAINTEXT:PLAINTEXT", f"{SECURE_LISTENER}:SASL_SSL"]
+        if controller:
+            protocols.append("CONTROLLER:PLAINTEXT")
+        prefix = f"listener.name.{SECURE_LISTENER.lower()}."
+        return [
+            "listeners=" + ",".join(listeners + ([controller] if controller else [])),
+            "advertised.listeners=" + ",".join(listeners),
+            "listener.security.protocol.map=" + ",".join(protocols),
+            "inter.broker.listener.name=PLAINTEXT",
+            f"{prefix}sasl.enabled.mechanisms=SCRAM-SHA-256",
+            f"{prefix}scram-sha-256.sasl.jaas.config="
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            f"{prefix}ssl.keystore.type=PEM",
+            f"{prefix}ssl.keystore.location={self.keystore}",
+        ]
+
+    def add_user(self, libs: Path, plain_port: int, log: Path, timeout_s: float):
+        """Creates the SCRAM user with kafka-configs over the PLAINTEXT listener."""
+        args = ["--bootstrap-server", f"127.0.0.1:{plain_port}", "--alter", "--add-config",
+                f"SCRAM-SHA-256=[iterations={SCRAM_ITERATIONS},password={SCRAM_PASSWORD}]",
+                "--entity-type", "users", "--entity-name", SCRAM_USER]
+        # kafka-configs' class: kafka.admin.ConfigCommand in 4.1, moved to tools later.
+        for main in ("kafka.admin.ConfigCommand", "org.apache.kafka.tools.ConfigCommand"):
+            code, out = run_tool(libs, main, args, log, timeout_s)
+            if "ClassNotFoundException" not in out:
+                break
+        if code != 0:
+            raise BrokerFailed(f"kafka-configs could not add the SCRAM user: {tail(log)}")
+
+    def client_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        ctx.check_hostname = False  # the certificate names IP:127.0.0.1; verified below
+        return ctx
+
+
+def _scram_salted(password: str, salt: bytes, iterations: int) -> bytes:
+    return hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+
+
+def scram_connect(port: int, ctx: ssl.SSLContext, salted_cache: dict) -> None:
+    """One new connection: TLS, SaslHandshake v1 (SCRAM-SHA-256), SaslAuthenticate v1 with the
+    client-first and client-final messages, the server's signature checked; then closed. Raises
+    on any failure. The salted password is cached per salt, as clients may (RFC 5802 §5.1):
+    the broker's work per connection is what is measured."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            if sock.getpeercert() is None:
+                raise ValueError("no broker certificate")
+
+            def call(api_key: int, version: int, cid: int, body: bytes) -> bytes:
+                sock.sendall(_frame(api_key, version, cid, body))
+                size = struct.unpack(">i", _read_exact(sock, 4))[0]
+                answer = _read_exact(sock, size)
+                if struct.unpack(">i", answer[:4])[0] != cid:
+                    raise ValueError("correlation id mismatch")
+                return answer[4:]
+
+            def string(text: str) -> bytes:
+                data = text.encode()
+                return struct.pack(">h", len(data)) + data
+
+            answer = call(17, 1, 1, string("SCRAM-SHA-256"))
+            if struct.unpack(">h", answer[:2])[0] != 0:
+                raise ValueError(f"SaslHandshake error {struct.unpack('>h', answer[:2])[0]}")
+
+            def authenticate(cid: int, token: bytes) -> bytes:
+                body = call(36, 1, cid, struct.pack(">i", len(token)) + token)
+                error = struct.unpack(">h", body[:2])[0]
+                if error != 0:
+                    raise ValueError(f"SaslAuthenticate error {error}")
+                msg_len = struct.unpack(">h", body[2:4])[0]
+                at = 4 + max(msg_len, 0)
+                n = struct.unpack(">i", body[at:at + 4])[0]
+                return body[at + 4:at + 4 + n]
+
+            nonce = base64.b64encode(os.urandom(18)).decode()
+            first_bare = f"n={SCRAM_USER},r={nonce}"
+            server_first = authenticate(2, ("n,," + first_bare).encode()).decode()
+            fields = dict(part.split("=", 1) for part in server_first.split(","))
+            if not fields["r"].startswith(nonce):
+                raise ValueError("server nonce does not extend the client's")
+            salt, iterations = base64.b64decode(fields["s"]), int(fields["i"])
+            key = (fields["s"], iterations)
+            salted = salted_cache.get(key)
+            if salted is None:
+                salted = salted_cache[key] = _scram_salted(SCRAM_PASSWORD, salt, iterations)
+            without_proof = f"c=biws,r={fields['r']}"
+            auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+            client_key = hmac.digest(salted, b"Client Key", "sha256")
+            stored_key = hashlib.sha256(client_key).digest()
+            signature = hmac.digest(stored_key, auth_message, "sha256")
+            proof = bytes(a ^ b for a, b in zip(client_key, signature))
+            final = f"{without_proof},p={base64.b64encode(proof).decode()}"
+            server_final = authenticate(3, final.encode()).decode()
+            server_key = hmac.digest(salted, b"Server Key", "sha256")
+            expected = base64.b64encode(hmac.digest(server_key, auth_message, "sha256")).decode()
+            if server_final != f"v={expected}":
+                raise ValueError(f"server signature mismatch: {server_final}")
+
+
+def _connect_worker(port: int, ca: str, seconds: float, out) -> None:
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.check_hostname = False
+    cache: dict = {}
+    done, failed, first_error = 0, 0, None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            scram_connect(port, ctx, cache)
+            done += 1
+        except (OSError, ValueError, KeyError, struct.error) as err:
+            failed += 1
+            first_error = first_error or f"{type(err).__name__}: {err}"
+    out.put((done, failed, first_error))
+
+
+def connection_rate(port: int, security: Security, run: ConnectRun) -> dict:
+    # One connection first, so that a broker that cannot authenticate fails fast and clearly.
+    try:
+        scram_connect(port, security.client_context(), {})
+    except (OSError, ValueError, KeyError, struct.error) as err:
+        return {"error": f"{type(err).__name__}: {err}"}
+    mp = multiprocessing.get_context("fork")
+    queue = mp.Queue()
+    t0 = time.monotonic()
+    procs = [mp.Process(target=_connect_worker,
+                        args=(port, str(security.ca), run.seconds, queue))
+             for _ in range(run.workers)]
+    for proc in procs:
+        proc.start()
+    results = [queue.get(timeout=run.seconds + 60) for _ in procs]
+    for proc in procs:
+        proc.join()
+    wall = time.monotonic() - t0
+    done = sum(r[0] for r in results)
+    failed = sum(r[1] for r in results)
+    errors = [r[2] for r in results if r[2]]
+    if failed:
+        return {"error": f"{failed} of {done + failed} connections failed: {errors[0]}"}
+    return {"connections": done, "connections_per_s": done / wall}
+
+
+# --------------------------------------------------------------------------------------------
 # Brokers
 
 
@@ -321,10 +562,13 @@ class Broker:
     label = ""
     key = ""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, security: Security | None = None):
         self.workdir = workdir
         self.proc: subprocess.Popen | None = None
         self.port = free_port()
+        # --security: the tools' SASL_SSL listener; `port` stays PLAINTEXT for the probes.
+        self.security = security
+        self.secure_port = free_port() if security else None
         self.log = workdir / "broker.log"
         self.config_text = ""
         self.apis: dict[int, tuple[int, int]] = {}
@@ -388,6 +632,11 @@ class Broker:
             "ready_ms": (ready - started) * 1000,
         }
 
+    @property
+    def client_port(self) -> int:
+        """The port the tools use."""
+        return self.secure_port or self.port
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -441,15 +690,19 @@ class ApacheKafka(Broker):
     # The JVM exits 143 after running its shutdown hooks on SIGTERM.
     clean_exits = (0, 143, -signal.SIGTERM)
 
-    def __init__(self, workdir: Path):
-        super().__init__(workdir)
+    def __init__(self, workdir: Path, security: Security | None = None):
+        super().__init__(workdir, security)
         self.controller_port = free_port()
         self.data = workdir / "kafka"
 
     def command(self):
         env = dict(os.environ, KAFKA_HEAP=KAFKA_HEAP)
+        secure = self.security.broker_props(
+            self.port, self.secure_port, f"CONTROLLER://127.0.0.1:{self.controller_port}"
+        ) if self.security else []
+        # Appended to apache-kafka.sh's server.properties: a later key wins.
         cmd = [str(ROOT / "integration" / "apache-kafka.sh"), str(self.data), str(self.port),
-               str(self.controller_port), *COMMON_PROPS]
+               str(self.controller_port), *COMMON_PROPS, *secure]
         return cmd, env
 
     def is_broker_image(self, pid: int) -> bool:
@@ -470,8 +723,9 @@ class KafkaIQ(Broker):
     label = "KafkaIQ"
     key = "kafkaiq"
 
-    def __init__(self, workdir: Path, binary: Path, key: str = "kafkaiq", label: str = "KafkaIQ"):
-        super().__init__(workdir)
+    def __init__(self, workdir: Path, binary: Path, key: str = "kafkaiq", label: str = "KafkaIQ",
+                 security: Security | None = None):
+        super().__init__(workdir, security)
         self.binary = binary
         self.key, self.label = key, label
 
@@ -479,10 +733,12 @@ class KafkaIQ(Broker):
         # Kafka's names for the same settings Apache Kafka gets, minus the KRaft controller
         # listener: the KafkaIQ node is its own controller without a separate port.
         listener = f"PLAINTEXT://127.0.0.1:{self.port}"
+        listeners = (self.security.broker_props(self.port, self.secure_port, None)
+                     if self.security else
+                     [f"listeners={listener}", f"advertised.listeners={listener}"])
         props = [
             "node.id=1",
-            f"listeners={listener}",
-            f"advertised.listeners={listener}",
+            *listeners,
             f"log.dirs={self.workdir / 'kafkaiq' / 'data'}",
             *SINGLE_NODE_PROPS,
             *COMMON_PROPS,
@@ -535,14 +791,17 @@ def run_tool(libs: Path, main_class: str, args: list[str], log: Path, timeout_s:
     return code, log.read_text(errors="replace")
 
 
-def produce(libs: Path, port: int, run: ProduceRun, log: Path, timeout_s: float) -> dict:
+def produce(libs: Path, port: int, run: ProduceRun, log: Path, timeout_s: float,
+            client_props: Path | None = None) -> dict:
     if run.topic_config:
         create_log = log.with_name(f"create-{run.topic}.log")
         configs = [a for kv in run.topic_config for a in ("--config", kv)]
+        secure = ["--command-config", str(client_props)] if client_props else []
         code, _ = run_tool(
             libs, "org.apache.kafka.tools.TopicCommand",
             ["--bootstrap-server", f"127.0.0.1:{port}", "--create", "--topic", run.topic,
-             "--partitions", "1", "--replication-factor", "1", *configs], create_log, timeout_s)
+             "--partitions", "1", "--replication-factor", "1", *configs, *secure], create_log,
+            timeout_s)
         if code != 0:
             return {"error": f"creating {run.topic}: exit {code}: {tail(create_log)}"}
     txn = (["--transactional-id", f"bench-{run.name}", "--transaction-duration-ms",
@@ -550,7 +809,8 @@ def produce(libs: Path, port: int, run: ProduceRun, log: Path, timeout_s: float)
     code, out = run_tool(
         libs, "org.apache.kafka.tools.ProducerPerformance",
         ["--topic", run.topic, "--num-records", str(run.records), "--record-size", str(run.size),
-         "--throughput", str(run.throughput), *txn, "--producer-props",
+         "--throughput", str(run.throughput), *txn,
+         *(["--producer.config", str(client_props)] if client_props else []), "--producer-props",
          f"bootstrap.servers=127.0.0.1:{port}", f"acks={run.acks}"],
         log, timeout_s)
     if code is None:
@@ -596,11 +856,12 @@ def commit_latency(libs: Path, port: int, run: CommitRun, log: Path, timeout_s: 
 
 
 def consume(libs: Path, port: int, run: ConsumeRun, log: Path, timeout_s: float,
-            group: str, idle_timeout_ms: int) -> dict:
+            group: str, idle_timeout_ms: int, client_props: Path | None = None) -> dict:
     extra = []
-    if run.read_committed:
+    if run.read_committed or client_props:
         props = log.with_name(f"{run.name}.properties")
-        props.write_text("isolation.level=read_committed\n")
+        props.write_text((client_props.read_text() if client_props else "")
+                         + ("isolation.level=read_committed\n" if run.read_committed else ""))
         extra = ["--consumer.config", str(props)]
     code, out = run_tool(
         libs, "org.apache.kafka.tools.ConsumerPerformance",
@@ -645,6 +906,16 @@ def run_session(broker: Broker, libs: Path, plan, args, round_no: int) -> dict:
         return session
     log(f"  {broker.label} answered ApiVersions after {session['startup_ms']:.0f} ms "
         f"(listed in Metadata after {session['ready_ms']:.0f} ms)")
+    client_props = broker.security.client_properties if broker.security else None
+    if broker.security:
+        try:
+            secure_ready(broker, libs, args.tool_timeout)
+        except BrokerFailed as err:
+            broker.stop()
+            session["error"] = f"SASL_SSL listener not ready: {err}"
+            session["startup_ms"] = None
+            log(f"  {broker.label}: {session['error']}")
+            return session
     session["group_apis_missing"] = broker.group_apis_missing()
     tool_timeout = args.tool_timeout
     for run in plan:
@@ -654,21 +925,30 @@ def run_session(broker: Broker, libs: Path, plan, args, round_no: int) -> dict:
             continue
         tool_log = broker.workdir / f"{run.name}.log"
         cpu0, busy0, kids0, t0 = broker.cpu_s(), system_busy_s(), children_cpu_s(), time.monotonic()
+        port = broker.client_port
         if isinstance(run, ProduceRun):
-            result = produce(libs, broker.port, run, tool_log, tool_timeout)
+            result = produce(libs, port, run, tool_log, tool_timeout, client_props)
         elif isinstance(run, CommitRun):
-            result = commit_latency(libs, broker.port, run, tool_log, tool_timeout)
+            result = commit_latency(libs, port, run, tool_log, tool_timeout)
+        elif isinstance(run, ConnectRun):
+            result = connection_rate(port, broker.security, run)
         else:
-            result = consume(libs, broker.port, run, tool_log, tool_timeout,
+            result = consume(libs, port, run, tool_log, tool_timeout,
                              group=f"bench-{run.name}-{round_no}",
-                             idle_timeout_ms=args.consumer_idle_timeout_ms)
+                             idle_timeout_ms=args.consumer_idle_timeout_ms,
+                             client_props=client_props)
         cpu1, busy1, kids1, t1 = broker.cpu_s(), system_busy_s(), children_cpu_s(), time.monotonic()
         wall = t1 - t0
         if cpu0 is not None and cpu1 is not None:
             broker_cpu = cpu1 - cpu0
             tool_cpu = kids1 - kids0
             result["broker_cpu_s"] = broker_cpu
-            result["broker_cpu_s_per_mib"] = broker_cpu / run.mib
+            if isinstance(run, ConnectRun):
+                if result.get("connections"):
+                    result["broker_cpu_ms_per_connection"] = (
+                        broker_cpu * 1000 / result["connections"])
+            else:
+                result["broker_cpu_s_per_mib"] = broker_cpu / run.mib
             result["tool_cpu_s"] = tool_cpu
             # CPU used by everything else on the machine (other users' work) during this run.
             result["other_cores"] = max(0.0, busy1 - busy0 - broker_cpu - tool_cpu) / wall
@@ -690,10 +970,31 @@ def run_session(broker: Broker, libs: Path, plan, args, round_no: int) -> dict:
     return session
 
 
+def secure_ready(broker: Broker, libs: Path, timeout_s: float):
+    """Creates the SCRAM user, then waits until a connection authenticates with it on the
+    SASL_SSL listener (the credential reaches the broker's cache through its metadata log)."""
+    broker.security.add_user(libs, broker.port, broker.workdir / "add-user.log", timeout_s)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    ctx = broker.security.client_context()
+    while True:
+        try:
+            scram_connect(broker.secure_port, ctx, {})
+            return
+        except (OSError, ValueError, KeyError, struct.error) as err:
+            if time.monotonic() > deadline:
+                raise BrokerFailed(f"no SCRAM authentication within {READY_TIMEOUT_S:.0f} s: "
+                                   f"{type(err).__name__}: {err}")
+            time.sleep(0.1)
+
+
 def describe_result(run, result: dict) -> str:
     if "error" in result:
         kind = "unsupported" if "unsupported" in result else "FAILED"
         return f"{kind}: {result['error']}"
+    if isinstance(run, ConnectRun):
+        return (f"{result['connections_per_s']:.0f} connections/s ({result['connections']} in "
+                f"{run.seconds:.0f} s, {run.workers} workers), broker "
+                f"{result.get('broker_cpu_ms_per_connection', 0):.2f} CPU ms per connection")
     if isinstance(run, CommitRun):
         return (f"commit p50 {result['commit_p50_ms']:.2f} ms, p99 "
                 f"{result['commit_p99_ms']:.2f} ms, {result['transactions_per_s']:.0f} "
@@ -721,10 +1022,22 @@ class Row:
     higher_is_better: bool = True
 
 
-def rows_for(plan) -> list[Row]:
+def rows_for(plan, secure: bool = False) -> list[Row]:
+    """The results table's rows. `secure` (--security): the tools ran over SASL_SSL, and the
+    security issue's targets apply (throughput ≥ 1.5×, broker CPU per MiB ≤ 0.3×)."""
+    throughput_target, cpu_target = (1.5, 0.3) if secure else (1.0, 0.5)
+    over = " over SASL_SSL (SCRAM-SHA-256)" if secure else ""
     rows = []
     for run in plan:
         if not run.measured:
+            continue
+        if isinstance(run, ConnectRun):
+            desc = (f"TLS handshake + SCRAM-SHA-256, {run.workers} clients opening connections "
+                    f"one after another for {run.seconds:.0f} s")
+            rows.append(Row(f"New connections per second, {desc}", run.name,
+                            "connections_per_s", "connections/s", "{:,.0f}", 1.0))
+            rows.append(Row(f"Broker CPU per new connection, {desc}", run.name,
+                            "broker_cpu_ms_per_connection", "CPU ms", "{:.2f}", None, False))
             continue
         txn = (f", transactional (commit every {run.transaction_ms} ms)"
                if isinstance(run, ProduceRun) and run.transaction_ms > 0 else "")
@@ -738,15 +1051,15 @@ def rows_for(plan) -> list[Row]:
             rows.append(Row(f"Transactions per second, one producer, {desc}", run.name,
                             "transactions_per_s", "transactions/s", "{:,.0f}"))
         elif isinstance(run, ProduceRun) and run.throughput < 0:
-            desc = f"{run.records:,} × {run.size} B, acks={run.acks}{txn}"
+            desc = f"{run.records:,} × {run.size} B, acks={run.acks}{txn}{over}"
             rows.append(Row(f"Producer throughput, {desc}", run.name, "records_per_s",
-                            "records/s", "{:,.0f}", 1.0))
+                            "records/s", "{:,.0f}", throughput_target))
             rows.append(Row(f"Producer throughput, {desc}", run.name, "mib_per_s", "MiB/s",
-                            "{:.2f}", 1.0))
+                            "{:.2f}", throughput_target))
             rows.append(Row(f"Broker CPU per MiB ingested, {desc}", run.name,
-                            "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", 0.5, False))
+                            "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", cpu_target, False))
         elif isinstance(run, ProduceRun):
-            desc = f"{run.throughput:,} records/s × {run.size} B, acks={run.acks}{txn}"
+            desc = f"{run.throughput:,} records/s × {run.size} B, acks={run.acks}{txn}{over}"
             if run.topic_config:
                 desc += ", " + ", ".join(run.topic_config)
             for field, name in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
@@ -757,15 +1070,16 @@ def rows_for(plan) -> list[Row]:
             rows.append(Row(f"Broker CPU per MiB ingested, {desc}", run.name,
                             "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", None, False))
         else:
-            desc = f"{run.records:,} × {run.size} B"
+            desc = f"{run.records:,} × {run.size} B{over}"
             if run.read_committed:
                 desc += ", read_committed"
             rows.append(Row(f"Consumer fetch throughput, {desc}", run.name, "fetch_mib_per_s",
-                            "MiB/s", "{:.2f}"))
+                            "MiB/s", "{:.2f}", throughput_target if secure else None))
             rows.append(Row(f"Consumer group join (rebalance), {desc}", run.name,
                             "rebalance_ms", "ms", "{:.0f}", None, False))
             rows.append(Row(f"Broker CPU per MiB consumed, {desc}", run.name,
-                            "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", None, False))
+                            "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}",
+                            cpu_target if secure else None, False))
     rows.append(Row("Peak RSS (VmHWM)", None, "peak_rss_mib", "MiB", "{:.1f}", 0.2, False))
     rows.append(Row("Startup: process start → first ApiVersions answer", None, "startup_ms",
                     "ms", "{:.0f}", 0.1, False))
@@ -857,6 +1171,8 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
     out = []
     mode = "smoke run (tiny record counts, 1 round: the figures mean nothing)" if args.smoke \
         else f"{args.rounds} rounds"
+    if args.security:
+        mode += ", SASL_SSL"
     out.append(f"# KafkaIQ beside Apache Kafka 4.1.1 — {mode}\n")
     out.append("Produced by `benches/compare/compare.py`"
                + (" --smoke" if args.smoke else "") + ". Each round starts Apache Kafka, runs the "
@@ -882,7 +1198,7 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
     header, sep, both, with_before = results_header(brokers)
     out.append(header)
     out.append(sep)
-    for row in rows_for(plan):
+    for row in rows_for(plan, bool(args.security)):
         line = f"| {row.label} | {row.unit} |"
         medians = {}
         for k in brokers:
@@ -907,6 +1223,13 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
                 line += f" {sign} {row.target}× | {met or '—'} |"
         out.append(line)
     out.append("")
+    if args.security:
+        out.append("Security targets (KafkaIQ / Kafka, from the security issue): producer and "
+                   "consumer throughput ≥ 1.5× and broker CPU per MiB ≤ 0.3× at SASL_SSL; new "
+                   "connections per second is reported beside Kafka's (≥ 1.0× marks it not "
+                   "slower). The tools reach each broker on a SASL_SSL listener with "
+                   "SCRAM-SHA-256 (RSA 2048 certificate, TLS 1.3 as both negotiate it); the "
+                   "same PEM key store and client properties serve both brokers.\n")
     out.append("Targets (KafkaIQ / Kafka, from the benchmark issue): producer throughput ≥ 1.0× "
                "for both record sizes; broker CPU per MB ingested ≤ 0.5×; p99 at the fixed rate "
                "≤ 0.5×; peak RSS ≤ 0.2×; startup ≤ 0.1×. MiB = 2^20 bytes of record values, as "
@@ -946,7 +1269,14 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
     out.append("Stock tools from `org.apache.kafka:kafka-tools:4.1.1`, run with "
                f"`java {TOOL_HEAP} -cp <kafka jars>/*`:\n")
     for run in plan:
-        if isinstance(run, CommitRun):
+        if isinstance(run, ConnectRun):
+            out.append(f"- `{run.name}`: {run.workers} Python processes (`scram_connect` in "
+                       f"benches/compare/compare.py) each opening connections one after another "
+                       f"for {run.seconds:.0f} s: TLS handshake verifying the broker's "
+                       "certificate, SaslHandshake v1, SaslAuthenticate v1 client-first and "
+                       "client-final, the server signature checked, close. The client caches "
+                       "the salted password per salt; every failed connection fails the run.")
+        elif isinstance(run, CommitRun):
             out.append(f"- `{run.name}`: `java -cp <kafka jars>/* benches/compare/CommitLatency.java "
                        f"… {run.topic} {run.transactions} {run.records_per_txn} {run.size}` "
                        "(a transactional KafkaProducer timing each commitTransaction())")
@@ -1078,6 +1408,9 @@ def main() -> int:
     p.add_argument("--latency-only", action="store_true",
                    help="only a small warm-up and the fixed-rate run (cluster mode: and "
                         "EndToEndLatency)")
+    p.add_argument("--security", choices=["sasl_ssl"], default=None,
+                   help="the tools over a SASL_SSL listener (SCRAM-SHA-256) on both brokers, "
+                        "and new connections per second; with --smoke, a tiny plan")
     p.add_argument("--port-base", type=int, default=None,
                    help="cluster mode: consecutive loopback ports from here (default: free "
                         "ephemeral ports)")
@@ -1104,7 +1437,11 @@ def main() -> int:
 
         return cluster.main(args, libs, binary, brokers)
 
-    plan = (smoke_plan() if args.smoke else latency_plan() if args.latency_only
+    if args.security and (args.cluster is not None or args.transactions or args.latency_only):
+        p.error("--security runs its own plan on one node")
+    plan = (security_smoke_plan() if args.smoke and args.security
+            else security_plan() if args.security
+            else smoke_plan() if args.smoke else latency_plan() if args.latency_only
             else transactions_plan() if args.transactions else full_plan())
     binary = build_kafkaiq(args) if "kafkaiq" in brokers else Path("-")
     before = Path(args.compare_bin).resolve() if args.compare_bin else None
@@ -1120,6 +1457,7 @@ def main() -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="kafkaiq-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     log(f"==> work dir {workdir}")
+    security = Security.create(workdir) if args.security else None
     sessions = []
     try:
         for round_no in range(1, args.rounds + 1):
@@ -1128,11 +1466,11 @@ def main() -> int:
                 sdir = workdir / f"round{round_no}-{key}"
                 sdir.mkdir()
                 if key == "kafka":
-                    broker = ApacheKafka(sdir)
+                    broker = ApacheKafka(sdir, security)
                 elif key == "kafkaiq-before":
-                    broker = KafkaIQ(sdir, before, key, LABELS[key])
+                    broker = KafkaIQ(sdir, before, key, LABELS[key], security)
                 else:
-                    broker = KafkaIQ(sdir, binary)
+                    broker = KafkaIQ(sdir, binary, security=security)
                 try:
                     sessions.append(run_session(broker, libs, plan, args, round_no))
                 finally:

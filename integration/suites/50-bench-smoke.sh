@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Smoke run of the benchmark runner (benches/compare/compare.py --smoke) so it cannot rot: one
 # round of a tiny plan against Apache Kafka 4.1.1 and then against $KAFKAIQ_BIN, with the same
-# stock tools (ProducerPerformance at full speed and at a fixed rate, ConsumerPerformance), then
-# the same for 3-node clusters of each (--cluster 3 --smoke). Needs a C compiler and make for
+# stock tools (ProducerPerformance at full speed and at a fixed rate, ConsumerPerformance), the
+# same over a SASL_SSL listener with new connections per second (--security sasl_ssl --smoke),
+# then the same for 3-node clusters of each (--cluster 3 --smoke). Needs a C compiler and make for
 # rdkafka_performance.
 #
 # Fails when either broker does not start, when any tool run fails against either broker,
@@ -28,6 +29,9 @@ for tool in java mvn python3 cc make; do
 done
 
 python3 "$root/benches/compare/compare.py" --smoke --strict-consumer
+# The security path: both brokers with a SASL_SSL listener (SCRAM-SHA-256, a PEM key store made
+# with openssl), the tools over it, and new connections per second by a TLS + SCRAM client.
+python3 "$root/benches/compare/compare.py" --security sasl_ssl --smoke --strict-consumer
 # The cluster path: a three-node cluster of each (RF 3, min.insync.replicas=2), a tiny plan of
 # ProducerPerformance, rdkafka_performance (built once into target/rdkafka-perf/ from the
 # librdkafka source of the rdkafka-sys crate), ConsumerPerformance, EndToEndLatency and a
