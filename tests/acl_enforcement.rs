@@ -15,6 +15,11 @@
 //!   through the console consumer; `kafka-acls --list` shows the ACLs;
 //! - after a restart the ACLs are still there and still enforced;
 //! - `kafka-acls --remove` takes them away and she is refused again.
+//!
+//! And narrow grants allow what they allow in Kafka: DESCRIBE on a group and a topic is enough
+//! to fetch the group's offsets, DELETE on the cluster to delete any topic, CLUSTER_ACTION to
+//! ask any topic's OffsetForLeaderEpoch as a consumer; a CLUSTER ACL must name `kafka-cluster`;
+//! and nobody, a super user included, may append to `__consumer_offsets`.
 
 mod common;
 
@@ -44,7 +49,8 @@ const GROUP_AUTHORIZATION_FAILED: i16 = 30;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 
 const JAAS: &str = "org.apache.kafka.common.security.plain.PlainLoginModule required \
-    username=\"admin\" password=\"admin-secret\" user_admin=\"admin-secret\" user_alice=\"alice-secret\";";
+    username=\"admin\" password=\"admin-secret\" user_admin=\"admin-secret\" user_alice=\"alice-secret\" \
+    user_bob=\"bob-secret\";";
 
 /// The node's server.properties lines, the same for KafkaIQ and Apache Kafka
 /// (`BROKER_UNDER_TEST=apache-kafka`): a combined KRaft node whose client and inter-broker
@@ -531,5 +537,179 @@ async fn acls_are_created_listed_enforced_kept_across_a_restart_and_removed_with
     );
     let listed = acls(&bootstrap, &admin_props, &["--list", "--topic", "orders"]);
     assert!(!listed.contains("User:alice"), "{listed}");
+    broker.stop().unwrap();
+}
+
+/// Creates one ALLOW ACL (LITERAL, any host) for `principal` as `admin`, a super user. It
+/// reaches the broker's authorizer through the metadata log, shortly after the answer.
+async fn allow(admin: &mut RawClient, principal: &str, resource: (i8, &str), operation: i8) {
+    let created: CreateAclsResponse = admin
+        .call(
+            3,
+            &CreateAclsRequest::default().with_creations(vec![
+                create_acls_request::AclCreation::default()
+                    .with_resource_type(resource.0)
+                    .with_resource_name(str(resource.1))
+                    .with_resource_pattern_type(3)
+                    .with_principal(str(principal))
+                    .with_host(str("*"))
+                    .with_operation(operation)
+                    .with_permission_type(3),
+            ]),
+        )
+        .await;
+    assert_eq!(created.results[0].error_code, 0, "{created:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn narrow_grants_allow_what_they_allow_in_kafka_and_internal_topics_refuse_appends() {
+    const TOPIC: i8 = 2;
+    const GROUP: i8 = 3;
+    const CLUSTER: i8 = 4;
+    const DESCRIBE: i8 = 8;
+    const DELETE: i8 = 6;
+    const CLUSTER_ACTION: i8 = 9;
+    const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    const INVALID_REQUEST: i16 = 42;
+    let dir = tempfile::tempdir().unwrap();
+    let (port, controller_port) = (free_port(), free_port());
+    let mut broker = start(
+        port,
+        controller_port,
+        dir.path(),
+        &dir.path().join("run.log"),
+    );
+    let mut admin = connect_as(port, "admin", "admin-secret").await;
+    let created: CreateTopicsResponse = admin
+        .call(
+            5,
+            &CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(
+                    ["watched", "doomed"]
+                        .iter()
+                        .map(|t| {
+                            CreatableTopic::default()
+                                .with_name(name(t))
+                                .with_num_partitions(1)
+                                .with_replication_factor(1)
+                        })
+                        .collect(),
+                ),
+        )
+        .await;
+    assert!(
+        created.topics.iter().all(|t| t.error_code == 0),
+        "{created:?}"
+    );
+    // Apache Kafka answers NOT_LEADER_OR_FOLLOWER until the new topic reaches its broker side.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, offset) = produce(&mut admin, "watched", "w").await;
+        if code == 0 {
+            assert_eq!(offset, 0);
+            break;
+        }
+        assert!(
+            code == 6 && Instant::now() < deadline,
+            "produce to a new topic: {code}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(find_group_coordinator(&mut admin, "monitors").await, 0);
+    assert_eq!(commit_offset(&mut admin, "monitors", "watched", 1).await, 0);
+
+    // Nobody appends to an internal topic, a super user included (INVALID_TOPIC_EXCEPTION).
+    assert_eq!(
+        produce(&mut admin, "__consumer_offsets", "forged").await.0,
+        INVALID_TOPIC_EXCEPTION
+    );
+
+    // A CLUSTER ACL names `kafka-cluster`, or is refused INVALID_REQUEST.
+    let bad: CreateAclsResponse = admin
+        .call(
+            3,
+            &CreateAclsRequest::default().with_creations(vec![
+                create_acls_request::AclCreation::default()
+                    .with_resource_type(CLUSTER)
+                    .with_resource_name(str("kafka"))
+                    .with_resource_pattern_type(4)
+                    .with_principal(str("User:bob"))
+                    .with_host(str("*"))
+                    .with_operation(DELETE)
+                    .with_permission_type(3),
+            ]),
+        )
+        .await;
+    assert_eq!(bad.results[0].error_code, INVALID_REQUEST, "{bad:?}");
+
+    // The cluster grants first: the metadata log applies in order, so once the last one is
+    // seen (the offset fetch below waits for it), all are.
+    allow(&mut admin, "User:bob", (CLUSTER, "kafka-cluster"), DELETE).await;
+    allow(
+        &mut admin,
+        "User:bob",
+        (CLUSTER, "kafka-cluster"),
+        CLUSTER_ACTION,
+    )
+    .await;
+    allow(&mut admin, "User:bob", (GROUP, "monitors"), DESCRIBE).await;
+    allow(&mut admin, "User:bob", (TOPIC, "watched"), DESCRIBE).await;
+    let mut bob = connect_as(port, "bob", "bob-secret").await;
+
+    // DESCRIBE on the group and the topic: the committed offset (READ is not needed).
+    let fetch_offsets = OffsetFetchRequest::default()
+        .with_group_id(GroupId(str("monitors")))
+        .with_topics(Some(vec![
+            offset_fetch_request::OffsetFetchRequestTopic::default()
+                .with_name(name("watched"))
+                .with_partition_indexes(vec![0]),
+        ]));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let fetched = loop {
+        let r: OffsetFetchResponse = bob.call(7, &fetch_offsets).await;
+        let p = r.topics.first().and_then(|t| t.partitions.first());
+        if (r.error_code == 0 && p.is_some_and(|p| p.error_code == 0)) || Instant::now() >= deadline
+        {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(fetched.error_code, 0, "{fetched:?}");
+    assert_eq!(
+        fetched.topics[0].partitions[0].committed_offset, 1,
+        "{fetched:?}"
+    );
+
+    // CLUSTER_ACTION: a consumer's OffsetForLeaderEpoch (replica id -1) of a topic bob may not
+    // describe.
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    let epochs: OffsetForLeaderEpochResponse = bob
+        .call(
+            4,
+            &OffsetForLeaderEpochRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![OffsetForLeaderTopic::default()
+                    .with_topic(name("doomed"))
+                    .with_partitions(vec![OffsetForLeaderPartition::default()
+                        .with_partition(0)
+                        .with_current_leader_epoch(-1)
+                        .with_leader_epoch(0)])]),
+        )
+        .await;
+    assert_eq!(epochs.topics[0].partitions[0].error_code, 0, "{epochs:?}");
+
+    // DELETE on the cluster: any topic may be deleted.
+    let deleted: DeleteTopicsResponse = bob
+        .call(
+            4,
+            &DeleteTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topic_names(vec![name("doomed")]),
+        )
+        .await;
+    assert_eq!(deleted.responses[0].error_code, 0, "{deleted:?}");
     broker.stop().unwrap();
 }

@@ -381,10 +381,13 @@ pub fn parse(
             certificates: Vec::new(),
         });
     }
-    let client_auth = match keys
-        .get(SSL_CLIENT_AUTH)
-        .map(|(_, v)| v.trim().to_ascii_lowercase())
-    {
+    // As in Kafka, a SASL_SSL listener asks for client certificates only through its
+    // listener-prefixed `ssl.client.auth`: the broker-wide key applies to SSL listeners.
+    let client_auth_value = match protocol {
+        SecurityProtocol::SaslSsl => raw.get(&format!("{}{SSL_CLIENT_AUTH}", keys.prefix)),
+        _ => keys.get(SSL_CLIENT_AUTH).map(|(_, v)| v),
+    };
+    let client_auth = match client_auth_value.map(|v| v.trim().to_ascii_lowercase()) {
         None => ClientAuth::None,
         Some(v) if v == "none" => ClientAuth::None,
         Some(v) if v == "requested" => ClientAuth::Requested,
@@ -850,13 +853,44 @@ fn pem_certs(
     Ok(certs)
 }
 
+/// The DER bytes of the first `ENCRYPTED PRIVATE KEY` block (a PKCS#8 EncryptedPrivateKeyInfo)
+/// of a PEM text, if it has one.
+fn encrypted_pem_block(text: &str) -> Option<Result<Vec<u8>, base64::DecodeError>> {
+    use base64::Engine;
+    const BEGIN: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
+    const END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
+    let start = text.find(BEGIN)? + BEGIN.len();
+    let end = start + text[start..].find(END)?;
+    let body: String = text[start..end]
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    Some(base64::engine::general_purpose::STANDARD.decode(body))
+}
+
+/// The private key of a PEM key store. An encrypted PKCS#8 key (`ENCRYPTED PRIVATE KEY`, as
+/// `openssl pkcs8 -topk8 -v2 aes-256-cbc` writes it) is decrypted with `ssl.key.password`, as
+/// Kafka does; PBES2 with AES or 3DES is supported, the legacy PBES1 schemes are not.
 fn pem_key(keys: &Keys, key: &str, pem: &[u8]) -> Result<PrivateKeyDer<'static>, ConfigError> {
-    if std::str::from_utf8(pem).is_ok_and(|s| s.contains("ENCRYPTED PRIVATE KEY")) {
-        return Err(keys.invalid(
-            key,
-            "encrypted PEM private keys are not supported: give the key unencrypted (PKCS8) or \
-             use a PKCS12 key store",
-        ));
+    if let Some(block) = std::str::from_utf8(pem).ok().and_then(encrypted_pem_block) {
+        let der = block.map_err(|e| keys.invalid(key, format!("bad PEM: {e}")))?;
+        let Some((_, password)) = keys.get(SSL_KEY_PASSWORD) else {
+            return Err(keys.invalid(key, "the private key is encrypted: set ssl.key.password"));
+        };
+        let info = pkcs8::EncryptedPrivateKeyInfoRef::try_from(der.as_slice())
+            .map_err(|e| keys.invalid(key, format!("bad encrypted private key: {e}")))?;
+        let plain = info.decrypt(password).map_err(|e| {
+            keys.invalid(
+                SSL_KEY_PASSWORD,
+                format!(
+                    "cannot decrypt the private key with it (a wrong password, or a scheme other \
+                     than PBES2 with AES or 3DES): {e}"
+                ),
+            )
+        })?;
+        return Ok(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+            plain.as_bytes().to_vec(),
+        )));
     }
     rustls_pemfile::private_key(&mut &pem[..])
         .map_err(|e| keys.invalid(key, format!("bad PEM: {e}")))?
@@ -1107,8 +1141,9 @@ pub fn check_keystore_change(
 }
 
 /// Kafka's default principal of a TLS client: `User:` and the subject of its certificate as
-/// RFC 2253 prints it (most specific RDN first, no spaces after commas); `User:ANONYMOUS`
-/// without a certificate.
+/// Java's `X500Principal#getName()` prints it (RFC 2253, most specific RDN first, no spaces
+/// after commas), so that ACLs and `super.users` written for Kafka name the same principals;
+/// `User:ANONYMOUS` without a certificate. See [`rfc2253_attribute`].
 pub fn principal_of_certificate(der: &[u8]) -> Option<String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let rdns: Vec<String> = cert
@@ -1116,27 +1151,7 @@ pub fn principal_of_certificate(der: &[u8]) -> Option<String> {
         .iter_rdn()
         .map(|rdn| {
             rdn.iter()
-                .map(|atv| {
-                    let oid = atv.attr_type().to_id_string();
-                    let name = match oid.as_str() {
-                        "2.5.4.3" => "CN".to_owned(),
-                        "2.5.4.7" => "L".to_owned(),
-                        "2.5.4.8" => "ST".to_owned(),
-                        "2.5.4.10" => "O".to_owned(),
-                        "2.5.4.11" => "OU".to_owned(),
-                        "2.5.4.6" => "C".to_owned(),
-                        "2.5.4.9" => "STREET".to_owned(),
-                        "0.9.2342.19200300.100.1.25" => "DC".to_owned(),
-                        "0.9.2342.19200300.100.1.1" => "UID".to_owned(),
-                        other => other.to_owned(),
-                    };
-                    let value = atv.as_str().map(escape_rfc2253).unwrap_or_else(|_| {
-                        let hex: String =
-                            atv.as_slice().iter().map(|b| format!("{b:02x}")).collect();
-                        format!("#{hex}")
-                    });
-                    format!("{name}={value}")
-                })
+                .map(rfc2253_attribute)
                 .collect::<Vec<_>>()
                 .join("+")
         })
@@ -1147,14 +1162,63 @@ pub fn principal_of_certificate(der: &[u8]) -> Option<String> {
     ))
 }
 
+/// One attribute as Java writes it in RFC 2253 form: the keyword where RFC 2253 has one (CN, C,
+/// L, ST, O, OU, STREET, DC, UID), else the dotted OID. A value under a dotted OID (an email
+/// address, say) or of a non-string type is `#` and the hex of its whole DER encoding; a string
+/// value has `,=+<>#;"\` escaped with a backslash wherever they are, NUL as `\00`, and leading
+/// and trailing spaces escaped.
+fn rfc2253_attribute(atv: &x509_parser::x509::AttributeTypeAndValue<'_>) -> String {
+    use x509_parser::asn1_rs::{Class, Tag, ToDer};
+    let oid = atv.attr_type().to_id_string();
+    let keyword = match oid.as_str() {
+        "2.5.4.3" => Some("CN"),
+        "2.5.4.6" => Some("C"),
+        "2.5.4.7" => Some("L"),
+        "2.5.4.8" => Some("ST"),
+        "2.5.4.9" => Some("STREET"),
+        "2.5.4.10" => Some("O"),
+        "2.5.4.11" => Some("OU"),
+        "0.9.2342.19200300.100.1.25" => Some("DC"),
+        "0.9.2342.19200300.100.1.1" => Some("UID"),
+        _ => None,
+    };
+    let value = atv.attr_value();
+    let string_type = value.header.class() == Class::Universal
+        && [
+            Tag::PrintableString,
+            Tag::T61String,
+            Tag::Ia5String,
+            Tag::GeneralString,
+            Tag::BmpString,
+            Tag::Utf8String,
+        ]
+        .contains(&value.header.tag());
+    let Some(keyword) = keyword.filter(|_| string_type) else {
+        let der = value.to_der_vec().unwrap_or_default();
+        let hex: String = der.iter().map(|b| format!("{b:02x}")).collect();
+        return format!("{}=#{hex}", keyword.unwrap_or(&oid));
+    };
+    format!(
+        "{keyword}={}",
+        escape_rfc2253(&String::from_utf8_lossy(value.data))
+    )
+}
+
 fn escape_rfc2253(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    let last = value.chars().count().saturating_sub(1);
-    for (i, c) in value.chars().enumerate() {
-        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
-            || (i == 0 && (c == '#' || c == ' '))
-            || (i == last && c == ' ');
-        if special {
+    let mut escaped: Vec<char> = Vec::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            ',' | '=' | '+' | '<' | '>' | '#' | ';' | '"' | '\\' => escaped.extend(['\\', c]),
+            '\0' => escaped.extend(['\\', '0', '0']),
+            c => escaped.push(c),
+        }
+    }
+    let blank = |c: &char| *c == ' ' || *c == '\r';
+    let lead = escaped.iter().take_while(|c| blank(c)).count();
+    let trail = escaped.len() - escaped.iter().rev().take_while(|c| blank(c)).count();
+    let mut out = String::with_capacity(escaped.len() + 2);
+    for (i, c) in escaped.into_iter().enumerate() {
+        if i < lead || i >= trail {
             out.push('\\');
         }
         out.push(c);
@@ -1327,6 +1391,72 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_sasl_ssl_listener_asks_for_certificates_only_through_its_own_client_auth_key() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let (chain, pem_key) = (cert.pem(), key.serialize_pem());
+        let listener = |protocol, extra: &[(&str, &str)]| {
+            let mut entries = vec![
+                ("ssl.keystore.certificate.chain", chain.as_str()),
+                ("ssl.keystore.key", pem_key.as_str()),
+                ("ssl.truststore.type", "PEM"),
+                ("ssl.truststore.certificates", chain.as_str()),
+                ("sasl.enabled.mechanisms", "PLAIN"),
+                (
+                    "listener.name.secure.plain.sasl.jaas.config",
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                     user_a=\"b\";",
+                ),
+                ("ssl.client.auth", "required"),
+            ];
+            entries.extend_from_slice(extra);
+            parse(&raw(&entries), "SECURE", protocol)
+                .unwrap()
+                .client_auth
+        };
+        assert_eq!(listener(SecurityProtocol::Ssl, &[]), ClientAuth::Required);
+        assert_eq!(listener(SecurityProtocol::SaslSsl, &[]), ClientAuth::None);
+        assert_eq!(
+            listener(
+                SecurityProtocol::SaslSsl,
+                &[("listener.name.secure.ssl.client.auth", "requested")]
+            ),
+            ClientAuth::Requested
+        );
+    }
+
+    #[test]
+    fn an_encrypted_pem_key_is_opened_with_the_key_password_and_refused_without_it() {
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tls");
+        for file in ["broker-encrypted-key.pem", "broker-encrypted-key-3des.pem"] {
+            let location = format!("{fixtures}/{file}");
+            let store = |password: Option<&str>| {
+                let mut entries = vec![
+                    ("ssl.keystore.type", "PEM"),
+                    ("ssl.keystore.location", location.as_str()),
+                ];
+                entries.extend(password.map(|p| ("ssl.key.password", p)));
+                parse(&raw(&entries), "SSL", SecurityProtocol::Ssl)
+            };
+            let sec = store(Some("fixture-key-pass")).unwrap();
+            assert!(sec.tls.is_some(), "{file}");
+            let e = store(None).unwrap_err().to_string();
+            assert!(
+                e.contains("`ssl.keystore.location`") && e.contains("ssl.key.password"),
+                "{file}: {e}"
+            );
+            let e = store(Some("not-the-pass")).unwrap_err().to_string();
+            assert!(
+                e.contains("`ssl.key.password`") && !e.contains("not-the-pass"),
+                "{file}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn oauthbearer_options_and_reauthentication_limits_are_read_per_listener_and_mechanism() {
         let sasl = |entries: &[(&str, &str)]| {
             parse(
@@ -1438,6 +1568,23 @@ pub(super) mod tests {
         assert_eq!(
             principal_of_certificate(cert.der()).unwrap(),
             "User:CN=alice,O=Acme\\, Inc,C=DE"
+        );
+        // What Java 17's X500Principal#getName() prints for this certificate (see the
+        // fixtures' README): the email address under its OID as the hex of its DER encoding,
+        // `=`, `#` and `;` escaped anywhere, leading and trailing spaces escaped.
+        let pem = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/tls/subject-escapes.crt"
+        ))
+        .unwrap();
+        let der = rustls_pemfile::certs(&mut &pem[..])
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            principal_of_certificate(&der).unwrap(),
+            "User:1.2.840.113549.1.9.1=#160b7840792e6578616d706c65,CN=\\ a\\=b\\#c\\;d\\ ,\
+             O=Acme\\, Inc,C=DE"
         );
     }
 

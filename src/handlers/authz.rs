@@ -63,9 +63,7 @@ impl RequestAuth {
                     rules: rules.clone(),
                     image: image(),
                     principal: principal.to_owned(),
-                    // Kafka's ACL hosts are addresses as `InetAddress#getHostAddress` writes
-                    // them, without the leading slash.
-                    host: host.to_string(),
+                    host: acl_host(host),
                 })),
             },
         }
@@ -429,11 +427,34 @@ pub fn refuse_cluster(request: &RequestKind) -> Option<ResponseKind> {
     })
 }
 
+/// A peer address as Kafka's ACLs name hosts: Java's `InetAddress#getHostAddress`. An
+/// IPv4-mapped IPv6 address is its IPv4 address (Java makes it an `Inet4Address`), and IPv6 is
+/// written in full, without `::` compression or leading zeros (`0:0:0:0:0:0:0:1`), so an ACL
+/// written for Kafka matches the same clients here.
+pub fn acl_host(host: IpAddr) -> String {
+    match host.to_canonical() {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => {
+            let groups: Vec<String> = v6.segments().iter().map(|g| format!("{g:x}")).collect();
+            groups.join(":")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::metadata::acl::{Acl, AclPermissionType, PatternType};
     use kafka_protocol::messages::ApiKey;
+
+    #[test]
+    fn acl_hosts_are_written_as_java_writes_addresses() {
+        let host = |s: &str| acl_host(s.parse().unwrap());
+        assert_eq!(host("127.0.0.1"), "127.0.0.1");
+        assert_eq!(host("::ffff:127.0.0.1"), "127.0.0.1");
+        assert_eq!(host("::1"), "0:0:0:0:0:0:0:1");
+        assert_eq!(host("fe80::a:0:00ff"), "fe80:0:0:0:0:a:0:ff");
+    }
 
     fn image_with(acls: &[Acl]) -> Arc<MetadataImage> {
         let mut image = MetadataImage::default();

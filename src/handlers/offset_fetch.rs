@@ -9,10 +9,10 @@ use crate::errors::ApiError;
 use crate::group::service::{Caller, GroupService};
 use crate::group::GroupRequest;
 
-/// With an authorizer (Kafka's `handleOffsetFetchRequest`): a group the caller may not READ is
-/// answered GROUP_AUTHORIZATION_FAILED with no offsets; of the topics asked for, those it may
-/// not READ are answered TOPIC_AUTHORIZATION_FAILED per partition (offset -1); when all topics
-/// are asked for, those it may not READ are left out.
+/// With an authorizer (Kafka's `handleOffsetFetchRequest`): a group the caller may not DESCRIBE
+/// (READ implies it) is answered GROUP_AUTHORIZATION_FAILED with no offsets; of the topics asked
+/// for, those it may not DESCRIBE are answered TOPIC_AUTHORIZATION_FAILED per partition (offset
+/// -1); when all topics are asked for, those it may not DESCRIBE are left out.
 pub async fn handle(
     auth: &RequestAuth,
     groups: &GroupService,
@@ -27,9 +27,9 @@ pub async fn handle(
     }
     let group_error = ApiError::GroupAuthorizationFailed.code();
     let topic_error = ApiError::TopicAuthorizationFailed.code();
-    let readable = |name: &str| auth.allows(Resource::Topic, name, Op::Read);
+    let describable = |name: &str| auth.allows(Resource::Topic, name, Op::Describe);
     let single_group = request.groups.is_empty();
-    if single_group && !auth.allows(Resource::Group, request.group_id.as_str(), Op::Read) {
+    if single_group && !auth.allows(Resource::Group, request.group_id.as_str(), Op::Describe) {
         return ResponseKind::OffsetFetch(
             OffsetFetchResponse::default().with_error_code(group_error),
         );
@@ -49,10 +49,10 @@ pub async fn handle(
         return response;
     };
     if single_group && all_topics {
-        r.topics.retain(|t| readable(t.name.as_str()));
+        r.topics.retain(|t| describable(t.name.as_str()));
     }
     for t in &mut r.topics {
-        if !readable(t.name.as_str()) {
+        if !describable(t.name.as_str()) {
             for p in &mut t.partitions {
                 p.committed_offset = -1;
                 p.committed_leader_epoch = -1;
@@ -62,16 +62,16 @@ pub async fn handle(
         }
     }
     for g in &mut r.groups {
-        if !auth.allows(Resource::Group, g.group_id.as_str(), Op::Read) {
+        if !auth.allows(Resource::Group, g.group_id.as_str(), Op::Describe) {
             g.topics.clear();
             g.error_code = group_error;
             continue;
         }
         if all_topics_of.contains(g.group_id.as_str()) {
-            g.topics.retain(|t| readable(t.name.as_str()));
+            g.topics.retain(|t| describable(t.name.as_str()));
         }
         for t in &mut g.topics {
-            if !readable(t.name.as_str()) {
+            if !describable(t.name.as_str()) {
                 for p in &mut t.partitions {
                     p.committed_offset = -1;
                     p.committed_leader_epoch = -1;

@@ -48,7 +48,13 @@ pub struct ProduceServices<'a> {
     pub listener: &'a str,
     /// The transaction coordinator, which verifies transactional batches (KIP-890).
     pub txns: &'a crate::txn::TxnService,
+    /// Whether the client may write to the internal topics (`__consumer_offsets`,
+    /// `__transaction_state`): only Kafka's admin client id, `__admin_client`, may, as in Kafka.
+    pub internal_topics_allowed: bool,
 }
+
+/// The client id Kafka lets append to internal topics.
+pub const ADMIN_CLIENT_ID: &str = "__admin_client";
 
 /// What the connection does with a produce request's outcome.
 #[derive(Debug)]
@@ -64,6 +70,9 @@ pub enum ProduceReply {
 /// With an authorizer (Kafka's `handleProduceRequest`): a transactional produce needs WRITE on
 /// its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition, nothing
 /// appended); each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions).
+/// With or without one, an internal topic is refused INVALID_TOPIC_EXCEPTION ("Cannot append to
+/// internal topic") unless the client id is `__admin_client`: the coordinators write their
+/// topics themselves, and a client's records there could forge offsets or transaction state.
 pub async fn handle(
     auth: &RequestAuth,
     services: ProduceServices<'_>,
@@ -99,6 +108,13 @@ pub async fn handle(
                 Some(ApiError::TransactionalIdAuthorizationFailed)
             } else if known && !auth.allows(Resource::Topic, &name, Op::Write) {
                 Some(ApiError::TopicAuthorizationFailed)
+            } else if known
+                && crate::metadata::is_internal_topic(&name)
+                && !services.internal_topics_allowed
+            {
+                Some(ApiError::InvalidTopic(format!(
+                    "Cannot append to internal topic {name}"
+                )))
             } else {
                 None
             };

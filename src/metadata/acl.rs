@@ -172,6 +172,12 @@ impl Acl {
                 permission_type_name(self.permission_type)
             )));
         }
+        // Kafka's broker checks this before the controller sees the ACL (`AclApis`).
+        if self.resource_type == ResourceType::Cluster && self.resource_name != CLUSTER_NAME {
+            return Err(InvalidAcl(format!(
+                "The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+            )));
+        }
         if self.resource_name.is_empty() {
             return Err(InvalidAcl("Resource name should not be empty".into()));
         }
@@ -872,6 +878,15 @@ mod tests {
                     ..good.clone()
                 },
                 "Resource name should not be empty",
+            ),
+            (
+                Acl {
+                    resource_type: ResourceType::Cluster,
+                    resource_name: "k".into(),
+                    pattern_type: PatternType::Prefixed,
+                    ..good.clone()
+                },
+                "The only valid name for the CLUSTER resource is kafka-cluster",
             ),
         ];
         for (a, want) in bad {

@@ -194,6 +194,7 @@ fn api_name(api_key: ApiKey) -> &'static str {
 fn produce_services<'a>(
     ctx: &'a Context,
     listener: &'a str,
+    client_id: Option<&str>,
 ) -> handlers::produce::ProduceServices<'a> {
     handlers::produce::ProduceServices {
         cache: &ctx.cache,
@@ -205,6 +206,7 @@ fn produce_services<'a>(
             requests: &ctx.request_stats,
         },
         listener: listener,
+        internal_topics_allowed: client_id == Some(handlers::produce::ADMIN_CLIENT_ID),
     }
 }
 
@@ -337,9 +339,9 @@ async fn handle_supported(
             .await,
         ),
         RequestKind::Produce(r) => {
-            match handlers::produce::handle(&auth, produce_services(ctx, listener), version, r)
-                .await
-            {
+            let client_id = header.client_id.as_ref().map(|c| c.as_str());
+            let services = produce_services(ctx, listener, client_id);
+            match handlers::produce::handle(&auth, services, version, r).await {
                 handlers::produce::ProduceReply::Respond(body) => Some(*body),
                 handlers::produce::ProduceReply::Nothing => None,
                 handlers::produce::ProduceReply::CloseConnection => {

@@ -343,6 +343,40 @@ async fn produce_then_fetch_reads_back_the_same_records_at_consecutive_offsets()
     broker.shutdown().await.unwrap();
 }
 
+/// Kafka's ReplicaManager refuses a client's append to an internal topic (only the admin
+/// client id may): records forged into `__consumer_offsets` would become a group's offsets when
+/// its coordinator loads them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cannot_append_to_an_internal_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start_broker(dir.path(), &[]).await;
+    let mut client = RawClient::connect(broker.local_addr).await;
+    // FindCoordinator creates `__consumer_offsets`, as a consumer's first step does.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let found: FindCoordinatorResponse = client
+            .call(
+                3,
+                &FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g")),
+            )
+            .await;
+        if found.error_code == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no coordinator: {found:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let forged = produce_request("__consumer_offsets", 0, 1, batch(&["forged"], None));
+    let response = client.call(9, &forged).await;
+    let p = &response.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 17, "INVALID_TOPIC_EXCEPTION: {p:?}");
+    let fetched = client
+        .call(12, &fetch_request("__consumer_offsets", 0, -1, 0))
+        .await;
+    assert_eq!(fetched.responses[0].partitions[0].high_watermark, 0);
+    broker.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_errors_use_kafka_codes() {
     let dir = tempfile::tempdir().unwrap();

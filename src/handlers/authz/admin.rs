@@ -7,11 +7,11 @@
 //! only what the caller may do, and the controller never acts on the rest.
 //!
 //! The operations are Kafka's: CREATE on the cluster or the topic, DELETE and ALTER on the
-//! topic, DESCRIBE_CONFIGS / ALTER_CONFIGS on the config resource (a topic, a group, or the
-//! cluster for BROKER and BROKER_LOGGER resources), DELETE on the topic for DeleteRecords,
-//! READ for DescribeProducers, DESCRIBE for a consumer's OffsetForLeaderEpoch (CLUSTER_ACTION
-//! on the cluster for a follower's), DESCRIBE on the transactional id for
-//! DescribeTransactions.
+//! topic (DELETE on the cluster allows any topic to be deleted), DESCRIBE_CONFIGS /
+//! ALTER_CONFIGS on the config resource (a topic, a group, or the cluster for BROKER and
+//! BROKER_LOGGER resources), DELETE on the topic for DeleteRecords, READ for DescribeProducers,
+//! for OffsetForLeaderEpoch CLUSTER_ACTION on the cluster (a follower's) or else DESCRIBE on the
+//! topic (a consumer's), DESCRIBE on the transactional id for DescribeTransactions.
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
@@ -117,9 +117,11 @@ pub fn take_refused(auth: &RequestAuth, request: &mut RequestKind) -> Option<Ref
                     .with_error_code(e.code())
                     .with_error_message(message(&e))
             };
+            // DELETE on the cluster allows every topic, as in Kafka.
+            let cluster_delete = auth.allows_cluster(Op::Delete);
             let mut refused = Vec::new();
             r.topic_names.retain(|n| {
-                let ok = auth.allows(Resource::Topic, n.as_str(), Op::Delete);
+                let ok = cluster_delete || auth.allows(Resource::Topic, n.as_str(), Op::Delete);
                 if !ok {
                     refused.push(refusal(Some(n.clone()), uuid::Uuid::nil()));
                 }
@@ -133,9 +135,10 @@ pub fn take_refused(auth: &RequestAuth, request: &mut RequestKind) -> Option<Ref
                 } else {
                     image.topic_by_id(&t.topic_id).map(|t| t.name.clone())
                 };
-                let ok = name
-                    .as_deref()
-                    .is_none_or(|n| auth.allows(Resource::Topic, n, Op::Delete));
+                let ok = cluster_delete
+                    || name
+                        .as_deref()
+                        .is_none_or(|n| auth.allows(Resource::Topic, n, Op::Delete));
                 if !ok {
                     refused.push(refusal(t.name.clone(), t.topic_id));
                 }
@@ -287,15 +290,13 @@ pub fn take_refused(auth: &RequestAuth, request: &mut RequestKind) -> Option<Ref
         RequestKind::OffsetForLeaderEpoch(r) => {
             use kafka_protocol::messages::offset_for_leader_epoch_response::*;
             let code = ApiError::TopicAuthorizationFailed.code();
-            let follower_allowed = r.replica_id.0 >= 0 && auth.allows_cluster(Op::ClusterAction);
-            let from_follower = r.replica_id.0 >= 0;
+            // CLUSTER_ACTION on the cluster (a follower's) allows every topic, else DESCRIBE on
+            // each (a consumer's, KIP-320), whatever the replica id, as in Kafka.
+            let cluster_action = auth.allows_cluster(Op::ClusterAction);
             let mut refused = Vec::new();
             r.topics.retain(|t| {
-                let ok = if from_follower {
-                    follower_allowed
-                } else {
-                    auth.allows(Resource::Topic, t.topic.as_str(), Op::Describe)
-                };
+                let ok =
+                    cluster_action || auth.allows(Resource::Topic, t.topic.as_str(), Op::Describe);
                 if !ok {
                     refused.push(
                         OffsetForLeaderTopicResult::default()
@@ -570,7 +571,7 @@ mod tests {
     }
 
     #[test]
-    fn a_followers_offset_for_leader_epoch_needs_cluster_action_a_consumers_describe() {
+    fn offset_for_leader_epoch_needs_cluster_action_or_describe_whatever_the_replica_id() {
         use offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
         let request = |replica_id: i32| {
             RequestKind::OffsetForLeaderEpoch(
@@ -583,20 +584,29 @@ mod tests {
                         ])]),
             )
         };
+        // Kafka checks CLUSTER_ACTION first, then DESCRIBE on each topic, for any replica id.
         let reader = alice_with(&[(Resource::Topic, "t", Op::Read)]);
-        assert!(take_refused(&reader, &mut request(-1)).unwrap().is_empty());
-        let Some(Refused::OffsetForLeaderEpoch(refused)) = take_refused(&reader, &mut request(2))
-        else {
-            panic!()
-        };
-        assert_eq!(refused[0].partitions[0].partition, 3);
-        assert_eq!(refused[0].partitions[0].error_code, 29);
         let broker = alice_with(&[(
             Resource::Cluster,
             super::super::CLUSTER_NAME,
             Op::ClusterAction,
         )]);
-        assert!(take_refused(&broker, &mut request(2)).unwrap().is_empty());
+        let stranger = alice_with(&[(Resource::Topic, "other", Op::Read)]);
+        for replica_id in [-1, 2] {
+            assert!(take_refused(&reader, &mut request(replica_id))
+                .unwrap()
+                .is_empty());
+            assert!(take_refused(&broker, &mut request(replica_id))
+                .unwrap()
+                .is_empty());
+            let Some(Refused::OffsetForLeaderEpoch(refused)) =
+                take_refused(&stranger, &mut request(replica_id))
+            else {
+                panic!()
+            };
+            assert_eq!(refused[0].partitions[0].partition, 3);
+            assert_eq!(refused[0].partitions[0].error_code, 29);
+        }
     }
 
     #[test]
