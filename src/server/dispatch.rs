@@ -392,7 +392,7 @@ async fn handle_supported(
             r,
         )),
         RequestKind::DescribeTransactions(r) => Some(handlers::describe_transactions::handle(
-            &ctx.txns, version, r,
+            &auth, &ctx.txns, version, r,
         )),
         RequestKind::ListTransactions(r) => Some(handlers::list_transactions::handle(
             &auth,

@@ -137,6 +137,108 @@ where
     }
 }
 
+async fn create_topics(ctx: &Arc<Context>, topics: &[&str]) {
+    let created: CreateTopicsResponse = call_as(
+        ctx,
+        ADMIN,
+        5,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| {
+                        create_topics_request::CreatableTopic::default()
+                            .with_name(name(t))
+                            .with_num_partitions(1)
+                            .with_replication_factor(1)
+                    })
+                    .collect(),
+            ),
+    )
+    .await;
+    assert!(
+        created.topics.iter().all(|t| t.error_code == 0),
+        "{created:?}"
+    );
+}
+
+/// `key`'s coordinator (0 a group, 1 a transactional id) found, its topic created.
+async fn find_coordinator(ctx: &Arc<Context>, key_type: i8, key: &str) {
+    until("a coordinator", || async {
+        let found: FindCoordinatorResponse = call_as(
+            ctx,
+            ADMIN,
+            4,
+            &FindCoordinatorRequest::default()
+                .with_key_type(key_type)
+                .with_coordinator_keys(vec![str(key)]),
+        )
+        .await;
+        found.coordinators[0].error_code == 0
+    })
+    .await;
+}
+
+/// `transactional_id`'s producer, initialized by `principal`.
+async fn init_transactional(
+    ctx: &Arc<Context>,
+    principal: &str,
+    transactional_id: &str,
+) -> (i64, i16) {
+    find_coordinator(ctx, 1, transactional_id).await;
+    until_some("a producer id", || async {
+        let init: InitProducerIdResponse = call_as(
+            ctx,
+            principal,
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(str(transactional_id))))
+                .with_transaction_timeout_ms(600_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        )
+        .await;
+        (init.error_code == 0).then_some((init.producer_id.0, init.producer_epoch))
+    })
+    .await
+}
+
+/// Partition 0 of each of `topics` added to the admin's transaction `transactional_id`.
+async fn add_partitions(
+    ctx: &Arc<Context>,
+    transactional_id: &str,
+    (id, epoch): (i64, i16),
+    topics: &[&str],
+) {
+    let added: AddPartitionsToTxnResponse = call_as(
+        ctx,
+        ADMIN,
+        3,
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(str(transactional_id)))
+            .with_v3_and_below_producer_id(ProducerId(id))
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(
+                topics
+                    .iter()
+                    .map(|t| {
+                        add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                            .with_name(name(t))
+                            .with_partitions(vec![0])
+                    })
+                    .collect(),
+            ),
+    )
+    .await;
+    for t in &added.results_by_topic_v3_and_below {
+        assert_eq!(
+            t.results_by_partition[0].partition_error_code, 0,
+            "{added:?}"
+        );
+    }
+}
+
 /// Kafka's `authorizeByResourceType`: alice's ALLOW of WRITE on topic `t` is cancelled by her
 /// DENY of WRITE on `t`, so she may not write any topic and, without IDEMPOTENT_WRITE on the
 /// cluster, gets no idempotent producer id.
@@ -169,5 +271,62 @@ async fn an_allow_cancelled_by_a_deny_on_the_same_topic_gives_no_idempotent_prod
     })
     .await;
     assert_eq!(code, 0);
+    broker.shutdown().await.unwrap();
+}
+
+/// ListTransactions lists only the transactional ids the caller may DESCRIBE, even to a
+/// caller that may DESCRIBE the cluster; DescribeTransactions leaves out the topics it may not
+/// DESCRIBE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_are_listed_and_described_only_as_far_as_the_caller_may_describe() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = authorized_broker(dir.path()).await;
+    let ctx = broker.context.clone();
+    create_topics(&ctx, &["seen", "hidden"]).await;
+    let open = init_transactional(&ctx, ADMIN, "open-txn").await;
+    add_partitions(&ctx, "open-txn", open, &["seen", "hidden"]).await;
+    init_transactional(&ctx, ADMIN, "other-txn").await;
+    grant(
+        &ctx,
+        vec![
+            acl(CLUSTER, "kafka-cluster", DESCRIBE, ALLOW),
+            acl(TRANSACTIONAL_ID, "open-txn", DESCRIBE, ALLOW),
+            acl(TOPIC, "seen", DESCRIBE, ALLOW),
+        ],
+    )
+    .await;
+
+    let listed: ListTransactionsResponse =
+        call_as(&ctx, ALICE, 1, &ListTransactionsRequest::default()).await;
+    assert_eq!(listed.error_code, 0, "{listed:?}");
+    let ids: Vec<&str> = listed
+        .transaction_states
+        .iter()
+        .map(|t| t.transactional_id.as_str())
+        .collect();
+    assert_eq!(ids, ["open-txn"], "{listed:?}");
+
+    let described: DescribeTransactionsResponse = call_as(
+        &ctx,
+        ALICE,
+        0,
+        &DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(str("open-txn"))]),
+    )
+    .await;
+    let state = &described.transaction_states[0];
+    assert_eq!(state.error_code, 0, "{described:?}");
+    let topics: Vec<&str> = state.topics.iter().map(|t| t.topic.as_str()).collect();
+    assert_eq!(topics, ["seen"], "{described:?}");
+    // The super user sees both.
+    let described: DescribeTransactionsResponse = call_as(
+        &ctx,
+        ADMIN,
+        0,
+        &DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(str("open-txn"))]),
+    )
+    .await;
+    assert_eq!(described.transaction_states[0].topics.len(), 2);
     broker.shutdown().await.unwrap();
 }
