@@ -409,6 +409,7 @@ async fn handle_supported(
         )),
         RequestKind::CreateTopics(r) => Some(
             handlers::create_topics::handle(
+                &auth,
                 &ctx.controller,
                 &ctx.replicas,
                 &ctx.config,

@@ -330,3 +330,63 @@ async fn transactions_are_listed_and_described_only_as_far_as_the_caller_may_des
     assert_eq!(described.transaction_states[0].topics.len(), 2);
     broker.shutdown().await.unwrap();
 }
+
+/// A topic created by a caller that may not DESCRIBE_CONFIGS it is answered without its
+/// configs, partitions and replication factor, TOPIC_AUTHORIZATION_FAILED as its config error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_topics_answers_configs_only_to_who_may_describe_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = authorized_broker(dir.path()).await;
+    let ctx = broker.context.clone();
+    grant(
+        &ctx,
+        vec![
+            acl(TOPIC, "blind", CREATE, ALLOW),
+            acl(TOPIC, "shown", CREATE, ALLOW),
+            acl(TOPIC, "shown", DESCRIBE_CONFIGS, ALLOW),
+        ],
+    )
+    .await;
+    let created: CreateTopicsResponse = call_as(
+        &ctx,
+        ALICE,
+        7,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(
+                ["blind", "shown"]
+                    .iter()
+                    .map(|t| {
+                        create_topics_request::CreatableTopic::default()
+                            .with_name(name(t))
+                            .with_num_partitions(2)
+                            .with_replication_factor(1)
+                    })
+                    .collect(),
+            ),
+    )
+    .await;
+    let blind = created
+        .topics
+        .iter()
+        .find(|t| t.name.as_str() == "blind")
+        .unwrap();
+    assert_eq!(blind.error_code, 0, "{created:?}");
+    assert_eq!(blind.topic_config_error_code, TOPIC_AUTHORIZATION_FAILED);
+    assert!(
+        blind.configs.as_ref().is_none_or(Vec::is_empty),
+        "{blind:?}"
+    );
+    assert_eq!((blind.num_partitions, blind.replication_factor), (-1, -1));
+    assert!(!blind.topic_id.is_nil());
+    let shown = created
+        .topics
+        .iter()
+        .find(|t| t.name.as_str() == "shown")
+        .unwrap();
+    assert_eq!(shown.error_code, 0, "{created:?}");
+    assert_eq!(shown.topic_config_error_code, 0);
+    assert!(shown.configs.as_ref().is_some_and(|c| !c.is_empty()));
+    assert_eq!((shown.num_partitions, shown.replication_factor), (2, 1));
+    broker.shutdown().await.unwrap();
+}
