@@ -390,3 +390,66 @@ async fn create_topics_answers_configs_only_to_who_may_describe_them() {
     assert_eq!((shown.num_partitions, shown.replication_factor), (2, 1));
     broker.shutdown().await.unwrap();
 }
+
+/// A TxnOffsetCommit naming a topic the caller may not READ answers that topic's partitions
+/// TOPIC_AUTHORIZATION_FAILED and commits the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn txn_offset_commit_refuses_only_the_topics_the_caller_may_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = authorized_broker(dir.path()).await;
+    let ctx = broker.context.clone();
+    create_topics(&ctx, &["seen", "hidden"]).await;
+    find_coordinator(&ctx, 0, "txn-group").await;
+    grant(
+        &ctx,
+        vec![
+            acl(TRANSACTIONAL_ID, "alice-txn", WRITE, ALLOW),
+            acl(GROUP, "txn-group", READ, ALLOW),
+            acl(TOPIC, "seen", READ, ALLOW),
+        ],
+    )
+    .await;
+    let (id, epoch) = init_transactional(&ctx, ALICE, "alice-txn").await;
+    let added: AddOffsetsToTxnResponse = call_as(
+        &ctx,
+        ALICE,
+        3,
+        &AddOffsetsToTxnRequest::default()
+            .with_transactional_id(TransactionalId(str("alice-txn")))
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(epoch)
+            .with_group_id(GroupId(str("txn-group"))),
+    )
+    .await;
+    assert_eq!(added.error_code, 0, "{added:?}");
+    use txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic};
+    let commit = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(str("alice-txn")))
+        .with_group_id(GroupId(str("txn-group")))
+        .with_producer_id(ProducerId(id))
+        .with_producer_epoch(epoch)
+        .with_topics(
+            ["hidden", "seen"]
+                .iter()
+                .map(|t| {
+                    TxnOffsetCommitRequestTopic::default()
+                        .with_name(name(t))
+                        .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(0)])
+                })
+                .collect(),
+        );
+    let committed: TxnOffsetCommitResponse = call_as(&ctx, ALICE, 3, &commit).await;
+    let codes: Vec<(&str, i16)> = committed
+        .topics
+        .iter()
+        .map(|t| (t.name.as_str(), t.partitions[0].error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        [("hidden", TOPIC_AUTHORIZATION_FAILED), ("seen", 0)],
+        "{committed:?}"
+    );
+    broker.shutdown().await.unwrap();
+}
