@@ -26,7 +26,7 @@ pub use crate::metadata::acl::{AclOperation as Op, ResourceType as Resource, CLU
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
 /// What an authorized request is checked against.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Checker {
     rules: Arc<AuthorizerRules>,
     image: Arc<MetadataImage>,
@@ -35,8 +35,9 @@ struct Checker {
 }
 
 /// One request's authorization context. [`RequestAuth::open`] (no authorizer) allows
-/// everything.
-#[derive(Debug, Default)]
+/// everything. A clone keeps the ACLs of the request's image: a KIP-848 member's rights, kept
+/// to resolve its regex subscription with (Kafka keeps the member's request context).
+#[derive(Debug, Clone, Default)]
 pub struct RequestAuth {
     checker: Option<Box<Checker>>,
 }
@@ -108,6 +109,16 @@ impl RequestAuth {
                 }
                 decision == Decision::Allowed
             }
+        }
+    }
+
+    /// Whether `other` is a request of the same principal from the same host (or both have no
+    /// authorizer).
+    pub fn same_caller(&self, other: &RequestAuth) -> bool {
+        match (&self.checker, &other.checker) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.principal == b.principal && a.host == b.host,
+            _ => false,
         }
     }
 

@@ -453,3 +453,89 @@ async fn txn_offset_commit_refuses_only_the_topics_the_caller_may_not_read() {
     );
     broker.shutdown().await.unwrap();
 }
+
+fn heartbeat(member: &str, topics: &[&str]) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(str("cg")))
+        .with_member_id(str(member))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(topics.iter().map(|t| name(t)).collect()))
+        .with_topic_partitions(Some(vec![]))
+}
+
+/// KAFKA-18813: a heartbeat subscribing by name to a topic the caller may not DESCRIBE is
+/// answered TOPIC_AUTHORIZATION_FAILED naming it and joins nothing; a ConsumerGroupDescribe of
+/// a group whose members use such a topic is answered TOPIC_AUTHORIZATION_FAILED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_groups_need_describe_on_their_topics() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = authorized_broker(dir.path()).await;
+    let ctx = broker.context.clone();
+    create_topics(&ctx, &["seen", "hidden"]).await;
+    find_coordinator(&ctx, 0, "cg").await;
+    grant(
+        &ctx,
+        vec![
+            acl(GROUP, "cg", READ, ALLOW),
+            acl(GROUP, "cg", DESCRIBE, ALLOW),
+            acl(TOPIC, "seen", DESCRIBE, ALLOW),
+        ],
+    )
+    .await;
+
+    let refused: ConsumerGroupHeartbeatResponse = call_as(
+        &ctx,
+        ALICE,
+        0,
+        &heartbeat("alice-member-0000000", &["seen", "hidden"]),
+    )
+    .await;
+    assert_eq!(
+        refused.error_code, TOPIC_AUTHORIZATION_FAILED,
+        "{refused:?}"
+    );
+    let message = refused.error_message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("hidden") && !message.contains("seen"),
+        "{message}"
+    );
+    let describe = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(str("cg"))]);
+    let described: ConsumerGroupDescribeResponse = call_as(&ctx, ADMIN, 0, &describe).await;
+    assert!(
+        described.groups[0].members.is_empty(),
+        "a refused heartbeat joined: {described:?}"
+    );
+
+    // Alice joins with the topic she may see; the admin's member subscribes to the other.
+    let joined: ConsumerGroupHeartbeatResponse = call_as(
+        &ctx,
+        ALICE,
+        0,
+        &heartbeat("alice-member-0000000", &["seen"]),
+    )
+    .await;
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    let described: ConsumerGroupDescribeResponse = call_as(&ctx, ALICE, 0, &describe).await;
+    assert_eq!(described.groups[0].error_code, 0, "{described:?}");
+    assert_eq!(described.groups[0].members.len(), 1);
+    let joined: ConsumerGroupHeartbeatResponse = call_as(
+        &ctx,
+        ADMIN,
+        0,
+        &heartbeat("admin-member-0000000", &["hidden"]),
+    )
+    .await;
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    let described: ConsumerGroupDescribeResponse = call_as(&ctx, ALICE, 0, &describe).await;
+    let group = &described.groups[0];
+    assert_eq!(
+        group.error_code, TOPIC_AUTHORIZATION_FAILED,
+        "{described:?}"
+    );
+    assert!(group.members.is_empty(), "{described:?}");
+    let described: ConsumerGroupDescribeResponse = call_as(&ctx, ADMIN, 0, &describe).await;
+    assert_eq!(described.groups[0].error_code, 0, "{described:?}");
+    assert_eq!(described.groups[0].members.len(), 2);
+    broker.shutdown().await.unwrap();
+}
