@@ -26,7 +26,7 @@ pub use crate::metadata::acl::{AclOperation as Op, ResourceType as Resource, CLU
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
 /// What an authorized request is checked against.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Checker {
     rules: Arc<AuthorizerRules>,
     image: Arc<MetadataImage>,
@@ -35,8 +35,9 @@ struct Checker {
 }
 
 /// One request's authorization context. [`RequestAuth::open`] (no authorizer) allows
-/// everything.
-#[derive(Debug, Default)]
+/// everything. A clone keeps the ACLs of the request's image: a KIP-848 member's rights, kept
+/// to resolve its regex subscription with (Kafka keeps the member's request context).
+#[derive(Debug, Clone, Default)]
 pub struct RequestAuth {
     checker: Option<Box<Checker>>,
 }
@@ -109,20 +110,36 @@ impl RequestAuth {
         }
     }
 
+    /// Whether `other` is a request of the same principal from the same host (or both have no
+    /// authorizer).
+    pub fn same_caller(&self, other: &RequestAuth) -> bool {
+        match (&self.checker, &other.checker) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.principal == b.principal && a.host == b.host,
+            _ => false,
+        }
+    }
+
     /// `op` on the cluster resource.
     pub fn allows_cluster(&self, op: AclOperation) -> bool {
         self.allows(ResourceType::Cluster, CLUSTER_NAME, op)
     }
 
     /// Whether the caller may do `op` on any resource of `resource`'s type at all (Kafka's
-    /// `Authorizer#authorizeByResourceType`: some ALLOW for the principal and host, of any
-    /// pattern, not cancelled by a DENY of a LITERAL `*` or of every name). Used for the
-    /// idempotent producer's "WRITE on any topic".
+    /// default `Authorizer#authorizeByResourceType`, which the StandardAuthorizer keeps): a super
+    /// user, or the answer for a name no ACL names (`allow.everyone.if.no.acl.found`), or an ALLOW
+    /// of some pattern that no DENY dominates. A DENY of the LITERAL `*` refuses everything; an
+    /// ALLOW of a LITERAL name is cancelled by a DENY of the same LITERAL name or of a PREFIXED
+    /// pattern that starts it; an ALLOW of a PREFIXED pattern only by a DENY of a PREFIXED
+    /// pattern that starts it. Used for the idempotent producer's "WRITE on any topic".
     pub fn allows_any(&self, resource: ResourceType, op: AclOperation) -> bool {
         let Some(c) = &self.checker else {
             return true;
         };
-        if c.rules.super_users.contains(&c.principal) {
+        // Kafka asks about a name no one would give a resource first, so that super users, and
+        // everyone when no ACL names it and `allow.everyone.if.no.acl.found` is set, are let in
+        // whatever the DENY ACLs say.
+        if self.allows(resource, "hardcode", op) {
             return true;
         }
         let applies = |a: &acl::Acl| {
@@ -131,22 +148,43 @@ impl RequestAuth {
                 && (a.host == c.host || a.host == acl::WILDCARD_HOST)
                 && (a.operation == op || a.operation == AclOperation::All)
         };
-        let acls = || c.image.acls.values().filter(|a| applies(a));
-        let denied_everywhere = acls().any(|a| {
-            a.permission_type == acl::AclPermissionType::Deny
-                && ((a.pattern_type == acl::PatternType::Literal
-                    && a.resource_name == acl::WILDCARD_RESOURCE)
-                    || (a.pattern_type == acl::PatternType::Prefixed && a.resource_name.is_empty()))
-        });
-        if denied_everywhere {
-            return false;
+        let mut denied_literal = std::collections::HashSet::new();
+        let mut denied_prefixed = std::collections::HashSet::new();
+        let mut allowed = Vec::new();
+        for a in c.image.acls.values().filter(|a| applies(a)) {
+            let name = a.resource_name.as_str();
+            match (a.permission_type, a.pattern_type) {
+                (acl::AclPermissionType::Deny, acl::PatternType::Literal) => {
+                    if name == acl::WILDCARD_RESOURCE {
+                        return false;
+                    }
+                    denied_literal.insert(name);
+                }
+                (acl::AclPermissionType::Deny, acl::PatternType::Prefixed) => {
+                    denied_prefixed.insert(name);
+                }
+                (acl::AclPermissionType::Allow, acl::PatternType::Literal)
+                | (acl::AclPermissionType::Allow, acl::PatternType::Prefixed) => {
+                    allowed.push((a.pattern_type, name));
+                }
+                _ => {}
+            }
         }
-        if acls().any(|a| a.permission_type == acl::AclPermissionType::Allow) {
+        if allowed.iter().any(|&(pattern, name)| {
+            pattern == acl::PatternType::Literal && name == acl::WILDCARD_RESOURCE
+        }) {
             return true;
         }
-        // No ACL allows it: with `allow.everyone.if.no.acl.found` a resource no ACL names is
-        // open, as it would be to `allows`.
-        c.rules.allow_everyone_if_no_acl_found
+        allowed.iter().any(|&(pattern, name)| {
+            let literal_denied =
+                pattern == acl::PatternType::Literal && denied_literal.contains(name);
+            // A PREFIXED DENY dominates when it is a non-empty prefix of the allowed name.
+            let prefix_denied = name
+                .char_indices()
+                .map(|(i, ch)| &name[..i + ch.len_utf8()])
+                .any(|prefix| denied_prefixed.contains(prefix));
+            !literal_denied && !prefix_denied
+        })
     }
 
     /// KIP-430: the operations the caller may do on the resource, as a bit field.
@@ -551,6 +589,95 @@ mod tests {
             ..prefixed[0].clone()
         });
         assert!(!auth(&denied, "User:alice").allows_any(Resource::Topic, Op::Write));
+    }
+
+    #[test]
+    fn an_allow_on_some_name_is_cancelled_only_by_a_deny_that_covers_it() {
+        let deny = |a: &Acl, name: &str, pattern: PatternType| Acl {
+            permission_type: AclPermissionType::Deny,
+            resource_name: name.into(),
+            pattern_type: pattern,
+            ..a.clone()
+        };
+        let literal = allow(Resource::Topic, "t", PatternType::Literal, Op::Write);
+        let prefixed = allow(Resource::Topic, "logs-", PatternType::Prefixed, Op::Write);
+        let can_write_some =
+            |acls: &[Acl]| auth(acls, "User:alice").allows_any(Resource::Topic, Op::Write);
+        // Kafka's authorizeByResourceType, case by case.
+        assert!(!can_write_some(&[
+            literal.clone(),
+            deny(&literal, "t", PatternType::Literal)
+        ]));
+        assert!(!can_write_some(&[
+            literal.clone(),
+            deny(&literal, "t", PatternType::Prefixed)
+        ]));
+        assert!(can_write_some(&[
+            literal.clone(),
+            deny(&literal, "tt", PatternType::Prefixed)
+        ]));
+        assert!(can_write_some(&[
+            literal.clone(),
+            deny(&literal, "u", PatternType::Literal)
+        ]));
+        // A LITERAL DENY does not cancel a PREFIXED ALLOW of the same text.
+        assert!(can_write_some(&[
+            prefixed.clone(),
+            deny(&prefixed, "logs-", PatternType::Literal)
+        ]));
+        assert!(!can_write_some(&[
+            prefixed.clone(),
+            deny(&prefixed, "log", PatternType::Prefixed)
+        ]));
+        // One ALLOW left standing is enough.
+        assert!(can_write_some(&[
+            literal.clone(),
+            deny(&literal, "t", PatternType::Literal),
+            prefixed.clone(),
+        ]));
+        // A LITERAL `*` ALLOW wins unless a LITERAL `*` DENY refuses everything.
+        let everything = allow(Resource::Topic, "*", PatternType::Literal, Op::Write);
+        assert!(can_write_some(&[
+            everything.clone(),
+            deny(&everything, "e", PatternType::Prefixed)
+        ]));
+        assert!(!can_write_some(&[
+            everything.clone(),
+            deny(&everything, "*", PatternType::Literal)
+        ]));
+        // Another operation's or resource type's DENY says nothing about WRITE on topics.
+        let read_deny = Acl {
+            operation: Op::Read,
+            ..deny(&literal, "t", PatternType::Literal)
+        };
+        assert!(can_write_some(&[literal.clone(), read_deny]));
+        // Super users, and everyone when no ACL names a resource and the authorizer lets
+        // them, whatever the DENY ACLs of other names.
+        assert!(auth(
+            &[literal.clone(), deny(&literal, "t", PatternType::Literal)],
+            "User:admin"
+        )
+        .allows_any(Resource::Topic, Op::Write));
+        let open = RequestAuth::new(
+            Some(&Arc::new(AuthorizerRules {
+                super_users: Default::default(),
+                allow_everyone_if_no_acl_found: true,
+            })),
+            "User:alice",
+            [127, 0, 0, 1].into(),
+            || image_with(&[literal.clone(), deny(&literal, "t", PatternType::Literal)]),
+        );
+        assert!(open.allows_any(Resource::Topic, Op::Write));
+        let closed_by_wildcard = RequestAuth::new(
+            Some(&Arc::new(AuthorizerRules {
+                super_users: Default::default(),
+                allow_everyone_if_no_acl_found: true,
+            })),
+            "User:alice",
+            [127, 0, 0, 1].into(),
+            || image_with(&[deny(&literal, "*", PatternType::Literal)]),
+        );
+        assert!(!closed_by_wildcard.allows_any(Resource::Topic, Op::Write));
     }
 
     #[test]

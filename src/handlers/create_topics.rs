@@ -1,5 +1,7 @@
 //! CreateTopics (key 19), v2-7: each topic goes through the controller (validate_only
-//! supported); v5+ answers carry the topic's partitions, replication factor and configs.
+//! supported); v5+ answers carry the topic's partitions, replication factor and configs, when
+//! the caller may DESCRIBE_CONFIGS the topic (else TOPIC_AUTHORIZATION_FAILED as the topic's
+//! config error and none of them, as Kafka's `ReplicationControlManager#createTopic` answers).
 //!
 //! The topics of one request are one request to the controller, decided together and committed
 //! as one batch (one log entry): after a crash or a failover either every topic created is
@@ -18,6 +20,7 @@ use kafka_protocol::messages::create_topics_response::{
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, ResponseKind};
 
+use super::authz::{Op, RequestAuth, Resource};
 use super::str_bytes;
 use crate::config::topic::{effective_value, TOPIC_CONFIG_DEFS};
 use crate::config::BrokerConfig;
@@ -94,8 +97,10 @@ fn spec_of(name: String, t: &CreatableTopic) -> CreateTopicSpec {
 }
 
 /// `replicas`: this node's replica manager, asked which of a created topic's logs it could not
-/// create; `config`: the broker config a topic's answered configs fall back to.
+/// create; `config`: the broker config a topic's answered configs fall back to; `auth`: who
+/// may see the created topics' configs.
 pub async fn handle(
+    auth: &RequestAuth,
     controller: &ControllerChannel,
     replicas: &ReplicaManager,
     config: &BrokerConfig,
@@ -156,7 +161,11 @@ pub async fn handle(
                     if version >= 7 {
                         r.topic_id = topic.id;
                     }
-                    if version >= 5 {
+                    if version >= 5
+                        && !auth.allows(Resource::Topic, r.name.as_str(), Op::DescribeConfigs)
+                    {
+                        r.topic_config_error_code = ApiError::TopicAuthorizationFailed.code();
+                    } else if version >= 5 {
                         r.num_partitions = topic.partitions.len() as i32;
                         r.replication_factor = topic
                             .partitions
@@ -182,7 +191,11 @@ pub async fn handle(
                 Err(e) => {
                     r.error_code = e.code();
                     r.error_message = Some(str_bytes(&e.message()));
-                    if version >= 5 {
+                    if version >= 5
+                        && !auth.allows(Resource::Topic, r.name.as_str(), Op::DescribeConfigs)
+                    {
+                        r.topic_config_error_code = ApiError::TopicAuthorizationFailed.code();
+                    } else if version >= 5 {
                         r.num_partitions = -1;
                         r.replication_factor = -1;
                     }

@@ -9,11 +9,16 @@ use kafka_protocol::messages::{
     TransactionalId,
 };
 
+use super::authz::{Op, RequestAuth, Resource};
 use super::str_bytes;
 use crate::errors::ApiError;
 use crate::txn::TxnService;
 
+/// The transactional ids the caller may not DESCRIBE were taken out of the request before
+/// (`authz::admin::take_refused`); of the others only the topics the caller may DESCRIBE are
+/// listed (Kafka's `handleDescribeTransactionsRequest`).
 pub fn handle(
+    auth: &RequestAuth,
     txns: &TxnService,
     _version: i16,
     request: DescribeTransactionsRequest,
@@ -33,7 +38,11 @@ pub fn handle(
         match described {
             Ok(v) => {
                 let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-                for (t, p) in &v.partitions {
+                let described = v
+                    .partitions
+                    .iter()
+                    .filter(|(t, _)| auth.allows(Resource::Topic, t, Op::Describe));
+                for (t, p) in described {
                     topics.entry(t.clone()).or_default().push(*p);
                 }
                 state = state

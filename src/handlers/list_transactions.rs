@@ -12,8 +12,8 @@ use super::str_bytes;
 use crate::errors::ApiError;
 use crate::txn::{TxnService, TxnState};
 
-/// With an authorizer only the transactional ids the caller may DESCRIBE are listed, unless it
-/// may DESCRIBE the cluster (Kafka's `handleListTransactionsRequest`).
+/// With an authorizer only the transactional ids the caller may DESCRIBE are listed, whatever it
+/// may do on the cluster (Kafka's `handleListTransactionsRequest`).
 pub fn handle(
     auth: &RequestAuth,
     txns: &TxnService,
@@ -54,9 +54,7 @@ pub fn handle(
                 .into_iter()
                 .filter(|v| states.is_empty() || states.contains(&v.state))
                 .filter(|v| {
-                    !auth.is_enabled()
-                        || auth.allows_cluster(Op::Describe)
-                        || auth.allows(Resource::TransactionalId, &v.transactional_id, Op::Describe)
+                    auth.allows(Resource::TransactionalId, &v.transactional_id, Op::Describe)
                 })
                 .filter(|v| {
                     request.producer_id_filters.is_empty()

@@ -4,7 +4,8 @@
 //!
 //! v5 comes from a client of transaction version 2, which sends no AddOffsetsToTxn: the group's
 //! offsets partition joins the transaction first, through the transaction coordinator. A
-//! refusal answers every partition, and nothing is written.
+//! refusal of the transactional id or the group answers every partition, and nothing is
+//! written; a topic the caller may not READ is answered alone and the others are committed.
 
 use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest};
 
@@ -18,14 +19,15 @@ use crate::txn::TxnService;
 const JOINS_THE_TRANSACTION_FROM: i16 = 5;
 
 /// With an authorizer the caller needs WRITE on the transactional id and READ on the group
-/// and on every topic (Kafka's `handleTxnOffsetCommitRequest`); a refusal answers every
-/// partition with its error and commits nothing.
+/// (else every partition is answered with the error and nothing is committed), and READ on
+/// each topic: the partitions of the others are answered TOPIC_AUTHORIZATION_FAILED and the
+/// rest committed (Kafka's `handleTxnOffsetCommitRequest`).
 pub async fn handle(
     auth: &RequestAuth,
     groups: &GroupService,
     txns: &TxnService,
     caller: Caller,
-    request: TxnOffsetCommitRequest,
+    mut request: TxnOffsetCommitRequest,
 ) -> ResponseKind {
     let refused = if !auth.allows(
         Resource::TransactionalId,
@@ -35,18 +37,42 @@ pub async fn handle(
         Some(ApiError::TransactionalIdAuthorizationFailed)
     } else if !auth.allows(Resource::Group, request.group_id.as_str(), Op::Read) {
         Some(ApiError::GroupAuthorizationFailed)
-    } else if request
-        .topics
-        .iter()
-        .any(|t| !auth.allows(Resource::Topic, t.name.as_str(), Op::Read))
-    {
-        Some(ApiError::TopicAuthorizationFailed)
     } else {
         None
     };
     if let Some(e) = refused {
         return ResponseKind::TxnOffsetCommit(txn_offset_commit_all(&request, e.code()));
     }
+    let (allowed, refused_topics): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
+        .into_iter()
+        .partition(|t| auth.allows(Resource::Topic, t.name.as_str(), Op::Read));
+    let refused = txn_offset_commit_all(
+        &TxnOffsetCommitRequest::default().with_topics(refused_topics),
+        ApiError::TopicAuthorizationFailed.code(),
+    );
+    if allowed.is_empty() && !refused.topics.is_empty() {
+        // Nothing left to commit: the transaction is not joined either.
+        return ResponseKind::TxnOffsetCommit(refused);
+    }
+    request.topics = allowed;
+    match commit(groups, txns, caller, request).await {
+        ResponseKind::TxnOffsetCommit(mut committed) => {
+            let mut topics = refused.topics;
+            topics.append(&mut committed.topics);
+            committed.topics = topics;
+            ResponseKind::TxnOffsetCommit(committed)
+        }
+        other => other,
+    }
+}
+
+/// The authorized part of the request, through the group coordinator.
+async fn commit(
+    groups: &GroupService,
+    txns: &TxnService,
+    caller: Caller,
+    request: TxnOffsetCommitRequest,
+) -> ResponseKind {
     // Only the group's coordinator adds its partition; elsewhere the group answers
     // NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS) as for any version.
     if caller.api_version >= JOINS_THE_TRANSACTION_FROM && groups.coordinates(&request.group_id.0) {

@@ -152,8 +152,15 @@ pub async fn handle_frame(
         RequestKind::SaslHandshake(_) => super::sasl::illegal_handshake(),
         RequestKind::SaslAuthenticate(_) => super::sasl::illegal_authenticate(),
         RequestKind::CreateTopics(r) => {
-            handlers::create_topics::handle(&ctx.controller, &ctx.replicas, &ctx.config, version, r)
-                .await
+            handlers::create_topics::handle(
+                &auth,
+                &ctx.controller,
+                &ctx.replicas,
+                &ctx.config,
+                version,
+                r,
+            )
+            .await
         }
         RequestKind::DeleteTopics(r) => {
             handlers::delete_topics::handle(&ctx.controller, &ctx.cache, version, r).await

@@ -394,7 +394,7 @@ async fn handle_supported(
             r,
         )),
         RequestKind::DescribeTransactions(r) => Some(handlers::describe_transactions::handle(
-            &ctx.txns, version, r,
+            &auth, &ctx.txns, version, r,
         )),
         RequestKind::ListTransactions(r) => Some(handlers::list_transactions::handle(
             &auth,
@@ -411,6 +411,7 @@ async fn handle_supported(
         )),
         RequestKind::CreateTopics(r) => Some(
             handlers::create_topics::handle(
+                &auth,
                 &ctx.controller,
                 &ctx.replicas,
                 &ctx.config,

@@ -26,3 +26,4 @@ mod rdkafka_groups;
 mod readme;
 mod security_listeners;
 mod security_support;
+mod topic_authz;

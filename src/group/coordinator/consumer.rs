@@ -17,6 +17,7 @@
 //! and `CurrentAssignmentBuilder`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_response::{
@@ -34,6 +35,7 @@ use uuid::Uuid;
 use crate::group::consumer_records::{
     self as cr, Assignment, CurrentAssignmentValue, MemberMetadataValue, TopicMetadata,
 };
+use crate::handlers::authz::{Op, RequestAuth, Resource};
 use crate::metadata::{is_internal_topic, MetadataImage};
 
 use super::assignor::{self, MemberSpec};
@@ -118,6 +120,11 @@ pub struct ConsumerGroup {
     pub target: imbl::OrdMap<String, Assignment>,
     /// The subscribed topics as of the last epoch bump, by name.
     pub subscription: BTreeMap<String, TopicMetadata>,
+    /// Each member's rights as of its last heartbeat: of the topics its regex matches it
+    /// subscribes to those it may DESCRIBE (KAFKA-18813). Not persisted: a member not heard
+    /// from since this node loaded the group keeps the topics of its regex already in
+    /// `subscription` until its next heartbeat.
+    pub rights: imbl::OrdMap<String, Arc<RequestAuth>>,
     /// Partition → epoch of the member that holds it (assigned or pending revocation).
     pub owners: imbl::HashMap<(Uuid, i32), i32>,
     /// Rebalances (group epoch bumps) since this node loaded or created the group, and how
@@ -230,6 +237,7 @@ impl ConsumerGroup {
         let old = self.members.remove(member_id)?;
         self.set_owners(&old, false);
         self.target.remove(member_id);
+        self.rights.remove(member_id);
         Some(old)
     }
 
@@ -311,17 +319,27 @@ fn compile_regex(pattern: &str) -> Result<std::sync::Arc<regex::Regex>, String> 
 }
 
 /// The topics of `image` the members subscribe to, by name or by regex (internal topics never
-/// match a regex, as in Kafka).
+/// match a regex, as in Kafka). Of the topics a member's regex matches only those it may
+/// DESCRIBE by its `rights` count; a member without rights here (not heard from since the
+/// group was loaded) keeps those of `current`, the subscription so far.
 pub(super) fn resolve_subscription<'a>(
-    members: impl Iterator<Item = &'a MemberMetadataValue>,
+    members: impl Iterator<Item = &'a ConsumerMember>,
     image: &MetadataImage,
+    rights: &imbl::OrdMap<String, Arc<RequestAuth>>,
+    current: &BTreeMap<String, TopicMetadata>,
 ) -> BTreeMap<String, TopicMetadata> {
     let mut names: BTreeSet<&str> = BTreeSet::new();
-    let mut regexes: BTreeMap<&str, Option<std::sync::Arc<regex::Regex>>> = BTreeMap::new();
+    // The regexes once each, with the rights they are resolved under (members of one
+    // principal share them).
+    let mut regexes: BTreeMap<&str, Vec<Option<&RequestAuth>>> = BTreeMap::new();
     for m in members {
-        names.extend(m.subscribed_topic_names.iter().map(String::as_str));
-        if let Some(r) = m.subscribed_topic_regex.as_deref() {
-            regexes.entry(r).or_insert_with(|| compile_regex(r).ok());
+        names.extend(m.meta.subscribed_topic_names.iter().map(String::as_str));
+        if let Some(r) = m.meta.subscribed_topic_regex.as_deref() {
+            let who = rights.get(&m.member_id).map(|a| &**a);
+            let all = regexes.entry(r).or_default();
+            if !all.iter().any(|w| same_rights(*w, who)) {
+                all.push(who);
+            }
         }
     }
     let mut out = BTreeMap::new();
@@ -340,10 +358,23 @@ pub(super) fn resolve_subscription<'a>(
     for n in names {
         add(n);
     }
-    let compiled: Vec<&std::sync::Arc<regex::Regex>> = regexes.values().flatten().collect();
+    let compiled: Vec<(Arc<regex::Regex>, &Vec<Option<&RequestAuth>>)> = regexes
+        .iter()
+        .filter_map(|(r, who)| compile_regex(r).ok().map(|c| (c, who)))
+        .collect();
     if !compiled.is_empty() {
         for name in image.topics.keys() {
-            if !is_internal_topic(name) && compiled.iter().any(|r| r.is_match(name)) {
+            if is_internal_topic(name) {
+                continue;
+            }
+            let seen = |who: &Option<&RequestAuth>| match who {
+                Some(auth) => auth.allows(Resource::Topic, name, Op::Describe),
+                None => current.contains_key(name.as_str()),
+            };
+            if compiled
+                .iter()
+                .any(|(r, who)| r.is_match(name) && who.iter().any(seen))
+            {
                 add(name);
             }
         }
@@ -351,9 +382,21 @@ pub(super) fn resolve_subscription<'a>(
     out
 }
 
-/// The topic ids `member` subscribes to within `subscription`.
+/// Whether two members' rights are the same principal's from the same host (or both unknown).
+fn same_rights(a: Option<&RequestAuth>, b: Option<&RequestAuth>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.same_caller(b),
+        _ => false,
+    }
+}
+
+/// The topic ids `member` subscribes to within `subscription`: those it names, and those its
+/// regex matches that it may DESCRIBE by `rights` (all when it has none here: `subscription`
+/// was resolved with them).
 fn member_topics(
     member: &MemberMetadataValue,
+    rights: Option<&RequestAuth>,
     subscription: &BTreeMap<String, TopicMetadata>,
 ) -> BTreeSet<Uuid> {
     let regex = member
@@ -364,9 +407,12 @@ fn member_topics(
         .values()
         .filter(|t| {
             member.subscribed_topic_names.contains(&t.topic_name)
-                || regex
-                    .as_ref()
-                    .is_some_and(|r| !is_internal_topic(&t.topic_name) && r.is_match(&t.topic_name))
+                || regex.as_ref().is_some_and(|r| {
+                    !is_internal_topic(&t.topic_name)
+                        && r.is_match(&t.topic_name)
+                        && rights
+                            .is_none_or(|a| a.allows(Resource::Topic, &t.topic_name, Op::Describe))
+                })
         })
         .map(|t| t.topic_id)
         .collect()
@@ -573,9 +619,10 @@ impl Coordinator {
         ctx: &RequestContext,
         req: ConsumerGroupHeartbeatRequest,
         image: &MetadataImage,
+        rights: Arc<RequestAuth>,
         now_ms: i64,
     ) {
-        match self.heartbeat_inner(ctx, &req, image, now_ms) {
+        match self.heartbeat_inner(ctx, &req, image, rights, now_ms) {
             Ok(response) => {
                 self.respond(ctx.token, GroupResponse::ConsumerGroupHeartbeat(response))
             }
@@ -668,6 +715,7 @@ impl Coordinator {
         ctx: &RequestContext,
         req: &ConsumerGroupHeartbeatRequest,
         image: &MetadataImage,
+        rights: Arc<RequestAuth>,
         now_ms: i64,
     ) -> Result<ConsumerGroupHeartbeatResponse, (ResponseError, Option<String>)> {
         self.validate_heartbeat(ctx.api_version, req)?;
@@ -914,12 +962,31 @@ impl Coordinator {
             group.put_member(m);
         }
 
-        // 2. What the members subscribe to, as the metadata image has it now.
-        let subscription = resolve_subscription(group.members.values().map(|m| &m.meta), image);
+        // 2. What the members subscribe to, as the metadata image has it now, the topics of
+        // this member's regex as far as it may DESCRIBE them.
+        let regex_topics_before = updated.meta.subscribed_topic_regex.as_ref().map(|_| {
+            member_topics(
+                &updated.meta,
+                group.rights.get(&member_id).map(|a| &**a),
+                &group.subscription,
+            )
+        });
+        group.rights.insert(member_id.clone(), rights);
+        let subscription = resolve_subscription(
+            group.members.values(),
+            image,
+            &group.rights,
+            &group.subscription,
+        );
         if subscription != group.subscription {
             self.write_subscription(partition, &group_id, &subscription);
             group.subscription = subscription;
             bump = true;
+        } else if let Some(before) = regex_topics_before {
+            // The same topics for the group, but not those this member may see (its rights
+            // changed, or are known again after a reload).
+            let rights = group.rights.get(&member_id).map(|a| &**a);
+            bump |= member_topics(&updated.meta, rights, &group.subscription) != before;
         }
         if bump {
             group.bump_epoch(now_ms);
@@ -1029,7 +1096,11 @@ impl Coordinator {
                 (
                     id.clone(),
                     MemberSpec {
-                        subscribed: member_topics(&m.meta, &group.subscription),
+                        subscribed: member_topics(
+                            &m.meta,
+                            group.rights.get(id).map(|a| &**a),
+                            &group.subscription,
+                        ),
                         previous: group.target.get(id).cloned().unwrap_or_default(),
                     },
                 )
@@ -1120,7 +1191,13 @@ impl Coordinator {
         let kept: BTreeSet<Uuid> = group
             .members
             .values()
-            .flat_map(|m| member_topics(&m.meta, &group.subscription))
+            .flat_map(|m| {
+                member_topics(
+                    &m.meta,
+                    group.rights.get(&m.member_id).map(|a| &**a),
+                    &group.subscription,
+                )
+            })
             .collect();
         if group
             .subscription
@@ -1351,6 +1428,7 @@ pub(super) fn replay(
             if let Some(m) = group.members.get(member).cloned() {
                 group.set_owners(&m, false);
                 group.members.remove(member);
+                group.rights.remove(member);
             }
         }
         (K::TargetAssignmentMetadata { .. }, Some(v)) => {

@@ -202,8 +202,12 @@ impl Coordinator {
             converted.target.insert(m.member_id.clone(), assigned);
             converted.put_member(member);
         }
-        converted.subscription =
-            consumer::resolve_subscription(converted.members.values().map(|m| &m.meta), image);
+        converted.subscription = consumer::resolve_subscription(
+            converted.members.values(),
+            image,
+            &converted.rights,
+            &converted.subscription,
+        );
 
         // The classic group ends: parked requests are told to rejoin, its timers stop.
         let group = self.group_mut(group_id).expect("caller checked");
@@ -460,8 +464,12 @@ impl Coordinator {
             self.write_consumer_member(partition, &group_id, &member);
         }
         group.put_member(member.clone());
-        let subscription =
-            consumer::resolve_subscription(group.members.values().map(|m| &m.meta), image);
+        let subscription = consumer::resolve_subscription(
+            group.members.values(),
+            image,
+            &group.rights,
+            &group.subscription,
+        );
         if subscription != group.subscription {
             self.write_subscription(partition, &group_id, &subscription);
             group.subscription = subscription;

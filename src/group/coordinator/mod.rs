@@ -85,10 +85,12 @@ pub enum GroupRequest {
     DeleteGroups(DeleteGroupsRequest),
     OffsetDelete(OffsetDeleteRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
-    /// KIP-848, with the metadata image its subscriptions are resolved against.
+    /// KIP-848, with the metadata image its subscriptions are resolved against and the
+    /// member's rights (the topics of its regex are those it may DESCRIBE).
     ConsumerGroupHeartbeat(
         ConsumerGroupHeartbeatRequest,
         std::sync::Arc<crate::metadata::MetadataImage>,
+        std::sync::Arc<crate::handlers::authz::RequestAuth>,
     ),
     /// With the metadata image that names the assigned topics.
     ConsumerGroupDescribe(
@@ -254,7 +256,7 @@ impl Coordinator {
             GroupRequest::OffsetCommit(r) => Some(r.group_id.as_str()),
             GroupRequest::OffsetDelete(r) => Some(r.group_id.as_str()),
             GroupRequest::TxnOffsetCommit(r) => Some(r.group_id.as_str()),
-            GroupRequest::ConsumerGroupHeartbeat(r, _) => Some(r.group_id.as_str()),
+            GroupRequest::ConsumerGroupHeartbeat(r, ..) => Some(r.group_id.as_str()),
             _ => None,
         };
         if let Some(group_id) = decides_on {
@@ -273,8 +275,8 @@ impl Coordinator {
             GroupRequest::DeleteGroups(r) => self.delete_groups(ctx, r),
             GroupRequest::OffsetDelete(r) => self.offset_delete(ctx, r),
             GroupRequest::TxnOffsetCommit(r) => self.txn_offset_commit(ctx, r, now_ms),
-            GroupRequest::ConsumerGroupHeartbeat(r, image) => {
-                self.consumer_group_heartbeat(ctx, r, &image, now_ms)
+            GroupRequest::ConsumerGroupHeartbeat(r, image, rights) => {
+                self.consumer_group_heartbeat(ctx, r, &image, rights, now_ms)
             }
             GroupRequest::ConsumerGroupDescribe(r, image) => {
                 self.consumer_group_describe(ctx, r, &image)

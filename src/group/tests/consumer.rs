@@ -68,7 +68,20 @@ impl H {
         img: &Arc<MetadataImage>,
         req: ConsumerGroupHeartbeatRequest,
     ) -> ConsumerGroupHeartbeatResponse {
-        let (token, out) = self.call(V, GroupRequest::ConsumerGroupHeartbeat(req, img.clone()));
+        self.cg_heartbeat_as(img, req, crate::handlers::authz::RequestAuth::open())
+    }
+
+    /// A heartbeat from a caller with `rights`.
+    pub(super) fn cg_heartbeat_as(
+        &mut self,
+        img: &Arc<MetadataImage>,
+        req: ConsumerGroupHeartbeatRequest,
+        rights: crate::handlers::authz::RequestAuth,
+    ) -> ConsumerGroupHeartbeatResponse {
+        let (token, out) = self.call(
+            V,
+            GroupRequest::ConsumerGroupHeartbeat(req, img.clone(), Arc::new(rights)),
+        );
         match out.response_for(token) {
             Some(GroupResponse::ConsumerGroupHeartbeat(r)) => r.clone(),
             other => panic!("no heartbeat response: {other:?}"),
@@ -957,4 +970,126 @@ fn a_deleted_topics_offsets_are_tombstoned() {
     let mut r = h.restart(5);
     assert_eq!(r.fetch(8, "g1", "gone", 0).0, -1);
     assert_eq!(r.fetch(8, "g1", "kept", 0).0, 7);
+}
+
+/// The rights of `principal`, whose ACLs are `describable`: DESCRIBE on those topics.
+fn rights_of(principal: &str, describable: &[&str]) -> crate::handlers::authz::RequestAuth {
+    use crate::metadata::acl::{Acl, AclOperation, AclPermissionType, AuthorizerRules};
+    use crate::metadata::acl::{PatternType, ResourceType};
+    let mut img = MetadataImage::default();
+    let acls = Arc::make_mut(&mut img.acls);
+    for (i, topic) in describable.iter().enumerate() {
+        acls.insert(
+            Uuid::from_u128(i as u128 + 1),
+            Acl {
+                resource_type: ResourceType::Topic,
+                resource_name: topic.to_string(),
+                pattern_type: PatternType::Literal,
+                principal: principal.to_owned(),
+                host: "*".into(),
+                operation: AclOperation::Describe,
+                permission_type: AclPermissionType::Allow,
+            },
+        );
+    }
+    let rules = Arc::new(AuthorizerRules {
+        super_users: ["User:admin".to_owned()].into(),
+        allow_everyone_if_no_acl_found: false,
+    });
+    let img = Arc::new(img);
+    crate::handlers::authz::RequestAuth::new(Some(&rules), principal, [127, 0, 0, 1].into(), || img)
+}
+
+/// KAFKA-18813: a member's regex brings in only the topics it may DESCRIBE, even when another
+/// member's same regex brings in more for the group; more rights at a later heartbeat bring in
+/// more.
+#[test]
+fn a_regex_subscription_holds_only_the_topics_the_member_may_describe() {
+    let mut h = H::new();
+    let img = image(&[("logs-a", 1, 1), ("logs-secret", 2, 1)]);
+    let join = |member: &str| {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s(G)))
+            .with_member_id(s(member))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(1000)
+            .with_subscribed_topic_regex(Some(s("logs-.*")))
+            .with_topic_partitions(Some(vec![]))
+    };
+    let alice = h.cg_heartbeat_as(&img, join("alice"), rights_of("User:alice", &["logs-a"]));
+    assert_eq!(alice.error_code, 0, "{alice:?}");
+    assert_eq!(assigned(&alice), Some(vec![(tid(1), vec![0])]));
+
+    // The super user's member subscribes to both; alice still only to hers.
+    let admin = h.cg_heartbeat_as(&img, join("admin"), rights_of("User:admin", &[]));
+    assert_eq!(admin.error_code, 0, "{admin:?}");
+    let mut admin_epoch = admin.member_epoch;
+    let mut alice_epoch = alice.member_epoch;
+    let mut alice_owned = vec![(tid(1), vec![0])];
+    let mut admin_owned = assigned(&admin).unwrap_or_default();
+    for _ in 0..4 {
+        let a = h.cg_heartbeat_as(
+            &img,
+            beat("alice", alice_epoch, &alice_owned),
+            rights_of("User:alice", &["logs-a"]),
+        );
+        assert_eq!(a.error_code, 0, "{a:?}");
+        alice_epoch = a.member_epoch;
+        if let Some(now) = assigned(&a) {
+            assert!(
+                now.iter().all(|(t, _)| *t != tid(2)),
+                "alice got logs-secret: {a:?}"
+            );
+            alice_owned = now;
+        }
+        let b = h.cg_heartbeat_as(
+            &img,
+            beat("admin", admin_epoch, &admin_owned),
+            rights_of("User:admin", &[]),
+        );
+        admin_epoch = b.member_epoch;
+        if let Some(now) = assigned(&b) {
+            admin_owned = now;
+        }
+    }
+    assert!(
+        admin_owned.iter().any(|(t, _)| *t == tid(2)),
+        "{admin_owned:?}"
+    );
+
+    // The super user's member leaves; alice, who may now DESCRIBE logs-secret too, gets both.
+    let left = h.cg_heartbeat_as(&img, beat("admin", -1, &[]), rights_of("User:admin", &[]));
+    assert_eq!(left.error_code, 0, "{left:?}");
+    for _ in 0..4 {
+        let a = h.cg_heartbeat_as(
+            &img,
+            beat("alice", alice_epoch, &alice_owned),
+            rights_of("User:alice", &["logs-a", "logs-secret"]),
+        );
+        assert_eq!(a.error_code, 0, "{a:?}");
+        alice_epoch = a.member_epoch;
+        if let Some(now) = assigned(&a) {
+            alice_owned = now;
+        }
+    }
+    assert_eq!(alice_owned, vec![(tid(1), vec![0]), (tid(2), vec![0])]);
+}
+
+/// A heartbeat of `member` at `epoch` owning `owned`.
+fn beat(member: &str, epoch: i32, owned: &[(Uuid, Vec<i32>)]) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(G)))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_rebalance_timeout_ms(-1)
+        .with_topic_partitions(Some(
+            owned
+                .iter()
+                .map(|(t, ps)| {
+                    TopicPartitions::default()
+                        .with_topic_id(*t)
+                        .with_partitions(ps.clone())
+                })
+                .collect(),
+        ))
 }
