@@ -43,6 +43,17 @@ pub mod service;
 mod tests;
 
 pub use coordinator::consumer::ConsumerGroupView;
+
+/// What a consumer group member may see (KAFKA-18813): of the topics its regex matches it
+/// subscribes only to those it may DESCRIBE. The request handler gives the caller's rights from
+/// its ACLs (`handlers::authz::RequestAuth`); without an authorizer every topic is visible.
+pub trait TopicRights: Send + Sync + std::fmt::Debug {
+    /// Whether the member may DESCRIBE `topic`.
+    fn may_describe(&self, topic: &str) -> bool;
+    /// The caller (principal and host), `None` without an authorizer: members of one caller
+    /// share one resolution of a regex.
+    fn caller(&self) -> Option<(&str, &str)>;
+}
 pub use coordinator::responses::txn_offset_commit_all;
 pub use coordinator::{
     Coordinator, CoordinatorRecord, GroupRequest, GroupResponse, GroupState, Outcome,

@@ -110,16 +110,6 @@ impl RequestAuth {
         }
     }
 
-    /// Whether `other` is a request of the same principal from the same host (or both have no
-    /// authorizer).
-    pub fn same_caller(&self, other: &RequestAuth) -> bool {
-        match (&self.checker, &other.checker) {
-            (None, None) => true,
-            (Some(a), Some(b)) => a.principal == b.principal && a.host == b.host,
-            _ => false,
-        }
-    }
-
     /// `op` on the cluster resource.
     pub fn allows_cluster(&self, op: AclOperation) -> bool {
         self.allows(ResourceType::Cluster, CLUSTER_NAME, op)
@@ -463,6 +453,19 @@ pub fn refuse_cluster(request: &RequestKind) -> Option<ResponseKind> {
         ),
         _ => return None,
     })
+}
+
+/// A consumer group member's rights are its request's: DESCRIBE on a topic.
+impl crate::group::TopicRights for RequestAuth {
+    fn may_describe(&self, topic: &str) -> bool {
+        self.allows(Resource::Topic, topic, Op::Describe)
+    }
+
+    fn caller(&self) -> Option<(&str, &str)> {
+        self.checker
+            .as_ref()
+            .map(|c| (c.principal.as_str(), c.host.as_str()))
+    }
 }
 
 /// A peer address as Kafka's ACLs name hosts: Java's `InetAddress#getHostAddress`. An

@@ -35,7 +35,7 @@ use uuid::Uuid;
 use crate::group::consumer_records::{
     self as cr, Assignment, CurrentAssignmentValue, MemberMetadataValue, TopicMetadata,
 };
-use crate::handlers::authz::{Op, RequestAuth, Resource};
+use crate::group::TopicRights;
 use crate::metadata::{is_internal_topic, MetadataImage};
 
 use super::assignor::{self, MemberSpec};
@@ -124,7 +124,7 @@ pub struct ConsumerGroup {
     /// subscribes to those it may DESCRIBE (KAFKA-18813). Not persisted: a member not heard
     /// from since this node loaded the group keeps the topics of its regex already in
     /// `subscription` until its next heartbeat.
-    pub rights: imbl::OrdMap<String, Arc<RequestAuth>>,
+    pub rights: imbl::OrdMap<String, Arc<dyn TopicRights>>,
     /// Partition → epoch of the member that holds it (assigned or pending revocation).
     pub owners: imbl::HashMap<(Uuid, i32), i32>,
     /// Rebalances (group epoch bumps) since this node loaded or created the group, and how
@@ -325,13 +325,13 @@ fn compile_regex(pattern: &str) -> Result<std::sync::Arc<regex::Regex>, String> 
 pub(super) fn resolve_subscription<'a>(
     members: impl Iterator<Item = &'a ConsumerMember>,
     image: &MetadataImage,
-    rights: &imbl::OrdMap<String, Arc<RequestAuth>>,
+    rights: &imbl::OrdMap<String, Arc<dyn TopicRights>>,
     current: &BTreeMap<String, TopicMetadata>,
 ) -> BTreeMap<String, TopicMetadata> {
     let mut names: BTreeSet<&str> = BTreeSet::new();
     // The regexes once each, with the rights they are resolved under (members of one
     // principal share them).
-    let mut regexes: BTreeMap<&str, Vec<Option<&RequestAuth>>> = BTreeMap::new();
+    let mut regexes: BTreeMap<&str, Vec<Option<&dyn TopicRights>>> = BTreeMap::new();
     for m in members {
         names.extend(m.meta.subscribed_topic_names.iter().map(String::as_str));
         if let Some(r) = m.meta.subscribed_topic_regex.as_deref() {
@@ -358,7 +358,7 @@ pub(super) fn resolve_subscription<'a>(
     for n in names {
         add(n);
     }
-    let compiled: Vec<(Arc<regex::Regex>, &Vec<Option<&RequestAuth>>)> = regexes
+    let compiled: Vec<(Arc<regex::Regex>, &Vec<Option<&dyn TopicRights>>)> = regexes
         .iter()
         .filter_map(|(r, who)| compile_regex(r).ok().map(|c| (c, who)))
         .collect();
@@ -367,8 +367,8 @@ pub(super) fn resolve_subscription<'a>(
             if is_internal_topic(name) {
                 continue;
             }
-            let seen = |who: &Option<&RequestAuth>| match who {
-                Some(auth) => auth.allows(Resource::Topic, name, Op::Describe),
+            let seen = |who: &Option<&dyn TopicRights>| match who {
+                Some(auth) => auth.may_describe(name),
                 None => current.contains_key(name.as_str()),
             };
             if compiled
@@ -383,12 +383,8 @@ pub(super) fn resolve_subscription<'a>(
 }
 
 /// Whether two members' rights are the same principal's from the same host (or both unknown).
-fn same_rights(a: Option<&RequestAuth>, b: Option<&RequestAuth>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(a), Some(b)) => a.same_caller(b),
-        _ => false,
-    }
+fn same_rights(a: Option<&dyn TopicRights>, b: Option<&dyn TopicRights>) -> bool {
+    a.map(|a| a.caller()) == b.map(|b| b.caller())
 }
 
 /// The topic ids `member` subscribes to within `subscription`: those it names, and those its
@@ -396,7 +392,7 @@ fn same_rights(a: Option<&RequestAuth>, b: Option<&RequestAuth>) -> bool {
 /// was resolved with them).
 fn member_topics(
     member: &MemberMetadataValue,
-    rights: Option<&RequestAuth>,
+    rights: Option<&dyn TopicRights>,
     subscription: &BTreeMap<String, TopicMetadata>,
 ) -> BTreeSet<Uuid> {
     let regex = member
@@ -410,8 +406,7 @@ fn member_topics(
                 || regex.as_ref().is_some_and(|r| {
                     !is_internal_topic(&t.topic_name)
                         && r.is_match(&t.topic_name)
-                        && rights
-                            .is_none_or(|a| a.allows(Resource::Topic, &t.topic_name, Op::Describe))
+                        && rights.is_none_or(|a| a.may_describe(&t.topic_name))
                 })
         })
         .map(|t| t.topic_id)
@@ -619,7 +614,7 @@ impl Coordinator {
         ctx: &RequestContext,
         req: ConsumerGroupHeartbeatRequest,
         image: &MetadataImage,
-        rights: Arc<RequestAuth>,
+        rights: Arc<dyn TopicRights>,
         now_ms: i64,
     ) {
         match self.heartbeat_inner(ctx, &req, image, rights, now_ms) {
@@ -715,7 +710,7 @@ impl Coordinator {
         ctx: &RequestContext,
         req: &ConsumerGroupHeartbeatRequest,
         image: &MetadataImage,
-        rights: Arc<RequestAuth>,
+        rights: Arc<dyn TopicRights>,
         now_ms: i64,
     ) -> Result<ConsumerGroupHeartbeatResponse, (ResponseError, Option<String>)> {
         self.validate_heartbeat(ctx.api_version, req)?;

@@ -90,7 +90,7 @@ pub enum GroupRequest {
     ConsumerGroupHeartbeat(
         ConsumerGroupHeartbeatRequest,
         std::sync::Arc<crate::metadata::MetadataImage>,
-        std::sync::Arc<crate::handlers::authz::RequestAuth>,
+        std::sync::Arc<dyn crate::group::TopicRights>,
     ),
     /// With the metadata image that names the assigned topics.
     ConsumerGroupDescribe(

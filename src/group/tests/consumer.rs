@@ -68,7 +68,7 @@ impl H {
         img: &Arc<MetadataImage>,
         req: ConsumerGroupHeartbeatRequest,
     ) -> ConsumerGroupHeartbeatResponse {
-        self.cg_heartbeat_as(img, req, crate::handlers::authz::RequestAuth::open())
+        self.cg_heartbeat_as(img, req, Rights::open())
     }
 
     /// A heartbeat from a caller with `rights`.
@@ -76,7 +76,7 @@ impl H {
         &mut self,
         img: &Arc<MetadataImage>,
         req: ConsumerGroupHeartbeatRequest,
-        rights: crate::handlers::authz::RequestAuth,
+        rights: Rights,
     ) -> ConsumerGroupHeartbeatResponse {
         let (token, out) = self.call(
             V,
@@ -972,32 +972,40 @@ fn a_deleted_topics_offsets_are_tombstoned() {
     assert_eq!(r.fetch(8, "g1", "kept", 0).0, 7);
 }
 
-/// The rights of `principal`, whose ACLs are `describable`: DESCRIBE on those topics.
-fn rights_of(principal: &str, describable: &[&str]) -> crate::handlers::authz::RequestAuth {
-    use crate::metadata::acl::{Acl, AclOperation, AclPermissionType, AuthorizerRules};
-    use crate::metadata::acl::{PatternType, ResourceType};
-    let mut img = MetadataImage::default();
-    let acls = Arc::make_mut(&mut img.acls);
-    for (i, topic) in describable.iter().enumerate() {
-        acls.insert(
-            Uuid::from_u128(i as u128 + 1),
-            Acl {
-                resource_type: ResourceType::Topic,
-                resource_name: topic.to_string(),
-                pattern_type: PatternType::Literal,
-                principal: principal.to_owned(),
-                host: "*".into(),
-                operation: AclOperation::Describe,
-                permission_type: AclPermissionType::Allow,
-            },
-        );
+/// A member's rights in these tests: every topic without an authorizer or for the super user
+/// `User:admin`, else DESCRIBE on the `describable` ones.
+#[derive(Debug)]
+pub(super) struct Rights {
+    principal: Option<String>,
+    describable: Vec<String>,
+}
+
+impl Rights {
+    pub(super) fn open() -> Rights {
+        Rights {
+            principal: None,
+            describable: Vec::new(),
+        }
     }
-    let rules = Arc::new(AuthorizerRules {
-        super_users: ["User:admin".to_owned()].into(),
-        allow_everyone_if_no_acl_found: false,
-    });
-    let img = Arc::new(img);
-    crate::handlers::authz::RequestAuth::new(Some(&rules), principal, [127, 0, 0, 1].into(), || img)
+}
+
+impl crate::group::TopicRights for Rights {
+    fn may_describe(&self, topic: &str) -> bool {
+        matches!(self.principal.as_deref(), None | Some("User:admin"))
+            || self.describable.iter().any(|t| t == topic)
+    }
+
+    fn caller(&self) -> Option<(&str, &str)> {
+        self.principal.as_deref().map(|p| (p, "127.0.0.1"))
+    }
+}
+
+/// The rights of `principal`, who may DESCRIBE the `describable` topics.
+fn rights_of(principal: &str, describable: &[&str]) -> Rights {
+    Rights {
+        principal: Some(principal.to_owned()),
+        describable: describable.iter().map(|t| t.to_string()).collect(),
+    }
 }
 
 /// KAFKA-18813: a member's regex brings in only the topics it may DESCRIBE, even when another
