@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Stock clients over every secured listener kind, from the same settings for KafkaIQ and Apache
 # Kafka: kcat (librdkafka), the Java producer, consumer and AdminClient (kafka-clients 4.1.1 and
-# 4.4.0, the newest), kafka-python and franz-go.
+# 4.4.0, the newest), kafka-python and franz-go. kcat runs on librdkafka 2.16 (the
+# confluent-kafka wheel's) and on Debian's 2.0.2, the latter without SCRAM: librdkafka before
+# 2.6.1 repeats its nonce in the SCRAM client-final-message, which Kafka 4 refuses.
 #
 # Certificates are made here with openssl: a CA, a server certificate for IP:127.0.0.1 and
 # DNS:localhost, a client certificate; the brokers read PEM files (key store: the certificate
@@ -25,7 +27,7 @@
 # One process per client runs all of its cases (the JVM, Python and Go start once per part).
 # BROKER_UNDER_TEST=apache-kafka runs both parts against Apache Kafka 4.1.1 (the single node
 # with integration/apache-kafka.sh, the three nodes from the same files KafkaIQ reads, after
-# kafka-storage format).
+# kafka-storage format). About 2 minutes against KafkaIQ, 3 against Apache Kafka (2 cores).
 set -euo pipefail
 
 root="${KAFKAIQ_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
@@ -100,18 +102,19 @@ step "certificates: a CA, the server's (IP:127.0.0.1, DNS:localhost), the client
 certs="$work/certs"
 mkdir -p "$certs"
 (
-    cd "$certs"
+    # Each step checked by hand: `set -e` does not apply inside a `( ... ) ||` list.
+    cd "$certs" || exit 1
     openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=security-clients test CA" \
         -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
-        -keyout ca.key -out ca.pem
+        -keyout ca.key -out ca.pem || exit 1
     issue() { # name subject extensions
-        openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$1.key" -out "$1.csr"
+        openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$1.key" -out "$1.csr" || exit 1
         printf '%s\n' "$3" >"$1.ext"
         openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-            -extfile "$1.ext" -out "$1.crt"
+            -extfile "$1.ext" -out "$1.crt" || exit 1
         # openssl 3 writes unencrypted PKCS#8 keys (BEGIN PRIVATE KEY), which both brokers and
         # the Java clients read from a PEM key store without a key password.
-        grep -q 'BEGIN PRIVATE KEY' "$1.key"
+        grep -q 'BEGIN PRIVATE KEY' "$1.key" || { echo "$1.key is not PKCS#8"; exit 1; }
         cat "$1.crt" "$1.key" >"$1.pem"
     }
     issue server "/CN=localhost/O=security-clients" \
