@@ -10,6 +10,11 @@
 #   broker_log_tail                prints the last lines of the broker's output
 #   free_port                      prints a free 127.0.0.1 TCP port
 #
+# The broker listens on a free port, and Apache Kafka's controller on another; a suite that
+# names its listeners in its settings (listeners=..., controller.quorum.voters=...) picks them
+# first with free_port and passes them as BROKER_PORT and BROKER_CONTROLLER_PORT (the PLAINTEXT
+# listener broker_start waits for, and the controller's).
+#
 # Which broker, like the Java suite: KAFKA_BOOTSTRAP=host:port uses a running one (nothing is
 # started); BROKER_UNDER_TEST=apache-kafka runs Apache Kafka 4.1.1 (integration/apache-kafka.sh)
 # to check the suite itself; otherwise $KAFKAIQ_BIN on a free port with a temp data dir. The
@@ -55,8 +60,8 @@ broker_start() {
     fi
     BROKER_KIND="${BROKER_UNDER_TEST:-kafkaiq}"
     BROKER_DIR="$(mktemp -d "${TMPDIR:-/tmp}/broker-under-test.XXXXXX")"
-    BROKER_BOOTSTRAP="127.0.0.1:$(free_port)"
-    _broker_controller_port="$(free_port)"
+    BROKER_BOOTSTRAP="127.0.0.1:${BROKER_PORT:-$(free_port)}"
+    _broker_controller_port="${BROKER_CONTROLLER_PORT:-$(free_port)}"
     # KafkaIQ's HTTP listener (metrics, leadership page) on a free port, not the default 9644
     # another broker on this machine may hold.
     BROKER_HTTP_PORT="$(free_port)"

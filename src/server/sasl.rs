@@ -288,6 +288,13 @@ impl Authenticator {
         }
         let request = match protocol::decode_request(frame) {
             Ok(r) => r,
+            // An ApiVersions newer than ours (franz-go 1.22 opens with v5) is answered, as Kafka's
+            // SaslServerAuthenticator answers it, with UNSUPPORTED_VERSION and the versions we
+            // support (KIP-511), so the client retries with one of them; the dispatcher does that.
+            Err(protocol::DecodeError::UnsupportedVersion {
+                api_key: ApiKey::ApiVersions,
+                ..
+            }) if self.state == State::Handshake => return Step::Dispatch,
             Err(e) => {
                 return Step::Close(format!("undecodable request before authentication: {e}"))
             }
@@ -650,6 +657,16 @@ mod tests {
             assert!(e.starts_with("Authentication failed"), "{e}");
             assert!(!e.contains("alice-secret"));
         }
+    }
+
+    /// franz-go opens with ApiVersions v5, newer than ours: dispatched (and answered
+    /// UNSUPPORTED_VERSION with our versions, as Kafka does) rather than closing the connection.
+    #[test]
+    fn an_api_versions_newer_than_ours_before_the_handshake_is_dispatched() {
+        let mut a = Authenticator::new(settings(), None);
+        // api key 18, version 5, correlation id 7, null client id, no tagged fields.
+        let frame = Bytes::from_static(&[0, 18, 0, 5, 0, 0, 0, 7, 0xff, 0xff, 0]);
+        assert!(matches!(a.handle(frame), Step::Dispatch));
     }
 
     #[test]
