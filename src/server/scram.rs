@@ -116,9 +116,10 @@ impl ScramExchange {
         if binding != Some(B64.encode(&self.gs2_header).as_str()) {
             return Err("Authentication failed: Invalid channel binding".to_owned());
         }
-        // Kafka's `ScramSaslServer` checks that the nonce ends with the one it sent, and so do
-        // we: librdkafka sends its own nonce followed by the whole combined nonce.
-        if !nonce.is_some_and(|n| n.ends_with(self.nonce.as_str())) {
+        // RFC 5802: exactly the combined nonce the server sent, as Kafka 4.1's `ScramSaslServer`
+        // checks it. (librdkafka before 2.6.1 sends its own nonce followed by the combined one,
+        // which Kafka 3.8.1 to 3.9 let through with a suffix check; Kafka 4.1 refuses it.)
+        if nonce != Some(self.nonce.as_str()) {
             return Err(
                 "Authentication failed: Invalid client nonce in the final client message."
                     .to_owned(),
@@ -225,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn a_final_nonce_ending_with_the_servers_is_taken_as_kafka_takes_it_and_another_is_not() {
+    fn only_the_exact_combined_nonce_is_taken_as_kafka_4_takes_it() {
         let hash = ScramHash::Sha256;
         let credential = ScramCredential::new(hash, "pw", b"salt".to_vec(), 4096);
         let exchange = || {
@@ -234,20 +235,6 @@ mod tests {
             })
             .unwrap()
         };
-        // librdkafka: its nonce, then the whole combined nonce the server sent.
-        let (first, server_first) = exchange();
-        let message = client_final_message(
-            hash,
-            "pw",
-            b"salt",
-            "n=alice,r=cnonce",
-            &server_first,
-            "cnoncecnoncesnonce",
-        );
-        assert_eq!(
-            first.client_final(message.as_bytes()).unwrap().0,
-            "User:alice"
-        );
         // RFC 5802: exactly the combined nonce.
         let (first, server_first) = exchange();
         let message = client_final_message(
@@ -258,20 +245,29 @@ mod tests {
             &server_first,
             "cnoncesnonce",
         );
-        assert!(first.client_final(message.as_bytes()).is_ok());
-        // A nonce that does not end with the server's is refused, even with a matching proof.
-        let (first, server_first) = exchange();
-        let message = client_final_message(
-            hash,
-            "pw",
-            b"salt",
-            "n=alice,r=cnonce",
-            &server_first,
-            "cnoncesnonceX",
+        assert_eq!(
+            first.client_final(message.as_bytes()).unwrap().0,
+            "User:alice"
         );
-        assert!(first
-            .client_final(message.as_bytes())
-            .unwrap_err()
-            .contains("Invalid client nonce"));
+        // librdkafka before 2.6.1 (its nonce, then the combined one), and any other nonce, are
+        // refused even with a matching proof.
+        for nonce in ["cnoncecnoncesnonce", "cnoncesnonceX", "snonce"] {
+            let (first, server_first) = exchange();
+            let message = client_final_message(
+                hash,
+                "pw",
+                b"salt",
+                "n=alice,r=cnonce",
+                &server_first,
+                nonce,
+            );
+            assert!(
+                first
+                    .client_final(message.as_bytes())
+                    .unwrap_err()
+                    .contains("Invalid client nonce"),
+                "{nonce}"
+            );
+        }
     }
 }
