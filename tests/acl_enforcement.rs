@@ -232,6 +232,32 @@ async fn commit_offset(c: &mut RawClient, group: &str, topic: &str, offset: i64)
     }
 }
 
+/// Creates `topics` (one partition each, replication factor 1) as `c`, and checks that all were.
+async fn create_topics(c: &mut RawClient, topics: &[&str]) {
+    let created: CreateTopicsResponse = c
+        .call(
+            5,
+            &CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(
+                    topics
+                        .iter()
+                        .map(|t| {
+                            CreatableTopic::default()
+                                .with_name(name(t))
+                                .with_num_partitions(1)
+                                .with_replication_factor(1)
+                        })
+                        .collect(),
+                ),
+        )
+        .await;
+    assert!(
+        created.topics.iter().all(|t| t.error_code == 0),
+        "{created:?}"
+    );
+}
+
 /// Runs one of Apache Kafka's tools with `args`; its exit code and output.
 fn kafka_tool(main_class: &str, args: &[&str]) -> (i32, String) {
     let out = Command::new("java")
@@ -287,28 +313,7 @@ async fn acls_are_created_listed_enforced_kept_across_a_restart_and_removed_with
     let alice_props = client_properties(dir.path(), "alice", "alice-secret");
 
     let mut admin = connect_as(port, "admin", "admin-secret").await;
-    let created: CreateTopicsResponse = admin
-        .call(
-            5,
-            &CreateTopicsRequest::default()
-                .with_timeout_ms(10_000)
-                .with_topics(
-                    ["orders", "secret"]
-                        .iter()
-                        .map(|t| {
-                            CreatableTopic::default()
-                                .with_name(name(t))
-                                .with_num_partitions(1)
-                                .with_replication_factor(1)
-                        })
-                        .collect(),
-                ),
-        )
-        .await;
-    assert!(
-        created.topics.iter().all(|t| t.error_code == 0),
-        "{created:?}"
-    );
+    create_topics(&mut admin, &["orders", "secret"]).await;
     // The super user sees both, with every operation authorized.
     let seen = metadata(&mut admin, None).await;
     assert_eq!(seen.topics.len(), 2, "{seen:?}");
@@ -580,28 +585,7 @@ async fn narrow_grants_allow_what_they_allow_in_kafka_and_internal_topics_refuse
         &dir.path().join("run.log"),
     );
     let mut admin = connect_as(port, "admin", "admin-secret").await;
-    let created: CreateTopicsResponse = admin
-        .call(
-            5,
-            &CreateTopicsRequest::default()
-                .with_timeout_ms(10_000)
-                .with_topics(
-                    ["watched", "doomed"]
-                        .iter()
-                        .map(|t| {
-                            CreatableTopic::default()
-                                .with_name(name(t))
-                                .with_num_partitions(1)
-                                .with_replication_factor(1)
-                        })
-                        .collect(),
-                ),
-        )
-        .await;
-    assert!(
-        created.topics.iter().all(|t| t.error_code == 0),
-        "{created:?}"
-    );
+    create_topics(&mut admin, &["watched", "doomed"]).await;
     // Apache Kafka answers NOT_LEADER_OR_FOLLOWER until the new topic reaches its broker side.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
