@@ -42,8 +42,8 @@ balancer passes:
    time to its acknowledgement;
 3. skewed load (random mapping), saturated.
 
-The `load` setup gets a longer warm-up before each saturated window (`--balance-warmup`) so that
-its balancer has measured the load and moved leadership; the leadership moves of every phase are
+Every setup gets the same warm-up before each saturated window (`--balance-warmup`), long enough
+for the load balancer to measure the load and move leadership; the leadership moves of every phase are
 recorded (leaders before and after from `kafka-topics --describe`, and for KafkaIQ the
 `load_balance` changes of `/api/history`, and each move's reason from the controller's log).
 The fixed rate is `--rate`, or half the first setup's skewed (layout) saturated rate (Apache
@@ -393,7 +393,10 @@ def run_setup(name: str, args, libs: Path, binary: Path, workdir: Path, ports: c
     q = args.quick
     warm = 5 if q else 20
     window = 10 if q else 25
-    bal_warm = args.balance_warmup if name == "load" else warm
+    # Every setup gets the same warm-up before its saturated windows, long enough for the load
+    # balancer to measure and move: a longer run is not the same run (retention, the JIT of the
+    # generator), and the windows are only comparable when they start at the same time.
+    bal_warm = args.balance_warmup
     for workload in ("uniform", "layout", "random"):
         topic = TOPICS[workload]
         cluster = start_cluster(name, workdir / name / workload, args, libs, binary, ports,
@@ -509,9 +512,9 @@ def report(results: list[dict], args, groups_desc: str, binary: Path) -> str:
         "over the window after a warm-up. Fixed rate: latency from each record's due time to "
         "its acknowledgement, for the records due in the window (layout mapping).\n")
     warm_q = 5 if args.quick else 20
-    o.append(f"Warm-up before each saturated window: {warm_q} s; the load setup "
-             f"{args.balance_warmup} s (its balancer's passes run every {CHECK_INTERVAL_S} s and "
-             "read decaying rates with a 1-minute time constant). Windows: "
+    o.append(f"Warm-up before each saturated window: {args.balance_warmup} s in every setup (the "
+             f"load balancer's passes run every {CHECK_INTERVAL_S} s and read decaying rates with "
+             f"a 1-minute time constant); before the fixed-rate window {warm_q} s. Windows: "
              f"{10 if args.quick else 25} s.\n")
     o.append("## Results\n")
     o.append("| Setup | Skewed (layout) saturated | Skewed (random map) saturated | Uniform "
@@ -659,7 +662,7 @@ def main() -> int:
     p.add_argument("--generator-quota-us", type=int, default=120_000,
                    help="the load generator's quota (default 120000: 1.2 CPU)")
     p.add_argument("--balance-warmup", type=float, default=None,
-                   help="warm-up of the load setup's saturated phases, s (default 90; quick 60)")
+                   help="warm-up of every setup's saturated phases, s (default 90; quick 60)")
     p.add_argument("--kafkaiq-bin", default=os.environ.get("KAFKAIQ_BIN"))
     p.add_argument("--out")
     p.add_argument("--workdir")

@@ -54,7 +54,9 @@ for tool in nft:nftables iptables:iptables; do
 done
 
 jobs="${CARGO_BUILD_JOBS:-2}"
-cargo build --release -j "$jobs" -p kafkaiq -p kafkaiq-faults --bins >&2
+# The same build as run-all.sh's (the whole workspace: a narrower one resolves other
+# features and compiles again), so after it this is a no-op.
+cargo build --release -j "$jobs" --workspace --bins --examples >&2
 target_dir="$(cargo metadata --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 # Apache Kafka's jars: the broker when it runs, and the Java client's workloads for both.
