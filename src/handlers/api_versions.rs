@@ -183,12 +183,36 @@ pub fn handle(version: i16, request: ApiVersionsRequest, consumer_protocol: bool
     response
 }
 
-/// ApiVersions advertising `table` (the client or the controller listener's).
+/// Kafka's `ApiVersionsRequest#isValid`: from version 3 the client's software name and version
+/// must each be letters and digits, with `-` and `.` allowed inside
+/// (`[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`).
+pub fn is_valid(version: i16, request: &ApiVersionsRequest) -> bool {
+    fn word(s: &str) -> bool {
+        let b = s.as_bytes();
+        let edge = |c: &u8| c.is_ascii_alphanumeric();
+        b.first().is_some_and(edge)
+            && b.last().is_some_and(edge)
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.')
+    }
+    version < 3
+        || (word(request.client_software_name.as_str())
+            && word(request.client_software_version.as_str()))
+}
+
+/// ApiVersions advertising `table` (the client or the controller listener's). An invalid
+/// request ([`is_valid`]) is answered INVALID_REQUEST with no versions, as Kafka answers it.
 pub fn handle_of(
     table: &[(ApiKey, i16, i16)],
     version: i16,
-    _request: ApiVersionsRequest,
+    request: ApiVersionsRequest,
 ) -> ResponseKind {
+    if !is_valid(version, &request) {
+        return ResponseKind::ApiVersions(
+            ApiVersionsResponse::default()
+                .with_error_code(ApiError::InvalidRequest(String::new()).code()),
+        );
+    }
     let mut response = ApiVersionsResponse::default().with_api_keys(api_keys_of(table));
     if version >= 3 {
         response.supported_features = SUPPORTED_FEATURES
@@ -241,6 +265,43 @@ pub fn unsupported_version_response_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invalid_client_software_name_is_answered_invalid_request() {
+        let req = |name: &str, ver: &str| {
+            ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_string(name.to_owned()))
+                .with_client_software_version(StrBytes::from_string(ver.to_owned()))
+        };
+        for (name, ver) in [
+            ("librdkafka", "2.6.1"),
+            ("apache-kafka-java", "4.1.1"),
+            ("a", "1"),
+        ] {
+            assert!(is_valid(3, &req(name, ver)), "{name} {ver}");
+        }
+        for (name, ver) in [
+            ("", "1"),
+            ("kcat", ""),
+            ("-x", "1"),
+            ("x.", "1"),
+            ("a b", "1"),
+            ("x", "1_0"),
+        ] {
+            assert!(!is_valid(3, &req(name, ver)), "{name:?} {ver:?}");
+            assert!(is_valid(2, &req(name, ver)), "v2 carries no names");
+            let ResponseKind::ApiVersions(r) = handle(3, req(name, ver), true) else {
+                panic!()
+            };
+            assert_eq!(r.error_code, 42);
+            assert!(r.api_keys.is_empty());
+        }
+        let ResponseKind::ApiVersions(r) = handle(3, req("kcat", "1.7.1"), true) else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0);
+        assert!(!r.api_keys.is_empty());
+    }
 
     #[test]
     fn advertised_ranges_are_decodable_and_produce_v0_to_2_are_refused() {

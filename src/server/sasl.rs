@@ -140,6 +140,10 @@ pub struct Authenticator {
     /// A re-authentication's handshake named another mechanism: its next token fails.
     other_mechanism: Option<String>,
     last_reauthentication: Option<Instant>,
+    /// An ApiVersions was answered in this exchange, or it re-authenticates: the next request
+    /// must be the SaslHandshake (Kafka's HANDSHAKE_REQUEST and REAUTH_PROCESS_HANDSHAKE
+    /// states); another ApiVersions closes the connection.
+    versions_done: bool,
 }
 
 impl Authenticator {
@@ -156,6 +160,7 @@ impl Authenticator {
             session: None,
             other_mechanism: None,
             last_reauthentication: None,
+            versions_done: false,
         }
     }
 
@@ -192,6 +197,7 @@ impl Authenticator {
             return false;
         }
         self.last_reauthentication = Some(now);
+        self.versions_done = true;
         self.state = State::Handshake;
         self.oauth_error = None;
         self.other_mechanism = None;
@@ -294,7 +300,7 @@ impl Authenticator {
             Err(protocol::DecodeError::UnsupportedVersion {
                 api_key: ApiKey::ApiVersions,
                 ..
-            }) if self.state == State::Handshake => return Step::Dispatch,
+            }) if self.state == State::Handshake && !self.versions_done => return Step::Dispatch,
             Err(e) => {
                 return Step::Close(format!("undecodable request before authentication: {e}"))
             }
@@ -302,7 +308,12 @@ impl Authenticator {
         let correlation_id = request.correlation_id();
         let version = request.api_version;
         match (self.state, request.body) {
-            (State::Handshake, RequestKind::ApiVersions(_)) => Step::Dispatch,
+            (State::Handshake, RequestKind::ApiVersions(r)) if !self.versions_done => {
+                // Answered by the dispatcher; a valid one moves the exchange on to the
+                // handshake (an invalid one is answered INVALID_REQUEST and may be sent again).
+                self.versions_done = crate::handlers::api_versions::is_valid(version, &r);
+                Step::Dispatch
+            }
             (State::Handshake, RequestKind::SaslHandshake(r)) => {
                 let enabled = self
                     .settings
@@ -667,6 +678,62 @@ mod tests {
         // api key 18, version 5, correlation id 7, null client id, no tagged fields.
         let frame = Bytes::from_static(&[0, 18, 0, 5, 0, 0, 0, 7, 0xff, 0xff, 0]);
         assert!(matches!(a.handle(frame), Step::Dispatch));
+    }
+
+    fn api_versions(version: i16, software: &str) -> Bytes {
+        use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader};
+        use kafka_protocol::protocol::Encodable;
+        let mut buf = bytes::BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(ApiKey::ApiVersions as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(1)
+            .encode(
+                &mut buf,
+                ApiKey::ApiVersions.request_header_version(version),
+            )
+            .unwrap();
+        ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_string(software.to_owned()))
+            .with_client_software_version(StrBytes::from_static_str("4.1.1"))
+            .encode(&mut buf, version)
+            .unwrap();
+        buf.freeze()
+    }
+
+    /// Kafka answers one ApiVersions before the handshake (HANDSHAKE_OR_VERSIONS_REQUEST), then
+    /// wants the SaslHandshake (HANDSHAKE_REQUEST): a second ApiVersions closes the connection.
+    /// One it did not accept (a version too new, an invalid software name) may be sent again;
+    /// a re-authentication starts with the handshake.
+    #[test]
+    fn one_api_versions_is_answered_before_the_handshake() {
+        let mut a = Authenticator::new(settings(), None);
+        let newer = Bytes::from_static(&[0, 18, 0, 5, 0, 0, 0, 7, 0xff, 0xff, 0]);
+        assert!(matches!(a.handle(newer), Step::Dispatch));
+        assert!(matches!(
+            a.handle(api_versions(3, "bad name")),
+            Step::Dispatch
+        ));
+        assert!(matches!(
+            a.handle(api_versions(3, "apache-kafka-java")),
+            Step::Dispatch
+        ));
+        match a.handle(api_versions(3, "apache-kafka-java")) {
+            Step::Close(why) => assert!(why.contains("ApiVersions"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let mut a = Authenticator::new(settings(), None);
+        a.state = State::Complete;
+        a.session = Some(Session {
+            principal: "User:alice".into(),
+            mechanism: Mechanism::Plain,
+            ends: Some(Instant::now() + Duration::from_secs(60)),
+        });
+        assert!(a.begin_reauthentication(Instant::now()));
+        assert!(matches!(
+            a.handle(api_versions(3, "librdkafka")),
+            Step::Close(_)
+        ));
     }
 
     #[test]
