@@ -351,7 +351,7 @@ async fn a_silent_client_gets_408_and_holds_up_nothing() {
         idle.push(TcpStream::connect(http).await.unwrap());
     }
     let mut client = RawClient::connect(broker.local_addr).await;
-    let r = client.call(3, &ApiVersionsRequest::default()).await;
+    let r = client.call(3, &crate::common::api_versions_request()).await;
     assert_eq!(r.error_code, 0);
     let (status, _, body) = silent.await.unwrap();
     assert_eq!(status, 408, "{body}");

@@ -25,8 +25,8 @@ use kafka_protocol::messages::alter_partition_request::{
 use kafka_protocol::messages::broker_registration_request::Listener;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AlterPartitionRequest, ApiVersionsRequest, BrokerHeartbeatRequest, BrokerId,
-    BrokerRegistrationRequest, MetadataRequest, ProduceRequest, TopicName,
+    AlterPartitionRequest, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest,
+    MetadataRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafkaiq::controller::observer;
@@ -124,7 +124,7 @@ async fn hostile_and_confused_peers_change_nothing() {
     // The controller listener serves only the controller's APIs.
     {
         let mut client = RawClient::connect(active_addr).await;
-        let versions = client.call(3, &ApiVersionsRequest::default()).await;
+        let versions = client.call(3, &crate::common::api_versions_request()).await;
         assert_eq!(versions.error_code, 0);
         let keys: Vec<i16> = versions.api_keys.iter().map(|k| k.api_key).collect();
         assert!(keys.contains(&63) && !keys.contains(&0) && !keys.contains(&1));
@@ -303,7 +303,7 @@ async fn hostile_and_confused_peers_change_nothing() {
     // loss of a leader's connection.
     let mut ping = RawClient::connect(controller_addr(&cluster, standby)).await;
     assert_eq!(
-        ping.call(3, &ApiVersionsRequest::default())
+        ping.call(3, &crate::common::api_versions_request())
             .await
             .error_code,
         0
@@ -406,7 +406,7 @@ async fn forged_raft_frames_leave_the_controller_and_lose_nothing() {
         // Answered in order on another connection: the frame was read and handled.
         let mut ping = RawClient::connect(controller_addr(&cluster, to)).await;
         let answer = ping
-            .try_call(3, &ApiVersionsRequest::default(), ANSWER)
+            .try_call(3, &crate::common::api_versions_request(), ANSWER)
             .await;
         assert!(
             answer.is_some(),

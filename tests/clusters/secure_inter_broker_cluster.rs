@@ -28,9 +28,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{
-    ApiVersionsRequest, CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName,
-};
+use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafkaiq::client::{Client, ClientConfig, Endpoint, RequestOptions};
 use kafkaiq::config::inter_broker::{self, Channel, ClientSecurity};
@@ -330,12 +328,15 @@ async fn controller_listener_is_secured(cluster: &Cluster, protocol: &str, lines
             .set_endpoint(id, Endpoint::new("127.0.0.1", port))
             .unwrap();
         let answered = secured
-            .send(id, ApiVersionsRequest::default())
+            .send(id, crate::common::api_versions_request())
             .await
             .unwrap_or_else(|e| panic!("controller {id} over its secured listener: {e}"));
         assert_eq!(answered.body.error_code, 0);
         assert!(
-            plain.send(id, ApiVersionsRequest::default()).await.is_err(),
+            plain
+                .send(id, crate::common::api_versions_request())
+                .await
+                .is_err(),
             "controller {id} answered a PLAINTEXT client"
         );
     }

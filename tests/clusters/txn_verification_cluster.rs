@@ -311,9 +311,7 @@ async fn transaction_version_2_joins_partitions_through_their_leaders_and_bumps_
     use kafka_protocol::messages::txn_offset_commit_request::{
         TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     };
-    use kafka_protocol::messages::{
-        ApiVersionsRequest, GroupId, OffsetFetchRequest, TxnOffsetCommitRequest,
-    };
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, TxnOffsetCommitRequest};
     let kind = ClusterKind::from_env();
     let mut cluster = Cluster::start(
         kind,
@@ -336,7 +334,7 @@ async fn transaction_version_2_joins_partitions_through_their_leaders_and_bumps_
     let versions = any
         .call(
             3,
-            &ApiVersionsRequest::default()
+            &crate::common::api_versions_request()
                 .with_client_software_name(s("kafkaiq-tests"))
                 .with_client_software_version(s("1.0")),
         )

@@ -273,6 +273,14 @@ fn tcp_rows() -> Vec<TcpRow> {
     rows
 }
 
+/// An ApiVersions request as clients send it: from version 3 it names the client software,
+/// which Kafka requires to be valid (an empty name is answered INVALID_REQUEST).
+pub fn api_versions_request() -> kafka_protocol::messages::ApiVersionsRequest {
+    kafka_protocol::messages::ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("kafkaiq-tests"))
+        .with_client_software_version(StrBytes::from_static_str("1.0"))
+}
+
 /// Whether the socket on `local_port` connected to `remote_port` (both in this process's
 /// network namespace) is still ESTABLISHED; false once its owner closed it (gone, or closing).
 pub fn tcp_established(local_port: u16, remote_port: u16) -> bool {

@@ -126,7 +126,7 @@ async fn api_versions_too_new_gets_unsupported_version_with_our_ranges() {
     assert_eq!(range(ApiKey::InitProducerId).unwrap().0, 0);
 
     // The same connection keeps working with a version we know.
-    let ok = client.call(3, &ApiVersionsRequest::default()).await;
+    let ok = client.call(3, &crate::common::api_versions_request()).await;
     assert_eq!(ok.error_code, 0);
     assert_eq!(ok.api_keys.len(), body.api_keys.len());
     broker.shutdown().await.unwrap();
@@ -140,7 +140,7 @@ async fn api_versions_v3_reports_supported_and_finalized_features() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start_broker(dir.path(), &[]).await;
     let mut client = RawClient::connect(broker.local_addr).await;
-    let r = client.call(3, &ApiVersionsRequest::default()).await;
+    let r = client.call(3, &crate::common::api_versions_request()).await;
     assert_eq!(r.error_code, 0);
     let supported = |name: &str| {
         r.supported_features
@@ -174,7 +174,7 @@ async fn api_versions_v3_reports_supported_and_finalized_features() {
     );
     assert!(r.finalized_features_epoch >= 0);
     // v0-2 have no feature fields.
-    let old = client.call(2, &ApiVersionsRequest::default()).await;
+    let old = client.call(2, &crate::common::api_versions_request()).await;
     assert_eq!(old.error_code, 0);
     assert!(old.supported_features.is_empty());
     broker.shutdown().await.unwrap();
@@ -423,7 +423,7 @@ async fn produce_errors_use_kafka_codes() {
     // acks=0: no response; the next request's response comes next on the connection.
     let (_, frame) = client.encode(9, &produce_request("small", 0, 0, batch(&["silent"], None)));
     client.send_bytes(&frame).await;
-    let r = client.call(3, &ApiVersionsRequest::default()).await;
+    let r = client.call(3, &crate::common::api_versions_request()).await;
     assert_eq!(r.error_code, 0);
     let response = client.call(12, &fetch_request("small", 0, -1, 0)).await;
     let records = decode_records(
@@ -602,7 +602,7 @@ async fn pipelined_requests_are_answered_in_order() {
         let (id, frame) = if i % 2 == 0 {
             client.encode(9, &produce_request("p", 0, 1, batch(&["v"], None)))
         } else {
-            client.encode(3, &ApiVersionsRequest::default())
+            client.encode(3, &crate::common::api_versions_request())
         };
         ids.push(id);
         all.put_slice(&frame);
@@ -659,7 +659,7 @@ async fn hostile_frames_close_only_their_connection() {
 
     // Everyone else is still served.
     let mut good = RawClient::connect(broker.local_addr).await;
-    let r = good.call(3, &ApiVersionsRequest::default()).await;
+    let r = good.call(3, &crate::common::api_versions_request()).await;
     assert_eq!(r.error_code, 0);
     broker.shutdown().await.unwrap();
 }
@@ -970,11 +970,15 @@ async fn max_connections_and_idle_connections_are_enforced() {
     let mut a = RawClient::connect(broker.local_addr).await;
     let mut b = RawClient::connect(broker.local_addr).await;
     assert_eq!(
-        a.call(3, &ApiVersionsRequest::default()).await.error_code,
+        a.call(3, &crate::common::api_versions_request())
+            .await
+            .error_code,
         0
     );
     assert_eq!(
-        b.call(3, &ApiVersionsRequest::default()).await.error_code,
+        b.call(3, &crate::common::api_versions_request())
+            .await
+            .error_code,
         0
     );
     // A third connection is over max.connections: closed at once.
@@ -990,7 +994,7 @@ async fn max_connections_and_idle_connections_are_enforced() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let mut d = RawClient::connect(broker.local_addr).await;
-        let (id, frame) = d.encode(3, &ApiVersionsRequest::default());
+        let (id, frame) = d.encode(3, &crate::common::api_versions_request());
         d.send_bytes(&frame).await;
         if let Some(response) = d.read_frame().await {
             let r = RawClient::decode_response::<ApiVersionsRequest>(3, response, id);

@@ -11,8 +11,8 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, CreateTopicsRequest, FetchRequest, MetadataRequest, ProduceRequest,
-    RequestKind, ResponseKind, TopicName,
+    CreateTopicsRequest, FetchRequest, MetadataRequest, ProduceRequest, RequestKind, ResponseKind,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafkaiq::client::{
@@ -50,10 +50,13 @@ async fn round_trips_against_a_kafkaiq_node() {
         .unwrap();
 
     // ApiVersions is asked directly too; the connection's own negotiation came first.
-    let api_versions = timeout(STEP, client.send(node_id, ApiVersionsRequest::default()))
-        .await
-        .unwrap()
-        .unwrap();
+    let api_versions = timeout(
+        STEP,
+        client.send(node_id, crate::common::api_versions_request()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(api_versions.version, 4);
     assert_eq!(api_versions.body.error_code, 0);
     let peer = client.peer_versions(node_id).unwrap();

@@ -351,7 +351,7 @@ async fn describe_topic_partitions_pages_with_its_cursor() {
     let dir = tempfile::tempdir().unwrap();
     let node = start_broker(dir.path(), &[]).await;
     let mut client = RawClient::connect(node.local_addr).await;
-    let versions = client.call(3, &ApiVersionsRequest::default()).await;
+    let versions = client.call(3, &crate::common::api_versions_request()).await;
     let advertised = versions
         .api_keys
         .iter()

@@ -456,7 +456,8 @@ async fn alter_replica_log_dirs_answers_kafkas_error_codes() {
     );
 
     // The API is advertised with Kafka 4.1's versions.
-    let versions: ApiVersionsResponse = client.call(3, &ApiVersionsRequest::default()).await;
+    let versions: ApiVersionsResponse =
+        client.call(3, &crate::common::api_versions_request()).await;
     let v = versions
         .api_keys
         .iter()

@@ -1934,9 +1934,10 @@ async fn knock(
     // The frame that must be refused, and the API its answer is of (if any).
     let (frame, answer_api): (Bytes, Option<ApiKey>) = match knock {
         NoSasl => {
-            let versions: ApiVersionsResponse = call(&mut c, 3, &ApiVersionsRequest::default())
-                .await
-                .unwrap();
+            let versions: ApiVersionsResponse =
+                call(&mut c, 3, &crate::common::api_versions_request())
+                    .await
+                    .unwrap();
             assert_eq!(versions.error_code, 0);
             (Bytes::from(sneaked_requests()), None)
         }
@@ -2045,7 +2046,7 @@ enum TlsKnock {
 /// Knocks once, then sends ApiVersions and the [`sneaked_requests`]: whether anything was
 /// answered (the TLS handshake must fail, and the connection close unanswered).
 async fn tls_knock(addr: std::net::SocketAddr, knock: TlsKnock, pki: &Pki) -> bool {
-    let mut frames = encode_frame(3, &ApiVersionsRequest::default()).to_vec();
+    let mut frames = encode_frame(3, &crate::common::api_versions_request()).to_vec();
     frames.extend_from_slice(&sneaked_requests());
     let config = match knock {
         TlsKnock::Plaintext => {

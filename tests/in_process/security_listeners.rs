@@ -88,7 +88,7 @@ async fn produce_and_fetch_over_ssl_and_a_plaintext_client_is_refused() {
     // A plaintext client on the TLS port: its ApiVersions is not a TLS ClientHello, so the
     // handshake fails and the connection closes without a Kafka answer.
     let mut plain = RawClient::connect(broker.local_addr).await;
-    let (_, frame) = plain.encode(3, &ApiVersionsRequest::default());
+    let (_, frame) = plain.encode(3, &crate::common::api_versions_request());
     plain.send_bytes(&frame).await;
     let answer = tokio::time::timeout(Duration::from_secs(10), plain.read_frame())
         .await
@@ -154,7 +154,7 @@ async fn a_plaintext_and_an_ssl_listener_are_both_served() {
 
     // Each port speaks only its own protocol.
     let mut wrong = RawClient::connect(ssl_addr).await;
-    let (_, frame) = wrong.encode(3, &ApiVersionsRequest::default());
+    let (_, frame) = wrong.encode(3, &crate::common::api_versions_request());
     wrong.send_bytes(&frame).await;
     let answer = tokio::time::timeout(Duration::from_secs(10), wrong.read_frame())
         .await
@@ -182,9 +182,10 @@ async fn mutual_tls_required_serves_a_trusted_certificate_and_refuses_an_untrust
     let mut trusted = tls_connect(broker.local_addr, pki.client_config(Some((cert, &key))))
         .await
         .unwrap();
-    let versions: ApiVersionsResponse = call(&mut trusted, 3, &ApiVersionsRequest::default())
-        .await
-        .unwrap();
+    let versions: ApiVersionsResponse =
+        call(&mut trusted, 3, &crate::common::api_versions_request())
+            .await
+            .unwrap();
     assert_eq!(versions.error_code, 0);
 
     // Signed by another CA: the broker's trust store does not know it.
@@ -193,7 +194,7 @@ async fn mutual_tls_required_serves_a_trusted_certificate_and_refuses_an_untrust
     let refused = match tls_connect(broker.local_addr, pki.client_config(Some((cert, &key)))).await
     {
         Err(_) => true,
-        Ok(mut stream) => call(&mut stream, 3, &ApiVersionsRequest::default())
+        Ok(mut stream) => call(&mut stream, 3, &crate::common::api_versions_request())
             .await
             .is_err(),
     };
@@ -202,7 +203,7 @@ async fn mutual_tls_required_serves_a_trusted_certificate_and_refuses_an_untrust
     // No certificate at all while one is required.
     let refused = match tls_connect(broker.local_addr, pki.client_config(None)).await {
         Err(_) => true,
-        Ok(mut stream) => call(&mut stream, 3, &ApiVersionsRequest::default())
+        Ok(mut stream) => call(&mut stream, 3, &crate::common::api_versions_request())
             .await
             .is_err(),
     };
@@ -272,9 +273,10 @@ async fn sasl_plaintext_plain_authenticates_then_serves_and_refuses_before() {
 
     // ApiVersions before authentication is answered, and advertises the SASL APIs.
     let mut client = TcpStream::connect(broker.local_addr).await.unwrap();
-    let versions: ApiVersionsResponse = call(&mut client, 3, &ApiVersionsRequest::default())
-        .await
-        .unwrap();
+    let versions: ApiVersionsResponse =
+        call(&mut client, 3, &crate::common::api_versions_request())
+            .await
+            .unwrap();
     let keys: Vec<i16> = versions.api_keys.iter().map(|k| k.api_key).collect();
     assert!(keys.contains(&17) && keys.contains(&36), "{keys:?}");
     let done = authenticate(&mut client, "alice", "alice-secret").await;
@@ -948,7 +950,7 @@ async fn keytool_jks_key_and_trust_stores_serve_mutual_tls() {
         .await
         .unwrap();
     let versions: kafka_protocol::messages::ApiVersionsResponse =
-        call(&mut tls, 3, &ApiVersionsRequest::default())
+        call(&mut tls, 3, &crate::common::api_versions_request())
             .await
             .unwrap();
     assert_eq!(versions.error_code, 0);
@@ -974,9 +976,11 @@ async fn keytool_jks_key_and_trust_stores_serve_mutual_tls() {
         .unwrap();
     let refused = match tls_connect(broker.local_addr, config).await {
         Err(_) => true,
-        Ok(mut tls) => call::<_, ApiVersionsRequest>(&mut tls, 3, &ApiVersionsRequest::default())
-            .await
-            .is_err(),
+        Ok(mut tls) => {
+            call::<_, ApiVersionsRequest>(&mut tls, 3, &crate::common::api_versions_request())
+                .await
+                .is_err()
+        }
     };
     assert!(refused, "a client certificate from another CA was served");
     broker.shutdown().await.unwrap();
@@ -1615,7 +1619,7 @@ async fn a_keystore_altered_at_runtime_serves_new_handshakes_and_survives_a_rest
     )
     .await;
     // The connection made before the change still works, with its certificate.
-    let versions: ApiVersionsResponse = call(&mut old, 3, &ApiVersionsRequest::default())
+    let versions: ApiVersionsResponse = call(&mut old, 3, &crate::common::api_versions_request())
         .await
         .unwrap();
     assert_eq!(versions.error_code, 0);
