@@ -20,7 +20,7 @@ use super::group_members::Shared;
 /// How long a member gets to leave the group and exit after SIGTERM.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The member program, built into the target directory on first use.
+/// The member program, built into the target directory (`target/tmp`) on first use.
 pub fn member_binary() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
@@ -29,7 +29,10 @@ pub fn member_binary() -> PathBuf {
                 env!("CARGO_MANIFEST_DIR"),
                 "/integration/programs/group-member-go"
             ));
-            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("group-member-go");
+            // One binary per test binary: two of them building at once do not overwrite the
+            // program the other runs.
+            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join(concat!("group-member-go-", env!("CARGO_CRATE_NAME")));
             let version = Command::new("go").arg("version").output();
             assert!(
                 version.as_ref().is_ok_and(|o| o.status.success()),
