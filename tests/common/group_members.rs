@@ -2,7 +2,8 @@
 //! in its own thread and committing what it read (and, on revocation, before its partitions go
 //! elsewhere), with what every member read and who owns each partition by the members' own
 //! rebalance callbacks: an assignment of a partition another member still owns is recorded as a
-//! violation.
+//! violation. The bookkeeping ([`Shared`]) and the checker serve franz-go's members too
+//! ([`super::franz_members`]), fed from their event lines.
 //!
 //! A record counts as processed when a commit that covers it succeeds. With the classic protocol
 //! a commit can fail in a rebalance (REBALANCE_IN_PROGRESS while the group completes it, or a
