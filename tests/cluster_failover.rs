@@ -15,6 +15,8 @@ mod common;
 mod consumer_protocol;
 #[path = "cluster_failover/copier.rs"]
 mod copier;
+#[path = "cluster_failover/franz_group.rs"]
+mod franz_group;
 #[path = "cluster_failover/streams.rs"]
 mod streams;
 #[path = "cluster_failover/transactions.rs"]

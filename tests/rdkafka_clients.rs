@@ -11,12 +11,16 @@
 //! Covered: every compression codec round trip; keys, headers and null values; the idempotent
 //! producer's exactly-once in-order delivery; ListOffsets by time and MAX_TIMESTAMP
 //! (`offsets_for_times`), inside compressed batches too;
-//! Metadata fields; LogAppendTime topics; max.message.bytes. Not covered here: consumer groups
-//! (the Java suite and the groups suite own those).
+//! Metadata fields; LogAppendTime topics; max.message.bytes. KIP-848 consumer groups of
+//! librdkafka (`consumer_protocol`) and of franz-go (`franz_group`, members run as processes of
+//! `integration/programs/group-member-go`; needs go); classic groups are the Java suite's and
+//! the groups suite's.
 
 mod common;
 #[path = "rdkafka_clients/consumer_protocol.rs"]
 mod consumer_protocol;
+#[path = "rdkafka_clients/franz_group.rs"]
+mod franz_group;
 #[path = "rdkafka_clients/transactions.rs"]
 mod transactions;
 

@@ -24,10 +24,11 @@ const GROUP: &str = "kip848-failover-g";
 const PARTITIONS: i32 = 6;
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// Produces numbered values (idempotent, acks=all) until told to stop; returns the values
-/// acknowledged.
-fn producer(
+/// Produces numbered values (idempotent, acks=all) to `topic` until told to stop; returns the
+/// values acknowledged.
+pub(crate) fn producer(
     bootstrap: String,
+    topic: &'static str,
     stop: Arc<AtomicBool>,
     acked: Arc<Mutex<BTreeSet<String>>>,
     count: Arc<AtomicUsize>,
@@ -47,7 +48,7 @@ fn producer(
             let v = format!("v{i}");
             i += 1;
             loop {
-                match p.send(BaseRecord::<str, str>::to(TOPIC).key(&v).payload(&v)) {
+                match p.send(BaseRecord::<str, str>::to(topic).key(&v).payload(&v)) {
                     Ok(()) => break,
                     Err(_) => {
                         p.poll(Duration::from_millis(10));
@@ -102,7 +103,7 @@ async fn a_consumer_protocol_group_reads_everything_once_through_node_kills() {
             acked.clone(),
             produced.clone(),
         );
-        std::thread::spawn(move || producer(b, s, a, c))
+        std::thread::spawn(move || producer(b, TOPIC, s, a, c))
     };
     let seen_count = |shared: &Shared| shared.seen.lock().unwrap().len();
     let mut members: Vec<Running> = ["a", "b"]

@@ -7,6 +7,7 @@
 
 pub mod broker_process;
 pub mod cluster;
+pub mod franz_members;
 pub mod group_members;
 pub mod http;
 pub mod panics;

@@ -12,7 +12,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use crate::common::broker_process::{start_selected, SelectedBroker};
 use crate::common::group_members::{await_until, exactly_once_problems, Running, Shared};
 
-fn produce(bootstrap: &str, topic: &str, values: &[String]) {
+pub(crate) fn produce(bootstrap: &str, topic: &str, values: &[String]) {
     let p: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "5")
