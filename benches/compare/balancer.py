@@ -676,7 +676,8 @@ def main() -> int:
     if args.balance_warmup is None:
         args.balance_warmup = 60 if args.quick else 90
     args.compare_bin = None
-    binary = Path(args.kafkaiq_bin or ROOT / "target" / "release" / "kafkaiq")
+    # Absolute: each node runs in its own work dir.
+    binary = Path(args.kafkaiq_bin or ROOT / "target" / "release" / "kafkaiq").resolve()
     if not os.access(binary, os.X_OK):
         log(f"no kafkaiq binary at {binary} (cargo build --release)")
         return 1

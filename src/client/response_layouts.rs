@@ -111,7 +111,25 @@ pub const RESPONSE_LAYOUTS: &[Layout] = &[
     layout(ApiKey::AlterUserScramCredentials,      0,  0,     0, ALTER_USER_SCRAM_CREDENTIALS_RESPONSE),
     layout(ApiKey::SaslHandshake,                  0,  1, NEVER, SASL_HANDSHAKE_RESPONSE),
     layout(ApiKey::SaslAuthenticate,               0,  2,     2, SASL_AUTHENTICATE_RESPONSE),
+    layout(ApiKey::AlterConfigs,                   0,  2,     2, ALTER_CONFIGS_RESPONSE),
+    layout(ApiKey::Envelope,                       0,  0,     0, ENVELOPE_RESPONSE),
 ];
+
+// ---- AlterConfigs (key 33): v0-v2, flexible from v2 (forwarded to the active controller) ----
+
+/// `AlterConfigsResponse`
+const ALTER_CONFIGS_RESPONSE: Ty = Ty::Struct(&[
+    all(I32),                                     // throttle_time_ms
+    all(array(&ALTER_CONFIGS_RESOURCE_RESPONSE)), // responses
+]);
+
+// ---- Envelope (key 58): v0, flexible (a client's request forwarded to the active controller)
+
+/// `EnvelopeResponse`
+const ENVELOPE_RESPONSE: Ty = Ty::Struct(&[
+    all(BYTES), // response_data (nullable)
+    all(I16),   // error_code
+]);
 
 // ---- SaslHandshake (key 17): v0-v1, never flexible (authenticating to a SASL listener) ----
 

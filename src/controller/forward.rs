@@ -3,7 +3,11 @@
 //! Kafka broker forwards them, and hands the answer back unchanged.
 //!
 //! The request goes out at the client's own version (the controller is KafkaIQ too, and serves
-//! the same versions), so the answer can be passed on as it is. While no active controller is
+//! the same versions), so the answer can be passed on as it is. A client's request goes inside an
+//! Envelope (KIP-590) that carries the client's principal and address, so the controller checks
+//! it as the client's, as Kafka's controller does; the forwarding broker's own principal needs
+//! only CLUSTER_ACTION. A request of the node's own (creating a topic on first use) goes as it
+//! is, as the node's. While no active controller is
 //! known, or the one known cannot be reached (it died and the quorum is electing another), the
 //! request waits and is sent again, as Kafka's forwarding channel does, for up to
 //! [`FORWARD_RETRY`]; after that, or when a request may have reached a controller that then
@@ -15,7 +19,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
-use crate::client::{Client, ClientConfig, Endpoint, RequestOptions};
+use crate::client::{Client, ClientConfig, ClientError, Endpoint, RequestOptions};
 use crate::errors::ApiError;
 use crate::limits::CONTROLLER_FORWARD_TIMEOUT_MS;
 
@@ -113,6 +117,16 @@ pub(crate) fn voter_endpoints(config: &crate::config::BrokerConfig) -> Vec<(i32,
         .collect()
 }
 
+/// Whose request a broker forwards: the client's principal (`<type>:<name>`), address, client
+/// id and correlation id, which the envelope carries to the controller.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub principal: String,
+    pub address: std::net::IpAddr,
+    pub client_id: Option<String>,
+    pub correlation_id: i32,
+}
+
 /// The forwarding side of a [`super::ControllerChannel`].
 #[derive(Clone)]
 pub(crate) struct Forwarder {
@@ -168,31 +182,74 @@ impl Forwarder {
         Ok(leader)
     }
 
-    /// Sends `request` at `version` to the active controller and returns its answer.
+    /// Sends `request` at `version` to the active controller and returns its answer; in an
+    /// envelope when it is a client's (`origin`). A controller that does not take envelopes (it
+    /// advertises no Envelope version: an older node during a rolling upgrade) or refuses one
+    /// before handling what is in it (this node may not forward) gets the request as it is, as
+    /// this node's, which checked the client first: a definite answer rather than NOT_CONTROLLER
+    /// until the client gives up.
     pub(crate) async fn forward(
         &self,
         api_key: ApiKey,
         version: i16,
         request: RequestKind,
+        origin: Option<&Origin>,
     ) -> Result<ResponseKind, ApiError> {
+        let mut envelope = match origin {
+            None => None,
+            Some(origin) => Some(enveloped(api_key, version, &request, origin)?),
+        };
         let deadline = tokio::time::Instant::now() + FORWARD_RETRY;
         let mut backoff = FORWARD_BACKOFF_MIN;
         loop {
             let failed = match self.target() {
                 Ok(target) => {
-                    let options = RequestOptions::default().versions(version, version);
-                    let attempt = request.clone();
+                    let (key, v, attempt) = match &envelope {
+                        Some(e) => (ApiKey::Envelope, 0, e.clone()),
+                        None => (api_key, version, request.clone()),
+                    };
+                    let options = RequestOptions::default().versions(v, v);
                     match self
                         .client
-                        .send_kind(target, options, api_key, move |_| attempt)
+                        .send_kind(target, options, key, move |_| attempt)
                         .await
                     {
+                        Ok(r) if envelope.is_some() => {
+                            let correlation_id = origin.map_or(0, |o| o.correlation_id);
+                            match unwrap_envelope(api_key, version, correlation_id, r.body) {
+                                Unwrapped::Answer(body) => return Ok(body),
+                                Unwrapped::Refused(code) if code == NOT_CONTROLLER => {
+                                    Some((target, format!("envelope error {code}")))
+                                }
+                                Unwrapped::Refused(code) => {
+                                    tracing::warn!(controller = target, api = ?api_key, "the controller refused this node's envelope (error {code}); forwarding as this node");
+                                    envelope = None;
+                                    continue;
+                                }
+                                Unwrapped::Unreadable(why) => {
+                                    tracing::warn!(controller = target, api = ?api_key, "forwarding: {why}");
+                                    return Err(ApiError::NotController);
+                                }
+                            }
+                        }
                         Ok(r) => return Ok(r.body),
+                        Err(ClientError::NoCommonVersion {
+                            api_key: ApiKey::Envelope,
+                            ..
+                        }) => {
+                            tracing::info!(
+                                controller = target,
+                                api = ?api_key,
+                                "the controller takes no envelopes; forwarding as this node"
+                            );
+                            envelope = None;
+                            continue;
+                        }
                         Err(e) if e.may_have_been_sent() => {
                             tracing::debug!(controller = target, error = %e, "forwarding to the controller failed after sending");
                             return Err(ApiError::NotController);
                         }
-                        Err(e) => Some((target, e)),
+                        Err(e) => Some((target, e.to_string())),
                     }
                 }
                 // This node became the active controller meanwhile: the client's retry is
@@ -211,5 +268,77 @@ impl Forwarder {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(FORWARD_BACKOFF_MAX);
         }
+    }
+}
+
+/// Kafka's NOT_CONTROLLER: an envelope that reached a controller that has just lost its
+/// leadership is sent again to the next one.
+const NOT_CONTROLLER: i16 = 41;
+
+/// A client's request in an envelope.
+fn enveloped(
+    api_key: ApiKey,
+    version: i16,
+    request: &RequestKind,
+    origin: &Origin,
+) -> Result<RequestKind, ApiError> {
+    use crate::protocol::envelope;
+    let data = envelope::request_data(
+        api_key,
+        version,
+        origin.correlation_id,
+        origin.client_id.as_deref(),
+        request,
+    )
+    .map_err(|e| ApiError::UnknownServerError(format!("cannot forward {api_key:?}: {e:#}")))?;
+    Ok(RequestKind::Envelope(
+        kafka_protocol::messages::EnvelopeRequest::default()
+            .with_request_data(data)
+            .with_request_principal(Some(envelope::encode_principal(&origin.principal)))
+            .with_client_host_address(envelope::encode_address(origin.address)),
+    ))
+}
+
+/// What an envelope response holds.
+enum Unwrapped {
+    /// The answer to the request in it.
+    Answer(ResponseKind),
+    /// The controller refused the envelope before handling the request in it.
+    Refused(i16),
+    /// It cannot be read (the request in it may have been handled).
+    Unreadable(String),
+}
+
+/// The answer to a client's request, from the controller's envelope response.
+fn unwrap_envelope(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: ResponseKind,
+) -> Unwrapped {
+    let ResponseKind::Envelope(r) = body else {
+        return Unwrapped::Unreadable("the answer to an envelope is not an envelope".into());
+    };
+    if r.error_code != 0 {
+        return Unwrapped::Refused(r.error_code);
+    }
+    let Some(data) = r.response_data else {
+        return Unwrapped::Unreadable("the envelope came back empty".into());
+    };
+    let decoded = crate::client::wire::split_response(data, api_key, version).and_then(
+        |(correlation, body)| {
+            if correlation != correlation_id {
+                return Err(format!(
+                    "correlation id {correlation} in the envelope, {correlation_id} sent"
+                ));
+            }
+            crate::client::wire::check_response_body(api_key, version, &body)?;
+            let mut buf = body;
+            ResponseKind::decode(api_key, &mut buf, version).map_err(|e| format!("{e:#}"))
+        },
+    );
+    match decoded {
+        Ok(body) => Unwrapped::Answer(body),
+        Err(e) => Unwrapped::Unreadable(format!("the answer in the envelope does not decode: {e}")),
     }
 }

@@ -53,7 +53,7 @@ pub use decisions::{
     ReassignmentResult,
 };
 use driver::{ControllerCore, Event};
-pub use forward::{QuorumDescription, VoterDescription};
+pub use forward::{Origin, QuorumDescription, VoterDescription};
 use request::Request;
 
 /// The quorum's directory inside the metadata log dir (the first of `log.dirs`).
@@ -158,23 +158,30 @@ impl ControllerChannel {
         self.state.leader.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Sends a client's metadata-changing request to the active controller elsewhere and
-    /// returns its answer (NOT_CONTROLLER when there is none to send it to).
+    /// Sends a metadata-changing request to the active controller elsewhere and returns its
+    /// answer (NOT_CONTROLLER when there is none to send it to): a client's (`origin`) in an
+    /// envelope, checked there as the client's; the node's own as the node's.
     pub async fn forward(
         &self,
         api_key: kafka_protocol::messages::ApiKey,
         version: i16,
         request: kafka_protocol::messages::RequestKind,
+        origin: Option<&Origin>,
     ) -> Result<kafka_protocol::messages::ResponseKind, ApiError> {
         match &self.forwarder {
-            Some(f) => f.forward(api_key, version, request).await,
+            Some(f) => f.forward(api_key, version, request, origin).await,
             None => Err(ApiError::NotController),
         }
     }
 
     /// Creates a topic if it does not exist, here if this node is the active controller, else
-    /// through the active controller (auto-creation, `__consumer_offsets`).
-    pub async fn ensure_topic(&self, spec: CreateTopicSpec) -> Result<(), ApiError> {
+    /// through the active controller (auto-creation, `__consumer_offsets`): on behalf of the
+    /// client whose request asked for it (`origin`, in an envelope), else as this node.
+    pub async fn ensure_topic(
+        &self,
+        spec: CreateTopicSpec,
+        origin: Option<&Origin>,
+    ) -> Result<(), ApiError> {
         if self.is_active() || self.forwarder.is_none() {
             return self.create_topic(spec, false).await.map(|_| ());
         }
@@ -208,6 +215,7 @@ impl ControllerChannel {
                 kafka_protocol::messages::ApiKey::CreateTopics,
                 7,
                 RequestKind::CreateTopics(request),
+                origin,
             )
             .await?;
         let ResponseKind::CreateTopics(r) = response else {
@@ -562,6 +570,7 @@ impl ControllerChannel {
                     ApiKey::AllocateProducerIds,
                     0,
                     RequestKind::AllocateProducerIds(request),
+                    None,
                 )
                 .await?;
             return match response {

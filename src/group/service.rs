@@ -531,7 +531,7 @@ impl GroupService {
                 ),
             ],
         };
-        match self.controller.ensure_topic(spec).await {
+        match self.controller.ensure_topic(spec, None).await {
             Ok(_) | Err(ApiError::TopicAlreadyExists(_)) => {}
             Err(e) => return Err(e),
         }

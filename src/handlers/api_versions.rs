@@ -111,6 +111,7 @@ pub const CONTROLLER_SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::Envelope, 0, 0),
 ];
 
 /// Whether a request version is served. Produce v0-2 are advertised but not served.

@@ -32,6 +32,7 @@ struct Checker {
     image: Arc<MetadataImage>,
     principal: String,
     host: String,
+    address: IpAddr,
 }
 
 /// One request's authorization context. [`RequestAuth::open`] (no authorizer) allows
@@ -65,6 +66,7 @@ impl RequestAuth {
                     image: image(),
                     principal: principal.to_owned(),
                     host: acl_host(host),
+                    address: host,
                 })),
             },
         }
@@ -73,6 +75,14 @@ impl RequestAuth {
     /// The image the request is checked against, when an authorizer is configured.
     pub fn image(&self) -> Option<&MetadataImage> {
         self.checker.as_ref().map(|c| &*c.image)
+    }
+
+    /// The caller's principal and address, when an authorizer checks this request: what a
+    /// broker's request made on the caller's behalf carries to the controller (KIP-590).
+    pub fn caller(&self) -> Option<(&str, IpAddr)> {
+        self.checker
+            .as_ref()
+            .map(|c| (c.principal.as_str(), c.address))
     }
 
     /// Whether an authorizer checks this request.
@@ -243,6 +253,8 @@ pub fn cluster_operation(api: kafka_protocol::messages::ApiKey) -> Option<AclOpe
 pub fn controller_cluster_operation(api: kafka_protocol::messages::ApiKey) -> Option<AclOperation> {
     match api {
         kafka_protocol::messages::ApiKey::DescribeCluster => Some(AclOperation::Alter),
+        // A broker forwarding a client's request (Kafka's `ControllerApis#handleEnvelopeRequest`).
+        kafka_protocol::messages::ApiKey::Envelope => Some(AclOperation::ClusterAction),
         _ => cluster_operation(api),
     }
 }
@@ -451,6 +463,9 @@ pub fn refuse_cluster(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::AllocateProducerIds(_) => ResponseKind::AllocateProducerIds(
             AllocateProducerIdsResponse::default().with_error_code(code),
         ),
+        RequestKind::Envelope(_) => {
+            ResponseKind::Envelope(EnvelopeResponse::default().with_error_code(code))
+        }
         _ => return None,
     })
 }
@@ -708,6 +723,7 @@ mod tests {
             RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default()),
             RequestKind::ListConfigResources(ListConfigResourcesRequest::default()),
             RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+            RequestKind::Envelope(EnvelopeRequest::default()),
         ];
         for request in &requests {
             assert!(refuse_cluster(request).is_some(), "{request:?}");
@@ -747,6 +763,7 @@ mod tests {
     fn api_key_of(r: &RequestKind) -> ApiKey {
         match r {
             RequestKind::WriteTxnMarkers(_) => ApiKey::WriteTxnMarkers,
+            RequestKind::Envelope(_) => ApiKey::Envelope,
             RequestKind::CreateAcls(_) => ApiKey::CreateAcls,
             RequestKind::DeleteAcls(_) => ApiKey::DeleteAcls,
             RequestKind::DescribeAcls(_) => ApiKey::DescribeAcls,

@@ -237,7 +237,17 @@ pub async fn handle(
                     replication_factor: -1,
                     ..Default::default()
                 };
-                let code = match controller.ensure_topic(spec).await {
+                // On the client's behalf: with an authorizer, the active controller checks
+                // the client (as Kafka's broker sends it in an envelope).
+                let origin = auth
+                    .caller()
+                    .map(|(principal, address)| crate::controller::Origin {
+                        principal: principal.to_owned(),
+                        address,
+                        client_id: None,
+                        correlation_id: 0,
+                    });
+                let code = match controller.ensure_topic(spec, origin.as_ref()).await {
                     // Kafka answers LEADER_NOT_AVAILABLE for a topic it just created; the
                     // client refreshes metadata and finds the leaders.
                     Ok(_) | Err(ApiError::TopicAlreadyExists(_)) => {

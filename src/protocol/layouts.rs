@@ -206,6 +206,7 @@ pub const LAYOUTS: &[Layout] = &[
     layout(ApiKey::DescribeUserScramCredentials,  0,  0,     0, DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST),
     layout(ApiKey::DescribeClientQuotas,          0,  1,     1, DESCRIBE_CLIENT_QUOTAS_REQUEST),
     layout(ApiKey::AlterUserScramCredentials,     0,  0,     0, ALTER_USER_SCRAM_CREDENTIALS_REQUEST),
+    layout(ApiKey::Envelope,                      0,  0,     0, ENVELOPE_REQUEST),
 ];
 
 /// The layout of `api_key`'s requests, if this broker decodes that API.
@@ -527,6 +528,15 @@ const SCRAM_CREDENTIAL_UPSERTION: Ty = Ty::Struct(&[
 const ALTER_USER_SCRAM_CREDENTIALS_REQUEST: Ty = Ty::Struct(&[
     all(array(&SCRAM_CREDENTIAL_DELETION)),  // deletions
     all(array(&SCRAM_CREDENTIAL_UPSERTION)), // upsertions
+]);
+
+// ---- Envelope (key 58): v0, flexible from v0 ----
+
+/// `EnvelopeRequest`
+const ENVELOPE_REQUEST: Ty = Ty::Struct(&[
+    all(BYTES), // request_data
+    all(BYTES), // request_principal (nullable)
+    all(BYTES), // client_host_address
 ]);
 
 // ---- SaslAuthenticate (key 36): v0-v2, flexible from v2 ----

@@ -27,6 +27,7 @@
 //! bytes allocated per frame byte, asserted below 64) and `fuzz/` fuzzes it. The layouts the
 //! guard walks are in [`layouts`].
 
+pub mod envelope;
 pub mod guard;
 pub mod layouts;
 
@@ -97,6 +98,7 @@ pub const SUPPORTED_API_KEYS: &[ApiKey] = &[
     ApiKey::DescribeUserScramCredentials,
     ApiKey::DescribeClientQuotas,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::Envelope,
 ];
 
 /// Bytes of the fixed part of every request header: api key, api version, correlation id.
@@ -322,6 +324,7 @@ fn response_api_key(body: &ResponseKind) -> Option<ApiKey> {
         ResponseKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
         ResponseKind::ConsumerGroupHeartbeat(_) => ApiKey::ConsumerGroupHeartbeat,
         ResponseKind::ConsumerGroupDescribe(_) => ApiKey::ConsumerGroupDescribe,
+        ResponseKind::Envelope(_) => ApiKey::Envelope,
         _ => return None,
     })
 }

@@ -42,11 +42,11 @@ fn refuses_unknown_and_unsupported() {
         decode_request(frame),
         Err(DecodeError::UnknownApiKey(0x7f00))
     ));
-    // Envelope (58) is a valid Kafka API but not one this broker decodes.
-    let frame = Bytes::from_static(&[0, 58, 0, 0, 0, 0, 0, 1]);
+    // FetchSnapshot (59) is a valid Kafka API but not one this broker decodes.
+    let frame = Bytes::from_static(&[0, 59, 0, 0, 0, 0, 0, 1]);
     assert!(matches!(
         decode_request(frame),
-        Err(DecodeError::UnknownApiKey(58))
+        Err(DecodeError::UnknownApiKey(59))
     ));
     let frame = Bytes::from_static(&[0, 18, 0, 99, 0, 0, 0, 5, 0, 0]);
     assert!(matches!(
@@ -109,7 +109,7 @@ fn versions_follow_the_request_schema_not_the_response_schema() {
     // ApiKey::valid_versions says 2..=10 (the response schema); the request decodes 2..=9.
     assert_eq!(decodable_versions(ApiKey::OffsetCommit), Some(2..=9));
     assert_eq!(decodable_versions(ApiKey::Produce), Some(3..=13));
-    assert_eq!(decodable_versions(ApiKey::Envelope), None);
+    assert_eq!(decodable_versions(ApiKey::FetchSnapshot), None);
     let frame = Bytes::from_static(&[0, 8, 0, 10, 0, 0, 0, 3, 0xff, 0xff, 0]);
     assert!(matches!(
         decode_request(frame),

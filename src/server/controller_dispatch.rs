@@ -15,9 +15,11 @@
 //! the cluster (a peer without it is disconnected); the broker lifecycle APIs need
 //! CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED, nothing done); DescribeCluster, which
 //! names the controllers, ALTER (as Kafka's controller asks); the administrative APIs their
-//! own operations. A forwarded request carries no client principal (there is no
-//! envelope yet), so it is checked as the forwarding broker's: brokers need to be super users,
-//! as Kafka's inter-broker principals are, and the forwarding broker checked the client first.
+//! own operations. A broker forwards a client's request inside an Envelope (KIP-590): the
+//! envelope needs CLUSTER_ACTION, and the request in it is checked and handled as the client's,
+//! whose principal and address it carries, as Kafka's controller does; so a broker needs no more
+//! than CLUSTER_ACTION to forward. A request sent directly (an admin client on this listener, or
+//! a node's own topic creation) is checked as its connection's principal.
 
 use std::sync::Arc;
 
@@ -45,7 +47,7 @@ use crate::quorum::{chunks, wire};
 pub fn frame_max_bytes(config: &BrokerConfig, api_key: i16) -> usize {
     if api_key == wire::RAFT_MESSAGE_API_KEY || api_key == chunks::RAFT_CHUNK_API_KEY {
         RAFT_FRAME_BYTES_MAX
-    } else if FORWARDED.iter().any(|k| *k as i16 == api_key) {
+    } else if api_key == ApiKey::Envelope as i16 || FORWARDED.iter().any(|k| *k as i16 == api_key) {
         config.socket.request_max_bytes
     } else {
         config
@@ -113,6 +115,17 @@ pub async fn handle_frame(
         }
         Err(e) => return Err(e.into()),
     };
+    serve(ctx, request, &auth, conn).await
+}
+
+/// Serves one decoded request as `auth`'s principal: the connection's, or for a request a
+/// broker forwarded in an envelope, its client's.
+async fn serve(
+    ctx: &Arc<Context>,
+    request: protocol::Request,
+    auth: &RequestAuth,
+    conn: &ConnectionInfo,
+) -> Result<Option<Bytes>, DispatchError> {
     let api_key = request.api_key;
     let version = request.api_version;
     let correlation_id = request.correlation_id();
@@ -143,17 +156,18 @@ pub async fn handle_frame(
         }
     }
     let mut request_body = request.body;
-    let refused = authz::admin::take_refused(&auth, &mut request_body);
+    let refused = authz::admin::take_refused(auth, &mut request_body);
     let body: ResponseKind = match request_body {
         RequestKind::ApiVersions(r) => {
             handlers::api_versions::handle_of(CONTROLLER_SUPPORTED, version, r)
         }
+        RequestKind::Envelope(r) => envelope(ctx, r, conn).await?,
         // A SASL connection's exchange is taken by its authenticator (`connection`) first.
         RequestKind::SaslHandshake(_) => super::sasl::illegal_handshake(),
         RequestKind::SaslAuthenticate(_) => super::sasl::illegal_authenticate(),
         RequestKind::CreateTopics(r) => {
             handlers::create_topics::handle(
-                &auth,
+                auth,
                 &ctx.controller,
                 &ctx.replicas,
                 &ctx.config,
@@ -241,6 +255,69 @@ pub async fn handle_frame(
         correlation_id,
         &body,
     )?))
+}
+
+/// Kafka's PRINCIPAL_DESERIALIZATION_FAILURE.
+const PRINCIPAL_DESERIALIZATION_FAILURE: i16 = 97;
+
+/// A client's request that a broker forwarded in an envelope (KIP-590; the broker's principal
+/// was checked for CLUSTER_ACTION): decoded, checked and handled as the client's, whose
+/// principal and address the envelope carries, and answered inside the envelope's response.
+/// Only the requests brokers forward are taken; anything else, or an envelope that cannot be
+/// read, is refused as Kafka's controller refuses it (INVALID_REQUEST,
+/// PRINCIPAL_DESERIALIZATION_FAILURE) without being handled.
+async fn envelope(
+    ctx: &Arc<Context>,
+    r: kafka_protocol::messages::EnvelopeRequest,
+    conn: &ConnectionInfo,
+) -> Result<ResponseKind, DispatchError> {
+    use kafka_protocol::messages::EnvelopeResponse;
+    let refused = |code: i16| {
+        Ok(ResponseKind::Envelope(
+            EnvelopeResponse::default().with_error_code(code),
+        ))
+    };
+    let invalid = crate::errors::ApiError::InvalidRequest(String::new()).code();
+    let Some(principal) = r
+        .request_principal
+        .as_deref()
+        .and_then(protocol::envelope::decode_principal)
+    else {
+        return refused(PRINCIPAL_DESERIALIZATION_FAILURE);
+    };
+    let Some(address) = protocol::envelope::decode_address(&r.client_host_address) else {
+        return refused(invalid);
+    };
+    let inner = match protocol::decode_request(r.request_data) {
+        Ok(inner) if FORWARDED.contains(&inner.api_key) => inner,
+        Ok(inner) => {
+            tracing::debug!(api = ?inner.api_key, "an envelope carried a request brokers do not forward");
+            return refused(invalid);
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "an envelope carried an undecodable request");
+            return refused(invalid);
+        }
+    };
+    let auth = RequestAuth::new(ctx.authorizer.as_ref(), &principal, address, || ctx.image());
+    // A request that cannot be served is refused in the envelope (Kafka answers
+    // UNSUPPORTED_VERSION there), rather than closing the broker's connection, which carries
+    // other clients' requests too.
+    let answer = match Box::pin(serve(ctx, inner, &auth, conn)).await {
+        Ok(answer) => answer,
+        Err(DispatchError::NotAdvertised { .. }) => {
+            return refused(crate::errors::ApiError::UnsupportedVersion.code())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "a request in an envelope failed");
+            return refused(crate::errors::ApiError::UnknownServerError(String::new()).code());
+        }
+    };
+    // The inner response frame without its size prefix: its header and body.
+    let data = answer.map(|frame| frame.slice(4..));
+    Ok(ResponseKind::Envelope(
+        EnvelopeResponse::default().with_response_data(data),
+    ))
 }
 
 #[cfg(test)]

@@ -300,9 +300,16 @@ async fn handle_supported(
         && !ctx.controller.is_active()
         && !names_another_broker(ctx.node_id, &request_body)
     {
+        // The client's request goes in an envelope, checked on the controller as the client's.
+        let origin = crate::controller::Origin {
+            principal: principal.to_owned(),
+            address: peer.ip(),
+            client_id: header.client_id.as_ref().map(|c| c.to_string()),
+            correlation_id,
+        };
         match ctx
             .controller
-            .forward(api_key, version, request_body.clone())
+            .forward(api_key, version, request_body.clone(), Some(&origin))
             .await
         {
             Ok(forwarded) => {

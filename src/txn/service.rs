@@ -261,7 +261,7 @@ impl TxnService {
                 ),
             ],
         };
-        match self.controller.ensure_topic(spec).await {
+        match self.controller.ensure_topic(spec, None).await {
             Ok(_) | Err(ApiError::TopicAlreadyExists(_)) => {}
             Err(e) => return Err(e),
         }

@@ -249,6 +249,13 @@ async fn replicates_and_forwards_over(
         "CreateTopics forwarded by node {other}: {:?}",
         created.body
     );
+    // In an envelope, taken by the controller as such: the node did not fall back to sending
+    // the request as its own.
+    let log = cluster.log_text(other);
+    assert!(
+        !log.contains("forwarding as this node"),
+        "node {other} forwarded without an envelope:\n{log}"
+    );
 
     let leader = cluster
         .wait_for("a leader and a full ISR", DEADLINE, || async {

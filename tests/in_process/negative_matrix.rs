@@ -1521,6 +1521,31 @@ fn api_rows(f: &Fixture) -> Vec<ApiRow> {
             Refused(CLUSTER_AUTHORIZATION_FAILED),
             |r| (vec![r.error_code], none()),
         ),
+        // A broker forwarding a client's request: only a principal with CLUSTER_ACTION may,
+        // or anyone could act as anyone (here alice as the super user admin).
+        row(
+            "a CreateTopics in admin's name",
+            0,
+            EnvelopeRequest::default()
+                .with_request_data(
+                    encode_frame(
+                        7,
+                        &CreateTopicsRequest::default().with_topics(vec![
+                            create_topics_request::CreatableTopic::default()
+                                .with_name(TopicName(str("enveloped")))
+                                .with_num_partitions(1)
+                                .with_replication_factor(1),
+                        ]),
+                    )
+                    .slice(4..),
+                )
+                .with_request_principal(Some(Bytes::from_static(&[
+                    0, 0, 5, b'U', b's', b'e', b'r', 6, b'a', b'd', b'm', b'i', b'n', 0, 0,
+                ])))
+                .with_client_host_address(Bytes::from_static(&[127, 0, 0, 1])),
+            Refused(CLUSTER_AUTHORIZATION_FAILED),
+            |r| (vec![r.error_code], none()),
+        ),
     ];
     rows.extend(quorum_rows());
     rows
