@@ -17,7 +17,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use crate::common::cluster::{Cluster, ClusterKind};
-use crate::common::group_members::{exactly_once_problems, Running, Shared};
+use crate::common::group_members::{assert_owned_once_and_read_once, Running, Shared};
 
 const TOPIC: &str = "kip848-failover";
 const GROUP: &str = "kip848-failover-g";
@@ -173,17 +173,5 @@ async fn a_consumer_protocol_group_reads_everything_once_through_node_kills() {
             .await
             .expect("close");
     }
-    let violations = shared.violations.lock().unwrap().clone();
-    assert!(
-        violations.is_empty(),
-        "ownership violations: {violations:?}"
-    );
-    let problems = exactly_once_problems(&shared, &expected);
-    assert!(
-        problems.is_empty(),
-        "{} of {} records: {:?}",
-        problems.len(),
-        expected.len(),
-        &problems[..problems.len().min(10)]
-    );
+    assert_owned_once_and_read_once(&shared, &expected);
 }

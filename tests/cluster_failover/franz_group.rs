@@ -16,7 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::common::cluster::{Cluster, ClusterKind};
 use crate::common::franz_members::{GoMember, Subscription};
-use crate::common::group_members::{exactly_once_problems, Shared};
+use crate::common::group_members::{assert_owned_once_and_read_once, Shared};
 use crate::common::RawClient;
 use crate::consumer_protocol::producer;
 
@@ -189,17 +189,5 @@ async fn a_franz_go_group_reads_everything_once_through_coordinator_kills() {
             .await
             .expect("close");
     }
-    let violations = shared.violations.lock().unwrap().clone();
-    assert!(
-        violations.is_empty(),
-        "ownership violations: {violations:?}"
-    );
-    let problems = exactly_once_problems(&shared, &expected);
-    assert!(
-        problems.is_empty(),
-        "{} of {} records: {:?}",
-        problems.len(),
-        expected.len(),
-        &problems[..problems.len().min(10)]
-    );
+    assert_owned_once_and_read_once(&shared, &expected);
 }

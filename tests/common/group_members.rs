@@ -290,6 +290,27 @@ pub fn exactly_once_problems(
         .collect()
 }
 
+/// The group's verdict: no partition was owned by two members at once, and every value of
+/// `expected` was read exactly once ([`exactly_once_problems`]).
+pub fn assert_owned_once_and_read_once(
+    shared: &Shared,
+    expected: &std::collections::BTreeSet<String>,
+) {
+    let violations = shared.violations.lock().unwrap().clone();
+    assert!(
+        violations.is_empty(),
+        "ownership violations: {violations:?}"
+    );
+    let problems = exactly_once_problems(shared, expected);
+    assert!(
+        problems.is_empty(),
+        "{} of {} records: {:?}",
+        problems.len(),
+        expected.len(),
+        &problems[..problems.len().min(10)]
+    );
+}
+
 /// Values of `expected` that no successful commit covered. Where no broker fails, a commit that
 /// answers an error was not applied, so the next owner reads the record again and commits it:
 /// every value is then covered by exactly one successful commit (with

@@ -10,7 +10,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use crate::common::broker_process::{start_selected, SelectedBroker};
-use crate::common::group_members::{await_until, exactly_once_problems, Running, Shared};
+use crate::common::group_members::{assert_owned_once_and_read_once, await_until, Running, Shared};
 
 pub(crate) fn produce(bootstrap: &str, topic: &str, values: &[String]) {
     let p: BaseProducer = ClientConfig::new()
@@ -67,18 +67,7 @@ fn librdkafka_members_share_partitions_with_every_record_read_once() {
         expected.iter().all(|v| seen.contains_key(v))
     });
     a.close();
-    let violations = shared.violations.lock().unwrap().clone();
-    assert!(
-        violations.is_empty(),
-        "ownership violations: {violations:?}"
-    );
-    let problems = exactly_once_problems(&shared, &expected);
-    assert!(
-        problems.is_empty(),
-        "{} problems: {:?}",
-        problems.len(),
-        &problems[..problems.len().min(10)]
-    );
+    assert_owned_once_and_read_once(&shared, &expected);
     drop(selected);
 }
 
@@ -142,17 +131,6 @@ fn librdkafka_members_roll_from_classic_to_consumer_and_back() {
     for m in members {
         m.close();
     }
-    let violations = shared.violations.lock().unwrap().clone();
-    assert!(
-        violations.is_empty(),
-        "ownership violations: {violations:?}"
-    );
-    let problems = exactly_once_problems(&shared, &expected);
-    assert!(
-        problems.is_empty(),
-        "{} problems: {:?}",
-        problems.len(),
-        &problems[..problems.len().min(10)]
-    );
+    assert_owned_once_and_read_once(&shared, &expected);
     drop(selected);
 }

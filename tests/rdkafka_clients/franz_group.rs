@@ -15,7 +15,9 @@ use rdkafka::config::ClientConfig;
 
 use crate::common::broker_process::{start_selected, SelectedBroker};
 use crate::common::franz_members::{GoMember, Subscription};
-use crate::common::group_members::{await_until, exactly_once_problems, never_committed, Shared};
+use crate::common::group_members::{
+    assert_owned_once_and_read_once, await_until, never_committed, Shared,
+};
 use crate::consumer_protocol::produce;
 
 /// Both brokers' settings: auto-created topics of four partitions, no initial rebalance delay
@@ -72,19 +74,7 @@ fn await_everything_read(shared: &Shared, expected: &BTreeSet<String>) {
 }
 
 fn check(shared: &Shared, expected: &BTreeSet<String>) {
-    let violations = shared.violations.lock().unwrap().clone();
-    assert!(
-        violations.is_empty(),
-        "ownership violations: {violations:?}"
-    );
-    let problems = exactly_once_problems(shared, expected);
-    assert!(
-        problems.is_empty(),
-        "{} of {} records: {:?}",
-        problems.len(),
-        expected.len(),
-        &problems[..problems.len().min(10)]
-    );
+    assert_owned_once_and_read_once(shared, expected);
     let uncommitted = never_committed(shared, expected);
     assert!(
         uncommitted.is_empty(),
