@@ -118,6 +118,12 @@ impl BrokerConfigDef {
 
 pub(crate) const HOUR_MS: i64 = 3_600_000;
 
+/// `kafkaiq.group.consumer.reconciling.heartbeat.interval.ms`: the heartbeat interval answered
+/// to a KIP-848 member that is still moving to its target assignment (it has partitions to
+/// revoke, or waits for partitions others still own), capped at
+/// `group.consumer.heartbeat.interval.ms`. Equal to that key, it is Kafka's behaviour.
+pub const CONSUMER_RECONCILING_HEARTBEAT_INTERVAL_MS: &str =
+    "kafkaiq.group.consumer.reconciling.heartbeat.interval.ms";
 /// `kafkaiq.leader.balancer`: `count` (Kafka's) or `load`.
 pub const LEADER_BALANCER: &str = "kafkaiq.leader.balancer";
 /// `kafkaiq.leader.balancer.threshold`: the busiest broker's load over the mean above which the
@@ -135,9 +141,15 @@ pub const LEADER_BALANCER_MAX_MOVES_PER_INTERVAL: &str =
 use ConfigKind::*;
 use Part::*;
 
-/// Every broker key we accept, sorted by name. Defaults are Kafka's, except `listeners` and
-/// `log.dirs`, whose defaults are the embedded single-node setup (127.0.0.1:9092,
-/// ./kafkaiq-data).
+/// Every broker key we accept, sorted by name. Defaults are Kafka's, except:
+/// - `listeners` and `log.dirs`, whose defaults are the embedded single-node setup
+///   (127.0.0.1:9092, ./kafkaiq-data);
+/// - `group.consumer.heartbeat.interval.ms` (2 s, Kafka's is 5 s) and its lower bound
+///   `group.consumer.min.heartbeat.interval.ms` (1 s, Kafka's is 5 s). A KIP-848 member learns
+///   of a rebalance only from its next heartbeat, so the interval is what a join or a leave
+///   costs; a heartbeat costs the coordinator a few microseconds. A file that sets a bound the
+///   2 s default falls outside of moves the default into it ([`super::GroupSettings`]), so
+///   every file Kafka accepts is accepted.
 pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
     key(Kraft, kraft::ADVERTISED_LISTENERS, None, List),
     key(Topics, "auto.create.topics.enable", Some("true"), Bool),
@@ -197,7 +209,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         Some("org.apache.kafka.coordinator.group.assignor.UniformAssignor,org.apache.kafka.coordinator.group.assignor.RangeAssignor"),
         List,
     ),
-    key(Group, "group.consumer.heartbeat.interval.ms", Some("5000"), Int).at_least(1),
+    key(Group, "group.consumer.heartbeat.interval.ms", Some("2000"), Int).at_least(1),
     key(Group, "group.consumer.max.heartbeat.interval.ms", Some("15000"), Int).at_least(1),
     key(Group, "group.consumer.max.session.timeout.ms", Some("60000"), Int).at_least(1),
     key(Group, "group.consumer.max.size", Some("2147483647"), Int).at_least(1),
@@ -207,7 +219,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         "downgrade",
         "bidirectional",
     ]),
-    key(Group, "group.consumer.min.heartbeat.interval.ms", Some("5000"), Int).at_least(1),
+    key(Group, "group.consumer.min.heartbeat.interval.ms", Some("1000"), Int).at_least(1),
     key(Group, "group.consumer.min.session.timeout.ms", Some("45000"), Int).at_least(1),
     key(Group, "group.consumer.session.timeout.ms", Some("45000"), Int).at_least(1),
     key(Group, "group.coordinator.rebalance.protocols", Some("classic,consumer"), List),
@@ -232,6 +244,15 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         Some("PLAINTEXT"),
         Str,
     ),
+    // KafkaIQ's own: a shorter heartbeat interval while a KIP-848 member reconciles
+    // (`group::coordinator::consumer`).
+    key(
+        Group,
+        CONSUMER_RECONCILING_HEARTBEAT_INTERVAL_MS,
+        Some("250"),
+        Int,
+    )
+    .at_least(1),
     // KafkaIQ's own: leadership balanced by measured load (`controller::decisions::balancer`).
     // `count` is Kafka's behaviour (preferred leaders, `auto.leader.rebalance.enable`).
     key(Elections, LEADER_BALANCER, Some("count"), Str).one_of(&["count", "load"]),

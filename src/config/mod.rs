@@ -1109,6 +1109,66 @@ offsets.commit.timeout.ms=250\noffsets.retention.check.interval.ms=1000\n",
     }
 
     #[test]
+    fn the_consumer_heartbeat_interval_defaults_to_2s_within_any_bounds_a_file_sets() {
+        let c = BrokerConfig::default_single_node();
+        assert_eq!(c.group.consumer_heartbeat_interval_ms, 2_000);
+        assert_eq!(c.group.consumer_reconciling_heartbeat_interval_ms, 250);
+        let interval = |text: &str| {
+            validated(text)
+                .map(|v| v.config.group.consumer_heartbeat_interval_ms)
+                .map_err(|e| e.to_string())
+        };
+        // Kafka's own bounds written out: the default moves up to them.
+        assert_eq!(
+            interval(
+                "group.consumer.min.heartbeat.interval.ms=5000
+"
+            ),
+            Ok(5_000)
+        );
+        assert_eq!(
+            interval(
+                "group.consumer.max.heartbeat.interval.ms=1500
+"
+            ),
+            Ok(1_500)
+        );
+        // Set, it is the value written, checked against the bounds.
+        assert_eq!(
+            interval(
+                "group.consumer.heartbeat.interval.ms=5000
+"
+            ),
+            Ok(5_000)
+        );
+        assert_eq!(
+            interval(
+                "group.consumer.heartbeat.interval.ms=1200
+"
+            ),
+            Ok(1_200)
+        );
+        for (text, key) in [
+            (
+                "group.consumer.heartbeat.interval.ms=3000
+group.consumer.min.heartbeat.interval.ms=5000",
+                "group.consumer.heartbeat.interval.ms",
+            ),
+            (
+                "group.consumer.min.heartbeat.interval.ms=20000",
+                "group.consumer.min.heartbeat.interval.ms",
+            ),
+            (
+                "kafkaiq.group.consumer.reconciling.heartbeat.interval.ms=0",
+                "kafkaiq.group.consumer.reconciling.heartbeat.interval.ms",
+            ),
+        ] {
+            let err = interval(&format!("{text}\n")).unwrap_err();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+    }
+
+    #[test]
     fn replica_fetcher_keys_have_kafka_defaults_and_are_checked_against_each_other() {
         let c = BrokerConfig::default_single_node();
         assert_eq!(

@@ -283,6 +283,8 @@ pub struct GroupSettings {
     pub consumer_session_timeout_ms: i32,
     /// `group.consumer.heartbeat.interval.ms`
     pub consumer_heartbeat_interval_ms: i32,
+    /// `kafkaiq.group.consumer.reconciling.heartbeat.interval.ms`, at most the interval.
+    pub consumer_reconciling_heartbeat_interval_ms: i32,
     /// `group.consumer.assignors`, as our names (`uniform`, `range`), the default first.
     pub consumer_assignors: Vec<String>,
     /// `group.consumer.max.size`
@@ -358,7 +360,7 @@ impl GroupSettings {
                 "group.consumer.max.session.timeout.ms",
             )?,
             consumer_heartbeat_interval_ms: {
-                let interval = bounded(
+                let interval = bounded_or_default_within(
                     r,
                     "group.consumer.heartbeat.interval.ms",
                     "group.consumer.min.heartbeat.interval.ms",
@@ -372,12 +374,34 @@ impl GroupSettings {
                 }
                 interval
             },
+            consumer_reconciling_heartbeat_interval_ms: r
+                .i32(keys::CONSUMER_RECONCILING_HEARTBEAT_INTERVAL_MS)?,
             consumer_assignors: consumer_assignors(r)?,
             consumer_max_size: r.i32("group.consumer.max.size")? as usize,
             consumer_protocol_enabled: rebalance_protocols(r)?,
             consumer_migration_policy: migration_policy(r)?,
         })
     }
+}
+
+/// `key` as [`bounded`] checks it when the file sets it; when it does not, the default moved
+/// within the bounds. KafkaIQ's default for `group.consumer.heartbeat.interval.ms` is below
+/// Kafka's `group.consumer.min.heartbeat.interval.ms` default, and a file written for Kafka may
+/// set that bound without setting the interval.
+fn bounded_or_default_within(
+    r: &Reader<'_>,
+    key: &str,
+    min_key: &str,
+    max_key: &str,
+) -> Result<i32, ConfigError> {
+    if r.raw.get(key).is_some() {
+        return bounded(r, key, min_key, max_key);
+    }
+    let (min, max) = (r.i32(min_key)?, r.i32(max_key)?);
+    if min > max {
+        return Err(r.invalid(min_key, &format!("must be at most {max_key} ({max})")));
+    }
+    Ok(r.i32(key)?.clamp(min, max))
 }
 
 /// `key`, which must lie within the values of `min_key` and `max_key` (Kafka's

@@ -95,6 +95,9 @@ pub struct GroupConfig {
     pub consumer_session_timeout_ms: i32,
     /// `group.consumer.heartbeat.interval.ms`
     pub consumer_heartbeat_interval_ms: i32,
+    /// `kafkaiq.group.consumer.reconciling.heartbeat.interval.ms`: the interval answered to a
+    /// member still moving to its target assignment, capped at the interval above.
+    pub consumer_reconciling_heartbeat_interval_ms: i32,
     /// `group.consumer.assignors`, our names, the default first.
     pub consumer_assignors: Vec<String>,
     /// `group.consumer.max.size`
@@ -129,6 +132,9 @@ impl GroupConfig {
             offsets_topic_segment_bytes: config.group.offsets_topic_segment_bytes,
             consumer_session_timeout_ms: config.group.consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms: config.group.consumer_heartbeat_interval_ms,
+            consumer_reconciling_heartbeat_interval_ms: config
+                .group
+                .consumer_reconciling_heartbeat_interval_ms,
             consumer_assignors: config.group.consumer_assignors.clone(),
             consumer_max_size: config.group.consumer_max_size,
             consumer_protocol_enabled: config.group.consumer_protocol_enabled,

@@ -18,6 +18,10 @@ pub struct MemberSpec {
     pub subscribed: BTreeSet<Uuid>,
     /// The member's previous target assignment, kept where possible (stickiness).
     pub previous: Assignment,
+    /// What the member holds now. A partition of its previous target it does not hold yet
+    /// (given to it by a rebalance it has not heartbeated since) moves on, when one must, before
+    /// one it holds: that move costs no revocation.
+    pub owned: Assignment,
 }
 
 /// Kafka's assignor names, and the full class names of its `group.consumer.assignors`
@@ -126,12 +130,14 @@ fn uniform(
                 if held[*lo].len() + 1 >= held[*hi].len() {
                     break;
                 }
-                // The highest partition the receiver may take: deterministic, and it
-                // leaves the giver's lowest (usually longest held) partitions in place.
+                // A partition the receiver may take that the giver does not hold yet, else
+                // the highest: deterministic, and it leaves the giver's lowest (usually
+                // longest held) partitions in place. (`min_by_key` keeps the first minimum.)
                 if let Some(tp) = held[*hi]
                     .iter()
                     .rev()
-                    .find(|(t, _)| eligible(*lo, t))
+                    .filter(|(t, _)| eligible(*lo, t))
+                    .min_by_key(|(t, p)| specs[*hi].owned.get(t).is_some_and(|ps| ps.contains(p)))
                     .copied()
                 {
                     held[*hi].remove(&tp);
@@ -173,7 +179,7 @@ mod tests {
                     m.to_string(),
                     MemberSpec {
                         subscribed: topics.iter().map(|n| t(*n)).collect(),
-                        previous: Assignment::new(),
+                        ..Default::default()
                     },
                 )
             })
@@ -212,7 +218,7 @@ mod tests {
             "d".into(),
             MemberSpec {
                 subscribed: [t(1)].into(),
-                previous: Assignment::new(),
+                ..Default::default()
             },
         );
         let second = assign(UNIFORM, &ms, &partitions);
@@ -222,6 +228,26 @@ mod tests {
             assert_eq!(kept, 15, "{m} keeps 15 of its 20");
         }
         assert_eq!(count(&second["d"]), 15);
+    }
+
+    #[test]
+    fn uniform_moves_a_partition_not_yet_delivered_before_one_held() {
+        // a's target gained partition 0 (a member that owned it left), and a has not
+        // heartbeated since, so it holds 1..=3 only. b joins: a gives up two partitions. Taking
+        // 0 costs nothing; only the second is a revocation.
+        let partitions: BTreeMap<Uuid, i32> = [(t(1), 4)].into();
+        let mut ms = members(&[("a", &[1]), ("b", &[1])]);
+        let a = ms.get_mut("a").unwrap();
+        a.previous = [(t(1), [0, 1, 2, 3].into())].into();
+        a.owned = [(t(1), [1, 2, 3].into())].into();
+        let out = assign(UNIFORM, &ms, &partitions);
+        every_partition_once(&out, &partitions);
+        assert_eq!(out["b"][&t(1)], [0, 3].into());
+        assert_eq!(out["a"][&t(1)], [1, 2].into());
+        // Without the ownership, the two highest move, as before.
+        ms.get_mut("a").unwrap().owned = ms["a"].previous.clone();
+        let out = assign(UNIFORM, &ms, &partitions);
+        assert_eq!(out["b"][&t(1)], [2, 3].into());
     }
 
     #[test]

@@ -1024,6 +1024,17 @@ impl Coordinator {
         let assignment_changed = reconciled.assigned != member.assigned || is_new;
         group.put_member(reconciled.clone());
         group.note_progress(now_ms);
+        let interval = self.heartbeat_interval(&group);
+        tracing::debug!(
+            group = %group_id,
+            member = %member_id,
+            epoch = reconciled.member_epoch,
+            group_epoch = group.group_epoch,
+            state = ?reconciled.state,
+            group_state = group.state_name(),
+            interval,
+            "consumer group heartbeat"
+        );
         self.store_consumer_group(&group_id, group);
         self.schedule(
             &group_id,
@@ -1040,11 +1051,31 @@ impl Coordinator {
         let mut response = ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(s(&member_id)))
             .with_member_epoch(reconciled.member_epoch)
-            .with_heartbeat_interval_ms(self.config.consumer_heartbeat_interval_ms);
+            .with_heartbeat_interval_ms(interval);
         if full || assignment_changed {
             response = response.with_assignment(Some(hb_assignment(&reconciled.assigned)));
         }
         Ok(response)
+    }
+
+    /// The heartbeat interval answered to a member of `group`: `group.consumer.heartbeat.interval.ms`
+    /// while the group is stable, the reconciling interval while it is not (Assigning or
+    /// Reconciling: some member does not hold its target yet). A member learns what changes only
+    /// from its heartbeats. Waiting for partitions another member is revoking, it then hears of
+    /// their release a short interval after it rather than a whole one; and a member given
+    /// partitions that a member joining a moment later is to take hears of that just as soon.
+    /// So each step of a rebalance after the first costs the short interval, and only while one
+    /// is under way. The clients all take the interval of each response (the Java consumer,
+    /// librdkafka, franz-go).
+    pub(super) fn heartbeat_interval(&self, group: &ConsumerGroup) -> i32 {
+        let interval = self.config.consumer_heartbeat_interval_ms;
+        if group.state_name() == "Stable" {
+            interval
+        } else {
+            self.config
+                .consumer_reconciling_heartbeat_interval_ms
+                .min(interval)
+        }
     }
 
     /// Kafka's `replaceMember`: the static member `old` goes (its records are tombstoned) and
@@ -1097,6 +1128,7 @@ impl Coordinator {
                             &group.subscription,
                         ),
                         previous: group.target.get(id).cloned().unwrap_or_default(),
+                        owned: m.assigned.clone(),
                     },
                 )
             })

@@ -154,11 +154,14 @@ fn a_second_member_gets_partitions_only_after_the_first_revoked_them() {
     assert_eq!(a.error_code, 0, "{a:?}");
     assert_eq!(a.member_epoch, 1);
     assert_eq!(assigned(&a), Some(vec![(tid(1), vec![0, 1, 2, 3])]));
-    assert_eq!(a.heartbeat_interval_ms, 5_000);
+    // a holds its target: the configured interval (KafkaIQ's default, 2 s).
+    assert_eq!(a.heartbeat_interval_ms, 2_000);
 
     let b = h.cg_join(&img, "b", &["t"]);
     assert_eq!(b.member_epoch, 2);
     assert_eq!(count(&assigned(&b)), 0, "a still owns everything");
+    // b waits for partitions a still owns: the group reconciles, and b is asked back sooner.
+    assert_eq!(b.heartbeat_interval_ms, 250);
 
     // a is asked to revoke two partitions; it stays at epoch 1 until it has.
     let a = h.cg_beat(
@@ -171,6 +174,7 @@ fn a_second_member_gets_partitions_only_after_the_first_revoked_them() {
     );
     assert_eq!(a.member_epoch, 1);
     assert_eq!(count(&assigned(&a)), 2);
+    assert_eq!(a.heartbeat_interval_ms, 250, "a has partitions to revoke");
     // b still gets nothing while a holds them.
     let b = h.cg_beat(
         &img,
@@ -182,6 +186,7 @@ fn a_second_member_gets_partitions_only_after_the_first_revoked_them() {
     );
     assert_eq!(b.member_epoch, 2);
     assert_eq!(count(&assigned(&b)), 0);
+    assert_eq!(b.heartbeat_interval_ms, 250);
     // a revoked: it moves to epoch 2; then b gets the two partitions.
     let kept = assigned(&a).unwrap();
     let a = h.cg_beat(
@@ -193,6 +198,8 @@ fn a_second_member_gets_partitions_only_after_the_first_revoked_them() {
         },
     );
     assert_eq!(a.member_epoch, 2);
+    // a holds its target, but b does not yet: the group is still reconciling.
+    assert_eq!(a.heartbeat_interval_ms, 250);
     let b = h.cg_beat(
         &img,
         &Hb {
@@ -202,6 +209,8 @@ fn a_second_member_gets_partitions_only_after_the_first_revoked_them() {
         },
     );
     assert_eq!(count(&assigned(&b)), 2);
+    // Everyone holds its target: the group is stable, and the interval the configured one.
+    assert_eq!(b.heartbeat_interval_ms, 2_000, "the group is stable");
     let mut all: Vec<i32> = kept[0].1.clone();
     all.extend(assigned(&b).unwrap()[0].1.clone());
     all.sort();
