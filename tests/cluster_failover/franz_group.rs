@@ -1,8 +1,10 @@
-//! franz-go's consumer group (`integration/programs/group-member-go`, one process per member,
-//! KIP-848 consumer protocol) on three nodes while the group's coordinator is killed with
-//! SIGKILL, twice, and restarted: another node takes the group over from `__consumer_offsets`
-//! (replicated three ways), the members carry on, no partition is ever owned by two members and
-//! with manual commits every record is read exactly once (`common::group_members`).
+//! franz-go's consumer group (`integration/programs/group-member-go`, one process per member) on
+//! three nodes while the group's coordinator is killed with SIGKILL, twice, and restarted:
+//! another node takes the group over from `__consumer_offsets` (replicated three ways), the
+//! members carry on, no partition is ever owned by two members and with manual commits every
+//! record is read exactly once (`common::group_members`). The group rolls between the protocols
+//! meanwhile: two classic members, a KIP-848 member joins (the group is upgraded); after the
+//! second kill it leaves (downgraded) and another KIP-848 member joins (upgraded again).
 //!
 //! With `KAFKAIQ_CLUSTER_BROKER=kafka` the same test runs against Apache Kafka.
 
@@ -43,6 +45,15 @@ async fn coordinator(cluster: &Cluster) -> Option<i32> {
         }
     }
     None
+}
+
+fn spoke_only(m: &GoMember, protocol: &str) {
+    let spoken = m.protocols();
+    assert!(
+        spoken.len() == 1 && spoken.contains(protocol),
+        "{}: {spoken:?}",
+        m.name
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,34 +104,35 @@ async fn a_franz_go_group_reads_everything_once_through_coordinator_kills() {
     };
     // Progress is records read and committed: a commit after a kill went to the new coordinator.
     let committed_count = |shared: &Shared| shared.committed.lock().unwrap().len();
-    let members: Vec<GoMember> = ["a", "b", "c"]
-        .iter()
-        .map(|n| {
-            GoMember::start(
-                &bootstrap,
-                GROUP,
-                n,
-                Subscription::Topics(&[TOPIC]),
-                "consumer",
-                &shared,
-            )
-        })
-        .collect();
+    let start = |name: &str, protocol: &str| {
+        GoMember::start(
+            &bootstrap,
+            GROUP,
+            name,
+            Subscription::Topics(&[TOPIC]),
+            protocol,
+            &shared,
+        )
+    };
+    let all_own = |members: &[GoMember]| {
+        members.iter().map(GoMember::size).sum::<usize>() == PARTITIONS
+            && members.iter().all(|m| m.size() > 0)
+    };
+    let mut members: Vec<GoMember> = vec![start("a", "classic"), start("b", "classic")];
     cluster
-        .wait_for("the three members own every partition", DEADLINE, || {
-            let done = members.iter().map(GoMember::size).sum::<usize>() == PARTITIONS
-                && members.iter().all(|m| m.size() > 0);
+        .wait_for("the classic members own every partition", DEADLINE, || {
+            let done = all_own(&members);
             async move { done.then_some(()) }
         })
         .await;
-    for m in &members {
-        let spoken = m.protocols();
-        assert!(
-            spoken.len() == 1 && spoken.contains("consumer"),
-            "{}: {spoken:?}",
-            m.name
-        );
-    }
+    // A member of the consumer protocol joins: the classic group is upgraded.
+    members.push(start("c", "consumer"));
+    cluster
+        .wait_for("the three members own every partition", DEADLINE, || {
+            let done = all_own(&members);
+            async move { done.then_some(()) }
+        })
+        .await;
 
     for round in 1..=2 {
         let before = committed_count(&shared);
@@ -163,6 +175,23 @@ async fn a_franz_go_group_reads_everything_once_through_coordinator_kills() {
         );
         cluster.spawn(victim);
         cluster.await_listening(victim);
+        if round == 2 {
+            // The consumer-protocol member leaves (the group converts back to classic) and a
+            // new one joins (upgraded again) just after a node came back.
+            let gone = members.remove(2);
+            assert_eq!(gone.name, "c");
+            spoke_only(&gone, "consumer");
+            tokio::task::spawn_blocking(move || gone.close())
+                .await
+                .expect("leave");
+            members.push(start("d", "consumer"));
+            cluster
+                .wait_for("the new member sharing the partitions", DEADLINE, || {
+                    let done = all_own(&members);
+                    async move { done.then_some(()) }
+                })
+                .await;
+        }
     }
     let before = committed_count(&shared);
     cluster
@@ -184,6 +213,11 @@ async fn a_franz_go_group_reads_everything_once_through_coordinator_kills() {
             async move { done.then_some(()) }
         })
         .await;
+    // Each member spoke the protocol it was started with, nothing else: a silent fallback
+    // would test less than it claims.
+    for m in &members {
+        spoke_only(m, if m.name == "d" { "consumer" } else { "classic" });
+    }
     for m in members {
         tokio::task::spawn_blocking(move || m.close())
             .await
