@@ -660,6 +660,17 @@ impl BrokerConfig {
     }
 
     /// Whether a broker key was set explicitly (file or flag), as opposed to defaulted.
+    /// Whether `kafkaiq.sasl.scram.users` gives `user` a credential for the SCRAM mechanism
+    /// named `mechanism` on some listener of this node (client or controller).
+    pub fn has_file_scram_user(&self, mechanism: &str, user: &str) -> bool {
+        self.client_listeners
+            .iter()
+            .map(|l| &l.security)
+            .chain(self.controller_listener_security.iter())
+            .filter_map(|s| s.sasl.as_ref())
+            .any(|sasl| sasl.scram.keys().any(|(m, u)| *m == mechanism && u == user))
+    }
+
     pub fn is_set(&self, key: &str) -> bool {
         self.raw.get(key).is_some()
     }

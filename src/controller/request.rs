@@ -432,8 +432,12 @@ fn decide_records(
             upsertions,
             reply,
         } => {
-            let (mut results, records) =
-                decisions::scram::alter_user_scram_credentials(image, &deletions, &upsertions);
+            let (mut results, records) = decisions::scram::alter_user_scram_credentials(
+                image,
+                &|mechanism, user| config.has_file_scram_user(mechanism.sasl_name(), user),
+                &deletions,
+                &upsertions,
+            );
             Decided {
                 records,
                 finish: Box::new(move |committed| {

@@ -33,6 +33,14 @@ impl ScramMechanism {
         }
     }
 
+    /// The SASL mechanism's name, as `sasl.enabled.mechanisms` writes it.
+    pub fn sasl_name(self) -> &'static str {
+        match self {
+            ScramMechanism::Sha256 => "SCRAM-SHA-256",
+            ScramMechanism::Sha512 => "SCRAM-SHA-512",
+        }
+    }
+
     pub fn hash(self) -> ScramHash {
         match self {
             ScramMechanism::Sha256 => ScramHash::Sha256,

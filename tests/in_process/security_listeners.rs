@@ -793,6 +793,23 @@ async fn scram_credentials_altered_through_the_metadata_log_authenticate_and_sur
     assert!(scram("SCRAM-SHA-256", "carol", "carol-secret")
         .await
         .is_ok());
+    // A credential only the config file gives can be deleted through the API too (as one
+    // `kafka-storage format --add-scram` bootstrapped can in Kafka), once.
+    let carol_256 = alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+        .with_name(StrBytes::from_static_str("carol"))
+        .with_mechanism(1);
+    assert_eq!(
+        alter_scram(&mut admin, vec![carol_256.clone()], vec![]).await,
+        [("carol".into(), 0)]
+    );
+    assert_eq!(
+        scram("SCRAM-SHA-256", "carol", "carol-secret").await,
+        Err(58)
+    );
+    assert_eq!(
+        alter_scram(&mut admin, vec![carol_256], vec![]).await,
+        [("carol".into(), 91)]
+    );
     drop(admin);
     broker.shutdown().await.unwrap();
 
@@ -809,9 +826,11 @@ async fn scram_credentials_altered_through_the_metadata_log_authenticate_and_sur
         Err(58),
         "the deletion survives the restart"
     );
-    assert!(scram("SCRAM-SHA-256", "carol", "carol-secret")
-        .await
-        .is_ok());
+    assert_eq!(
+        scram("SCRAM-SHA-256", "carol", "carol-secret").await,
+        Err(58),
+        "so does the deletion of the config file's credential"
+    );
     broker.shutdown().await.unwrap();
 }
 

@@ -64,8 +64,14 @@ fn check_user_and_mechanism(user: &str, mechanism: i8) -> Result<ScramMechanism,
 
 /// AlterUserScramCredentials: each user's outcome (the deletions' users first, then the
 /// upsertions', then the refused ones) and the records to commit.
+///
+/// `in_file` says whether this node's `kafkaiq.sasl.scram.users` gives a user a credential for
+/// a mechanism: such a credential, never in the log or set there and not removed since, can be
+/// deleted too (its removal is written, and stands in every node's image and snapshot), as a
+/// credential Kafka's `kafka-storage format --add-scram` bootstrapped can.
 pub fn alter_user_scram_credentials(
     image: &MetadataImage,
+    in_file: &dyn Fn(ScramMechanism, &str) -> bool,
     deletions: &[ScramDeletion],
     upsertions: &[ScramUpsertion],
 ) -> (Vec<(String, Result<(), ApiError>)>, Vec<MetadataRecord>) {
@@ -83,7 +89,9 @@ pub fn alter_user_scram_credentials(
             continue;
         }
         let checked = check_user_and_mechanism(user, deletion.mechanism).and_then(|mechanism| {
-            if image.scram.contains_key(&(user.clone(), mechanism)) {
+            let key = (user.clone(), mechanism);
+            let from_file = || in_file(mechanism, user) && !image.scram_removed.contains(&key);
+            if image.scram.contains_key(&key) || from_file() {
                 Ok(mechanism)
             } else {
                 Err(ApiError::ResourceNotFound
@@ -174,6 +182,10 @@ mod tests {
     use super::*;
     use crate::scram::ScramHash;
 
+    fn no_file(_: ScramMechanism, _: &str) -> bool {
+        false
+    }
+
     fn upsert(user: &str, mechanism: i8, iterations: i32) -> ScramUpsertion {
         ScramUpsertion {
             user: user.into(),
@@ -203,7 +215,7 @@ mod tests {
     fn an_upsertion_writes_the_derived_keys_and_the_user_then_authenticates() {
         let image = MetadataImage::empty("c".into(), 1);
         let (results, records) =
-            alter_user_scram_credentials(&image, &[], &[upsert("alice", 1, 4096)]);
+            alter_user_scram_credentials(&image, &no_file, &[], &[upsert("alice", 1, 4096)]);
         assert_eq!(outcome(&results, "alice"), Ok(()));
         let image = image.apply(&records);
         let stored = &image.scram[&("alice".to_owned(), ScramMechanism::Sha256)];
@@ -219,6 +231,7 @@ mod tests {
         let image = MetadataImage::empty("c".into(), 1);
         let (results, records) = alter_user_scram_credentials(
             &image,
+            &no_file,
             &[delete("gone", 1), delete("", 1)],
             &[
                 upsert("few", 1, 4095),
@@ -259,7 +272,7 @@ mod tests {
         let image = MetadataImage::empty("c".into(), 1);
         let mut empty = upsert("eve", 1, 4096);
         empty.salted_password.clear();
-        let (results, records) = alter_user_scram_credentials(&image, &[], &[empty]);
+        let (results, records) = alter_user_scram_credentials(&image, &no_file, &[], &[empty]);
         assert_eq!(
             outcome(&results, "eve"),
             Err((93, "Salted password must not be empty".into()))
@@ -277,6 +290,7 @@ mod tests {
             }]);
         let (results, records) = alter_user_scram_credentials(
             &image,
+            &no_file,
             &[delete("bob", 1)],
             &[
                 upsert("bob", 2, 4096),
@@ -297,17 +311,52 @@ mod tests {
     #[test]
     fn a_deletion_removes_only_its_mechanism() {
         let image = MetadataImage::empty("c".into(), 1);
-        let (_, records) = alter_user_scram_credentials(&image, &[], &[upsert("dan", 1, 4096)]);
+        let (_, records) =
+            alter_user_scram_credentials(&image, &no_file, &[], &[upsert("dan", 1, 4096)]);
         let image = image.apply(&records);
-        let (_, more) = alter_user_scram_credentials(&image, &[], &[upsert("dan", 2, 8192)]);
+        let (_, more) =
+            alter_user_scram_credentials(&image, &no_file, &[], &[upsert("dan", 2, 8192)]);
         let image = image.apply(&more);
         assert_eq!(image.scram.len(), 2);
-        let (results, records) = alter_user_scram_credentials(&image, &[delete("dan", 2)], &[]);
+        let (results, records) =
+            alter_user_scram_credentials(&image, &no_file, &[delete("dan", 2)], &[]);
         assert_eq!(outcome(&results, "dan"), Ok(()));
         let image = image.apply(&records);
         assert_eq!(
             image.scram.keys().collect::<Vec<_>>(),
             [&("dan".to_owned(), ScramMechanism::Sha256)]
         );
+    }
+
+    #[test]
+    fn a_credential_of_the_file_can_be_deleted_once_and_stays_deleted() {
+        // `kafkaiq.sasl.scram.users` gives eve SCRAM-SHA-256; the log never held it.
+        let in_file = |m: ScramMechanism, u: &str| m == ScramMechanism::Sha256 && u == "eve";
+        let image = MetadataImage::empty("c".into(), 1);
+        let (results, records) =
+            alter_user_scram_credentials(&image, &in_file, &[delete("eve", 2)], &[]);
+        assert_eq!(
+            outcome(&results, "eve").unwrap_err().0,
+            ApiError::ResourceNotFound.code()
+        );
+        assert!(
+            records.is_empty(),
+            "no SCRAM-SHA-512 credential for eve anywhere"
+        );
+        let (results, records) =
+            alter_user_scram_credentials(&image, &in_file, &[delete("eve", 1)], &[]);
+        assert_eq!(outcome(&results, "eve"), Ok(()));
+        let image = image.apply(&records);
+        assert!(image
+            .scram_removed
+            .contains(&("eve".to_owned(), ScramMechanism::Sha256)));
+        // Deleted, it is not found a second time, as in Kafka.
+        let (results, records) =
+            alter_user_scram_credentials(&image, &in_file, &[delete("eve", 1)], &[]);
+        assert_eq!(
+            outcome(&results, "eve").unwrap_err().0,
+            ApiError::ResourceNotFound.code()
+        );
+        assert!(records.is_empty());
     }
 }
