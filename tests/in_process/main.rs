@@ -16,6 +16,7 @@ mod dynamic_broker_configs;
 mod fetch_from_replica_raw;
 mod group_raw;
 mod hostile_frames_requests;
+mod http_listener;
 mod kafka_files_one_host;
 mod kill9_restart;
 mod leadership_insight;
