@@ -769,7 +769,8 @@ def report(sessions, plan, args, binaries: dict, brokers: list[str], rdk_note: s
                "min.insync.replicas=2`): " + ", ".join(
                    f"`{t.name}` ({t.partitions} partition{'s' if t.partitions > 1 else ''})"
                    for t in topics_of(plan)) + ". Java tools run with "
-               f"`java {c.TOOL_HEAP}`; Apache Kafka nodes with `{c.KAFKA_HEAP}`.\n")
+               f"`java {c.TOOL_HEAP}` (and the class data archive of integration/lib/java-cds.sh); "
+               f"Apache Kafka nodes with `{c.KAFKA_HEAP}`.\n")
     out.append("## Broker configs (node 1; nodes 2 and 3 differ in node.id, ports, rack, "
                "log.dirs)\n")
     for k in [b for b in brokers if b != "kafkaiq-before"]:

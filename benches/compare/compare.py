@@ -775,8 +775,25 @@ def error_lines(text: str) -> list[str]:
             if "Exception" in line or line.startswith("ERROR") or " ERROR " in line]
 
 
+_CDS_OPTS: dict[Path, list[str]] = {}
+
+
+def cds_opts(libs: Path) -> list[str]:
+    """The java options that map the class data archive of the jars in `libs`
+    (integration/lib/java-cds.sh, made on first use): each tool JVM starts sooner and behaves
+    as without it. Empty when no archive could be made (said on stderr)."""
+    if libs not in _CDS_OPTS:
+        helper = ROOT / "integration" / "lib" / "java-cds.sh"
+        out = subprocess.run(
+            ["bash", "-c", 'source "$1" && kafka_cds_opts "$2" && printf "%s\\n" "${CDS_OPTS[@]}"',
+             "java-cds", str(helper), str(libs)], check=True, capture_output=True, text=True)
+        sys.stderr.write(out.stderr)
+        _CDS_OPTS[libs] = [o for o in out.stdout.splitlines() if o]
+    return _CDS_OPTS[libs]
+
+
 def run_tool(libs: Path, main_class: str, args: list[str], log: Path, timeout_s: float):
-    cmd = ["java", TOOL_HEAP, "-cp", f"{libs}/*", main_class, *args]
+    cmd = ["java", *cds_opts(libs), TOOL_HEAP, "-cp", f"{libs}/*", main_class, *args]
     with open(log, "wb") as out:
         out.write((" ".join(cmd) + "\n").encode())
         out.flush()
@@ -1267,7 +1284,8 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
 
     out.append("## Plan\n")
     out.append("Stock tools from `org.apache.kafka:kafka-tools:4.1.1`, run with "
-               f"`java {TOOL_HEAP} -cp <kafka jars>/*`:\n")
+               f"`java {TOOL_HEAP} -cp <kafka jars>/*` (and the class data archive of "
+               "integration/lib/java-cds.sh, for a shorter JVM start):\n")
     for run in plan:
         if isinstance(run, ConnectRun):
             out.append(f"- `{run.name}`: {run.workers} Python processes (`scram_connect` in "

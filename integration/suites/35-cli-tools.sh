@@ -39,6 +39,9 @@ KAFKAIQ_BIN="${KAFKAIQ_BIN:-$root/target/release/kafkaiq}"
 source "$root/integration/lib/broker.sh"
 
 libs="$("$root/integration/kafka-libs.sh")"
+# shellcheck source=../lib/java-cds.sh
+source "$root/integration/lib/java-cds.sh"
+kafka_cds_opts "$libs"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cli-suite.XXXXXX")"
 cleanup() {
     local status=$?
@@ -57,10 +60,11 @@ fail() {
 step() { echo "35-cli-tools: $*" >&2; }
 
 # Runs a Kafka tool's main class; its stdout and stderr (minus SLF4J noise) go to $work/out and
-# its exit status to $rc. C1 JIT only: these are short-lived JVMs.
+# its exit status to $rc. C1 JIT only, and classes mapped from the class data archive
+# (lib/java-cds.sh): these are short-lived JVMs.
 run() {
     rc=0
-    java -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" "$@" >"$work/out" 2>&1 || rc=$?
+    java "${CDS_OPTS[@]}" -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" "$@" >"$work/out" 2>&1 || rc=$?
     grep -v '^SLF4J' "$work/out" >"$work/out.clean" || true
     if [[ "${KAFKA_LIBS_VERSION:-4.1.1}" != 4.1.1 ]]; then
         # Newer ReassignPartitionsCommands print each current replica's real log dir where

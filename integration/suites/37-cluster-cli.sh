@@ -28,6 +28,9 @@ root="${KAFKAIQ_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 KAFKAIQ_BIN="${KAFKAIQ_BIN:-$root/target/release/kafkaiq}"
 name=37-cluster-cli
 libs="$("$root/integration/kafka-libs.sh")"
+# shellcheck source=../lib/java-cds.sh
+source "$root/integration/lib/java-cds.sh"
+kafka_cds_opts "$libs"
 # shellcheck source=../lib/python-clients.sh
 source "$root/integration/lib/python-clients.sh"
 python_clients
@@ -92,7 +95,7 @@ step() { echo "$name: $*" >&2; }
 
 run() {
     rc=0
-    java -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" "$@" >"$work/out" 2>&1 || rc=$?
+    java "${CDS_OPTS[@]}" -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" "$@" >"$work/out" 2>&1 || rc=$?
     grep -v '^SLF4J' "$work/out" >"$work/out.clean" || true
     mv "$work/out.clean" "$work/out"
 }

@@ -25,6 +25,9 @@ name=38-cli-sasl
 # shellcheck source=../lib/broker.sh
 source "$root/integration/lib/broker.sh"
 libs="$("$root/integration/kafka-libs.sh")"
+# shellcheck source=../lib/java-cds.sh
+source "$root/integration/lib/java-cds.sh"
+kafka_cds_opts "$libs"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cli-sasl.XXXXXX")"
 pid=""
 cleanup() {
@@ -121,7 +124,7 @@ oauth_config "$work/bob-oauth.properties" bob
 
 run() {
     rc=0
-    timeout 120 java -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" "$@" >"$work/out" 2>&1 || rc=$?
+    timeout 120 java "${CDS_OPTS[@]}" -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" "$@" >"$work/out" 2>&1 || rc=$?
     grep -v '^SLF4J' "$work/out" >"$work/out.clean" || true
     mv "$work/out.clean" "$work/out"
 }
@@ -198,7 +201,7 @@ expect_text "TopicAuthorizationException"
 # re-authenticates (a broker closes a connection whose session expired at its next request).
 rc=0
 for i in 1 2 3 4 5 6 7 8; do echo "token-$i"; sleep 1; done |
-    timeout 120 java -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" $T.ConsoleProducer \
+    timeout 120 java "${CDS_OPTS[@]}" -Xmx256m -XX:TieredStopAtLevel=1 -cp "$libs/*" $T.ConsoleProducer \
         --bootstrap-server "$B" --producer.config "$work/alice-oauth.properties" \
         --topic orders --producer-property acks=all --producer-property linger.ms=0 \
         >"$work/out" 2>&1 || rc=$?

@@ -6,7 +6,7 @@
 //! The node is killed with SIGKILL, so the restart recovers every log; many partitions make the
 //! load take long enough that probes sent from the first moment land in it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

@@ -5,7 +5,7 @@
 //! (installed by `integration/suites/47-metrics.sh`), the scrape also goes through its strict
 //! OpenMetrics parser here.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

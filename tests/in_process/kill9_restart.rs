@@ -10,7 +10,7 @@
 //! Runs the real `kafkaiq` binary as a child process. The first run must not have panicked
 //! before the kill; the second must stop cleanly on SIGTERM.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
