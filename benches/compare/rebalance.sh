@@ -9,7 +9,7 @@
 # Setups: KafkaIQ with its defaults, KafkaIQ with Kafka's 5 s heartbeat interval and no shorter
 # interval while a member reconciles (Kafka's behaviour, to separate the two), and Apache Kafka
 # with its defaults. Prints each setup's REBALANCE / STEADY / ROLLING lines (see
-# GroupRebalance.java) and a Markdown table at the end. Takes about 10 minutes.
+# GroupRebalance.java) and a Markdown table at the end. Takes about 7 minutes.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
