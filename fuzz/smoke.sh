@@ -11,11 +11,9 @@
 #   stable toolchain as cargo-fuzz would build it minus the sanitizer: SanitizerCoverage
 #   instrumentation (so libFuzzer is coverage-guided), debug assertions, `--cfg fuzzing`; the
 #   target's own allocator enforces the 64 MiB allocation bound that -malloc_limit_mb enforces
-#   under a sanitizer, and -rss_limit_mb works in both. That build is without debug info, the
-#   kafkaiq crate and the targets optimised at level 1, every dependency (kafka-protocol,
-#   raft, tokio, rustls, ... and kafkaiq-storage) at level 0 and instrumented all the same: it
-#   takes about 40% less CPU time than all at level 1, and a smoke run of this size does not
-#   need the faster code.
+#   under a sanitizer, and -rss_limit_mb works in both. That build is optimised at level 1
+#   without debug info: it takes about half the time of a full release build of the crate, and
+#   a smoke run of this size does not need the faster code.
 # - FUZZ_SMOKE_RUNS executions per target (default 500,000 for decode_request, a few seconds;
 #   a tenth of it for raft_frame, whose every input builds a voter, and for sasl_preauth, whose
 #   SCRAM inputs derive keys), seed 1, from 256 generated seed inputs (decode_request: every API
@@ -103,8 +101,6 @@ else
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions" \
         cargo build --release --locked -j "$jobs" --manifest-path Cargo.toml --target "$host" \
         --config 'profile.release.opt-level=1' --config 'profile.release.debug=0' \
-        --config 'profile.release.package."*".opt-level=0' \
-        --config 'profile.release.package.kafkaiq.opt-level=1' \
         --target-dir target/stable-sancov --bin decode_request --bin raft_frame --bin sasl_preauth
 fi
 
