@@ -119,9 +119,9 @@ impl BrokerConfigDef {
 pub(crate) const HOUR_MS: i64 = 3_600_000;
 
 /// `kafkaiq.group.consumer.reconciling.heartbeat.interval.ms`: the heartbeat interval answered
-/// to a KIP-848 member that is still moving to its target assignment (it has partitions to
-/// revoke, or waits for partitions others still own), capped at
-/// `group.consumer.heartbeat.interval.ms`. Equal to that key, it is Kafka's behaviour.
+/// to every member of a KIP-848 group while the group is Assigning or Reconciling (some member
+/// does not hold its target assignment yet), capped at `group.consumer.heartbeat.interval.ms`.
+/// Equal to that key, it is Kafka's behaviour.
 pub const CONSUMER_RECONCILING_HEARTBEAT_INTERVAL_MS: &str =
     "kafkaiq.group.consumer.reconciling.heartbeat.interval.ms";
 /// `kafkaiq.leader.balancer`: `count` (Kafka's) or `load`.
@@ -244,7 +244,7 @@ pub const BROKER_CONFIG_DEFS: &[BrokerConfigDef] = &[
         Some("PLAINTEXT"),
         Str,
     ),
-    // KafkaIQ's own: a shorter heartbeat interval while a KIP-848 member reconciles
+    // KafkaIQ's own: a shorter heartbeat interval while a KIP-848 group reconciles
     // (`group::coordinator::consumer`).
     key(
         Group,

@@ -659,7 +659,6 @@ impl BrokerConfig {
         }
     }
 
-    /// Whether a broker key was set explicitly (file or flag), as opposed to defaulted.
     /// Whether `kafkaiq.sasl.scram.users` gives `user` a credential for the SCRAM mechanism
     /// named `mechanism` on some listener of this node (client or controller).
     pub fn has_file_scram_user(&self, mechanism: &str, user: &str) -> bool {
@@ -671,6 +670,7 @@ impl BrokerConfig {
             .any(|sasl| sasl.scram.keys().any(|(m, u)| *m == mechanism && u == user))
     }
 
+    /// Whether a broker key was set explicitly (file or flag), as opposed to defaulted.
     pub fn is_set(&self, key: &str) -> bool {
         self.raw.get(key).is_some()
     }
@@ -1131,38 +1131,25 @@ offsets.commit.timeout.ms=250\noffsets.retention.check.interval.ms=1000\n",
         };
         // Kafka's own bounds written out: the default moves up to them.
         assert_eq!(
-            interval(
-                "group.consumer.min.heartbeat.interval.ms=5000
-"
-            ),
+            interval("group.consumer.min.heartbeat.interval.ms=5000\n"),
             Ok(5_000)
         );
         assert_eq!(
-            interval(
-                "group.consumer.max.heartbeat.interval.ms=1500
-"
-            ),
+            interval("group.consumer.max.heartbeat.interval.ms=1500\n"),
             Ok(1_500)
         );
         // Set, it is the value written, checked against the bounds.
         assert_eq!(
-            interval(
-                "group.consumer.heartbeat.interval.ms=5000
-"
-            ),
+            interval("group.consumer.heartbeat.interval.ms=5000\n"),
             Ok(5_000)
         );
         assert_eq!(
-            interval(
-                "group.consumer.heartbeat.interval.ms=1200
-"
-            ),
+            interval("group.consumer.heartbeat.interval.ms=1200\n"),
             Ok(1_200)
         );
         for (text, key) in [
             (
-                "group.consumer.heartbeat.interval.ms=3000
-group.consumer.min.heartbeat.interval.ms=5000",
+                "group.consumer.heartbeat.interval.ms=3000\ngroup.consumer.min.heartbeat.interval.ms=5000",
                 "group.consumer.heartbeat.interval.ms",
             ),
             (

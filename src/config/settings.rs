@@ -397,20 +397,24 @@ fn bounded_or_default_within(
     if r.raw.get(key).is_some() {
         return bounded(r, key, min_key, max_key);
     }
+    let (min, max) = bounds(r, min_key, max_key)?;
+    Ok(r.i32(key)?.clamp(min, max))
+}
+
+/// The values of `min_key` and `max_key`, the first not above the second.
+fn bounds(r: &Reader<'_>, min_key: &str, max_key: &str) -> Result<(i32, i32), ConfigError> {
     let (min, max) = (r.i32(min_key)?, r.i32(max_key)?);
     if min > max {
         return Err(r.invalid(min_key, &format!("must be at most {max_key} ({max})")));
     }
-    Ok(r.i32(key)?.clamp(min, max))
+    Ok((min, max))
 }
 
 /// `key`, which must lie within the values of `min_key` and `max_key` (Kafka's
 /// `GroupCoordinatorConfig` checks, each error naming the key).
 fn bounded(r: &Reader<'_>, key: &str, min_key: &str, max_key: &str) -> Result<i32, ConfigError> {
-    let (v, min, max) = (r.i32(key)?, r.i32(min_key)?, r.i32(max_key)?);
-    if min > max {
-        return Err(r.invalid(min_key, &format!("must be at most {max_key} ({max})")));
-    }
+    let v = r.i32(key)?;
+    let (min, max) = bounds(r, min_key, max_key)?;
     if v < min {
         return Err(r.invalid(key, &format!("must be at least {min_key} ({min})")));
     }

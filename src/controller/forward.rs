@@ -218,7 +218,11 @@ impl Forwarder {
                             let correlation_id = origin.map_or(0, |o| o.correlation_id);
                             match unwrap_envelope(api_key, version, correlation_id, r.body) {
                                 Unwrapped::Answer(body) => return Ok(body),
-                                Unwrapped::Refused(code) if code == NOT_CONTROLLER => {
+                                // A controller that has just lost its leadership: the
+                                // envelope goes again to the next one.
+                                Unwrapped::Refused(code)
+                                    if code == ApiError::NotController.code() =>
+                                {
                                     Some((target, format!("envelope error {code}")))
                                 }
                                 Unwrapped::Refused(code) => {
@@ -270,10 +274,6 @@ impl Forwarder {
         }
     }
 }
-
-/// Kafka's NOT_CONTROLLER: an envelope that reached a controller that has just lost its
-/// leadership is sent again to the next one.
-const NOT_CONTROLLER: i16 = 41;
 
 /// A client's request in an envelope.
 fn enveloped(

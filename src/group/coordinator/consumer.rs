@@ -204,13 +204,16 @@ impl ConsumerGroup {
         self.rebalance_started_ms.get_or_insert(now_ms);
     }
 
-    /// Ends the rebalance under way once every member is reconciled to the target.
-    pub(super) fn note_progress(&mut self, now_ms: i64) {
-        if self.state_name() == "Stable" || self.members.is_empty() {
+    /// Ends the rebalance under way once every member is reconciled to the target; the
+    /// group's state ([`Self::state_name`]).
+    pub(super) fn note_progress(&mut self, now_ms: i64) -> &'static str {
+        let state = self.state_name();
+        if state == "Stable" || state == "Empty" {
             if let Some(start) = self.rebalance_started_ms.take() {
                 self.last_rebalance_ms = Some(now_ms - start);
             }
         }
+        state
     }
 
     /// The member `member_id`, or a new one (replay: its records come in any order).
@@ -1023,15 +1026,15 @@ impl Coordinator {
         }
         let assignment_changed = reconciled.assigned != member.assigned || is_new;
         group.put_member(reconciled.clone());
-        group.note_progress(now_ms);
-        let interval = self.heartbeat_interval(&group);
+        let state = group.note_progress(now_ms);
+        let interval = self.heartbeat_interval(state);
         tracing::debug!(
             group = %group_id,
             member = %member_id,
             epoch = reconciled.member_epoch,
             group_epoch = group.group_epoch,
             state = ?reconciled.state,
-            group_state = group.state_name(),
+            group_state = state,
             interval,
             "consumer group heartbeat"
         );
@@ -1058,18 +1061,18 @@ impl Coordinator {
         Ok(response)
     }
 
-    /// The heartbeat interval answered to a member of `group`: `group.consumer.heartbeat.interval.ms`
-    /// while the group is stable, the reconciling interval while it is not (Assigning or
-    /// Reconciling: some member does not hold its target yet). A member learns what changes only
-    /// from its heartbeats. Waiting for partitions another member is revoking, it then hears of
+    /// The heartbeat interval answered to a member of a group in `state`:
+    /// `group.consumer.heartbeat.interval.ms` while it is Stable, the reconciling interval while
+    /// it is not (Assigning or Reconciling: some member does not hold its target yet). A member
+    /// learns what changes only from its heartbeats. Waiting for partitions another member is revoking, it then hears of
     /// their release a short interval after it rather than a whole one; and a member given
     /// partitions that a member joining a moment later is to take hears of that just as soon.
     /// So each step of a rebalance after the first costs the short interval, and only while one
     /// is under way. The clients all take the interval of each response (the Java consumer,
     /// librdkafka, franz-go).
-    pub(super) fn heartbeat_interval(&self, group: &ConsumerGroup) -> i32 {
+    pub(super) fn heartbeat_interval(&self, state: &str) -> i32 {
         let interval = self.config.consumer_heartbeat_interval_ms;
-        if group.state_name() == "Stable" {
+        if state == "Stable" {
             interval
         } else {
             self.config
