@@ -53,23 +53,7 @@ class Topic:
     partitions: int
 
 
-@dataclasses.dataclass(frozen=True)
-class ToolRun:
-    """A run of a tool that writes `records` values of `size` bytes with `acks`."""
-    name: str
-    topic: str
-    records: int
-    size: int
-    acks: str
-    measured: bool = True
-
-    @property
-    def mib(self) -> float:
-        return self.records * self.size / MIB
-
-
-class RdkProduceRun(ToolRun):
-    """rdkafka_performance -P: the C producer, as fast as it can, with librdkafka's defaults."""
+ToolRun, RdkProduceRun = c.ToolRun, c.RdkProduceRun
 
 
 class E2eRun(ToolRun):
@@ -333,49 +317,8 @@ class Cluster:
 # --------------------------------------------------------------------------------------------
 # Tools
 
-RDK_FINAL = re.compile(
-    r"(\d+) messages produced \((\d+) bytes\), (\d+) delivered \(offset -?\d+, (\d+) failed\) in "
-    r"(\d+)ms: (\d+) msgs/s and ([\d.]+) MB/s, (\d+) produce failures"
-)
 E2E_AVG = re.compile(r"Avg latency: ([\d.]+) ms")
 E2E_PCT = re.compile(r"Percentiles: 50th = ([\d.]+), 99th = ([\d.]+), 99\.9th = ([\d.]+)")
-
-
-def rdk_produce(rdk: Path, bootstrap: str, run: RdkProduceRun, log: Path, timeout_s: float):
-    acks = "-1" if run.acks == "all" else run.acks
-    cmd = [str(rdk), "-P", "-t", run.topic, "-b", bootstrap, "-s", str(run.size),
-           "-c", str(run.records), "-X", f"acks={acks}", "-q"]
-    with open(log, "wb") as out:
-        out.write((" ".join(cmd) + "\n").encode())
-        out.flush()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            code = proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, c.signal.SIGKILL)
-            proc.wait()
-            return {"error": f"timed out after {timeout_s:.0f} s: {c.tail(log)}"}
-    text = log.read_text(errors="replace")
-    finals = RDK_FINAL.findall(text)
-    if code != 0 or not finals:
-        return {"error": f"exit {code}: {c.tail(log)}"}
-    return rdk_result(finals[-1], run)
-
-
-def rdk_result(final: tuple, run: RdkProduceRun) -> dict:
-    """A run's figures from rdkafka_performance's final line. Its "produce failures" count
-    every time the local queue was full (the tool polls and sends again: backpressure, not a
-    lost record); any other produce error stops it short of its count, so every record
-    delivered and none failed is success."""
-    produced, nbytes, delivered, failed, ms, rate, mbps, pfail = final
-    if int(delivered) != run.records or int(failed):
-        return {"error": f"delivered {delivered} of {run.records} ({failed} failed, "
-                         f"{pfail} produce failures)"}
-    secs = int(ms) / 1000
-    return {"records_per_s": int(delivered) / secs if secs else float(rate),
-            "mib_per_s": int(delivered) * run.size / MIB / secs if secs else float(mbps),
-            "queue_full_retries": int(pfail)}
 
 
 def e2e(libs: Path, bootstrap: str, run: E2eRun, log: Path, timeout_s: float):
@@ -488,7 +431,7 @@ def run_session(cluster: Cluster, plan, args, round_no: int, rdk: Path | None) -
         cpu0, busy0, kids0, t0 = cluster.cpu_s(), c.system_busy_s(), c.children_cpu_s(), \
             time.monotonic()
         if isinstance(run, RdkProduceRun):
-            result = rdk_produce(rdk, cluster.bootstrap, run, tool_log, args.tool_timeout) \
+            result = c.rdk_produce(rdk, cluster.bootstrap, run, tool_log, args.tool_timeout) \
                 if rdk else {"error": "no rdkafka_performance"}
         elif isinstance(run, E2eRun):
             result = e2e(cluster.libs, cluster.bootstrap, run, tool_log, args.tool_timeout)
@@ -789,20 +732,9 @@ def log(msg: str):
     print(msg, file=sys.stderr, flush=True)
 
 
-def build_rdk() -> tuple[Path | None, str]:
-    script = ROOT / "benches" / "compare" / "build-rdkafka-perf.sh"
-    proc = subprocess.run([str(script)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        log(proc.stderr)
-        return None, "rdkafka_performance did not build: " + proc.stderr.strip()[-200:]
-    path = Path(proc.stdout.strip().splitlines()[-1])
-    return path, (f"`rdkafka_performance` from librdkafka (rdkafka-sys crate source), built by "
-                  f"`benches/compare/build-rdkafka-perf.sh` with librdkafka's defaults")
-
-
 def main(args, libs: Path, binary: Path, brokers: list[str]) -> int:
     plan = smoke_plan() if args.smoke else latency_plan() if args.latency_only else full_plan()
-    rdk, rdk_note = build_rdk()
+    rdk, rdk_note = c.build_rdk()
     binaries = {"kafkaiq": binary, "kafkaiq-before": Path(args.compare_bin).resolve()
                 if args.compare_bin else None}
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="kafkaiq-cluster-bench-"))

@@ -171,6 +171,30 @@ class ConnectRun:
     mib = 0.0
 
 
+@dataclasses.dataclass(frozen=True)
+class ToolRun:
+    """A run of a tool that writes `records` values of `size` bytes with `acks`."""
+    name: str
+    topic: str
+    records: int
+    size: int
+    acks: str
+    measured: bool = True
+
+    @property
+    def mib(self) -> float:
+        return self.records * self.size / MIB
+
+
+class RdkProduceRun(ToolRun):
+    """rdkafka_performance -P: the C producer, as fast as it can, with librdkafka's defaults."""
+
+
+class RdkConsumeRun(ToolRun):
+    """rdkafka_performance -C: the C consumer reads `records` from the start of partition 0 (no
+    group), with librdkafka's defaults. `acks` is unused."""
+
+
 def full_plan():
     return [
         # Not measured: lets each broker (and the JVM's JIT, for Kafka) reach steady state first.
@@ -229,6 +253,12 @@ def security_plan():
         full["consume-100B"],
         full["consume-1KiB"],
         full["fixed-rate-20k"],
+        # The C client: on two cores the Java tools above use most of the CPU themselves at
+        # 1 KiB, so how fast the broker goes shows in these.
+        RdkProduceRun("rdk-produce-1KiB-acks1", "bench-rdk-1kib", 1_000_000, 1024, "1"),
+        RdkProduceRun("rdk-produce-100B-acks1", "bench-rdk-100b", 3_000_000, 100, "1"),
+        RdkConsumeRun("rdk-consume-1KiB", "bench-rdk-1kib", 1_000_000, 1024, "-"),
+        RdkConsumeRun("rdk-consume-100B", "bench-rdk-100b", 3_000_000, 100, "-"),
         ConnectRun("connect-tls-scram", workers=4, seconds=10.0),
     ]
 
@@ -237,6 +267,8 @@ def security_smoke_plan():
     return [
         ProduceRun("produce-100B-acks1", "smoke-100b-acks1", 2_000, 100, "1", -1),
         ConsumeRun("consume-100B", "smoke-100b-acks1", 2_000, 100),
+        RdkProduceRun("rdk-produce-1KiB-acks1", "smoke-rdk-1kib", 2_000, 1024, "1"),
+        RdkConsumeRun("rdk-consume-1KiB", "smoke-rdk-1kib", 2_000, 1024, "-"),
         ConnectRun("connect-tls-scram", workers=2, seconds=2.0),
     ]
 
@@ -434,6 +466,12 @@ class Security:
                 break
         if code != 0:
             raise BrokerFailed(f"kafka-configs could not add the SCRAM user: {tail(log)}")
+
+    def rdk_args(self) -> tuple[str, ...]:
+        """rdkafka_performance's settings for the SASL_SSL listener (librdkafka's keys)."""
+        return ("-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanism=SCRAM-SHA-256",
+                "-X", f"sasl.username={SCRAM_USER}", "-X", f"sasl.password={SCRAM_PASSWORD}",
+                "-X", f"ssl.ca.location={self.ca}")
 
     def client_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.ca))
@@ -908,6 +946,95 @@ def consume(libs: Path, port: int, run: ConsumeRun, log: Path, timeout_s: float,
 
 
 # --------------------------------------------------------------------------------------------
+# rdkafka_performance (C): a load generator that is not the bottleneck on a small machine
+
+RDK_FINAL = re.compile(
+    r"(\d+) messages produced \((\d+) bytes\), (\d+) delivered \(offset -?\d+, (\d+) failed\) in "
+    r"(\d+)ms: (\d+) msgs/s and ([\d.]+) MB/s, (\d+) produce failures"
+)
+RDK_CONSUMED = re.compile(r"(\d+) messages \((\d+) bytes\) consumed in (\d+)ms")
+
+
+def build_rdk() -> tuple[Path | None, str]:
+    """rdkafka_performance (with OpenSSL), built once by build-rdkafka-perf.sh; (path or None,
+    a line for the report saying what it is or why it is missing)."""
+    script = ROOT / "benches" / "compare" / "build-rdkafka-perf.sh"
+    proc = subprocess.run([str(script)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        log(proc.stderr)
+        return None, "rdkafka_performance did not build: " + proc.stderr.strip()[-200:]
+    path = Path(proc.stdout.strip().splitlines()[-1])
+    return path, (f"`rdkafka_performance` from librdkafka (rdkafka-sys crate source), built by "
+                  "`benches/compare/build-rdkafka-perf.sh` with librdkafka's defaults")
+
+
+def run_rdk(cmd: list[str], log: Path, timeout_s: float) -> tuple[int | None, str]:
+    """Runs rdkafka_performance into `log`; (exit code or None on timeout, its output)."""
+    with open(log, "wb") as out:
+        out.write((" ".join(cmd) + "\n").encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = None
+    return code, log.read_text(errors="replace")
+
+
+def rdk_produce(rdk: Path, bootstrap: str, run: RdkProduceRun, log: Path, timeout_s: float,
+                extra: tuple[str, ...] = ()):
+    """`extra`: more `-X key=value` arguments (the security settings)."""
+    acks = "-1" if run.acks == "all" else run.acks
+    cmd = [str(rdk), "-P", "-t", run.topic, "-b", bootstrap, "-s", str(run.size),
+           "-c", str(run.records), "-X", f"acks={acks}", "-q", *extra]
+    code, text = run_rdk(cmd, log, timeout_s)
+    if code is None:
+        return {"error": f"timed out after {timeout_s:.0f} s: {tail(log)}"}
+    finals = RDK_FINAL.findall(text)
+    if code != 0 or not finals:
+        return {"error": f"exit {code}: {tail(log)}"}
+    return rdk_result(finals[-1], run)
+
+
+def rdk_result(final: tuple, run: RdkProduceRun) -> dict:
+    """A run's figures from rdkafka_performance's final line. Its "produce failures" count
+    every time the local queue was full (the tool polls and sends again: backpressure, not a
+    lost record); any other produce error stops it short of its count, so every record
+    delivered and none failed is success."""
+    produced, nbytes, delivered, failed, ms, rate, mbps, pfail = final
+    if int(delivered) != run.records or int(failed):
+        return {"error": f"delivered {delivered} of {run.records} ({failed} failed, "
+                         f"{pfail} produce failures)"}
+    secs = int(ms) / 1000
+    return {"records_per_s": int(delivered) / secs if secs else float(rate),
+            "mib_per_s": int(delivered) * run.size / MIB / secs if secs else float(mbps),
+            "queue_full_retries": int(pfail)}
+
+
+def rdk_consume(rdk: Path, bootstrap: str, run: RdkConsumeRun, log: Path, timeout_s: float,
+                extra: tuple[str, ...] = ()):
+    """Reads `run.records` from offset 0 of partition 0; the tool times from its first record
+    to its last, so connecting and authenticating are not in the figure."""
+    cmd = [str(rdk), "-C", "-t", run.topic, "-p", "0", "-o", "beginning", "-b", bootstrap,
+           "-c", str(run.records), "-q", *extra]
+    code, text = run_rdk(cmd, log, timeout_s)
+    if code is None:
+        return {"error": f"timed out after {timeout_s:.0f} s: {tail(log)}"}
+    finals = RDK_CONSUMED.findall(text)
+    if code != 0 or not finals:
+        return {"error": f"exit {code}: {tail(log)}"}
+    consumed, nbytes, ms = (int(x) for x in finals[-1])
+    if consumed != run.records:
+        return {"error": f"consumed {consumed} of {run.records} records"}
+    secs = ms / 1000
+    return {"records_per_s": consumed / secs if secs else 0.0,
+            "fetch_mib_per_s": nbytes / MIB / secs if secs else 0.0}
+
+
+# --------------------------------------------------------------------------------------------
 # A session: one broker, fresh data dir, the whole plan
 
 
@@ -943,7 +1070,13 @@ def run_session(broker: Broker, libs: Path, plan, args, round_no: int) -> dict:
         tool_log = broker.workdir / f"{run.name}.log"
         cpu0, busy0, kids0, t0 = broker.cpu_s(), system_busy_s(), children_cpu_s(), time.monotonic()
         port = broker.client_port
-        if isinstance(run, ProduceRun):
+        if isinstance(run, (RdkProduceRun, RdkConsumeRun)):
+            rdk = getattr(args, "rdk", None)
+            extra = broker.security.rdk_args() if broker.security else ()
+            tool = rdk_produce if isinstance(run, RdkProduceRun) else rdk_consume
+            result = (tool(rdk, f"127.0.0.1:{port}", run, tool_log, tool_timeout, extra) if rdk
+                      else {"error": getattr(args, "rdk_note", "no rdkafka_performance")})
+        elif isinstance(run, ProduceRun):
             result = produce(libs, port, run, tool_log, tool_timeout, client_props)
         elif isinstance(run, CommitRun):
             result = commit_latency(libs, port, run, tool_log, tool_timeout)
@@ -1016,6 +1149,12 @@ def describe_result(run, result: dict) -> str:
         return (f"commit p50 {result['commit_p50_ms']:.2f} ms, p99 "
                 f"{result['commit_p99_ms']:.2f} ms, {result['transactions_per_s']:.0f} "
                 f"transactions/s")
+    if isinstance(run, RdkConsumeRun):
+        return (f"{result['fetch_mib_per_s']:.1f} MiB/s, broker "
+                f"{result.get('broker_cpu_s_per_mib', 0):.4f} CPU s/MiB")
+    if isinstance(run, RdkProduceRun):
+        return (f"{result['records_per_s']:.0f} rec/s, {result['mib_per_s']:.2f} MiB/s, broker "
+                f"{result.get('broker_cpu_s_per_mib', 0):.4f} CPU s/MiB")
     if isinstance(run, ConsumeRun):
         return (f"{result['fetch_mib_per_s']:.1f} MiB/s fetching, "
                 f"{result['rebalance_ms']:.0f} ms joining the group")
@@ -1055,6 +1194,23 @@ def rows_for(plan, secure: bool = False) -> list[Row]:
                             "connections_per_s", "connections/s", "{:,.0f}", 1.0))
             rows.append(Row(f"Broker CPU per new connection, {desc}", run.name,
                             "broker_cpu_ms_per_connection", "CPU ms", "{:.2f}", None, False))
+            continue
+        if isinstance(run, (RdkProduceRun, RdkConsumeRun)):
+            tool = "rdkafka_performance (C)"
+            if isinstance(run, RdkProduceRun):
+                desc = f"{tool}, {run.records:,} × {run.size} B, acks={run.acks}{over}"
+                rows.append(Row(f"Producer throughput, {desc}", run.name, "mib_per_s", "MiB/s",
+                                "{:.2f}", throughput_target))
+                rows.append(Row(f"Broker CPU per MiB ingested, {desc}", run.name,
+                                "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", cpu_target,
+                                False))
+            else:
+                desc = f"{tool}, {run.records:,} × {run.size} B{over}"
+                rows.append(Row(f"Consumer throughput, {desc}", run.name, "fetch_mib_per_s",
+                                "MiB/s", "{:.2f}", throughput_target))
+                rows.append(Row(f"Broker CPU per MiB consumed, {desc}", run.name,
+                                "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", cpu_target,
+                                False))
             continue
         txn = (f", transactional (commit every {run.transaction_ms} ms)"
                if isinstance(run, ProduceRun) and run.transaction_ms > 0 else "")
@@ -1246,7 +1402,12 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
                    "connections per second is reported beside Kafka's (≥ 1.0× marks it not "
                    "slower). The tools reach each broker on a SASL_SSL listener with "
                    "SCRAM-SHA-256 (RSA 2048 certificate, TLS 1.3 as both negotiate it); the "
-                   "same PEM key store and client properties serve both brokers.\n")
+                   "same PEM key store and client properties serve both brokers. The Java tools "
+                   "and librdkafka's rdkafka_performance (C, OpenSSL) both run: on two cores the "
+                   "Java tools take most of the CPU themselves (the Tool CPU column), so their "
+                   "throughput says more about the client than the broker; rdkafka_performance "
+                   "costs far less per MiB, so its rows show how fast each broker can go. "
+                   + (getattr(args, "rdk_note", "") or "") + "\n")
     out.append("Targets (KafkaIQ / Kafka, from the benchmark issue): producer throughput ≥ 1.0× "
                "for both record sizes; broker CPU per MB ingested ≤ 0.5×; p99 at the fixed rate "
                "≤ 0.5×; peak RSS ≤ 0.2×; startup ≤ 0.1×. MiB = 2^20 bytes of record values, as "
@@ -1298,6 +1459,14 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
             out.append(f"- `{run.name}`: `java -cp <kafka jars>/* benches/compare/CommitLatency.java "
                        f"… {run.topic} {run.transactions} {run.records_per_txn} {run.size}` "
                        "(a transactional KafkaProducer timing each commitTransaction())")
+        elif isinstance(run, RdkProduceRun):
+            out.append(f"- `{run.name}`: `rdkafka_performance -P -t {run.topic} -b … -s "
+                       f"{run.size} -c {run.records} -X acks={run.acks} -q` "
+                       "(plus the SASL_SSL settings with --security)")
+        elif isinstance(run, RdkConsumeRun):
+            out.append(f"- `{run.name}`: `rdkafka_performance -C -t {run.topic} -p 0 -o "
+                       f"beginning -b … -c {run.records} -q` (no group; timed by the tool from "
+                       "its first record to its last)")
         elif isinstance(run, ProduceRun):
             rate = "-1" if run.throughput < 0 else str(run.throughput)
             if run.topic_config:
@@ -1471,6 +1640,8 @@ def main() -> int:
         return 1
     libs = Path(subprocess.run([str(ROOT / "integration" / "kafka-libs.sh")], check=True,
                                capture_output=True, text=True).stdout.strip())
+    if any(isinstance(r, (RdkProduceRun, RdkConsumeRun)) for r in plan):
+        args.rdk, args.rdk_note = build_rdk()
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="kafkaiq-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)

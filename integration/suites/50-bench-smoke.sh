@@ -33,7 +33,7 @@ python3 "$root/benches/compare/compare.py" --smoke --strict-consumer
 # with openssl), the tools over it, and new connections per second by a TLS + SCRAM client.
 python3 "$root/benches/compare/compare.py" --security sasl_ssl --smoke --strict-consumer
 # The cluster path: a three-node cluster of each (RF 3, min.insync.replicas=2), a tiny plan of
-# ProducerPerformance, rdkafka_performance (built once into target/rdkafka-perf/ from the
+# ProducerPerformance, rdkafka_performance (built once into target/rdkafka-perf-tls/ from the
 # librdkafka source of the rdkafka-sys crate), ConsumerPerformance, EndToEndLatency and a
 # fixed-rate run. KAFKAIQ_BENCH_PORT_BASE pins its ports (default: free ephemeral ones).
 exec python3 "$root/benches/compare/compare.py" --cluster 3 --smoke --strict-consumer \
