@@ -2,7 +2,8 @@
 //! `SaslServerAuthenticator` behaves: before authentication completes a connection may send
 //! ApiVersions and SaslHandshake, then its SASL tokens — wrapped in SaslAuthenticate after a
 //! v1 handshake, raw size-prefixed frames after a v0 one (what old librdkafka sends). Anything
-//! else closes the connection. A failed authentication is answered (SASL_AUTHENTICATION_FAILED
+//! else fails the authentication: unanswered before the handshake, answered with that request's
+//! own error response (ILLEGAL_SASL_STATE) during the exchange, as Kafka does. A failed authentication is answered (SASL_AUTHENTICATION_FAILED
 //! for SaslAuthenticate) and the connection closes `connection.failed.authentication.delay.ms`
 //! later. Passwords are compared in constant time and never logged.
 //!
@@ -142,7 +143,7 @@ pub struct Authenticator {
     last_reauthentication: Option<Instant>,
     /// An ApiVersions was answered in this exchange, or it re-authenticates: the next request
     /// must be the SaslHandshake (Kafka's HANDSHAKE_REQUEST and REAUTH_PROCESS_HANDSHAKE
-    /// states); another ApiVersions closes the connection.
+    /// states); another ApiVersions fails the authentication.
     versions_done: bool,
 }
 
@@ -418,15 +419,25 @@ impl Authenticator {
                     },
                 }
             }
-            (state, _) => Step::Close(format!(
-                "unexpected {:?} request during SASL {}",
-                request.api_key,
-                if state == State::Handshake {
-                    "handshake"
-                } else {
-                    "authentication"
-                }
-            )),
+            // As Kafka's `SaslServerAuthenticator`: during the exchange another request is
+            // answered with its own error response (ILLEGAL_SASL_STATE) where there is one, and
+            // fails the authentication; before the handshake it fails it unanswered.
+            (State::Authenticate(_), body) => {
+                let reason = format!(
+                    "Unexpected Kafka request of type {:?} during SASL authentication.",
+                    request.api_key
+                );
+                let response = illegal_state_response(&body)
+                    .and_then(|kind| encode(request.api_key, version, correlation_id, kind).ok());
+                Step::Fail { response, reason }
+            }
+            (_, _) => Step::Fail {
+                response: None,
+                reason: format!(
+                    "Unexpected Kafka request of type {:?} during SASL handshake.",
+                    request.api_key
+                ),
+            },
         }
     }
 
@@ -613,6 +624,142 @@ fn plain(settings: &SaslSettings, token: &[u8]) -> Result<String, String> {
     }
 }
 
+/// The answer, ILLEGAL_SASL_STATE wherever the response has an error, to a request other than
+/// SaslAuthenticate in the middle of a SASL exchange (Kafka's `getErrorResponse` of that
+/// request), for the APIs a client sends on its own; None for the rest, which then fail the
+/// authentication unanswered.
+fn illegal_state_response(request: &RequestKind) -> Option<ResponseKind> {
+    use kafka_protocol::messages::*;
+    let code = ILLEGAL_SASL_STATE;
+    Some(match request {
+        RequestKind::ApiVersions(_) => {
+            ResponseKind::ApiVersions(ApiVersionsResponse::default().with_error_code(code))
+        }
+        RequestKind::SaslHandshake(_) => illegal_handshake(),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(
+            MetadataResponse::default().with_topics(
+                r.topics
+                    .iter()
+                    .flatten()
+                    .map(|t| {
+                        metadata_response::MetadataResponseTopic::default()
+                            .with_name(t.name.clone())
+                            .with_topic_id(t.topic_id)
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::Produce(r) => ResponseKind::Produce(
+            ProduceResponse::default().with_responses(
+                r.topic_data
+                    .iter()
+                    .map(|t| {
+                        produce_response::TopicProduceResponse::default()
+                            .with_name(t.name.clone())
+                            .with_topic_id(t.topic_id)
+                            .with_partition_responses(
+                                t.partition_data
+                                    .iter()
+                                    .map(|p| {
+                                        produce_response::PartitionProduceResponse::default()
+                                            .with_index(p.index)
+                                            .with_error_code(code)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(
+            FetchResponse::default().with_error_code(code).with_responses(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        fetch_response::FetchableTopicResponse::default()
+                            .with_topic(t.topic.clone())
+                            .with_topic_id(t.topic_id)
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        fetch_response::PartitionData::default()
+                                            .with_partition_index(p.partition)
+                                            .with_error_code(code)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(
+            ListOffsetsResponse::default().with_topics(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        list_offsets_response::ListOffsetsTopicResponse::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        list_offsets_response::ListOffsetsPartitionResponse::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_error_code(code)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
+            FindCoordinatorResponse::default()
+                .with_error_code(code)
+                .with_coordinators(
+                    r.coordinator_keys
+                        .iter()
+                        .map(|key| {
+                            find_coordinator_response::Coordinator::default()
+                                .with_key(key.clone())
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                ),
+        ),
+        RequestKind::JoinGroup(_) => {
+            ResponseKind::JoinGroup(JoinGroupResponse::default().with_error_code(code))
+        }
+        RequestKind::SyncGroup(_) => {
+            ResponseKind::SyncGroup(SyncGroupResponse::default().with_error_code(code))
+        }
+        RequestKind::Heartbeat(_) => {
+            ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(code))
+        }
+        RequestKind::LeaveGroup(_) => {
+            ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(code))
+        }
+        RequestKind::ListGroups(_) => {
+            ResponseKind::ListGroups(ListGroupsResponse::default().with_error_code(code))
+        }
+        RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
+            InitProducerIdResponse::default()
+                .with_error_code(code)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        ),
+        RequestKind::DescribeCluster(_) => ResponseKind::DescribeCluster(
+            DescribeClusterResponse::default().with_error_code(code),
+        ),
+        RequestKind::ConsumerGroupHeartbeat(_) => ResponseKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatResponse::default().with_error_code(code),
+        ),
+        _ => return None,
+    })
+}
+
 /// The answer to a SaslHandshake that reaches dispatch: the connection needs no (more)
 /// authentication (a PLAINTEXT or SSL listener, or SASL already done). Kafka answers
 /// ILLEGAL_SASL_STATE there, on the client and the controller listener alike.
@@ -702,7 +849,8 @@ mod tests {
     }
 
     /// Kafka answers one ApiVersions before the handshake (HANDSHAKE_OR_VERSIONS_REQUEST), then
-    /// wants the SaslHandshake (HANDSHAKE_REQUEST): a second ApiVersions closes the connection.
+    /// wants the SaslHandshake (HANDSHAKE_REQUEST): a second ApiVersions fails the
+    /// authentication unanswered.
     /// One it did not accept (a version too new, an invalid software name) may be sent again;
     /// a re-authentication starts with the handshake.
     #[test]
@@ -719,7 +867,10 @@ mod tests {
             Step::Dispatch
         ));
         match a.handle(api_versions(3, "apache-kafka-java")) {
-            Step::Close(why) => assert!(why.contains("ApiVersions"), "{why}"),
+            Step::Fail {
+                response: None,
+                reason,
+            } => assert!(reason.contains("ApiVersions"), "{reason}"),
             other => panic!("{other:?}"),
         }
         let mut a = Authenticator::new(settings(), None);
@@ -732,7 +883,7 @@ mod tests {
         assert!(a.begin_reauthentication(Instant::now()));
         assert!(matches!(
             a.handle(api_versions(3, "librdkafka")),
-            Step::Close(_)
+            Step::Fail { response: None, .. }
         ));
     }
 

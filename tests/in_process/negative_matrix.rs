@@ -39,6 +39,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const ILLEGAL_SASL_STATE: i16 = 34;
 const SASL_AUTHENTICATION_FAILED: i16 = 58;
 const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 const GROUP_AUTHORIZATION_FAILED: i16 = 30;
@@ -1793,8 +1794,10 @@ enum Knock {
     NoSasl,
     /// A Produce as the first request.
     ProduceFirst,
-    /// SaslHandshake for PLAIN, then a CreateTopics instead of SaslAuthenticate.
-    CreateTopicsMidExchange,
+    /// SaslHandshake for PLAIN, then a Produce and a CreateTopics instead of SaslAuthenticate:
+    /// as Kafka, the Produce is answered with its own error response (ILLEGAL_SASL_STATE) and
+    /// nothing behind it.
+    ProduceMidExchange,
     /// SASL/PLAIN with this user and password.
     Plain(&'static str, &'static str),
     /// A SaslHandshake naming a mechanism the listener does not enable.
@@ -1836,7 +1839,7 @@ fn knocks() -> Vec<(Knock, Refusal)> {
     vec![
         (NoSasl, Closed),
         (ProduceFirst, Closed),
-        (CreateTopicsMidExchange, Closed),
+        (ProduceMidExchange, Answered(ILLEGAL_SASL_STATE)),
         (Plain("", ""), Answered(SASL_AUTHENTICATION_FAILED)),
         (Plain("alice", ""), Answered(SASL_AUTHENTICATION_FAILED)),
         (
@@ -1967,10 +1970,11 @@ async fn knock(
             (Bytes::from(sneaked_requests()), None)
         }
         ProduceFirst => (Bytes::from(sneaked_requests()), None),
-        CreateTopicsMidExchange => {
+        ProduceMidExchange => {
             sasl_handshake(&mut c, "PLAIN").await;
-            let create = sneaked_requests();
-            (Bytes::from(create), None)
+            // The knock is the Produce of the sneaked requests; their CreateTopics and the
+            // second pair appended below are pipelined behind it.
+            (Bytes::from(sneaked_requests()), Some(ApiKey::Produce))
         }
         Plain(user, password) => {
             sasl_handshake(&mut c, "PLAIN").await;
@@ -2044,6 +2048,21 @@ async fn knock(
             decode_answer::<SaslAuthenticateRequest>(2, body).error_code
         }
         Some(ApiKey::SaslHandshake) => decode_answer::<SaslHandshakeRequest>(1, body).error_code,
+        Some(ApiKey::Produce) => {
+            let answer = decode_answer::<ProduceRequest>(9, body);
+            let codes: Vec<(String, i32, i16)> = answer
+                .responses
+                .iter()
+                .flat_map(|t| {
+                    t.partition_responses
+                        .iter()
+                        .map(|p| (t.name.as_str().to_owned(), p.index, p.error_code))
+                })
+                .collect();
+            assert_eq!(codes.len(), 1, "{knock:?}: {codes:?}");
+            assert_eq!(codes[0].0, TOPIC, "{knock:?}: {codes:?}");
+            codes[0].2
+        }
         _ => panic!("{knock:?}: a request before authentication was answered"),
     });
     if code.is_some() {

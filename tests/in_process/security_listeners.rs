@@ -4,7 +4,7 @@
 //! served, one it did not is refused in the handshake), a plaintext client on the TLS port gets
 //! no answer; SASL/PLAIN with SaslAuthenticate (v1 handshake) and raw tokens (v0), a wrong
 //! password answered SASL_AUTHENTICATION_FAILED and closed, a request before authentication
-//! closed unanswered; SCRAM; OAUTHBEARER with Kafka's unsecured-token validator (by hand, and
+//! closed unanswered, one during the exchange answered ILLEGAL_SASL_STATE and closed; SCRAM; OAUTHBEARER with Kafka's unsecured-token validator (by hand, and
 //! kcat's built-in token); KIP-368 re-authentication (by hand, and librdkafka's).
 
 use crate::common;
@@ -305,6 +305,38 @@ async fn sasl_plaintext_plain_authenticates_then_serves_and_refuses_before() {
         "a request before authentication was answered"
     );
 
+    // Metadata in the middle of the exchange (after a v1 handshake): as Kafka, the request's
+    // own error response, ILLEGAL_SASL_STATE for the topic it names, then the connection closes.
+    let mut midway = TcpStream::connect(broker.local_addr).await.unwrap();
+    let handshake: SaslHandshakeResponse = call(
+        &mut midway,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(handshake.error_code, 0);
+    let refused: MetadataResponse = call(
+        &mut midway,
+        12,
+        &MetadataRequest::default()
+            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+            )
+            .with_name(Some(TopicName(StrBytes::from_static_str("sasl-plain"))))])),
+    )
+    .await
+    .expect("Metadata during the SASL exchange was not answered");
+    let errors: Vec<(Option<&str>, i16)> = refused
+        .topics
+        .iter()
+        .map(|t| (t.name.as_ref().map(|n| n.as_str()), t.error_code))
+        .collect();
+    assert_eq!(errors, vec![(Some("sasl-plain"), 34)]);
+    assert!(
+        closed(&mut midway).await,
+        "the connection stayed open after a request during the SASL exchange"
+    );
+
     // A wrong password: SASL_AUTHENTICATION_FAILED, then the connection closes.
     let mut wrong = TcpStream::connect(broker.local_addr).await.unwrap();
     let refused = authenticate(&mut wrong, "alice", "not-her-password").await;
@@ -344,7 +376,8 @@ async fn sasl_plaintext_plain_authenticates_then_serves_and_refuses_before() {
         common::http::sample(&metrics, &series)
     };
     assert_eq!(count("successful"), Some(1.0), "{metrics}");
-    assert_eq!(count("failed"), Some(1.0), "{metrics}");
+    // The wrong password and the Metadata during the exchange.
+    assert_eq!(count("failed"), Some(2.0), "{metrics}");
     broker.shutdown().await.unwrap();
 }
 
