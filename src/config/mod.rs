@@ -670,6 +670,27 @@ impl BrokerConfig {
             .any(|sasl| sasl.scram.keys().any(|(m, u)| *m == mechanism && u == user))
     }
 
+    /// The SCRAM credentials `kafkaiq.sasl.scram.users` gives on the listeners of this node
+    /// (client or controller): the iterations of each, by user and mechanism.
+    pub fn file_scram_credentials(
+        &self,
+    ) -> std::collections::BTreeMap<(String, crate::metadata::scram::ScramMechanism), u32> {
+        use crate::metadata::scram::ScramMechanism;
+        self.client_listeners
+            .iter()
+            .map(|l| &l.security)
+            .chain(self.controller_listener_security.iter())
+            .filter_map(|s| s.sasl.as_ref())
+            .flat_map(|sasl| sasl.scram.iter())
+            .filter_map(|((mechanism, user), credential)| {
+                let mechanism = [ScramMechanism::Sha256, ScramMechanism::Sha512]
+                    .into_iter()
+                    .find(|m| m.sasl_name() == *mechanism)?;
+                Some(((user.clone(), mechanism), credential.iterations))
+            })
+            .collect()
+    }
+
     /// Whether a broker key was set explicitly (file or flag), as opposed to defaulted.
     pub fn is_set(&self, key: &str) -> bool {
         self.raw.get(key).is_some()

@@ -1,7 +1,9 @@
 //! DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), v0 (the only version).
 //!
-//! Describe is answered from this node's image (Kafka's `ScramImage.describe`): every user with
-//! a credential when no users (or an empty list) are named; otherwise each named user once, with
+//! Describe is answered from this node's image (Kafka's `ScramImage.describe`) and the
+//! credentials `kafkaiq.sasl.scram.users` gives it (as Kafka lists those `kafka-storage format
+//! --add-scram` bootstrapped): every user with a credential when no users (or an empty list)
+//! are named; otherwise each named user once, with
 //! RESOURCE_NOT_FOUND for one without credentials and DUPLICATE_RESOURCE for one named twice.
 //! Only mechanisms and iteration counts are described, never salts or keys. Alter is decided by
 //! the active controller (`controller::decisions::scram`), reached like the other metadata
@@ -23,6 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::controller::decisions::scram::{ScramDeletion, ScramUpsertion};
 use crate::controller::ControllerChannel;
 use crate::errors::ApiError;
+use crate::metadata::scram::ScramMechanism;
 use crate::metadata::MetadataImage;
 
 const DESCRIBE_DUPLICATE_USER: &str =
@@ -30,15 +33,30 @@ const DESCRIBE_DUPLICATE_USER: &str =
 const DESCRIBE_USER_THAT_DOES_NOT_EXIST: &str =
     "Attempt to describe a user credential that does not exist: ";
 
+/// `file`: the credentials `kafkaiq.sasl.scram.users` gives this node (iterations by user and
+/// mechanism), described as Kafka describes the ones `kafka-storage format --add-scram`
+/// bootstrapped, unless the metadata log removed them; the log's own win over them.
 pub fn describe(
     image: &MetadataImage,
+    file: &BTreeMap<(String, ScramMechanism), u32>,
     request: DescribeUserScramCredentialsRequest,
 ) -> ResponseKind {
+    let mut credentials: BTreeMap<(String, ScramMechanism), u32> = file
+        .iter()
+        .filter(|(key, _)| !image.scram_removed.contains(*key))
+        .map(|(key, iterations)| (key.clone(), *iterations))
+        .collect();
+    credentials.extend(
+        image
+            .scram
+            .iter()
+            .map(|(key, credential)| (key.clone(), credential.iterations)),
+    );
     // Each user once, in the order named (or by name), with whether it was named twice.
     let mut users: Vec<(String, bool)> = Vec::new();
     match request.users.filter(|u| !u.is_empty()) {
         None => {
-            for (user, _) in image.scram.keys() {
+            for (user, _) in credentials.keys() {
                 if users.last().is_none_or(|(last, _)| last != user) {
                     users.push((user.clone(), false));
                 }
@@ -70,14 +88,13 @@ pub fn describe(
                     .with_error_code(ApiError::DuplicateResource.code())
                     .with_error_message(Some(StrBytes::from_string(message)));
             }
-            let infos: Vec<CredentialInfo> = image
-                .scram
-                .range((user.clone(), crate::metadata::scram::ScramMechanism::Sha256)..)
+            let infos: Vec<CredentialInfo> = credentials
+                .range((user.clone(), ScramMechanism::Sha256)..)
                 .take_while(|((u, _), _)| *u == user)
-                .map(|((_, mechanism), credential)| {
+                .map(|((_, mechanism), iterations)| {
                     CredentialInfo::default()
                         .with_mechanism(mechanism.code())
-                        .with_iterations(credential.iterations as i32)
+                        .with_iterations(*iterations as i32)
                 })
                 .collect();
             if infos.is_empty() {

@@ -500,7 +500,11 @@ async fn handle_supported(
         }),
         RequestKind::DescribeClientQuotas(r) => Some(handlers::describe_client_quotas::handle(r)),
         RequestKind::DescribeUserScramCredentials(r) => {
-            Some(handlers::user_scram_credentials::describe(&ctx.image(), r))
+            Some(handlers::user_scram_credentials::describe(
+                &ctx.image(),
+                &ctx.config.file_scram_credentials(),
+                r,
+            ))
         }
         RequestKind::AlterUserScramCredentials(r) => {
             Some(handlers::user_scram_credentials::alter(&ctx.controller, r).await)

@@ -758,43 +758,30 @@ async fn scram_credentials_altered_through_the_metadata_log_authenticate_and_sur
         "kcat listed metadata with a wrong password"
     );
 
-    let described: DescribeUserScramCredentialsResponse = call(
-        &mut admin,
-        0,
-        &DescribeUserScramCredentialsRequest::default().with_users(Some(
-            ["erin", "nobody", "carol", "carol"]
-                .iter()
-                .map(|u| {
-                    describe_user_scram_credentials_request::UserName::default()
-                        .with_name(StrBytes::from_static_str(u))
-                })
-                .collect(),
-        )),
-    )
-    .await
-    .unwrap();
-    let summary: Vec<(String, i16, Vec<(i8, i32)>)> = described
-        .results
-        .iter()
-        .map(|r| {
-            (
-                r.user.to_string(),
-                r.error_code,
-                r.credential_infos
-                    .iter()
-                    .map(|c| (c.mechanism, c.iterations))
-                    .collect(),
-            )
-        })
-        .collect();
     assert_eq!(
-        summary,
+        describe_scram(&mut admin, &["erin", "nobody", "carol", "carol"]).await,
         [
             ("erin".into(), 0, vec![(1, 8192), (2, 4096)]),
             ("nobody".into(), 91, vec![]),
             ("carol".into(), 92, vec![]),
         ]
     );
+    // carol's SCRAM-SHA-256 comes from the config file (4,096 iterations), described as Kafka
+    // describes a credential `kafka-storage format --add-scram` bootstrapped; her SCRAM-SHA-512
+    // from the metadata log. Asking for no user lists everyone.
+    assert_eq!(
+        describe_scram(&mut admin, &["carol"]).await,
+        [("carol".into(), 0, vec![(1, 4096), (2, 4096)])]
+    );
+    let everyone: Vec<String> = describe_scram(&mut admin, &[])
+        .await
+        .into_iter()
+        .map(|(user, code, _)| {
+            assert_eq!(code, 0, "{user}");
+            user
+        })
+        .collect();
+    assert_eq!(everyone, ["carol", "erin"]);
 
     let deletion = alter_user_scram_credentials_request::ScramCredentialDeletion::default()
         .with_name(StrBytes::from_static_str("erin"))
@@ -843,6 +830,11 @@ async fn scram_credentials_altered_through_the_metadata_log_authenticate_and_sur
         alter_scram(&mut admin, vec![carol_256], vec![]).await,
         [("carol".into(), 91)]
     );
+    assert_eq!(
+        describe_scram(&mut admin, &["carol"]).await,
+        [("carol".into(), 91, vec![])],
+        "a deleted config-file credential is no longer described"
+    );
     drop(admin);
     broker.shutdown().await.unwrap();
 
@@ -865,6 +857,44 @@ async fn scram_credentials_altered_through_the_metadata_log_authenticate_and_sur
         "so does the deletion of the config file's credential"
     );
     broker.shutdown().await.unwrap();
+}
+
+/// DescribeUserScramCredentials v0 for `users` (none: every user): (user, error code,
+/// [(mechanism, iterations)]) of each result.
+async fn describe_scram<S: AsyncRead + AsyncWrite + Unpin>(
+    admin: &mut S,
+    users: &[&'static str],
+) -> Vec<(String, i16, Vec<(i8, i32)>)> {
+    let named = (!users.is_empty()).then(|| {
+        users
+            .iter()
+            .map(|u| {
+                describe_user_scram_credentials_request::UserName::default()
+                    .with_name(StrBytes::from_static_str(u))
+            })
+            .collect()
+    });
+    let described: DescribeUserScramCredentialsResponse = call(
+        admin,
+        0,
+        &DescribeUserScramCredentialsRequest::default().with_users(named),
+    )
+    .await
+    .unwrap();
+    described
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.user.to_string(),
+                r.error_code,
+                r.credential_infos
+                    .iter()
+                    .map(|c| (c.mechanism, c.iterations))
+                    .collect(),
+            )
+        })
+        .collect()
 }
 
 /// A log directory formatted by Kafka's `kafka-storage format --add-scram
