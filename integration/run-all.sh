@@ -104,7 +104,7 @@ esac
 
 # The cargo tests that talk to a broker over the network and can be pointed at another one
 # (BROKER_UNDER_TEST / KAFKA_BOOTSTRAP); every other cargo test needs KafkaIQ itself.
-portable_tests=(rdkafka_clients hostile_frames_tcp cluster_failover acl_enforcement)
+portable_tests=(rdkafka_clients cluster_failover)
 
 # The Kafka Streams word count that cluster_failover's streams test runs (Maven, cached in
 # integration/.cache): built here, before the cargo tests, so a failed build is reported as such

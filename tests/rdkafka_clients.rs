@@ -14,13 +14,21 @@
 //! Metadata fields; LogAppendTime topics; max.message.bytes. KIP-848 consumer groups of
 //! librdkafka (`consumer_protocol`) and of franz-go (`franz_group`, members run as processes of
 //! `integration/programs/group-member-go`; needs go); classic groups are the Java suite's and
-//! the groups suite's.
+//! the groups suite's. Two more files of tests that also run against Apache Kafka are modules
+//! here, so the binary is compiled and linked once: `hostile_frames_tcp` (hostile frames over
+//! TCP) and `acl_enforcement` (ACLs on a SASL_PLAINTEXT listener with Kafka's `kafka-acls`); run
+//! one with `cargo test --test rdkafka_clients hostile_frames_tcp::`.
 
+#[path = "rdkafka_clients/acl_enforcement.rs"]
+mod acl_enforcement;
 mod common;
 #[path = "rdkafka_clients/consumer_protocol.rs"]
 mod consumer_protocol;
+mod frames;
 #[path = "rdkafka_clients/franz_group.rs"]
 mod franz_group;
+#[path = "rdkafka_clients/hostile_frames_tcp.rs"]
+mod hostile_frames_tcp;
 #[path = "rdkafka_clients/transactions.rs"]
 mod transactions;
 

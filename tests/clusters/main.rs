@@ -14,6 +14,7 @@ mod common;
 mod compaction_cluster;
 mod epoch_recovery_cluster;
 mod follower_fetch_cluster;
+mod latency_cluster;
 mod load_balancer_cluster;
 mod log_dirs_cluster;
 mod replication_cluster;

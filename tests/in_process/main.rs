@@ -4,6 +4,7 @@
 
 mod acls_raw;
 mod architecture;
+mod broker_failure_detection;
 mod broker_raw;
 mod cli;
 mod client_node;
@@ -13,6 +14,7 @@ mod common;
 mod compat_raw;
 mod delayed_fetch_raw;
 mod dynamic_broker_configs;
+mod fd_limits;
 mod fetch_from_replica_raw;
 mod group_raw;
 mod hostile_frames_requests;

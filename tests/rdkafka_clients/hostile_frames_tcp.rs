@@ -15,8 +15,8 @@
 //! the test itself), `KAFKA_BOOTSTRAP=host:port` against an already running broker. A started
 //! broker that panicked on any of the frames, exits uncleanly or ignores SIGTERM fails the test.
 
-mod common;
-mod frames;
+use crate::common;
+use crate::frames;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};

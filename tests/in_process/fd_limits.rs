@@ -11,7 +11,7 @@
 //! with a restart; the
 //! figures (descriptors, maps, RSS, creation and restart times) are printed.
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};

@@ -8,8 +8,13 @@
 //! - As a process (`common::broker_process`): stand-in brokers (shell scripts) that print a
 //!   panic line, exit non-zero after SIGTERM, or ignore SIGTERM are each reported by
 //!   `BrokerProcess::stop`; a clean exit is not, and Apache Kafka's 143 after SIGTERM is clean.
+//!
+//! The in-process test runs alone, in a child process of this test binary: the panic it injects
+//! on the multi-thread runtime lands on a `tokio-runtime-worker` thread, which every in-process
+//! broker of the binary counts as possibly its own (`common::panics::since`), so it would fail
+//! the in-process tests running beside it.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;
@@ -29,8 +34,15 @@ async fn panic_in_a_task_is_reported(dir: &std::path::Path) {
     broker.shutdown().await.unwrap();
 }
 
+/// Set in the child process that runs `in_process_broker_task_panics_are_reported` alone.
+const ALONE: &str = "KAFKAIQ_BROKER_FAILURE_DETECTION_ALONE";
+
 #[test]
 fn in_process_broker_task_panics_are_reported() {
+    if std::env::var_os(ALONE).is_none() {
+        run_alone("in_process_broker_task_panics_are_reported");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -43,6 +55,27 @@ fn in_process_broker_task_panics_are_reported() {
         .build()
         .unwrap()
         .block_on(panic_in_a_task_is_reported(&dir.path().join("current")));
+}
+
+/// Runs the test `name` of this module in a child process of this test binary, with no other
+/// test beside it, and fails unless that one test ran and passed.
+fn run_alone(name: &str) {
+    let module = module_path!()
+        .split_once("::")
+        .map_or(module_path!(), |(_, m)| m);
+    let test = format!("{module}::{name}");
+    let out = Command::new(std::env::current_exe().expect("the test binary"))
+        .args([test.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+        .env(ALONE, "1")
+        .output()
+        .expect("run the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed;"),
+        "{test} in a child process: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
 }
 
 /// A stand-in broker: a bash script that reports `ready`, then runs `on_term` on SIGTERM.

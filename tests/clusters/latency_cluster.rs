@@ -11,7 +11,7 @@
 //!
 //! Every wait has a deadline; nothing sleeps a fixed time to let something happen.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -21,7 +21,7 @@
 //! ask any topic's OffsetForLeaderEpoch as a consumer; a CLUSTER ACL must name `kafka-cluster`;
 //! and nobody, a super user included, may append to `__consumer_offsets`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
