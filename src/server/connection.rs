@@ -40,11 +40,16 @@ pub enum FrameError {
     Io(#[from] std::io::Error),
 }
 
+/// The largest frame body whose buffer is reserved whole as soon as its size is read: a
+/// produce request of Kafka's default `max.request.size` (1 MiB) is then read into one buffer
+/// without being copied as it grows. Reserving commits no memory until bytes arrive.
+const FRAME_RESERVED_BYTES_MAX: usize = 1 << 20;
+
 /// Reads one frame body. `Ok(None)` on a clean end of stream between frames.
 ///
-/// The size is checked against `max_bytes` before anything is allocated, and the body buffer
-/// grows only as bytes actually arrive, so a client claiming a large frame and sending little
-/// costs little.
+/// The size is checked against `max_bytes` before anything is allocated, and a body buffer
+/// larger than [`FRAME_RESERVED_BYTES_MAX`] grows only as bytes actually arrive, so a client
+/// claiming a large frame and sending little costs little.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     max_bytes: usize,
@@ -80,7 +85,7 @@ pub async fn read_frame_per_api<R: AsyncRead + Unpin>(
         });
     }
     let size = size as usize;
-    let mut body = Vec::with_capacity(size.min(64 * 1024));
+    let mut body = Vec::with_capacity(size.min(FRAME_RESERVED_BYTES_MAX));
     let key_bytes = size.min(2);
     let read = reader.take(key_bytes as u64).read_to_end(&mut body).await?;
     if read < key_bytes {

@@ -734,27 +734,45 @@ fn walk_records(
     batch: &[u8],
     header: &BatchHeader,
     max_bytes: usize,
-    mut each: impl FnMut(RecordFields),
+    each: impl FnMut(RecordFields),
 ) -> Result<()> {
-    use std::io::Read;
-
     let end = header.size_in_bytes().min(batch.len());
     let section = batch.get(RECORD_BATCH_OVERHEAD..end).unwrap_or_default();
     let codec = header.compression_codec() as u8;
-    let to_storage = |e: compression::DecompressError| match e {
+    if codec == compression::CODEC_NONE && section.len() <= max_bytes {
+        // Uncompressed (the usual case): read in place, each value skipped without a copy.
+        return walk_records_from(section, header, codec, each);
+    }
+    let reader = compression::reader(codec, section, max_bytes).map_err(decompress_error)?;
+    walk_records_from(reader, header, codec, each)
+}
+
+/// A [`compression::DecompressError`] as the storage error a batch is refused with.
+fn decompress_error(e: compression::DecompressError) -> StorageError {
+    match e {
         compression::DecompressError::TooLarge { max } => StorageError::InvalidRecord(format!(
             "the records of the batch decompress to more than {max} bytes"
         )),
         other => StorageError::Undecompressable(other.to_string()),
-    };
+    }
+}
+
+/// The records of a batch whose (decompressed) records section `reader` yields.
+fn walk_records_from<R: SkipRead>(
+    mut reader: R,
+    header: &BatchHeader,
+    codec: u8,
+    mut each: impl FnMut(RecordFields),
+) -> Result<()> {
+    use std::io::Read;
+
     let io_error = |e: std::io::Error| match compression::reader_error(codec, e) {
         None => StorageError::InvalidRecord(
             "Incorrect declared batch size, premature EOF reached".into(),
         ),
-        Some(d) => to_storage(d),
+        Some(d) => decompress_error(d),
     };
     let invalid_structure = || StorageError::InvalidRecord("Found invalid record structure".into());
-    let mut reader = compression::reader(codec, section, max_bytes).map_err(to_storage)?;
     for index in 0..header.records_count {
         let length = read_varint_from(&mut reader, 5)
             .map_err(io_error)?
@@ -783,8 +801,7 @@ fn walk_records(
             offset_delta,
             key_length,
         });
-        let skipped = std::io::copy(&mut (&mut reader).take(rest as u64), &mut std::io::sink())
-            .map_err(io_error)?;
+        let skipped = reader.skip(rest as u64).map_err(io_error)?;
         if skipped != rest as u64 {
             return Err(io_error(std::io::ErrorKind::UnexpectedEof.into()));
         }
@@ -796,6 +813,32 @@ fn walk_records(
         ));
     }
     Ok(())
+}
+
+/// A records section being read: [`std::io::Read`], and a way past the bytes of a record that
+/// are not looked at.
+trait SkipRead: std::io::Read {
+    /// Reads past `n` bytes; gives how many there were (fewer at the end of the section).
+    fn skip(&mut self, n: u64) -> std::io::Result<u64>;
+}
+
+/// An uncompressed section in memory: skipping moves past the bytes, nothing is copied.
+impl SkipRead for &[u8] {
+    fn skip(&mut self, n: u64) -> std::io::Result<u64> {
+        let k = usize::try_from(n).unwrap_or(usize::MAX).min(self.len());
+        *self = &self[k..];
+        Ok(k as u64)
+    }
+}
+
+/// A decompressing reader: the bytes are decompressed (and bounded) to be skipped.
+impl SkipRead for Box<dyn std::io::Read + '_> {
+    fn skip(&mut self, n: u64) -> std::io::Result<u64> {
+        std::io::copy(
+            &mut std::io::Read::take(&mut *self, n),
+            &mut std::io::sink(),
+        )
+    }
 }
 
 /// Counts the bytes read through it.
