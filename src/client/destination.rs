@@ -24,7 +24,9 @@ use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 
 use super::backoff::ReconnectBackoff;
 use super::error::{ClientError, CloseReason};
-use super::secure::{authenticate, round_trip, start_tls, ReadHalf, Stream, WriteHalf};
+use super::secure::{
+    authenticate, renewal_due, round_trip, start_tls, ReadHalf, Stream, WriteHalf,
+};
 use super::versions::{
     after_api_versions, api_versions_request, pick_version, Negotiation, PeerVersions,
     VersionRange, API_VERSIONS_VERSION_MAX,
@@ -162,6 +164,9 @@ struct Connection {
     expects: mpsc::Sender<Expect>,
     inbound: mpsc::Receiver<Inbound>,
     next_correlation_id: i32,
+    /// When the connection's SASL session must be replaced (KIP-368, `secure::renewal_due`):
+    /// from then on nothing more is written to it, and it closes once nothing is in flight.
+    renew_at: Option<Instant>,
 }
 
 pub(super) struct DestinationTask {
@@ -244,9 +249,14 @@ impl DestinationTask {
                 }
             };
             match opened {
-                Ok((stream, versions, next_correlation_id)) => {
-                    let connection =
-                        self.start_connection(endpoint, stream, versions, next_correlation_id);
+                Ok((stream, versions, next_correlation_id, renew_at)) => {
+                    let connection = self.start_connection(
+                        endpoint,
+                        stream,
+                        versions,
+                        next_correlation_id,
+                        renew_at,
+                    );
                     let reason = self.serve(connection, first).await;
                     if reason == CloseReason::Shutdown {
                         return self.stop(None);
@@ -326,6 +336,7 @@ impl DestinationTask {
         stream: Stream,
         versions: PeerVersions,
         next_correlation_id: i32,
+        renew_at: Option<Instant>,
     ) -> Connection {
         self.failures = 0;
         self.retry_at = None;
@@ -357,6 +368,7 @@ impl DestinationTask {
             expects: expects_tx,
             inbound: inbound_rx,
             next_correlation_id,
+            renew_at,
         }
     }
 
@@ -387,6 +399,7 @@ impl DestinationTask {
                 }
             }
             let deadline = in_flight.iter().map(|request| request.deadline).min();
+            let renewing = connection.renew_at.is_some_and(|at| Instant::now() >= at);
             let idle_at = last_activity
                 .checked_add(self.config.connection_idle_max)
                 .unwrap_or_else(far_future);
@@ -406,6 +419,15 @@ impl DestinationTask {
                     };
                 }
                 _ = sleep_until(idle_at), if in_flight.is_empty() => break CloseReason::Idle,
+                // At the renewal time: closed at once when nothing is in flight; otherwise no
+                // more requests are taken (`renewing`) and it closes when the last is answered.
+                _ = sleep_until(connection.renew_at.unwrap_or_else(far_future)),
+                    if connection.renew_at.is_some() && (!renewing || in_flight.is_empty()) =>
+                {
+                    if in_flight.is_empty() {
+                        break CloseReason::SessionRenewal;
+                    }
+                }
                 interrupt = next_interrupt(&mut self.control, &mut self.disconnects_seen, Some(&connection.endpoint)) => {
                     break match interrupt {
                         Interrupt::Stop => CloseReason::Shutdown,
@@ -413,7 +435,7 @@ impl DestinationTask {
                         Interrupt::EndpointChanged => CloseReason::EndpointChanged,
                     };
                 }
-                submit = self.submits.recv(), if in_flight.len() < in_flight_max => match submit {
+                submit = self.submits.recv(), if in_flight.len() < in_flight_max && !renewing => match submit {
                     Some(submit) => next = Some(submit),
                     None => break CloseReason::Shutdown,
                 },
@@ -686,7 +708,7 @@ async fn open(
     endpoint: &Endpoint,
     config: &ClientConfig,
     client_id: &StrBytes,
-) -> Result<(Stream, PeerVersions, i32), String> {
+) -> Result<(Stream, PeerVersions, i32, Option<Instant>), String> {
     let connect = TcpStream::connect((endpoint.host.as_str(), endpoint.port));
     let stream = match timeout(config.connect_timeout, connect).await {
         Ok(Ok(stream)) => stream,
@@ -705,8 +727,10 @@ async fn open(
         let mut stream = start_tls(stream, endpoint, security).await?;
         let mut correlation_id = 0;
         let versions = negotiate(&mut stream, client_id, &mut correlation_id).await?;
+        let mut renew_at = None;
         if let Some(credentials) = security.and_then(|s| s.sasl.as_ref()) {
-            authenticate(&mut stream, client_id, &mut correlation_id, credentials)
+            let started = std::time::Instant::now();
+            let lifetime = authenticate(&mut stream, client_id, &mut correlation_id, credentials)
                 .await
                 .map_err(|reason| {
                     let reason = format!(
@@ -717,8 +741,9 @@ async fn open(
                     tracing::warn!("{reason}");
                     reason
                 })?;
+            renew_at = renewal_due(started, lifetime).map(Instant::from_std);
         }
-        Ok::<_, String>((stream, versions, correlation_id))
+        Ok::<_, String>((stream, versions, correlation_id, renew_at))
     };
     match timeout(config.request_timeout, handshake).await {
         Ok(result) => result,
@@ -905,6 +930,7 @@ mod tests {
             expects,
             inbound,
             next_correlation_id: 1,
+            renew_at: None,
         };
 
         let (reply, replied) = oneshot::channel();

@@ -148,6 +148,10 @@ pub enum CloseReason {
     /// Nothing was in flight for `connection_idle_max`.
     #[error("idle")]
     Idle,
+    /// Its SASL session ends soon (KIP-368): replaced by a new connection, which authenticates
+    /// afresh, before the server closes it.
+    #[error("SASL session renewal")]
+    SessionRenewal,
     #[error("client shut down")]
     Shutdown,
 }
@@ -161,6 +165,7 @@ impl CloseReason {
             CloseReason::EndpointChanged
                 | CloseReason::Requested
                 | CloseReason::Idle
+                | CloseReason::SessionRenewal
                 | CloseReason::Shutdown
         )
     }

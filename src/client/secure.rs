@@ -18,6 +18,7 @@
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -133,18 +134,21 @@ forward_write!(WriteHalf, WriteHalf::Plain, WriteHalf::Tls);
 /// Secures a connected socket to `endpoint` as `security` says: the TLS handshake (SSL,
 /// SASL_SSL), then SaslHandshake v1 and SaslAuthenticate v2 (SASL_PLAINTEXT, SASL_SSL); the
 /// stream as it was for PLAINTEXT. The caller bounds it in time. An error says which step
-/// failed, never a password.
+/// failed, never a password. With the stream, when its session must be renewed
+/// ([`renewal_due`]).
 pub async fn open(
     tcp: TcpStream,
     endpoint: &Endpoint,
     security: Option<&ClientSecurity>,
     client_id: &str,
-) -> Result<Stream, String> {
+) -> Result<(Stream, Option<Instant>), String> {
     let mut stream = start_tls(tcp, endpoint, security).await?;
+    let mut renew_at = None;
     if let Some(credentials) = security.and_then(|s| s.sasl.as_ref()) {
         let client_id = StrBytes::from_string(client_id.to_owned());
         let mut correlation_id = 0;
-        authenticate(&mut stream, &client_id, &mut correlation_id, credentials)
+        let started = Instant::now();
+        let lifetime = authenticate(&mut stream, &client_id, &mut correlation_id, credentials)
             .await
             .map_err(|reason| {
                 format!(
@@ -153,8 +157,34 @@ pub async fn open(
                     credentials.username
                 )
             })?;
+        renew_at = renewal_due(started, lifetime);
     }
-    Ok(stream)
+    Ok((stream, renew_at))
+}
+
+/// KIP-368: when a connection whose SASL session lasts `lifetime` (the SaslAuthenticate answer's
+/// `session_lifetime_ms`; None when the server set no end) and began at `started` must be
+/// replaced: at a random point between 85% and 95% of its lifetime, as Kafka's clients pick the
+/// moment to re-authenticate, so that a server closing it at the end (`connections.max.reauth.ms`
+/// or the credential's expiry) never finds a request on it. The owner stops writing to the
+/// connection once this passes, lets what is in flight finish, and opens a new one (a fresh
+/// TLS handshake and SASL exchange) for the next request.
+pub fn renewal_due(started: Instant, lifetime: Option<Duration>) -> Option<Instant> {
+    let lifetime = lifetime?;
+    let jitter = u64::from(rand_u8()) % 100; // 0..99: 85.00% .. 94.90%
+    let share = 8500 + jitter * 10;
+    let millis = (lifetime.as_millis() as u64).saturating_mul(share) / 10_000;
+    started.checked_add(Duration::from_millis(millis))
+}
+
+/// A random byte, for spreading renewals (not secret).
+fn rand_u8() -> u8 {
+    let mut byte = [0u8; 1];
+    #[allow(deprecated)]
+    let _ = rustls::crypto::ring::default_provider()
+        .secure_random
+        .fill(&mut byte);
+    byte[0]
 }
 
 /// The TLS handshake over a connected socket, when the destination's listener is TLS.
@@ -215,13 +245,14 @@ pub(super) async fn round_trip<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(body)
 }
 
-/// Authenticates with `credentials` over a connection whose versions are negotiated.
+/// Authenticates with `credentials` over a connection whose versions are negotiated; gives the
+/// session's lifetime when the server set one (KIP-368's `session_lifetime_ms`).
 pub(super) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     client_id: &StrBytes,
     correlation_id: &mut i32,
     credentials: &SaslCredentials,
-) -> Result<(), String> {
+) -> Result<Option<Duration>, String> {
     const HANDSHAKE_VERSION: i16 = 1;
     const AUTHENTICATE_VERSION: i16 = 2;
     let mechanism = credentials.mechanism.name();
@@ -278,11 +309,13 @@ pub(super) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                     .map_or("(no message)", |m| m.as_str())
             ));
         }
+        let lifetime = (response.session_lifetime_ms > 0)
+            .then(|| Duration::from_millis(response.session_lifetime_ms as u64));
         match scram.as_mut() {
-            None => return Ok(()),
+            None => return Ok(lifetime),
             Some(s) => match s.next(&response.auth_bytes)? {
                 Some(next) => token = next.into_bytes(),
-                None => return Ok(()),
+                None => return Ok(lifetime),
             },
         }
     }
@@ -412,6 +445,21 @@ mod tests {
     use super::*;
 
     /// RFC 7677's SCRAM-SHA-256 example, the client's side: user `user`, password `pencil`.
+    /// KIP-368: renewed between 85% and 95% of the session, never when it has no end.
+    #[test]
+    fn a_session_is_renewed_before_it_ends() {
+        let started = Instant::now();
+        assert_eq!(renewal_due(started, None), None);
+        for _ in 0..200 {
+            let at = renewal_due(started, Some(Duration::from_secs(100))).unwrap();
+            let after = at - started;
+            assert!(
+                after >= Duration::from_secs(85) && after < Duration::from_secs(95),
+                "{after:?}"
+            );
+        }
+    }
+
     #[test]
     fn scram_client_follows_rfc_7677() {
         let credentials = SaslCredentials {

@@ -26,7 +26,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -426,9 +426,11 @@ async fn run(
     let client_id = format!("kafkaiq-{node_id}-metadata-observer");
     let mut correlation = 0i32;
     let mut next_voter = 0usize;
-    let mut connection: Option<(i32, secure::Stream)> = None;
+    // The voter, the connection, and when its SASL session must be replaced (KIP-368,
+    // `secure::renewal_due`): one request at a time, so it is dropped between two.
+    let mut connection: Option<(i32, secure::Stream, Option<Instant>)> = None;
     loop {
-        let (target, mut stream) = match connection.take() {
+        let (target, mut stream, renew_at) = match connection.take() {
             Some(c) => c,
             None => {
                 let leader = state.leader.load(Ordering::Acquire);
@@ -440,7 +442,7 @@ async fn run(
                     }
                 };
                 match open(id, &host, port, security.as_deref(), &client_id).await {
-                    Ok(s) => (id, s),
+                    Ok((s, renew_at)) => (id, s, renew_at),
                     Err(refused) => {
                         state.set(false, -1);
                         // A voter that refused the TLS handshake or the credentials is asked
@@ -494,9 +496,11 @@ async fn run(
                     continue;
                 }
                 state.set(false, response.leader_id);
-                // Ask the leader next when it is another voter.
-                if response.leader_id == target || response.leader_id < 0 {
-                    connection = Some((target, stream));
+                // Ask the leader next when it is another voter; a connection whose session
+                // ends soon is replaced by a new one.
+                let renew = renew_at.is_some_and(|at| Instant::now() >= at);
+                if (response.leader_id == target || response.leader_id < 0) && !renew {
+                    connection = Some((target, stream, renew_at));
                 }
             }
             other => {
@@ -524,7 +528,7 @@ async fn open(
     port: u16,
     security: Option<&ClientSecurity>,
     client_id: &str,
-) -> Result<secure::Stream, bool> {
+) -> Result<(secure::Stream, Option<Instant>), bool> {
     let connect = TcpStream::connect((host, port));
     let tcp = match tokio::time::timeout(Duration::from_secs(2), connect).await {
         Ok(Ok(tcp)) => tcp,

@@ -14,12 +14,14 @@
 //! It has its own sockets (beside `server` and `client`): the inter-broker client speaks typed
 //! Kafka requests with responses, and Raft messages are neither. A connection to an SSL or SASL
 //! controller listener is secured by `client::secure::open` (TLS, then SASL) before its first
-//! Raft frame; a failure is logged and retried as a failed connection.
+//! Raft frame; a failure is logged and retried as a failed connection. A connection whose SASL
+//! session has an end (KIP-368, `connections.max.reauth.ms`) is replaced shortly before it, at
+//! the next message, so the peer never closes one under a message.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use raft::eraftpb::{Message, MessageType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -121,6 +123,8 @@ async fn peer_task(
     let client_id = dialer.client_id.as_str();
     let mut backoff_ms = 50u64;
     let mut connection: Option<(ReadHalf, WriteHalf)> = None;
+    // KIP-368: when the connection's SASL session must be replaced (`secure::renewal_due`).
+    let mut renew_at: Option<Instant> = None;
     loop {
         let next = match connection.as_mut() {
             // The peer never writes on this connection, so anything readable is its end: a
@@ -146,10 +150,17 @@ async fn peer_task(
             }
         };
         let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
+        if connection.is_some() && renew_at.is_some_and(|at| Instant::now() >= at) {
+            // Everything written on it was flushed, and the peer never writes on it, so closing
+            // it loses nothing; the next one authenticates afresh.
+            tracing::debug!(peer, %address, "raft connection replaced before its SASL session ends");
+            connection = None;
+        }
         if connection.is_none() {
             match connect(peer, &address, dialer.security.as_deref(), client_id).await {
-                Ok(stream) => {
+                Ok((stream, renew)) => {
                     connection = Some(stream.split());
+                    renew_at = renew;
                     backoff_ms = 50;
                 }
                 Err(()) => {
@@ -194,7 +205,7 @@ async fn connect(
     address: &str,
     security: Option<&ClientSecurity>,
     client_id: &str,
-) -> Result<secure::Stream, ()> {
+) -> Result<(secure::Stream, Option<Instant>), ()> {
     let stream = TcpStream::connect(address).await.map_err(|e| {
         tracing::debug!(peer, %address, error = %e, "raft peer unreachable");
     })?;

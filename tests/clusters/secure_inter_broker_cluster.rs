@@ -307,8 +307,94 @@ async fn replicates_and_forwards_over(
         let (_, isr) = partition(&client, id).await.unwrap();
         assert_eq!(isr.len(), nodes as usize, "node {id} sees ISR {isr:?}");
     }
+    if lines
+        .iter()
+        .any(|l| l.starts_with("connections.max.reauth.ms="))
+    {
+        sessions_are_renewed_before_they_end(&cluster, &client, nodes, leader).await;
+    }
     client.shutdown();
     cluster.stop_all();
+}
+
+/// Every SASL authentication a node's listeners accepted, and the connections it closed at a
+/// request because their session had ended (Kafka's expired-connections-killed-count).
+async fn authentications(cluster: &Cluster, id: i32) -> Option<(f64, f64)> {
+    let (status, _, text) = common::http::get(cluster.nodes[&id].http_addr(), "/metrics").await;
+    if status != 200 {
+        return None;
+    }
+    let sum = |family: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(family) && !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    Some((
+        sum("kafka_server_socket_server_metrics_successful_authentication_total{"),
+        sum("kafka_server_socket_server_metrics_expired_connections_killed"),
+    ))
+}
+
+/// KIP-368 between the nodes: with `connections.max.reauth.ms` on their listeners, every node's
+/// own connections (Raft messages, the observer's metadata fetches, registration and
+/// heartbeats, replica fetches, forwarding) authenticate again before their session ends, so
+/// no node ever closes one of them at a request for an ended session, and replication goes on.
+async fn sessions_are_renewed_before_they_end(
+    cluster: &Cluster,
+    client: &Client,
+    nodes: i32,
+    leader: i32,
+) {
+    let mut before = Vec::new();
+    for id in 1..=nodes {
+        before.push(authentications(cluster, id).await.expect("metrics"));
+    }
+    // Sessions last 3 s: each node's peers authenticate again several times within seconds.
+    cluster
+        .wait_for(
+            "every node to authenticate its peers again, sessions renewed",
+            DEADLINE,
+            || async {
+                for id in 1..=nodes {
+                    let (succeeded, _) = authentications(cluster, id).await?;
+                    if succeeded < before[(id - 1) as usize].0 + 6.0 {
+                        return None;
+                    }
+                }
+                Some(())
+            },
+        )
+        .await;
+    let records = batch(&["after-renewals"], None);
+    let produced = cluster
+        .wait_for("an acks=all produce after renewals", DEADLINE, || async {
+            let records = records.clone();
+            let options = RequestOptions::default().versions(3, 12);
+            let r = client
+                .send_with(leader, options, move |_| {
+                    produce_by_name(TOPIC, 0, records, -1)
+                })
+                .await
+                .ok()?;
+            let p = r
+                .body
+                .responses
+                .first()?
+                .partition_responses
+                .first()?
+                .clone();
+            (p.error_code == 0).then_some(p)
+        })
+        .await;
+    assert_eq!(produced.base_offset, 3);
+    for id in 1..=nodes {
+        let (succeeded, killed) = authentications(cluster, id).await.expect("metrics");
+        assert_eq!(
+            killed, 0.0,
+            "node {id} closed a connection whose session had ended ({succeeded} authentications)"
+        );
+    }
 }
 
 /// Every voter's controller listener answers ApiVersions to a client secured as the nodes'
@@ -404,6 +490,17 @@ async fn a_sasl_ssl_scram_controller_and_inter_broker_listener_replicate_and_for
     let dir = tempfile::tempdir().unwrap();
     let lines = controller_scram_lines(dir.path());
     replicates_and_forwards_over("sasl-ssl-ctl", "SASL_SSL", "SASL_SSL", 1, lines).await;
+}
+
+/// [`a_sasl_ssl_scram_controller_and_inter_broker_listener_replicate_and_forward`] with
+/// sessions of 3 s on every listener (KIP-368): the nodes' own connections are renewed before
+/// their sessions end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_between_the_nodes_are_renewed_before_they_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = controller_scram_lines(dir.path());
+    lines.push("connections.max.reauth.ms=3000".to_owned());
+    replicates_and_forwards_over("sasl-ssl-reauth", "SASL_SSL", "SASL_SSL", 1, lines).await;
 }
 
 /// An SSL controller listener that requires the nodes' certificates (the inter-broker listener
