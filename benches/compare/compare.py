@@ -1405,8 +1405,11 @@ def report(sessions: list[dict], plan, args, binary: Path, brokers: list[str]) -
                    "same PEM key store and client properties serve both brokers. The Java tools "
                    "and librdkafka's rdkafka_performance (C, OpenSSL) both run: on two cores the "
                    "Java tools take most of the CPU themselves (the Tool CPU column), so their "
-                   "throughput says more about the client than the broker; rdkafka_performance "
-                   "costs far less per MiB, so its rows show how fast each broker can go. "
+                   "throughput says more about the client than the broker. rdkafka_performance "
+                   "costs far less per MiB: its consumer shows how fast each broker serves; "
+                   "its producer still spends about a core of its own (TLS and sending in one "
+                   "thread), so its throughput is bounded by it and its broker CPU per MiB is "
+                   "the figure to read. "
                    + (getattr(args, "rdk_note", "") or "") + "\n")
     out.append("Targets (KafkaIQ / Kafka, from the benchmark issue): producer throughput ≥ 1.0× "
                "for both record sizes; broker CPU per MB ingested ≤ 0.5×; p99 at the fixed rate "

@@ -85,7 +85,7 @@ pub async fn read_frame_per_api<R: AsyncRead + Unpin>(
         });
     }
     let size = size as usize;
-    let mut body = Vec::with_capacity(size.min(FRAME_RESERVED_BYTES_MAX));
+    let mut body = Vec::with_capacity(2);
     let key_bytes = size.min(2);
     let read = reader.take(key_bytes as u64).read_to_end(&mut body).await?;
     if read < key_bytes {
@@ -101,6 +101,8 @@ pub async fn read_frame_per_api<R: AsyncRead + Unpin>(
         }
     }
     let rest = size - key_bytes;
+    // Reserved once the size has passed the API's bound too.
+    body.reserve(size.min(FRAME_RESERVED_BYTES_MAX) - key_bytes);
     let read = reader.take(rest as u64).read_to_end(&mut body).await?;
     if read < rest {
         return Err(FrameError::Truncated);

@@ -3,7 +3,9 @@
 //! ApiVersions and SaslHandshake, then its SASL tokens — wrapped in SaslAuthenticate after a
 //! v1 handshake, raw size-prefixed frames after a v0 one (what old librdkafka sends). Anything
 //! else fails the authentication: unanswered before the handshake, answered with that request's
-//! own error response (ILLEGAL_SASL_STATE) during the exchange, as Kafka does. A failed authentication is answered (SASL_AUTHENTICATION_FAILED
+//! own error response (ILLEGAL_SASL_STATE) during the exchange, as Kafka does (for the APIs a
+//! client sends on its own; the others unanswered); an ApiVersions out of turn closes the
+//! connection at once. A failed authentication is answered (SASL_AUTHENTICATION_FAILED
 //! for SaslAuthenticate) and the connection closes `connection.failed.authentication.delay.ms`
 //! later. Passwords are compared in constant time and never logged.
 //!
@@ -143,7 +145,7 @@ pub struct Authenticator {
     last_reauthentication: Option<Instant>,
     /// An ApiVersions was answered in this exchange, or it re-authenticates: the next request
     /// must be the SaslHandshake (Kafka's HANDSHAKE_REQUEST and REAUTH_PROCESS_HANDSHAKE
-    /// states); another ApiVersions fails the authentication.
+    /// states); another ApiVersions closes the connection.
     versions_done: bool,
 }
 
@@ -427,10 +429,16 @@ impl Authenticator {
                     "Unexpected Kafka request of type {:?} during SASL authentication.",
                     request.api_key
                 );
-                let response = illegal_state_response(&body)
+                let response = illegal_state_response(&body, version)
                     .and_then(|kind| encode(request.api_key, version, correlation_id, kind).ok());
                 Step::Fail { response, reason }
             }
+            // An ApiVersions out of turn closes the connection at once (Kafka's
+            // `handleApiVersionsRequest` throws an IllegalStateException, not an authentication
+            // failure).
+            (_, RequestKind::ApiVersions(_)) => Step::Close(
+                "Unexpected ApiVersions request received during SASL authentication".to_owned(),
+            ),
             (_, _) => Step::Fail {
                 response: None,
                 reason: format!(
@@ -624,11 +632,11 @@ fn plain(settings: &SaslSettings, token: &[u8]) -> Result<String, String> {
     }
 }
 
-/// The answer, ILLEGAL_SASL_STATE wherever the response has an error, to a request other than
-/// SaslAuthenticate in the middle of a SASL exchange (Kafka's `getErrorResponse` of that
-/// request), for the APIs a client sends on its own; None for the rest, which then fail the
-/// authentication unanswered.
-fn illegal_state_response(request: &RequestKind) -> Option<ResponseKind> {
+/// The answer, ILLEGAL_SASL_STATE wherever the response of `version` has an error, to a
+/// request other than SaslAuthenticate in the middle of a SASL exchange (Kafka's
+/// `getErrorResponse` of that request), for the APIs a client sends on its own; None for the
+/// rest, which then fail the authentication unanswered (where Kafka answers every API).
+fn illegal_state_response(request: &RequestKind, version: i16) -> Option<ResponseKind> {
     use kafka_protocol::messages::*;
     let code = ILLEGAL_SASL_STATE;
     Some(match request {
@@ -642,8 +650,13 @@ fn illegal_state_response(request: &RequestKind) -> Option<ResponseKind> {
                     .iter()
                     .flatten()
                     .map(|t| {
+                        // The name may be null in the response only from v12.
+                        let name = match &t.name {
+                            None if version < 12 => Some(TopicName(StrBytes::default())),
+                            name => name.clone(),
+                        };
                         metadata_response::MetadataResponseTopic::default()
-                            .with_name(t.name.clone())
+                            .with_name(name)
                             .with_topic_id(t.topic_id)
                             .with_error_code(code)
                     })
@@ -665,6 +678,7 @@ fn illegal_state_response(request: &RequestKind) -> Option<ResponseKind> {
                                         produce_response::PartitionProduceResponse::default()
                                             .with_index(p.index)
                                             .with_error_code(code)
+                                            .with_base_offset(-1)
                                     })
                                     .collect(),
                             )
@@ -715,15 +729,22 @@ fn illegal_state_response(request: &RequestKind) -> Option<ResponseKind> {
                     .collect(),
             ),
         ),
-        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
+        // Up to v3 one coordinator, with the error at the top; from v4 one per key.
+        RequestKind::FindCoordinator(_) if version <= 3 => ResponseKind::FindCoordinator(
             FindCoordinatorResponse::default()
                 .with_error_code(code)
-                .with_coordinators(
+                .with_node_id(BrokerId(-1))
+                .with_port(-1),
+        ),
+        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
+            FindCoordinatorResponse::default().with_coordinators(
                     r.coordinator_keys
                         .iter()
                         .map(|key| {
                             find_coordinator_response::Coordinator::default()
                                 .with_key(key.clone())
+                                .with_node_id(BrokerId(-1))
+                                .with_port(-1)
                                 .with_error_code(code)
                         })
                         .collect(),
@@ -827,6 +848,104 @@ mod tests {
         assert!(matches!(a.handle(frame), Step::Dispatch));
     }
 
+    /// Every answer to a request during the exchange encodes at every version served, with a
+    /// request shaped as clients send it (a topic, a partition, a coordinator key).
+    #[test]
+    fn every_illegal_state_answer_encodes_at_every_version() {
+        use kafka_protocol::messages::*;
+        let requests = [
+            (
+                ApiKey::Metadata,
+                RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
+                    metadata_request::MetadataRequestTopic::default(),
+                ]))),
+            ),
+            (
+                ApiKey::Produce,
+                RequestKind::Produce(ProduceRequest::default().with_topic_data(vec![
+                    produce_request::TopicProduceData::default().with_partition_data(vec![
+                        produce_request::PartitionProduceData::default(),
+                    ]),
+                ])),
+            ),
+            (
+                ApiKey::Fetch,
+                RequestKind::Fetch(FetchRequest::default().with_topics(vec![
+                    fetch_request::FetchTopic::default()
+                        .with_partitions(vec![fetch_request::FetchPartition::default()]),
+                ])),
+            ),
+            (
+                ApiKey::ListOffsets,
+                RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
+                    list_offsets_request::ListOffsetsTopic::default().with_partitions(vec![
+                        list_offsets_request::ListOffsetsPartition::default(),
+                    ]),
+                ])),
+            ),
+            (
+                ApiKey::FindCoordinator,
+                RequestKind::FindCoordinator(
+                    FindCoordinatorRequest::default()
+                        .with_coordinator_keys(vec![StrBytes::from_static_str("group")]),
+                ),
+            ),
+            (
+                ApiKey::ApiVersions,
+                RequestKind::ApiVersions(ApiVersionsRequest::default()),
+            ),
+            (
+                ApiKey::SaslHandshake,
+                RequestKind::SaslHandshake(SaslHandshakeRequest::default()),
+            ),
+            (
+                ApiKey::JoinGroup,
+                RequestKind::JoinGroup(JoinGroupRequest::default()),
+            ),
+            (
+                ApiKey::SyncGroup,
+                RequestKind::SyncGroup(SyncGroupRequest::default()),
+            ),
+            (
+                ApiKey::Heartbeat,
+                RequestKind::Heartbeat(HeartbeatRequest::default()),
+            ),
+            (
+                ApiKey::LeaveGroup,
+                RequestKind::LeaveGroup(LeaveGroupRequest::default()),
+            ),
+            (
+                ApiKey::ListGroups,
+                RequestKind::ListGroups(ListGroupsRequest::default()),
+            ),
+            (
+                ApiKey::InitProducerId,
+                RequestKind::InitProducerId(InitProducerIdRequest::default()),
+            ),
+            (
+                ApiKey::DescribeCluster,
+                RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+            ),
+            (
+                ApiKey::ConsumerGroupHeartbeat,
+                RequestKind::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest::default()),
+            ),
+        ];
+        for (key, request) in requests {
+            let &(_, min, max) = crate::handlers::api_versions::SUPPORTED
+                .iter()
+                .find(|(k, _, _)| *k == key)
+                .unwrap();
+            // kafka-protocol reads and writes Produce from v3 only.
+            let min = if key == ApiKey::Produce { min.max(3) } else { min };
+            for version in min..=max {
+                let answer = illegal_state_response(&request, version).unwrap();
+                encode(key, version, 7, answer)
+                    .unwrap_or_else(|e| panic!("{key:?} v{version}: {e}"));
+            }
+        }
+    }
+
     fn api_versions(version: i16, software: &str) -> Bytes {
         use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader};
         use kafka_protocol::protocol::Encodable;
@@ -849,8 +968,7 @@ mod tests {
     }
 
     /// Kafka answers one ApiVersions before the handshake (HANDSHAKE_OR_VERSIONS_REQUEST), then
-    /// wants the SaslHandshake (HANDSHAKE_REQUEST): a second ApiVersions fails the
-    /// authentication unanswered.
+    /// wants the SaslHandshake (HANDSHAKE_REQUEST): a second ApiVersions closes the connection.
     /// One it did not accept (a version too new, an invalid software name) may be sent again;
     /// a re-authentication starts with the handshake.
     #[test]
@@ -867,10 +985,7 @@ mod tests {
             Step::Dispatch
         ));
         match a.handle(api_versions(3, "apache-kafka-java")) {
-            Step::Fail {
-                response: None,
-                reason,
-            } => assert!(reason.contains("ApiVersions"), "{reason}"),
+            Step::Close(why) => assert!(why.contains("ApiVersions"), "{why}"),
             other => panic!("{other:?}"),
         }
         let mut a = Authenticator::new(settings(), None);
@@ -883,7 +998,7 @@ mod tests {
         assert!(a.begin_reauthentication(Instant::now()));
         assert!(matches!(
             a.handle(api_versions(3, "librdkafka")),
-            Step::Fail { response: None, .. }
+            Step::Close(_)
         ));
     }
 
