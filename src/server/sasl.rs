@@ -937,7 +937,11 @@ mod tests {
                 .find(|(k, _, _)| *k == key)
                 .unwrap();
             // kafka-protocol reads and writes Produce from v3 only.
-            let min = if key == ApiKey::Produce { min.max(3) } else { min };
+            let min = if key == ApiKey::Produce {
+                min.max(3)
+            } else {
+                min
+            };
             for version in min..=max {
                 let answer = illegal_state_response(&request, version).unwrap();
                 encode(key, version, 7, answer)
