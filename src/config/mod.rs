@@ -671,22 +671,18 @@ impl BrokerConfig {
     }
 
     /// The SCRAM credentials `kafkaiq.sasl.scram.users` gives on the listeners of this node
-    /// (client or controller): the iterations of each, by user and mechanism.
+    /// (client or controller): the iterations of each, by user and mechanism name.
     pub fn file_scram_credentials(
         &self,
-    ) -> std::collections::BTreeMap<(String, crate::metadata::scram::ScramMechanism), u32> {
-        use crate::metadata::scram::ScramMechanism;
+    ) -> std::collections::BTreeMap<(String, &'static str), u32> {
         self.client_listeners
             .iter()
             .map(|l| &l.security)
             .chain(self.controller_listener_security.iter())
             .filter_map(|s| s.sasl.as_ref())
             .flat_map(|sasl| sasl.scram.iter())
-            .filter_map(|((mechanism, user), credential)| {
-                let mechanism = [ScramMechanism::Sha256, ScramMechanism::Sha512]
-                    .into_iter()
-                    .find(|m| m.sasl_name() == *mechanism)?;
-                Some(((user.clone(), mechanism), credential.iterations))
+            .map(|((mechanism, user), credential)| {
+                ((user.clone(), *mechanism), credential.iterations)
             })
             .collect()
     }

@@ -34,17 +34,22 @@ const DESCRIBE_USER_THAT_DOES_NOT_EXIST: &str =
     "Attempt to describe a user credential that does not exist: ";
 
 /// `file`: the credentials `kafkaiq.sasl.scram.users` gives this node (iterations by user and
-/// mechanism), described as Kafka describes the ones `kafka-storage format --add-scram`
-/// bootstrapped, unless the metadata log removed them; the log's own win over them.
+/// SASL mechanism name), described as Kafka describes the ones `kafka-storage format
+/// --add-scram` bootstrapped, unless the metadata log removed them; the log's own win over them.
 pub fn describe(
     image: &MetadataImage,
-    file: &BTreeMap<(String, ScramMechanism), u32>,
+    file: &BTreeMap<(String, &'static str), u32>,
     request: DescribeUserScramCredentialsRequest,
 ) -> ResponseKind {
     let mut credentials: BTreeMap<(String, ScramMechanism), u32> = file
         .iter()
-        .filter(|(key, _)| !image.scram_removed.contains(*key))
-        .map(|(key, iterations)| (key.clone(), *iterations))
+        .filter_map(|((user, name), iterations)| {
+            let mechanism = [ScramMechanism::Sha256, ScramMechanism::Sha512]
+                .into_iter()
+                .find(|m| m.sasl_name() == *name)?;
+            Some(((user.clone(), mechanism), *iterations))
+        })
+        .filter(|(key, _)| !image.scram_removed.contains(key))
         .collect();
     credentials.extend(
         image
