@@ -267,28 +267,10 @@ async fn replicates_and_forwards_over(
         &["first", "second", "replicated-over-a-secured-listener"],
         None,
     );
-    let produced = cluster
-        .wait_for("an acks=all produce", DEADLINE, || async {
-            let records = records.clone();
-            // At v12 at most: the topic is addressed by name.
-            let options = RequestOptions::default().versions(3, 12);
-            let r = client
-                .send_with(leader, options, move |_| {
-                    produce_by_name(TOPIC, 0, records, -1)
-                })
-                .await
-                .ok()?;
-            let p = r
-                .body
-                .responses
-                .first()?
-                .partition_responses
-                .first()?
-                .clone();
-            (p.error_code == 0).then_some(p)
-        })
-        .await;
-    assert_eq!(produced.base_offset, 0);
+    assert_eq!(
+        produce_all(&cluster, &client, leader, records, "an acks=all produce").await,
+        0
+    );
 
     let needle = b"replicated-over-a-secured-listener";
     for id in 1..=nodes {
@@ -315,6 +297,38 @@ async fn replicates_and_forwards_over(
     }
     client.shutdown();
     cluster.stop_all();
+}
+
+/// Produces `records` to the topic's leader with acks=all until it succeeds; its base offset.
+async fn produce_all(
+    cluster: &Cluster,
+    client: &Client,
+    leader: i32,
+    records: bytes::Bytes,
+    what: &str,
+) -> i64 {
+    let produced = cluster
+        .wait_for(what, DEADLINE, || async {
+            let records = records.clone();
+            // At v12 at most: the topic is addressed by name.
+            let options = RequestOptions::default().versions(3, 12);
+            let r = client
+                .send_with(leader, options, move |_| {
+                    produce_by_name(TOPIC, 0, records, -1)
+                })
+                .await
+                .ok()?;
+            let p = r
+                .body
+                .responses
+                .first()?
+                .partition_responses
+                .first()?
+                .clone();
+            (p.error_code == 0).then_some(p)
+        })
+        .await;
+    produced.base_offset
 }
 
 /// Every SASL authentication a node's listeners accepted, and the connections it closed at a
@@ -363,27 +377,8 @@ async fn sessions_are_renewed_before_they_end(
         )
         .await;
     let records = batch(&["after-renewals"], None);
-    let produced = cluster
-        .wait_for("an acks=all produce after renewals", DEADLINE, || async {
-            let records = records.clone();
-            let options = RequestOptions::default().versions(3, 12);
-            let r = client
-                .send_with(leader, options, move |_| {
-                    produce_by_name(TOPIC, 0, records, -1)
-                })
-                .await
-                .ok()?;
-            let p = r
-                .body
-                .responses
-                .first()?
-                .partition_responses
-                .first()?
-                .clone();
-            (p.error_code == 0).then_some(p)
-        })
-        .await;
-    assert_eq!(produced.base_offset, 3);
+    let what = "an acks=all produce after renewals";
+    assert_eq!(produce_all(cluster, client, leader, records, what).await, 3);
     for id in 1..=nodes {
         let (succeeded, killed) = authentications(cluster, id).await.expect("metrics");
         assert_eq!(
