@@ -832,6 +832,12 @@ def cds_opts(libs: Path) -> list[str]:
 
 def run_tool(libs: Path, main_class: str, args: list[str], log: Path, timeout_s: float):
     cmd = ["java", *cds_opts(libs), TOOL_HEAP, "-cp", f"{libs}/*", main_class, *args]
+    return run_logged(cmd, log, timeout_s)
+
+
+def run_logged(cmd: list[str], log: Path, timeout_s: float) -> tuple[int | None, str]:
+    """Runs `cmd` (its own process group) with its output and the command line in `log`;
+    (exit code, or None when it was killed after `timeout_s`; its output)."""
     with open(log, "wb") as out:
         out.write((" ".join(cmd) + "\n").encode())
         out.flush()
@@ -842,7 +848,7 @@ def run_tool(libs: Path, main_class: str, args: list[str], log: Path, timeout_s:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            return None, log.read_text(errors="replace")
+            code = None
     return code, log.read_text(errors="replace")
 
 
@@ -968,29 +974,13 @@ def build_rdk() -> tuple[Path | None, str]:
                   "`benches/compare/build-rdkafka-perf.sh` with librdkafka's defaults")
 
 
-def run_rdk(cmd: list[str], log: Path, timeout_s: float) -> tuple[int | None, str]:
-    """Runs rdkafka_performance into `log`; (exit code or None on timeout, its output)."""
-    with open(log, "wb") as out:
-        out.write((" ".join(cmd) + "\n").encode())
-        out.flush()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            code = proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code = None
-    return code, log.read_text(errors="replace")
-
-
 def rdk_produce(rdk: Path, bootstrap: str, run: RdkProduceRun, log: Path, timeout_s: float,
                 extra: tuple[str, ...] = ()):
     """`extra`: more `-X key=value` arguments (the security settings)."""
     acks = "-1" if run.acks == "all" else run.acks
     cmd = [str(rdk), "-P", "-t", run.topic, "-b", bootstrap, "-s", str(run.size),
            "-c", str(run.records), "-X", f"acks={acks}", "-q", *extra]
-    code, text = run_rdk(cmd, log, timeout_s)
+    code, text = run_logged(cmd, log, timeout_s)
     if code is None:
         return {"error": f"timed out after {timeout_s:.0f} s: {tail(log)}"}
     finals = RDK_FINAL.findall(text)
@@ -1020,7 +1010,7 @@ def rdk_consume(rdk: Path, bootstrap: str, run: RdkConsumeRun, log: Path, timeou
     to its last, so connecting and authenticating are not in the figure."""
     cmd = [str(rdk), "-C", "-t", run.topic, "-p", "0", "-o", "beginning", "-b", bootstrap,
            "-c", str(run.records), "-q", *extra]
-    code, text = run_rdk(cmd, log, timeout_s)
+    code, text = run_logged(cmd, log, timeout_s)
     if code is None:
         return {"error": f"timed out after {timeout_s:.0f} s: {tail(log)}"}
     finals = RDK_CONSUMED.findall(text)
