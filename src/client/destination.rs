@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use kafka_protocol::messages::ApiVersionsRequest;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use tokio::io::AsyncWriteExt;
@@ -25,7 +26,7 @@ use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 use super::backoff::ReconnectBackoff;
 use super::error::{ClientError, CloseReason};
 use super::secure::{
-    authenticate, renewal_due, round_trip, start_tls, ReadHalf, Stream, WriteHalf,
+    reauthenticate, round_trip, start_tls, Direct, Exchange, ReadHalf, Stream, WriteHalf,
 };
 use super::versions::{
     after_api_versions, api_versions_request, pick_version, Negotiation, PeerVersions,
@@ -164,8 +165,9 @@ struct Connection {
     expects: mpsc::Sender<Expect>,
     inbound: mpsc::Receiver<Inbound>,
     next_correlation_id: i32,
-    /// When the connection's SASL session must be replaced (KIP-368, `secure::renewal_due`):
-    /// from then on nothing more is written to it, and it closes once nothing is in flight.
+    /// When the connection's SASL session must be renewed (KIP-368, `secure::renewal_due`):
+    /// from then on no request is written to it, and once nothing is in flight it
+    /// authenticates again in place ([`DestinationTask::renew_session`]).
     renew_at: Option<Instant>,
 }
 
@@ -419,13 +421,24 @@ impl DestinationTask {
                     };
                 }
                 _ = sleep_until(idle_at), if in_flight.is_empty() => break CloseReason::Idle,
-                // At the renewal time: closed at once when nothing is in flight; otherwise no
-                // more requests are taken (`renewing`) and it closes when the last is answered.
+                // At the renewal time: renewed at once when nothing is in flight; otherwise no
+                // more requests are taken (`renewing`) and it is renewed when the last is
+                // answered. A renewal that fails closes the connection; the next one
+                // authenticates afresh (or reports why it cannot).
                 _ = sleep_until(connection.renew_at.unwrap_or_else(far_future)),
                     if connection.renew_at.is_some() && (!renewing || in_flight.is_empty()) =>
                 {
                     if in_flight.is_empty() {
-                        break CloseReason::SessionRenewal;
+                        match self.renew_session(&mut connection).await {
+                            Ok(renew_at) => {
+                                connection.renew_at = renew_at;
+                                last_activity = Instant::now();
+                            }
+                            Err(reason) => {
+                                tracing::warn!(node = self.node, endpoint = %connection.endpoint, %reason, "SASL re-authentication failed; reconnecting");
+                                break CloseReason::SessionRenewal;
+                            }
+                        }
                     }
                 }
                 interrupt = next_interrupt(&mut self.control, &mut self.disconnects_seen, Some(&connection.endpoint)) => {
@@ -443,6 +456,27 @@ impl DestinationTask {
         };
         self.close(connection, in_flight, &reason, head_error);
         reason
+    }
+
+    /// KIP-368: authenticates again on `connection`, nothing else in flight, within the request
+    /// timeout; gives when the new session must be renewed.
+    async fn renew_session(&self, connection: &mut Connection) -> Result<Option<Instant>, String> {
+        let Some(credentials) = self.config.security.as_ref().and_then(|s| s.sasl.as_ref()) else {
+            return Ok(None);
+        };
+        let mut exchange = Pipelined {
+            connection,
+            client_id: &self.client_id,
+        };
+        match timeout(
+            self.config.request_timeout,
+            reauthenticate(&mut exchange, credentials),
+        )
+        .await
+        {
+            Ok(renewed) => renewed.map(|at| at.map(Instant::from_std)),
+            Err(_) => Err(format!("not done within {:?}", self.config.request_timeout)),
+        }
     }
 
     /// Writes one request. Requests that cannot go out at all (no common version, an encoding
@@ -620,6 +654,63 @@ impl DestinationTask {
     }
 }
 
+/// A SASL exchange on an open connection: each request is written by the serve loop and its
+/// response read by the connection's reader, nothing else in flight.
+struct Pipelined<'a> {
+    connection: &'a mut Connection,
+    client_id: &'a StrBytes,
+}
+
+impl Exchange for Pipelined<'_> {
+    async fn round_trip(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        encode: EncodeFn,
+        bytes_max: usize,
+    ) -> Result<Bytes, String> {
+        let connection = &mut *self.connection;
+        let correlation_id = connection.next_correlation_id;
+        let (frame, _) = encode_request(api_key, version, correlation_id, self.client_id, encode)
+            .map_err(|err| format!("{err:#}"))?;
+        connection.next_correlation_id = correlation_id.wrapping_add(1);
+        let raw: DecodeFn = Box::new(|body, _| Ok(Box::new(body) as AnyBody));
+        connection
+            .expects
+            .try_send(Expect {
+                correlation_id,
+                api_key,
+                version,
+                bytes_max,
+                decode: Some(raw),
+            })
+            .map_err(|_| "the response reader stopped".to_owned())?;
+        connection
+            .writer
+            .write_all(&frame)
+            .await
+            .map_err(|err| err.to_string())?;
+        connection
+            .writer
+            .flush()
+            .await
+            .map_err(|err| err.to_string())?;
+        match connection.inbound.recv().await {
+            Some(Inbound::Response {
+                body: Some(body), ..
+            }) => body
+                .downcast::<Bytes>()
+                .map(|body| *body)
+                .map_err(|_| format!("{api_key:?}: an unexpected response body")),
+            Some(Inbound::Response { body: None, .. }) => {
+                Err(format!("{api_key:?}: a response without a body"))
+            }
+            Some(Inbound::Failed { reason, .. }) => Err(reason.to_string()),
+            None => Err("the response reader stopped".to_owned()),
+        }
+    }
+}
+
 /// Why a request could not be written.
 enum WriteError {
     /// The connection must close for this reason.
@@ -729,8 +820,12 @@ async fn open(
         let versions = negotiate(&mut stream, client_id, &mut correlation_id).await?;
         let mut renew_at = None;
         if let Some(credentials) = security.and_then(|s| s.sasl.as_ref()) {
-            let started = std::time::Instant::now();
-            let lifetime = authenticate(&mut stream, client_id, &mut correlation_id, credentials)
+            let mut exchange = Direct {
+                stream: &mut stream,
+                client_id,
+                correlation_id: &mut correlation_id,
+            };
+            renew_at = reauthenticate(&mut exchange, credentials)
                 .await
                 .map_err(|reason| {
                     let reason = format!(
@@ -740,8 +835,8 @@ async fn open(
                     );
                     tracing::warn!("{reason}");
                     reason
-                })?;
-            renew_at = renewal_due(started, lifetime).map(Instant::from_std);
+                })?
+                .map(Instant::from_std);
         }
         Ok::<_, String>((stream, versions, correlation_id, renew_at))
     };

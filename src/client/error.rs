@@ -148,9 +148,9 @@ pub enum CloseReason {
     /// Nothing was in flight for `connection_idle_max`.
     #[error("idle")]
     Idle,
-    /// Its SASL session ends soon (KIP-368): replaced by a new connection, which authenticates
-    /// afresh, before the server closes it.
-    #[error("SASL session renewal")]
+    /// Its SASL session ends soon (KIP-368) and authenticating again on it failed: closed
+    /// before the server closes it; the next connection authenticates afresh.
+    #[error("SASL session renewal failed")]
     SessionRenewal,
     #[error("client shut down")]
     Shutdown,

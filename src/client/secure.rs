@@ -11,6 +11,12 @@
 //! messages between voters, a broker-only node's metadata log fetch), which are not requests of
 //! a [`super::Client`]: one mechanism for every secured connection this node opens.
 //!
+//! KIP-368: when the server gives the session an end (`session_lifetime_ms`), the connection's
+//! owner authenticates again on the same connection before it ([`renewal_due`],
+//! [`reauthenticate`]), as Kafka's clients do. The connection stays open, so a server that reads
+//! its close as the end of this node (the controller fencing a broker, a voter losing the quorum
+//! leader) never sees one.
+//!
 //! The stream is an enum rather than a boxed trait object so that a PLAINTEXT connection keeps
 //! tokio's owned TCP halves (no lock, no indirection per read); a TLS stream is split with
 //! `tokio::io::split`.
@@ -135,20 +141,24 @@ forward_write!(WriteHalf, WriteHalf::Plain, WriteHalf::Tls);
 /// SASL_SSL), then SaslHandshake v1 and SaslAuthenticate v2 (SASL_PLAINTEXT, SASL_SSL); the
 /// stream as it was for PLAINTEXT. The caller bounds it in time. An error says which step
 /// failed, never a password. With the stream, when its session must be renewed
-/// ([`renewal_due`]).
+/// ([`renewal_due`], [`reauthenticate`]) and the next correlation id.
 pub async fn open(
     tcp: TcpStream,
     endpoint: &Endpoint,
     security: Option<&ClientSecurity>,
     client_id: &str,
-) -> Result<(Stream, Option<Instant>), String> {
+) -> Result<(Stream, Option<Instant>, i32), String> {
     let mut stream = start_tls(tcp, endpoint, security).await?;
     let mut renew_at = None;
+    let mut correlation_id = 0;
     if let Some(credentials) = security.and_then(|s| s.sasl.as_ref()) {
         let client_id = StrBytes::from_string(client_id.to_owned());
-        let mut correlation_id = 0;
-        let started = Instant::now();
-        let lifetime = authenticate(&mut stream, &client_id, &mut correlation_id, credentials)
+        let mut exchange = Direct {
+            stream: &mut stream,
+            client_id: &client_id,
+            correlation_id: &mut correlation_id,
+        };
+        renew_at = reauthenticate(&mut exchange, credentials)
             .await
             .map_err(|reason| {
                 format!(
@@ -157,18 +167,71 @@ pub async fn open(
                     credentials.username
                 )
             })?;
-        renew_at = renewal_due(started, lifetime);
     }
-    Ok((stream, renew_at))
+    Ok((stream, renew_at, correlation_id))
+}
+
+/// Authenticates with `credentials` through `exchange`, on a new connection or again on one
+/// whose session is ending (KIP-368, as Kafka's clients re-authenticate: same connection, a
+/// new SaslHandshake and SaslAuthenticate exchange while nothing else is in flight); gives when
+/// the new session must be renewed. An error says which step failed, never a password.
+pub async fn reauthenticate<E: Exchange>(
+    exchange: &mut E,
+    credentials: &SaslCredentials,
+) -> Result<Option<Instant>, String> {
+    let started = Instant::now();
+    let lifetime = authenticate(exchange, credentials).await?;
+    Ok(renewal_due(started, lifetime))
+}
+
+/// One request and its response on a connection: how a SASL exchange reaches the server.
+/// [`Direct`] reads and writes a stream in turn; the inter-broker client's connections go
+/// through their response reader instead (`destination`).
+pub trait Exchange {
+    fn round_trip(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        encode: EncodeFn,
+        bytes_max: usize,
+    ) -> impl std::future::Future<Output = Result<Bytes, String>> + Send;
+}
+
+/// A stream its owner writes and then reads ([`round_trip`]), with the connection's
+/// correlation ids.
+pub struct Direct<'a, S> {
+    pub stream: &'a mut S,
+    pub client_id: &'a StrBytes,
+    pub correlation_id: &'a mut i32,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Exchange for Direct<'_, S> {
+    fn round_trip(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        encode: EncodeFn,
+        bytes_max: usize,
+    ) -> impl std::future::Future<Output = Result<Bytes, String>> + Send {
+        round_trip(
+            &mut *self.stream,
+            self.client_id,
+            &mut *self.correlation_id,
+            api_key,
+            version,
+            encode,
+            bytes_max,
+        )
+    }
 }
 
 /// KIP-368: when a connection whose SASL session lasts `lifetime` (the SaslAuthenticate answer's
 /// `session_lifetime_ms`; None when the server set no end) and began at `started` must be
 /// replaced: at a random point between 85% and 95% of its lifetime, as Kafka's clients pick the
 /// moment to re-authenticate, so that a server closing it at the end (`connections.max.reauth.ms`
-/// or the credential's expiry) never finds a request on it. The owner stops writing to the
-/// connection once this passes, lets what is in flight finish, and opens a new one (a fresh
-/// TLS handshake and SASL exchange) for the next request.
+/// or the credential's expiry) never finds a request on it. The owner stops writing requests to
+/// the connection once this passes, lets what is in flight finish, and authenticates again on
+/// it ([`reauthenticate`]).
 pub fn renewal_due(started: Instant, lifetime: Option<Duration>) -> Option<Instant> {
     let lifetime = lifetime?;
     let jitter = u64::from(rand_u8()) % 100; // 0..99: 85.00% .. 94.90%
@@ -247,10 +310,8 @@ pub(super) async fn round_trip<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// Authenticates with `credentials` over a connection whose versions are negotiated; gives the
 /// session's lifetime when the server set one (KIP-368's `session_lifetime_ms`).
-pub(super) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut S,
-    client_id: &StrBytes,
-    correlation_id: &mut i32,
+async fn authenticate<E: Exchange>(
+    exchange: &mut E,
     credentials: &SaslCredentials,
 ) -> Result<Option<Duration>, String> {
     const HANDSHAKE_VERSION: i16 = 1;
@@ -258,15 +319,8 @@ pub(super) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     let mechanism = credentials.mechanism.name();
     let request =
         SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
-    let response: SaslHandshakeResponse = call(
-        stream,
-        client_id,
-        correlation_id,
-        ApiKey::SaslHandshake,
-        HANDSHAKE_VERSION,
-        request,
-    )
-    .await?;
+    let response: SaslHandshakeResponse =
+        call(exchange, ApiKey::SaslHandshake, HANDSHAKE_VERSION, request).await?;
     if response.error_code != 0 {
         let offered: Vec<&str> = response.mechanisms.iter().map(|m| m.as_str()).collect();
         return Err(format!(
@@ -291,9 +345,7 @@ pub(super) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     loop {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
         let response: SaslAuthenticateResponse = call(
-            stream,
-            client_id,
-            correlation_id,
+            exchange,
             ApiKey::SaslAuthenticate,
             AUTHENTICATE_VERSION,
             request,
@@ -322,30 +374,21 @@ pub(super) async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// One SASL request, its response decoded.
-async fn call<S, Req, Resp>(
-    stream: &mut S,
-    client_id: &StrBytes,
-    correlation_id: &mut i32,
+async fn call<E, Req, Resp>(
+    exchange: &mut E,
     api_key: ApiKey,
     version: i16,
     request: Req,
 ) -> Result<Resp, String>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    E: Exchange,
     Req: Encodable + Send + 'static,
     Resp: kafka_protocol::protocol::Decodable,
 {
     let encode: EncodeFn = Box::new(move |v, buf| request.encode(buf, v).map(|()| true));
-    let body = round_trip(
-        stream,
-        client_id,
-        correlation_id,
-        api_key,
-        version,
-        encode,
-        SASL_RESPONSE_BYTES_MAX,
-    )
-    .await?;
+    let body = exchange
+        .round_trip(api_key, version, encode, SASL_RESPONSE_BYTES_MAX)
+        .await?;
     decode_body(api_key, version, body)
 }
 
@@ -444,7 +487,6 @@ impl ScramClient {
 mod tests {
     use super::*;
 
-    /// RFC 7677's SCRAM-SHA-256 example, the client's side: user `user`, password `pencil`.
     /// KIP-368: renewed between 85% and 95% of the session, never when it has no end.
     #[test]
     fn a_session_is_renewed_before_it_ends() {
@@ -460,6 +502,7 @@ mod tests {
         }
     }
 
+    /// RFC 7677's SCRAM-SHA-256 example, the client's side: user `user`, password `pencil`.
     #[test]
     fn scram_client_follows_rfc_7677() {
         let credentials = SaslCredentials {

@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Semaphore};
@@ -426,8 +427,8 @@ async fn run(
     let client_id = format!("kafkaiq-{node_id}-metadata-observer");
     let mut correlation = 0i32;
     let mut next_voter = 0usize;
-    // The voter, the connection, and when its SASL session must be replaced (KIP-368,
-    // `secure::renewal_due`): one request at a time, so it is dropped between two.
+    // The voter, the connection, and when its SASL session must be renewed (KIP-368,
+    // `secure::renewal_due`): one request at a time, so it authenticates again between two.
     let mut connection: Option<(i32, secure::Stream, Option<Instant>)> = None;
     loop {
         let (target, mut stream, renew_at) = match connection.take() {
@@ -497,10 +498,34 @@ async fn run(
                 }
                 state.set(false, response.leader_id);
                 // Ask the leader next when it is another voter; a connection whose session
-                // ends soon is replaced by a new one.
-                let renew = renew_at.is_some_and(|at| Instant::now() >= at);
-                if (response.leader_id == target || response.leader_id < 0) && !renew {
-                    connection = Some((target, stream, renew_at));
+                // ends soon authenticates again first (KIP-368), or is dropped if it cannot.
+                if response.leader_id == target || response.leader_id < 0 {
+                    let due = renew_at.is_some_and(|at| Instant::now() >= at);
+                    let renewed = match (due, security.as_deref().and_then(|s| s.sasl.as_ref())) {
+                        (true, Some(credentials)) => {
+                            let id = StrBytes::from_string(client_id.clone());
+                            correlation = correlation.wrapping_add(1);
+                            let mut exchange = secure::Direct {
+                                stream: &mut stream,
+                                client_id: &id,
+                                correlation_id: &mut correlation,
+                            };
+                            let renewing = secure::reauthenticate(&mut exchange, credentials);
+                            match tokio::time::timeout(OBSERVER_SECURE_OPEN_TIMEOUT, renewing).await
+                            {
+                                Ok(Ok(renewed)) => Some(renewed),
+                                Ok(Err(reason)) => {
+                                    tracing::warn!(voter = target, %reason, "metadata fetch connection's SASL re-authentication failed; reconnecting");
+                                    None
+                                }
+                                Err(_) => None,
+                            }
+                        }
+                        _ => Some(renew_at),
+                    };
+                    if let Some(renew_at) = renewed {
+                        connection = Some((target, stream, renew_at));
+                    }
                 }
             }
             other => {
@@ -546,13 +571,15 @@ async fn open(
             "not secured within {OBSERVER_SECURE_OPEN_TIMEOUT:?}"
         ))
     });
-    opened.map_err(|reason| {
-        tracing::warn!(
-            voter = id,
-            "metadata fetch connection to controller {id} failed: {reason}"
-        );
-        true
-    })
+    opened
+        .map(|(stream, renew_at, _)| (stream, renew_at))
+        .map_err(|reason| {
+            tracing::warn!(
+                voter = id,
+                "metadata fetch connection to controller {id} failed: {reason}"
+            );
+            true
+        })
 }
 
 /// Sleeps before the next try; true when the node is stopping.

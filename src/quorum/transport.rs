@@ -15,8 +15,9 @@
 //! Kafka requests with responses, and Raft messages are neither. A connection to an SSL or SASL
 //! controller listener is secured by `client::secure::open` (TLS, then SASL) before its first
 //! Raft frame; a failure is logged and retried as a failed connection. A connection whose SASL
-//! session has an end (KIP-368, `connections.max.reauth.ms`) is replaced shortly before it, at
-//! the next message, so the peer never closes one under a message.
+//! session has an end (KIP-368, `connections.max.reauth.ms`) authenticates again in place
+//! shortly before it (`secure::reauthenticate`), so the peer never closes one under a message,
+//! and never sees this voter's connection close while its process lives.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -123,7 +124,7 @@ async fn peer_task(
     let client_id = dialer.client_id.as_str();
     let mut backoff_ms = 50u64;
     let mut connection: Option<(ReadHalf, WriteHalf)> = None;
-    // KIP-368: when the connection's SASL session must be replaced (`secure::renewal_due`).
+    // KIP-368: when the connection's SASL session must be renewed (`secure::renewal_due`).
     let mut renew_at: Option<Instant> = None;
     loop {
         let next = match connection.as_mut() {
@@ -132,9 +133,11 @@ async fn peer_task(
             // dead by the first message written into it (which the kernel accepts and loses).
             Some((reader, _)) => {
                 let mut byte = [0u8; 1];
+                let renew = renew_at.map_or_else(far_future, tokio::time::Instant::from_std);
                 tokio::select! {
                     message = queue.recv() => Next::Message(message),
                     _ = reader.read(&mut byte) => Next::Closed,
+                    _ = tokio::time::sleep_until(renew), if renew_at.is_some() => Next::Renew,
                 }
             }
             None => Next::Message(queue.recv().await),
@@ -148,17 +151,31 @@ async fn peer_task(
                 report(TransportEvent::Unreachable(peer));
                 continue;
             }
+            Next::Renew => {
+                let (reader, writer) = connection.as_mut().expect("renewed while connected");
+                match renew(
+                    reader,
+                    writer,
+                    dialer.security.as_deref(),
+                    client_id,
+                    &correlation,
+                )
+                .await
+                {
+                    Ok(renewed) => renew_at = renewed,
+                    Err(reason) => {
+                        // The next message opens a connection that authenticates afresh.
+                        tracing::warn!(peer, %address, %reason, "raft connection's SASL re-authentication failed; reconnecting");
+                        connection = None;
+                    }
+                }
+                continue;
+            }
         };
         let snapshot = message.get_msg_type() == MessageType::MsgSnapshot;
-        if connection.is_some() && renew_at.is_some_and(|at| Instant::now() >= at) {
-            // Everything written on it was flushed, and the peer never writes on it, so closing
-            // it loses nothing; the next one authenticates afresh.
-            tracing::debug!(peer, %address, "raft connection replaced before its SASL session ends");
-            connection = None;
-        }
         if connection.is_none() {
             match connect(peer, &address, dialer.security.as_deref(), client_id).await {
-                Ok((stream, renew)) => {
+                Ok((stream, renew, _)) => {
                     connection = Some(stream.split());
                     renew_at = renew;
                     backoff_ms = 50;
@@ -205,7 +222,7 @@ async fn connect(
     address: &str,
     security: Option<&ClientSecurity>,
     client_id: &str,
-) -> Result<(secure::Stream, Option<Instant>), ()> {
+) -> Result<(secure::Stream, Option<Instant>, i32), ()> {
     let stream = TcpStream::connect(address).await.map_err(|e| {
         tracing::debug!(peer, %address, error = %e, "raft peer unreachable");
     })?;
@@ -233,6 +250,40 @@ async fn connect(
     })
 }
 
+/// KIP-368: authenticates again on an open connection (nothing is in flight: the peer answers
+/// no Raft frame), within [`SECURE_OPEN_TIMEOUT`]; gives when the new session must be renewed.
+async fn renew(
+    reader: &mut ReadHalf,
+    writer: &mut WriteHalf,
+    security: Option<&ClientSecurity>,
+    client_id: &str,
+    correlation: &AtomicI32,
+) -> Result<Option<Instant>, String> {
+    let Some(credentials) = security.and_then(|s| s.sasl.as_ref()) else {
+        return Ok(None);
+    };
+    let mut stream = tokio::io::join(reader, writer);
+    let client_id = kafka_protocol::protocol::StrBytes::from_string(client_id.to_owned());
+    // A few ids for the exchange (SaslHandshake, at most two SaslAuthenticate).
+    let mut correlation_id = correlation.fetch_add(4, Ordering::Relaxed);
+    let mut exchange = secure::Direct {
+        stream: &mut stream,
+        client_id: &client_id,
+        correlation_id: &mut correlation_id,
+    };
+    tokio::time::timeout(
+        SECURE_OPEN_TIMEOUT,
+        secure::reauthenticate(&mut exchange, credentials),
+    )
+    .await
+    .unwrap_or_else(|_| Err(format!("not done within {SECURE_OPEN_TIMEOUT:?}")))
+}
+
+/// A deadline that never comes.
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365)
+}
+
 /// Writes a message's frames in order (a chunked message's chunks one after another, each
 /// built as it is written), then flushes them (a TLS stream buffers).
 async fn write_frames(
@@ -257,6 +308,8 @@ async fn write_frames(
 enum Next {
     Message(Option<Message>),
     Closed,
+    /// The connection's SASL session is due for renewal.
+    Renew,
 }
 
 fn fail(report: &Arc<dyn Fn(TransportEvent) + Send + Sync>, peer: u64, snapshot: bool) {

@@ -331,9 +331,19 @@ async fn produce_all(
     produced.base_offset
 }
 
-/// Every SASL authentication a node's listeners accepted, and the connections it closed at a
-/// request because their session had ended (Kafka's expired-connections-killed-count).
-async fn authentications(cluster: &Cluster, id: i32) -> Option<(f64, f64)> {
+/// A node's SASL counts, over all its listeners.
+#[derive(Debug, Clone, Copy)]
+struct AuthCounts {
+    /// Authentications of new connections.
+    succeeded: f64,
+    /// Authentications again on open connections (KIP-368).
+    renewed: f64,
+    /// Connections closed at a request because their session had ended (Kafka's
+    /// expired-connections-killed-count).
+    killed: f64,
+}
+
+async fn authentications(cluster: &Cluster, id: i32) -> Option<AuthCounts> {
     let (status, _, text) = common::http::get(cluster.nodes[&id].http_addr(), "/metrics").await;
     if status != 200 {
         return None;
@@ -344,35 +354,58 @@ async fn authentications(cluster: &Cluster, id: i32) -> Option<(f64, f64)> {
             .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
             .sum()
     };
-    Some((
-        sum("kafka_server_socket_server_metrics_successful_authentication_total{"),
-        sum("kafka_server_socket_server_metrics_expired_connections_killed"),
-    ))
+    Some(AuthCounts {
+        succeeded: sum("kafka_server_socket_server_metrics_successful_authentication_total{"),
+        renewed: sum("kafka_server_socket_server_metrics_successful_reauthentication_total{"),
+        killed: sum("kafka_server_socket_server_metrics_expired_connections_killed"),
+    })
 }
 
-/// KIP-368 between the nodes: with `connections.max.reauth.ms` on the inter-broker listener, the
-/// followers' fetch connections to the leader (and the test's own client, the same client code)
-/// authenticate again before their session ends, so no node ever closes one of them at a
-/// request for an ended session, and replication goes on.
+/// KIP-368 between the nodes: with `connections.max.reauth.ms` on every listener, each node
+/// authenticates again on its open connections before their sessions end: the followers'
+/// fetch connections to the leader, the voters' Raft connections to each other, the brokers'
+/// connections to the active controller (heartbeats), the broker-only node's metadata fetch
+/// (and the test's own client, the same client code). No node closes a connection for an
+/// ended session; and because no connection closes, no controller takes a renewal for a
+/// node's end: the quorum keeps its leader and epoch, the partition its leader and full ISR.
 async fn sessions_are_renewed_before_they_end(
     cluster: &Cluster,
     client: &Client,
     nodes: i32,
     leader: i32,
 ) {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    use kafka_protocol::messages::DescribeQuorumRequest;
+    // Over the secured broker listener (the cluster's own helper speaks PLAINTEXT).
+    let quorum_epoch = || async {
+        let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+        let answer = client.send(1, request).await.expect("DescribeQuorum");
+        let p = &answer.body.topics[0].partitions[0];
+        assert_eq!(p.error_code, 0, "DescribeQuorum: {:?}", answer.body);
+        p.leader_epoch
+    };
+    let epoch_before = quorum_epoch().await;
     let mut before = Vec::new();
     for id in 1..=nodes {
         before.push(authentications(cluster, id).await.expect("metrics"));
     }
-    // Sessions last 3 s: the followers' fetchers authenticate to the leader again several
-    // times within seconds.
+    // Sessions last 3 s: within seconds the followers authenticate to the leader again several
+    // times, and every voter hears its two peers again at least twice each.
     cluster
         .wait_for(
-            "the followers to authenticate to the leader again, sessions renewed",
+            "the nodes to authenticate again on their connections, sessions renewed",
             DEADLINE,
             || async {
-                let (succeeded, _) = authentications(cluster, leader).await?;
-                (succeeded >= before[(leader - 1) as usize].0 + 6.0).then_some(())
+                for id in 1..=NODES {
+                    let now = authentications(cluster, id).await?;
+                    let want = if id == leader { 6.0 } else { 4.0 };
+                    if now.renewed < before[(id - 1) as usize].renewed + want {
+                        return None;
+                    }
+                }
+                Some(())
             },
         )
         .await;
@@ -380,11 +413,21 @@ async fn sessions_are_renewed_before_they_end(
     let what = "an acks=all produce after renewals";
     assert_eq!(produce_all(cluster, client, leader, records, what).await, 3);
     for id in 1..=nodes {
-        let (succeeded, killed) = authentications(cluster, id).await.expect("metrics");
+        let now = authentications(cluster, id).await.expect("metrics");
         assert_eq!(
-            killed, 0.0,
-            "node {id} closed a connection whose session had ended ({succeeded} authentications)"
+            now.killed, 0.0,
+            "node {id} closed a connection whose session had ended ({now:?})"
         );
+    }
+    assert_eq!(
+        quorum_epoch().await,
+        epoch_before,
+        "the quorum elected again while sessions were renewed"
+    );
+    for id in 1..=nodes {
+        let (now_leader, isr) = partition(client, id).await.unwrap();
+        assert_eq!(now_leader, leader, "node {id} sees another leader");
+        assert_eq!(isr.len(), nodes as usize, "node {id} sees ISR {isr:?}");
     }
 }
 
@@ -484,15 +527,14 @@ async fn a_sasl_ssl_scram_controller_and_inter_broker_listener_replicate_and_for
 }
 
 /// [`a_sasl_ssl_scram_controller_and_inter_broker_listener_replicate_and_forward`] with
-/// sessions of 3 s on the inter-broker listener (KIP-368): the followers' connections are
-/// renewed before their sessions end. (On the controller listener a renewal closes the
-/// connection a broker's session or a voter's link is bound to, which the controller takes for
-/// the node's end: not done there yet.)
+/// sessions of 3 s on every listener (KIP-368, the broker-wide `connections.max.reauth.ms`):
+/// every connection between the nodes is renewed in place before its session ends
+/// ([`sessions_are_renewed_before_they_end`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_between_the_nodes_are_renewed_before_they_end() {
     let dir = tempfile::tempdir().unwrap();
     let mut lines = controller_scram_lines(dir.path());
-    lines.push("listener.name.sasl_ssl.connections.max.reauth.ms=3000".to_owned());
+    lines.push("connections.max.reauth.ms=3000".to_owned());
     replicates_and_forwards_over("sasl-ssl-reauth", "SASL_SSL", "SASL_SSL", 1, lines).await;
 }
 
