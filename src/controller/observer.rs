@@ -518,7 +518,10 @@ async fn run(
                                     tracing::warn!(voter = target, %reason, "metadata fetch connection's SASL re-authentication failed; reconnecting");
                                     None
                                 }
-                                Err(_) => None,
+                                Err(_) => {
+                                    tracing::warn!(voter = target, "metadata fetch connection's SASL re-authentication not done within {OBSERVER_SECURE_OPEN_TIMEOUT:?}; reconnecting");
+                                    None
+                                }
                             }
                         }
                         _ => Some(renew_at),

@@ -54,14 +54,15 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     max_bytes: usize,
 ) -> Result<Option<Bytes>, FrameError> {
-    read_frame_per_api(reader, max_bytes, |_| max_bytes).await
+    read_frame_per_api(reader, || max_bytes, |_| max_bytes).await
 }
 
 /// As [`read_frame`], and once the request's API key (the body's first two bytes) has arrived,
-/// the size is checked against `max_for_api(key)` too, before the rest is read.
+/// the size is checked against `max_for_api(key)` too, before the rest is read. Both bounds are
+/// asked for when their bytes have arrived, not before the wait for them.
 pub async fn read_frame_per_api<R: AsyncRead + Unpin>(
     reader: &mut R,
-    max_bytes: usize,
+    max_bytes: impl Fn() -> usize,
     max_for_api: impl Fn(i16) -> usize,
 ) -> Result<Option<Bytes>, FrameError> {
     let mut size = [0u8; 4];
@@ -78,6 +79,7 @@ pub async fn read_frame_per_api<R: AsyncRead + Unpin>(
         filled += n;
     }
     let size = i32::from_be_bytes(size);
+    let max_bytes = max_bytes();
     if size < 0 || size as usize > max_bytes {
         return Err(FrameError::BadSize {
             size,
@@ -194,14 +196,19 @@ pub async fn run<S>(
 
     let read_loop = async move {
         loop {
-            let max_bytes = if reader_authenticated.load(Ordering::Acquire) {
-                max_bytes
-            } else {
-                max_bytes.min(pre_auth_max)
+            // Whether the connection is authenticated is read when the frame's size has
+            // arrived, not before the wait for it: the first frame after an authentication
+            // (or a KIP-368 re-authentication) is awaited while the exchange's last answer is
+            // on its way, and must get the authenticated bound. The server marks the
+            // connection authenticated before it writes that answer.
+            let bound = || {
+                if reader_authenticated.load(Ordering::Acquire) {
+                    max_bytes
+                } else {
+                    max_bytes.min(pre_auth_max)
+                }
             };
-            let frame = read_frame_per_api(&mut reader, max_bytes, |key| {
-                max_for_api(key).min(max_bytes)
-            });
+            let frame = read_frame_per_api(&mut reader, bound, |key| max_for_api(key).min(bound()));
             match tokio::time::timeout(idle, frame).await {
                 Err(_) => {
                     tracing::debug!(%peer, "closing idle connection (connections.max.idle.ms)");
@@ -410,7 +417,7 @@ mod tests {
         // Key 5, 100 bytes claimed, only the key sent: refused without waiting for the body.
         let mut input: &[u8] = &[0, 0, 0, 100, 0, 5];
         assert!(matches!(
-            read_frame_per_api(&mut input, 1024, bound)
+            read_frame_per_api(&mut input, || 1024, bound)
                 .await
                 .unwrap_err(),
             FrameError::BadSize { size: 100, max: 16 }
@@ -418,14 +425,14 @@ mod tests {
         let mut frame = vec![0, 0, 0, 100, 0, 7];
         frame.extend_from_slice(&[9; 98]);
         let mut input: &[u8] = &frame;
-        let body = read_frame_per_api(&mut input, 1024, bound)
+        let body = read_frame_per_api(&mut input, || 1024, bound)
             .await
             .unwrap()
             .unwrap();
         assert_eq!((body.len(), &body[..3]), (100, &[0u8, 7, 9][..]));
         let mut input: &[u8] = &[0, 0, 0, 1, 0xff];
         assert_eq!(
-            read_frame_per_api(&mut input, 1024, bound)
+            read_frame_per_api(&mut input, || 1024, bound)
                 .await
                 .unwrap()
                 .unwrap(),

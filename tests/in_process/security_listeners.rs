@@ -1412,12 +1412,34 @@ async fn kcat_oauthbearer_unsecured_token_produces_and_consumes() {
 /// request like any, ILLEGAL_SASL_STATE); the first request after the session's end closes the
 /// connection unanswered; a re-authentication as another principal, or with another mechanism,
 /// fails and closes. An OAUTHBEARER session ends no later than its token.
+/// Produces one record of 8 KiB to partition 0 of `topic` and expects it written.
+async fn produce_large<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, topic: &str) {
+    let value = "v".repeat(8 * 1024);
+    let produced: ProduceResponse = call(
+        stream,
+        9,
+        &ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name(topic))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch(&[value.as_str()], None)))])]),
+    )
+    .await
+    .expect("a produce of 8 KiB right after authentication was not answered");
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reauthentication_renews_a_session_and_an_expired_one_closes_the_connection() {
     let data = tempfile::tempdir().unwrap();
     let settings = oauth_settings(&[
         "connections.max.reauth.ms=60000",
         "listener.name.sasl_plaintext.plain.connections.max.reauth.ms=2000",
+        // Below a produce of 8 KiB: the bound of frames before authentication only.
+        "sasl.server.max.receive.size=4096",
     ]);
     let broker = start_ssl_broker(data.path(), &settings).await;
     let addr = broker.local_addr;
@@ -1433,6 +1455,16 @@ async fn reauthentication_renews_a_session_and_an_expired_one_closes_the_connect
         .await
         .unwrap();
     assert_eq!((again.error_code, again.session_lifetime_ms), (0, 2000));
+    // The first request after it, larger than sasl.server.max.receive.size, is served: that
+    // bound is for frames before authentication, and this one is read while the exchange's
+    // last answer is on its way.
+    produce_large(&mut client, "reauth").await;
+    // So is the first request after a first authentication.
+    let mut fresh = TcpStream::connect(addr).await.unwrap();
+    plain_exchange(&mut fresh, "alice", "alice-secret")
+        .await
+        .unwrap();
+    produce_large(&mut fresh, "reauth").await;
     // A second one within a second is not begun: the handshake is an ordinary request.
     let early: SaslHandshakeResponse = call(
         &mut client,
