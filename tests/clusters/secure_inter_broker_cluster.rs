@@ -334,8 +334,6 @@ async fn produce_all(
 /// A node's SASL counts, over all its listeners.
 #[derive(Debug, Clone, Copy)]
 struct AuthCounts {
-    /// Authentications of new connections.
-    succeeded: f64,
     /// Authentications again on open connections (KIP-368).
     renewed: f64,
     /// Connections closed at a request because their session had ended (Kafka's
@@ -355,7 +353,6 @@ async fn authentications(cluster: &Cluster, id: i32) -> Option<AuthCounts> {
             .sum()
     };
     Some(AuthCounts {
-        succeeded: sum("kafka_server_socket_server_metrics_successful_authentication_total{"),
         renewed: sum("kafka_server_socket_server_metrics_successful_reauthentication_total{"),
         killed: sum("kafka_server_socket_server_metrics_expired_connections_killed"),
     })
