@@ -4,7 +4,7 @@
 //! it). A leaf module, so both layers may use it.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use rustls::ClientConfig;
 
@@ -36,6 +36,30 @@ impl Mechanism {
     }
 }
 
+/// The TLS settings of this node's client for a listener: one cell that every clone shares, so
+/// that a dynamic change of the listener's key or trust store (`listener.name.<l>.ssl.*`, per
+/// broker) reaches every client made from it, as Kafka reconfigures its inter-broker channel
+/// builders. A connection takes the settings current when it opens; an open one keeps its own.
+#[derive(Clone)]
+pub struct ClientTls(Arc<RwLock<Arc<ClientConfig>>>);
+
+impl ClientTls {
+    pub fn new(config: ClientConfig) -> ClientTls {
+        ClientTls(Arc::new(RwLock::new(Arc::new(config))))
+    }
+
+    /// The settings for a connection opened now.
+    pub fn current(&self) -> Arc<ClientConfig> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Makes `other`'s current settings this cell's, for the connections opened from now on.
+    pub fn take_from(&self, other: &ClientTls) {
+        let config = other.current();
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = config;
+    }
+}
+
 /// What the inter-broker client needs to reach a SSL, SASL_PLAINTEXT or SASL_SSL listener.
 #[derive(Clone)]
 pub struct ClientSecurity {
@@ -44,7 +68,7 @@ pub struct ClientSecurity {
     /// Its security protocol's name (`SSL`, `SASL_PLAINTEXT`, `SASL_SSL`).
     pub protocol: &'static str,
     /// For SSL and SASL_SSL.
-    pub tls: Option<Arc<ClientConfig>>,
+    pub tls: Option<ClientTls>,
     /// For SASL_PLAINTEXT and SASL_SSL.
     pub sasl: Option<SaslCredentials>,
 }

@@ -256,7 +256,7 @@ pub(super) async fn start_tls(
     endpoint: &Endpoint,
     security: Option<&ClientSecurity>,
 ) -> Result<Stream, String> {
-    let Some(tls) = security.and_then(|s| s.tls.clone()) else {
+    let Some(tls) = security.and_then(|s| s.tls.as_ref().map(|t| t.current())) else {
         return Ok(Stream::Plain(tcp));
     };
     let name = ServerName::try_from(endpoint.host.clone())

@@ -28,7 +28,7 @@ use super::security::{
     SSL_KEYSTORE_LOCATION, SSL_TRUSTSTORE_LOCATION,
 };
 use super::{ConfigError, RawConfig};
-pub use crate::security::{ClientSecurity, SaslCredentials};
+pub use crate::security::{ClientSecurity, ClientTls, SaslCredentials};
 
 const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 
@@ -98,7 +98,7 @@ pub fn parse_for(
     };
     let tls = match protocol {
         SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => {
-            Some(Arc::new(tls_config(&keys, listener_name, channel)?))
+            Some(ClientTls::new(tls_config(&keys, listener_name, channel)?))
         }
         _ => None,
     };
@@ -474,7 +474,7 @@ mod tests {
         let sec = parse(&raw(&trust), "INTERNAL", SecurityProtocol::Ssl)
             .unwrap()
             .unwrap();
-        let tls = sec.tls.unwrap();
+        let tls = sec.tls.unwrap().current();
         assert!(!tls.client_auth_cert_resolver.has_certs());
         let with_keystore = [
             trust[0],
@@ -488,7 +488,12 @@ mod tests {
         let sec = parse(&raw(&with_keystore), "INTERNAL", SecurityProtocol::Ssl)
             .unwrap()
             .unwrap();
-        assert!(sec.tls.unwrap().client_auth_cert_resolver.has_certs());
+        assert!(sec
+            .tls
+            .unwrap()
+            .current()
+            .client_auth_cert_resolver
+            .has_certs());
     }
 
     #[test]

@@ -730,7 +730,40 @@ impl ReplicaManager {
             return false;
         }
         match dynamic::effective(&self.config, &image.broker_configs) {
-            Ok(c) => {
+            Ok(mut c) => {
+                // When the inter-broker listener's stores changed: every client of this node
+                // to the other brokers (made from the startup config, sharing its cell) opens
+                // its next connections with them, as Kafka reconfigures its inter-broker
+                // channel builders. The effective config shares that cell either way.
+                if let (Some(running), Some(changed)) = (
+                    self.config.inter_broker_client.as_ref(),
+                    c.inter_broker_client.as_ref(),
+                ) {
+                    let prefix = format!(
+                        "listener.name.{}.",
+                        self.config
+                            .kraft
+                            .inter_broker_listener_name
+                            .to_ascii_lowercase()
+                    );
+                    let stores = |values: &BTreeMap<String, String>| -> Vec<(String, String)> {
+                        values
+                            .iter()
+                            .filter(|(k, _)| {
+                                k.starts_with(&prefix) && dynamic::listener_ssl_key(k).is_some()
+                            })
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
+                    };
+                    let before = stores(&self.effective_config().dynamic);
+                    if stores(&c.dynamic) != before {
+                        if let (Some(cell), Some(read)) = (&running.tls, &changed.tls) {
+                            tracing::info!(listener = %running.listener, "new connections to the other brokers use the listener's reconfigured key and trust stores");
+                            cell.take_from(read);
+                        }
+                    }
+                    c.inter_broker_client = Some(running.clone());
+                }
                 // Secret values (a listener's store passwords, an inline key) are never logged.
                 let shown: BTreeMap<&str, &str> = c
                     .dynamic

@@ -901,3 +901,183 @@ async fn a_client_listener_and_a_replication_listener_are_both_served() {
     replication.shutdown();
     cluster.stop_all();
 }
+
+/// A CA named `name`, and a certificate for 127.0.0.1 and localhost (subject `broker`) it
+/// signed, written as the PEM key store `file`; the CA's PEM.
+fn store_signed_by(dir: &Path, name: &str, file: &str) -> (String, String) {
+    let mut params = CertificateParams::new(vec![]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params =
+        CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+    params.distinguished_name.push(DnType::CommonName, "broker");
+    let cert = params.signed_by(&key, &ca).unwrap();
+    let path = dir.join(file);
+    std::fs::write(&path, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+    (path.to_str().unwrap().to_owned(), ca.pem())
+}
+
+/// IncrementalAlterConfigs SET of `configs` for broker `id`, sent to that broker; its error.
+async fn alter_broker(client: &Client, id: i32, configs: &[(&str, &str)]) -> (i16, String) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_string(id.to_string()))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_string(k.to_string()))
+                            .with_config_operation(0)
+                            .with_value(Some(StrBytes::from_string(v.to_string())))
+                    })
+                    .collect(),
+            ),
+    ]);
+    let answer = client
+        .send(id, request)
+        .await
+        .expect("IncrementalAlterConfigs");
+    let r = &answer.body.responses[0];
+    let message = r.error_message.as_ref().map(|m| m.to_string());
+    (r.error_code, message.unwrap_or_default())
+}
+
+/// Certificate rotation on an inter-broker listener that requires client certificates, without
+/// a restart: every node's key store is changed (`kafka-configs --alter` of
+/// `listener.name.ssl.ssl.keystore.location`) to a certificate of a second CA, then its trust
+/// store to that CA alone. The nodes' own connections to each other follow, as Kafka's
+/// reconfigured inter-broker channel builders do: once the leader stops, the surviving
+/// follower reaches the new leader (which now trusts only the second CA) with the new
+/// certificate and replicates what is produced there. With the startup stores it would
+/// present the first CA's certificate and be refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_inter_broker_stores_reach_the_nodes_own_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, first_ca) = store_signed_by(dir.path(), "first ca", "first.pem");
+    let (second, second_ca) = store_signed_by(dir.path(), "second ca", "second.pem");
+    let both = dir.path().join("both-cas.pem");
+    std::fs::write(&both, format!("{first_ca}{second_ca}")).unwrap();
+    let second_only = dir.path().join("second-ca.pem");
+    std::fs::write(&second_only, &second_ca).unwrap();
+    let (both, second_only) = (both.to_str().unwrap(), second_only.to_str().unwrap());
+    let stores = |keystore: &str, truststore: &str| {
+        vec![
+            "ssl.keystore.type=PEM".to_owned(),
+            format!("ssl.keystore.location={keystore}"),
+            "ssl.truststore.type=PEM".to_owned(),
+            format!("ssl.truststore.location={truststore}"),
+            "ssl.client.auth=required".to_owned(),
+        ]
+    };
+    let lines = stores(&first, both);
+    let shared = lines.clone();
+    let mut cluster = Cluster::start_with(ClusterKind::KafkaIq, "ssl-rotate", NODES, &[], |node| {
+        let mut all = listener_lines("SSL", "PLAINTEXT", node);
+        all.extend(shared.iter().cloned());
+        all
+    });
+    for id in 1..=NODES {
+        cluster.await_listening(id);
+    }
+    let client = client_for(&cluster, "SSL", &lines);
+    cluster
+        .wait_for(
+            "an active controller and every broker",
+            DEADLINE,
+            || async {
+                let m = metadata(&client, 1).await?;
+                (m.controller_id.0 > 0 && m.brokers.len() == NODES as usize).then_some(())
+            },
+        )
+        .await;
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(1)
+            .with_replication_factor(NODES as i16)]);
+    let created = client.send(1, create).await.unwrap();
+    assert_eq!(created.body.topics[0].error_code, 0, "{:?}", created.body);
+    let leader = cluster
+        .wait_for("a leader and a full ISR", DEADLINE, || async {
+            let (leader, isr) = partition(&client, 1).await?;
+            (leader > 0 && isr.len() == NODES as usize).then_some(leader)
+        })
+        .await;
+    let before = batch(&["before-rotation"], None);
+    assert_eq!(
+        produce_all(&cluster, &client, leader, before, "a produce").await,
+        0
+    );
+
+    for id in 1..=NODES {
+        let keystore = [("listener.name.ssl.ssl.keystore.location", second.as_str())];
+        assert_eq!(
+            alter_broker(&client, id, &keystore).await,
+            (0, String::new())
+        );
+    }
+    // From here on the test's own client presents the second CA's certificate too.
+    let rotated_lines = stores(&second, second_only);
+    let rotated = client_for(&cluster, "SSL", &rotated_lines);
+    for id in 1..=NODES {
+        let truststore = [("listener.name.ssl.ssl.truststore.location", second_only)];
+        cluster
+            .wait_for(
+                &format!("node {id} to serve the second CA's certificate"),
+                DEADLINE,
+                || async {
+                    let m = metadata(&rotated, id).await?;
+                    (!m.brokers.is_empty()).then_some(())
+                },
+            )
+            .await;
+        assert_eq!(
+            alter_broker(&rotated, id, &truststore).await,
+            (0, String::new())
+        );
+    }
+    // The leader stops: a survivor leads, and the other must open a new connection to it.
+    cluster.stop(leader);
+    let new_leader = cluster
+        .wait_for("another leader", DEADLINE, || async {
+            let via = (1..=NODES).find(|id| *id != leader)?;
+            let (now, _) = partition(&rotated, via).await?;
+            (now > 0 && now != leader).then_some(now)
+        })
+        .await;
+    let follower = (1..=NODES)
+        .find(|id| *id != leader && *id != new_leader)
+        .unwrap();
+    let after = batch(&["after-rotation-replicated"], None);
+    produce_all(
+        &cluster,
+        &rotated,
+        new_leader,
+        after,
+        "a produce to the new leader",
+    )
+    .await;
+    let needle = b"after-rotation-replicated";
+    cluster
+        .wait_for(
+            &format!("follower {follower} to replicate from the new leader {new_leader}"),
+            DEADLINE,
+            || async {
+                let log = cluster.log_bytes(follower, TOPIC, 0);
+                log.windows(needle.len()).any(|w| w == needle).then_some(())
+            },
+        )
+        .await;
+    client.shutdown();
+    rotated.shutdown();
+    cluster.stop_all();
+}
