@@ -910,6 +910,7 @@ fn a_controller_listener_may_be_sasl_or_tls_as_in_kafka() {
         .tls
         .as_ref()
         .unwrap()
+        .current()
         .client_auth_cert_resolver
         .has_certs());
     assert!(client.sasl.is_none());
