@@ -53,9 +53,8 @@ impl ClientTls {
         self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Makes `other`'s current settings this cell's, for the connections opened from now on.
-    pub fn take_from(&self, other: &ClientTls) {
-        let config = other.current();
+    /// Makes `config` the settings of the connections opened from now on.
+    pub fn replace(&self, config: Arc<ClientConfig>) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 }

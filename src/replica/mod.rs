@@ -83,6 +83,9 @@ pub struct ReplicaManager {
     config: Arc<BrokerConfig>,
     /// `config` with the image's dynamic broker configs laid over it: what logs run with.
     effective: RwLock<Arc<BrokerConfig>>,
+    /// The inter-broker client's TLS settings from `server.properties`, for when the dynamic
+    /// key and trust stores of the inter-broker listener are all deleted again.
+    startup_inter_broker_tls: Option<Arc<rustls::ClientConfig>>,
     pub log_manager: Arc<LogManager>,
     clock: SharedClock,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
@@ -171,6 +174,11 @@ impl ReplicaManager {
             moves_stopped: AtomicBool::new(false),
             move_pacing: Mutex::new(tokio::time::Instant::now()),
             effective: RwLock::new(config.clone()),
+            startup_inter_broker_tls: config
+                .inter_broker_client
+                .as_ref()
+                .and_then(|s| s.tls.as_ref())
+                .map(|tls| tls.current()),
             leader_quota,
             follower_quota,
         }
@@ -755,11 +763,19 @@ impl ReplicaManager {
                             .map(|(k, v)| (k.clone(), v.clone()))
                             .collect()
                     };
-                    let before = stores(&self.effective_config().dynamic);
-                    if stores(&c.dynamic) != before {
-                        if let (Some(cell), Some(read)) = (&running.tls, &changed.tls) {
+                    let (before, now) =
+                        (stores(&self.effective_config().dynamic), stores(&c.dynamic));
+                    if now != before {
+                        // With none left the effective config is `server.properties` itself,
+                        // whose cell this is: back to the stores it started with.
+                        let next = if now.is_empty() {
+                            self.startup_inter_broker_tls.clone()
+                        } else {
+                            changed.tls.as_ref().map(|read| read.current())
+                        };
+                        if let (Some(cell), Some(next)) = (&running.tls, next) {
                             tracing::info!(listener = %running.listener, "new connections to the other brokers use the listener's reconfigured key and trust stores");
-                            cell.take_from(read);
+                            cell.replace(next);
                         }
                     }
                     c.inter_broker_client = Some(running.clone());

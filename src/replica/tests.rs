@@ -514,3 +514,82 @@ mod alter_partition {
         }
     }
 }
+
+/// A self-signed certificate for 127.0.0.1, with its key, as the PEM file `file` in `dir`.
+fn pem_store(dir: &std::path::Path, file: &str) -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let path = dir.join(file);
+    std::fs::write(&path, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// The inter-broker client's TLS settings follow the inter-broker listener's dynamic key store
+/// (the cell every client of the node shares), are left alone by a change of another key, and
+/// return to `server.properties`' stores when the dynamic one is deleted.
+#[test]
+fn the_inter_broker_clients_tls_follows_the_listeners_dynamic_stores_and_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = pem_store(dir.path(), "first.pem");
+    let second = pem_store(dir.path(), "second.pem");
+    let text = format!(
+        "process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094
+listeners=SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:19092
+advertised.listeners=SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:19092
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=SSL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,SSL:SSL
+log.dirs={}
+ssl.keystore.type=PEM
+ssl.truststore.type=PEM
+ssl.keystore.location={first}
+ssl.truststore.location={first}
+",
+        dir.path().join("logs").display()
+    );
+    let raw = crate::config::RawConfig::parse(&text, std::path::Path::new("t.properties")).unwrap();
+    let config = Arc::new(BrokerConfig::from_raw(raw).unwrap().config);
+    let cell = config
+        .inter_broker_client
+        .as_ref()
+        .and_then(|s| s.tls.clone())
+        .expect("an SSL inter-broker client");
+    let started = cell.current();
+    let logs = Arc::new(
+        LogManager::open(&[dir.path().join("logs")], config.default_log_config(), 0).unwrap(),
+    );
+    let manager = ReplicaManager::new(config, logs, Arc::new(ManualClock::new(1_000_000)));
+    let mut image = MetadataImage::empty("c".into(), 1);
+    let mut publish = |name: &str, value: Option<&str>| {
+        let next = image.apply(&[MetadataRecord::BrokerConfig {
+            resource: "1".into(),
+            name: name.into(),
+            value: value.map(str::to_owned),
+        }]);
+        manager.on_image(&image, &next);
+        image = next;
+    };
+    let keystore = "listener.name.ssl.ssl.keystore.location";
+    publish(keystore, Some(&second));
+    let rotated = cell.current();
+    assert!(
+        !Arc::ptr_eq(&rotated, &started),
+        "the new key store was not taken"
+    );
+    publish("log.retention.ms", Some("3600000"));
+    assert!(
+        Arc::ptr_eq(&cell.current(), &rotated),
+        "another key reloaded the stores"
+    );
+    publish("log.retention.ms", None);
+    publish(keystore, None);
+    assert!(
+        Arc::ptr_eq(&cell.current(), &started),
+        "with the dynamic key store deleted, the stores of server.properties were not restored"
+    );
+}

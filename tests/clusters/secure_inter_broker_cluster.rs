@@ -1045,6 +1045,22 @@ async fn rotated_inter_broker_stores_reach_the_nodes_own_connections() {
             (0, String::new())
         );
     }
+    // Every node has taken the new trust store: a new connection with the first CA's
+    // certificate is refused.
+    for id in 1..=NODES {
+        cluster
+            .wait_for(
+                &format!("node {id} to refuse the first CA's certificate"),
+                DEADLINE,
+                || async {
+                    let first = client_for(&cluster, "SSL", &lines);
+                    let answered = metadata(&first, id).await.is_some();
+                    first.shutdown();
+                    (!answered).then_some(())
+                },
+            )
+            .await;
+    }
     // The leader stops: a survivor leads, and the other must open a new connection to it.
     cluster.stop(leader);
     let new_leader = cluster

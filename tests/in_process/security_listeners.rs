@@ -1406,12 +1406,6 @@ async fn kcat_oauthbearer_unsecured_token_produces_and_consumes() {
     broker.shutdown().await.unwrap();
 }
 
-/// KIP-368 on the raw protocol: with `connections.max.reauth.ms` (here per listener and
-/// mechanism) the SaslAuthenticate answer gives the session's lifetime; a SaslHandshake on the
-/// authenticated connection re-authenticates it (not twice within a second: then it is a
-/// request like any, ILLEGAL_SASL_STATE); the first request after the session's end closes the
-/// connection unanswered; a re-authentication as another principal, or with another mechanism,
-/// fails and closes. An OAUTHBEARER session ends no later than its token.
 /// Produces one record of 8 KiB to partition 0 of `topic` and expects it written.
 async fn produce_large<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, topic: &str) {
     let value = "v".repeat(8 * 1024);
@@ -1432,6 +1426,12 @@ async fn produce_large<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, topic:
     assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
 }
 
+/// KIP-368 on the raw protocol: with `connections.max.reauth.ms` (here per listener and
+/// mechanism) the SaslAuthenticate answer gives the session's lifetime; a SaslHandshake on the
+/// authenticated connection re-authenticates it (not twice within a second: then it is a
+/// request like any, ILLEGAL_SASL_STATE); the first request after the session's end closes the
+/// connection unanswered; a re-authentication as another principal, or with another mechanism,
+/// fails and closes. An OAUTHBEARER session ends no later than its token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reauthentication_renews_a_session_and_an_expired_one_closes_the_connection() {
     let data = tempfile::tempdir().unwrap();
