@@ -857,27 +857,11 @@ async fn a_client_listener_and_a_replication_listener_are_both_served() {
         })
         .await;
     let records = batch(&["over-client", "replicated-over-replication"], None);
-    let produced = cluster
-        .wait_for("an acks=all produce over CLIENT", DEADLINE, || async {
-            let records = records.clone();
-            let options = RequestOptions::default().versions(3, 12);
-            let r = client
-                .send_with(leader, options, move |_| {
-                    produce_by_name(TOPIC, 0, records, -1)
-                })
-                .await
-                .ok()?;
-            let p = r
-                .body
-                .responses
-                .first()?
-                .partition_responses
-                .first()?
-                .clone();
-            (p.error_code == 0).then_some(p)
-        })
-        .await;
-    assert_eq!(produced.base_offset, 0);
+    let what = "an acks=all produce over CLIENT";
+    assert_eq!(
+        produce_all(&cluster, &client, leader, records, what).await,
+        0
+    );
     let needle = b"replicated-over-replication";
     for id in 1..=NODES {
         cluster
