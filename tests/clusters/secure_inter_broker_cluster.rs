@@ -191,6 +191,38 @@ async fn partition(client: &Client, id: i32) -> Option<(i32, Vec<i32>)> {
     (p.error_code == 0).then(|| (p.leader_id.0, p.isr_nodes.iter().map(|b| b.0).collect()))
 }
 
+/// Waits until node 1 names an active controller and `brokers` brokers; the controller's id.
+async fn await_brokers(cluster: &Cluster, client: &Client, brokers: i32) -> i32 {
+    cluster
+        .wait_for(
+            &format!("an active controller and {brokers} brokers"),
+            DEADLINE,
+            || async {
+                let m = metadata(client, 1).await?;
+                (m.controller_id.0 > 0 && m.brokers.len() == brokers as usize)
+                    .then_some(m.controller_id.0)
+            },
+        )
+        .await
+}
+
+/// Creates the topic with `partitions` and `replication_factor` through node `via` (forwarded
+/// to the active controller unless it is that), and expects it created.
+async fn create_topic(client: &Client, via: i32, partitions: i32, replication_factor: i16) {
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication_factor)]);
+    let created = client.send(via, create).await.unwrap();
+    assert_eq!(
+        created.body.topics[0].error_code, 0,
+        "CreateTopics through node {via}: {:?}",
+        created.body
+    );
+}
+
 /// Starts three nodes with `lines` (and the listener named `name`), then: forward a
 /// CreateTopics (RF=3) through a node that is not the active controller, produce with
 /// acks=all, and find the batch in every node's log with the ISR full.
@@ -222,33 +254,12 @@ async fn replicates_and_forwards_over(
     }
     let client = client_for(&cluster, name, &lines);
 
-    let controller = cluster
-        .wait_for(
-            "an active controller and every broker",
-            DEADLINE,
-            || async {
-                let m = metadata(&client, 1).await?;
-                (m.controller_id.0 > 0 && m.brokers.len() == nodes as usize)
-                    .then_some(m.controller_id.0)
-            },
-        )
-        .await;
+    let controller = await_brokers(&cluster, &client, nodes).await;
     if controller_protocol != "PLAINTEXT" {
         controller_listener_is_secured(&cluster, controller_protocol, &lines).await;
     }
     let other = (1..=nodes).find(|id| *id != controller).unwrap();
-    let create = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_num_partitions(1)
-            .with_replication_factor(nodes as i16)]);
-    let created = client.send(other, create).await.unwrap();
-    assert_eq!(
-        created.body.topics[0].error_code, 0,
-        "CreateTopics forwarded by node {other}: {:?}",
-        created.body
-    );
+    create_topic(&client, other, 1, nodes as i16).await;
     // In an envelope, taken by the controller as such: the node did not fall back to sending
     // the request as its own.
     let log = cluster.log_text(other);
@@ -593,14 +604,7 @@ async fn a_wrong_controller_password_keeps_the_node_out_and_is_logged() {
             },
         )
         .await;
-    let create = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_num_partitions(1)
-            .with_replication_factor(2)]);
-    let created = client.send(2, create).await.unwrap();
-    assert_eq!(created.body.topics[0].error_code, 0, "{:?}", created.body);
+    create_topic(&client, 2, 1, 2).await;
     unauthenticated_raft_frame_is_refused(&cluster, 1).await;
     cluster
         .wait_for(
@@ -700,25 +704,9 @@ async fn a_wrong_inter_broker_password_is_logged_and_retried() {
         cluster.await_listening(id);
     }
     let client = client_for(&cluster, "SASL_PLAINTEXT", &plain_settings("broker-secret"));
-    cluster
-        .wait_for(
-            "an active controller and three brokers",
-            DEADLINE,
-            || async {
-                let m = metadata(&client, 1).await?;
-                (m.controller_id.0 > 0 && m.brokers.len() == NODES as usize).then_some(())
-            },
-        )
-        .await;
+    await_brokers(&cluster, &client, NODES).await;
     // Three partitions over three nodes: node 3 follows at least one.
-    let create = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_num_partitions(3)
-            .with_replication_factor(NODES as i16)]);
-    let created = client.send(1, create).await.unwrap();
-    assert_eq!(created.body.topics[0].error_code, 0, "{:?}", created.body);
+    create_topic(&client, 1, 3, NODES as i16).await;
     cluster
         .wait_for(
             "node 3 to log failed authentications, retried",
@@ -804,17 +792,7 @@ async fn a_client_listener_and_a_replication_listener_are_both_served() {
             .unwrap();
     }
 
-    let controller = cluster
-        .wait_for(
-            "an active controller and three brokers",
-            DEADLINE,
-            || async {
-                let m = metadata(&client, 1).await?;
-                (m.controller_id.0 > 0 && m.brokers.len() == NODES as usize)
-                    .then_some(m.controller_id.0)
-            },
-        )
-        .await;
+    let controller = await_brokers(&cluster, &client, NODES).await;
     let ports_of = |m: &MetadataResponse| -> std::collections::BTreeMap<i32, u16> {
         m.brokers
             .iter()
@@ -842,14 +820,7 @@ async fn a_client_listener_and_a_replication_listener_are_both_served() {
     }
 
     let other = (1..=NODES).find(|id| *id != controller).unwrap();
-    let create = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_num_partitions(1)
-            .with_replication_factor(NODES as i16)]);
-    let created = client.send(other, create).await.unwrap();
-    assert_eq!(created.body.topics[0].error_code, 0, "{:?}", created.body);
+    create_topic(&client, other, 1, NODES as i16).await;
     let leader = cluster
         .wait_for("a leader and a full ISR", DEADLINE, || async {
             let (leader, isr) = partition(&client, other).await?;
@@ -972,24 +943,8 @@ async fn rotated_inter_broker_stores_reach_the_nodes_own_connections() {
         cluster.await_listening(id);
     }
     let client = client_for(&cluster, "SSL", &lines);
-    cluster
-        .wait_for(
-            "an active controller and every broker",
-            DEADLINE,
-            || async {
-                let m = metadata(&client, 1).await?;
-                (m.controller_id.0 > 0 && m.brokers.len() == NODES as usize).then_some(())
-            },
-        )
-        .await;
-    let create = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_num_partitions(1)
-            .with_replication_factor(NODES as i16)]);
-    let created = client.send(1, create).await.unwrap();
-    assert_eq!(created.body.topics[0].error_code, 0, "{:?}", created.body);
+    await_brokers(&cluster, &client, NODES).await;
+    create_topic(&client, 1, 1, NODES as i16).await;
     let leader = cluster
         .wait_for("a leader and a full ISR", DEADLINE, || async {
             let (leader, isr) = partition(&client, 1).await?;

@@ -226,21 +226,7 @@ async fn produce_and_fetch<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, to
     .await
     .unwrap();
     assert_eq!(created.topics[0].error_code, 0);
-    let produced: ProduceResponse = call(
-        stream,
-        9,
-        &ProduceRequest::default()
-            .with_acks(1)
-            .with_timeout_ms(5_000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(name(topic))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(0)
-                    .with_records(Some(batch(&["authenticated", "write"], None)))])]),
-    )
-    .await
-    .unwrap();
-    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    produce(stream, topic, &["authenticated", "write"]).await;
     let fetched: FetchResponse = call(
         stream,
         12,
@@ -1406,9 +1392,8 @@ async fn kcat_oauthbearer_unsecured_token_produces_and_consumes() {
     broker.shutdown().await.unwrap();
 }
 
-/// Produces one record of 8 KiB to partition 0 of `topic` and expects it written.
-async fn produce_large<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, topic: &str) {
-    let value = "v".repeat(8 * 1024);
+/// Produces `values` in one batch to partition 0 of `topic` (acks=1) and expects them written.
+async fn produce<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, topic: &str, values: &[&str]) {
     let produced: ProduceResponse = call(
         stream,
         9,
@@ -1419,10 +1404,10 @@ async fn produce_large<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, topic:
                 .with_name(name(topic))
                 .with_partition_data(vec![PartitionProduceData::default()
                     .with_index(0)
-                    .with_records(Some(batch(&[value.as_str()], None)))])]),
+                    .with_records(Some(batch(values, None)))])]),
     )
     .await
-    .expect("a produce of 8 KiB right after authentication was not answered");
+    .expect("the produce was not answered");
     assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
 }
 
@@ -1458,13 +1443,14 @@ async fn reauthentication_renews_a_session_and_an_expired_one_closes_the_connect
     // The first request after it, larger than sasl.server.max.receive.size, is served: that
     // bound is for frames before authentication, and this one is read while the exchange's
     // last answer is on its way.
-    produce_large(&mut client, "reauth").await;
+    let large = "v".repeat(8 * 1024);
+    produce(&mut client, "reauth", &[large.as_str()]).await;
     // So is the first request after a first authentication.
     let mut fresh = TcpStream::connect(addr).await.unwrap();
     plain_exchange(&mut fresh, "alice", "alice-secret")
         .await
         .unwrap();
-    produce_large(&mut fresh, "reauth").await;
+    produce(&mut fresh, "reauth", &[large.as_str()]).await;
     // A second one within a second is not begun: the handshake is an ordinary request.
     let early: SaslHandshakeResponse = call(
         &mut client,
