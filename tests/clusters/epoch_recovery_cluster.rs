@@ -216,10 +216,20 @@ async fn ask_end_offset(cluster: &Cluster, id: i32, epoch: i32) -> (i32, i64) {
                 .with_current_leader_epoch(-1)
                 .with_leader_epoch(epoch)])]);
     let mut client = RawClient::connect(cluster.nodes[&id].client_addr()).await;
-    let r = client.call(4, &request).await;
-    let p = &r.topics[0].partitions[0];
-    assert_eq!(p.error_code, 0, "node {id}, epoch {epoch}: {p:?}");
-    (p.leader_epoch, p.end_offset)
+    // The node's metadata cache names it the leader a moment before its replica manager has
+    // taken the partition on (the same order as Kafka's metadata publisher): retried, as
+    // clients do.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let r = client.call(4, &request).await;
+        let p = &r.topics[0].partitions[0];
+        if p.error_code == NOT_LEADER_OR_FOLLOWER && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
+        assert_eq!(p.error_code, 0, "node {id}, epoch {epoch}: {p:?}");
+        return (p.leader_epoch, p.end_offset);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -232,22 +232,51 @@ impl Drop for BrokerProcess {
     }
 }
 
-/// `n` distinct free ports: every listener is held until all are bound, so the system cannot
-/// hand out one port twice (as separate [`free_port`] calls may).
+/// `n` distinct free ports for listeners that a test starts later.
+///
+/// Taken below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), where no
+/// outgoing connection is given a local port: a port picked by binding port 0 and released is
+/// from that range, and while tests run in parallel any connection may take it before its
+/// broker binds it (the broker then fails with "Address already in use"). Each port is handed
+/// out once per test process (a counter, started at an offset from the process id so that two
+/// test processes rarely meet) and only if it can be bound now.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().expect("bound address").port())
-        .collect()
+    (0..n).map(|_| free_port()).collect()
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind an ephemeral port")
-        .port()
+    free_consecutive_ports(1)
+}
+
+/// The first of `n` consecutive free ports, taken as [`free_ports`] takes them.
+pub fn free_consecutive_ports(n: u16) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    const LOWEST: u32 = 10_000;
+    let n = u32::from(n);
+    let ephemeral_low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
+        .min(65_536);
+    assert!(
+        ephemeral_low >= LOWEST + 1_000,
+        "the ephemeral port range starts at {ephemeral_low}: no room below it for test listeners"
+    );
+    let span = ephemeral_low - LOWEST - n;
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % span,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..span {
+        let first = LOWEST + NEXT.fetch_add(n, Ordering::Relaxed) % span;
+        if (first..first + n).all(|p| TcpListener::bind(("127.0.0.1", p as u16)).is_ok()) {
+            return first as u16;
+        }
+    }
+    panic!("no {n} free consecutive ports in {LOWEST}..{ephemeral_low}");
 }
 
 /// Apache Kafka 4.1.1 as a single KRaft node (`integration/apache-kafka.sh`) on 127.0.0.1:`port`

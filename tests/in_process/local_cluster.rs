@@ -19,29 +19,9 @@ fn kafkaiq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kafkaiq"))
 }
 
-/// The first of `n` consecutive free ports on 127.0.0.1, none of them in `avoid`.
-fn free_ports(n: u16, avoid: &[u16]) -> u16 {
-    for _ in 0..200 {
-        let base = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if u32::from(base) + u32::from(n) > 65_535 {
-            continue;
-        }
-        let ports: Vec<u16> = (base..base + n).collect();
-        if ports.iter().any(|p| avoid.contains(p)) {
-            continue;
-        }
-        if ports
-            .iter()
-            .all(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok())
-        {
-            return base;
-        }
-    }
-    panic!("no {n} consecutive free ports");
+/// The first of `n` consecutive free ports on 127.0.0.1 (never one handed out before).
+fn free_ports(n: u16) -> u16 {
+    common::broker_process::free_consecutive_ports(n)
 }
 
 /// A running `kafkaiq local-cluster`; killed if a test fails before stopping it (its nodes
@@ -67,12 +47,9 @@ impl Drop for Supervisor {
 impl Supervisor {
     fn start(nodes: u16) -> Supervisor {
         let dir = tempfile::tempdir().unwrap();
-        let client_base = free_ports(nodes, &[]);
-        let avoid: Vec<u16> = (client_base..client_base + nodes).collect();
-        let controller_base = free_ports(nodes, &avoid);
-        let mut avoid = avoid;
-        avoid.extend(controller_base..controller_base + nodes);
-        let http_base = free_ports(nodes, &avoid);
+        let client_base = free_ports(nodes);
+        let controller_base = free_ports(nodes);
+        let http_base = free_ports(nodes);
         let mut child = kafkaiq()
             .args(["local-cluster", "--brokers", &nodes.to_string()])
             .args(["--base-port", &client_base.to_string()])
@@ -296,8 +273,8 @@ fn local_cluster_refuses_a_taken_port_and_a_bad_size() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
-    let controller_base = free_ports(2, &[port, port + 1]);
-    let http_base = free_ports(2, &[port, port + 1, controller_base, controller_base + 1]);
+    let controller_base = free_ports(2);
+    let http_base = free_ports(2);
     let out = kafkaiq()
         .args(["local-cluster", "--brokers", "2", "--base-port"])
         .arg(port.to_string())
