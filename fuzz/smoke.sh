@@ -22,8 +22,18 @@
 #   with the input saved in fuzz/artifacts/<target>/; so does a run that did not execute all its
 #   runs.
 #
+# With --build-only, only builds the targets (run-all.sh does that in the background at the
+# lowest CPU priority while the other suites run, then runs this script again to fuzz).
+#
 # The figures mean little; a real campaign is `cargo +nightly fuzz run` (fuzz/README.md).
 set -euo pipefail
+build_only=0
+if [[ "${1:-}" == --build-only ]]; then
+    build_only=1
+elif [[ $# -gt 0 ]]; then
+    echo "fuzz-smoke: unknown argument $1 (the only one is --build-only)" >&2
+    exit 2
+fi
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
@@ -92,6 +102,10 @@ nightly=0
 if cargo +nightly fuzz --version >/dev/null 2>&1; then
     nightly=1
     echo "fuzz-smoke: cargo +nightly fuzz (AddressSanitizer), as fuzz/README.md runs it" >&2
+    if [[ $build_only -eq 1 ]]; then
+        (cd "$here/.." && cargo +nightly fuzz build decode_request && cargo +nightly fuzz build raft_frame &&
+            cargo +nightly fuzz build sasl_preauth)
+    fi
 else
     echo "fuzz-smoke: stable toolchain, SanitizerCoverage without AddressSanitizer" \
         "(no cargo +nightly fuzz here)" >&2
@@ -102,6 +116,9 @@ else
         cargo build --release --locked -j "$jobs" --manifest-path Cargo.toml --target "$host" \
         --config 'profile.release.opt-level=1' --config 'profile.release.debug=0' \
         --target-dir target/stable-sancov --bin decode_request --bin raft_frame --bin sasl_preauth
+fi
+if [[ $build_only -eq 1 ]]; then
+    exit 0
 fi
 
 # smoke <target> <runs>

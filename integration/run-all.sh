@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test suite of KafkaIQ: the cargo tests of the workspace, the criterion benches once
-# each, a short run of the fuzz target, then each stock-client suite in integration/suites/ (in
-# name order) against the release broker binary.
+# each, each stock-client suite in integration/suites/ (in name order) against the release
+# broker binary, then a short run of the fuzz targets.
 #
 #   ./integration/run-all.sh                      KafkaIQ (the test command; CI runs this)
 #   ./integration/run-all.sh --against kafka      the same suites against Apache Kafka 4.1.1,
@@ -117,6 +117,13 @@ if [[ "$mode" == kafkaiq ]]; then
     target_dir="$(cargo metadata --format-version 1 --no-deps |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
     export KAFKAIQ_BIN="$target_dir/release/kafkaiq"
+    # The fuzz targets are a build of their own (instrumented, outside the workspace): built in
+    # the background at the lowest CPU priority, on the time the suites below leave idle (they
+    # spend much of it waiting on brokers and JVMs), then run last (suite fuzz-smoke, which
+    # builds whatever is left itself). Its output is printed with that suite.
+    fuzz_build_log="$(mktemp "${TMPDIR:-/tmp}/fuzz-build.XXXXXX")"
+    nice -n 19 bash fuzz/smoke.sh --build-only >"$fuzz_build_log" 2>&1 &
+    fuzz_build=$!
 
     # Six tests at a time in each test binary: most of a cluster test's time is spent waiting
     # (elections, sessions, processes starting), so on two cores six share the CPU without
@@ -125,7 +132,6 @@ if [[ "$mode" == kafkaiq ]]; then
     # Criterion benches run without --bench are in test mode: each benchmark once, checked to
     # run, no measurement. Builds them as `cargo bench` would.
     run_suite benches cargo test --workspace --release --bench '*' -j "$jobs"
-    run_suite fuzz-smoke bash fuzz/smoke.sh
 else
     args=()
     for t in "${portable_tests[@]}"; do args+=(--test "$t"); done
@@ -154,6 +160,18 @@ for suite in integration/suites/*.sh; do
     fi
     run_suite "$name" bash "$suite"
 done
+
+if [[ "$mode" == kafkaiq ]]; then
+    fuzz_smoke() {
+        local status=0
+        wait "$fuzz_build" || status=$?
+        echo "fuzz-smoke: background build exited with $status:"
+        tail -5 "$fuzz_build_log"
+        rm -f "$fuzz_build_log"
+        bash fuzz/smoke.sh
+    }
+    run_suite fuzz-smoke fuzz_smoke
+fi
 
 echo
 echo "==> summary ($mode, $((SECONDS - run_start)) s):"
