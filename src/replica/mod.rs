@@ -63,6 +63,7 @@ use crate::config::BrokerConfig;
 use crate::errors::ApiError;
 use crate::metadata::{ImageListener, MetadataImage, TopicImage};
 use crate::metrics::ReplicaStats;
+use crate::security::ClientSecurity;
 use alter_partition::{
     AlterPartitionManager, AlterPartitionSender, ControllerAlterPartitionSender,
 };
@@ -83,9 +84,9 @@ pub struct ReplicaManager {
     config: Arc<BrokerConfig>,
     /// `config` with the image's dynamic broker configs laid over it: what logs run with.
     effective: RwLock<Arc<BrokerConfig>>,
-    /// The inter-broker client's TLS settings from `server.properties`, for when the dynamic
-    /// key and trust stores of the inter-broker listener are all deleted again.
-    startup_inter_broker_tls: Option<Arc<rustls::ClientConfig>>,
+    /// The TLS settings from `server.properties` of this node's clients to its peers, for when
+    /// the dynamic key and trust stores of their listener are all deleted again.
+    startup_tls: StartupClientTls,
     pub log_manager: Arc<LogManager>,
     clock: SharedClock,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
@@ -124,6 +125,54 @@ impl std::fmt::Debug for ReplicaManager {
             .field("node_id", &self.node_id)
             .finish()
     }
+}
+
+/// See [`ReplicaManager::startup_tls`].
+struct StartupClientTls {
+    inter_broker: Option<Arc<rustls::ClientConfig>>,
+    controller: Option<Arc<rustls::ClientConfig>>,
+}
+
+fn startup_tls(client: Option<&ClientSecurity>) -> Option<Arc<rustls::ClientConfig>> {
+    client.and_then(|s| s.tls.as_ref()).map(|tls| tls.current())
+}
+
+/// The client of the effective config: `running` (the startup config's, whose TLS cell every
+/// clone of it shares), its cell refilled when the dynamic key or trust store values of its
+/// listener went from `dynamic.0` to `dynamic.1`: with `changed`'s (the client the effective
+/// config parsed), or with `startup` when none is left (the effective config is then
+/// `server.properties` itself, whose cell this is).
+fn follow_listener_stores(
+    running: Option<&Arc<ClientSecurity>>,
+    changed: Option<Arc<ClientSecurity>>,
+    dynamic: (&BTreeMap<String, String>, &BTreeMap<String, String>),
+    startup: Option<Arc<rustls::ClientConfig>>,
+    peers: &str,
+) -> Option<Arc<ClientSecurity>> {
+    let (Some(running), Some(changed)) = (running, changed) else {
+        return running.cloned();
+    };
+    let prefix = format!("listener.name.{}.", running.listener.to_ascii_lowercase());
+    let stores = |values: &BTreeMap<String, String>| -> Vec<(String, String)> {
+        values
+            .iter()
+            .filter(|(k, _)| k.starts_with(&prefix) && dynamic::listener_ssl_key(k).is_some())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let now = stores(dynamic.1);
+    if now != stores(dynamic.0) {
+        let next = if now.is_empty() {
+            startup
+        } else {
+            changed.tls.as_ref().map(|read| read.current())
+        };
+        if let (Some(cell), Some(next)) = (&running.tls, next) {
+            tracing::info!(listener = %running.listener, "new connections to {peers} use the listener's reconfigured key and trust stores");
+            cell.replace(next);
+        }
+    }
+    Some(running.clone())
 }
 
 impl ReplicaManager {
@@ -174,11 +223,10 @@ impl ReplicaManager {
             moves_stopped: AtomicBool::new(false),
             move_pacing: Mutex::new(tokio::time::Instant::now()),
             effective: RwLock::new(config.clone()),
-            startup_inter_broker_tls: config
-                .inter_broker_client
-                .as_ref()
-                .and_then(|s| s.tls.as_ref())
-                .map(|tls| tls.current()),
+            startup_tls: StartupClientTls {
+                inter_broker: startup_tls(config.inter_broker_client.as_deref()),
+                controller: startup_tls(config.controller_client.as_deref()),
+            },
             leader_quota,
             follower_quota,
         }
@@ -739,47 +787,26 @@ impl ReplicaManager {
         }
         match dynamic::effective(&self.config, &image.broker_configs) {
             Ok(mut c) => {
-                // When the inter-broker listener's stores changed: every client of this node
-                // to the other brokers (made from the startup config, sharing its cell) opens
-                // its next connections with them, as Kafka reconfigures its inter-broker
-                // channel builders. The effective config shares that cell either way.
-                if let (Some(running), Some(changed)) = (
+                // When the stores of the listener a client of this node reaches its peers by
+                // changed: every clone of that client (made from the startup config, sharing
+                // its cell) opens its next connections with them, as Kafka reconfigures its
+                // inter-broker channel builders and its channel to the controllers. The
+                // effective config shares those cells either way.
+                let before = &self.effective_config().dynamic;
+                c.inter_broker_client = follow_listener_stores(
                     self.config.inter_broker_client.as_ref(),
-                    c.inter_broker_client.as_ref(),
-                ) {
-                    let prefix = format!(
-                        "listener.name.{}.",
-                        self.config
-                            .kraft
-                            .inter_broker_listener_name
-                            .to_ascii_lowercase()
-                    );
-                    let stores = |values: &BTreeMap<String, String>| -> Vec<(String, String)> {
-                        values
-                            .iter()
-                            .filter(|(k, _)| {
-                                k.starts_with(&prefix) && dynamic::listener_ssl_key(k).is_some()
-                            })
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect()
-                    };
-                    let (before, now) =
-                        (stores(&self.effective_config().dynamic), stores(&c.dynamic));
-                    if now != before {
-                        // With none left the effective config is `server.properties` itself,
-                        // whose cell this is: back to the stores it started with.
-                        let next = if now.is_empty() {
-                            self.startup_inter_broker_tls.clone()
-                        } else {
-                            changed.tls.as_ref().map(|read| read.current())
-                        };
-                        if let (Some(cell), Some(next)) = (&running.tls, next) {
-                            tracing::info!(listener = %running.listener, "new connections to the other brokers use the listener's reconfigured key and trust stores");
-                            cell.replace(next);
-                        }
-                    }
-                    c.inter_broker_client = Some(running.clone());
-                }
+                    c.inter_broker_client.take(),
+                    (before, &c.dynamic),
+                    self.startup_tls.inter_broker.clone(),
+                    "the other brokers",
+                );
+                c.controller_client = follow_listener_stores(
+                    self.config.controller_client.as_ref(),
+                    c.controller_client.take(),
+                    (before, &c.dynamic),
+                    self.startup_tls.controller.clone(),
+                    "the controllers",
+                );
                 // Secret values (a listener's store passwords, an inline key) are never logged.
                 let shown: BTreeMap<&str, &str> = c
                     .dynamic

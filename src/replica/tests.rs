@@ -527,11 +527,12 @@ fn pem_store(dir: &std::path::Path, file: &str) -> String {
     path.to_str().unwrap().to_owned()
 }
 
-/// The inter-broker client's TLS settings follow the inter-broker listener's dynamic key store
-/// (the cell every client of the node shares), are left alone by a change of another key, and
-/// return to `server.properties`' stores when the dynamic one is deleted.
+/// The TLS settings of this node's clients to the other brokers and to the controllers follow
+/// the dynamic key store of their listener (the cell every clone of each client shares), are
+/// left alone by a change of another key (the other listener's store included), and return to
+/// `server.properties`' stores when the dynamic one is deleted.
 #[test]
-fn the_inter_broker_clients_tls_follows_the_listeners_dynamic_stores_and_comes_back() {
+fn the_peer_clients_tls_follows_their_listeners_dynamic_stores_and_comes_back() {
     let dir = tempfile::tempdir().unwrap();
     let first = pem_store(dir.path(), "first.pem");
     let second = pem_store(dir.path(), "second.pem");
@@ -543,7 +544,7 @@ listeners=SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:19092
 advertised.listeners=SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:19092
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=SSL
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,SSL:SSL
+listener.security.protocol.map=CONTROLLER:SSL,SSL:SSL
 log.dirs={}
 ssl.keystore.type=PEM
 ssl.truststore.type=PEM
@@ -554,12 +555,20 @@ ssl.truststore.location={first}
     );
     let raw = crate::config::RawConfig::parse(&text, std::path::Path::new("t.properties")).unwrap();
     let config = Arc::new(BrokerConfig::from_raw(raw).unwrap().config);
-    let cell = config
-        .inter_broker_client
-        .as_ref()
-        .and_then(|s| s.tls.clone())
-        .expect("an SSL inter-broker client");
-    let started = cell.current();
+    let cell_of = |client: Option<&Arc<crate::security::ClientSecurity>>| {
+        client.and_then(|s| s.tls.clone()).expect("an SSL client")
+    };
+    let cells = [
+        (
+            "listener.name.ssl.ssl.keystore.location",
+            cell_of(config.inter_broker_client.as_ref()),
+        ),
+        (
+            "listener.name.controller.ssl.keystore.location",
+            cell_of(config.controller_client.as_ref()),
+        ),
+    ];
+    let started: Vec<_> = cells.iter().map(|(_, cell)| cell.current()).collect();
     let logs = Arc::new(
         LogManager::open(&[dir.path().join("logs")], config.default_log_config(), 0).unwrap(),
     );
@@ -574,22 +583,29 @@ ssl.truststore.location={first}
         manager.on_image(&image, &next);
         image = next;
     };
-    let keystore = "listener.name.ssl.ssl.keystore.location";
-    publish(keystore, Some(&second));
-    let rotated = cell.current();
-    assert!(
-        !Arc::ptr_eq(&rotated, &started),
-        "the new key store was not taken"
-    );
-    publish("log.retention.ms", Some("3600000"));
-    assert!(
-        Arc::ptr_eq(&cell.current(), &rotated),
-        "another key reloaded the stores"
-    );
-    publish("log.retention.ms", None);
-    publish(keystore, None);
-    assert!(
-        Arc::ptr_eq(&cell.current(), &started),
-        "with the dynamic key store deleted, the stores of server.properties were not restored"
-    );
+    for (i, (keystore, cell)) in cells.iter().enumerate() {
+        let (other_cell, other_started) = (&cells[1 - i].1, &started[1 - i]);
+        publish(keystore, Some(&second));
+        let rotated = cell.current();
+        assert!(
+            !Arc::ptr_eq(&rotated, &started[i]),
+            "{keystore}: the new key store was not taken"
+        );
+        assert!(
+            Arc::ptr_eq(&other_cell.current(), other_started),
+            "{keystore}: the other listener's client took it"
+        );
+        publish("log.retention.ms", Some("3600000"));
+        assert!(
+            Arc::ptr_eq(&cell.current(), &rotated),
+            "{keystore}: another key reloaded the stores"
+        );
+        publish("log.retention.ms", None);
+        publish(keystore, None);
+        assert!(
+            Arc::ptr_eq(&cell.current(), &started[i]),
+            "{keystore}: with the dynamic key store deleted, the stores of server.properties were \
+             not restored"
+        );
+    }
 }

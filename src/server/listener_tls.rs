@@ -1,4 +1,4 @@
-//! The TLS acceptor of a client listener, which follows the listener's dynamic key and trust
+//! The TLS acceptor of a client or controller listener, which follows the listener's dynamic key and trust
 //! stores (`listener.name.<l>.ssl.keystore.*` / `.ssl.truststore.*`, per broker, in the
 //! metadata log; [`crate::config::dynamic`]). Asked at each accept: a handshake uses the stores
 //! current when its connection arrived, and an established connection keeps the ones it was
@@ -25,7 +25,7 @@ pub struct ListenerTls {
 }
 
 impl ListenerTls {
-    /// For the client listener `name` as `server.properties` secures it.
+    /// For the listener `name` as `server.properties` secures it.
     pub fn new(name: &str, security: &ListenerSecurity) -> ListenerTls {
         ListenerTls {
             prefix: format!("listener.name.{}.", name.to_ascii_lowercase()),
@@ -45,14 +45,19 @@ impl ListenerTls {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if values != self.seen {
+            let named = |name: &str| format!("listener.name.{}.", name.to_ascii_lowercase());
             let served = config
                 .client_listeners
                 .iter()
-                .find(|l| {
-                    format!("listener.name.{}.", l.listener.name.to_ascii_lowercase())
-                        == self.prefix
+                .find(|l| named(&l.listener.name) == self.prefix)
+                .map(|l| &l.security)
+                .or_else(|| {
+                    // The controller listener (served by a node with the controller role).
+                    let controller = config.kraft.controller_listener()?;
+                    (named(&controller.name) == self.prefix)
+                        .then_some(config.controller_listener_security.as_ref()?)
                 })
-                .and_then(|l| l.security.tls.clone());
+                .and_then(|security| security.tls.clone());
             if let Some(tls) = served {
                 tracing::info!(
                     listener = %self.prefix.trim_start_matches("listener.name.").trim_end_matches('.'),

@@ -223,6 +223,26 @@ async fn create_topic(client: &Client, via: i32, partitions: i32, replication_fa
     );
 }
 
+/// Creates topic `name`, one partition on `replicas` (the first preferred), through node `via`;
+/// its error code (`None` when there was no answer).
+async fn create_assigned(client: &Client, via: i32, name: &str, replicas: &[i32]) -> Option<i16> {
+    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+    use kafka_protocol::messages::BrokerId;
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from(name.to_owned())))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids(
+                    replicas.iter().map(|&b| BrokerId(b)).collect(),
+                )])]);
+    let created = client.send(via, create).await.ok()?;
+    Some(created.body.topics[0].error_code)
+}
+
 /// Starts three nodes with `lines` (and the listener named `name`), then: forward a
 /// CreateTopics (RF=3) through a node that is not the active controller, produce with
 /// acks=all, and find the batch in every node's log with the ISR full.
@@ -905,16 +925,18 @@ async fn alter_broker(client: &Client, id: i32, configs: &[(&str, &str)]) -> (i1
     (r.error_code, message.unwrap_or_default())
 }
 
-/// Certificate rotation on an inter-broker listener that requires client certificates, without
-/// a restart: every node's key store is changed (`kafka-configs --alter` of
-/// `listener.name.ssl.ssl.keystore.location`) to a certificate of a second CA, then its trust
-/// store to that CA alone. The nodes' own connections to each other follow, as Kafka's
-/// reconfigured inter-broker channel builders do: once the leader stops, the surviving
-/// follower reaches the new leader (which now trusts only the second CA) with the new
-/// certificate and replicates what is produced there. With the startup stores it would
+/// Certificate rotation on the inter-broker and the controller listener, both SSL and requiring
+/// client certificates, without a restart: every node's key stores are changed
+/// (`kafka-configs --alter` of `listener.name.<l>.ssl.keystore.location`) to a certificate of a
+/// second CA, then its trust stores to that CA alone. The nodes' own connections to each other
+/// follow, as Kafka's reconfigured inter-broker channel builders and channel to the controllers
+/// do. The partition's leader is the active controller, and it stops: the surviving follower
+/// reaches the new leader (which now trusts only the second CA) with the new certificate and
+/// replicates what is produced there, and the survivor that is not the new active controller
+/// forwards a CreateTopics to it over a new connection. With the startup stores either would
 /// present the first CA's certificate and be refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rotated_inter_broker_stores_reach_the_nodes_own_connections() {
+async fn rotated_listener_stores_reach_the_nodes_own_connections() {
     let dir = tempfile::tempdir().unwrap();
     let (first, first_ca) = store_signed_by(dir.path(), "first ca", "first.pem");
     let (second, second_ca) = store_signed_by(dir.path(), "second ca", "second.pem");
@@ -935,7 +957,7 @@ async fn rotated_inter_broker_stores_reach_the_nodes_own_connections() {
     let lines = stores(&first, both);
     let shared = lines.clone();
     let mut cluster = Cluster::start_with(ClusterKind::KafkaIq, "ssl-rotate", NODES, &[], |node| {
-        let mut all = listener_lines("SSL", "PLAINTEXT", node);
+        let mut all = listener_lines("SSL", "SSL", node);
         all.extend(shared.iter().cloned());
         all
     });
@@ -943,14 +965,17 @@ async fn rotated_inter_broker_stores_reach_the_nodes_own_connections() {
         cluster.await_listening(id);
     }
     let client = client_for(&cluster, "SSL", &lines);
-    await_brokers(&cluster, &client, NODES).await;
-    create_topic(&client, 1, 1, NODES as i16).await;
+    let controller = await_brokers(&cluster, &client, NODES).await;
+    let mut replicas = vec![controller];
+    replicas.extend((1..=NODES).filter(|id| *id != controller));
+    assert_eq!(create_assigned(&client, 1, TOPIC, &replicas).await, Some(0));
     let leader = cluster
         .wait_for("a leader and a full ISR", DEADLINE, || async {
             let (leader, isr) = partition(&client, 1).await?;
             (leader > 0 && isr.len() == NODES as usize).then_some(leader)
         })
         .await;
+    assert_eq!(leader, controller, "the preferred replica leads");
     let before = batch(&["before-rotation"], None);
     assert_eq!(
         produce_all(&cluster, &client, leader, before, "a produce").await,
@@ -958,7 +983,13 @@ async fn rotated_inter_broker_stores_reach_the_nodes_own_connections() {
     );
 
     for id in 1..=NODES {
-        let keystore = [("listener.name.ssl.ssl.keystore.location", second.as_str())];
+        let keystore = [
+            ("listener.name.ssl.ssl.keystore.location", second.as_str()),
+            (
+                "listener.name.controller.ssl.keystore.location",
+                second.as_str(),
+            ),
+        ];
         assert_eq!(
             alter_broker(&client, id, &keystore).await,
             (0, String::new())
@@ -968,7 +999,15 @@ async fn rotated_inter_broker_stores_reach_the_nodes_own_connections() {
     let rotated_lines = stores(&second, second_only);
     let rotated = client_for(&cluster, "SSL", &rotated_lines);
     for id in 1..=NODES {
-        let truststore = [("listener.name.ssl.ssl.truststore.location", second_only)];
+        // Both in one record batch: a node that refuses the first CA on one listener has
+        // taken the second on the other too.
+        let truststore = [
+            ("listener.name.ssl.ssl.truststore.location", second_only),
+            (
+                "listener.name.controller.ssl.truststore.location",
+                second_only,
+            ),
+        ];
         cluster
             .wait_for(
                 &format!("node {id} to serve the second CA's certificate"),
@@ -1000,7 +1039,8 @@ async fn rotated_inter_broker_stores_reach_the_nodes_own_connections() {
             )
             .await;
     }
-    // The leader stops: a survivor leads, and the other must open a new connection to it.
+    // The leader, the active controller, stops: a survivor leads, and the other must open a
+    // new connection to it.
     cluster.stop(leader);
     let new_leader = cluster
         .wait_for("another leader", DEADLINE, || async {
@@ -1029,6 +1069,27 @@ async fn rotated_inter_broker_stores_reach_the_nodes_own_connections() {
             || async {
                 let log = cluster.log_bytes(follower, TOPIC, 0);
                 log.windows(needle.len()).any(|w| w == needle).then_some(())
+            },
+        )
+        .await;
+    // The survivor that is not the new active controller forwards a CreateTopics to it.
+    let (forwarder, new_controller) = cluster
+        .wait_for("a new active controller", DEADLINE, || async {
+            let via = (1..=NODES).find(|id| *id != leader)?;
+            let now = metadata(&rotated, via).await?.controller_id.0;
+            let forwarder = (1..=NODES).find(|id| *id != leader && *id != now)?;
+            (now > 0 && now != leader).then_some((forwarder, now))
+        })
+        .await;
+    cluster
+        .wait_for(
+            &format!("node {forwarder} to forward a CreateTopics to controller {new_controller}"),
+            DEADLINE,
+            || async {
+                let code =
+                    create_assigned(&rotated, forwarder, "after-rotation", &[forwarder]).await;
+                // TOPIC_ALREADY_EXISTS: an earlier attempt was applied after its answer timed out.
+                matches!(code, Some(0 | 36)).then_some(())
             },
         )
         .await;
