@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{security, BrokerConfig, ConfigError};
+use super::{inter_broker, security, BrokerConfig, ConfigError};
 
 /// `leader.replication.throttled.rate` / `follower.replication.throttled.rate` default
 /// (Kafka's `QuotaConfig.QUOTA_BYTES_PER_SECOND_DEFAULT`, Long.MAX_VALUE: unthrottled).
@@ -315,30 +315,66 @@ pub fn check_listener_stores(
     for (k, v) in &new {
         raw.set(k, v);
     }
-    for served in &current.client_listeners {
-        if served.security.tls.is_none() {
-            continue;
-        }
-        let name = &served.listener.name;
+    let changed = |name: &str| -> String {
         let prefix = format!("listener.name.{}.", name.to_ascii_lowercase());
-        let changed: Vec<&str> = old
-            .keys()
+        old.keys()
             .chain(new.keys())
             .filter(|k| k.starts_with(&prefix) && old.get(*k) != new.get(*k))
             .map(String::as_str)
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
-            .collect();
-        if changed.is_empty() {
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let failed = |why: String| {
+        format!("Invalid dynamic configuration: Validation of dynamic config update of SSLFactory failed: {why}")
+    };
+    // Every listener this node serves, the controller listener included.
+    let controller = current
+        .kraft
+        .controller_listener()
+        .zip(current.controller_listener_security.as_ref())
+        .map(|(l, security)| (l.name.as_str(), security));
+    let served = current
+        .client_listeners
+        .iter()
+        .map(|l| (l.listener.name.as_str(), &l.security))
+        .chain(controller);
+    for (name, security) in served {
+        let keys = changed(name);
+        if security.tls.is_none() || keys.is_empty() {
             continue;
         }
-        let failed = |why: String| {
-            format!("Invalid dynamic configuration: Validation of dynamic config update of SSLFactory failed: {why}")
+        let next =
+            security::parse(&raw, name, security.protocol).map_err(|e| failed(e.to_string()))?;
+        security::check_keystore_change(&raw, name, security, &next)
+            .map_err(|e| failed(format!("{keys}: {e}")))?;
+    }
+    // And the stores of this node's clients to the other brokers and to the controllers (on a
+    // broker-only node the controller listener is only reached, not served).
+    let clients = [
+        (
+            &current.inter_broker_client,
+            inter_broker::Channel::InterBroker,
+        ),
+        (
+            &current.controller_client,
+            inter_broker::Channel::Controller,
+        ),
+    ];
+    for (client, channel) in clients {
+        let Some(client) = client.as_ref().filter(|c| c.tls.is_some()) else {
+            continue;
         };
-        let next = security::parse(&raw, name, served.security.protocol)
+        let name = client.listener.as_str();
+        let Some(&protocol) = current.kraft.security_protocol_map.get(name) else {
+            continue;
+        };
+        if changed(name).is_empty() {
+            continue;
+        }
+        inter_broker::parse_for(&raw, name, protocol, channel)
             .map_err(|e| failed(e.to_string()))?;
-        security::check_keystore_change(&raw, name, &served.security, &next)
-            .map_err(|e| failed(format!("{}: {e}", changed.join(", "))))?;
     }
     Ok(())
 }
@@ -429,6 +465,86 @@ mod tests {
         assert_eq!(
             overlay(&configs, 1),
             layer(&[(key, "/one.pem"), ("message.max.bytes", "100")])
+        );
+    }
+
+    /// A PEM key store (a self-signed certificate for 127.0.0.1 with common name `cn`, and its
+    /// key) written as `file` in `dir`; its path.
+    fn pem_store(dir: &std::path::Path, file: &str, cn: &str) -> String {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        let cert = params.self_signed(&key).unwrap();
+        let path = dir.join(file);
+        std::fs::write(&path, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+        path.to_str().unwrap().to_owned()
+    }
+
+    /// The controller listener's stores are checked as a client listener's: on a node that
+    /// serves it (its certificate must load and keep its subject), and on a broker-only node,
+    /// which only reaches it (its client's stores must load). Without the check the value was
+    /// committed, and the node's effective config failed to parse from then on.
+    #[test]
+    fn the_controller_listeners_stores_are_checked_before_they_are_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = pem_store(dir.path(), "first.pem", "node");
+        let same_subject = pem_store(dir.path(), "same.pem", "node");
+        let other_subject = pem_store(dir.path(), "other.pem", "someone else");
+        let missing = dir.path().join("missing.pem");
+        let missing = missing.to_str().unwrap();
+        let config = |roles: &str, id: i32, listeners: &str| {
+            let text = format!(
+                "process.roles={roles}
+node.id={id}
+controller.quorum.voters=1@127.0.0.1:19092
+listeners={listeners}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:SSL,PLAINTEXT:PLAINTEXT
+log.dirs={}
+ssl.keystore.type=PEM
+ssl.truststore.type=PEM
+ssl.keystore.location={first}
+ssl.truststore.location={first}
+",
+                dir.path().join("logs").display()
+            );
+            let raw = super::super::RawConfig::parse(&text, std::path::Path::new("t.properties"))
+                .unwrap();
+            BrokerConfig::from_raw(raw).unwrap().config
+        };
+        let check = |c: &BrokerConfig, key: &str, value: &str| {
+            let layer = BTreeMap::from([(key.to_owned(), value.to_owned())]);
+            check_listener_stores(c, c, &layer)
+        };
+        let keystore = "listener.name.controller.ssl.keystore.location";
+        let truststore = "listener.name.controller.ssl.truststore.location";
+
+        let combined = config(
+            "broker,controller",
+            1,
+            "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:19092",
+        );
+        assert_eq!(check(&combined, keystore, &same_subject), Ok(()));
+        let refused = check(&combined, keystore, missing).unwrap_err();
+        assert!(
+            refused.contains("SSLFactory") && refused.contains(keystore),
+            "{refused}"
+        );
+        let refused = check(&combined, keystore, &other_subject).unwrap_err();
+        assert!(
+            refused.contains("DistinguishedName does not match"),
+            "{refused}"
+        );
+
+        let broker_only = config("broker", 2, "PLAINTEXT://127.0.0.1:9092");
+        assert_eq!(check(&broker_only, truststore, &same_subject), Ok(()));
+        let refused = check(&broker_only, truststore, missing).unwrap_err();
+        assert!(
+            refused.contains("SSLFactory") && refused.contains(truststore),
+            "{refused}"
         );
     }
 }
