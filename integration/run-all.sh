@@ -117,6 +117,11 @@ if [[ "$mode" == kafkaiq ]]; then
     target_dir="$(cargo metadata --format-version 1 --no-deps |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
     export KAFKAIQ_BIN="$target_dir/release/kafkaiq"
+    # The test binaries and the benches are built before anything runs (a failure here is
+    # reported by the suites below, which build the same again).
+    echo "==> cargo test --no-run (the test binaries and the benches)"
+    cargo test --workspace --release --no-run -j "$jobs" || true
+    cargo test --workspace --release --bench '*' --no-run -j "$jobs" || true
     # The fuzz targets are a build of their own (instrumented, outside the workspace): built in
     # the background at the lowest CPU priority, on the time the suites below leave idle (they
     # spend much of it waiting on brokers and JVMs), then run last (suite fuzz-smoke, which

@@ -253,7 +253,10 @@ pub fn free_consecutive_ports(n: u16) -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
     const LOWEST: u32 = 10_000;
+    /// The most ports one call hands out: every call wraps the counter at the same span.
+    const MOST: u32 = 16;
     let n = u32::from(n);
+    assert!(n <= MOST, "at most {MOST} consecutive ports");
     let ephemeral_low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|r| r.split_whitespace().next()?.parse().ok())
@@ -263,7 +266,7 @@ pub fn free_consecutive_ports(n: u16) -> u16 {
         ephemeral_low >= LOWEST + 1_000,
         "the ephemeral port range starts at {ephemeral_low}: no room below it for test listeners"
     );
-    let span = ephemeral_low - LOWEST - n;
+    let span = ephemeral_low - LOWEST - MOST;
     let _ = NEXT.compare_exchange(
         u32::MAX,
         std::process::id().wrapping_mul(7919) % span,
