@@ -399,7 +399,7 @@ fn check_cleaner_threads(current: usize, next: usize) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -470,7 +470,7 @@ mod tests {
 
     /// A PEM key store (a self-signed certificate for 127.0.0.1 with common name `cn`, and its
     /// key) written as `file` in `dir`; its path.
-    fn pem_store(dir: &std::path::Path, file: &str, cn: &str) -> String {
+    pub(crate) fn pem_store(dir: &std::path::Path, file: &str, cn: &str) -> String {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
         params

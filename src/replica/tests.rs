@@ -515,18 +515,6 @@ mod alter_partition {
     }
 }
 
-/// A self-signed certificate for 127.0.0.1, with its key, as the PEM file `file` in `dir`.
-fn pem_store(dir: &std::path::Path, file: &str) -> String {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let path = dir.join(file);
-    std::fs::write(&path, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
-    path.to_str().unwrap().to_owned()
-}
-
 /// The TLS settings of this node's clients to the other brokers and to the controllers follow
 /// the dynamic key store of their listener (the cell every clone of each client shares), are
 /// left alone by a change of another key (the other listener's store included), and return to
@@ -534,8 +522,9 @@ fn pem_store(dir: &std::path::Path, file: &str) -> String {
 #[test]
 fn the_peer_clients_tls_follows_their_listeners_dynamic_stores_and_comes_back() {
     let dir = tempfile::tempdir().unwrap();
-    let first = pem_store(dir.path(), "first.pem");
-    let second = pem_store(dir.path(), "second.pem");
+    let pem_store = crate::config::dynamic::tests::pem_store;
+    let first = pem_store(dir.path(), "first.pem", "node");
+    let second = pem_store(dir.path(), "second.pem", "node");
     let text = format!(
         "process.roles=broker,controller
 node.id=1
