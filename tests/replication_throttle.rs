@@ -20,9 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{BrokerId, CreateTopicsRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use common::cluster::{Cluster, ClusterKind};
@@ -50,17 +49,7 @@ async fn create_on(cluster: &Cluster, topic: &str, replicas: &[i32]) {
     cluster
         .wait_for(&format!("{topic} created"), DEADLINE, || async {
             let mut client = RawClient::try_connect(cluster.nodes[&1].client_addr()).await?;
-            let request = CreateTopicsRequest::default()
-                .with_timeout_ms(30_000)
-                .with_topics(vec![CreatableTopic::default()
-                    .with_name(topic_name(topic))
-                    .with_num_partitions(-1)
-                    .with_replication_factor(-1)
-                    .with_assignments(vec![CreatableReplicaAssignment::default()
-                        .with_partition_index(0)
-                        .with_broker_ids(
-                            replicas.iter().map(|&b| BrokerId(b)).collect(),
-                        )])]);
+            let request = common::create_assigned_request(topic, replicas);
             let r = client
                 .try_call(7, &request, Duration::from_secs(10))
                 .await?;

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
 };
-use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
@@ -36,9 +35,8 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsRequest, BrokerId, CreateTopicsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, ElectLeadersRequest, FetchRequest, IncrementalAlterConfigsRequest,
-    ProduceRequest, TopicName,
+    AlterPartitionReassignmentsRequest, BrokerId, DeleteRecordsRequest, DeleteTopicsRequest,
+    ElectLeadersRequest, FetchRequest, IncrementalAlterConfigsRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -375,17 +373,7 @@ async fn parked_delete_records_ends_with_kafkas_error_when_its_partition_moves_o
 /// CreateTopics of one partition on exactly `replicas` through node `id`: the error code.
 async fn create_assigned(cluster: &Cluster, id: i32, topic: &str, replicas: &[i32]) -> Option<i16> {
     let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(topic_name(topic))
-            .with_num_partitions(-1)
-            .with_replication_factor(-1)
-            .with_assignments(vec![CreatableReplicaAssignment::default()
-                .with_partition_index(0)
-                .with_broker_ids(
-                    replicas.iter().map(|&b| BrokerId(b)).collect(),
-                )])]);
+    let request = common::create_assigned_request(topic, replicas);
     let r = client
         .try_call(7, &request, Duration::from_secs(10))
         .await?;

@@ -226,19 +226,7 @@ async fn create_topic(client: &Client, via: i32, partitions: i32, replication_fa
 /// Creates topic `name`, one partition on `replicas` (the first preferred), through node `via`;
 /// its error code (`None` when there was no answer).
 async fn create_assigned(client: &Client, via: i32, name: &str, replicas: &[i32]) -> Option<i16> {
-    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
-    use kafka_protocol::messages::BrokerId;
-    let create = CreateTopicsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from(name.to_owned())))
-            .with_num_partitions(-1)
-            .with_replication_factor(-1)
-            .with_assignments(vec![CreatableReplicaAssignment::default()
-                .with_partition_index(0)
-                .with_broker_ids(
-                    replicas.iter().map(|&b| BrokerId(b)).collect(),
-                )])]);
+    let create = common::create_assigned_request(name, replicas);
     let created = client.send(via, create).await.ok()?;
     Some(created.body.topics[0].error_code)
 }

@@ -344,6 +344,29 @@ pub fn produce_by_name(
                 .with_records(Some(records))])])
 }
 
+/// CreateTopics (30 s timeout) of `topic` with one partition on exactly `replicas`, the first
+/// preferred.
+pub fn create_assigned_request(
+    topic: &str,
+    replicas: &[i32],
+) -> kafka_protocol::messages::CreateTopicsRequest {
+    use kafka_protocol::messages::create_topics_request::{
+        CreatableReplicaAssignment, CreatableTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, CreateTopicsRequest, TopicName};
+    CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids(
+                    replicas.iter().map(|&b| BrokerId(b)).collect(),
+                )])])
+}
+
 pub fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
     batch_keyed(values, producer, false)
 }
