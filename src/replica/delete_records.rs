@@ -147,6 +147,11 @@ impl ReplicaManager {
                 Ok(Some(partition)) => match partition.low_watermark() {
                     Ok(low) if low >= p.required_offset => Some(Ok(low)),
                     Ok(_) => None,
+                    // A removal takes the partition out of the map, then stops it: one stopped
+                    // between the lookup above and its answer is one no longer hosted here.
+                    Err(_) if !self.still_hosted(&partition) => {
+                        Some(Err(ApiError::UnknownTopicOrPartition))
+                    }
                     Err(e) => Some(Err(e)),
                 },
                 Ok(None) => Some(Err(ApiError::UnknownTopicOrPartition)),
@@ -154,6 +159,13 @@ impl ReplicaManager {
             };
         }
         p.done.is_some()
+    }
+
+    /// Whether `partition` is still the one hosted under its name (not removed, not replaced
+    /// by a re-created topic's).
+    fn still_hosted(&self, partition: &Arc<Partition>) -> bool {
+        self.hosted(&partition.tp)
+            .is_some_and(|now| Arc::ptr_eq(&now, partition))
     }
 }
 
