@@ -341,8 +341,11 @@ impl Node {
             publisher.add_listener(txns.clone());
         } else if !config.kraft.is_broker() {
             // A controller-only node (`process.roles=controller`): a voter that never registers
-            // as a broker, hosts no partitions and serves no clients.
+            // as a broker, hosts no partitions and serves no clients. Its replica manager only
+            // follows the dynamic broker configs (the controller listener's key and trust
+            // stores, and those of its client to the other controllers).
             tracing::info!("controller-only node: no broker registration");
+            publisher.add_listener(replicas.clone());
         } else {
             // The replica manager and the group coordinator act on nothing until this node has
             // caught up with the quorum: the replay at startup stops at the commit index last

@@ -893,6 +893,13 @@ impl ReplicaManager {
 
 impl ImageListener for ReplicaManager {
     fn on_image(&self, previous: &MetadataImage, next: &MetadataImage) {
+        if !self.config.kraft.is_broker() {
+            // A controller-only node hosts no partition: only the dynamic broker configs of
+            // the image apply (its controller listener's stores and those of its client to the
+            // other controllers, as Kafka's controllers reconfigure them).
+            self.apply_dynamic_config(next);
+            return;
+        }
         // First, so partitions becoming leaders judge ISR eligibility and fetchers reach
         // leaders by this image's registrations.
         self.brokers.update(next);

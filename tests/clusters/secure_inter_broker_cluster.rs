@@ -882,8 +882,63 @@ fn store_signed_by(dir: &Path, name: &str, file: &str) -> (String, String) {
     (path.to_str().unwrap().to_owned(), ca.pem())
 }
 
+/// Two CAs, each with a key store it signed, for certificate rotation: the first CA's store,
+/// the second's, a trust store of both CAs and one of the second only (PEM files in a
+/// temporary directory that lives as long as this).
+struct Rotation {
+    _dir: tempfile::TempDir,
+    first: String,
+    second: String,
+    both: String,
+    second_only: String,
+}
+
+impl Rotation {
+    fn new() -> Rotation {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, first_ca) = store_signed_by(dir.path(), "first ca", "first.pem");
+        let (second, second_ca) = store_signed_by(dir.path(), "second ca", "second.pem");
+        let write = |file: &str, pem: String| {
+            let path = dir.path().join(file);
+            std::fs::write(&path, pem).unwrap();
+            path.to_str().unwrap().to_owned()
+        };
+        let both = write("both-cas.pem", format!("{first_ca}{second_ca}"));
+        let second_only = write("second-ca.pem", second_ca);
+        Rotation {
+            _dir: dir,
+            first,
+            second,
+            both,
+            second_only,
+        }
+    }
+}
+
+/// The lines of PEM stores `keystore` and `truststore`, client certificates required.
+fn rotation_stores(keystore: &str, truststore: &str) -> Vec<String> {
+    vec![
+        "ssl.keystore.type=PEM".to_owned(),
+        format!("ssl.keystore.location={keystore}"),
+        "ssl.truststore.type=PEM".to_owned(),
+        format!("ssl.truststore.location={truststore}"),
+        "ssl.client.auth=required".to_owned(),
+    ]
+}
+
 /// IncrementalAlterConfigs SET of `configs` for broker `id`, sent to that broker; its error.
 async fn alter_broker(client: &Client, id: i32, configs: &[(&str, &str)]) -> (i16, String) {
+    alter_broker_via(client, id, id, configs).await
+}
+
+/// IncrementalAlterConfigs SET of `configs` for node `id`'s BROKER resource, sent to node `via`;
+/// its error.
+async fn alter_broker_via(
+    client: &Client,
+    via: i32,
+    id: i32,
+    configs: &[(&str, &str)],
+) -> (i16, String) {
     use kafka_protocol::messages::incremental_alter_configs_request::{
         AlterConfigsResource, AlterableConfig,
     };
@@ -905,7 +960,7 @@ async fn alter_broker(client: &Client, id: i32, configs: &[(&str, &str)]) -> (i1
             ),
     ]);
     let answer = client
-        .send(id, request)
+        .send(via, request)
         .await
         .expect("IncrementalAlterConfigs");
     let r = &answer.body.responses[0];
@@ -925,23 +980,10 @@ async fn alter_broker(client: &Client, id: i32, configs: &[(&str, &str)]) -> (i1
 /// present the first CA's certificate and be refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotated_listener_stores_reach_the_nodes_own_connections() {
-    let dir = tempfile::tempdir().unwrap();
-    let (first, first_ca) = store_signed_by(dir.path(), "first ca", "first.pem");
-    let (second, second_ca) = store_signed_by(dir.path(), "second ca", "second.pem");
-    let both = dir.path().join("both-cas.pem");
-    std::fs::write(&both, format!("{first_ca}{second_ca}")).unwrap();
-    let second_only = dir.path().join("second-ca.pem");
-    std::fs::write(&second_only, &second_ca).unwrap();
-    let (both, second_only) = (both.to_str().unwrap(), second_only.to_str().unwrap());
-    let stores = |keystore: &str, truststore: &str| {
-        vec![
-            "ssl.keystore.type=PEM".to_owned(),
-            format!("ssl.keystore.location={keystore}"),
-            "ssl.truststore.type=PEM".to_owned(),
-            format!("ssl.truststore.location={truststore}"),
-            "ssl.client.auth=required".to_owned(),
-        ]
-    };
+    let r = Rotation::new();
+    let (first, second, both, second_only) =
+        (&r.first, &r.second, r.both.as_str(), r.second_only.as_str());
+    let stores = rotation_stores;
     let lines = stores(&first, both);
     let shared = lines.clone();
     let mut cluster = Cluster::start_with(ClusterKind::KafkaIq, "ssl-rotate", NODES, &[], |node| {
@@ -1076,6 +1118,188 @@ async fn rotated_listener_stores_reach_the_nodes_own_connections() {
             || async {
                 let code =
                     create_assigned(&rotated, forwarder, "after-rotation", &[forwarder]).await;
+                // TOPIC_ALREADY_EXISTS: an earlier attempt was applied after its answer timed out.
+                matches!(code, Some(0 | 36)).then_some(())
+            },
+        )
+        .await;
+    client.shutdown();
+    rotated.shutdown();
+    cluster.stop_all();
+}
+
+/// Certificate rotation reaches a controller-only node (`process.roles=controller`): nodes 1
+/// and 2 are combined, node 3 only votes, and the controller listener is SSL requiring client
+/// certificates. Node 3's controller listener stores are changed through a broker (forwarded
+/// to the active controller), as every node's are: node 3 then serves the second CA's
+/// certificate, and refuses the first's once its trust store is changed. The quorum leader, one
+/// of the brokers, stops: the survivor and node 3 must open new connections to each other (node
+/// 3's own client presenting the second CA's certificate) to form a quorum, without which the
+/// CreateTopics at the end never commits. Before controller-only nodes applied dynamic broker
+/// configs, node 3 kept its startup stores and was refused both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_stores_reach_a_controller_only_node() {
+    let r = Rotation::new();
+    let (first, second, both, second_only) =
+        (&r.first, &r.second, r.both.as_str(), r.second_only.as_str());
+    let stores = rotation_stores;
+    let lines = stores(&first, both);
+    let shared = lines.clone();
+    let mut cluster =
+        Cluster::start_with(ClusterKind::KafkaIq, "ssl-rotate-ctl", NODES, &[], |node| {
+            let mut all = if node.id == 3 {
+                let controller = format!("CONTROLLER://127.0.0.1:{}", node.controller_port);
+                vec![
+                    "process.roles=controller".to_owned(),
+                    format!("listeners={controller}"),
+                    format!("advertised.listeners={controller}"),
+                    // The brokers' lines, as one shared file would have them.
+                    "inter.broker.listener.name=SSL".to_owned(),
+                    "listener.security.protocol.map=CONTROLLER:SSL,SSL:SSL".to_owned(),
+                ]
+            } else {
+                listener_lines("SSL", "SSL", node)
+            };
+            all.extend(shared.iter().cloned());
+            all
+        });
+    for id in 1..=2 {
+        cluster.await_listening(id);
+    }
+    let client = client_for(&cluster, "SSL", &lines);
+    let mut controller = await_brokers(&cluster, &client, 2).await;
+    // The quorum leader must be a broker, so that stopping it needs node 3 in the next quorum.
+    while controller == 3 {
+        cluster.stop(3);
+        cluster.spawn(3);
+        controller = cluster
+            .wait_for("a broker leading the quorum", DEADLINE, || async {
+                let c = metadata(&client, 1).await?.controller_id.0;
+                (c > 0 && c != 3).then_some(c)
+            })
+            .await;
+    }
+    let mut controller_lines = lines.clone();
+    controller_lines.push("listener.security.protocol.map=CONTROLLER:SSL".to_owned());
+    let mut rotated_controller_lines = stores(&second, second_only);
+    rotated_controller_lines.push("listener.security.protocol.map=CONTROLLER:SSL".to_owned());
+    let answers = |lines: &[String]| {
+        let to_controllers = client_of(&cluster, "CONTROLLER", lines, Channel::Controller);
+        async move {
+            let answered = to_controllers
+                .send(3, crate::common::api_versions_request())
+                .await
+                .is_ok();
+            to_controllers.shutdown();
+            answered
+        }
+    };
+    cluster
+        .wait_for(
+            "node 3 to answer a client of the first CA",
+            DEADLINE,
+            || async { answers(&controller_lines).await.then_some(()) },
+        )
+        .await;
+
+    // Key stores first, then trust stores. A broker's BROKER resource is changed through that
+    // broker (a broker refuses another's id, as Kafka's), node 3's through the active
+    // controller's controller listener (`kafka-configs --bootstrap-controller`; a controller
+    // that is not active answers NOT_CONTROLLER, as Kafka's).
+    let alter = |lines: &[String], id: i32, configs: Vec<(&'static str, String)>| {
+        let (client, via) = match id {
+            3 => (
+                client_of(&cluster, "CONTROLLER", lines, Channel::Controller),
+                controller,
+            ),
+            _ => (client_for(&cluster, "SSL", lines), id),
+        };
+        async move {
+            let configs: Vec<(&str, &str)> =
+                configs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let answer = alter_broker_via(&client, via, id, &configs).await;
+            client.shutdown();
+            answer
+        }
+    };
+    for id in 1..=NODES {
+        let mut keystore = vec![(
+            "listener.name.controller.ssl.keystore.location",
+            second.clone(),
+        )];
+        if id != 3 {
+            keystore.push(("listener.name.ssl.ssl.keystore.location", second.clone()));
+        }
+        let lines = if id == 3 { &controller_lines } else { &lines };
+        assert_eq!(alter(lines, id, keystore).await, (0, String::new()));
+    }
+    cluster
+        .wait_for(
+            "node 3 to serve the second CA's certificate",
+            DEADLINE,
+            || async { answers(&rotated_controller_lines).await.then_some(()) },
+        )
+        .await;
+    let rotated = client_for(&cluster, "SSL", &stores(&second, second_only));
+    for id in 1..=2 {
+        cluster
+            .wait_for(
+                &format!("node {id} to serve the second CA's certificate"),
+                DEADLINE,
+                || async { metadata(&rotated, id).await.map(|_| ()) },
+            )
+            .await;
+    }
+    let rotated_lines = stores(&second, second_only);
+    for id in 1..=NODES {
+        let mut truststore = vec![(
+            "listener.name.controller.ssl.truststore.location",
+            second_only.to_owned(),
+        )];
+        if id != 3 {
+            truststore.push((
+                "listener.name.ssl.ssl.truststore.location",
+                second_only.to_owned(),
+            ));
+        }
+        let lines = if id == 3 {
+            &rotated_controller_lines
+        } else {
+            &rotated_lines
+        };
+        assert_eq!(alter(lines, id, truststore).await, (0, String::new()));
+    }
+    cluster
+        .wait_for(
+            "node 3 to refuse the first CA's certificate",
+            DEADLINE,
+            || async { (!answers(&controller_lines).await).then_some(()) },
+        )
+        .await;
+    for id in 1..=2 {
+        cluster
+            .wait_for(
+                &format!("node {id} to refuse the first CA's certificate"),
+                DEADLINE,
+                || async {
+                    let first = client_for(&cluster, "SSL", &lines);
+                    let answered = metadata(&first, id).await.is_some();
+                    first.shutdown();
+                    (!answered).then_some(())
+                },
+            )
+            .await;
+    }
+
+    // The quorum leader stops: the other broker and node 3 are the quorum now.
+    cluster.stop(controller);
+    let survivor = 3 - controller;
+    cluster
+        .wait_for(
+            &format!("a CreateTopics through node {survivor} committed by the quorum with node 3"),
+            Duration::from_secs(90),
+            || async {
+                let code = create_assigned(&rotated, survivor, "after-rotation", &[survivor]).await;
                 // TOPIC_ALREADY_EXISTS: an earlier attempt was applied after its answer timed out.
                 matches!(code, Some(0 | 36)).then_some(())
             },
