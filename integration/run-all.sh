@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test suite of KafkaIQ: the cargo tests of the workspace, the criterion benches once
-# each, each stock-client suite in integration/suites/ (in name order) against the release
-# broker binary, then a short run of the fuzz targets.
+# Runs every test suite of KafkaIQ: each stock-client suite in integration/suites/ (in name
+# order) against the release broker binary, then the cargo tests of the workspace and the
+# criterion benches once each (built meanwhile in the background), then a short run of the fuzz
+# targets.
 #
 #   ./integration/run-all.sh                      KafkaIQ (the test command; CI runs this)
 #   ./integration/run-all.sh --against kafka      the same suites against Apache Kafka 4.1.1,
@@ -117,39 +118,24 @@ if [[ "$mode" == kafkaiq ]]; then
     target_dir="$(cargo metadata --format-version 1 --no-deps |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
     export KAFKAIQ_BIN="$target_dir/release/kafkaiq"
-    # The test binaries and the benches are built before anything runs (a failure here is
-    # reported by the suites below, which build the same again).
-    echo "==> cargo test --no-run (the test binaries and the benches)"
-    cargo test --workspace --release --no-run -j "$jobs" || true
-    cargo test --workspace --release --bench '*' --no-run -j "$jobs" || true
-    # The fuzz targets are a build of their own (instrumented, outside the workspace): built in
-    # the background at the lowest CPU priority, on the time the suites below leave idle (they
-    # spend much of it waiting on brokers and JVMs), then run last (suite fuzz-smoke, which
-    # builds whatever is left itself). Its output is printed with that suite.
-    fuzz_build_log="$(mktemp "${TMPDIR:-/tmp}/fuzz-build.XXXXXX")"
-    nice -n 19 bash fuzz/smoke.sh --build-only >"$fuzz_build_log" 2>&1 &
-    fuzz_build=$!
-
-    # Six tests at a time in each test binary: most of a cluster test's time is spent waiting
-    # (elections, sessions, processes starting), so on two cores six share the CPU without
-    # starving each other, and the run takes about half the time it takes with two.
-    RUST_TEST_THREADS=6 run_suite cargo-test cargo test --workspace --release --no-fail-fast -j "$jobs"
-    # Criterion benches run without --bench are in test mode: each benchmark once, checked to
-    # run, no measurement. Builds them as `cargo bench` would.
-    run_suite benches cargo test --workspace --release --bench '*' -j "$jobs"
-else
-    args=()
-    for t in "${portable_tests[@]}"; do args+=(--test "$t"); done
-    # One broker at a time: an Apache Kafka JVM per test.
-    run_suite cargo-test cargo test --release --no-fail-fast -j "$jobs" "${args[@]}" -- --test-threads=1
-    echo "==> cargo tests skipped against $mode: every test but ${portable_tests[*]} runs KafkaIQ" \
-        "itself (in-process brokers: broker_raw, group_raw, rdkafka_groups," \
-        "broker_failure_detection; the kafkaiq binary's own behaviour: cli, kill9_restart;" \
-        "the decoder, storage and unit tests: no broker at all)"
-    results+=("skipped  cargo tests other than ${portable_tests[*]}: they need KafkaIQ itself")
-    skipped=$((skipped + 1))
-    skip_suite benches "KafkaIQ's own code paths, no broker to compare"
-    skip_suite fuzz-smoke "KafkaIQ's own decoder, no broker to compare"
+    # Everything else the suites need from a compiler is built in the background at the lowest
+    # CPU priority, on the time the stock-client suites leave idle (they spend much of it
+    # waiting on brokers and JVMs): rdkafka_performance for the bench smoke run (its suite
+    # builds it itself if it comes first; the build script serializes the two), the test
+    # binaries and the benches (run after the stock-client suites: `cargo test` waits for the
+    # background build's lock and then has nothing left to build), and the fuzz targets (a
+    # build of their own, run last). A failure here is reported by the suite that builds the
+    # same again. The log is printed with the fuzz-smoke suite.
+    background_log="$(mktemp "${TMPDIR:-/tmp}/background-build.XXXXXX")"
+    nice -n 19 bash -c '
+        bash benches/compare/build-rdkafka-perf.sh
+        cargo test --workspace --release --no-run -j "$1"
+        cargo test --workspace --release --bench "*" --no-run -j "$1"
+        bash fuzz/smoke.sh --build-only
+    ' background-build "$jobs" >"$background_log" 2>&1 &
+    background_build=$!
+    # Tells the suites they run under this script (see 47-metrics).
+    export KAFKAIQ_RUN_ALL=1
 fi
 
 export KAFKAIQ_ROOT="$root"
@@ -167,15 +153,35 @@ for suite in integration/suites/*.sh; do
 done
 
 if [[ "$mode" == kafkaiq ]]; then
+    # Six tests at a time in each test binary: most of a cluster test's time is spent waiting
+    # (elections, sessions, processes starting), so on two cores six share the CPU without
+    # starving each other, and the run takes about half the time it takes with two.
+    RUST_TEST_THREADS=6 run_suite cargo-test cargo test --workspace --release --no-fail-fast -j "$jobs"
+    # Criterion benches run without --bench are in test mode: each benchmark once, checked to
+    # run, no measurement. Builds them as `cargo bench` would.
+    run_suite benches cargo test --workspace --release --bench '*' -j "$jobs"
     fuzz_smoke() {
         local status=0
-        wait "$fuzz_build" || status=$?
+        wait "$background_build" || status=$?
         echo "fuzz-smoke: background build exited with $status:"
-        tail -5 "$fuzz_build_log"
-        rm -f "$fuzz_build_log"
+        tail -5 "$background_log"
+        rm -f "$background_log"
         bash fuzz/smoke.sh
     }
     run_suite fuzz-smoke fuzz_smoke
+else
+    args=()
+    for t in "${portable_tests[@]}"; do args+=(--test "$t"); done
+    # One broker at a time: an Apache Kafka JVM per test.
+    run_suite cargo-test cargo test --release --no-fail-fast -j "$jobs" "${args[@]}" -- --test-threads=1
+    echo "==> cargo tests skipped against $mode: every test but ${portable_tests[*]} runs KafkaIQ" \
+        "itself (in-process brokers: broker_raw, group_raw, rdkafka_groups," \
+        "broker_failure_detection; the kafkaiq binary's own behaviour: cli, kill9_restart;" \
+        "the decoder, storage and unit tests: no broker at all)"
+    results+=("skipped  cargo tests other than ${portable_tests[*]}: they need KafkaIQ itself")
+    skipped=$((skipped + 1))
+    skip_suite benches "KafkaIQ's own code paths, no broker to compare"
+    skip_suite fuzz-smoke "KafkaIQ's own decoder, no broker to compare"
 fi
 
 echo
