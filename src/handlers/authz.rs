@@ -264,210 +264,15 @@ pub fn controller_cluster_operation(api: kafka_protocol::messages::ApiKey) -> Op
 const CLUSTER_AUTHORIZATION_FAILED_MESSAGE: &str = "Cluster authorization failed.";
 
 /// The answer to a request of an API [`cluster_operation`] names when the caller may not do it
-/// on the cluster: CLUSTER_AUTHORIZATION_FAILED where Kafka puts it (the top-level error, or
-/// every entry's), nothing done.
-pub fn refuse_cluster(request: &RequestKind) -> Option<ResponseKind> {
-    use kafka_protocol::messages::*;
-    let code = ApiError::ClusterAuthorizationFailed.code();
-    Some(match request {
-        RequestKind::WriteTxnMarkers(r) => {
-            use write_txn_markers_response::*;
-            ResponseKind::WriteTxnMarkers(
-                WriteTxnMarkersResponse::default().with_markers(
-                    r.markers
-                        .iter()
-                        .map(|m| {
-                            WritableTxnMarkerResult::default()
-                                .with_producer_id(m.producer_id)
-                                .with_topics(
-                                    m.topics
-                                        .iter()
-                                        .map(|t| {
-                                            WritableTxnMarkerTopicResult::default()
-                                                .with_name(t.name.clone())
-                                                .with_partitions(
-                                                    t.partition_indexes
-                                                        .iter()
-                                                        .map(|&p| {
-                                                            WritableTxnMarkerPartitionResult::default()
-                                                                .with_partition_index(p)
-                                                                .with_error_code(code)
-                                                        })
-                                                        .collect(),
-                                                )
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-            )
-        }
-        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(
-            CreateAclsResponse::default().with_results(
-                r.creations
-                    .iter()
-                    .map(|_| {
-                        create_acls_response::AclCreationResult::default().with_error_code(code)
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(
-            DeleteAclsResponse::default().with_filter_results(
-                r.filters
-                    .iter()
-                    .map(|_| {
-                        delete_acls_response::DeleteAclsFilterResult::default()
-                            .with_error_code(code)
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::DescribeAcls(_) => {
-            ResponseKind::DescribeAcls(DescribeAclsResponse::default().with_error_code(code))
-        }
-        RequestKind::DescribeClientQuotas(_) => ResponseKind::DescribeClientQuotas(
-            DescribeClientQuotasResponse::default()
-                .with_error_code(code)
-                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
-                    CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
-                ))),
-        ),
-        // As Kafka's `getErrorResponse`: the error and its message, and a result carrying them
-        // for each user named (with no user name).
-        RequestKind::DescribeUserScramCredentials(r) => {
-            use describe_user_scram_credentials_response::DescribeUserScramCredentialsResult;
-            let message = || {
-                Some(kafka_protocol::protocol::StrBytes::from_static_str(
-                    CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
-                ))
-            };
-            ResponseKind::DescribeUserScramCredentials(
-                DescribeUserScramCredentialsResponse::default()
-                    .with_error_code(code)
-                    .with_error_message(message())
-                    .with_results(
-                        r.users
-                            .iter()
-                            .flatten()
-                            .map(|_| {
-                                DescribeUserScramCredentialsResult::default()
-                                    .with_error_code(code)
-                                    .with_error_message(message())
-                            })
-                            .collect(),
-                    ),
-            )
-        }
-        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
-            AlterUserScramCredentialsResponse::default().with_results(
-                crate::handlers::user_scram_credentials::every_user(r)
-                    .into_iter()
-                    .map(|user| {
-                        crate::handlers::user_scram_credentials::result(
-                            user,
-                            Some(ApiError::ClusterAuthorizationFailed),
-                        )
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::ElectLeaders(r) => {
-            use elect_leaders_response::*;
-            ResponseKind::ElectLeaders(
-                ElectLeadersResponse::default()
-                    .with_error_code(code)
-                    .with_replica_election_results(
-                        r.topic_partitions
-                            .iter()
-                            .flatten()
-                            .map(|t| {
-                                ReplicaElectionResult::default()
-                                    .with_topic(t.topic.clone())
-                                    .with_partition_result(
-                                        t.partitions
-                                            .iter()
-                                            .map(|&p| {
-                                                PartitionResult::default()
-                                                    .with_partition_id(p)
-                                                    .with_error_code(code)
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    ),
-            )
-        }
-        RequestKind::AlterPartitionReassignments(_) => ResponseKind::AlterPartitionReassignments(
-            AlterPartitionReassignmentsResponse::default().with_error_code(code),
-        ),
-        RequestKind::ListPartitionReassignments(_) => ResponseKind::ListPartitionReassignments(
-            ListPartitionReassignmentsResponse::default().with_error_code(code),
-        ),
-        RequestKind::DescribeLogDirs(_) => {
-            ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(code))
-        }
-        RequestKind::DescribeQuorum(_) => {
-            ResponseKind::DescribeQuorum(DescribeQuorumResponse::default().with_error_code(code))
-        }
-        RequestKind::DescribeCluster(_) => ResponseKind::DescribeCluster(
-            DescribeClusterResponse::default()
-                .with_error_code(code)
-                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
-                    CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
-                ))),
-        ),
-        RequestKind::AlterReplicaLogDirs(r) => {
-            use alter_replica_log_dirs_response::*;
-            let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
-            for dir in &r.dirs {
-                for t in &dir.topics {
-                    results.push(
-                        AlterReplicaLogDirTopicResult::default()
-                            .with_topic_name(t.name.clone())
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|&p| {
-                                        AlterReplicaLogDirPartitionResult::default()
-                                            .with_partition_index(p)
-                                            .with_error_code(code)
-                                    })
-                                    .collect(),
-                            ),
-                    );
-                }
-            }
-            ResponseKind::AlterReplicaLogDirs(
-                AlterReplicaLogDirsResponse::default().with_results(results),
-            )
-        }
-        RequestKind::BrokerHeartbeat(_) => ResponseKind::BrokerHeartbeat(
-            BrokerHeartbeatResponse::default()
-                .with_error_code(code)
-                .with_is_fenced(true),
-        ),
-        RequestKind::BrokerRegistration(_) => ResponseKind::BrokerRegistration(
-            BrokerRegistrationResponse::default()
-                .with_error_code(code)
-                .with_broker_epoch(-1),
-        ),
-        RequestKind::AlterPartition(_) => {
-            ResponseKind::AlterPartition(AlterPartitionResponse::default().with_error_code(code))
-        }
-        RequestKind::ListConfigResources(_) => ResponseKind::ListConfigResources(
-            ListConfigResourcesResponse::default().with_error_code(code),
-        ),
-        RequestKind::AllocateProducerIds(_) => ResponseKind::AllocateProducerIds(
-            AllocateProducerIdsResponse::default().with_error_code(code),
-        ),
-        RequestKind::Envelope(_) => {
-            ResponseKind::Envelope(EnvelopeResponse::default().with_error_code(code))
-        }
-        _ => return None,
-    })
+/// on the cluster: CLUSTER_AUTHORIZATION_FAILED wherever the response has an error (the top
+/// level, every entry's, or both), nothing done.
+pub fn refuse_cluster(request: &RequestKind, version: i16) -> Option<ResponseKind> {
+    super::error_response::error_response(
+        request,
+        version,
+        ApiError::ClusterAuthorizationFailed.code(),
+        Some(CLUSTER_AUTHORIZATION_FAILED_MESSAGE),
+    )
 }
 
 /// A consumer group member's rights are its request's: DESCRIBE on a topic.
@@ -701,39 +506,26 @@ mod tests {
     #[test]
     fn every_api_refused_whole_has_an_answer_carrying_cluster_authorization_failed() {
         use kafka_protocol::messages::*;
-        let requests = [
-            RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default()),
-            RequestKind::CreateAcls(CreateAclsRequest::default()),
-            RequestKind::DeleteAcls(DeleteAclsRequest::default()),
-            RequestKind::DescribeAcls(DescribeAclsRequest::default()),
-            RequestKind::DescribeUserScramCredentials(
-                DescribeUserScramCredentialsRequest::default(),
-            ),
-            RequestKind::DescribeClientQuotas(DescribeClientQuotasRequest::default()),
-            RequestKind::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default()),
-            RequestKind::ElectLeaders(ElectLeadersRequest::default()),
-            RequestKind::AlterPartitionReassignments(AlterPartitionReassignmentsRequest::default()),
-            RequestKind::ListPartitionReassignments(ListPartitionReassignmentsRequest::default()),
-            RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default()),
-            RequestKind::DescribeQuorum(DescribeQuorumRequest::default()),
-            RequestKind::AlterReplicaLogDirs(AlterReplicaLogDirsRequest::default()),
-            RequestKind::BrokerHeartbeat(BrokerHeartbeatRequest::default()),
-            RequestKind::BrokerRegistration(BrokerRegistrationRequest::default()),
-            RequestKind::AlterPartition(AlterPartitionRequest::default()),
-            RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default()),
-            RequestKind::ListConfigResources(ListConfigResourcesRequest::default()),
-            RequestKind::DescribeCluster(DescribeClusterRequest::default()),
-            RequestKind::Envelope(EnvelopeRequest::default()),
-        ];
-        for request in &requests {
-            assert!(refuse_cluster(request).is_some(), "{request:?}");
+        // Served APIs that cluster_operation names (Raft's own and UpdateFeatures /
+        // UnregisterBroker / voter changes are not served) are decoded, and every decoded API
+        // has an error response (error_response's tests).
+        let served = crate::handlers::api_versions::SUPPORTED
+            .iter()
+            .chain(crate::handlers::api_versions::CONTROLLER_SUPPORTED);
+        for (api, _, _) in served {
+            if cluster_operation(*api).is_some() || controller_cluster_operation(*api).is_some() {
+                assert!(
+                    crate::protocol::layouts::layout_of(*api).is_some(),
+                    "{api:?} has no refusal"
+                );
+            }
         }
         // The Java AdminClient shows the top-level message of a refused describe.
         let named = DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
             describe_user_scram_credentials_request::UserName::default(),
         ]));
         let Some(ResponseKind::DescribeUserScramCredentials(refused)) =
-            refuse_cluster(&RequestKind::DescribeUserScramCredentials(named))
+            refuse_cluster(&RequestKind::DescribeUserScramCredentials(named), 0)
         else {
             panic!("a DescribeUserScramCredentials refusal")
         };
@@ -744,46 +536,6 @@ mod tests {
         );
         assert_eq!(refused.results.len(), 1);
         assert_eq!(refused.results[0].error_code, 31);
-        // Served APIs that cluster_operation names all have an answer (Raft's own and
-        // UpdateFeatures / UnregisterBroker / voter changes are not served).
-        for (api, _, _) in crate::handlers::api_versions::SUPPORTED {
-            if cluster_operation(*api).is_some() {
-                let named = requests.iter().any(|r| api_key_of(r) == *api);
-                assert!(named, "{api:?} has no refusal");
-            }
-        }
-        for (api, _, _) in crate::handlers::api_versions::CONTROLLER_SUPPORTED {
-            if controller_cluster_operation(*api).is_some() {
-                let named = requests.iter().any(|r| api_key_of(r) == *api);
-                assert!(named, "{api:?} has no refusal on the controller listener");
-            }
-        }
-    }
-
-    fn api_key_of(r: &RequestKind) -> ApiKey {
-        match r {
-            RequestKind::WriteTxnMarkers(_) => ApiKey::WriteTxnMarkers,
-            RequestKind::Envelope(_) => ApiKey::Envelope,
-            RequestKind::CreateAcls(_) => ApiKey::CreateAcls,
-            RequestKind::DeleteAcls(_) => ApiKey::DeleteAcls,
-            RequestKind::DescribeAcls(_) => ApiKey::DescribeAcls,
-            RequestKind::DescribeUserScramCredentials(_) => ApiKey::DescribeUserScramCredentials,
-            RequestKind::DescribeClientQuotas(_) => ApiKey::DescribeClientQuotas,
-            RequestKind::AlterUserScramCredentials(_) => ApiKey::AlterUserScramCredentials,
-            RequestKind::ElectLeaders(_) => ApiKey::ElectLeaders,
-            RequestKind::AlterPartitionReassignments(_) => ApiKey::AlterPartitionReassignments,
-            RequestKind::ListPartitionReassignments(_) => ApiKey::ListPartitionReassignments,
-            RequestKind::DescribeLogDirs(_) => ApiKey::DescribeLogDirs,
-            RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
-            RequestKind::AlterReplicaLogDirs(_) => ApiKey::AlterReplicaLogDirs,
-            RequestKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
-            RequestKind::BrokerRegistration(_) => ApiKey::BrokerRegistration,
-            RequestKind::AlterPartition(_) => ApiKey::AlterPartition,
-            RequestKind::AllocateProducerIds(_) => ApiKey::AllocateProducerIds,
-            RequestKind::ListConfigResources(_) => ApiKey::ListConfigResources,
-            RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
-            other => panic!("{other:?}"),
-        }
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod elect_leaders;
 pub mod end_txn;
+pub mod error_response;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;

@@ -145,7 +145,7 @@ async fn serve(
     }
     if let Some(op) = authz::controller_cluster_operation(api_key) {
         if !auth.allows_cluster(op) {
-            if let Some(refusal) = authz::refuse_cluster(&request.body) {
+            if let Some(refusal) = authz::refuse_cluster(&request.body, version) {
                 return Ok(Some(protocol::encode_response(
                     api_key,
                     version,

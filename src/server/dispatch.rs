@@ -252,7 +252,7 @@ async fn handle_supported(
     // The APIs whose one resource is the cluster are refused whole, before anything is done.
     if let Some(op) = authz::cluster_operation(api_key) {
         if !auth.allows_cluster(op) {
-            if let Some(refusal) = authz::refuse_cluster(&request.body) {
+            if let Some(refusal) = authz::refuse_cluster(&request.body, version) {
                 return Ok(Some(protocol::encode_response(
                     api_key,
                     version,

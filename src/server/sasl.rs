@@ -3,9 +3,8 @@
 //! ApiVersions and SaslHandshake, then its SASL tokens — wrapped in SaslAuthenticate after a
 //! v1 handshake, raw size-prefixed frames after a v0 one (what old librdkafka sends). Anything
 //! else fails the authentication: unanswered before the handshake, answered with that request's
-//! own error response (ILLEGAL_SASL_STATE) during the exchange, as Kafka does (for the APIs a
-//! client sends on its own; the others unanswered); an ApiVersions out of turn closes the
-//! connection at once. A failed authentication is answered (SASL_AUTHENTICATION_FAILED
+//! own error response (ILLEGAL_SASL_STATE, [`error_response`]) during the exchange, as Kafka
+//! does; an ApiVersions out of turn closes the connection at once. A failed authentication is answered (SASL_AUTHENTICATION_FAILED
 //! for SaslAuthenticate) and the connection closes `connection.failed.authentication.delay.ms`
 //! later. Passwords are compared in constant time and never logged.
 //!
@@ -30,6 +29,7 @@ use subtle::ConstantTimeEq;
 
 use super::{oauthbearer, scram};
 use crate::config::security::{Mechanism, SaslSettings};
+use crate::handlers::error_response::error_response;
 use crate::metadata::scram::ScramMechanism;
 use crate::protocol;
 
@@ -422,14 +422,14 @@ impl Authenticator {
                 }
             }
             // As Kafka's `SaslServerAuthenticator`: during the exchange another request is
-            // answered with its own error response (ILLEGAL_SASL_STATE) where there is one, and
+            // answered with its own error response (ILLEGAL_SASL_STATE, `getErrorResponse`) and
             // fails the authentication; before the handshake it fails it unanswered.
             (State::Authenticate(_), body) => {
                 let reason = format!(
                     "Unexpected Kafka request of type {:?} during SASL authentication.",
                     request.api_key
                 );
-                let response = illegal_state_response(&body, version)
+                let response = error_response(&body, version, ILLEGAL_SASL_STATE, Some(&reason))
                     .and_then(|kind| encode(request.api_key, version, correlation_id, kind).ok());
                 Step::Fail { response, reason }
             }
@@ -632,155 +632,6 @@ fn plain(settings: &SaslSettings, token: &[u8]) -> Result<String, String> {
     }
 }
 
-/// The answer, ILLEGAL_SASL_STATE wherever the response of `version` has an error, to a
-/// request other than SaslAuthenticate in the middle of a SASL exchange (Kafka's
-/// `getErrorResponse` of that request), for the APIs a client sends on its own; None for the
-/// rest, which then fail the authentication unanswered (where Kafka answers every API).
-fn illegal_state_response(request: &RequestKind, version: i16) -> Option<ResponseKind> {
-    use kafka_protocol::messages::*;
-    let code = ILLEGAL_SASL_STATE;
-    Some(match request {
-        RequestKind::ApiVersions(_) => {
-            ResponseKind::ApiVersions(ApiVersionsResponse::default().with_error_code(code))
-        }
-        RequestKind::SaslHandshake(_) => illegal_handshake(),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(
-            MetadataResponse::default().with_topics(
-                r.topics
-                    .iter()
-                    .flatten()
-                    .map(|t| {
-                        // The name may be null in the response only from v12.
-                        let name = match &t.name {
-                            None if version < 12 => Some(TopicName(StrBytes::default())),
-                            name => name.clone(),
-                        };
-                        metadata_response::MetadataResponseTopic::default()
-                            .with_name(name)
-                            .with_topic_id(t.topic_id)
-                            .with_error_code(code)
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::Produce(r) => ResponseKind::Produce(
-            ProduceResponse::default().with_responses(
-                r.topic_data
-                    .iter()
-                    .map(|t| {
-                        produce_response::TopicProduceResponse::default()
-                            .with_name(t.name.clone())
-                            .with_topic_id(t.topic_id)
-                            .with_partition_responses(
-                                t.partition_data
-                                    .iter()
-                                    .map(|p| {
-                                        produce_response::PartitionProduceResponse::default()
-                                            .with_index(p.index)
-                                            .with_error_code(code)
-                                            .with_base_offset(-1)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(
-            FetchResponse::default().with_error_code(code).with_responses(
-                r.topics
-                    .iter()
-                    .map(|t| {
-                        fetch_response::FetchableTopicResponse::default()
-                            .with_topic(t.topic.clone())
-                            .with_topic_id(t.topic_id)
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        fetch_response::PartitionData::default()
-                                            .with_partition_index(p.partition)
-                                            .with_error_code(code)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            ),
-        ),
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(
-            ListOffsetsResponse::default().with_topics(
-                r.topics
-                    .iter()
-                    .map(|t| {
-                        list_offsets_response::ListOffsetsTopicResponse::default()
-                            .with_name(t.name.clone())
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        list_offsets_response::ListOffsetsPartitionResponse::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_error_code(code)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            ),
-        ),
-        // Up to v3 one coordinator, with the error at the top; from v4 one per key.
-        RequestKind::FindCoordinator(_) if version <= 3 => ResponseKind::FindCoordinator(
-            FindCoordinatorResponse::default()
-                .with_error_code(code)
-                .with_node_id(BrokerId(-1))
-                .with_port(-1),
-        ),
-        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
-            FindCoordinatorResponse::default().with_coordinators(
-                    r.coordinator_keys
-                        .iter()
-                        .map(|key| {
-                            find_coordinator_response::Coordinator::default()
-                                .with_key(key.clone())
-                                .with_node_id(BrokerId(-1))
-                                .with_port(-1)
-                                .with_error_code(code)
-                        })
-                        .collect(),
-                ),
-        ),
-        RequestKind::JoinGroup(_) => {
-            ResponseKind::JoinGroup(JoinGroupResponse::default().with_error_code(code))
-        }
-        RequestKind::SyncGroup(_) => {
-            ResponseKind::SyncGroup(SyncGroupResponse::default().with_error_code(code))
-        }
-        RequestKind::Heartbeat(_) => {
-            ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(code))
-        }
-        RequestKind::LeaveGroup(_) => {
-            ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(code))
-        }
-        RequestKind::ListGroups(_) => {
-            ResponseKind::ListGroups(ListGroupsResponse::default().with_error_code(code))
-        }
-        RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
-            InitProducerIdResponse::default()
-                .with_error_code(code)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-        ),
-        RequestKind::DescribeCluster(_) => ResponseKind::DescribeCluster(
-            DescribeClusterResponse::default().with_error_code(code),
-        ),
-        RequestKind::ConsumerGroupHeartbeat(_) => ResponseKind::ConsumerGroupHeartbeat(
-            ConsumerGroupHeartbeatResponse::default().with_error_code(code),
-        ),
-        _ => return None,
-    })
-}
-
 /// The answer to a SaslHandshake that reaches dispatch: the connection needs no (more)
 /// authentication (a PLAINTEXT or SSL listener, or SASL already done). Kafka answers
 /// ILLEGAL_SASL_STATE there, on the client and the controller listener alike.
@@ -846,108 +697,6 @@ mod tests {
         // api key 18, version 5, correlation id 7, null client id, no tagged fields.
         let frame = Bytes::from_static(&[0, 18, 0, 5, 0, 0, 0, 7, 0xff, 0xff, 0]);
         assert!(matches!(a.handle(frame), Step::Dispatch));
-    }
-
-    /// Every answer to a request during the exchange encodes at every version served, with a
-    /// request shaped as clients send it (a topic, a partition, a coordinator key).
-    #[test]
-    fn every_illegal_state_answer_encodes_at_every_version() {
-        use kafka_protocol::messages::*;
-        let requests = [
-            (
-                ApiKey::Metadata,
-                RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![
-                    metadata_request::MetadataRequestTopic::default(),
-                ]))),
-            ),
-            (
-                ApiKey::Produce,
-                RequestKind::Produce(ProduceRequest::default().with_topic_data(vec![
-                    produce_request::TopicProduceData::default().with_partition_data(vec![
-                        produce_request::PartitionProduceData::default(),
-                    ]),
-                ])),
-            ),
-            (
-                ApiKey::Fetch,
-                RequestKind::Fetch(FetchRequest::default().with_topics(vec![
-                    fetch_request::FetchTopic::default()
-                        .with_partitions(vec![fetch_request::FetchPartition::default()]),
-                ])),
-            ),
-            (
-                ApiKey::ListOffsets,
-                RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(vec![
-                    list_offsets_request::ListOffsetsTopic::default().with_partitions(vec![
-                        list_offsets_request::ListOffsetsPartition::default(),
-                    ]),
-                ])),
-            ),
-            (
-                ApiKey::FindCoordinator,
-                RequestKind::FindCoordinator(
-                    FindCoordinatorRequest::default()
-                        .with_coordinator_keys(vec![StrBytes::from_static_str("group")]),
-                ),
-            ),
-            (
-                ApiKey::ApiVersions,
-                RequestKind::ApiVersions(ApiVersionsRequest::default()),
-            ),
-            (
-                ApiKey::SaslHandshake,
-                RequestKind::SaslHandshake(SaslHandshakeRequest::default()),
-            ),
-            (
-                ApiKey::JoinGroup,
-                RequestKind::JoinGroup(JoinGroupRequest::default()),
-            ),
-            (
-                ApiKey::SyncGroup,
-                RequestKind::SyncGroup(SyncGroupRequest::default()),
-            ),
-            (
-                ApiKey::Heartbeat,
-                RequestKind::Heartbeat(HeartbeatRequest::default()),
-            ),
-            (
-                ApiKey::LeaveGroup,
-                RequestKind::LeaveGroup(LeaveGroupRequest::default()),
-            ),
-            (
-                ApiKey::ListGroups,
-                RequestKind::ListGroups(ListGroupsRequest::default()),
-            ),
-            (
-                ApiKey::InitProducerId,
-                RequestKind::InitProducerId(InitProducerIdRequest::default()),
-            ),
-            (
-                ApiKey::DescribeCluster,
-                RequestKind::DescribeCluster(DescribeClusterRequest::default()),
-            ),
-            (
-                ApiKey::ConsumerGroupHeartbeat,
-                RequestKind::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest::default()),
-            ),
-        ];
-        for (key, request) in requests {
-            let &(_, min, max) = crate::handlers::api_versions::SUPPORTED
-                .iter()
-                .find(|(k, _, _)| *k == key)
-                .unwrap();
-            // kafka-protocol reads and writes Produce from v3 only.
-            let min = if key == ApiKey::Produce {
-                min.max(3)
-            } else {
-                min
-            };
-            for version in min..=max {
-                let answer = illegal_state_response(&request, version).unwrap();
-                encode(key, version, 7, answer)
-                    .unwrap_or_else(|e| panic!("{key:?} v{version}: {e}"));
-            }
-        }
     }
 
     fn api_versions(version: i16, software: &str) -> Bytes {

@@ -323,6 +323,42 @@ async fn sasl_plaintext_plain_authenticates_then_serves_and_refuses_before() {
         "the connection stayed open after a request during the SASL exchange"
     );
 
+    // So is any other API's (Kafka's `getErrorResponse`): a DescribeConfigs answers
+    // ILLEGAL_SASL_STATE, with the reason, for the resource it names.
+    let mut admin = TcpStream::connect(broker.local_addr).await.unwrap();
+    let handshake: SaslHandshakeResponse = call(
+        &mut admin,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(handshake.error_code, 0);
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let refused: kafka_protocol::messages::DescribeConfigsResponse = call(
+        &mut admin,
+        4,
+        &kafka_protocol::messages::DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("sasl-plain")),
+        ]),
+    )
+    .await
+    .expect("DescribeConfigs during the SASL exchange was not answered");
+    let results: Vec<(&str, i16)> = refused
+        .results
+        .iter()
+        .map(|r| (r.resource_name.as_str(), r.error_code))
+        .collect();
+    assert_eq!(results, vec![("sasl-plain", 34)]);
+    let message = refused.results[0].error_message.as_deref().unwrap_or("");
+    assert!(message.contains("during SASL authentication"), "{message}");
+    assert!(
+        closed(&mut admin).await,
+        "the connection stayed open after a request during the SASL exchange"
+    );
+
     // A wrong password: SASL_AUTHENTICATION_FAILED, then the connection closes.
     let mut wrong = TcpStream::connect(broker.local_addr).await.unwrap();
     let refused = authenticate(&mut wrong, "alice", "not-her-password").await;
@@ -362,8 +398,8 @@ async fn sasl_plaintext_plain_authenticates_then_serves_and_refuses_before() {
         common::http::sample(&metrics, &series)
     };
     assert_eq!(count("successful"), Some(1.0), "{metrics}");
-    // The wrong password and the Metadata during the exchange.
-    assert_eq!(count("failed"), Some(2.0), "{metrics}");
+    // The wrong password, and the Metadata and the DescribeConfigs during the exchange.
+    assert_eq!(count("failed"), Some(3.0), "{metrics}");
     broker.shutdown().await.unwrap();
 }
 
