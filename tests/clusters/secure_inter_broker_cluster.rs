@@ -926,6 +926,25 @@ fn rotation_stores(keystore: &str, truststore: &str) -> Vec<String> {
     ]
 }
 
+/// Waits until each broker of `ids` refuses a new connection from a client with `lines`'
+/// stores (the first CA's certificate, once its trust store no longer has that CA).
+async fn await_refused(cluster: &Cluster, lines: &[String], ids: std::ops::RangeInclusive<i32>) {
+    for id in ids {
+        cluster
+            .wait_for(
+                &format!("node {id} to refuse the first CA's certificate"),
+                DEADLINE,
+                || async {
+                    let first = client_for(cluster, "SSL", lines);
+                    let answered = metadata(&first, id).await.is_some();
+                    first.shutdown();
+                    (!answered).then_some(())
+                },
+            )
+            .await;
+    }
+}
+
 /// IncrementalAlterConfigs SET of `configs` for broker `id`, sent to that broker; its error.
 async fn alter_broker(client: &Client, id: i32, configs: &[(&str, &str)]) -> (i16, String) {
     alter_broker_via(client, id, id, configs).await
@@ -1055,20 +1074,7 @@ async fn rotated_listener_stores_reach_the_nodes_own_connections() {
     }
     // Every node has taken the new trust store: a new connection with the first CA's
     // certificate is refused.
-    for id in 1..=NODES {
-        cluster
-            .wait_for(
-                &format!("node {id} to refuse the first CA's certificate"),
-                DEADLINE,
-                || async {
-                    let first = client_for(&cluster, "SSL", &lines);
-                    let answered = metadata(&first, id).await.is_some();
-                    first.shutdown();
-                    (!answered).then_some(())
-                },
-            )
-            .await;
-    }
+    await_refused(&cluster, &lines, 1..=NODES).await;
     // The leader, the active controller, stops: a survivor leads, and the other must open a
     // new connection to it.
     cluster.stop(leader);
@@ -1276,20 +1282,7 @@ async fn rotated_stores_reach_a_controller_only_node() {
             || async { (!answers(&controller_lines).await).then_some(()) },
         )
         .await;
-    for id in 1..=2 {
-        cluster
-            .wait_for(
-                &format!("node {id} to refuse the first CA's certificate"),
-                DEADLINE,
-                || async {
-                    let first = client_for(&cluster, "SSL", &lines);
-                    let answered = metadata(&first, id).await.is_some();
-                    first.shutdown();
-                    (!answered).then_some(())
-                },
-            )
-            .await;
-    }
+    await_refused(&cluster, &lines, 1..=2).await;
 
     // The quorum leader stops: the other broker and node 3 are the quorum now.
     cluster.stop(controller);
