@@ -343,7 +343,7 @@ impl Node {
             // A controller-only node (`process.roles=controller`): a voter that never registers
             // as a broker, hosts no partitions and serves no clients. Its replica manager only
             // follows the dynamic broker configs (the controller listener's key and trust
-            // stores, and those of its client to the other controllers).
+            // stores).
             tracing::info!("controller-only node: no broker registration");
             publisher.add_listener(replicas.clone());
         } else {

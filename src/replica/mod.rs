@@ -800,13 +800,23 @@ impl ReplicaManager {
                     self.startup_tls.inter_broker.clone(),
                     "the other brokers",
                 );
-                c.controller_client = follow_listener_stores(
-                    self.config.controller_client.as_ref(),
-                    c.controller_client.take(),
-                    (before, &c.dynamic),
-                    self.startup_tls.controller.clone(),
-                    "the controllers",
-                );
+                c.controller_client = if self.config.kraft.is_broker() {
+                    follow_listener_stores(
+                        self.config.controller_client.as_ref(),
+                        c.controller_client.take(),
+                        (before, &c.dynamic),
+                        self.startup_tls.controller.clone(),
+                        "the controllers",
+                    )
+                } else {
+                    // A controller-only node applies every image, its own log's replayed at
+                    // startup included, before it has caught up with the quorum (a broker's
+                    // listeners wait until it has): per-node stores superseded while it was
+                    // down must not decide how it reaches the other voters, or it could never
+                    // fetch what supersedes them. Its Raft client keeps the stores of
+                    // `server.properties`, as Kafka's controllers' Raft clients do.
+                    self.config.controller_client.clone()
+                };
                 // Secret values (a listener's store passwords, an inline key) are never logged.
                 let shown: BTreeMap<&str, &str> = c
                     .dynamic
@@ -895,8 +905,8 @@ impl ImageListener for ReplicaManager {
     fn on_image(&self, previous: &MetadataImage, next: &MetadataImage) {
         if !self.config.kraft.is_broker() {
             // A controller-only node hosts no partition: only the dynamic broker configs of
-            // the image apply (its controller listener's stores and those of its client to the
-            // other controllers, as Kafka's controllers reconfigure them).
+            // the image apply (its controller listener's stores, as Kafka's controllers
+            // reconfigure their socket server).
             self.apply_dynamic_config(next);
             return;
         }
