@@ -913,6 +913,16 @@ impl Rotation {
             second_only,
         }
     }
+
+    /// The stores before the rotation: the first CA's certificate, both CAs trusted.
+    fn first_lines(&self) -> Vec<String> {
+        rotation_stores(&self.first, &self.both)
+    }
+
+    /// The stores after it: the second CA's certificate, that CA alone trusted.
+    fn rotated_lines(&self) -> Vec<String> {
+        rotation_stores(&self.second, &self.second_only)
+    }
 }
 
 /// The lines of PEM stores `keystore` and `truststore`, client certificates required.
@@ -1000,10 +1010,8 @@ async fn alter_broker_via(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotated_listener_stores_reach_the_nodes_own_connections() {
     let r = Rotation::new();
-    let (first, second, both, second_only) =
-        (&r.first, &r.second, r.both.as_str(), r.second_only.as_str());
-    let stores = rotation_stores;
-    let lines = stores(&first, both);
+    let (second, second_only) = (&r.second, r.second_only.as_str());
+    let lines = r.first_lines();
     let shared = lines.clone();
     let mut cluster = Cluster::start_with(ClusterKind::KafkaIq, "ssl-rotate", NODES, &[], |node| {
         let mut all = listener_lines("SSL", "SSL", node);
@@ -1045,7 +1053,7 @@ async fn rotated_listener_stores_reach_the_nodes_own_connections() {
         );
     }
     // From here on the test's own client presents the second CA's certificate too.
-    let rotated_lines = stores(&second, second_only);
+    let rotated_lines = r.rotated_lines();
     let rotated = client_for(&cluster, "SSL", &rotated_lines);
     for id in 1..=NODES {
         // Both in one record batch: a node that refuses the first CA on one listener has
@@ -1147,10 +1155,8 @@ async fn rotated_listener_stores_reach_the_nodes_own_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotated_stores_reach_a_controller_only_node() {
     let r = Rotation::new();
-    let (first, second, both, second_only) =
-        (&r.first, &r.second, r.both.as_str(), r.second_only.as_str());
-    let stores = rotation_stores;
-    let lines = stores(&first, both);
+    let (second, second_only) = (&r.second, r.second_only.as_str());
+    let lines = r.first_lines();
     let shared = lines.clone();
     let mut cluster =
         Cluster::start_with(ClusterKind::KafkaIq, "ssl-rotate-ctl", NODES, &[], |node| {
@@ -1188,7 +1194,7 @@ async fn rotated_stores_reach_a_controller_only_node() {
     }
     let mut controller_lines = lines.clone();
     controller_lines.push("listener.security.protocol.map=CONTROLLER:SSL".to_owned());
-    let mut rotated_controller_lines = stores(&second, second_only);
+    let mut rotated_controller_lines = r.rotated_lines();
     rotated_controller_lines.push("listener.security.protocol.map=CONTROLLER:SSL".to_owned());
     let answers = |lines: &[String]| {
         let to_controllers = client_of(&cluster, "CONTROLLER", lines, Channel::Controller);
@@ -1247,7 +1253,7 @@ async fn rotated_stores_reach_a_controller_only_node() {
             || async { answers(&rotated_controller_lines).await.then_some(()) },
         )
         .await;
-    let rotated = client_for(&cluster, "SSL", &stores(&second, second_only));
+    let rotated = client_for(&cluster, "SSL", &r.rotated_lines());
     for id in 1..=2 {
         cluster
             .wait_for(
