@@ -30,7 +30,8 @@ use std::collections::HashMap;
 
 use crate::errors::ApiError;
 use crate::replica::append::{
-    transactional_producer, AppendParams, AppendStats, PartitionRecords, TopicRecords, TxnChecks,
+    transactional_producer, AppendParams, AppendStats, PartitionRecords, TopicAppend, TopicRecords,
+    TxnChecks,
 };
 use crate::replica::{ReplicaManager, TopicPartition, VerificationGuard};
 
@@ -141,10 +142,13 @@ pub async fn handle(
         transactions,
         now_ms: services.clock.now_ms(),
     };
-    let appended = services
+    let mut appended = services
         .replicas
         .append_records(&image, params, topics, services.stats)
         .await;
+    if params.acks == -1 {
+        unknown_if_deleted_while_parked(&services, &mut appended);
+    }
 
     if params.acks == 0 {
         let failed = appended
@@ -159,6 +163,31 @@ pub async fn handle(
 
     let response = response::encode(&services, version, &request, appended);
     ProduceReply::Respond(Box::new(ResponseKind::Produce(response)))
+}
+
+/// Kafka's `DelayedProduce` answers from `getPartitionOrError` when it completes: a partition
+/// that lost its leadership while the request was parked and is no longer hosted here answers
+/// UNKNOWN_TOPIC_OR_PARTITION when the current image no longer has it (its topic was deleted),
+/// and NOT_LEADER_OR_FOLLOWER when it is still hosted or was moved to other brokers.
+fn unknown_if_deleted_while_parked(services: &ProduceServices<'_>, appended: &mut [TopicAppend]) {
+    let mut current = None;
+    for topic in appended.iter_mut() {
+        for p in topic.partitions.iter_mut() {
+            if !matches!(p.result, Err(ApiError::NotLeaderOrFollower)) {
+                continue;
+            }
+            let image = current.get_or_insert_with(|| services.cache.image());
+            let tp = TopicPartition {
+                topic: topic.name.clone(),
+                partition: p.index,
+            };
+            if let Err(ApiError::UnknownTopicOrPartition) =
+                services.replicas.partition_or_error(image, &tp)
+            {
+                p.result = Err(ApiError::UnknownTopicOrPartition);
+            }
+        }
+    }
 }
 
 /// KIP-890 before the appends: each partition led here whose transactional batch would open

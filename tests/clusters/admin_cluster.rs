@@ -7,9 +7,10 @@
 //!   once for an offset that follower's log start already reached even though the leader's log
 //!   starts further; with every follower running it answers once they have all moved, so each
 //!   follower's log already starts at the offset when the answer arrives, and a new leader after
-//!   a kill -9 of the old one does not serve the deleted records. A parked request ends with
-//!   UNKNOWN_TOPIC_OR_PARTITION when its topic is deleted and NOT_LEADER_OR_FOLLOWER when
-//!   leadership moves (preferred election after a reorder), not at its timeout.
+//!   a kill -9 of the old one does not serve the deleted records.
+//! - A parked DeleteRecords or acks=all Produce ends with UNKNOWN_TOPIC_OR_PARTITION when its
+//!   topic is deleted and NOT_LEADER_OR_FOLLOWER when leadership moves (preferred election after
+//!   a reorder), not at its timeout (Kafka's `DelayedDeleteRecords` and `DelayedProduce`).
 //! - A partition that lost every ISR member stays offline while its topic forbids unclean
 //!   election, and gets its surviving replica as leader from the controller's periodic check
 //!   (`unclean.leader.election.interval.ms`, KAFKA-12670) once the topic's
@@ -33,10 +34,12 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, BrokerId, DeleteRecordsRequest, DeleteTopicsRequest,
-    ElectLeadersRequest, FetchRequest, IncrementalAlterConfigsRequest, ProduceRequest, TopicName,
+    ElectLeadersRequest, FetchRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest,
+    ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -95,16 +98,71 @@ async fn create_topic(cluster: &Cluster, name: &str, configs: &[(&str, &str)]) -
 
 /// Produces `values` to `topic`-0 with acks=all through `leader`: the error code.
 async fn produce(cluster: &Cluster, leader: i32, topic: &str, values: &[&str]) -> i16 {
+    produce_acks_all(cluster, leader, topic, values, 10_000)
+        .await
+        .0
+}
+
+/// An acks=all Produce of `values` to `topic`-0 through `leader` that waits at most
+/// `timeout_ms` for the ISR: (error code, base offset, how long the answer took).
+async fn produce_acks_all(
+    cluster: &Cluster,
+    leader: i32,
+    topic: &str,
+    values: &[&str],
+    timeout_ms: i32,
+) -> (i16, i64, Duration) {
     let mut client = RawClient::connect(cluster.nodes[&leader].client_addr()).await;
     let request = ProduceRequest::default()
         .with_acks(-1)
-        .with_timeout_ms(10_000)
+        .with_timeout_ms(timeout_ms)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(topic_name(topic))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(0)
                 .with_records(Some(batch(values, None)))])]);
-    client.call(9, &request).await.responses[0].partition_responses[0].error_code
+    let sent = Instant::now();
+    let r = client.call(9, &request).await;
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset, sent.elapsed())
+}
+
+/// Node `id`'s log end offset of `topic`-0: ListOffsets for the latest offset as a replica
+/// asks it (a client is answered the high watermark).
+async fn log_end_offset(cluster: &Cluster, id: i32, topic: &str) -> Option<i64> {
+    let mut client = RawClient::try_connect(cluster.nodes[&id].client_addr()).await?;
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(3))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])]);
+    let r = client.try_call(7, &request, Duration::from_secs(2)).await?;
+    let p = r.topics.first()?.partitions.first()?;
+    (p.error_code == 0).then_some(p.offset)
+}
+
+/// Starts an acks=all Produce of one record to `topic`-0 through node 1 with a long timeout and
+/// returns once node 1's log holds it (its log end is `log_end`): with stopped node 3 still in
+/// the ISR, the request is parked from then on.
+async fn park_produce(
+    cluster: &Arc<Cluster>,
+    topic: &'static str,
+    log_end: i64,
+) -> tokio::task::JoinHandle<(i16, i64, Duration)> {
+    let parked = {
+        let cluster = cluster.clone();
+        tokio::spawn(async move { produce_acks_all(&cluster, 1, topic, &["parked"], 40_000).await })
+    };
+    cluster
+        .wait_for(
+            "node 1's log holds the parked record",
+            DEADLINE,
+            || async move { (log_end_offset(cluster, 1, topic).await? == log_end).then_some(()) },
+        )
+        .await;
+    parked
 }
 
 /// DeleteRecords of `topic`-0 before `offset` through `leader`: (error code, low watermark,
@@ -269,7 +327,7 @@ async fn park_delete_records(
     parked
 }
 
-/// Waits for a parked DeleteRecords' answer, which must come well before its timeout.
+/// Waits for a parked request's answer, which must come well before its timeout.
 async fn parked_answer(parked: tokio::task::JoinHandle<(i16, i64, Duration)>) -> (i16, i64) {
     let (code, low, took) = tokio::time::timeout(DEADLINE, parked)
         .await
@@ -280,12 +338,15 @@ async fn parked_answer(parked: tokio::task::JoinHandle<(i16, i64, Duration)>) ->
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parked_delete_records_ends_with_kafkas_error_when_its_partition_moves_or_is_deleted() {
-    // Broker 3 stays stopped (registered, unfenced) for the rest of the test, so a DeleteRecords
-    // through node 1 parks until something else ends it.
+async fn parked_requests_end_with_kafkas_error_when_their_partition_moves_or_is_deleted() {
+    // Broker 3 stays stopped (registered, unfenced, in the ISR) for the rest of the test, so a
+    // DeleteRecords or an acks=all Produce through node 1 parks until something else ends it.
     let mut cluster = start(
-        "admin-delete-records-ends",
-        &["broker.session.timeout.ms=60000"],
+        "admin-parked-requests-end",
+        &[
+            "broker.session.timeout.ms=60000",
+            "replica.lag.time.max.ms=60000",
+        ],
     );
     // Node 3 is stopped below and must stay an unfenced broker: it must not be the active
     // controller (a new one would decide about it). If it is, it is restarted until another
@@ -313,6 +374,7 @@ async fn parked_delete_records_ends_with_kafkas_error_when_its_partition_moves_o
 
     // The topic is deleted: node 1 no longer hosts the partition (Kafka's HostedPartition.None).
     let parked = park_delete_records(&cluster, "dropped", 4).await;
+    let parked_produce = park_produce(&cluster, "dropped", 11).await;
     // The stopped node may be the controller: until a new one is elected the forwarded
     // request answers NOT_CONTROLLER, which clients retry.
     cluster
@@ -333,10 +395,15 @@ async fn parked_delete_records_ends_with_kafkas_error_when_its_partition_moves_o
         parked_answer(parked).await,
         (UNKNOWN_TOPIC_OR_PARTITION, -1)
     );
+    assert_eq!(
+        parked_answer(parked_produce).await,
+        (UNKNOWN_TOPIC_OR_PARTITION, -1)
+    );
     let mut client = RawClient::connect(cluster.nodes[&2].client_addr()).await;
 
     // Leadership moves to 2 (preferred after the reorder) while 1 keeps its replica.
     let parked = park_delete_records(&cluster, "moved", 4).await;
+    let parked_produce = park_produce(&cluster, "moved", 11).await;
     let reorder = AlterPartitionReassignmentsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![ReassignableTopic::default()
@@ -365,6 +432,10 @@ async fn parked_delete_records_ends_with_kafkas_error_when_its_partition_moves_o
     let r = client.call(2, &elect).await;
     assert_eq!(r.error_code, 0, "{r:?}");
     assert_eq!(parked_answer(parked).await, (NOT_LEADER_OR_FOLLOWER, -1));
+    assert_eq!(
+        parked_answer(parked_produce).await,
+        (NOT_LEADER_OR_FOLLOWER, -1)
+    );
 
     cluster.signal(3, libc::SIGCONT);
     Arc::into_inner(cluster).unwrap().stop_all();
