@@ -167,7 +167,7 @@ struct Connection {
     next_correlation_id: i32,
     /// When the connection's SASL session must be renewed (KIP-368, `secure::renewal_due`):
     /// from then on no request is written to it, and once nothing is in flight it
-    /// authenticates again in place ([`DestinationTask::renew_session`]).
+    /// authenticates again in place ([`renew_session`]).
     renew_at: Option<Instant>,
 }
 
@@ -195,6 +195,17 @@ enum Interrupt {
     Disconnect,
     /// The endpoint changed.
     EndpointChanged,
+}
+
+impl Interrupt {
+    /// Why an open connection closes for it.
+    fn close_reason(self) -> CloseReason {
+        match self {
+            Interrupt::Stop => CloseReason::Shutdown,
+            Interrupt::Disconnect => CloseReason::Requested,
+            Interrupt::EndpointChanged => CloseReason::EndpointChanged,
+        }
+    }
 }
 
 impl DestinationTask {
@@ -429,7 +440,16 @@ impl DestinationTask {
                     if connection.renew_at.is_some() && (!renewing || in_flight.is_empty()) =>
                 {
                     if in_flight.is_empty() {
-                        match self.renew_session(&mut connection).await {
+                        // A stop, disconnect or new endpoint during the renewal ends it at once
+                        // rather than after the request timeout.
+                        let endpoint = connection.endpoint.clone();
+                        let renewed = tokio::select! {
+                            renewed = renew_session(&self.config, &self.client_id, &mut connection) => renewed,
+                            interrupt = next_interrupt(&mut self.control, &mut self.disconnects_seen, Some(&endpoint)) => {
+                                break interrupt.close_reason();
+                            }
+                        };
+                        match renewed {
                             Ok(renew_at) => {
                                 connection.renew_at = renew_at;
                                 last_activity = Instant::now();
@@ -442,11 +462,7 @@ impl DestinationTask {
                     }
                 }
                 interrupt = next_interrupt(&mut self.control, &mut self.disconnects_seen, Some(&connection.endpoint)) => {
-                    break match interrupt {
-                        Interrupt::Stop => CloseReason::Shutdown,
-                        Interrupt::Disconnect => CloseReason::Requested,
-                        Interrupt::EndpointChanged => CloseReason::EndpointChanged,
-                    };
+                    break interrupt.close_reason();
                 }
                 submit = self.submits.recv(), if in_flight.len() < in_flight_max && !renewing => match submit {
                     Some(submit) => next = Some(submit),
@@ -456,27 +472,6 @@ impl DestinationTask {
         };
         self.close(connection, in_flight, &reason, head_error);
         reason
-    }
-
-    /// KIP-368: authenticates again on `connection`, nothing else in flight, within the request
-    /// timeout; gives when the new session must be renewed.
-    async fn renew_session(&self, connection: &mut Connection) -> Result<Option<Instant>, String> {
-        let Some(credentials) = self.config.security.as_ref().and_then(|s| s.sasl.as_ref()) else {
-            return Ok(None);
-        };
-        let mut exchange = Pipelined {
-            connection,
-            client_id: &self.client_id,
-        };
-        match timeout(
-            self.config.request_timeout,
-            reauthenticate(&mut exchange, credentials),
-        )
-        .await
-        {
-            Ok(renewed) => renewed.map(|at| at.map(Instant::from_std)),
-            Err(_) => Err(format!("not done within {:?}", self.config.request_timeout)),
-        }
     }
 
     /// Writes one request. Requests that cannot go out at all (no common version, an encoding
@@ -651,6 +646,31 @@ impl DestinationTask {
             respond(submit.reply, Err(ClientError::Shutdown));
         }
         self.set_state(ConnectionState::Removed);
+    }
+}
+
+/// KIP-368: authenticates again on `connection`, nothing else in flight, within the request
+/// timeout; gives when the new session must be renewed.
+async fn renew_session(
+    config: &ClientConfig,
+    client_id: &StrBytes,
+    connection: &mut Connection,
+) -> Result<Option<Instant>, String> {
+    let Some(credentials) = config.security.as_ref().and_then(|s| s.sasl.as_ref()) else {
+        return Ok(None);
+    };
+    let mut exchange = Pipelined {
+        connection,
+        client_id,
+    };
+    match timeout(
+        config.request_timeout,
+        reauthenticate(&mut exchange, credentials),
+    )
+    .await
+    {
+        Ok(renewed) => renewed.map(|at| at.map(Instant::from_std)),
+        Err(_) => Err(format!("not done within {:?}", config.request_timeout)),
     }
 }
 
@@ -960,32 +980,31 @@ async fn read_responses(
 mod tests {
     use kafka_protocol::messages::api_versions_response::ApiVersion;
     use kafka_protocol::messages::{ApiVersionsResponse, MetadataRequest};
+    use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
 
     use super::super::{ConnectionState, ConnectionStatus};
     use super::*;
 
-    /// The reader stops (here: the peer closed) after the serve loop has taken a request and
-    /// before it is written. The request is refused as not sent, whatever the reader read is
-    /// applied, and the connection closes for the reader's reason.
-    #[tokio::test]
-    async fn a_request_taken_as_the_reader_stops_is_not_sent_and_the_connection_closes() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let stream = TcpStream::connect(address).await.unwrap();
-        let (_peer, _) = listener.accept().await.unwrap();
-
-        let (_submits_tx, submits) = mpsc::channel(4);
-        let (_control_tx, control) = watch::channel(Control::default());
-        let (status, _status_rx) = watch::channel(ConnectionStatus {
+    /// A task serving node 1 with `config`, and the ends that drive it.
+    fn task(
+        config: ClientConfig,
+    ) -> (
+        DestinationTask,
+        mpsc::Sender<Submit>,
+        watch::Sender<Control>,
+    ) {
+        let (submits_tx, submits) = mpsc::channel(4);
+        let (control_tx, control) = watch::channel(Control::default());
+        let (status, _) = watch::channel(ConnectionStatus {
             state: ConnectionState::Idle,
             connections_opened: 0,
             connections_closed: 0,
             connect_failures: 0,
         });
-        let mut task = DestinationTask {
+        let task = DestinationTask {
             node: 1,
-            config: Arc::new(ClientConfig::default()),
+            config: Arc::new(config),
             client_id: StrBytes::from_static_str("test"),
             resolver: None,
             submits,
@@ -997,7 +1016,17 @@ mod tests {
             retry_at: None,
             disconnects_seen: 0,
         };
+        (task, submits_tx, control_tx)
+    }
 
+    /// An open connection on `stream` to a peer that offers Metadata v0-12, whose reader is
+    /// played by the test through `expects` and `inbound`.
+    fn connection(
+        stream: TcpStream,
+        expects: mpsc::Sender<Expect>,
+        inbound: mpsc::Receiver<Inbound>,
+        renew_at: Option<Instant>,
+    ) -> Connection {
         let metadata = ApiVersion::default()
             .with_api_key(ApiKey::Metadata as i16)
             .with_max_version(12);
@@ -1005,29 +1034,24 @@ mod tests {
             &ApiVersionsResponse::default().with_api_keys(vec![metadata]),
             3,
         );
-        // The reader as it is once it has stopped: its receiver of expectations dropped, its
-        // failure queued.
-        let (expects, expects_rx) = mpsc::channel(1);
-        drop(expects_rx);
-        let (inbound_tx, inbound) = mpsc::channel(2);
-        inbound_tx
-            .try_send(Inbound::Failed {
-                reason: CloseReason::PeerClosed,
-                head: None,
-            })
-            .unwrap_or_else(|_| unreachable!());
+        let endpoint = stream.peer_addr().unwrap().into();
         let (_read_half, writer) = Stream::Plain(stream).split();
-        let connection = Connection {
-            endpoint: address.into(),
+        Connection {
+            endpoint,
             versions: Arc::new(versions),
             writer,
             reader: tokio::spawn(async {}),
             expects,
             inbound,
             next_correlation_id: 1,
-            renew_at: None,
-        };
+            renew_at,
+        }
+    }
 
+    /// A Metadata request due by `deadline`, and where its answer goes.
+    fn metadata_submit(
+        deadline: Instant,
+    ) -> (Submit, oneshot::Receiver<Result<Reply, ClientError>>) {
         let (reply, replied) = oneshot::channel();
         let ours = super::super::versions::our_versions(ApiKey::Metadata, (0, 12), None).unwrap();
         let submit = Submit {
@@ -1039,11 +1063,39 @@ mod tests {
             }),
             decode: Some(Box::new(|_, _| Err("never read".to_owned()))),
             response_bytes_max: 1 << 20,
-            deadline: Instant::now() + Duration::from_secs(10),
+            deadline,
             timeout: Duration::from_secs(10),
             ticket: None,
             reply: Some(reply),
         };
+        (submit, replied)
+    }
+
+    /// The reader stops (here: the peer closed) after the serve loop has taken a request and
+    /// before it is written. The request is refused as not sent, whatever the reader read is
+    /// applied, and the connection closes for the reader's reason.
+    #[tokio::test]
+    async fn a_request_taken_as_the_reader_stops_is_not_sent_and_the_connection_closes() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (_peer, _) = listener.accept().await.unwrap();
+        let (mut task, _submits, _control) = task(ClientConfig::default());
+
+        // The reader as it is once it has stopped: its receiver of expectations dropped, its
+        // failure queued.
+        let (expects, expects_rx) = mpsc::channel(1);
+        drop(expects_rx);
+        let (inbound_tx, inbound) = mpsc::channel(2);
+        inbound_tx
+            .try_send(Inbound::Failed {
+                reason: CloseReason::PeerClosed,
+                head: None,
+            })
+            .unwrap_or_else(|_| unreachable!());
+        let connection = connection(stream, expects, inbound, None);
+        let (submit, replied) = metadata_submit(Instant::now() + Duration::from_secs(10));
 
         let reason = task.serve(connection, submit).await;
         assert_eq!(reason, CloseReason::PeerClosed);
@@ -1052,5 +1104,57 @@ mod tests {
             Err(other) => panic!("{other:?}"),
             Ok(_) => panic!("answered"),
         }
+    }
+
+    /// KIP-368: a stop while a session is being renewed closes the connection at once, rather
+    /// than when the renewal gives up at the request timeout. Here the peer never answers the
+    /// renewal's SaslHandshake.
+    #[tokio::test]
+    async fn a_stop_during_a_session_renewal_closes_the_connection_at_once() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut peer, _) = listener.accept().await.unwrap();
+        let security = crate::security::ClientSecurity {
+            listener: "SASL_PLAINTEXT".to_owned(),
+            protocol: "SASL_PLAINTEXT",
+            tls: None,
+            sasl: Some(crate::security::SaslCredentials {
+                mechanism: crate::security::Mechanism::Plain,
+                username: "broker".to_owned(),
+                password: "broker-secret".to_owned(),
+            }),
+        };
+        let (mut task, _submits, control) = task(ClientConfig {
+            request_timeout: Duration::from_secs(120),
+            security: Some(Arc::new(security)),
+            ..ClientConfig::default()
+        });
+        // The reader stays up and never has an answer.
+        let (expects, _expects_rx) = mpsc::channel(4);
+        let (_inbound_tx, inbound) = mpsc::channel(4);
+        let connection = connection(stream, expects, inbound, Some(Instant::now()));
+        // The first request is past its deadline and dropped; the session is due for renewal.
+        let (submit, _replied) = metadata_submit(Instant::now());
+        let serving = tokio::spawn(async move { task.serve(connection, submit).await });
+
+        let mut size = [0u8; 4];
+        timeout(Duration::from_secs(10), peer.read_exact(&mut size))
+            .await
+            .expect("the renewal's SaslHandshake")
+            .unwrap();
+        let mut request = vec![0u8; u32::from_be_bytes(size) as usize];
+        peer.read_exact(&mut request).await.unwrap();
+        assert_eq!(
+            i16::from_be_bytes([request[0], request[1]]),
+            ApiKey::SaslHandshake as i16
+        );
+        control.send_modify(|control| control.removed = true);
+        let reason = timeout(Duration::from_secs(10), serving)
+            .await
+            .expect("the stop to end the renewal")
+            .unwrap();
+        assert_eq!(reason, CloseReason::Shutdown);
     }
 }
