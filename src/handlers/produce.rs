@@ -4,7 +4,8 @@
 //! refused NOT_ENOUGH_REPLICAS before anything is written when the ISR is below the effective
 //! min ISR, else waits in the purgatory until the high watermark covers the last appended
 //! offset: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR shrank below min ISR
-//! meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved while it waited; REQUEST_TIMED_OUT at
+//! meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved while it waited, or
+//! UNKNOWN_TOPIC_OR_PARTITION if the topic was deleted meanwhile; REQUEST_TIMED_OUT at
 //! `timeout_ms` (Kafka's `DelayedProduce`). Batches are stored as produced, whatever their
 //! codec: the broker only reads and rewrites the v2 batch header (storage does that), except
 //! that a compacted topic's log reads each record's key length (decompressing if need be). A
@@ -168,23 +169,20 @@ pub async fn handle(
 /// Kafka's `DelayedProduce` answers from `getPartitionOrError` when it completes: a partition
 /// that lost its leadership while the request was parked and is no longer hosted here answers
 /// UNKNOWN_TOPIC_OR_PARTITION when the current image no longer has it (its topic was deleted),
-/// and NOT_LEADER_OR_FOLLOWER when it is still hosted or was moved to other brokers.
+/// KAFKA_STORAGE_ERROR when its log is offline here, and NOT_LEADER_OR_FOLLOWER when it is still
+/// hosted or was moved to other brokers. (The metadata cache takes an image before the replica
+/// manager stops the partitions it removes, so a wait woken by a deletion finds it applied.)
 fn unknown_if_deleted_while_parked(services: &ProduceServices<'_>, appended: &mut [TopicAppend]) {
     let mut current = None;
     for topic in appended.iter_mut() {
-        for p in topic.partitions.iter_mut() {
-            if !matches!(p.result, Err(ApiError::NotLeaderOrFollower)) {
-                continue;
-            }
+        for p in topic.partitions.iter_mut().filter(|p| p.lost_while_parked) {
             let image = current.get_or_insert_with(|| services.cache.image());
             let tp = TopicPartition {
                 topic: topic.name.clone(),
                 partition: p.index,
             };
-            if let Err(ApiError::UnknownTopicOrPartition) =
-                services.replicas.partition_or_error(image, &tp)
-            {
-                p.result = Err(ApiError::UnknownTopicOrPartition);
+            if let Err(e) = services.replicas.partition_or_error(image, &tp) {
+                p.result = Err(e);
             }
         }
     }

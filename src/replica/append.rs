@@ -11,8 +11,9 @@
 //!
 //! acks=-1 then waits in the purgatory until the high watermark covers every partition's last
 //! appended offset: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR shrank below min
-//! ISR meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved while it waited; REQUEST_TIMED_OUT
-//! at `timeout_ms`.
+//! ISR meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved while it waited (marked
+//! `lost_while_parked`: the handler answers UNKNOWN_TOPIC_OR_PARTITION for a topic deleted
+//! meanwhile); REQUEST_TIMED_OUT at `timeout_ms`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -86,6 +87,9 @@ pub struct PartitionAppend {
     /// For acks=-1: the partition, the offset the high watermark must reach, and the leader
     /// epoch the records were written in.
     wait_for: Option<(Arc<Partition>, i64, i32)>,
+    /// Whether the partition lost its leadership while the request waited for acks=-1 (the
+    /// caller may then answer for a deleted topic instead, as Kafka's `DelayedProduce` does).
+    pub lost_while_parked: bool,
 }
 
 impl PartitionAppend {
@@ -96,6 +100,7 @@ impl PartitionAppend {
             result: Err(error),
             log_start_offset: None,
             wait_for: None,
+            lost_while_parked: false,
         }
     }
 }
@@ -233,6 +238,7 @@ impl ReplicaManager {
                     }),
                     log_start_offset: None,
                     wait_for: (params.acks == -1).then(|| (p, info.last_offset + 1, epoch)),
+                    lost_while_parked: false,
                 }
             }
             Err(e) => PartitionAppend {
@@ -240,6 +246,7 @@ impl ReplicaManager {
                 result: Err(e),
                 log_start_offset,
                 wait_for: None,
+                lost_while_parked: false,
             },
         }
     }
@@ -293,7 +300,10 @@ impl ReplicaManager {
                 // REQUEST_TIMED_OUT.
                 match p.acks_all_outcome_in_epoch(offset, epoch) {
                     Some(Ok(())) => {}
-                    Some(Err(e)) => o.result = Err(e),
+                    Some(Err(e)) => {
+                        o.lost_while_parked = matches!(e, ApiError::NotLeaderOrFollower);
+                        o.result = Err(e)
+                    }
                     None => {
                         debug_assert!(!all_done);
                         o.result = Err(ApiError::RequestTimedOut)
