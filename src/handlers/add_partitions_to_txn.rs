@@ -29,7 +29,8 @@ use crate::metadata::MetadataImage;
 use crate::txn::state::TRANSACTION_VERSION_2;
 use crate::txn::TxnService;
 
-fn topic_results(
+/// Each partition of `topics` answered `code_of(topic, partition)`.
+pub(super) fn topic_results(
     topics: &[AddPartitionsToTxnTopic],
     code_of: impl Fn(&str, i32) -> i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {

@@ -341,32 +341,16 @@ pub fn error_response(
                     .collect(),
             ),
         ),
-        RequestKind::OffsetDelete(r) => {
-            use offset_delete_response::*;
-            ResponseKind::OffsetDelete(
-                OffsetDeleteResponse::default()
-                    .with_error_code(code)
-                    .with_topics(
-                        r.topics
-                            .iter()
-                            .map(|t| {
-                                OffsetDeleteResponseTopic::default()
-                                    .with_name(t.name.clone())
-                                    .with_partitions(
-                                        t.partitions
-                                            .iter()
-                                            .map(|p| {
-                                                OffsetDeleteResponsePartition::default()
-                                                    .with_partition_index(p.partition_index)
-                                                    .with_error_code(code)
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    ),
-            )
-        }
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(
+            OffsetDeleteResponse::default()
+                .with_error_code(code)
+                .with_topics(
+                    r.topics
+                        .iter()
+                        .map(|t| super::offset_delete::topic_answered(t, code))
+                        .collect(),
+                ),
+        ),
         RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
             InitProducerIdResponse::default()
                 .with_error_code(code)
@@ -375,30 +359,11 @@ pub fn error_response(
         ),
         // Up to v3 the partitions of one transaction, each with the error; from v4 the error at
         // the top (each transaction's partitions unanswered, as Kafka's).
-        RequestKind::AddPartitionsToTxn(r) if version <= 3 => {
-            use add_partitions_to_txn_response::*;
-            ResponseKind::AddPartitionsToTxn(
-                AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(
-                    r.v3_and_below_topics
-                        .iter()
-                        .map(|t| {
-                            AddPartitionsToTxnTopicResult::default()
-                                .with_name(t.name.clone())
-                                .with_results_by_partition(
-                                    t.partitions
-                                        .iter()
-                                        .map(|&p| {
-                                            AddPartitionsToTxnPartitionResult::default()
-                                                .with_partition_index(p)
-                                                .with_partition_error_code(code)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-            )
-        }
+        RequestKind::AddPartitionsToTxn(r) if version <= 3 => ResponseKind::AddPartitionsToTxn(
+            AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(
+                super::add_partitions_to_txn::topic_results(&r.v3_and_below_topics, |_, _| code),
+            ),
+        ),
         RequestKind::AddPartitionsToTxn(_) => ResponseKind::AddPartitionsToTxn(
             AddPartitionsToTxnResponse::default().with_error_code(code),
         ),

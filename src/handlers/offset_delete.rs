@@ -2,6 +2,7 @@
 //!
 //! The group coordinator ([`crate::group`]) decides; this handler only passes the request on.
 
+use kafka_protocol::messages::offset_delete_request::OffsetDeleteRequestTopic;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
@@ -30,20 +31,7 @@ pub async fn handle(
     request.topics.retain(|t| {
         let allowed = auth.allows(Resource::Topic, t.name.as_str(), Op::Read);
         if !allowed {
-            refused.push(
-                OffsetDeleteResponseTopic::default()
-                    .with_name(t.name.clone())
-                    .with_partitions(
-                        t.partitions
-                            .iter()
-                            .map(|p| {
-                                OffsetDeleteResponsePartition::default()
-                                    .with_partition_index(p.partition_index)
-                                    .with_error_code(ApiError::TopicAuthorizationFailed.code())
-                            })
-                            .collect(),
-                    ),
-            );
+            refused.push(topic_answered(t, ApiError::TopicAuthorizationFailed.code()));
         }
         allowed
     });
@@ -56,4 +44,24 @@ pub async fn handle(
         r.topics = refused;
     }
     response
+}
+
+/// `topic` with every partition it names answered `code`.
+pub(super) fn topic_answered(
+    topic: &OffsetDeleteRequestTopic,
+    code: i16,
+) -> OffsetDeleteResponseTopic {
+    OffsetDeleteResponseTopic::default()
+        .with_name(topic.name.clone())
+        .with_partitions(
+            topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                })
+                .collect(),
+        )
 }
