@@ -194,6 +194,10 @@ pub async fn run<S>(
     // never holds more than about twice `socket.request.max.bytes` per connection.
     let queued_bytes = Arc::new(Semaphore::new(max_bytes.min(u32::MAX as usize)));
 
+    // The reader is a task of its own. In the connection's task, a frame handed to a waiting
+    // processing loop would wake the task that is running: the runtime then queues it again
+    // as if it had yielded and wakes an idle worker to steal it, a thread wake-up per request
+    // for nothing. Woken from another task, it runs next on the same worker instead.
     let read_loop = async move {
         loop {
             // Whether the connection is authenticated is read when the frame's size has
@@ -366,18 +370,25 @@ pub async fn run<S>(
         let _ = writer.shutdown().await;
     };
 
-    tokio::pin!(read_loop);
-    tokio::pin!(process_loop);
-    tokio::select! {
-        // Processing stopped (bad request or write error): stop reading too.
-        _ = &mut process_loop => {}
-        // Reading stopped (end of stream, idle, bad frame): answer what was already read.
-        _ = &mut read_loop => { process_loop.await; }
-    }
+    // Reading stopped (end of stream, idle, bad frame): the channel closes once the frames
+    // already read are answered. Processing stopped (bad request or write error), or this
+    // task was aborted: the reader is aborted too.
+    let reader = AbortOnDrop(tokio::spawn(read_loop));
+    process_loop.await;
+    drop(reader);
     if closing_info.listener == ListenerKind::Controller {
         closing_ctx.controller.connection_closed(closing_info.id);
     }
     tracing::debug!(%peer, "connection closed");
+}
+
+/// A spawned task that ends when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 #[cfg(test)]

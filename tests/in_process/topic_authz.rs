@@ -178,6 +178,22 @@ async fn find_coordinator(ctx: &Arc<Context>, key_type: i8, key: &str) {
         found.coordinators[0].error_code == 0
     })
     .await;
+    if key_type == 0 {
+        // FindCoordinator names the coordinator before it has loaded its partition of
+        // __consumer_offsets; wait past COORDINATOR_LOAD_IN_PROGRESS (14) too, or a group
+        // request in the test could be answered with it.
+        until("the group coordinator loaded", || async {
+            let described: DescribeGroupsResponse = call_as(
+                ctx,
+                ADMIN,
+                5,
+                &DescribeGroupsRequest::default().with_groups(vec![GroupId(str(key))]),
+            )
+            .await;
+            described.groups[0].error_code == 0
+        })
+        .await;
+    }
 }
 
 /// `transactional_id`'s producer, initialized by `principal`.
