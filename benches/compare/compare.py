@@ -293,15 +293,21 @@ def smoke_plan():
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def proc_cpu_s(pid: int) -> float | None:
-    """utime + stime of a process (all its threads), in seconds."""
+def proc_cpu_split_s(pid: int) -> tuple[float, float] | None:
+    """(utime, stime) of a process (all its threads), in seconds: user and kernel CPU."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2 :].split()
     # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """utime + stime of a process (all its threads), in seconds."""
+    split = proc_cpu_split_s(pid)
+    return None if split is None else split[0] + split[1]
 
 
 def proc_status_kib(pid: int, key: str) -> int | None:
@@ -681,6 +687,10 @@ class Broker:
     def cpu_s(self) -> float | None:
         return proc_cpu_s(self.proc.pid) if self.alive() else None
 
+    def kernel_cpu_s(self) -> float | None:
+        split = proc_cpu_split_s(self.proc.pid) if self.alive() else None
+        return None if split is None else split[1]
+
     def peak_rss_kib(self) -> int | None:
         return proc_status_kib(self.proc.pid, "VmHWM") if self.alive() else None
 
@@ -1059,6 +1069,7 @@ def run_session(broker: Broker, libs: Path, plan, args, round_no: int) -> dict:
             continue
         tool_log = broker.workdir / f"{run.name}.log"
         cpu0, busy0, kids0, t0 = broker.cpu_s(), system_busy_s(), children_cpu_s(), time.monotonic()
+        sys0 = broker.kernel_cpu_s()
         port = broker.client_port
         if isinstance(run, (RdkProduceRun, RdkConsumeRun)):
             rdk = getattr(args, "rdk", None)
@@ -1078,6 +1089,7 @@ def run_session(broker: Broker, libs: Path, plan, args, round_no: int) -> dict:
                              idle_timeout_ms=args.consumer_idle_timeout_ms,
                              client_props=client_props)
         cpu1, busy1, kids1, t1 = broker.cpu_s(), system_busy_s(), children_cpu_s(), time.monotonic()
+        sys1 = broker.kernel_cpu_s()
         wall = t1 - t0
         if cpu0 is not None and cpu1 is not None:
             broker_cpu = cpu1 - cpu0
@@ -1089,6 +1101,12 @@ def run_session(broker: Broker, libs: Path, plan, args, round_no: int) -> dict:
                         broker_cpu * 1000 / result["connections"])
             else:
                 result["broker_cpu_s_per_mib"] = broker_cpu / run.mib
+                if sys0 is not None and sys1 is not None:
+                    # The part spent in the kernel for the broker (system time): receiving,
+                    # writing to the page cache, sending, waiting for events.
+                    result["broker_sys_s"] = sys1 - sys0
+                    result["broker_sys_s_per_mib"] = (sys1 - sys0) / run.mib
+                result["tool_cpu_s_per_mib"] = tool_cpu / run.mib
             result["tool_cpu_s"] = tool_cpu
             # CPU used by everything else on the machine (other users' work) during this run.
             result["other_cores"] = max(0.0, busy1 - busy0 - broker_cpu - tool_cpu) / wall
@@ -1168,6 +1186,19 @@ class Row:
     higher_is_better: bool = True
 
 
+def cost_rows(desc: str, run: str) -> list[Row]:
+    """Where a producer run's CPU went: the broker's kernel (system) time per MiB, which both
+    brokers spend on the same work (receiving, writing to the page cache, sending, waiting for
+    events), and the producer tool's own CPU per MiB, which bounds how fast it can go on this
+    machine's cores whatever the broker."""
+    return [
+        Row(f"… of which in the kernel (system time), {desc}", run, "broker_sys_s_per_mib",
+            "CPU s/MiB", "{:.4f}", None, False),
+        Row(f"Producer tool CPU per MiB, {desc}", run, "tool_cpu_s_per_mib", "CPU s/MiB",
+            "{:.4f}", None, False),
+    ]
+
+
 def rows_for(plan, secure: bool = False) -> list[Row]:
     """The results table's rows. `secure` (--security): the tools ran over SASL_SSL, and the
     security issue's targets apply (throughput ≥ 1.5×, broker CPU per MiB ≤ 0.3×)."""
@@ -1194,6 +1225,8 @@ def rows_for(plan, secure: bool = False) -> list[Row]:
                 rows.append(Row(f"Broker CPU per MiB ingested, {desc}", run.name,
                                 "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", cpu_target,
                                 False))
+                if secure:
+                    rows.extend(cost_rows(desc, run.name))
             else:
                 desc = f"{tool}, {run.records:,} × {run.size} B{over}"
                 rows.append(Row(f"Consumer throughput, {desc}", run.name, "fetch_mib_per_s",
@@ -1221,6 +1254,8 @@ def rows_for(plan, secure: bool = False) -> list[Row]:
                             "{:.2f}", throughput_target))
             rows.append(Row(f"Broker CPU per MiB ingested, {desc}", run.name,
                             "broker_cpu_s_per_mib", "CPU s/MiB", "{:.4f}", cpu_target, False))
+            if secure:
+                rows.extend(cost_rows(desc, run.name))
         elif isinstance(run, ProduceRun):
             desc = f"{run.throughput:,} records/s × {run.size} B, acks={run.acks}{txn}{over}"
             if run.topic_config:
