@@ -252,7 +252,9 @@ pub fn encode_response(
         version: api_version,
         reason: format!("{err:#}"),
     };
-    let mut buf = BytesMut::new();
+    let mut buf = BytesMut::with_capacity(
+        SIZE_PREFIX_BYTES + RESPONSE_HEADER_BYTES_MAX + body_size(body, api_version),
+    );
     buf.put_i32(0); // size, patched below
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
@@ -263,6 +265,19 @@ pub fn encode_response(
     let size = i32::try_from(len).map_err(|_| EncodeError::TooLarge { len })?;
     buf[..SIZE_PREFIX_BYTES].copy_from_slice(&size.to_be_bytes());
     Ok(buf.freeze())
+}
+
+/// The most a response header takes: a correlation id and an empty tagged-field section.
+const RESPONSE_HEADER_BYTES_MAX: usize = 5;
+
+/// The encoded size of a Fetch answer's body, whose record sets make it large (up to
+/// `fetch.max.bytes`): its buffer is then allocated once at its final size instead of being
+/// grown, and copied, by doubling. Other answers are small; 0 lets the buffer grow as usual.
+fn body_size(body: &ResponseKind, version: i16) -> usize {
+    match body {
+        ResponseKind::Fetch(fetch) => fetch.compute_size(version).unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// The api key a response body belongs to, for the APIs this broker serves.

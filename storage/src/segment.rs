@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::batch::{self, BatchHeader, BatchIter, RECORD_BATCH_OVERHEAD};
@@ -557,9 +557,8 @@ impl LogSegment {
             return Ok(Some((Bytes::from(buf), Some(first.base_offset))));
         }
         let len = (limit - position).min(max_bytes as u64) as usize;
-        let mut buf = BytesMut::zeroed(len);
-        let n = read_up_to(&*self.handle()?, &mut buf, position).at(&self.log_path)?;
-        buf.truncate(n);
+        let mut buf = Vec::with_capacity(len);
+        read_into_spare_capacity(&*self.handle()?, &mut buf, len, position).at(&self.log_path)?;
         let mut end = 0;
         for (at, h) in BatchIter::new(&buf) {
             if h.last_offset() >= max_offset {
@@ -573,7 +572,7 @@ impl LogSegment {
         } else {
             None
         };
-        Ok(Some((buf.freeze(), first_offset)))
+        Ok(Some((Bytes::from(buf), first_offset)))
     }
 
     /// Reads the batch headers from `position` to the end, in order (for scans and checks).
@@ -923,6 +922,29 @@ fn read_up_to(file: &File, buf: &mut [u8], position: u64) -> std::io::Result<usi
         }
     }
     Ok(done)
+}
+
+/// Reads up to `len` bytes from `position` into the empty `buf`, through its spare capacity
+/// (at least `len`), without initializing that capacity first. Fewer at the end of the file.
+fn read_into_spare_capacity(
+    file: &File,
+    buf: &mut Vec<u8>,
+    len: usize,
+    position: u64,
+) -> std::io::Result<()> {
+    debug_assert!(buf.is_empty() && buf.capacity() >= len);
+    while buf.len() < len {
+        let at = position + buf.len() as u64;
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(buf), at) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // The capacity may exceed `len`, and a read may have filled it.
+    buf.truncate(len);
+    Ok(())
 }
 
 #[cfg(test)]
