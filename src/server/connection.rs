@@ -112,28 +112,36 @@ pub async fn read_frame_per_api<R: AsyncRead + Unpin>(
     Ok(Some(Bytes::from(body)))
 }
 
-/// Writes all of `bytes`, failing with `TimedOut` once no byte could be written for `idle`
-/// (the peer stopped reading). A slow reader that keeps taking bytes is never cut off.
+/// Writes all of `bytes` and flushes them, failing with `TimedOut` once no byte could be
+/// written for `idle` (the peer stopped reading). A slow reader that keeps taking bytes is never
+/// cut off.
+///
+/// The flush matters on TLS: a write counts the bytes the TLS layer took in, and when the socket
+/// is full their end may still wait in its buffer; unflushed, the end of an answer would stay
+/// there until the next answer, and a client waiting for it would send nothing more.
 pub async fn write_unless_stuck<W: AsyncWrite + Unpin>(
     writer: &mut W,
     mut bytes: &[u8],
     idle: Duration,
 ) -> std::io::Result<()> {
+    let stuck = |_| {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the client read nothing for connections.max.idle.ms",
+        )
+    };
     while !bytes.is_empty() {
         let written = tokio::time::timeout(idle, writer.write(bytes))
             .await
-            .map_err(|_| {
-                std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the client read nothing for connections.max.idle.ms",
-                )
-            })??;
+            .map_err(stuck)??;
         if written == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
         bytes = &bytes[written..];
     }
-    Ok(())
+    tokio::time::timeout(idle, writer.flush())
+        .await
+        .map_err(stuck)?
 }
 
 /// Serves one connection: a TCP stream, or the TLS stream over one — the same code for both.
@@ -367,7 +375,9 @@ pub async fn run<S>(
                 }
             }
         }
-        let _ = writer.shutdown().await;
+        // Bounded like a write: a TLS shutdown sends what is buffered and close_notify first,
+        // and a client that stopped reading must not keep the connection (and its slot).
+        let _ = tokio::time::timeout(idle, writer.shutdown()).await;
     };
 
     // Reading stopped (end of stream, idle, bad frame): the channel closes once the frames
@@ -394,6 +404,52 @@ impl Drop for AbortOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer that, like a TLS stream over a full socket, takes bytes in and passes them on
+    /// only when flushed.
+    #[derive(Default)]
+    struct HoldsUntilFlushed {
+        held: Vec<u8>,
+        sent: Vec<u8>,
+    }
+
+    impl AsyncWrite for HoldsUntilFlushed {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let n = buf.len().min(3);
+            self.held.extend_from_slice(&buf[..n]);
+            std::task::Poll::Ready(Ok(n))
+        }
+
+        fn poll_flush(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let held = std::mem::take(&mut self.held);
+            self.sent.extend_from_slice(&held);
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            self.poll_flush(cx)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_flushed_whole() {
+        let mut writer = HoldsUntilFlushed::default();
+        write_unless_stuck(&mut writer, b"a whole answer", Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(writer.sent, b"a whole answer");
+        assert!(writer.held.is_empty());
+    }
 
     #[tokio::test]
     async fn frame_size_is_checked_before_reading_the_body() {
