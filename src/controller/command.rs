@@ -64,6 +64,9 @@ pub(crate) enum Publish {
     Snapshot(Arc<MetadataImage>),
     /// The image naming another active controller; no entry.
     ControllerId(Arc<MetadataImage>),
+    /// The images published so far hold everything the quorum had committed when this voter
+    /// read the leader's commit index ([`MetadataPublisher::caught_up`]).
+    CaughtUp,
 }
 
 /// Where a controller's commands take effect: its durable state, its publisher, the feed and
@@ -160,6 +163,7 @@ impl<D: Durable> Effects<D> {
             Publish::ControllerId(image) => {
                 self.publisher.publish_shared(image);
             }
+            Publish::CaughtUp => self.publisher.caught_up(),
         }
     }
 

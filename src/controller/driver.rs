@@ -108,6 +108,25 @@ struct LoadReport {
 /// One tick of the quorum's clock.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
+/// How often a voter that has not yet learnt it caught up asks the leader for its commit index
+/// again ([`CatchUp`]): the leader drops a request while it has committed nothing of its own
+/// term, and nobody answers while no leader is known.
+const CATCH_UP_ASK_MS: u64 = 300;
+
+/// A controller-only node learning that it has caught up with the quorum after it started: its
+/// replay stopped at the commit index it last persisted, and what it applies from its own log
+/// may be long superseded (the dynamic configs of its listener, above all). It reads the
+/// leader's commit index (Raft's ReadIndex) and, once it has applied that far, publishes
+/// [`Publish::CaughtUp`], which its held listeners wait for (Kafka's `MetadataLoader` waits for
+/// the high watermark in the same way). A voter that becomes the active controller has caught
+/// up: it has applied everything committed before its term.
+struct CatchUp {
+    next_ask_ms: u64,
+    asked: u64,
+    /// The first commit index the leader answered with.
+    read: Option<u64>,
+}
+
 pub(crate) use super::sessions::Lifecycle;
 
 /// The controller without its thread: events in, [`Command`]s out (persist, send, publish,
@@ -162,6 +181,8 @@ pub(crate) struct ControllerCore {
     new_id: IdSource,
     /// The commands decided since the caller last took them, in the order they take effect.
     commands: Vec<Command>,
+    /// Until a controller-only voter has caught up after starting; `None` on other nodes.
+    catch_up: Option<CatchUp>,
 }
 
 impl ControllerCore {
@@ -176,7 +197,6 @@ impl ControllerCore {
     ) -> ControllerCore {
         ControllerCore {
             load_reports: Default::default(),
-            config,
             voter: Voter::new(engine),
             image,
             proposed_cluster_id,
@@ -195,6 +215,12 @@ impl ControllerCore {
             now: Now::default(),
             new_id: Box::new(super::random_uuid),
             commands: Vec::new(),
+            catch_up: (!config.kraft.is_broker()).then_some(CatchUp {
+                next_ask_ms: 0,
+                asked: 0,
+                read: None,
+            }),
+            config,
         }
     }
 
@@ -562,6 +588,7 @@ impl ControllerCore {
             }
             self.publish_controller_id();
             self.maybe_start_pass(now_ms);
+            self.maybe_ask_read_index(now_ms);
             let out = self.voter.engine.poll();
             // The poll's writes take effect before anything of it is sent or applied.
             if !out.persist.is_empty() {
@@ -574,6 +601,7 @@ impl ControllerCore {
             for apply in out.apply {
                 self.apply(apply)?;
             }
+            self.maybe_caught_up(&out.read_indexes);
             if progressed {
                 self.maybe_snapshot();
             }
@@ -583,6 +611,47 @@ impl ControllerCore {
                 return Ok(std::mem::take(&mut self.commands));
             }
         }
+    }
+
+    /// Asks the leader for its commit index, while this voter waits to catch up ([`CatchUp`]).
+    fn maybe_ask_read_index(&mut self, now_ms: u64) {
+        let Some(c) = &mut self.catch_up else {
+            return;
+        };
+        let engine = &mut self.voter.engine;
+        if c.read.is_some() || now_ms < c.next_ask_ms || engine.is_leader() {
+            return;
+        }
+        if engine.leader_id() == 0 {
+            return;
+        }
+        c.asked += 1;
+        c.next_ask_ms = now_ms + CATCH_UP_ASK_MS;
+        engine.read_index(format!("catch-up-{}", c.asked).into_bytes());
+    }
+
+    /// Notes the leader's answers, and publishes [`Publish::CaughtUp`] once this voter has
+    /// applied as far as the first of them (or leads actively).
+    fn maybe_caught_up(&mut self, read_indexes: &[u64]) {
+        let active = self.is_active();
+        let Some(c) = &mut self.catch_up else {
+            return;
+        };
+        if c.read.is_none() {
+            c.read = read_indexes.iter().copied().min();
+        }
+        let applied = self.applied_index;
+        if !(active || c.read.is_some_and(|read| applied >= read)) {
+            return;
+        }
+        tracing::info!(
+            applied,
+            leader_commit = c.read,
+            active,
+            "caught up with the metadata quorum"
+        );
+        self.catch_up = None;
+        self.commands.push(Command::Publish(Publish::CaughtUp));
     }
 
     /// Keeps the image's `controller_id` (what DescribeCluster and Metadata name as the active

@@ -51,9 +51,12 @@ struct Deliveries {
     listeners: Vec<Arc<dyn ImageListener>>,
     /// Listeners waiting for this node to catch up with the quorum.
     held: Option<Held>,
+    /// The quorum said this node has caught up ([`MetadataPublisher::caught_up`]).
+    quorum_caught_up: bool,
 }
 
-/// Listeners that see no image until one passes `caught_up` (Kafka's `MetadataLoader`, which
+/// Listeners that see no image until one passes `caught_up`, or until the quorum says this node
+/// has caught up ([`MetadataPublisher::caught_up`]) (Kafka's `MetadataLoader`, which
 /// publishes nothing before it has reached the quorum's high watermark): a restarted node
 /// replays its log only as far as it last knew to be committed, and an image from there may be
 /// long superseded. The first image that passes reaches them as one change from the empty
@@ -70,7 +73,7 @@ impl Deliveries {
         let Some(held) = &self.held else {
             return true;
         };
-        if !(held.caught_up)(&self.delivered) {
+        if !self.quorum_caught_up && !(held.caught_up)(&self.delivered) {
             return false;
         }
         let held = self.held.take().expect("checked above");
@@ -142,6 +145,7 @@ impl MetadataPublisher {
             delivered: image.clone(),
             listeners: Vec::new(),
             held: None,
+            quorum_caught_up: false,
         };
         (image, deliveries)
     }
@@ -198,6 +202,20 @@ impl MetadataPublisher {
                 caught_up: Box::new(caught_up),
             });
             if d.release_if_caught_up() {
+                d.cache.mark_applied(d.delivered.metadata_offset);
+            }
+        });
+        Self::submit(&mut self.lock(), job);
+    }
+
+    /// The quorum says this node has caught up: the images published so far hold everything
+    /// committed before some moment after the node started (a voter's read of the leader's
+    /// commit index, applied). Held listeners get the last of them, once delivered, whether or
+    /// not it passes their `caught_up`.
+    pub fn caught_up(&self) {
+        let job: Job = Box::new(move |d: &mut Deliveries| {
+            d.quorum_caught_up = true;
+            if d.held.is_some() && d.release_if_caught_up() {
                 d.cache.mark_applied(d.delivered.metadata_offset);
             }
         });

@@ -343,9 +343,12 @@ impl Node {
             // A controller-only node (`process.roles=controller`): a voter that never registers
             // as a broker, hosts no partitions and serves no clients. Its replica manager only
             // follows the dynamic broker configs (the controller listener's key and trust
-            // stores).
+            // stores), and only once the controller has caught up with the quorum (its
+            // `CatchUp`): until then the listener serves the stores of `server.properties`,
+            // not per-node ones its own log replayed that may have been superseded while it
+            // was down (Kafka's controllers apply nothing before their loader has caught up).
             tracing::info!("controller-only node: no broker registration");
-            publisher.add_listener(replicas.clone());
+            publisher.add_listeners_once_caught_up(vec![replicas.clone()], |_| false);
         } else {
             // The replica manager and the group coordinator act on nothing until this node has
             // caught up with the quorum: the replay at startup stops at the commit index last

@@ -43,8 +43,8 @@ pub struct Local<'a> {
     pub leader_in_lease: Option<u64>,
 }
 
-/// The only message types voters of this quorum send each other (no ReadIndex, no leader
-/// transfer: a `MsgTimeoutNow` would make the receiver campaign past every lease).
+/// The only message types voters of this quorum send each other (no leader transfer: a
+/// `MsgTimeoutNow` would make the receiver campaign past every lease).
 fn is_used_between_voters(kind: MessageType) -> bool {
     use MessageType::*;
     matches!(
@@ -58,8 +58,13 @@ fn is_used_between_voters(kind: MessageType) -> bool {
             | MsgHeartbeatResponse
             | MsgRequestPreVote
             | MsgRequestPreVoteResponse
+            | MsgReadIndex
+            | MsgReadIndexResp
     )
 }
+
+/// Largest context of a ReadIndex request (the requester's own tag, a few bytes).
+const READ_INDEX_CONTEXT_BYTES_MAX: usize = 64;
 
 /// Whether `m` may be stepped into the library, given this voter's state. `check` decodes an
 /// entry's data (a snapshot's too): what cannot be applied is never taken into the log.
@@ -79,7 +84,12 @@ pub fn check(m: &Message, local: &Local<'_>, entry_check: EntryCheck) -> Result<
     }
     // The library reads term 0 as "a local message" and skips every term check: an append
     // without a term would be taken from whoever claims to lead. Every message between voters
-    // carries its sender's term (this quorum forwards no ReadIndex).
+    // carries its sender's term, but for the ReadIndex request a follower forwards to its
+    // leader (the library sends it without one), which only a leader takes.
+    if kind == MessageType::MsgReadIndex {
+        check_indexes(m)?;
+        return check_read_index(m, local);
+    }
     if m.term == 0 {
         return Err(StepError::NoTerm(kind));
     }
@@ -94,6 +104,7 @@ pub fn check(m: &Message, local: &Local<'_>, entry_check: EntryCheck) -> Result<
             check_entries(m, entry_check)
         }
         MessageType::MsgSnapshot => check_snapshot(m, local, entry_check),
+        MessageType::MsgReadIndexResp => check_read_index_answer(m, local),
         MessageType::MsgAppendResponse if local.is_leader && !m.reject => {
             if m.index > local.last_index {
                 return Err(StepError::Inconsistent(format!(
@@ -104,6 +115,50 @@ pub fn check(m: &Message, local: &Local<'_>, entry_check: EntryCheck) -> Result<
             Ok(())
         }
         _ => Ok(()),
+    }
+}
+
+/// A ReadIndex request: forwarded without a term, to the leader only (a follower would
+/// forward it again), with one entry holding the requester's short context and nothing else.
+fn check_read_index(m: &Message, local: &Local<'_>) -> Result<(), StepError> {
+    if m.term != 0 {
+        return Err(StepError::Inconsistent(format!(
+            "a read-index request of term {}; a forwarded one has none",
+            m.term
+        )));
+    }
+    if !local.is_leader {
+        return Err(StepError::Inconsistent(
+            "a read-index request to a voter that does not lead".into(),
+        ));
+    }
+    check_read_index_entry(m)
+}
+
+/// A ReadIndex answer comes from the leader this voter follows, in its term; the library
+/// commits its index only where this voter's log holds an entry of that term there.
+fn check_read_index_answer(m: &Message, local: &Local<'_>) -> Result<(), StepError> {
+    if local.leader != Some(m.from) || m.term != local.term {
+        return Err(StepError::Inconsistent(format!(
+            "a read-index answer from {} in term {}, not from the leader of term {}",
+            m.from, m.term, local.term
+        )));
+    }
+    check_read_index_entry(m)
+}
+
+fn check_read_index_entry(m: &Message) -> Result<(), StepError> {
+    match m.entries.as_slice() {
+        [e] if e.data.len() <= READ_INDEX_CONTEXT_BYTES_MAX
+            && e.index == 0
+            && e.term == 0
+            && e.get_entry_type() == raft::eraftpb::EntryType::EntryNormal =>
+        {
+            Ok(())
+        }
+        _ => Err(StepError::Inconsistent(
+            "a read-index message carries exactly one short context entry".into(),
+        )),
     }
 }
 

@@ -59,6 +59,9 @@ pub struct Output {
     pub persist: Vec<Persist>,
     pub messages: Vec<Message>,
     pub apply: Vec<Apply>,
+    /// Answers to [`QuorumEngine::read_index`]: commit indexes the leader confirmed, while a
+    /// quorum still followed it, after each request reached it.
+    pub read_indexes: Vec<u64>,
 }
 
 /// Where a proposal landed in the log; it is committed if the entry applied at `index` has
@@ -353,6 +356,16 @@ impl QuorumEngine {
         })
     }
 
+    /// Asks the leader for its commit index (Raft's ReadIndex): the leader confirms it still
+    /// leads with a heartbeat round, and a later [`QuorumEngine::poll`] returns the index in
+    /// [`Output::read_indexes`]. Once this voter has applied that far, it holds everything
+    /// committed before the request. Dropped without an answer when no leader is known, or
+    /// when the leader has not yet committed an entry of its own term: ask again. `context`
+    /// tells requests apart (a repeated one that is still pending is ignored).
+    pub fn read_index(&mut self, context: Vec<u8>) {
+        self.node.read_index(context);
+    }
+
     /// Handles everything the library has ready, and returns the entries, hard state and
     /// received snapshots to make durable, the messages and what to apply (see [`Output`] for
     /// the order the caller keeps). Call after every input.
@@ -362,6 +375,8 @@ impl QuorumEngine {
         while self.node.has_ready() {
             let mut ready = self.node.ready();
             out.messages.extend(ready.take_messages());
+            out.read_indexes
+                .extend(ready.take_read_states().into_iter().map(|r| r.index));
             if !ready.snapshot().is_empty() {
                 let snapshot = ready.snapshot().clone();
                 out.persist.push(Persist::Snapshot {

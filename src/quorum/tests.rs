@@ -90,6 +90,8 @@ struct Cluster {
     nodes: BTreeMap<u64, (QuorumEngine, App)>,
     disks: BTreeMap<u64, MemState>,
     in_flight: VecDeque<Message>,
+    /// Each voter's answers to its read-index requests, in order.
+    read_indexes: BTreeMap<u64, Vec<u64>>,
 }
 
 impl Cluster {
@@ -99,6 +101,7 @@ impl Cluster {
             nodes: BTreeMap::new(),
             disks: voters.iter().map(|&v| (v, MemState::new())).collect(),
             in_flight: VecDeque::new(),
+            read_indexes: BTreeMap::new(),
         };
         for &v in voters {
             c.start(v);
@@ -121,6 +124,10 @@ impl Cluster {
             let out = poll(engine, &self.disks[id]);
             self.in_flight.extend(out.messages);
             app.apply(out.apply);
+            self.read_indexes
+                .entry(*id)
+                .or_default()
+                .extend(out.read_indexes);
         }
     }
 
@@ -137,6 +144,10 @@ impl Cluster {
                 let out = poll(engine, &self.disks[&to]);
                 self.in_flight.extend(out.messages);
                 app.apply(out.apply);
+                self.read_indexes
+                    .entry(to)
+                    .or_default()
+                    .extend(out.read_indexes);
             }
         }
     }
@@ -676,4 +687,101 @@ fn appends_anchored_where_no_leader_could_are_refused() {
         c.items(follower),
         vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]
     );
+}
+
+#[test]
+fn a_follower_reads_the_leaders_commit_index_and_nothing_else_passes_for_one() {
+    use raft::eraftpb::MessageType::*;
+    let mut c = Cluster::new(&[1, 2, 3]);
+    c.propose(b"a");
+    c.propose(b"b");
+    let (follower, other, leader, _, term) = follower_view(&mut c);
+    let commit = c.nodes[&leader].0.status().commit;
+    c.nodes
+        .get_mut(&follower)
+        .unwrap()
+        .0
+        .read_index(b"ask-1".to_vec());
+    c.settle();
+    assert_eq!(c.read_indexes[&follower], vec![commit]);
+    assert!(
+        c.read_indexes[&leader].is_empty(),
+        "the leader answers, not reads"
+    );
+
+    // What the library would take, but no voter of this quorum sends.
+    let request = |from: u64, to: u64, term: u64, contexts: &[&[u8]]| {
+        let mut m = Message::default();
+        m.set_msg_type(MsgReadIndex);
+        m.from = from;
+        m.to = to;
+        m.term = term;
+        m.entries = contexts
+            .iter()
+            .map(|ctx| {
+                let mut e = Entry::default();
+                e.data = ctx.to_vec().into();
+                e
+            })
+            .collect::<Vec<_>>()
+            .into();
+        m
+    };
+    let mut answer_from_another = request(other, follower, term, &[b"ask-2"]);
+    answer_from_another.set_msg_type(MsgReadIndexResp);
+    answer_from_another.index = commit;
+    let mut answer_of_another_term = request(leader, follower, term + 1, &[b"ask-2"]);
+    answer_of_another_term.set_msg_type(MsgReadIndexResp);
+    let mut two_answers = request(leader, follower, term, &[b"ask-2", b"ask-3"]);
+    two_answers.set_msg_type(MsgReadIndexResp);
+    let refused = [
+        (
+            "a request with a term",
+            leader,
+            request(follower, leader, term, &[b"ask-2"]),
+        ),
+        (
+            "a request to a follower",
+            other,
+            request(follower, other, 0, &[b"ask-2"]),
+        ),
+        (
+            "a request without a context",
+            leader,
+            request(follower, leader, 0, &[]),
+        ),
+        (
+            "a request with a long context",
+            leader,
+            request(follower, leader, 0, &[&[7u8; 65]]),
+        ),
+        (
+            "an answer from a voter that does not lead",
+            follower,
+            answer_from_another,
+        ),
+        (
+            "an answer of another term",
+            follower,
+            answer_of_another_term,
+        ),
+        ("an answer with two contexts", follower, two_answers),
+    ];
+    for (what, to, m) in refused {
+        let engine = &mut c.nodes.get_mut(&to).unwrap().0;
+        assert!(engine.step(m).is_err(), "{what} was taken");
+    }
+    c.settle();
+    assert_eq!(c.read_indexes[&follower], vec![commit]);
+
+    // A voter alone, its leader and the third voter gone, gets no answer.
+    c.crash(leader);
+    c.crash(other);
+    c.nodes
+        .get_mut(&follower)
+        .unwrap()
+        .0
+        .read_index(b"ask-4".to_vec());
+    c.tick_all(50);
+    assert_eq!(c.read_indexes[&follower], vec![commit]);
 }

@@ -809,12 +809,11 @@ impl ReplicaManager {
                         "the controllers",
                     )
                 } else {
-                    // A controller-only node applies every image, its own log's replayed at
-                    // startup included, before it has caught up with the quorum (a broker's
-                    // listeners wait until it has): per-node stores superseded while it was
-                    // down must not decide how it reaches the other voters, or it could never
-                    // fetch what supersedes them. Its Raft client keeps the stores of
-                    // `server.properties`, as Kafka's controllers' Raft clients do.
+                    // A controller-only node's Raft client keeps the stores of
+                    // `server.properties`, as Kafka's controllers' Raft clients do: dynamic
+                    // per-node stores must never decide how it reaches the other voters, or a
+                    // store they no longer trust could keep it from ever fetching what
+                    // supersedes it.
                     self.config.controller_client.clone()
                 };
                 // Secret values (a listener's store passwords, an inline key) are never logged.

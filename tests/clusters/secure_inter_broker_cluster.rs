@@ -1142,6 +1142,18 @@ async fn rotated_listener_stores_reach_the_nodes_own_connections() {
     cluster.stop_all();
 }
 
+/// Whether node `id`'s controller listener answers an ApiVersions from a client with `lines`'
+/// stores.
+async fn controller_answers(cluster: &Cluster, id: i32, lines: &[String]) -> bool {
+    let to_controllers = client_of(cluster, "CONTROLLER", lines, Channel::Controller);
+    let answered = to_controllers
+        .send(id, crate::common::api_versions_request())
+        .await
+        .is_ok();
+    to_controllers.shutdown();
+    answered
+}
+
 /// Certificate rotation reaches a controller-only node's listener (`process.roles=controller`):
 /// nodes 1 and 2 are combined, node 3 only votes, and the controller listener is SSL requiring
 /// client certificates. Every node's key stores are changed to the second CA's certificate
@@ -1151,7 +1163,9 @@ async fn rotated_listener_stores_reach_the_nodes_own_connections() {
 /// must now trust, to form the quorum without which the CreateTopics at the end never commits.
 /// Node 3's own client keeps the stores of its server.properties (see `apply_dynamic_config`).
 /// Before controller-only nodes applied dynamic broker configs, node 3 kept serving the first
-/// CA's certificate.
+/// CA's certificate. Last, node 3 restarts alone and serves the stores of its server.properties
+/// until the brokers are back and it has caught up with the quorum; before it waited for that,
+/// it served the rotated ones of its own log at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotated_stores_reach_a_controller_only_node() {
     let r = Rotation::new();
@@ -1196,22 +1210,15 @@ async fn rotated_stores_reach_a_controller_only_node() {
     controller_lines.push("listener.security.protocol.map=CONTROLLER:SSL".to_owned());
     let mut rotated_controller_lines = r.rotated_lines();
     rotated_controller_lines.push("listener.security.protocol.map=CONTROLLER:SSL".to_owned());
-    let answers = |lines: &[String]| {
-        let to_controllers = client_of(&cluster, "CONTROLLER", lines, Channel::Controller);
-        async move {
-            let answered = to_controllers
-                .send(3, crate::common::api_versions_request())
-                .await
-                .is_ok();
-            to_controllers.shutdown();
-            answered
-        }
-    };
     cluster
         .wait_for(
             "node 3 to answer a client of the first CA",
             DEADLINE,
-            || async { answers(&controller_lines).await.then_some(()) },
+            || async {
+                controller_answers(&cluster, 3, &controller_lines)
+                    .await
+                    .then_some(())
+            },
         )
         .await;
 
@@ -1250,7 +1257,11 @@ async fn rotated_stores_reach_a_controller_only_node() {
         .wait_for(
             "node 3 to serve the second CA's certificate",
             DEADLINE,
-            || async { answers(&rotated_controller_lines).await.then_some(()) },
+            || async {
+                controller_answers(&cluster, 3, &rotated_controller_lines)
+                    .await
+                    .then_some(())
+            },
         )
         .await;
     let rotated = client_for(&cluster, "SSL", &r.rotated_lines());
@@ -1277,7 +1288,7 @@ async fn rotated_stores_reach_a_controller_only_node() {
         .wait_for(
             "node 3 to refuse the first CA's certificate",
             DEADLINE,
-            || async { (!answers(&controller_lines).await).then_some(()) },
+            || async { (!controller_answers(&cluster, 3, &controller_lines).await).then_some(()) },
         )
         .await;
 
@@ -1295,6 +1306,39 @@ async fn rotated_stores_reach_a_controller_only_node() {
             },
         )
         .await;
+
+    // Node 3 restarts alone: no quorum to catch up with. Its own log holds its rotated trust
+    // store, but until it has caught up its listener serves the stores of its
+    // server.properties, which trust the first CA too.
+    cluster.stop(survivor);
+    cluster.stop(3);
+    cluster.spawn(3);
+    cluster
+        .wait_for("node 3 to start", DEADLINE, || async {
+            cluster.log_text(3).contains("node started").then_some(())
+        })
+        .await;
+    assert!(
+        controller_answers(&cluster, 3, &controller_lines).await,
+        "node 3 applied a store of its own log before catching up with the quorum"
+    );
+    // With the brokers back it catches up, and applies its rotated trust store.
+    cluster.spawn(controller);
+    cluster.spawn(survivor);
+    cluster
+        .wait_for(
+            "node 3 to catch up and refuse the first CA's certificate again",
+            Duration::from_secs(90),
+            || async { (!controller_answers(&cluster, 3, &controller_lines).await).then_some(()) },
+        )
+        .await;
+    assert!(
+        cluster
+            .log_text(3)
+            .contains("caught up with the metadata quorum"),
+        "{}",
+        cluster.log_tail(3, 30)
+    );
     client.shutdown();
     rotated.shutdown();
     cluster.stop_all();
