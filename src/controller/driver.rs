@@ -123,8 +123,24 @@ const CATCH_UP_ASK_MS: u64 = 300;
 struct CatchUp {
     next_ask_ms: u64,
     asked: u64,
+    /// What each request's context starts with: this voter's id and a value drawn at start,
+    /// so that only answers to this run's own requests count (the leader keys its pending
+    /// requests by context alone, whoever sent them).
+    prefix: String,
     /// The first commit index the leader answered with.
     read: Option<u64>,
+}
+
+impl CatchUp {
+    fn new(node_id: i32) -> CatchUp {
+        let nonce = super::random_uuid();
+        CatchUp {
+            next_ask_ms: 0,
+            asked: 0,
+            prefix: format!("catch-up-{node_id}-{}-", &nonce.simple().to_string()[..16]),
+            read: None,
+        }
+    }
 }
 
 pub(crate) use super::sessions::Lifecycle;
@@ -215,11 +231,7 @@ impl ControllerCore {
             now: Now::default(),
             new_id: Box::new(super::random_uuid),
             commands: Vec::new(),
-            catch_up: (!config.kraft.is_broker()).then_some(CatchUp {
-                next_ask_ms: 0,
-                asked: 0,
-                read: None,
-            }),
+            catch_up: (!config.kraft.is_broker()).then(|| CatchUp::new(config.node_id)),
             config,
         }
     }
@@ -627,18 +639,30 @@ impl ControllerCore {
         }
         c.asked += 1;
         c.next_ask_ms = now_ms + CATCH_UP_ASK_MS;
-        engine.read_index(format!("catch-up-{}", c.asked).into_bytes());
+        if c.asked % 20 == 0 {
+            // The listener keeps the stores of server.properties meanwhile.
+            tracing::info!(
+                asked = c.asked,
+                leader = engine.leader_id(),
+                "not yet caught up with the metadata quorum: the leader has not answered a read of its commit index"
+            );
+        }
+        engine.read_index(format!("{}{}", c.prefix, c.asked).into_bytes());
     }
 
     /// Notes the leader's answers, and publishes [`Publish::CaughtUp`] once this voter has
     /// applied as far as the first of them (or leads actively).
-    fn maybe_caught_up(&mut self, read_indexes: &[u64]) {
+    fn maybe_caught_up(&mut self, read_indexes: &[(u64, Vec<u8>)]) {
         let active = self.is_active();
         let Some(c) = &mut self.catch_up else {
             return;
         };
         if c.read.is_none() {
-            c.read = read_indexes.iter().copied().min();
+            c.read = read_indexes
+                .iter()
+                .filter(|(_, context)| context.starts_with(c.prefix.as_bytes()))
+                .map(|(index, _)| *index)
+                .min();
         }
         let applied = self.applied_index;
         if !(active || c.read.is_some_and(|read| applied >= read)) {

@@ -119,7 +119,8 @@ pub fn check(m: &Message, local: &Local<'_>, entry_check: EntryCheck) -> Result<
 }
 
 /// A ReadIndex request: forwarded without a term, to the leader only (a follower would
-/// forward it again), with one entry holding the requester's short context and nothing else.
+/// forward it again), with one entry holding the requester's short context (the engine steps
+/// only that entry into the library).
 fn check_read_index(m: &Message, local: &Local<'_>) -> Result<(), StepError> {
     if m.term != 0 {
         return Err(StepError::Inconsistent(format!(
@@ -149,7 +150,7 @@ fn check_read_index_answer(m: &Message, local: &Local<'_>) -> Result<(), StepErr
 
 fn check_read_index_entry(m: &Message) -> Result<(), StepError> {
     match m.entries.as_slice() {
-        [e] if e.data.len() <= READ_INDEX_CONTEXT_BYTES_MAX
+        [e] if (1..=READ_INDEX_CONTEXT_BYTES_MAX).contains(&e.data.len())
             && e.index == 0
             && e.term == 0
             && e.get_entry_type() == raft::eraftpb::EntryType::EntryNormal =>

@@ -59,9 +59,9 @@ pub struct Output {
     pub persist: Vec<Persist>,
     pub messages: Vec<Message>,
     pub apply: Vec<Apply>,
-    /// Answers to [`QuorumEngine::read_index`]: commit indexes the leader confirmed, while a
-    /// quorum still followed it, after each request reached it.
-    pub read_indexes: Vec<u64>,
+    /// Answers to [`QuorumEngine::read_index`]: the commit index the leader confirmed, while a
+    /// quorum still followed it, after a request reached it, with that request's context.
+    pub read_indexes: Vec<(u64, Vec<u8>)>,
 }
 
 /// Where a proposal landed in the log; it is committed if the entry applied at `index` has
@@ -103,6 +103,23 @@ pub enum StepError {
     Inconsistent(String),
     #[error("rejected by the raft library: {0}")]
     Library(String),
+}
+
+/// ReadIndex requests a leader keeps waiting for a quorum's acknowledgement at once; more are
+/// refused (the requester asks again).
+const READ_INDEX_PENDING_MAX: usize = 16;
+
+/// A forwarded ReadIndex request with nothing but what the leader needs: type, sender, receiver
+/// and the one context entry.
+fn read_index_request(m: &Message) -> Message {
+    let mut minimal = Message::default();
+    minimal.set_msg_type(MessageType::MsgReadIndex);
+    minimal.from = m.from;
+    minimal.to = m.to;
+    let mut context = Entry::default();
+    context.data = m.entries[0].data.clone();
+    minimal.set_entries(vec![context].into());
+    minimal
 }
 
 /// What the quorum looks like from this voter (DescribeQuorum).
@@ -282,6 +299,16 @@ impl QuorumEngine {
                 "heartbeat's commit index beyond this voter's log disregarded"
             );
         }
+        if message.get_msg_type() == MessageType::MsgReadIndex {
+            // The library keeps a ReadIndex request whole until a quorum has acknowledged it:
+            // only its context is kept, and only a few wait at once.
+            if self.node.raft.pending_read_count() >= READ_INDEX_PENDING_MAX {
+                return Err(StepError::Inconsistent(format!(
+                    "{READ_INDEX_PENDING_MAX} read-index requests wait already"
+                )));
+            }
+            message = read_index_request(&message);
+        }
         self.note_lost_entries(&message);
         self.node
             .step(message)
@@ -375,8 +402,12 @@ impl QuorumEngine {
         while self.node.has_ready() {
             let mut ready = self.node.ready();
             out.messages.extend(ready.take_messages());
-            out.read_indexes
-                .extend(ready.take_read_states().into_iter().map(|r| r.index));
+            out.read_indexes.extend(
+                ready
+                    .take_read_states()
+                    .into_iter()
+                    .map(|r| (r.index, r.request_ctx)),
+            );
             if !ready.snapshot().is_empty() {
                 let snapshot = ready.snapshot().clone();
                 out.persist.push(Persist::Snapshot {

@@ -90,8 +90,8 @@ struct Cluster {
     nodes: BTreeMap<u64, (QuorumEngine, App)>,
     disks: BTreeMap<u64, MemState>,
     in_flight: VecDeque<Message>,
-    /// Each voter's answers to its read-index requests, in order.
-    read_indexes: BTreeMap<u64, Vec<u64>>,
+    /// Each voter's answers to its read-index requests, in order, with their contexts.
+    read_indexes: BTreeMap<u64, Vec<(u64, Vec<u8>)>>,
 }
 
 impl Cluster {
@@ -703,7 +703,7 @@ fn a_follower_reads_the_leaders_commit_index_and_nothing_else_passes_for_one() {
         .0
         .read_index(b"ask-1".to_vec());
     c.settle();
-    assert_eq!(c.read_indexes[&follower], vec![commit]);
+    assert_eq!(c.read_indexes[&follower], vec![(commit, b"ask-1".to_vec())]);
     assert!(
         c.read_indexes[&leader].is_empty(),
         "the leader answers, not reads"
@@ -751,6 +751,11 @@ fn a_follower_reads_the_leaders_commit_index_and_nothing_else_passes_for_one() {
             request(follower, leader, 0, &[]),
         ),
         (
+            "a request with an empty context",
+            leader,
+            request(follower, leader, 0, &[b""]),
+        ),
+        (
             "a request with a long context",
             leader,
             request(follower, leader, 0, &[&[7u8; 65]]),
@@ -772,7 +777,7 @@ fn a_follower_reads_the_leaders_commit_index_and_nothing_else_passes_for_one() {
         assert!(engine.step(m).is_err(), "{what} was taken");
     }
     c.settle();
-    assert_eq!(c.read_indexes[&follower], vec![commit]);
+    assert_eq!(c.read_indexes[&follower], vec![(commit, b"ask-1".to_vec())]);
 
     // A voter alone, its leader and the third voter gone, gets no answer.
     c.crash(leader);
@@ -783,5 +788,30 @@ fn a_follower_reads_the_leaders_commit_index_and_nothing_else_passes_for_one() {
         .0
         .read_index(b"ask-4".to_vec());
     c.tick_all(50);
-    assert_eq!(c.read_indexes[&follower], vec![commit]);
+    assert_eq!(c.read_indexes[&follower], vec![(commit, b"ask-1".to_vec())]);
+}
+
+#[test]
+fn a_leader_keeps_few_read_index_requests_waiting() {
+    let mut c = Cluster::new(&[1, 2, 3]);
+    c.propose(b"a");
+    let (follower, other, leader, _, _) = follower_view(&mut c);
+    // Nobody acknowledges the leader's heartbeats: its requests stay pending.
+    c.crash(follower);
+    c.crash(other);
+    let engine = &mut c.nodes.get_mut(&leader).unwrap().0;
+    let request = |n: usize| {
+        let mut m = Message::default();
+        m.set_msg_type(raft::eraftpb::MessageType::MsgReadIndex);
+        m.from = follower;
+        m.to = leader;
+        let mut e = Entry::default();
+        e.data = format!("ask-{n}").into_bytes().into();
+        m.entries = vec![e].into();
+        m
+    };
+    for n in 0..16 {
+        assert!(engine.step(request(n)).is_ok(), "request {n} refused");
+    }
+    assert!(engine.step(request(16)).is_err(), "a 17th request was kept");
 }

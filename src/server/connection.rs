@@ -385,7 +385,9 @@ pub async fn run<S>(
     // task was aborted: the reader is aborted too.
     let reader = AbortOnDrop(tokio::spawn(read_loop));
     process_loop.await;
-    drop(reader);
+    // The reader's half of the socket is dropped before this returns, and so before the
+    // connection's `max.connections` slot is released.
+    reader.stop().await;
     if closing_info.listener == ListenerKind::Controller {
         closing_ctx.controller.connection_closed(closing_info.id);
     }
@@ -394,6 +396,14 @@ pub async fn run<S>(
 
 /// A spawned task that ends when this is dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl AbortOnDrop {
+    /// Aborts the task and waits until it has ended (what it owned is dropped).
+    async fn stop(mut self) {
+        self.0.abort();
+        let _ = (&mut self.0).await;
+    }
+}
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
