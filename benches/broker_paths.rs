@@ -105,6 +105,7 @@ impl Bench {
             ))
             .expect("handled")
             .expect("answered")
+            .into_bytes()
     }
 
     fn create_topic(&self, name: &'static str) {

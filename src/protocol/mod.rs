@@ -13,6 +13,8 @@
 //! - [`decode_request`]: one request frame *without* its 4-byte size prefix → [`Request`].
 //! - [`encode_response`]: a [`ResponseKind`] → a frame *with* its 4-byte size prefix. ApiVersions
 //!   always gets a v0 response header, as Kafka does, even for flexible v3+.
+//!   [`frame::encode_response_frame`]: the same as chunks, a Fetch answer's large record sets
+//!   referenced instead of copied.
 //! - [`peek_header`]: api key, api version and correlation id of a frame that failed to decode, so
 //!   the server can answer a too-new ApiVersions with UNSUPPORTED_VERSION (KIP-511) or close the
 //!   connection.
@@ -28,6 +30,7 @@
 //! guard walks are in [`layouts`].
 
 pub mod envelope;
+pub mod frame;
 pub mod guard;
 pub mod layouts;
 
@@ -240,13 +243,7 @@ pub fn encode_response(
     if response_api_key(body) != Some(api_key) {
         return Err(EncodeError::WrongBody { api_key });
     }
-    // ApiVersionsResponse.json: "tagged fields are only supported in the body but not in the
-    // header", so the header stays v0 for every version; clients parse it that way.
-    let header_version = if api_key == ApiKey::ApiVersions {
-        0
-    } else {
-        api_key.response_header_version(api_version)
-    };
+    let header_version = header_version(api_key, api_version);
     let encode_err = |err: anyhow::Error| EncodeError::Encode {
         api_key,
         version: api_version,
@@ -265,6 +262,17 @@ pub fn encode_response(
     let size = i32::try_from(len).map_err(|_| EncodeError::TooLarge { len })?;
     buf[..SIZE_PREFIX_BYTES].copy_from_slice(&size.to_be_bytes());
     Ok(buf.freeze())
+}
+
+/// The response header version of an answer at `api_version`.
+fn header_version(api_key: ApiKey, api_version: i16) -> i16 {
+    // ApiVersionsResponse.json: "tagged fields are only supported in the body but not in the
+    // header", so the header stays v0 for every version; clients parse it that way.
+    if api_key == ApiKey::ApiVersions {
+        0
+    } else {
+        api_key.response_header_version(api_version)
+    }
 }
 
 /// The most a response header takes: a correlation id and an empty tagged-field section.

@@ -27,6 +27,7 @@ use super::{controller_dispatch, dispatch, sasl, ConnectionInfo, ListenerKind};
 use crate::config::security::SaslSettings;
 use crate::context::Context;
 use crate::limits::{IN_FLIGHT_REQUESTS_PER_CONNECTION_MAX, RAFT_FRAME_BYTES_MAX};
+use crate::protocol::frame::ResponseFrame;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -121,23 +122,56 @@ pub async fn read_frame_per_api<R: AsyncRead + Unpin>(
 /// there until the next answer, and a client waiting for it would send nothing more.
 pub async fn write_unless_stuck<W: AsyncWrite + Unpin>(
     writer: &mut W,
-    mut bytes: &[u8],
+    bytes: &[u8],
     idle: Duration,
 ) -> std::io::Result<()> {
+    write_chunks_unless_stuck(writer, &mut [bytes], idle).await
+}
+
+/// [`write_unless_stuck`] of `chunks` one after the other (a frame of
+/// [`crate::protocol::frame`]), with vectored writes: a TLS stream encrypts them into the same
+/// records as if they were one buffer, and a plaintext socket takes several in one system call.
+pub async fn write_chunks_unless_stuck<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    chunks: &mut [&[u8]],
+    idle: Duration,
+) -> std::io::Result<()> {
+    /// Chunks offered to one vectored write (a Fetch answer has two per large record set).
+    const CHUNKS_PER_WRITE_MAX: usize = 64;
     let stuck = |_| {
         std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             "the client read nothing for connections.max.idle.ms",
         )
     };
-    while !bytes.is_empty() {
-        let written = tokio::time::timeout(idle, writer.write(bytes))
+    let mut first = 0;
+    while first < chunks.len() {
+        if chunks[first].is_empty() {
+            first += 1;
+            continue;
+        }
+        let slices: Vec<std::io::IoSlice<'_>> = chunks[first..]
+            .iter()
+            .take(CHUNKS_PER_WRITE_MAX)
+            .map(|c| std::io::IoSlice::new(c))
+            .collect();
+        let written = tokio::time::timeout(idle, writer.write_vectored(&slices))
             .await
             .map_err(stuck)??;
         if written == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
-        bytes = &bytes[written..];
+        let mut left = written;
+        while left > 0 {
+            let chunk = chunks[first];
+            if left >= chunk.len() {
+                left -= chunk.len();
+                first += 1;
+            } else {
+                chunks[first] = &chunk[left..];
+                left = 0;
+            }
+        }
     }
     tokio::time::timeout(idle, writer.flush())
         .await
@@ -312,16 +346,15 @@ pub async fn run<S>(
                     // ApiVersions before authentication: the listener's normal handler.
                     None => {
                         let answered = match info.listener {
-                            ListenerKind::Client => {
-                                dispatch::handle_frame(
-                                    &ctx,
-                                    frame,
-                                    peer,
-                                    &info.principal,
-                                    &info.listener_name,
-                                )
-                                .await
-                            }
+                            ListenerKind::Client => dispatch::handle_frame(
+                                &ctx,
+                                frame,
+                                peer,
+                                &info.principal,
+                                &info.listener_name,
+                            )
+                            .await
+                            .map(|r| r.map(ResponseFrame::into_bytes)),
                             ListenerKind::Controller => {
                                 controller_dispatch::handle_frame(&ctx, frame, &info).await
                             }
@@ -351,15 +384,17 @@ pub async fn run<S>(
                     dispatch::handle_frame(&ctx, frame, peer, &info.principal, &info.listener_name)
                         .await
                 }
-                ListenerKind::Controller => {
-                    controller_dispatch::handle_frame(&ctx, frame, &info).await
-                }
+                ListenerKind::Controller => controller_dispatch::handle_frame(&ctx, frame, &info)
+                    .await
+                    .map(|r| r.map(ResponseFrame::from)),
             };
             drop(permit);
             match outcome {
                 Ok(Some(response)) => {
                     let writing = Instant::now();
-                    if let Err(e) = write_unless_stuck(&mut writer, &response, idle).await {
+                    let mut chunks: Vec<&[u8]> = response.chunks().iter().map(|c| &c[..]).collect();
+                    if let Err(e) = write_chunks_unless_stuck(&mut writer, &mut chunks, idle).await
+                    {
                         tracing::debug!(%peer, error = %e, "closing connection: write failed");
                         break;
                     }
@@ -459,6 +494,83 @@ mod tests {
             .unwrap();
         assert_eq!(writer.sent, b"a whole answer");
         assert!(writer.held.is_empty());
+    }
+
+    /// A writer that takes vectored writes, at most `max` bytes each, across buffers.
+    struct Vectored {
+        max: usize,
+        out: Vec<u8>,
+        writes: usize,
+    }
+
+    impl AsyncWrite for Vectored {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.poll_write_vectored(cx, &[std::io::IoSlice::new(buf)])
+        }
+
+        fn poll_write_vectored(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let mut taken = 0;
+            for b in bufs {
+                let n = b.len().min(self.max - taken);
+                self.out.extend_from_slice(&b[..n]);
+                taken += n;
+                if taken == self.max {
+                    break;
+                }
+            }
+            self.writes += 1;
+            std::task::Poll::Ready(Ok(taken))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn chunks_are_written_in_order_whatever_each_write_takes() {
+        let chunks: Vec<&[u8]> = vec![b"head", b"", b"records-one", b"mid", b"records-two", b"t"];
+        let whole: Vec<u8> = chunks.concat();
+        for max in [1, 2, 5, 7, 14, 15, 100] {
+            let mut writer = Vectored {
+                max,
+                out: Vec::new(),
+                writes: 0,
+            };
+            write_chunks_unless_stuck(&mut writer, &mut chunks.clone(), Duration::from_secs(5))
+                .await
+                .unwrap();
+            assert_eq!(writer.out, whole, "at most {max} bytes a write");
+            assert_eq!(writer.writes, whole.len().div_ceil(max), "at most {max}");
+        }
+        // A writer without vectored writes gets one chunk (or its rest) at a time.
+        let mut writer = HoldsUntilFlushed::default();
+        write_chunks_unless_stuck(&mut writer, &mut chunks.clone(), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(writer.sent, whole);
     }
 
     #[tokio::test]

@@ -16,6 +16,7 @@ use crate::context::Context;
 use crate::group::service::Caller;
 use crate::handlers;
 use crate::handlers::authz::{self, RequestAuth};
+use crate::protocol::frame::ResponseFrame;
 use crate::protocol::{self, DecodeError};
 use crate::replica::append::AppendStats;
 
@@ -85,7 +86,7 @@ pub async fn handle_frame(
     peer: SocketAddr,
     principal: &str,
     listener: &str,
-) -> Result<Option<Bytes>, DispatchError> {
+) -> Result<Option<ResponseFrame>, DispatchError> {
     let decoding = std::time::Instant::now();
     let request = match protocol::decode_request(frame.clone()) {
         Ok(r) => r,
@@ -94,9 +95,9 @@ pub async fn handle_frame(
             correlation_id,
             ..
         }) => {
-            return Ok(Some(handlers::api_versions::unsupported_version_response(
-                correlation_id,
-            )?));
+            return Ok(Some(
+                handlers::api_versions::unsupported_version_response(correlation_id)?.into(),
+            ));
         }
         Err(e) => return Err(e.into()),
     };
@@ -108,9 +109,10 @@ pub async fn handle_frame(
     }
     if !handlers::api_versions::is_supported(api_key, version) {
         if api_key == ApiKey::ApiVersions {
-            return Ok(Some(handlers::api_versions::unsupported_version_response(
-                request.correlation_id(),
-            )?));
+            return Ok(Some(
+                handlers::api_versions::unsupported_version_response(request.correlation_id())?
+                    .into(),
+            ));
         }
         return Err(DispatchError::NotAdvertised { api_key, version });
     }
@@ -239,7 +241,7 @@ async fn handle_supported(
     peer: SocketAddr,
     principal: &str,
     listener: &str,
-) -> Result<Option<Bytes>, DispatchError> {
+) -> Result<Option<ResponseFrame>, DispatchError> {
     let api_key = request.api_key;
     let version = request.api_version;
     let correlation_id = request.correlation_id();
@@ -253,12 +255,9 @@ async fn handle_supported(
     if let Some(op) = authz::cluster_operation(api_key) {
         if !auth.allows_cluster(op) {
             if let Some(refusal) = authz::refuse_cluster(&request.body, version) {
-                return Ok(Some(protocol::encode_response(
-                    api_key,
-                    version,
-                    correlation_id,
-                    &refusal,
-                )?));
+                return Ok(Some(
+                    protocol::encode_response(api_key, version, correlation_id, &refusal)?.into(),
+                ));
             }
         }
     }
@@ -313,12 +312,15 @@ async fn handle_supported(
             .await
         {
             Ok(forwarded) => {
-                return Ok(Some(protocol::encode_response(
-                    api_key,
-                    version,
-                    correlation_id,
-                    &answer(forwarded),
-                )?))
+                return Ok(Some(
+                    protocol::encode_response(
+                        api_key,
+                        version,
+                        correlation_id,
+                        &answer(forwarded),
+                    )?
+                    .into(),
+                ))
             }
             Err(_) => request_body,
         }
@@ -583,7 +585,8 @@ async fn handle_supported(
         None => Ok(None),
         Some(body) => {
             let encoding = std::time::Instant::now();
-            let response = protocol::encode_response(api_key, version, correlation_id, &body)?;
+            let response =
+                protocol::frame::encode_response_frame(api_key, version, correlation_id, &body)?;
             if api_key == ApiKey::Produce {
                 ctx.request_stats
                     .produce_stage("encode", encoding.elapsed());

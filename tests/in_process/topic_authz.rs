@@ -55,7 +55,8 @@ async fn call_as<R: Request>(
     )
     .await
     .expect("handled")
-    .expect("answered");
+    .expect("answered")
+    .into_bytes();
     decode_answer::<R>(version, answer.slice(4..))
 }
 
