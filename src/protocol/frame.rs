@@ -5,7 +5,7 @@
 //! rustls copies them again into its records, and without it the kernel copies them into the
 //! socket. [`encode_response_frame`] encodes the answer's fields as usual but leaves each
 //! record set of at least [`REFERENCED_RECORDS_BYTES_MIN`] where it is: the frame is the list of
-//! chunks to write in order (`connection::write_unless_stuck` writes them with one vectored
+//! chunks to write in order (`connection::write_chunks_unless_stuck` writes them with one vectored
 //! write where it can), which saves one copy of every record byte served.
 //!
 //! The encoder is `kafka-protocol`'s own, run over a buffer ([`ChunkedBuf`]) that recognises
@@ -157,6 +157,8 @@ impl ChunkedBuf {
 
 // SAFETY: every method passes the call on unchanged to `head`, a `BytesMut`, whose
 // implementation keeps the trait's contract; `put_slice` (safe) only adds chunks beside it.
+// (`remaining_mut` is `head`'s: it does not count what went out as chunks, which nothing here
+// relies on.)
 unsafe impl BufMut for ChunkedBuf {
     fn remaining_mut(&self) -> usize {
         self.head.remaining_mut()

@@ -163,7 +163,12 @@ pub async fn write_chunks_unless_stuck<W: AsyncWrite + Unpin>(
         }
         let mut left = written;
         while left > 0 {
-            let chunk = chunks[first];
+            let Some(&chunk) = chunks.get(first) else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "a write took more bytes than it was given",
+                ));
+            };
             if left >= chunk.len() {
                 left -= chunk.len();
                 first += 1;

@@ -567,6 +567,10 @@ impl LogSegment {
             end = at + h.size_in_bytes();
         }
         buf.truncate(end);
+        if buf.capacity() - end > end {
+            // The answer holds these bytes until a client has read them all: not twice as many.
+            buf.shrink_to_fit();
+        }
         let first_offset = if end > 0 {
             Some(first.base_offset)
         } else {
