@@ -125,15 +125,15 @@ pub async fn write_unless_stuck<W: AsyncWrite + Unpin>(
     bytes: &[u8],
     idle: Duration,
 ) -> std::io::Result<()> {
-    write_chunks_unless_stuck(writer, &mut [bytes], idle).await
+    write_chunks_unless_stuck(writer, &[bytes], idle).await
 }
 
 /// [`write_unless_stuck`] of `chunks` one after the other (a frame of
 /// [`crate::protocol::frame`]), with vectored writes: a TLS stream encrypts them into the same
 /// records as if they were one buffer, and a plaintext socket takes several in one system call.
-pub async fn write_chunks_unless_stuck<W: AsyncWrite + Unpin>(
+pub async fn write_chunks_unless_stuck<W: AsyncWrite + Unpin, C: AsRef<[u8]>>(
     writer: &mut W,
-    chunks: &mut [&[u8]],
+    chunks: &[C],
     idle: Duration,
 ) -> std::io::Result<()> {
     /// Chunks offered to one vectored write (a Fetch answer has two per large record set).
@@ -144,38 +144,50 @@ pub async fn write_chunks_unless_stuck<W: AsyncWrite + Unpin>(
             "the client read nothing for connections.max.idle.ms",
         )
     };
-    let mut first = 0;
-    while first < chunks.len() {
-        if chunks[first].is_empty() {
+    // The next byte to write: chunk `first`, from `offset`.
+    let (mut first, mut offset) = (0, 0);
+    loop {
+        while chunks
+            .get(first)
+            .is_some_and(|c| c.as_ref().len() == offset)
+        {
             first += 1;
-            continue;
+            offset = 0;
         }
-        let slices: Vec<std::io::IoSlice<'_>> = chunks[first..]
-            .iter()
-            .take(CHUNKS_PER_WRITE_MAX)
-            .map(|c| std::io::IoSlice::new(c))
-            .collect();
-        let written = tokio::time::timeout(idle, writer.write_vectored(&slices))
+        if first == chunks.len() {
+            break;
+        }
+        let mut slices = [std::io::IoSlice::new(&[]); CHUNKS_PER_WRITE_MAX];
+        let mut offered = 0;
+        let mut n = 0;
+        for chunk in chunks[first..].iter().take(CHUNKS_PER_WRITE_MAX) {
+            let from = if n == 0 { offset } else { 0 };
+            slices[n] = std::io::IoSlice::new(&chunk.as_ref()[from..]);
+            offered += slices[n].len();
+            n += 1;
+        }
+        let written = tokio::time::timeout(idle, writer.write_vectored(&slices[..n]))
             .await
             .map_err(stuck)??;
         if written == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
+        if written > offered {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "a write took more bytes than it was given",
+            ));
+        }
         let mut left = written;
-        while left > 0 {
-            let Some(&chunk) = chunks.get(first) else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    "a write took more bytes than it was given",
-                ));
-            };
-            if left >= chunk.len() {
-                left -= chunk.len();
-                first += 1;
-            } else {
-                chunks[first] = &chunk[left..];
-                left = 0;
+        while first < chunks.len() {
+            let rest = chunks[first].as_ref().len() - offset;
+            if left < rest {
+                offset += left;
+                break;
             }
+            left -= rest;
+            first += 1;
+            offset = 0;
         }
     }
     tokio::time::timeout(idle, writer.flush())
@@ -397,8 +409,8 @@ pub async fn run<S>(
             match outcome {
                 Ok(Some(response)) => {
                     let writing = Instant::now();
-                    let mut chunks: Vec<&[u8]> = response.chunks().iter().map(|c| &c[..]).collect();
-                    if let Err(e) = write_chunks_unless_stuck(&mut writer, &mut chunks, idle).await
+                    if let Err(e) =
+                        write_chunks_unless_stuck(&mut writer, response.chunks(), idle).await
                     {
                         tracing::debug!(%peer, error = %e, "closing connection: write failed");
                         break;
@@ -564,7 +576,7 @@ mod tests {
                 out: Vec::new(),
                 writes: 0,
             };
-            write_chunks_unless_stuck(&mut writer, &mut chunks.clone(), Duration::from_secs(5))
+            write_chunks_unless_stuck(&mut writer, &chunks, Duration::from_secs(5))
                 .await
                 .unwrap();
             assert_eq!(writer.out, whole, "at most {max} bytes a write");
@@ -572,7 +584,7 @@ mod tests {
         }
         // A writer without vectored writes gets one chunk (or its rest) at a time.
         let mut writer = HoldsUntilFlushed::default();
-        write_chunks_unless_stuck(&mut writer, &mut chunks.clone(), Duration::from_secs(5))
+        write_chunks_unless_stuck(&mut writer, &chunks, Duration::from_secs(5))
             .await
             .unwrap();
         assert_eq!(writer.sent, whole);
